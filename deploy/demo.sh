@@ -1,0 +1,68 @@
+#!/usr/bin/env bash
+# The reference workflow, end to end: starts charterd on its embedded Redis in a temporary
+# data folder, drives the procurement run through the charter CLI, prints each decision, checks
+# it is the expected one, and stops what it started.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+./deploy/build.sh >/dev/null
+build=$(readlink -f "${CHARTER_BUILD_DIR:-build}")
+
+tmp=$(mktemp -d -t charter-demo.XXXXXX)
+chmod 700 "$tmp"
+export CHARTER_OPERATOR_TOKEN=$(openssl rand -hex 24)
+export CHARTER_URL="ipc://$tmp/charterd.sock"
+pid=
+stop() {
+  if [ -n "$pid" ] && kill -0 "$pid" 2>/dev/null; then
+    kill -TERM "$pid"
+    wait "$pid" || true
+  fi
+  rm -rf "$tmp"
+}
+trap stop EXIT
+
+"$build/charterd" --data-dir "$tmp/data" --listen "$CHARTER_URL" --quiet 2>"$tmp/charterd.log" &
+pid=$!
+for _ in $(seq 100); do
+  "$build/charter" health >/dev/null 2>&1 && break
+  kill -0 "$pid" 2>/dev/null || { cat "$tmp/charterd.log" >&2; exit 1; }
+  sleep 0.1
+done
+charter() { "$build/charter" "$@"; }
+fail() { echo "demo: $*" >&2; exit 1; }
+say() { printf '\n== %s\n' "$*"; }
+
+say "charterd: $(charter health | head -n 1)"
+
+say "1-3. Run the procurement workflow (scripted adversary follows the vendor_c injection)"
+charter run | tee "$tmp/run.txt"
+run=$(charter --json list --limit 1 | jq -r '.runs[0].id')
+view=$(charter --json get "$run")
+jq -e '[.events[] | select(.kind=="delivery_decided" and .outcome=="ALLOW")] | length == 1' <<<"$view" >/dev/null \
+  || fail "expected the CFO delivery to be allowed"
+jq -e '.events[] | select(.kind=="input_checked" and .outcome=="DENY" and (.codes|index("INPUT_OUT_OF_SCOPE")) and (.witness|test("^budget \\(confidential\\) → Internal recommendation → report step")))' <<<"$view" >/dev/null \
+  || fail "expected the handoff to be denied INPUT_OUT_OF_SCOPE with the budget witness"
+[ "$(jq -r .run.status <<<"$view")" = blocked ] || fail "expected the run to be blocked"
+
+say "4. Revoke g_reporter, then recover"
+charter revoke g_reporter
+charter recover "$run" | tee "$tmp/recover1.txt"
+charter --json get "$run" | jq -e '[.events[] | select(.kind=="delivery_decided" and .outcome=="DENY" and (.codes|index("GRANT_INVALID")))] | length == 1' >/dev/null \
+  || fail "expected the recovery to be denied GRANT_INVALID"
+
+say "   Restore g_reporter"
+charter restore g_reporter
+
+say "5. Recover from permitted inputs: public delivery"
+charter recover "$run" | tee "$tmp/recover2.txt"
+final=$(charter --json get "$run")
+[ "$(jq -r .run.status <<<"$final")" = completed ] || fail "expected the run to be completed"
+public=$(jq -r '.deliveries[] | select(.recipient=="public") | .content' <<<"$final")
+[ -n "$public" ] || fail "expected a public delivery"
+say "The public report, rendered by the server from approved fields"
+printf '%s\n' "$public"
+if grep -Eq 'CEILING|48[^0-9]?200|48[.,]2k' <<<"$public"; then fail "the public report leaks the budget"; fi
+
+say "Events of run $run"
+charter get "$run"
+say "demo: ok"

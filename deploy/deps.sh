@@ -1,0 +1,24 @@
+#!/usr/bin/env bash
+# Installs the Debian packages charter builds and runs with, when they are missing.
+# As root it runs apt-get; otherwise it prints the apt-get line to run and exits 1.
+set -euo pipefail
+
+packages=(build-essential cmake pkg-config protobuf-c-compiler libprotobuf-c-dev libnng-dev
+          libhiredis-dev libjansson-dev libssl-dev libcurl4-openssl-dev libcunit1-dev
+          redis-server redis-tools jq openssl)
+
+missing=()
+for p in "${packages[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed' || missing+=("$p")
+done
+[ ${#missing[@]} -eq 0 ] && exit 0
+
+if [ "$(id -u)" -ne 0 ]; then
+  echo "charter: missing packages: ${missing[*]}" >&2
+  echo "charter: install them with: sudo apt-get install -y ${missing[*]}" >&2
+  exit 1
+fi
+echo "charter: installing ${missing[*]}" >&2
+export DEBIAN_FRONTEND=noninteractive
+apt-get update -qq
+apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null

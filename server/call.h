@@ -1,0 +1,92 @@
+/*
+ * call.h - what a handler gets for one RPC, and how it answers.
+ *
+ * dispatch.c decodes the envelope, authenticates, looks the method up in protobuf-c's
+ * service descriptors and calls the handler registered for it with a call. Everything a
+ * handler allocates for its response comes from the call's arena (call_alloc, call_strdup)
+ * and is released in one go after the response has been packed, so a handler never frees a
+ * response message field by field.
+ */
+#ifndef CHARTER_CALL_H
+#define CHARTER_CALL_H
+
+#include <protobuf-c/protobuf-c.h>
+#include <stdbool.h>
+#include <stddef.h>
+
+#include "store.h"
+#include "workflow.h"
+
+/* gRPC status numbers used in RpcResponse.code. */
+enum {
+    RPC_OK = 0,
+    RPC_INVALID_ARGUMENT = 3,
+    RPC_DEADLINE_EXCEEDED = 4,
+    RPC_NOT_FOUND = 5,
+    RPC_ALREADY_EXISTS = 6,
+    RPC_PERMISSION_DENIED = 7,
+    RPC_RESOURCE_EXHAUSTED = 8,
+    RPC_FAILED_PRECONDITION = 9,
+    RPC_UNIMPLEMENTED = 12,
+    RPC_INTERNAL = 13,
+    RPC_UNAVAILABLE = 14,
+    RPC_UNAUTHENTICATED = 16,
+};
+
+typedef enum { ROLE_NONE = 0, ROLE_VIEWER = 1, ROLE_OPERATOR = 2 } call_role;
+
+/* Limits every call is held to; set once at startup from the command line. */
+typedef struct {
+    size_t max_message;      /* bytes of one encoded RpcRequest (default 4 MiB) */
+    size_t max_ancestry;     /* artifacts one ancestry query may return (default 10000) */
+    size_t max_ids;          /* artifact ids in one request (default 1000) */
+    size_t max_content;      /* bytes of one artifact's content (default 1 MiB) */
+    int default_timeout_ms;  /* when the request carries none (default 5000) */
+    int max_timeout_ms;      /* upper bound on a request's timeout (default 60000) */
+} call_limits;
+
+/* Process-wide, read-only after startup. */
+typedef struct {
+    const workflow *wf;
+    call_limits limits;
+    const char *graph;
+    const char *version;
+    unsigned workers;
+} server_env;
+
+typedef struct call_block call_block;
+
+/* One RPC in progress. Owned by the worker that serves it. */
+typedef struct {
+    const server_env *env;
+    store *st;            /* the worker's store; its timeout is set to the call's deadline */
+    call_role role;       /* ROLE_OPERATOR or ROLE_VIEWER (Health may be ROLE_NONE) */
+    int timeout_ms;
+    int status;           /* RPC_* set by call_fail */
+    char message[256];    /* reason for a non-OK status */
+    call_block *arena;    /* blocks freed by call_release */
+} call;
+
+/* A handler: in is the unpacked request (owned by dispatch). On success it sets *out to a
+ * response message built in the call's arena and returns RPC_OK; otherwise it returns
+ * call_fail(...). */
+typedef int (*call_handler)(call *c, const ProtobufCMessage *in, ProtobufCMessage **out);
+
+/* Zeroed memory of size bytes that lives until call_release, or NULL. */
+void *call_alloc(call *c, size_t size);
+/* Copy of s (NULL gives NULL) that lives until call_release; NULL also on failure. */
+char *call_strdup(call *c, const char *s);
+/* Frees every block of the arena. */
+void call_release(call *c);
+
+/* Records status and a printf-style message for the reply; returns status. */
+int call_fail(call *c, int status, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+
+/* Maps a STORE_E* code to an RPC status with a message naming what (e.g. "run r1"). */
+int call_fail_store(call *c, int store_status, const char *what);
+
+/* RPC_PERMISSION_DENIED unless the caller holds the operator token. */
+int call_require_operator(call *c);
+
+#endif

@@ -1,0 +1,428 @@
+/*
+ * deliver.c - the delivery protocol: look the invocation up, evaluate, commit conditionally.
+ *
+ * The database decides, not this process: the guard's ALLOW only licenses an attempt at
+ * charter_commit_delivery, which re-checks the payload bytes, the grant chain and the
+ * invocation ID on the database clock inside one atomic call. Any number of charterd processes
+ * may run this code against one Redis; no process-local lock is involved.
+ */
+#include "deliver.h"
+
+#include <openssl/evp.h>
+#include <openssl/sha.h>
+#include <stdlib.h>
+#include <string.h>
+
+static bool invocation_id_valid(const char *s)
+{
+    size_t n = s ? strlen(s) : 0;
+    if (n == 0 || n > 128)
+        return false;
+    for (size_t i = 0; i < n; i++) {
+        char ch = s[i];
+        bool ok = (ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z') ||
+                  (ch >= '0' && ch <= '9') || ch == '.' || ch == '_' || ch == ':' || ch == '-';
+        if (!ok)
+            return false;
+    }
+    return true;
+}
+
+void deliver_fingerprint(const char *payload_hash, const char *recipient, const char *tool,
+                         const char *grant, char hex[65])
+{
+    const char *parts[4] = {payload_hash, recipient, tool, grant};
+    size_t total = 0;
+    for (int i = 0; i < 4; i++)
+        total += 12 + strlen(parts[i]);
+    char *buf = malloc(total + 1);
+    if (!buf) {
+        memset(hex, '0', 64);
+        hex[64] = '\0';
+        return;
+    }
+    size_t off = 0;
+    for (int i = 0; i < 4; i++)
+        off += (size_t)snprintf(buf + off, total + 1 - off, "%zu:%s", strlen(parts[i]), parts[i]);
+    gate_sha256_hex(buf, off, hex);
+    free(buf);
+}
+
+static void sha1_hex(const char *data, size_t len, char hex[41])
+{
+    static const char digits[] = "0123456789abcdef";
+    unsigned char md[EVP_MAX_MD_SIZE];
+    unsigned int mdlen = 0;
+    if (EVP_Digest(data, len, md, &mdlen, EVP_sha1(), NULL) != 1 || mdlen != 20) {
+        memset(hex, 'x', 40); /* never equal to Redis's sha1hex: the commit is refused */
+        hex[40] = '\0';
+        return;
+    }
+    for (unsigned i = 0; i < 20; i++) {
+        hex[2 * i] = digits[md[i] >> 4];
+        hex[2 * i + 1] = digits[md[i] & 15];
+    }
+    hex[40] = '\0';
+}
+
+void deliver_result_free(deliver_result *r)
+{
+    guard_decision_free(&r->decision);
+    json_decref(r->delivery);
+    r->delivery = NULL;
+    r->acknowledged = false;
+}
+
+static int find_delivery(const gate_env *g, const char *inv, json_t **delivery)
+{
+    const char *args[1] = {inv};
+    *delivery = NULL;
+    int rc = store_call(g->st, "find_delivery", 1, args, delivery);
+    if (rc == STORE_OK && *delivery && !json_is_object(*delivery)) {
+        json_decref(*delivery);
+        *delivery = NULL;
+    }
+    return rc;
+}
+
+/* An existing delivery answers the send: acknowledged when it is this very send (same
+ * fingerprint), DELIVERY_CONFLICT otherwise. Takes the reference to existing. */
+static void answer_existing(deliver_result *out, json_t *existing, const char *fingerprint)
+{
+    const char *fp = json_string_value(json_object_get(existing, "fingerprint"));
+    guard_decision_free(&out->decision);
+    if (fp && strcmp(fp, fingerprint) == 0) {
+        out->decision.outcome = GUARD_ALLOW;
+        out->delivery = existing;
+        out->acknowledged = true;
+    } else {
+        out->decision.outcome = GUARD_DENY;
+        out->decision.codes = 1u << GUARD_DELIVERY_CONFLICT;
+        const char *inv = json_string_value(json_object_get(existing, "invocation_id"));
+        char buf[256];
+        snprintf(buf, sizeof buf, "invocation %s was committed with other content",
+                 inv ? inv : "?");
+        out->decision.witness = strdup(buf);
+        json_decref(existing);
+    }
+}
+
+static double number_of(const json_t *j)
+{
+    if (json_is_string(j))
+        return strtod(json_string_value(j), NULL);
+    return json_number_value(j);
+}
+
+static json_t *strs_json(const guard_strs *s)
+{
+    json_t *list = json_array();
+    for (size_t i = 0; list && i < s->n; i++)
+        if (json_array_append_new(list, json_string(s->items[i]))) {
+            json_decref(list);
+            return NULL;
+        }
+    return list;
+}
+
+static json_t *event_of(const guard_decision *d, json_t *detail, json_t *snapshot)
+{
+    char codes[512];
+    guard_codes_format(d->codes, codes, sizeof codes);
+    return json_pack("{s:s, s:s, s:s, s:s, s:O, s:O*}", "kind", "delivery_decided", "outcome",
+                     guard_outcome_name(d->outcome), "codes", codes, "witness",
+                     d->witness ? d->witness : "", "detail", detail, "snapshot", snapshot);
+}
+
+/* Records a decision that has no effect. If it cannot be recorded, it becomes UNKNOWN. */
+static void record(const gate_env *g, const char *run_id, guard_decision *d, json_t *detail,
+                   json_t *snapshot)
+{
+    json_t *ev = event_of(d, detail, snapshot);
+    char *text = ev ? json_dumps(ev, JSON_COMPACT) : NULL;
+    json_decref(ev);
+    int rc = STORE_ENOMEM;
+    if (text) {
+        const char *args[2] = {run_id, text};
+        json_t *reply = NULL;
+        rc = store_call(g->st, "append_event", 2, args, &reply);
+        json_decref(reply);
+        free(text);
+    }
+    if (rc != STORE_OK && d->outcome != GUARD_UNKNOWN) {
+        guard_decision_free(d);
+        guard_decision_unknown(d, "the decision could not be recorded");
+    }
+}
+
+/* The facts of one send, fetched through the query library. */
+typedef struct {
+    guard_context ctx;
+    const workflow_step *step;
+    json_t *payload;  /* get_artifact reply */
+    json_t *ancestry; /* raw ancestry reply */
+    json_t *chain;    /* raw grant_chain reply */
+    json_t *recipient;
+    double now;
+    guard_ancestry anc;
+    guard_chain gchain;
+} send_facts;
+
+static void facts_free(send_facts *f)
+{
+    store_context_free(&f->ctx);
+    json_decref(f->payload);
+    json_decref(f->ancestry);
+    json_decref(f->chain);
+    json_decref(f->recipient);
+    store_ancestry_free(&f->anc);
+    store_grant_chain_free(&f->gchain);
+}
+
+/* Gathers what the guard needs beyond the context. Returns STORE_OK, or the first failure;
+ * STORE_ENOTFOUND for an unknown payload. An unknown recipient is not a failure here (the
+ * guard refuses it from the step). */
+static int gather(const gate_env *g, const char *payload_id, const char *recipient,
+                  send_facts *f)
+{
+    char limit[32];
+    snprintf(limit, sizeof limit, "%zu", g->limits->max_ancestry);
+    const char *aargs[2] = {payload_id, limit};
+    int rc = store_call(g->st, "ancestry", 2, aargs, &f->ancestry);
+    if (rc != STORE_OK)
+        return rc;
+    rc = store_ancestry_from_json(f->ancestry, payload_id, &f->anc);
+    if (rc != STORE_OK)
+        return rc;
+    const char *gargs[1] = {f->step->cap.grant};
+    rc = store_call(g->st, "grant_chain", 1, gargs, &f->chain);
+    if (rc != STORE_OK)
+        return rc;
+    rc = store_chain_from_json(f->chain, f->step->cap.grant, &f->gchain);
+    if (rc != STORE_OK)
+        return rc;
+    const char *rargs[1] = {recipient};
+    rc = store_call(g->st, "get_recipient", 1, rargs, &f->recipient);
+    if (rc == STORE_ENOTFOUND) {
+        f->recipient = NULL;
+        rc = STORE_OK;
+    }
+    if (rc != STORE_OK)
+        return rc;
+    json_t *t = NULL;
+    rc = store_call(g->st, "time", 0, NULL, &t);
+    if (rc == STORE_OK)
+        f->now = number_of(json_object_get(t, "now"));
+    json_decref(t);
+    return rc;
+}
+
+static json_t *snapshot_of(const send_facts *f, const guard_delivery_request *req)
+{
+    json_t *owners = strs_json(&f->ctx.owners);
+    return json_pack("{s:s, s:s, s:{s:s, s:s, s:s, s:o*}, s:{s:s, s:s, s:s, s:i, s:s, s:s}, "
+                     "s:O, s:O, s:f}",
+                     "gate", "delivery", "step", f->step->cap.step, "context", "id", f->ctx.id,
+                     "run_id", f->ctx.run_id, "step", f->ctx.step, "owners", owners, "request",
+                     "run_id", req->run_id, "payload_id", req->payload_id, "recipient",
+                     req->recipient, "recipient_clearance", req->recipient_clearance, "tool",
+                     req->tool, "grant", req->grant, "ancestry", f->ancestry, "chain", f->chain,
+                     "now", f->now);
+}
+
+/* One conditional commit. Returns STORE_OK with *reply the function's answer, or the
+ * store's failure (STORE_EUNAVAILABLE: the effect is unknown). */
+static int commit(const gate_env *g, json_t *arg, json_t **reply)
+{
+    *reply = NULL;
+    return store_call_json(g->st, "commit_delivery", arg, reply);
+}
+
+int deliver_send(const gate_env *g, const char *context_id, const char *payload_id,
+                 const char *recipient, const char *tool, const char *invocation_id,
+                 deliver_result *out)
+{
+    memset(out, 0, sizeof *out);
+    if (!invocation_id_valid(invocation_id) || !payload_id || !*payload_id || !recipient ||
+        !*recipient || !tool || !*tool)
+        return STORE_EINVAL;
+
+    send_facts f;
+    memset(&f, 0, sizeof f);
+    int rc = gate_context(g, context_id, &f.step, &f.ctx);
+    if (rc == STORE_ENOTFOUND || rc == STORE_ENOMEM)
+        return rc;
+    if (rc != STORE_OK) {
+        guard_decision_unknown(&out->decision, "the graph could not supply the context");
+        return STORE_OK;
+    }
+
+    /* The payload's stored bytes and hash: the fingerprint and the commit's byte check. */
+    const char *pargs[1] = {payload_id};
+    rc = store_call(g->st, "get_artifact", 1, pargs, &f.payload);
+    if (rc == STORE_ENOTFOUND || rc == STORE_ENOMEM) {
+        facts_free(&f);
+        return rc;
+    }
+    if (rc != STORE_OK || !json_is_object(f.payload)) {
+        guard_decision_unknown(&out->decision, "the graph could not supply the payload");
+        facts_free(&f);
+        return STORE_OK;
+    }
+    const char *payload_hash = json_string_value(json_object_get(f.payload, "hash"));
+    const char *content = json_string_value(json_object_get(f.payload, "content"));
+    char fingerprint[65];
+    deliver_fingerprint(payload_hash ? payload_hash : "", recipient, tool, f.step->cap.grant,
+                        fingerprint);
+
+    /* 1. An invocation already committed answers for itself, even after a revocation. */
+    json_t *existing = NULL;
+    rc = find_delivery(g, invocation_id, &existing);
+    if (rc != STORE_OK) {
+        guard_decision_unknown(&out->decision, "the graph could not look the invocation up");
+        facts_free(&f);
+        return STORE_OK;
+    }
+    if (existing) {
+        answer_existing(out, existing, fingerprint);
+        facts_free(&f);
+        return STORE_OK;
+    }
+
+    /* 2. Facts and evaluation. */
+    guard_delivery_request req = {
+        .run_id = f.ctx.run_id,
+        .payload_id = (char *)payload_id,
+        .recipient = (char *)recipient,
+        .recipient_clearance = -1,
+        .tool = (char *)tool,
+        .grant = f.step->cap.grant,
+    };
+    json_t *detail = json_pack("{s:s, s:s, s:s, s:s, s:s, s:s}", "context", context_id, "step",
+                               f.step->cap.step, "payload", payload_id, "recipient", recipient,
+                               "tool", tool, "invocation_id", invocation_id);
+    if (!detail) {
+        facts_free(&f);
+        return STORE_ENOMEM;
+    }
+    rc = gather(g, payload_id, recipient, &f);
+    if (rc == STORE_ENOTFOUND || rc == STORE_ENOMEM) {
+        json_decref(detail);
+        facts_free(&f);
+        return rc;
+    }
+    if (rc != STORE_OK) {
+        /* An operational failure: no facts, so no snapshot to replay. */
+        guard_decision_unknown(&out->decision, "the graph could not supply the facts");
+        record(g, f.ctx.run_id, &out->decision, detail, NULL);
+        json_decref(detail);
+        facts_free(&f);
+        return STORE_OK;
+    }
+    if (f.recipient) {
+        json_t *cl = json_object_get(f.recipient, "clearance");
+        req.recipient_clearance = (int)number_of(cl);
+        if (!json_is_string(cl) && !json_is_number(cl))
+            req.recipient_clearance = -1;
+    }
+    /* The stored bytes must still be the ones the hash was taken of. */
+    char actual[65];
+    gate_sha256_hex(content ? content : "", content ? strlen(content) : 0, actual);
+    json_t *snapshot = snapshot_of(&f, &req);
+    if (!content || !payload_hash || strcmp(actual, payload_hash) != 0) {
+        out->decision.outcome = GUARD_DENY;
+        out->decision.codes = 1u << GUARD_PROVENANCE_INCOMPLETE;
+        out->decision.witness = strdup("the payload's content does not match its hash");
+    } else if (guard_check_delivery(&f.step->cap, &f.ctx, &req, &f.anc, &f.gchain, f.now,
+                                    &out->decision) != 0) {
+        guard_decision_free(&out->decision);
+        guard_decision_unknown(&out->decision, "out of memory");
+    }
+    if (out->decision.outcome != GUARD_ALLOW) {
+        record(g, f.ctx.run_id, &out->decision, detail, snapshot);
+        json_decref(snapshot);
+        json_decref(detail);
+        facts_free(&f);
+        return STORE_OK;
+    }
+
+    /* 3. The conditional write, on the database clock. */
+    char sha1[41];
+    sha1_hex(content, strlen(content), sha1);
+    json_t *ev = event_of(&out->decision, detail, snapshot);
+    json_t *arg = json_pack("{s:s, s:s, s:s, s:s, s:s, s:s, s:s, s:s, s:o*, s:o*, s:s, s:o*}",
+                            "run_id", f.ctx.run_id, "invocation_id", invocation_id,
+                            "fingerprint", fingerprint, "payload_id", payload_id,
+                            "payload_hash", payload_hash, "content_sha1", sha1, "recipient",
+                            recipient, "tool", tool, "grant_chain",
+                            strs_json(&out->decision.chain_order), "sources",
+                            strs_json(&out->decision.sources), "content", content, "event", ev);
+    json_decref(snapshot);
+    if (!arg) {
+        json_decref(detail);
+        facts_free(&f);
+        guard_decision_free(&out->decision);
+        return STORE_ENOMEM;
+    }
+    const char *why = "the commit failed 3 times";
+    for (int attempt = 0; attempt < DELIVER_ATTEMPTS; attempt++) {
+        if (attempt > 0) {
+            /* A timed-out commit may have landed: look before writing again. */
+            rc = find_delivery(g, invocation_id, &existing);
+            if (rc == STORE_OK && existing) {
+                guard_decision_free(&out->decision);
+                answer_existing(out, existing, fingerprint);
+                out->acknowledged = false;
+                break;
+            }
+            if (rc != STORE_OK)
+                continue;
+        }
+        json_t *reply = NULL;
+        rc = commit(g, arg, &reply);
+        if (rc != STORE_OK) {
+            json_decref(reply);
+            continue;
+        }
+        const char *status = json_string_value(json_object_get(reply, "status"));
+        if (status && strcmp(status, "committed") == 0) {
+            out->delivery = json_incref(json_object_get(reply, "delivery"));
+            json_decref(reply);
+            break;
+        }
+        if (status && strcmp(status, "exists") == 0) {
+            /* Another deliverer committed this invocation between our lookup and our write. */
+            json_t *d = json_incref(json_object_get(reply, "delivery"));
+            json_decref(reply);
+            guard_decision_free(&out->decision);
+            answer_existing(out, d, fingerprint);
+            break;
+        }
+        /* Refused: the facts changed between evaluation and commit (revocation, expiry,
+         * altered payload). Fail closed; this is an operational outcome, no snapshot. */
+        const char *reason = json_string_value(json_object_get(reply, "reason"));
+        char buf[256];
+        snprintf(buf, sizeof buf, "the conditional write was refused: %s",
+                 reason ? reason : "unknown reason");
+        guard_decision_free(&out->decision);
+        guard_decision_unknown(&out->decision, buf);
+        record(g, f.ctx.run_id, &out->decision, detail, NULL);
+        json_decref(reply);
+        why = NULL;
+        break;
+    }
+    if (out->decision.outcome == GUARD_ALLOW && !out->delivery) {
+        guard_decision_free(&out->decision);
+        guard_decision_unknown(&out->decision, why);
+        record(g, f.ctx.run_id, &out->decision, detail, NULL);
+    }
+    /* chain_order and sources borrow from the facts freed below; nobody reads them later. */
+    free(out->decision.chain_order.items);
+    free(out->decision.sources.items);
+    memset(&out->decision.chain_order, 0, sizeof out->decision.chain_order);
+    memset(&out->decision.sources, 0, sizeof out->decision.sources);
+    json_decref(arg);
+    json_decref(detail);
+    facts_free(&f);
+    return STORE_OK;
+}

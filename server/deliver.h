@@ -1,0 +1,41 @@
+/*
+ * deliver.h - the delivery protocol (DESIGN.md "Delivery protocol").
+ *
+ * 1. find_delivery(invocation): the same fingerprint is acknowledged (no new effect, even after
+ *    a revocation); another fingerprint is DENY DELIVERY_CONFLICT.
+ * 2. Gather the facts (context owner, ancestry, grant chain, recipient) and evaluate.
+ * 3. On ALLOW, commit_delivery: one conditional write on the database clock. Refused gives
+ *    UNKNOWN GRAPH_ERROR. A transient failure is retried up to 3 times, each retry first
+ *    looking the invocation up, because a timed-out commit may have landed.
+ */
+#ifndef CHARTER_DELIVER_H
+#define CHARTER_DELIVER_H
+
+#include <jansson.h>
+#include <stdbool.h>
+
+#include "gate.h"
+
+typedef struct {
+    guard_decision decision;
+    json_t *delivery;  /* the committed (or acknowledged) delivery object, or NULL */
+    bool acknowledged; /* an earlier delivery with the same invocation and fingerprint */
+} deliver_result;
+
+/* Attempts count of commit_delivery before giving up with GRAPH_ERROR. */
+#define DELIVER_ATTEMPTS 3
+
+/* Runs the protocol for one send. Returns STORE_OK with out filled (any outcome),
+ * STORE_ENOTFOUND for an unknown context, STORE_EINVAL for a malformed invocation ID
+ * (1..128 of [A-Za-z0-9._:-]), STORE_ENOMEM. out is freed with deliver_result_free. */
+int deliver_send(const gate_env *g, const char *context_id, const char *payload_id,
+                 const char *recipient, const char *tool, const char *invocation_id,
+                 deliver_result *out);
+void deliver_result_free(deliver_result *r);
+
+/* Hex SHA-256 fingerprint of a send: payload hash, recipient, tool and grant, each length
+ * prefixed so no two sends share one. */
+void deliver_fingerprint(const char *payload_hash, const char *recipient, const char *tool,
+                         const char *grant, char hex[65]);
+
+#endif

@@ -1,0 +1,208 @@
+/*
+ * guard.h - the policy evaluator: facts in, a decision out.
+ *
+ * The guard is pure: it includes no I/O header, reads no clock and allocates only the decision
+ * it returns. Every fact it decides from (ancestry, grant chain, context owners, the database
+ * time) is handed in by the caller, fetched through the query library. Missing or malformed
+ * facts never become ALLOW: they give UNKNOWN or DENY with a code.
+ *
+ * Labels are recomputed, never trusted: a source artifact's confidentiality and integrity are
+ * those of its one registered resource; a derived artifact's confidentiality is the maximum of
+ * its parents', its integrity the minimum. A stored label that disagrees is LABEL_MISMATCH.
+ */
+#ifndef CHARTER_GUARD_H
+#define CHARTER_GUARD_H
+
+#include <stdbool.h>
+#include <stddef.h>
+
+/* Confidentiality levels (Resource.conf, Artifact.conf, Recipient.clearance). */
+enum { GUARD_CONF_PUBLIC = 0, GUARD_CONF_INTERNAL = 1, GUARD_CONF_CONFIDENTIAL = 2 };
+/* Integrity levels. */
+enum { GUARD_INTEGRITY_UNTRUSTED = 0, GUARD_INTEGRITY_TRUSTED = 1 };
+
+typedef enum { GUARD_ALLOW = 1, GUARD_DENY = 2, GUARD_UNKNOWN = 3 } guard_outcome;
+
+/* Decision codes; DESIGN.md "Guard". guard_code_name() gives the wire spelling. */
+typedef enum {
+    GUARD_INPUT_OUT_OF_SCOPE = 0,
+    GUARD_CLEARANCE_EXCEEDED,
+    GUARD_RESOURCE_OUT_OF_SCOPE,
+    GUARD_GRANT_INVALID,
+    GUARD_GRANT_NOT_FOUND,
+    GUARD_IDENTITY_MISMATCH,
+    GUARD_STEP_MISMATCH,
+    GUARD_PROVENANCE_INCOMPLETE,
+    GUARD_LABEL_MISMATCH,
+    GUARD_DELIVERY_CONFLICT,
+    GUARD_GRAPH_ERROR,
+    GUARD_CODE_COUNT
+} guard_code;
+
+/* A list of strings; the guard never frees or changes one it is given. */
+typedef struct {
+    char **items;
+    size_t n;
+} guard_strs;
+
+/* A registered resource as seen through a FROM_RESOURCE edge. */
+typedef struct {
+    char *id;
+    char *title;
+    int conf;      /* GUARD_CONF_* ; -1 when the fact is missing */
+    int integrity; /* GUARD_INTEGRITY_* ; -1 when missing */
+} guard_resource;
+
+/* One artifact of an ancestry with every edge around it (full collections, so the guard sees
+ * missing parents, extra parents and wrong cardinalities). */
+typedef struct {
+    char *id;
+    char *run_id;
+    char *title;
+    bool is_source;        /* kind == "source" */
+    bool kind_known;       /* false when kind is missing or neither source nor derived */
+    int conf;              /* stored label; -1 when missing */
+    int integrity;         /* stored label; -1 when missing */
+    bool capture_complete; /* the host recorded exactly the model request's inputs */
+    char *hash;            /* hex SHA-256 of content as stored */
+    guard_strs input_ids;  /* recorded at capture: the model request's inputs */
+    guard_strs parents;    /* DERIVED_FROM edges */
+    guard_resource *resources; /* FROM_RESOURCE edges */
+    size_t n_resources;
+    guard_strs producers; /* contexts with a PRODUCED edge to it */
+} guard_artifact;
+
+/* Every artifact reachable from root through DERIVED_FROM, root included. An ancestry whose
+ * root is absent (items has no artifact with id == root) is PROVENANCE_INCOMPLETE. */
+typedef struct {
+    char *root;
+    guard_artifact *items;
+    size_t n;
+    bool truncated; /* the query stopped at its size limit: facts incomplete */
+} guard_ancestry;
+
+typedef struct {
+    char *id;
+    char *kind; /* "human" or "agent" */
+} guard_actor_ref;
+
+/* One grant of a delegation chain with its edges. */
+typedef struct {
+    char *id;
+    bool root;
+    guard_strs tools;
+    guard_strs recipients;
+    guard_strs resources;
+    double valid_from; /* seconds since the epoch */
+    double valid_to;   /* seconds since the epoch; the grant is valid while now < valid_to */
+    double revoked_at; /* 0 when not revoked */
+    guard_strs parents; /* DELEGATED_FROM edges */
+    guard_actor_ref *grantees; /* GRANTED_TO edges */
+    size_t n_grantees;
+    guard_actor_ref *issuers; /* ISSUED_BY edges (root grants) */
+    size_t n_issuers;
+} guard_grant;
+
+/* The leaf grant and every grant reachable above it through DELEGATED_FROM, in any order. */
+typedef struct {
+    char *leaf;
+    guard_grant *items;
+    size_t n;
+} guard_chain;
+
+/* The server-owned capability of a step (the model never chooses any of it). */
+typedef struct {
+    char *step;
+    char *actor;
+    char *grant;
+    guard_strs tools;
+    guard_strs recipients;
+    guard_strs resources;
+} guard_stepcap;
+
+/* The acting context as stored: its run, its step and its OWNED_BY actors. */
+typedef struct {
+    char *id;
+    char *run_id;
+    char *step;
+    guard_strs owners;
+} guard_context;
+
+/* A delivery request after the server resolved it. */
+typedef struct {
+    char *run_id;
+    char *payload_id;
+    char *recipient;
+    int recipient_clearance; /* -1 when the recipient is unknown */
+    char *tool;
+    char *grant; /* the grant the request acts under (the step's) */
+} guard_delivery_request;
+
+/* The verdict. codes is a bit set over guard_code; witness is a heap string (may be NULL for
+ * ALLOW) owned by the decision and freed by guard_decision_free. */
+typedef struct {
+    guard_outcome outcome;
+    unsigned codes;
+    char *witness;
+    /* For an allowed delivery: the chain leaf-first (ids borrowed from the chain facts) and
+     * the payload's source resources (borrowed from the ancestry facts), which the
+     * conditional commit re-checks on the database clock. */
+    guard_strs chain_order;
+    guard_strs sources;
+} guard_decision;
+
+/* Spelling of a code on the wire ("INPUT_OUT_OF_SCOPE", ...). */
+const char *guard_code_name(guard_code code);
+/* The code for a wire spelling, or -1. */
+int guard_code_from_name(const char *name);
+const char *guard_outcome_name(guard_outcome outcome); /* "allow", "deny", "unknown" */
+
+/* Labels recomputed from the ancestry for artifact id (conf = max over sources, integrity = min).
+ * Returns 0 and writes *conf, *integrity; -1 when the ancestry cannot supply them (missing
+ * artifact, missing resource labels, a cycle), in which case nothing is written. */
+int guard_recompute_labels(const guard_ancestry *anc, const char *id, int *conf, int *integrity);
+
+/* Input gate (DESIGN.md "Input gate"): may the artifact whose ancestry is anc enter a model
+ * request of the step cap in context ctx of run run_id?
+ * ALLOW when the ancestry is complete, well formed, of this run, correctly labelled and every
+ * source resource is in cap->resources; DENY INPUT_OUT_OF_SCOPE with a witness such as
+ * "budget (confidential) → Internal recommendation → report step {vendor_a, vendor_b}" when a
+ * source is outside; DENY PROVENANCE_INCOMPLETE / LABEL_MISMATCH for malformed lineage; DENY
+ * IDENTITY_MISMATCH / STEP_MISMATCH when ctx is not owned by cap->actor or not of cap->step or
+ * of another run. Returns 0, or -1 on allocation failure (out is then UNKNOWN GRAPH_ERROR). */
+int guard_check_input(const guard_stepcap *cap, const guard_context *ctx, const char *run_id,
+                      const guard_ancestry *anc, guard_decision *out);
+
+/* Delivery gate (DESIGN.md "Delivery gate"): may the payload be sent?
+ * Checks, in order, the request against the step (tool, recipient, grant, context owner and
+ * step), the ancestry (complete, of the run, labels recomputed), clearance (recomputed conf <=
+ * recipient clearance), resources (every source in the step and in every grant of the chain),
+ * and the chain (guard_check_chain with actor cap->actor at time now, covering tool and
+ * recipient). All failing codes are collected; the witness names the first. On ALLOW,
+ * out->chain_order and out->sources are set for the conditional commit.
+ * Returns 0, or -1 on allocation failure (out is then UNKNOWN GRAPH_ERROR). */
+int guard_check_delivery(const guard_stepcap *cap, const guard_context *ctx,
+                         const guard_delivery_request *req, const guard_ancestry *anc,
+                         const guard_chain *chain, double now, guard_decision *out);
+
+/* Delegation chain validation: from chain->leaf up to a root, exactly one DELEGATED_FROM parent
+ * per non-root grant (else branched), no grant seen twice (cycle), the root has root = true and
+ * exactly one issuer whose kind is "human", no parent above the root, every grant unrevoked and
+ * valid_from <= now < valid_to, the leaf's only grantee is actor. Any failure is DENY
+ * GRANT_INVALID (GRANT_NOT_FOUND when the leaf is absent; IDENTITY_MISMATCH for the grantee)
+ * with a witness naming the grant. On ALLOW, out->chain_order holds the grants leaf first.
+ * Returns 0, or -1 on allocation failure. */
+int guard_check_chain(const guard_chain *chain, const char *actor, double now,
+                      guard_decision *out);
+
+/* Frees what a decision owns and zeroes it. Safe on a zeroed decision. */
+void guard_decision_free(guard_decision *d);
+
+/* Sets d to UNKNOWN GRAPH_ERROR with the given witness (copied; may be NULL). Used by callers
+ * when facts could not be fetched. Returns 0, -1 if the copy failed (d is still UNKNOWN). */
+int guard_decision_unknown(guard_decision *d, const char *witness);
+
+/* Codes as a comma-separated list of names into buf (size bytes, always terminated). */
+void guard_codes_format(unsigned codes, char *buf, size_t size);
+
+#endif

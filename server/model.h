@@ -1,0 +1,38 @@
+/*
+ * model.h - what answers a step's model request.
+ *
+ * A model request is built by the host only from artifacts that passed the input gate; the
+ * model never chooses the actor, tools, recipients, resources or grant. The scripted model is
+ * the deterministic adversary of the reference workflow: it answers each step with the reply
+ * scripted in the workflow definition and always follows the injection.
+ */
+#ifndef CHARTER_MODEL_H
+#define CHARTER_MODEL_H
+
+#include <jansson.h>
+
+#include "workflow.h"
+
+/* One model request: the step and the gated inputs' contents, in order. */
+typedef struct {
+    const workflow_step *step;
+    const char *const *inputs; /* contents of the gated artifacts */
+    size_t n_inputs;
+} model_request;
+
+/* A model's reply. content is free text (never published as is); fields are the structured
+ * answer public rendering uses; handoff names what the step hands to the next step:
+ * "output" (its own output) and/or "inputs" (the artifacts it was given). */
+typedef struct {
+    char *content;
+    json_t *fields; /* may be NULL */
+    guard_strs handoff;
+} model_reply;
+
+/* Asks the model named mode ("scripted") for the step's reply. Returns 0, or -1 with a reason
+ * in err (unknown mode, the step has no script). *out is owned by the caller (model_reply_free). */
+int model_ask(const char *mode, const model_request *req, model_reply *out, char *err,
+              size_t errlen);
+void model_reply_free(model_reply *r);
+
+#endif

@@ -1,0 +1,460 @@
+/*
+ * runner.c - the built-in workflow executor.
+ *
+ * It is an agent host like any other: each step opens a context, reads its sources, passes
+ * every input through the input gate, asks the model, records the output and delivers through
+ * gate.c and deliver.c. A handoff the gate refuses stops the run as "blocked" before the next
+ * step's model is called. Status changes are atomic transitions in the database, so two
+ * recoveries of one run (in one process or in two) cannot both proceed.
+ */
+#include "runner.h"
+
+#include <openssl/rand.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "deliver.h"
+#include "model.h"
+
+/* Artifact ids handed from one step to the next, by step index. */
+typedef struct {
+    char **ids;
+    size_t n;
+} id_list;
+
+static void ids_free(id_list *l)
+{
+    for (size_t i = 0; i < l->n; i++)
+        free(l->ids[i]);
+    free(l->ids);
+    l->ids = NULL;
+    l->n = 0;
+}
+
+static int ids_add(id_list *l, const char *id)
+{
+    for (size_t i = 0; i < l->n; i++)
+        if (strcmp(l->ids[i], id) == 0)
+            return 0;
+    char **grown = realloc(l->ids, (l->n + 1) * sizeof *grown);
+    if (!grown)
+        return -1;
+    l->ids = grown;
+    if (!(l->ids[l->n] = strdup(id)))
+        return -1;
+    l->n++;
+    return 0;
+}
+
+/* Moves the run from one of the comma-separated statuses in from to to. Returns STORE_OK when
+ * it moved, STORE_EREFUSED when the run was in another status (written to current, 32 bytes). */
+static int transition(const gate_env *g, const char *run_id, const char *from, const char *to,
+                      const char *detail, char current[32])
+{
+    const char *args[4] = {run_id, from, to, detail ? detail : ""};
+    json_t *reply = NULL;
+    int rc = store_call(g->st, "transition_run", 4, args, &reply);
+    if (rc != STORE_OK)
+        return rc;
+    json_t *ok = json_object_get(reply, "ok");
+    if (!json_is_true(ok)) {
+        if (current) {
+            const char *s = json_string_value(json_object_get(reply, "status"));
+            snprintf(current, 32, "%s", s ? s : "");
+        }
+        rc = STORE_EREFUSED;
+    }
+    json_decref(reply);
+    return rc;
+}
+
+static void note_event(const gate_env *g, const char *run_id, const char *kind, json_t *detail)
+{
+    json_t *ev = json_pack("{s:s, s:o*}", "kind", kind, "detail", detail);
+    char *text = ev ? json_dumps(ev, JSON_COMPACT) : NULL;
+    json_decref(ev);
+    if (!text)
+        return;
+    const char *args[2] = {run_id, text};
+    json_t *reply = NULL;
+    /* A lost note does not change any decision: decisions are recorded by the gates. */
+    (void)store_call(g->st, "append_event", 2, args, &reply);
+    json_decref(reply);
+    free(text);
+}
+
+static json_t *ids_json(const id_list *l)
+{
+    json_t *a = json_array();
+    for (size_t i = 0; a && i < l->n; i++)
+        json_array_append_new(a, json_string(l->ids[i]));
+    return a;
+}
+
+/* Where one step left the run. */
+typedef enum { STEP_DONE, STEP_BLOCKED, STEP_FAILED } step_end;
+
+static step_end end_of(const guard_decision *d)
+{
+    return d->outcome == GUARD_ALLOW ? STEP_DONE
+           : d->outcome == GUARD_DENY ? STEP_BLOCKED
+                                      : STEP_FAILED;
+}
+
+/* Fetches the contents of artifacts ids for the model request, in order. */
+static int contents_of(const gate_env *g, const id_list *ids, char ***out)
+{
+    char **c = calloc(ids->n ? ids->n : 1, sizeof *c);
+    if (!c)
+        return STORE_ENOMEM;
+    for (size_t i = 0; i < ids->n; i++) {
+        const char *args[1] = {ids->ids[i]};
+        json_t *a = NULL;
+        int rc = store_call(g->st, "get_artifact", 1, args, &a);
+        const char *s = rc == STORE_OK ? json_string_value(json_object_get(a, "content")) : NULL;
+        c[i] = s ? strdup(s) : NULL;
+        json_decref(a);
+        if (!c[i]) {
+            for (size_t j = 0; j < i; j++)
+                free(c[j]);
+            free(c);
+            return rc == STORE_OK ? STORE_EPROTO : rc;
+        }
+    }
+    *out = c;
+    return STORE_OK;
+}
+
+/* Runs one step in the context ctx_id with the given inputs (handed-off artifacts), reading
+ * the step's sources first. On STEP_DONE, *handoff gets what the step hands on. The decision
+ * that ended the step is left in d. */
+static step_end run_step(const gate_env *g, const char *run_id, const char *mode,
+                         const workflow_step *ws, const char *ctx_id, id_list *inputs,
+                         guard_decision *d, id_list *handoff)
+{
+    memset(d, 0, sizeof *d);
+    /* Handed-off artifacts pass the gate before anything else happens in the step. */
+    if (inputs->n > 0) {
+        uint64_t seq = 0;
+        int rc = gate_check_input(g, ctx_id, (const char *const *)inputs->ids, inputs->n, d,
+                                  &seq);
+        if (rc != STORE_OK) {
+            guard_decision_unknown(d, "the handed-off artifacts could not be checked");
+            return STEP_FAILED;
+        }
+        if (d->outcome != GUARD_ALLOW)
+            return end_of(d);
+        guard_decision_free(d);
+    }
+    id_list sources = {0};
+    for (size_t i = 0; i < ws->reads.n; i++) {
+        json_t *artifact = NULL;
+        int rc = gate_read_source(g, ctx_id, ws->reads.items[i], d, &artifact);
+        const char *id = artifact ? json_string_value(json_object_get(artifact, "id")) : NULL;
+        if (rc != STORE_OK || d->outcome != GUARD_ALLOW || !id || ids_add(&sources, id)) {
+            json_decref(artifact);
+            ids_free(&sources);
+            if (rc != STORE_OK || d->outcome == GUARD_ALLOW) {
+                guard_decision_free(d);
+                guard_decision_unknown(d, "a source could not be read");
+            }
+            return end_of(d);
+        }
+        json_decref(artifact);
+        guard_decision_free(d);
+    }
+    id_list all = {0};
+    for (size_t i = 0; i < inputs->n; i++)
+        ids_add(&all, inputs->ids[i]);
+    for (size_t i = 0; i < sources.n; i++)
+        ids_add(&all, sources.ids[i]);
+    ids_free(&sources);
+
+    /* The model request: a fixed step and gated artifacts only. */
+    char **contents = NULL;
+    if (contents_of(g, &all, &contents) != STORE_OK) {
+        ids_free(&all);
+        guard_decision_unknown(d, "the inputs could not be read for the model request");
+        return STEP_FAILED;
+    }
+    note_event(g, run_id,
+               "model_request",
+               json_pack("{s:s, s:s, s:s, s:o*}", "step", ws->cap.step, "context", ctx_id,
+                         "model", mode, "inputs", ids_json(&all)));
+    model_request req = {.step = ws, .inputs = (const char *const *)contents, .n_inputs = all.n};
+    model_reply reply;
+    char err[256];
+    int mrc = model_ask(mode, &req, &reply, err, sizeof err);
+    for (size_t i = 0; i < all.n; i++)
+        free(contents[i]);
+    free(contents);
+    if (mrc != 0) {
+        note_event(g, run_id, "model_error", json_pack("{s:s, s:s}", "step", ws->cap.step,
+                                                       "error", err));
+        ids_free(&all);
+        guard_decision_unknown(d, err);
+        return STEP_FAILED;
+    }
+
+    /* Public output is rendered by the server from approved fields; the model's free text
+     * never reaches a public recipient. */
+    char *rendered = NULL;
+    if (ws->public_template &&
+        workflow_render_public(ws, reply.fields, &rendered, err, sizeof err) != 0) {
+        note_event(g, run_id, "output_rejected", json_pack("{s:s, s:s}", "step", ws->cap.step,
+                                                           "error", err));
+        model_reply_free(&reply);
+        ids_free(&all);
+        guard_decision_unknown(d, err);
+        return STEP_FAILED;
+    }
+    json_t *output = NULL;
+    int rc = all.n == 0
+                 ? STORE_EINVAL
+                 : gate_record_output(g, ctx_id, (const char *const *)all.ids, all.n,
+                                      ws->output_title, rendered ? rendered : reply.content, d,
+                                      &output);
+    free(rendered);
+    const char *out_id = output ? json_string_value(json_object_get(output, "id")) : NULL;
+    if (rc != STORE_OK || d->outcome != GUARD_ALLOW || !out_id) {
+        if (rc != STORE_OK || d->outcome == GUARD_ALLOW) {
+            guard_decision_free(d);
+            guard_decision_unknown(d, "the output could not be recorded");
+        }
+        json_decref(output);
+        model_reply_free(&reply);
+        ids_free(&all);
+        return end_of(d);
+    }
+    guard_decision_free(d);
+
+    if (ws->deliver_tool) {
+        char inv[200];
+        snprintf(inv, sizeof inv, "%s:%s:deliver", run_id, ws->cap.step);
+        deliver_result dr;
+        rc = deliver_send(g, ctx_id, out_id, ws->deliver_recipient, ws->deliver_tool, inv, &dr);
+        if (rc != STORE_OK) {
+            guard_decision_unknown(d, "the delivery could not be attempted");
+        } else {
+            *d = dr.decision;
+            memset(&dr.decision, 0, sizeof dr.decision);
+        }
+        deliver_result_free(&dr);
+        if (d->outcome != GUARD_ALLOW) {
+            json_decref(output);
+            model_reply_free(&reply);
+            ids_free(&all);
+            return end_of(d);
+        }
+    }
+    for (size_t i = 0; i < reply.handoff.n; i++) {
+        const char *h = reply.handoff.items[i];
+        if (strcmp(h, "output") == 0)
+            ids_add(handoff, out_id);
+        else if (strcmp(h, "inputs") == 0)
+            for (size_t j = 0; j < all.n; j++)
+                ids_add(handoff, all.ids[j]);
+    }
+    json_decref(output);
+    model_reply_free(&reply);
+    ids_free(&all);
+    if (d->outcome == 0)
+        d->outcome = GUARD_ALLOW;
+    return STEP_DONE;
+}
+
+static int step_index(const workflow *wf, const char *name)
+{
+    for (size_t i = 0; i < wf->n_steps; i++)
+        if (strcmp(wf->steps[i].cap.step, name) == 0)
+            return (int)i;
+    return -1;
+}
+
+/* Ends the run according to how its last step ended; detail names the step and the codes. */
+static void finish(const gate_env *g, const char *run_id, const char *from, step_end end,
+                   const char *step, const guard_decision *d)
+{
+    static const char *status[] = {"completed", "blocked", "error"};
+    char codes[256];
+    guard_codes_format(d->codes, codes, sizeof codes);
+    json_t *detail = json_pack("{s:s, s:s, s:s}", "step", step, "codes", codes, "witness",
+                               d->witness ? d->witness : "");
+    char *text = detail ? json_dumps(detail, JSON_COMPACT) : NULL;
+    json_decref(detail);
+    (void)transition(g, run_id, from, status[end], text, NULL);
+    free(text);
+}
+
+static int drive(const gate_env *g, const char *run_id, const char *mode)
+{
+    const workflow *wf = g->wf;
+    id_list *handoffs = calloc(wf->n_steps ? wf->n_steps : 1, sizeof *handoffs);
+    if (!handoffs)
+        return STORE_ENOMEM;
+    step_end end = STEP_DONE;
+    guard_decision d = {0};
+    const char *last = "";
+    for (size_t i = 0; i < wf->n_steps && end == STEP_DONE; i++) {
+        const workflow_step *ws = &wf->steps[i];
+        last = ws->cap.step;
+        guard_decision_free(&d);
+        json_t *ctx = NULL;
+        int rc = gate_open_step(g, run_id, ws->cap.step, &ctx);
+        const char *ctx_id = ctx ? json_string_value(json_object_get(ctx, "id")) : NULL;
+        if (rc != STORE_OK || !ctx_id) {
+            json_decref(ctx);
+            guard_decision_unknown(&d, "the step could not be opened");
+            end = STEP_FAILED;
+            break;
+        }
+        id_list inputs = {0};
+        for (size_t r = 0; r < ws->receives.n; r++) {
+            int from = step_index(wf, ws->receives.items[r]);
+            for (size_t k = 0; from >= 0 && k < handoffs[from].n; k++)
+                ids_add(&inputs, handoffs[from].ids[k]);
+        }
+        end = run_step(g, run_id, mode, ws, ctx_id, &inputs, &d, &handoffs[i]);
+        ids_free(&inputs);
+        json_decref(ctx);
+    }
+    finish(g, run_id, "running", end, last, &d);
+    guard_decision_free(&d);
+    for (size_t i = 0; i < wf->n_steps; i++)
+        ids_free(&handoffs[i]);
+    free(handoffs);
+    return STORE_OK;
+}
+
+int runner_start(const gate_env *g, const char *task, const char *mode, char run_id[65])
+{
+    if (!mode || !*mode)
+        mode = "scripted";
+    if (strcmp(mode, "scripted") != 0 && strcmp(mode, "external") != 0)
+        return STORE_EINVAL;
+    if (task && strlen(task) > 4096)
+        return STORE_EINVAL;
+    unsigned char rnd[8];
+    if (RAND_bytes(rnd, sizeof rnd) != 1)
+        return STORE_ENOMEM;
+    snprintf(run_id, 65, "r%02x%02x%02x%02x%02x%02x%02x%02x", rnd[0], rnd[1], rnd[2], rnd[3],
+             rnd[4], rnd[5], rnd[6], rnd[7]);
+    char wfname[160];
+    snprintf(wfname, sizeof wfname, "%s@%.12s", g->wf->name, g->wf->version);
+    json_t *arg = json_pack("{s:s, s:s, s:s, s:s}", "id", run_id, "task",
+                            task && *task ? task : g->wf->task, "mode", mode, "workflow",
+                            wfname);
+    if (!arg)
+        return STORE_ENOMEM;
+    json_t *reply = NULL;
+    int rc = store_call_json(g->st, "create_run", arg, &reply);
+    json_decref(arg);
+    json_decref(reply);
+    if (rc != STORE_OK)
+        return rc;
+    if (strcmp(mode, "external") == 0)
+        return STORE_OK;
+    rc = transition(g, run_id, "created", "running", "{\"by\":\"runner\"}", NULL);
+    if (rc != STORE_OK)
+        return STORE_OK; /* created but not started; the run's status says so */
+    return drive(g, run_id, mode);
+}
+
+/* Artifacts of the run that may feed the recovery step: all but the recovery step's own
+ * outputs, in creation order. */
+static int recovery_candidates(const json_t *view, const char *step, id_list *out)
+{
+    json_t *arts = json_object_get(view, "artifacts");
+    size_t i;
+    json_t *a;
+    json_array_foreach(arts, i, a)
+    {
+        const char *id = json_string_value(json_object_get(a, "id"));
+        const char *astep = json_string_value(json_object_get(a, "step"));
+        if (!id || (astep && strcmp(astep, step) == 0))
+            continue;
+        if (ids_add(out, id))
+            return STORE_ENOMEM;
+    }
+    return STORE_OK;
+}
+
+/* Keeps the candidates whose ancestry passes the step's input gate on their own. */
+static int permitted_inputs(const gate_env *g, const char *ctx_id, const id_list *cand,
+                            id_list *out)
+{
+    for (size_t i = 0; i < cand->n; i++) {
+        guard_decision d;
+        uint64_t seq = 0;
+        const char *one[1] = {cand->ids[i]};
+        int rc = gate_check_input(g, ctx_id, one, 1, &d, &seq);
+        bool ok = rc == STORE_OK && d.outcome == GUARD_ALLOW;
+        bool failed = rc != STORE_OK || d.outcome == GUARD_UNKNOWN;
+        guard_decision_free(&d);
+        if (failed)
+            return rc == STORE_OK ? STORE_EUNAVAILABLE : rc;
+        if (ok && ids_add(out, cand->ids[i]))
+            return STORE_ENOMEM;
+    }
+    return STORE_OK;
+}
+
+static int get_run(const gate_env *g, const char *run_id, json_t **view)
+{
+    const char *args[3] = {run_id, "0", "1"};
+    return store_call(g->st, "get_run", 3, args, view);
+}
+
+int runner_recover(const gate_env *g, const char *run_id, runner_recovery *out)
+{
+    memset(out, 0, sizeof *out);
+    const workflow_step *ws = workflow_recovery_step(g->wf);
+    if (!ws)
+        return STORE_EREFUSED;
+    char current[32] = "";
+    int rc = transition(g, run_id, "blocked,interrupted,error", "recovering",
+                        "{\"by\":\"recovery\"}", current);
+    if (rc == STORE_EREFUSED && strcmp(current, "completed") == 0) {
+        /* Already delivered: acknowledge the receipt, deliver nothing. */
+        out->decision.outcome = GUARD_ALLOW;
+        out->acknowledged = true;
+        return STORE_OK;
+    }
+    if (rc != STORE_OK)
+        return rc;
+
+    json_t *view = NULL;
+    json_t *ctx = NULL;
+    id_list cand = {0}, inputs = {0}, handoff = {0};
+    step_end end = STEP_FAILED;
+    rc = get_run(g, run_id, &view);
+    if (rc == STORE_OK)
+        rc = recovery_candidates(view, ws->cap.step, &cand);
+    if (rc == STORE_OK)
+        rc = gate_open_step(g, run_id, ws->cap.step, &ctx);
+    const char *ctx_id = ctx ? json_string_value(json_object_get(ctx, "id")) : NULL;
+    if (rc == STORE_OK && ctx_id)
+        rc = permitted_inputs(g, ctx_id, &cand, &inputs);
+    const char *mode = json_string_value(json_object_get(json_object_get(view, "run"), "mode"));
+    if (!mode || strcmp(mode, "external") == 0)
+        mode = "scripted";
+    if (rc == STORE_OK && ctx_id && inputs.n > 0) {
+        note_event(g, run_id, "recovery_inputs",
+                   json_pack("{s:s, s:s, s:o*}", "step", ws->cap.step, "context", ctx_id,
+                             "inputs", ids_json(&inputs)));
+        /* The permitted inputs were each checked; run_step checks them together again. */
+        end = run_step(g, run_id, mode, ws, ctx_id, &inputs, &out->decision, &handoff);
+    } else {
+        guard_decision_unknown(&out->decision, inputs.n == 0 && rc == STORE_OK
+                                                   ? "no permitted inputs for the recovery step"
+                                                   : "the graph could not supply the run");
+    }
+    finish(g, run_id, "recovering", end, ws->cap.step, &out->decision);
+    ids_free(&cand);
+    ids_free(&inputs);
+    ids_free(&handoff);
+    json_decref(ctx);
+    json_decref(view);
+    return STORE_OK;
+}

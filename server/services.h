@@ -1,0 +1,25 @@
+/*
+ * services.h - the handler tables of charter.v1's services.
+ *
+ * Each table is indexed exactly like the methods of the service's generated protobuf-c
+ * descriptor (declaration order in proto/charter.proto); dispatch.c checks the lengths against
+ * the descriptors at startup, so a method added to the proto without a handler stops charterd.
+ */
+#ifndef CHARTER_SERVICES_H
+#define CHARTER_SERVICES_H
+
+#include <stddef.h>
+
+#include "call.h"
+
+extern const call_handler svc_runs_handlers[];   /* CreateRun, GetRun, ListRuns, RecoverRun */
+extern const size_t svc_runs_handlers_len;
+extern const call_handler svc_gate_handlers[];   /* OpenStep, ReadSource, RecordOutput,
+                                                    CheckInput, Deliver, TraceArtifact */
+extern const size_t svc_gate_handlers_len;
+extern const call_handler svc_grants_handlers[]; /* RevokeGrant, RestoreGrants, ShowChain */
+extern const size_t svc_grants_handlers_len;
+extern const call_handler svc_health_handlers[]; /* Check */
+extern const size_t svc_health_handlers_len;
+
+#endif

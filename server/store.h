@@ -1,0 +1,96 @@
+/*
+ * store.h - charterd's only way to the database.
+ *
+ * A store is one hiredis context bound to one graph (every key carries the hash tag {graph}).
+ * Every read and write is an FCALL of a function of the query library in queries/charter.lua;
+ * no graph key is named in C. Functions reply with one JSON document (Redis cjson), which the
+ * store parses with jansson.
+ *
+ * A store is used by one thread at a time (each worker owns one). A command that fails on I/O
+ * or times out leaves a synchronous hiredis context unusable (a late reply would be read as the
+ * answer to the next command), so the store drops the context and reconnects on the next call;
+ * the effect of the failed command is unknown (STORE_EUNAVAILABLE), which is why the delivery
+ * protocol looks an invocation up again before retrying a commit.
+ */
+#ifndef CHARTER_STORE_H
+#define CHARTER_STORE_H
+
+#include <jansson.h>
+#include <stddef.h>
+
+#include "guard.h"
+
+/* The query library's version; charterd refuses to start when the loaded library reports
+ * another. Bump it with every change to queries/charter.lua. */
+#define STORE_LIBRARY_VERSION "1"
+
+/* Status codes (0 is success). */
+enum {
+    STORE_OK = 0,
+    STORE_ENOMEM = -1,      /* allocation failed */
+    STORE_EUNAVAILABLE = -2, /* could not reach Redis, I/O error or timeout: effect unknown */
+    STORE_ENOTFOUND = -3,   /* the named object does not exist */
+    STORE_EREFUSED = -4,    /* a conditional write refused (commit, status transition) */
+    STORE_EEXISTS = -5,     /* the object exists already (invocation ID, run ID) */
+    STORE_EINVAL = -6,      /* the function rejected its arguments */
+    STORE_EPROTO = -7,      /* the reply was not what the library documents */
+    STORE_ELIMIT = -8,      /* a size limit of the query was reached */
+};
+
+typedef struct store store;
+
+/* Connects to url ("unix:///path/redis.sock" or "tcp://host:port") for graph. timeout_ms bounds
+ * connecting and each command until store_set_timeout changes it. On success *out owns a new
+ * store (free with store_close). The graph name is 1..64 characters of [A-Za-z0-9_.-].
+ * Returns STORE_OK, STORE_EINVAL (bad url or graph), STORE_EUNAVAILABLE, STORE_ENOMEM. */
+int store_open(const char *url, const char *graph, int timeout_ms, store **out);
+void store_close(store *st);
+
+/* The per-command timeout in milliseconds for the following calls (the RPC's deadline). */
+void store_set_timeout(store *st, int timeout_ms);
+
+/* A one-line description of the last failure (never contains secrets); valid until the next
+ * call on st. */
+const char *store_last_error(const store *st);
+
+/* FUNCTION LOAD REPLACE the library source (len bytes), then FCALL charter_version and compare
+ * with STORE_LIBRARY_VERSION. Returns STORE_OK, STORE_EUNAVAILABLE, STORE_EPROTO (load failed
+ * or version differs; store_last_error says which). */
+int store_load_library(store *st, const char *source, size_t len);
+
+/* STORE_OK when Redis answers and the library answers with the expected version. */
+int store_ping(store *st);
+
+/* Calls query function fn (without the "charter_" prefix, e.g. "get_run") with the graph's key
+ * prefix as its only key and nargs string arguments. On success *out is the decoded JSON reply
+ * (caller frees with json_decref), or NULL for a nil reply. A reply {"err": "not_found"|...}
+ * maps to the matching STORE_E* code. This is the one place where FCALL is issued. */
+int store_call(store *st, const char *fn, int nargs, const char *const *args, json_t **out);
+
+/* Same, with one argument that is a JSON document (encoded compactly). */
+int store_call_json(store *st, const char *fn, const json_t *arg, json_t **out);
+
+/* --- facts for the guard (each result owned by the caller, freed by the matching _free) --- */
+
+/* Every artifact reachable from payload_id through DERIVED_FROM (query "ancestry"), at most
+ * limit artifacts (out->truncated set when reached). Returns STORE_OK, STORE_ENOTFOUND when the
+ * payload does not exist, STORE_EUNAVAILABLE, STORE_EPROTO, STORE_ENOMEM. */
+int store_ancestry(store *st, const char *payload_id, size_t limit, guard_ancestry *out);
+void store_ancestry_free(guard_ancestry *anc);
+
+/* The leaf grant and every grant above it (query "grant_chain"). A missing leaf gives STORE_OK
+ * with out->n == 0 (the guard answers GRANT_NOT_FOUND). */
+int store_grant_chain(store *st, const char *grant_id, guard_chain *out);
+void store_grant_chain_free(guard_chain *chain);
+
+/* The context, its run, its step and its owners (query "context_owner"). STORE_ENOTFOUND when
+ * the context does not exist. */
+int store_context(store *st, const char *context_id, guard_context *out);
+void store_context_free(guard_context *ctx);
+
+/* Decodes the JSON facts the queries return into guard structs; used by the store itself and by
+ * replay, which decodes recorded snapshots. Return STORE_OK, STORE_EPROTO, STORE_ENOMEM. */
+int store_ancestry_from_json(const json_t *j, const char *root, guard_ancestry *out);
+int store_chain_from_json(const json_t *j, const char *leaf, guard_chain *out);
+
+#endif

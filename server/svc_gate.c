@@ -1,0 +1,302 @@
+/*
+ * svc_gate.c - the Gate service: what an agent host calls, step by step. Each method checks
+ * its request's shape, then runs the same gate operation the built-in runner uses (gate.c,
+ * deliver.c). A decision, including DENY and UNKNOWN, is a successful call; RPC errors are for
+ * malformed requests, unknown IDs and callers without the operator token.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "charter.pb-c.h"
+#include "deliver.h"
+#include "gate.h"
+#include "services.h"
+#include "wire.h"
+
+static gate_env gate_of(call *c)
+{
+    gate_env g = {.st = c->st, .wf = c->env->wf, .limits = &c->env->limits};
+    return g;
+}
+
+static bool id_ok(const char *s)
+{
+    size_t n = s ? strlen(s) : 0;
+    if (n == 0 || n > 128)
+        return false;
+    for (size_t i = 0; i < n; i++) {
+        char ch = s[i];
+        if (!((ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z') || (ch >= '0' && ch <= '9') ||
+              ch == '.' || ch == '_' || ch == ':' || ch == '-'))
+            return false;
+    }
+    return true;
+}
+
+#define REQUIRE_ID(c, field, value)                                                            \
+    do {                                                                                       \
+        if (!id_ok(value))                                                                     \
+            return call_fail(c, RPC_INVALID_ARGUMENT, field ": 1 to 128 of [A-Za-z0-9._:-]");   \
+    } while (0)
+
+static int ids_ok(call *c, const char *field, char **ids, size_t n)
+{
+    if (n == 0)
+        return call_fail(c, RPC_INVALID_ARGUMENT, "%s: at least one artifact id", field);
+    if (n > c->env->limits.max_ids)
+        return call_fail(c, RPC_INVALID_ARGUMENT, "%s: more than %zu artifact ids", field,
+                         c->env->limits.max_ids);
+    for (size_t i = 0; i < n; i++)
+        if (!id_ok(ids[i]))
+            return call_fail(c, RPC_INVALID_ARGUMENT, "%s[%zu]: 1 to 128 of [A-Za-z0-9._:-]",
+                             field, i);
+    return RPC_OK;
+}
+
+static char **strs_copy(call *c, const guard_strs *s)
+{
+    char **out = call_alloc(c, (s->n ? s->n : 1) * sizeof *out);
+    for (size_t i = 0; out && i < s->n; i++)
+        if (!(out[i] = call_strdup(c, s->items[i])))
+            return NULL;
+    return out;
+}
+
+static int open_step(call *c, const ProtobufCMessage *in, ProtobufCMessage **out)
+{
+    const Charter__V1__OpenStepRequest *req = (const Charter__V1__OpenStepRequest *)in;
+    int rc = call_require_operator(c);
+    if (rc != RPC_OK)
+        return rc;
+    REQUIRE_ID(c, "run_id", req->run_id);
+    REQUIRE_ID(c, "step", req->step);
+    const workflow_step *ws = workflow_step_find(c->env->wf, req->step);
+    if (!ws)
+        return call_fail(c, RPC_NOT_FOUND, "step %s is not a step of workflow %s", req->step,
+                         c->env->wf->name);
+    gate_env g = gate_of(c);
+    json_t *ctx = NULL;
+    rc = gate_open_step(&g, req->run_id, req->step, &ctx);
+    if (rc != STORE_OK)
+        return call_fail_store(c, rc, "run");
+    Charter__V1__StepContext *resp = call_alloc(c, sizeof *resp);
+    if (!resp) {
+        json_decref(ctx);
+        return call_fail(c, RPC_INTERNAL, "out of memory");
+    }
+    charter__v1__step_context__init(resp);
+    resp->context_id = call_strdup(c, json_string_value(json_object_get(ctx, "id")));
+    json_decref(ctx);
+    resp->run_id = call_strdup(c, req->run_id);
+    resp->step = call_strdup(c, ws->cap.step);
+    resp->actor = call_strdup(c, ws->cap.actor);
+    resp->grant = call_strdup(c, ws->cap.grant);
+    resp->tools = strs_copy(c, &ws->cap.tools);
+    resp->n_tools = ws->cap.tools.n;
+    resp->recipients = strs_copy(c, &ws->cap.recipients);
+    resp->n_recipients = ws->cap.recipients.n;
+    resp->resources = strs_copy(c, &ws->cap.resources);
+    resp->n_resources = ws->cap.resources.n;
+    if (!resp->context_id || !resp->run_id || !resp->step || !resp->actor || !resp->grant ||
+        !resp->tools || !resp->recipients || !resp->resources)
+        return call_fail(c, RPC_INTERNAL, "out of memory");
+    *out = &resp->base;
+    return RPC_OK;
+}
+
+static int read_source(call *c, const ProtobufCMessage *in, ProtobufCMessage **out)
+{
+    const Charter__V1__ReadSourceRequest *req = (const Charter__V1__ReadSourceRequest *)in;
+    int rc = call_require_operator(c);
+    if (rc != RPC_OK)
+        return rc;
+    REQUIRE_ID(c, "context_id", req->context_id);
+    REQUIRE_ID(c, "resource_id", req->resource_id);
+    gate_env g = gate_of(c);
+    guard_decision d;
+    json_t *artifact = NULL;
+    rc = gate_read_source(&g, req->context_id, req->resource_id, &d, &artifact);
+    if (rc != STORE_OK) {
+        guard_decision_free(&d);
+        return call_fail_store(c, rc, "context or resource");
+    }
+    Charter__V1__ReadSourceResponse *resp = call_alloc(c, sizeof *resp);
+    if (resp) {
+        charter__v1__read_source_response__init(resp);
+        resp->decision = wire_decision(c, &d);
+        resp->artifact = artifact ? wire_artifact(c, artifact) : NULL;
+    }
+    guard_decision_free(&d);
+    json_decref(artifact);
+    if (!resp || !resp->decision)
+        return call_fail(c, RPC_INTERNAL, "out of memory");
+    *out = &resp->base;
+    return RPC_OK;
+}
+
+static int record_output(call *c, const ProtobufCMessage *in, ProtobufCMessage **out)
+{
+    const Charter__V1__RecordOutputRequest *req = (const Charter__V1__RecordOutputRequest *)in;
+    int rc = call_require_operator(c);
+    if (rc != RPC_OK)
+        return rc;
+    REQUIRE_ID(c, "context_id", req->context_id);
+    if ((rc = ids_ok(c, "input_ids", req->input_ids, req->n_input_ids)) != RPC_OK)
+        return rc;
+    if (!req->title || !*req->title || strlen(req->title) > 256)
+        return call_fail(c, RPC_INVALID_ARGUMENT, "title: 1 to 256 bytes");
+    if (strlen(req->content) > c->env->limits.max_content)
+        return call_fail(c, RPC_INVALID_ARGUMENT, "content: longer than %zu bytes",
+                         c->env->limits.max_content);
+    gate_env g = gate_of(c);
+    guard_decision d;
+    json_t *artifact = NULL;
+    rc = gate_record_output(&g, req->context_id, (const char *const *)req->input_ids,
+                            req->n_input_ids, req->title, req->content, &d, &artifact);
+    if (rc != STORE_OK) {
+        guard_decision_free(&d);
+        return call_fail_store(c, rc, "context or input artifact");
+    }
+    Charter__V1__RecordOutputResponse *resp = call_alloc(c, sizeof *resp);
+    if (resp) {
+        charter__v1__record_output_response__init(resp);
+        resp->decision = wire_decision(c, &d);
+        resp->artifact = artifact ? wire_artifact(c, artifact) : NULL;
+    }
+    guard_decision_free(&d);
+    json_decref(artifact);
+    if (!resp || !resp->decision)
+        return call_fail(c, RPC_INTERNAL, "out of memory");
+    *out = &resp->base;
+    return RPC_OK;
+}
+
+static int check_input(call *c, const ProtobufCMessage *in, ProtobufCMessage **out)
+{
+    const Charter__V1__CheckInputRequest *req = (const Charter__V1__CheckInputRequest *)in;
+    int rc = call_require_operator(c);
+    if (rc != RPC_OK)
+        return rc;
+    REQUIRE_ID(c, "context_id", req->context_id);
+    if ((rc = ids_ok(c, "artifact_ids", req->artifact_ids, req->n_artifact_ids)) != RPC_OK)
+        return rc;
+    gate_env g = gate_of(c);
+    guard_decision d;
+    uint64_t seq = 0;
+    rc = gate_check_input(&g, req->context_id, (const char *const *)req->artifact_ids,
+                          req->n_artifact_ids, &d, &seq);
+    if (rc != STORE_OK) {
+        guard_decision_free(&d);
+        return call_fail_store(c, rc, "context or artifact");
+    }
+    Charter__V1__CheckInputResponse *resp = call_alloc(c, sizeof *resp);
+    if (resp) {
+        charter__v1__check_input_response__init(resp);
+        resp->decision = wire_decision(c, &d);
+        resp->event_seq = seq;
+    }
+    guard_decision_free(&d);
+    if (!resp || !resp->decision)
+        return call_fail(c, RPC_INTERNAL, "out of memory");
+    *out = &resp->base;
+    return RPC_OK;
+}
+
+static int deliver(call *c, const ProtobufCMessage *in, ProtobufCMessage **out)
+{
+    const Charter__V1__DeliverRequest *req = (const Charter__V1__DeliverRequest *)in;
+    int rc = call_require_operator(c);
+    if (rc != RPC_OK)
+        return rc;
+    REQUIRE_ID(c, "context_id", req->context_id);
+    REQUIRE_ID(c, "payload_id", req->payload_id);
+    REQUIRE_ID(c, "recipient", req->recipient);
+    REQUIRE_ID(c, "tool", req->tool);
+    REQUIRE_ID(c, "invocation_id", req->invocation_id);
+    gate_env g = gate_of(c);
+    deliver_result r;
+    rc = deliver_send(&g, req->context_id, req->payload_id, req->recipient, req->tool,
+                      req->invocation_id, &r);
+    if (rc != STORE_OK) {
+        deliver_result_free(&r);
+        return call_fail_store(c, rc, "context or payload");
+    }
+    Charter__V1__DeliverResponse *resp = call_alloc(c, sizeof *resp);
+    if (resp) {
+        charter__v1__deliver_response__init(resp);
+        resp->decision = wire_decision(c, &r.decision);
+        resp->delivery = r.delivery ? wire_delivery(c, r.delivery) : NULL;
+        resp->acknowledged = r.acknowledged;
+    }
+    deliver_result_free(&r);
+    if (!resp || !resp->decision)
+        return call_fail(c, RPC_INTERNAL, "out of memory");
+    *out = &resp->base;
+    return RPC_OK;
+}
+
+/* An ancestry entry as an artifact object wire_artifact reads: resources as ids, the first
+ * producer as the context. */
+static json_t *trace_entry(const json_t *a)
+{
+    json_t *copy = json_deep_copy(a);
+    if (!copy)
+        return NULL;
+    json_t *ids = json_array();
+    json_t *res = json_object_get(a, "resources");
+    size_t i;
+    json_t *r;
+    json_array_foreach(res, i, r)
+    {
+        const char *id = json_is_string(r) ? json_string_value(r)
+                                           : json_string_value(json_object_get(r, "id"));
+        if (id)
+            json_array_append_new(ids, json_string(id));
+    }
+    json_object_set_new(copy, "resources", ids);
+    json_t *producers = json_object_get(a, "producers");
+    if (json_is_array(producers) && json_array_size(producers) > 0 &&
+        !json_object_get(copy, "context_id"))
+        json_object_set(copy, "context_id", json_array_get(producers, 0));
+    return copy;
+}
+
+static int trace_artifact(call *c, const ProtobufCMessage *in, ProtobufCMessage **out)
+{
+    const Charter__V1__TraceArtifactRequest *req = (const Charter__V1__TraceArtifactRequest *)in;
+    REQUIRE_ID(c, "artifact_id", req->artifact_id);
+    gate_env g = gate_of(c);
+    json_t *anc = NULL;
+    int rc = gate_trace(&g, req->artifact_id, &anc);
+    if (rc != STORE_OK)
+        return call_fail_store(c, rc, "artifact");
+    json_t *arts = json_object_get(anc, "artifacts");
+    size_t n = json_is_array(arts) ? json_array_size(arts) : 0;
+    Charter__V1__TraceArtifactResponse *resp = call_alloc(c, sizeof *resp);
+    if (resp) {
+        charter__v1__trace_artifact_response__init(resp);
+        resp->artifacts = call_alloc(c, (n ? n : 1) * sizeof *resp->artifacts);
+    }
+    if (!resp || !resp->artifacts) {
+        json_decref(anc);
+        return call_fail(c, RPC_INTERNAL, "out of memory");
+    }
+    for (size_t i = 0; i < n; i++) {
+        json_t *e = trace_entry(json_array_get(arts, i));
+        Charter__V1__Artifact *a = e ? wire_artifact(c, e) : NULL;
+        json_decref(e);
+        if (!a) {
+            json_decref(anc);
+            return call_fail(c, RPC_INTERNAL, "an artifact could not be encoded");
+        }
+        resp->artifacts[resp->n_artifacts++] = a;
+    }
+    json_decref(anc);
+    *out = &resp->base;
+    return RPC_OK;
+}
+
+const call_handler svc_gate_handlers[] = {open_step,   read_source, record_output,
+                                          check_input, deliver,     trace_artifact};
+const size_t svc_gate_handlers_len = sizeof svc_gate_handlers / sizeof svc_gate_handlers[0];

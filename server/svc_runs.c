@@ -1,0 +1,165 @@
+/*
+ * svc_runs.c - the Runs service: create and drive a run, read it back with its events,
+ * list runs, recover a blocked run. Runs and everything in them live in Redis, so any
+ * charterd serving the graph answers the same, including after a restart.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "charter.pb-c.h"
+#include "gate.h"
+#include "runner.h"
+#include "services.h"
+#include "wire.h"
+
+static gate_env gate_of(call *c)
+{
+    gate_env g = {.st = c->st, .wf = c->env->wf, .limits = &c->env->limits};
+    return g;
+}
+
+static bool id_ok(const char *s)
+{
+    size_t n = s ? strlen(s) : 0;
+    if (n == 0 || n > 128)
+        return false;
+    for (size_t i = 0; i < n; i++) {
+        char ch = s[i];
+        if (!((ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z') || (ch >= '0' && ch <= '9') ||
+              ch == '.' || ch == '_' || ch == ':' || ch == '-'))
+            return false;
+    }
+    return true;
+}
+
+/* The run view as charter_get_run returns it, converted in the call's arena. */
+static int load_view(call *c, const char *run_id, uint64_t after, uint32_t limit,
+                     Charter__V1__RunView **out)
+{
+    char a[32], l[32];
+    snprintf(a, sizeof a, "%llu", (unsigned long long)after);
+    snprintf(l, sizeof l, "%u", limit ? (limit > 10000 ? 10000 : limit) : 1000);
+    const char *args[3] = {run_id, a, l};
+    json_t *j = NULL;
+    int rc = store_call(c->st, "get_run", 3, args, &j);
+    if (rc != STORE_OK)
+        return call_fail_store(c, rc, "run");
+    *out = wire_run_view(c, j);
+    json_decref(j);
+    if (!*out)
+        return call_fail(c, RPC_INTERNAL, "the run could not be encoded");
+    return RPC_OK;
+}
+
+static int create_run(call *c, const ProtobufCMessage *in, ProtobufCMessage **out)
+{
+    const Charter__V1__CreateRunRequest *req = (const Charter__V1__CreateRunRequest *)in;
+    int rc = call_require_operator(c);
+    if (rc != RPC_OK)
+        return rc;
+    const char *mode = req->mode && *req->mode ? req->mode : "scripted";
+    if (strcmp(mode, "scripted") != 0 && strcmp(mode, "external") != 0)
+        return call_fail(c, RPC_INVALID_ARGUMENT, "mode: \"%.64s\" is not scripted or external",
+                         mode);
+    if (req->task && strlen(req->task) > 4096)
+        return call_fail(c, RPC_INVALID_ARGUMENT, "task: longer than 4096 bytes");
+    gate_env g = gate_of(c);
+    char run_id[65];
+    rc = runner_start(&g, req->task, mode, run_id);
+    if (rc != STORE_OK)
+        return call_fail_store(c, rc, "run");
+    Charter__V1__RunView *view = NULL;
+    rc = load_view(c, run_id, 0, 0, &view);
+    if (rc == RPC_OK)
+        *out = &view->base;
+    return rc;
+}
+
+static int get_run(call *c, const ProtobufCMessage *in, ProtobufCMessage **out)
+{
+    const Charter__V1__GetRunRequest *req = (const Charter__V1__GetRunRequest *)in;
+    if (!id_ok(req->run_id))
+        return call_fail(c, RPC_INVALID_ARGUMENT, "run_id: 1 to 128 of [A-Za-z0-9._:-]");
+    Charter__V1__RunView *view = NULL;
+    int rc = load_view(c, req->run_id, req->after_seq, req->limit, &view);
+    if (rc == RPC_OK)
+        *out = &view->base;
+    return rc;
+}
+
+static int list_runs(call *c, const ProtobufCMessage *in, ProtobufCMessage **out)
+{
+    const Charter__V1__ListRunsRequest *req = (const Charter__V1__ListRunsRequest *)in;
+    char l[32];
+    snprintf(l, sizeof l, "%u", req->limit ? (req->limit > 1000 ? 1000 : req->limit) : 100);
+    const char *args[1] = {l};
+    json_t *j = NULL;
+    int rc = store_call(c->st, "list_runs", 1, args, &j);
+    if (rc != STORE_OK)
+        return call_fail_store(c, rc, "runs");
+    Charter__V1__ListRunsResponse *resp = call_alloc(c, sizeof *resp);
+    json_t *runs = json_object_get(j, "runs");
+    size_t n = json_is_array(runs) ? json_array_size(runs) : 0;
+    if (resp)
+        charter__v1__list_runs_response__init(resp);
+    if (!resp || !(resp->runs = call_alloc(c, (n ? n : 1) * sizeof *resp->runs))) {
+        json_decref(j);
+        return call_fail(c, RPC_INTERNAL, "out of memory");
+    }
+    for (size_t i = 0; i < n; i++) {
+        Charter__V1__Run *r = wire_run(c, json_array_get(runs, i));
+        if (!r) {
+            json_decref(j);
+            return call_fail(c, RPC_INTERNAL, "a run could not be encoded");
+        }
+        resp->runs[resp->n_runs++] = r;
+    }
+    json_decref(j);
+    *out = &resp->base;
+    return RPC_OK;
+}
+
+static int recover_run(call *c, const ProtobufCMessage *in, ProtobufCMessage **out)
+{
+    const Charter__V1__RecoverRunRequest *req = (const Charter__V1__RecoverRunRequest *)in;
+    int rc = call_require_operator(c);
+    if (rc != RPC_OK)
+        return rc;
+    if (!id_ok(req->run_id))
+        return call_fail(c, RPC_INVALID_ARGUMENT, "run_id: 1 to 128 of [A-Za-z0-9._:-]");
+    gate_env g = gate_of(c);
+    runner_recovery rec;
+    rc = runner_recover(&g, req->run_id, &rec);
+    if (rc == STORE_EREFUSED) {
+        guard_decision_free(&rec.decision);
+        return call_fail(c, RPC_FAILED_PRECONDITION,
+                         "run %s is not blocked, interrupted or in error: nothing to recover",
+                         req->run_id);
+    }
+    if (rc != STORE_OK) {
+        guard_decision_free(&rec.decision);
+        return call_fail_store(c, rc, "run");
+    }
+    Charter__V1__RecoverRunResponse *resp = call_alloc(c, sizeof *resp);
+    if (!resp) {
+        guard_decision_free(&rec.decision);
+        return call_fail(c, RPC_INTERNAL, "out of memory");
+    }
+    charter__v1__recover_run_response__init(resp);
+    resp->decision = wire_decision(c, &rec.decision);
+    resp->acknowledged = rec.acknowledged;
+    guard_decision_free(&rec.decision);
+    Charter__V1__RunView *view = NULL;
+    rc = load_view(c, req->run_id, 0, 1, &view);
+    if (rc != RPC_OK)
+        return rc;
+    resp->run = view->run;
+    resp->n_deliveries = view->n_deliveries;
+    resp->deliveries = view->deliveries;
+    *out = &resp->base;
+    return RPC_OK;
+}
+
+const call_handler svc_runs_handlers[] = {create_run, get_run, list_runs, recover_run};
+const size_t svc_runs_handlers_len = sizeof svc_runs_handlers / sizeof svc_runs_handlers[0];
