@@ -5,7 +5,8 @@
  * The definition is validated before anything is stored and then never changes while charterd
  * runs. Its static part (resources, recipients, actors, grants) is seeded into the graph with
  * charter_seed; its steps are the server-owned step capabilities (StepCap) the model never
- * chooses. version is the hex SHA-256 of the file's bytes.
+ * chooses. version is the hex SHA-256 of the file's bytes. A loaded workflow is never modified,
+ * so any number of threads may read it at once (find steps, render, seed, ask the model).
  */
 #ifndef CHARTER_WORKFLOW_H
 #define CHARTER_WORKFLOW_H
@@ -22,29 +23,30 @@
 #define WORKFLOW_MAX_ACTORS 64
 #define WORKFLOW_MAX_GRANTS 64
 #define WORKFLOW_MAX_STEPS 32
-#define WORKFLOW_MAX_TOOLS 64             /* per grant or step */
-#define WORKFLOW_MAX_CONTENT_BYTES 65536  /* resource content, scripted reply content */
-#define WORKFLOW_MAX_TITLE_BYTES 256      /* resource titles, output titles, public values */
-#define WORKFLOW_MAX_TEXT_BYTES 4096      /* task, public_template */
-#define WORKFLOW_MAX_PUBLIC_FIELDS 32     /* per step; also script fields */
-#define WORKFLOW_MAX_PUBLIC_VALUES 64     /* allowed values per public field */
-#define WORKFLOW_ID_MAX 64                /* ids: 1..64 characters of [A-Za-z0-9._-] */
+#define WORKFLOW_MAX_TOOLS 64            /* per grant or step */
+#define WORKFLOW_MAX_CONTENT_BYTES 65536 /* resource content, scripted reply content */
+#define WORKFLOW_MAX_TITLE_BYTES 256     /* resource titles, output titles, public values */
+#define WORKFLOW_MAX_TEXT_BYTES 4096     /* task, public_template */
+#define WORKFLOW_MAX_PUBLIC_FIELDS 32    /* per step; also script fields */
+#define WORKFLOW_MAX_PUBLIC_VALUES 64    /* allowed values per public field */
+#define WORKFLOW_ID_MAX 64               /* ids: 1..64 characters of [A-Za-z0-9._-] */
 
 /* One step of the workflow, in execution order. Every string and guard_strs is owned by the
- * workflow; json_t members are borrowed from workflow.doc. An empty list means deny-all. */
+ * workflow; json_t members are borrowed from workflow.doc. An empty list means deny-all; it has
+ * n == 0 and items may be NULL. */
 typedef struct {
-    guard_stepcap cap;       /* cap.step is the step's name */
-    guard_strs reads;        /* resources the built-in runner reads as sources in this step */
-    guard_strs receives;     /* steps whose handed-off artifacts this step receives */
-    char *output_title;      /* title of the artifact the step's model output becomes */
-    char *deliver_tool;      /* the step's send, or NULL when it sends nothing */
+    guard_stepcap cap;   /* cap.step is the step's name */
+    guard_strs reads;    /* resources the built-in runner reads as sources in this step */
+    guard_strs receives; /* steps whose handed-off artifacts this step receives */
+    char *output_title;  /* title of the artifact the step's model output becomes */
+    char *deliver_tool;  /* the step's send, or NULL when it sends nothing */
     char *deliver_recipient;
     /* Public rendering: when set, the step's output is rendered by the server from
      * public_fields only; the model's free text never reaches the recipient. */
-    json_t *public_fields;   /* {"field": ["allowed", "values"], ...} or NULL (borrowed from doc) */
-    char *public_template;   /* text with {field} placeholders */
-    json_t *script;          /* the scripted model's reply for this step (borrowed from doc) */
-    bool recovery;           /* the step recovery re-runs from permitted inputs */
+    json_t *public_fields; /* {"field": ["allowed", "values"], ...} or NULL (borrowed from doc) */
+    char *public_template; /* text with {field} placeholders */
+    json_t *script;        /* the scripted model's reply for this step (borrowed from doc) */
+    bool recovery;         /* the step recovery re-runs from permitted inputs */
 } workflow_step;
 
 typedef struct {
@@ -92,7 +94,7 @@ json_t *workflow_seed_json(const workflow *wf);
  * replaced by its field's value, each value checked against the field's allowed values. A field
  * that is missing, not a string, or not allowed, or a field the step does not declare, is
  * refused. Returns 0 and sets *out (malloc'd, caller frees) or -1 with a reason in err. */
-int workflow_render_public(const workflow_step *step, const json_t *fields, char **out,
-                           char *err, size_t errlen);
+int workflow_render_public(const workflow_step *step, const json_t *fields, char **out, char *err,
+                           size_t errlen);
 
 #endif
