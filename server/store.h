@@ -10,7 +10,9 @@
  * or times out leaves a synchronous hiredis context unusable (a late reply would be read as the
  * answer to the next command), so the store drops the context and reconnects on the next call;
  * the effect of the failed command is unknown (STORE_EUNAVAILABLE), which is why the delivery
- * protocol looks an invocation up again before retrying a commit.
+ * protocol looks an invocation up again before retrying a commit. hiredis writes with write(2),
+ * so the process must ignore SIGPIPE: a write to a connection the server closed then fails
+ * with EPIPE (STORE_EUNAVAILABLE) instead of ending the process.
  */
 #ifndef CHARTER_STORE_H
 #define CHARTER_STORE_H
@@ -27,26 +29,31 @@
 /* Status codes (0 is success). */
 enum {
     STORE_OK = 0,
-    STORE_ENOMEM = -1,      /* allocation failed */
+    STORE_ENOMEM = -1,       /* allocation failed */
     STORE_EUNAVAILABLE = -2, /* could not reach Redis, I/O error or timeout: effect unknown */
-    STORE_ENOTFOUND = -3,   /* the named object does not exist */
-    STORE_EREFUSED = -4,    /* a conditional write refused (commit, status transition) */
-    STORE_EEXISTS = -5,     /* the object exists already (invocation ID, run ID) */
-    STORE_EINVAL = -6,      /* the function rejected its arguments */
-    STORE_EPROTO = -7,      /* the reply was not what the library documents */
-    STORE_ELIMIT = -8,      /* a size limit of the query was reached */
+    STORE_ENOTFOUND = -3,    /* the named object does not exist */
+    STORE_EREFUSED = -4,     /* a conditional write refused (commit, status transition) */
+    STORE_EEXISTS = -5,      /* the object exists already (invocation ID, run ID) */
+    STORE_EINVAL = -6,       /* the function rejected its arguments */
+    STORE_EPROTO = -7,       /* the reply was not what the library documents */
+    STORE_ELIMIT = -8,       /* a size limit of the query was reached */
 };
 
 typedef struct store store;
 
-/* Connects to url ("unix:///path/redis.sock" or "tcp://host:port") for graph. timeout_ms bounds
- * connecting and each command until store_set_timeout changes it. On success *out owns a new
- * store (free with store_close). The graph name is 1..64 characters of [A-Za-z0-9_.-].
- * Returns STORE_OK, STORE_EINVAL (bad url or graph), STORE_EUNAVAILABLE, STORE_ENOMEM. */
+/* Connects to url ("unix:///path/redis.sock" or "tcp://host:port", host may be "[v6addr]") for
+ * graph. timeout_ms bounds connecting and each command until store_set_timeout changes it
+ * (<= 0 selects 5000 ms); a reconnect is bounded by the current timeout. The connection is
+ * named "charter.<graph>" (CLIENT SETNAME) so CLIENT LIST shows whose it is. On success *out
+ * owns a new store (free with store_close). The graph name is 1..64 characters of
+ * [A-Za-z0-9_.-]. Returns STORE_OK, STORE_EINVAL (bad url or graph), STORE_EUNAVAILABLE,
+ * STORE_ENOMEM. */
 int store_open(const char *url, const char *graph, int timeout_ms, store **out);
+/* Closes the connection and frees st (NULL is ignored). */
 void store_close(store *st);
 
-/* The per-command timeout in milliseconds for the following calls (the RPC's deadline). */
+/* The per-command timeout in milliseconds for the following calls (the RPC's deadline); <= 0
+ * selects 5000 ms. */
 void store_set_timeout(store *st, int timeout_ms);
 
 /* A one-line description of the last failure (never contains secrets); valid until the next
@@ -62,15 +69,29 @@ int store_load_library(store *st, const char *source, size_t len);
 int store_ping(store *st);
 
 /* Calls query function fn (without the "charter_" prefix, e.g. "get_run") with the graph's key
- * prefix as its only key and nargs string arguments. On success *out is the decoded JSON reply
- * (caller frees with json_decref), or NULL for a nil reply. A reply {"err": "not_found"|...}
- * maps to the matching STORE_E* code. This is the one place where FCALL is issued. */
+ * prefix as its only key and nargs (0..32) NUL-terminated string arguments. On success *out
+ * (may be NULL to discard) is the decoded JSON object (caller frees with json_decref), or NULL
+ * for a nil reply; on any failure *out is NULL. A reply {"err": "not_found"|...} maps to the
+ * matching STORE_E* code (not_found ENOTFOUND, exists EEXISTS, refused EREFUSED, invalid
+ * EINVAL, limit ELIMIT) with its msg in store_last_error. A Redis error reply is
+ * STORE_EUNAVAILABLE when transient (LOADING, BUSY, READONLY, ...: the command did not run),
+ * else STORE_EPROTO. An I/O error or timeout drops the connection (the next call reconnects)
+ * and is STORE_EUNAVAILABLE: the effect is unknown. This is the one place where FCALL is
+ * issued. */
 int store_call(store *st, const char *fn, int nargs, const char *const *args, json_t **out);
 
 /* Same, with one argument that is a JSON document (encoded compactly). */
 int store_call_json(store *st, const char *fn, const json_t *arg, json_t **out);
 
-/* --- facts for the guard (each result owned by the caller, freed by the matching _free) --- */
+/* --- facts for the guard (each result owned by the caller, freed by the matching _free) ---
+ *
+ * The decoders fill every field: a text that is absent in the reply is "" (never NULL, so the
+ * guard can compare it), a label that is absent is -1, a kind other than source/derived has
+ * kind_known false, an absent list is empty. A grant's times are accepted as numbers or
+ * decimal strings; an absent valid_from reads as +infinity and an absent valid_to as 0 (never
+ * valid: fails closed), an absent revoked_at as 0. A field of the wrong type is STORE_EPROTO.
+ * On any failure the output is freed and zeroed. The _free functions are safe on a zeroed
+ * struct and zero what they free. */
 
 /* Every artifact reachable from payload_id through DERIVED_FROM (query "ancestry"), at most
  * limit artifacts (out->truncated set when reached). Returns STORE_OK, STORE_ENOTFOUND when the
@@ -90,7 +111,12 @@ void store_context_free(guard_context *ctx);
 
 /* Decodes the JSON facts the queries return into guard structs; used by the store itself and by
  * replay, which decodes recorded snapshots. Return STORE_OK, STORE_EPROTO, STORE_ENOMEM. */
+/* j is the function's reply object; root (leaf) names the artifact (grant) asked for, or NULL
+ * to take the reply's "root" ("leaf"). Lists encoded as {} (Redis cjson's empty list) are
+ * empty lists. */
 int store_ancestry_from_json(const json_t *j, const char *root, guard_ancestry *out);
 int store_chain_from_json(const json_t *j, const char *leaf, guard_chain *out);
+/* The reply of context_owner ({"id","run_id","step","owners"}) as a guard_context. */
+int store_context_from_json(const json_t *j, guard_context *out);
 
 #endif

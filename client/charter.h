@@ -1,0 +1,221 @@
+/*
+ * charter.h - libcharter, the C client of charterd (protobuf API charter.v1 over NNG req/rep).
+ *
+ * One charter_client holds one NNG req0 socket dialed to charterd, reconnecting on its own.
+ * Every call is one RpcRequest answered by one RpcResponse on a context of its own, so any
+ * number of threads may call through the same client at once. Responses are the protobuf-c
+ * messages generated from proto/charter.proto (charter.pb-c.h), owned by the caller.
+ */
+#ifndef CHARTER_H
+#define CHARTER_H
+
+#include <protobuf-c/protobuf-c.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "charter.pb-c.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* Status codes: the gRPC status numbers, the same as RpcResponse.code. Functions of this
+ * library return 0 or the negated code (-CHARTER_UNAVAILABLE, ...). */
+enum {
+    CHARTER_OK = 0,
+    CHARTER_CANCELLED = 1,
+    CHARTER_UNKNOWN = 2,
+    CHARTER_INVALID_ARGUMENT = 3,
+    CHARTER_DEADLINE_EXCEEDED = 4,
+    CHARTER_NOT_FOUND = 5,
+    CHARTER_ALREADY_EXISTS = 6,
+    CHARTER_PERMISSION_DENIED = 7,
+    CHARTER_RESOURCE_EXHAUSTED = 8,
+    CHARTER_FAILED_PRECONDITION = 9,
+    CHARTER_ABORTED = 10,
+    CHARTER_OUT_OF_RANGE = 11,
+    CHARTER_UNIMPLEMENTED = 12,
+    CHARTER_INTERNAL = 13,
+    CHARTER_UNAVAILABLE = 14,
+    CHARTER_DATA_LOSS = 15,
+    CHARTER_UNAUTHENTICATED = 16,
+};
+
+#define CHARTER_DEFAULT_URL "tcp://127.0.0.1:7433"
+#define CHARTER_DEFAULT_TIMEOUT_MS 10000u
+#define CHARTER_MAX_TIMEOUT_MS 3600000u
+/* Largest encoded message sent or accepted by default (bytes). A RunView with many artifacts
+ * can be far larger than the server's 4 MiB request limit, hence the margin. */
+#define CHARTER_DEFAULT_MAX_MESSAGE ((size_t)64 * 1024 * 1024)
+#define CHARTER_MIN_MAX_MESSAGE ((size_t)1024)
+#define CHARTER_MAX_MAX_MESSAGE ((size_t)1024 * 1024 * 1024)
+
+/* The outcome of one call. code is a CHARTER_* number; message says why when code != 0 (empty
+ * on success, truncated to fit). local is 1 when libcharter produced the status itself (bad
+ * arguments, no connection, timeout, undecodable answer) and 0 when it is charterd's answer. */
+typedef struct {
+    int code;
+    int local;
+    char message[256];
+} charter_status;
+
+/* Client options. A zeroed struct, or one set by charter_options_init, gives the defaults. */
+typedef struct {
+    /* Deadline of every call in milliseconds (0: CHARTER_DEFAULT_TIMEOUT_MS, at most
+     * CHARTER_MAX_TIMEOUT_MS). It bounds the whole exchange on the client (waiting for a
+     * connection, sending, waiting for the answer) and is sent as RpcRequest.timeout_ms, which
+     * the server uses as its database command timeout. */
+    uint32_t timeout_ms;
+    /* Largest encoded RpcRequest sent and RpcResponse accepted, in bytes (0:
+     * CHARTER_DEFAULT_MAX_MESSAGE; else between CHARTER_MIN_MAX_MESSAGE and
+     * CHARTER_MAX_MAX_MESSAGE). */
+    size_t max_message;
+    /* 0: charter_client_open returns at once and the socket connects in the background (a call
+     * made before the first connection waits for it within its deadline). > 0: open waits this
+     * many milliseconds for a first connection and fails with CHARTER_UNAVAILABLE without one. */
+    uint32_t connect_timeout_ms;
+    /* Delay before redialing a lost or refused connection, doubling up to the maximum, in
+     * milliseconds (0: 100 and 2000). */
+    uint32_t reconnect_min_ms;
+    uint32_t reconnect_max_ms;
+} charter_options;
+
+typedef struct charter_client charter_client;
+
+/* Fills *opts with the defaults. */
+void charter_options_init(charter_options *opts);
+
+/* The library version, e.g. "0.1.0". Static storage. */
+const char *charter_version(void);
+
+/* The name of a status code: "OK", "INVALID_ARGUMENT", ..., "UNAUTHENTICATED"; a negated code
+ * (as the functions here return) gives the same name; any other number gives "UNKNOWN_CODE".
+ * Static storage. */
+const char *charter_status_name(int code);
+
+/* Checks a URL without opening anything: "tcp://HOST:PORT" (also tcp4://, tcp6://),
+ * "ipc:///PATH" or "inproc://NAME", with a non-empty address. Returns 0 or
+ * -CHARTER_INVALID_ARGUMENT. */
+int charter_url_check(const char *url);
+
+/* Opens a client of the charterd at url. token is sent with every call as metadata
+ * "authorization: Bearer <token>"; NULL or "" sends no authorization (enough for Health).
+ * opts may be NULL for the defaults. The token and options are copied.
+ *
+ * The socket is a req0 socket that redials on its own. Requests are never resent by the
+ * transport: a call whose connection is lost after sending fails with CHARTER_UNAVAILABLE and
+ * its effect on the server is unknown (retry a delivery with the same invocation ID).
+ *
+ * Returns 0 and *out, or -CHARTER_INVALID_ARGUMENT (bad URL or option, NULL out),
+ * -CHARTER_UNAVAILABLE (opts->connect_timeout_ms > 0 and no connection in time),
+ * -CHARTER_RESOURCE_EXHAUSTED (out of memory) or -CHARTER_INTERNAL (NNG refused to set up the
+ * socket). On failure *out is NULL. Close with charter_client_close. */
+int charter_client_open(const char *url, const char *token, const charter_options *opts,
+                        charter_client **out);
+
+/* Closes the socket and frees the client. Calls still in progress on other threads fail with
+ * CHARTER_CANCELLED, but the caller must make sure none starts after close begins: close is
+ * not thread-safe against new calls on the same client. NULL is ignored. */
+void charter_client_close(charter_client *c);
+
+/* The URL the client dials (owned by the client). */
+const char *charter_client_url(const charter_client *c);
+
+/* Number of connections the client holds right now (0 or 1 for one charterd). Informational:
+ * it may change as soon as it is read. */
+int charter_client_connections(charter_client *c);
+
+/* One RPC. method is the full method name "/charter.v1.<Service>/<Method>"; req is the
+ * request message (packed as RpcRequest.payload); resp_desc is the descriptor of the response
+ * message, with which the answer's payload is unpacked into *resp.
+ *
+ * A method declared in proto/charter.proto is checked against its generated service
+ * descriptor: req and resp_desc must be its input and output types (else
+ * -CHARTER_INVALID_ARGUMENT, nothing sent). Other method names are sent unchecked; charterd
+ * answers them with UNIMPLEMENTED.
+ *
+ * Returns 0 when the server answered code 0; *resp is then the unpacked response, owned by the
+ * caller and freed with protobuf_c_message_free_unpacked(*resp, NULL). Otherwise returns the
+ * negated status code, *resp is NULL and, when status is not NULL, status holds the code and
+ * the reason. Codes the client produces itself (status->local = 1):
+ *   CHARTER_INVALID_ARGUMENT   NULL or malformed arguments, request of the wrong type;
+ *   CHARTER_UNAVAILABLE        no connection within the deadline, or the connection was lost
+ *                              after the request was sent (the effect is then unknown);
+ *   CHARTER_DEADLINE_EXCEEDED  no answer within the deadline (or, while connected, no chance
+ *                              to send before it);
+ *   CHARTER_RESOURCE_EXHAUSTED the encoded request exceeds max_message, or out of memory;
+ *   CHARTER_CANCELLED          the client was closed during the call;
+ *   CHARTER_INTERNAL           the answer could not be decoded.
+ * A decision (ALLOW, DENY, UNKNOWN) is never an error: a denied delivery returns 0.
+ *
+ * Thread-safe: any number of threads may call at once on one client; each call uses its own
+ * NNG context, and each thread gets the answer to its own request. */
+int charter_call(charter_client *c, const char *method, const ProtobufCMessage *req,
+                 const ProtobufCMessageDescriptor *resp_desc, ProtobufCMessage **resp,
+                 charter_status *status);
+
+/*
+ * Typed calls, one per method of proto/charter.proto. Each takes the method's request message
+ * (NULL sends the all-defaults request) and, on 0, sets *resp to the response, owned by the
+ * caller and freed with protobuf_c_message_free_unpacked(&(*resp)->base, NULL) or the generated
+ * charter__v1__<type>__free_unpacked(*resp, NULL). Errors, status and thread-safety are those
+ * of charter_call; *resp is NULL on error. The method name is taken from the generated service
+ * descriptor, never spelled by hand.
+ */
+
+/* Runs/CreateRun. Mode "scripted" (default) returns after the built-in runner has driven the
+ * run to completed, blocked or error; "external" only creates it. */
+int charter_create_run(charter_client *c, const Charter__V1__CreateRunRequest *req,
+                       Charter__V1__RunView **resp, charter_status *status);
+/* Runs/GetRun: the run, its events after req->after_seq (at most req->limit), deliveries and
+ * artifacts. NOT_FOUND for an unknown run. */
+int charter_get_run(charter_client *c, const Charter__V1__GetRunRequest *req,
+                    Charter__V1__RunView **resp, charter_status *status);
+/* Runs/ListRuns: newest first. */
+int charter_list_runs(charter_client *c, const Charter__V1__ListRunsRequest *req,
+                      Charter__V1__ListRunsResponse **resp, charter_status *status);
+/* Runs/RecoverRun: recovers a blocked or interrupted run; FAILED_PRECONDITION when the run is
+ * in a state that cannot be recovered. */
+int charter_recover_run(charter_client *c, const Charter__V1__RecoverRunRequest *req,
+                        Charter__V1__RecoverRunResponse **resp, charter_status *status);
+
+/* Gate/OpenStep: a fresh context of a step of the run, with its server-owned capability. */
+int charter_open_step(charter_client *c, const Charter__V1__OpenStepRequest *req,
+                      Charter__V1__StepContext **resp, charter_status *status);
+/* Gate/ReadSource: registers a resource of the step as a source artifact. */
+int charter_read_source(charter_client *c, const Charter__V1__ReadSourceRequest *req,
+                        Charter__V1__ReadSourceResponse **resp, charter_status *status);
+/* Gate/RecordOutput: records a model output derived from exactly req->input_ids. */
+int charter_record_output(charter_client *c, const Charter__V1__RecordOutputRequest *req,
+                          Charter__V1__RecordOutputResponse **resp, charter_status *status);
+/* Gate/CheckInput: the input gate over artifacts for the context's step. */
+int charter_check_input(charter_client *c, const Charter__V1__CheckInputRequest *req,
+                        Charter__V1__CheckInputResponse **resp, charter_status *status);
+/* Gate/Deliver: the delivery gate and, on ALLOW, the committed delivery. Retrying with the same
+ * invocation ID after CHARTER_UNAVAILABLE or CHARTER_DEADLINE_EXCEEDED is safe: an earlier
+ * delivery is acknowledged, never repeated. */
+int charter_deliver(charter_client *c, const Charter__V1__DeliverRequest *req,
+                    Charter__V1__DeliverResponse **resp, charter_status *status);
+/* Gate/TraceArtifact: the artifact's full ancestry. */
+int charter_trace_artifact(charter_client *c, const Charter__V1__TraceArtifactRequest *req,
+                           Charter__V1__TraceArtifactResponse **resp, charter_status *status);
+
+/* Grants/RevokeGrant: the grant with revoked_at set (operator token). */
+int charter_revoke_grant(charter_client *c, const Charter__V1__RevokeGrantRequest *req,
+                         Charter__V1__Grant **resp, charter_status *status);
+/* Grants/RestoreGrants: one grant, or every revoked grant when req->grant_id is empty. */
+int charter_restore_grants(charter_client *c, const Charter__V1__RestoreGrantsRequest *req,
+                           Charter__V1__RestoreGrantsResponse **resp, charter_status *status);
+/* Grants/ShowChain: the delegation chain of a grant, leaf first, with the guard's verdict. */
+int charter_show_chain(charter_client *c, const Charter__V1__ShowChainRequest *req,
+                       Charter__V1__GrantChain **resp, charter_status *status);
+
+/* Health/Check: needs no token. */
+int charter_health(charter_client *c, const Charter__V1__HealthRequest *req,
+                   Charter__V1__HealthResponse **resp, charter_status *status);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif

@@ -1,0 +1,939 @@
+/*
+ * cli.c - `charter`, the command-line client of charterd: arguments, commands, exit codes.
+ *
+ * Each command is one call through libcharter. Output is human-readable by default
+ * (cli_print.c) or, with --json, the response message as one JSON document (cli_json.c).
+ * A decision is not an error; only the gate commands turn a deny or unknown into an exit code,
+ * so a host script can branch on it.
+ */
+#include <errno.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "charter.h"
+#include "cli_json.h"
+#include "cli_print.h"
+
+#ifndef CHARTER_VERSION
+#define CHARTER_VERSION "unknown"
+#endif
+
+enum {
+    EXIT_OK = 0,
+    EXIT_RPC = 1,
+    EXIT_USAGE = 2,
+    EXIT_DENY = 3,
+    EXIT_UNKNOWN = 4,
+};
+
+#define DEFAULT_CONNECT_TIMEOUT_MS 2000u
+#define MAX_POSITIONAL 1024
+#define MAX_OPTIONS 8
+
+typedef struct {
+    const char *url;
+    const char *token;
+    uint32_t timeout_ms;
+    uint32_t connect_timeout_ms;
+    bool json;
+    charter_client *client;
+} cli;
+
+typedef struct {
+    const char *pos[MAX_POSITIONAL];
+    size_t n_pos;
+    const char *opt_name[MAX_OPTIONS]; /* without the leading "--" */
+    const char *opt_value[MAX_OPTIONS];
+    size_t n_opt;
+} cli_args;
+
+typedef struct cli_command {
+    const char *name;
+    const char *args;                 /* the usage after the command name */
+    const char *summary;              /* one line for --help */
+    const char *const *value_options; /* options that take a value, without "--" */
+    size_t min_pos, max_pos;
+    int (*run)(cli *c, const struct cli_command *cmd, const cli_args *a);
+} cli_command;
+
+static const char *progname = "charter";
+
+/* ---- small helpers ------------------------------------------------------------------------ */
+
+static int usage_error(const cli_command *cmd, const char *fmt, const char *arg)
+{
+    fprintf(stderr, "%s: ", progname);
+    fprintf(stderr, fmt, arg);
+    fputc('\n', stderr);
+    if (cmd != NULL)
+        fprintf(stderr, "usage: %s [GLOBAL OPTIONS] %s %s\n", progname, cmd->name, cmd->args);
+    else
+        fprintf(stderr, "usage: %s [GLOBAL OPTIONS] COMMAND [ARGS]   (see %s --help)\n", progname,
+                progname);
+    return EXIT_USAGE;
+}
+
+/* Prints an RPC failure as one line on stderr. */
+static int rpc_error(const charter_status *st)
+{
+    fprintf(stderr, "%s: %s: ", progname, charter_status_name(st->code));
+    for (const char *p = st->message; *p != '\0'; p++)
+        fputc(*p == '\n' || *p == '\r' ? ' ' : *p, stderr);
+    if (st->message[0] == '\0')
+        fputs("(no message)", stderr);
+    fputc('\n', stderr);
+    return EXIT_RPC;
+}
+
+/* Parses a decimal number in [0, max]; returns 0 or -1. */
+static int parse_number(const char *s, uint64_t max, uint64_t *out)
+{
+    uint64_t v = 0;
+    if (s == NULL || *s == '\0')
+        return -1;
+    for (const char *p = s; *p != '\0'; p++) {
+        if (*p < '0' || *p > '9')
+            return -1;
+        unsigned d = (unsigned)(*p - '0');
+        if (v > (UINT64_MAX - d) / 10)
+            return -1;
+        v = v * 10 + d;
+    }
+    if (v > max)
+        return -1;
+    *out = v;
+    return 0;
+}
+
+static const char *arg_option(const cli_args *a, const char *name)
+{
+    const char *v = NULL;
+    for (size_t i = 0; i < a->n_opt; i++)
+        if (strcmp(a->opt_name[i], name) == 0)
+            v = a->opt_value[i];
+    return v;
+}
+
+/* An optional numeric option; 0 or EXIT_USAGE. */
+static int number_option(const cli_command *cmd, const cli_args *a, const char *name, uint64_t max,
+                         uint64_t *out)
+{
+    const char *v = arg_option(a, name);
+    *out = 0;
+    if (v != NULL && parse_number(v, max, out) != 0)
+        return usage_error(cmd, "--%s needs a number", name);
+    return 0;
+}
+
+/* Prints m as one JSON document on stdout. */
+static int print_json(const ProtobufCMessage *m)
+{
+    json_t *j = NULL;
+    if (cli_json_from_message(m, &j) != 0) {
+        fprintf(stderr, "%s: out of memory converting the answer to JSON\n", progname);
+        return EXIT_RPC;
+    }
+    int rv = json_dumpf(j, stdout, JSON_INDENT(2));
+    json_decref(j);
+    if (rv != 0 || fputc('\n', stdout) == EOF) {
+        fprintf(stderr, "%s: cannot write the output\n", progname);
+        return EXIT_RPC;
+    }
+    return EXIT_OK;
+}
+
+/* The exit code of a gate command's decision: 0 allow, 3 deny, 4 unknown (or none). */
+static int decision_exit(const Charter__V1__Decision *d)
+{
+    if (d != NULL && d->outcome == CHARTER__V1__OUTCOME__ALLOW)
+        return EXIT_OK;
+    if (d != NULL && d->outcome == CHARTER__V1__OUTCOME__DENY)
+        return EXIT_DENY;
+    return EXIT_UNKNOWN;
+}
+
+/* Reads a whole file ("-" for stdin) as text of at most max bytes without NUL bytes. *out is
+ * the caller's to free. Returns 0, or EXIT_USAGE with a message printed. */
+static int read_text_file(const cli_command *cmd, const char *path, size_t max, char **out)
+{
+    FILE *f = strcmp(path, "-") == 0 ? stdin : fopen(path, "rb");
+    size_t cap = 4096, len = 0;
+    char *buf;
+
+    *out = NULL;
+    if (f == NULL) {
+        fprintf(stderr, "%s: cannot open %s: %s\n", progname, path, strerror(errno));
+        return EXIT_USAGE;
+    }
+    if ((buf = malloc(cap)) == NULL) {
+        if (f != stdin)
+            fclose(f);
+        fprintf(stderr, "%s: out of memory\n", progname);
+        return EXIT_RPC;
+    }
+    for (;;) {
+        if (len + 1 >= cap) {
+            char *grown = cap * 2 <= max + 2 ? realloc(buf, cap * 2) : NULL;
+            if (grown == NULL) {
+                free(buf);
+                if (f != stdin)
+                    fclose(f);
+                if (cap * 2 > max + 2)
+                    return usage_error(cmd, "%s is larger than the largest message", path);
+                fprintf(stderr, "%s: out of memory\n", progname);
+                return EXIT_RPC;
+            }
+            buf = grown;
+            cap *= 2;
+        }
+        size_t n = fread(buf + len, 1, cap - len - 1, f);
+        len += n;
+        if (n == 0)
+            break;
+    }
+    bool failed = ferror(f) != 0;
+    if (f != stdin)
+        fclose(f);
+    if (failed) {
+        free(buf);
+        fprintf(stderr, "%s: cannot read %s\n", progname, path);
+        return EXIT_USAGE;
+    }
+    if (memchr(buf, '\0', len) != NULL) {
+        free(buf);
+        return usage_error(cmd, "%s holds NUL bytes: content must be text", path);
+    }
+    buf[len] = '\0';
+    *out = buf;
+    return 0;
+}
+
+/* Opens the client on first use, after a command has checked its arguments, so a usage error
+ * never waits for a connection. 0 or an exit code. */
+static int cli_connect(cli *c)
+{
+    if (c->client != NULL)
+        return 0;
+    charter_options o;
+    charter_options_init(&o);
+    o.timeout_ms = c->timeout_ms;
+    /* Waiting for a connection longer than the call's own deadline would be pointless. */
+    o.connect_timeout_ms =
+        c->connect_timeout_ms < c->timeout_ms ? c->connect_timeout_ms : c->timeout_ms;
+    int rv = charter_client_open(c->url, c->token, &o, &c->client);
+    if (rv == 0)
+        return 0;
+    if (rv == -CHARTER_INVALID_ARGUMENT)
+        return usage_error(NULL, "invalid --url \"%s\": use tcp://HOST:PORT or ipc:///PATH",
+                           c->url);
+    if (rv == -CHARTER_UNAVAILABLE) {
+        fprintf(stderr,
+                "%s: UNAVAILABLE: no connection to %s within %u ms (is charterd running?)\n",
+                progname, c->url, (unsigned)o.connect_timeout_ms);
+        return EXIT_RPC;
+    }
+    fprintf(stderr, "%s: %s: cannot set up a client for %s\n", progname, charter_status_name(rv),
+            c->url);
+    return EXIT_RPC;
+}
+
+/* ---- Runs --------------------------------------------------------------------------------- */
+
+static int cmd_run(cli *c, const cli_command *cmd, const cli_args *a)
+{
+    Charter__V1__CreateRunRequest req = CHARTER__V1__CREATE_RUN_REQUEST__INIT;
+    Charter__V1__RunView *v = NULL;
+    charter_status st;
+    const char *task = arg_option(a, "task"), *mode = arg_option(a, "mode");
+    int rv;
+
+    if (mode != NULL && strcmp(mode, "scripted") != 0 && strcmp(mode, "external") != 0)
+        return usage_error(cmd, "--mode is scripted or external, not \"%s\"", mode);
+    if (task != NULL)
+        req.task = (char *)task;
+    if (mode != NULL)
+        req.mode = (char *)mode;
+    if ((rv = cli_connect(c)) != 0)
+        return rv;
+    if (charter_create_run(c->client, &req, &v, &st) != 0)
+        return rpc_error(&st);
+    rv = EXIT_OK;
+    if (c->json) {
+        rv = print_json(&v->base);
+    } else {
+        const Charter__V1__Run *r = v->run;
+        printf("run %s  %s  (%s, %llu events)\n", r != NULL ? r->id : "-",
+               r != NULL ? r->status : "-", r != NULL ? r->mode : "-",
+               r != NULL ? (unsigned long long)r->seq : 0ULL);
+        cli_print_decision_events(stdout, v->events, v->n_events);
+    }
+    charter__v1__run_view__free_unpacked(v, NULL);
+    return rv;
+}
+
+static int cmd_get(cli *c, const cli_command *cmd, const cli_args *a)
+{
+    Charter__V1__GetRunRequest req = CHARTER__V1__GET_RUN_REQUEST__INIT;
+    Charter__V1__RunView *v = NULL;
+    charter_status st;
+    uint64_t after, limit;
+    int rv;
+
+    if ((rv = number_option(cmd, a, "after", UINT64_MAX, &after)) != 0 ||
+        (rv = number_option(cmd, a, "limit", UINT32_MAX, &limit)) != 0)
+        return rv;
+    req.run_id = (char *)a->pos[0];
+    req.after_seq = after;
+    req.limit = (uint32_t)limit;
+    if ((rv = cli_connect(c)) != 0)
+        return rv;
+    if (charter_get_run(c->client, &req, &v, &st) != 0)
+        return rpc_error(&st);
+    if (c->json)
+        rv = print_json(&v->base);
+    else
+        cli_print_run_view(stdout, v);
+    charter__v1__run_view__free_unpacked(v, NULL);
+    return rv;
+}
+
+static int cmd_list(cli *c, const cli_command *cmd, const cli_args *a)
+{
+    Charter__V1__ListRunsRequest req = CHARTER__V1__LIST_RUNS_REQUEST__INIT;
+    Charter__V1__ListRunsResponse *r = NULL;
+    charter_status st;
+    uint64_t limit;
+    int rv;
+
+    if ((rv = number_option(cmd, a, "limit", UINT32_MAX, &limit)) != 0)
+        return rv;
+    req.limit = (uint32_t)limit;
+    if ((rv = cli_connect(c)) != 0)
+        return rv;
+    if (charter_list_runs(c->client, &req, &r, &st) != 0)
+        return rpc_error(&st);
+    if (c->json)
+        rv = print_json(&r->base);
+    else
+        cli_print_run_list(stdout, r->runs, r->n_runs);
+    charter__v1__list_runs_response__free_unpacked(r, NULL);
+    return rv;
+}
+
+static int cmd_recover(cli *c, const cli_command *cmd, const cli_args *a)
+{
+    Charter__V1__RecoverRunRequest req = CHARTER__V1__RECOVER_RUN_REQUEST__INIT;
+    Charter__V1__RecoverRunResponse *r = NULL;
+    charter_status st;
+    int rv = EXIT_OK;
+
+    (void)cmd;
+    req.run_id = (char *)a->pos[0];
+    if ((rv = cli_connect(c)) != 0)
+        return rv;
+    if (charter_recover_run(c->client, &req, &r, &st) != 0)
+        return rpc_error(&st);
+    if (c->json) {
+        rv = print_json(&r->base);
+    } else {
+        const char *recipient =
+            r->n_deliveries > 0 ? r->deliveries[r->n_deliveries - 1]->recipient : NULL;
+        printf("run %s  %s\n", r->run != NULL ? r->run->id : a->pos[0],
+               r->run != NULL ? r->run->status : "-");
+        cli_print_decision(stdout, "deliver", recipient, r->decision);
+        printf("acknowledged  %s\n", r->acknowledged ? "yes (nothing new was delivered)" : "no");
+        if (r->n_deliveries > 0) {
+            printf("\ndeliveries (%zu)\n", r->n_deliveries);
+            cli_print_deliveries(stdout, r->deliveries, r->n_deliveries);
+        }
+    }
+    charter__v1__recover_run_response__free_unpacked(r, NULL);
+    return rv;
+}
+
+/* ---- Grants ------------------------------------------------------------------------------- */
+
+static int cmd_revoke(cli *c, const cli_command *cmd, const cli_args *a)
+{
+    Charter__V1__RevokeGrantRequest req = CHARTER__V1__REVOKE_GRANT_REQUEST__INIT;
+    Charter__V1__Grant *g = NULL;
+    charter_status st;
+    int rv = EXIT_OK;
+
+    (void)cmd;
+    req.grant_id = (char *)a->pos[0];
+    if ((rv = cli_connect(c)) != 0)
+        return rv;
+    if (charter_revoke_grant(c->client, &req, &g, &st) != 0)
+        return rpc_error(&st);
+    if (c->json) {
+        rv = print_json(&g->base);
+    } else {
+        char ts[32];
+        cli_format_time(g->revoked_at, ts, sizeof(ts));
+        printf("revoked %s at %s\n\n", g->id, ts);
+        cli_print_grant(stdout, g);
+    }
+    charter__v1__grant__free_unpacked(g, NULL);
+    return rv;
+}
+
+static int cmd_restore(cli *c, const cli_command *cmd, const cli_args *a)
+{
+    Charter__V1__RestoreGrantsRequest req = CHARTER__V1__RESTORE_GRANTS_REQUEST__INIT;
+    Charter__V1__RestoreGrantsResponse *r = NULL;
+    charter_status st;
+    int rv = EXIT_OK;
+
+    (void)cmd;
+    if (a->n_pos > 0)
+        req.grant_id = (char *)a->pos[0];
+    if ((rv = cli_connect(c)) != 0)
+        return rv;
+    if (charter_restore_grants(c->client, &req, &r, &st) != 0)
+        return rpc_error(&st);
+    if (c->json) {
+        rv = print_json(&r->base);
+    } else {
+        for (size_t i = 0; i < r->n_restored; i++)
+            printf("restored %s\n", r->restored[i]);
+        if (r->n_restored == 0)
+            printf("nothing to restore: %s\n",
+                   a->n_pos > 0 ? "the grant is not revoked" : "no grant is revoked");
+    }
+    charter__v1__restore_grants_response__free_unpacked(r, NULL);
+    return rv;
+}
+
+static int cmd_chain(cli *c, const cli_command *cmd, const cli_args *a)
+{
+    Charter__V1__ShowChainRequest req = CHARTER__V1__SHOW_CHAIN_REQUEST__INIT;
+    Charter__V1__GrantChain *g = NULL;
+    charter_status st;
+    int rv = EXIT_OK;
+
+    (void)cmd;
+    req.grant_id = (char *)a->pos[0];
+    if ((rv = cli_connect(c)) != 0)
+        return rv;
+    if (charter_show_chain(c->client, &req, &g, &st) != 0)
+        return rpc_error(&st);
+    if (c->json)
+        rv = print_json(&g->base);
+    else
+        cli_print_chain(stdout, g);
+    charter__v1__grant_chain__free_unpacked(g, NULL);
+    return rv;
+}
+
+/* ---- Gate --------------------------------------------------------------------------------- */
+
+static int cmd_trace(cli *c, const cli_command *cmd, const cli_args *a)
+{
+    Charter__V1__TraceArtifactRequest req = CHARTER__V1__TRACE_ARTIFACT_REQUEST__INIT;
+    Charter__V1__TraceArtifactResponse *r = NULL;
+    charter_status st;
+    int rv = EXIT_OK;
+
+    (void)cmd;
+    req.artifact_id = (char *)a->pos[0];
+    if ((rv = cli_connect(c)) != 0)
+        return rv;
+    if (charter_trace_artifact(c->client, &req, &r, &st) != 0)
+        return rpc_error(&st);
+    if (c->json)
+        rv = print_json(&r->base);
+    else
+        cli_print_trace(stdout, a->pos[0], r->artifacts, r->n_artifacts);
+    charter__v1__trace_artifact_response__free_unpacked(r, NULL);
+    return rv;
+}
+
+static int cmd_open_step(cli *c, const cli_command *cmd, const cli_args *a)
+{
+    Charter__V1__OpenStepRequest req = CHARTER__V1__OPEN_STEP_REQUEST__INIT;
+    Charter__V1__StepContext *s = NULL;
+    charter_status st;
+    int rv = EXIT_OK;
+
+    (void)cmd;
+    req.run_id = (char *)a->pos[0];
+    req.step = (char *)a->pos[1];
+    if ((rv = cli_connect(c)) != 0)
+        return rv;
+    if (charter_open_step(c->client, &req, &s, &st) != 0)
+        return rpc_error(&st);
+    if (c->json)
+        rv = print_json(&s->base);
+    else
+        cli_print_step_context(stdout, s);
+    charter__v1__step_context__free_unpacked(s, NULL);
+    return rv;
+}
+
+static int cmd_read_source(cli *c, const cli_command *cmd, const cli_args *a)
+{
+    Charter__V1__ReadSourceRequest req = CHARTER__V1__READ_SOURCE_REQUEST__INIT;
+    Charter__V1__ReadSourceResponse *r = NULL;
+    charter_status st;
+    int rv;
+
+    (void)cmd;
+    req.context_id = (char *)a->pos[0];
+    req.resource_id = (char *)a->pos[1];
+    if ((rv = cli_connect(c)) != 0)
+        return rv;
+    if (charter_read_source(c->client, &req, &r, &st) != 0)
+        return rpc_error(&st);
+    if (c->json) {
+        rv = print_json(&r->base);
+    } else {
+        rv = EXIT_OK;
+        cli_print_decision(stdout, "read", a->pos[1], r->decision);
+        if (r->artifact != NULL) {
+            cli_print_artifact_line(stdout, "artifact  ", r->artifact);
+            putchar('\n');
+        }
+    }
+    if (rv == EXIT_OK)
+        rv = decision_exit(r->decision);
+    charter__v1__read_source_response__free_unpacked(r, NULL);
+    return rv;
+}
+
+static int cmd_record_output(cli *c, const cli_command *cmd, const cli_args *a)
+{
+    Charter__V1__RecordOutputRequest req = CHARTER__V1__RECORD_OUTPUT_REQUEST__INIT;
+    Charter__V1__RecordOutputResponse *r = NULL;
+    charter_status st;
+    const char *title = arg_option(a, "title"), *content = arg_option(a, "content");
+    const char *file = arg_option(a, "content-file");
+    char *loaded = NULL;
+    int rv;
+
+    if (title == NULL)
+        return usage_error(cmd, "%s needs --title", cmd->name);
+    if ((content == NULL) == (file == NULL))
+        return usage_error(cmd, "%s needs one of --content and --content-file", cmd->name);
+    if (file != NULL) {
+        if ((rv = read_text_file(cmd, file, CHARTER_DEFAULT_MAX_MESSAGE, &loaded)) != 0)
+            return rv;
+        content = loaded;
+    }
+    req.context_id = (char *)a->pos[0];
+    req.title = (char *)title;
+    req.content = (char *)content;
+    req.input_ids = (char **)(a->pos + 1);
+    req.n_input_ids = a->n_pos - 1;
+    if ((rv = cli_connect(c)) != 0) {
+        free(loaded);
+        return rv;
+    }
+    rv = charter_record_output(c->client, &req, &r, &st);
+    free(loaded);
+    if (rv != 0)
+        return rpc_error(&st);
+    if (c->json) {
+        rv = print_json(&r->base);
+    } else {
+        rv = EXIT_OK;
+        cli_print_decision(stdout, "record", title, r->decision);
+        if (r->artifact != NULL) {
+            cli_print_artifact_line(stdout, "artifact  ", r->artifact);
+            fputs("  parents ", stdout);
+            for (size_t i = 0; i < r->artifact->n_parents; i++)
+                printf("%s%s", i > 0 ? ", " : "", r->artifact->parents[i]);
+            if (r->artifact->n_parents == 0)
+                fputs("-", stdout);
+            putchar('\n');
+        }
+    }
+    if (rv == EXIT_OK)
+        rv = decision_exit(r->decision);
+    charter__v1__record_output_response__free_unpacked(r, NULL);
+    return rv;
+}
+
+static int cmd_check_input(cli *c, const cli_command *cmd, const cli_args *a)
+{
+    Charter__V1__CheckInputRequest req = CHARTER__V1__CHECK_INPUT_REQUEST__INIT;
+    Charter__V1__CheckInputResponse *r = NULL;
+    charter_status st;
+    int rv;
+
+    (void)cmd;
+    req.context_id = (char *)a->pos[0];
+    req.artifact_ids = (char **)(a->pos + 1);
+    req.n_artifact_ids = a->n_pos - 1;
+    if ((rv = cli_connect(c)) != 0)
+        return rv;
+    if (charter_check_input(c->client, &req, &r, &st) != 0)
+        return rpc_error(&st);
+    if (c->json) {
+        rv = print_json(&r->base);
+    } else {
+        rv = EXIT_OK;
+        cli_print_decision(stdout, "input", a->pos[0], r->decision);
+        printf("event     %llu\n", (unsigned long long)r->event_seq);
+    }
+    if (rv == EXIT_OK)
+        rv = decision_exit(r->decision);
+    charter__v1__check_input_response__free_unpacked(r, NULL);
+    return rv;
+}
+
+static int cmd_deliver(cli *c, const cli_command *cmd, const cli_args *a)
+{
+    Charter__V1__DeliverRequest req = CHARTER__V1__DELIVER_REQUEST__INIT;
+    Charter__V1__DeliverResponse *r = NULL;
+    charter_status st;
+    int rv;
+
+    (void)cmd;
+    req.context_id = (char *)a->pos[0];
+    req.payload_id = (char *)a->pos[1];
+    req.recipient = (char *)a->pos[2];
+    req.tool = (char *)a->pos[3];
+    req.invocation_id = (char *)a->pos[4];
+    if ((rv = cli_connect(c)) != 0)
+        return rv;
+    if (charter_deliver(c->client, &req, &r, &st) != 0)
+        return rpc_error(&st);
+    if (c->json) {
+        rv = print_json(&r->base);
+    } else {
+        rv = EXIT_OK;
+        cli_print_decision(stdout, "deliver", a->pos[2], r->decision);
+        if (r->delivery != NULL) {
+            printf("acknowledged  %s\n",
+                   r->acknowledged ? "yes (an earlier delivery; nothing new was sent)" : "no");
+            cli_print_deliveries(stdout, &r->delivery, 1);
+        }
+    }
+    if (rv == EXIT_OK)
+        rv = decision_exit(r->decision);
+    charter__v1__deliver_response__free_unpacked(r, NULL);
+    return rv;
+}
+
+/* ---- Health ------------------------------------------------------------------------------- */
+
+static int cmd_health(cli *c, const cli_command *cmd, const cli_args *a)
+{
+    Charter__V1__HealthResponse *h = NULL;
+    charter_status st;
+    int rv = EXIT_OK;
+
+    (void)cmd;
+    (void)a;
+    if ((rv = cli_connect(c)) != 0)
+        return rv;
+    if (charter_health(c->client, NULL, &h, &st) != 0)
+        return rpc_error(&st);
+    if (c->json)
+        rv = print_json(&h->base);
+    else
+        cli_print_health(stdout, h);
+    if (rv == EXIT_OK && strcmp(h->status, "serving") != 0) {
+        fprintf(stderr, "%s: not serving: status %s, database %s\n", progname, h->status,
+                h->database[0] != '\0' ? h->database : "-");
+        rv = EXIT_RPC;
+    }
+    charter__v1__health_response__free_unpacked(h, NULL);
+    return rv;
+}
+
+/* ---- command table and main --------------------------------------------------------------- */
+
+static const char *const run_opts[] = {"task", "mode", NULL};
+static const char *const get_opts[] = {"after", "limit", NULL};
+static const char *const list_opts[] = {"limit", NULL};
+static const char *const record_opts[] = {"title", "content", "content-file", NULL};
+static const char *const no_opts[] = {NULL};
+
+static const cli_command commands[] = {
+    {"run", "[--task TEXT] [--mode scripted|external]",
+     "create a run; scripted (default) drives it to its end and prints every decision", run_opts, 0,
+     0, cmd_run},
+    {"get", "RUN [--after N] [--limit N]",
+     "a run with its events (seq > N, at most N), deliveries and artifacts", get_opts, 1, 1,
+     cmd_get},
+    {"list", "[--limit N]", "runs, newest first", list_opts, 0, 0, cmd_list},
+    {"recover", "RUN", "recover a blocked or interrupted run", no_opts, 1, 1, cmd_recover},
+    {"revoke", "GRANT", "revoke a grant (operator)", no_opts, 1, 1, cmd_revoke},
+    {"restore", "[GRANT]", "restore a revoked grant, or every revoked grant", no_opts, 0, 1,
+     cmd_restore},
+    {"chain", "GRANT", "a grant's delegation chain, leaf first, with the guard's verdict", no_opts,
+     1, 1, cmd_chain},
+    {"trace", "ARTIFACT", "an artifact's ancestry as a tree", no_opts, 1, 1, cmd_trace},
+    {"health", "", "charterd's health (no token needed)", no_opts, 0, 0, cmd_health},
+    {"open-step", "RUN STEP", "open a context of a step of an external run", no_opts, 2, 2,
+     cmd_open_step},
+    {"read-source", "CTX RESOURCE", "register a resource of the step as a source artifact", no_opts,
+     2, 2, cmd_read_source},
+    {"record-output", "CTX --title T (--content C | --content-file F) [INPUT_ID...]",
+     "record a model output derived from exactly INPUT_IDs (F may be - for stdin)", record_opts, 1,
+     MAX_POSITIONAL, cmd_record_output},
+    {"check-input", "CTX ID...", "the input gate over artifacts for the context's step", no_opts, 2,
+     MAX_POSITIONAL, cmd_check_input},
+    {"deliver", "CTX PAYLOAD RECIPIENT TOOL INVOCATION_ID",
+     "the delivery gate; on allow the delivery is committed once per invocation ID", no_opts, 5, 5,
+     cmd_deliver},
+};
+
+#define N_COMMANDS (sizeof(commands) / sizeof(commands[0]))
+
+static void print_help(FILE *out)
+{
+    fprintf(out,
+            "usage: %s [GLOBAL OPTIONS] COMMAND [ARGS]\n"
+            "\n"
+            "The command-line client of charterd, which decides whether an agent's action may\n"
+            "happen and records why.\n"
+            "\n"
+            "global options (anywhere on the line):\n"
+            "  --url URL               tcp://HOST:PORT or ipc:///PATH (default: $CHARTER_URL,\n"
+            "                          else %s)\n"
+            "  --token TOKEN           bearer token (default: $CHARTER_TOKEN, else\n"
+            "                          $CHARTER_OPERATOR_TOKEN)\n"
+            "  --timeout-ms N          deadline of the call in milliseconds (default %u)\n"
+            "  --connect-timeout-ms N  wait at most N ms for a connection (default %u; 0: wait\n"
+            "                          within the call's deadline)\n"
+            "  --json                  print the answer as one JSON document (proto field\n"
+            "                          names, enums by name, bytes as base64)\n"
+            "  --help                  this help; COMMAND --help shows the command's usage\n"
+            "  --version               the version of charter and libcharter\n"
+            "\n"
+            "commands:\n",
+            progname, CHARTER_DEFAULT_URL, (unsigned)CHARTER_DEFAULT_TIMEOUT_MS,
+            (unsigned)DEFAULT_CONNECT_TIMEOUT_MS);
+    for (size_t i = 0; i < N_COMMANDS; i++)
+        fprintf(out, "  %s%s%s\n      %s\n", commands[i].name, commands[i].args[0] ? " " : "",
+                commands[i].args, commands[i].summary);
+    fputs("\n"
+          "exit status:\n"
+          "  0  success; for read-source, record-output, check-input and deliver: allow\n"
+          "  1  the call failed (RPC error, no connection, timeout), or health is not serving;\n"
+          "     one line \"charter: STATUS: message\" on stderr\n"
+          "  2  usage error\n"
+          "  3  read-source, record-output, check-input, deliver: the decision is deny\n"
+          "  4  read-source, record-output, check-input, deliver: the decision is unknown\n"
+          "     (facts were missing: fail closed, nothing happened)\n"
+          "A deny or unknown from run, recover or chain is reported, not an error: exit 0.\n",
+          out);
+}
+
+static const cli_command *command_find(const char *name)
+{
+    for (size_t i = 0; i < N_COMMANDS; i++)
+        if (strcmp(commands[i].name, name) == 0)
+            return &commands[i];
+    return NULL;
+}
+
+static bool takes_value(const cli_command *cmd, const char *name)
+{
+    for (const char *const *o = cmd->value_options; *o != NULL; o++)
+        if (strcmp(*o, name) == 0)
+            return true;
+    return false;
+}
+
+/* Splits the command's words into options and positional arguments. */
+static int parse_command_args(const cli_command *cmd, char **words, int n, cli_args *a)
+{
+    bool only_positional = false;
+    memset(a, 0, sizeof(*a));
+    for (int i = 0; i < n; i++) {
+        const char *w = words[i];
+        if (!only_positional && strcmp(w, "--") == 0) {
+            only_positional = true;
+            continue;
+        }
+        if (!only_positional && w[0] == '-' && w[1] != '\0') {
+            if (w[1] != '-')
+                return usage_error(cmd, "unknown option %s", w);
+            char name[64];
+            const char *eq = strchr(w + 2, '=');
+            size_t len = eq != NULL ? (size_t)(eq - (w + 2)) : strlen(w + 2);
+            if (len == 0 || len >= sizeof(name))
+                return usage_error(cmd, "unknown option %s", w);
+            memcpy(name, w + 2, len);
+            name[len] = '\0';
+            if (!takes_value(cmd, name))
+                return usage_error(cmd, "unknown option %s", w);
+            const char *value = eq != NULL ? eq + 1 : NULL;
+            if (value == NULL) {
+                if (i + 1 >= n)
+                    return usage_error(cmd, "%s needs a value", w);
+                value = words[++i];
+            }
+            if (a->n_opt >= MAX_OPTIONS)
+                return usage_error(cmd, "too many options at %s", w);
+            /* Point at the name inside the word itself so it outlives this loop. */
+            a->opt_name[a->n_opt] = NULL;
+            for (const char *const *o = cmd->value_options; *o != NULL; o++)
+                if (strcmp(*o, name) == 0)
+                    a->opt_name[a->n_opt] = *o;
+            a->opt_value[a->n_opt++] = value;
+            continue;
+        }
+        if (a->n_pos >= MAX_POSITIONAL)
+            return usage_error(cmd, "too many arguments at %s", w);
+        a->pos[a->n_pos++] = w;
+    }
+    if (a->n_pos < cmd->min_pos)
+        return usage_error(cmd, "%s needs more arguments", cmd->name);
+    if (a->n_pos > cmd->max_pos)
+        return usage_error(cmd, "too many arguments for %s", cmd->name);
+    for (size_t i = 0; i < a->n_pos; i++)
+        if (a->pos[i][0] == '\0')
+            return usage_error(cmd, "empty argument to %s", cmd->name);
+    return 0;
+}
+
+/* Global options, which may appear anywhere. The rest is copied in order into rest. */
+typedef struct {
+    bool help, version;
+} cli_flags;
+
+static int parse_global(int argc, char **argv, cli *c, cli_flags *fl, char **rest, int *n_rest)
+{
+    static const char *const valued[] = {"url", "token", "timeout-ms", "connect-timeout-ms"};
+    bool only_positional = false;
+    *n_rest = 0;
+    for (int i = 1; i < argc; i++) {
+        const char *w = argv[i];
+        bool is_option = strncmp(w, "--", 2) == 0 || strcmp(w, "-h") == 0;
+        if (only_positional || !is_option || strcmp(w, "--") == 0) {
+            if (strcmp(w, "--") == 0)
+                only_positional = true;
+            rest[(*n_rest)++] = argv[i];
+            continue;
+        }
+        if (strcmp(w, "--json") == 0) {
+            c->json = true;
+            continue;
+        }
+        if (strcmp(w, "--help") == 0 || strcmp(w, "-h") == 0) {
+            fl->help = true;
+            continue;
+        }
+        if (strcmp(w, "--version") == 0) {
+            fl->version = true;
+            continue;
+        }
+        const char *value = NULL;
+        size_t which = sizeof(valued) / sizeof(valued[0]);
+        for (size_t k = 0; k < sizeof(valued) / sizeof(valued[0]); k++) {
+            size_t len = strlen(valued[k]);
+            if (strncmp(w + 2, valued[k], len) == 0 && (w[2 + len] == '\0' || w[2 + len] == '=')) {
+                which = k;
+                value = w[2 + len] == '=' ? w + 3 + len : NULL;
+                break;
+            }
+        }
+        if (which == sizeof(valued) / sizeof(valued[0])) {
+            rest[(*n_rest)++] = argv[i]; /* a command option */
+            continue;
+        }
+        if (value == NULL) {
+            if (i + 1 >= argc)
+                return usage_error(NULL, "%s needs a value", w);
+            value = argv[++i];
+        }
+        uint64_t n = 0;
+        switch (which) {
+        case 0:
+            c->url = value;
+            break;
+        case 1:
+            c->token = value;
+            break;
+        case 2:
+            if (parse_number(value, CHARTER_MAX_TIMEOUT_MS, &n) != 0 || n == 0)
+                return usage_error(NULL,
+                                   "--timeout-ms needs a number of milliseconds, 1 to "
+                                   "3600000, not \"%s\"",
+                                   value);
+            c->timeout_ms = (uint32_t)n;
+            break;
+        default:
+            if (parse_number(value, CHARTER_MAX_TIMEOUT_MS, &n) != 0)
+                return usage_error(NULL,
+                                   "--connect-timeout-ms needs a number of milliseconds, "
+                                   "0 to 3600000, not \"%s\"",
+                                   value);
+            c->connect_timeout_ms = (uint32_t)n;
+            break;
+        }
+    }
+    return 0;
+}
+
+int main(int argc, char **argv)
+{
+    cli c;
+    cli_flags fl = {false, false};
+    cli_args args;
+    char **rest;
+    int n_rest = 0, rv;
+
+    memset(&c, 0, sizeof(c));
+    c.url = getenv("CHARTER_URL");
+    if (c.url == NULL || c.url[0] == '\0')
+        c.url = CHARTER_DEFAULT_URL;
+    c.token = getenv("CHARTER_TOKEN");
+    if (c.token == NULL || c.token[0] == '\0')
+        c.token = getenv("CHARTER_OPERATOR_TOKEN");
+    c.timeout_ms = CHARTER_DEFAULT_TIMEOUT_MS;
+    c.connect_timeout_ms = DEFAULT_CONNECT_TIMEOUT_MS;
+
+    if ((rest = calloc((size_t)argc + 1, sizeof(*rest))) == NULL) {
+        fprintf(stderr, "%s: out of memory\n", progname);
+        return EXIT_RPC;
+    }
+    if ((rv = parse_global(argc, argv, &c, &fl, rest, &n_rest)) != 0)
+        goto done;
+    if (fl.version) {
+        printf("charter %s (libcharter %s)\n", CHARTER_VERSION, charter_version());
+        rv = EXIT_OK;
+        goto done;
+    }
+    int first = (n_rest > 0 && strcmp(rest[0], "--") == 0) ? 1 : 0;
+    if (n_rest <= first) {
+        if (fl.help) {
+            print_help(stdout);
+            rv = EXIT_OK;
+        } else {
+            rv = usage_error(NULL, "%s", "no command given");
+        }
+        goto done;
+    }
+    const cli_command *cmd = command_find(rest[first]);
+    if (cmd == NULL) {
+        rv = fl.help ? (print_help(stdout), EXIT_OK)
+                     : usage_error(NULL, "unknown command \"%s\"", rest[first]);
+        goto done;
+    }
+    if (fl.help) {
+        printf("usage: %s [GLOBAL OPTIONS] %s %s\n  %s\n", progname, cmd->name, cmd->args,
+               cmd->summary);
+        rv = EXIT_OK;
+        goto done;
+    }
+    if ((rv = parse_command_args(cmd, rest + first + 1, n_rest - first - 1, &args)) != 0)
+        goto done;
+    rv = cmd->run(&c, cmd, &args);
+    charter_client_close(c.client);
+    if (fflush(stdout) != 0 || ferror(stdout)) {
+        fprintf(stderr, "%s: cannot write the output\n", progname);
+        rv = EXIT_RPC;
+    }
+done:
+    free(rest);
+    return rv;
+}

@@ -1,0 +1,1359 @@
+#!lua name=charter
+--[[
+charter.lua - the query library: every read and write charterd makes on the graph.
+
+One Redis Functions library. Each function takes exactly one key, the graph prefix
+`charter:{G}` (P below), derives every other key of the graph from it (all share the hash tag
+{G}, so one cluster slot), runs atomically, and replies with one JSON text or nil. The key schema
+and the reply shapes are in queries/README.md.
+
+Conventions every function follows:
+- Arguments are validated before the first write; a missing or ill-typed argument replies
+  {"err":"invalid","msg":...} and writes nothing. Errors the caller handles are
+  {"err":"not_found"|"exists"|"refused"|"invalid"|"limit","msg":...}.
+- Ids are 1..128 characters of [A-Za-z0-9_.-] (invocation ids may hold ':' too, but never end
+  in ":to" or ":delivered", the suffixes of a delivery's edge sets), so no id can name another
+  key of the schema. Free text must be UTF-8 without NUL, so every reply is valid JSON.
+- Times come from TIME inside the call, as strings "<seconds>.<microseconds, 6 digits>".
+- Event append: seq = HINCRBY P:run:<id> seq 1, hash P:event:<run>:<seq>, ZADD
+  P:run:<id>:events seq seq.
+- Empty lists encode as {} (Redis's cjson has no empty-array marker); readers accept both.
+]]
+
+local LIBRARY_VERSION = '1'
+local MAX_LIMIT = 100000  -- upper bound of any limit argument
+local DEFAULT_LIMIT = 1000 -- a limit of 0 means this
+local MAX_CHAIN = 64       -- grants one grant_chain walk returns, and a commit accepts
+local RUN_STATUSES = {
+    created = true, running = true, blocked = true, recovering = true,
+    completed = true, error = true, interrupted = true,
+}
+
+-- ---------------------------------------------------------------------------------------------
+-- Errors and validation
+-- ---------------------------------------------------------------------------------------------
+
+-- Raises a reply-level error; register() turns it into {"err":code,"msg":msg}. Only raised
+-- before the first write of a function, so an error reply always means nothing was written.
+local function raise(code, msg)
+    error({charter_err = code, msg = msg})
+end
+
+local function present(v)
+    return v ~= nil and v ~= cjson.null
+end
+
+local function valid_id(s)
+    return type(s) == 'string' and #s >= 1 and #s <= 128 and not s:find('[^%w_%.%-]')
+end
+
+local function check_id(s, what)
+    if not valid_id(s) then
+        raise('invalid', what .. ' must be 1..128 characters of [A-Za-z0-9_.-]')
+    end
+    return s
+end
+
+-- Invocation ids additionally allow ':' but may not end in a delivery edge suffix.
+local function check_invocation(s)
+    if type(s) ~= 'string' or #s < 1 or #s > 128 or s:find('[^%w_%.:%-]') then
+        raise('invalid', 'invocation_id must be 1..128 characters of [A-Za-z0-9._:-]')
+    end
+    local last = s:match('([^:]*)$')
+    if last == 'to' or last == 'delivered' then
+        raise('invalid', 'invocation_id may not end in ":to" or ":delivered"')
+    end
+    return s
+end
+
+-- UTF-8 without NUL (so cjson's output is JSON every reader accepts).
+local function utf8_ok(s)
+    if s:find('%z') then
+        return false
+    end
+    if not s:find('[\128-\255]') then
+        return true
+    end
+    local i, n = 1, #s
+    while i <= n do
+        local c = s:byte(i)
+        if c < 0x80 then
+            i = s:find('[\128-\255]', i) -- skip the ASCII run at once
+            if not i then
+                return true
+            end
+        else
+            local len, cp, min
+            if c >= 0xC2 and c <= 0xDF then
+                len, cp, min = 2, c - 0xC0, 0x80
+            elseif c >= 0xE0 and c <= 0xEF then
+                len, cp, min = 3, c - 0xE0, 0x800
+            elseif c >= 0xF0 and c <= 0xF4 then
+                len, cp, min = 4, c - 0xF0, 0x10000
+            else
+                return false
+            end
+            if i + len - 1 > n then
+                return false
+            end
+            for k = i + 1, i + len - 1 do
+                local b = s:byte(k)
+                if b < 0x80 or b > 0xBF then
+                    return false
+                end
+                cp = cp * 64 + (b - 0x80)
+            end
+            if cp < min or cp > 0x10FFFF or (cp >= 0xD800 and cp <= 0xDFFF) then
+                return false
+            end
+            i = i + len
+        end
+    end
+    return true
+end
+
+-- A text field: a UTF-8 string; absent gives dflt when given, else it is an error.
+local function check_text(v, what, dflt)
+    if not present(v) then
+        if dflt ~= nil then
+            return dflt
+        end
+        raise('invalid', what .. ' is required')
+    end
+    if type(v) ~= 'string' then
+        raise('invalid', what .. ' must be a string')
+    end
+    if not utf8_ok(v) then
+        raise('invalid', what .. ' must be UTF-8 without NUL')
+    end
+    return v
+end
+
+-- A list of ids; absent gives {} when optional.
+local function check_id_list(v, what, optional)
+    if not present(v) then
+        if optional then
+            return {}
+        end
+        raise('invalid', what .. ' is required')
+    end
+    if type(v) ~= 'table' then
+        raise('invalid', what .. ' must be a list of ids')
+    end
+    local n = 0
+    for k, _ in pairs(v) do
+        if type(k) ~= 'number' then
+            raise('invalid', what .. ' must be a list of ids')
+        end
+        n = n + 1
+    end
+    local out = {}
+    for i = 1, n do
+        if v[i] == nil then
+            raise('invalid', what .. ' must be a list of ids')
+        end
+        out[i] = check_id(v[i], what .. '[' .. i .. ']')
+    end
+    return out
+end
+
+-- A list of objects (tables with string keys); absent gives {}.
+local function check_object_list(v, what)
+    if not present(v) then
+        return {}
+    end
+    if type(v) ~= 'table' then
+        raise('invalid', what .. ' must be a list')
+    end
+    for k, _ in pairs(v) do
+        if type(k) ~= 'number' then
+            raise('invalid', what .. ' must be a list')
+        end
+    end
+    local out = {}
+    for i = 1, #v do
+        if type(v[i]) ~= 'table' then
+            raise('invalid', what .. '[' .. i .. '] must be an object')
+        end
+        out[i] = v[i]
+    end
+    return out
+end
+
+-- A non-negative integer given as a number or a decimal string.
+local function check_count(v, what, min, max)
+    local n = tonumber(v)
+    if n == nil or n ~= math.floor(n) or n < min or n > max then
+        raise('invalid', what .. ' must be an integer in ' .. min .. '..' .. max)
+    end
+    return n
+end
+
+local function check_bool(v, what, dflt)
+    if not present(v) then
+        return dflt
+    end
+    if v == true or v == 1 or v == '1' or v == 'true' then
+        return true
+    end
+    if v == false or v == 0 or v == '0' or v == 'false' then
+        return false
+    end
+    raise('invalid', what .. ' must be a boolean')
+end
+
+local CONF_NAMES = {public = 0, internal = 1, confidential = 2}
+local INTEGRITY_NAMES = {untrusted = 0, trusted = 1}
+
+-- A label: an integer in 0..max, or its name.
+local function check_label(v, what, names, max)
+    if type(v) == 'string' and names[v] ~= nil then
+        return names[v]
+    end
+    local n = tonumber(v)
+    if n == nil or n ~= math.floor(n) or n < 0 or n > max then
+        raise('invalid', what .. ' must be a label 0..' .. max .. ' or its name')
+    end
+    return n
+end
+
+local function days_from_civil(y, m, d)
+    if m <= 2 then
+        y = y - 1
+    end
+    local era = math.floor(y / 400)
+    local yoe = y - era * 400
+    local mp = (m + 9) % 12
+    local doy = math.floor((153 * mp + 2) / 5) + d - 1
+    local doe = yoe * 365 + math.floor(yoe / 4) - math.floor(yoe / 100) + doy
+    return era * 146097 + doe - 719468
+end
+
+-- A time as stored: seconds since the epoch as a string. Accepts a number, a decimal string or
+-- an RFC 3339 UTC time "YYYY-MM-DDTHH:MM:SS[.frac]Z".
+local function check_time(v, what)
+    local secs
+    if type(v) == 'number' then
+        secs = v
+    elseif type(v) == 'string' then
+        secs = tonumber(v)
+        if secs == nil then
+            local y, mo, d, h, mi, s, frac =
+                v:match('^(%d%d%d%d)%-(%d%d)%-(%d%d)T(%d%d):(%d%d):(%d%d)(%.?%d*)Z$')
+            if y and frac ~= '.' then
+                y, mo, d = tonumber(y), tonumber(mo), tonumber(d)
+                h, mi, s = tonumber(h), tonumber(mi), tonumber(s)
+                local mdays = ({31, 28, 31, 30, 31, 30, 31, 31, 30, 31, 30, 31})[mo]
+                if mo == 2 and y % 4 == 0 and (y % 100 ~= 0 or y % 400 == 0) then
+                    mdays = 29
+                end
+                if mdays and d >= 1 and d <= mdays and h <= 23 and mi <= 59 and s <= 60 then
+                    secs = days_from_civil(y, mo, d) * 86400 + h * 3600 + mi * 60 + s +
+                               (tonumber('0' .. frac) or 0)
+                end
+            end
+        end
+    end
+    if secs == nil or secs ~= secs or secs < 0 or secs > 1e12 then
+        raise('invalid', what .. ' must be seconds since the epoch or an RFC 3339 UTC time')
+    end
+    if secs == math.floor(secs) then
+        return string.format('%d', secs)
+    end
+    return string.format('%.6f', secs)
+end
+
+local function json_arg(s, what)
+    if type(s) ~= 'string' then
+        raise('invalid', what .. ' is required')
+    end
+    local ok, v = pcall(cjson.decode, s)
+    if not ok or type(v) ~= 'table' then
+        raise('invalid', what .. ' must be a JSON object')
+    end
+    return v
+end
+
+-- The graph prefix: the only key, "charter:{G}".
+local function prefix(keys)
+    local p = keys[1]
+    if #keys ~= 1 or type(p) ~= 'string' or not p:match('^charter:{[%w_%.%-]+}$') or #p > 75 then
+        raise('invalid', 'the only key must be the graph prefix charter:{<graph>}')
+    end
+    return p
+end
+
+-- ---------------------------------------------------------------------------------------------
+-- Reading helpers
+-- ---------------------------------------------------------------------------------------------
+
+-- The database time as the stored string and as a number.
+local function now()
+    local t = redis.call('TIME')
+    local sec, usec = tonumber(t[1]), tonumber(t[2])
+    return string.format('%d.%06d', sec, usec), sec + usec / 1e6
+end
+
+local function hash(key)
+    local flat = redis.call('HGETALL', key)
+    if #flat == 0 then
+        return nil
+    end
+    local h = {}
+    for i = 1, #flat, 2 do
+        h[flat[i]] = flat[i + 1]
+    end
+    return h
+end
+
+-- Set members, sorted so replies (and the snapshots built from them) are deterministic.
+local function members(key)
+    local m = redis.call('SMEMBERS', key)
+    table.sort(m)
+    return m
+end
+
+local function exists(key)
+    return redis.call('EXISTS', key) == 1
+end
+
+-- A stored JSON list of strings; anything malformed reads as the empty list (a grant then
+-- lists nothing, which fails closed).
+local function decode_list(s)
+    if type(s) ~= 'string' then
+        return {}
+    end
+    local ok, v = pcall(cjson.decode, s)
+    if not ok or type(v) ~= 'table' then
+        return {}
+    end
+    local out = {}
+    for i = 1, #v do
+        if type(v[i]) == 'string' then
+            out[#out + 1] = v[i]
+        end
+    end
+    return out
+end
+
+local function encode_list(t)
+    if #t == 0 then
+        return '[]'
+    end
+    return cjson.encode(t)
+end
+
+local function contains(list, x)
+    for i = 1, #list do
+        if list[i] == x then
+            return true
+        end
+    end
+    return false
+end
+
+local function run_object(h)
+    return {
+        id = h.id, task = h.task or '', mode = h.mode or '', status = h.status or '',
+        workflow = h.workflow or '', seq = tonumber(h.seq) or 0, created_at = h.created_at or '',
+    }
+end
+
+local function event_object(h)
+    return {
+        run_id = h.run_id, seq = tonumber(h.seq), kind = h.kind or '', outcome = h.outcome or '',
+        codes = h.codes or '', witness = h.witness or '', detail = h.detail or '',
+        snapshot = h.snapshot or '', ts = h.ts or '',
+    }
+end
+
+local function delivery_object(h)
+    return {
+        invocation_id = h.invocation_id, run_id = h.run_id, fingerprint = h.fingerprint,
+        recipient = h.recipient, tool = h.tool, payload_id = h.payload_id,
+        payload_hash = h.payload_hash, content = h.content or '',
+        grant_chain = decode_list(h.grant_chain), committed_at = h.committed_at,
+        event_seq = tonumber(h.event_seq),
+    }
+end
+
+-- An artifact as the API shows it: stored fields (labels as numbers, absent when missing) and,
+-- with edges, its parents, resource ids and producing contexts.
+local function artifact_object(P, id, h, with_edges)
+    local a = {
+        id = id, run_id = h.run_id, kind = h.kind, title = h.title or '',
+        conf = tonumber(h.conf), integrity = tonumber(h.integrity),
+        input_ids = decode_list(h.input_ids), hash = h.hash, content = h.content or '',
+        capture_complete = h.capture_complete == '1', context_id = h.context_id or '',
+        step = h.step or '', created_at = h.created_at or '',
+    }
+    if with_edges then
+        local base = P .. ':artifact:' .. id
+        a.parents = members(base .. ':derived_from')
+        a.resources = members(base .. ':from_resource')
+        a.producers = members(base .. ':produced_by')
+    end
+    return a
+end
+
+local function actor_refs(P, key)
+    local out = {}
+    for _, a in ipairs(members(key)) do
+        out[#out + 1] = {id = a, kind = redis.call('HGET', P .. ':actor:' .. a, 'kind') or nil}
+    end
+    return out
+end
+
+local function grant_object(P, id, h, parents)
+    local base = P .. ':grant:' .. id
+    local revoked = h.revoked_at
+    if revoked == '' then
+        revoked = nil
+    end
+    return {
+        id = id, root = h.root == '1', tools = decode_list(h.tools),
+        recipients = decode_list(h.recipients), resources = decode_list(h.resources),
+        valid_from = h.valid_from, valid_to = h.valid_to, revoked_at = revoked,
+        parents = parents or members(base .. ':delegated_from'),
+        grantees = actor_refs(P, base .. ':granted_to'),
+        issuers = actor_refs(P, base .. ':issued_by'),
+    }
+end
+
+-- The JSON text of a decoded value. Numbers keep 17 significant digits (cjson.encode keeps 14,
+-- which would cut the microseconds from a time in a replay snapshot); object keys are sorted,
+-- so the text is deterministic; an empty table is {} as with cjson.
+local function json_text(v)
+    local t = type(v)
+    if t == 'number' then
+        if v ~= v or v == math.huge or v == -math.huge then
+            return 'null'
+        end
+        if v == math.floor(v) and math.abs(v) < 2 ^ 53 then
+            return string.format('%d', v)
+        end
+        return string.format('%.17g', v)
+    elseif t == 'string' or t == 'boolean' then
+        return cjson.encode(v)
+    elseif t == 'table' then
+        local n = 0
+        for _ in pairs(v) do
+            n = n + 1
+        end
+        local parts = {}
+        if n > 0 and n == #v then
+            for i = 1, n do
+                parts[i] = json_text(v[i])
+            end
+            return '[' .. table.concat(parts, ',') .. ']'
+        end
+        local keys = {}
+        for k in pairs(v) do
+            keys[#keys + 1] = tostring(k)
+        end
+        table.sort(keys)
+        for i, k in ipairs(keys) do
+            local x = v[k]
+            if x == nil then
+                x = v[tonumber(k)]
+            end
+            parts[i] = cjson.encode(k) .. ':' .. json_text(x)
+        end
+        return '{' .. table.concat(parts, ',') .. '}'
+    end
+    return 'null' -- cjson.null
+end
+
+-- An event argument {kind,outcome,codes,witness,detail,snapshot}, validated. codes is a comma
+-- list or a list of names; detail and snapshot are a text, or a JSON value kept as its JSON
+-- text.
+local function check_event(ev, what, default_kind)
+    if not present(ev) then
+        ev = {}
+    end
+    if type(ev) ~= 'table' then
+        raise('invalid', what .. ' must be an object')
+    end
+    local codes = ev.codes
+    if type(codes) == 'table' then
+        for i = 1, #codes do
+            if type(codes[i]) ~= 'string' or codes[i]:find('[^%w_]') then
+                raise('invalid', what .. '.codes must be code names')
+            end
+        end
+        codes = table.concat(codes, ',')
+    end
+    local snapshot, detail = ev.snapshot, ev.detail
+    if type(snapshot) == 'table' then
+        snapshot = json_text(snapshot)
+    end
+    if type(detail) == 'table' then
+        detail = json_text(detail)
+    end
+    return {
+        kind = check_id(present(ev.kind) and ev.kind or default_kind, what .. '.kind'),
+        outcome = check_text(ev.outcome, what .. '.outcome', ''),
+        codes = check_text(codes, what .. '.codes', ''),
+        witness = check_text(ev.witness, what .. '.witness', ''),
+        detail = check_text(detail, what .. '.detail', ''),
+        snapshot = check_text(snapshot, what .. '.snapshot', ''),
+    }
+end
+
+-- Writes the run's next event (validated by check_event); returns its seq.
+local function append_event(P, run_id, ev, ts)
+    local seq = redis.call('HINCRBY', P .. ':run:' .. run_id, 'seq', 1)
+    redis.call('HSET', P .. ':event:' .. run_id .. ':' .. seq, 'run_id', run_id, 'seq', seq,
+               'kind', ev.kind, 'outcome', ev.outcome, 'codes', ev.codes, 'witness', ev.witness,
+               'detail', ev.detail, 'snapshot', ev.snapshot, 'ts', ts)
+    redis.call('ZADD', P .. ':run:' .. run_id .. ':events', seq, seq)
+    return seq
+end
+
+local function plain_event(kind, detail)
+    return {kind = kind, outcome = '', codes = '', witness = '', detail = detail, snapshot = ''}
+end
+
+local function check_limit(v, what)
+    local n = check_count(v, what, 0, MAX_LIMIT)
+    if n == 0 then
+        return DEFAULT_LIMIT
+    end
+    return n
+end
+
+-- ---------------------------------------------------------------------------------------------
+-- Functions
+-- ---------------------------------------------------------------------------------------------
+
+--[[ charter_version
+keys: P. args: none. reply: {"version":"<library version>"}. errors: none. ]]
+local function charter_version(keys, args)
+    return cjson.encode({version = LIBRARY_VERSION})
+end
+
+--[[ charter_time
+keys: P. args: none. reply: {"now":"<sec>.<usec>"}, the database clock. errors: none. ]]
+local function charter_time(keys, args)
+    local t = now()
+    return cjson.encode({now = t})
+end
+
+--[[ charter_seed
+keys: P. args: JSON {resources:[{id,title,conf,integrity,content}], recipients:[{id,clearance}],
+  actors:[{id,kind}], grants:[{id,root,grantee,issuer,delegated_from,tools,recipients,resources,
+  valid_from,valid_to}]}. Labels are integers or names (public/internal/confidential,
+  untrusted/trusted). grantee, issuer and delegated_from are an id or a list of ids (absent:
+  none); parents need not exist yet. root defaults to "no delegated_from". valid_from/valid_to
+  are seconds or RFC 3339 UTC times, stored as seconds.
+reply: {"created":n}, the number of nodes created. A node that exists is left as it is, edges
+  included (a revocation survives a restart).
+errors: invalid (nothing written). ]]
+local function charter_seed(keys, args)
+    local P = prefix(keys)
+    local doc = json_arg(args[1], 'seed')
+    local resources, recipients, actors, grants = {}, {}, {}, {}
+    for i, r in ipairs(check_object_list(doc.resources, 'resources')) do
+        local w = 'resources[' .. i .. ']'
+        resources[i] = {
+            id = check_id(r.id, w .. '.id'), title = check_text(r.title, w .. '.title', ''),
+            conf = check_label(r.conf, w .. '.conf', CONF_NAMES, 2),
+            integrity = check_label(r.integrity, w .. '.integrity', INTEGRITY_NAMES, 1),
+            content = check_text(r.content, w .. '.content', ''),
+        }
+    end
+    for i, r in ipairs(check_object_list(doc.recipients, 'recipients')) do
+        local w = 'recipients[' .. i .. ']'
+        recipients[i] = {
+            id = check_id(r.id, w .. '.id'),
+            clearance = check_label(r.clearance, w .. '.clearance', CONF_NAMES, 2),
+        }
+    end
+    for i, a in ipairs(check_object_list(doc.actors, 'actors')) do
+        local w = 'actors[' .. i .. ']'
+        if a.kind ~= 'human' and a.kind ~= 'agent' then
+            raise('invalid', w .. '.kind must be "human" or "agent"')
+        end
+        actors[i] = {id = check_id(a.id, w .. '.id'), kind = a.kind}
+    end
+    local function id_or_list(v, what)
+        if type(v) == 'string' then
+            return {check_id(v, what)}
+        end
+        return check_id_list(v, what, true)
+    end
+    for i, g in ipairs(check_object_list(doc.grants, 'grants')) do
+        local w = 'grants[' .. i .. ']'
+        local parents = id_or_list(g.delegated_from, w .. '.delegated_from')
+        grants[i] = {
+            id = check_id(g.id, w .. '.id'),
+            root = check_bool(g.root, w .. '.root', #parents == 0),
+            grantees = id_or_list(g.grantee, w .. '.grantee'),
+            issuers = id_or_list(g.issuer, w .. '.issuer'),
+            parents = parents,
+            tools = check_id_list(g.tools, w .. '.tools', true),
+            recipients = check_id_list(g.recipients, w .. '.recipients', true),
+            resources = check_id_list(g.resources, w .. '.resources', true),
+            valid_from = check_time(g.valid_from, w .. '.valid_from'),
+            valid_to = check_time(g.valid_to, w .. '.valid_to'),
+        }
+    end
+
+    local ts = now()
+    local created = 0
+    redis.call('HSETNX', P .. ':meta', 'created_at', ts)
+    for _, r in ipairs(resources) do
+        local key = P .. ':resource:' .. r.id
+        if not exists(key) then
+            redis.call('HSET', key, 'id', r.id, 'title', r.title, 'conf', r.conf, 'integrity',
+                       r.integrity, 'content', r.content)
+            created = created + 1
+        end
+    end
+    for _, r in ipairs(recipients) do
+        local key = P .. ':recipient:' .. r.id
+        if not exists(key) then
+            redis.call('HSET', key, 'id', r.id, 'clearance', r.clearance)
+            created = created + 1
+        end
+    end
+    for _, a in ipairs(actors) do
+        local key = P .. ':actor:' .. a.id
+        if not exists(key) then
+            redis.call('HSET', key, 'id', a.id, 'kind', a.kind)
+            created = created + 1
+        end
+    end
+    for _, g in ipairs(grants) do
+        local key = P .. ':grant:' .. g.id
+        if not exists(key) then
+            redis.call('HSET', key, 'id', g.id, 'root', g.root and '1' or '0', 'tools',
+                       encode_list(g.tools), 'recipients', encode_list(g.recipients),
+                       'resources', encode_list(g.resources), 'valid_from', g.valid_from,
+                       'valid_to', g.valid_to)
+            for _, x in ipairs(g.grantees) do
+                redis.call('SADD', key .. ':granted_to', x)
+            end
+            for _, x in ipairs(g.parents) do
+                redis.call('SADD', key .. ':delegated_from', x)
+            end
+            for _, x in ipairs(g.issuers) do
+                redis.call('SADD', key .. ':issued_by', x)
+            end
+            redis.call('SADD', P .. ':grants', g.id)
+            created = created + 1
+        end
+    end
+    return cjson.encode({created = created})
+end
+
+--[[ charter_graph_stats
+keys: P. args: none. reply: {"keys":n,"runs":n,"artifacts":n,"deliveries":n}, counted by a SCAN
+  of the prefix (tests and health; linear in the database's size). errors: none. ]]
+local function charter_graph_stats(keys, args)
+    local P = prefix(keys)
+    local n, artifacts, deliveries = 0, 0, 0
+    local cursor = '0'
+    local art = '^' .. P:gsub('%p', '%%%0') .. ':artifact:[^:]+$'
+    local dlv = '^' .. P:gsub('%p', '%%%0') .. ':delivery:'
+    repeat
+        local r = redis.call('SCAN', cursor, 'MATCH', P .. ':*', 'COUNT', 1000)
+        cursor = r[1]
+        for _, k in ipairs(r[2]) do
+            n = n + 1
+            if k:find(art) then
+                artifacts = artifacts + 1
+            elseif k:find(dlv) and not k:find(':to$') and not k:find(':delivered$') then
+                deliveries = deliveries + 1
+            end
+        end
+    until cursor == '0'
+    return cjson.encode({keys = n, runs = redis.call('ZCARD', P .. ':runs'),
+                         artifacts = artifacts, deliveries = deliveries})
+end
+
+--[[ charter_create_run
+keys: P. args: JSON {id,task,mode,workflow}.
+reply: {"run":{id,task,mode,status,workflow,seq,created_at},"seq":1}: the run (status
+  "created") and its event run_created, in P:runs scored by created_at.
+errors: exists (the id is taken), invalid. ]]
+local function charter_create_run(keys, args)
+    local P = prefix(keys)
+    local doc = json_arg(args[1], 'run')
+    local id = check_id(doc.id, 'id')
+    local task = check_text(doc.task, 'task', '')
+    local mode = check_text(doc.mode, 'mode', '')
+    local workflow = check_text(doc.workflow, 'workflow', '')
+    local key = P .. ':run:' .. id
+    if exists(key) then
+        raise('exists', 'run ' .. id .. ' exists')
+    end
+    local ts, tnum = now()
+    redis.call('HSET', key, 'id', id, 'task', task, 'mode', mode, 'status', 'created', 'seq', 0,
+               'workflow', workflow, 'created_at', ts)
+    redis.call('ZADD', P .. ':runs', tnum, id)
+    local seq = append_event(P, id, plain_event('run_created', 'mode ' .. mode), ts)
+    return cjson.encode({run = run_object(hash(key)), seq = seq})
+end
+
+--[[ charter_transition_run
+keys: P. args: run_id, from (comma list of statuses), to (a status), detail (text).
+reply: {"ok":true,"seq":n,"from":"<old>"} when the status was one of from: the status becomes
+  to and event status_changed (detail "<old> -> <to>[: detail]") is written; else
+  {"ok":false,"status":"<current>"} and nothing is written. A recovery claims a run once.
+errors: not_found (run), invalid. ]]
+local function charter_transition_run(keys, args)
+    local P = prefix(keys)
+    local run_id = check_id(args[1], 'run_id')
+    local from = check_text(args[2], 'from')
+    local to = check_text(args[3], 'to')
+    local detail = check_text(args[4], 'detail', '')
+    if not RUN_STATUSES[to] then
+        raise('invalid', 'to must be a run status')
+    end
+    local allowed = {}
+    for s in from:gmatch('[^,]+') do
+        if not RUN_STATUSES[s] then
+            raise('invalid', 'from must be a comma list of run statuses')
+        end
+        allowed[s] = true
+    end
+    local key = P .. ':run:' .. run_id
+    local cur = redis.call('HGET', key, 'status')
+    if not cur then
+        raise('not_found', 'run ' .. run_id .. ' not found')
+    end
+    if not allowed[cur] then
+        return cjson.encode({ok = false, status = cur})
+    end
+    local ts = now()
+    redis.call('HSET', key, 'status', to)
+    local text = cur .. ' -> ' .. to
+    if detail ~= '' then
+        text = text .. ': ' .. detail
+    end
+    local seq = append_event(P, run_id, plain_event('status_changed', text), ts)
+    return cjson.encode({ok = true, seq = seq, from = cur})
+end
+
+--[[ charter_interrupt_runs
+keys: P. args: none.
+reply: {"interrupted":[ids]}: every run whose status is running or recovering becomes
+  interrupted, each with an event status_changed. errors: none. ]]
+local function charter_interrupt_runs(keys, args)
+    local P = prefix(keys)
+    local ts = now()
+    local out = {}
+    for _, id in ipairs(redis.call('ZRANGE', P .. ':runs', 0, -1)) do
+        local key = P .. ':run:' .. id
+        local cur = redis.call('HGET', key, 'status')
+        if cur == 'running' or cur == 'recovering' then
+            redis.call('HSET', key, 'status', 'interrupted')
+            append_event(P, id, plain_event('status_changed',
+                                            cur .. ' -> interrupted: charterd restarted'), ts)
+            out[#out + 1] = id
+        end
+    end
+    return cjson.encode({interrupted = out})
+end
+
+--[[ charter_get_run
+keys: P. args: run_id, after_seq (integer >= 0), limit (0: 1000; at most 100000).
+reply: {"run":{...},"events":[...],"deliveries":[...],"artifacts":[...]}: the events with
+  seq > after_seq, ascending, at most limit; every delivery of the run (by event_seq); every
+  artifact of the run in creation order, with content and edges (callers redact).
+errors: not_found (run), invalid. ]]
+local function charter_get_run(keys, args)
+    local P = prefix(keys)
+    local run_id = check_id(args[1], 'run_id')
+    local after = check_count(args[2], 'after_seq', 0, 1e15)
+    local limit = check_limit(args[3], 'limit')
+    local base = P .. ':run:' .. run_id
+    local h = hash(base)
+    if not h then
+        raise('not_found', 'run ' .. run_id .. ' not found')
+    end
+    local events = {}
+    local seqs = redis.call('ZRANGEBYSCORE', base .. ':events', '(' .. string.format('%d', after),
+                            '+inf', 'LIMIT', 0, limit)
+    for _, s in ipairs(seqs) do
+        local e = hash(P .. ':event:' .. run_id .. ':' .. s)
+        if e then
+            events[#events + 1] = event_object(e)
+        end
+    end
+    local deliveries = {}
+    for _, inv in ipairs(members(base .. ':deliveries')) do
+        local d = hash(P .. ':delivery:' .. inv)
+        if d then
+            deliveries[#deliveries + 1] = delivery_object(d)
+        end
+    end
+    table.sort(deliveries, function(a, b)
+        return (a.event_seq or 0) < (b.event_seq or 0)
+    end)
+    local artifacts = {}
+    for _, id in ipairs(redis.call('ZRANGE', base .. ':artifacts', 0, -1)) do
+        local a = hash(P .. ':artifact:' .. id)
+        if a then
+            artifacts[#artifacts + 1] = artifact_object(P, id, a, true)
+        end
+    end
+    return cjson.encode({run = run_object(h), events = events, deliveries = deliveries,
+                         artifacts = artifacts})
+end
+
+--[[ charter_list_runs
+keys: P. args: limit (0: 1000; at most 100000).
+reply: {"runs":[{...}]}, newest first. errors: invalid. ]]
+local function charter_list_runs(keys, args)
+    local P = prefix(keys)
+    local limit = check_limit(args[1], 'limit')
+    local out = {}
+    for _, id in ipairs(redis.call('ZREVRANGE', P .. ':runs', 0, limit - 1)) do
+        local h = hash(P .. ':run:' .. id)
+        if h then
+            out[#out + 1] = run_object(h)
+        end
+    end
+    return cjson.encode({runs = out})
+end
+
+--[[ charter_open_context
+keys: P. args: JSON {run_id,step,actor}.
+reply: {"context":{id,run_id,step,owners:[actor]},"seq":n}: a new context c<n> of the run, its
+  OWNED_BY edge, the run's HAS_CONTEXT edge and event step_opened.
+errors: not_found (run or actor), invalid. ]]
+local function charter_open_context(keys, args)
+    local P = prefix(keys)
+    local doc = json_arg(args[1], 'context')
+    local run_id = check_id(doc.run_id, 'run_id')
+    local step = check_id(doc.step, 'step')
+    local actor = check_id(doc.actor, 'actor')
+    if not exists(P .. ':run:' .. run_id) then
+        raise('not_found', 'run ' .. run_id .. ' not found')
+    end
+    if not exists(P .. ':actor:' .. actor) then
+        raise('not_found', 'actor ' .. actor .. ' not found')
+    end
+    local ts = now()
+    local id = 'c' .. redis.call('HINCRBY', P .. ':counter', 'context', 1)
+    local key = P .. ':context:' .. id
+    redis.call('HSET', key, 'id', id, 'run_id', run_id, 'step', step)
+    redis.call('SADD', key .. ':owned_by', actor)
+    redis.call('SADD', P .. ':run:' .. run_id .. ':contexts', id)
+    local seq = append_event(P, run_id, plain_event('step_opened', 'step ' .. step .. ' context ' ..
+                                                        id .. ' actor ' .. actor), ts)
+    return cjson.encode({context = {id = id, run_id = run_id, step = step, owners = {actor}},
+                         seq = seq})
+end
+
+--[[ charter_context_owner
+keys: P. args: context_id.
+reply: {"id","run_id","step","owners":[...]}. errors: not_found, invalid. ]]
+local function charter_context_owner(keys, args)
+    local P = prefix(keys)
+    local id = check_id(args[1], 'context_id')
+    local key = P .. ':context:' .. id
+    local h = hash(key)
+    if not h then
+        raise('not_found', 'context ' .. id .. ' not found')
+    end
+    return cjson.encode({id = id, run_id = h.run_id or '', step = h.step or '',
+                         owners = members(key .. ':owned_by')})
+end
+
+--[[ charter_get_resource
+keys: P. args: resource_id.
+reply: {id,title,conf,integrity,content} (labels as numbers). errors: not_found, invalid. ]]
+local function charter_get_resource(keys, args)
+    local P = prefix(keys)
+    local id = check_id(args[1], 'resource_id')
+    local h = hash(P .. ':resource:' .. id)
+    if not h then
+        raise('not_found', 'resource ' .. id .. ' not found')
+    end
+    return cjson.encode({id = id, title = h.title or '', conf = tonumber(h.conf),
+                         integrity = tonumber(h.integrity), content = h.content or ''})
+end
+
+--[[ charter_get_recipient
+keys: P. args: recipient_id.
+reply: {"id","clearance"} (clearance a number). errors: not_found, invalid. ]]
+local function charter_get_recipient(keys, args)
+    local P = prefix(keys)
+    local id = check_id(args[1], 'recipient_id')
+    local h = hash(P .. ':recipient:' .. id)
+    if not h then
+        raise('not_found', 'recipient ' .. id .. ' not found')
+    end
+    return cjson.encode({id = id, clearance = tonumber(h.clearance)})
+end
+
+--[[ charter_create_artifact
+keys: P. args: JSON {run_id,context_id,kind,title,conf,integrity,hash,content,input_ids,resource,
+  capture_complete,event:{kind,detail,outcome,codes,witness,snapshot}}. kind is "source" or
+  "derived"; conf 0..2 and integrity 0..1 are the labels the caller computed; hash is the hex
+  SHA-256 of content; resource (a source's registered origin) may be absent for a source and
+  must be absent for a derived artifact; event.kind defaults to artifact_created.
+reply: {"artifact":{...with parents, resources, producers},"seq":n}: the artifact a<n>, its
+  DERIVED_FROM edges (to input_ids, duplicates once), FROM_RESOURCE, PRODUCED/produced_by, the
+  run's artifact index and the event, in one call.
+errors: not_found (run, context, an input, the resource), invalid (arguments; the context is of
+  another run), nothing written. ]]
+local function charter_create_artifact(keys, args)
+    local P = prefix(keys)
+    local doc = json_arg(args[1], 'artifact')
+    local run_id = check_id(doc.run_id, 'run_id')
+    local context_id = check_id(doc.context_id, 'context_id')
+    local kind = doc.kind
+    if kind ~= 'source' and kind ~= 'derived' then
+        raise('invalid', 'kind must be "source" or "derived"')
+    end
+    local title = check_text(doc.title, 'title', '')
+    local conf = check_label(doc.conf, 'conf', {}, 2)
+    local integrity = check_label(doc.integrity, 'integrity', {}, 1)
+    local hex = doc.hash
+    if type(hex) ~= 'string' or #hex ~= 64 or hex:find('[^0-9a-f]') then
+        raise('invalid', 'hash must be 64 lowercase hex digits')
+    end
+    local content = check_text(doc.content, 'content', '')
+    local inputs = check_id_list(doc.input_ids, 'input_ids', true)
+    local resource = nil
+    if present(doc.resource) and doc.resource ~= '' then
+        resource = check_id(doc.resource, 'resource')
+        if kind ~= 'source' then
+            raise('invalid', 'only a source artifact has a resource')
+        end
+    end
+    local capture = check_bool(doc.capture_complete, 'capture_complete', false)
+    local ev = check_event(doc.event, 'event', 'artifact_created')
+
+    if not exists(P .. ':run:' .. run_id) then
+        raise('not_found', 'run ' .. run_id .. ' not found')
+    end
+    local ctx = hash(P .. ':context:' .. context_id)
+    if not ctx then
+        raise('not_found', 'context ' .. context_id .. ' not found')
+    end
+    if ctx.run_id ~= run_id then
+        raise('invalid', 'context ' .. context_id .. ' is not of run ' .. run_id)
+    end
+    for _, p in ipairs(inputs) do
+        if not exists(P .. ':artifact:' .. p) then
+            raise('not_found', 'input artifact ' .. p .. ' not found')
+        end
+    end
+    if resource and not exists(P .. ':resource:' .. resource) then
+        raise('not_found', 'resource ' .. resource .. ' not found')
+    end
+
+    local ts = now()
+    local n = redis.call('HINCRBY', P .. ':counter', 'artifact', 1)
+    local id = 'a' .. n
+    local key = P .. ':artifact:' .. id
+    redis.call('HSET', key, 'id', id, 'run_id', run_id, 'kind', kind, 'title', title, 'conf', conf,
+               'integrity', integrity, 'input_ids', encode_list(inputs), 'hash', hex, 'content',
+               content, 'capture_complete', capture and '1' or '0', 'context_id', context_id,
+               'step', ctx.step or '', 'created_at', ts)
+    for _, p in ipairs(inputs) do
+        redis.call('SADD', key .. ':derived_from', p)
+    end
+    if resource then
+        redis.call('SADD', key .. ':from_resource', resource)
+    end
+    redis.call('SADD', key .. ':produced_by', context_id)
+    redis.call('SADD', P .. ':context:' .. context_id .. ':produced', id)
+    redis.call('ZADD', P .. ':run:' .. run_id .. ':artifacts', n, id)
+    if ev.detail == '' then
+        ev.detail = kind .. ' artifact ' .. id
+    end
+    local seq = append_event(P, run_id, ev, ts)
+    return cjson.encode({artifact = artifact_object(P, id, hash(key), true), seq = seq})
+end
+
+--[[ charter_get_artifact
+keys: P. args: artifact_id.
+reply: the artifact object with parents, resources (ids) and producers. errors: not_found,
+  invalid. ]]
+local function charter_get_artifact(keys, args)
+    local P = prefix(keys)
+    local id = check_id(args[1], 'artifact_id')
+    local h = hash(P .. ':artifact:' .. id)
+    if not h then
+        raise('not_found', 'artifact ' .. id .. ' not found')
+    end
+    return cjson.encode(artifact_object(P, id, h, true))
+end
+
+--[[ charter_ancestry
+keys: P. args: payload_id, limit (integer 1..100000).
+reply: {"root":id,"truncated":bool,"artifacts":[{id,run_id,kind,title,conf,integrity,
+  capture_complete,hash,input_ids,parents,resources:[{id,title,conf,integrity}],producers}]}:
+  breadth-first over derived_from from the payload (first), each artifact once. A label that is
+  not stored is absent; a parent whose hash is missing stays under parents with no entry; a
+  resource whose hash is missing is {id} alone. After limit artifacts the walk stops and
+  truncated is true if any further artifact was reachable. Content is not included.
+errors: not_found (payload), invalid. ]]
+local function charter_ancestry(keys, args)
+    local P = prefix(keys)
+    local root = check_id(args[1], 'payload_id')
+    local limit = check_count(args[2], 'limit', 1, MAX_LIMIT)
+    if not exists(P .. ':artifact:' .. root) then
+        raise('not_found', 'artifact ' .. root .. ' not found')
+    end
+    local seen = {[root] = true}
+    local queue, head = {root}, 1
+    local out = {}
+    local truncated = false
+    local rescache = {}
+    while head <= #queue do
+        local id = queue[head]
+        head = head + 1
+        local base = P .. ':artifact:' .. id
+        -- HMGET, not HGETALL: the walk never copies an artifact's content.
+        local f = redis.call('HMGET', base, 'run_id', 'kind', 'title', 'conf', 'integrity',
+                             'capture_complete', 'hash', 'input_ids')
+        local found = false
+        for i = 1, 8 do
+            found = found or f[i] ~= false
+        end
+        if found then
+            if #out >= limit then
+                truncated = true
+                break
+            end
+            local parents = members(base .. ':derived_from')
+            for _, p in ipairs(parents) do
+                if not seen[p] then
+                    seen[p] = true
+                    queue[#queue + 1] = p
+                end
+            end
+            local resources = {}
+            for _, r in ipairs(members(base .. ':from_resource')) do
+                local res = rescache[r]
+                if not res then
+                    local f = redis.call('HMGET', P .. ':resource:' .. r, 'title', 'conf',
+                                         'integrity')
+                    res = {id = r, title = f[1] or nil, conf = tonumber(f[2]),
+                           integrity = tonumber(f[3])}
+                    rescache[r] = res
+                end
+                resources[#resources + 1] = res
+            end
+            out[#out + 1] = {
+                id = id, run_id = f[1] or nil, kind = f[2] or nil, title = f[3] or nil,
+                conf = tonumber(f[4]), integrity = tonumber(f[5]),
+                capture_complete = f[6] == '1', hash = f[7] or nil,
+                input_ids = decode_list(f[8] or nil), parents = parents,
+                resources = resources, producers = members(base .. ':produced_by'),
+            }
+        end
+    end
+    return cjson.encode({root = root, truncated = truncated, artifacts = out})
+end
+
+--[[ charter_grant_chain
+keys: P. args: grant_id.
+reply: {"leaf":id,"grants":[{id,root,tools,recipients,resources,valid_from,valid_to,revoked_at,
+  parents,grantees:[{id,kind}],issuers:[{id,kind}]}]}: the leaf first, then every grant
+  reachable upward through delegated_from, breadth-first, each once (a cycle ends the walk), at
+  most 64. revoked_at is absent when not revoked; an actor's kind is absent when the actor is.
+  A missing leaf gives an empty list; a missing parent stays under parents with no entry.
+errors: invalid. ]]
+local function charter_grant_chain(keys, args)
+    local P = prefix(keys)
+    local leaf = check_id(args[1], 'grant_id')
+    local seen = {[leaf] = true}
+    local queue, head = {leaf}, 1
+    local out = {}
+    while head <= #queue and #out < MAX_CHAIN do
+        local id = queue[head]
+        head = head + 1
+        local base = P .. ':grant:' .. id
+        local h = hash(base)
+        if h then
+            local parents = members(base .. ':delegated_from')
+            for _, p in ipairs(parents) do
+                if not seen[p] then
+                    seen[p] = true
+                    queue[#queue + 1] = p
+                end
+            end
+            out[#out + 1] = grant_object(P, id, h, parents)
+        end
+    end
+    return cjson.encode({leaf = leaf, grants = out})
+end
+
+--[[ charter_append_event
+keys: P. args: run_id, JSON {kind,outcome,codes,witness,detail,snapshot}.
+reply: {"seq":n,"ts":"<t>"}: the run's next event, stamped with TIME.
+errors: not_found (run), invalid. ]]
+local function charter_append_event(keys, args)
+    local P = prefix(keys)
+    local run_id = check_id(args[1], 'run_id')
+    local doc = json_arg(args[2], 'event')
+    if not present(doc.kind) then
+        raise('invalid', 'event.kind is required')
+    end
+    local ev = check_event(doc, 'event', nil)
+    if not exists(P .. ':run:' .. run_id) then
+        raise('not_found', 'run ' .. run_id .. ' not found')
+    end
+    local ts = now()
+    local seq = append_event(P, run_id, ev, ts)
+    return cjson.encode({seq = seq, ts = ts})
+end
+
+--[[ charter_find_delivery
+keys: P. args: invocation_id.
+reply: the delivery {invocation_id,run_id,fingerprint,recipient,tool,payload_id,payload_hash,
+  content,grant_chain,committed_at,event_seq}, or nil. errors: invalid. ]]
+local function charter_find_delivery(keys, args)
+    local P = prefix(keys)
+    local inv = check_invocation(args[1])
+    local h = hash(P .. ':delivery:' .. inv)
+    if not h then
+        return nil
+    end
+    return cjson.encode(delivery_object(h))
+end
+
+-- The first reason the chain cannot carry the delivery at time tnum, or nil.
+local function chain_refusal(P, chain, tool, recipient, sources, tnum)
+    local on_chain = {}
+    for i, g in ipairs(chain) do
+        if on_chain[g] then
+            return 'chain_cycle', g
+        end
+        on_chain[g] = true
+        local base = P .. ':grant:' .. g
+        local h = hash(base)
+        if not h then
+            return 'grant_not_found', g
+        end
+        local parents = redis.call('SMEMBERS', base .. ':delegated_from')
+        if i < #chain then
+            if #parents ~= 1 or parents[1] ~= chain[i + 1] then
+                return 'chain_mismatch', g
+            end
+        elseif #parents ~= 0 or h.root ~= '1' then
+            return 'chain_not_rooted', g
+        end
+        if h.revoked_at and h.revoked_at ~= '' then
+            return 'grant_revoked', g
+        end
+        local from, to = tonumber(h.valid_from), tonumber(h.valid_to)
+        if not from or from > tnum then
+            return 'grant_not_yet_valid', g
+        end
+        if not to or tnum >= to then
+            return 'grant_expired', g
+        end
+        if not contains(decode_list(h.tools), tool) then
+            return 'grant_tool', g
+        end
+        if not contains(decode_list(h.recipients), recipient) then
+            return 'grant_recipient', g
+        end
+        local res = decode_list(h.resources)
+        for _, s in ipairs(sources) do
+            if not contains(res, s) then
+                return 'grant_resource', g .. ' ' .. s
+            end
+        end
+    end
+    return nil
+end
+
+--[[ charter_commit_delivery
+keys: P. args: JSON {run_id,invocation_id,fingerprint,payload_id,payload_hash,content_sha1,
+  recipient,tool,grant_chain:[leaf..root],sources:[...],content,
+  event:{outcome,codes,witness,detail,snapshot}}.
+reply: {"status":"committed","delivery":{...},"seq":n}, or {"status":"exists","delivery":{...}}
+  when the invocation is taken (nothing written), or {"status":"refused","reason":"<check>",
+  "detail":"<object>"} (nothing written). With the time t read from TIME inside the call, the
+  checks, in order, and their reasons: run exists (run_not_found); payload exists
+  (payload_not_found), is of the run (payload_other_run), its hash equals payload_hash
+  (payload_hash_mismatch), sha1 of its stored content equals content_sha1 (content_changed);
+  recipient exists (recipient_not_found); for each grant of grant_chain in order: listed once
+  (chain_cycle), exists (grant_not_found), has exactly the next one as its only delegated_from
+  parent, or for the last none and root = 1 (chain_mismatch, chain_not_rooted), unrevoked
+  (grant_revoked), valid_from <= t (grant_not_yet_valid), t < valid_to (grant_expired), lists
+  the tool (grant_tool), the recipient (grant_recipient) and every source (grant_resource).
+  On commit, in the same call: the Delivery hash (committed_at = t), its delivered and to
+  edges, the run's deliveries edge and event delivery_decided (ts = t).
+errors: invalid (arguments), nothing written. ]]
+local function charter_commit_delivery(keys, args)
+    local P = prefix(keys)
+    local doc = json_arg(args[1], 'delivery')
+    local run_id = check_id(doc.run_id, 'run_id')
+    local inv = check_invocation(doc.invocation_id)
+    local fingerprint = check_text(doc.fingerprint, 'fingerprint')
+    local payload_id = check_id(doc.payload_id, 'payload_id')
+    local payload_hash = check_text(doc.payload_hash, 'payload_hash')
+    local content_sha1 = doc.content_sha1
+    if type(content_sha1) ~= 'string' or #content_sha1 ~= 40 or content_sha1:find('[^0-9a-f]') then
+        raise('invalid', 'content_sha1 must be 40 lowercase hex digits')
+    end
+    local recipient = check_id(doc.recipient, 'recipient')
+    local tool = check_id(doc.tool, 'tool')
+    local chain = check_id_list(doc.grant_chain, 'grant_chain', false)
+    if #chain == 0 or #chain > MAX_CHAIN then
+        raise('invalid', 'grant_chain must hold 1..' .. MAX_CHAIN .. ' grants')
+    end
+    local sources = check_id_list(doc.sources, 'sources', true)
+    local content = check_text(doc.content, 'content', '')
+    local ev = check_event(doc.event, 'event', 'delivery_decided')
+    ev.kind = 'delivery_decided'
+    if ev.outcome == '' then
+        ev.outcome = 'allow'
+    end
+
+    local dkey = P .. ':delivery:' .. inv
+    local existing = hash(dkey)
+    if existing then
+        return cjson.encode({status = 'exists', delivery = delivery_object(existing)})
+    end
+    local ts, tnum = now()
+    local function refuse(reason, detail)
+        return cjson.encode({status = 'refused', reason = reason, detail = detail})
+    end
+    if not exists(P .. ':run:' .. run_id) then
+        return refuse('run_not_found', run_id)
+    end
+    local payload = hash(P .. ':artifact:' .. payload_id)
+    if not payload then
+        return refuse('payload_not_found', payload_id)
+    end
+    if payload.run_id ~= run_id then
+        return refuse('payload_other_run', payload_id)
+    end
+    if payload.hash ~= payload_hash then
+        return refuse('payload_hash_mismatch', payload_id)
+    end
+    if redis.sha1hex(payload.content or '') ~= content_sha1 then
+        return refuse('content_changed', payload_id)
+    end
+    if not exists(P .. ':recipient:' .. recipient) then
+        return refuse('recipient_not_found', recipient)
+    end
+    local reason, detail = chain_refusal(P, chain, tool, recipient, sources, tnum)
+    if reason then
+        return refuse(reason, detail)
+    end
+
+    local seq = redis.call('HINCRBY', P .. ':run:' .. run_id, 'seq', 1)
+    redis.call('HSET', dkey, 'invocation_id', inv, 'run_id', run_id, 'fingerprint', fingerprint,
+               'recipient', recipient, 'tool', tool, 'payload_id', payload_id, 'payload_hash',
+               payload_hash, 'content', content, 'grant_chain', encode_list(chain),
+               'committed_at', ts, 'event_seq', seq)
+    redis.call('SADD', dkey .. ':delivered', payload_id)
+    redis.call('SADD', dkey .. ':to', recipient)
+    redis.call('SADD', P .. ':run:' .. run_id .. ':deliveries', inv)
+    if ev.detail == '' then
+        ev.detail = 'delivery ' .. inv .. ' of ' .. payload_id .. ' to ' .. recipient .. ' via ' ..
+                        tool
+    end
+    redis.call('HSET', P .. ':event:' .. run_id .. ':' .. seq, 'run_id', run_id, 'seq', seq,
+               'kind', ev.kind, 'outcome', ev.outcome, 'codes', ev.codes, 'witness', ev.witness,
+               'detail', ev.detail, 'snapshot', ev.snapshot, 'ts', ts)
+    redis.call('ZADD', P .. ':run:' .. run_id .. ':events', seq, seq)
+    return cjson.encode({status = 'committed', delivery = delivery_object(hash(dkey)), seq = seq})
+end
+
+--[[ charter_revoke_grant
+keys: P. args: grant_id.
+reply: the grant object (as in grant_chain) with revoked_at = TIME, or the earlier revoked_at
+  when it was revoked already. errors: not_found, invalid. ]]
+local function charter_revoke_grant(keys, args)
+    local P = prefix(keys)
+    local id = check_id(args[1], 'grant_id')
+    local key = P .. ':grant:' .. id
+    local h = hash(key)
+    if not h then
+        raise('not_found', 'grant ' .. id .. ' not found')
+    end
+    if not h.revoked_at or h.revoked_at == '' then
+        local ts = now()
+        redis.call('HSET', key, 'revoked_at', ts)
+        h.revoked_at = ts
+    end
+    return cjson.encode(grant_object(P, id, h, nil))
+end
+
+--[[ charter_restore_grants
+keys: P. args: grant_id, or "" for every grant of the graph.
+reply: {"restored":[ids]}: the grants whose revoked_at was removed (sorted).
+errors: not_found (a named grant), invalid. ]]
+local function charter_restore_grants(keys, args)
+    local P = prefix(keys)
+    local which = args[1]
+    local ids
+    if which == nil or which == '' then
+        ids = members(P .. ':grants')
+    else
+        check_id(which, 'grant_id')
+        if not exists(P .. ':grant:' .. which) then
+            raise('not_found', 'grant ' .. which .. ' not found')
+        end
+        ids = {which}
+    end
+    local out = {}
+    for _, id in ipairs(ids) do
+        local key = P .. ':grant:' .. id
+        if redis.call('HDEL', key, 'revoked_at') == 1 then
+            out[#out + 1] = id
+        end
+    end
+    return cjson.encode({restored = out})
+end
+
+-- ---------------------------------------------------------------------------------------------
+-- Registration
+-- ---------------------------------------------------------------------------------------------
+
+-- Wraps fn so a raise() becomes the JSON error reply; any other error (a failed redis.call)
+-- propagates as a Redis error.
+local function register(name, fn, readonly)
+    local function callback(keys, args)
+        local ok, res = pcall(fn, keys, args)
+        if ok then
+            return res
+        end
+        if type(res) == 'table' and res.charter_err then
+            return cjson.encode({err = res.charter_err, msg = res.msg})
+        end
+        error(res)
+    end
+    local flags = {}
+    if readonly then
+        flags = {'no-writes'}
+    end
+    redis.register_function({function_name = name, callback = callback, flags = flags})
+end
+
+register('charter_version', charter_version, true)
+register('charter_time', charter_time, true)
+register('charter_seed', charter_seed, false)
+register('charter_graph_stats', charter_graph_stats, true)
+register('charter_create_run', charter_create_run, false)
+register('charter_transition_run', charter_transition_run, false)
+register('charter_interrupt_runs', charter_interrupt_runs, false)
+register('charter_get_run', charter_get_run, true)
+register('charter_list_runs', charter_list_runs, true)
+register('charter_open_context', charter_open_context, false)
+register('charter_context_owner', charter_context_owner, true)
+register('charter_get_resource', charter_get_resource, true)
+register('charter_get_recipient', charter_get_recipient, true)
+register('charter_create_artifact', charter_create_artifact, false)
+register('charter_get_artifact', charter_get_artifact, true)
+register('charter_ancestry', charter_ancestry, true)
+register('charter_grant_chain', charter_grant_chain, true)
+register('charter_append_event', charter_append_event, false)
+register('charter_find_delivery', charter_find_delivery, true)
+register('charter_commit_delivery', charter_commit_delivery, false)
+register('charter_revoke_grant', charter_revoke_grant, false)
+register('charter_restore_grants', charter_restore_grants, false)

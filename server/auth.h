@@ -1,0 +1,41 @@
+/*
+ * auth.h - bearer tokens: who is calling (DESIGN.md "The RPC envelope").
+ *
+ * Two tokens exist: the operator token (full control) and an optional viewer token (read-only,
+ * confidential content redacted). Only their SHA-256 digests are kept; a presented token is
+ * hashed and compared with CRYPTO_memcmp against both digests, so neither the comparison time
+ * nor the token lengths tell a caller how close it came.
+ */
+#ifndef CHARTER_AUTH_H
+#define CHARTER_AUTH_H
+
+#include <stdbool.h>
+
+#include "call.h"
+
+/* The smallest token length accepted at startup, in characters. */
+#define AUTH_MIN_TOKEN_LEN 24
+
+typedef struct {
+    unsigned char operator_digest[32];
+    unsigned char viewer_digest[32];
+    bool has_viewer;
+} auth_tokens;
+
+/* Outcome of checking one call's authorization metadata. */
+enum {
+    AUTH_OK = 0,
+    AUTH_MISSING = -1, /* no "authorization" entry, or not of the form "Bearer <token>" */
+    AUTH_INVALID = -2, /* a bearer token that is neither the operator's nor the viewer's */
+};
+
+/* Keeps the digests of the operator token (required) and the viewer token (NULL or empty:
+ * none). The caller has already checked lengths and that they differ. Returns 0, or -1 when
+ * hashing failed. */
+int auth_init(auth_tokens *a, const char *operator_token, const char *viewer_token);
+
+/* Checks the value of the "authorization" metadata entry (NULL when absent). On AUTH_OK *role is
+ * ROLE_OPERATOR or ROLE_VIEWER; otherwise *role is ROLE_NONE. */
+int auth_check(const auth_tokens *a, const char *authorization, call_role *role);
+
+#endif

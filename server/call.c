@@ -1,0 +1,113 @@
+/*
+ * call.c - one RPC's arena and status (see call.h).
+ *
+ * The arena is a list of blocks, one per allocation: responses are small trees of messages and
+ * strings, and freeing them in one pass after packing is what lets handlers build responses
+ * without tracking ownership field by field.
+ */
+#include "call.h"
+
+#include <stdarg.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+struct call_block {
+    call_block *next;
+    max_align_t data[]; /* keeps every allocation aligned for any message type */
+};
+
+void *call_alloc(call *c, size_t size)
+{
+    if (size > SIZE_MAX - sizeof(call_block)) {
+        return NULL;
+    }
+    call_block *b = calloc(1, sizeof(call_block) + (size ? size : 1));
+    if (b == NULL) {
+        return NULL;
+    }
+    b->next = c->arena;
+    c->arena = b;
+    return b->data;
+}
+
+char *call_strdup(call *c, const char *s)
+{
+    if (s == NULL) {
+        return NULL;
+    }
+    size_t n = strlen(s);
+    char *copy = call_alloc(c, n + 1);
+    if (copy == NULL) {
+        return NULL;
+    }
+    memcpy(copy, s, n + 1);
+    return copy;
+}
+
+void call_release(call *c)
+{
+    call_block *b = c->arena;
+    while (b != NULL) {
+        call_block *next = b->next;
+        free(b);
+        b = next;
+    }
+    c->arena = NULL;
+}
+
+int call_fail(call *c, int status, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    int n = vsnprintf(c->message, sizeof c->message, fmt, ap);
+    va_end(ap);
+    if (n < 0) {
+        c->message[0] = '\0';
+    }
+    c->status = status;
+    return status;
+}
+
+int call_fail_store(call *c, int store_status, const char *what)
+{
+    const char *w = what != NULL ? what : "object";
+    const char *detail = (c->st != NULL) ? store_last_error(c->st) : NULL;
+    if (detail == NULL) {
+        detail = "";
+    }
+    switch (store_status) {
+    case STORE_ENOTFOUND:
+        return call_fail(c, RPC_NOT_FOUND, "%s not found", w);
+    case STORE_EUNAVAILABLE:
+        return call_fail(c, RPC_UNAVAILABLE, "database unavailable while serving %s%s%s", w,
+                         *detail ? ": " : "", detail);
+    case STORE_EREFUSED:
+        return call_fail(c, RPC_FAILED_PRECONDITION, "%s: refused%s%s", w, *detail ? ": " : "",
+                         detail);
+    case STORE_EEXISTS:
+        return call_fail(c, RPC_ALREADY_EXISTS, "%s already exists", w);
+    case STORE_EINVAL:
+        return call_fail(c, RPC_INVALID_ARGUMENT, "%s: invalid argument%s%s", w,
+                         *detail ? ": " : "", detail);
+    case STORE_ELIMIT:
+        return call_fail(c, RPC_RESOURCE_EXHAUSTED, "%s: size limit reached%s%s", w,
+                         *detail ? ": " : "", detail);
+    case STORE_ENOMEM:
+        return call_fail(c, RPC_INTERNAL, "out of memory while serving %s", w);
+    case STORE_EPROTO:
+        return call_fail(c, RPC_INTERNAL, "unexpected database reply for %s%s%s", w,
+                         *detail ? ": " : "", detail);
+    default:
+        return call_fail(c, RPC_INTERNAL, "store error %d for %s", store_status, w);
+    }
+}
+
+int call_require_operator(call *c)
+{
+    if (c->role != ROLE_OPERATOR) {
+        return call_fail(c, RPC_PERMISSION_DENIED, "this method needs the operator token");
+    }
+    return RPC_OK;
+}

@@ -1,0 +1,373 @@
+/*
+ * dispatch.c - decode, route, authenticate, run and encode one RPC (see dispatch.h).
+ *
+ * protobuf-c's unpack trusts lengths and counts inside the message, so the encoded size is
+ * capped before unpacking and unpack gets an allocator with a per-call byte budget: a small
+ * message cannot make the server allocate without bound. Every failure becomes an RpcResponse
+ * code; the only thing that leaves without a reply is a worker that cannot allocate one.
+ */
+#include "dispatch.h"
+
+#include <stdalign.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <time.h>
+
+#include "charter.pb-c.h"
+#include "log.h"
+#include "services.h"
+
+/* Bytes the decoder may allocate per byte of request, and the floor for small requests. */
+#define DISPATCH_BUDGET_FACTOR 8
+#define DISPATCH_BUDGET_MIN ((size_t)64 * 1024)
+/* Longest method name looked up; anything longer cannot be one of ours. */
+#define DISPATCH_METHOD_MAX 128
+
+typedef struct {
+    const ProtobufCServiceDescriptor *desc;
+    const call_handler *handlers;
+    const size_t *n_handlers;
+    bool public; /* callable without a token (Health) */
+} dispatch_service;
+
+static const dispatch_service dispatch_services[] = {
+    {&charter__v1__runs__descriptor, svc_runs_handlers, &svc_runs_handlers_len, false},
+    {&charter__v1__gate__descriptor, svc_gate_handlers, &svc_gate_handlers_len, false},
+    {&charter__v1__grants__descriptor, svc_grants_handlers, &svc_grants_handlers_len, false},
+    {&charter__v1__health__descriptor, svc_health_handlers, &svc_health_handlers_len, true},
+};
+#define DISPATCH_N_SERVICES (sizeof dispatch_services / sizeof dispatch_services[0])
+
+/* --- the decoding budget ------------------------------------------------------------------ */
+
+typedef struct {
+    size_t used;
+    size_t limit;
+    bool exhausted;
+} dispatch_budget;
+
+/* Each block starts with its size so free can give the bytes back to the budget. */
+typedef union {
+    size_t size;
+    max_align_t align;
+} dispatch_block_head;
+
+static void *dispatch_budget_alloc(void *data, size_t size)
+{
+    dispatch_budget *b = data;
+    size_t need = size + sizeof(dispatch_block_head);
+    if (size > b->limit || need > b->limit - b->used) {
+        b->exhausted = true;
+        return NULL;
+    }
+    dispatch_block_head *h = malloc(need);
+    if (h == NULL) {
+        return NULL;
+    }
+    h->size = need;
+    b->used += need;
+    return h + 1;
+}
+
+static void dispatch_budget_free(void *data, void *ptr)
+{
+    dispatch_budget *b = data;
+    if (ptr == NULL) {
+        return;
+    }
+    dispatch_block_head *h = (dispatch_block_head *)ptr - 1;
+    b->used -= h->size;
+    free(h);
+}
+
+/* --- names and responses ------------------------------------------------------------------ */
+
+const char *dispatch_code_name(int code)
+{
+    switch (code) {
+    case RPC_OK:
+        return "OK";
+    case RPC_INVALID_ARGUMENT:
+        return "INVALID_ARGUMENT";
+    case RPC_DEADLINE_EXCEEDED:
+        return "DEADLINE_EXCEEDED";
+    case RPC_NOT_FOUND:
+        return "NOT_FOUND";
+    case RPC_ALREADY_EXISTS:
+        return "ALREADY_EXISTS";
+    case RPC_PERMISSION_DENIED:
+        return "PERMISSION_DENIED";
+    case RPC_RESOURCE_EXHAUSTED:
+        return "RESOURCE_EXHAUSTED";
+    case RPC_FAILED_PRECONDITION:
+        return "FAILED_PRECONDITION";
+    case RPC_UNIMPLEMENTED:
+        return "UNIMPLEMENTED";
+    case RPC_INTERNAL:
+        return "INTERNAL";
+    case RPC_UNAVAILABLE:
+        return "UNAVAILABLE";
+    case RPC_UNAUTHENTICATED:
+        return "UNAUTHENTICATED";
+    default:
+        return "UNKNOWN";
+    }
+}
+
+static int dispatch_pack_response(int code, const char *message, const uint8_t *payload,
+                                  size_t payload_len, uint8_t **resp, size_t *resp_len)
+{
+    Charter__V1__RpcResponse r = CHARTER__V1__RPC_RESPONSE__INIT;
+    r.code = code;
+    r.message = (char *)(message != NULL ? message : "");
+    r.payload.data = (uint8_t *)payload;
+    r.payload.len = payload_len;
+    size_t n = charter__v1__rpc_response__get_packed_size(&r);
+    uint8_t *buf = malloc(n > 0 ? n : 1);
+    if (buf == NULL) {
+        return -1;
+    }
+    *resp_len = charter__v1__rpc_response__pack(&r, buf);
+    *resp = buf;
+    return 0;
+}
+
+int dispatch_error_reply(int code, const char *message, uint8_t **resp, size_t *resp_len)
+{
+    return dispatch_pack_response(code, message, NULL, 0, resp, resp_len);
+}
+
+/* A copy of a caller-supplied name fit for one log line: printable ASCII, at most 128 bytes. */
+static void dispatch_printable(const char *s, char *out, size_t n)
+{
+    size_t j = 0;
+    for (size_t i = 0; s != NULL && s[i] != '\0' && j + 1 < n; i++) {
+        unsigned char ch = (unsigned char)s[i];
+        out[j++] = (ch >= 0x20 && ch < 0x7f) ? (char)ch : '?';
+    }
+    out[j] = '\0';
+}
+
+static long dispatch_elapsed_us(const struct timespec *t0)
+{
+    struct timespec t1;
+    clock_gettime(CLOCK_MONOTONIC, &t1);
+    return (long)((t1.tv_sec - t0->tv_sec) * 1000000L + (t1.tv_nsec - t0->tv_nsec) / 1000);
+}
+
+/* --- routing ------------------------------------------------------------------------------ */
+
+int dispatch_check_tables(char *err, size_t errlen)
+{
+    for (size_t i = 0; i < DISPATCH_N_SERVICES; i++) {
+        const dispatch_service *s = &dispatch_services[i];
+        if (*s->n_handlers != s->desc->n_methods) {
+            snprintf(err, errlen,
+                     "service %s declares %u methods but has %zu handlers (rebuild charterd "
+                     "with a handler for every method of proto/charter.proto)",
+                     s->desc->name, s->desc->n_methods, *s->n_handlers);
+            return -1;
+        }
+        for (unsigned m = 0; m < s->desc->n_methods; m++) {
+            if (s->handlers[m] == NULL) {
+                snprintf(err, errlen,
+                         "method %s/%s has no handler (rebuild charterd with a handler for "
+                         "every method of proto/charter.proto)",
+                         s->desc->name, s->desc->methods[m].name);
+                return -1;
+            }
+        }
+    }
+    return 0;
+}
+
+/* Resolves "/charter.v1.<Service>/<Method>". Returns 0 and the service and method index. */
+static int dispatch_route(const char *method, const dispatch_service **svc, unsigned *index)
+{
+    if (method == NULL || method[0] != '/') {
+        return -1;
+    }
+    size_t len = strlen(method);
+    if (len > DISPATCH_METHOD_MAX) {
+        return -1;
+    }
+    const char *slash = strchr(method + 1, '/');
+    if (slash == NULL || slash[1] == '\0' || strchr(slash + 1, '/') != NULL) {
+        return -1;
+    }
+    size_t svc_len = (size_t)(slash - (method + 1));
+    for (size_t i = 0; i < DISPATCH_N_SERVICES; i++) {
+        const ProtobufCServiceDescriptor *d = dispatch_services[i].desc;
+        if (strlen(d->name) != svc_len || memcmp(d->name, method + 1, svc_len) != 0) {
+            continue;
+        }
+        const ProtobufCMethodDescriptor *md =
+            protobuf_c_service_descriptor_get_method_by_name(d, slash + 1);
+        if (md == NULL) {
+            return -1;
+        }
+        *svc = &dispatch_services[i];
+        *index = (unsigned)(md - d->methods);
+        return 0;
+    }
+    return -1;
+}
+
+static const char *dispatch_metadata(const Charter__V1__RpcRequest *rq, const char *key)
+{
+    for (size_t i = 0; i < rq->n_metadata; i++) {
+        const Charter__V1__RpcRequest__MetadataEntry *e = rq->metadata[i];
+        if (e != NULL && e->key != NULL && strcasecmp(e->key, key) == 0) {
+            return e->value;
+        }
+    }
+    return NULL;
+}
+
+static int dispatch_timeout(const server_env *env, uint32_t requested)
+{
+    if (requested == 0) {
+        return env->limits.default_timeout_ms;
+    }
+    if (requested > (uint32_t)env->limits.max_timeout_ms) {
+        return env->limits.max_timeout_ms;
+    }
+    return (int)requested;
+}
+
+/* --- one call ----------------------------------------------------------------------------- */
+
+int dispatch_serve(const dispatch_ctx *d, store *st, const uint8_t *req, size_t len,
+                   uint8_t **resp, size_t *resp_len)
+{
+    struct timespec t0;
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    *resp = NULL;
+    *resp_len = 0;
+
+    const server_env *env = d->env;
+    call c;
+    memset(&c, 0, sizeof c);
+    c.env = env;
+    c.st = st;
+    c.role = ROLE_NONE;
+    c.status = RPC_OK;
+
+    dispatch_budget budget = {0, 0, false};
+    budget.limit = len <= SIZE_MAX / DISPATCH_BUDGET_FACTOR ? len * DISPATCH_BUDGET_FACTOR
+                                                            : SIZE_MAX;
+    if (budget.limit < DISPATCH_BUDGET_MIN) {
+        budget.limit = DISPATCH_BUDGET_MIN;
+    }
+    ProtobufCAllocator alloc = {dispatch_budget_alloc, dispatch_budget_free, &budget};
+
+    Charter__V1__RpcRequest *rq = NULL;
+    ProtobufCMessage *in = NULL;
+    const ProtobufCMethodDescriptor *md = NULL;
+    ProtobufCMessage *out = NULL;
+    uint8_t *payload = NULL;
+    size_t payload_len = 0;
+    char method[DISPATCH_METHOD_MAX + 1] = "?";
+
+    if (len > env->limits.max_message) {
+        call_fail(&c, RPC_RESOURCE_EXHAUSTED, "request of %zu bytes exceeds the %zu byte limit",
+                  len, env->limits.max_message);
+        goto reply;
+    }
+    rq = charter__v1__rpc_request__unpack(&alloc, len, req);
+    if (rq == NULL) {
+        if (budget.exhausted) {
+            call_fail(&c, RPC_RESOURCE_EXHAUSTED,
+                      "decoding the request needs more than %zu bytes", budget.limit);
+        } else {
+            call_fail(&c, RPC_INVALID_ARGUMENT, "cannot decode RpcRequest");
+        }
+        goto reply;
+    }
+    dispatch_printable(rq->method, method, sizeof method);
+
+    const dispatch_service *svc = NULL;
+    unsigned index = 0;
+    if (dispatch_route(rq->method, &svc, &index) != 0) {
+        call_fail(&c, RPC_UNIMPLEMENTED, "unknown method \"%s\"", method);
+        goto reply;
+    }
+    md = &svc->desc->methods[index];
+
+    const char *authz = dispatch_metadata(rq, "authorization");
+    int a = auth_check(d->auth, authz, &c.role);
+    if (a != AUTH_OK && !svc->public) {
+        if (a == AUTH_MISSING) {
+            call_fail(&c, RPC_UNAUTHENTICATED,
+                      "missing credentials: send metadata \"authorization: Bearer <token>\"");
+        } else {
+            call_fail(&c, RPC_UNAUTHENTICATED, "invalid token");
+        }
+        goto reply;
+    }
+
+    in = protobuf_c_message_unpack(md->input, &alloc, rq->payload.len, rq->payload.data);
+    if (in == NULL) {
+        if (budget.exhausted) {
+            call_fail(&c, RPC_RESOURCE_EXHAUSTED, "decoding %s needs more than %zu bytes",
+                      md->input->name, budget.limit);
+        } else {
+            call_fail(&c, RPC_INVALID_ARGUMENT, "cannot decode %s", md->input->name);
+        }
+        goto reply;
+    }
+
+    c.timeout_ms = dispatch_timeout(env, rq->timeout_ms);
+    store_set_timeout(st, c.timeout_ms);
+
+    int rc = svc->handlers[index](&c, in, &out);
+    if (rc != RPC_OK) {
+        c.status = rc;
+        if (c.message[0] == '\0') {
+            snprintf(c.message, sizeof c.message, "%s", dispatch_code_name(rc));
+        }
+        goto reply;
+    }
+    if (out == NULL || out->descriptor != md->output || !protobuf_c_message_check(out)) {
+        call_fail(&c, RPC_INTERNAL, "the handler of %s built no valid %s", method,
+                  md->output->name);
+        goto reply;
+    }
+    payload_len = protobuf_c_message_get_packed_size(out);
+    payload = malloc(payload_len > 0 ? payload_len : 1);
+    if (payload == NULL) {
+        call_fail(&c, RPC_INTERNAL, "out of memory packing %s", md->output->name);
+        goto reply;
+    }
+    protobuf_c_message_pack(out, payload);
+
+reply:;
+    int status = c.status;
+    int prc = status == RPC_OK
+                  ? dispatch_pack_response(RPC_OK, "", payload, payload_len, resp, resp_len)
+                  : dispatch_pack_response(status, c.message, NULL, 0, resp, resp_len);
+    free(payload);
+    call_release(&c);
+    if (in != NULL) {
+        protobuf_c_message_free_unpacked(in, &alloc);
+    }
+    if (rq != NULL) {
+        charter__v1__rpc_request__free_unpacked(rq, &alloc);
+    }
+    long us = dispatch_elapsed_us(&t0);
+    if (status != RPC_OK) {
+        log_error("call %s failed: %s (%d): %s [%ld us]", method, dispatch_code_name(status),
+                  status, c.message, us);
+    } else if (log_verbose()) {
+        log_info("call %s ok [%ld us]", method, us);
+    }
+    if (prc != 0 && status == RPC_OK) {
+        /* The response was too big to wrap; say so rather than stay silent. */
+        prc = dispatch_pack_response(RPC_INTERNAL, "out of memory packing the response", NULL,
+                                     0, resp, resp_len);
+    }
+    return prc;
+}

@@ -1,0 +1,45 @@
+/*
+ * dispatch.h - one RPC from request bytes to response bytes (DESIGN.md "The RPC envelope").
+ *
+ * Decodes the RpcRequest envelope under a size cap and an allocation budget, finds the method
+ * in protobuf-c's generated service descriptors (one table, no hand-kept switch), checks the
+ * bearer token, decodes the method's request, sets the call's database deadline, runs the
+ * handler from services.h and packs its response into an RpcResponse. Transport-agnostic: the
+ * transport hands bytes in and sends the bytes it gets back.
+ */
+#ifndef CHARTER_DISPATCH_H
+#define CHARTER_DISPATCH_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "auth.h"
+#include "call.h"
+#include "store.h"
+
+/* What every call is served with; read-only while workers run. */
+typedef struct {
+    const server_env *env;
+    const auth_tokens *auth;
+} dispatch_ctx;
+
+/* Checks that every handler table of services.h has exactly as many entries as its generated
+ * service descriptor has methods, and none is NULL. Returns 0, or -1 with a one-line reason in
+ * err (charterd then refuses to start). */
+int dispatch_check_tables(char *err, size_t errlen);
+
+/* Serves one request of len bytes on the worker's store st. Always produces a response for the
+ * caller (errors become RpcResponse codes): *resp is a malloc'd packed RpcResponse of *resp_len
+ * bytes, freed by the caller. Returns 0, or -1 when not even an error response could be
+ * allocated (nothing to send). Logs one line per failed call. */
+int dispatch_serve(const dispatch_ctx *d, store *st, const uint8_t *req, size_t len,
+                   uint8_t **resp, size_t *resp_len);
+
+/* A packed RpcResponse with code and message and no payload (used by the transport for
+ * RESOURCE_EXHAUSTED when the queue is full). Returns 0 or -1 on allocation failure. */
+int dispatch_error_reply(int code, const char *message, uint8_t **resp, size_t *resp_len);
+
+/* The gRPC name of an RPC_* code ("NOT_FOUND"), or "UNKNOWN". */
+const char *dispatch_code_name(int code);
+
+#endif

@@ -1,0 +1,150 @@
+/*
+ * harness.h - what charter's tests share: the test Redis, per-process graph names, a real
+ * charterd process, raw RPCs over NNG and a digest of a graph's keys.
+ *
+ * Everything is real: the Redis named by CHARTER_TEST_REDIS (deploy/test.sh starts one on a
+ * unix socket), the charterd binary built from this tree (CHARTERD_PATH), NNG req0 sockets
+ * carrying RpcRequest/RpcResponse exactly as any client would. Functions that cannot do their
+ * job print why on stderr; those that say "aborts" end the test program, because no test can
+ * mean anything without them.
+ *
+ * Typical use:
+ *     char g[64];
+ *     harness_graph_name(g, sizeof g, "rpc");           // "t_rpc_<pid>"
+ *     store *st = harness_store_open(g);                // library loaded, graph checked empty
+ *     harness_charterd d;
+ *     harness_charterd_opts o = {.graph = g};
+ *     if (harness_charterd_start(&o, &d) != 0) ...     // waits until Health/Check answers
+ *     harness_response r;
+ *     harness_rpc(d.tcp_url, "/charter.v1.Health/Check", NULL, NULL, 0, 2000, &r);
+ *     ...
+ *     CU_ASSERT_EQUAL(harness_charterd_stop(&d), 0);    // SIGTERM, exit status 0
+ *     harness_graph_drop(g);
+ */
+#ifndef CHARTER_HARNESS_H
+#define CHARTER_HARNESS_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#include "charter.pb-c.h"
+#include "store.h"
+
+/* Fixed tokens every test charterd is started with (>= 24 characters, different). */
+#define HARNESS_OPERATOR_TOKEN "test-operator-token-6c1f0e2a9b7d4e55"
+#define HARNESS_VIEWER_TOKEN "test-viewer-token-3a8e5d1c7f2b9a64"
+
+/* Method names as they travel in RpcRequest.method. */
+#define HARNESS_HEALTH "/charter.v1.Health/Check"
+
+/* The test Redis URL from CHARTER_TEST_REDIS ("unix:///path/redis.sock" or
+ * "tcp://host:port"). Aborts with an explanation when it is unset. */
+const char *harness_redis_url(void);
+
+/* Writes "t_<test>_<pid>" into buf (n bytes): unique per test process, a valid graph name. */
+void harness_graph_name(char *buf, size_t n, const char *test);
+
+/* Opens a store on the test Redis for graph, loads the query library compiled into charterd
+ * and checks the graph is empty (harness_require_empty_graph). Aborts on any failure. The
+ * caller closes it with store_close. */
+store *harness_store_open(const char *graph);
+
+/* Aborts unless charter_graph_stats reports zero keys for st's graph: a test never runs
+ * against a graph that already holds data. */
+void harness_require_empty_graph(store *st);
+
+/* Deletes every key of graph in the test Redis (end of a test program). Returns the number of
+ * keys deleted, or -1 when Redis could not be reached. */
+long harness_graph_drop(const char *graph);
+
+/* Hex SHA-256 over graph's keys and their contents in a canonical form (keys sorted; per key
+ * its type, then the value: string bytes, hash fields sorted, set members sorted, sorted set
+ * in rank order with scores, list in order; plus whether it has a TTL). Equal digests mean
+ * nothing in the graph changed. Values are read by type rather than with DUMP because DUMP
+ * of an unchanged hash-table-encoded set can differ after an internal rehash. Returns 0, or
+ * -1 when Redis could not be reached. */
+int harness_graph_digest(const char *graph, char hex[65]);
+
+/* Makes the test Redis hold every client's commands for ms milliseconds (CLIENT PAUSE ms ALL):
+ * a cheap way to keep a call in flight. Other tests sharing the Redis are only delayed.
+ * Returns 0 or -1. */
+int harness_redis_pause(int ms);
+
+/* Ends a pause early (CLIENT UNPAUSE). Returns 0 or -1. */
+int harness_redis_unpause(void);
+
+/* --- a real charterd --------------------------------------------------------------------- */
+
+typedef struct {
+    const char *graph;    /* --graph (required) */
+    bool embedded;        /* no --redis: charterd starts its own redis-server in data_dir */
+    const char *data_dir; /* --data-dir (required when embedded) */
+    const char *const *extra_args; /* more options, e.g. {"--workers", "1"} */
+    size_t n_extra;
+    const char *operator_token; /* NULL: HARNESS_OPERATOR_TOKEN; "": variable left unset */
+    const char *viewer_token;   /* NULL: HARNESS_VIEWER_TOKEN; "": variable left unset */
+    int wait_ms;                /* how long to wait for Health (0: 20000) */
+} harness_charterd_opts;
+
+typedef struct {
+    pid_t pid;            /* 0 once stopped */
+    char dir[128];        /* private temporary folder (log and ipc socket) */
+    char tcp_url[64];     /* tcp://127.0.0.1:<free port> */
+    char ipc_url[192];    /* ipc://<dir>/c.sock */
+    char log_path[192];   /* charterd's stdout and stderr */
+} harness_charterd;
+
+/* Starts CHARTERD_PATH with --graph, --listen tcp://127.0.0.1:<free port>, --listen
+ * ipc://<dir>/c.sock, --redis <test Redis> (unless embedded), the tokens in its environment
+ * and the extra arguments, then waits until Health/Check answers over NNG. Returns 0, or -1
+ * (charterd exited or never answered; its log is printed and it is killed). */
+int harness_charterd_start(const harness_charterd_opts *o, harness_charterd *out);
+
+/* SIGTERM, then waits (at most 30 s, then SIGKILL). Returns charterd's exit status (0 for a
+ * clean stop), 128 + signal when it was killed by one, or -1. Removes the private folder when
+ * the exit status is 0. */
+int harness_charterd_stop(harness_charterd *d);
+
+/* SIGKILL and reap (a crash). The private folder is kept. */
+void harness_charterd_kill(harness_charterd *d);
+
+/* Runs CHARTERD_PATH with argv args (n of them, without the program name) and env (NULL-ended
+ * "NAME=value" list replacing the environment, PATH kept) to completion, at most timeout_ms.
+ * Returns its exit status (-1 if it could not be run or did not end), with up to n_output-1
+ * bytes of what it printed (stdout then stderr) in output. */
+int harness_charterd_run(const char *const *args, size_t n, const char *const *env,
+                         int timeout_ms, char *output, size_t n_output);
+
+/* --- raw calls --------------------------------------------------------------------------- */
+
+typedef struct {
+    int code;        /* RpcResponse.code */
+    char *message;   /* RpcResponse.message (malloc'd, never NULL after a reply) */
+    uint8_t *payload; /* RpcResponse.payload (malloc'd) */
+    size_t payload_len;
+} harness_response;
+
+/* One call: an RpcRequest with method, the payload bytes, "authorization: Bearer <token>"
+ * when token is not NULL, sent on a fresh req0 socket dialed to url; waits timeout_ms for the
+ * reply. Returns 0 with *out filled, or the NNG error (e.g. NNG_ETIMEDOUT, NNG_ECONNREFUSED).
+ * Free with harness_response_free. */
+int harness_rpc(const char *url, const char *method, const char *token, const void *payload,
+                size_t len, int timeout_ms, harness_response *out);
+
+/* Same with the envelope given as raw bytes (for malformed-envelope tests). */
+int harness_rpc_raw(const char *url, const void *bytes, size_t len, int timeout_ms,
+                    harness_response *out);
+
+/* Packs msg with protobuf-c and calls harness_rpc. */
+int harness_rpc_msg(const char *url, const char *method, const char *token,
+                    const ProtobufCMessage *msg, int timeout_ms, harness_response *out);
+
+void harness_response_free(harness_response *r);
+
+/* Health/Check over url. Returns 0 when it answered code 0 (then *out, if not NULL, is the
+ * unpacked response, freed with charter__v1__health_response__free_unpacked), else -1. */
+int harness_health(const char *url, int timeout_ms, Charter__V1__HealthResponse **out);
+
+#endif

@@ -1,0 +1,395 @@
+/*
+ * test_e2e.c - the reference workflow end to end: a real charterd process on the test Redis,
+ * driven through libcharter over NNG exactly as a user's service would drive it.
+ *
+ * The flow is the one ./deploy/demo.sh prints: the CFO delivery is allowed, the poisoned
+ * handoff is denied INPUT_OUT_OF_SCOPE with the budget witness before the Reporter's model is
+ * called, a recovery with g_reporter revoked is denied GRANT_INVALID, and after a restore the
+ * recovery publishes a report that carries no form of the budget figure and whose lineage does
+ * not reach the budget.
+ */
+#include <CUnit/Basic.h>
+#include <ctype.h>
+#include <jansson.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "charter.h"
+#include "harness.h"
+
+static char graph[64];
+static harness_charterd daemon_;
+static charter_client *op;     /* operator */
+static charter_client *viewer; /* viewer */
+static char run_id[129];
+
+static const char *HANDOFF_WITNESS =
+    "budget (confidential) \xe2\x86\x92 Internal recommendation \xe2\x86\x92 report step "
+    "{vendor_a, vendor_b, vendor_c}";
+
+static int open_clients(void)
+{
+    charter_options o;
+    charter_options_init(&o);
+    o.timeout_ms = 30000;
+    o.connect_timeout_ms = 5000;
+    if (charter_client_open(daemon_.ipc_url, HARNESS_OPERATOR_TOKEN, &o, &op) != 0)
+        return -1;
+    if (charter_client_open(daemon_.tcp_url, HARNESS_VIEWER_TOKEN, &o, &viewer) != 0)
+        return -1;
+    return 0;
+}
+
+static int suite_init(void)
+{
+    harness_graph_name(graph, sizeof graph, "e2e");
+    store *st = harness_store_open(graph);
+    store_close(st);
+    harness_charterd_opts o = {.graph = graph};
+    if (harness_charterd_start(&o, &daemon_) != 0)
+        return -1;
+    return open_clients();
+}
+
+static int suite_clean(void)
+{
+    charter_client_close(op);
+    charter_client_close(viewer);
+    int rc = harness_charterd_stop(&daemon_);
+    harness_graph_drop(graph);
+    return rc == 0 ? 0 : -1;
+}
+
+static Charter__V1__RunView *get_run(charter_client *c, const char *id)
+{
+    Charter__V1__GetRunRequest req = CHARTER__V1__GET_RUN_REQUEST__INIT;
+    req.run_id = (char *)id;
+    Charter__V1__RunView *view = NULL;
+    charter_status st;
+    if (charter_get_run(c, &req, &view, &st) != 0) {
+        fprintf(stderr, "GetRun: %s: %s\n", charter_status_name(st.code), st.message);
+        return NULL;
+    }
+    return view;
+}
+
+static bool has_code(char **codes, size_t n, const char *code)
+{
+    for (size_t i = 0; i < n; i++)
+        if (strcmp(codes[i], code) == 0)
+            return true;
+    return false;
+}
+
+/* The step named in an event's JSON detail, or "". */
+static void event_step(const Charter__V1__Event *e, char *out, size_t n)
+{
+    out[0] = '\0';
+    json_t *d = e->detail ? json_loads(e->detail, 0, NULL) : NULL;
+    const char *s = json_string_value(json_object_get(d, "step"));
+    if (s)
+        snprintf(out, n, "%s", s);
+    json_decref(d);
+}
+
+static size_t count_deliveries_to(const Charter__V1__RunView *v, const char *recipient)
+{
+    size_t n = 0;
+    for (size_t i = 0; i < v->n_deliveries; i++)
+        if (strcmp(v->deliveries[i]->recipient, recipient) == 0)
+            n++;
+    return n;
+}
+
+static const Charter__V1__Delivery *delivery_to(const Charter__V1__RunView *v,
+                                                const char *recipient)
+{
+    for (size_t i = 0; i < v->n_deliveries; i++)
+        if (strcmp(v->deliveries[i]->recipient, recipient) == 0)
+            return v->deliveries[i];
+    return NULL;
+}
+
+/* True when text carries any written form of the budget figure: the canary, "48.2k", or the
+ * digits 4 8 2 0 0 with any separators between them. */
+static bool leaks_budget(const char *text)
+{
+    if (strstr(text, "CEILING") || strstr(text, "48.2k") || strstr(text, "48,2k") ||
+        strstr(text, "48.2K"))
+        return true;
+    char digits[4096];
+    size_t n = 0;
+    for (const char *p = text; *p && n + 1 < sizeof digits; p++)
+        if (isdigit((unsigned char)*p))
+            digits[n++] = *p;
+    digits[n] = '\0';
+    return strstr(digits, "48200") != NULL;
+}
+
+static void test_leak_detector_sees_every_form(void)
+{
+    CU_ASSERT_TRUE(leaks_budget("ceiling CEILING-48200"));
+    CU_ASSERT_TRUE(leaks_budget("48,200 USD"));
+    CU_ASSERT_TRUE(leaks_budget("48 200"));
+    CU_ASSERT_TRUE(leaks_budget("4-8-2-0-0"));
+    CU_ASSERT_TRUE(leaks_budget("about 48.2k"));
+    CU_ASSERT_FALSE(leaks_budget("Public vendor comparison for 120 standing desks."));
+}
+
+static void test_run_blocks_poisoned_handoff_with_witness(void)
+{
+    Charter__V1__CreateRunRequest req = CHARTER__V1__CREATE_RUN_REQUEST__INIT;
+    req.mode = "scripted";
+    Charter__V1__RunView *view = NULL;
+    charter_status st;
+    int rc = charter_create_run(op, &req, &view, &st);
+    CU_ASSERT_EQUAL_FATAL(rc, 0);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(view->run);
+    snprintf(run_id, sizeof run_id, "%s", view->run->id);
+    CU_ASSERT_STRING_EQUAL(view->run->status, "blocked");
+
+    size_t cfo_allow = 0, handoff_deny = 0, report_model = 0;
+    for (size_t i = 0; i < view->n_events; i++) {
+        const Charter__V1__Event *e = view->events[i];
+        char step[64];
+        event_step(e, step, sizeof step);
+        CU_ASSERT_EQUAL(e->seq, i + 1); /* seq 1, 2, 3, ... */
+        if (strcmp(e->kind, "delivery_decided") == 0 && e->outcome == CHARTER__V1__OUTCOME__ALLOW &&
+            strcmp(step, "analyze") == 0)
+            cfo_allow++;
+        if (strcmp(e->kind, "input_checked") == 0 && e->outcome == CHARTER__V1__OUTCOME__DENY &&
+            strcmp(step, "report") == 0) {
+            handoff_deny++;
+            CU_ASSERT_TRUE(has_code(e->codes, e->n_codes, "INPUT_OUT_OF_SCOPE"));
+            CU_ASSERT_STRING_EQUAL(e->witness, HANDOFF_WITNESS);
+        }
+        if (strcmp(e->kind, "model_request") == 0 && strcmp(step, "report") == 0)
+            report_model++;
+    }
+    CU_ASSERT_EQUAL(cfo_allow, 1);
+    CU_ASSERT_EQUAL(handoff_deny, 1);
+    CU_ASSERT_EQUAL(report_model, 0); /* the Reporter's model is never called */
+    CU_ASSERT_EQUAL(count_deliveries_to(view, "cfo"), 1);
+    CU_ASSERT_EQUAL(count_deliveries_to(view, "public"), 0);
+    const Charter__V1__Delivery *cfo = delivery_to(view, "cfo");
+    if (cfo) {
+        CU_ASSERT_STRING_EQUAL(cfo->tool, "deliver_internal");
+        CU_ASSERT_EQUAL(cfo->n_grant_chain, 2);
+        CU_ASSERT_TRUE(cfo->committed_at > 1.7e9);
+    }
+    charter__v1__run_view__free_unpacked(view, NULL);
+}
+
+static Charter__V1__RecoverRunResponse *recover(void)
+{
+    Charter__V1__RecoverRunRequest req = CHARTER__V1__RECOVER_RUN_REQUEST__INIT;
+    req.run_id = run_id;
+    Charter__V1__RecoverRunResponse *resp = NULL;
+    charter_status st;
+    if (charter_recover_run(op, &req, &resp, &st) != 0) {
+        fprintf(stderr, "RecoverRun: %s: %s\n", charter_status_name(st.code), st.message);
+        return NULL;
+    }
+    return resp;
+}
+
+static void test_recovery_with_revoked_reporter_grant_is_denied(void)
+{
+    CU_ASSERT_FATAL(run_id[0] != '\0');
+    Charter__V1__RevokeGrantRequest rq = CHARTER__V1__REVOKE_GRANT_REQUEST__INIT;
+    rq.grant_id = "g_reporter";
+    Charter__V1__Grant *g = NULL;
+    charter_status st;
+    CU_ASSERT_EQUAL_FATAL(charter_revoke_grant(op, &rq, &g, &st), 0);
+    CU_ASSERT_TRUE(g->revoked_at > 0);
+    charter__v1__grant__free_unpacked(g, NULL);
+
+    Charter__V1__RecoverRunResponse *r = recover();
+    CU_ASSERT_PTR_NOT_NULL_FATAL(r);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(r->decision);
+    CU_ASSERT_EQUAL(r->decision->outcome, CHARTER__V1__OUTCOME__DENY);
+    CU_ASSERT_TRUE(has_code(r->decision->codes, r->decision->n_codes, "GRANT_INVALID"));
+    CU_ASSERT_PTR_NOT_NULL(strstr(r->decision->witness, "g_reporter"));
+    CU_ASSERT_FALSE(r->acknowledged);
+    CU_ASSERT_STRING_EQUAL(r->run->status, "blocked");
+    for (size_t i = 0; i < r->n_deliveries; i++)
+        CU_ASSERT_STRING_NOT_EQUAL(r->deliveries[i]->recipient, "public");
+    charter__v1__recover_run_response__free_unpacked(r, NULL);
+
+    Charter__V1__RestoreGrantsRequest rr = CHARTER__V1__RESTORE_GRANTS_REQUEST__INIT;
+    rr.grant_id = "g_reporter";
+    Charter__V1__RestoreGrantsResponse *restored = NULL;
+    CU_ASSERT_EQUAL_FATAL(charter_restore_grants(op, &rr, &restored, &st), 0);
+    CU_ASSERT_EQUAL(restored->n_restored, 1);
+    if (restored->n_restored == 1)
+        CU_ASSERT_STRING_EQUAL(restored->restored[0], "g_reporter");
+    charter__v1__restore_grants_response__free_unpacked(restored, NULL);
+}
+
+static void test_recovery_publishes_from_permitted_inputs_only(void)
+{
+    CU_ASSERT_FATAL(run_id[0] != '\0');
+    Charter__V1__RecoverRunResponse *r = recover();
+    CU_ASSERT_PTR_NOT_NULL_FATAL(r);
+    CU_ASSERT_EQUAL(r->decision->outcome, CHARTER__V1__OUTCOME__ALLOW);
+    CU_ASSERT_EQUAL(r->decision->n_codes, 0);
+    CU_ASSERT_FALSE(r->acknowledged);
+    CU_ASSERT_STRING_EQUAL(r->run->status, "completed");
+    charter__v1__recover_run_response__free_unpacked(r, NULL);
+
+    Charter__V1__RunView *view = get_run(op, run_id);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(view);
+    CU_ASSERT_EQUAL(count_deliveries_to(view, "public"), 1);
+    CU_ASSERT_EQUAL(count_deliveries_to(view, "cfo"), 1);
+    const Charter__V1__Delivery *pub = delivery_to(view, "public");
+    CU_ASSERT_PTR_NOT_NULL_FATAL(pub);
+    CU_ASSERT_FALSE(leaks_budget(pub->content));
+    CU_ASSERT_PTR_NOT_NULL(strstr(pub->content, "Recommended: vendor_b"));
+    CU_ASSERT_EQUAL(pub->n_grant_chain, 3);
+    if (pub->n_grant_chain == 3) {
+        CU_ASSERT_STRING_EQUAL(pub->grant_chain[0], "g_reporter");
+        CU_ASSERT_STRING_EQUAL(pub->grant_chain[1], "g_analyst");
+        CU_ASSERT_STRING_EQUAL(pub->grant_chain[2], "g_root");
+    }
+    /* No event text of the recovery carries the figure into public view either. */
+    /* The public report's lineage: vendor pages and the research summary, never the budget. */
+    Charter__V1__TraceArtifactRequest tr = CHARTER__V1__TRACE_ARTIFACT_REQUEST__INIT;
+    tr.artifact_id = pub->payload_id;
+    Charter__V1__TraceArtifactResponse *trace = NULL;
+    charter_status st;
+    CU_ASSERT_EQUAL_FATAL(charter_trace_artifact(op, &tr, &trace, &st), 0);
+    size_t sources = 0;
+    bool summary = false;
+    for (size_t i = 0; i < trace->n_artifacts; i++) {
+        const Charter__V1__Artifact *a = trace->artifacts[i];
+        for (size_t k = 0; k < a->n_resources; k++) {
+            CU_ASSERT_STRING_NOT_EQUAL(a->resources[k], "budget");
+            sources++;
+        }
+        CU_ASSERT_STRING_NOT_EQUAL(a->title, "Internal recommendation");
+        CU_ASSERT_STRING_NOT_EQUAL(a->title, "Budget memo");
+        if (strcmp(a->title, "Research summary") == 0)
+            summary = true;
+    }
+    CU_ASSERT_EQUAL(sources, 3);
+    CU_ASSERT_TRUE(summary);
+    charter__v1__trace_artifact_response__free_unpacked(trace, NULL);
+    charter__v1__run_view__free_unpacked(view, NULL);
+}
+
+static void test_recovering_a_completed_run_acknowledges(void)
+{
+    CU_ASSERT_FATAL(run_id[0] != '\0');
+    Charter__V1__RecoverRunResponse *r = recover();
+    CU_ASSERT_PTR_NOT_NULL_FATAL(r);
+    CU_ASSERT_TRUE(r->acknowledged);
+    CU_ASSERT_EQUAL(r->decision->outcome, CHARTER__V1__OUTCOME__ALLOW);
+    charter__v1__recover_run_response__free_unpacked(r, NULL);
+    Charter__V1__RunView *view = get_run(op, run_id);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(view);
+    CU_ASSERT_EQUAL(view->n_deliveries, 2);
+    charter__v1__run_view__free_unpacked(view, NULL);
+}
+
+static void test_viewer_sees_labels_not_confidential_content(void)
+{
+    CU_ASSERT_FATAL(run_id[0] != '\0');
+    Charter__V1__RunView *view = get_run(viewer, run_id);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(view);
+    size_t confidential = 0;
+    for (size_t i = 0; i < view->n_artifacts; i++) {
+        const Charter__V1__Artifact *a = view->artifacts[i];
+        CU_ASSERT_EQUAL(strlen(a->hash), 64);
+        if (a->conf > 0) {
+            confidential++;
+            CU_ASSERT_TRUE(a->redacted);
+            CU_ASSERT_STRING_EQUAL(a->content, "");
+        }
+        CU_ASSERT_FALSE(leaks_budget(a->content));
+    }
+    CU_ASSERT_TRUE(confidential >= 2); /* the budget source and the recommendation */
+    const Charter__V1__Delivery *cfo = delivery_to(view, "cfo");
+    CU_ASSERT_PTR_NOT_NULL_FATAL(cfo);
+    CU_ASSERT_TRUE(cfo->redacted);
+    CU_ASSERT_FALSE(leaks_budget(cfo->content));
+    charter__v1__run_view__free_unpacked(view, NULL);
+
+    /* And a viewer cannot act. */
+    Charter__V1__RevokeGrantRequest rq = CHARTER__V1__REVOKE_GRANT_REQUEST__INIT;
+    rq.grant_id = "g_reporter";
+    Charter__V1__Grant *g = NULL;
+    charter_status st;
+    CU_ASSERT_EQUAL(charter_revoke_grant(viewer, &rq, &g, &st), -CHARTER_PERMISSION_DENIED);
+}
+
+static void test_everything_reloads_after_restart(void)
+{
+    CU_ASSERT_FATAL(run_id[0] != '\0');
+    Charter__V1__RunView *before = get_run(op, run_id);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(before);
+    charter_client_close(op);
+    charter_client_close(viewer);
+    op = viewer = NULL;
+    CU_ASSERT_EQUAL_FATAL(harness_charterd_stop(&daemon_), 0);
+    harness_charterd_opts o = {.graph = graph};
+    CU_ASSERT_EQUAL_FATAL(harness_charterd_start(&o, &daemon_), 0);
+    CU_ASSERT_EQUAL_FATAL(open_clients(), 0);
+    Charter__V1__RunView *after = get_run(op, run_id);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(after);
+    CU_ASSERT_STRING_EQUAL(after->run->status, "completed");
+    CU_ASSERT_EQUAL(after->n_events, before->n_events);
+    CU_ASSERT_EQUAL(after->n_deliveries, before->n_deliveries);
+    CU_ASSERT_EQUAL(after->n_artifacts, before->n_artifacts);
+    for (size_t i = 0; i < after->n_events && i < before->n_events; i++) {
+        CU_ASSERT_STRING_EQUAL(after->events[i]->kind, before->events[i]->kind);
+        CU_ASSERT_EQUAL(after->events[i]->outcome, before->events[i]->outcome);
+    }
+    charter__v1__run_view__free_unpacked(before, NULL);
+    charter__v1__run_view__free_unpacked(after, NULL);
+}
+
+static void test_events_page_after_seq(void)
+{
+    CU_ASSERT_FATAL(run_id[0] != '\0');
+    Charter__V1__GetRunRequest req = CHARTER__V1__GET_RUN_REQUEST__INIT;
+    req.run_id = run_id;
+    req.after_seq = 3;
+    req.limit = 2;
+    Charter__V1__RunView *view = NULL;
+    charter_status st;
+    CU_ASSERT_EQUAL_FATAL(charter_get_run(op, &req, &view, &st), 0);
+    CU_ASSERT_EQUAL(view->n_events, 2);
+    if (view->n_events == 2) {
+        CU_ASSERT_EQUAL(view->events[0]->seq, 4);
+        CU_ASSERT_EQUAL(view->events[1]->seq, 5);
+    }
+    charter__v1__run_view__free_unpacked(view, NULL);
+}
+
+int main(void)
+{
+    if (CU_initialize_registry() != CUE_SUCCESS)
+        return 1;
+    CU_pSuite s = CU_add_suite("reference workflow end to end", suite_init, suite_clean);
+    if (!s)
+        return 1;
+    CU_add_test(s, "leak detector sees every form", test_leak_detector_sees_every_form);
+    CU_add_test(s, "run blocks the poisoned handoff with its witness",
+                test_run_blocks_poisoned_handoff_with_witness);
+    CU_add_test(s, "recovery with g_reporter revoked is denied GRANT_INVALID",
+                test_recovery_with_revoked_reporter_grant_is_denied);
+    CU_add_test(s, "recovery publishes from permitted inputs only",
+                test_recovery_publishes_from_permitted_inputs_only);
+    CU_add_test(s, "recovering a completed run acknowledges",
+                test_recovering_a_completed_run_acknowledges);
+    CU_add_test(s, "viewer sees labels, not confidential content",
+                test_viewer_sees_labels_not_confidential_content);
+    CU_add_test(s, "events page after a seq", test_events_page_after_seq);
+    CU_add_test(s, "everything reloads after a restart", test_everything_reloads_after_restart);
+    CU_basic_set_mode(CU_BRM_VERBOSE);
+    CU_basic_run_tests();
+    unsigned failed = CU_get_number_of_failures() + CU_get_number_of_suites_failed();
+    CU_cleanup_registry();
+    return failed ? 1 : 0;
+}

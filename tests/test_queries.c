@@ -1,0 +1,2175 @@
+/*
+ * test_queries.c - the query library (queries/charter.lua) and the store (server/store.c)
+ * against a real Redis named by CHARTER_TEST_REDIS.
+ *
+ * The reference tests build a random lineage graph and random delegation chains through the
+ * library, keep a plain C model of what they created, and require the ancestry and grant-chain
+ * facts to equal what a plain walk over the model gives. The others pin down the conditional
+ * commit, run transitions, events, revocation and the store's reconnect behaviour.
+ */
+#include <CUnit/Basic.h>
+#include <hiredis/hiredis.h>
+#include <jansson.h>
+#include <openssl/evp.h>
+#include <signal.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "store.h"
+
+#ifndef CHARTER_SOURCE_DIR
+#error "CHARTER_SOURCE_DIR must name the source tree: the test loads queries/charter.lua from it"
+#endif
+
+static const char *redis_url;
+static char *library_src;
+static size_t library_len;
+
+/* --- small helpers --------------------------------------------------------------------- */
+
+static uint64_t rng_state;
+
+static uint64_t rnd64(void)
+{
+    /* xorshift64*: a fixed seed gives the same graph on every run. */
+    rng_state ^= rng_state >> 12;
+    rng_state ^= rng_state << 25;
+    rng_state ^= rng_state >> 27;
+    return rng_state * 0x2545F4914F6CDD1DULL;
+}
+
+static int rnd(int n)
+{
+    return n <= 0 ? 0 : (int)(rnd64() % (uint64_t)n);
+}
+
+static double now_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec / 1e6;
+}
+
+static void digest_hex(const char *md_name, const char *data, char *hex)
+{
+    unsigned char md[EVP_MAX_MD_SIZE];
+    unsigned int n = 0;
+    const EVP_MD *type = EVP_get_digestbyname(md_name);
+    if (!type || EVP_Digest(data, strlen(data), md, &n, type, NULL) != 1) {
+        hex[0] = '\0';
+        return;
+    }
+    for (unsigned int i = 0; i < n; i++)
+        snprintf(hex + 2 * i, 3, "%02x", md[i]);
+}
+
+static void sha256_hex(const char *data, char hex[65])
+{
+    digest_hex("SHA256", data, hex);
+}
+
+static void sha1_hex(const char *data, char hex[41])
+{
+    digest_hex("SHA1", data, hex);
+}
+
+static const char *jstr(const json_t *o, const char *k)
+{
+    const char *s = json_string_value(json_object_get(o, k));
+    return s ? s : "";
+}
+
+static long long jint(const json_t *o, const char *k)
+{
+    const json_t *v = json_object_get(o, k);
+    return json_is_integer(v) ? (long long)json_integer_value(v) : -999;
+}
+
+/* Length of a documented list: an array, or {} for the empty list; -1 for anything else. */
+static long jlen(const json_t *v)
+{
+    if (json_is_array(v))
+        return (long)json_array_size(v);
+    if (json_is_object(v) && json_object_size(v) == 0)
+        return 0;
+    return -1;
+}
+
+/* Element i of a JSON list of strings, or "". */
+static const char *jat(const json_t *list, size_t i)
+{
+    const char *s = json_string_value(json_array_get(list, i));
+    return s ? s : "";
+}
+
+/* "<seconds>.<6 digits>" as every time the library writes. */
+static bool time_string_ok(const char *s)
+{
+    size_t i = 0;
+    while (s[i] >= '0' && s[i] <= '9')
+        i++;
+    if (i < 9 || s[i] != '.')
+        return false;
+    for (int k = 1; k <= 6; k++)
+        if (s[i + k] < '0' || s[i + k] > '9')
+            return false;
+    return s[i + 7] == '\0';
+}
+
+/* --- a raw connection for checks the library does not offer (test only) ------------------ */
+
+static redisContext *raw_open(void)
+{
+    struct timeval tv = {10, 0};
+    redisContext *c = NULL;
+    if (strncmp(redis_url, "unix://", 7) == 0) {
+        c = redisConnectUnixWithTimeout(redis_url + 7, tv);
+    } else if (strncmp(redis_url, "tcp://", 6) == 0) {
+        char host[256];
+        int port = 0;
+        const char *colon = strrchr(redis_url + 6, ':');
+        size_t hlen = colon ? (size_t)(colon - (redis_url + 6)) : 0;
+        if (colon && hlen < sizeof host) {
+            memcpy(host, redis_url + 6, hlen);
+            host[hlen] = '\0';
+            port = atoi(colon + 1);
+            c = redisConnectWithTimeout(host, port, tv);
+        }
+    }
+    if (!c || c->err) {
+        fprintf(stderr, "raw connection to %s failed\n", redis_url);
+        if (c)
+            redisFree(c);
+        return NULL;
+    }
+    return c;
+}
+
+typedef struct {
+    char *buf;
+    size_t len, cap;
+} strbuf;
+
+static void sb_add(strbuf *sb, const char *s, size_t n)
+{
+    if (n > ((size_t)1 << 40) || sb->len > ((size_t)1 << 40))
+        abort();
+    if (sb->len + n + 1 > sb->cap) {
+        size_t cap = (sb->cap + n + 1) * 2;
+        char *b = realloc(sb->buf, cap);
+        if (!b)
+            abort();
+        sb->buf = b;
+        sb->cap = cap;
+    }
+    memcpy(sb->buf + sb->len, s, n);
+    sb->len += n;
+    sb->buf[sb->len] = '\0';
+}
+
+static void sb_puts(strbuf *sb, const char *s)
+{
+    sb_add(sb, s, strlen(s));
+}
+
+static int cmp_strp(const void *a, const void *b)
+{
+    return strcmp(*(char *const *)a, *(char *const *)b);
+}
+
+/* Every key of the graph, as a sorted list; *n the count. Caller frees each and the array. */
+static char **graph_keys(redisContext *raw, const char *graph, size_t *n)
+{
+    char pattern[160];
+    snprintf(pattern, sizeof pattern, "charter:{%s}:*", graph);
+    char **keys = NULL;
+    size_t count = 0, cap = 0;
+    char cursor[32] = "0";
+    do {
+        redisReply *r = redisCommand(raw, "SCAN %s MATCH %s COUNT 1000", cursor, pattern);
+        if (!r || r->type != REDIS_REPLY_ARRAY || r->elements != 2)
+            abort();
+        snprintf(cursor, sizeof cursor, "%s", r->element[0]->str);
+        for (size_t i = 0; i < r->element[1]->elements; i++) {
+            if (count == cap) {
+                cap = cap ? cap * 2 : 256;
+                keys = realloc(keys, cap * sizeof *keys);
+                if (!keys)
+                    abort();
+            }
+            keys[count++] = strdup(r->element[1]->element[i]->str);
+        }
+        freeReplyObject(r);
+    } while (strcmp(cursor, "0") != 0);
+    if (count)
+        qsort(keys, count, sizeof *keys, cmp_strp);
+    *n = count;
+    return keys;
+}
+
+/* The whole graph as text (key, type, contents; sorted), to show that a refused write wrote
+ * nothing. Caller frees. */
+static char *graph_dump(redisContext *raw, const char *graph)
+{
+    size_t n = 0;
+    char **keys = graph_keys(raw, graph, &n);
+    strbuf sb = {0};
+    sb_puts(&sb, "");
+    for (size_t i = 0; i < n; i++) {
+        redisReply *t = redisCommand(raw, "TYPE %s", keys[i]);
+        if (!t)
+            abort();
+        sb_puts(&sb, keys[i]);
+        sb_puts(&sb, " ");
+        sb_puts(&sb, t->str);
+        redisReply *r = NULL;
+        if (strcmp(t->str, "hash") == 0)
+            r = redisCommand(raw, "HGETALL %s", keys[i]);
+        else if (strcmp(t->str, "set") == 0)
+            r = redisCommand(raw, "SORT %s ALPHA", keys[i]);
+        else if (strcmp(t->str, "zset") == 0)
+            r = redisCommand(raw, "ZRANGE %s 0 -1 WITHSCORES", keys[i]);
+        else
+            r = redisCommand(raw, "DUMP %s", keys[i]);
+        if (!r)
+            abort();
+        if (r->type == REDIS_REPLY_ARRAY) {
+            /* hash fields come in no fixed order: sort the "field=value" pairs */
+            size_t m = r->elements;
+            char **items = calloc(m + 1, sizeof *items);
+            size_t k = 0;
+            bool pairs = strcmp(t->str, "hash") == 0;
+            for (size_t j = 0; j < m; j += pairs ? 2 : 1) {
+                strbuf e = {0};
+                sb_add(&e, r->element[j]->str, r->element[j]->len);
+                if (pairs) {
+                    sb_puts(&e, "=");
+                    sb_add(&e, r->element[j + 1]->str, r->element[j + 1]->len);
+                }
+                items[k++] = e.buf;
+            }
+            if (pairs && k)
+                qsort(items, k, sizeof *items, cmp_strp);
+            for (size_t j = 0; j < k; j++) {
+                sb_puts(&sb, " | ");
+                sb_puts(&sb, items[j]);
+                free(items[j]);
+            }
+            free(items);
+        } else if (r->type == REDIS_REPLY_STRING) {
+            sb_puts(&sb, " <dump>");
+        }
+        sb_puts(&sb, "\n");
+        freeReplyObject(r);
+        freeReplyObject(t);
+        free(keys[i]);
+    }
+    free(keys);
+    return sb.buf;
+}
+
+static void raw_drop_graph(redisContext *raw, const char *graph)
+{
+    size_t n = 0;
+    char **keys = graph_keys(raw, graph, &n);
+    for (size_t i = 0; i < n; i++) {
+        redisReply *r = redisCommand(raw, "UNLINK %s", keys[i]);
+        if (r)
+            freeReplyObject(r);
+        free(keys[i]);
+    }
+    free(keys);
+}
+
+static void raw_exec(redisContext *raw, const char *fmt, const char *a, const char *b,
+                     const char *c)
+{
+    redisReply *r = redisCommand(raw, fmt, a, b, c);
+    CU_ASSERT_PTR_NOT_NULL(r);
+    if (r) {
+        CU_ASSERT_NOT_EQUAL(r->type, REDIS_REPLY_ERROR);
+        freeReplyObject(r);
+    }
+}
+
+/* --- graphs ------------------------------------------------------------------------------ */
+
+typedef struct {
+    char graph[96];
+    store *st;
+    redisContext *raw;
+} tgraph;
+
+/* Opens the test's own graph t_<name>_<pid>, loads the library from the source tree and
+ * refuses a graph that already holds data. Returns false (after a failed assertion) when the
+ * graph cannot be used. */
+static bool graph_open(tgraph *g, const char *name)
+{
+    memset(g, 0, sizeof *g);
+    snprintf(g->graph, sizeof g->graph, "t_%s_%ld", name, (long)getpid());
+    int rc = store_open(redis_url, g->graph, 20000, &g->st);
+    if (rc != STORE_OK) {
+        fprintf(stderr, "store_open(%s, %s): %d\n", redis_url, g->graph, rc);
+        CU_FAIL("store_open failed");
+        return false;
+    }
+    rc = store_load_library(g->st, library_src, library_len);
+    if (rc != STORE_OK) {
+        fprintf(stderr, "store_load_library: %s\n", store_last_error(g->st));
+        CU_FAIL("store_load_library failed");
+        store_close(g->st);
+        g->st = NULL;
+        return false;
+    }
+    json_t *stats = NULL;
+    rc = store_call(g->st, "graph_stats", 0, NULL, &stats);
+    long long keys = rc == STORE_OK ? jint(stats, "keys") : -1;
+    json_decref(stats);
+    if (keys != 0) {
+        fprintf(stderr, "graph %s is not empty (%lld keys) or unreadable: refusing to run\n",
+                g->graph, keys);
+        CU_FAIL("the test graph is not empty");
+        store_close(g->st);
+        g->st = NULL;
+        return false;
+    }
+    g->raw = raw_open();
+    if (!g->raw) {
+        CU_FAIL("raw connection failed");
+        store_close(g->st);
+        g->st = NULL;
+        return false;
+    }
+    return true;
+}
+
+static void graph_close(tgraph *g)
+{
+    if (g->raw) {
+        raw_drop_graph(g->raw, g->graph);
+        redisFree(g->raw);
+    }
+    store_close(g->st);
+    memset(g, 0, sizeof *g);
+}
+
+static json_t *call_ok(tgraph *g, const char *fn, int n, const char *const *args)
+{
+    json_t *out = NULL;
+    int rc = store_call(g->st, fn, n, args, &out);
+    if (rc != STORE_OK) {
+        fprintf(stderr, "charter_%s: %d: %s\n", fn, rc, store_last_error(g->st));
+        CU_FAIL("store_call failed");
+    }
+    return out;
+}
+
+/* Calls fn with arg (stolen) and expects success. */
+static json_t *call_json_ok(tgraph *g, const char *fn, json_t *arg)
+{
+    json_t *out = NULL;
+    int rc = arg ? store_call_json(g->st, fn, arg, &out) : STORE_ENOMEM;
+    if (rc != STORE_OK) {
+        fprintf(stderr, "charter_%s: %d: %s\n", fn, rc, store_last_error(g->st));
+        CU_FAIL("store_call_json failed");
+    }
+    json_decref(arg);
+    return out;
+}
+
+/* Calls fn with arg (stolen) and returns the status. */
+static int call_json_rc(tgraph *g, const char *fn, json_t *arg)
+{
+    json_t *out = NULL;
+    int rc = store_call_json(g->st, fn, arg, &out);
+    json_decref(out);
+    json_decref(arg);
+    return rc;
+}
+
+static void create_run(tgraph *g, const char *id)
+{
+    json_decref(call_json_ok(g, "create_run",
+                             json_pack("{s:s, s:s, s:s, s:s}", "id", id, "task", "test task",
+                                       "mode", "external", "workflow", "test")));
+}
+
+/* Opens a context and copies its id into id (16 bytes). */
+static void open_context(tgraph *g, const char *run, const char *step, const char *actor, char *id)
+{
+    json_t *r =
+        call_json_ok(g, "open_context",
+                     json_pack("{s:s, s:s, s:s}", "run_id", run, "step", step, "actor", actor));
+    snprintf(id, 16, "%s", jstr(json_object_get(r, "context"), "id"));
+    json_decref(r);
+}
+
+/* Creates an artifact and copies its id into id (16 bytes); returns the call's status. */
+static int create_artifact(tgraph *g, const char *run, const char *ctx, const char *kind,
+                           const char *content, const char *resource, const char *const *inputs,
+                           size_t n_inputs, char *id)
+{
+    char hash[65];
+    sha256_hex(content, hash);
+    json_t *in = json_array();
+    for (size_t i = 0; i < n_inputs; i++)
+        json_array_append_new(in, json_string(inputs[i]));
+    json_t *arg =
+        json_pack("{s:s, s:s, s:s, s:s, s:i, s:i, s:s, s:s, s:o, s:b}", "run_id", run, "context_id",
+                  ctx, "kind", kind, "title", content, "conf", 0, "integrity", 0, "hash", hash,
+                  "content", content, "input_ids", in, "capture_complete", 1);
+    if (resource)
+        json_object_set_new(arg, "resource", json_string(resource));
+    json_t *out = NULL;
+    int rc = store_call_json(g->st, "create_artifact", arg, &out);
+    json_decref(arg);
+    if (id)
+        snprintf(id, 16, "%s", rc == STORE_OK ? jstr(json_object_get(out, "artifact"), "id") : "");
+    json_decref(out);
+    return rc;
+}
+
+/* --- the reference test: random lineage graph ------------------------------------------------ */
+
+#define RG_RUNS 4
+#define RG_PER_RUN 400
+#define RG_N (RG_RUNS * RG_PER_RUN)
+#define RG_RESOURCES 6
+#define RG_CONTEXTS 5
+#define RG_SOURCES_FIRST 10
+
+typedef struct {
+    int run;
+    bool source;
+    int conf, integrity;
+    bool capture;
+    char title[48];
+    char hash[65];
+    int inputs[3]; /* as recorded, duplicates kept */
+    int n_inputs;
+    int resource; /* -1: none */
+    int context;
+} rg_art;
+
+typedef struct {
+    rg_art art[RG_N];
+    int n;
+    char ctx_ids[RG_RUNS * RG_CONTEXTS][16];
+    int res_conf[RG_RESOURCES], res_integrity[RG_RESOURCES];
+} rg_model;
+
+static void rg_run_id(int r, char *out)
+{
+    snprintf(out, 16, "run%d", r);
+}
+
+static void rg_art_id(int idx, char *out)
+{
+    snprintf(out, 16, "a%d", idx + 1);
+}
+
+static bool rg_build(tgraph *g, rg_model *m)
+{
+    json_t *res = json_array(), *actors = json_array();
+    for (int i = 0; i < RG_RESOURCES; i++) {
+        char id[16], title[32];
+        snprintf(id, sizeof id, "res%d", i);
+        snprintf(title, sizeof title, "Resource %d", i);
+        m->res_conf[i] = rnd(3);
+        m->res_integrity[i] = rnd(2);
+        json_array_append_new(res, json_pack("{s:s, s:s, s:i, s:i, s:s}", "id", id, "title", title,
+                                             "conf", m->res_conf[i], "integrity",
+                                             m->res_integrity[i], "content", title));
+    }
+    for (int i = 0; i < 3; i++) {
+        char id[16];
+        snprintf(id, sizeof id, "agent%d", i);
+        json_array_append_new(actors, json_pack("{s:s, s:s}", "id", id, "kind", "agent"));
+    }
+    json_t *r =
+        call_json_ok(g, "seed", json_pack("{s:o, s:o}", "resources", res, "actors", actors));
+    CU_ASSERT_EQUAL(jint(r, "created"), RG_RESOURCES + 3);
+    json_decref(r);
+
+    for (int run = 0; run < RG_RUNS; run++) {
+        char rid[16];
+        rg_run_id(run, rid);
+        create_run(g, rid);
+        for (int c = 0; c < RG_CONTEXTS; c++) {
+            char step[16], actor[16];
+            snprintf(step, sizeof step, "s%d", c);
+            snprintf(actor, sizeof actor, "agent%d", c % 3);
+            open_context(g, rid, step, actor, m->ctx_ids[run * RG_CONTEXTS + c]);
+        }
+    }
+
+    for (int run = 0; run < RG_RUNS; run++) {
+        int start = m->n;
+        for (int k = 0; k < RG_PER_RUN; k++) {
+            int idx = m->n;
+            rg_art *a = &m->art[idx];
+            a->run = run;
+            /* runs of the thin shapes keep their sources at the start, so a late artifact's
+             * lineage spans the whole run */
+            a->source = k < RG_SOURCES_FIRST || (run % 4 != 0 && run % 4 != 3 && rnd(15) == 0);
+            a->resource = a->source && rnd(3) != 0 ? rnd(RG_RESOURCES) : -1;
+            if (!a->source) {
+                a->n_inputs = 1 + rnd(3);
+                for (int p = 0; p < a->n_inputs; p++) {
+                    int parent;
+                    switch (run % 4) {
+                    case 0: /* long thin lineage: the previous artifact, then recent ones */
+                        parent = p == 0 ? idx - 1 : idx - 1 - rnd(k < 5 ? k : 5);
+                        break;
+                    case 1: /* wide: any earlier artifact of the run */
+                        parent = start + rnd(k);
+                        break;
+                    case 2: /* layered: the previous layer of 40 */
+                        parent = k < 40 ? start + rnd(k) : start + (k / 40 - 1) * 40 + rnd(40);
+                        break;
+                    default: /* cross-run: a recent parent, then any earlier artifact or
+                              * one near the top of an earlier run */
+                        if (p == 0)
+                            parent = idx - 1;
+                        else if (rnd(2) || run == 0)
+                            parent = rnd(idx);
+                        else
+                            parent = rnd(run) * RG_PER_RUN + RG_PER_RUN - 1 - rnd(50);
+                        break;
+                    }
+                    a->inputs[p] = parent;
+                }
+            }
+            a->conf = rnd(3);
+            a->integrity = rnd(2);
+            a->capture = rnd(4) != 0;
+            a->context = run * RG_CONTEXTS + rnd(RG_CONTEXTS);
+            snprintf(a->title, sizeof a->title, "artifact %d of run %d", idx, run);
+            char content[64];
+            snprintf(content, sizeof content, "content %d %llu", idx,
+                     (unsigned long long)(rnd64() % 100000));
+            sha256_hex(content, a->hash);
+
+            char rid[16], res_id[16];
+            rg_run_id(run, rid);
+            json_t *in = json_array();
+            for (int p = 0; p < a->n_inputs; p++) {
+                char pid[16];
+                rg_art_id(a->inputs[p], pid);
+                json_array_append_new(in, json_string(pid));
+            }
+            json_t *arg = json_pack("{s:s, s:s, s:s, s:s, s:i, s:i, s:s, s:s, s:o, s:b, s:{s:s}}",
+                                    "run_id", rid, "context_id", m->ctx_ids[a->context], "kind",
+                                    a->source ? "source" : "derived", "title", a->title, "conf",
+                                    a->conf, "integrity", a->integrity, "hash", a->hash, "content",
+                                    content, "input_ids", in, "capture_complete", a->capture,
+                                    "event", "kind", "output_recorded");
+            if (a->resource >= 0) {
+                snprintf(res_id, sizeof res_id, "res%d", a->resource);
+                json_object_set_new(arg, "resource", json_string(res_id));
+            }
+            json_t *out = call_json_ok(g, "create_artifact", arg);
+            char want[16];
+            rg_art_id(idx, want);
+            const char *got = jstr(json_object_get(out, "artifact"), "id");
+            bool ok = strcmp(got, want) == 0;
+            json_decref(out);
+            if (!ok) {
+                fprintf(stderr, "artifact %d: id %s, expected %s\n", idx, got, want);
+                CU_FAIL("artifact ids are not a1, a2, ... in creation order");
+                return false;
+            }
+            m->n++;
+        }
+    }
+    return true;
+}
+
+/* The plain walk: marks every artifact reachable from root through inputs; returns the count. */
+static size_t rg_reach(const rg_model *m, int root, unsigned char *mark)
+{
+    int *stack = malloc(sizeof *stack * (size_t)(m->n * 3 + 1));
+    size_t top = 0, count = 0;
+    memset(mark, 0, (size_t)m->n);
+    stack[top++] = root;
+    mark[root] = 1;
+    while (top) {
+        int i = stack[--top];
+        count++;
+        for (int p = 0; p < m->art[i].n_inputs; p++) {
+            int q = m->art[i].inputs[p];
+            if (!mark[q]) {
+                mark[q] = 1;
+                stack[top++] = q;
+            }
+        }
+    }
+    free(stack);
+    return count;
+}
+
+static bool strs_has(const guard_strs *s, const char *x)
+{
+    for (size_t i = 0; i < s->n; i++)
+        if (strcmp(s->items[i], x) == 0)
+            return true;
+    return false;
+}
+
+static int mismatch(int *count, const char *what, const char *id)
+{
+    if (*count < 5)
+        fprintf(stderr, "ancestry mismatch at %s: %s\n", id, what);
+    return ++*count;
+}
+
+/* Compares one artifact of the store's ancestry with the model; returns the mismatch count. */
+static int rg_compare_art(const rg_model *m, int idx, const guard_artifact *a)
+{
+    int bad = 0;
+    const rg_art *x = &m->art[idx];
+    char rid[16], id[16];
+    rg_run_id(x->run, rid);
+    rg_art_id(idx, id);
+    if (strcmp(a->run_id, rid) != 0)
+        mismatch(&bad, "run_id", id);
+    if (!a->kind_known || a->is_source != x->source)
+        mismatch(&bad, "kind", id);
+    if (strcmp(a->title, x->title) != 0)
+        mismatch(&bad, "title", id);
+    if (a->conf != x->conf || a->integrity != x->integrity)
+        mismatch(&bad, "labels", id);
+    if (a->capture_complete != x->capture)
+        mismatch(&bad, "capture_complete", id);
+    if (strcmp(a->hash, x->hash) != 0)
+        mismatch(&bad, "hash", id);
+    if (a->input_ids.n != (size_t)x->n_inputs) {
+        mismatch(&bad, "input_ids count", id);
+    } else {
+        for (int p = 0; p < x->n_inputs; p++) {
+            char pid[16];
+            rg_art_id(x->inputs[p], pid);
+            if (strcmp(a->input_ids.items[p], pid) != 0)
+                mismatch(&bad, "input_ids order", id);
+        }
+    }
+    /* parents: the set of inputs, each once */
+    size_t distinct = 0;
+    for (int p = 0; p < x->n_inputs; p++) {
+        bool dup = false;
+        for (int q = 0; q < p; q++)
+            dup = dup || x->inputs[q] == x->inputs[p];
+        if (dup)
+            continue;
+        distinct++;
+        char pid[16];
+        rg_art_id(x->inputs[p], pid);
+        if (!strs_has(&a->parents, pid))
+            mismatch(&bad, "missing parent", id);
+    }
+    if (a->parents.n != distinct)
+        mismatch(&bad, "parent count", id);
+    if (x->resource < 0) {
+        if (a->n_resources != 0)
+            mismatch(&bad, "unexpected resource", id);
+    } else {
+        char res[16], title[32];
+        snprintf(res, sizeof res, "res%d", x->resource);
+        snprintf(title, sizeof title, "Resource %d", x->resource);
+        if (a->n_resources != 1 || strcmp(a->resources[0].id, res) != 0 ||
+            strcmp(a->resources[0].title, title) != 0 ||
+            a->resources[0].conf != m->res_conf[x->resource] ||
+            a->resources[0].integrity != m->res_integrity[x->resource])
+            mismatch(&bad, "resource", id);
+    }
+    if (a->producers.n != 1 || strcmp(a->producers.items[0], m->ctx_ids[x->context]) != 0)
+        mismatch(&bad, "producers", id);
+    return bad;
+}
+
+/* Compares a whole ancestry with the plain walk from root; returns the mismatch count. */
+static int rg_compare(const rg_model *m, int root, const guard_ancestry *anc)
+{
+    unsigned char *mark = malloc((size_t)m->n);
+    unsigned char *seen = calloc((size_t)m->n, 1);
+    size_t expect = rg_reach(m, root, mark);
+    int bad = 0;
+    char rid[16];
+    rg_art_id(root, rid);
+    if (anc->truncated)
+        mismatch(&bad, "truncated", rid);
+    if (strcmp(anc->root, rid) != 0 || anc->n == 0 || strcmp(anc->items[0].id, rid) != 0)
+        mismatch(&bad, "root first", rid);
+    if (anc->n != expect)
+        mismatch(&bad, "artifact count", rid);
+    for (size_t i = 0; i < anc->n; i++) {
+        int num = 0;
+        char tail;
+        const char *id = anc->items[i].id;
+        if (sscanf(id, "a%d%c", &num, &tail) != 1 || num < 1 || num > m->n) {
+            mismatch(&bad, "unknown id", id);
+            continue;
+        }
+        int idx = num - 1;
+        if (!mark[idx])
+            mismatch(&bad, "not reachable in the model", id);
+        if (seen[idx])
+            mismatch(&bad, "listed twice", id);
+        seen[idx] = 1;
+        bad += rg_compare_art(m, idx, &anc->items[i]);
+    }
+    free(mark);
+    free(seen);
+    return bad;
+}
+
+static void test_ancestry_equals_plain_walk_on_random_graph(void)
+{
+    tgraph g;
+    if (!graph_open(&g, "ancestry"))
+        return;
+    rng_state = 0x9E3779B97F4A7C15ULL;
+    rg_model *m = calloc(1, sizeof *m);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(m);
+    if (!rg_build(&g, m)) {
+        free(m);
+        graph_close(&g);
+        return;
+    }
+    CU_ASSERT(m->n >= 1500);
+
+    unsigned char *mark = malloc((size_t)m->n);
+    int bad = 0, checked = 0, largest = 0;
+    size_t largest_n = 0;
+    for (int t = 0; t < 120; t++) {
+        int root;
+        if (t < RG_RUNS)
+            root = (t + 1) * RG_PER_RUN - 1; /* the last artifact of each run */
+        else if (t == RG_RUNS)
+            root = 0; /* a source */
+        else
+            root = rnd(m->n);
+        size_t expect = rg_reach(m, root, mark);
+        if (expect > largest_n) {
+            largest_n = expect;
+            largest = root;
+        }
+        char id[16];
+        rg_art_id(root, id);
+        guard_ancestry anc;
+        int rc = store_ancestry(g.st, id, 100000, &anc);
+        CU_ASSERT_EQUAL(rc, STORE_OK);
+        if (rc == STORE_OK) {
+            bad += rg_compare(m, root, &anc);
+            checked++;
+        }
+        store_ancestry_free(&anc);
+    }
+    CU_ASSERT_EQUAL(checked, 120);
+    CU_ASSERT_EQUAL(bad, 0);
+    CU_ASSERT(largest_n > 1000); /* the cross-run shape reaches across most of the graph */
+
+    /* the limit: truncated with exactly limit artifacts, the root first */
+    char id[16];
+    rg_art_id(largest, id);
+    guard_ancestry anc;
+    CU_ASSERT_EQUAL(store_ancestry(g.st, id, largest_n - 3, &anc), STORE_OK);
+    CU_ASSERT(anc.truncated);
+    CU_ASSERT_EQUAL(anc.n, largest_n - 3);
+    CU_ASSERT(anc.n > 0 && strcmp(anc.items[0].id, id) == 0);
+    store_ancestry_free(&anc);
+    CU_ASSERT_EQUAL(store_ancestry(g.st, id, largest_n, &anc), STORE_OK);
+    CU_ASSERT(!anc.truncated);
+    CU_ASSERT_EQUAL(anc.n, largest_n);
+    store_ancestry_free(&anc);
+
+    double t0 = now_ms();
+    int rc = store_ancestry(g.st, id, 100000, &anc);
+    double t1 = now_ms();
+    CU_ASSERT_EQUAL(rc, STORE_OK);
+    printf("\n  [timing] store_ancestry on the random graph (%d artifacts): %zu artifacts in "
+           "%.1f ms\n",
+           m->n, anc.n, t1 - t0);
+    store_ancestry_free(&anc);
+
+    /* errors */
+    CU_ASSERT_EQUAL(store_ancestry(g.st, "a999999", 10, &anc), STORE_ENOTFOUND);
+    CU_ASSERT_EQUAL(anc.n, 0);
+    CU_ASSERT_EQUAL(store_ancestry(g.st, "a1", 0, &anc), STORE_EINVAL);
+    CU_ASSERT_EQUAL(store_ancestry(g.st, "bad id!", 10, &anc), STORE_EINVAL);
+    free(mark);
+    free(m);
+    graph_close(&g);
+}
+
+#define DEEP_N 1500
+
+static void test_ancestry_of_a_1500_deep_chain(void)
+{
+    tgraph g;
+    if (!graph_open(&g, "deep"))
+        return;
+    json_t *seed =
+        json_pack("{s:[{s:s, s:s, s:i, s:i}], s:[{s:s, s:s}]}", "resources", "id", "doc", "title",
+                  "Doc", "conf", 1, "integrity", 1, "actors", "id", "agent", "kind", "agent");
+    json_decref(call_json_ok(&g, "seed", seed));
+    create_run(&g, "deep");
+    char ctx[16], prev[16], id[16];
+    open_context(&g, "deep", "chain", "agent", ctx);
+    CU_ASSERT_EQUAL(create_artifact(&g, "deep", ctx, "source", "link 0", "doc", NULL, 0, prev),
+                    STORE_OK);
+    int failures = 0;
+    for (int i = 1; i < DEEP_N; i++) {
+        char content[32];
+        snprintf(content, sizeof content, "link %d", i);
+        const char *in[1] = {prev};
+        if (create_artifact(&g, "deep", ctx, "derived", content, NULL, in, 1, id) != STORE_OK)
+            failures++;
+        memcpy(prev, id, sizeof prev);
+    }
+    CU_ASSERT_EQUAL(failures, 0);
+
+    guard_ancestry anc;
+    double t0 = now_ms();
+    int rc = store_ancestry(g.st, prev, 100000, &anc);
+    double t1 = now_ms();
+    CU_ASSERT_EQUAL(rc, STORE_OK);
+    CU_ASSERT_EQUAL(anc.n, DEEP_N);
+    CU_ASSERT(!anc.truncated);
+    int order_bad = 0;
+    for (size_t i = 0; i < anc.n; i++) {
+        char want[16];
+        snprintf(want, sizeof want, "a%zu", (size_t)DEEP_N - i);
+        if (strcmp(anc.items[i].id, want) != 0)
+            order_bad++;
+    }
+    CU_ASSERT_EQUAL(order_bad, 0); /* breadth-first from the leaf: a1500, a1499, ..., a1 */
+    if (anc.n == DEEP_N) {
+        CU_ASSERT(anc.items[DEEP_N - 1].is_source);
+        CU_ASSERT_EQUAL(anc.items[DEEP_N - 1].n_resources, 1);
+        CU_ASSERT_EQUAL(anc.items[DEEP_N - 1].parents.n, 0);
+        CU_ASSERT_EQUAL(anc.items[0].parents.n, 1);
+    }
+    printf("\n  [timing] store_ancestry on a %d-deep chain: %zu artifacts in %.1f ms\n", DEEP_N,
+           anc.n, t1 - t0);
+    store_ancestry_free(&anc);
+    graph_close(&g);
+}
+
+/* --- the reference test: random delegation chains ------------------------------------------ */
+
+#define GC_MAX 200
+
+typedef struct {
+    char id[24];
+    bool root;
+    char parents[2][24];
+    int n_parents;
+    char grantee[24];
+    char issuer[24]; /* "" when none */
+    const char *tools[4];
+    int n_tools;
+    const char *recipients[3];
+    int n_recipients;
+    const char *resources[6];
+    int n_resources;
+    double valid_from, valid_to, revoked_at;
+    bool explicit_root;
+} gc_grant;
+
+typedef struct {
+    gc_grant g[GC_MAX];
+    int n;
+} gc_model;
+
+static const char *const gc_tool_pool[4] = {"t_read", "t_send", "t_pub", "t_x"};
+static const char *const gc_recipient_pool[3] = {"cfo", "public", "ops"};
+static const char *const gc_resource_pool[6] = {"r0", "r1", "r2", "r3", "r4", "r5"};
+
+static int gc_subset(const char *const *pool, int n, const char **out)
+{
+    int k = 0;
+    for (int i = 0; i < n; i++)
+        if (rnd(2))
+            out[k++] = pool[i];
+    return k;
+}
+
+static gc_grant *gc_add(gc_model *m, const char *id, const char *parent1, const char *parent2)
+{
+    gc_grant *g = &m->g[m->n++];
+    memset(g, 0, sizeof *g);
+    snprintf(g->id, sizeof g->id, "%s", id);
+    if (parent1)
+        snprintf(g->parents[g->n_parents++], 24, "%s", parent1);
+    if (parent2)
+        snprintf(g->parents[g->n_parents++], 24, "%s", parent2);
+    g->root = g->n_parents == 0;
+    snprintf(g->grantee, sizeof g->grantee, "agent%d", rnd(5));
+    if (g->root)
+        snprintf(g->issuer, sizeof g->issuer, "human%d", rnd(2));
+    g->n_tools = gc_subset(gc_tool_pool, 4, g->tools);
+    g->n_recipients = gc_subset(gc_recipient_pool, 3, g->recipients);
+    g->n_resources = gc_subset(gc_resource_pool, 6, g->resources);
+    g->valid_from = 1600000000.0 + rnd(100000000) + (rnd(2) ? 0.25 : 0.0);
+    g->valid_to = g->valid_from + 1 + rnd(400000000);
+    return g;
+}
+
+static json_t *gc_strs(const char *const *items, int n)
+{
+    json_t *a = json_array();
+    for (int i = 0; i < n; i++)
+        json_array_append_new(a, json_string(items[i]));
+    return a;
+}
+
+static json_t *gc_seed_json(const gc_grant *g)
+{
+    json_t *o = json_pack("{s:s, s:s, s:o, s:o, s:o, s:f, s:f}", "id", g->id, "grantee", g->grantee,
+                          "tools", gc_strs(g->tools, g->n_tools), "recipients",
+                          gc_strs(g->recipients, g->n_recipients), "resources",
+                          gc_strs(g->resources, g->n_resources), "valid_from", g->valid_from,
+                          "valid_to", g->valid_to);
+    if (g->issuer[0])
+        json_object_set_new(o, "issuer", json_string(g->issuer));
+    if (g->n_parents == 1)
+        json_object_set_new(o, "delegated_from", json_string(g->parents[0]));
+    else if (g->n_parents == 2)
+        json_object_set_new(o, "delegated_from", json_pack("[s, s]", g->parents[0], g->parents[1]));
+    if (g->explicit_root)
+        json_object_set_new(o, "root", json_boolean(g->root));
+    return o;
+}
+
+static int gc_find(const gc_model *m, const char *id)
+{
+    for (int i = 0; i < m->n; i++)
+        if (strcmp(m->g[i].id, id) == 0)
+            return i;
+    return -1;
+}
+
+/* The plain walk upward from leaf: breadth-first, each name once, at most 64 grants emitted.
+ * Writes grant indices into out; returns the count. */
+static int gc_walk(const gc_model *m, const char *leaf, int *out)
+{
+    const char *queue[GC_MAX * 2 + 2];
+    int head = 0, tail = 0, n = 0;
+    queue[tail++] = leaf;
+    while (head < tail && n < 64) {
+        const char *id = queue[head++];
+        int i = gc_find(m, id);
+        if (i < 0)
+            continue;
+        out[n++] = i;
+        for (int p = 0; p < m->g[i].n_parents; p++) {
+            bool seen = false;
+            for (int q = 0; q < tail; q++)
+                seen = seen || strcmp(queue[q], m->g[i].parents[p]) == 0;
+            if (!seen)
+                queue[tail++] = m->g[i].parents[p];
+        }
+    }
+    return n;
+}
+
+static bool strs_equal(const guard_strs *s, const char *const *items, int n)
+{
+    if (s->n != (size_t)n)
+        return false;
+    for (int i = 0; i < n; i++)
+        if (strcmp(s->items[i], items[i]) != 0)
+            return false;
+    return true;
+}
+
+static int gc_compare(const gc_model *m, const char *leaf, const guard_chain *c)
+{
+    int expect[GC_MAX];
+    int n = gc_walk(m, leaf, expect);
+    int bad = 0;
+    if (strcmp(c->leaf, leaf) != 0 || c->n != (size_t)n)
+        mismatch(&bad, "chain size", leaf);
+    if (n > 0 && c->n > 0 && strcmp(c->items[0].id, leaf) != 0)
+        mismatch(&bad, "leaf first", leaf);
+    for (size_t i = 0; i < c->n; i++) {
+        const guard_grant *x = &c->items[i];
+        int j = -1;
+        for (int k = 0; k < n; k++)
+            if (strcmp(m->g[expect[k]].id, x->id) == 0)
+                j = expect[k];
+        if (j < 0) {
+            mismatch(&bad, "grant not in the walk", x->id);
+            continue;
+        }
+        for (size_t k = 0; k < i; k++)
+            if (strcmp(c->items[k].id, x->id) == 0)
+                mismatch(&bad, "grant listed twice", x->id);
+        const gc_grant *w = &m->g[j];
+        if (x->root != w->root)
+            mismatch(&bad, "root", x->id);
+        if (!strs_equal(&x->tools, w->tools, w->n_tools) ||
+            !strs_equal(&x->recipients, w->recipients, w->n_recipients) ||
+            !strs_equal(&x->resources, w->resources, w->n_resources))
+            mismatch(&bad, "lists", x->id);
+        if (x->valid_from != w->valid_from || x->valid_to != w->valid_to)
+            mismatch(&bad, "validity", x->id);
+        if (x->revoked_at != w->revoked_at)
+            mismatch(&bad, "revoked_at", x->id);
+        if (x->parents.n != (size_t)w->n_parents)
+            mismatch(&bad, "parent count", x->id);
+        for (int p = 0; p < w->n_parents; p++)
+            if (!strs_has(&x->parents, w->parents[p]))
+                mismatch(&bad, "parent", x->id);
+        const char *gkind = strncmp(w->grantee, "agent", 5) == 0   ? "agent"
+                            : strncmp(w->grantee, "human", 5) == 0 ? "human"
+                                                                   : "";
+        if (x->n_grantees != 1 || strcmp(x->grantees[0].id, w->grantee) != 0 ||
+            strcmp(x->grantees[0].kind, gkind) != 0)
+            mismatch(&bad, "grantee", x->id);
+        if (w->issuer[0]) {
+            if (x->n_issuers != 1 || strcmp(x->issuers[0].id, w->issuer) != 0 ||
+                strcmp(x->issuers[0].kind, "human") != 0)
+                mismatch(&bad, "issuer", x->id);
+        } else if (x->n_issuers != 0) {
+            mismatch(&bad, "unexpected issuer", x->id);
+        }
+    }
+    return bad;
+}
+
+static void test_grant_chain_equals_plain_walk_on_random_delegations(void)
+{
+    tgraph g;
+    if (!graph_open(&g, "chains"))
+        return;
+    rng_state = 0xD1B54A32D192ED03ULL;
+    gc_model *m = calloc(1, sizeof *m);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(m);
+    char id[24], parent[24];
+    for (int c = 0; c < 6; c++) {
+        int len = 1 + rnd(8);
+        for (int k = 0; k < len; k++) {
+            snprintf(id, sizeof id, "gc%d_%d", c, k);
+            snprintf(parent, sizeof parent, "gc%d_%d", c, k - 1);
+            gc_grant *x = gc_add(m, id, k ? parent : NULL, NULL);
+            x->explicit_root = c % 2 == 0;
+        }
+    }
+    /* a branch: two parents */
+    char p0[24], p1[24];
+    snprintf(p0, sizeof p0, "%s", m->g[gc_find(m, "gc0_0")].id);
+    snprintf(p1, sizeof p1, "%s", m->g[gc_find(m, "gc1_0")].id);
+    gc_add(m, "gbranch", p0, p1);
+    gc_add(m, "gbranch_leaf", "gbranch", NULL);
+    /* a cycle a <- b <- c <- a, and a leaf under it */
+    gc_add(m, "gcyc_a", "gcyc_c", NULL);
+    gc_add(m, "gcyc_b", "gcyc_a", NULL);
+    gc_add(m, "gcyc_c", "gcyc_b", NULL);
+    gc_add(m, "gcyc_leaf", "gcyc_b", NULL);
+    /* a parent that does not exist, granted to an actor that does not exist */
+    gc_grant *d = gc_add(m, "gdangle", "g_missing", NULL);
+    snprintf(d->grantee, sizeof d->grantee, "ghost");
+    /* a chain longer than the walk's cap */
+    for (int k = 0; k < 70; k++) {
+        snprintf(id, sizeof id, "glong%d", k);
+        snprintf(parent, sizeof parent, "glong%d", k - 1);
+        gc_add(m, id, k ? parent : NULL, NULL);
+    }
+
+    json_t *actors = json_array();
+    for (int i = 0; i < 2; i++) {
+        snprintf(id, sizeof id, "human%d", i);
+        json_array_append_new(actors, json_pack("{s:s, s:s}", "id", id, "kind", "human"));
+    }
+    for (int i = 0; i < 5; i++) {
+        snprintf(id, sizeof id, "agent%d", i);
+        json_array_append_new(actors, json_pack("{s:s, s:s}", "id", id, "kind", "agent"));
+    }
+    /* seeded in two calls: parents need not exist yet */
+    json_t *first = json_array(), *second = json_array();
+    for (int i = 0; i < m->n; i++)
+        json_array_append_new(i % 2 ? first : second, gc_seed_json(&m->g[i]));
+    json_t *r =
+        call_json_ok(&g, "seed", json_pack("{s:o, s:o}", "actors", actors, "grants", first));
+    CU_ASSERT_EQUAL(jint(r, "created"), 7 + m->n / 2);
+    json_decref(r);
+    r = call_json_ok(&g, "seed", json_pack("{s:o}", "grants", second));
+    CU_ASSERT_EQUAL(jint(r, "created"), m->n - m->n / 2);
+    json_decref(r);
+
+    /* seeding again never overwrites: a changed grant keeps what it had */
+    gc_grant changed = m->g[0];
+    changed.n_tools = 1;
+    changed.tools[0] = "t_changed";
+    r = call_json_ok(&g, "seed", json_pack("{s:[o]}", "grants", gc_seed_json(&changed)));
+    CU_ASSERT_EQUAL(jint(r, "created"), 0);
+    json_decref(r);
+
+    /* an RFC 3339 validity is stored as seconds: 2026-01-01T00:00:00Z is 1767225600 */
+    r = call_json_ok(&g, "seed",
+                     json_pack("{s:[{s:s, s:s, s:s, s:s, s:s}]}", "grants", "id", "giso", "grantee",
+                               "human0", "issuer", "human0", "valid_from", "2026-01-01T00:00:00Z",
+                               "valid_to", "2036-01-01T00:00:00.5Z"));
+    CU_ASSERT_EQUAL(jint(r, "created"), 1);
+    json_decref(r);
+    guard_chain iso;
+    CU_ASSERT_EQUAL(store_grant_chain(g.st, "giso", &iso), STORE_OK);
+    CU_ASSERT_EQUAL(iso.n, 1);
+    if (iso.n == 1) {
+        CU_ASSERT_EQUAL(iso.items[0].valid_from, 1767225600.0);
+        CU_ASSERT_EQUAL(iso.items[0].valid_to, 2082758400.5);
+        CU_ASSERT(iso.items[0].root);
+        CU_ASSERT_EQUAL(iso.items[0].tools.n, 0);
+    }
+    store_grant_chain_free(&iso);
+
+    /* revoke about one grant in five; the model keeps the database's time */
+    for (int i = 0; i < m->n; i++) {
+        if (rnd(5) != 0)
+            continue;
+        const char *args[1] = {m->g[i].id};
+        json_t *rv = call_ok(&g, "revoke_grant", 1, args);
+        const char *at = jstr(rv, "revoked_at");
+        CU_ASSERT(time_string_ok(at));
+        m->g[i].revoked_at = strtod(at, NULL);
+        json_decref(rv);
+    }
+
+    int bad = 0;
+    for (int i = 0; i < m->n; i++) {
+        guard_chain c;
+        int rc = store_grant_chain(g.st, m->g[i].id, &c);
+        CU_ASSERT_EQUAL(rc, STORE_OK);
+        if (rc == STORE_OK)
+            bad += gc_compare(m, m->g[i].id, &c);
+        store_grant_chain_free(&c);
+    }
+    CU_ASSERT_EQUAL(bad, 0);
+
+    /* hand-written expectations on the special shapes */
+    guard_chain c;
+    CU_ASSERT_EQUAL(store_grant_chain(g.st, "gbranch_leaf", &c), STORE_OK);
+    CU_ASSERT_EQUAL(c.n, 4); /* gbranch_leaf, gbranch, gc0_0, gc1_0 */
+    store_grant_chain_free(&c);
+    CU_ASSERT_EQUAL(store_grant_chain(g.st, "gcyc_leaf", &c), STORE_OK);
+    CU_ASSERT_EQUAL(c.n, 4); /* the leaf and the three grants of the cycle, each once */
+    store_grant_chain_free(&c);
+    CU_ASSERT_EQUAL(store_grant_chain(g.st, "gdangle", &c), STORE_OK);
+    CU_ASSERT_EQUAL(c.n, 1);
+    if (c.n == 1) {
+        CU_ASSERT_STRING_EQUAL(c.items[0].parents.items[0], "g_missing");
+        CU_ASSERT_STRING_EQUAL(c.items[0].grantees[0].kind, "");
+    }
+    store_grant_chain_free(&c);
+    CU_ASSERT_EQUAL(store_grant_chain(g.st, "glong69", &c), STORE_OK);
+    CU_ASSERT_EQUAL(c.n, 64);
+    if (c.n == 64) {
+        CU_ASSERT_STRING_EQUAL(c.items[0].id, "glong69");
+        CU_ASSERT_STRING_EQUAL(c.items[63].id, "glong6");
+    }
+    store_grant_chain_free(&c);
+    CU_ASSERT_EQUAL(store_grant_chain(g.st, "g_missing", &c), STORE_OK);
+    CU_ASSERT_EQUAL(c.n, 0);
+    CU_ASSERT_STRING_EQUAL(c.leaf, "g_missing");
+    store_grant_chain_free(&c);
+    free(m);
+    graph_close(&g);
+}
+
+/* --- commit_delivery ------------------------------------------------------------------------ */
+
+typedef struct {
+    tgraph g;
+    char ctx[16], source[16], payload[16], other[16];
+    char payload_hash[65], payload_sha1[41];
+} world;
+
+#define PAYLOAD_CONTENT "Public comparison: vendor_b recommended."
+
+static bool world_open(world *w, const char *name)
+{
+    memset(w, 0, sizeof *w);
+    if (!graph_open(&w->g, name))
+        return false;
+    json_t *seed = json_pack("{s:[{s:s, s:s, s:i, s:i}, {s:s, s:s, s:i, s:i}],"
+                             " s:[{s:s, s:i}, {s:s, s:i}],"
+                             " s:[{s:s, s:s}, {s:s, s:s}, {s:s, s:s}]}",
+                             "resources", "id", "r_pub", "title", "Vendor page", "conf", 0,
+                             "integrity", 0, "id", "r_conf", "title", "Budget", "conf", 2,
+                             "integrity", 1, "recipients", "id", "cfo", "clearance", 2, "id",
+                             "public", "clearance", 0, "actors", "id", "human_cfo", "kind", "human",
+                             "id", "analyst", "kind", "agent", "id", "reporter", "kind", "agent");
+    json_t *lists =
+        json_pack("{s:[s, s], s:[s, s], s:[s, s]}", "tools", "deliver_internal", "deliver_public",
+                  "recipients", "cfo", "public", "resources", "r_pub", "r_conf");
+    json_t *grants = json_array();
+    const char *ids[5] = {"g_root", "g_mid", "g_leaf", "g_expired", "g_future"};
+    const char *parents[5] = {NULL, "g_root", "g_mid", NULL, NULL};
+    const char *grantees[5] = {"human_cfo", "analyst", "reporter", "reporter", "reporter"};
+    double from[5] = {0, 0, 0, 0, 4000000000.0};
+    double to[5] = {4000000000.0, 4000000000.0, 4000000000.0, 1000.0, 4100000000.0};
+    for (int i = 0; i < 5; i++) {
+        json_t *gr = json_deep_copy(lists);
+        json_object_set_new(gr, "id", json_string(ids[i]));
+        json_object_set_new(gr, "grantee", json_string(grantees[i]));
+        json_object_set_new(gr, "valid_from", json_real(from[i]));
+        json_object_set_new(gr, "valid_to", json_real(to[i]));
+        if (parents[i])
+            json_object_set_new(gr, "delegated_from", json_string(parents[i]));
+        else
+            json_object_set_new(gr, "issuer", json_string("human_cfo"));
+        json_array_append_new(grants, gr);
+    }
+    json_decref(lists);
+    json_object_set_new(seed, "grants", grants);
+    json_t *r = call_json_ok(&w->g, "seed", seed);
+    CU_ASSERT_EQUAL(jint(r, "created"), 2 + 2 + 3 + 5);
+    json_decref(r);
+    create_run(&w->g, "run1");
+    create_run(&w->g, "run2");
+    open_context(&w->g, "run1", "report", "reporter", w->ctx);
+    CU_ASSERT_EQUAL(create_artifact(&w->g, "run1", w->ctx, "source", "vendor page text", "r_pub",
+                                    NULL, 0, w->source),
+                    STORE_OK);
+    const char *in[1] = {w->source};
+    CU_ASSERT_EQUAL(
+        create_artifact(&w->g, "run1", w->ctx, "derived", PAYLOAD_CONTENT, NULL, in, 1, w->payload),
+        STORE_OK);
+    char ctx2[16];
+    open_context(&w->g, "run2", "report", "reporter", ctx2);
+    CU_ASSERT_EQUAL(create_artifact(&w->g, "run2", ctx2, "source", "other run text", "r_pub", NULL,
+                                    0, w->other),
+                    STORE_OK);
+    sha256_hex(PAYLOAD_CONTENT, w->payload_hash);
+    sha1_hex(PAYLOAD_CONTENT, w->payload_sha1);
+    return true;
+}
+
+/* The argument of a commit that passes every check; callers change one field. */
+static json_t *commit_arg(const world *w, const char *inv)
+{
+    return json_pack("{s:s, s:s, s:s, s:s, s:s, s:s, s:s, s:s, s:[s, s, s], s:[s], s:s,"
+                     " s:{s:s, s:[], s:s, s:s, s:s}}",
+                     "run_id", "run1", "invocation_id", inv, "fingerprint", "fp-1", "payload_id",
+                     w->payload, "payload_hash", w->payload_hash, "content_sha1", w->payload_sha1,
+                     "recipient", "public", "tool", "deliver_public", "grant_chain", "g_leaf",
+                     "g_mid", "g_root", "sources", "r_pub", "content", "rendered public text",
+                     "event", "outcome", "allow", "codes", "witness", "", "detail",
+                     "public delivery", "snapshot", "{\"now\":1795975261.099039,\"facts\":[]}");
+}
+
+/* Commits arg (stolen) and expects a refusal with reason, and the graph unchanged. */
+static void expect_refused(world *w, json_t *arg, const char *reason)
+{
+    char *before = graph_dump(w->g.raw, w->g.graph);
+    json_t *r = NULL;
+    int rc = store_call_json(w->g.st, "commit_delivery", arg, &r);
+    json_decref(arg);
+    CU_ASSERT_EQUAL(rc, STORE_OK);
+    CU_ASSERT_STRING_EQUAL(jstr(r, "status"), "refused");
+    CU_ASSERT_STRING_EQUAL(jstr(r, "reason"), reason);
+    if (strcmp(jstr(r, "reason"), reason) != 0)
+        fprintf(stderr, "expected refusal %s, got %s/%s\n", reason, jstr(r, "status"),
+                jstr(r, "reason"));
+    json_decref(r);
+    char *after = graph_dump(w->g.raw, w->g.graph);
+    CU_ASSERT_STRING_EQUAL(after, before);
+    free(before);
+    free(after);
+}
+
+static void set_chain(json_t *arg, const char *a, const char *b, const char *c)
+{
+    json_t *chain = json_array();
+    json_array_append_new(chain, json_string(a));
+    if (b)
+        json_array_append_new(chain, json_string(b));
+    if (c)
+        json_array_append_new(chain, json_string(c));
+    json_object_set_new(arg, "grant_chain", chain);
+}
+
+static long long run_seq(tgraph *g, const char *run)
+{
+    const char *args[3] = {run, "0", "1"};
+    json_t *v = call_ok(g, "get_run", 3, args);
+    long long seq = jint(json_object_get(v, "run"), "seq");
+    json_decref(v);
+    return seq;
+}
+
+static void test_commit_delivery_commits_once_and_writes_its_event(void)
+{
+    world w;
+    if (!world_open(&w, "commit"))
+        return;
+    json_t *r = call_json_ok(&w.g, "commit_delivery", commit_arg(&w, "inv-1"));
+    CU_ASSERT_STRING_EQUAL(jstr(r, "status"), "committed");
+    json_t *d = json_object_get(r, "delivery");
+    CU_ASSERT_STRING_EQUAL(jstr(d, "invocation_id"), "inv-1");
+    CU_ASSERT_STRING_EQUAL(jstr(d, "run_id"), "run1");
+    CU_ASSERT_STRING_EQUAL(jstr(d, "fingerprint"), "fp-1");
+    CU_ASSERT_STRING_EQUAL(jstr(d, "recipient"), "public");
+    CU_ASSERT_STRING_EQUAL(jstr(d, "tool"), "deliver_public");
+    CU_ASSERT_STRING_EQUAL(jstr(d, "payload_id"), w.payload);
+    CU_ASSERT_STRING_EQUAL(jstr(d, "payload_hash"), w.payload_hash);
+    CU_ASSERT_STRING_EQUAL(jstr(d, "content"), "rendered public text");
+    json_t *chain = json_object_get(d, "grant_chain");
+    CU_ASSERT_EQUAL(jlen(chain), 3);
+    CU_ASSERT_STRING_EQUAL(jat(chain, 0), "g_leaf");
+    CU_ASSERT_STRING_EQUAL(jat(chain, 2), "g_root");
+    char committed_at[40];
+    snprintf(committed_at, sizeof committed_at, "%s", jstr(d, "committed_at"));
+    CU_ASSERT(time_string_ok(committed_at));
+    long long seq = jint(r, "seq");
+    /* run1 has run_created, step_opened and two artifact_created events: the commit is seq 5 */
+    CU_ASSERT_EQUAL(seq, 5);
+    CU_ASSERT_EQUAL(jint(d, "event_seq"), seq);
+    json_decref(r);
+
+    /* the edges, read raw */
+    char key[160];
+    snprintf(key, sizeof key, "charter:{%s}:delivery:inv-1:delivered", w.g.graph);
+    redisReply *rr = redisCommand(w.g.raw, "SMEMBERS %s", key);
+    CU_ASSERT(rr && rr->elements == 1 && strcmp(rr->element[0]->str, w.payload) == 0);
+    freeReplyObject(rr);
+    snprintf(key, sizeof key, "charter:{%s}:delivery:inv-1:to", w.g.graph);
+    rr = redisCommand(w.g.raw, "SMEMBERS %s", key);
+    CU_ASSERT(rr && rr->elements == 1 && strcmp(rr->element[0]->str, "public") == 0);
+    freeReplyObject(rr);
+
+    /* the run shows the delivery and its decision event stamped with the commit time */
+    const char *args[3] = {"run1", "4", "10"};
+    json_t *v = call_ok(&w.g, "get_run", 3, args);
+    json_t *events = json_object_get(v, "events");
+    CU_ASSERT_EQUAL(jlen(events), 1);
+    json_t *e = json_array_get(events, 0);
+    CU_ASSERT_EQUAL(jint(e, "seq"), 5);
+    CU_ASSERT_STRING_EQUAL(jstr(e, "kind"), "delivery_decided");
+    CU_ASSERT_STRING_EQUAL(jstr(e, "outcome"), "allow");
+    CU_ASSERT_STRING_EQUAL(jstr(e, "codes"), "");
+    CU_ASSERT_STRING_EQUAL(jstr(e, "detail"), "public delivery");
+    CU_ASSERT_STRING_EQUAL(jstr(e, "snapshot"), "{\"now\":1795975261.099039,\"facts\":[]}");
+    CU_ASSERT_STRING_EQUAL(jstr(e, "ts"), committed_at);
+    json_t *ds = json_object_get(v, "deliveries");
+    CU_ASSERT_EQUAL(jlen(ds), 1);
+    CU_ASSERT_STRING_EQUAL(jstr(json_array_get(ds, 0), "invocation_id"), "inv-1");
+    json_decref(v);
+
+    const char *fargs[1] = {"inv-1"};
+    v = call_ok(&w.g, "find_delivery", 1, fargs);
+    CU_ASSERT_STRING_EQUAL(jstr(v, "committed_at"), committed_at);
+    json_decref(v);
+    const char *nargs[1] = {"inv-none"};
+    json_t *none = (json_t *)1;
+    CU_ASSERT_EQUAL(store_call(w.g.st, "find_delivery", 1, nargs, &none), STORE_OK);
+    CU_ASSERT_PTR_NULL(none);
+
+    /* the same invocation again, even with other content: exists, nothing written */
+    char *before = graph_dump(w.g.raw, w.g.graph);
+    json_t *again = commit_arg(&w, "inv-1");
+    json_object_set_new(again, "content", json_string("something else"));
+    r = call_json_ok(&w.g, "commit_delivery", again);
+    CU_ASSERT_STRING_EQUAL(jstr(r, "status"), "exists");
+    CU_ASSERT_STRING_EQUAL(jstr(json_object_get(r, "delivery"), "content"), "rendered public text");
+    CU_ASSERT_STRING_EQUAL(jstr(json_object_get(r, "delivery"), "committed_at"), committed_at);
+    json_decref(r);
+    char *after = graph_dump(w.g.raw, w.g.graph);
+    CU_ASSERT_STRING_EQUAL(after, before);
+    free(before);
+    free(after);
+    graph_close(&w.g);
+}
+
+static void test_commit_delivery_refuses_and_writes_nothing(void)
+{
+    world w;
+    if (!world_open(&w, "refuse"))
+        return;
+    char key[160];
+    long long seq0 = run_seq(&w.g, "run1");
+
+    /* a revoked grant on the chain */
+    const char *mid[1] = {"g_mid"};
+    json_decref(call_ok(&w.g, "revoke_grant", 1, mid));
+    expect_refused(&w, commit_arg(&w, "inv-revoked"), "grant_revoked");
+    json_decref(call_ok(&w.g, "restore_grants", 1, mid));
+
+    /* an expired grant and one not valid yet */
+    json_t *a = commit_arg(&w, "inv-expired");
+    set_chain(a, "g_expired", NULL, NULL);
+    expect_refused(&w, a, "grant_expired");
+    a = commit_arg(&w, "inv-future");
+    set_chain(a, "g_future", NULL, NULL);
+    expect_refused(&w, a, "grant_not_yet_valid");
+
+    /* grants that no longer list the recipient, the tool, a source */
+    snprintf(key, sizeof key, "charter:{%s}:grant:g_leaf", w.g.graph);
+    raw_exec(w.g.raw, "HSET %s recipients %s", key, "[\"cfo\"]", NULL);
+    expect_refused(&w, commit_arg(&w, "inv-recipient"), "grant_recipient");
+    raw_exec(w.g.raw, "HSET %s recipients %s", key, "[\"cfo\",\"public\"]", NULL);
+    snprintf(key, sizeof key, "charter:{%s}:grant:g_mid", w.g.graph);
+    raw_exec(w.g.raw, "HSET %s tools %s", key, "[\"deliver_internal\"]", NULL);
+    expect_refused(&w, commit_arg(&w, "inv-tool"), "grant_tool");
+    raw_exec(w.g.raw, "HSET %s tools %s", key, "[\"deliver_internal\",\"deliver_public\"]", NULL);
+    snprintf(key, sizeof key, "charter:{%s}:grant:g_root", w.g.graph);
+    raw_exec(w.g.raw, "HSET %s resources %s", key, "[\"r_conf\"]", NULL);
+    expect_refused(&w, commit_arg(&w, "inv-source"), "grant_resource");
+    raw_exec(w.g.raw, "HSET %s resources %s", key, "[\"r_pub\",\"r_conf\"]", NULL);
+
+    /* chains that differ from the graph's */
+    a = commit_arg(&w, "inv-skip");
+    set_chain(a, "g_leaf", "g_root", NULL);
+    expect_refused(&w, a, "chain_mismatch");
+    a = commit_arg(&w, "inv-short");
+    set_chain(a, "g_leaf", "g_mid", NULL);
+    expect_refused(&w, a, "chain_not_rooted");
+    a = commit_arg(&w, "inv-unknown-grant");
+    set_chain(a, "g_nope", NULL, NULL);
+    expect_refused(&w, a, "grant_not_found");
+    snprintf(key, sizeof key, "charter:{%s}:grant:g_leaf:delegated_from", w.g.graph);
+    raw_exec(w.g.raw, "SADD %s %s", key, "g_root", NULL); /* the leaf now branches */
+    expect_refused(&w, commit_arg(&w, "inv-branch"), "chain_mismatch");
+    raw_exec(w.g.raw, "SREM %s %s", key, "g_root", NULL);
+
+    /* the payload's bytes changed since the evaluation; a wrong hash */
+    snprintf(key, sizeof key, "charter:{%s}:artifact:%s", w.g.graph, w.payload);
+    raw_exec(w.g.raw, "HSET %s content %s", key, "tampered", NULL);
+    expect_refused(&w, commit_arg(&w, "inv-content"), "content_changed");
+    raw_exec(w.g.raw, "HSET %s content %s", key, PAYLOAD_CONTENT, NULL);
+    a = commit_arg(&w, "inv-hash");
+    json_object_set_new(a, "payload_hash",
+                        json_string("0000000000000000000000000000000000000000"
+                                    "000000000000000000000000"));
+    expect_refused(&w, a, "payload_hash_mismatch");
+
+    /* unknown recipient, run, payload; a payload of another run */
+    a = commit_arg(&w, "inv-recipient-unknown");
+    json_object_set_new(a, "recipient", json_string("nobody"));
+    expect_refused(&w, a, "recipient_not_found");
+    a = commit_arg(&w, "inv-run");
+    json_object_set_new(a, "run_id", json_string("run404"));
+    expect_refused(&w, a, "run_not_found");
+    a = commit_arg(&w, "inv-payload");
+    json_object_set_new(a, "payload_id", json_string("a404"));
+    expect_refused(&w, a, "payload_not_found");
+    a = commit_arg(&w, "inv-other-run");
+    json_object_set_new(a, "run_id", json_string("run2"));
+    expect_refused(&w, a, "payload_other_run");
+
+    /* malformed arguments: invalid, nothing written */
+    char *before = graph_dump(w.g.raw, w.g.graph);
+    a = commit_arg(&w, "inv-bad");
+    json_object_del(a, "fingerprint");
+    CU_ASSERT_EQUAL(call_json_rc(&w.g, "commit_delivery", a), STORE_EINVAL);
+    a = commit_arg(&w, "inv-bad");
+    json_object_set_new(a, "grant_chain", json_string("g_leaf"));
+    CU_ASSERT_EQUAL(call_json_rc(&w.g, "commit_delivery", a), STORE_EINVAL);
+    a = commit_arg(&w, "inv-bad:to");
+    CU_ASSERT_EQUAL(call_json_rc(&w.g, "commit_delivery", a), STORE_EINVAL);
+    a = commit_arg(&w, "inv-bad");
+    json_object_set_new(a, "content_sha1", json_string("xyz"));
+    CU_ASSERT_EQUAL(call_json_rc(&w.g, "commit_delivery", a), STORE_EINVAL);
+    char *after = graph_dump(w.g.raw, w.g.graph);
+    CU_ASSERT_STRING_EQUAL(after, before);
+    free(before);
+    free(after);
+
+    /* with everything restored the commit lands, and the refusals consumed no seq */
+    json_t *r = call_json_ok(&w.g, "commit_delivery", commit_arg(&w, "inv-final"));
+    CU_ASSERT_STRING_EQUAL(jstr(r, "status"), "committed");
+    CU_ASSERT_EQUAL(jint(r, "seq"), seq0 + 1);
+    json_decref(r);
+    graph_close(&w.g);
+}
+
+/* --- runs, events, grants ----------------------------------------------------------------- */
+
+static json_t *transition(tgraph *g, const char *run, const char *from, const char *to)
+{
+    const char *args[4] = {run, from, to, "test"};
+    return call_ok(g, "transition_run", 4, args);
+}
+
+static void test_transition_run_claims_once(void)
+{
+    tgraph g;
+    if (!graph_open(&g, "transition"))
+        return;
+    create_run(&g, "r1");
+    json_t *r = transition(&g, "r1", "created", "running");
+    CU_ASSERT(json_is_true(json_object_get(r, "ok")));
+    CU_ASSERT_STRING_EQUAL(jstr(r, "from"), "created");
+    CU_ASSERT_EQUAL(jint(r, "seq"), 2);
+    json_decref(r);
+    r = transition(&g, "r1", "created", "running");
+    CU_ASSERT(json_is_false(json_object_get(r, "ok")));
+    CU_ASSERT_STRING_EQUAL(jstr(r, "status"), "running");
+    json_decref(r);
+    json_decref(transition(&g, "r1", "running", "blocked"));
+
+    /* a recovery claims the blocked run once: the second claim sees "recovering" */
+    char *before = NULL;
+    r = transition(&g, "r1", "blocked,interrupted", "recovering");
+    CU_ASSERT(json_is_true(json_object_get(r, "ok")));
+    CU_ASSERT_STRING_EQUAL(jstr(r, "from"), "blocked");
+    json_decref(r);
+    before = graph_dump(g.raw, g.graph);
+    r = transition(&g, "r1", "blocked,interrupted", "recovering");
+    CU_ASSERT(json_is_false(json_object_get(r, "ok")));
+    CU_ASSERT_STRING_EQUAL(jstr(r, "status"), "recovering");
+    json_decref(r);
+    char *after = graph_dump(g.raw, g.graph);
+    CU_ASSERT_STRING_EQUAL(after, before);
+    free(before);
+    free(after);
+
+    const char *args[3] = {"r1", "1", "1"};
+    json_t *v = call_ok(&g, "get_run", 3, args);
+    json_t *e = json_array_get(json_object_get(v, "events"), 0);
+    CU_ASSERT_STRING_EQUAL(jstr(e, "kind"), "status_changed");
+    CU_ASSERT_STRING_EQUAL(jstr(e, "detail"), "created -> running: test");
+    CU_ASSERT_STRING_EQUAL(jstr(json_object_get(v, "run"), "status"), "recovering");
+    json_decref(v);
+
+    const char *unknown[4] = {"r404", "created", "running", ""};
+    json_t *out = NULL;
+    CU_ASSERT_EQUAL(store_call(g.st, "transition_run", 4, unknown, &out), STORE_ENOTFOUND);
+    const char *bad[4] = {"r1", "recovering", "flying", ""};
+    CU_ASSERT_EQUAL(store_call(g.st, "transition_run", 4, bad, &out), STORE_EINVAL);
+    CU_ASSERT(strstr(store_last_error(g.st), "invalid") != NULL);
+    CU_ASSERT_PTR_NULL(out);
+    json_t *dup = json_pack("{s:s}", "id", "r1");
+    CU_ASSERT_EQUAL(call_json_rc(&g, "create_run", dup), STORE_EEXISTS);
+    graph_close(&g);
+}
+
+static void test_append_event_numbers_seq_from_one(void)
+{
+    tgraph g;
+    if (!graph_open(&g, "events"))
+        return;
+    json_t *r = call_json_ok(&g, "create_run", json_pack("{s:s, s:s}", "id", "r1", "mode", "x"));
+    CU_ASSERT_EQUAL(jint(r, "seq"), 1);
+    CU_ASSERT_STRING_EQUAL(jstr(json_object_get(r, "run"), "status"), "created");
+    CU_ASSERT(time_string_ok(jstr(json_object_get(r, "run"), "created_at")));
+    json_decref(r);
+    for (int i = 2; i <= 5; i++) {
+        json_t *ev = json_pack("{s:s, s:s, s:[s, s], s:s, s:s, s:{s:i}}", "kind", "input_checked",
+                               "outcome", "deny", "codes", "INPUT_OUT_OF_SCOPE", "LABEL_MISMATCH",
+                               "witness", "budget → report", "detail", "d", "snapshot", "n", i);
+        char *text = json_dumps(ev, JSON_COMPACT);
+        const char *args[2] = {"r1", text};
+        json_t *a = call_ok(&g, "append_event", 2, args);
+        CU_ASSERT_EQUAL(jint(a, "seq"), i);
+        CU_ASSERT(time_string_ok(jstr(a, "ts")));
+        json_decref(a);
+        free(text);
+        json_decref(ev);
+    }
+    const char *args[3] = {"r1", "0", "0"};
+    json_t *v = call_ok(&g, "get_run", 3, args);
+    json_t *events = json_object_get(v, "events");
+    CU_ASSERT_EQUAL(jlen(events), 5);
+    for (size_t i = 0; i < json_array_size(events); i++)
+        CU_ASSERT_EQUAL(jint(json_array_get(events, i), "seq"), (long long)i + 1);
+    json_t *e = json_array_get(events, 4);
+    CU_ASSERT_STRING_EQUAL(jstr(e, "codes"), "INPUT_OUT_OF_SCOPE,LABEL_MISMATCH");
+    CU_ASSERT_STRING_EQUAL(jstr(e, "witness"), "budget → report");
+    CU_ASSERT_STRING_EQUAL(jstr(e, "snapshot"), "{\"n\":5}");
+    CU_ASSERT_EQUAL(jint(json_object_get(v, "run"), "seq"), 5);
+    json_decref(v);
+
+    /* detail and snapshot given as JSON values are kept as JSON text, a time exactly */
+    const char *valued[2] = {"r1",
+                             "{\"kind\":\"delivery_checked\",\"detail\":{\"step\":\"report\"},"
+                             "\"snapshot\":{\"now\":1795975261.099039,\"chain\":[\"g1\",\"g0\"],"
+                             "\"conf\":2,\"ok\":true,\"none\":null}}"};
+    json_t *a6 = call_ok(&g, "append_event", 2, valued);
+    CU_ASSERT_EQUAL(jint(a6, "seq"), 6);
+    json_decref(a6);
+    const char *page[3] = {"r1", "5", "1"};
+    v = call_ok(&g, "get_run", 3, page);
+    e = json_array_get(json_object_get(v, "events"), 0);
+    CU_ASSERT_STRING_EQUAL(jstr(e, "detail"), "{\"step\":\"report\"}");
+    json_error_t jerr;
+    json_t *snap = json_loads(jstr(e, "snapshot"), 0, &jerr);
+    CU_ASSERT_PTR_NOT_NULL(snap);
+    CU_ASSERT_EQUAL(json_real_value(json_object_get(snap, "now")), 1795975261.099039);
+    CU_ASSERT_EQUAL(json_integer_value(json_object_get(snap, "conf")), 2);
+    CU_ASSERT(json_is_true(json_object_get(snap, "ok")));
+    CU_ASSERT(json_is_null(json_object_get(snap, "none")));
+    CU_ASSERT_STRING_EQUAL(jat(json_object_get(snap, "chain"), 1), "g0");
+    json_decref(snap);
+    json_decref(v);
+
+    const char *missing[2] = {"r404", "{\"kind\":\"x\"}"};
+    json_t *out = NULL;
+    CU_ASSERT_EQUAL(store_call(g.st, "append_event", 2, missing, &out), STORE_ENOTFOUND);
+    const char *nokind[2] = {"r1", "{\"detail\":\"x\"}"};
+    CU_ASSERT_EQUAL(store_call(g.st, "append_event", 2, nokind, &out), STORE_EINVAL);
+    const char *notjson[2] = {"r1", "{kind"};
+    CU_ASSERT_EQUAL(store_call(g.st, "append_event", 2, notjson, &out), STORE_EINVAL);
+    CU_ASSERT_EQUAL(run_seq(&g, "r1"), 6);
+    graph_close(&g);
+}
+
+static double db_time(tgraph *g)
+{
+    json_t *t = call_ok(g, "time", 0, NULL);
+    double v = strtod(jstr(t, "now"), NULL);
+    CU_ASSERT(time_string_ok(jstr(t, "now")));
+    json_decref(t);
+    return v;
+}
+
+static void test_revoke_stamps_database_time_and_restore_clears(void)
+{
+    tgraph g;
+    if (!graph_open(&g, "revoke"))
+        return;
+    json_t *seed =
+        json_pack("{s:[{s:s, s:s}], s:[{s:s, s:s, s:s, s:i, s:i},"
+                  " {s:s, s:s, s:s, s:i, s:i}]}",
+                  "actors", "id", "h", "kind", "human", "grants", "id", "g1", "grantee", "h",
+                  "issuer", "h", "valid_from", 0, "valid_to", 2000000000, "id", "g2", "grantee",
+                  "h", "delegated_from", "g1", "valid_from", 0, "valid_to", 2000000000);
+    json_decref(call_json_ok(&g, "seed", seed));
+    double t0 = db_time(&g);
+    const char *g1[1] = {"g1"};
+    json_t *r = call_ok(&g, "revoke_grant", 1, g1);
+    double t1 = db_time(&g);
+    char at[40];
+    snprintf(at, sizeof at, "%s", jstr(r, "revoked_at"));
+    CU_ASSERT(time_string_ok(at));
+    double atv = strtod(at, NULL);
+    CU_ASSERT(t0 <= atv && atv <= t1);
+    CU_ASSERT_STRING_EQUAL(jstr(r, "id"), "g1");
+    json_decref(r);
+    r = call_ok(&g, "revoke_grant", 1, g1); /* kept when revoked already */
+    CU_ASSERT_STRING_EQUAL(jstr(r, "revoked_at"), at);
+    json_decref(r);
+    guard_chain c;
+    CU_ASSERT_EQUAL(store_grant_chain(g.st, "g2", &c), STORE_OK);
+    CU_ASSERT_EQUAL(c.n, 2);
+    if (c.n == 2) {
+        CU_ASSERT_EQUAL(c.items[0].revoked_at, 0.0);
+        CU_ASSERT_EQUAL(c.items[1].revoked_at, atv);
+        CU_ASSERT(c.items[1].root);
+        CU_ASSERT(!c.items[0].root);
+    }
+    store_grant_chain_free(&c);
+
+    r = call_ok(&g, "restore_grants", 1, g1);
+    json_t *restored = json_object_get(r, "restored");
+    CU_ASSERT_EQUAL(jlen(restored), 1);
+    CU_ASSERT_STRING_EQUAL(jat(restored, 0), "g1");
+    json_decref(r);
+    CU_ASSERT_EQUAL(store_grant_chain(g.st, "g1", &c), STORE_OK);
+    CU_ASSERT(c.n == 1 && c.items[0].revoked_at == 0.0);
+    store_grant_chain_free(&c);
+    r = call_ok(&g, "restore_grants", 1, g1); /* nothing left to restore: an empty list */
+    CU_ASSERT_EQUAL(jlen(json_object_get(r, "restored")), 0);
+    json_decref(r);
+
+    const char *g2[1] = {"g2"};
+    json_decref(call_ok(&g, "revoke_grant", 1, g1));
+    json_decref(call_ok(&g, "revoke_grant", 1, g2));
+    const char *all[1] = {""};
+    r = call_ok(&g, "restore_grants", 1, all);
+    restored = json_object_get(r, "restored");
+    CU_ASSERT_EQUAL(jlen(restored), 2);
+    CU_ASSERT_STRING_EQUAL(jat(restored, 0), "g1");
+    CU_ASSERT_STRING_EQUAL(jat(restored, 1), "g2");
+    json_decref(r);
+    const char *nope[1] = {"g404"};
+    json_t *out = NULL;
+    CU_ASSERT_EQUAL(store_call(g.st, "revoke_grant", 1, nope, &out), STORE_ENOTFOUND);
+    CU_ASSERT_EQUAL(store_call(g.st, "restore_grants", 1, nope, &out), STORE_ENOTFOUND);
+    graph_close(&g);
+}
+
+static const char *run_status(tgraph *g, const char *run, char *buf)
+{
+    const char *args[3] = {run, "0", "1"};
+    json_t *v = call_ok(g, "get_run", 3, args);
+    snprintf(buf, 32, "%s", jstr(json_object_get(v, "run"), "status"));
+    json_decref(v);
+    return buf;
+}
+
+static void test_interrupt_runs_marks_running_and_recovering(void)
+{
+    tgraph g;
+    if (!graph_open(&g, "interrupt"))
+        return;
+    const char *runs[5] = {"r_created", "r_running", "r_recovering", "r_blocked", "r_done"};
+    for (int i = 0; i < 5; i++)
+        create_run(&g, runs[i]);
+    for (int i = 1; i < 5; i++)
+        json_decref(transition(&g, runs[i], "created", "running"));
+    json_decref(transition(&g, "r_recovering", "running", "blocked"));
+    json_decref(transition(&g, "r_recovering", "blocked", "recovering"));
+    json_decref(transition(&g, "r_blocked", "running", "blocked"));
+    json_decref(transition(&g, "r_done", "running", "completed"));
+
+    json_t *r = call_ok(&g, "interrupt_runs", 0, NULL);
+    json_t *list = json_object_get(r, "interrupted");
+    CU_ASSERT_EQUAL(jlen(list), 2);
+    bool running = false, recovering = false;
+    for (size_t i = 0; i < json_array_size(list); i++) {
+        const char *id = json_string_value(json_array_get(list, i));
+        running = running || (id && strcmp(id, "r_running") == 0);
+        recovering = recovering || (id && strcmp(id, "r_recovering") == 0);
+    }
+    CU_ASSERT(running && recovering);
+    json_decref(r);
+
+    char buf[32];
+    CU_ASSERT_STRING_EQUAL(run_status(&g, "r_created", buf), "created");
+    CU_ASSERT_STRING_EQUAL(run_status(&g, "r_running", buf), "interrupted");
+    CU_ASSERT_STRING_EQUAL(run_status(&g, "r_recovering", buf), "interrupted");
+    CU_ASSERT_STRING_EQUAL(run_status(&g, "r_blocked", buf), "blocked");
+    CU_ASSERT_STRING_EQUAL(run_status(&g, "r_done", buf), "completed");
+    const char *args[3] = {"r_running", "2", "10"};
+    json_t *v = call_ok(&g, "get_run", 3, args);
+    json_t *e = json_array_get(json_object_get(v, "events"), 0);
+    CU_ASSERT_EQUAL(jint(e, "seq"), 3);
+    CU_ASSERT_STRING_EQUAL(jstr(e, "kind"), "status_changed");
+    CU_ASSERT_STRING_EQUAL(jstr(e, "detail"), "running -> interrupted: charterd restarted");
+    json_decref(v);
+
+    r = call_ok(&g, "interrupt_runs", 0, NULL);
+    CU_ASSERT_EQUAL(jlen(json_object_get(r, "interrupted")), 0);
+    json_decref(r);
+
+    const char *lim[1] = {"3"};
+    r = call_ok(&g, "list_runs", 1, lim); /* newest first */
+    json_t *lr = json_object_get(r, "runs");
+    CU_ASSERT_EQUAL(jlen(lr), 3);
+    CU_ASSERT_STRING_EQUAL(jstr(json_array_get(lr, 0), "id"), "r_done");
+    CU_ASSERT_STRING_EQUAL(jstr(json_array_get(lr, 2), "id"), "r_recovering");
+    json_decref(r);
+    graph_close(&g);
+}
+
+static void expect_seqs(tgraph *g, const char *after, const char *limit, int first, int count)
+{
+    const char *args[3] = {"r1", after, limit};
+    json_t *v = call_ok(g, "get_run", 3, args);
+    json_t *events = json_object_get(v, "events");
+    CU_ASSERT_EQUAL(jlen(events), count);
+    for (int i = 0; i < count && i < (int)json_array_size(events); i++)
+        CU_ASSERT_EQUAL(jint(json_array_get(events, (size_t)i), "seq"), first + i);
+    json_decref(v);
+}
+
+static void test_get_run_pages_events_after_seq(void)
+{
+    tgraph g;
+    if (!graph_open(&g, "getrun"))
+        return;
+    json_decref(call_json_ok(&g, "seed",
+                             json_pack("{s:[{s:s, s:s}]}", "actors", "id", "ag", "kind", "agent")));
+    create_run(&g, "r1");
+    char ctx[16], art[16];
+    open_context(&g, "r1", "research", "ag", ctx);
+    CU_ASSERT_EQUAL(create_artifact(&g, "r1", ctx, "source", "the content", NULL, NULL, 0, art),
+                    STORE_OK);
+    for (int i = 0; i < 7; i++) {
+        const char *args[2] = {"r1", "{\"kind\":\"note\"}"};
+        json_decref(call_ok(&g, "append_event", 2, args));
+    }
+    expect_seqs(&g, "0", "4", 1, 4);
+    expect_seqs(&g, "4", "4", 5, 4);
+    expect_seqs(&g, "8", "4", 9, 2);
+    expect_seqs(&g, "10", "4", 0, 0);
+    expect_seqs(&g, "3", "0", 4, 7); /* limit 0: the default */
+
+    const char *args[3] = {"r1", "10", "5"};
+    json_t *v = call_ok(&g, "get_run", 3, args);
+    json_t *arts = json_object_get(v, "artifacts");
+    CU_ASSERT_EQUAL(jlen(arts), 1);
+    CU_ASSERT_STRING_EQUAL(jstr(json_array_get(arts, 0), "id"), art);
+    CU_ASSERT_STRING_EQUAL(jstr(json_array_get(arts, 0), "content"), "the content");
+    CU_ASSERT_STRING_EQUAL(jstr(json_array_get(arts, 0), "step"), "research");
+    CU_ASSERT_EQUAL(jlen(json_object_get(v, "deliveries")), 0);
+    CU_ASSERT_EQUAL(jint(json_object_get(v, "run"), "seq"), 10);
+    json_decref(v);
+
+    const char *missing[3] = {"r404", "0", "5"};
+    json_t *out = NULL;
+    CU_ASSERT_EQUAL(store_call(g.st, "get_run", 3, missing, &out), STORE_ENOTFOUND);
+    const char *negative[3] = {"r1", "-1", "5"};
+    CU_ASSERT_EQUAL(store_call(g.st, "get_run", 3, negative, &out), STORE_EINVAL);
+
+    guard_context c;
+    CU_ASSERT_EQUAL(store_context(g.st, ctx, &c), STORE_OK);
+    CU_ASSERT_STRING_EQUAL(c.run_id, "r1");
+    CU_ASSERT_STRING_EQUAL(c.step, "research");
+    CU_ASSERT(c.owners.n == 1 && strcmp(c.owners.items[0], "ag") == 0);
+    store_context_free(&c);
+    CU_ASSERT_EQUAL(store_context(g.st, "c404", &c), STORE_ENOTFOUND);
+    CU_ASSERT_PTR_NULL(c.id);
+    graph_close(&g);
+}
+
+static void test_create_artifact_refuses_missing_input_or_context(void)
+{
+    tgraph g;
+    if (!graph_open(&g, "artifact"))
+        return;
+    json_decref(
+        call_json_ok(&g, "seed",
+                     json_pack("{s:[{s:s, s:i, s:i}], s:[{s:s, s:s}]}", "resources", "id", "doc",
+                               "conf", 0, "integrity", 1, "actors", "id", "ag", "kind", "agent")));
+    create_run(&g, "r1");
+    create_run(&g, "r2");
+    char ctx[16], a1[16], id[16];
+    open_context(&g, "r1", "s", "ag", ctx);
+    CU_ASSERT_EQUAL(create_artifact(&g, "r1", ctx, "source", "x", "doc", NULL, 0, a1), STORE_OK);
+    CU_ASSERT_STRING_EQUAL(a1, "a1");
+
+    char *before = graph_dump(g.raw, g.graph);
+    const char *missing_input[2] = {a1, "a404"};
+    CU_ASSERT_EQUAL(create_artifact(&g, "r1", ctx, "derived", "y", NULL, missing_input, 2, id),
+                    STORE_ENOTFOUND);
+    CU_ASSERT(strstr(store_last_error(g.st), "a404") != NULL);
+    CU_ASSERT_EQUAL(create_artifact(&g, "r1", "c404", "derived", "y", NULL, missing_input, 1, id),
+                    STORE_ENOTFOUND);
+    CU_ASSERT_EQUAL(create_artifact(&g, "r404", ctx, "derived", "y", NULL, missing_input, 1, id),
+                    STORE_ENOTFOUND);
+    CU_ASSERT_EQUAL(create_artifact(&g, "r1", ctx, "source", "y", "nodoc", NULL, 0, id),
+                    STORE_ENOTFOUND);
+    CU_ASSERT_EQUAL(create_artifact(&g, "r2", ctx, "derived", "y", NULL, missing_input, 1, id),
+                    STORE_EINVAL); /* the context is of r1 */
+    CU_ASSERT_EQUAL(create_artifact(&g, "r1", ctx, "derived", "y", "doc", missing_input, 1, id),
+                    STORE_EINVAL); /* only a source has a resource */
+    CU_ASSERT_EQUAL(create_artifact(&g, "r1", ctx, "weird", "y", NULL, NULL, 0, id), STORE_EINVAL);
+    CU_ASSERT_EQUAL(create_artifact(&g, "r1", ctx, "source", "bad \xff utf-8", NULL, NULL, 0, id),
+                    STORE_EINVAL);
+    json_t *nohash = json_pack("{s:s, s:s, s:s, s:i, s:i}", "run_id", "r1", "context_id", ctx,
+                               "kind", "source", "conf", 0, "integrity", 0);
+    CU_ASSERT_EQUAL(call_json_rc(&g, "create_artifact", nohash), STORE_EINVAL);
+    char *after = graph_dump(g.raw, g.graph);
+    CU_ASSERT_STRING_EQUAL(after, before);
+    free(before);
+    free(after);
+
+    /* the refusals consumed no id */
+    const char *in[2] = {a1, a1};
+    CU_ASSERT_EQUAL(create_artifact(&g, "r1", ctx, "derived", "y", NULL, in, 2, id), STORE_OK);
+    CU_ASSERT_STRING_EQUAL(id, "a2");
+    const char *args[1] = {"a2"};
+    json_t *a = call_ok(&g, "get_artifact", 1, args);
+    CU_ASSERT_EQUAL(jlen(json_object_get(a, "input_ids")), 2);
+    CU_ASSERT_EQUAL(jlen(json_object_get(a, "parents")), 1);
+    CU_ASSERT_STRING_EQUAL(jstr(a, "context_id"), ctx);
+    json_decref(a);
+    json_t *stats = call_ok(&g, "graph_stats", 0, NULL);
+    CU_ASSERT_EQUAL(jint(stats, "artifacts"), 2);
+    CU_ASSERT_EQUAL(jint(stats, "runs"), 2);
+    CU_ASSERT_EQUAL(jint(stats, "deliveries"), 0);
+    json_decref(stats);
+    graph_close(&g);
+}
+
+/* --- the store itself ------------------------------------------------------------------------ */
+
+/* Kills every connection named charter.<graph> from the raw connection; returns the count. */
+static int kill_store_connections(tgraph *g)
+{
+    redisReply *r = redisCommand(g->raw, "CLIENT LIST");
+    if (!r || r->type != REDIS_REPLY_STRING) {
+        if (r)
+            freeReplyObject(r);
+        return -1;
+    }
+    char name[128];
+    snprintf(name, sizeof name, " name=charter.%s ", g->graph);
+    int killed = 0;
+    char *save = NULL;
+    for (char *line = strtok_r(r->str, "\n", &save); line; line = strtok_r(NULL, "\n", &save)) {
+        if (!strstr(line, name) || strncmp(line, "id=", 3) != 0)
+            continue;
+        char id[32];
+        snprintf(id, sizeof id, "%lld", strtoll(line + 3, NULL, 10));
+        redisReply *k = redisCommand(g->raw, "CLIENT KILL ID %s", id);
+        if (k && k->type == REDIS_REPLY_INTEGER)
+            killed += (int)k->integer;
+        if (k)
+            freeReplyObject(k);
+    }
+    freeReplyObject(r);
+    return killed;
+}
+
+static void test_store_reconnects_after_its_connection_is_killed(void)
+{
+    tgraph g;
+    if (!graph_open(&g, "reconnect"))
+        return;
+    CU_ASSERT_EQUAL(store_ping(g.st), STORE_OK);
+    CU_ASSERT_EQUAL(kill_store_connections(&g), 1);
+    json_t *out = NULL;
+    int rc = store_call(g.st, "time", 0, NULL, &out);
+    CU_ASSERT(rc == STORE_EUNAVAILABLE || rc == STORE_OK);
+    if (rc == STORE_EUNAVAILABLE) {
+        CU_ASSERT_PTR_NULL(out);
+        CU_ASSERT(store_last_error(g.st)[0] != '\0');
+    }
+    json_decref(out);
+    out = NULL;
+    CU_ASSERT_EQUAL(store_call(g.st, "time", 0, NULL, &out), STORE_OK);
+    CU_ASSERT(time_string_ok(jstr(out, "now")));
+    json_decref(out);
+    /* again, on a call with arguments */
+    CU_ASSERT_EQUAL(kill_store_connections(&g), 1);
+    guard_chain c;
+    rc = store_grant_chain(g.st, "g404", &c);
+    CU_ASSERT(rc == STORE_EUNAVAILABLE || rc == STORE_OK);
+    store_grant_chain_free(&c);
+    CU_ASSERT_EQUAL(store_grant_chain(g.st, "g404", &c), STORE_OK);
+    CU_ASSERT_EQUAL(c.n, 0);
+    store_grant_chain_free(&c);
+    graph_close(&g);
+}
+
+static void test_store_timeout_drops_the_connection_and_the_late_reply(void)
+{
+    tgraph g;
+    if (!graph_open(&g, "timeout"))
+        return;
+    /* Keep the server busy for 400 ms with a script sent from the raw connection. */
+    const char *busy = "local t = redis.call('TIME') local s = t[1] * 1000000 + t[2] "
+                       "repeat local n = redis.call('TIME') until n[1] * 1000000 + n[2] - s "
+                       "> 400000 return 1";
+    CU_ASSERT_EQUAL(redisAppendCommand(g.raw, "EVAL %s 0", busy), REDIS_OK);
+    int done = 0;
+    while (!done)
+        if (redisBufferWrite(g.raw, &done) != REDIS_OK)
+            break;
+    usleep(50000);
+    store_set_timeout(g.st, 100);
+    json_t *out = NULL;
+    double t0 = now_ms();
+    int rc = store_call(g.st, "time", 0, NULL, &out);
+    double t1 = now_ms();
+    CU_ASSERT_EQUAL(rc, STORE_EUNAVAILABLE);
+    CU_ASSERT_PTR_NULL(out);
+    CU_ASSERT(strstr(store_last_error(g.st), "timed out") != NULL);
+    CU_ASSERT(t1 - t0 < 350);
+    void *reply = NULL;
+    CU_ASSERT_EQUAL(redisGetReply(g.raw, &reply), REDIS_OK);
+    if (reply)
+        freeReplyObject(reply);
+    /* the next call reads its own reply, not the late one */
+    store_set_timeout(g.st, 5000);
+    const char *args[1] = {"g404"};
+    CU_ASSERT_EQUAL(store_call(g.st, "grant_chain", 1, args, &out), STORE_OK);
+    CU_ASSERT_STRING_EQUAL(jstr(out, "leaf"), "g404");
+    json_decref(out);
+    graph_close(&g);
+}
+
+static void test_store_open_rejects_bad_urls_and_graphs(void)
+{
+    store *st = (store *)1;
+    CU_ASSERT_EQUAL(store_open("redis://localhost:1", "g", 100, &st), STORE_EINVAL);
+    CU_ASSERT_PTR_NULL(st);
+    CU_ASSERT_EQUAL(store_open("tcp://localhost", "g", 100, &st), STORE_EINVAL);
+    CU_ASSERT_EQUAL(store_open("tcp://localhost:0", "g", 100, &st), STORE_EINVAL);
+    CU_ASSERT_EQUAL(store_open("tcp://localhost:99999", "g", 100, &st), STORE_EINVAL);
+    CU_ASSERT_EQUAL(store_open("tcp://:6380", "g", 100, &st), STORE_EINVAL);
+    CU_ASSERT_EQUAL(store_open("unix://relative.sock", "g", 100, &st), STORE_EINVAL);
+    CU_ASSERT_EQUAL(store_open(redis_url, "", 100, &st), STORE_EINVAL);
+    CU_ASSERT_EQUAL(store_open(redis_url, "a{b}", 100, &st), STORE_EINVAL);
+    CU_ASSERT_EQUAL(store_open(redis_url, "with space", 100, &st), STORE_EINVAL);
+    CU_ASSERT_EQUAL(store_open("unix:///nonexistent/charter-test.sock", "g", 100, &st),
+                    STORE_EUNAVAILABLE);
+    CU_ASSERT_PTR_NULL(st);
+
+    /* a library of another version is refused */
+    tgraph g;
+    if (!graph_open(&g, "version"))
+        return;
+    const char *other = "#!lua name=charter\n"
+                        "redis.register_function('charter_version', function() return "
+                        "cjson.encode({version='0'}) end)\n";
+    CU_ASSERT_EQUAL(store_load_library(g.st, other, strlen(other)), STORE_EPROTO);
+    CU_ASSERT(strstr(store_last_error(g.st), "version") != NULL);
+    CU_ASSERT_EQUAL(store_ping(g.st), STORE_EPROTO);
+    const char *broken = "#!lua name=charter\nthis is not lua\n";
+    CU_ASSERT_EQUAL(store_load_library(g.st, broken, strlen(broken)), STORE_EPROTO);
+    CU_ASSERT_EQUAL(store_load_library(g.st, library_src, library_len), STORE_OK);
+    CU_ASSERT_EQUAL(store_ping(g.st), STORE_OK);
+    json_t *out = NULL;
+    CU_ASSERT_EQUAL(store_call(g.st, "no_such_function", 0, NULL, &out), STORE_EPROTO);
+    CU_ASSERT_EQUAL(store_call(g.st, "Bad-Name", 0, NULL, &out), STORE_EINVAL);
+    graph_close(&g);
+}
+
+static void test_decoders_accept_empty_objects_and_string_times(void)
+{
+    json_error_t err;
+    json_t *j = json_loads(
+        "{\"root\":\"a2\",\"truncated\":false,\"artifacts\":["
+        "{\"id\":\"a2\",\"kind\":\"derived\",\"conf\":\"1\",\"input_ids\":{},\"parents\":[\"a1\"],"
+        "\"resources\":{},\"producers\":{}},"
+        "{\"id\":\"a1\",\"kind\":\"weird\",\"capture_complete\":true,"
+        "\"resources\":[{\"id\":\"r\",\"conf\":2},\"r2\"]}]}",
+        0, &err);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(j);
+    guard_ancestry anc;
+    CU_ASSERT_EQUAL(store_ancestry_from_json(j, NULL, &anc), STORE_OK);
+    CU_ASSERT_STRING_EQUAL(anc.root, "a2");
+    CU_ASSERT_EQUAL(anc.n, 2);
+    if (anc.n == 2) {
+        CU_ASSERT(!anc.items[0].is_source && anc.items[0].kind_known);
+        CU_ASSERT_EQUAL(anc.items[0].conf, 1);
+        CU_ASSERT_EQUAL(anc.items[0].integrity, -1);
+        CU_ASSERT_EQUAL(anc.items[0].input_ids.n, 0);
+        CU_ASSERT_EQUAL(anc.items[0].n_resources, 0);
+        CU_ASSERT_STRING_EQUAL(anc.items[0].run_id, "");
+        CU_ASSERT_STRING_EQUAL(anc.items[0].hash, "");
+        CU_ASSERT(!anc.items[1].kind_known && !anc.items[1].is_source);
+        CU_ASSERT(anc.items[1].capture_complete);
+        CU_ASSERT_EQUAL(anc.items[1].n_resources, 2);
+        if (anc.items[1].n_resources == 2) {
+            CU_ASSERT_EQUAL(anc.items[1].resources[0].conf, 2);
+            CU_ASSERT_EQUAL(anc.items[1].resources[0].integrity, -1);
+            CU_ASSERT_STRING_EQUAL(anc.items[1].resources[1].id, "r2");
+            CU_ASSERT_EQUAL(anc.items[1].resources[1].conf, -1);
+        }
+    }
+    store_ancestry_free(&anc);
+    CU_ASSERT_EQUAL(anc.n, 0);
+    json_decref(j);
+
+    j = json_loads("{\"root\":\"a1\",\"artifacts\":[{\"id\":\"a1\",\"parents\":\"a0\"}]}", 0, &err);
+    CU_ASSERT_EQUAL(store_ancestry_from_json(j, "a1", &anc), STORE_EPROTO);
+    CU_ASSERT_PTR_NULL(anc.items);
+    CU_ASSERT_PTR_NULL(anc.root);
+    json_decref(j);
+
+    j = json_loads("{\"leaf\":\"g\",\"grants\":[{\"id\":\"g\",\"root\":true,\"tools\":{},"
+                   "\"valid_from\":\"100.5\",\"valid_to\":200,\"revoked_at\":\"150.000001\","
+                   "\"grantees\":[{\"id\":\"h\",\"kind\":\"human\"}],\"issuers\":[\"h\"]},"
+                   "{\"id\":\"g0\"}]}",
+                   0, &err);
+    guard_chain c;
+    CU_ASSERT_EQUAL(store_chain_from_json(j, NULL, &c), STORE_OK);
+    CU_ASSERT_EQUAL(c.n, 2);
+    if (c.n == 2) {
+        CU_ASSERT(c.items[0].root);
+        CU_ASSERT_EQUAL(c.items[0].valid_from, 100.5);
+        CU_ASSERT_EQUAL(c.items[0].valid_to, 200.0);
+        CU_ASSERT_EQUAL(c.items[0].revoked_at, 150.000001);
+        CU_ASSERT_EQUAL(c.items[0].tools.n, 0);
+        CU_ASSERT_STRING_EQUAL(c.items[0].grantees[0].kind, "human");
+        CU_ASSERT_STRING_EQUAL(c.items[0].issuers[0].kind, "");
+        /* a grant without validity is never valid */
+        CU_ASSERT(c.items[1].valid_from > 1e300);
+        CU_ASSERT_EQUAL(c.items[1].valid_to, 0.0);
+        CU_ASSERT_EQUAL(c.items[1].revoked_at, 0.0);
+    }
+    store_grant_chain_free(&c);
+    json_decref(j);
+    j = json_loads("{\"leaf\":\"g\",\"grants\":[{\"id\":\"g\",\"valid_to\":\"soon\"}]}", 0, &err);
+    CU_ASSERT_EQUAL(store_chain_from_json(j, NULL, &c), STORE_EPROTO);
+    CU_ASSERT_EQUAL(c.n, 0);
+    json_decref(j);
+    j = json_loads("{\"leaf\":\"g\",\"grants\":{}}", 0, &err);
+    CU_ASSERT_EQUAL(store_chain_from_json(j, NULL, &c), STORE_OK);
+    CU_ASSERT_EQUAL(c.n, 0);
+    store_grant_chain_free(&c);
+    json_decref(j);
+}
+
+/* --- main ------------------------------------------------------------------------------------ */
+
+static bool load_library(void)
+{
+    const char *path = CHARTER_SOURCE_DIR "/queries/charter.lua";
+    FILE *f = fopen(path, "rb");
+    if (!f) {
+        fprintf(stderr, "test_queries: cannot open %s\n", path);
+        return false;
+    }
+    strbuf sb = {0};
+    char buf[8192];
+    size_t n;
+    while ((n = fread(buf, 1, sizeof buf, f)) > 0)
+        sb_add(&sb, buf, n);
+    fclose(f);
+    library_src = sb.buf;
+    library_len = sb.len;
+    return library_len > 0;
+}
+
+int main(void)
+{
+    signal(SIGPIPE, SIG_IGN); /* a write to a killed connection must fail, not kill the test */
+    redis_url = getenv("CHARTER_TEST_REDIS");
+    if (!redis_url || !*redis_url) {
+        fprintf(stderr, "test_queries: FAIL: CHARTER_TEST_REDIS is not set. Run the tests "
+                        "through deploy/test.sh, or set it to a Redis 7 URL such as "
+                        "unix:///tmp/charter-test/redis.sock\n");
+        return 1;
+    }
+    if (!load_library())
+        return 1;
+    if (CU_initialize_registry() != CUE_SUCCESS)
+        return 1;
+    CU_pSuite s = CU_add_suite("queries", NULL, NULL);
+    struct {
+        const char *name;
+        CU_TestFunc fn;
+    } tests[] = {
+        {"ancestry equals a plain walk on a random graph",
+         test_ancestry_equals_plain_walk_on_random_graph},
+        {"ancestry of a 1500-deep chain", test_ancestry_of_a_1500_deep_chain},
+        {"grant chain equals a plain walk on random delegations",
+         test_grant_chain_equals_plain_walk_on_random_delegations},
+        {"commit_delivery commits once and writes its event",
+         test_commit_delivery_commits_once_and_writes_its_event},
+        {"commit_delivery refuses and writes nothing",
+         test_commit_delivery_refuses_and_writes_nothing},
+        {"transition_run claims once", test_transition_run_claims_once},
+        {"append_event numbers seq from one", test_append_event_numbers_seq_from_one},
+        {"revoke stamps database time and restore clears",
+         test_revoke_stamps_database_time_and_restore_clears},
+        {"interrupt_runs marks running and recovering",
+         test_interrupt_runs_marks_running_and_recovering},
+        {"get_run pages events after seq", test_get_run_pages_events_after_seq},
+        {"create_artifact refuses a missing input or context",
+         test_create_artifact_refuses_missing_input_or_context},
+        {"store reconnects after its connection is killed",
+         test_store_reconnects_after_its_connection_is_killed},
+        {"store timeout drops the connection and the late reply",
+         test_store_timeout_drops_the_connection_and_the_late_reply},
+        {"store_open rejects bad urls and graphs", test_store_open_rejects_bad_urls_and_graphs},
+        {"decoders accept empty objects and string times",
+         test_decoders_accept_empty_objects_and_string_times},
+    };
+    for (size_t i = 0; s && i < sizeof tests / sizeof tests[0]; i++)
+        if (!CU_add_test(s, tests[i].name, tests[i].fn))
+            s = NULL;
+    if (!s) {
+        CU_cleanup_registry();
+        return 1;
+    }
+    CU_basic_set_mode(CU_BRM_VERBOSE);
+    CU_basic_run_tests();
+    unsigned failed = CU_get_number_of_failures() + CU_get_number_of_tests_failed();
+    CU_cleanup_registry();
+    free(library_src);
+    return failed ? 1 : 0;
+}
