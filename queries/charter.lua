@@ -20,7 +20,7 @@ Conventions every function follows:
 - Empty lists encode as {} (Redis's cjson has no empty-array marker); readers accept both.
 ]]
 
-local LIBRARY_VERSION = '1'
+local LIBRARY_VERSION = '2'
 local MAX_LIMIT = 100000  -- upper bound of any limit argument
 local DEFAULT_LIMIT = 1000 -- a limit of 0 means this
 local MAX_CHAIN = 64       -- grants one grant_chain walk returns, and a commit accepts
@@ -995,10 +995,8 @@ reply: {"root":id,"truncated":bool,"artifacts":[{id,run_id,kind,title,conf,integ
   resource whose hash is missing is {id} alone. After limit artifacts the walk stops and
   truncated is true if any further artifact was reachable. Content is not included.
 errors: not_found (payload), invalid. ]]
-local function charter_ancestry(keys, args)
-    local P = prefix(keys)
-    local root = check_id(args[1], 'payload_id')
-    local limit = check_count(args[2], 'limit', 1, MAX_LIMIT)
+-- The ancestry reply of charter_ancestry as a table (shared with charter_delivery_facts).
+local function ancestry_table(P, root, limit)
     if not exists(P .. ':artifact:' .. root) then
         raise('not_found', 'artifact ' .. root .. ' not found')
     end
@@ -1051,7 +1049,14 @@ local function charter_ancestry(keys, args)
             }
         end
     end
-    return cjson.encode({root = root, truncated = truncated, artifacts = out})
+    return {root = root, truncated = truncated, artifacts = out}
+end
+
+local function charter_ancestry(keys, args)
+    local P = prefix(keys)
+    local root = check_id(args[1], 'payload_id')
+    local limit = check_count(args[2], 'limit', 1, MAX_LIMIT)
+    return cjson.encode(ancestry_table(P, root, limit))
 end
 
 --[[ charter_grant_chain
@@ -1062,9 +1067,8 @@ reply: {"leaf":id,"grants":[{id,root,tools,recipients,resources,valid_from,valid
   most 64. revoked_at is absent when not revoked; an actor's kind is absent when the actor is.
   A missing leaf gives an empty list; a missing parent stays under parents with no entry.
 errors: invalid. ]]
-local function charter_grant_chain(keys, args)
-    local P = prefix(keys)
-    local leaf = check_id(args[1], 'grant_id')
+-- The reply of charter_grant_chain as a table (shared with charter_delivery_facts).
+local function chain_table(P, leaf)
     local seen = {[leaf] = true}
     local queue, head = {leaf}, 1
     local out = {}
@@ -1084,7 +1088,13 @@ local function charter_grant_chain(keys, args)
             out[#out + 1] = grant_object(P, id, h, parents)
         end
     end
-    return cjson.encode({leaf = leaf, grants = out})
+    return {leaf = leaf, grants = out}
+end
+
+local function charter_grant_chain(keys, args)
+    local P = prefix(keys)
+    local leaf = check_id(args[1], 'grant_id')
+    return cjson.encode(chain_table(P, leaf))
 end
 
 --[[ charter_append_event
@@ -1119,6 +1129,41 @@ local function charter_find_delivery(keys, args)
         return nil
     end
     return cjson.encode(delivery_object(h))
+end
+
+--[[ charter_delivery_facts
+keys: P. args: invocation_id, payload_id, grant_id, recipient_id, limit.
+reply: every fact the delivery protocol reads, taken at one instant:
+  {"delivery": the existing delivery of the invocation (absent when unused),
+   "payload": the payload artifact object with its content,
+   "ancestry": as charter_ancestry (absent when the invocation exists),
+   "chain": as charter_grant_chain (absent when the invocation exists),
+   "recipient": {"id","clearance"} (absent when unknown), "now": "<t>"}.
+errors: not_found (payload), invalid. ]]
+local function charter_delivery_facts(keys, args)
+    local P = prefix(keys)
+    local inv = check_invocation(args[1])
+    local payload = check_id(args[2], 'payload_id')
+    local grant = check_id(args[3], 'grant_id')
+    local recipient = check_id(args[4], 'recipient_id')
+    local limit = check_count(args[5], 'limit', 1, MAX_LIMIT)
+    local h = hash(P .. ':artifact:' .. payload)
+    if not h then
+        raise('not_found', 'artifact ' .. payload .. ' not found')
+    end
+    local out = {payload = artifact_object(P, payload, h, false), now = now()}
+    local d = hash(P .. ':delivery:' .. inv)
+    if d then
+        out.delivery = delivery_object(d)
+        return cjson.encode(out)
+    end
+    out.ancestry = ancestry_table(P, payload, limit)
+    out.chain = chain_table(P, grant)
+    local r = hash(P .. ':recipient:' .. recipient)
+    if r then
+        out.recipient = {id = recipient, clearance = tonumber(r.clearance)}
+    end
+    return cjson.encode(out)
 end
 
 -- The first reason the chain cannot carry the delivery at time tnum, or nil.
@@ -1354,6 +1399,7 @@ register('charter_ancestry', charter_ancestry, true)
 register('charter_grant_chain', charter_grant_chain, true)
 register('charter_append_event', charter_append_event, false)
 register('charter_find_delivery', charter_find_delivery, true)
+register('charter_delivery_facts', charter_delivery_facts, true)
 register('charter_commit_delivery', charter_commit_delivery, false)
 register('charter_revoke_grant', charter_revoke_grant, false)
 register('charter_restore_grants', charter_restore_grants, false)

@@ -155,14 +155,17 @@ static void record(const gate_env *g, const char *run_id, guard_decision *d, jso
     }
 }
 
-/* The facts of one send, fetched through the query library. */
+/* The facts of one send: the context, then everything else in one charter_delivery_facts
+ * call, read by the database at one instant. */
 typedef struct {
     guard_context ctx;
     const workflow_step *step;
-    json_t *payload;  /* get_artifact reply */
-    json_t *ancestry; /* raw ancestry reply */
-    json_t *chain;    /* raw grant_chain reply */
-    json_t *recipient;
+    json_t *reply;     /* the delivery_facts reply; the json_t below borrow from it */
+    json_t *payload;   /* the payload artifact, with content */
+    json_t *existing;  /* the invocation's delivery, or NULL */
+    json_t *ancestry;  /* raw ancestry */
+    json_t *chain;     /* raw grant chain */
+    json_t *recipient; /* or NULL when unknown */
     double now;
     guard_ancestry anc;
     guard_chain gchain;
@@ -171,49 +174,39 @@ typedef struct {
 static void facts_free(send_facts *f)
 {
     store_context_free(&f->ctx);
-    json_decref(f->payload);
-    json_decref(f->ancestry);
-    json_decref(f->chain);
-    json_decref(f->recipient);
+    json_decref(f->reply);
     store_ancestry_free(&f->anc);
     store_grant_chain_free(&f->gchain);
 }
 
-/* Gathers what the guard needs beyond the context. Returns STORE_OK, or the first failure;
- * STORE_ENOTFOUND for an unknown payload. An unknown recipient is not a failure here (the
- * guard refuses it from the step). */
-static int gather(const gate_env *g, const char *payload_id, const char *recipient,
-                  send_facts *f)
+/* Fetches the facts after the context. Returns STORE_OK, STORE_ENOTFOUND for an unknown
+ * payload, or the store's failure. */
+static int gather(const gate_env *g, const char *invocation_id, const char *payload_id,
+                  const char *recipient, send_facts *f)
 {
     char limit[32];
     snprintf(limit, sizeof limit, "%zu", g->limits->max_ancestry);
-    const char *aargs[2] = {payload_id, limit};
-    int rc = store_call(g->st, "ancestry", 2, aargs, &f->ancestry);
+    const char *args[5] = {invocation_id, payload_id, f->step->cap.grant, recipient, limit};
+    int rc = store_call(g->st, "delivery_facts", 5, args, &f->reply);
     if (rc != STORE_OK)
         return rc;
-    rc = store_ancestry_from_json(f->ancestry, payload_id, &f->anc);
-    if (rc != STORE_OK)
-        return rc;
-    const char *gargs[1] = {f->step->cap.grant};
-    rc = store_call(g->st, "grant_chain", 1, gargs, &f->chain);
-    if (rc != STORE_OK)
-        return rc;
-    rc = store_chain_from_json(f->chain, f->step->cap.grant, &f->gchain);
-    if (rc != STORE_OK)
-        return rc;
-    const char *rargs[1] = {recipient};
-    rc = store_call(g->st, "get_recipient", 1, rargs, &f->recipient);
-    if (rc == STORE_ENOTFOUND) {
+    f->payload = json_object_get(f->reply, "payload");
+    if (!json_is_object(f->payload))
+        return STORE_EPROTO;
+    f->existing = json_object_get(f->reply, "delivery");
+    if (!json_is_object(f->existing))
+        f->existing = NULL;
+    f->now = number_of(json_object_get(f->reply, "now"));
+    if (f->existing)
+        return STORE_OK;
+    f->ancestry = json_object_get(f->reply, "ancestry");
+    f->chain = json_object_get(f->reply, "chain");
+    f->recipient = json_object_get(f->reply, "recipient");
+    if (!json_is_object(f->recipient))
         f->recipient = NULL;
-        rc = STORE_OK;
-    }
-    if (rc != STORE_OK)
-        return rc;
-    json_t *t = NULL;
-    rc = store_call(g->st, "time", 0, NULL, &t);
+    rc = store_ancestry_from_json(f->ancestry, payload_id, &f->anc);
     if (rc == STORE_OK)
-        f->now = number_of(json_object_get(t, "now"));
-    json_decref(t);
+        rc = store_chain_from_json(f->chain, f->step->cap.grant, &f->gchain);
     return rc;
 }
 
@@ -257,47 +250,6 @@ int deliver_send(const gate_env *g, const char *context_id, const char *payload_
         return STORE_OK;
     }
 
-    /* The payload's stored bytes and hash: the fingerprint and the commit's byte check. */
-    const char *pargs[1] = {payload_id};
-    rc = store_call(g->st, "get_artifact", 1, pargs, &f.payload);
-    if (rc == STORE_ENOTFOUND || rc == STORE_ENOMEM) {
-        facts_free(&f);
-        return rc;
-    }
-    if (rc != STORE_OK || !json_is_object(f.payload)) {
-        guard_decision_unknown(&out->decision, "the graph could not supply the payload");
-        facts_free(&f);
-        return STORE_OK;
-    }
-    const char *payload_hash = json_string_value(json_object_get(f.payload, "hash"));
-    const char *content = json_string_value(json_object_get(f.payload, "content"));
-    char fingerprint[65];
-    deliver_fingerprint(payload_hash ? payload_hash : "", recipient, tool, f.step->cap.grant,
-                        fingerprint);
-
-    /* 1. An invocation already committed answers for itself, even after a revocation. */
-    json_t *existing = NULL;
-    rc = find_delivery(g, invocation_id, &existing);
-    if (rc != STORE_OK) {
-        guard_decision_unknown(&out->decision, "the graph could not look the invocation up");
-        facts_free(&f);
-        return STORE_OK;
-    }
-    if (existing) {
-        answer_existing(out, existing, fingerprint);
-        facts_free(&f);
-        return STORE_OK;
-    }
-
-    /* 2. Facts and evaluation. */
-    guard_delivery_request req = {
-        .run_id = f.ctx.run_id,
-        .payload_id = (char *)payload_id,
-        .recipient = (char *)recipient,
-        .recipient_clearance = -1,
-        .tool = (char *)tool,
-        .grant = f.step->cap.grant,
-    };
     json_t *detail = json_pack("{s:s, s:s, s:s, s:s, s:s, s:s}", "context", context_id, "step",
                                f.step->cap.step, "payload", payload_id, "recipient", recipient,
                                "tool", tool, "invocation_id", invocation_id);
@@ -305,7 +257,7 @@ int deliver_send(const gate_env *g, const char *context_id, const char *payload_
         facts_free(&f);
         return STORE_ENOMEM;
     }
-    rc = gather(g, payload_id, recipient, &f);
+    rc = gather(g, invocation_id, payload_id, recipient, &f);
     if (rc == STORE_ENOTFOUND || rc == STORE_ENOMEM) {
         json_decref(detail);
         facts_free(&f);
@@ -319,6 +271,29 @@ int deliver_send(const gate_env *g, const char *context_id, const char *payload_
         facts_free(&f);
         return STORE_OK;
     }
+    const char *payload_hash = json_string_value(json_object_get(f.payload, "hash"));
+    const char *content = json_string_value(json_object_get(f.payload, "content"));
+    char fingerprint[65];
+    deliver_fingerprint(payload_hash ? payload_hash : "", recipient, tool, f.step->cap.grant,
+                        fingerprint);
+
+    /* 1. An invocation already committed answers for itself, even after a revocation. */
+    if (f.existing) {
+        answer_existing(out, json_incref(f.existing), fingerprint);
+        json_decref(detail);
+        facts_free(&f);
+        return STORE_OK;
+    }
+
+    /* 2. Evaluation. */
+    guard_delivery_request req = {
+        .run_id = f.ctx.run_id,
+        .payload_id = (char *)payload_id,
+        .recipient = (char *)recipient,
+        .recipient_clearance = -1,
+        .tool = (char *)tool,
+        .grant = f.step->cap.grant,
+    };
     if (f.recipient) {
         json_t *cl = json_object_get(f.recipient, "clearance");
         req.recipient_clearance = (int)number_of(cl);
@@ -351,11 +326,10 @@ int deliver_send(const gate_env *g, const char *context_id, const char *payload_
     sha1_hex(content, strlen(content), sha1);
     json_t *ev = event_of(&out->decision, detail, snapshot);
     json_t *arg = json_pack("{s:s, s:s, s:s, s:s, s:s, s:s, s:s, s:s, s:o*, s:o*, s:s, s:o*}",
-                            "run_id", f.ctx.run_id, "invocation_id", invocation_id,
-                            "fingerprint", fingerprint, "payload_id", payload_id,
-                            "payload_hash", payload_hash, "content_sha1", sha1, "recipient",
-                            recipient, "tool", tool, "grant_chain",
-                            strs_json(&out->decision.chain_order), "sources",
+                            "run_id", f.ctx.run_id, "invocation_id", invocation_id, "fingerprint",
+                            fingerprint, "payload_id", payload_id, "payload_hash", payload_hash,
+                            "content_sha1", sha1, "recipient", recipient, "tool", tool,
+                            "grant_chain", strs_json(&out->decision.chain_order), "sources",
                             strs_json(&out->decision.sources), "content", content, "event", ev);
     json_decref(snapshot);
     if (!arg) {
@@ -368,6 +342,7 @@ int deliver_send(const gate_env *g, const char *context_id, const char *payload_
     for (int attempt = 0; attempt < DELIVER_ATTEMPTS; attempt++) {
         if (attempt > 0) {
             /* A timed-out commit may have landed: look before writing again. */
+            json_t *existing = NULL;
             rc = find_delivery(g, invocation_id, &existing);
             if (rc == STORE_OK && existing) {
                 guard_decision_free(&out->decision);

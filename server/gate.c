@@ -110,8 +110,8 @@ static json_t *context_json(const guard_context *ctx)
     if (!owners)
         return NULL;
     return json_pack("{s:s, s:s, s:s, s:o}", "id", ctx->id ? ctx->id : "", "run_id",
-                     ctx->run_id ? ctx->run_id : "", "step", ctx->step ? ctx->step : "",
-                     "owners", owners);
+                     ctx->run_id ? ctx->run_id : "", "step", ctx->step ? ctx->step : "", "owners",
+                     owners);
 }
 
 static bool strs_contain(const guard_strs *s, const char *v)
@@ -133,8 +133,8 @@ int gate_open_step(const gate_env *g, const char *run_id, const char *step, json
     const workflow_step *ws = workflow_step_find(g->wf, step);
     if (!ws)
         return STORE_ENOTFOUND;
-    json_t *arg = json_pack("{s:s, s:s, s:s}", "run_id", run_id, "step", step, "actor",
-                            ws->cap.actor);
+    json_t *arg =
+        json_pack("{s:s, s:s, s:s}", "run_id", run_id, "step", step, "actor", ws->cap.actor);
     if (!arg)
         return STORE_ENOMEM;
     json_t *reply = NULL;
@@ -241,15 +241,15 @@ static json_t *input_snapshot(const workflow_step *ws, const guard_context *ctx,
                      context_json(ctx), "ancestries", raws);
 }
 
-static json_t *input_detail(const char *context_id, const workflow_step *ws,
-                            const char *const *ids, size_t n)
+static json_t *input_detail(const char *context_id, const workflow_step *ws, const char *const *ids,
+                            size_t n)
 {
-    return json_pack("{s:s, s:s, s:o*}", "context", context_id, "step", ws->cap.step,
-                     "artifacts", strings_json(ids, n));
+    return json_pack("{s:s, s:s, s:o*}", "context", context_id, "step", ws->cap.step, "artifacts",
+                     strings_json(ids, n));
 }
 
-int gate_check_input(const gate_env *g, const char *context_id, const char *const *ids,
-                     size_t n, guard_decision *d, uint64_t *event_seq)
+int gate_check_input(const gate_env *g, const char *context_id, const char *const *ids, size_t n,
+                     guard_decision *d, uint64_t *event_seq)
 {
     memset(d, 0, sizeof *d);
     *event_seq = 0;
@@ -274,6 +274,29 @@ int gate_check_input(const gate_env *g, const char *context_id, const char *cons
         json_decref(snap);
         json_decref(detail);
     }
+    json_decref(raws);
+    store_context_free(&ctx);
+    return rc;
+}
+
+int gate_evaluate_input(const gate_env *g, const char *context_id, const char *const *ids, size_t n,
+                        guard_decision *d)
+{
+    memset(d, 0, sizeof *d);
+    if (n == 0 || n > g->limits->max_ids)
+        return STORE_EINVAL;
+    const workflow_step *ws = NULL;
+    guard_context ctx;
+    int rc = gate_context(g, context_id, &ws, &ctx);
+    if (unavailable(rc)) {
+        guard_decision_unknown(d, "the graph could not supply the context");
+        return STORE_OK;
+    }
+    if (rc != STORE_OK)
+        return rc;
+    json_t *raws = NULL;
+    int conf, integrity;
+    rc = check_inputs(g, ws, &ctx, ids, n, d, &raws, &conf, &integrity);
     json_decref(raws);
     store_context_free(&ctx);
     return rc;
@@ -343,10 +366,10 @@ int gate_read_source(const gate_env *g, const char *context_id, const char *reso
         const char *content = json_string_value(json_object_get(res, "content"));
         const char *title = json_string_value(json_object_get(res, "title"));
         json_t *jconf = json_object_get(res, "conf"), *jint = json_object_get(res, "integrity");
-        long long conf = json_is_string(jconf) ? atoll(json_string_value(jconf))
-                                               : json_integer_value(jconf);
-        long long integ = json_is_string(jint) ? atoll(json_string_value(jint))
-                                               : json_integer_value(jint);
+        long long conf =
+            json_is_string(jconf) ? atoll(json_string_value(jconf)) : json_integer_value(jconf);
+        long long integ =
+            json_is_string(jint) ? atoll(json_string_value(jint)) : json_integer_value(jint);
         char hash[65];
         gate_sha256_hex(content ? content : "", content ? strlen(content) : 0, hash);
         d->outcome = GUARD_ALLOW;
@@ -354,9 +377,8 @@ int gate_read_source(const gate_env *g, const char *context_id, const char *reso
         json_t *arg = json_pack("{s:s, s:s, s:s, s:s, s:I, s:I, s:s, s:s, s:[], s:s, s:b, s:o*}",
                                 "run_id", ctx.run_id, "context_id", context_id, "kind", "source",
                                 "title", title ? title : resource_id, "conf", conf, "integrity",
-                                integ, "hash", hash, "content", content ? content : "",
-                                "input_ids", "resource", resource_id, "capture_complete", 1,
-                                "event", ev);
+                                integ, "hash", hash, "content", content ? content : "", "input_ids",
+                                "resource", resource_id, "capture_complete", 1, "event", ev);
         rc = arg ? create_artifact(g, arg, artifact) : STORE_ENOMEM;
         json_decref(arg);
         if (rc != STORE_OK && rc != STORE_ENOMEM && rc != STORE_ENOTFOUND) {
@@ -380,8 +402,8 @@ int gate_record_output(const gate_env *g, const char *context_id, const char *co
 {
     memset(d, 0, sizeof *d);
     *artifact = NULL;
-    if (n == 0 || n > g->limits->max_ids || !title || !*title || strlen(title) > 256 ||
-        !content || strlen(content) > g->limits->max_content)
+    if (n == 0 || n > g->limits->max_ids || !title || !*title || strlen(title) > 256 || !content ||
+        strlen(content) > g->limits->max_content)
         return STORE_EINVAL;
     const workflow_step *ws = NULL;
     guard_context ctx;
@@ -400,9 +422,8 @@ int gate_record_output(const gate_env *g, const char *context_id, const char *co
         return rc;
     }
     json_t *snap = input_snapshot(ws, &ctx, raws);
-    json_t *detail = json_pack("{s:s, s:s, s:s, s:o*}", "context", context_id, "step",
-                               ws->cap.step, "title", title, "inputs",
-                               strings_json(input_ids, n));
+    json_t *detail = json_pack("{s:s, s:s, s:s, s:o*}", "context", context_id, "step", ws->cap.step,
+                               "title", title, "inputs", strings_json(input_ids, n));
     if (d->outcome != GUARD_ALLOW) {
         record_decision(g, ctx.run_id, "output_refused", d, detail, snap, NULL);
     } else {
@@ -411,11 +432,11 @@ int gate_record_output(const gate_env *g, const char *context_id, const char *co
         char hash[65];
         gate_sha256_hex(content, strlen(content), hash);
         json_t *ev = decision_event("output_recorded", d, detail, snap);
-        json_t *arg = json_pack("{s:s, s:s, s:s, s:s, s:i, s:i, s:s, s:s, s:o*, s:b, s:o*}",
-                                "run_id", ctx.run_id, "context_id", context_id, "kind",
-                                "derived", "title", title, "conf", conf, "integrity", integrity,
-                                "hash", hash, "content", content, "input_ids",
-                                strings_json(input_ids, n), "capture_complete", 1, "event", ev);
+        json_t *arg =
+            json_pack("{s:s, s:s, s:s, s:s, s:i, s:i, s:s, s:s, s:o*, s:b, s:o*}", "run_id",
+                      ctx.run_id, "context_id", context_id, "kind", "derived", "title", title,
+                      "conf", conf, "integrity", integrity, "hash", hash, "content", content,
+                      "input_ids", strings_json(input_ids, n), "capture_complete", 1, "event", ev);
         rc = arg ? create_artifact(g, arg, artifact) : STORE_ENOMEM;
         json_decref(arg);
         if (rc != STORE_OK && rc != STORE_ENOMEM && rc != STORE_ENOTFOUND) {

@@ -46,8 +46,14 @@ int gate_read_source(const gate_env *g, const char *context_id, const char *reso
 /* Input gate over artifacts ids (n of them) for the context's step: ALLOW only when every
  * artifact's ancestry fits. Writes an input_checked event with the snapshot; *event_seq its seq
  * (0 when it could not be written, then the decision is UNKNOWN GRAPH_ERROR). */
-int gate_check_input(const gate_env *g, const char *context_id, const char *const *ids,
-                     size_t n, guard_decision *d, uint64_t *event_seq);
+int gate_check_input(const gate_env *g, const char *context_id, const char *const *ids, size_t n,
+                     guard_decision *d, uint64_t *event_seq);
+
+/* The input gate's verdict on artifacts ids for the context's step, without recording it: for
+ * choosing among candidates, after which the chosen set goes through gate_check_input (and is
+ * recorded there). Returns as gate_check_input. */
+int gate_evaluate_input(const gate_env *g, const char *context_id, const char *const *ids, size_t n,
+                        guard_decision *d);
 
 /* Records a model output of the context: the input gate is applied to input_ids first; on
  * ALLOW the derived artifact is created with DERIVED_FROM edges to exactly input_ids and labels

@@ -97,7 +97,7 @@ typedef enum { STEP_DONE, STEP_BLOCKED, STEP_FAILED } step_end;
 
 static step_end end_of(const guard_decision *d)
 {
-    return d->outcome == GUARD_ALLOW ? STEP_DONE
+    return d->outcome == GUARD_ALLOW  ? STEP_DONE
            : d->outcome == GUARD_DENY ? STEP_BLOCKED
                                       : STEP_FAILED;
 }
@@ -137,8 +137,7 @@ static step_end run_step(const gate_env *g, const char *run_id, const char *mode
     /* Handed-off artifacts pass the gate before anything else happens in the step. */
     if (inputs->n > 0) {
         uint64_t seq = 0;
-        int rc = gate_check_input(g, ctx_id, (const char *const *)inputs->ids, inputs->n, d,
-                                  &seq);
+        int rc = gate_check_input(g, ctx_id, (const char *const *)inputs->ids, inputs->n, d, &seq);
         if (rc != STORE_OK) {
             guard_decision_unknown(d, "the handed-off artifacts could not be checked");
             return STEP_FAILED;
@@ -178,10 +177,9 @@ static step_end run_step(const gate_env *g, const char *run_id, const char *mode
         guard_decision_unknown(d, "the inputs could not be read for the model request");
         return STEP_FAILED;
     }
-    note_event(g, run_id,
-               "model_request",
-               json_pack("{s:s, s:s, s:s, s:o*}", "step", ws->cap.step, "context", ctx_id,
-                         "model", mode, "inputs", ids_json(&all)));
+    note_event(g, run_id, "model_request",
+               json_pack("{s:s, s:s, s:s, s:o*}", "step", ws->cap.step, "context", ctx_id, "model",
+                         mode, "inputs", ids_json(&all)));
     model_request req = {.step = ws, .inputs = (const char *const *)contents, .n_inputs = all.n};
     model_reply reply;
     char err[256];
@@ -190,8 +188,8 @@ static step_end run_step(const gate_env *g, const char *run_id, const char *mode
         free(contents[i]);
     free(contents);
     if (mrc != 0) {
-        note_event(g, run_id, "model_error", json_pack("{s:s, s:s}", "step", ws->cap.step,
-                                                       "error", err));
+        note_event(g, run_id, "model_error",
+                   json_pack("{s:s, s:s}", "step", ws->cap.step, "error", err));
         ids_free(&all);
         guard_decision_unknown(d, err);
         return STEP_FAILED;
@@ -202,19 +200,18 @@ static step_end run_step(const gate_env *g, const char *run_id, const char *mode
     char *rendered = NULL;
     if (ws->public_template &&
         workflow_render_public(ws, reply.fields, &rendered, err, sizeof err) != 0) {
-        note_event(g, run_id, "output_rejected", json_pack("{s:s, s:s}", "step", ws->cap.step,
-                                                           "error", err));
+        note_event(g, run_id, "output_rejected",
+                   json_pack("{s:s, s:s}", "step", ws->cap.step, "error", err));
         model_reply_free(&reply);
         ids_free(&all);
         guard_decision_unknown(d, err);
         return STEP_FAILED;
     }
     json_t *output = NULL;
-    int rc = all.n == 0
-                 ? STORE_EINVAL
-                 : gate_record_output(g, ctx_id, (const char *const *)all.ids, all.n,
-                                      ws->output_title, rendered ? rendered : reply.content, d,
-                                      &output);
+    int rc = all.n == 0 ? STORE_EINVAL
+                        : gate_record_output(g, ctx_id, (const char *const *)all.ids, all.n,
+                                             ws->output_title, rendered ? rendered : reply.content,
+                                             d, &output);
     free(rendered);
     const char *out_id = output ? json_string_value(json_object_get(output, "id")) : NULL;
     if (rc != STORE_OK || d->outcome != GUARD_ALLOW || !out_id) {
@@ -343,8 +340,7 @@ int runner_start(const gate_env *g, const char *task, const char *mode, char run
     char wfname[160];
     snprintf(wfname, sizeof wfname, "%s@%.12s", g->wf->name, g->wf->version);
     json_t *arg = json_pack("{s:s, s:s, s:s, s:s}", "id", run_id, "task",
-                            task && *task ? task : g->wf->task, "mode", mode, "workflow",
-                            wfname);
+                            task && *task ? task : g->wf->task, "mode", mode, "workflow", wfname);
     if (!arg)
         return STORE_ENOMEM;
     json_t *reply = NULL;
@@ -380,22 +376,31 @@ static int recovery_candidates(const json_t *view, const char *step, id_list *ou
     return STORE_OK;
 }
 
-/* Keeps the candidates whose ancestry passes the step's input gate on their own. */
+/* Keeps the candidates whose ancestry passes the step's input gate on their own; *excluded
+ * gets the others with the codes and witness that excluded them. */
 static int permitted_inputs(const gate_env *g, const char *ctx_id, const id_list *cand,
-                            id_list *out)
+                            id_list *out, json_t *excluded)
 {
     for (size_t i = 0; i < cand->n; i++) {
         guard_decision d;
-        uint64_t seq = 0;
         const char *one[1] = {cand->ids[i]};
-        int rc = gate_check_input(g, ctx_id, one, 1, &d, &seq);
-        bool ok = rc == STORE_OK && d.outcome == GUARD_ALLOW;
-        bool failed = rc != STORE_OK || d.outcome == GUARD_UNKNOWN;
-        guard_decision_free(&d);
-        if (failed)
+        int rc = gate_evaluate_input(g, ctx_id, one, 1, &d);
+        if (rc != STORE_OK || d.outcome == GUARD_UNKNOWN) {
+            guard_decision_free(&d);
             return rc == STORE_OK ? STORE_EUNAVAILABLE : rc;
-        if (ok && ids_add(out, cand->ids[i]))
-            return STORE_ENOMEM;
+        }
+        if (d.outcome == GUARD_ALLOW) {
+            rc = ids_add(out, cand->ids[i]) ? STORE_ENOMEM : STORE_OK;
+        } else {
+            char codes[256];
+            guard_codes_format(d.codes, codes, sizeof codes);
+            json_array_append_new(excluded,
+                                  json_pack("{s:s, s:s, s:s}", "id", cand->ids[i], "codes", codes,
+                                            "witness", d.witness ? d.witness : ""));
+        }
+        guard_decision_free(&d);
+        if (rc != STORE_OK)
+            return rc;
     }
     return STORE_OK;
 }
@@ -434,15 +439,16 @@ int runner_recover(const gate_env *g, const char *run_id, runner_recovery *out)
     if (rc == STORE_OK)
         rc = gate_open_step(g, run_id, ws->cap.step, &ctx);
     const char *ctx_id = ctx ? json_string_value(json_object_get(ctx, "id")) : NULL;
+    json_t *excluded = json_array();
     if (rc == STORE_OK && ctx_id)
-        rc = permitted_inputs(g, ctx_id, &cand, &inputs);
+        rc = excluded ? permitted_inputs(g, ctx_id, &cand, &inputs, excluded) : STORE_ENOMEM;
     const char *mode = json_string_value(json_object_get(json_object_get(view, "run"), "mode"));
     if (!mode || strcmp(mode, "external") == 0)
         mode = "scripted";
     if (rc == STORE_OK && ctx_id && inputs.n > 0) {
         note_event(g, run_id, "recovery_inputs",
-                   json_pack("{s:s, s:s, s:o*}", "step", ws->cap.step, "context", ctx_id,
-                             "inputs", ids_json(&inputs)));
+                   json_pack("{s:s, s:s, s:o*, s:O}", "step", ws->cap.step, "context", ctx_id,
+                             "inputs", ids_json(&inputs), "excluded", excluded));
         /* The permitted inputs were each checked; run_step checks them together again. */
         end = run_step(g, run_id, mode, ws, ctx_id, &inputs, &out->decision, &handoff);
     } else {
@@ -451,6 +457,7 @@ int runner_recover(const gate_env *g, const char *run_id, runner_recovery *out)
                                                    : "the graph could not supply the run");
     }
     finish(g, run_id, "recovering", end, ws->cap.step, &out->decision);
+    json_decref(excluded);
     ids_free(&cand);
     ids_free(&inputs);
     ids_free(&handoff);

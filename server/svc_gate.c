@@ -34,10 +34,10 @@ static bool id_ok(const char *s)
     return true;
 }
 
-#define REQUIRE_ID(c, field, value)                                                            \
-    do {                                                                                       \
-        if (!id_ok(value))                                                                     \
-            return call_fail(c, RPC_INVALID_ARGUMENT, field ": 1 to 128 of [A-Za-z0-9._:-]");   \
+#define REQUIRE_ID(c, field, value)                                                                \
+    do {                                                                                           \
+        if (!id_ok(value))                                                                         \
+            return call_fail(c, RPC_INVALID_ARGUMENT, field ": 1 to 128 of [A-Za-z0-9._:-]");      \
     } while (0)
 
 static int ids_ok(call *c, const char *field, char **ids, size_t n)
@@ -49,8 +49,8 @@ static int ids_ok(call *c, const char *field, char **ids, size_t n)
                          c->env->limits.max_ids);
     for (size_t i = 0; i < n; i++)
         if (!id_ok(ids[i]))
-            return call_fail(c, RPC_INVALID_ARGUMENT, "%s[%zu]: 1 to 128 of [A-Za-z0-9._:-]",
-                             field, i);
+            return call_fail(c, RPC_INVALID_ARGUMENT, "%s[%zu]: 1 to 128 of [A-Za-z0-9._:-]", field,
+                             i);
     return RPC_OK;
 }
 
@@ -249,8 +249,8 @@ static json_t *trace_entry(const json_t *a)
     json_t *r;
     json_array_foreach(res, i, r)
     {
-        const char *id = json_is_string(r) ? json_string_value(r)
-                                           : json_string_value(json_object_get(r, "id"));
+        const char *id =
+            json_is_string(r) ? json_string_value(r) : json_string_value(json_object_get(r, "id"));
         if (id)
             json_array_append_new(ids, json_string(id));
     }

@@ -496,11 +496,9 @@ void transport_stop(transport *t)
     if (t == NULL) {
         return;
     }
-    /* Stop accepting connections first; connected callers can still be answered. */
-    for (size_t i = 0; i < t->n_listeners; i++) {
-        nng_listener_close(t->listeners[i]);
-    }
-    t->n_listeners = 0;
+    /* The listeners stay open until the end: closing an NNG listener also closes every
+     * connection it accepted, which would drop the replies of calls still in flight. New
+     * requests are refused with UNAVAILABLE from the moment stopping is set. */
     transport_drain(t, 10000);
     /* Replies are handed to the connections when their send completes; give the last ones a
      * moment on the wire before the connections close. */

@@ -42,8 +42,9 @@ typedef struct transport transport;
 int transport_start(const transport_opts *o, transport **out, int *db_failure, char *err,
                     size_t errlen);
 
-/* Graceful stop: closes the listeners, stops receiving, lets every accepted request finish and
- * its reply go out, then closes the socket, frees the stores and t. Blocks until done. */
+/* Graceful stop: refuses new requests (UNAVAILABLE), lets every accepted request finish and
+ * its reply go out, then closes the listeners and the socket, frees the stores and t. Blocks
+ * until done. */
 void transport_stop(transport *t);
 
 #endif
