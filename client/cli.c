@@ -339,8 +339,7 @@ static int cmd_recover(cli *c, const cli_command *cmd, const cli_args *a)
     if (c->json) {
         rv = print_json(&r->base);
     } else {
-        const char *recipient =
-            r->n_deliveries > 0 ? r->deliveries[r->n_deliveries - 1]->recipient : NULL;
+        const char *recipient = r->recipient && *r->recipient ? r->recipient : NULL;
         printf("run %s  %s\n", r->run != NULL ? r->run->id : a->pos[0],
                r->run != NULL ? r->run->status : "-");
         cli_print_decision(stdout, "deliver", recipient, r->decision);
@@ -674,7 +673,7 @@ static const cli_command commands[] = {
      cmd_open_step},
     {"read-source", "CTX RESOURCE", "register a resource of the step as a source artifact", no_opts,
      2, 2, cmd_read_source},
-    {"record-output", "CTX --title T (--content C | --content-file F) [INPUT_ID...]",
+    {"record-output", "CTX --title T (--content C | --content-file F) INPUT_ID...",
      "record a model output derived from exactly INPUT_IDs (F may be - for stdin)", record_opts, 1,
      MAX_POSITIONAL, cmd_record_output},
     {"check-input", "CTX ID...", "the input gate over artifacts for the context's step", no_opts, 2,

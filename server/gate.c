@@ -224,6 +224,9 @@ static int check_inputs(const gate_env *g, const workflow_step *ws, const guard_
             memset(&one, 0, sizeof one);
         }
         d->codes = merged;
+        /* As in the guard: a fact that could not be had makes the whole verdict UNKNOWN. */
+        if (merged & (1u << GUARD_GRAPH_ERROR))
+            d->outcome = GUARD_UNKNOWN;
         guard_decision_free(&one);
         if (rc == STORE_ENOMEM) {
             json_decref(raws);

@@ -150,6 +150,11 @@ static int recover_run(call *c, const ProtobufCMessage *in, ProtobufCMessage **o
     resp->decision = wire_decision(c, &rec.decision);
     resp->acknowledged = rec.acknowledged;
     guard_decision_free(&rec.decision);
+    const workflow_step *ws = workflow_recovery_step(c->env->wf);
+    resp->step = call_strdup(c, ws ? ws->cap.step : "");
+    resp->recipient = call_strdup(c, ws && ws->deliver_recipient ? ws->deliver_recipient : "");
+    if (!resp->step || !resp->recipient)
+        return call_fail(c, RPC_INTERNAL, "out of memory");
     Charter__V1__RunView *view = NULL;
     rc = load_view(c, req->run_id, 0, 1, &view);
     if (rc != RPC_OK)
