@@ -4,9 +4,12 @@
  * "scripted" is the deterministic adversary of the reference workflow: it returns the reply
  * written in the step's script, whatever the inputs say, so a run always follows the injection
  * and the gates, not the model, are what stop it. The reply is copied out of the workflow, so it
- * stays valid after the workflow is freed. "live" providers are not configured in this build.
+ * stays valid after the workflow is freed. "live" hands the same gated request to the
+ * OpenAI-compatible provider (provider.c) when the environment configures one.
  */
 #include "model.h"
+
+#include "provider.h"
 
 #include <stdarg.h>
 #include <stdio.h>
@@ -45,6 +48,7 @@ void model_reply_free(model_reply *r)
         return;
     }
     free(r->content);
+    free(r->model);
     json_decref(r->fields);
     for (size_t i = 0; i < r->handoff.n; i++) {
         free(r->handoff.items[i]);
@@ -125,7 +129,12 @@ int model_ask(const char *mode, const model_request *req, model_reply *out, char
         return model_scripted(req, out, err, errlen);
     }
     if (strcmp(mode, "live") == 0) {
-        return model_fail(err, errlen, "live models are not configured");
+        if (!provider_configured()) {
+            return model_fail(err, errlen,
+                              "live models are not configured (set CHARTER_OPENAI_BASE_URL, "
+                              "CHARTER_OPENAI_API_KEY, CHARTER_OPENAI_MODEL)");
+        }
+        return provider_ask(req, out, err, errlen);
     }
-    return model_fail(err, errlen, "unknown model mode \"%.32s\" (known: scripted)", mode);
+    return model_fail(err, errlen, "unknown model mode \"%.32s\" (known: scripted, live)", mode);
 }

@@ -4,7 +4,8 @@
  * A model request is built by the host only from artifacts that passed the input gate; the
  * model never chooses the actor, tools, recipients, resources or grant. The scripted model is
  * the deterministic adversary of the reference workflow: it answers each step with the reply
- * scripted in the workflow definition and always follows the injection.
+ * scripted in the workflow definition and always follows the injection. A live model
+ * (provider.h) gets the same gated request and must answer in the step's strict schema.
  */
 #ifndef CHARTER_MODEL_H
 #define CHARTER_MODEL_H
@@ -27,12 +28,18 @@ typedef struct {
     char *content;
     json_t *fields; /* may be NULL */
     guard_strs handoff;
+    char *model; /* the live model that answered (CHARTER_OPENAI_MODEL); NULL for "scripted" */
 } model_reply;
 
-/* Asks the model named mode ("scripted") for the step's reply. Returns 0, or -1 with a reason
- * in err (unknown mode, the step has no script). *out is owned by the caller (model_reply_free). */
+/* Asks the model named mode for the step's reply: "scripted" (the step's script) or "live"
+ * (the OpenAI-compatible provider configured by provider_global_init; blocks for up to two
+ * HTTP attempts of CHARTER_MODEL_TIMEOUT_MS each plus one wait of at most 10 s on 429/503).
+ * Returns 0, or -1 with a one-line reason in err (unknown mode, the step has no script, live
+ * models are not configured, the live reply failed the step's schema or the HTTP call failed).
+ * *out is owned by the caller (model_reply_free) and zeroed on failure. */
 int model_ask(const char *mode, const model_request *req, model_reply *out, char *err,
               size_t errlen);
+/* Frees what r holds and zeroes it; NULL is accepted. */
 void model_reply_free(model_reply *r);
 
 #endif
