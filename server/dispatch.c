@@ -20,9 +20,13 @@
 #include "log.h"
 #include "services.h"
 
-/* Bytes the decoder may allocate per byte of request, and the floor for small requests. */
+/* Bytes the decoder may allocate per byte of request, and the floor for small requests. The
+ * floor must cover every request the handlers accept: protobuf-c scans a repeated field into
+ * 32-byte records held in doubling slabs, then allocates a pointer and a copy per string, so
+ * the 1000 one- or two-character artifact ids a CheckInput may carry (about 4 kB on the wire)
+ * take some 64 kB to decode. */
 #define DISPATCH_BUDGET_FACTOR 8
-#define DISPATCH_BUDGET_MIN ((size_t)64 * 1024)
+#define DISPATCH_BUDGET_MIN ((size_t)1024 * 1024)
 /* Longest method name looked up; anything longer cannot be one of ours. */
 #define DISPATCH_METHOD_MAX 128
 
@@ -38,6 +42,7 @@ static const dispatch_service dispatch_services[] = {
     {&charter__v1__gate__descriptor, svc_gate_handlers, &svc_gate_handlers_len, false},
     {&charter__v1__grants__descriptor, svc_grants_handlers, &svc_grants_handlers_len, false},
     {&charter__v1__health__descriptor, svc_health_handlers, &svc_health_handlers_len, true},
+    {&charter__v1__evidence__descriptor, svc_evidence_handlers, &svc_evidence_handlers_len, false},
 };
 #define DISPATCH_N_SERVICES (sizeof dispatch_services / sizeof dispatch_services[0])
 
@@ -241,7 +246,7 @@ static int dispatch_timeout(const server_env *env, uint32_t requested)
 /* --- one call ----------------------------------------------------------------------------- */
 
 int dispatch_serve(const dispatch_ctx *d, store *st, const uint8_t *req, size_t len,
-                   uint8_t **resp, size_t *resp_len)
+                   unsigned waited_ms, uint8_t **resp, size_t *resp_len)
 {
     struct timespec t0;
     clock_gettime(CLOCK_MONOTONIC, &t0);
@@ -257,8 +262,8 @@ int dispatch_serve(const dispatch_ctx *d, store *st, const uint8_t *req, size_t 
     c.status = RPC_OK;
 
     dispatch_budget budget = {0, 0, false};
-    budget.limit = len <= SIZE_MAX / DISPATCH_BUDGET_FACTOR ? len * DISPATCH_BUDGET_FACTOR
-                                                            : SIZE_MAX;
+    budget.limit =
+        len <= SIZE_MAX / DISPATCH_BUDGET_FACTOR ? len * DISPATCH_BUDGET_FACTOR : SIZE_MAX;
     if (budget.limit < DISPATCH_BUDGET_MIN) {
         budget.limit = DISPATCH_BUDGET_MIN;
     }
@@ -280,8 +285,8 @@ int dispatch_serve(const dispatch_ctx *d, store *st, const uint8_t *req, size_t 
     rq = charter__v1__rpc_request__unpack(&alloc, len, req);
     if (rq == NULL) {
         if (budget.exhausted) {
-            call_fail(&c, RPC_RESOURCE_EXHAUSTED,
-                      "decoding the request needs more than %zu bytes", budget.limit);
+            call_fail(&c, RPC_RESOURCE_EXHAUSTED, "decoding the request needs more than %zu bytes",
+                      budget.limit);
         } else {
             call_fail(&c, RPC_INVALID_ARGUMENT, "cannot decode RpcRequest");
         }
@@ -321,6 +326,13 @@ int dispatch_serve(const dispatch_ctx *d, store *st, const uint8_t *req, size_t 
     }
 
     c.timeout_ms = dispatch_timeout(env, rq->timeout_ms);
+    if (waited_ms >= (unsigned)c.timeout_ms) {
+        call_fail(&c, RPC_DEADLINE_EXCEEDED,
+                  "the call waited %u ms for a worker, past its %d ms deadline", waited_ms,
+                  c.timeout_ms);
+        goto reply;
+    }
+    c.timeout_ms -= (int)waited_ms;
     store_set_timeout(st, c.timeout_ms);
 
     int rc = svc->handlers[index](&c, in, &out);
@@ -366,8 +378,8 @@ reply:;
     }
     if (prc != 0 && status == RPC_OK) {
         /* The response was too big to wrap; say so rather than stay silent. */
-        prc = dispatch_pack_response(RPC_INTERNAL, "out of memory packing the response", NULL,
-                                     0, resp, resp_len);
+        prc = dispatch_pack_response(RPC_INTERNAL, "out of memory packing the response", NULL, 0,
+                                     resp, resp_len);
     }
     return prc;
 }

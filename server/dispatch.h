@@ -28,12 +28,15 @@ typedef struct {
  * err (charterd then refuses to start). */
 int dispatch_check_tables(char *err, size_t errlen);
 
-/* Serves one request of len bytes on the worker's store st. Always produces a response for the
- * caller (errors become RpcResponse codes): *resp is a malloc'd packed RpcResponse of *resp_len
- * bytes, freed by the caller. Returns 0, or -1 when not even an error response could be
- * allocated (nothing to send). Logs one line per failed call. */
+/* Serves one request of len bytes on the worker's store st, after it waited waited_ms
+ * milliseconds in the queue. The wait counts against the call's deadline: a request whose
+ * deadline passed in the queue is answered DEADLINE_EXCEEDED without running (its caller has
+ * given up), and the rest of the deadline bounds each database command. Always produces a
+ * response for the caller (errors become RpcResponse codes): *resp is a malloc'd packed
+ * RpcResponse of *resp_len bytes, freed by the caller. Returns 0, or -1 when not even an error
+ * response could be allocated (nothing to send). Logs one line per failed call. */
 int dispatch_serve(const dispatch_ctx *d, store *st, const uint8_t *req, size_t len,
-                   uint8_t **resp, size_t *resp_len);
+                   unsigned waited_ms, uint8_t **resp, size_t *resp_len);
 
 /* A packed RpcResponse with code and message and no payload (used by the transport for
  * RESOURCE_EXHAUSTED when the queue is full). Returns 0 or -1 on allocation failure. */

@@ -1,14 +1,7 @@
 /*
  * transport.c - the rep0 socket, its receive slots and the worker threads (see transport.h).
- *
- * Each slot is a small state machine in the style of NNG's demo/async/server.c:
- *   RECV   - a receive is pending on the slot's context;
- *   QUEUED - a request waits in the FIFO or is being served by a worker;
- *   SEND   - the reply (or an immediate refusal) is being sent;
- *   IDLE   - stopped (shutdown).
- * Invariant, guarded by mu: a slot in RECV has an operation pending on its aio, so setting
- * stopping and cancelling every RECV slot under mu leaves no receive behind; every later
- * transition back to RECV checks stopping under mu first.
+ * Slots are small state machines in the style of NNG's demo/async/server.c; workers are plain
+ * threads, each with its own store, fed from one FIFO.
  */
 #include "transport.h"
 
@@ -28,6 +21,14 @@
 
 #include "log.h"
 
+/* A slot's states:
+ *   RECV   - a receive is pending on the slot's context;
+ *   QUEUED - a request waits in the FIFO or is being served by a worker;
+ *   SEND   - the reply (or an immediate refusal) is being sent;
+ *   IDLE   - stopped (shutdown).
+ * Invariant, guarded by mu: a slot in RECV has an operation pending on its aio, so setting
+ * stopping and cancelling every RECV slot under mu leaves no receive behind; every later
+ * transition back to RECV checks stopping under mu first. */
 typedef enum { SLOT_IDLE = 0, SLOT_RECV, SLOT_QUEUED, SLOT_SEND } slot_state;
 
 typedef struct transport_slot {
@@ -36,6 +37,7 @@ typedef struct transport_slot {
     nng_aio *aio;
     slot_state state;
     nng_msg *req;
+    struct timespec queued_at;   /* when req was received (CLOCK_MONOTONIC) */
     struct transport_slot *next; /* FIFO link while QUEUED */
 } transport_slot;
 
@@ -64,6 +66,8 @@ struct transport {
     size_t pending; /* requests queued or being served */
     size_t limit;   /* workers + queue */
     bool stopping;
+    unsigned long refused;  /* busy refusals since the last log line about them */
+    time_t refused_logged;  /* when that line was written (at most one a second) */
 };
 
 /* --- replies that never reach a worker --------------------------------------------------- */
@@ -126,24 +130,36 @@ static void transport_slot_cb(void *arg)
             pthread_mutex_unlock(&t->mu);
             nng_msg_free(m);
             log_error("call refused: UNAVAILABLE (14): server is shutting down");
-            transport_refuse(s, RPC_UNAVAILABLE, "server is shutting down (retry on another "
-                                                 "charterd)");
+            transport_refuse(s, RPC_UNAVAILABLE,
+                             "server is shutting down (retry on another "
+                             "charterd)");
             return;
         }
         if (t->pending >= t->limit) {
             size_t pending = t->pending;
+            /* Under overload one line a second says how many were refused, rather than a line
+             * per refusal written from NNG's callback thread. */
+            time_t now = time(NULL);
+            unsigned long refused = ++t->refused;
+            bool log_now = now != t->refused_logged;
+            if (log_now) {
+                t->refused_logged = now;
+                t->refused = 0;
+            }
             pthread_mutex_unlock(&t->mu);
             nng_msg_free(m);
             char msg[160];
             snprintf(msg, sizeof msg,
                      "server busy: %zu requests in progress or queued (retry later)", pending);
-            log_error("call refused: RESOURCE_EXHAUSTED (8): %s", msg);
+            if (log_now)
+                log_error("%lu call(s) refused: RESOURCE_EXHAUSTED (8): %s", refused, msg);
             transport_refuse(s, RPC_RESOURCE_EXHAUSTED, msg);
             return;
         }
         t->pending++;
         s->req = m;
         s->state = SLOT_QUEUED;
+        clock_gettime(CLOCK_MONOTONIC, &s->queued_at);
         s->next = NULL;
         if (t->tail != NULL) {
             t->tail->next = s;
@@ -199,8 +215,12 @@ static void *transport_worker_main(void *arg)
         uint8_t *resp = NULL;
         size_t resp_len = 0;
         nng_msg *reply = NULL;
+        struct timespec now;
+        clock_gettime(CLOCK_MONOTONIC, &now);
+        long waited_ms = (now.tv_sec - s->queued_at.tv_sec) * 1000L +
+                         (now.tv_nsec - s->queued_at.tv_nsec) / 1000000L;
         int rc = dispatch_serve(t->dispatch, w->st, nng_msg_body(s->req), nng_msg_len(s->req),
-                                &resp, &resp_len);
+                                waited_ms > 0 ? (unsigned)waited_ms : 0, &resp, &resp_len);
         nng_msg_free(s->req);
         s->req = NULL;
         if (rc == 0 && nng_msg_alloc(&reply, resp_len) == 0) {
@@ -245,16 +265,20 @@ static int transport_clear_ipc(const char *url, char *err, size_t errlen)
         return 0;
     }
     if (!S_ISSOCK(sb.st_mode)) {
-        snprintf(err, errlen, "cannot listen on %s: %s exists and is not a socket (remove it or "
-                 "pick another --listen)", url, path);
+        snprintf(err, errlen,
+                 "cannot listen on %s: %s exists and is not a socket (remove it or "
+                 "pick another --listen)",
+                 url, path);
         return -1;
     }
     struct sockaddr_un sa;
     memset(&sa, 0, sizeof sa);
     sa.sun_family = AF_UNIX;
     if (strlen(path) >= sizeof sa.sun_path) {
-        snprintf(err, errlen, "cannot listen on %s: the path is too long for a unix socket (use "
-                 "a shorter path)", url);
+        snprintf(err, errlen,
+                 "cannot listen on %s: the path is too long for a unix socket (use "
+                 "a shorter path)",
+                 url);
         return -1;
     }
     strcpy(sa.sun_path, path);
@@ -263,8 +287,10 @@ static int transport_clear_ipc(const char *url, char *err, size_t errlen)
         int live = connect(fd, (struct sockaddr *)&sa, sizeof sa) == 0;
         close(fd);
         if (live) {
-            snprintf(err, errlen, "cannot listen on %s: another process is listening there (stop "
-                     "it or pick another --listen)", url);
+            snprintf(err, errlen,
+                     "cannot listen on %s: another process is listening there (stop "
+                     "it or pick another --listen)",
+                     url);
             return -1;
         }
     }
@@ -394,8 +420,10 @@ int transport_start(const transport_opts *o, transport **out, int *db_failure, c
         int rc = store_open(o->redis_url, o->graph, o->timeout_ms, &t->workers[i].st);
         if (rc != STORE_OK) {
             t->workers[i].st = NULL;
-            snprintf(err, errlen, "cannot connect worker %u to Redis at %s (check that Redis "
-                     "runs and --redis is right)", i, o->redis_url);
+            snprintf(err, errlen,
+                     "cannot connect worker %u to Redis at %s (check that Redis "
+                     "runs and --redis is right)",
+                     i, o->redis_url);
             *db_failure = 1;
             transport_free(t);
             return -1;
@@ -440,15 +468,16 @@ int transport_start(const transport_opts *o, transport **out, int *db_failure, c
         }
         nng_listener l;
         if ((rv = nng_listener_create(&l, t->sock, url)) != 0) {
-            snprintf(err, errlen, "cannot listen on %s: %s (check the URL)", url,
-                     nng_strerror(rv));
+            snprintf(err, errlen, "cannot listen on %s: %s (check the URL)", url, nng_strerror(rv));
             transport_free(t);
             return -1;
         }
         t->listeners[t->n_listeners++] = l;
         if ((rv = nng_listener_set_size(l, NNG_OPT_RECVMAXSZ, recvmax)) != 0) {
-            snprintf(err, errlen, "cannot set the message size limit on %s: %s (check "
-                     "--max-message)", url, nng_strerror(rv));
+            snprintf(err, errlen,
+                     "cannot set the message size limit on %s: %s (check "
+                     "--max-message)",
+                     url, nng_strerror(rv));
             transport_free(t);
             return -1;
         }
@@ -462,8 +491,10 @@ int transport_start(const transport_opts *o, transport **out, int *db_failure, c
             }
         }
         if ((rv = nng_listener_start(l, 0)) != 0) {
-            snprintf(err, errlen, "cannot listen on %s: %s (is another charterd running? pick "
-                     "another --listen)", url, nng_strerror(rv));
+            snprintf(err, errlen,
+                     "cannot listen on %s: %s (is another charterd running? pick "
+                     "another --listen)",
+                     url, nng_strerror(rv));
             transport_free(t);
             return -1;
         }
@@ -491,6 +522,56 @@ int transport_start(const transport_opts *o, transport **out, int *db_failure, c
     return 0;
 }
 
+/* Closes the listeners and the socket on a helper thread. */
+static void *transport_closer(void *arg)
+{
+    transport *t = arg;
+    for (size_t i = 0; i < t->n_listeners; i++) {
+        nng_listener_close(t->listeners[i]);
+    }
+    nng_close(t->sock);
+    pthread_mutex_lock(&t->mu);
+    t->n_listeners = 0;
+    t->sock_open = false;
+    pthread_cond_broadcast(&t->idle_cv);
+    pthread_mutex_unlock(&t->mu);
+    return NULL;
+}
+
+/* Closes the listeners and the socket, waiting at most wait_ms. NNG 1.5.2 can block for ever in
+ * close when a connection was cut in the middle of a large transfer (its reaper waits for an
+ * operation that never completes); a stopping charterd must still exit. Returns 0 once closed,
+ * -1 when the close is still blocked (then t must not be freed). */
+static int transport_close_bounded(transport *t, int wait_ms)
+{
+    pthread_t th;
+    if (pthread_create(&th, NULL, transport_closer, t) != 0) {
+        transport_closer(t);
+        return 0;
+    }
+    struct timespec deadline;
+    clock_gettime(CLOCK_REALTIME, &deadline);
+    deadline.tv_sec += wait_ms / 1000;
+    deadline.tv_nsec += (long)(wait_ms % 1000) * 1000000L;
+    if (deadline.tv_nsec >= 1000000000L) {
+        deadline.tv_sec++;
+        deadline.tv_nsec -= 1000000000L;
+    }
+    int rc = 0;
+    pthread_mutex_lock(&t->mu);
+    while (t->sock_open && rc != ETIMEDOUT) {
+        rc = pthread_cond_timedwait(&t->idle_cv, &t->mu, &deadline);
+    }
+    bool closed = !t->sock_open;
+    pthread_mutex_unlock(&t->mu);
+    if (!closed) {
+        pthread_detach(th);
+        return -1;
+    }
+    pthread_join(th, NULL);
+    return 0;
+}
+
 void transport_stop(transport *t)
 {
     if (t == NULL) {
@@ -504,5 +585,14 @@ void transport_stop(transport *t)
      * moment on the wire before the connections close. */
     struct timespec ts = {0, 50 * 1000000L};
     nanosleep(&ts, NULL);
+    if (transport_close_bounded(t, 5000) != 0) {
+        /* The stores do not depend on NNG: close them; leave the rest to the process exit. */
+        for (unsigned i = 0; i < t->n_workers; i++) {
+            store_close(t->workers[i].st);
+            t->workers[i].st = NULL;
+        }
+        log_error("the NNG socket did not close within 5 s; exiting without it");
+        return;
+    }
     transport_free(t);
 }
