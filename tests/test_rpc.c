@@ -20,6 +20,7 @@
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/un.h>
+#include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -58,6 +59,13 @@ static int call_revoke(const char *token, const char *grant_id, harness_response
     Charter__V1__RevokeGrantRequest rq = CHARTER__V1__REVOKE_GRANT_REQUEST__INIT;
     rq.grant_id = (char *)grant_id;
     return harness_rpc_msg(server.tcp_url, REVOKE, token, &rq.base, 3000, r);
+}
+
+static int call_show_chain_at(const char *url, const char *grant_id, harness_response *r)
+{
+    Charter__V1__ShowChainRequest rq = CHARTER__V1__SHOW_CHAIN_REQUEST__INIT;
+    rq.grant_id = (char *)grant_id;
+    return harness_rpc_msg(url, SHOW_CHAIN, HARNESS_OPERATOR_TOKEN, &rq.base, 3000, r);
 }
 
 static int call_show_chain(const char *token, const char *grant_id, harness_response *r)
@@ -175,14 +183,13 @@ static void test_empty_envelope_is_unimplemented(void)
 static void test_unknown_method_is_unimplemented_with_its_name(void)
 {
     static const char *const methods[] = {
-        "/charter.v1.Runs/Explode", "/charter.v1.Nope/Check", "charter.v1.Health/Check",
+        "/charter.v1.Runs/Explode",  "/charter.v1.Nope/Check",   "charter.v1.Health/Check",
         "/charter.v1.Health/Check/", "/charter.v2.Health/Check", "",
     };
     for (size_t i = 0; i < sizeof methods / sizeof methods[0]; i++) {
         harness_response r;
-        CU_ASSERT_EQUAL_FATAL(harness_rpc(server.tcp_url, methods[i], HARNESS_OPERATOR_TOKEN,
-                                          NULL, 0, 3000, &r),
-                              0);
+        CU_ASSERT_EQUAL_FATAL(
+            harness_rpc(server.tcp_url, methods[i], HARNESS_OPERATOR_TOKEN, NULL, 0, 3000, &r), 0);
         CU_ASSERT_EQUAL(r.code, 12);
         CU_ASSERT_PTR_NOT_NULL(strstr(r.message, methods[i]));
         harness_response_free(&r);
@@ -203,7 +210,8 @@ static void test_missing_token_is_unauthenticated(void)
 static void test_wrong_token_is_unauthenticated(void)
 {
     static const char *const tokens[] = {
-        "not-the-operator-token-at-all-000000", HARNESS_OPERATOR_TOKEN "x",
+        "not-the-operator-token-at-all-000000",
+        HARNESS_OPERATOR_TOKEN "x",
         "test-operator-token-6c1f0e2a9b7d4e5", /* one character short */
         "",
     };
@@ -289,20 +297,51 @@ static void test_oversized_request_is_resource_exhausted(void)
     assert_unchanged();
 }
 
+/* In a child process (see main): sends an envelope of total bytes to url and exits with the
+ * NNG result of waiting 1500 ms for the reply, without closing anything. */
+static int send_oversized_and_exit(const char *url, size_t total)
+{
+    size_t len = 0;
+    uint8_t *buf = big_envelope(total, &len);
+    if (buf == NULL) {
+        _exit(100);
+    }
+    harness_response r;
+    int rv = harness_rpc_raw(url, buf, len, 1500, &r);
+    _exit(rv > 99 ? 99 : rv);
+}
+
 static void test_far_oversized_request_drops_the_connection_and_service_goes_on(void)
 {
     /* Above twice --max-message NNG refuses to read the message at all: the connection is
-     * closed, the client never gets a reply and times out. */
-    size_t len = 0;
-    uint8_t *buf = big_envelope(2 * MAX_MESSAGE + 4096, &len);
-    CU_ASSERT_PTR_NOT_NULL_FATAL(buf);
-    harness_response r;
-    int rv = harness_rpc_raw(server.tcp_url, buf, len, 1500, &r);
-    CU_ASSERT_EQUAL(rv, NNG_ETIMEDOUT);
-    if (rv == 0) {
-        harness_response_free(&r);
+     * closed and the caller never gets a reply. The caller runs in its own process because
+     * NNG 1.5.2's reaper can hang in a process whose large send was cut off. */
+    char size[32];
+    snprintf(size, sizeof size, "%zu", 2 * MAX_MESSAGE + 4096);
+    char *const argv[] = {"/proc/self/exe", "--send-oversized", server.tcp_url, size, NULL};
+    extern char **environ;
+    pid_t pid = fork();
+    if (pid == 0) {
+        execve("/proc/self/exe", argv, environ);
+        _exit(101);
     }
-    free(buf);
+    CU_ASSERT_TRUE_FATAL(pid > 0);
+    int status = -1;
+    for (int i = 0; i < 200; i++) { /* at most 10 s */
+        if (waitpid(pid, &status, WNOHANG) == pid) {
+            break;
+        }
+        status = -1;
+        usleep(50 * 1000);
+    }
+    if (status == -1) {
+        kill(pid, SIGKILL);
+        waitpid(pid, &status, 0);
+        CU_FAIL("the oversized sender did not finish within 10 s");
+    } else {
+        CU_ASSERT_TRUE(WIFEXITED(status));
+        CU_ASSERT_EQUAL(WEXITSTATUS(status), NNG_ETIMEDOUT);
+    }
     assert_unchanged();
 }
 
@@ -748,10 +787,62 @@ static void test_killed_charterd_takes_its_embedded_database_down(void)
     nftw(top, remove_entry, 16, FTW_DEPTH | FTW_PHYS);
 }
 
+static bool file_contains(const char *path, const char *needle)
+{
+    FILE *f = fopen(path, "r");
+    if (f == NULL) {
+        return false;
+    }
+    char buf[8192];
+    size_t n = fread(buf, 1, sizeof buf - 1, f);
+    fclose(f);
+    buf[n] = '\0';
+    return strstr(buf, needle) != NULL;
+}
+
+static void test_death_of_the_embedded_database_is_logged_and_health_says_down(void)
+{
+    char top[] = "/tmp/charter-emb-XXXXXX";
+    CU_ASSERT_PTR_NOT_NULL_FATAL(mkdtemp(top));
+    char data[128];
+    snprintf(data, sizeof data, "%s/data", top);
+    char g[64];
+    harness_graph_name(g, sizeof g, "rpc_embedded_death");
+    harness_charterd d;
+    harness_charterd_opts o = {.graph = g, .embedded = true, .data_dir = data};
+    CU_ASSERT_EQUAL_FATAL(harness_charterd_start(&o, &d), 0);
+    pid_t redis = redis_child_of(d.pid);
+    CU_ASSERT_TRUE_FATAL(redis > 0);
+    CU_ASSERT_EQUAL(kill(redis, SIGKILL), 0);
+    bool logged = false;
+    for (int i = 0; i < 60 && !logged; i++) { /* charterd looks once a second */
+        usleep(100 * 1000);
+        logged = file_contains(d.log_path, "embedded redis-server killed by signal 9");
+    }
+    CU_ASSERT_TRUE(logged);
+    Charter__V1__HealthResponse *h = NULL;
+    CU_ASSERT_EQUAL(harness_health(d.tcp_url, 3000, &h), 0);
+    if (h != NULL) {
+        CU_ASSERT_STRING_EQUAL(h->status, "database_down");
+        CU_ASSERT_STRING_EQUAL(h->database, "down");
+        charter__v1__health_response__free_unpacked(h, NULL);
+    }
+    /* A call that needs the database fails as UNAVAILABLE, not as a crash or a hang. */
+    harness_response r;
+    CU_ASSERT_EQUAL_FATAL(call_show_chain_at(d.tcp_url, "g_root", &r), 0);
+    CU_ASSERT_EQUAL(r.code, 14);
+    harness_response_free(&r);
+    CU_ASSERT_EQUAL(harness_charterd_stop(&d), 0);
+    nftw(top, remove_entry, 16, FTW_DEPTH | FTW_PHYS);
+}
+
 /* --- registration ------------------------------------------------------------------------ */
 
-int main(void)
+int main(int argc, char **argv)
 {
+    if (argc == 4 && strcmp(argv[1], "--send-oversized") == 0) {
+        return send_oversized_and_exit(argv[2], (size_t)strtoull(argv[3], NULL, 10));
+    }
     harness_redis_url(); /* fail loudly before anything else when the test Redis is missing */
     if (CU_initialize_registry() != CUE_SUCCESS) {
         return 1;
@@ -805,6 +896,8 @@ int main(void)
                 test_embedded_database_lives_and_dies_with_charterd);
     CU_add_test(embedded, "killed charterd takes its embedded database down",
                 test_killed_charterd_takes_its_embedded_database_down);
+    CU_add_test(embedded, "death of the embedded database is logged, health says down",
+                test_death_of_the_embedded_database_is_logged_and_health_says_down);
 
     CU_basic_set_mode(CU_BRM_VERBOSE);
     CU_basic_run_tests();

@@ -20,6 +20,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/prctl.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
@@ -50,10 +51,9 @@ const char *harness_redis_url(void)
 {
     const char *url = getenv("CHARTER_TEST_REDIS");
     if (url == NULL || url[0] == '\0') {
-        fprintf(stderr,
-                "harness: CHARTER_TEST_REDIS is not set (run ./deploy/test.sh, or start "
-                "redis-server on a unix socket and export "
-                "CHARTER_TEST_REDIS=unix:///path/redis.sock)\n");
+        fprintf(stderr, "harness: CHARTER_TEST_REDIS is not set (run ./deploy/test.sh, or start "
+                        "redis-server on a unix socket and export "
+                        "CHARTER_TEST_REDIS=unix:///path/redis.sock)\n");
         exit(1);
     }
     return url;
@@ -102,14 +102,12 @@ store *harness_store_open(const char *graph)
     store *st = NULL;
     int rc = store_open(harness_redis_url(), graph, 5000, &st);
     if (rc != STORE_OK) {
-        fprintf(stderr, "harness: store_open(%s, %s) failed: %d\n", harness_redis_url(), graph,
-                rc);
+        fprintf(stderr, "harness: store_open(%s, %s) failed: %d\n", harness_redis_url(), graph, rc);
         exit(1);
     }
     rc = store_load_library(st, embedded_queries, embedded_queries_len);
     if (rc != STORE_OK) {
-        fprintf(stderr, "harness: loading the query library failed: %s\n",
-                store_last_error(st));
+        fprintf(stderr, "harness: loading the query library failed: %s\n", store_last_error(st));
         exit(1);
     }
     harness_require_empty_graph(st);
@@ -121,8 +119,7 @@ void harness_require_empty_graph(store *st)
     json_t *j = NULL;
     int rc = store_call(st, "graph_stats", 0, NULL, &j);
     if (rc != STORE_OK) {
-        fprintf(stderr, "harness: charter_graph_stats failed (%d): %s\n", rc,
-                store_last_error(st));
+        fprintf(stderr, "harness: charter_graph_stats failed (%d): %s\n", rc, store_last_error(st));
         exit(1);
     }
     const json_t *keys = json_object_get(j, "keys");
@@ -498,8 +495,13 @@ static pid_t harness_spawn(char *const argv[], char *const envp[], const char *l
         fprintf(stderr, "harness: cannot open %s: %s\n", log_path, strerror(errno));
         return -1;
     }
+    pid_t parent = getpid();
     pid_t pid = fork();
     if (pid == 0) {
+        /* A test that crashes must not leave its charterd behind. */
+        if (prctl(PR_SET_PDEATHSIG, SIGTERM) != 0 || getppid() != parent) {
+            _exit(127);
+        }
         int devnull = open("/dev/null", O_RDONLY);
         if (devnull >= 0) {
             dup2(devnull, STDIN_FILENO);
@@ -673,8 +675,8 @@ void harness_charterd_kill(harness_charterd *d)
     d->pid = 0;
 }
 
-int harness_charterd_run(const char *const *args, size_t n, const char *const *env,
-                         int timeout_ms, char *output, size_t n_output)
+int harness_charterd_run(const char *const *args, size_t n, const char *const *env, int timeout_ms,
+                         char *output, size_t n_output)
 {
     if (n_output > 0) {
         output[0] = '\0';
@@ -751,18 +753,22 @@ int harness_rpc_raw(const char *url, const void *bytes, size_t len, int timeout_
     if ((rv = nng_socket_set_ms(s, NNG_OPT_RECVTIMEO, timeout_ms)) != 0 ||
         (rv = nng_socket_set_ms(s, NNG_OPT_SENDTIMEO, timeout_ms)) != 0 ||
         (rv = nng_socket_set_size(s, NNG_OPT_RECVMAXSZ, (size_t)256 * 1024 * 1024)) != 0 ||
-        (rv = nng_dial(s, url, NULL, 0)) != 0 ||
-        (rv = nng_send(s, (void *)(len > 0 ? bytes : ""), len, 0)) != 0) {
+        /* One connection per call: when charterd drops it (an oversized message), do not
+         * redial and send the same message again. */
+        (rv = nng_socket_set_ms(s, NNG_OPT_RECONNMINT, 60000)) != 0 ||
+        (rv = nng_socket_set_ms(s, NNG_OPT_RECONNMAXT, 60000)) != 0 ||
+        (rv = nng_dial(s, url, NULL, 0)) != 0) {
         nng_close(s);
         return rv;
     }
     void *buf = NULL;
     size_t sz = 0;
-    rv = nng_recv(s, &buf, &sz, NNG_FLAG_ALLOC);
-    nng_close(s);
-    if (rv != 0) {
+    if ((rv = nng_send(s, (void *)(len > 0 ? bytes : ""), len, 0)) != 0 ||
+        (rv = nng_recv(s, &buf, &sz, NNG_FLAG_ALLOC)) != 0) {
+        nng_close(s);
         return rv;
     }
+    nng_close(s);
     Charter__V1__RpcResponse *r = charter__v1__rpc_response__unpack(NULL, sz, buf);
     nng_free(buf, sz);
     if (r == NULL) {
@@ -859,4 +865,436 @@ int harness_health(const char *url, int timeout_ms, Charter__V1__HealthResponse 
     }
     harness_response_free(&r);
     return status;
+}
+
+/* --- races and faults: abandoned calls, private Redis servers, edge deletion ------------- */
+
+#include <dirent.h>
+
+int harness_rpc_abandon(const char *url, const char *method, const char *token,
+                        const ProtobufCMessage *msg, int linger_ms)
+{
+    Charter__V1__RpcRequest rq = CHARTER__V1__RPC_REQUEST__INIT;
+    Charter__V1__RpcRequest__MetadataEntry auth = CHARTER__V1__RPC_REQUEST__METADATA_ENTRY__INIT;
+    Charter__V1__RpcRequest__MetadataEntry *entries[1] = {&auth};
+    char bearer[512];
+    size_t plen = msg != NULL ? protobuf_c_message_get_packed_size(msg) : 0;
+    uint8_t *payload = malloc(plen > 0 ? plen : 1);
+    if (payload == NULL) {
+        return NNG_ENOMEM;
+    }
+    if (msg != NULL) {
+        protobuf_c_message_pack(msg, payload);
+    }
+    rq.method = (char *)method;
+    rq.payload.data = payload;
+    rq.payload.len = plen;
+    if (token != NULL) {
+        snprintf(bearer, sizeof bearer, "Bearer %s", token);
+        auth.key = "authorization";
+        auth.value = bearer;
+        rq.metadata = entries;
+        rq.n_metadata = 1;
+    }
+    size_t n = charter__v1__rpc_request__get_packed_size(&rq);
+    uint8_t *buf = malloc(n > 0 ? n : 1);
+    if (buf == NULL) {
+        free(payload);
+        return NNG_ENOMEM;
+    }
+    charter__v1__rpc_request__pack(&rq, buf);
+    free(payload);
+
+    nng_socket s;
+    int rv = nng_req0_open(&s);
+    if (rv != 0) {
+        free(buf);
+        return rv;
+    }
+    /* Never resend: the request must reach charterd exactly once. */
+    if ((rv = nng_socket_set_ms(s, NNG_OPT_REQ_RESENDTIME, NNG_DURATION_INFINITE)) != 0 ||
+        (rv = nng_socket_set_ms(s, NNG_OPT_SENDTIMEO, 5000)) != 0 ||
+        (rv = nng_socket_set_ms(s, NNG_OPT_RECONNMINT, 60000)) != 0 ||
+        (rv = nng_socket_set_ms(s, NNG_OPT_RECONNMAXT, 60000)) != 0 ||
+        (rv = nng_dial(s, url, NULL, 0)) != 0 || (rv = nng_send(s, buf, n, 0)) != 0) {
+        nng_close(s);
+        free(buf);
+        return rv;
+    }
+    free(buf);
+    harness_sleep_ms(linger_ms > 0 ? linger_ms : 0);
+    nng_close(s);
+    return 0;
+}
+
+/* The argv of a private redis-server in r->dir (NULL-ended, pointing into r). */
+static void harness_private_redis_argv(harness_private_redis *r, const char *server,
+                                       const char *argv[24])
+{
+    size_t n = 0;
+    argv[n++] = server;
+    argv[n++] = "--port";
+    argv[n++] = "0";
+    argv[n++] = "--unixsocket";
+    argv[n++] = r->sock;
+    argv[n++] = "--unixsocketperm";
+    argv[n++] = "700";
+    argv[n++] = "--dir";
+    argv[n++] = r->dir;
+    argv[n++] = "--appendonly";
+    argv[n++] = "yes";
+    argv[n++] = "--appendfsync";
+    argv[n++] = "always";
+    argv[n++] = "--save";
+    argv[n++] = "";
+    argv[n++] = "--daemonize";
+    argv[n++] = "no";
+    argv[n] = NULL;
+}
+
+/* PING over a unix socket; 0 on PONG. */
+static int harness_unix_ping(const char *sock)
+{
+    struct timeval tv = {0, 250000};
+    redisContext *rc = redisConnectUnixWithTimeout(sock, tv);
+    int ok = -1;
+    if (rc != NULL && rc->err == 0 && redisSetTimeout(rc, tv) == REDIS_OK) {
+        redisReply *r = redisCommand(rc, "PING");
+        if (r != NULL) {
+            ok = r->type == REDIS_REPLY_STATUS && strcmp(r->str, "PONG") == 0 ? 0 : -1;
+            freeReplyObject(r);
+        }
+    }
+    if (rc != NULL) {
+        redisFree(rc);
+    }
+    return ok;
+}
+
+int harness_private_redis_start(harness_private_redis *r)
+{
+    if (r->dir[0] == '\0') {
+        snprintf(r->dir, sizeof r->dir, "/tmp/charter-redis-XXXXXX");
+        if (mkdtemp(r->dir) == NULL) {
+            fprintf(stderr, "harness: mkdtemp: %s\n", strerror(errno));
+            r->dir[0] = '\0';
+            return -1;
+        }
+        snprintf(r->sock, sizeof r->sock, "%s/redis.sock", r->dir);
+        snprintf(r->url, sizeof r->url, "unix://%s", r->sock);
+        snprintf(r->log_path, sizeof r->log_path, "%s/redis.log", r->dir);
+    }
+    const char *server = "/usr/bin/redis-server";
+    if (access(server, X_OK) != 0) {
+        server = "/usr/local/bin/redis-server";
+    }
+    const char *argv[24];
+    harness_private_redis_argv(r, server, argv);
+    unlink(r->sock); /* a socket left by a SIGKILL */
+    char *envp[] = {NULL};
+    r->pid = harness_spawn((char *const *)argv, envp, r->log_path);
+    if (r->pid <= 0) {
+        r->pid = 0;
+        return -1;
+    }
+    long long deadline = harness_now_ms() + 10000;
+    while (harness_unix_ping(r->sock) != 0) {
+        int status = 0;
+        if (waitpid(r->pid, &status, WNOHANG) == r->pid || harness_now_ms() >= deadline) {
+            fprintf(stderr, "harness: the private redis-server in %s did not start\n", r->dir);
+            harness_print_log(r->log_path);
+            harness_private_redis_kill(r);
+            return -1;
+        }
+        harness_sleep_ms(20);
+    }
+    return 0;
+}
+
+void harness_private_redis_kill(harness_private_redis *r)
+{
+    if (r->pid <= 0) {
+        return;
+    }
+    kill(r->pid, SIGKILL);
+    harness_wait(r->pid, 10000);
+    r->pid = 0;
+}
+
+/* Removes path and, for a folder, everything in it (symbolic links are not followed). */
+static int harness_remove_tree(const char *path)
+{
+    struct stat sb;
+    if (lstat(path, &sb) != 0) {
+        return errno == ENOENT ? 0 : -1;
+    }
+    if (S_ISDIR(sb.st_mode)) {
+        DIR *d = opendir(path);
+        if (d == NULL) {
+            return -1;
+        }
+        struct dirent *e;
+        while ((e = readdir(d)) != NULL) {
+            if (strcmp(e->d_name, ".") == 0 || strcmp(e->d_name, "..") == 0) {
+                continue;
+            }
+            char child[512];
+            int w = snprintf(child, sizeof child, "%s/%s", path, e->d_name);
+            if (w > 0 && (size_t)w < sizeof child) {
+                harness_remove_tree(child);
+            }
+        }
+        closedir(d);
+        return rmdir(path);
+    }
+    return unlink(path);
+}
+
+void harness_private_redis_stop(harness_private_redis *r)
+{
+    if (r->pid > 0) {
+        kill(r->pid, SIGTERM);
+        if (harness_wait(r->pid, 10000) == -2) {
+            kill(r->pid, SIGKILL);
+            harness_wait(r->pid, 5000);
+        }
+        r->pid = 0;
+    }
+    if (r->dir[0] != '\0') {
+        harness_remove_tree(r->dir);
+        r->dir[0] = '\0';
+    }
+}
+
+pid_t harness_child_pid(pid_t parent, const char *name)
+{
+    char cmd[128];
+    snprintf(cmd, sizeof cmd, "ps -o pid=,comm= --ppid %ld 2>/dev/null", (long)parent);
+    FILE *f = popen(cmd, "r");
+    if (f == NULL) {
+        return 0;
+    }
+    long pid = 0;
+    char comm[64];
+    pid_t found = 0;
+    while (fscanf(f, "%ld %63s", &pid, comm) == 2) {
+        if (strcmp(comm, name) == 0) {
+            found = (pid_t)pid;
+        }
+    }
+    pclose(f);
+    return found;
+}
+
+int harness_redis_pause_writes(int ms)
+{
+    char cmd[64];
+    snprintf(cmd, sizeof cmd, "CLIENT PAUSE %d WRITE", ms);
+    return harness_redis_simple(cmd);
+}
+
+/* True when key ends with one of suffixes. */
+static bool harness_key_ends_with(const char *key, const char *const *suffixes, size_t n)
+{
+    size_t klen = strlen(key);
+    for (size_t i = 0; i < n; i++) {
+        size_t slen = strlen(suffixes[i]);
+        if (klen >= slen && strcmp(key + klen - slen, suffixes[i]) == 0) {
+            return true;
+        }
+    }
+    return false;
+}
+
+long harness_graph_delete_edges(const char *graph, const char *const *suffixes, size_t n)
+{
+    redisContext *rc = harness_redis_connect();
+    if (rc == NULL) {
+        return -1;
+    }
+    char **keys = NULL;
+    size_t count = 0;
+    long deleted = -1;
+    if (harness_graph_keys(rc, graph, &keys, &count) == 0) {
+        deleted = 0;
+        for (size_t i = 0; i < count && deleted >= 0; i++) {
+            if (n > 0 && !harness_key_ends_with(keys[i], suffixes, n)) {
+                continue;
+            }
+            redisReply *t = redisCommand(rc, "TYPE %s", keys[i]);
+            bool edge = t != NULL && t->type == REDIS_REPLY_STATUS &&
+                        (strcmp(t->str, "set") == 0 || strcmp(t->str, "zset") == 0);
+            if (t == NULL) {
+                deleted = -1;
+            } else {
+                freeReplyObject(t);
+            }
+            if (!edge) {
+                continue;
+            }
+            redisReply *d = redisCommand(rc, "DEL %s", keys[i]);
+            if (d != NULL && d->type == REDIS_REPLY_INTEGER) {
+                deleted += (long)d->integer;
+            } else {
+                deleted = -1;
+            }
+            if (d != NULL) {
+                freeReplyObject(d);
+            }
+        }
+        harness_free_keys(keys, count);
+    }
+    redisFree(rc);
+    return deleted;
+}
+
+long harness_graph_count_type(const char *graph, const char *type)
+{
+    redisContext *rc = harness_redis_connect();
+    if (rc == NULL) {
+        return -1;
+    }
+    char **keys = NULL;
+    size_t count = 0;
+    long found = -1;
+    if (harness_graph_keys(rc, graph, &keys, &count) == 0) {
+        found = 0;
+        for (size_t i = 0; i < count && found >= 0; i++) {
+            redisReply *t = redisCommand(rc, "TYPE %s", keys[i]);
+            if (t == NULL) {
+                found = -1;
+                continue;
+            }
+            if (t->type == REDIS_REPLY_STATUS && strcmp(t->str, type) == 0) {
+                found++;
+            }
+            freeReplyObject(t);
+        }
+        harness_free_keys(keys, count);
+    }
+    redisFree(rc);
+    return found;
+}
+
+int harness_pause_on_run(const char *graph, const char *status, long min_deliveries, int pause_ms,
+                         int timeout_ms, char run_id[129])
+{
+    redisContext *rc = harness_redis_connect();
+    if (rc == NULL) {
+        return -1;
+    }
+    char runs[160];
+    snprintf(runs, sizeof runs, "charter:{%s}:runs", graph);
+    long long known = -1;
+    int result = -1;
+    long long deadline = harness_now_ms() + timeout_ms;
+    while (harness_now_ms() < deadline) {
+        redisReply *n = redisCommand(rc, "ZCARD %s", runs);
+        if (n == NULL || n->type != REDIS_REPLY_INTEGER) {
+            if (n != NULL) {
+                freeReplyObject(n);
+            }
+            break;
+        }
+        long long count = n->integer;
+        freeReplyObject(n);
+        if (known < 0) {
+            known = count; /* runs that existed before: not the one awaited */
+            continue;
+        }
+        if (count <= known) {
+            continue;
+        }
+        redisReply *newest = redisCommand(rc, "ZREVRANGE %s 0 0", runs);
+        if (newest == NULL || newest->type != REDIS_REPLY_ARRAY || newest->elements != 1) {
+            if (newest != NULL) {
+                freeReplyObject(newest);
+            }
+            continue;
+        }
+        snprintf(run_id, 129, "%s", newest->element[0]->str);
+        freeReplyObject(newest);
+        redisReply *s = redisCommand(rc, "HGET charter:{%s}:run:%s status", graph, run_id);
+        bool match = s != NULL && s->type == REDIS_REPLY_STRING && strcmp(s->str, status) == 0;
+        bool passed = s != NULL && s->type == REDIS_REPLY_STRING &&
+                      strcmp(s->str, "created") != 0 && strcmp(s->str, "running") != 0 &&
+                      strcmp(s->str, "recovering") != 0;
+        if (s != NULL) {
+            freeReplyObject(s);
+        }
+        if (match && min_deliveries > 0) {
+            redisReply *d = redisCommand(rc, "SCARD charter:{%s}:run:%s:deliveries", graph, run_id);
+            match = d != NULL && d->type == REDIS_REPLY_INTEGER && d->integer >= min_deliveries;
+            if (d != NULL) {
+                freeReplyObject(d);
+            }
+        }
+        if (match) {
+            redisReply *p = redisCommand(rc, "CLIENT PAUSE %d ALL", pause_ms);
+            result = p != NULL && p->type == REDIS_REPLY_STATUS ? 0 : -1;
+            if (p != NULL) {
+                freeReplyObject(p);
+            }
+            break;
+        }
+        if (passed) {
+            result = 1;
+            break;
+        }
+    }
+    redisFree(rc);
+    return result;
+}
+
+long harness_graph_drop_large(const char *graph)
+{
+    redisContext *rc = harness_redis_connect();
+    if (rc == NULL) {
+        return -1;
+    }
+    char pattern[160];
+    snprintf(pattern, sizeof pattern, "charter:{%s}*", graph);
+    char cursor[32] = "0";
+    long dropped = 0;
+    do {
+        redisReply *r = redisCommand(rc, "SCAN %s MATCH %s COUNT 1000", cursor, pattern);
+        if (r == NULL || r->type != REDIS_REPLY_ARRAY || r->elements != 2) {
+            if (r != NULL) {
+                freeReplyObject(r);
+            }
+            dropped = -1;
+            break;
+        }
+        snprintf(cursor, sizeof cursor, "%s", r->element[0]->str);
+        redisReply *list = r->element[1];
+        if (list->elements > 0) {
+            const char **argv = calloc(list->elements + 1, sizeof *argv);
+            size_t *lens = calloc(list->elements + 1, sizeof *lens);
+            if (argv == NULL || lens == NULL) {
+                free(argv);
+                free(lens);
+                freeReplyObject(r);
+                dropped = -1;
+                break;
+            }
+            argv[0] = "UNLINK";
+            lens[0] = 6;
+            for (size_t i = 0; i < list->elements; i++) {
+                argv[i + 1] = list->element[i]->str;
+                lens[i + 1] = list->element[i]->len;
+            }
+            redisReply *u = redisCommandArgv(rc, (int)list->elements + 1, argv, lens);
+            if (u != NULL && u->type == REDIS_REPLY_INTEGER) {
+                dropped += (long)u->integer;
+            }
+            if (u != NULL) {
+                freeReplyObject(u);
+            }
+            free(argv);
+            free(lens);
+        }
+        freeReplyObject(r);
+    } while (strcmp(cursor, "0") != 0);
+    redisFree(rc);
+    return dropped;
 }

@@ -1,7 +1,9 @@
 /*
  * harness.h - what charter's tests share: the test Redis, per-process graph names, a real
  * charterd process, raw RPCs over NNG and a digest of a graph's keys.
- *
+ */
+
+/*
  * Everything is real: the Redis named by CHARTER_TEST_REDIS (deploy/test.sh starts one on a
  * unix socket), the charterd binary built from this tree (CHARTERD_PATH), NNG req0 sockets
  * carrying RpcRequest/RpcResponse exactly as any client would. Functions that cannot do their
@@ -89,17 +91,19 @@ typedef struct {
 } harness_charterd_opts;
 
 typedef struct {
-    pid_t pid;            /* 0 once stopped */
-    char dir[128];        /* private temporary folder (log and ipc socket) */
-    char tcp_url[64];     /* tcp://127.0.0.1:<free port> */
-    char ipc_url[192];    /* ipc://<dir>/c.sock */
-    char log_path[192];   /* charterd's stdout and stderr */
+    pid_t pid;          /* 0 once stopped */
+    char dir[128];      /* private temporary folder (log and ipc socket) */
+    char tcp_url[64];   /* tcp://127.0.0.1:<free port> */
+    char ipc_url[192];  /* ipc://<dir>/c.sock */
+    char log_path[192]; /* charterd's stdout and stderr */
 } harness_charterd;
 
 /* Starts CHARTERD_PATH with --graph, --listen tcp://127.0.0.1:<free port>, --listen
  * ipc://<dir>/c.sock, --redis <test Redis> (unless embedded), the tokens in its environment
  * and the extra arguments, then waits until Health/Check answers over NNG. Returns 0, or -1
- * (charterd exited or never answered; its log is printed and it is killed). */
+ * (charterd exited or never answered; its log is printed and it is killed). charterd gets
+ * SIGTERM when the thread that started it ends (Linux parent-death signal), so a crashed test
+ * leaves none behind: start it from the main thread. */
 int harness_charterd_start(const harness_charterd_opts *o, harness_charterd *out);
 
 /* SIGTERM, then waits (at most 30 s, then SIGKILL). Returns charterd's exit status (0 for a
@@ -114,14 +118,14 @@ void harness_charterd_kill(harness_charterd *d);
  * "NAME=value" list replacing the environment, PATH kept) to completion, at most timeout_ms.
  * Returns its exit status (-1 if it could not be run or did not end), with up to n_output-1
  * bytes of what it printed (stdout then stderr) in output. */
-int harness_charterd_run(const char *const *args, size_t n, const char *const *env,
-                         int timeout_ms, char *output, size_t n_output);
+int harness_charterd_run(const char *const *args, size_t n, const char *const *env, int timeout_ms,
+                         char *output, size_t n_output);
 
 /* --- raw calls --------------------------------------------------------------------------- */
 
 typedef struct {
-    int code;        /* RpcResponse.code */
-    char *message;   /* RpcResponse.message (malloc'd, never NULL after a reply) */
+    int code;         /* RpcResponse.code */
+    char *message;    /* RpcResponse.message (malloc'd, never NULL after a reply) */
     uint8_t *payload; /* RpcResponse.payload (malloc'd) */
     size_t payload_len;
 } harness_response;
@@ -133,7 +137,10 @@ typedef struct {
 int harness_rpc(const char *url, const char *method, const char *token, const void *payload,
                 size_t len, int timeout_ms, harness_response *out);
 
-/* Same with the envelope given as raw bytes (for malformed-envelope tests). */
+/* Same with the envelope given as raw bytes (for malformed-envelope tests).
+ * Caution: when charterd drops the connection in the middle of a large send (a message above
+ * twice --max-message), NNG 1.5.2's reaper can hang for good in this process, and every later
+ * nng_close with it; make such calls from a separate process (see test_rpc.c). */
 int harness_rpc_raw(const char *url, const void *bytes, size_t len, int timeout_ms,
                     harness_response *out);
 
@@ -146,5 +153,67 @@ void harness_response_free(harness_response *r);
 /* Health/Check over url. Returns 0 when it answered code 0 (then *out, if not NULL, is the
  * unpacked response, freed with charter__v1__health_response__free_unpacked), else -1. */
 int harness_health(const char *url, int timeout_ms, Charter__V1__HealthResponse **out);
+
+/* --- races and faults -------------------------------------------------------------------- */
+
+/* Packs msg into an RpcRequest for method (with the bearer token when not NULL), sends it on a
+ * fresh req0 socket dialed to url (never resent), waits linger_ms without reading the reply,
+ * then closes the socket: a caller that goes away after sending, so the reply is lost. Returns
+ * 0 once the request was handed to NNG, or the NNG error. */
+int harness_rpc_abandon(const char *url, const char *method, const char *token,
+                        const ProtobufCMessage *msg, int linger_ms);
+
+/* A redis-server of the test's own (not the shared test Redis), on a unix socket in a private
+ * folder, with the append-only file fsynced on every write, so that data and the loaded query
+ * library survive a SIGKILL and a restart on the same socket. */
+typedef struct {
+    pid_t pid;          /* 0 when not running */
+    char dir[128];      /* /tmp/charter-redis-XXXXXX; "" before the first start */
+    char sock[192];     /* <dir>/redis.sock */
+    char url[208];      /* unix://<dir>/redis.sock */
+    char log_path[192]; /* <dir>/redis.log */
+} harness_private_redis;
+
+/* Starts the server (zero r first; a later call on a killed r restarts it in the same folder
+ * and on the same socket) and waits until it answers PING (at most 10 s). Returns 0 or -1. */
+int harness_private_redis_start(harness_private_redis *r);
+
+/* SIGKILL and reap (a crash); the folder, its append-only file and the URL stay. */
+void harness_private_redis_kill(harness_private_redis *r);
+
+/* SIGTERM (SIGKILL after 10 s), reap, and remove the folder. */
+void harness_private_redis_stop(harness_private_redis *r);
+
+/* The pid of the newest child of parent whose command name is name ("redis-server"), or 0. */
+pid_t harness_child_pid(pid_t parent, const char *name);
+
+/* CLIENT PAUSE ms WRITE on the test Redis: commands that may write (every query function not
+ * flagged no-writes, e.g. charter_commit_delivery) wait; read-only functions run on. Returns
+ * 0 or -1. End it early with harness_redis_unpause. */
+int harness_redis_pause_writes(int ms);
+
+/* Deletes the set and sorted-set keys of graph in the test Redis (its edges and indexes)
+ * whose names end with one of suffixes (n of them, e.g. ":derived_from"); n == 0 deletes every
+ * set and sorted set of the graph. Node hashes and strings are never touched. Returns the
+ * number of keys deleted, or -1 when Redis could not be reached. */
+long harness_graph_delete_edges(const char *graph, const char *const *suffixes, size_t n);
+
+/* The number of keys of graph in the test Redis whose TYPE is type ("hash", "set", ...), or
+ * -1. */
+long harness_graph_count_type(const char *graph, const char *type);
+
+/* Watches graph in the test Redis for a run created after the call, and the moment that run's
+ * status is status (e.g. "running") with at least min_deliveries deliveries committed, sends
+ * CLIENT PAUSE pause_ms ALL on the same connection, so whatever charterd does next waits: a
+ * way to stop a run in the middle of a step. run_id (129 bytes) gets the run's id. Returns 0
+ * once paused, 1 when the run went past that point unobserved (it ended first), -1 on
+ * timeout_ms or a Redis failure. */
+int harness_pause_on_run(const char *graph, const char *status, long min_deliveries, int pause_ms,
+                         int timeout_ms, char run_id[129]);
+
+/* Deletes every key of graph in the test Redis, in batches and in no particular order: for a
+ * graph of tens of thousands of keys, where harness_graph_drop's sorted walk is slow. Returns
+ * the number of keys deleted, or -1 when Redis could not be reached. */
+long harness_graph_drop_large(const char *graph);
 
 #endif
