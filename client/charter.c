@@ -43,10 +43,9 @@ struct charter_client {
 
 /* The services of charter.v1, for checking a call against its generated descriptor. */
 static const ProtobufCServiceDescriptor *const charter_services[] = {
-    &charter__v1__runs__descriptor,
-    &charter__v1__gate__descriptor,
-    &charter__v1__grants__descriptor,
-    &charter__v1__health__descriptor,
+    &charter__v1__runs__descriptor,     &charter__v1__gate__descriptor,
+    &charter__v1__grants__descriptor,   &charter__v1__health__descriptor,
+    &charter__v1__evidence__descriptor, &charter__v1__workflows__descriptor,
 };
 
 static const char *const status_names[] = {
@@ -663,3 +662,19 @@ CHARTER_TYPED(charter_show_chain, charter__v1__grants__descriptor, Charter__V1__
               show_chain_request, Charter__V1__GrantChain, grant_chain)
 CHARTER_TYPED(charter_health, charter__v1__health__descriptor, Charter__V1__HealthRequest,
               health_request, Charter__V1__HealthResponse, health_response)
+CHARTER_TYPED(charter_replay_decision, charter__v1__evidence__descriptor,
+              Charter__V1__ReplayDecisionRequest, replay_decision_request,
+              Charter__V1__ReplayDecisionResponse, replay_decision_response)
+CHARTER_TYPED(charter_get_receipt, charter__v1__evidence__descriptor,
+              Charter__V1__GetReceiptRequest, get_receipt_request, Charter__V1__Receipt, receipt)
+CHARTER_TYPED(charter_audit_run, charter__v1__evidence__descriptor, Charter__V1__AuditRunRequest,
+              audit_run_request, Charter__V1__AuditRunResponse, audit_run_response)
+CHARTER_TYPED(charter_apply_workflow, charter__v1__workflows__descriptor,
+              Charter__V1__ApplyWorkflowRequest, apply_workflow_request, Charter__V1__WorkflowInfo,
+              workflow_info)
+CHARTER_TYPED(charter_list_workflows, charter__v1__workflows__descriptor,
+              Charter__V1__ListWorkflowsRequest, list_workflows_request,
+              Charter__V1__ListWorkflowsResponse, list_workflows_response)
+CHARTER_TYPED(charter_get_workflow, charter__v1__workflows__descriptor,
+              Charter__V1__GetWorkflowRequest, get_workflow_request,
+              Charter__V1__WorkflowDefinition, workflow_definition)

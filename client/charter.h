@@ -214,6 +214,39 @@ int charter_show_chain(charter_client *c, const Charter__V1__ShowChainRequest *r
 int charter_health(charter_client *c, const Charter__V1__HealthRequest *req,
                    Charter__V1__HealthResponse **resp, charter_status *status);
 
+/* Evidence/ReplayDecision: decides a recorded decision event again from its snapshot, with
+ * the evaluator charterd runs now, and returns both decisions. FAILED_PRECONDITION when the
+ * event is no decision or was decided by another evaluator (the message names both
+ * fingerprints); NOT_FOUND for an unknown run or seq. */
+int charter_replay_decision(charter_client *c, const Charter__V1__ReplayDecisionRequest *req,
+                            Charter__V1__ReplayDecisionResponse **resp, charter_status *status);
+/* Evidence/GetReceipt: the signed receipt of a delivery (req->invocation_id) or of the run
+ * itself (empty invocation_id; the run must have ended). Check it offline with
+ * charter_receipt_verify (receipt.h). FAILED_PRECONDITION with a message starting
+ * "INTEGRITY_KEY_REQUIRED" when charterd runs without an integrity key. */
+int charter_get_receipt(charter_client *c, const Charter__V1__GetReceiptRequest *req,
+                        Charter__V1__Receipt **resp, charter_status *status);
+/* Evidence/AuditRun: walks the run's event hash chain and names the first event changed,
+ * removed or inserted. */
+int charter_audit_run(charter_client *c, const Charter__V1__AuditRunRequest *req,
+                      Charter__V1__AuditRunResponse **resp, charter_status *status);
+
+/* Workflows/ApplyWorkflow: validates req->definition (JSON, at most 1 MiB, docs/workflows.md)
+ * and stores it with its resources, recipients, actors and grants (operator token). A
+ * definition that breaks a rule, or whose ids name nodes of the graph with other content, is
+ * INVALID_ARGUMENT with a message naming the field and the rule, and nothing is stored.
+ * Applying the same bytes again changes nothing (resp->created is false). */
+int charter_apply_workflow(charter_client *c, const Charter__V1__ApplyWorkflowRequest *req,
+                           Charter__V1__WorkflowInfo **resp, charter_status *status);
+/* Workflows/ListWorkflows: every stored workflow version, in the order first applied. */
+int charter_list_workflows(charter_client *c, const Charter__V1__ListWorkflowsRequest *req,
+                           Charter__V1__ListWorkflowsResponse **resp, charter_status *status);
+/* Workflows/GetWorkflow: one version, or the latest version applied under a name. The
+ * definition bytes are returned to the operator only (a viewer gets resp->definition empty:
+ * definitions hold resource contents). NOT_FOUND for an unknown version or name. */
+int charter_get_workflow(charter_client *c, const Charter__V1__GetWorkflowRequest *req,
+                         Charter__V1__WorkflowDefinition **resp, charter_status *status);
+
 #ifdef __cplusplus
 }
 #endif

@@ -7,6 +7,7 @@
  * so a host script can branch on it.
  */
 #include <errno.h>
+#include <openssl/crypto.h>
 #include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -16,6 +17,8 @@
 #include "charter.h"
 #include "cli_json.h"
 #include "cli_print.h"
+#include "cli_workflow.h"
+#include "receipt.h"
 
 #ifndef CHARTER_VERSION
 #define CHARTER_VERSION "unknown"
@@ -248,12 +251,15 @@ static int cmd_run(cli *c, const cli_command *cmd, const cli_args *a)
     Charter__V1__RunView *v = NULL;
     charter_status st;
     const char *task = arg_option(a, "task"), *mode = arg_option(a, "mode");
+    const char *workflow = arg_option(a, "workflow");
     int rv;
 
     if (mode != NULL && strcmp(mode, "scripted") != 0 && strcmp(mode, "external") != 0)
         return usage_error(cmd, "--mode is scripted or external, not \"%s\"", mode);
     if (task != NULL)
         req.task = (char *)task;
+    if (workflow != NULL)
+        req.workflow = (char *)workflow;
     if (mode != NULL)
         req.mode = (char *)mode;
     if ((rv = cli_connect(c)) != 0)
@@ -451,25 +457,84 @@ static int cmd_trace(cli *c, const cli_command *cmd, const cli_args *a)
     return rv;
 }
 
+/* Splits "a,b,c" into *items (a malloc'd array whose first entry is the one malloc'd copy of
+ * the text; free both) and *n. Empty names are refused. Returns 0 or -1. */
+static int cli_split_list(const char *text, char ***items, size_t *n)
+{
+    size_t count = 1;
+    for (const char *p = text; *p != '\0'; p++)
+        count += *p == ',';
+    char *copy = strdup(text);
+    char **out = calloc(count, sizeof *out);
+    if (copy == NULL || out == NULL) {
+        free(copy);
+        free(out);
+        return -1;
+    }
+    size_t k = 0;
+    for (char *tok = copy, *end; tok != NULL; tok = end) {
+        end = strchr(tok, ',');
+        if (end != NULL)
+            *end++ = '\0';
+        if (*tok == '\0') {
+            free(copy);
+            free(out);
+            return -1;
+        }
+        out[k++] = tok;
+    }
+    *items = out;
+    *n = k;
+    return 0;
+}
+
 static int cmd_open_step(cli *c, const cli_command *cmd, const cli_args *a)
 {
     Charter__V1__OpenStepRequest req = CHARTER__V1__OPEN_STEP_REQUEST__INIT;
     Charter__V1__StepContext *s = NULL;
     charter_status st;
     int rv = EXIT_OK;
+    static const char *const lists[] = {"tools", "recipients", "resources"};
+    char **items[3] = {NULL, NULL, NULL};
+    size_t counts[3] = {0, 0, 0};
 
-    (void)cmd;
     req.run_id = (char *)a->pos[0];
     req.step = (char *)a->pos[1];
+    req.parent_context_id = (char *)arg_option(a, "parent");
+    for (size_t k = 0; k < 3; k++) {
+        const char *v = arg_option(a, lists[k]);
+        if (v != NULL && req.parent_context_id == NULL) {
+            rv = usage_error(cmd, "--%s narrows a parent context: add --parent CTX", lists[k]);
+            goto done;
+        }
+        if (v != NULL && cli_split_list(v, &items[k], &counts[k]) != 0) {
+            rv = usage_error(cmd, "--%s needs a comma-separated list of names", lists[k]);
+            goto done;
+        }
+    }
+    req.tools = items[0];
+    req.n_tools = counts[0];
+    req.recipients = items[1];
+    req.n_recipients = counts[1];
+    req.resources = items[2];
+    req.n_resources = counts[2];
     if ((rv = cli_connect(c)) != 0)
-        return rv;
-    if (charter_open_step(c->client, &req, &s, &st) != 0)
-        return rpc_error(&st);
+        goto done;
+    if (charter_open_step(c->client, &req, &s, &st) != 0) {
+        rv = rpc_error(&st);
+        goto done;
+    }
     if (c->json)
         rv = print_json(&s->base);
     else
         cli_print_step_context(stdout, s);
     charter__v1__step_context__free_unpacked(s, NULL);
+done:
+    for (size_t k = 0; k < 3; k++) {
+        if (items[k] != NULL)
+            free(items[k][0]);
+        free(items[k]);
+    }
     return rv;
 }
 
@@ -618,6 +683,282 @@ static int cmd_deliver(cli *c, const cli_command *cmd, const cli_args *a)
     return rv;
 }
 
+/* ---- Evidence ----------------------------------------------------------------------------- */
+
+/* "a → b → c", or "-" for none. */
+static void print_joined(const char *label, char *const *items, size_t n, const char *sep)
+{
+    printf("%-16s", label);
+    for (size_t i = 0; i < n; i++)
+        printf("%s%s", i > 0 ? sep : "", items[i]);
+    if (n == 0)
+        fputs("-", stdout);
+    putchar('\n');
+}
+
+static void print_receipt(const Charter__V1__Receipt *r)
+{
+    char when[32];
+    cli_format_time(r->time != NULL ? strtod(r->time, NULL) : 0, when, sizeof(when));
+    printf("%-16s%s\n", "receipt", r->kind);
+    printf("%-16s%s\n", "run", r->run_id);
+    if (strcmp(r->kind, "delivery") == 0) {
+        printf("%-16s%s\n", "invocation", r->invocation_id);
+        printf("%-16s%s\n", "payload_hash", r->payload_hash);
+        printf("%-16s%s\n", "recipient", r->recipient);
+        printf("%-16s%s\n", "tool", r->tool);
+        print_joined("grant_chain", r->grant_chain, r->n_grant_chain, " \xe2\x86\x92 ");
+    } else {
+        printf("%-16s%s\n", "status", r->status);
+        printf("%-16s%llu\n", "last_seq", (unsigned long long)r->last_seq);
+        printf("%-16s%s\n", "last_event_hash", r->last_event_hash);
+        print_joined("deliveries", r->deliveries, r->n_deliveries, ", ");
+    }
+    printf("%-16s%s (%s)\n", "time", when, r->time);
+    printf("%-16s%s\n", "evaluator", r->evaluator);
+    printf("%-16s%s\n", "mac", r->mac);
+}
+
+static int cmd_receipt(cli *c, const cli_command *cmd, const cli_args *a)
+{
+    Charter__V1__GetReceiptRequest req = CHARTER__V1__GET_RECEIPT_REQUEST__INIT;
+    Charter__V1__Receipt *r = NULL;
+    charter_status st;
+    int rv;
+
+    (void)cmd;
+    req.run_id = (char *)a->pos[0];
+    if (a->n_pos > 1)
+        req.invocation_id = (char *)a->pos[1];
+    if ((rv = cli_connect(c)) != 0)
+        return rv;
+    if (charter_get_receipt(c->client, &req, &r, &st) != 0)
+        return rpc_error(&st);
+    rv = EXIT_OK;
+    if (c->json)
+        rv = print_json(&r->base);
+    else
+        print_receipt(r);
+    charter__v1__receipt__free_unpacked(r, NULL);
+    return rv;
+}
+
+/* A text field of a receipt document: absent reads as "", another type is an error. */
+static int receipt_text_field(const json_t *j, const char *name, char **out)
+{
+    const json_t *v = json_object_get(j, name);
+    *out = (char *)"";
+    if (v == NULL || json_is_null(v))
+        return 0;
+    if (!json_is_string(v))
+        return -1;
+    *out = (char *)json_string_value(v);
+    return 0;
+}
+
+static int receipt_list_field(const json_t *j, const char *name, char ***out, size_t *n)
+{
+    const json_t *v = json_object_get(j, name);
+    *out = NULL;
+    *n = 0;
+    if (v == NULL || json_is_null(v))
+        return 0;
+    if (!json_is_array(v))
+        return -1;
+    if (json_array_size(v) == 0)
+        return 0;
+    if ((*out = calloc(json_array_size(v), sizeof(**out))) == NULL)
+        return -1;
+    for (size_t i = 0; i < json_array_size(v); i++) {
+        const char *item = json_string_value(json_array_get(v, i));
+        if (item == NULL)
+            return -1;
+        (*out)[(*n)++] = (char *)item;
+    }
+    return 0;
+}
+
+/* Reads a receipt document (as `charter --json receipt` prints it) into r, borrowing strings
+ * from j. Every field must be one of the Receipt's, of its type. 0, or -1 with why. */
+static int receipt_from_json(const json_t *j, Charter__V1__Receipt *r, char *why, size_t n)
+{
+    static const char *const texts[] = {
+        "kind", "run_id",    "invocation_id", "payload_hash",    "recipient", "tool",
+        "time", "evaluator", "status",        "last_event_hash", "mac"};
+    char **fields[] = {
+        &r->kind, &r->run_id,    &r->invocation_id, &r->payload_hash,    &r->recipient, &r->tool,
+        &r->time, &r->evaluator, &r->status,        &r->last_event_hash, &r->mac};
+    const char *key;
+    const json_t *v;
+    if (!json_is_object(j)) {
+        snprintf(why, n, "the file is not a JSON object");
+        return -1;
+    }
+    json_object_foreach((json_t *)j, key, v)
+    {
+        bool known = strcmp(key, "last_seq") == 0 || strcmp(key, "grant_chain") == 0 ||
+                     strcmp(key, "deliveries") == 0;
+        for (size_t i = 0; !known && i < sizeof(texts) / sizeof(texts[0]); i++)
+            known = strcmp(key, texts[i]) == 0;
+        if (!known) {
+            snprintf(why, n, "unknown field \"%.64s\" (not covered by the mac)", key);
+            return -1;
+        }
+    }
+    for (size_t i = 0; i < sizeof(texts) / sizeof(texts[0]); i++) {
+        if (receipt_text_field(j, texts[i], fields[i]) != 0) {
+            snprintf(why, n, "field %s is not a string", texts[i]);
+            return -1;
+        }
+    }
+    const json_t *seq = json_object_get(j, "last_seq");
+    if (json_is_integer(seq) && json_integer_value(seq) >= 0) {
+        r->last_seq = (uint64_t)json_integer_value(seq);
+    } else if (json_is_string(seq)) {
+        if (parse_number(json_string_value(seq), UINT64_MAX, &r->last_seq) != 0) {
+            snprintf(why, n, "field last_seq is not a number");
+            return -1;
+        }
+    } else if (seq != NULL && !json_is_null(seq)) {
+        snprintf(why, n, "field last_seq is not a number");
+        return -1;
+    }
+    if (receipt_list_field(j, "grant_chain", &r->grant_chain, &r->n_grant_chain) != 0 ||
+        receipt_list_field(j, "deliveries", &r->deliveries, &r->n_deliveries) != 0) {
+        snprintf(why, n, "grant_chain and deliveries must be lists of strings");
+        return -1;
+    }
+    return 0;
+}
+
+/* Offline: no connection is made. */
+static int cmd_verify_receipt(cli *c, const cli_command *cmd, const cli_args *a)
+{
+    const char *keyfile = arg_option(a, "key");
+    char *text = NULL;
+    char why[256] = "";
+    static unsigned char key[CHARTER_RECEIPT_KEY_MAX];
+    size_t key_len = 0;
+    int rv;
+
+    (void)c;
+    if (keyfile == NULL)
+        return usage_error(cmd, "%s needs --key KEYFILE", cmd->name);
+    if ((rv = read_text_file(cmd, a->pos[0], (size_t)1 << 20, &text)) != 0)
+        return rv;
+    if (charter_receipt_key_load(keyfile, key, sizeof(key), &key_len, why, sizeof(why)) != 0) {
+        free(text);
+        fprintf(stderr, "%s: %s\n", progname, why);
+        return EXIT_USAGE;
+    }
+    json_error_t jerr;
+    json_t *j = json_loads(text, 0, &jerr);
+    free(text);
+    Charter__V1__Receipt r = CHARTER__V1__RECEIPT__INIT;
+    if (j == NULL) {
+        snprintf(why, sizeof(why), "the file is not JSON: %s (line %d)", jerr.text, jerr.line);
+        rv = EXIT_RPC;
+    } else if (receipt_from_json(j, &r, why, sizeof(why)) != 0 ||
+               charter_receipt_verify(&r, key, key_len, why, sizeof(why)) != 0) {
+        rv = EXIT_RPC;
+    } else {
+        rv = EXIT_OK;
+    }
+    OPENSSL_cleanse(key, sizeof(key));
+    if (rv == EXIT_OK)
+        printf("valid: %s receipt of run %s%s%s\n", r.kind, r.run_id,
+               *r.invocation_id ? ", invocation " : "", r.invocation_id);
+    else
+        printf("invalid: %s\n", why);
+    free(r.grant_chain);
+    free(r.deliveries);
+    json_decref(j);
+    return rv;
+}
+
+static int cmd_audit(cli *c, const cli_command *cmd, const cli_args *a)
+{
+    Charter__V1__AuditRunRequest req = CHARTER__V1__AUDIT_RUN_REQUEST__INIT;
+    Charter__V1__AuditRunResponse *r = NULL;
+    charter_status st;
+    int rv;
+
+    (void)cmd;
+    req.run_id = (char *)a->pos[0];
+    if ((rv = cli_connect(c)) != 0)
+        return rv;
+    if (charter_audit_run(c->client, &req, &r, &st) != 0)
+        return rpc_error(&st);
+    rv = EXIT_OK;
+    if (c->json) {
+        rv = print_json(&r->base);
+    } else if (r->intact) {
+        printf("run %s: intact (%llu events, %s)\n", a->pos[0], (unsigned long long)r->events,
+               r->keyed ? "HMAC-SHA256 under the integrity key" : "SHA-256, no integrity key");
+    } else {
+        printf("run %s: NOT intact: %s\n(first bad event %llu; %llu events examined; %s)\n",
+               a->pos[0], r->problem, (unsigned long long)r->first_bad_seq,
+               (unsigned long long)r->events,
+               r->keyed ? "HMAC-SHA256 under the integrity key" : "SHA-256, no integrity key");
+    }
+    if (rv == EXIT_OK && !r->intact)
+        rv = EXIT_RPC;
+    charter__v1__audit_run_response__free_unpacked(r, NULL);
+    return rv;
+}
+
+static int cmd_replay(cli *c, const cli_command *cmd, const cli_args *a)
+{
+    Charter__V1__ReplayDecisionRequest req = CHARTER__V1__REPLAY_DECISION_REQUEST__INIT;
+    Charter__V1__ReplayDecisionResponse *r = NULL;
+    charter_status st;
+    uint64_t seq = 0;
+    int rv;
+
+    if (parse_number(a->pos[1], UINT64_MAX, &seq) != 0 || seq == 0)
+        return usage_error(cmd, "SEQ must be an event's seq, 1 or more, not \"%s\"", a->pos[1]);
+    req.run_id = (char *)a->pos[0];
+    req.seq = seq;
+    if ((rv = cli_connect(c)) != 0)
+        return rv;
+    if (charter_replay_decision(c->client, &req, &r, &st) != 0)
+        return rpc_error(&st);
+    rv = EXIT_OK;
+    if (c->json) {
+        rv = print_json(&r->base);
+    } else {
+        cli_print_decision(stdout, "recorded", a->pos[1], r->recorded);
+        if (r->no_snapshot)
+            printf("replayed %-10s -  (no snapshot: the event records no facts to replay)\n",
+                   a->pos[1]);
+        else
+            cli_print_decision(stdout, "replayed", a->pos[1], r->replayed);
+        printf("matches  %s\nevaluator %s\n",
+               r->no_snapshot ? "- (nothing to replay)"
+               : r->matches   ? "yes"
+                              : "NO",
+               r->fingerprint);
+    }
+    if (rv == EXIT_OK && !r->no_snapshot && !r->matches)
+        rv = EXIT_RPC;
+    charter__v1__replay_decision_response__free_unpacked(r, NULL);
+    return rv;
+}
+
+/* ---- Workflows ---------------------------------------------------------------------------- */
+
+static int cmd_workflow(cli *c, const cli_command *cmd, const cli_args *a)
+{
+    const char *why = cli_workflow_usage(a->pos[0], a->n_pos - 1);
+    int rv;
+
+    if (why != NULL)
+        return usage_error(cmd, "%s", why);
+    if ((rv = cli_connect(c)) != 0)
+        return rv;
+    return cli_workflow_run(c->client, c->json, a->pos[0], a->n_pos > 1 ? a->pos[1] : NULL);
+}
+
 /* ---- Health ------------------------------------------------------------------------------- */
 
 static int cmd_health(cli *c, const cli_command *cmd, const cli_args *a)
@@ -647,16 +988,19 @@ static int cmd_health(cli *c, const cli_command *cmd, const cli_args *a)
 
 /* ---- command table and main --------------------------------------------------------------- */
 
-static const char *const run_opts[] = {"task", "mode", NULL};
+static const char *const run_opts[] = {"task", "mode", "workflow", NULL};
+static const char *const open_step_opts[] = {"parent", "tools", "recipients", "resources", NULL};
 static const char *const get_opts[] = {"after", "limit", NULL};
 static const char *const list_opts[] = {"limit", NULL};
 static const char *const record_opts[] = {"title", "content", "content-file", NULL};
+static const char *const verify_opts[] = {"key", NULL};
 static const char *const no_opts[] = {NULL};
 
 static const cli_command commands[] = {
-    {"run", "[--task TEXT] [--mode scripted|external]",
-     "create a run; scripted (default) drives it to its end and prints every decision", run_opts, 0,
-     0, cmd_run},
+    {"run", "[--task TEXT] [--mode scripted|external] [--workflow NAME|VERSION]",
+     "create a run (of the startup workflow unless --workflow); scripted (default) drives it to "
+     "its end and prints every decision",
+     run_opts, 0, 0, cmd_run},
     {"get", "RUN [--after N] [--limit N]",
      "a run with its events (seq > N, at most N), deliveries and artifacts", get_opts, 1, 1,
      cmd_get},
@@ -669,8 +1013,10 @@ static const cli_command commands[] = {
      1, 1, cmd_chain},
     {"trace", "ARTIFACT", "an artifact's ancestry as a tree", no_opts, 1, 1, cmd_trace},
     {"health", "", "charterd's health (no token needed)", no_opts, 0, 0, cmd_health},
-    {"open-step", "RUN STEP", "open a context of a step of an external run", no_opts, 2, 2,
-     cmd_open_step},
+    {"open-step", "RUN STEP [--parent CTX [--tools A,B] [--recipients A,B] [--resources A,B]]",
+     "open a context of a step of an external run; with --parent, a child context narrowed to "
+     "the lists given",
+     open_step_opts, 2, 2, cmd_open_step},
     {"read-source", "CTX RESOURCE", "register a resource of the step as a source artifact", no_opts,
      2, 2, cmd_read_source},
     {"record-output", "CTX --title T (--content C | --content-file F) INPUT_ID...",
@@ -681,6 +1027,23 @@ static const cli_command commands[] = {
     {"deliver", "CTX PAYLOAD RECIPIENT TOOL INVOCATION_ID",
      "the delivery gate; on allow the delivery is committed once per invocation ID", no_opts, 5, 5,
      cmd_deliver},
+    {"replay", "RUN SEQ",
+     "decide a recorded decision event again from its snapshot; compare with the record", no_opts,
+     2, 2, cmd_replay},
+    {"receipt", "RUN [INVOCATION_ID]",
+     "the signed receipt of a delivery, or of the run once it ended (--json to keep it)", no_opts,
+     1, 2, cmd_receipt},
+    {"verify-receipt", "FILE --key KEYFILE",
+     "check a receipt (the --json output of receipt) offline against the integrity key",
+     verify_opts, 1, 1, cmd_verify_receipt},
+    {"audit", "RUN",
+     "walk the run's event hash chain; name the first event changed, removed or "
+     "inserted",
+     no_opts, 1, 1, cmd_audit},
+    {"workflow", CLI_WORKFLOW_USAGE,
+     "apply a definition (operator), list or show stored ones, or test FILE: apply it, run it "
+     "scripted and check its expect list (exit 1 on any FAIL)",
+     no_opts, 1, 2, cmd_workflow},
 };
 
 #define N_COMMANDS (sizeof(commands) / sizeof(commands[0]))
@@ -716,7 +1079,9 @@ static void print_help(FILE *out)
           "exit status:\n"
           "  0  success; for read-source, record-output, check-input and deliver: allow\n"
           "  1  the call failed (RPC error, no connection, timeout), or health is not serving;\n"
-          "     one line \"charter: STATUS: message\" on stderr\n"
+          "     one line \"charter: STATUS: message\" on stderr. Also: audit found the run's\n"
+          "     events changed, removed or inserted; verify-receipt found the receipt invalid\n"
+          "     (the reason on stdout); replay decided otherwise than recorded\n"
           "  2  usage error\n"
           "  3  read-source, record-output, check-input, deliver: the decision is deny\n"
           "  4  read-source, record-output, check-input, deliver: the decision is unknown\n"

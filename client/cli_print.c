@@ -437,6 +437,9 @@ void cli_print_step_context(FILE *out, const Charter__V1__StepContext *s)
     fputs("\nresources   ", out);
     print_list(out, s->resources, s->n_resources, ", ");
     fputc('\n', out);
+    if (s->parent_context_id != NULL && s->parent_context_id[0] != '\0')
+        fprintf(out, "parent      %s (narrowed from it)\n", s->parent_context_id);
+    fprintf(out, "workflow    %s\n", text(s->workflow));
 }
 
 void cli_print_health(FILE *out, const Charter__V1__HealthResponse *h)

@@ -47,11 +47,18 @@ typedef struct {
 
 /* Process-wide, read-only after startup. */
 typedef struct {
+    /* The workflow charterd was started with: the default of CreateRun. Kept by registry.h;
+     * every other operation acts under the workflow its run pinned. */
     const workflow *wf;
     call_limits limits;
     const char *graph;
     const char *version;
     unsigned workers;
+    /* The evaluator's fingerprint (replay_fingerprint: guard, query library, workflow), hex
+     * SHA-256, recorded in every decision event; replay refuses events of another one. */
+    char evaluator[65];
+    /* charterd was started with an integrity key (the key itself lives in evlog.c only). */
+    bool keyed;
 } server_env;
 
 typedef struct call_block call_block;

@@ -20,31 +20,36 @@
 
 void config_usage(void)
 {
-    printf("usage: charterd [options]\n"
-           "\n"
-           "Serves charter.v1 (protobuf over NNG req/rep) from a Redis graph.\n"
-           "\n"
-           "  --listen URL        listen on URL (tcp://host:port or ipc:///path); repeatable\n"
-           "                      (default " CONFIG_DEFAULT_TCP_URL
-           " and ipc://<data-dir>/charterd.sock)\n"
-           "  --workers N         worker threads (default 2 x online cores)\n"
-           "  --redis URL         use the Redis at unix:///path or tcp://host:port\n"
-           "                      (default: start an embedded redis-server in the data folder)\n"
-           "  --data-dir DIR      data folder, mode 0700 (default " CONFIG_DEFAULT_DATA_DIR ")\n"
-           "  --graph NAME        graph name, 1-64 of [A-Za-z0-9_.-] (default " CONFIG_DEFAULT_GRAPH
-           ")\n"
-           "  --workflow FILE     workflow definition (default: the built-in procurement workflow)\n"
-           "  --max-message BYTES largest request accepted (default 4194304)\n"
-           "  --timeout-ms MS     default per-call deadline (default 5000, at most 60000)\n"
-           "  --queue N           requests allowed to wait beyond the workers before callers get\n"
-           "                      RESOURCE_EXHAUSTED (default 256)\n"
-           "  --quiet             log errors only\n"
-           "  --verbose           also log every successful call\n"
-           "  --help, --version\n"
-           "\n"
-           "Environment:\n"
-           "  CHARTER_OPERATOR_TOKEN  required, at least 24 characters: full control\n"
-           "  CHARTER_VIEWER_TOKEN    optional, at least 24 characters: read-only, redacted\n");
+    printf(
+        "usage: charterd [options]\n"
+        "\n"
+        "Serves charter.v1 (protobuf over NNG req/rep) from a Redis graph.\n"
+        "\n"
+        "  --listen URL        listen on URL (tcp://host:port or ipc:///path); repeatable\n"
+        "                      (default " CONFIG_DEFAULT_TCP_URL
+        " and ipc://<data-dir>/charterd.sock)\n"
+        "  --workers N         worker threads (default 2 x online cores)\n"
+        "  --redis URL         use the Redis at unix:///path or tcp://host:port\n"
+        "                      (default: start an embedded redis-server in the data folder)\n"
+        "  --data-dir DIR      data folder, mode 0700 (default " CONFIG_DEFAULT_DATA_DIR ")\n"
+        "  --graph NAME        graph name, 1-64 of [A-Za-z0-9_.-] (default " CONFIG_DEFAULT_GRAPH
+        ")\n"
+        "  --workflow FILE     workflow definition (default: the built-in procurement workflow)\n"
+        "  --integrity-key FILE\n"
+        "                      secret of at least 32 bytes, mode 0600, owned by this user: seals\n"
+        "                      events with HMAC-SHA256 and signs receipts; a graph keeps the mode\n"
+        "                      (keyed or not) and the key it was first started with\n"
+        "  --max-message BYTES largest request accepted (default 4194304)\n"
+        "  --timeout-ms MS     default per-call deadline (default 5000, at most 60000)\n"
+        "  --queue N           requests allowed to wait beyond the workers before callers get\n"
+        "                      RESOURCE_EXHAUSTED (default 256)\n"
+        "  --quiet             log errors only\n"
+        "  --verbose           also log every successful call\n"
+        "  --help, --version\n"
+        "\n"
+        "Environment:\n"
+        "  CHARTER_OPERATOR_TOKEN  required, at least 24 characters: full control\n"
+        "  CHARTER_VIEWER_TOKEN    optional, at least 24 characters: read-only, redacted\n");
 }
 
 static int config_fail(char *err, size_t errlen, const char *fmt, ...)
@@ -84,8 +89,8 @@ static bool config_graph_ok(const char *g)
     }
     for (size_t i = 0; i < n; i++) {
         char ch = g[i];
-        bool ok = (ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z') || (ch >= '0' && ch <= '9') ||
-                  ch == '_' || ch == '.' || ch == '-';
+        bool ok = (ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z') ||
+                  (ch >= '0' && ch <= '9') || ch == '_' || ch == '.' || ch == '-';
         if (!ok) {
             return false;
         }
@@ -231,7 +236,8 @@ int config_parse(int argc, char **argv, config *cfg, char *err, size_t errlen)
             cfg->redis_url = v;
         } else if (config_match(arg, "--data-dir", &i, argc, argv, &v)) {
             if (v == NULL || v[0] == '\0') {
-                return config_fail(err, errlen, "--data-dir needs a folder (e.g. --data-dir "
+                return config_fail(err, errlen,
+                                   "--data-dir needs a folder (e.g. --data-dir "
                                    "/var/lib/charter)");
             }
             data_dir = v;
@@ -250,6 +256,13 @@ int config_parse(int argc, char **argv, config *cfg, char *err, size_t errlen)
                                    "deploy/workflows/procurement.json)");
             }
             cfg->workflow = v;
+        } else if (config_match(arg, "--integrity-key", &i, argc, argv, &v)) {
+            if (v == NULL || v[0] == '\0') {
+                return config_fail(err, errlen,
+                                   "--integrity-key needs a file (make one with: openssl rand "
+                                   "-hex 32 > FILE; chmod 600 FILE)");
+            }
+            cfg->integrity_key = v;
         } else if (config_match(arg, "--max-message", &i, argc, argv, &v)) {
             if (config_number(v, 1024, (unsigned long long)1 << 30, &n) != 0) {
                 return config_fail(err, errlen,

@@ -23,15 +23,16 @@
 typedef struct {
     char *listen[CONFIG_MAX_LISTEN]; /* owned copies; the defaults when no --listen was given */
     size_t n_listen;
-    bool listen_default;      /* no --listen: listen[] is filled by config_prepare_data_dir */
-    unsigned workers;         /* worker threads (default 2 x online cores) */
-    const char *redis_url;    /* --redis (borrowed from argv), NULL: embedded redis-server */
-    char *data_dir;           /* owned; absolute after config_prepare_data_dir */
-    const char *graph;        /* --graph (borrowed) */
-    const char *workflow;     /* --workflow path (borrowed), NULL: the embedded workflow */
-    size_t max_message;       /* bytes of one encoded RpcRequest */
-    int timeout_ms;           /* default per-call deadline, milliseconds */
-    unsigned queue;           /* requests allowed to wait beyond the workers */
+    bool listen_default;       /* no --listen: listen[] is filled by config_prepare_data_dir */
+    unsigned workers;          /* worker threads (default 2 x online cores) */
+    const char *redis_url;     /* --redis (borrowed from argv), NULL: embedded redis-server */
+    char *data_dir;            /* owned; absolute after config_prepare_data_dir */
+    const char *graph;         /* --graph (borrowed) */
+    const char *workflow;      /* --workflow path (borrowed), NULL: the embedded workflow */
+    const char *integrity_key; /* --integrity-key path (borrowed), NULL: none */
+    size_t max_message;        /* bytes of one encoded RpcRequest */
+    int timeout_ms;            /* default per-call deadline, milliseconds */
+    unsigned queue;            /* requests allowed to wait beyond the workers */
     bool quiet;
     bool verbose;
     const char *operator_token; /* CHARTER_OPERATOR_TOKEN (borrowed from the environment) */

@@ -196,16 +196,21 @@ int dbproc_start(const char *data_dir, int wait_ms, dbproc **out, char *err, siz
         return -1;
     }
     char *const argv[] = {
-        "redis-server",  "--port",         "0",          "--unixsocket", p->sock,
-        "--unixsocketperm", "700",         "--dir",      (char *)data_dir, "--appendonly",
-        "yes",           "--appendfsync",  "everysec",   "--save",       "",
-        "--daemonize",   "no",             "--logfile",  logpath,        NULL,
+        "redis-server", "--port", "0",
+        "--unixsocket", p->sock,  "--unixsocketperm",
+        "700",          "--dir",  (char *)data_dir,
+        "--appendonly", "yes",    "--appendfsync",
+        "everysec",     "--save", "",
+        "--daemonize",  "no",     "--logfile",
+        logpath,        NULL,
     };
     pid_t parent = getpid();
     pid_t pid = fork();
     if (pid < 0) {
-        snprintf(err, errlen, "cannot start redis-server: fork: %s (free some memory or "
-                 "processes)", strerror(errno));
+        snprintf(err, errlen,
+                 "cannot start redis-server: fork: %s (free some memory or "
+                 "processes)",
+                 strerror(errno));
         close(logfd);
         free(p);
         return -1;
@@ -233,8 +238,8 @@ int dbproc_start(const char *data_dir, int wait_ms, dbproc **out, char *err, siz
             break;
         }
         if (dbproc_now_ms() >= deadline) {
-            snprintf(err, errlen, "redis-server did not answer PING within %d ms (see %s)",
-                     wait_ms, logpath);
+            snprintf(err, errlen, "redis-server did not answer PING within %d ms (see %s)", wait_ms,
+                     logpath);
             dbproc_stop(p);
             return -1;
         }

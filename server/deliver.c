@@ -4,7 +4,10 @@
  * The database decides, not this process: the guard's ALLOW only licenses an attempt at
  * charter_commit_delivery, which re-checks the payload bytes, the grant chain and the
  * invocation ID on the database clock inside one atomic call. Any number of charterd processes
- * may run this code against one Redis; no process-local lock is involved.
+ * may run this code against one Redis; no process-local lock decides anything. The deciding
+ * half is replay_delivery_decide, which replay runs again over the recorded snapshot. A
+ * committed delivery gets its receipt (when charterd has an integrity key) right after the
+ * commit.
  */
 #include "deliver.h"
 
@@ -12,6 +15,10 @@
 #include <openssl/sha.h>
 #include <stdlib.h>
 #include <string.h>
+
+#include "evlog.h"
+#include "receipt_issue.h"
+#include "replay.h"
 
 static bool invocation_id_valid(const char *s)
 {
@@ -125,30 +132,15 @@ static json_t *strs_json(const guard_strs *s)
     return list;
 }
 
-static json_t *event_of(const guard_decision *d, json_t *detail, json_t *snapshot)
-{
-    char codes[512];
-    guard_codes_format(d->codes, codes, sizeof codes);
-    return json_pack("{s:s, s:s, s:s, s:s, s:O, s:O*}", "kind", "delivery_decided", "outcome",
-                     guard_outcome_name(d->outcome), "codes", codes, "witness",
-                     d->witness ? d->witness : "", "detail", detail, "snapshot", snapshot);
-}
-
 /* Records a decision that has no effect. If it cannot be recorded, it becomes UNKNOWN. */
-static void record(const gate_env *g, const char *run_id, guard_decision *d, json_t *detail,
-                   json_t *snapshot)
+static void record(const gate_env *g, const char *run_id, const char *fingerprint,
+                   guard_decision *d, json_t *detail, json_t *snapshot)
 {
-    json_t *ev = event_of(d, detail, snapshot);
-    char *text = ev ? json_dumps(ev, JSON_COMPACT) : NULL;
-    json_decref(ev);
-    int rc = STORE_ENOMEM;
-    if (text) {
-        const char *args[2] = {run_id, text};
-        json_t *reply = NULL;
-        rc = store_call(g->st, "append_event", 2, args, &reply);
-        json_decref(reply);
-        free(text);
-    }
+    evlog_owned ev;
+    int rc = evlog_owned_event(&ev, "delivery_decided", d, fingerprint, detail, snapshot);
+    if (rc == STORE_OK)
+        rc = evlog_append(g->st, run_id, &ev.ev, NULL);
+    evlog_owned_free(&ev);
     if (rc != STORE_OK && d->outcome != GUARD_UNKNOWN) {
         guard_decision_free(d);
         guard_decision_unknown(d, "the decision could not be recorded");
@@ -159,13 +151,15 @@ static void record(const gate_env *g, const char *run_id, guard_decision *d, jso
  * call, read by the database at one instant. */
 typedef struct {
     guard_context ctx;
-    const workflow_step *step;
-    json_t *reply;     /* the delivery_facts reply; the json_t below borrow from it */
-    json_t *payload;   /* the payload artifact, with content */
-    json_t *existing;  /* the invocation's delivery, or NULL */
-    json_t *ancestry;  /* raw ancestry */
-    json_t *chain;     /* raw grant chain */
-    json_t *recipient; /* or NULL when unknown */
+    const workflow *wf;        /* the workflow the context acts under */
+    const workflow_step *step; /* its step, narrowed to the context's scope */
+    char fingerprint[65];      /* the evaluator's under wf ("" when unknown) */
+    json_t *reply;             /* the delivery_facts reply; the json_t below borrow from it */
+    json_t *payload;           /* the payload artifact, with content */
+    json_t *existing;          /* the invocation's delivery, or NULL */
+    json_t *ancestry;          /* raw ancestry */
+    json_t *chain;             /* raw grant chain */
+    json_t *recipient;         /* or NULL when unknown */
     double now;
     guard_ancestry anc;
     guard_chain gchain;
@@ -210,25 +204,31 @@ static int gather(const gate_env *g, const char *invocation_id, const char *payl
     return rc;
 }
 
-static json_t *snapshot_of(const send_facts *f, const guard_delivery_request *req)
+/* Every fact the decision is made from, for replay: content_hash is the hex SHA-256 of the
+ * payload's stored content as read ("" when there was none). */
+static json_t *snapshot_of(const send_facts *f, const guard_delivery_request *req,
+                           const char *payload_hash, const char *content_hash)
 {
     json_t *owners = strs_json(&f->ctx.owners);
-    return json_pack("{s:s, s:s, s:{s:s, s:s, s:s, s:o*}, s:{s:s, s:s, s:s, s:i, s:s, s:s}, "
-                     "s:O, s:O, s:f}",
-                     "gate", "delivery", "step", f->step->cap.step, "context", "id", f->ctx.id,
-                     "run_id", f->ctx.run_id, "step", f->ctx.step, "owners", owners, "request",
-                     "run_id", req->run_id, "payload_id", req->payload_id, "recipient",
+    return json_pack("{s:s, s:s, s:s, s:o*, s:{s:s, s:s, s:s, s:o*}, "
+                     "s:{s:s, s:s, s:s, s:i, s:s, s:s}, s:O, s:O, s:f, s:{s:s, s:s, s:s}}",
+                     "gate", "delivery", "workflow", f->wf ? f->wf->version : "", "step",
+                     f->step->cap.step, "cap", replay_cap_json(&f->step->cap), "context", "id",
+                     f->ctx.id, "run_id", f->ctx.run_id, "step", f->ctx.step, "owners", owners,
+                     "request", "run_id", req->run_id, "payload_id", req->payload_id, "recipient",
                      req->recipient, "recipient_clearance", req->recipient_clearance, "tool",
                      req->tool, "grant", req->grant, "ancestry", f->ancestry, "chain", f->chain,
-                     "now", f->now);
+                     "now", f->now, "payload", "id", req->payload_id, "hash", payload_hash,
+                     "content_sha256", content_hash);
 }
 
-/* One conditional commit. Returns STORE_OK with *reply the function's answer, or the
- * store's failure (STORE_EUNAVAILABLE: the effect is unknown). */
-static int commit(const gate_env *g, json_t *arg, json_t **reply)
+/* One conditional commit with its event. Returns STORE_OK with *reply the function's answer,
+ * or the store's failure (STORE_EUNAVAILABLE: the effect is unknown). */
+static int commit(const gate_env *g, const char *run_id, json_t *arg, const evlog_event *ev,
+                  json_t **reply)
 {
     *reply = NULL;
-    return store_call_json(g->st, "commit_delivery", arg, reply);
+    return evlog_commit_delivery(g->st, run_id, arg, ev, reply);
 }
 
 int deliver_send(const gate_env *g, const char *context_id, const char *payload_id,
@@ -242,9 +242,11 @@ int deliver_send(const gate_env *g, const char *context_id, const char *payload_
 
     send_facts f;
     memset(&f, 0, sizeof f);
-    int rc = gate_context(g, context_id, &f.step, &f.ctx);
+    int rc = gate_context_of(g, context_id, &f.wf, &f.step, &f.ctx);
     if (rc == STORE_ENOTFOUND || rc == STORE_ENOMEM)
         return rc;
+    if (rc == STORE_OK && (f.wf == NULL || replay_fingerprint(f.wf, f.fingerprint) != 0))
+        f.fingerprint[0] = '\0';
     if (rc != STORE_OK) {
         guard_decision_unknown(&out->decision, "the graph could not supply the context");
         return STORE_OK;
@@ -266,7 +268,7 @@ int deliver_send(const gate_env *g, const char *context_id, const char *payload_
     if (rc != STORE_OK) {
         /* An operational failure: no facts, so no snapshot to replay. */
         guard_decision_unknown(&out->decision, "the graph could not supply the facts");
-        record(g, f.ctx.run_id, &out->decision, detail, NULL);
+        record(g, f.ctx.run_id, f.fingerprint, &out->decision, detail, NULL);
         json_decref(detail);
         facts_free(&f);
         return STORE_OK;
@@ -300,21 +302,21 @@ int deliver_send(const gate_env *g, const char *context_id, const char *payload_
         if (!json_is_string(cl) && !json_is_number(cl))
             req.recipient_clearance = -1;
     }
-    /* The stored bytes must still be the ones the hash was taken of. */
-    char actual[65];
-    gate_sha256_hex(content ? content : "", content ? strlen(content) : 0, actual);
-    json_t *snapshot = snapshot_of(&f, &req);
-    if (!content || !payload_hash || strcmp(actual, payload_hash) != 0) {
-        out->decision.outcome = GUARD_DENY;
-        out->decision.codes = 1u << GUARD_PROVENANCE_INCOMPLETE;
-        out->decision.witness = strdup("the payload's content does not match its hash");
-    } else if (guard_check_delivery(&f.step->cap, &f.ctx, &req, &f.anc, &f.gchain, f.now,
-                                    &out->decision) != 0) {
-        guard_decision_free(&out->decision);
-        guard_decision_unknown(&out->decision, "out of memory");
+    /* The stored bytes must still be the ones the hash was taken of (replay_delivery_decide
+     * compares them). */
+    char actual[65] = "";
+    if (content)
+        gate_sha256_hex(content, strlen(content), actual);
+    json_t *snapshot = snapshot_of(&f, &req, payload_hash ? payload_hash : "", actual);
+    if (!snapshot) {
+        json_decref(detail);
+        facts_free(&f);
+        return STORE_ENOMEM;
     }
+    replay_delivery_decide(&f.step->cap, &f.ctx, &req, &f.anc, &f.gchain, f.now, payload_hash,
+                           actual, &out->decision);
     if (out->decision.outcome != GUARD_ALLOW) {
-        record(g, f.ctx.run_id, &out->decision, detail, snapshot);
+        record(g, f.ctx.run_id, f.fingerprint, &out->decision, detail, snapshot);
         json_decref(snapshot);
         json_decref(detail);
         facts_free(&f);
@@ -324,15 +326,19 @@ int deliver_send(const gate_env *g, const char *context_id, const char *payload_
     /* 3. The conditional write, on the database clock. */
     char sha1[41];
     sha1_hex(content, strlen(content), sha1);
-    json_t *ev = event_of(&out->decision, detail, snapshot);
-    json_t *arg = json_pack("{s:s, s:s, s:s, s:s, s:s, s:s, s:s, s:s, s:o*, s:o*, s:s, s:o*}",
-                            "run_id", f.ctx.run_id, "invocation_id", invocation_id, "fingerprint",
+    evlog_owned ev;
+    int erc =
+        evlog_owned_event(&ev, "delivery_decided", &out->decision, f.fingerprint, detail, snapshot);
+    json_t *arg = json_pack("{s:s, s:s, s:s, s:s, s:s, s:s, s:s, s:s, s:o*, s:o*, s:s}", "run_id",
+                            f.ctx.run_id, "invocation_id", invocation_id, "fingerprint",
                             fingerprint, "payload_id", payload_id, "payload_hash", payload_hash,
                             "content_sha1", sha1, "recipient", recipient, "tool", tool,
                             "grant_chain", strs_json(&out->decision.chain_order), "sources",
-                            strs_json(&out->decision.sources), "content", content, "event", ev);
+                            strs_json(&out->decision.sources), "content", content);
     json_decref(snapshot);
-    if (!arg) {
+    if (!arg || erc != STORE_OK) {
+        json_decref(arg);
+        evlog_owned_free(&ev);
         json_decref(detail);
         facts_free(&f);
         guard_decision_free(&out->decision);
@@ -354,7 +360,7 @@ int deliver_send(const gate_env *g, const char *context_id, const char *payload_
                 continue;
         }
         json_t *reply = NULL;
-        rc = commit(g, arg, &reply);
+        rc = commit(g, f.ctx.run_id, arg, &ev.ev, &reply);
         if (rc != STORE_OK) {
             json_decref(reply);
             continue;
@@ -363,6 +369,12 @@ int deliver_send(const gate_env *g, const char *context_id, const char *payload_
         if (status && strcmp(status, "committed") == 0) {
             out->delivery = json_incref(json_object_get(reply, "delivery"));
             json_decref(reply);
+            /* The receipt, signed right after the commit. A failure here loses nothing:
+             * Evidence/GetReceipt issues it from the stored delivery later. */
+            json_t *receipt = NULL;
+            if (evlog_keyed() && out->delivery != NULL)
+                (void)receipt_issue_delivery(g->st, out->delivery, &receipt);
+            json_decref(receipt);
             break;
         }
         if (status && strcmp(status, "exists") == 0) {
@@ -381,7 +393,7 @@ int deliver_send(const gate_env *g, const char *context_id, const char *payload_
                  reason ? reason : "unknown reason");
         guard_decision_free(&out->decision);
         guard_decision_unknown(&out->decision, buf);
-        record(g, f.ctx.run_id, &out->decision, detail, NULL);
+        record(g, f.ctx.run_id, f.fingerprint, &out->decision, detail, NULL);
         json_decref(reply);
         why = NULL;
         break;
@@ -389,13 +401,14 @@ int deliver_send(const gate_env *g, const char *context_id, const char *payload_
     if (out->decision.outcome == GUARD_ALLOW && !out->delivery) {
         guard_decision_free(&out->decision);
         guard_decision_unknown(&out->decision, why);
-        record(g, f.ctx.run_id, &out->decision, detail, NULL);
+        record(g, f.ctx.run_id, f.fingerprint, &out->decision, detail, NULL);
     }
     /* chain_order and sources borrow from the facts freed below; nobody reads them later. */
     free(out->decision.chain_order.items);
     free(out->decision.sources.items);
     memset(&out->decision.chain_order, 0, sizeof out->decision.chain_order);
     memset(&out->decision.sources, 0, sizeof out->decision.sources);
+    evlog_owned_free(&ev);
     json_decref(arg);
     json_decref(detail);
     facts_free(&f);

@@ -1,11 +1,12 @@
 /*
  * gate.c - the input gate and the step operations around it.
  *
- * Every operation reads its facts through the query library, asks the guard, and records the
- * decision as an event of the run in the same database call as its effect (a new artifact) or,
- * when there is no effect, in one event append. The snapshot of an input decision holds the
- * ancestries exactly as the query returned them, so the decision can be replayed later without
- * asking the graph again.
+ * Every operation reads its facts through the query library, decides with the functions of
+ * replay.h (which call the guard), and records the decision as an event of the run (sealed into
+ * the run's hash chain by evlog.c) in the same database call as its effect (a new artifact) or,
+ * when there is no effect, in one event append. The snapshot of a decision holds the facts
+ * exactly as the queries returned them, so the decision can be replayed later without asking
+ * the graph again.
  */
 #include "gate.h"
 
@@ -13,7 +14,10 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "evlog.h"
 #include "guard.h"
+#include "registry.h"
+#include "replay.h"
 
 void gate_sha256_hex(const char *data, size_t len, char hex[65])
 {
@@ -33,62 +37,24 @@ void gate_sha256_hex(const char *data, size_t len, char hex[65])
     hex[64] = '\0';
 }
 
-/* A decision event's fields as charter_append_event and the writes that carry an event take
- * them. snapshot may be NULL (an operational failure records no facts). Steals nothing. */
-static json_t *decision_event(const char *kind, const guard_decision *d, json_t *detail,
-                              json_t *snapshot)
-{
-    char codes[512];
-    guard_codes_format(d->codes, codes, sizeof codes);
-    json_t *ev = json_object();
-    if (!ev)
-        return NULL;
-    int rc = json_object_set_new(ev, "kind", json_string(kind));
-    rc |= json_object_set_new(ev, "outcome", json_string(guard_outcome_name(d->outcome)));
-    rc |= json_object_set_new(ev, "codes", json_string(codes));
-    rc |= json_object_set_new(ev, "witness", json_string(d->witness ? d->witness : ""));
-    if (detail)
-        rc |= json_object_set(ev, "detail", detail);
-    if (snapshot)
-        rc |= json_object_set(ev, "snapshot", snapshot);
-    if (rc) {
-        json_decref(ev);
-        return NULL;
-    }
-    return ev;
-}
-
-/* Appends ev to the run's events. Returns STORE_OK and the seq, or the store's failure. */
-static int append_event(const gate_env *g, const char *run_id, json_t *ev, uint64_t *seq)
-{
-    char *text = json_dumps(ev, JSON_COMPACT);
-    if (!text)
-        return STORE_ENOMEM;
-    const char *args[2] = {run_id, text};
-    json_t *reply = NULL;
-    int rc = store_call(g->st, "append_event", 2, args, &reply);
-    free(text);
-    if (rc == STORE_OK && seq) {
-        json_t *s = json_object_get(reply, "seq");
-        *seq = json_is_integer(s) ? (uint64_t)json_integer_value(s) : 0;
-    }
-    json_decref(reply);
-    return rc;
-}
-
 /* Records d as an event; a decision that cannot be recorded does not stand: it becomes UNKNOWN
- * GRAPH_ERROR (every decision is recorded with its facts, or it is not a decision). */
+ * GRAPH_ERROR (every decision is recorded with its facts, or it is not a decision). snapshot
+ * may be NULL (an operational failure records no facts). */
 static void record_decision(const gate_env *g, const char *run_id, const char *kind,
-                            guard_decision *d, json_t *detail, json_t *snapshot, uint64_t *seq)
+                            const char *fingerprint, guard_decision *d, json_t *detail,
+                            json_t *snapshot, uint64_t *seq)
 {
-    json_t *ev = decision_event(kind, d, detail, snapshot);
-    int rc = ev ? append_event(g, run_id, ev, seq) : STORE_ENOMEM;
-    json_decref(ev);
+    evlog_owned ev;
+    evlog_sealed sealed;
+    int rc = evlog_owned_event(&ev, kind, d, fingerprint, detail, snapshot);
+    if (rc == STORE_OK)
+        rc = evlog_append(g->st, run_id, &ev.ev, &sealed);
+    evlog_owned_free(&ev);
+    if (seq)
+        *seq = rc == STORE_OK ? sealed.seq : 0;
     if (rc != STORE_OK) {
         guard_decision_free(d);
         guard_decision_unknown(d, "the decision could not be recorded");
-        if (seq)
-            *seq = 0;
     }
 }
 
@@ -114,17 +80,54 @@ static json_t *context_json(const guard_context *ctx)
                      owners);
 }
 
-static bool strs_contain(const guard_strs *s, const char *v)
-{
-    for (size_t i = 0; i < s->n; i++)
-        if (strcmp(s->items[i], v) == 0)
-            return true;
-    return false;
-}
-
 static bool unavailable(int rc)
 {
     return rc == STORE_EUNAVAILABLE || rc == STORE_EPROTO || rc == STORE_ELIMIT;
+}
+
+/* Stores the context's workflow (and, for a narrowed context, its parent and lists) with
+ * charter_scope_context. lists is NULL for a context that is not narrowed. */
+static int scope_context(const gate_env *g, const char *context_id, const char *run_id,
+                         const workflow *wf, const char *parent, json_t *lists)
+{
+    json_t *doc = json_pack("{s:s, s:s, s:s}", "context_id", context_id, "run_id", run_id,
+                            "workflow", wf->version);
+    if (!doc || (parent && (json_object_set_new(doc, "parent", json_string(parent)) ||
+                            json_object_update(doc, lists)))) {
+        json_decref(doc);
+        return STORE_ENOMEM;
+    }
+    json_t *reply = NULL;
+    int rc = store_call_json(g->st, "scope_context", doc, &reply);
+    json_decref(doc);
+    json_decref(reply);
+    return rc;
+}
+
+/* Opens a context of step ws (of workflow wf) in run_id and completes it with its workflow
+ * and, when parent is set, its parent and narrowed lists. */
+static int open_context(const gate_env *g, const workflow *wf, const workflow_step *ws,
+                        const char *run_id, const char *parent, json_t *lists, json_t **context)
+{
+    *context = NULL;
+    json_t *reply = NULL;
+    int rc = evlog_open_context(g->st, run_id, ws->cap.step, ws->cap.actor, &reply);
+    if (rc != STORE_OK)
+        return rc;
+    json_t *c = json_object_get(reply, "context");
+    const char *id = json_string_value(json_object_get(c, "id"));
+    if (!json_is_object(c) || !id) {
+        json_decref(reply);
+        return STORE_EPROTO;
+    }
+    rc = scope_context(g, id, run_id, wf, parent, lists);
+    if (rc == STORE_OK && (json_object_set_new(c, "workflow", json_string(wf->version)) ||
+                           (parent && json_object_set_new(c, "parent", json_string(parent)))))
+        rc = STORE_ENOMEM;
+    if (rc == STORE_OK)
+        *context = json_incref(c);
+    json_decref(reply);
+    return rc;
 }
 
 int gate_open_step(const gate_env *g, const char *run_id, const char *step, json_t **context)
@@ -133,53 +136,219 @@ int gate_open_step(const gate_env *g, const char *run_id, const char *step, json
     const workflow_step *ws = workflow_step_find(g->wf, step);
     if (!ws)
         return STORE_ENOTFOUND;
-    json_t *arg =
-        json_pack("{s:s, s:s, s:s}", "run_id", run_id, "step", step, "actor", ws->cap.actor);
-    if (!arg)
-        return STORE_ENOMEM;
-    json_t *reply = NULL;
-    int rc = store_call_json(g->st, "open_context", arg, &reply);
-    json_decref(arg);
-    if (rc != STORE_OK)
-        return rc;
-    json_t *c = json_object_get(reply, "context");
-    if (!json_is_object(c)) {
-        json_decref(reply);
+    return open_context(g, g->wf, ws, run_id, NULL, NULL, context);
+}
+
+/* The JSON lists of a context's stored scope ({} reads as an empty list) into s. Returns
+ * STORE_OK, STORE_EPROTO or STORE_ENOMEM. */
+static int scope_list(const json_t *scope, const char *key, guard_strs *s)
+{
+    const json_t *list = json_object_get(scope, key);
+    memset(s, 0, sizeof *s);
+    if (json_is_object(list) && json_object_size(list) == 0)
+        return STORE_OK;
+    if (!json_is_array(list))
         return STORE_EPROTO;
+    size_t n = json_array_size(list);
+    if (n == 0)
+        return STORE_OK;
+    if (!(s->items = calloc(n, sizeof *s->items)))
+        return STORE_ENOMEM;
+    for (size_t i = 0; i < n; i++) {
+        const char *v = json_string_value(json_array_get(list, i));
+        if (!v)
+            return STORE_EPROTO;
+        s->items[i] = (char *)v; /* borrowed from scope */
+        s->n = i + 1;
     }
-    *context = json_incref(c);
-    json_decref(reply);
+    return STORE_OK;
+}
+
+int gate_context_of(const gate_env *g, const char *context_id, const workflow **wf,
+                    const workflow_step **step, guard_context *ctx)
+{
+    memset(ctx, 0, sizeof *ctx);
+    *step = NULL;
+    if (wf)
+        *wf = NULL;
+    const char *args[1] = {context_id};
+    json_t *raw = NULL;
+    int rc = store_call(g->st, "context_owner", 1, args, &raw);
+    if (rc == STORE_OK && !raw)
+        rc = STORE_EPROTO;
+    if (rc == STORE_OK)
+        rc = store_context_from_json(raw, ctx);
+    if (rc != STORE_OK) {
+        json_decref(raw);
+        return rc;
+    }
+    /* The context acts under its run's workflow version, never the one charterd started
+     * with; a context that records none was never completed and is not usable. */
+    const char *version = json_string_value(json_object_get(raw, "workflow"));
+    const workflow *w = NULL;
+    rc = version && *version ? registry_get(g->st, version, &w) : STORE_EPROTO;
+    if (rc == STORE_ENOTFOUND || rc == STORE_EINVAL)
+        rc = STORE_EPROTO;
+    const workflow_step *base =
+        rc == STORE_OK && ctx->step ? workflow_step_find(w, ctx->step) : NULL;
+    if (rc == STORE_OK && !base)
+        rc = STORE_ENOTFOUND;
+    const json_t *scope = json_object_get(raw, "scope");
+    if (rc == STORE_OK && scope && !json_is_null(scope)) {
+        guard_strs lists[3];
+        static const char *const keys[3] = {"tools", "recipients", "resources"};
+        memset(lists, 0, sizeof lists);
+        for (size_t k = 0; k < 3 && rc == STORE_OK; k++)
+            rc = scope_list(scope, keys[k], &lists[k]);
+        if (rc == STORE_OK)
+            rc = registry_narrowed(w, base, &lists[0], &lists[1], &lists[2], step);
+        /* A stored scope wider than its step is not a fact to act on. */
+        if (rc == STORE_EREFUSED)
+            rc = STORE_EPROTO;
+        for (size_t k = 0; k < 3; k++)
+            free(lists[k].items);
+    } else if (rc == STORE_OK) {
+        *step = base;
+    }
+    json_decref(raw);
+    if (rc != STORE_OK) {
+        *step = NULL;
+        store_context_free(ctx);
+        return rc;
+    }
+    if (wf)
+        *wf = w;
     return STORE_OK;
 }
 
 int gate_context(const gate_env *g, const char *context_id, const workflow_step **step,
                  guard_context *ctx)
 {
-    memset(ctx, 0, sizeof *ctx);
-    int rc = store_context(g->st, context_id, ctx);
-    if (rc != STORE_OK)
-        return rc;
-    *step = ctx->step ? workflow_step_find(g->wf, ctx->step) : NULL;
-    if (!*step) {
-        store_context_free(ctx);
-        return STORE_ENOTFOUND;
-    }
-    return STORE_OK;
+    return gate_context_of(g, context_id, NULL, step, ctx);
 }
 
-/* Input gate over ids without recording. Fills d (the worst verdict over all ids: DENY before
- * UNKNOWN before ALLOW, codes merged, the first witness kept), *snapshot (a JSON list of the
- * raw ancestries, caller decrefs) and, when every input is allowed, the recomputed labels of
- * an output derived from all of them. Returns STORE_OK, STORE_ENOTFOUND (an unknown artifact)
- * or STORE_ENOMEM. Graph failures give STORE_OK with UNKNOWN GRAPH_ERROR. */
+/* "a, b, c" of s into buf. */
+static void strs_join(const guard_strs *s, char *buf, size_t size)
+{
+    size_t used = 0;
+    buf[0] = '\0';
+    for (size_t i = 0; i < s->n && used < size; i++)
+        used += (size_t)snprintf(buf + used, size - used, "%s%s", i ? ", " : "", s->items[i]);
+}
+
+static bool strs_holds(const guard_strs *s, const char *x)
+{
+    for (size_t i = 0; i < s->n; i++)
+        if (strcmp(s->items[i], x) == 0)
+            return true;
+    return false;
+}
+
+int gate_open_narrowed(const gate_env *g, const char *parent_id, const char *run_id,
+                       const char *step, const guard_strs *tools, const guard_strs *recipients,
+                       const guard_strs *resources, json_t **context, const workflow_step **out,
+                       char *why, size_t whylen)
+{
+    *context = NULL;
+    *out = NULL;
+    if (whylen > 0)
+        why[0] = '\0';
+    const workflow *wf = NULL;
+    const workflow_step *ps = NULL;
+    guard_context pctx;
+    int rc = gate_context_of(g, parent_id, &wf, &ps, &pctx);
+    if (rc != STORE_OK)
+        return rc;
+    if (run_id && *run_id && strcmp(run_id, pctx.run_id) != 0) {
+        snprintf(why, whylen, "run_id: context %s is of run %s, not %s", parent_id, pctx.run_id,
+                 run_id);
+        store_context_free(&pctx);
+        return STORE_EINVAL;
+    }
+    if (step && *step && strcmp(step, ps->cap.step) != 0) {
+        snprintf(why, whylen, "step: context %s is of step %s, not %s", parent_id, ps->cap.step,
+                 step);
+        store_context_free(&pctx);
+        return STORE_EINVAL;
+    }
+    /* Scopes only narrow: every name asked for must be in the parent's list; an empty list
+     * keeps the parent's, never "unrestricted". */
+    static const char *const names[3] = {"tools", "recipients", "resources"};
+    const guard_strs *want[3] = {tools, recipients, resources};
+    const guard_strs *have[3] = {&ps->cap.tools, &ps->cap.recipients, &ps->cap.resources};
+    json_t *lists = json_object();
+    for (size_t k = 0; k < 3 && lists && rc == STORE_OK; k++) {
+        json_t *list = json_array();
+        for (size_t i = 0; list && i < have[k]->n; i++) {
+            const char *x = have[k]->items[i];
+            if ((want[k]->n == 0 || strs_holds(want[k], x)) &&
+                json_array_append_new(list, json_string(x))) {
+                json_decref(list);
+                list = NULL;
+            }
+        }
+        for (size_t i = 0; list && i < want[k]->n; i++) {
+            if (!strs_holds(have[k], want[k]->items[i])) {
+                char parent_list[1024];
+                strs_join(have[k], parent_list, sizeof parent_list);
+                snprintf(why, whylen,
+                         "SCOPE_WIDENING: %s: \"%s\" is not in the parent context %s's %s {%s}",
+                         names[k], want[k]->items[i], parent_id, names[k], parent_list);
+                rc = STORE_EREFUSED;
+                break;
+            }
+        }
+        if (!list || json_object_set_new(lists, names[k], list))
+            rc = rc == STORE_OK ? STORE_ENOMEM : rc;
+    }
+    if (!lists)
+        rc = STORE_ENOMEM;
+    const workflow_step *base = rc == STORE_OK ? workflow_step_find(wf, ps->cap.step) : NULL;
+    guard_strs eff[3];
+    memset(eff, 0, sizeof eff);
+    for (size_t k = 0; k < 3 && rc == STORE_OK; k++)
+        rc = scope_list(lists, names[k], &eff[k]);
+    if (rc == STORE_OK && !base)
+        rc = STORE_ENOTFOUND;
+    if (rc == STORE_OK)
+        rc = registry_narrowed(wf, base, &eff[0], &eff[1], &eff[2], out);
+    if (rc == STORE_OK)
+        rc = open_context(g, wf, base, pctx.run_id, parent_id, lists, context);
+    if (rc == STORE_OK) {
+        /* The narrowing is in the graph already (the context's scope); the event tells it in
+         * the run's story. It records no decision, so losing it changes none. */
+        json_t *detail = json_pack("{s:s, s:s, s:s, s:O}", "context",
+                                   json_string_value(json_object_get(*context, "id")), "parent",
+                                   parent_id, "step", base->cap.step, "scope", lists);
+        evlog_owned ev;
+        if (detail &&
+            evlog_owned_event(&ev, "context_narrowed", NULL, NULL, detail, NULL) == STORE_OK)
+            (void)evlog_append(g->st, pctx.run_id, &ev.ev, NULL);
+        if (detail)
+            evlog_owned_free(&ev);
+        json_decref(detail);
+    }
+    for (size_t k = 0; k < 3; k++)
+        free(eff[k].items);
+    json_decref(lists);
+    store_context_free(&pctx);
+    if (rc != STORE_OK)
+        *out = NULL;
+    return rc;
+}
+
+/* Input gate over ids without recording. Gathers each artifact's raw ancestry (null where the
+ * graph could not supply it) into *snapshot (a JSON list, caller decrefs) and decides from them
+ * with replay_input_decide: d is the worst verdict over all ids (DENY before UNKNOWN before
+ * ALLOW, codes merged, the first witness kept, UNKNOWN when any fact was missing) and, when
+ * every input is allowed, *conf and *integrity are the recomputed labels of an output derived
+ * from all of them. Returns STORE_OK, STORE_ENOTFOUND (an unknown artifact) or STORE_ENOMEM.
+ * Graph failures give STORE_OK with UNKNOWN GRAPH_ERROR. */
 static int check_inputs(const gate_env *g, const workflow_step *ws, const guard_context *ctx,
                         const char *const *ids, size_t n, guard_decision *d, json_t **snapshot,
                         int *conf, int *integrity)
 {
     memset(d, 0, sizeof *d);
-    d->outcome = GUARD_ALLOW;
-    *conf = GUARD_CONF_PUBLIC;
-    *integrity = GUARD_INTEGRITY_TRUSTED;
     json_t *raws = json_array();
     if (!raws)
         return STORE_ENOMEM;
@@ -191,57 +360,49 @@ static int check_inputs(const gate_env *g, const workflow_step *ws, const guard_
         int rc = store_call(g->st, "ancestry", 2, args, &raw);
         if (rc == STORE_ENOTFOUND || rc == STORE_ENOMEM) {
             json_decref(raws);
-            guard_decision_free(d);
             return rc;
         }
-        guard_ancestry anc = {0};
-        guard_decision one = {0};
-        if (rc != STORE_OK || store_ancestry_from_json(raw, ids[i], &anc) != STORE_OK) {
-            guard_decision_unknown(&one, "the graph could not supply the ancestry");
-        } else if (guard_check_input(&ws->cap, ctx, ctx->run_id, &anc, &one) != 0) {
-            guard_decision_free(&one);
-            guard_decision_unknown(&one, "out of memory");
-        } else if (one.outcome == GUARD_ALLOW) {
-            int c = -1, in = -1;
-            if (guard_recompute_labels(&anc, ids[i], &c, &in) != 0) {
-                guard_decision_free(&one);
-                guard_decision_unknown(&one, "labels could not be recomputed");
-            } else {
-                *conf = c > *conf ? c : *conf;
-                *integrity = in < *integrity ? in : *integrity;
-            }
-        }
-        if (raw && json_array_append_new(raws, raw))
-            rc = STORE_ENOMEM;
-        store_ancestry_free(&anc);
-        /* Keep the worst verdict: DENY, then UNKNOWN, then ALLOW. */
-        int rank_one = one.outcome == GUARD_DENY ? 2 : one.outcome == GUARD_UNKNOWN ? 1 : 0;
-        int rank_d = d->outcome == GUARD_DENY ? 2 : d->outcome == GUARD_UNKNOWN ? 1 : 0;
-        unsigned merged = d->codes | one.codes;
-        if (rank_one > rank_d) {
-            guard_decision_free(d);
-            *d = one;
-            memset(&one, 0, sizeof one);
-        }
-        d->codes = merged;
-        /* As in the guard: a fact that could not be had makes the whole verdict UNKNOWN. */
-        if (merged & (1u << GUARD_GRAPH_ERROR))
-            d->outcome = GUARD_UNKNOWN;
-        guard_decision_free(&one);
-        if (rc == STORE_ENOMEM) {
+        /* A fact the graph could not supply is recorded as null: replay sees the same gap. */
+        if (json_array_append_new(raws, rc == STORE_OK && raw ? raw : json_null())) {
             json_decref(raws);
-            guard_decision_free(d);
-            return rc;
+            return STORE_ENOMEM;
         }
+    }
+    if (replay_input_decide(&ws->cap, ctx, raws, ids, d, conf, integrity) != 0) {
+        json_decref(raws);
+        return STORE_ENOMEM;
     }
     *snapshot = raws;
     return STORE_OK;
 }
 
-static json_t *input_snapshot(const workflow_step *ws, const guard_context *ctx, json_t *raws)
+/* The evaluator fingerprint of a decision made under workflow wf (fp, 65 bytes; "" when it
+ * cannot be computed: the process's default is recorded then). */
+static void decision_fingerprint(const workflow *wf, char fp[65])
 {
-    return json_pack("{s:s, s:s, s:o*, s:O}", "gate", "input", "step", ws->cap.step, "context",
-                     context_json(ctx), "ancestries", raws);
+    if (wf == NULL || replay_fingerprint(wf, fp) != 0)
+        fp[0] = '\0';
+}
+
+/* The facts every snapshot starts with: the gate, the workflow version and the (possibly
+ * narrowed) step capability the decision was made under, and the context. */
+static json_t *snapshot_base(const char *gate, const workflow *wf, const workflow_step *ws,
+                             const guard_context *ctx)
+{
+    return json_pack("{s:s, s:s, s:s, s:o*, s:o*}", "gate", gate, "workflow", wf ? wf->version : "",
+                     "step", ws->cap.step, "cap", replay_cap_json(&ws->cap), "context",
+                     context_json(ctx));
+}
+
+static json_t *input_snapshot(const workflow *wf, const workflow_step *ws, const guard_context *ctx,
+                              json_t *raws)
+{
+    json_t *snap = snapshot_base("input", wf, ws, ctx);
+    if (snap && json_object_set(snap, "ancestries", raws)) {
+        json_decref(snap);
+        return NULL;
+    }
+    return snap;
 }
 
 static json_t *input_detail(const char *context_id, const workflow_step *ws, const char *const *ids,
@@ -259,8 +420,9 @@ int gate_check_input(const gate_env *g, const char *context_id, const char *cons
     if (n == 0 || n > g->limits->max_ids)
         return STORE_EINVAL;
     const workflow_step *ws = NULL;
+    const workflow *wf = NULL;
     guard_context ctx;
-    int rc = gate_context(g, context_id, &ws, &ctx);
+    int rc = gate_context_of(g, context_id, &wf, &ws, &ctx);
     if (unavailable(rc)) {
         guard_decision_unknown(d, "the graph could not supply the context");
         return STORE_OK;
@@ -271,9 +433,11 @@ int gate_check_input(const gate_env *g, const char *context_id, const char *cons
     int conf, integrity;
     rc = check_inputs(g, ws, &ctx, ids, n, d, &raws, &conf, &integrity);
     if (rc == STORE_OK) {
-        json_t *snap = input_snapshot(ws, &ctx, raws);
+        char fp[65];
+        decision_fingerprint(wf, fp);
+        json_t *snap = input_snapshot(wf, ws, &ctx, raws);
         json_t *detail = input_detail(context_id, ws, ids, n);
-        record_decision(g, ctx.run_id, "input_checked", d, detail, snap, event_seq);
+        record_decision(g, ctx.run_id, "input_checked", fp, d, detail, snap, event_seq);
         json_decref(snap);
         json_decref(detail);
     }
@@ -305,11 +469,12 @@ int gate_evaluate_input(const gate_env *g, const char *context_id, const char *c
     return rc;
 }
 
-/* Creates an artifact with its edges and its event in one database call. */
-static int create_artifact(const gate_env *g, json_t *arg, json_t **artifact)
+/* Creates an artifact of run_id with its edges and its event ev in one database call. */
+static int create_artifact(const gate_env *g, const char *run_id, json_t *arg,
+                           const evlog_event *ev, json_t **artifact)
 {
     json_t *reply = NULL;
-    int rc = store_call_json(g->st, "create_artifact", arg, &reply);
+    int rc = evlog_create_artifact(g->st, run_id, arg, ev, &reply);
     if (rc != STORE_OK)
         return rc;
     json_t *a = json_object_get(reply, "artifact");
@@ -328,8 +493,9 @@ int gate_read_source(const gate_env *g, const char *context_id, const char *reso
     memset(d, 0, sizeof *d);
     *artifact = NULL;
     const workflow_step *ws = NULL;
+    const workflow *wf = NULL;
     guard_context ctx;
-    int rc = gate_context(g, context_id, &ws, &ctx);
+    int rc = gate_context_of(g, context_id, &wf, &ws, &ctx);
     if (unavailable(rc)) {
         guard_decision_unknown(d, "the graph could not supply the context");
         return STORE_OK;
@@ -345,16 +511,22 @@ int gate_read_source(const gate_env *g, const char *context_id, const char *reso
     }
     /* The step, not the model, says what may be read: a resource outside it is refused before
      * anything is fetched. */
-    if (!strs_contain(&ws->cap.tools, "read_source") ||
-        !strs_contain(&ws->cap.resources, resource_id)) {
-        bool tool = strs_contain(&ws->cap.tools, "read_source");
-        d->outcome = GUARD_DENY;
-        d->codes = 1u << (tool ? GUARD_RESOURCE_OUT_OF_SCOPE : GUARD_STEP_MISMATCH);
-        char buf[512];
-        snprintf(buf, sizeof buf, "%s is not %s of %s step", resource_id,
-                 tool ? "a resource" : "readable by the read_source tool", ws->cap.step);
-        d->witness = strdup(buf);
-        record_decision(g, ctx.run_id, "source_read", d, detail, NULL, NULL);
+    char fp[65];
+    decision_fingerprint(wf, fp);
+    json_t *snap = snapshot_base("source", wf, ws, &ctx);
+    if (snap && json_object_set_new(snap, "resource", json_string(resource_id))) {
+        json_decref(snap);
+        snap = NULL;
+    }
+    if (!snap) {
+        json_decref(detail);
+        store_context_free(&ctx);
+        return STORE_ENOMEM;
+    }
+    replay_source_decide(&ws->cap, resource_id, d);
+    if (d->outcome != GUARD_ALLOW) {
+        record_decision(g, ctx.run_id, "source_read", fp, d, detail, snap, NULL);
+        json_decref(snap);
         json_decref(detail);
         store_context_free(&ctx);
         return STORE_OK;
@@ -375,14 +547,16 @@ int gate_read_source(const gate_env *g, const char *context_id, const char *reso
             json_is_string(jint) ? atoll(json_string_value(jint)) : json_integer_value(jint);
         char hash[65];
         gate_sha256_hex(content ? content : "", content ? strlen(content) : 0, hash);
-        d->outcome = GUARD_ALLOW;
-        json_t *ev = decision_event("source_read", d, detail, NULL);
-        json_t *arg = json_pack("{s:s, s:s, s:s, s:s, s:I, s:I, s:s, s:s, s:[], s:s, s:b, s:o*}",
+        evlog_owned ev = {0};
+        json_t *arg = json_pack("{s:s, s:s, s:s, s:s, s:I, s:I, s:s, s:s, s:[], s:s, s:b}",
                                 "run_id", ctx.run_id, "context_id", context_id, "kind", "source",
                                 "title", title ? title : resource_id, "conf", conf, "integrity",
                                 integ, "hash", hash, "content", content ? content : "", "input_ids",
-                                "resource", resource_id, "capture_complete", 1, "event", ev);
-        rc = arg ? create_artifact(g, arg, artifact) : STORE_ENOMEM;
+                                "resource", resource_id, "capture_complete", 1);
+        rc = arg ? evlog_owned_event(&ev, "source_read", d, fp, detail, snap) : STORE_ENOMEM;
+        if (rc == STORE_OK)
+            rc = create_artifact(g, ctx.run_id, arg, &ev.ev, artifact);
+        evlog_owned_free(&ev);
         json_decref(arg);
         if (rc != STORE_OK && rc != STORE_ENOMEM && rc != STORE_ENOTFOUND) {
             guard_decision_free(d);
@@ -394,6 +568,7 @@ int gate_read_source(const gate_env *g, const char *context_id, const char *reso
         rc = STORE_OK;
     }
     json_decref(res);
+    json_decref(snap);
     json_decref(detail);
     store_context_free(&ctx);
     return rc;
@@ -409,8 +584,9 @@ int gate_record_output(const gate_env *g, const char *context_id, const char *co
         strlen(content) > g->limits->max_content)
         return STORE_EINVAL;
     const workflow_step *ws = NULL;
+    const workflow *wf = NULL;
     guard_context ctx;
-    int rc = gate_context(g, context_id, &ws, &ctx);
+    int rc = gate_context_of(g, context_id, &wf, &ws, &ctx);
     if (unavailable(rc)) {
         guard_decision_unknown(d, "the graph could not supply the context");
         return STORE_OK;
@@ -424,23 +600,28 @@ int gate_record_output(const gate_env *g, const char *context_id, const char *co
         store_context_free(&ctx);
         return rc;
     }
-    json_t *snap = input_snapshot(ws, &ctx, raws);
+    char fp[65];
+    decision_fingerprint(wf, fp);
+    json_t *snap = input_snapshot(wf, ws, &ctx, raws);
     json_t *detail = json_pack("{s:s, s:s, s:s, s:o*}", "context", context_id, "step", ws->cap.step,
                                "title", title, "inputs", strings_json(input_ids, n));
     if (d->outcome != GUARD_ALLOW) {
-        record_decision(g, ctx.run_id, "output_refused", d, detail, snap, NULL);
+        record_decision(g, ctx.run_id, "output_refused", fp, d, detail, snap, NULL);
     } else {
         /* Provenance is captured here, by the host: the parents are exactly the inputs that
          * passed the gate, and the labels are recomputed from them, never taken from a caller. */
         char hash[65];
         gate_sha256_hex(content, strlen(content), hash);
-        json_t *ev = decision_event("output_recorded", d, detail, snap);
+        evlog_owned ev = {0};
         json_t *arg =
-            json_pack("{s:s, s:s, s:s, s:s, s:i, s:i, s:s, s:s, s:o*, s:b, s:o*}", "run_id",
-                      ctx.run_id, "context_id", context_id, "kind", "derived", "title", title,
-                      "conf", conf, "integrity", integrity, "hash", hash, "content", content,
-                      "input_ids", strings_json(input_ids, n), "capture_complete", 1, "event", ev);
-        rc = arg ? create_artifact(g, arg, artifact) : STORE_ENOMEM;
+            json_pack("{s:s, s:s, s:s, s:s, s:i, s:i, s:s, s:s, s:o*, s:b}", "run_id", ctx.run_id,
+                      "context_id", context_id, "kind", "derived", "title", title, "conf", conf,
+                      "integrity", integrity, "hash", hash, "content", content, "input_ids",
+                      strings_json(input_ids, n), "capture_complete", 1);
+        rc = arg ? evlog_owned_event(&ev, "output_recorded", d, fp, detail, snap) : STORE_ENOMEM;
+        if (rc == STORE_OK)
+            rc = create_artifact(g, ctx.run_id, arg, &ev.ev, artifact);
+        evlog_owned_free(&ev);
         json_decref(arg);
         if (rc != STORE_OK && rc != STORE_ENOMEM && rc != STORE_ENOTFOUND) {
             guard_decision_free(d);

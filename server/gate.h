@@ -21,19 +21,43 @@
 #include "store.h"
 #include "workflow.h"
 
-/* Everything a gate operation needs; borrowed, never freed by the gate. */
+/* Everything a gate operation needs; borrowed, never freed by the gate. wf is the workflow of
+ * the run being opened or driven (gate_open_step, runner.c); an operation on a context never
+ * uses it: it acts under the workflow version stored on the context (its run's, registry.h). */
 typedef struct {
     store *st;
     const workflow *wf;
     const call_limits *limits;
 } gate_env;
 
-/* Opens a fresh context of step in run run_id, owned by the step's actor. *context is
- * {"id","run_id","step","owners":[...]} (caller decrefs). */
+/* Opens a fresh context of step in run run_id, owned by the step's actor, and stores on it
+ * the version of g->wf, which must be the workflow the run follows (else STORE_EREFUSED).
+ * *context is {"id","run_id","step","owners":[...],"workflow"} (caller decrefs). A context
+ * whose workflow could not be stored is left unusable (every gate fails closed on it). */
 int gate_open_step(const gate_env *g, const char *run_id, const char *step, json_t **context);
 
-/* The step capability of an opened context and the context facts. *cap points into the
- * workflow; ctx is filled from the graph (free with store_context_free). */
+/* Opens a child of context parent_id: same run (run_id) and step (step), its capability the
+ * parent's narrowed to tools, recipients and resources (a list with n == 0 keeps the
+ * parent's; names keep the parent's order). Nothing is written when a name lies outside the
+ * parent's list: STORE_EREFUSED with why = "SCOPE_WIDENING: <list>: \"<name>\" is not in
+ * the parent context <id>'s <list> {...}" (the rule of scopes that only narrow). STORE_EINVAL
+ * (why says which) when run_id or step is not the parent's; STORE_ENOTFOUND for an unknown
+ * parent. On success *context as for gate_open_step plus "parent", and *step is the child's
+ * effective capability (kept by registry.h). why has whylen bytes. */
+int gate_open_narrowed(const gate_env *g, const char *parent_id, const char *run_id,
+                       const char *step, const guard_strs *tools, const guard_strs *recipients,
+                       const guard_strs *resources, json_t **context, const workflow_step **out,
+                       char *why, size_t whylen);
+
+/* The effective step capability of an opened context and the context facts: the step of the
+ * workflow version stored on the context, narrowed to the context's scope when it was opened
+ * narrowed. *step is kept by registry.h (valid until exit); ctx is filled from the graph (free
+ * with store_context_free). A context without a workflow, or whose workflow or scope cannot be
+ * read, is STORE_EPROTO (callers fail closed). *wf (may be NULL) gets the workflow. */
+int gate_context_of(const gate_env *g, const char *context_id, const workflow **wf,
+                    const workflow_step **step, guard_context *ctx);
+
+/* gate_context_of without the workflow. */
 int gate_context(const gate_env *g, const char *context_id, const workflow_step **step,
                  guard_context *ctx);
 

@@ -2,14 +2,16 @@
  * main.c - charterd: start up, serve until SIGINT/SIGTERM, stop gracefully.
  *
  * Startup order matters for the one-line failure promise: options and tokens, the handler
- * tables, the workflow, the data folder, the database (embedded or --redis), the query
- * library, the static graph, then the transport. Nothing is logged before the service is up,
+ * tables, the workflow and the evaluator's fingerprint, the integrity key, the data folder, the
+ * database (embedded or --redis), the query library, the graph's integrity mode, the static
+ * graph, then the transport. Nothing is logged before the service is up,
  * so any failure on the way is exactly one line "charterd: <what is wrong> (<how to fix>)".
  * Signals are blocked in every thread and taken synchronously here with sigtimedwait, so no
  * work ever runs in a signal handler.
  */
 #include <errno.h>
 #include <jansson.h>
+#include <openssl/crypto.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -20,8 +22,12 @@
 #include "call.h"
 #include "config.h"
 #include "dbproc.h"
+#include "../client/receipt.h"
 #include "dispatch.h"
+#include "evlog.h"
 #include "log.h"
+#include "registry.h"
+#include "replay.h"
 #include "store.h"
 #include "transport.h"
 #include "workflow.h"
@@ -110,8 +116,7 @@ int main(int argc, char **argv)
     if (cfg.workflow != NULL) {
         rc = workflow_load_file(cfg.workflow, &wf, werr, sizeof werr);
     } else {
-        rc = workflow_load_buffer(embedded_workflow, embedded_workflow_len, &wf, werr,
-                                  sizeof werr);
+        rc = workflow_load_buffer(embedded_workflow, embedded_workflow_len, &wf, werr, sizeof werr);
     }
     if (rc != 0) {
         log_fatal("cannot load the workflow %s: %s (fix the definition, or omit --workflow to "
@@ -122,7 +127,40 @@ int main(int argc, char **argv)
         return code;
     }
 
+    /* The key is read once, handed to evlog.c and wiped here; it never reaches a log line. */
+    char evaluator[65];
+    if (replay_fingerprint(wf, evaluator) != 0) {
+        log_fatal("cannot compute the evaluator's fingerprint (check the OpenSSL installation)");
+        workflow_free(wf);
+        config_free(&cfg);
+        return EXIT_STARTUP;
+    }
+    if (cfg.integrity_key != NULL) {
+        static unsigned char key[CHARTER_RECEIPT_KEY_MAX];
+        size_t key_len = 0;
+        rc =
+            charter_receipt_key_load(cfg.integrity_key, key, sizeof key, &key_len, err, sizeof err);
+        if (rc == 0 && evlog_configure(key, key_len, evaluator) != 0) {
+            snprintf(err, sizeof err, "cannot keep the integrity key (a key of %d to %d bytes)",
+                     CHARTER_RECEIPT_KEY_MIN, CHARTER_RECEIPT_KEY_MAX);
+            rc = -1;
+        }
+        OPENSSL_cleanse(key, sizeof key);
+        if (rc != 0) {
+            log_fatal("%s", err);
+            workflow_free(wf);
+            config_free(&cfg);
+            return EXIT_USAGE;
+        }
+    } else if (evlog_configure(NULL, 0, evaluator) != 0) {
+        log_fatal("cannot set the evaluator's fingerprint");
+        workflow_free(wf);
+        config_free(&cfg);
+        return EXIT_STARTUP;
+    }
+
     int status = EXIT_STARTUP;
+    const workflow *startup = NULL;
     dbproc *db = NULL;
     store *st = NULL;
     transport *tr = NULL;
@@ -163,18 +201,36 @@ int main(int argc, char **argv)
         goto out;
     }
 
-    json_t *seed = workflow_seed_json(wf);
-    json_t *seeded = NULL;
-    rc = seed != NULL ? store_call_json(st, "seed", seed, &seeded) : STORE_ENOMEM;
-    json_decref(seed);
-    json_decref(seeded);
-    if (rc != STORE_OK) {
-        log_fatal("cannot seed workflow %s into graph %s: %s (check the workflow and that Redis "
-                  "at %s accepts writes)",
-                  wf->name, cfg.graph, st ? store_last_error(st) : main_store_error(rc), url);
+    char ierr[512];
+    rc = evlog_claim_integrity(st, ierr, sizeof ierr);
+    if (rc == STORE_EREFUSED) {
+        log_fatal("graph %s: %s", cfg.graph, ierr);
         goto out;
     }
-    rc = store_call(st, "interrupt_runs", 0, NULL, &interrupted);
+    if (rc != STORE_OK) {
+        log_fatal("cannot read the integrity mode of graph %s: %s (check that Redis at %s accepts "
+                  "writes)",
+                  cfg.graph, ierr, url);
+        goto out;
+    }
+
+    /* The startup workflow is applied like any other (ApplyWorkflow): stored with its nodes,
+     * refused when its ids name nodes of the graph with other content. The registry owns it
+     * from here on. */
+    char wf_name[WORKFLOW_ID_MAX + 1];
+    char aerr[512];
+    snprintf(wf_name, sizeof wf_name, "%s", wf->name);
+    rc = registry_install(st, wf, NULL, &startup, aerr, sizeof aerr);
+    wf = NULL;
+    if (rc != STORE_OK) {
+        log_fatal("cannot apply workflow %s to graph %s: %s (%s)", wf_name, cfg.graph, aerr,
+                  rc == STORE_EREFUSED
+                      ? "the graph holds other nodes under these ids: fix the definition or use "
+                        "another --graph"
+                      : "check the workflow and that Redis accepts writes");
+        goto out;
+    }
+    rc = evlog_interrupt_runs(st, &interrupted);
     if (rc != STORE_OK) {
         log_fatal("cannot mark interrupted runs in graph %s: %s (check that Redis at %s accepts "
                   "writes)",
@@ -189,10 +245,12 @@ int main(int argc, char **argv)
     }
     server_env env;
     memset(&env, 0, sizeof env);
-    env.wf = wf;
+    env.wf = startup;
     env.graph = cfg.graph;
     env.version = CHARTER_VERSION;
     env.workers = cfg.workers;
+    snprintf(env.evaluator, sizeof env.evaluator, "%s", evaluator);
+    env.keyed = evlog_keyed();
     env.limits.max_message = cfg.max_message;
     env.limits.max_ancestry = 10000;
     env.limits.max_ids = 1000;
@@ -229,10 +287,12 @@ int main(int argc, char **argv)
         }
         used += (size_t)w;
     }
-    log_info("serving graph %s on %s with %u workers (redis %s%s, query library %s, workflow %s)",
+    log_info("serving graph %s on %s with %u workers (redis %s%s, query library %s, workflow %s, "
+             "%s)",
              cfg.graph, urls, cfg.workers, url, db ? " embedded" : "", STORE_LIBRARY_VERSION,
-             wf->name);
-    const json_t *ids = json_object_get(interrupted, "interrupted");
+             startup->name,
+             env.keyed ? "events sealed with the integrity key" : "no integrity key");
+    const json_t *ids = interrupted;
     if (json_array_size(ids) > 0) {
         char list[512];
         main_join(ids, list, sizeof list);
@@ -268,6 +328,8 @@ out:
         dbproc_stop(db);
     }
     workflow_free(wf);
+    registry_shutdown();
+    evlog_forget_key();
     if (status == 0) {
         log_info("stopped");
     }

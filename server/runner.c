@@ -5,7 +5,8 @@
  * every input through the input gate, asks the model, records the output and delivers through
  * gate.c and deliver.c. A handoff the gate refuses stops the run as "blocked" before the next
  * step's model is called. Status changes are atomic transitions in the database, so two
- * recoveries of one run (in one process or in two) cannot both proceed.
+ * recoveries of one run (in one process or in two) cannot both proceed. Every event goes into
+ * the run's hash chain through evlog.c; a run that ends gets its run receipt.
  */
 #include "runner.h"
 
@@ -15,7 +16,10 @@
 #include <string.h>
 
 #include "deliver.h"
+#include "evlog.h"
 #include "model.h"
+#include "receipt_issue.h"
+#include "registry.h"
 
 /* Artifact ids handed from one step to the next, by step index. */
 typedef struct {
@@ -52,36 +56,20 @@ static int ids_add(id_list *l, const char *id)
 static int transition(const gate_env *g, const char *run_id, const char *from, const char *to,
                       const char *detail, char current[32])
 {
-    const char *args[4] = {run_id, from, to, detail ? detail : ""};
-    json_t *reply = NULL;
-    int rc = store_call(g->st, "transition_run", 4, args, &reply);
-    if (rc != STORE_OK)
-        return rc;
-    json_t *ok = json_object_get(reply, "ok");
-    if (!json_is_true(ok)) {
-        if (current) {
-            const char *s = json_string_value(json_object_get(reply, "status"));
-            snprintf(current, 32, "%s", s ? s : "");
-        }
-        rc = STORE_EREFUSED;
-    }
-    json_decref(reply);
-    return rc;
+    if (current)
+        current[0] = '\0';
+    return evlog_transition(g->st, run_id, from, to, detail ? detail : "", NULL, current);
 }
 
+/* Appends an event that records no decision; takes the reference to detail. */
 static void note_event(const gate_env *g, const char *run_id, const char *kind, json_t *detail)
 {
-    json_t *ev = json_pack("{s:s, s:o*}", "kind", kind, "detail", detail);
-    char *text = ev ? json_dumps(ev, JSON_COMPACT) : NULL;
-    json_decref(ev);
-    if (!text)
-        return;
-    const char *args[2] = {run_id, text};
-    json_t *reply = NULL;
-    /* A lost note does not change any decision: decisions are recorded by the gates. */
-    (void)store_call(g->st, "append_event", 2, args, &reply);
-    json_decref(reply);
-    free(text);
+    evlog_owned ev;
+    if (evlog_owned_event(&ev, kind, NULL, NULL, detail, NULL) == STORE_OK)
+        /* A lost note does not change any decision: decisions are recorded by the gates. */
+        (void)evlog_append(g->st, run_id, &ev.ev, NULL);
+    evlog_owned_free(&ev);
+    json_decref(detail);
 }
 
 static json_t *ids_json(const id_list *l)
@@ -280,8 +268,15 @@ static void finish(const gate_env *g, const char *run_id, const char *from, step
                                d->witness ? d->witness : "");
     char *text = detail ? json_dumps(detail, JSON_COMPACT) : NULL;
     json_decref(detail);
-    (void)transition(g, run_id, from, status[end], text, NULL);
+    int rc = transition(g, run_id, from, status[end], text, NULL);
     free(text);
+    /* The run receipt pins the run's last event as it ended. One that could not be issued now
+     * is issued by Evidence/GetReceipt later. */
+    if (rc == STORE_OK && evlog_keyed()) {
+        json_t *receipt = NULL;
+        (void)receipt_issue_run(g->st, run_id, &receipt, NULL);
+        json_decref(receipt);
+    }
 }
 
 static int drive(const gate_env *g, const char *run_id, const char *mode)
@@ -337,14 +332,14 @@ int runner_start(const gate_env *g, const char *task, const char *mode, char run
         return STORE_ENOMEM;
     snprintf(run_id, 65, "r%02x%02x%02x%02x%02x%02x%02x%02x", rnd[0], rnd[1], rnd[2], rnd[3],
              rnd[4], rnd[5], rnd[6], rnd[7]);
-    char wfname[160];
-    snprintf(wfname, sizeof wfname, "%s@%.12s", g->wf->name, g->wf->version);
-    json_t *arg = json_pack("{s:s, s:s, s:s, s:s}", "id", run_id, "task",
-                            task && *task ? task : g->wf->task, "mode", mode, "workflow", wfname);
+    /* The run pins the full version of its workflow; every later step resolves it. */
+    json_t *arg =
+        json_pack("{s:s, s:s, s:s, s:s}", "id", run_id, "task", task && *task ? task : g->wf->task,
+                  "mode", mode, "workflow", g->wf->version);
     if (!arg)
         return STORE_ENOMEM;
     json_t *reply = NULL;
-    int rc = store_call_json(g->st, "create_run", arg, &reply);
+    int rc = evlog_create_run(g->st, arg, &reply);
     json_decref(arg);
     json_decref(reply);
     if (rc != STORE_OK)
@@ -414,6 +409,12 @@ static int get_run(const gate_env *g, const char *run_id, json_t **view)
 int runner_recover(const gate_env *g, const char *run_id, runner_recovery *out)
 {
     memset(out, 0, sizeof *out);
+    /* A run recovers under the workflow version it was created with, whatever g->wf is. */
+    gate_env pinned = *g;
+    int pin = registry_run_workflow(g->st, run_id, &pinned.wf);
+    if (pin != STORE_OK)
+        return pin;
+    g = &pinned;
     const workflow_step *ws = workflow_recovery_step(g->wf);
     if (!ws)
         return STORE_EREFUSED;

@@ -12,14 +12,19 @@
 
 #include "call.h"
 
-extern const call_handler svc_runs_handlers[];   /* CreateRun, GetRun, ListRuns, RecoverRun */
+extern const call_handler svc_runs_handlers[]; /* CreateRun, GetRun, ListRuns, RecoverRun */
 extern const size_t svc_runs_handlers_len;
-extern const call_handler svc_gate_handlers[];   /* OpenStep, ReadSource, RecordOutput,
-                                                    CheckInput, Deliver, TraceArtifact */
+extern const call_handler svc_gate_handlers[]; /* OpenStep, ReadSource, RecordOutput,
+                                                  CheckInput, Deliver, TraceArtifact */
 extern const size_t svc_gate_handlers_len;
 extern const call_handler svc_grants_handlers[]; /* RevokeGrant, RestoreGrants, ShowChain */
 extern const size_t svc_grants_handlers_len;
 extern const call_handler svc_health_handlers[]; /* Check */
 extern const size_t svc_health_handlers_len;
+extern const call_handler svc_evidence_handlers[]; /* ReplayDecision, GetReceipt, AuditRun */
+extern const size_t svc_evidence_handlers_len;
+extern const call_handler svc_workflows_handlers[]; /* ApplyWorkflow, ListWorkflows,
+                                                       GetWorkflow */
+extern const size_t svc_workflows_handlers_len;
 
 #endif

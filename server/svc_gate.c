@@ -11,6 +11,7 @@
 #include "charter.pb-c.h"
 #include "deliver.h"
 #include "gate.h"
+#include "registry.h"
 #include "services.h"
 #include "wire.h"
 
@@ -63,6 +64,28 @@ static char **strs_copy(call *c, const guard_strs *s)
     return out;
 }
 
+/* A narrowing list of OpenStep: at most 256 names, each 1..64 of [A-Za-z0-9._-]. */
+static int names_ok(call *c, const char *field, char **names, size_t n, guard_strs *out)
+{
+    out->items = names;
+    out->n = n;
+    if (n > 256)
+        return call_fail(c, RPC_INVALID_ARGUMENT, "%s: more than 256 names", field);
+    for (size_t i = 0; i < n; i++) {
+        size_t len = names[i] ? strlen(names[i]) : 0;
+        bool ok = len > 0 && len <= 64;
+        for (size_t k = 0; ok && k < len; k++) {
+            char ch = names[i][k];
+            ok = (ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z') || (ch >= '0' && ch <= '9') ||
+                 ch == '.' || ch == '_' || ch == '-';
+        }
+        if (!ok)
+            return call_fail(c, RPC_INVALID_ARGUMENT, "%s[%zu]: 1 to 64 of [A-Za-z0-9._-]", field,
+                             i);
+    }
+    return RPC_OK;
+}
+
 static int open_step(call *c, const ProtobufCMessage *in, ProtobufCMessage **out)
 {
     const Charter__V1__OpenStepRequest *req = (const Charter__V1__OpenStepRequest *)in;
@@ -71,15 +94,48 @@ static int open_step(call *c, const ProtobufCMessage *in, ProtobufCMessage **out
         return rc;
     REQUIRE_ID(c, "run_id", req->run_id);
     REQUIRE_ID(c, "step", req->step);
-    const workflow_step *ws = workflow_step_find(c->env->wf, req->step);
-    if (!ws)
-        return call_fail(c, RPC_NOT_FOUND, "step %s is not a step of workflow %s", req->step,
-                         c->env->wf->name);
+    bool child = req->parent_context_id && *req->parent_context_id;
+    guard_strs lists[3];
+    if ((rc = names_ok(c, "tools", req->tools, req->n_tools, &lists[0])) != RPC_OK ||
+        (rc = names_ok(c, "recipients", req->recipients, req->n_recipients, &lists[1])) != RPC_OK ||
+        (rc = names_ok(c, "resources", req->resources, req->n_resources, &lists[2])) != RPC_OK)
+        return rc;
+    if (!child && (req->n_tools || req->n_recipients || req->n_resources))
+        return call_fail(c, RPC_INVALID_ARGUMENT,
+                         "tools, recipients and resources narrow a parent context: set "
+                         "parent_context_id");
     gate_env g = gate_of(c);
+    const workflow_step *ws = NULL;
     json_t *ctx = NULL;
-    rc = gate_open_step(&g, req->run_id, req->step, &ctx);
-    if (rc != STORE_OK)
-        return call_fail_store(c, rc, "run");
+    if (child) {
+        REQUIRE_ID(c, "parent_context_id", req->parent_context_id);
+        char why[512];
+        rc = gate_open_narrowed(&g, req->parent_context_id, req->run_id, req->step, &lists[0],
+                                &lists[1], &lists[2], &ctx, &ws, why, sizeof why);
+        /* Scopes only narrow: asking for more than the parent holds is refused outright. */
+        if (rc == STORE_EREFUSED)
+            return call_fail(c, RPC_PERMISSION_DENIED, "%s", why);
+        if (rc == STORE_EINVAL)
+            return call_fail(c, RPC_INVALID_ARGUMENT, "%s", why);
+        if (rc == STORE_ENOTFOUND)
+            return call_fail(c, RPC_NOT_FOUND, "context %s not found", req->parent_context_id);
+        if (rc != STORE_OK)
+            return call_fail_store(c, rc, "context");
+    } else {
+        /* The run's own workflow, pinned when it was created. */
+        const workflow *wf = NULL;
+        rc = registry_run_workflow(c->st, req->run_id, &wf);
+        if (rc != STORE_OK)
+            return call_fail_store(c, rc, "run");
+        ws = workflow_step_find(wf, req->step);
+        if (!ws)
+            return call_fail(c, RPC_NOT_FOUND, "step %s is not a step of workflow %s", req->step,
+                             wf->name);
+        g.wf = wf;
+        rc = gate_open_step(&g, req->run_id, req->step, &ctx);
+        if (rc != STORE_OK)
+            return call_fail_store(c, rc, "run");
+    }
     Charter__V1__StepContext *resp = call_alloc(c, sizeof *resp);
     if (!resp) {
         json_decref(ctx);
@@ -87,8 +143,10 @@ static int open_step(call *c, const ProtobufCMessage *in, ProtobufCMessage **out
     }
     charter__v1__step_context__init(resp);
     resp->context_id = call_strdup(c, json_string_value(json_object_get(ctx, "id")));
+    resp->run_id = call_strdup(c, json_string_value(json_object_get(ctx, "run_id")));
+    resp->workflow = call_strdup(c, json_string_value(json_object_get(ctx, "workflow")));
+    resp->parent_context_id = call_strdup(c, child ? req->parent_context_id : "");
     json_decref(ctx);
-    resp->run_id = call_strdup(c, req->run_id);
     resp->step = call_strdup(c, ws->cap.step);
     resp->actor = call_strdup(c, ws->cap.actor);
     resp->grant = call_strdup(c, ws->cap.grant);
@@ -98,8 +156,9 @@ static int open_step(call *c, const ProtobufCMessage *in, ProtobufCMessage **out
     resp->n_recipients = ws->cap.recipients.n;
     resp->resources = strs_copy(c, &ws->cap.resources);
     resp->n_resources = ws->cap.resources.n;
-    if (!resp->context_id || !resp->run_id || !resp->step || !resp->actor || !resp->grant ||
-        !resp->tools || !resp->recipients || !resp->resources)
+    if (!resp->context_id || !resp->run_id || !resp->workflow || !resp->parent_context_id ||
+        !resp->step || !resp->actor || !resp->grant || !resp->tools || !resp->recipients ||
+        !resp->resources)
         return call_fail(c, RPC_INTERNAL, "out of memory");
     *out = &resp->base;
     return RPC_OK;

@@ -25,8 +25,8 @@ static bool svc_grants_id_ok(const char *id)
     }
     for (size_t i = 0; i < n; i++) {
         char ch = id[i];
-        bool ok = (ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z') || (ch >= '0' && ch <= '9') ||
-                  ch == '.' || ch == '_' || ch == ':' || ch == '-';
+        bool ok = (ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z') ||
+                  (ch >= '0' && ch <= '9') || ch == '.' || ch == '_' || ch == ':' || ch == '-';
         if (!ok) {
             return false;
         }
@@ -205,6 +205,7 @@ static int svc_grants_show_chain(call *c, const ProtobufCMessage *in, ProtobufCM
     memset(&chain, 0, sizeof chain);
     rc = store_chain_from_json(j, rq->grant_id, &chain);
     if (rc != STORE_OK) {
+        store_grant_chain_free(&chain);
         json_decref(j);
         return call_fail_store(c, rc, what);
     }

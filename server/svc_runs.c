@@ -9,6 +9,7 @@
 
 #include "charter.pb-c.h"
 #include "gate.h"
+#include "registry.h"
 #include "runner.h"
 #include "services.h"
 #include "wire.h"
@@ -65,6 +66,19 @@ static int create_run(call *c, const ProtobufCMessage *in, ProtobufCMessage **ou
     if (req->task && strlen(req->task) > 4096)
         return call_fail(c, RPC_INVALID_ARGUMENT, "task: longer than 4096 bytes");
     gate_env g = gate_of(c);
+    /* The run pins this version for good: applying another one later never changes it. */
+    if (req->workflow && *req->workflow) {
+        rc = registry_get(c->st, req->workflow, &g.wf);
+        if (rc == STORE_ENOTFOUND)
+            return call_fail(c, RPC_NOT_FOUND,
+                             "workflow %.128s is not applied to this graph (see ApplyWorkflow)",
+                             req->workflow);
+        if (rc == STORE_EINVAL)
+            return call_fail(c, RPC_INVALID_ARGUMENT,
+                             "workflow: a version or a name, 1 to 128 of [A-Za-z0-9._-]");
+        if (rc != STORE_OK)
+            return call_fail_store(c, rc, "workflow");
+    }
     char run_id[65];
     rc = runner_start(&g, req->task, mode, run_id);
     if (rc != STORE_OK)
@@ -150,7 +164,10 @@ static int recover_run(call *c, const ProtobufCMessage *in, ProtobufCMessage **o
     resp->decision = wire_decision(c, &rec.decision);
     resp->acknowledged = rec.acknowledged;
     guard_decision_free(&rec.decision);
-    const workflow_step *ws = workflow_recovery_step(c->env->wf);
+    const workflow *wf = NULL;
+    if (registry_run_workflow(c->st, req->run_id, &wf) != STORE_OK)
+        wf = NULL; /* the recovery ran; only the names of its step and recipient are missing */
+    const workflow_step *ws = workflow_recovery_step(wf);
     resp->step = call_strdup(c, ws ? ws->cap.step : "");
     resp->recipient = call_strdup(c, ws && ws->deliver_recipient ? ws->deliver_recipient : "");
     if (!resp->step || !resp->recipient)

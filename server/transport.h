@@ -1,13 +1,7 @@
 /*
- * transport.h - charterd's NNG listener and worker pool.
- *
- * One rep0 socket listens on every URL. A fixed set of rep0 contexts ("slots") receive
- * requests; a received request is queued for a pool of worker threads, each owning one store
- * (its own hiredis connection), which dispatch it and send the reply on the slot that received
- * it. The number of requests accepted at once is bounded: at most workers + queue requests are
- * being served or waiting, and a request that arrives past that is answered immediately with
- * RESOURCE_EXHAUSTED by the slot that received it (there are a few more slots than that bound,
- * so the refusal itself never waits for a worker).
+ * transport.h - charterd's NNG listener and worker pool: one rep0 socket on every URL, a fixed
+ * set of rep0 contexts ("slots") receiving requests, and worker threads, each owning one store
+ * (its own hiredis connection), that dispatch them and reply on the slot that received them.
  */
 #ifndef CHARTER_TRANSPORT_H
 #define CHARTER_TRANSPORT_H
@@ -16,20 +10,25 @@
 
 #include "dispatch.h"
 
+/* Back-pressure: at most workers + queue requests are being served or waiting at once. A
+ * request that arrives past that is answered at once with RESOURCE_EXHAUSTED by the slot that
+ * received it; there are TRANSPORT_OVERFLOW_SLOTS more slots than that bound so the refusal
+ * itself never waits for a worker. Beyond all slots, NNG leaves requests on their connections
+ * until a slot is free. */
 /* Slots beyond workers + queue, for answering RESOURCE_EXHAUSTED without waiting. */
 #define TRANSPORT_OVERFLOW_SLOTS 8
 
 typedef struct {
     const char *const *urls; /* tcp://host:port or ipc:///path, n_urls of them */
     size_t n_urls;
-    unsigned workers;     /* worker threads, each with its own store */
-    unsigned queue;       /* requests allowed to wait beyond the workers */
-    size_t max_message;   /* bytes of one request; dispatch refuses larger ones with
-                             RESOURCE_EXHAUSTED, NNG drops the connection of a message larger
-                             than twice this before it is read into memory */
+    unsigned workers;      /* worker threads, each with its own store */
+    unsigned queue;        /* requests allowed to wait beyond the workers */
+    size_t max_message;    /* bytes of one request; dispatch refuses larger ones with
+                              RESOURCE_EXHAUSTED, NNG drops the connection of a message larger
+                              than twice this before it is read into memory */
     const char *redis_url; /* for the workers' stores */
     const char *graph;
-    int timeout_ms;        /* connect timeout of the workers' stores */
+    int timeout_ms; /* connect timeout of the workers' stores */
     const dispatch_ctx *dispatch;
 } transport_opts;
 

@@ -144,7 +144,8 @@ int wire_strings(call *c, const json_t *list, char ***out, size_t *n)
 {
     *out = NULL;
     *n = 0;
-    if (list == NULL || json_is_null(list) || (json_is_object(list) && json_object_size(list) == 0)) {
+    if (list == NULL || json_is_null(list) ||
+        (json_is_object(list) && json_object_size(list) == 0)) {
         return 0;
     }
     if (!json_is_array(list)) {
@@ -483,23 +484,23 @@ Charter__V1__Decision *wire_decision(call *c, const guard_decision *d)
 }
 
 /* Converts each element of a JSON list with fn into an arena array of message pointers. */
-#define WIRE_LIST(c, list, fn, out, n)                                                           \
-    do {                                                                                         \
-        size_t wl_count = json_is_array(list) ? json_array_size(list) : 0;                      \
-        (n) = 0;                                                                                 \
-        (out) = NULL;                                                                            \
-        if (wl_count > 0) {                                                                      \
-            (out) = call_alloc((c), wl_count * sizeof *(out));                                   \
-            if ((out) == NULL) {                                                                 \
-                return NULL;                                                                     \
-            }                                                                                    \
-            for (size_t wl_i = 0; wl_i < wl_count; wl_i++) {                                     \
-                if (((out)[wl_i] = fn((c), json_array_get((list), wl_i))) == NULL) {             \
-                    return NULL;                                                                 \
-                }                                                                                \
-            }                                                                                    \
-            (n) = wl_count;                                                                      \
-        }                                                                                        \
+#define WIRE_LIST(c, list, fn, out, n)                                                             \
+    do {                                                                                           \
+        size_t wl_count = json_is_array(list) ? json_array_size(list) : 0;                         \
+        (n) = 0;                                                                                   \
+        (out) = NULL;                                                                              \
+        if (wl_count > 0) {                                                                        \
+            (out) = call_alloc((c), wl_count * sizeof *(out));                                     \
+            if ((out) == NULL) {                                                                   \
+                return NULL;                                                                       \
+            }                                                                                      \
+            for (size_t wl_i = 0; wl_i < wl_count; wl_i++) {                                       \
+                if (((out)[wl_i] = fn((c), json_array_get((list), wl_i))) == NULL) {               \
+                    return NULL;                                                                   \
+                }                                                                                  \
+            }                                                                                      \
+            (n) = wl_count;                                                                        \
+        }                                                                                          \
     } while (0)
 
 Charter__V1__RunView *wire_run_view(call *c, const json_t *j)

@@ -66,9 +66,9 @@ typedef struct {
 #define N_SPEC(a) (sizeof(a) / sizeof((a)[0]))
 
 static const field_spec top_spec[] = {
-    {"name", T_STRING, true},     {"task", T_STRING, true}, {"resources", T_LIST, true},
-    {"recipients", T_LIST, true}, {"actors", T_LIST, true}, {"grants", T_LIST, true},
-    {"steps", T_LIST, true},
+    {"name", T_STRING, true},     {"task", T_STRING, true},  {"resources", T_LIST, true},
+    {"recipients", T_LIST, true}, {"actors", T_LIST, true},  {"grants", T_LIST, true},
+    {"steps", T_LIST, true},      {"expect", T_LIST, false},
 };
 static const field_spec resource_spec[] = {
     {"id", T_STRING, true},        {"title", T_STRING, true},   {"confidentiality", T_STRING, true},
@@ -108,6 +108,25 @@ static const field_spec step_spec[] = {
 static const field_spec deliver_spec[] = {
     {"tool", T_STRING, true},
     {"recipient", T_STRING, true},
+};
+/* The four kinds of expectation (docs/workflows.md, "Expected decisions"). */
+static const field_spec expect_event_spec[] = {
+    {"step", T_STRING, true}, {"event", T_STRING, true},    {"outcome", T_STRING, true},
+    {"codes", T_LIST, false}, {"witness", T_STRING, false},
+};
+static const field_spec expect_recover_spec[] = {
+    {"recover", T_BOOL, true},
+    {"outcome", T_STRING, true},
+    {"codes", T_LIST, false},
+    {"witness", T_STRING, false},
+};
+static const field_spec expect_status_spec[] = {
+    {"status", T_STRING, true},
+};
+static const field_spec expect_delivery_spec[] = {
+    {"delivery", T_STRING, true},
+    {"includes", T_LIST, false},
+    {"excludes", T_LIST, false},
 };
 static const field_spec script_spec[] = {
     {"content", T_STRING, true},
@@ -1013,6 +1032,200 @@ static int check_steps(const wdef *d, werr *e)
     return 0;
 }
 
+/* ---- expected decisions ------------------------------------------------------------------ */
+
+static const char *const expect_kinds[] = {"event", "recover", "status", "delivery", NULL};
+static const char *const expect_events[] = {"input_checked",   "delivery_decided", "source_read",
+                                            "output_recorded", "output_refused",   NULL};
+static const char *const outcome_names[] = {"allow", "deny", "unknown", NULL};
+static const char *const status_names[] = {"created",   "running", "blocked",     "recovering",
+                                           "completed", "error",   "interrupted", NULL};
+
+/* outcome, codes and witness of an event or recover expectation at path p. */
+static int check_expected_decision(const json_t *x, const char *p, werr *e)
+{
+    char f[256];
+    snprintf(f, sizeof f, "%s.outcome", p);
+    const json_t *outcome = json_object_get(x, "outcome");
+    if (check_enum(outcome, f, outcome_names, "allow, deny, unknown", e) != 0) {
+        return -1;
+    }
+    bool allow = strcmp(json_string_value(outcome), "allow") == 0;
+    const json_t *codes = json_object_get(x, "codes");
+    if (codes != NULL) {
+        snprintf(f, sizeof f, "%s.codes", p);
+        if (allow) {
+            return fail(e, f, "an allow carries no codes (leave codes out)");
+        }
+        if (check_id_list(codes, f, GUARD_CODE_COUNT, e) != 0) {
+            return -1;
+        }
+        size_t i;
+        json_t *c;
+        json_array_foreach(codes, i, c)
+        {
+            bool known = false;
+            for (int k = 0; k < GUARD_CODE_COUNT && !known; k++) {
+                known = strcmp(json_string_value(c), guard_code_name((guard_code)k)) == 0;
+            }
+            if (!known) {
+                char fi[288];
+                snprintf(fi, sizeof fi, "%s[%zu]", f, i);
+                return fail(e, fi, "\"%s\" is not a decision code (e.g. INPUT_OUT_OF_SCOPE)",
+                            json_string_value(c));
+            }
+        }
+    }
+    const json_t *witness = json_object_get(x, "witness");
+    if (witness != NULL) {
+        snprintf(f, sizeof f, "%s.witness", p);
+        if (allow) {
+            return fail(e, f, "an allow carries no witness (leave witness out)");
+        }
+        if (check_text(witness, f, WORKFLOW_MAX_TEXT_BYTES, true, e) != 0) {
+            return -1;
+        }
+    }
+    return 0;
+}
+
+/* A list of at most max distinct non-empty strings of at most WORKFLOW_MAX_TITLE_BYTES. */
+static int check_text_list(const json_t *list, const char *path, size_t max, werr *e)
+{
+    if (json_array_size(list) > max) {
+        return fail(e, path, "%zu entries, at most %zu (limit)", json_array_size(list), max);
+    }
+    for (size_t i = 0; i < json_array_size(list); i++) {
+        char p[320];
+        snprintf(p, sizeof p, "%s[%zu]", path, i);
+        const json_t *v = json_array_get(list, i);
+        if (check_text(v, p, WORKFLOW_MAX_TITLE_BYTES, true, e) != 0) {
+            return -1;
+        }
+        for (size_t j = 0; j < i; j++) {
+            if (json_equal(v, json_array_get(list, j))) {
+                return fail(e, path, "\"%s\" is listed twice", json_string_value(v));
+            }
+        }
+    }
+    return 0;
+}
+
+/* One expectation: exactly one kind key, the fields of that kind, and references that resolve
+ * in the definition (steps, recipients, a recovery step to recover with). */
+static int check_expectation(const json_t *doc, const wdef *d, size_t i, werr *e)
+{
+    const json_t *x = json_array_get(json_object_get(doc, "expect"), i);
+    char p[64], f[256];
+    snprintf(p, sizeof p, "expect[%zu]", i);
+    if (!json_is_object(x)) {
+        return fail(e, p, "must be an object");
+    }
+    int kind = -1;
+    for (int k = 0; expect_kinds[k] != NULL; k++) {
+        if (json_object_get(x, expect_kinds[k]) == NULL) {
+            continue;
+        }
+        if (kind >= 0) {
+            return fail(e, p,
+                        "has both %s and %s; an expectation is one of event, recover, status, "
+                        "delivery",
+                        expect_kinds[kind], expect_kinds[k]);
+        }
+        kind = k;
+    }
+    if (kind < 0) {
+        return fail(e, p, "needs one of event, recover, status, delivery");
+    }
+    switch (kind) {
+    case 0: {
+        if (check_object(x, p, expect_event_spec, N_SPEC(expect_event_spec), e) != 0) {
+            return -1;
+        }
+        snprintf(f, sizeof f, "%s.step", p);
+        const char *step = json_string_value(json_object_get(x, "step"));
+        if (find_entry(d->steps, "name", step) < 0) {
+            return fail(e, f, "\"%.64s\" is not a step of the definition", step);
+        }
+        snprintf(f, sizeof f, "%s.event", p);
+        if (check_enum(json_object_get(x, "event"), f, expect_events,
+                       "input_checked, delivery_decided, source_read, output_recorded, "
+                       "output_refused",
+                       e) != 0) {
+            return -1;
+        }
+        return check_expected_decision(x, p, e);
+    }
+    case 1: {
+        if (check_object(x, p, expect_recover_spec, N_SPEC(expect_recover_spec), e) != 0) {
+            return -1;
+        }
+        snprintf(f, sizeof f, "%s.recover", p);
+        if (!json_is_true(json_object_get(x, "recover"))) {
+            return fail(e, f, "must be true (an expectation with recover false expects nothing)");
+        }
+        bool has_recovery = false;
+        size_t k;
+        json_t *s;
+        json_array_foreach(d->steps, k, s)
+        {
+            has_recovery = has_recovery || json_is_true(json_object_get(s, "recovery"));
+        }
+        if (!has_recovery) {
+            return fail(e, f, "the definition has no recovery step (\"recovery\": true)");
+        }
+        return check_expected_decision(x, p, e);
+    }
+    case 2:
+        if (check_object(x, p, expect_status_spec, N_SPEC(expect_status_spec), e) != 0) {
+            return -1;
+        }
+        snprintf(f, sizeof f, "%s.status", p);
+        return check_enum(json_object_get(x, "status"), f, status_names,
+                          "created, running, blocked, recovering, completed, error, interrupted",
+                          e);
+    default: {
+        if (check_object(x, p, expect_delivery_spec, N_SPEC(expect_delivery_spec), e) != 0) {
+            return -1;
+        }
+        snprintf(f, sizeof f, "%s.delivery", p);
+        const json_t *rcp = json_object_get(x, "delivery");
+        if (check_id(rcp, f, e) != 0) {
+            return -1;
+        }
+        if (find_entry(d->recipients, "id", json_string_value(rcp)) < 0) {
+            return fail(e, f, "unknown recipient \"%s\"", json_string_value(rcp));
+        }
+        static const char *const lists[] = {"includes", "excludes"};
+        for (size_t k = 0; k < 2; k++) {
+            const json_t *list = json_object_get(x, lists[k]);
+            snprintf(f, sizeof f, "%s.%s", p, lists[k]);
+            if (list != NULL && check_text_list(list, f, WORKFLOW_MAX_PUBLIC_FIELDS, e) != 0) {
+                return -1;
+            }
+        }
+        return 0;
+    }
+    }
+}
+
+static int check_expect(const json_t *doc, const wdef *d, werr *e)
+{
+    const json_t *expect = json_object_get(doc, "expect");
+    if (expect == NULL) {
+        return 0;
+    }
+    if (check_count(expect, "expect", WORKFLOW_MAX_EXPECT, e) != 0) {
+        return -1;
+    }
+    for (size_t i = 0; i < json_array_size(expect); i++) {
+        if (check_expectation(doc, d, i, e) != 0) {
+            return -1;
+        }
+    }
+    return 0;
+}
+
 static int check_definition(const json_t *doc, wdef *d, werr *e)
 {
     if (check_object(doc, "", top_spec, N_SPEC(top_spec), e) != 0) {
@@ -1028,7 +1241,7 @@ static int check_definition(const json_t *doc, wdef *d, werr *e)
     d->grants = json_object_get(doc, "grants");
     d->steps = json_object_get(doc, "steps");
     if (check_resources(d, e) != 0 || check_recipients(d, e) != 0 || check_actors(d, e) != 0 ||
-        check_grants(d, e) != 0 || check_steps(d, e) != 0) {
+        check_grants(d, e) != 0 || check_steps(d, e) != 0 || check_expect(doc, d, e) != 0) {
         return -1;
     }
     return 0;
@@ -1143,6 +1356,7 @@ void workflow_free(workflow *wf)
     free(wf->steps);
     free(wf->name);
     free(wf->task);
+    free(wf->definition);
     json_decref(wf->doc);
     free(wf);
 }
@@ -1204,11 +1418,18 @@ int workflow_load_buffer(const char *buf, size_t len, workflow **out, char *err,
     }
     wf->name = dup_field(doc, "name");
     wf->task = dup_field(doc, "task");
+    wf->definition = malloc(len + 1);
+    if (wf->definition != NULL) {
+        memcpy(wf->definition, buf, len);
+        wf->definition[len] = '\0';
+        wf->definition_len = len;
+    }
     size_t n = json_array_size(d.steps);
     if (n > 0) {
         wf->steps = calloc(n, sizeof *wf->steps);
     }
-    if (wf->name == NULL || wf->task == NULL || (n > 0 && wf->steps == NULL)) {
+    if (wf->name == NULL || wf->task == NULL || wf->definition == NULL ||
+        (n > 0 && wf->steps == NULL)) {
         workflow_free(wf);
         return fail(&e, "definition", "out of memory");
     }

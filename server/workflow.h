@@ -1,12 +1,14 @@
 /*
  * workflow.h - a workflow definition: the resources, recipients, actors, grants and steps the
- * guard works with, loaded from a JSON file (deploy/workflows/procurement.json is the reference).
+ * guard works with, loaded from JSON (deploy/workflows/procurement.json is the reference; any
+ * number more are applied through the Workflows service and kept by registry.h).
  *
- * The definition is validated before anything is stored and then never changes while charterd
- * runs. Its static part (resources, recipients, actors, grants) is seeded into the graph with
- * charter_seed; its steps are the server-owned step capabilities (StepCap) the model never
- * chooses. version is the hex SHA-256 of the file's bytes. A loaded workflow is never modified,
- * so any number of threads may read it at once (find steps, render, seed, ask the model).
+ * The definition is validated before anything is stored and then never changes. Its static
+ * part (resources, recipients, actors, grants) is seeded into the graph; its steps are the
+ * server-owned step capabilities (StepCap) the model never chooses; its optional expect list
+ * says which decisions a scripted run of it must reach (`charter workflow test`). version is
+ * the hex SHA-256 of the file's bytes. A loaded workflow is never modified, so any number of
+ * threads may read it at once (find steps, render, seed, ask the model).
  */
 #ifndef CHARTER_WORKFLOW_H
 #define CHARTER_WORKFLOW_H
@@ -30,6 +32,7 @@
 #define WORKFLOW_MAX_PUBLIC_FIELDS 32    /* per step; also script fields */
 #define WORKFLOW_MAX_PUBLIC_VALUES 64    /* allowed values per public field */
 #define WORKFLOW_ID_MAX 64               /* ids: 1..64 characters of [A-Za-z0-9._-] */
+#define WORKFLOW_MAX_EXPECT 64           /* expectations in expect */
 
 /* One step of the workflow, in execution order. Every string and guard_strs is owned by the
  * workflow; json_t members are borrowed from workflow.doc. An empty list means deny-all; it has
@@ -54,6 +57,8 @@ typedef struct {
     char *task;
     char version[65]; /* hex SHA-256 of the definition's bytes */
     json_t *doc;      /* the parsed definition (owned) */
+    char *definition; /* the definition's bytes exactly as loaded, NUL-terminated (owned) */
+    size_t definition_len;
     workflow_step *steps;
     size_t n_steps;
 } workflow;

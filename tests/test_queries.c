@@ -20,6 +20,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "evlog.h"
 #include "store.h"
 
 #ifndef CHARTER_SOURCE_DIR
@@ -382,29 +383,127 @@ static json_t *call_json_ok(tgraph *g, const char *fn, json_t *arg)
     return out;
 }
 
-/* Calls fn with arg (stolen) and returns the status. */
-static int call_json_rc(tgraph *g, const char *fn, json_t *arg)
+/* --- sealed events --------------------------------------------------------------------------
+ * Every function that writes an event takes it sealed, as its last argument: seq, ts and prev
+ * from charter_run_head, and a hash. The library stores a seal as given and checks only that it
+ * continues the run's head; charterd computes the real hash (evlog.c, covered by
+ * test_evidence), so here any well-formed hash will do: SHA-256 over run, seq and prev. */
+
+/* The run's head as charter_run_head reports it (caller decrefs). */
+static json_t *run_head(tgraph *g, const char *run)
+{
+    const char *args[1] = {run};
+    return call_ok(g, "run_head", 1, args);
+}
+
+/* ev (stolen; absent texts become "") sealed as the next event of run on its current head.
+ * Returns its JSON text (caller frees). */
+static char *seal(tgraph *g, const char *run, json_t *ev)
+{
+    static const char *const texts[] = {"outcome", "codes",    "witness",
+                                        "detail",  "snapshot", "fingerprint"};
+    json_t *h = run_head(g, run);
+    long long seq = jint(h, "seq") + 1;
+    char buf[256], hash[65];
+    snprintf(buf, sizeof buf, "%s|%lld|%s", run, seq, jstr(h, "hash"));
+    sha256_hex(buf, hash);
+    for (size_t i = 0; i < sizeof texts / sizeof texts[0]; i++)
+        if (!json_object_get(ev, texts[i]))
+            json_object_set_new(ev, texts[i], json_string(""));
+    json_object_set_new(ev, "seq", json_integer(seq));
+    json_object_set_new(ev, "ts", json_string(jstr(h, "now")));
+    json_object_set_new(ev, "prev", json_string(jstr(h, "hash")));
+    json_object_set_new(ev, "hash", json_string(hash));
+    char *text = json_dumps(ev, JSON_COMPACT);
+    json_decref(ev);
+    json_decref(h);
+    return text;
+}
+
+/* The kind a writing function's event has when the test gives none. */
+static const char *default_kind(const char *fn)
+{
+    if (strcmp(fn, "create_run") == 0)
+        return "run_created";
+    if (strcmp(fn, "open_context") == 0)
+        return "step_opened";
+    if (strcmp(fn, "commit_delivery") == 0)
+        return "delivery_decided";
+    return "artifact_created";
+}
+
+/* Calls a writing function whose first argument is the JSON doc (stolen): doc's "event" (or an
+ * event of fn's default kind) is taken out, sealed on run_id's head and passed last. */
+static int writer_call(tgraph *g, const char *fn, json_t *doc, json_t **out)
+{
+    *out = NULL;
+    if (!doc)
+        return STORE_EINVAL; /* as store_call_json: jansson refused to build it (bad UTF-8) */
+    json_t *ev = json_incref(json_object_get(doc, "event"));
+    json_object_del(doc, "event");
+    if (!ev)
+        ev = json_object();
+    if (!json_object_get(ev, "kind"))
+        json_object_set_new(ev, "kind", json_string(default_kind(fn)));
+    const char *run = jstr(doc, strcmp(fn, "create_run") == 0 ? "id" : "run_id");
+    char *sealed = seal(g, *run ? run : "none", ev);
+    char *text = json_dumps(doc, JSON_COMPACT);
+    const char *args[2] = {text, sealed};
+    int rc = store_call(g->st, fn, 2, args, out);
+    free(text);
+    free(sealed);
+    json_decref(doc);
+    return rc;
+}
+
+static json_t *writer_ok(tgraph *g, const char *fn, json_t *doc)
 {
     json_t *out = NULL;
-    int rc = store_call_json(g->st, fn, arg, &out);
+    int rc = writer_call(g, fn, doc, &out);
+    if (rc != STORE_OK) {
+        fprintf(stderr, "charter_%s: %d: %s\n", fn, rc, store_last_error(g->st));
+        CU_FAIL("a writing function failed");
+    }
+    return out;
+}
+
+static int writer_rc(tgraph *g, const char *fn, json_t *doc)
+{
+    json_t *out = NULL;
+    int rc = writer_call(g, fn, doc, &out);
     json_decref(out);
-    json_decref(arg);
+    return rc;
+}
+
+/* Appends an event (ev, stolen) to run through charter_append_event. */
+static int append_rc(tgraph *g, const char *run, json_t *ev, json_t **out)
+{
+    char *sealed = seal(g, run, ev);
+    const char *args[2] = {run, sealed};
+    int rc = store_call(g->st, "append_event", 2, args, out);
+    free(sealed);
     return rc;
 }
 
 static void create_run(tgraph *g, const char *id)
 {
-    json_decref(call_json_ok(g, "create_run",
-                             json_pack("{s:s, s:s, s:s, s:s}", "id", id, "task", "test task",
-                                       "mode", "external", "workflow", "test")));
+    json_decref(writer_ok(g, "create_run",
+                          json_pack("{s:s, s:s, s:s, s:s}", "id", id, "task", "test task", "mode",
+                                    "external", "workflow", "test")));
 }
 
 /* Opens a context and copies its id into id (16 bytes). */
 static void open_context(tgraph *g, const char *run, const char *step, const char *actor, char *id)
 {
+    json_t *h = run_head(g, run);
+    char detail[160];
+    snprintf(detail, sizeof detail, "step %s context %s actor %s", step, jstr(h, "next_context"),
+             actor);
     json_t *r =
-        call_json_ok(g, "open_context",
-                     json_pack("{s:s, s:s, s:s}", "run_id", run, "step", step, "actor", actor));
+        writer_ok(g, "open_context",
+                  json_pack("{s:s, s:s, s:s, s:s, s:{s:s}}", "run_id", run, "step", step, "actor",
+                            actor, "id", jstr(h, "next_context"), "event", "detail", detail));
+    json_decref(h);
     snprintf(id, 16, "%s", jstr(json_object_get(r, "context"), "id"));
     json_decref(r);
 }
@@ -426,8 +525,7 @@ static int create_artifact(tgraph *g, const char *run, const char *ctx, const ch
     if (resource)
         json_object_set_new(arg, "resource", json_string(resource));
     json_t *out = NULL;
-    int rc = store_call_json(g->st, "create_artifact", arg, &out);
-    json_decref(arg);
+    int rc = writer_call(g, "create_artifact", arg, &out);
     if (id)
         snprintf(id, 16, "%s", rc == STORE_OK ? jstr(json_object_get(out, "artifact"), "id") : "");
     json_decref(out);
@@ -573,7 +671,7 @@ static bool rg_build(tgraph *g, rg_model *m)
                 snprintf(res_id, sizeof res_id, "res%d", a->resource);
                 json_object_set_new(arg, "resource", json_string(res_id));
             }
-            json_t *out = call_json_ok(g, "create_artifact", arg);
+            json_t *out = writer_ok(g, "create_artifact", arg);
             char want[16];
             rg_art_id(idx, want);
             const char *got = jstr(json_object_get(out, "artifact"), "id");
@@ -1256,12 +1354,12 @@ static bool world_open(world *w, const char *name)
 static json_t *commit_arg(const world *w, const char *inv)
 {
     return json_pack("{s:s, s:s, s:s, s:s, s:s, s:s, s:s, s:s, s:[s, s, s], s:[s], s:s,"
-                     " s:{s:s, s:[], s:s, s:s, s:s}}",
+                     " s:{s:s, s:s, s:s, s:s, s:s}}",
                      "run_id", "run1", "invocation_id", inv, "fingerprint", "fp-1", "payload_id",
                      w->payload, "payload_hash", w->payload_hash, "content_sha1", w->payload_sha1,
                      "recipient", "public", "tool", "deliver_public", "grant_chain", "g_leaf",
                      "g_mid", "g_root", "sources", "r_pub", "content", "rendered public text",
-                     "event", "outcome", "allow", "codes", "witness", "", "detail",
+                     "event", "outcome", "allow", "codes", "", "witness", "", "detail",
                      "public delivery", "snapshot", "{\"now\":1795975261.099039,\"facts\":[]}");
 }
 
@@ -1270,8 +1368,7 @@ static void expect_refused(world *w, json_t *arg, const char *reason)
 {
     char *before = graph_dump(w->g.raw, w->g.graph);
     json_t *r = NULL;
-    int rc = store_call_json(w->g.st, "commit_delivery", arg, &r);
-    json_decref(arg);
+    int rc = writer_call(&w->g, "commit_delivery", arg, &r);
     CU_ASSERT_EQUAL(rc, STORE_OK);
     CU_ASSERT_STRING_EQUAL(jstr(r, "status"), "refused");
     CU_ASSERT_STRING_EQUAL(jstr(r, "reason"), reason);
@@ -1310,7 +1407,7 @@ static void test_commit_delivery_commits_once_and_writes_its_event(void)
     world w;
     if (!world_open(&w, "commit"))
         return;
-    json_t *r = call_json_ok(&w.g, "commit_delivery", commit_arg(&w, "inv-1"));
+    json_t *r = writer_ok(&w.g, "commit_delivery", commit_arg(&w, "inv-1"));
     CU_ASSERT_STRING_EQUAL(jstr(r, "status"), "committed");
     json_t *d = json_object_get(r, "delivery");
     CU_ASSERT_STRING_EQUAL(jstr(d, "invocation_id"), "inv-1");
@@ -1357,7 +1454,9 @@ static void test_commit_delivery_commits_once_and_writes_its_event(void)
     CU_ASSERT_STRING_EQUAL(jstr(e, "codes"), "");
     CU_ASSERT_STRING_EQUAL(jstr(e, "detail"), "public delivery");
     CU_ASSERT_STRING_EQUAL(jstr(e, "snapshot"), "{\"now\":1795975261.099039,\"facts\":[]}");
-    CU_ASSERT_STRING_EQUAL(jstr(e, "ts"), committed_at);
+    /* the event's ts is the time it was sealed at, read before the commit */
+    CU_ASSERT(time_string_ok(jstr(e, "ts")));
+    CU_ASSERT(strtod(jstr(e, "ts"), NULL) <= strtod(committed_at, NULL));
     json_t *ds = json_object_get(v, "deliveries");
     CU_ASSERT_EQUAL(jlen(ds), 1);
     CU_ASSERT_STRING_EQUAL(jstr(json_array_get(ds, 0), "invocation_id"), "inv-1");
@@ -1376,7 +1475,7 @@ static void test_commit_delivery_commits_once_and_writes_its_event(void)
     char *before = graph_dump(w.g.raw, w.g.graph);
     json_t *again = commit_arg(&w, "inv-1");
     json_object_set_new(again, "content", json_string("something else"));
-    r = call_json_ok(&w.g, "commit_delivery", again);
+    r = writer_ok(&w.g, "commit_delivery", again);
     CU_ASSERT_STRING_EQUAL(jstr(r, "status"), "exists");
     CU_ASSERT_STRING_EQUAL(jstr(json_object_get(r, "delivery"), "content"), "rendered public text");
     CU_ASSERT_STRING_EQUAL(jstr(json_object_get(r, "delivery"), "committed_at"), committed_at);
@@ -1468,22 +1567,22 @@ static void test_commit_delivery_refuses_and_writes_nothing(void)
     char *before = graph_dump(w.g.raw, w.g.graph);
     a = commit_arg(&w, "inv-bad");
     json_object_del(a, "fingerprint");
-    CU_ASSERT_EQUAL(call_json_rc(&w.g, "commit_delivery", a), STORE_EINVAL);
+    CU_ASSERT_EQUAL(writer_rc(&w.g, "commit_delivery", a), STORE_EINVAL);
     a = commit_arg(&w, "inv-bad");
     json_object_set_new(a, "grant_chain", json_string("g_leaf"));
-    CU_ASSERT_EQUAL(call_json_rc(&w.g, "commit_delivery", a), STORE_EINVAL);
+    CU_ASSERT_EQUAL(writer_rc(&w.g, "commit_delivery", a), STORE_EINVAL);
     a = commit_arg(&w, "inv-bad:to");
-    CU_ASSERT_EQUAL(call_json_rc(&w.g, "commit_delivery", a), STORE_EINVAL);
+    CU_ASSERT_EQUAL(writer_rc(&w.g, "commit_delivery", a), STORE_EINVAL);
     a = commit_arg(&w, "inv-bad");
     json_object_set_new(a, "content_sha1", json_string("xyz"));
-    CU_ASSERT_EQUAL(call_json_rc(&w.g, "commit_delivery", a), STORE_EINVAL);
+    CU_ASSERT_EQUAL(writer_rc(&w.g, "commit_delivery", a), STORE_EINVAL);
     char *after = graph_dump(w.g.raw, w.g.graph);
     CU_ASSERT_STRING_EQUAL(after, before);
     free(before);
     free(after);
 
     /* with everything restored the commit lands, and the refusals consumed no seq */
-    json_t *r = call_json_ok(&w.g, "commit_delivery", commit_arg(&w, "inv-final"));
+    json_t *r = writer_ok(&w.g, "commit_delivery", commit_arg(&w, "inv-final"));
     CU_ASSERT_STRING_EQUAL(jstr(r, "status"), "committed");
     CU_ASSERT_EQUAL(jint(r, "seq"), seq0 + 1);
     json_decref(r);
@@ -1492,10 +1591,30 @@ static void test_commit_delivery_refuses_and_writes_nothing(void)
 
 /* --- runs, events, grants ----------------------------------------------------------------- */
 
+/* charter_transition_run with its status_changed event sealed on the run's head; the detail
+ * names the status the head reports, as charterd writes it. */
+static int transition_rc(tgraph *g, const char *run, const char *from, const char *to, json_t **out)
+{
+    json_t *h = run_head(g, run);
+    char detail[128];
+    snprintf(detail, sizeof detail, "%s -> %s: test", jstr(h, "status"), to);
+    json_decref(h);
+    char *sealed =
+        seal(g, run, json_pack("{s:s, s:s}", "kind", "status_changed", "detail", detail));
+    const char *args[4] = {run, from, to, sealed};
+    int rc = store_call(g->st, "transition_run", 4, args, out);
+    free(sealed);
+    return rc;
+}
+
 static json_t *transition(tgraph *g, const char *run, const char *from, const char *to)
 {
-    const char *args[4] = {run, from, to, "test"};
-    return call_ok(g, "transition_run", 4, args);
+    json_t *out = NULL;
+    if (transition_rc(g, run, from, to, &out) != STORE_OK) {
+        fprintf(stderr, "charter_transition_run: %s\n", store_last_error(g->st));
+        CU_FAIL("charter_transition_run failed");
+    }
+    return out;
 }
 
 static void test_transition_run_claims_once(void)
@@ -1539,15 +1658,34 @@ static void test_transition_run_claims_once(void)
     CU_ASSERT_STRING_EQUAL(jstr(json_object_get(v, "run"), "status"), "recovering");
     json_decref(v);
 
-    const char *unknown[4] = {"r404", "created", "running", ""};
     json_t *out = NULL;
-    CU_ASSERT_EQUAL(store_call(g.st, "transition_run", 4, unknown, &out), STORE_ENOTFOUND);
-    const char *bad[4] = {"r1", "recovering", "flying", ""};
-    CU_ASSERT_EQUAL(store_call(g.st, "transition_run", 4, bad, &out), STORE_EINVAL);
+    CU_ASSERT_EQUAL(transition_rc(&g, "r404", "created", "running", &out), STORE_ENOTFOUND);
+    CU_ASSERT_EQUAL(transition_rc(&g, "r1", "recovering", "flying", &out), STORE_EINVAL);
     CU_ASSERT(strstr(store_last_error(g.st), "invalid") != NULL);
     CU_ASSERT_PTR_NULL(out);
+
+    /* a detail that names another transition than the one the head allows is refused */
+    before = graph_dump(g.raw, g.graph);
+    char *sealed = seal(
+        &g, "r1",
+        json_pack("{s:s, s:s}", "kind", "status_changed", "detail", "blocked -> completed: test"));
+    const char *lie[4] = {"r1", "recovering", "completed", sealed};
+    CU_ASSERT_EQUAL(store_call(g.st, "transition_run", 4, lie, &out), STORE_EINVAL);
+    free(sealed);
+    /* and so is an event of another kind */
+    sealed =
+        seal(&g, "r1",
+             json_pack("{s:s, s:s}", "kind", "note", "detail", "recovering -> completed: test"));
+    const char *kind[4] = {"r1", "recovering", "completed", sealed};
+    CU_ASSERT_EQUAL(store_call(g.st, "transition_run", 4, kind, &out), STORE_EINVAL);
+    free(sealed);
+    after = graph_dump(g.raw, g.graph);
+    CU_ASSERT_STRING_EQUAL(after, before);
+    free(before);
+    free(after);
+
     json_t *dup = json_pack("{s:s}", "id", "r1");
-    CU_ASSERT_EQUAL(call_json_rc(&g, "create_run", dup), STORE_EEXISTS);
+    CU_ASSERT_EQUAL(writer_rc(&g, "create_run", dup), STORE_EEXISTS);
     graph_close(&g);
 }
 
@@ -1556,23 +1694,22 @@ static void test_append_event_numbers_seq_from_one(void)
     tgraph g;
     if (!graph_open(&g, "events"))
         return;
-    json_t *r = call_json_ok(&g, "create_run", json_pack("{s:s, s:s}", "id", "r1", "mode", "x"));
+    json_t *r = writer_ok(&g, "create_run", json_pack("{s:s, s:s}", "id", "r1", "mode", "x"));
     CU_ASSERT_EQUAL(jint(r, "seq"), 1);
     CU_ASSERT_STRING_EQUAL(jstr(json_object_get(r, "run"), "status"), "created");
     CU_ASSERT(time_string_ok(jstr(json_object_get(r, "run"), "created_at")));
     json_decref(r);
     for (int i = 2; i <= 5; i++) {
-        json_t *ev = json_pack("{s:s, s:s, s:[s, s], s:s, s:s, s:{s:i}}", "kind", "input_checked",
-                               "outcome", "deny", "codes", "INPUT_OUT_OF_SCOPE", "LABEL_MISMATCH",
-                               "witness", "budget → report", "detail", "d", "snapshot", "n", i);
-        char *text = json_dumps(ev, JSON_COMPACT);
-        const char *args[2] = {"r1", text};
-        json_t *a = call_ok(&g, "append_event", 2, args);
+        char snap[32];
+        snprintf(snap, sizeof snap, "{\"n\":%d}", i);
+        json_t *ev = json_pack("{s:s, s:s, s:s, s:s, s:s, s:s}", "kind", "input_checked", "outcome",
+                               "deny", "codes", "INPUT_OUT_OF_SCOPE,LABEL_MISMATCH", "witness",
+                               "budget → report", "detail", "d", "snapshot", snap);
+        json_t *a = NULL;
+        CU_ASSERT_EQUAL(append_rc(&g, "r1", ev, &a), STORE_OK);
         CU_ASSERT_EQUAL(jint(a, "seq"), i);
         CU_ASSERT(time_string_ok(jstr(a, "ts")));
         json_decref(a);
-        free(text);
-        json_decref(ev);
     }
     const char *args[3] = {"r1", "0", "0"};
     json_t *v = call_ok(&g, "get_run", 3, args);
@@ -1585,38 +1722,80 @@ static void test_append_event_numbers_seq_from_one(void)
     CU_ASSERT_STRING_EQUAL(jstr(e, "witness"), "budget → report");
     CU_ASSERT_STRING_EQUAL(jstr(e, "snapshot"), "{\"n\":5}");
     CU_ASSERT_EQUAL(jint(json_object_get(v, "run"), "seq"), 5);
+    /* each event links to the one before it, and the run's head is the last one's hash */
+    for (size_t i = 1; i < json_array_size(events); i++)
+        CU_ASSERT_STRING_EQUAL(jstr(json_array_get(events, i), "prev"),
+                               jstr(json_array_get(events, i - 1), "hash"));
+    CU_ASSERT_STRING_EQUAL(jstr(json_array_get(events, 0), "prev"), "");
+    CU_ASSERT_STRING_EQUAL(jstr(json_object_get(v, "run"), "head"), jstr(e, "hash"));
     json_decref(v);
 
-    /* detail and snapshot given as JSON values are kept as JSON text, a time exactly */
-    const char *valued[2] = {"r1",
-                             "{\"kind\":\"delivery_checked\",\"detail\":{\"step\":\"report\"},"
-                             "\"snapshot\":{\"now\":1795975261.099039,\"chain\":[\"g1\",\"g0\"],"
-                             "\"conf\":2,\"ok\":true,\"none\":null}}"};
-    json_t *a6 = call_ok(&g, "append_event", 2, valued);
-    CU_ASSERT_EQUAL(jint(a6, "seq"), 6);
-    json_decref(a6);
-    const char *page[3] = {"r1", "5", "1"};
-    v = call_ok(&g, "get_run", 3, page);
-    e = json_array_get(json_object_get(v, "events"), 0);
-    CU_ASSERT_STRING_EQUAL(jstr(e, "detail"), "{\"step\":\"report\"}");
-    json_error_t jerr;
-    json_t *snap = json_loads(jstr(e, "snapshot"), 0, &jerr);
-    CU_ASSERT_PTR_NOT_NULL(snap);
-    CU_ASSERT_EQUAL(json_real_value(json_object_get(snap, "now")), 1795975261.099039);
-    CU_ASSERT_EQUAL(json_integer_value(json_object_get(snap, "conf")), 2);
-    CU_ASSERT(json_is_true(json_object_get(snap, "ok")));
-    CU_ASSERT(json_is_null(json_object_get(snap, "none")));
-    CU_ASSERT_STRING_EQUAL(jat(json_object_get(snap, "chain"), 1), "g0");
-    json_decref(snap);
-    json_decref(v);
-
-    const char *missing[2] = {"r404", "{\"kind\":\"x\"}"};
+    /* charter_get_event returns one event with its seal */
+    const char *one[2] = {"r1", "3"};
+    json_t *got = call_ok(&g, "get_event", 2, one);
+    CU_ASSERT_EQUAL(jint(got, "seq"), 3);
+    CU_ASSERT_STRING_EQUAL(jstr(got, "kind"), "input_checked");
+    CU_ASSERT_EQUAL(strlen(jstr(got, "hash")), 64);
+    CU_ASSERT_EQUAL(strlen(jstr(got, "prev")), 64);
+    json_decref(got);
+    const char *nine[2] = {"r1", "9"};
     json_t *out = NULL;
-    CU_ASSERT_EQUAL(store_call(g.st, "append_event", 2, missing, &out), STORE_ENOTFOUND);
+    CU_ASSERT_EQUAL(store_call(g.st, "get_event", 2, nine, &out), STORE_ENOTFOUND);
+
+    /* texts are stored byte for byte: a detail or snapshot given as a JSON value, or codes as
+     * a list, is refused (charterd hashes exactly the text it sends) */
+    CU_ASSERT_EQUAL(append_rc(&g, "r1",
+                              json_pack("{s:s, s:{s:s}}", "kind", "x", "detail", "step", "report"),
+                              &out),
+                    STORE_EINVAL);
+    CU_ASSERT_EQUAL(append_rc(&g, "r1", json_pack("{s:s, s:[s]}", "kind", "x", "codes", "A"), &out),
+                    STORE_EINVAL);
+
+    /* an event sealed on a head that moved is a conflict: nothing written, the head returned */
+    char *stale = seal(&g, "r1", json_pack("{s:s}", "kind", "late"));
+    json_decref(out);
+    out = NULL;
+    CU_ASSERT_EQUAL(append_rc(&g, "r1", json_pack("{s:s}", "kind", "first"), &out), STORE_OK);
+    json_decref(out);
+    out = NULL;
+    char *before = graph_dump(g.raw, g.graph);
+    const char *late[2] = {"r1", stale};
+    CU_ASSERT_EQUAL(store_call(g.st, "append_event", 2, late, &out), STORE_OK);
+    CU_ASSERT(json_is_true(json_object_get(out, "conflict")));
+    json_t *head = json_object_get(out, "head");
+    CU_ASSERT_EQUAL(jint(head, "seq"), 6);
+    CU_ASSERT_EQUAL(strlen(jstr(head, "hash")), 64);
+    CU_ASSERT(time_string_ok(jstr(head, "now")));
+    json_decref(out);
+    out = NULL;
+    free(stale);
+    /* the right seq on the wrong prev is a conflict too */
+    json_t *ev =
+        json_pack("{s:s, s:s, s:s, s:s, s:s, s:s, s:s, s:I, s:s, s:s, s:s}", "kind", "forged",
+                  "outcome", "", "codes", "", "witness", "", "detail", "", "snapshot", "",
+                  "fingerprint", "", "seq", (json_int_t)7, "ts", "1795975261.099039", "prev",
+                  "0000000000000000000000000000000000000000000000000000000000000000", "hash",
+                  "1111111111111111111111111111111111111111111111111111111111111111");
+    char *forged = json_dumps(ev, JSON_COMPACT);
+    json_decref(ev);
+    const char *fargs[2] = {"r1", forged};
+    CU_ASSERT_EQUAL(store_call(g.st, "append_event", 2, fargs, &out), STORE_OK);
+    CU_ASSERT(json_is_true(json_object_get(out, "conflict")));
+    json_decref(out);
+    out = NULL;
+    free(forged);
+    char *after = graph_dump(g.raw, g.graph);
+    CU_ASSERT_STRING_EQUAL(after, before);
+    free(before);
+    free(after);
+
+    CU_ASSERT_EQUAL(append_rc(&g, "r404", json_pack("{s:s}", "kind", "x"), &out), STORE_ENOTFOUND);
     const char *nokind[2] = {"r1", "{\"detail\":\"x\"}"};
     CU_ASSERT_EQUAL(store_call(g.st, "append_event", 2, nokind, &out), STORE_EINVAL);
     const char *notjson[2] = {"r1", "{kind"};
     CU_ASSERT_EQUAL(store_call(g.st, "append_event", 2, notjson, &out), STORE_EINVAL);
+    const char *unsealed[2] = {"r1", "{\"kind\":\"x\"}"};
+    CU_ASSERT_EQUAL(store_call(g.st, "append_event", 2, unsealed, &out), STORE_EINVAL);
     CU_ASSERT_EQUAL(run_seq(&g, "r1"), 6);
     graph_close(&g);
 }
@@ -1720,8 +1899,11 @@ static void test_interrupt_runs_marks_running_and_recovering(void)
     json_decref(transition(&g, "r_blocked", "running", "blocked"));
     json_decref(transition(&g, "r_done", "running", "completed"));
 
-    json_t *r = call_ok(&g, "interrupt_runs", 0, NULL);
-    json_t *list = json_object_get(r, "interrupted");
+    json_t *r = call_ok(&g, "unfinished_runs", 0, NULL);
+    CU_ASSERT_EQUAL(jlen(json_object_get(r, "runs")), 2);
+    json_decref(r);
+    json_t *list = NULL;
+    CU_ASSERT_EQUAL(evlog_interrupt_runs(g.st, &list), STORE_OK);
     CU_ASSERT_EQUAL(jlen(list), 2);
     bool running = false, recovering = false;
     for (size_t i = 0; i < json_array_size(list); i++) {
@@ -1730,7 +1912,7 @@ static void test_interrupt_runs_marks_running_and_recovering(void)
         recovering = recovering || (id && strcmp(id, "r_recovering") == 0);
     }
     CU_ASSERT(running && recovering);
-    json_decref(r);
+    json_decref(list);
 
     char buf[32];
     CU_ASSERT_STRING_EQUAL(run_status(&g, "r_created", buf), "created");
@@ -1746,9 +1928,10 @@ static void test_interrupt_runs_marks_running_and_recovering(void)
     CU_ASSERT_STRING_EQUAL(jstr(e, "detail"), "running -> interrupted: charterd restarted");
     json_decref(v);
 
-    r = call_ok(&g, "interrupt_runs", 0, NULL);
-    CU_ASSERT_EQUAL(jlen(json_object_get(r, "interrupted")), 0);
-    json_decref(r);
+    list = NULL;
+    CU_ASSERT_EQUAL(evlog_interrupt_runs(g.st, &list), STORE_OK);
+    CU_ASSERT_EQUAL(jlen(list), 0);
+    json_decref(list);
 
     const char *lim[1] = {"3"};
     r = call_ok(&g, "list_runs", 1, lim); /* newest first */
@@ -1784,8 +1967,9 @@ static void test_get_run_pages_events_after_seq(void)
     CU_ASSERT_EQUAL(create_artifact(&g, "r1", ctx, "source", "the content", NULL, NULL, 0, art),
                     STORE_OK);
     for (int i = 0; i < 7; i++) {
-        const char *args[2] = {"r1", "{\"kind\":\"note\"}"};
-        json_decref(call_ok(&g, "append_event", 2, args));
+        json_t *out = NULL;
+        CU_ASSERT_EQUAL(append_rc(&g, "r1", json_pack("{s:s}", "kind", "note"), &out), STORE_OK);
+        json_decref(out);
     }
     expect_seqs(&g, "0", "4", 1, 4);
     expect_seqs(&g, "4", "4", 5, 4);
@@ -1857,7 +2041,7 @@ static void test_create_artifact_refuses_missing_input_or_context(void)
                     STORE_EINVAL);
     json_t *nohash = json_pack("{s:s, s:s, s:s, s:i, s:i}", "run_id", "r1", "context_id", ctx,
                                "kind", "source", "conf", 0, "integrity", 0);
-    CU_ASSERT_EQUAL(call_json_rc(&g, "create_artifact", nohash), STORE_EINVAL);
+    CU_ASSERT_EQUAL(writer_rc(&g, "create_artifact", nohash), STORE_EINVAL);
     char *after = graph_dump(g.raw, g.graph);
     CU_ASSERT_STRING_EQUAL(after, before);
     free(before);

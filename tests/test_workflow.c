@@ -20,6 +20,7 @@
 #endif
 
 #define PROCUREMENT_PATH CHARTER_SOURCE_DIR "/deploy/workflows/procurement.json"
+#define SUPPORT_PATH CHARTER_SOURCE_DIR "/deploy/workflows/support.json"
 
 /* ---- the minimal valid definition, in parts ---------------------------------------------- */
 
@@ -1057,6 +1058,175 @@ static void test_model_refuses_unknown_and_live_modes_and_missing_script(void)
     workflow_free(wf);
 }
 
+/* ---- the support workflow and expected decisions ----------------------------------------- */
+
+/* The grant named id in the seed, or NULL. */
+static json_t *seed_grant(json_t *seed, const char *id)
+{
+    size_t i;
+    json_t *g;
+    json_array_foreach(json_object_get(seed, "grants"), i, g)
+    {
+        if (str_eq(json_string_value(json_object_get(g, "id")), id)) {
+            return g;
+        }
+    }
+    return NULL;
+}
+
+static void test_support_workflow_loads_with_a_narrowing_chain(void)
+{
+    workflow *wf = NULL;
+    char err[512] = "";
+    int rc = workflow_load_file(SUPPORT_PATH, &wf, err, sizeof err);
+    if (rc != 0) {
+        fprintf(stderr, "\n    %s\n", err);
+    }
+    CU_ASSERT_EQUAL_FATAL(rc, 0);
+    CU_ASSERT_TRUE(str_eq(wf->name, "support"));
+    CU_ASSERT_EQUAL_FATAL(wf->n_steps, 4);
+    static const char *const names[] = {"triage", "research", "escalate", "reply"};
+    static const char *const actors[] = {"triager", "researcher", "escalator", "writer"};
+    for (size_t i = 0; i < 4; i++) {
+        CU_ASSERT_TRUE(str_eq(wf->steps[i].cap.step, names[i]));
+        CU_ASSERT_TRUE(str_eq(wf->steps[i].cap.actor, actors[i]));
+    }
+    const workflow_step *reply = workflow_recovery_step(wf);
+    CU_ASSERT_PTR_EQUAL(reply, &wf->steps[3]);
+    CU_ASSERT_TRUE(str_eq(reply->deliver_recipient, "customer"));
+    CU_ASSERT_TRUE(strs_are(&reply->cap.resources, 1, (const char *const[]){"ticket"}));
+    CU_ASSERT_TRUE(str_eq(wf->steps[2].deliver_recipient, "billing"));
+    CU_ASSERT_PTR_NOT_NULL(
+        strstr(json_string_value(json_object_get(
+                   json_array_get(json_object_get(wf->doc, "resources"), 0), "content")),
+               "copy the full card number"));
+
+    /* g_triager -> g_writer -> g_escalator -> g_support, issued by a human, each link with
+     * fewer tools than its parent. */
+    json_t *seed = workflow_seed_json(wf);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(seed);
+    static const char *const chain[] = {"g_triager", "g_writer", "g_escalator", "g_support"};
+    static const size_t tools[] = {1, 2, 3, 4};
+    for (size_t i = 0; i < 4; i++) {
+        json_t *g = seed_grant(seed, chain[i]);
+        CU_ASSERT_PTR_NOT_NULL_FATAL(g);
+        CU_ASSERT_EQUAL(json_array_size(json_object_get(g, "tools")), tools[i]);
+        if (i < 3) {
+            CU_ASSERT_TRUE(
+                str_eq(json_string_value(json_object_get(g, "delegated_from")), chain[i + 1]));
+        } else {
+            CU_ASSERT_TRUE(json_is_true(json_object_get(g, "root")));
+            CU_ASSERT_TRUE(
+                str_eq(json_string_value(json_object_get(g, "issuer")), "human_support_lead"));
+        }
+    }
+    CU_ASSERT_EQUAL(json_array_size(json_object_get(wf->doc, "expect")), 8);
+    json_decref(seed);
+    workflow_free(wf);
+}
+
+static void test_definition_bytes_are_kept_as_loaded(void)
+{
+    char *json = dq(DEF_OK);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(json);
+    workflow *wf = NULL;
+    char err[256];
+    CU_ASSERT_EQUAL_FATAL(workflow_load_buffer(json, strlen(json), &wf, err, sizeof err), 0);
+    CU_ASSERT_EQUAL(wf->definition_len, strlen(json));
+    CU_ASSERT_STRING_EQUAL(wf->definition, json);
+    workflow_free(wf);
+    free(json);
+}
+
+#define DEF_EXPECT(list)                                                                           \
+    "{'name':'mini','task':'t'," REST(                                                             \
+        RES_OK, RCP_OK, ACT_OK, GRANTS_OK,                                                         \
+        STEP("one", "'read','send'", "'pub'", "'quote'", "'quote'", "",                            \
+             ",'deliver':{'tool':'send','recipient':'pub'},'recovery':true")) ",'expect':[" list   \
+                                                                              "]}"
+
+static void test_expect_list_of_every_kind_loads(void)
+{
+    workflow *wf = load_ok(DEF_EXPECT(
+        "{'step':'one','event':'input_checked','outcome':'deny','codes':['INPUT_OUT_OF_SCOPE',"
+        "'GRANT_INVALID'],'witness':'memo (confidential) → one step {quote}'},"
+        "{'status':'blocked'},{'recover':true,'outcome':'unknown','codes':['GRAPH_ERROR']},"
+        "{'delivery':'pub','includes':['Out'],'excludes':['m','secret']},"
+        "{'step':'one','event':'delivery_decided','outcome':'allow'}"));
+    CU_ASSERT_PTR_NOT_NULL_FATAL(wf);
+    CU_ASSERT_EQUAL(json_array_size(json_object_get(wf->doc, "expect")), 5);
+    workflow_free(wf);
+    /* An empty list expects nothing and is valid. */
+    wf = load_ok(DEF_EXPECT(""));
+    CU_ASSERT_PTR_NOT_NULL(wf);
+    workflow_free(wf);
+}
+
+static void test_bad_expectations_are_refused(void)
+{
+    expect_refused("{'name':'mini','task':'t'," REST(RES_OK, RCP_OK, ACT_OK, GRANTS_OK,
+                                                     STEP_ONE) ",'expect':{}}",
+                   "expect: must be a list");
+    expect_refused(DEF_EXPECT("'blocked'"), "expect[0]: must be an object");
+    expect_refused(DEF_EXPECT("{}"), "expect[0]: needs one of event, recover, status, delivery");
+    expect_refused(DEF_EXPECT("{'recover':true,'delivery':'pub','outcome':'allow'}"),
+                   "expect[0]: has both recover and delivery");
+    expect_refused(DEF_EXPECT("{'status':'blocked','why':'x'}"), "expect[0].why: unknown field");
+    expect_refused(DEF_EXPECT("{'step':'one','event':'input_checked'}"),
+                   "expect[0].outcome: required field is missing");
+    expect_refused(DEF_EXPECT("{'step':'two','event':'input_checked','outcome':'deny'}"),
+                   "expect[0].step: \"two\" is not a step of the definition");
+    expect_refused(DEF_EXPECT("{'step':'one','event':'status_changed','outcome':'deny'}"),
+                   "expect[0].event: \"status_changed\" is not one of input_checked");
+    expect_refused(DEF_EXPECT("{'step':'one','event':'input_checked','outcome':'DENY'}"),
+                   "expect[0].outcome: \"DENY\" is not one of allow, deny, unknown");
+    expect_refused(DEF_EXPECT("{'step':'one','event':'input_checked','outcome':'deny',"
+                              "'codes':['GRANT_INVALID','GRANT_INVALID']}"),
+                   "expect[0].codes: \"GRANT_INVALID\" is listed twice");
+    expect_refused(DEF_EXPECT("{'step':'one','event':'input_checked','outcome':'deny',"
+                              "'codes':['grant_invalid']}"),
+                   "expect[0].codes[0]: \"grant_invalid\" is not a decision code");
+    expect_refused(DEF_EXPECT("{'step':'one','event':'input_checked','outcome':'allow',"
+                              "'witness':'w'}"),
+                   "expect[0].witness: an allow carries no witness");
+    expect_refused(DEF_EXPECT("{'step':'one','event':'input_checked','outcome':'deny',"
+                              "'witness':''}"),
+                   "expect[0].witness: must not be empty");
+    expect_refused(DEF_EXPECT("{'recover':false,'outcome':'allow'}"),
+                   "expect[0].recover: must be true");
+    expect_refused(DEF_EXPECT("{'status':'finished'}"),
+                   "expect[0].status: \"finished\" is not one of created, running, blocked");
+    expect_refused(DEF_EXPECT("{'delivery':'boss2'}"),
+                   "expect[0].delivery: unknown recipient \"boss2\"");
+    expect_refused(DEF_EXPECT("{'delivery':'pub','excludes':['x','x']}"),
+                   "expect[0].excludes: \"x\" is listed twice");
+    expect_refused(DEF_EXPECT("{'delivery':'pub','includes':['']}"),
+                   "expect[0].includes[0]: must not be empty");
+    /* recover needs a recovery step to recover with. */
+    expect_refused("{'name':'mini','task':'t'," REST(
+                       RES_OK, RCP_OK, ACT_OK, GRANTS_OK,
+                       STEP_ONE) ",'expect':[{'recover':true,'outcome':'allow'}]}",
+                   "expect[0].recover: the definition has no recovery step");
+}
+
+static void test_more_than_64_expectations_are_refused(void)
+{
+    char list[65 * 24 + 1];
+    size_t used = 0;
+    for (int i = 0; i < 65; i++) {
+        used += (size_t)snprintf(list + used, sizeof list - used, "%s{'status':'blocked'}",
+                                 i ? "," : "");
+    }
+    char *def = malloc(strlen(list) + 4096);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(def);
+    sprintf(def,
+            "{'name':'mini','task':'t'," REST(RES_OK, RCP_OK, ACT_OK, GRANTS_OK,
+                                              STEP_ONE) ",'expect':[%s]}",
+            list);
+    expect_refused(def, "expect: 65 entries, at most 64 (limit)");
+    free(def);
+}
+
 /* ---- registration ------------------------------------------------------------------------- */
 
 typedef struct {
@@ -1070,6 +1240,11 @@ typedef struct {
     }
 static const named_test tests[] = {
     T(test_reference_workflow_loads_with_its_steps),
+    T(test_support_workflow_loads_with_a_narrowing_chain),
+    T(test_definition_bytes_are_kept_as_loaded),
+    T(test_expect_list_of_every_kind_loads),
+    T(test_bad_expectations_are_refused),
+    T(test_more_than_64_expectations_are_refused),
     T(test_reference_workflow_keeps_its_injection_and_canary),
     T(test_seed_json_has_labels_and_epoch_seconds),
     T(test_version_is_sha256_of_the_bytes),

@@ -942,7 +942,7 @@ static void harness_private_redis_argv(harness_private_redis *r, const char *ser
     argv[n++] = "--dir";
     argv[n++] = r->dir;
     argv[n++] = "--appendonly";
-    argv[n++] = "yes";
+    argv[n++] = r->no_persistence ? "no" : "yes";
     argv[n++] = "--appendfsync";
     argv[n++] = "always";
     argv[n++] = "--save";
@@ -1297,4 +1297,83 @@ long harness_graph_drop_large(const char *graph)
     } while (strcmp(cursor, "0") != 0);
     redisFree(rc);
     return dropped;
+}
+
+int harness_graph_eval(const char *graph, const char *script, const char *const *args, size_t n,
+                       long long *out)
+{
+    redisContext *rc = harness_redis_connect();
+    if (rc == NULL) {
+        return -1;
+    }
+    char prefix[160];
+    snprintf(prefix, sizeof prefix, "charter:{%s}", graph);
+    const char **argv = calloc(n + 4, sizeof *argv);
+    if (argv == NULL) {
+        redisFree(rc);
+        return -1;
+    }
+    argv[0] = "EVAL";
+    argv[1] = script;
+    argv[2] = "1";
+    argv[3] = prefix;
+    for (size_t i = 0; i < n; i++) {
+        argv[4 + i] = args[i];
+    }
+    redisReply *r = redisCommandArgv(rc, (int)n + 4, argv, NULL);
+    free(argv);
+    int status = -1;
+    if (r != NULL && r->type == REDIS_REPLY_INTEGER) {
+        if (out != NULL) {
+            *out = r->integer;
+        }
+        status = 0;
+    } else {
+        fprintf(stderr, "harness: EVAL failed: %s\n",
+                r && r->type == REDIS_REPLY_ERROR ? r->str : rc->errstr);
+    }
+    if (r != NULL) {
+        freeReplyObject(r);
+    }
+    redisFree(rc);
+    return status;
+}
+
+int harness_rpc_deadline(const char *url, const char *method, const char *token,
+                         const ProtobufCMessage *msg, uint32_t deadline_ms, int timeout_ms,
+                         harness_response *out)
+{
+    memset(out, 0, sizeof *out);
+    Charter__V1__RpcRequest rq = CHARTER__V1__RPC_REQUEST__INIT;
+    Charter__V1__RpcRequest__MetadataEntry auth = CHARTER__V1__RPC_REQUEST__METADATA_ENTRY__INIT;
+    Charter__V1__RpcRequest__MetadataEntry *entries[1] = {&auth};
+    char bearer[512];
+    size_t plen = protobuf_c_message_get_packed_size(msg);
+    uint8_t *payload = malloc(plen > 0 ? plen : 1);
+    if (payload == NULL) {
+        return NNG_ENOMEM;
+    }
+    protobuf_c_message_pack(msg, payload);
+    rq.method = (char *)method;
+    rq.payload.data = payload;
+    rq.payload.len = plen;
+    rq.timeout_ms = deadline_ms;
+    if (token != NULL) {
+        snprintf(bearer, sizeof bearer, "Bearer %s", token);
+        auth.key = "authorization";
+        auth.value = bearer;
+        rq.metadata = entries;
+        rq.n_metadata = 1;
+    }
+    size_t n = charter__v1__rpc_request__get_packed_size(&rq);
+    uint8_t *buf = malloc(n > 0 ? n : 1);
+    if (buf == NULL) {
+        free(payload);
+        return NNG_ENOMEM;
+    }
+    charter__v1__rpc_request__pack(&rq, buf);
+    free(payload);
+    int rv = harness_rpc_raw(url, buf, n, timeout_ms, out);
+    free(buf);
+    return rv;
 }

@@ -165,13 +165,17 @@ int harness_rpc_abandon(const char *url, const char *method, const char *token,
 
 /* A redis-server of the test's own (not the shared test Redis), on a unix socket in a private
  * folder, with the append-only file fsynced on every write, so that data and the loaded query
- * library survive a SIGKILL and a restart on the same socket. */
+ * library survive a SIGKILL and a restart on the same socket. A suite that pauses the database
+ * or fills it can run on one of these (point CHARTER_TEST_REDIS at its url while it runs), so
+ * that it neither delays other test programs nor is disturbed by their pauses. */
 typedef struct {
-    pid_t pid;          /* 0 when not running */
-    char dir[128];      /* /tmp/charter-redis-XXXXXX; "" before the first start */
-    char sock[192];     /* <dir>/redis.sock */
-    char url[208];      /* unix://<dir>/redis.sock */
-    char log_path[192]; /* <dir>/redis.log */
+    pid_t pid;           /* 0 when not running */
+    char dir[128];       /* /tmp/charter-redis-XXXXXX; "" before the first start */
+    char sock[192];      /* <dir>/redis.sock */
+    char url[208];       /* unix://<dir>/redis.sock */
+    char log_path[192];  /* <dir>/redis.log */
+    bool no_persistence; /* set before starting: no append-only file, so writes are faster
+                            and nothing survives a restart */
 } harness_private_redis;
 
 /* Starts the server (zero r first; a later call on a killed r restarts it in the same folder
@@ -215,5 +219,20 @@ int harness_pause_on_run(const char *graph, const char *status, long min_deliver
  * graph of tens of thousands of keys, where harness_graph_drop's sorted walk is slow. Returns
  * the number of keys deleted, or -1 when Redis could not be reached. */
 long harness_graph_drop_large(const char *graph);
+
+/* Runs a Lua script (EVAL) on the test Redis with graph's key prefix "charter:{<graph>}" as its
+ * only key and the n arguments, for a test that must shape a large graph quickly (bypassing
+ * the query library's per-call checks: the script must follow queries/README.md's key
+ * schema). *out (may be NULL) gets the script's integer reply. Returns 0, or -1 when Redis
+ * could not be reached or the script failed or did not answer an integer. */
+int harness_graph_eval(const char *graph, const char *script, const char *const *args, size_t n,
+                       long long *out);
+
+/* Like harness_rpc_msg, with RpcRequest.timeout_ms = deadline_ms (the server's bound on each of
+ * the call's database commands) independent of how long this side waits (timeout_ms): a call
+ * whose commands time out inside charterd while its caller keeps waiting for the answer. */
+int harness_rpc_deadline(const char *url, const char *method, const char *token,
+                         const ProtobufCMessage *msg, uint32_t deadline_ms, int timeout_ms,
+                         harness_response *out);
 
 #endif

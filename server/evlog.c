@@ -1,0 +1,906 @@
+/*
+ * evlog.c - sealing, writing and auditing a run's event hash chain (see evlog.h).
+ *
+ * Every event writer of the query library takes its event sealed: seq, ts (database time),
+ * prev and hash computed here from a head read just before. The writer stores the event only
+ * if the head is unchanged and otherwise answers {"conflict":true,"head":{...}} with the head
+ * it found, from which the event is sealed again without another read. The integrity key lives
+ * only in this file's memory.
+ */
+#include "evlog.h"
+
+#include <openssl/crypto.h>
+#include <openssl/evp.h>
+#include <pthread.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "../client/receipt.h"
+#include "log.h"
+#include "receipt_issue.h"
+
+/* --- configuration ------------------------------------------------------------------------ */
+
+static struct {
+    unsigned char key[CHARTER_RECEIPT_KEY_MAX];
+    size_t key_len;
+    char evaluator[65];
+} evlog_cfg;
+
+static bool evlog_hex64(const char *s)
+{
+    if (s == NULL || strlen(s) != 64)
+        return false;
+    for (size_t i = 0; i < 64; i++)
+        if (!((s[i] >= '0' && s[i] <= '9') || (s[i] >= 'a' && s[i] <= 'f')))
+            return false;
+    return true;
+}
+
+int evlog_configure(const unsigned char *key, size_t key_len, const char *evaluator)
+{
+    if (key_len > sizeof evlog_cfg.key || (key_len > 0 && key == NULL))
+        return -1;
+    if (evaluator != NULL && !evlog_hex64(evaluator))
+        return -1;
+    OPENSSL_cleanse(evlog_cfg.key, sizeof evlog_cfg.key);
+    if (key_len > 0)
+        memcpy(evlog_cfg.key, key, key_len);
+    evlog_cfg.key_len = key_len;
+    snprintf(evlog_cfg.evaluator, sizeof evlog_cfg.evaluator, "%s",
+             evaluator != NULL ? evaluator : "");
+    return 0;
+}
+
+void evlog_forget_key(void)
+{
+    OPENSSL_cleanse(evlog_cfg.key, sizeof evlog_cfg.key);
+    evlog_cfg.key_len = 0;
+}
+
+bool evlog_keyed(void)
+{
+    return evlog_cfg.key_len > 0;
+}
+
+const char *evlog_evaluator(void)
+{
+    return evlog_cfg.evaluator;
+}
+
+int evlog_mac(const void *data, size_t len, char hex[65])
+{
+    if (!evlog_keyed()) {
+        memset(hex, '0', 64);
+        hex[64] = '\0';
+        return -1;
+    }
+    return charter_hmac_sha256_hex(evlog_cfg.key, evlog_cfg.key_len, data, len, hex) == 0 ? 0 : -1;
+}
+
+#define EVLOG_KEY_CHECK_TEXT "charter integrity key check"
+
+int evlog_key_check(char hex[65])
+{
+    return evlog_mac(EVLOG_KEY_CHECK_TEXT, strlen(EVLOG_KEY_CHECK_TEXT), hex);
+}
+
+int evlog_claim_integrity(store *st, char *err, size_t errlen)
+{
+    char check[65] = "";
+    const char *mode = evlog_keyed() ? "keyed" : "keyless";
+    if (evlog_keyed() && evlog_key_check(check) != 0) {
+        snprintf(err, errlen,
+                 "cannot compute the integrity key check (check the OpenSSL "
+                 "installation)");
+        return STORE_EPROTO;
+    }
+    const char *args[2] = {mode, check};
+    json_t *reply = NULL;
+    int rc = store_call(st, "integrity", 2, args, &reply);
+    if (rc != STORE_OK) {
+        snprintf(err, errlen, "%s", store_last_error(st));
+        return rc;
+    }
+    const char *had = json_string_value(json_object_get(reply, "mode"));
+    const char *had_check = json_string_value(json_object_get(reply, "key_check"));
+    rc = STORE_OK;
+    if (had == NULL || had_check == NULL) {
+        snprintf(err, errlen, "charter_integrity answered without a mode");
+        rc = STORE_EPROTO;
+    } else if (strcmp(had, mode) != 0) {
+        snprintf(err, errlen,
+                 strcmp(had, "keyed") == 0
+                     ? "the graph's events and receipts are sealed with an integrity key, and "
+                       "none was given (start charterd with --integrity-key and the graph's key "
+                       "file)"
+                     : "the graph was created without an integrity key, so its events cannot be "
+                       "sealed with one now (start charterd without --integrity-key, or use a "
+                       "new --graph)");
+        rc = STORE_EREFUSED;
+    } else if (strlen(had_check) != strlen(check) ||
+               CRYPTO_memcmp(had_check, check, strlen(check)) != 0) {
+        snprintf(err, errlen,
+                 "the integrity key is not the one the graph's events and receipts were sealed "
+                 "with (start charterd with --integrity-key and the graph's key file)");
+        rc = STORE_EREFUSED;
+    }
+    OPENSSL_cleanse(check, sizeof check);
+    json_decref(reply);
+    return rc;
+}
+
+/* --- canonical text and hashes ----------------------------------------------------------- */
+
+static void evlog_hex(const unsigned char *md, char hex[65])
+{
+    static const char digits[] = "0123456789abcdef";
+    for (unsigned i = 0; i < 32; i++) {
+        hex[2 * i] = digits[md[i] >> 4];
+        hex[2 * i + 1] = digits[md[i] & 15];
+    }
+    hex[64] = '\0';
+}
+
+#define EVLOG_FORMAT "charter-event-1"
+
+int evlog_event_text(const evlog_fields *f, char **text, size_t *len)
+{
+    const char *names[11] = {"run_id",  "seq",    "ts",       "kind",        "outcome", "codes",
+                             "witness", "detail", "snapshot", "fingerprint", "prev"};
+    const char *values[11] = {f->run_id,   f->seq,         f->ts,      f->kind,
+                              f->outcome,  f->codes,       f->witness, f->detail,
+                              f->snapshot, f->fingerprint, f->prev};
+    size_t lens[11];
+    size_t total = strlen(EVLOG_FORMAT) + 1;
+    for (int i = 0; i < 11; i++) {
+        if (values[i] == NULL)
+            values[i] = "";
+        lens[i] = strlen(values[i]);
+        total += strlen(names[i]) + 1 + 21 + 1 + lens[i] + 1;
+    }
+    char *buf = malloc(total + 1);
+    if (buf == NULL)
+        return STORE_ENOMEM;
+    size_t off = (size_t)snprintf(buf, total + 1, "%s\n", EVLOG_FORMAT);
+    for (int i = 0; i < 11; i++) {
+        off += (size_t)snprintf(buf + off, total + 1 - off, "%s=%zu:", names[i], lens[i]);
+        memcpy(buf + off, values[i], lens[i]);
+        off += lens[i];
+        buf[off++] = '\n';
+    }
+    buf[off] = '\0';
+    *text = buf;
+    *len = off;
+    return STORE_OK;
+}
+
+int evlog_event_hash(const evlog_fields *f, char hex[65])
+{
+    char *text = NULL;
+    size_t len = 0;
+    memset(hex, '0', 64);
+    hex[64] = '\0';
+    int rc = evlog_event_text(f, &text, &len);
+    if (rc != STORE_OK)
+        return rc;
+    if (evlog_keyed()) {
+        rc = evlog_mac(text, len, hex) == 0 ? STORE_OK : STORE_ENOMEM;
+    } else {
+        unsigned char md[EVP_MAX_MD_SIZE];
+        unsigned int mdlen = 0;
+        if (EVP_Digest(text, len, md, &mdlen, EVP_sha256(), NULL) == 1 && mdlen == 32)
+            evlog_hex(md, hex);
+        else
+            rc = STORE_ENOMEM;
+    }
+    free(text);
+    return rc;
+}
+
+char *evlog_json_text(const json_t *v)
+{
+    if (v == NULL)
+        return NULL;
+    return json_dumps(v, JSON_COMPACT | JSON_SORT_KEYS | JSON_REAL_PRECISION(17) | JSON_ENCODE_ANY);
+}
+
+static char *evlog_text_of(const json_t *v)
+{
+    if (json_is_string(v))
+        return strdup(json_string_value(v));
+    return evlog_json_text(v);
+}
+
+int evlog_owned_event(evlog_owned *o, const char *kind, const guard_decision *d,
+                      const char *fingerprint, const json_t *detail, const json_t *snapshot)
+{
+    memset(o, 0, sizeof *o);
+    o->ev.kind = kind;
+    if (d != NULL) {
+        guard_codes_format(d->codes, o->codes, sizeof o->codes);
+        o->ev.outcome = guard_outcome_name(d->outcome);
+        o->ev.codes = o->codes;
+        snprintf(o->fingerprint, sizeof o->fingerprint, "%s",
+                 fingerprint != NULL && *fingerprint ? fingerprint : evlog_evaluator());
+        o->ev.fingerprint = o->fingerprint;
+        if ((o->witness = strdup(d->witness != NULL ? d->witness : "")) == NULL)
+            return STORE_ENOMEM;
+        o->ev.witness = o->witness;
+    }
+    if ((detail != NULL && (o->detail = evlog_text_of(detail)) == NULL) ||
+        (snapshot != NULL && (o->snapshot = evlog_text_of(snapshot)) == NULL)) {
+        evlog_owned_free(o);
+        return STORE_ENOMEM;
+    }
+    o->ev.detail = o->detail;
+    o->ev.snapshot = o->snapshot;
+    return STORE_OK;
+}
+
+void evlog_owned_free(evlog_owned *o)
+{
+    free(o->witness);
+    free(o->detail);
+    free(o->snapshot);
+    memset(o, 0, sizeof *o);
+}
+
+/* --- per-run locks (throughput only; see evlog.h) ----------------------------------------- */
+
+#define EVLOG_LOCKS 256
+static pthread_mutex_t evlog_locks[EVLOG_LOCKS];
+static pthread_once_t evlog_locks_once = PTHREAD_ONCE_INIT;
+static bool evlog_locks_ok;
+
+static void evlog_locks_init(void)
+{
+    evlog_locks_ok = true;
+    for (int i = 0; i < EVLOG_LOCKS; i++)
+        if (pthread_mutex_init(&evlog_locks[i], NULL) != 0)
+            evlog_locks_ok = false;
+}
+
+/* The lock of run_id, or NULL (then writers only rely on the conditional write). */
+static pthread_mutex_t *evlog_lock_of(const char *run_id)
+{
+    if (pthread_once(&evlog_locks_once, evlog_locks_init) != 0 || !evlog_locks_ok)
+        return NULL;
+    uint32_t h = 2166136261u;
+    for (const unsigned char *p = (const unsigned char *)run_id; *p; p++)
+        h = (h ^ *p) * 16777619u;
+    return &evlog_locks[h % EVLOG_LOCKS];
+}
+
+/* --- reading ------------------------------------------------------------------------------ */
+
+static void evlog_copy(char *dst, size_t n, const json_t *v)
+{
+    const char *s = json_string_value(v);
+    snprintf(dst, n, "%s", s != NULL ? s : "");
+}
+
+/* Fills head from a charter_run_head reply (or a conflict reply's "head"). */
+static int evlog_head_from(const json_t *j, evlog_head *head)
+{
+    memset(head, 0, sizeof *head);
+    const json_t *seq = json_object_get(j, "seq");
+    const json_t *now = json_object_get(j, "now");
+    if (!json_is_object(j) || !json_is_integer(seq) || json_integer_value(seq) < 0 ||
+        !json_is_string(now))
+        return STORE_EPROTO;
+    head->exists = json_is_true(json_object_get(j, "exists"));
+    head->seq = (uint64_t)json_integer_value(seq);
+    evlog_copy(head->hash, sizeof head->hash, json_object_get(j, "hash"));
+    evlog_copy(head->status, sizeof head->status, json_object_get(j, "status"));
+    evlog_copy(head->now, sizeof head->now, now);
+    evlog_copy(head->next_context, sizeof head->next_context, json_object_get(j, "next_context"));
+    if (head->seq > 0 && !evlog_hex64(head->hash))
+        return STORE_EPROTO;
+    return STORE_OK;
+}
+
+int evlog_read_head(store *st, const char *run_id, evlog_head *head)
+{
+    const char *args[1] = {run_id};
+    json_t *reply = NULL;
+    memset(head, 0, sizeof *head);
+    int rc = store_call(st, "run_head", 1, args, &reply);
+    if (rc == STORE_OK)
+        rc = evlog_head_from(reply, head);
+    json_decref(reply);
+    return rc;
+}
+
+/* --- writing ------------------------------------------------------------------------------ */
+
+/* Fits the event and arguments to the head about to be sealed on (a status change names the
+ * status it leaves, a new context its id). Returns STORE_OK or a failure that ends the write. */
+typedef int (*evlog_adjust)(void *arg, const evlog_head *head, evlog_event *ev, const char **args);
+
+typedef struct {
+    const char *fn;
+    const char *run_id;
+    const char *args[4]; /* the function's arguments before the event */
+    int nargs;
+    evlog_event ev;
+    bool run_must_exist;
+    evlog_adjust adjust;
+    void *adjust_arg;
+} evlog_write_spec;
+
+/* The sealed event as the writing functions take it. *text is the JSON text, caller frees. */
+static int evlog_seal(const char *run_id, const evlog_event *ev, const evlog_head *head,
+                      evlog_sealed *sealed, char **text)
+{
+    char seq[24];
+    sealed->seq = head->seq + 1;
+    snprintf(seq, sizeof seq, "%llu", (unsigned long long)sealed->seq);
+    snprintf(sealed->ts, sizeof sealed->ts, "%s", head->now);
+    snprintf(sealed->prev, sizeof sealed->prev, "%s", head->seq > 0 ? head->hash : "");
+    const char *fingerprint = ev->fingerprint != NULL ? ev->fingerprint : "";
+    evlog_fields f = {run_id,      seq,        sealed->ts,   ev->kind,    ev->outcome, ev->codes,
+                      ev->witness, ev->detail, ev->snapshot, fingerprint, sealed->prev};
+    int rc = evlog_event_hash(&f, sealed->hash);
+    if (rc != STORE_OK)
+        return rc;
+#define EVLOG_S(x) ((x) != NULL ? (x) : "")
+    json_t *j =
+        json_pack("{s:s, s:s, s:s, s:s, s:s, s:s, s:s, s:I, s:s, s:s, s:s}", "kind",
+                  EVLOG_S(ev->kind), "outcome", EVLOG_S(ev->outcome), "codes", EVLOG_S(ev->codes),
+                  "witness", EVLOG_S(ev->witness), "detail", EVLOG_S(ev->detail), "snapshot",
+                  EVLOG_S(ev->snapshot), "fingerprint", fingerprint, "seq", (json_int_t)sealed->seq,
+                  "ts", sealed->ts, "prev", sealed->prev, "hash", sealed->hash);
+#undef EVLOG_S
+    if (j == NULL)
+        return STORE_ENOMEM;
+    *text = json_dumps(j, JSON_COMPACT);
+    json_decref(j);
+    return *text != NULL ? STORE_OK : STORE_ENOMEM;
+}
+
+static int evlog_write(store *st, evlog_write_spec *w, json_t **reply, evlog_sealed *sealed)
+{
+    evlog_sealed local;
+    if (sealed == NULL)
+        sealed = &local;
+    memset(sealed, 0, sizeof *sealed);
+    if (reply != NULL)
+        *reply = NULL;
+    if (w->run_id == NULL || *w->run_id == '\0')
+        return STORE_EINVAL;
+    pthread_mutex_t *lock = evlog_lock_of(w->run_id);
+    if (lock != NULL && pthread_mutex_lock(lock) != 0)
+        lock = NULL;
+
+    evlog_head head;
+    int rc = evlog_read_head(st, w->run_id, &head);
+    if (rc == STORE_OK && w->run_must_exist && !head.exists)
+        rc = STORE_ENOTFOUND;
+    bool written = false;
+    for (int attempt = 0; rc == STORE_OK && attempt < EVLOG_ATTEMPTS; attempt++) {
+        evlog_event ev = w->ev;
+        const char *args[5];
+        memcpy(args, w->args, sizeof w->args);
+        if (w->adjust != NULL && (rc = w->adjust(w->adjust_arg, &head, &ev, args)) != STORE_OK)
+            break;
+        char *text = NULL;
+        if ((rc = evlog_seal(w->run_id, &ev, &head, sealed, &text)) != STORE_OK)
+            break;
+        args[w->nargs] = text;
+        json_t *r = NULL;
+        rc = store_call(st, w->fn, w->nargs + 1, args, &r);
+        free(text);
+        if (rc != STORE_OK) {
+            json_decref(r);
+            break;
+        }
+        if (!json_is_true(json_object_get(r, "conflict"))) {
+            written = true;
+            if (reply != NULL)
+                *reply = r;
+            else
+                json_decref(r);
+            break;
+        }
+        /* Sealed again at once: the writer that moved the head has made progress, and waiting
+         * would only let the next one of its process overtake this one again. */
+        rc = evlog_head_from(json_object_get(r, "head"), &head);
+        json_decref(r);
+    }
+    if (rc == STORE_OK && !written) {
+        rc = STORE_EUNAVAILABLE; /* the head kept moving: fail closed */
+        log_error("event %s of run %s not written: its head moved %d times in a row",
+                  w->ev.kind ? w->ev.kind : "?", w->run_id, EVLOG_ATTEMPTS);
+    } else if (rc != STORE_OK && rc != STORE_ENOTFOUND && rc != STORE_EEXISTS) {
+        log_error("event %s of run %s not written: %s", w->ev.kind ? w->ev.kind : "?", w->run_id,
+                  store_last_error(st));
+    }
+    if (lock != NULL)
+        pthread_mutex_unlock(lock);
+    if (rc != STORE_OK)
+        memset(sealed, 0, sizeof *sealed);
+    return rc;
+}
+
+int evlog_append(store *st, const char *run_id, const evlog_event *ev, evlog_sealed *sealed)
+{
+    evlog_write_spec w = {
+        .fn = "append_event",
+        .run_id = run_id,
+        .args = {run_id},
+        .nargs = 1,
+        .ev = *ev,
+        .run_must_exist = true,
+    };
+    return evlog_write(st, &w, NULL, sealed);
+}
+
+int evlog_create_run(store *st, const json_t *run_doc, json_t **reply)
+{
+    const char *id = json_string_value(json_object_get(run_doc, "id"));
+    const char *mode = json_string_value(json_object_get(run_doc, "mode"));
+    char detail[96];
+    snprintf(detail, sizeof detail, "mode %.80s", mode != NULL ? mode : "");
+    char *doc = evlog_json_text(run_doc);
+    if (doc == NULL)
+        return STORE_ENOMEM;
+    evlog_write_spec w = {
+        .fn = "create_run",
+        .run_id = id,
+        .args = {doc},
+        .nargs = 1,
+        .ev = {.kind = "run_created", .detail = detail},
+    };
+    int rc = evlog_write(st, &w, reply, NULL);
+    free(doc);
+    return rc;
+}
+
+typedef struct {
+    const char *to;
+    const char *detail;
+    char *text;
+} evlog_transition_arg;
+
+static int evlog_transition_adjust(void *arg, const evlog_head *head, evlog_event *ev,
+                                   const char **args)
+{
+    evlog_transition_arg *t = arg;
+    (void)args;
+    free(t->text);
+    size_t n = strlen(head->status) + strlen(t->to) + strlen(t->detail) + 16;
+    if ((t->text = malloc(n)) == NULL)
+        return STORE_ENOMEM;
+    snprintf(t->text, n, "%s -> %s%s%s", head->status, t->to, *t->detail ? ": " : "", t->detail);
+    ev->detail = t->text;
+    return STORE_OK;
+}
+
+int evlog_transition(store *st, const char *run_id, const char *from, const char *to,
+                     const char *detail, evlog_sealed *sealed, char current[32])
+{
+    evlog_transition_arg t = {to, detail != NULL ? detail : "", NULL};
+    evlog_write_spec w = {
+        .fn = "transition_run",
+        .run_id = run_id,
+        .args = {run_id, from, to},
+        .nargs = 3,
+        .ev = {.kind = "status_changed"},
+        .run_must_exist = true,
+        .adjust = evlog_transition_adjust,
+        .adjust_arg = &t,
+    };
+    json_t *reply = NULL;
+    int rc = evlog_write(st, &w, &reply, sealed);
+    free(t.text);
+    if (rc == STORE_OK && !json_is_true(json_object_get(reply, "ok"))) {
+        if (current != NULL)
+            evlog_copy(current, 32, json_object_get(reply, "status"));
+        if (sealed != NULL)
+            memset(sealed, 0, sizeof *sealed);
+        rc = STORE_EREFUSED;
+    }
+    json_decref(reply);
+    return rc;
+}
+
+typedef struct {
+    const char *run_id, *step, *actor;
+    char *doc;
+    char detail[512];
+} evlog_context_arg;
+
+static int evlog_context_adjust(void *arg, const evlog_head *head, evlog_event *ev,
+                                const char **args)
+{
+    evlog_context_arg *c = arg;
+    free(c->doc);
+    json_t *j = json_pack("{s:s, s:s, s:s, s:s}", "run_id", c->run_id, "step", c->step, "actor",
+                          c->actor, "id", head->next_context);
+    c->doc = evlog_json_text(j);
+    json_decref(j);
+    if (c->doc == NULL)
+        return STORE_ENOMEM;
+    snprintf(c->detail, sizeof c->detail, "step %s context %s actor %s", c->step,
+             head->next_context, c->actor);
+    ev->detail = c->detail;
+    args[0] = c->doc;
+    return STORE_OK;
+}
+
+int evlog_open_context(store *st, const char *run_id, const char *step, const char *actor,
+                       json_t **reply)
+{
+    evlog_context_arg c = {run_id, step, actor, NULL, ""};
+    evlog_write_spec w = {
+        .fn = "open_context",
+        .run_id = run_id,
+        .args = {NULL},
+        .nargs = 1,
+        .ev = {.kind = "step_opened"},
+        .run_must_exist = true,
+        .adjust = evlog_context_adjust,
+        .adjust_arg = &c,
+    };
+    int rc = evlog_write(st, &w, reply, NULL);
+    free(c.doc);
+    return rc;
+}
+
+int evlog_create_artifact(store *st, const char *run_id, const json_t *doc, const evlog_event *ev,
+                          json_t **reply)
+{
+    char *text = evlog_json_text(doc);
+    if (text == NULL)
+        return STORE_ENOMEM;
+    evlog_write_spec w = {
+        .fn = "create_artifact",
+        .run_id = run_id,
+        .args = {text},
+        .nargs = 1,
+        .ev = *ev,
+        .run_must_exist = true,
+    };
+    int rc = evlog_write(st, &w, reply, NULL);
+    free(text);
+    return rc;
+}
+
+int evlog_commit_delivery(store *st, const char *run_id, const json_t *doc, const evlog_event *ev,
+                          json_t **reply)
+{
+    char *text = evlog_json_text(doc);
+    if (text == NULL)
+        return STORE_ENOMEM;
+    evlog_write_spec w = {
+        .fn = "commit_delivery",
+        .run_id = run_id,
+        .args = {text},
+        .nargs = 1,
+        .ev = *ev,
+    };
+    int rc = evlog_write(st, &w, reply, NULL);
+    free(text);
+    return rc;
+}
+
+int evlog_interrupt_runs(store *st, json_t **ids)
+{
+    if (ids != NULL)
+        *ids = NULL;
+    json_t *reply = NULL;
+    int rc = store_call(st, "unfinished_runs", 0, NULL, &reply);
+    if (rc != STORE_OK)
+        return rc;
+    json_t *done = json_array();
+    if (done == NULL) {
+        json_decref(reply);
+        return STORE_ENOMEM;
+    }
+    size_t i;
+    json_t *v;
+    json_array_foreach(json_object_get(reply, "runs"), i, v)
+    {
+        const char *id = json_string_value(v);
+        if (id == NULL)
+            continue;
+        int one = evlog_transition(st, id, "running,recovering", "interrupted",
+                                   "charterd restarted", NULL, NULL);
+        if (one == STORE_OK) {
+            if (json_array_append_new(done, json_string(id)) != 0)
+                one = STORE_ENOMEM;
+        } else if (one == STORE_EREFUSED) {
+            one = STORE_OK; /* it moved on by itself meanwhile */
+        }
+        if (one != STORE_OK && rc == STORE_OK)
+            rc = one;
+    }
+    json_decref(reply);
+    if (ids != NULL && rc == STORE_OK)
+        *ids = done;
+    else
+        json_decref(done);
+    return rc;
+}
+
+/* --- audit ------------------------------------------------------------------------------- */
+
+#define EVLOG_AUDIT_PAGE "500"
+
+static int evlog_audit_fail(evlog_audit_result *out, uint64_t seq, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+
+static int evlog_audit_fail(evlog_audit_result *out, uint64_t seq, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(out->problem, sizeof out->problem, fmt, ap);
+    va_end(ap);
+    out->intact = false;
+    out->first_bad_seq = seq;
+    return 1;
+}
+
+static const char *evlog_str(const json_t *o, const char *k)
+{
+    const char *s = json_string_value(json_object_get(o, k));
+    return s != NULL ? s : "";
+}
+
+/* The hashes of the events verified so far, by seq (index seq - 1). */
+typedef struct {
+    char (*items)[65];
+    size_t n, cap;
+} evlog_hashes;
+
+static int evlog_hashes_add(evlog_hashes *h, const char *hash)
+{
+    if (h->n == h->cap) {
+        size_t cap = h->cap ? h->cap * 2 : 256;
+        char(*grown)[65] = realloc(h->items, cap * sizeof *grown);
+        if (grown == NULL)
+            return STORE_ENOMEM;
+        h->items = grown;
+        h->cap = cap;
+    }
+    snprintf(h->items[h->n++], 65, "%s", hash);
+    return STORE_OK;
+}
+
+/* The 1-based seq of the verified event whose hash is hash, or 0. */
+static uint64_t evlog_hashes_find(const evlog_hashes *h, const char *hash)
+{
+    for (size_t i = 0; i < h->n; i++)
+        if (strcmp(h->items[i], hash) == 0)
+            return (uint64_t)i + 1;
+    return 0;
+}
+
+/* Checks one place of the log. Returns 0 to go on, 1 when the first bad event was found, or a
+ * negative STORE_E* failure. head_seq may grow: an event appended during the audit (beyond the
+ * head read at its start, sealed and chained) is accepted. */
+/* Whether the stored event e (an audit_events entry) hashes to its stored hash. */
+static int evlog_entry_holds(const json_t *e, const char *run_id, bool *holds)
+{
+    evlog_fields f = {run_id,
+                      evlog_str(e, "stored_seq"),
+                      evlog_str(e, "ts"),
+                      evlog_str(e, "kind"),
+                      evlog_str(e, "outcome"),
+                      evlog_str(e, "codes"),
+                      evlog_str(e, "witness"),
+                      evlog_str(e, "detail"),
+                      evlog_str(e, "snapshot"),
+                      evlog_str(e, "fingerprint"),
+                      evlog_str(e, "prev")};
+    char hash[65];
+    int rc = evlog_event_hash(&f, hash);
+    *holds = rc == STORE_OK && strcmp(hash, evlog_str(e, "hash")) == 0 &&
+             strcmp(evlog_str(e, "run_id"), run_id) == 0;
+    return rc;
+}
+
+/* next is the entry of the following place when the page holds it (NULL otherwise): an event
+ * that does not hold is an insertion when the event sealed for its place follows it. */
+static int evlog_audit_place(const json_t *e, const json_t *next, const char *run_id,
+                             uint64_t *head_seq, evlog_hashes *verified, evlog_audit_result *out)
+{
+    json_t *atj = json_object_get(e, "at");
+    if (!json_is_integer(atj) || json_integer_value(atj) < 1)
+        return STORE_EPROTO;
+    uint64_t at = (uint64_t)json_integer_value(atj);
+    bool missing = json_is_true(json_object_get(e, "missing"));
+    bool indexed = json_is_true(json_object_get(e, "indexed"));
+    if (missing) {
+        if (at > *head_seq)
+            return indexed ? evlog_audit_fail(out, at,
+                                              "event %llu was inserted: the run's index lists "
+                                              "it beyond the run's last event %llu",
+                                              (unsigned long long)at, (unsigned long long)*head_seq)
+                           : 0;
+        return evlog_audit_fail(out, at, "event %llu was removed: no event is stored at seq %llu",
+                                (unsigned long long)at, (unsigned long long)at);
+    }
+    out->events++;
+    if (!indexed && at <= *head_seq)
+        return evlog_audit_fail(out, at,
+                                "event %llu was removed from the run's index (its event is "
+                                "stored, but the run no longer lists it)",
+                                (unsigned long long)at);
+    const char *stored_seq = evlog_str(e, "stored_seq");
+    const char *stored = evlog_str(e, "hash");
+    const char *prev = evlog_str(e, "prev");
+    bool holds = false;
+    int rc = evlog_entry_holds(e, run_id, &holds);
+    if (rc != STORE_OK)
+        return rc;
+    const char *expected_prev = verified->n > 0 ? verified->items[verified->n - 1] : "";
+    bool links = strcmp(prev, expected_prev) == 0;
+    char want_seq[24];
+    snprintf(want_seq, sizeof want_seq, "%llu", (unsigned long long)at);
+    bool in_place = strcmp(stored_seq, want_seq) == 0;
+
+    if (at > *head_seq) {
+        if (holds && links && in_place && at == *head_seq + 1) {
+            *head_seq = at; /* appended while the audit ran */
+        } else {
+            return evlog_audit_fail(out, at,
+                                    "event %llu was inserted: it lies beyond the run's last "
+                                    "event %llu",
+                                    (unsigned long long)at, (unsigned long long)*head_seq);
+        }
+    } else if (!holds) {
+        bool next_holds = false;
+        if (next != NULL && !json_is_true(json_object_get(next, "missing")) &&
+            strcmp(evlog_str(next, "stored_seq"), want_seq) == 0 &&
+            (rc = evlog_entry_holds(next, run_id, &next_holds)) != STORE_OK)
+            return rc;
+        if (next_holds)
+            return evlog_audit_fail(out, at,
+                                    "event %llu was inserted: the event sealed as %llu now lies "
+                                    "after it",
+                                    (unsigned long long)at, (unsigned long long)at);
+        return evlog_audit_fail(out, at,
+                                "event %llu was changed: its fields no longer hash to the hash "
+                                "it was sealed with",
+                                (unsigned long long)at);
+    } else if (!in_place) {
+        unsigned long long was = strtoull(stored_seq, NULL, 10);
+        return was > at ? evlog_audit_fail(out, at,
+                                           "event %llu was removed: event %llu was moved into "
+                                           "its place",
+                                           (unsigned long long)at, was)
+                        : evlog_audit_fail(out, was + 1,
+                                           "event %llu was inserted: event %llu was moved "
+                                           "behind it",
+                                           was + 1, was);
+    } else if (!links) {
+        uint64_t j = *prev ? evlog_hashes_find(verified, prev) : 0;
+        if (j > 0 && j + 1 < at)
+            return evlog_audit_fail(out, j + 1,
+                                    "event %llu was inserted: event %llu was sealed right after "
+                                    "event %llu",
+                                    (unsigned long long)(j + 1), (unsigned long long)at,
+                                    (unsigned long long)j);
+        return evlog_audit_fail(out, at,
+                                "event %llu was removed: the event at seq %llu was sealed after "
+                                "an event no longer in the log",
+                                (unsigned long long)at, (unsigned long long)at);
+    }
+    return evlog_hashes_add(verified, stored) == STORE_OK ? 0 : STORE_ENOMEM;
+}
+
+/* The checks after the walk: the run's head, its receipt, its deliveries. */
+static void evlog_audit_tail(const json_t *run, const json_t *deliveries, uint64_t head_seq,
+                             const char *run_id, const evlog_hashes *verified,
+                             evlog_audit_result *out)
+{
+    const char *head = evlog_str(run, "head");
+    const char *last = verified->n > 0 ? verified->items[verified->n - 1] : "";
+    if (verified->n == head_seq && strcmp(head, last) != 0) {
+        evlog_audit_fail(out, head_seq,
+                         "event %llu was changed: the run's head records another hash",
+                         (unsigned long long)head_seq);
+        return;
+    }
+    size_t i;
+    json_t *d;
+    json_array_foreach(deliveries, i, d)
+    {
+        json_t *s = json_object_get(d, "event_seq");
+        uint64_t seq = json_is_integer(s) ? (uint64_t)json_integer_value(s) : 0;
+        if (seq > head_seq) {
+            evlog_audit_fail(out, head_seq + 1,
+                             "event %llu was removed: delivery %s was recorded by event %llu, "
+                             "beyond the run's last event %llu",
+                             (unsigned long long)head_seq + 1, evlog_str(d, "invocation_id"),
+                             (unsigned long long)seq, (unsigned long long)head_seq);
+            return;
+        }
+    }
+    const char *text = json_string_value(json_object_get(run, "receipt"));
+    if (text == NULL || !evlog_keyed())
+        return;
+    json_t *rj = json_loads(text, 0, NULL);
+    Charter__V1__Receipt r;
+    char reason[160];
+    bool parsed = rj != NULL && receipt_issue_parse(rj, &r) == STORE_OK;
+    if (!parsed || strcmp(r.kind, "run") != 0 || strcmp(r.run_id, run_id) != 0 ||
+        charter_receipt_verify(&r, evlog_cfg.key, evlog_cfg.key_len, reason, sizeof reason) != 0) {
+        evlog_audit_fail(out, head_seq, "the run's receipt was altered: it does not verify");
+    } else if (r.last_seq > head_seq) {
+        evlog_audit_fail(out, head_seq + 1,
+                         "event %llu was removed: the run's receipt covers events up to %llu",
+                         (unsigned long long)head_seq + 1, (unsigned long long)r.last_seq);
+    } else if (r.last_seq >= 1 && r.last_seq <= verified->n &&
+               strcmp(verified->items[r.last_seq - 1], r.last_event_hash) != 0) {
+        evlog_audit_fail(out, r.last_seq,
+                         "event %llu was changed: the run's receipt records another hash",
+                         (unsigned long long)r.last_seq);
+    }
+    if (parsed)
+        receipt_issue_clear(&r);
+    json_decref(rj);
+}
+
+int evlog_audit(store *st, const char *run_id, evlog_audit_result *out)
+{
+    memset(out, 0, sizeof *out);
+    out->intact = true;
+    out->keyed = evlog_keyed();
+    evlog_hashes verified = {NULL, 0, 0};
+    json_t *first = NULL;
+    uint64_t head_seq = 0, after = 0, upper = 0;
+    int rc = STORE_OK, found = 0;
+    do {
+        char a[24];
+        snprintf(a, sizeof a, "%llu", (unsigned long long)after);
+        const char *args[3] = {run_id, a, EVLOG_AUDIT_PAGE};
+        json_t *page = NULL;
+        if ((rc = store_call(st, "audit_events", 3, args, &page)) != STORE_OK)
+            break;
+        json_t *u = json_object_get(page, "upper");
+        json_t *events = json_object_get(page, "events");
+        if (!json_is_integer(u) || json_integer_value(u) < 0) {
+            json_decref(page);
+            rc = STORE_EPROTO;
+            break;
+        }
+        if (first == NULL) {
+            first = page;
+            json_t *s = json_object_get(json_object_get(page, "run"), "seq");
+            head_seq = json_is_integer(s) ? (uint64_t)json_integer_value(s) : 0;
+        }
+        upper = (uint64_t)json_integer_value(u);
+        size_t i, n = 0;
+        json_t *e;
+        json_array_foreach(events, i, e)
+        {
+            n++;
+            after = (uint64_t)json_integer_value(json_object_get(e, "at"));
+            found = evlog_audit_place(e, json_array_get(events, i + 1), run_id, &head_seq,
+                                      &verified, out);
+            if (found != 0)
+                break;
+        }
+        if (page != first)
+            json_decref(page);
+        if (found < 0) {
+            rc = found;
+            break;
+        }
+        if (n == 0)
+            break;
+    } while (found == 0 && after < upper);
+    if (rc == STORE_OK && found == 0)
+        evlog_audit_tail(json_object_get(first, "run"), json_object_get(first, "deliveries"),
+                         head_seq, run_id, &verified, out);
+    json_decref(first);
+    free(verified.items);
+    if (rc != STORE_OK)
+        memset(out, 0, sizeof *out);
+    return rc;
+}

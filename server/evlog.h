@@ -1,0 +1,208 @@
+/*
+ * evlog.h - a run's event log as a hash chain, sealed in charterd: every event carries the
+ * hash of the one before it (prev) and its own hash over a canonical text, SHA-256 or, with an
+ * integrity key, HMAC-SHA256, so an event that was changed, removed or inserted shows.
+ *
+ * The key never leaves this process, so the hash is computed here, not in Redis. Writing an
+ * event is optimistic: read the run's head (seq, hash) and the database time with a read-only
+ * query, seal the event as seq + 1 on that head, and let the writing function store it only if
+ * the head is still the same; when it moved, the function writes nothing and answers with the
+ * new head, and the event is sealed again (at most EVLOG_ATTEMPTS times, then the write fails
+ * closed). Correctness rests on that conditional write alone, so any number of charterd
+ * processes may write to one run. Within one process, writers of the same run also take a
+ * per-run lock around read-seal-write, so a busy run's workers queue instead of starving each
+ * other with conflicts; the lock is for throughput, never for safety.
+ *
+ * Every function here that writes goes through that loop: callers hand over an event (kind,
+ * outcome, codes, witness, detail, snapshot) and the function's other arguments, nothing else.
+ */
+#ifndef CHARTER_EVLOG_H
+#define CHARTER_EVLOG_H
+
+#include <jansson.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "guard.h"
+#include "store.h"
+
+/* Seal-and-write attempts before a write that keeps meeting a moved head fails closed. Within
+ * one process writers of a run queue on its lock; across processes a writer that lost re-seals
+ * at once from the head the conflict reported, and still loses a race to another process's
+ * next writer now and then (on a busy two-core host about one time in three), so the bound is
+ * set where losing every time is practically impossible rather than merely unlikely. */
+#define EVLOG_ATTEMPTS 64
+
+/* An event to write; every text borrowed, NULL reads as "". detail and snapshot are stored
+ * byte for byte (JSON texts made by evlog_json_text). fingerprint is the fingerprint of the
+ * evaluator that made the decision the event records (replay_fingerprint_of the workflow
+ * version it acted under), "" for an event that records no decision. */
+typedef struct {
+    const char *kind;
+    const char *outcome;
+    const char *codes;
+    const char *witness;
+    const char *detail;
+    const char *snapshot;
+    const char *fingerprint;
+} evlog_event;
+
+/* An event whose texts it owns (made by evlog_owned_event). */
+typedef struct {
+    evlog_event ev;
+    char codes[512];
+    char fingerprint[65];
+    char *witness;
+    char *detail;
+    char *snapshot;
+} evlog_owned;
+
+/* Fills o with an event of kind recording decision d (NULL: an event that records none, e.g.
+ * a model request) made by the evaluator whose fingerprint is fingerprint (NULL or "" for the
+ * process's, evlog_evaluator; ignored without d), with detail and snapshot (either may be
+ * NULL) as texts: a JSON string is its own text, any other value its evlog_json_text. Returns
+ * STORE_OK or STORE_ENOMEM; free with evlog_owned_free in both cases. */
+int evlog_owned_event(evlog_owned *o, const char *kind, const guard_decision *d,
+                      const char *fingerprint, const json_t *detail, const json_t *snapshot);
+void evlog_owned_free(evlog_owned *o);
+
+/* The head of a run as charter_run_head reports it. */
+typedef struct {
+    bool exists;
+    uint64_t seq;          /* the last event's seq, 0 before the first */
+    char hash[65];         /* the last event's hash, "" before the first */
+    char status[32];       /* the run's status */
+    char now[32];          /* database time "<seconds>.<6 digits>" */
+    char next_context[32]; /* the context id the next charter_open_context creates */
+} evlog_head;
+
+/* How an event was sealed and written. */
+typedef struct {
+    uint64_t seq;
+    char ts[32];
+    char prev[65];
+    char hash[65];
+} evlog_sealed;
+
+/* One event as stored, for hashing: every field a NUL-terminated text (seq in decimal). */
+typedef struct {
+    const char *run_id, *seq, *ts, *kind, *outcome, *codes, *witness, *detail, *snapshot,
+        *fingerprint, *prev;
+} evlog_fields;
+
+/* --- the process's integrity configuration (set once at startup) -------------------------- */
+
+/* Sets the integrity key (key_len bytes, copied; key NULL or key_len 0 for none) and the
+ * evaluator fingerprint (64 hex digits, or NULL for none) of the default workflow, recorded by
+ * a decision event that does not name its own.
+ * Call once before any thread uses this module; read-only afterwards. Returns 0, or -1 for a
+ * key longer than CHARTER_RECEIPT_KEY_MAX bytes or a malformed fingerprint. */
+int evlog_configure(const unsigned char *key, size_t key_len, const char *evaluator);
+
+/* Wipes the key from memory (at exit). */
+void evlog_forget_key(void);
+
+/* True when an integrity key is configured. */
+bool evlog_keyed(void);
+
+/* The configured evaluator fingerprint ("" when none). */
+const char *evlog_evaluator(void);
+
+/* Lowercase hex HMAC-SHA256 under the integrity key of len bytes of data. Returns 0, or -1
+ * when there is no key or OpenSSL failed (hex is then all zeros). */
+int evlog_mac(const void *data, size_t len, char hex[65]);
+
+/* Hex HMAC-SHA256 of "charter integrity key check" under the key: what the graph records so a
+ * later start with another key is refused. Returns 0, or -1 when there is no key. */
+int evlog_key_check(char hex[65]);
+
+/* Records the process's integrity mode in the graph the first time (charter_integrity) and
+ * refuses a mismatch: a keyed graph started keyless, a keyless graph started keyed, or a keyed
+ * graph started with another key. Returns 0, STORE_EREFUSED with a one-line reason in err
+ * (naming no secret), or the store's failure (reason in err). */
+int evlog_claim_integrity(store *st, char *err, size_t errlen);
+
+/* --- canonical text and hashes ----------------------------------------------------------- */
+
+/* The canonical text of an event: the line "charter-event-1", then for run_id, seq, ts, kind,
+ * outcome, codes, witness, detail, snapshot, fingerprint, prev in this order one line
+ * "<name>=<byte length>:<bytes>" each, every line ended by "\n" (lengths make it unambiguous
+ * whatever the bytes). *text is malloc'd (caller frees), *len its length. Returns 0 or
+ * STORE_ENOMEM. */
+int evlog_event_text(const evlog_fields *f, char **text, size_t *len);
+
+/* The hash of an event: HMAC-SHA256 under the integrity key when there is one, else SHA-256,
+ * over evlog_event_text(f), as lowercase hex. Returns 0 or STORE_ENOMEM. */
+int evlog_event_hash(const evlog_fields *f, char hex[65]);
+
+/* v as compact JSON text with sorted keys and doubles at 17 significant digits, so a time
+ * survives a snapshot exactly. Caller frees; NULL when v is NULL or memory ran out. */
+char *evlog_json_text(const json_t *v);
+
+/* --- reading ------------------------------------------------------------------------------ */
+
+/* The run's head (charter_run_head). Returns STORE_OK or the store's failure; a run that does
+ * not exist is STORE_OK with head->exists false. */
+int evlog_read_head(store *st, const char *run_id, evlog_head *head);
+
+/* --- writing (each seals its event on the current head, retrying on a moved head) --------- */
+
+/* Appends ev to run_id's events (charter_append_event). *sealed (may be NULL) tells how.
+ * Returns STORE_OK, STORE_ENOTFOUND (run), STORE_EINVAL, STORE_EUNAVAILABLE (database
+ * unreachable, or EVLOG_ATTEMPTS conflicts), STORE_ENOMEM, STORE_EPROTO. */
+int evlog_append(store *st, const char *run_id, const evlog_event *ev, evlog_sealed *sealed);
+
+/* Creates run run_doc.id (charter_create_run, run_doc {id,task,mode,workflow}) with its
+ * run_created event (detail "mode <mode>"). *reply (may be NULL) is the function's reply,
+ * caller decrefs. Returns as evlog_append, STORE_EEXISTS for a taken id. */
+int evlog_create_run(store *st, const json_t *run_doc, json_t **reply);
+
+/* Moves run_id from one of the statuses in from (comma list) to to (charter_transition_run),
+ * writing status_changed with detail "<old> -> <to>" and ": <detail>" when detail is not
+ * empty. Returns STORE_OK (moved; *sealed tells how, may be NULL), STORE_EREFUSED when the run
+ * was in another status (copied to current, 32 bytes, when not NULL), or as evlog_append. */
+int evlog_transition(store *st, const char *run_id, const char *from, const char *to,
+                     const char *detail, evlog_sealed *sealed, char current[32]);
+
+/* Opens a context of step owned by actor in run_id (charter_open_context), writing step_opened
+ * with detail "step <step> context <id> actor <actor>". *reply as the function's reply.
+ * Returns as evlog_append, STORE_ENOTFOUND for the run or actor. */
+int evlog_open_context(store *st, const char *run_id, const char *step, const char *actor,
+                       json_t **reply);
+
+/* Creates an artifact (charter_create_artifact; doc without "event") with ev as its event. */
+int evlog_create_artifact(store *st, const char *run_id, const json_t *doc, const evlog_event *ev,
+                          json_t **reply);
+
+/* The conditional commit (charter_commit_delivery; doc without "event") with ev, of kind
+ * delivery_decided and outcome allow, as its event. *reply is the function's reply, whatever
+ * its status (committed, exists, refused). */
+int evlog_commit_delivery(store *st, const char *run_id, const json_t *doc, const evlog_event *ev,
+                          json_t **reply);
+
+/* Marks every run left running or recovering as interrupted (one transition each, detail
+ * "charterd restarted"). *ids (may be NULL) is a JSON list of the runs marked, caller decrefs.
+ * Returns STORE_OK or the first failure. */
+int evlog_interrupt_runs(store *st, json_t **ids);
+
+/* --- audit ------------------------------------------------------------------------------- */
+
+typedef struct {
+    bool intact;
+    uint64_t events;        /* events examined */
+    uint64_t first_bad_seq; /* 0 when intact */
+    char problem[256];      /* "" when intact */
+    bool keyed;             /* hashes are HMACs under the integrity key */
+} evlog_audit_result;
+
+/* Walks run_id's chain page by page (charter_audit_events) and names the first event that was
+ * changed (its stored hash is not the hash of its fields, or its head hash differs), removed
+ * (a place up to the run's seq holds no event or is missing from the index; an event whose
+ * own hash holds but whose prev is an earlier event's hash; the run's receipt or a delivery
+ * names a seq beyond the head) or inserted (an event beyond the run's head; an event whose
+ * prev links to no event before it). A run receipt is only trusted when its MAC checks.
+ * Returns STORE_OK with *out filled, STORE_ENOTFOUND, or the store's failure. */
+int evlog_audit(store *st, const char *run_id, evlog_audit_result *out);
+
+#endif

@@ -1,0 +1,363 @@
+/*
+ * receipt_issue.c - building, signing, attaching and reading back receipts (see
+ * receipt_issue.h). The canonical text and the MAC come from client/receipt.c, the very code
+ * the offline verifier runs; the key comes from evlog.c and never leaves this process.
+ */
+#include "receipt_issue.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "../client/receipt.h"
+#include "evlog.h"
+#include "replay.h"
+
+static json_t *strs_json(char *const *items, size_t n)
+{
+    json_t *a = json_array();
+    for (size_t i = 0; a != NULL && i < n; i++) {
+        if (json_array_append_new(a, json_string(items[i] != NULL ? items[i] : "")) != 0) {
+            json_decref(a);
+            return NULL;
+        }
+    }
+    return a;
+}
+
+#define RI_S(x) ((x) != NULL ? (x) : "")
+
+json_t *receipt_issue_json(const Charter__V1__Receipt *r)
+{
+    json_t *chain = strs_json(r->grant_chain, r->n_grant_chain);
+    json_t *deliveries = strs_json(r->deliveries, r->n_deliveries);
+    if (chain == NULL || deliveries == NULL) {
+        json_decref(chain);
+        json_decref(deliveries);
+        return NULL;
+    }
+    return json_pack("{s:s, s:s, s:s, s:s, s:s, s:s, s:o, s:s, s:s, s:s, s:I, s:s, s:o, s:s}",
+                     "kind", RI_S(r->kind), "run_id", RI_S(r->run_id), "invocation_id",
+                     RI_S(r->invocation_id), "payload_hash", RI_S(r->payload_hash), "recipient",
+                     RI_S(r->recipient), "tool", RI_S(r->tool), "grant_chain", chain, "time",
+                     RI_S(r->time), "evaluator", RI_S(r->evaluator), "status", RI_S(r->status),
+                     "last_seq", (json_int_t)r->last_seq, "last_event_hash",
+                     RI_S(r->last_event_hash), "deliveries", deliveries, "mac", RI_S(r->mac));
+}
+
+void receipt_issue_clear(Charter__V1__Receipt *r)
+{
+    free(r->grant_chain);
+    free(r->deliveries);
+    charter__v1__receipt__init(r);
+}
+
+/* A string field: absent or null reads as "", another type is malformed. */
+static int parse_text(const json_t *j, const char *k, char **out)
+{
+    static char empty[] = "";
+    const json_t *v = json_object_get(j, k);
+    *out = empty;
+    if (v == NULL || json_is_null(v))
+        return STORE_OK;
+    if (!json_is_string(v))
+        return STORE_EPROTO;
+    *out = (char *)json_string_value(v);
+    return STORE_OK;
+}
+
+static int parse_list(const json_t *j, const char *k, char ***out, size_t *n)
+{
+    const json_t *v = json_object_get(j, k);
+    *out = NULL;
+    *n = 0;
+    if (v == NULL || json_is_null(v) || (json_is_object(v) && json_object_size(v) == 0))
+        return STORE_OK;
+    if (!json_is_array(v))
+        return STORE_EPROTO;
+    size_t count = json_array_size(v);
+    if (count == 0)
+        return STORE_OK;
+    char **items = calloc(count, sizeof *items);
+    if (items == NULL)
+        return STORE_ENOMEM;
+    for (size_t i = 0; i < count; i++) {
+        const char *s = json_string_value(json_array_get(v, i));
+        if (s == NULL) {
+            free(items);
+            return STORE_EPROTO;
+        }
+        items[i] = (char *)s;
+    }
+    *out = items;
+    *n = count;
+    return STORE_OK;
+}
+
+int receipt_issue_parse(const json_t *j, Charter__V1__Receipt *r)
+{
+    charter__v1__receipt__init(r);
+    if (!json_is_object(j))
+        return STORE_EPROTO;
+    int rc = parse_text(j, "kind", &r->kind);
+    if (rc == STORE_OK)
+        rc = parse_text(j, "run_id", &r->run_id);
+    if (rc == STORE_OK)
+        rc = parse_text(j, "invocation_id", &r->invocation_id);
+    if (rc == STORE_OK)
+        rc = parse_text(j, "payload_hash", &r->payload_hash);
+    if (rc == STORE_OK)
+        rc = parse_text(j, "recipient", &r->recipient);
+    if (rc == STORE_OK)
+        rc = parse_text(j, "tool", &r->tool);
+    if (rc == STORE_OK)
+        rc = parse_text(j, "time", &r->time);
+    if (rc == STORE_OK)
+        rc = parse_text(j, "evaluator", &r->evaluator);
+    if (rc == STORE_OK)
+        rc = parse_text(j, "status", &r->status);
+    if (rc == STORE_OK)
+        rc = parse_text(j, "last_event_hash", &r->last_event_hash);
+    if (rc == STORE_OK)
+        rc = parse_text(j, "mac", &r->mac);
+    const json_t *seq = json_object_get(j, "last_seq");
+    if (rc == STORE_OK && json_is_integer(seq) && json_integer_value(seq) >= 0) {
+        r->last_seq = (uint64_t)json_integer_value(seq);
+    } else if (rc == STORE_OK && json_is_string(seq)) {
+        char *end = NULL;
+        const char *s = json_string_value(seq);
+        r->last_seq = strtoull(s, &end, 10);
+        if (*s < '0' || *s > '9' || end == NULL || *end != '\0')
+            rc = STORE_EPROTO;
+    } else if (rc == STORE_OK && seq != NULL && !json_is_null(seq)) {
+        rc = STORE_EPROTO;
+    }
+    if (rc == STORE_OK)
+        rc = parse_list(j, "grant_chain", &r->grant_chain, &r->n_grant_chain);
+    if (rc == STORE_OK)
+        rc = parse_list(j, "deliveries", &r->deliveries, &r->n_deliveries);
+    if (rc != STORE_OK)
+        receipt_issue_clear(r);
+    return rc;
+}
+
+/* MACs r (r->mac set to mac), attaches its JSON with charter_attach_receipt ({run_id,
+ * invocation_id or last_seq, receipt}) and answers with the receipt stored afterwards (ours,
+ * or one attached first by another caller); NULL in *stored when the function reports none. */
+static int sign_and_attach(store *st, Charter__V1__Receipt *r, char mac[65], bool for_run,
+                           json_t **stored)
+{
+    char err[160];
+    *stored = NULL;
+    if (!evlog_keyed())
+        return RECEIPT_ISSUE_ENOKEY;
+    /* The key stays in evlog.c: the MAC is taken there over the shared canonical text. */
+    char *text = NULL;
+    size_t len = 0;
+    int rc = charter_receipt_text(r, &text, &len, err, sizeof err);
+    if (rc != 0)
+        return rc == -CHARTER_RESOURCE_EXHAUSTED ? STORE_ENOMEM : STORE_EPROTO;
+    rc = evlog_mac(text, len, mac);
+    free(text);
+    if (rc != 0)
+        return STORE_EPROTO;
+    r->mac = mac;
+    json_t *rj = receipt_issue_json(r);
+    char *rtext = rj != NULL ? json_dumps(rj, JSON_COMPACT) : NULL;
+    json_decref(rj);
+    json_t *arg =
+        rtext != NULL ? json_pack("{s:s, s:s}", "run_id", r->run_id, "receipt", rtext) : NULL;
+    free(rtext);
+    if (arg == NULL)
+        return STORE_ENOMEM;
+    if (for_run)
+        rc = json_object_set_new(arg, "last_seq", json_integer((json_int_t)r->last_seq));
+    else
+        rc = json_object_set_new(arg, "invocation_id", json_string(r->invocation_id));
+    json_t *reply = NULL;
+    rc = rc == 0 ? store_call_json(st, "attach_receipt", arg, &reply) : STORE_ENOMEM;
+    json_decref(arg);
+    if (rc != STORE_OK)
+        return rc;
+    const char *now = json_string_value(json_object_get(reply, "receipt"));
+    if (now != NULL) {
+        *stored = json_loads(now, 0, NULL);
+        if (!json_is_object(*stored)) {
+            json_decref(*stored);
+            *stored = NULL;
+            rc = STORE_EPROTO;
+        }
+    }
+    json_decref(reply);
+    return rc;
+}
+
+/* The stored receipt text of an object (delivery or run), parsed; NULL when none. */
+static json_t *attached_receipt(const json_t *obj)
+{
+    const char *text = json_string_value(json_object_get(obj, "receipt"));
+    if (text == NULL)
+        return NULL;
+    json_t *j = json_loads(text, 0, NULL);
+    if (!json_is_object(j)) {
+        json_decref(j);
+        return NULL;
+    }
+    return j;
+}
+
+int receipt_issue_delivery(store *st, const json_t *delivery, json_t **receipt)
+{
+    *receipt = NULL;
+    if (!evlog_keyed())
+        return RECEIPT_ISSUE_ENOKEY;
+    if ((*receipt = attached_receipt(delivery)) != NULL)
+        return STORE_OK;
+    Charter__V1__Receipt r = CHARTER__V1__RECEIPT__INIT;
+    char *chain[64];
+    const json_t *jchain = json_object_get(delivery, "grant_chain");
+    size_t i;
+    const json_t *v;
+    json_array_foreach(jchain, i, v)
+    {
+        if (r.n_grant_chain == sizeof chain / sizeof chain[0] || !json_is_string(v))
+            return STORE_EPROTO;
+        chain[r.n_grant_chain++] = (char *)json_string_value(v);
+    }
+    r.kind = "delivery";
+    r.run_id = (char *)json_string_value(json_object_get(delivery, "run_id"));
+    r.invocation_id = (char *)json_string_value(json_object_get(delivery, "invocation_id"));
+    r.payload_hash = (char *)json_string_value(json_object_get(delivery, "payload_hash"));
+    r.recipient = (char *)json_string_value(json_object_get(delivery, "recipient"));
+    r.tool = (char *)json_string_value(json_object_get(delivery, "tool"));
+    r.grant_chain = chain;
+    r.time = (char *)json_string_value(json_object_get(delivery, "committed_at"));
+    r.evaluator = (char *)json_string_value(json_object_get(delivery, "evaluator"));
+    if (r.run_id == NULL || r.invocation_id == NULL || r.payload_hash == NULL ||
+        r.recipient == NULL || r.tool == NULL || r.time == NULL || r.n_grant_chain == 0)
+        return STORE_EPROTO;
+    if (r.evaluator == NULL)
+        r.evaluator = "";
+    char mac[65];
+    return sign_and_attach(st, &r, mac, false, receipt);
+}
+
+int receipt_issue_for_invocation(store *st, const char *run_id, const char *invocation_id,
+                                 json_t **receipt)
+{
+    *receipt = NULL;
+    if (!evlog_keyed())
+        return RECEIPT_ISSUE_ENOKEY;
+    const char *args[2] = {run_id, invocation_id};
+    json_t *reply = NULL;
+    int rc = store_call(st, "get_receipt", 2, args, &reply);
+    if (rc == STORE_OK) {
+        const json_t *d = json_object_get(reply, "delivery");
+        rc = json_is_object(d) ? receipt_issue_delivery(st, d, receipt) : STORE_EPROTO;
+    }
+    json_decref(reply);
+    return rc;
+}
+
+static int cmp_str(const void *a, const void *b)
+{
+    return strcmp(*(char *const *)a, *(char *const *)b);
+}
+
+/* One attempt at the run's receipt. *again is set when the run moved on while it was built. */
+static int run_receipt_once(store *st, const char *run_id, json_t **receipt, char status[32],
+                            bool *again)
+{
+    const char *args[2] = {run_id, ""};
+    json_t *reply = NULL;
+    *again = false;
+    int rc = store_call(st, "get_receipt", 2, args, &reply);
+    if (rc != STORE_OK)
+        return rc;
+    const json_t *run = json_object_get(reply, "run");
+    const json_t *seqj = json_object_get(run, "seq");
+    const char *st_now = json_string_value(json_object_get(run, "status"));
+    const char *head = json_string_value(json_object_get(run, "head"));
+    const char *last_ts = json_string_value(json_object_get(reply, "last_ts"));
+    if (!json_is_integer(seqj) || st_now == NULL || head == NULL || last_ts == NULL) {
+        json_decref(reply);
+        return STORE_EPROTO;
+    }
+    uint64_t seq = (uint64_t)json_integer_value(seqj);
+    if (status != NULL)
+        snprintf(status, 32, "%s", st_now);
+    json_t *have = attached_receipt(run);
+    json_t *have_seq = json_object_get(have, "last_seq");
+    if (have != NULL && json_is_integer(have_seq) &&
+        (uint64_t)json_integer_value(have_seq) == seq) {
+        *receipt = have;
+        json_decref(reply);
+        return STORE_OK;
+    }
+    json_decref(have);
+    if (strcmp(st_now, "completed") != 0 && strcmp(st_now, "blocked") != 0 &&
+        strcmp(st_now, "error") != 0) {
+        json_decref(reply);
+        return RECEIPT_ISSUE_ENOTENDED;
+    }
+    Charter__V1__Receipt r = CHARTER__V1__RECEIPT__INIT;
+    const json_t *dl = json_object_get(reply, "deliveries");
+    rc = STORE_OK;
+    if (json_is_array(dl) && json_array_size(dl) > 0) {
+        r.n_deliveries = json_array_size(dl);
+        if ((r.deliveries = calloc(r.n_deliveries, sizeof *r.deliveries)) == NULL)
+            rc = STORE_ENOMEM;
+        for (size_t i = 0; rc == STORE_OK && i < r.n_deliveries; i++) {
+            r.deliveries[i] = (char *)json_string_value(json_array_get(dl, i));
+            if (r.deliveries[i] == NULL)
+                rc = STORE_EPROTO;
+        }
+        if (rc == STORE_OK)
+            qsort(r.deliveries, r.n_deliveries, sizeof *r.deliveries, cmp_str);
+    }
+    r.kind = "run";
+    r.run_id = (char *)run_id;
+    r.status = (char *)st_now;
+    r.last_seq = seq;
+    r.last_event_hash = (char *)head;
+    r.time = (char *)last_ts;
+    /* The evaluator of the run's workflow (the run pins its full version). */
+    char evaluator[65];
+    const char *version = json_string_value(json_object_get(run, "workflow"));
+    if (version == NULL || replay_fingerprint_of(version, evaluator) != 0 || strlen(version) != 64)
+        snprintf(evaluator, sizeof evaluator, "%s", evlog_evaluator());
+    r.evaluator = evaluator;
+    char mac[65];
+    json_t *stored = NULL;
+    if (rc == STORE_OK)
+        rc = sign_and_attach(st, &r, mac, true, &stored);
+    free(r.deliveries);
+    json_decref(reply);
+    if (rc != STORE_OK)
+        return rc;
+    json_t *stored_seq = json_object_get(stored, "last_seq");
+    if (stored == NULL || !json_is_integer(stored_seq) ||
+        (uint64_t)json_integer_value(stored_seq) != seq) {
+        json_decref(stored);
+        *again = true;
+        return STORE_OK;
+    }
+    *receipt = stored;
+    return STORE_OK;
+}
+
+int receipt_issue_run(store *st, const char *run_id, json_t **receipt, char status[32])
+{
+    *receipt = NULL;
+    if (status != NULL)
+        status[0] = '\0';
+    if (!evlog_keyed())
+        return RECEIPT_ISSUE_ENOKEY;
+    for (int attempt = 0; attempt < 3; attempt++) {
+        bool again = false;
+        int rc = run_receipt_once(st, run_id, receipt, status, &again);
+        if (rc != STORE_OK || !again)
+            return rc;
+    }
+    return RECEIPT_ISSUE_ENOTENDED; /* it keeps moving: not ended for long enough to sign */
+}

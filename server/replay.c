@@ -1,0 +1,443 @@
+/*
+ * replay.c - the deciding half of the gates, and the replay of a recorded decision from its
+ * snapshot (see replay.h).
+ *
+ * Snapshots are the facts exactly as the gate had them, each with the workflow version and the
+ * step capability it acted under ({workflow, cap, ...}): input gate {gate:"input", step,
+ * context, ancestries:[raw charter_ancestry replies]}, source gate {gate:"source", step,
+ * context, resource}, delivery gate {gate:"delivery", step, context, request, ancestry, chain,
+ * now, payload:{id,hash,content_sha256}}. They are decoded with the store's own decoders and
+ * handed to the same functions the live gates call.
+ */
+#include "replay.h"
+
+#include <openssl/evp.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+extern const char embedded_guard_source[];
+extern const size_t embedded_guard_source_len;
+extern const char embedded_queries[];
+extern const size_t embedded_queries_len;
+
+/* --- the fingerprint ---------------------------------------------------------------------- */
+
+static int replay_digest_part(EVP_MD_CTX *md, const char *name, const char *data, size_t len)
+{
+    char head[64];
+    int n = snprintf(head, sizeof head, "%s=%zu:", name, len);
+    return EVP_DigestUpdate(md, head, (size_t)n) == 1 && EVP_DigestUpdate(md, data, len) == 1 &&
+                   EVP_DigestUpdate(md, "\n", 1) == 1
+               ? 0
+               : -1;
+}
+
+/* The digest state after the guard and the query library, computed once: both are compiled
+ * in, only the workflow differs between fingerprints. */
+static EVP_MD_CTX *replay_prefix;
+static pthread_once_t replay_prefix_once = PTHREAD_ONCE_INIT;
+
+static void replay_prefix_init(void)
+{
+    static const char format[] = "charter-evaluator-1\n";
+    EVP_MD_CTX *md = EVP_MD_CTX_new();
+    if (md == NULL || EVP_DigestInit_ex(md, EVP_sha256(), NULL) != 1 ||
+        EVP_DigestUpdate(md, format, sizeof format - 1) != 1 ||
+        replay_digest_part(md, "guard", embedded_guard_source, embedded_guard_source_len) != 0 ||
+        replay_digest_part(md, "queries", embedded_queries, embedded_queries_len) != 0) {
+        EVP_MD_CTX_free(md);
+        return;
+    }
+    replay_prefix = md;
+}
+
+int replay_fingerprint_of(const char *version, char hex[65])
+{
+    static const char digits[] = "0123456789abcdef";
+    unsigned char out[EVP_MAX_MD_SIZE];
+    unsigned int len = 0;
+    memset(hex, '0', 64);
+    hex[64] = '\0';
+    if (version == NULL || pthread_once(&replay_prefix_once, replay_prefix_init) != 0 ||
+        replay_prefix == NULL)
+        return -1;
+    EVP_MD_CTX *md = EVP_MD_CTX_new();
+    char line[160];
+    int n = snprintf(line, sizeof line, "workflow=%.128s\n", version);
+    int ok = md != NULL && EVP_MD_CTX_copy_ex(md, replay_prefix) == 1 &&
+             EVP_DigestUpdate(md, line, (size_t)n) == 1 && EVP_DigestFinal_ex(md, out, &len) == 1 &&
+             len == 32;
+    EVP_MD_CTX_free(md);
+    if (!ok)
+        return -1;
+    for (unsigned i = 0; i < 32; i++) {
+        hex[2 * i] = digits[out[i] >> 4];
+        hex[2 * i + 1] = digits[out[i] & 15];
+    }
+    return 0;
+}
+
+int replay_fingerprint(const workflow *wf, char hex[65])
+{
+    return replay_fingerprint_of(wf != NULL ? wf->version : NULL, hex);
+}
+
+static json_t *strs_json(const guard_strs *s)
+{
+    json_t *list = json_array();
+    for (size_t i = 0; list != NULL && i < s->n; i++)
+        if (json_array_append_new(list, json_string(s->items[i])) != 0) {
+            json_decref(list);
+            return NULL;
+        }
+    return list;
+}
+
+json_t *replay_cap_json(const guard_stepcap *cap)
+{
+    return json_pack("{s:s, s:s, s:s, s:o*, s:o*, s:o*}", "step", cap->step ? cap->step : "",
+                     "actor", cap->actor ? cap->actor : "", "grant", cap->grant ? cap->grant : "",
+                     "tools", strs_json(&cap->tools), "recipients", strs_json(&cap->recipients),
+                     "resources", strs_json(&cap->resources));
+}
+
+/* --- the deciding half of each gate ------------------------------------------------------- */
+
+static int outcome_rank(guard_outcome o)
+{
+    return o == GUARD_DENY ? 2 : o == GUARD_UNKNOWN ? 1 : 0;
+}
+
+/* The lists an allowed decision borrows from the facts: dropped once the facts are freed. */
+static void drop_borrowed(guard_decision *d)
+{
+    free(d->chain_order.items);
+    free(d->sources.items);
+    memset(&d->chain_order, 0, sizeof d->chain_order);
+    memset(&d->sources, 0, sizeof d->sources);
+}
+
+int replay_input_decide(const guard_stepcap *cap, const guard_context *ctx,
+                        const json_t *ancestries, const char *const *ids, guard_decision *d,
+                        int *conf, int *integrity)
+{
+    memset(d, 0, sizeof *d);
+    d->outcome = GUARD_ALLOW;
+    *conf = GUARD_CONF_PUBLIC;
+    *integrity = GUARD_INTEGRITY_TRUSTED;
+    size_t n = json_array_size(ancestries);
+    if (!json_is_array(ancestries) || n == 0) {
+        guard_decision_unknown(d, "no ancestry was gathered");
+        return 0;
+    }
+    for (size_t i = 0; i < n; i++) {
+        const json_t *raw = json_array_get(ancestries, i);
+        guard_ancestry anc = {0};
+        guard_decision one = {0};
+        int rc = json_is_object(raw)
+                     ? store_ancestry_from_json(raw, ids != NULL ? ids[i] : NULL, &anc)
+                     : STORE_EUNAVAILABLE;
+        if (rc == STORE_ENOMEM) {
+            guard_decision_free(d);
+            return STORE_ENOMEM;
+        }
+        if (rc != STORE_OK) {
+            guard_decision_unknown(&one, "the graph could not supply the ancestry");
+        } else if (guard_check_input(cap, ctx, ctx->run_id, &anc, &one) != 0) {
+            guard_decision_free(&one);
+            guard_decision_unknown(&one, "out of memory");
+        } else if (one.outcome == GUARD_ALLOW) {
+            int c = -1, in = -1;
+            if (guard_recompute_labels(&anc, anc.root, &c, &in) != 0) {
+                guard_decision_free(&one);
+                guard_decision_unknown(&one, "labels could not be recomputed");
+            } else {
+                *conf = c > *conf ? c : *conf;
+                *integrity = in < *integrity ? in : *integrity;
+            }
+        }
+        drop_borrowed(&one);
+        store_ancestry_free(&anc);
+        /* Keep the worst verdict: DENY, then UNKNOWN, then ALLOW. */
+        unsigned merged = d->codes | one.codes;
+        if (outcome_rank(one.outcome) > outcome_rank(d->outcome)) {
+            guard_decision_free(d);
+            *d = one;
+            memset(&one, 0, sizeof one);
+        }
+        d->codes = merged;
+        /* As in the guard: a fact that could not be had makes the whole verdict UNKNOWN. */
+        if (merged & (1u << GUARD_GRAPH_ERROR))
+            d->outcome = GUARD_UNKNOWN;
+        guard_decision_free(&one);
+    }
+    return 0;
+}
+
+static bool strs_contain(const guard_strs *s, const char *v)
+{
+    for (size_t i = 0; i < s->n; i++)
+        if (strcmp(s->items[i], v) == 0)
+            return true;
+    return false;
+}
+
+int replay_source_decide(const guard_stepcap *cap, const char *resource_id, guard_decision *d)
+{
+    memset(d, 0, sizeof *d);
+    /* The step, not the model, says what may be read. */
+    bool tool = strs_contain(&cap->tools, "read_source");
+    if (tool && strs_contain(&cap->resources, resource_id)) {
+        d->outcome = GUARD_ALLOW;
+        return 0;
+    }
+    d->outcome = GUARD_DENY;
+    d->codes = 1u << (tool ? GUARD_RESOURCE_OUT_OF_SCOPE : GUARD_STEP_MISMATCH);
+    char buf[512];
+    snprintf(buf, sizeof buf, "%s is not %s of %s step", resource_id,
+             tool ? "a resource" : "readable by the read_source tool", cap->step);
+    if ((d->witness = strdup(buf)) == NULL) {
+        guard_decision_unknown(d, NULL);
+        return -1;
+    }
+    return 0;
+}
+
+int replay_delivery_decide(const guard_stepcap *cap, const guard_context *ctx,
+                           const guard_delivery_request *req, const guard_ancestry *anc,
+                           const guard_chain *chain, double now, const char *payload_hash,
+                           const char *content_hash, guard_decision *d)
+{
+    memset(d, 0, sizeof *d);
+    /* The stored bytes must still be the ones the hash was taken of. */
+    if (payload_hash == NULL || content_hash == NULL || *payload_hash == '\0' ||
+        *content_hash == '\0' || strcmp(payload_hash, content_hash) != 0) {
+        d->outcome = GUARD_DENY;
+        d->codes = 1u << GUARD_PROVENANCE_INCOMPLETE;
+        if ((d->witness = strdup("the payload's content does not match its hash")) == NULL) {
+            guard_decision_unknown(d, NULL);
+            return -1;
+        }
+        return 0;
+    }
+    if (guard_check_delivery(cap, ctx, req, anc, chain, now, d) != 0) {
+        guard_decision_free(d);
+        guard_decision_unknown(d, "out of memory");
+        return -1;
+    }
+    return 0;
+}
+
+/* --- replay ------------------------------------------------------------------------------ */
+
+void replay_result_free(replay_result *r)
+{
+    guard_decision_free(&r->replayed);
+    r->no_snapshot = false;
+    r->matches = false;
+}
+
+static const char *text_of(const json_t *o, const char *k)
+{
+    const char *s = json_string_value(json_object_get(o, k));
+    return s != NULL ? s : "";
+}
+
+static int snapshot_fail(char *why, size_t n, const char *what)
+{
+    snprintf(why, n, "the snapshot cannot be decoded: %s", what);
+    return REPLAY_ESNAPSHOT;
+}
+
+/* A list of the recorded capability, its strings borrowed from the snapshot. */
+static int cap_list(const json_t *cap, const char *key, guard_strs *out)
+{
+    const json_t *v = json_object_get(cap, key);
+    memset(out, 0, sizeof *out);
+    if (json_is_object(v) && json_object_size(v) == 0)
+        return STORE_OK;
+    if (!json_is_array(v))
+        return STORE_EPROTO;
+    size_t n = json_array_size(v);
+    if (n == 0)
+        return STORE_OK;
+    if ((out->items = calloc(n, sizeof *out->items)) == NULL)
+        return STORE_ENOMEM;
+    for (size_t i = 0; i < n; i++) {
+        const char *s = json_string_value(json_array_get(v, i));
+        if (s == NULL)
+            return STORE_EPROTO;
+        out->items[out->n++] = (char *)s;
+    }
+    return STORE_OK;
+}
+
+static void cap_free(guard_stepcap *cap)
+{
+    free(cap->tools.items);
+    free(cap->recipients.items);
+    free(cap->resources.items);
+    memset(cap, 0, sizeof *cap);
+}
+
+/* The capability the gate acted under, as the snapshot records it (strings borrowed). */
+static int cap_from(const json_t *snap, guard_stepcap *cap, char *why, size_t n)
+{
+    const json_t *j = json_object_get(snap, "cap");
+    memset(cap, 0, sizeof *cap);
+    cap->step = (char *)json_string_value(json_object_get(j, "step"));
+    cap->actor = (char *)json_string_value(json_object_get(j, "actor"));
+    cap->grant = (char *)json_string_value(json_object_get(j, "grant"));
+    if (!json_is_object(j) || cap->step == NULL || cap->actor == NULL || cap->grant == NULL)
+        return snapshot_fail(why, n, "cap");
+    int rc = cap_list(j, "tools", &cap->tools);
+    if (rc == STORE_OK)
+        rc = cap_list(j, "recipients", &cap->recipients);
+    if (rc == STORE_OK)
+        rc = cap_list(j, "resources", &cap->resources);
+    if (rc != STORE_OK) {
+        cap_free(cap);
+        return rc == STORE_ENOMEM ? rc : snapshot_fail(why, n, "cap lists");
+    }
+    return STORE_OK;
+}
+
+static int replay_input(const guard_stepcap *cap, const json_t *snap, guard_decision *d, char *why,
+                        size_t n)
+{
+    guard_context ctx;
+    int rc = store_context_from_json(json_object_get(snap, "context"), &ctx);
+    if (rc == STORE_ENOMEM)
+        return rc;
+    if (rc != STORE_OK)
+        return snapshot_fail(why, n, "context");
+    const json_t *ancestries = json_object_get(snap, "ancestries");
+    if (!json_is_array(ancestries)) {
+        store_context_free(&ctx);
+        return snapshot_fail(why, n, "ancestries");
+    }
+    int conf, integrity;
+    rc = replay_input_decide(cap, &ctx, ancestries, NULL, d, &conf, &integrity);
+    store_context_free(&ctx);
+    return rc;
+}
+
+static int replay_source(const guard_stepcap *cap, const json_t *snap, guard_decision *d, char *why,
+                         size_t n)
+{
+    const char *resource = json_string_value(json_object_get(snap, "resource"));
+    if (resource == NULL)
+        return snapshot_fail(why, n, "resource");
+    return replay_source_decide(cap, resource, d) == 0 ? STORE_OK : STORE_ENOMEM;
+}
+
+static int replay_delivery(const guard_stepcap *cap, const json_t *snap, guard_decision *d,
+                           char *why, size_t n)
+{
+    const json_t *rq = json_object_get(snap, "request");
+    const json_t *payload = json_object_get(snap, "payload");
+    const json_t *now = json_object_get(snap, "now");
+    const json_t *clearance = json_object_get(rq, "recipient_clearance");
+    if (!json_is_object(rq) || !json_is_object(payload) || !json_is_number(now) ||
+        !json_is_integer(clearance))
+        return snapshot_fail(why, n, "request, payload or now");
+    guard_delivery_request req = {
+        .run_id = (char *)text_of(rq, "run_id"),
+        .payload_id = (char *)text_of(rq, "payload_id"),
+        .recipient = (char *)text_of(rq, "recipient"),
+        .recipient_clearance = (int)json_integer_value(clearance),
+        .tool = (char *)text_of(rq, "tool"),
+        .grant = (char *)text_of(rq, "grant"),
+    };
+    guard_context ctx;
+    guard_ancestry anc = {0};
+    guard_chain chain = {0};
+    int rc = store_context_from_json(json_object_get(snap, "context"), &ctx);
+    if (rc != STORE_OK)
+        return rc == STORE_ENOMEM ? rc : snapshot_fail(why, n, "context");
+    rc = store_ancestry_from_json(json_object_get(snap, "ancestry"), req.payload_id, &anc);
+    if (rc == STORE_OK)
+        rc = store_chain_from_json(json_object_get(snap, "chain"), cap->grant, &chain);
+    if (rc == STORE_OK) {
+        if (replay_delivery_decide(cap, &ctx, &req, &anc, &chain, json_number_value(now),
+                                   text_of(payload, "hash"), text_of(payload, "content_sha256"),
+                                   d) != 0)
+            rc = STORE_ENOMEM;
+        drop_borrowed(d);
+    } else if (rc != STORE_ENOMEM) {
+        rc = snapshot_fail(why, n, "ancestry or chain");
+    }
+    store_ancestry_free(&anc);
+    store_grant_chain_free(&chain);
+    store_context_free(&ctx);
+    return rc;
+}
+
+int replay_event(const char *evaluator, const json_t *event, replay_result *out, char *why,
+                 size_t n)
+{
+    memset(out, 0, sizeof *out);
+    if (n > 0)
+        why[0] = '\0';
+    const char *outcome = text_of(event, "outcome");
+    if (*outcome == '\0') {
+        snprintf(why, n, "it is a %s event, not a decision", text_of(event, "kind"));
+        return REPLAY_ENOTDECISION;
+    }
+    const char *text = text_of(event, "snapshot");
+    if (*text == '\0') {
+        out->no_snapshot = true; /* no facts: nothing is evaluated, by any evaluator */
+        return STORE_OK;
+    }
+    json_error_t jerr;
+    json_t *snap = json_loads(text, 0, &jerr);
+    if (!json_is_object(snap)) {
+        json_decref(snap);
+        return snapshot_fail(why, n, "not a JSON object");
+    }
+    /* The evaluator it must have been decided by: this build's guard and queries under the
+     * workflow version the decision recorded. */
+    char expected[65] = "";
+    const char *version = json_string_value(json_object_get(snap, "workflow"));
+    if (version != NULL) {
+        if (replay_fingerprint_of(version, expected) != 0)
+            expected[0] = '\0';
+    } else if (evaluator != NULL) {
+        snprintf(expected, sizeof expected, "%s", evaluator);
+    }
+    const char *recorded_by = text_of(event, "fingerprint");
+    if (*expected == '\0' || strcmp(recorded_by, expected) != 0) {
+        snprintf(why, n, "decided by evaluator %s, this charterd runs evaluator %s",
+                 *recorded_by ? recorded_by : "(none recorded)", *expected ? expected : "(none)");
+        json_decref(snap);
+        return REPLAY_EFINGERPRINT;
+    }
+    guard_stepcap cap;
+    const char *gate = text_of(snap, "gate");
+    int rc = cap_from(snap, &cap, why, n);
+    if (rc == STORE_OK) {
+        if (strcmp(gate, "input") == 0)
+            rc = replay_input(&cap, snap, &out->replayed, why, n);
+        else if (strcmp(gate, "delivery") == 0)
+            rc = replay_delivery(&cap, snap, &out->replayed, why, n);
+        else if (strcmp(gate, "source") == 0)
+            rc = replay_source(&cap, snap, &out->replayed, why, n);
+        else
+            rc = snapshot_fail(why, n, "unknown gate");
+        cap_free(&cap);
+    }
+    json_decref(snap);
+    if (rc != STORE_OK) {
+        replay_result_free(out);
+        return rc;
+    }
+    char codes[512];
+    guard_codes_format(out->replayed.codes, codes, sizeof codes);
+    const char *witness = out->replayed.witness != NULL ? out->replayed.witness : "";
+    out->matches = strcmp(outcome, guard_outcome_name(out->replayed.outcome)) == 0 &&
+                   strcmp(text_of(event, "codes"), codes) == 0 &&
+                   strcmp(text_of(event, "witness"), witness) == 0;
+    return STORE_OK;
+}

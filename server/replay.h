@@ -1,0 +1,92 @@
+/*
+ * replay.h - deciding again from recorded facts: the evaluator's fingerprint, the decision
+ * functions the live gates and replay share, and the replay of one recorded decision event.
+ *
+ * A gate decides in two halves: gathering facts from the graph, then turning facts into a
+ * decision. The second half lives here and is called by gate.c and deliver.c as they decide
+ * and by replay as it decides again from an event's snapshot, so a replay runs the very code
+ * that decided, never a graph query. The step capability the gate acted under (narrowed or
+ * not) is one of the recorded facts. A replay is refused when the event was decided by another
+ * evaluator: another guard source, query library or workflow definition.
+ */
+#ifndef CHARTER_REPLAY_H
+#define CHARTER_REPLAY_H
+
+#include <jansson.h>
+#include <stdbool.h>
+
+#include "guard.h"
+#include "store.h"
+#include "workflow.h"
+
+/* Status codes beyond the store's. */
+enum {
+    REPLAY_ENOTDECISION = -30, /* the event records no decision (no outcome) */
+    REPLAY_EFINGERPRINT = -31, /* another evaluator decided it */
+    REPLAY_ESNAPSHOT = -32,    /* the snapshot cannot be decoded */
+};
+
+/* The fingerprint of the evaluator that decides under the workflow whose version (the hex
+ * SHA-256 of its definition's bytes) is version: hex SHA-256 over the text
+ * "charter-evaluator-1\n", then "guard=<length>:<guard.c as compiled in>\n",
+ * "queries=<length>:<charter.lua as compiled in>\n" and "workflow=<version>\n". Into hex (65
+ * bytes). Thread-safe; the guard and query part is hashed once. Returns 0, or -1 when OpenSSL
+ * failed or version is NULL (hex is then all zeros). */
+int replay_fingerprint_of(const char *version, char hex[65]);
+
+/* replay_fingerprint_of(wf->version). */
+int replay_fingerprint(const workflow *wf, char hex[65]);
+
+/* The capability cap as the "cap" of a snapshot: {step,actor,grant,tools,recipients,resources}
+ * (new reference, or NULL when memory ran out). */
+json_t *replay_cap_json(const guard_stepcap *cap);
+
+/* --- the deciding half of each gate (shared with the live gates) -------------------------- */
+
+/* The input gate over raw ancestry replies (a JSON list, one charter_ancestry reply per
+ * artifact, null where the graph could not supply it) for capability cap in context ctx: the worst
+ * verdict over all of them (DENY before UNKNOWN before ALLOW), codes merged, the first
+ * witness of the worst kept; when every one is allowed, *conf and *integrity are the labels
+ * of an output derived from all of them (max, min). ids (may be NULL) names each ancestry's
+ * root; NULL takes the reply's own root. d is overwritten. Returns 0 or STORE_ENOMEM. */
+int replay_input_decide(const guard_stepcap *cap, const guard_context *ctx,
+                        const json_t *ancestries, const char *const *ids, guard_decision *d,
+                        int *conf, int *integrity);
+
+/* The source gate: resource_id may be read under capability cap only when it has the read_source
+ * tool (else DENY STEP_MISMATCH) and lists the resource (else DENY RESOURCE_OUT_OF_SCOPE).
+ * d is overwritten. Returns 0, or -1 when the witness could not be allocated (d is then
+ * UNKNOWN). */
+int replay_source_decide(const guard_stepcap *cap, const char *resource_id, guard_decision *d);
+
+/* The delivery gate: DENY PROVENANCE_INCOMPLETE when the payload's stored content does not
+ * hash to its stored hash (content_hash is the hex SHA-256 of the content as read, "" when
+ * there was none), else guard_check_delivery. d is overwritten. Returns 0, or -1 on allocation
+ * failure (d is then UNKNOWN). */
+int replay_delivery_decide(const guard_stepcap *cap, const guard_context *ctx,
+                           const guard_delivery_request *req, const guard_ancestry *anc,
+                           const guard_chain *chain, double now, const char *payload_hash,
+                           const char *content_hash, guard_decision *d);
+
+/* --- replay ------------------------------------------------------------------------------ */
+
+typedef struct {
+    guard_decision replayed; /* unset (zero) when no_snapshot */
+    bool no_snapshot;        /* the event records no facts: nothing to replay */
+    bool matches;            /* same outcome, codes and witness as recorded */
+} replay_result;
+
+/* Decides event (an event object as charter_get_event returns it) again from its snapshot,
+ * under the capability the snapshot records. The evaluator it must have been decided by is
+ * replay_fingerprint_of the workflow version the snapshot records (evaluator, this process's
+ * default, when it records none). An event without a snapshot is answered no_snapshot: there
+ * are no facts, so nothing is evaluated. Returns STORE_OK with *out filled (free with
+ * replay_result_free); REPLAY_ENOTDECISION; REPLAY_EFINGERPRINT (why names both
+ * fingerprints); REPLAY_ESNAPSHOT (why says what is malformed); STORE_ENOMEM. why has n
+ * bytes. */
+int replay_event(const char *evaluator, const json_t *event, replay_result *out, char *why,
+                 size_t n);
+
+void replay_result_free(replay_result *r);
+
+#endif

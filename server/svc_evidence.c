@@ -1,0 +1,222 @@
+/*
+ * svc_evidence.c - the Evidence service: replay a recorded decision from its snapshot, hand out
+ * a signed receipt, audit a run's event hash chain.
+ *
+ * All three only read the graph (a receipt that was not attached yet is attached, which adds
+ * nothing that could not be derived again), so a viewer may call them. Receipts need the
+ * integrity key: without one they fail closed with FAILED_PRECONDITION
+ * "INTEGRITY_KEY_REQUIRED: ...".
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "charter.pb-c.h"
+#include "evlog.h"
+#include "receipt_issue.h"
+#include "replay.h"
+#include "services.h"
+#include "wire.h"
+
+static bool id_ok(const char *s)
+{
+    size_t n = s ? strlen(s) : 0;
+    if (n == 0 || n > 128)
+        return false;
+    for (size_t i = 0; i < n; i++) {
+        char ch = s[i];
+        if (!((ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z') || (ch >= '0' && ch <= '9') ||
+              ch == '.' || ch == '_' || ch == ':' || ch == '-'))
+            return false;
+    }
+    return true;
+}
+
+#define REQUIRE_ID(c, field, value)                                                                \
+    do {                                                                                           \
+        if (!id_ok(value))                                                                         \
+            return call_fail(c, RPC_INVALID_ARGUMENT, field ": 1 to 128 of [A-Za-z0-9._:-]");      \
+    } while (0)
+
+/* The decision as the event recorded it, in the call's arena (NULL when out of memory). */
+static Charter__V1__Decision *recorded_decision(call *c, const json_t *event)
+{
+    Charter__V1__Decision *d = call_alloc(c, sizeof *d);
+    if (d == NULL)
+        return NULL;
+    charter__v1__decision__init(d);
+    const char *outcome = json_string_value(json_object_get(event, "outcome"));
+    const char *codes = json_string_value(json_object_get(event, "codes"));
+    const char *witness = json_string_value(json_object_get(event, "witness"));
+    d->outcome = outcome && strcmp(outcome, "allow") == 0  ? CHARTER__V1__OUTCOME__ALLOW
+                 : outcome && strcmp(outcome, "deny") == 0 ? CHARTER__V1__OUTCOME__DENY
+                                                           : CHARTER__V1__OUTCOME__UNKNOWN;
+    if ((d->witness = call_strdup(c, witness ? witness : "")) == NULL)
+        return NULL;
+    size_t n = 0;
+    for (const char *p = codes; p && *p; p++)
+        n += *p == ',';
+    if (codes && *codes) {
+        char *copy = call_strdup(c, codes);
+        if (copy == NULL || (d->codes = call_alloc(c, (n + 1) * sizeof *d->codes)) == NULL)
+            return NULL;
+        for (char *tok = copy, *end; tok != NULL; tok = end) {
+            end = strchr(tok, ',');
+            if (end)
+                *end++ = '\0';
+            if (*tok)
+                d->codes[d->n_codes++] = tok;
+        }
+    }
+    return d;
+}
+
+static const char *fingerprint_of(const json_t *event)
+{
+    const char *s = json_string_value(json_object_get(event, "fingerprint"));
+    return s != NULL ? s : "";
+}
+
+static int replay_decision(call *c, const ProtobufCMessage *in, ProtobufCMessage **out)
+{
+    const Charter__V1__ReplayDecisionRequest *req = (const Charter__V1__ReplayDecisionRequest *)in;
+    REQUIRE_ID(c, "run_id", req->run_id);
+    if (req->seq == 0)
+        return call_fail(c, RPC_INVALID_ARGUMENT, "seq: the decision event's seq, 1 or more");
+    char seq[24];
+    snprintf(seq, sizeof seq, "%llu", (unsigned long long)req->seq);
+    const char *args[2] = {req->run_id, seq};
+    json_t *event = NULL;
+    int rc = store_call(c->st, "get_event", 2, args, &event);
+    if (rc != STORE_OK)
+        return call_fail_store(c, rc, "event");
+    replay_result res;
+    char why[224];
+    rc = replay_event(c->env->evaluator, event, &res, why, sizeof why);
+    if (rc != STORE_OK) {
+        json_decref(event);
+        if (rc == STORE_ENOMEM)
+            return call_fail(c, RPC_INTERNAL, "out of memory");
+        return call_fail(c, RPC_FAILED_PRECONDITION, "event %s: %s", seq, why);
+    }
+    Charter__V1__ReplayDecisionResponse *resp = call_alloc(c, sizeof *resp);
+    if (resp != NULL) {
+        charter__v1__replay_decision_response__init(resp);
+        resp->recorded = recorded_decision(c, event);
+        resp->replayed = res.no_snapshot ? NULL : wire_decision(c, &res.replayed);
+        resp->no_snapshot = res.no_snapshot;
+        resp->matches = res.matches;
+        resp->fingerprint = call_strdup(c, fingerprint_of(event));
+    }
+    replay_result_free(&res);
+    json_decref(event);
+    if (resp == NULL || resp->recorded == NULL || resp->fingerprint == NULL ||
+        (!resp->no_snapshot && resp->replayed == NULL))
+        return call_fail(c, RPC_INTERNAL, "out of memory");
+    *out = &resp->base;
+    return RPC_OK;
+}
+
+/* A copy of the list in the call's arena. */
+static char **strs_copy(call *c, char *const *items, size_t n)
+{
+    char **out = call_alloc(c, (n ? n : 1) * sizeof *out);
+    for (size_t i = 0; out && i < n; i++)
+        if ((out[i] = call_strdup(c, items[i])) == NULL)
+            return NULL;
+    return out;
+}
+
+/* The receipt JSON object as a Receipt message in the call's arena. */
+static Charter__V1__Receipt *receipt_message(call *c, const json_t *j)
+{
+    Charter__V1__Receipt parsed;
+    if (receipt_issue_parse(j, &parsed) != STORE_OK)
+        return NULL;
+    Charter__V1__Receipt *r = call_alloc(c, sizeof *r);
+    if (r != NULL) {
+        charter__v1__receipt__init(r);
+        r->kind = call_strdup(c, parsed.kind);
+        r->run_id = call_strdup(c, parsed.run_id);
+        r->invocation_id = call_strdup(c, parsed.invocation_id);
+        r->payload_hash = call_strdup(c, parsed.payload_hash);
+        r->recipient = call_strdup(c, parsed.recipient);
+        r->tool = call_strdup(c, parsed.tool);
+        r->grant_chain = strs_copy(c, parsed.grant_chain, parsed.n_grant_chain);
+        r->n_grant_chain = parsed.n_grant_chain;
+        r->time = call_strdup(c, parsed.time);
+        r->evaluator = call_strdup(c, parsed.evaluator);
+        r->status = call_strdup(c, parsed.status);
+        r->last_seq = parsed.last_seq;
+        r->last_event_hash = call_strdup(c, parsed.last_event_hash);
+        r->deliveries = strs_copy(c, parsed.deliveries, parsed.n_deliveries);
+        r->n_deliveries = parsed.n_deliveries;
+        r->mac = call_strdup(c, parsed.mac);
+    }
+    receipt_issue_clear(&parsed);
+    if (r == NULL || !r->kind || !r->run_id || !r->invocation_id || !r->payload_hash ||
+        !r->recipient || !r->tool || !r->grant_chain || !r->time || !r->evaluator || !r->status ||
+        !r->last_event_hash || !r->deliveries || !r->mac)
+        return NULL;
+    return r;
+}
+
+static int get_receipt(call *c, const ProtobufCMessage *in, ProtobufCMessage **out)
+{
+    const Charter__V1__GetReceiptRequest *req = (const Charter__V1__GetReceiptRequest *)in;
+    if (!evlog_keyed())
+        return call_fail(c, RPC_FAILED_PRECONDITION,
+                         "INTEGRITY_KEY_REQUIRED: receipts are signed with the integrity key, and "
+                         "this charterd has none (start it with --integrity-key FILE)");
+    REQUIRE_ID(c, "run_id", req->run_id);
+    bool for_run = req->invocation_id == NULL || *req->invocation_id == '\0';
+    if (!for_run)
+        REQUIRE_ID(c, "invocation_id", req->invocation_id);
+    json_t *receipt = NULL;
+    char status[32] = "";
+    int rc = for_run
+                 ? receipt_issue_run(c->st, req->run_id, &receipt, status)
+                 : receipt_issue_for_invocation(c->st, req->run_id, req->invocation_id, &receipt);
+    if (rc == RECEIPT_ISSUE_ENOTENDED)
+        return call_fail(c, RPC_FAILED_PRECONDITION,
+                         "run %s is %s: its receipt is issued once it is completed, blocked or in "
+                         "error",
+                         req->run_id, *status ? status : "still moving");
+    if (rc == RECEIPT_ISSUE_ENOKEY)
+        return call_fail(c, RPC_FAILED_PRECONDITION,
+                         "INTEGRITY_KEY_REQUIRED: receipts are signed with the integrity key");
+    if (rc != STORE_OK)
+        return call_fail_store(c, rc, for_run ? "run" : "delivery");
+    Charter__V1__Receipt *r = receipt_message(c, receipt);
+    json_decref(receipt);
+    if (r == NULL)
+        return call_fail(c, RPC_INTERNAL, "the stored receipt cannot be read");
+    *out = &r->base;
+    return RPC_OK;
+}
+
+static int audit_run(call *c, const ProtobufCMessage *in, ProtobufCMessage **out)
+{
+    const Charter__V1__AuditRunRequest *req = (const Charter__V1__AuditRunRequest *)in;
+    REQUIRE_ID(c, "run_id", req->run_id);
+    evlog_audit_result a;
+    int rc = evlog_audit(c->st, req->run_id, &a);
+    if (rc != STORE_OK)
+        return call_fail_store(c, rc, "run");
+    Charter__V1__AuditRunResponse *resp = call_alloc(c, sizeof *resp);
+    if (resp == NULL)
+        return call_fail(c, RPC_INTERNAL, "out of memory");
+    charter__v1__audit_run_response__init(resp);
+    resp->intact = a.intact;
+    resp->events = a.events;
+    resp->first_bad_seq = a.first_bad_seq;
+    resp->keyed = a.keyed;
+    if ((resp->problem = call_strdup(c, a.problem)) == NULL)
+        return call_fail(c, RPC_INTERNAL, "out of memory");
+    *out = &resp->base;
+    return RPC_OK;
+}
+
+const call_handler svc_evidence_handlers[] = {replay_decision, get_receipt, audit_run};
+const size_t svc_evidence_handlers_len =
+    sizeof svc_evidence_handlers / sizeof svc_evidence_handlers[0];
