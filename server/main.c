@@ -25,6 +25,7 @@
 #include "../client/receipt.h"
 #include "dispatch.h"
 #include "evlog.h"
+#include "provider.h"
 #include "log.h"
 #include "registry.h"
 #include "replay.h"
@@ -104,6 +105,15 @@ int main(int argc, char **argv)
         return EXIT_STARTUP;
     }
     signal(SIGPIPE, SIG_IGN); /* a caller that hangs up is an error code, not a crash */
+
+    /* libcurl's global state is set up once, before any worker exists; a half-configured live
+     * provider stops startup rather than leaving live runs to fail one by one. */
+    char perr[512];
+    if (provider_global_init(perr, sizeof perr) != 0) {
+        log_fatal("%s", perr);
+        config_free(&cfg);
+        return EXIT_STARTUP;
+    }
 
     if (dispatch_check_tables(err, sizeof err) != 0) {
         log_fatal("%s", err);
@@ -330,6 +340,7 @@ out:
     workflow_free(wf);
     registry_shutdown();
     evlog_forget_key();
+    provider_global_cleanup();
     if (status == 0) {
         log_info("stopped");
     }

@@ -323,7 +323,7 @@ int runner_start(const gate_env *g, const char *task, const char *mode, char run
 {
     if (!mode || !*mode)
         mode = "scripted";
-    if (strcmp(mode, "scripted") != 0 && strcmp(mode, "external") != 0)
+    if (strcmp(mode, "scripted") != 0 && strcmp(mode, "external") != 0 && strcmp(mode, "live") != 0)
         return STORE_EINVAL;
     if (task && strlen(task) > 4096)
         return STORE_EINVAL;

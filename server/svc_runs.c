@@ -10,6 +10,7 @@
 #include "charter.pb-c.h"
 #include "gate.h"
 #include "registry.h"
+#include "provider.h"
 #include "runner.h"
 #include "services.h"
 #include "wire.h"
@@ -60,9 +61,13 @@ static int create_run(call *c, const ProtobufCMessage *in, ProtobufCMessage **ou
     if (rc != RPC_OK)
         return rc;
     const char *mode = req->mode && *req->mode ? req->mode : "scripted";
-    if (strcmp(mode, "scripted") != 0 && strcmp(mode, "external") != 0)
-        return call_fail(c, RPC_INVALID_ARGUMENT, "mode: \"%.64s\" is not scripted or external",
-                         mode);
+    if (strcmp(mode, "scripted") != 0 && strcmp(mode, "external") != 0 && strcmp(mode, "live") != 0)
+        return call_fail(c, RPC_INVALID_ARGUMENT,
+                         "mode: \"%.64s\" is not scripted, live or external", mode);
+    if (strcmp(mode, "live") == 0 && !provider_configured())
+        return call_fail(c, RPC_FAILED_PRECONDITION,
+                         "mode: live models are not configured (set CHARTER_OPENAI_BASE_URL, "
+                         "CHARTER_OPENAI_API_KEY, CHARTER_OPENAI_MODEL)");
     if (req->task && strlen(req->task) > 4096)
         return call_fail(c, RPC_INVALID_ARGUMENT, "task: longer than 4096 bytes");
     gate_env g = gate_of(c);

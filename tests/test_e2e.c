@@ -137,6 +137,19 @@ static void test_leak_detector_sees_every_form(void)
     CU_ASSERT_FALSE(leaks_budget("Public vendor comparison for 120 standing desks."));
 }
 
+static void test_live_mode_without_a_provider_is_refused(void)
+{
+    Charter__V1__CreateRunRequest req = CHARTER__V1__CREATE_RUN_REQUEST__INIT;
+    req.mode = "live";
+    Charter__V1__RunView *view = NULL;
+    charter_status st;
+    CU_ASSERT_EQUAL(charter_create_run(op, &req, &view, &st), -CHARTER_FAILED_PRECONDITION);
+    CU_ASSERT_PTR_NOT_NULL(strstr(st.message, "live models are not configured"));
+    CU_ASSERT_PTR_NULL(view);
+    req.mode = "oracle";
+    CU_ASSERT_EQUAL(charter_create_run(op, &req, &view, &st), -CHARTER_INVALID_ARGUMENT);
+}
+
 static void test_run_blocks_poisoned_handoff_with_witness(void)
 {
     Charter__V1__CreateRunRequest req = CHARTER__V1__CREATE_RUN_REQUEST__INIT;
@@ -375,6 +388,8 @@ int main(void)
     if (!s)
         return 1;
     CU_add_test(s, "leak detector sees every form", test_leak_detector_sees_every_form);
+    CU_add_test(s, "live mode without a provider is refused",
+                test_live_mode_without_a_provider_is_refused);
     CU_add_test(s, "run blocks the poisoned handoff with its witness",
                 test_run_blocks_poisoned_handoff_with_witness);
     CU_add_test(s, "recovery with g_reporter revoked is denied GRANT_INVALID",
