@@ -347,13 +347,14 @@ int deliver_send(const gate_env *g, const char *context_id, const char *payload_
     const char *why = "the commit failed 3 times";
     for (int attempt = 0; attempt < DELIVER_ATTEMPTS; attempt++) {
         if (attempt > 0) {
-            /* A timed-out commit may have landed: look before writing again. */
+            /* A timed-out commit may have landed: look before writing again. What is found
+             * is an earlier delivery of this invocation (ours or another caller's, which
+             * cannot be told apart): it is acknowledged, never written twice. */
             json_t *existing = NULL;
             rc = find_delivery(g, invocation_id, &existing);
             if (rc == STORE_OK && existing) {
                 guard_decision_free(&out->decision);
                 answer_existing(out, existing, fingerprint);
-                out->acknowledged = false;
                 break;
             }
             if (rc != STORE_OK)
