@@ -111,3 +111,36 @@ int call_require_operator(call *c)
     }
     return RPC_OK;
 }
+
+static bool call_id_chars_ok(const char *s, bool colon)
+{
+    size_t n = s != NULL ? strlen(s) : 0;
+    if (n == 0 || n > 128)
+        return false;
+    for (size_t i = 0; i < n; i++) {
+        char ch = s[i];
+        bool ok = (ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z') ||
+                  (ch >= '0' && ch <= '9') || ch == '.' || ch == '_' || ch == '-' ||
+                  (colon && ch == ':');
+        if (!ok)
+            return false;
+    }
+    return true;
+}
+
+bool call_id_ok(const char *s)
+{
+    return call_id_chars_ok(s, false);
+}
+
+bool call_invocation_id_ok(const char *s)
+{
+    return call_id_chars_ok(s, true);
+}
+
+int call_require_id(call *c, const char *field, const char *value)
+{
+    if (call_id_ok(value))
+        return RPC_OK;
+    return call_fail(c, RPC_INVALID_ARGUMENT, "%s: 1 to 128 characters of [A-Za-z0-9._-]", field);
+}

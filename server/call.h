@@ -37,12 +37,12 @@ typedef enum { ROLE_NONE = 0, ROLE_VIEWER = 1, ROLE_OPERATOR = 2 } call_role;
 
 /* Limits every call is held to; set once at startup from the command line. */
 typedef struct {
-    size_t max_message;      /* bytes of one encoded RpcRequest (default 4 MiB) */
-    size_t max_ancestry;     /* artifacts one ancestry query may return (default 10000) */
-    size_t max_ids;          /* artifact ids in one request (default 1000) */
-    size_t max_content;      /* bytes of one artifact's content (default 1 MiB) */
-    int default_timeout_ms;  /* when the request carries none (default 5000) */
-    int max_timeout_ms;      /* upper bound on a request's timeout (default 60000) */
+    size_t max_message;     /* bytes of one encoded RpcRequest (default 4 MiB) */
+    size_t max_ancestry;    /* artifacts one ancestry query may return (default 10000) */
+    size_t max_ids;         /* artifact ids in one request (default 1000) */
+    size_t max_content;     /* bytes of one artifact's content (default 1 MiB) */
+    int default_timeout_ms; /* when the request carries none (default 5000) */
+    int max_timeout_ms;     /* upper bound on a request's timeout (default 60000) */
 } call_limits;
 
 /* Process-wide, read-only after startup. */
@@ -66,12 +66,12 @@ typedef struct call_block call_block;
 /* One RPC in progress. Owned by the worker that serves it. */
 typedef struct {
     const server_env *env;
-    store *st;            /* the worker's store; its timeout is set to the call's deadline */
-    call_role role;       /* ROLE_OPERATOR or ROLE_VIEWER (Health may be ROLE_NONE) */
+    store *st;      /* the worker's store; its timeout is set to the call's deadline */
+    call_role role; /* ROLE_OPERATOR or ROLE_VIEWER (Health may be ROLE_NONE) */
     int timeout_ms;
-    int status;           /* RPC_* set by call_fail */
-    char message[256];    /* reason for a non-OK status */
-    call_block *arena;    /* blocks freed by call_release */
+    int status;        /* RPC_* set by call_fail */
+    char message[256]; /* reason for a non-OK status */
+    call_block *arena; /* blocks freed by call_release */
 } call;
 
 /* A handler: in is the unpacked request (owned by dispatch). On success it sets *out to a
@@ -87,13 +87,22 @@ char *call_strdup(call *c, const char *s);
 void call_release(call *c);
 
 /* Records status and a printf-style message for the reply; returns status. */
-int call_fail(call *c, int status, const char *fmt, ...)
-    __attribute__((format(printf, 3, 4)));
+int call_fail(call *c, int status, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
 
 /* Maps a STORE_E* code to an RPC status with a message naming what (e.g. "run r1"). */
 int call_fail_store(call *c, int store_status, const char *what);
 
 /* RPC_PERMISSION_DENIED unless the caller holds the operator token. */
 int call_require_operator(call *c);
+
+/* True when s is an id of the graph: 1 to 128 of [A-Za-z0-9._-], the query library's rule
+ * (queries/charter.lua valid_id), so an id the server accepts is one the library accepts. */
+bool call_id_ok(const char *s);
+
+/* True when s is an invocation ID: 1 to 128 of [A-Za-z0-9._:-]. */
+bool call_invocation_id_ok(const char *s);
+
+/* RPC_OK, or RPC_INVALID_ARGUMENT naming field when value is not an id (call_id_ok). */
+int call_require_id(call *c, const char *field, const char *value);
 
 #endif

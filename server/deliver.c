@@ -20,21 +20,6 @@
 #include "receipt_issue.h"
 #include "replay.h"
 
-static bool invocation_id_valid(const char *s)
-{
-    size_t n = s ? strlen(s) : 0;
-    if (n == 0 || n > 128)
-        return false;
-    for (size_t i = 0; i < n; i++) {
-        char ch = s[i];
-        bool ok = (ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z') ||
-                  (ch >= '0' && ch <= '9') || ch == '.' || ch == '_' || ch == ':' || ch == '-';
-        if (!ok)
-            return false;
-    }
-    return true;
-}
-
 void deliver_fingerprint(const char *payload_hash, const char *recipient, const char *tool,
                          const char *grant, char hex[65])
 {
@@ -236,7 +221,7 @@ int deliver_send(const gate_env *g, const char *context_id, const char *payload_
                  deliver_result *out)
 {
     memset(out, 0, sizeof *out);
-    if (!invocation_id_valid(invocation_id) || !payload_id || !*payload_id || !recipient ||
+    if (!call_invocation_id_ok(invocation_id) || !payload_id || !*payload_id || !recipient ||
         !*recipient || !tool || !*tool)
         return STORE_EINVAL;
 

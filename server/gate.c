@@ -130,6 +130,12 @@ static int open_context(const gate_env *g, const workflow *wf, const workflow_st
     return rc;
 }
 
+gate_env gate_env_of(const call *c)
+{
+    gate_env g = {.st = c->st, .wf = c->env->wf, .limits = &c->env->limits};
+    return g;
+}
+
 int gate_open_step(const gate_env *g, const char *run_id, const char *step, json_t **context)
 {
     *context = NULL;

@@ -30,6 +30,9 @@ typedef struct {
     const call_limits *limits;
 } gate_env;
 
+/* The gate environment of an RPC: its worker's store, the startup workflow and the limits. */
+gate_env gate_env_of(const call *c);
+
 /* Opens a fresh context of step in run run_id, owned by the step's actor, and stores on it
  * the version of g->wf, which must be the workflow the run follows (else STORE_EREFUSED).
  * *context is {"id","run_id","step","owners":[...],"workflow"} (caller decrefs). A context

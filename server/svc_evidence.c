@@ -18,24 +18,11 @@
 #include "services.h"
 #include "wire.h"
 
-static bool id_ok(const char *s)
-{
-    size_t n = s ? strlen(s) : 0;
-    if (n == 0 || n > 128)
-        return false;
-    for (size_t i = 0; i < n; i++) {
-        char ch = s[i];
-        if (!((ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z') || (ch >= '0' && ch <= '9') ||
-              ch == '.' || ch == '_' || ch == ':' || ch == '-'))
-            return false;
-    }
-    return true;
-}
-
 #define REQUIRE_ID(c, field, value)                                                                \
     do {                                                                                           \
-        if (!id_ok(value))                                                                         \
-            return call_fail(c, RPC_INVALID_ARGUMENT, field ": 1 to 128 of [A-Za-z0-9._:-]");      \
+        int require_id_rc = call_require_id(c, field, value);                                      \
+        if (require_id_rc != RPC_OK)                                                               \
+            return require_id_rc;                                                                  \
     } while (0)
 
 /* The decision as the event recorded it, in the call's arena (NULL when out of memory). */
@@ -171,7 +158,9 @@ static int get_receipt(call *c, const ProtobufCMessage *in, ProtobufCMessage **o
     REQUIRE_ID(c, "run_id", req->run_id);
     bool for_run = req->invocation_id == NULL || *req->invocation_id == '\0';
     if (!for_run)
-        REQUIRE_ID(c, "invocation_id", req->invocation_id);
+        if (!call_invocation_id_ok(req->invocation_id))
+            return call_fail(c, RPC_INVALID_ARGUMENT,
+                             "invocation_id: 1 to 128 of [A-Za-z0-9._:-]");
     json_t *receipt = NULL;
     char status[32] = "";
     int rc = for_run

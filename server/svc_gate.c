@@ -15,30 +15,11 @@
 #include "services.h"
 #include "wire.h"
 
-static gate_env gate_of(call *c)
-{
-    gate_env g = {.st = c->st, .wf = c->env->wf, .limits = &c->env->limits};
-    return g;
-}
-
-static bool id_ok(const char *s)
-{
-    size_t n = s ? strlen(s) : 0;
-    if (n == 0 || n > 128)
-        return false;
-    for (size_t i = 0; i < n; i++) {
-        char ch = s[i];
-        if (!((ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z') || (ch >= '0' && ch <= '9') ||
-              ch == '.' || ch == '_' || ch == ':' || ch == '-'))
-            return false;
-    }
-    return true;
-}
-
 #define REQUIRE_ID(c, field, value)                                                                \
     do {                                                                                           \
-        if (!id_ok(value))                                                                         \
-            return call_fail(c, RPC_INVALID_ARGUMENT, field ": 1 to 128 of [A-Za-z0-9._:-]");      \
+        int require_id_rc = call_require_id(c, field, value);                                      \
+        if (require_id_rc != RPC_OK)                                                               \
+            return require_id_rc;                                                                  \
     } while (0)
 
 static int ids_ok(call *c, const char *field, char **ids, size_t n)
@@ -49,8 +30,8 @@ static int ids_ok(call *c, const char *field, char **ids, size_t n)
         return call_fail(c, RPC_INVALID_ARGUMENT, "%s: more than %zu artifact ids", field,
                          c->env->limits.max_ids);
     for (size_t i = 0; i < n; i++)
-        if (!id_ok(ids[i]))
-            return call_fail(c, RPC_INVALID_ARGUMENT, "%s[%zu]: 1 to 128 of [A-Za-z0-9._:-]", field,
+        if (!call_id_ok(ids[i]))
+            return call_fail(c, RPC_INVALID_ARGUMENT, "%s[%zu]: 1 to 128 of [A-Za-z0-9._-]", field,
                              i);
     return RPC_OK;
 }
@@ -104,7 +85,7 @@ static int open_step(call *c, const ProtobufCMessage *in, ProtobufCMessage **out
         return call_fail(c, RPC_INVALID_ARGUMENT,
                          "tools, recipients and resources narrow a parent context: set "
                          "parent_context_id");
-    gate_env g = gate_of(c);
+    gate_env g = gate_env_of(c);
     const workflow_step *ws = NULL;
     json_t *ctx = NULL;
     if (child) {
@@ -172,7 +153,7 @@ static int read_source(call *c, const ProtobufCMessage *in, ProtobufCMessage **o
         return rc;
     REQUIRE_ID(c, "context_id", req->context_id);
     REQUIRE_ID(c, "resource_id", req->resource_id);
-    gate_env g = gate_of(c);
+    gate_env g = gate_env_of(c);
     guard_decision d;
     json_t *artifact = NULL;
     rc = gate_read_source(&g, req->context_id, req->resource_id, &d, &artifact);
@@ -208,7 +189,7 @@ static int record_output(call *c, const ProtobufCMessage *in, ProtobufCMessage *
     if (strlen(req->content) > c->env->limits.max_content)
         return call_fail(c, RPC_INVALID_ARGUMENT, "content: longer than %zu bytes",
                          c->env->limits.max_content);
-    gate_env g = gate_of(c);
+    gate_env g = gate_env_of(c);
     guard_decision d;
     json_t *artifact = NULL;
     rc = gate_record_output(&g, req->context_id, (const char *const *)req->input_ids,
@@ -240,7 +221,7 @@ static int check_input(call *c, const ProtobufCMessage *in, ProtobufCMessage **o
     REQUIRE_ID(c, "context_id", req->context_id);
     if ((rc = ids_ok(c, "artifact_ids", req->artifact_ids, req->n_artifact_ids)) != RPC_OK)
         return rc;
-    gate_env g = gate_of(c);
+    gate_env g = gate_env_of(c);
     guard_decision d;
     uint64_t seq = 0;
     rc = gate_check_input(&g, req->context_id, (const char *const *)req->artifact_ids,
@@ -272,8 +253,9 @@ static int deliver(call *c, const ProtobufCMessage *in, ProtobufCMessage **out)
     REQUIRE_ID(c, "payload_id", req->payload_id);
     REQUIRE_ID(c, "recipient", req->recipient);
     REQUIRE_ID(c, "tool", req->tool);
-    REQUIRE_ID(c, "invocation_id", req->invocation_id);
-    gate_env g = gate_of(c);
+    if (!call_invocation_id_ok(req->invocation_id))
+        return call_fail(c, RPC_INVALID_ARGUMENT, "invocation_id: 1 to 128 of [A-Za-z0-9._:-]");
+    gate_env g = gate_env_of(c);
     deliver_result r;
     rc = deliver_send(&g, req->context_id, req->payload_id, req->recipient, req->tool,
                       req->invocation_id, &r);
@@ -325,7 +307,7 @@ static int trace_artifact(call *c, const ProtobufCMessage *in, ProtobufCMessage 
 {
     const Charter__V1__TraceArtifactRequest *req = (const Charter__V1__TraceArtifactRequest *)in;
     REQUIRE_ID(c, "artifact_id", req->artifact_id);
-    gate_env g = gate_of(c);
+    gate_env g = gate_env_of(c);
     json_t *anc = NULL;
     int rc = gate_trace(&g, req->artifact_id, &anc);
     if (rc != STORE_OK)

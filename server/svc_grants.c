@@ -16,30 +16,6 @@
 #include "services.h"
 #include "wire.h"
 
-/* Grant ids are 1..128 of [A-Za-z0-9._:-] (the query library's key space). */
-static bool svc_grants_id_ok(const char *id)
-{
-    size_t n = id != NULL ? strlen(id) : 0;
-    if (n == 0 || n > 128) {
-        return false;
-    }
-    for (size_t i = 0; i < n; i++) {
-        char ch = id[i];
-        bool ok = (ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z') ||
-                  (ch >= '0' && ch <= '9') || ch == '.' || ch == '_' || ch == ':' || ch == '-';
-        if (!ok) {
-            return false;
-        }
-    }
-    return true;
-}
-
-static int svc_grants_bad_id(call *c)
-{
-    return call_fail(c, RPC_INVALID_ARGUMENT,
-                     "grant_id must be 1 to 128 characters of [A-Za-z0-9._:-]");
-}
-
 static int svc_grants_revoke(call *c, const ProtobufCMessage *in, ProtobufCMessage **out)
 {
     const Charter__V1__RevokeGrantRequest *rq = (const Charter__V1__RevokeGrantRequest *)in;
@@ -47,8 +23,8 @@ static int svc_grants_revoke(call *c, const ProtobufCMessage *in, ProtobufCMessa
     if (rc != RPC_OK) {
         return rc;
     }
-    if (!svc_grants_id_ok(rq->grant_id)) {
-        return svc_grants_bad_id(c);
+    if ((rc = call_require_id(c, "grant_id", rq->grant_id)) != RPC_OK) {
+        return rc;
     }
     char what[160];
     snprintf(what, sizeof what, "grant %s", rq->grant_id);
@@ -78,8 +54,8 @@ static int svc_grants_restore(call *c, const ProtobufCMessage *in, ProtobufCMess
         return rc;
     }
     const char *id = rq->grant_id != NULL ? rq->grant_id : "";
-    if (id[0] != '\0' && !svc_grants_id_ok(id)) {
-        return svc_grants_bad_id(c);
+    if (id[0] != '\0' && (rc = call_require_id(c, "grant_id", id)) != RPC_OK) {
+        return rc;
     }
     char what[160];
     if (id[0] != '\0') {
@@ -161,14 +137,15 @@ static int svc_grants_order(call *c, const json_t *grants, const char *leaf,
 static int svc_grants_show_chain(call *c, const ProtobufCMessage *in, ProtobufCMessage **out)
 {
     const Charter__V1__ShowChainRequest *rq = (const Charter__V1__ShowChainRequest *)in;
-    if (!svc_grants_id_ok(rq->grant_id)) {
-        return svc_grants_bad_id(c);
+    int rc;
+    if ((rc = call_require_id(c, "grant_id", rq->grant_id)) != RPC_OK) {
+        return rc;
     }
     char what[160];
     snprintf(what, sizeof what, "grant %s", rq->grant_id);
     const char *args[] = {rq->grant_id};
     json_t *j = NULL;
-    int rc = store_call(c->st, "grant_chain", 1, args, &j);
+    rc = store_call(c->st, "grant_chain", 1, args, &j);
     if (rc != STORE_OK) {
         return call_fail_store(c, rc, what);
     }

@@ -15,26 +15,6 @@
 #include "services.h"
 #include "wire.h"
 
-static gate_env gate_of(call *c)
-{
-    gate_env g = {.st = c->st, .wf = c->env->wf, .limits = &c->env->limits};
-    return g;
-}
-
-static bool id_ok(const char *s)
-{
-    size_t n = s ? strlen(s) : 0;
-    if (n == 0 || n > 128)
-        return false;
-    for (size_t i = 0; i < n; i++) {
-        char ch = s[i];
-        if (!((ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z') || (ch >= '0' && ch <= '9') ||
-              ch == '.' || ch == '_' || ch == ':' || ch == '-'))
-            return false;
-    }
-    return true;
-}
-
 /* The run view as charter_get_run returns it, converted in the call's arena. */
 static int load_view(call *c, const char *run_id, uint64_t after, uint32_t limit,
                      Charter__V1__RunView **out)
@@ -70,7 +50,7 @@ static int create_run(call *c, const ProtobufCMessage *in, ProtobufCMessage **ou
                          "CHARTER_OPENAI_API_KEY, CHARTER_OPENAI_MODEL)");
     if (req->task && strlen(req->task) > 4096)
         return call_fail(c, RPC_INVALID_ARGUMENT, "task: longer than 4096 bytes");
-    gate_env g = gate_of(c);
+    gate_env g = gate_env_of(c);
     /* The run pins this version for good: applying another one later never changes it. */
     if (req->workflow && *req->workflow) {
         rc = registry_get(c->st, req->workflow, &g.wf);
@@ -98,10 +78,11 @@ static int create_run(call *c, const ProtobufCMessage *in, ProtobufCMessage **ou
 static int get_run(call *c, const ProtobufCMessage *in, ProtobufCMessage **out)
 {
     const Charter__V1__GetRunRequest *req = (const Charter__V1__GetRunRequest *)in;
-    if (!id_ok(req->run_id))
-        return call_fail(c, RPC_INVALID_ARGUMENT, "run_id: 1 to 128 of [A-Za-z0-9._:-]");
+    int rc = call_require_id(c, "run_id", req->run_id);
+    if (rc != RPC_OK)
+        return rc;
     Charter__V1__RunView *view = NULL;
-    int rc = load_view(c, req->run_id, req->after_seq, req->limit, &view);
+    rc = load_view(c, req->run_id, req->after_seq, req->limit, &view);
     if (rc == RPC_OK)
         *out = &view->base;
     return rc;
@@ -145,9 +126,9 @@ static int recover_run(call *c, const ProtobufCMessage *in, ProtobufCMessage **o
     int rc = call_require_operator(c);
     if (rc != RPC_OK)
         return rc;
-    if (!id_ok(req->run_id))
-        return call_fail(c, RPC_INVALID_ARGUMENT, "run_id: 1 to 128 of [A-Za-z0-9._:-]");
-    gate_env g = gate_of(c);
+    if ((rc = call_require_id(c, "run_id", req->run_id)) != RPC_OK)
+        return rc;
+    gate_env g = gate_env_of(c);
     runner_recovery rec;
     rc = runner_recover(&g, req->run_id, &rec);
     if (rc == STORE_EREFUSED) {
