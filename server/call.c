@@ -7,6 +7,8 @@
  */
 #include "call.h"
 
+#include <jansson.h>
+
 #include <stdarg.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -143,4 +145,17 @@ int call_require_id(call *c, const char *field, const char *value)
     if (call_id_ok(value))
         return RPC_OK;
     return call_fail(c, RPC_INVALID_ARGUMENT, "%s: 1 to 128 characters of [A-Za-z0-9._-]", field);
+}
+
+int call_require_utf8(call *c, const char *field, const char *value)
+{
+    if (value == NULL)
+        return RPC_OK;
+    /* jansson refuses to make a string of invalid UTF-8; that is the check. */
+    json_t *probe = json_string(value);
+    if (probe != NULL) {
+        json_decref(probe);
+        return RPC_OK;
+    }
+    return call_fail(c, RPC_INVALID_ARGUMENT, "%s: not valid UTF-8", field);
 }

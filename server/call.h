@@ -105,4 +105,8 @@ bool call_invocation_id_ok(const char *s);
 /* RPC_OK, or RPC_INVALID_ARGUMENT naming field when value is not an id (call_id_ok). */
 int call_require_id(call *c, const char *field, const char *value);
 
+/* RPC_OK, or RPC_INVALID_ARGUMENT naming field when value (a proto3 string, which protobuf-c
+ * does not check) is not valid UTF-8: text that is stored and returned must be. */
+int call_require_utf8(call *c, const char *field, const char *value);
+
 #endif

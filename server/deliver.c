@@ -20,12 +20,12 @@
 #include "receipt_issue.h"
 #include "replay.h"
 
-void deliver_fingerprint(const char *payload_hash, const char *recipient, const char *tool,
-                         const char *grant, char hex[65])
+void deliver_fingerprint(const char *run_id, const char *payload_hash, const char *recipient,
+                         const char *tool, const char *grant, char hex[65])
 {
-    const char *parts[4] = {payload_hash, recipient, tool, grant};
+    const char *parts[5] = {run_id, payload_hash, recipient, tool, grant};
     size_t total = 0;
-    for (int i = 0; i < 4; i++)
+    for (int i = 0; i < 5; i++)
         total += 12 + strlen(parts[i]);
     char *buf = malloc(total + 1);
     if (!buf) {
@@ -34,7 +34,7 @@ void deliver_fingerprint(const char *payload_hash, const char *recipient, const 
         return;
     }
     size_t off = 0;
-    for (int i = 0; i < 4; i++)
+    for (int i = 0; i < 5; i++)
         off += (size_t)snprintf(buf + off, total + 1 - off, "%zu:%s", strlen(parts[i]), parts[i]);
     gate_sha256_hex(buf, off, hex);
     free(buf);
@@ -77,13 +77,17 @@ static int find_delivery(const gate_env *g, const char *inv, json_t **delivery)
     return rc;
 }
 
-/* An existing delivery answers the send: acknowledged when it is this very send (same
- * fingerprint), DELIVERY_CONFLICT otherwise. Takes the reference to existing. */
-static void answer_existing(deliver_result *out, json_t *existing, const char *fingerprint)
+/* An existing delivery answers the send: acknowledged when it is this very send (same run and
+ * fingerprint), DELIVERY_CONFLICT otherwise: another run's delivery under the same invocation
+ * ID never counts as this run's send. Takes the reference to existing. */
+static void answer_existing(deliver_result *out, json_t *existing, const char *fingerprint,
+                            const char *run_id)
 {
     const char *fp = json_string_value(json_object_get(existing, "fingerprint"));
+    const char *owner = json_string_value(json_object_get(existing, "run_id"));
+    bool same_run = owner && run_id && strcmp(owner, run_id) == 0;
     guard_decision_free(&out->decision);
-    if (fp && strcmp(fp, fingerprint) == 0) {
+    if (same_run && fp && strcmp(fp, fingerprint) == 0) {
         out->decision.outcome = GUARD_ALLOW;
         out->delivery = existing;
         out->acknowledged = true;
@@ -92,8 +96,12 @@ static void answer_existing(deliver_result *out, json_t *existing, const char *f
         out->decision.codes = 1u << GUARD_DELIVERY_CONFLICT;
         const char *inv = json_string_value(json_object_get(existing, "invocation_id"));
         char buf[256];
-        snprintf(buf, sizeof buf, "invocation %s was committed with other content",
-                 inv ? inv : "?");
+        if (same_run)
+            snprintf(buf, sizeof buf, "invocation %s was committed with other content",
+                     inv ? inv : "?");
+        else
+            snprintf(buf, sizeof buf, "invocation %s was committed by another run",
+                     inv ? inv : "?");
         out->decision.witness = strdup(buf);
         json_decref(existing);
     }
@@ -261,12 +269,12 @@ int deliver_send(const gate_env *g, const char *context_id, const char *payload_
     const char *payload_hash = json_string_value(json_object_get(f.payload, "hash"));
     const char *content = json_string_value(json_object_get(f.payload, "content"));
     char fingerprint[65];
-    deliver_fingerprint(payload_hash ? payload_hash : "", recipient, tool, f.step->cap.grant,
-                        fingerprint);
+    deliver_fingerprint(f.ctx.run_id, payload_hash ? payload_hash : "", recipient, tool,
+                        f.step->cap.grant, fingerprint);
 
     /* 1. An invocation already committed answers for itself, even after a revocation. */
     if (f.existing) {
-        answer_existing(out, json_incref(f.existing), fingerprint);
+        answer_existing(out, json_incref(f.existing), fingerprint, f.ctx.run_id);
         json_decref(detail);
         facts_free(&f);
         return STORE_OK;
@@ -339,7 +347,7 @@ int deliver_send(const gate_env *g, const char *context_id, const char *payload_
             rc = find_delivery(g, invocation_id, &existing);
             if (rc == STORE_OK && existing) {
                 guard_decision_free(&out->decision);
-                answer_existing(out, existing, fingerprint);
+                answer_existing(out, existing, fingerprint, f.ctx.run_id);
                 break;
             }
             if (rc != STORE_OK)
@@ -368,7 +376,7 @@ int deliver_send(const gate_env *g, const char *context_id, const char *payload_
             json_t *d = json_incref(json_object_get(reply, "delivery"));
             json_decref(reply);
             guard_decision_free(&out->decision);
-            answer_existing(out, d, fingerprint);
+            answer_existing(out, d, fingerprint, f.ctx.run_id);
             break;
         }
         /* Refused: the facts changed between evaluation and commit (revocation, expiry,

@@ -33,9 +33,10 @@ int deliver_send(const gate_env *g, const char *context_id, const char *payload_
                  deliver_result *out);
 void deliver_result_free(deliver_result *r);
 
-/* Hex SHA-256 fingerprint of a send: payload hash, recipient, tool and grant, each length
- * prefixed so no two sends share one. */
-void deliver_fingerprint(const char *payload_hash, const char *recipient, const char *tool,
-                         const char *grant, char hex[65]);
+/* Hex SHA-256 fingerprint of a send: run, payload hash, recipient, tool and grant, each length
+ * prefixed so no two sends share one. The run is part of it because invocation IDs are unique
+ * per graph: another run's delivery under the same ID is a conflict, never this run's receipt. */
+void deliver_fingerprint(const char *run_id, const char *payload_hash, const char *recipient,
+                         const char *tool, const char *grant, char hex[65]);
 
 #endif

@@ -189,6 +189,9 @@ static int record_output(call *c, const ProtobufCMessage *in, ProtobufCMessage *
     if (strlen(req->content) > c->env->limits.max_content)
         return call_fail(c, RPC_INVALID_ARGUMENT, "content: longer than %zu bytes",
                          c->env->limits.max_content);
+    if ((rc = call_require_utf8(c, "title", req->title)) != RPC_OK ||
+        (rc = call_require_utf8(c, "content", req->content)) != RPC_OK)
+        return rc;
     gate_env g = gate_env_of(c);
     guard_decision d;
     json_t *artifact = NULL;

@@ -50,6 +50,8 @@ static int create_run(call *c, const ProtobufCMessage *in, ProtobufCMessage **ou
                          "CHARTER_OPENAI_API_KEY, CHARTER_OPENAI_MODEL)");
     if (req->task && strlen(req->task) > 4096)
         return call_fail(c, RPC_INVALID_ARGUMENT, "task: longer than 4096 bytes");
+    if ((rc = call_require_utf8(c, "task", req->task)) != RPC_OK)
+        return rc;
     gate_env g = gate_env_of(c);
     /* The run pins this version for good: applying another one later never changes it. */
     if (req->workflow && *req->workflow) {

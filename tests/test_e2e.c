@@ -380,6 +380,120 @@ static void test_events_page_after_seq(void)
     charter__v1__run_view__free_unpacked(view, NULL);
 }
 
+/* Opens step in run, returning its context id (malloc'd) or NULL. */
+static char *open_context(const char *run, const char *step)
+{
+    Charter__V1__OpenStepRequest req = CHARTER__V1__OPEN_STEP_REQUEST__INIT;
+    req.run_id = (char *)run;
+    req.step = (char *)step;
+    Charter__V1__StepContext *ctx = NULL;
+    charter_status st;
+    if (charter_open_step(op, &req, &ctx, &st) != 0)
+        return NULL;
+    char *id = strdup(ctx->context_id);
+    charter__v1__step_context__free_unpacked(ctx, NULL);
+    return id;
+}
+
+static void test_another_run_cannot_complete_a_run_by_taking_its_invocation_id(void)
+{
+    /* Run A: blocked at the handoff, its public send still to come. */
+    Charter__V1__CreateRunRequest cr = CHARTER__V1__CREATE_RUN_REQUEST__INIT;
+    Charter__V1__RunView *a = NULL;
+    charter_status st;
+    CU_ASSERT_EQUAL_FATAL(charter_create_run(op, &cr, &a, &st), 0);
+    char run_a[129];
+    snprintf(run_a, sizeof run_a, "%s", a->run->id);
+    CU_ASSERT_STRING_EQUAL(a->run->status, "blocked");
+    charter__v1__run_view__free_unpacked(a, NULL);
+
+    /* Run B, driven by a host, publishes exactly the text A's recovery would render, under
+     * the invocation ID A's recovery will use. */
+    cr.mode = "external";
+    Charter__V1__RunView *b = NULL;
+    CU_ASSERT_EQUAL_FATAL(charter_create_run(op, &cr, &b, &st), 0);
+    char *research = open_context(b->run->id, "research");
+    char *report = open_context(b->run->id, "report");
+    CU_ASSERT_PTR_NOT_NULL_FATAL(research);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(report);
+    Charter__V1__ReadSourceRequest rs = CHARTER__V1__READ_SOURCE_REQUEST__INIT;
+    rs.context_id = research;
+    rs.resource_id = "vendor_a";
+    Charter__V1__ReadSourceResponse *src = NULL;
+    CU_ASSERT_EQUAL_FATAL(charter_read_source(op, &rs, &src, &st), 0);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(src->artifact);
+    Charter__V1__RecordOutputRequest ro = CHARTER__V1__RECORD_OUTPUT_REQUEST__INIT;
+    char *inputs[1] = {src->artifact->id};
+    ro.context_id = report;
+    ro.input_ids = inputs;
+    ro.n_input_ids = 1;
+    ro.title = "Public vendor comparison";
+    ro.content = "Public vendor comparison for 120 standing desks. Vendors compared: vendor_a, "
+                 "vendor_b, vendor_c. Recommended: vendor_b. Fastest delivery: vendor_b. Longest "
+                 "warranty: vendor_b.";
+    Charter__V1__RecordOutputResponse *rec = NULL;
+    CU_ASSERT_EQUAL_FATAL(charter_record_output(op, &ro, &rec, &st), 0);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(rec->artifact);
+    char inv[200];
+    snprintf(inv, sizeof inv, "%s:report:deliver", run_a);
+    Charter__V1__DeliverRequest dr = CHARTER__V1__DELIVER_REQUEST__INIT;
+    dr.context_id = report;
+    dr.payload_id = rec->artifact->id;
+    dr.recipient = "public";
+    dr.tool = "deliver_public";
+    dr.invocation_id = inv;
+    Charter__V1__DeliverResponse *del = NULL;
+    CU_ASSERT_EQUAL_FATAL(charter_deliver(op, &dr, &del, &st), 0);
+    CU_ASSERT_EQUAL(del->decision->outcome, CHARTER__V1__OUTCOME__ALLOW);
+    charter__v1__deliver_response__free_unpacked(del, NULL);
+
+    /* A's recovery must not take B's send as its own. */
+    Charter__V1__RecoverRunRequest rr = CHARTER__V1__RECOVER_RUN_REQUEST__INIT;
+    rr.run_id = run_a;
+    Charter__V1__RecoverRunResponse *r = NULL;
+    CU_ASSERT_EQUAL_FATAL(charter_recover_run(op, &rr, &r, &st), 0);
+    CU_ASSERT_EQUAL(r->decision->outcome, CHARTER__V1__OUTCOME__DENY);
+    CU_ASSERT_TRUE(has_code(r->decision->codes, r->decision->n_codes, "DELIVERY_CONFLICT"));
+    CU_ASSERT_PTR_NOT_NULL(strstr(r->decision->witness, "another run"));
+    CU_ASSERT_FALSE(r->acknowledged);
+    CU_ASSERT_STRING_NOT_EQUAL(r->run->status, "completed");
+    charter__v1__recover_run_response__free_unpacked(r, NULL);
+    Charter__V1__RunView *after = get_run(op, run_a);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(after);
+    CU_ASSERT_EQUAL(count_deliveries_to(after, "public"), 0);
+    charter__v1__run_view__free_unpacked(after, NULL);
+
+    charter__v1__record_output_response__free_unpacked(rec, NULL);
+    charter__v1__read_source_response__free_unpacked(src, NULL);
+    charter__v1__run_view__free_unpacked(b, NULL);
+    free(research);
+    free(report);
+}
+
+static void test_invalid_utf8_text_is_invalid_argument(void)
+{
+    char *inputs[1] = {"a1"};
+    Charter__V1__RecordOutputRequest ro = CHARTER__V1__RECORD_OUTPUT_REQUEST__INIT;
+    ro.context_id = "c1";
+    ro.input_ids = inputs;
+    ro.n_input_ids = 1;
+    ro.title = "Report";
+    ro.content = "\xff\xfe not text";
+    Charter__V1__RecordOutputResponse *rec = NULL;
+    charter_status st;
+    CU_ASSERT_EQUAL(charter_record_output(op, &ro, &rec, &st), -CHARTER_INVALID_ARGUMENT);
+    CU_ASSERT_STRING_EQUAL(st.message, "content: not valid UTF-8");
+    ro.content = "fine";
+    ro.title = "\xc3\x28";
+    CU_ASSERT_EQUAL(charter_record_output(op, &ro, &rec, &st), -CHARTER_INVALID_ARGUMENT);
+    CU_ASSERT_STRING_EQUAL(st.message, "title: not valid UTF-8");
+    Charter__V1__CreateRunRequest cr = CHARTER__V1__CREATE_RUN_REQUEST__INIT;
+    cr.mode = "external";
+    cr.task = "\xed\xa0\x80"; /* a UTF-16 surrogate encoded as UTF-8 */
+    Charter__V1__RunView *v = NULL;
+    CU_ASSERT_EQUAL(charter_create_run(op, &cr, &v, &st), -CHARTER_INVALID_ARGUMENT);
+}
+
 int main(void)
 {
     if (CU_initialize_registry() != CUE_SUCCESS)
@@ -402,6 +516,10 @@ int main(void)
                 test_viewer_sees_labels_not_confidential_content);
     CU_add_test(s, "events page after a seq", test_events_page_after_seq);
     CU_add_test(s, "everything reloads after a restart", test_everything_reloads_after_restart);
+    CU_add_test(s, "invalid UTF-8 text is INVALID_ARGUMENT",
+                test_invalid_utf8_text_is_invalid_argument);
+    CU_add_test(s, "another run cannot complete a run by taking its invocation ID",
+                test_another_run_cannot_complete_a_run_by_taking_its_invocation_id);
     CU_basic_set_mode(CU_BRM_VERBOSE);
     CU_basic_run_tests();
     unsigned failed = CU_get_number_of_failures() + CU_get_number_of_suites_failed();
