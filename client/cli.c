@@ -254,8 +254,9 @@ static int cmd_run(cli *c, const cli_command *cmd, const cli_args *a)
     const char *workflow = arg_option(a, "workflow");
     int rv;
 
-    if (mode != NULL && strcmp(mode, "scripted") != 0 && strcmp(mode, "external") != 0)
-        return usage_error(cmd, "--mode is scripted or external, not \"%s\"", mode);
+    if (mode != NULL && strcmp(mode, "scripted") != 0 && strcmp(mode, "external") != 0 &&
+        strcmp(mode, "live") != 0)
+        return usage_error(cmd, "--mode is scripted, live or external, not \"%s\"", mode);
     if (task != NULL)
         req.task = (char *)task;
     if (workflow != NULL)

@@ -1,5 +1,5 @@
 /*
- * cli_workflow.c - `charter workflow apply|list|get|test`.
+ * cli_workflow.c - `charter workflow apply|list|show|test`.
  *
  * test is the one with logic of its own: it drives a scripted run of the definition it applied
  * and walks the definition's expect list in order. Event expectations match the first event of
@@ -30,9 +30,9 @@ const char *cli_workflow_usage(const char *sub, size_t n_args)
         return n_args == 0 ? NULL : "workflow list takes no argument";
     if (strcmp(sub, "apply") == 0 || strcmp(sub, "test") == 0)
         return n_args == 1 ? NULL : "workflow apply and workflow test take one FILE";
-    if (strcmp(sub, "get") == 0)
-        return n_args == 1 ? NULL : "workflow get takes one WORKFLOW (a version or a name)";
-    return "unknown workflow subcommand (apply, list, get, test)";
+    if (strcmp(sub, "get") == 0 || strcmp(sub, "show") == 0)
+        return n_args == 1 ? NULL : "workflow show takes one WORKFLOW (a version or a name)";
+    return "unknown workflow subcommand (apply, list, show, test)";
 }
 
 static int call_failed(const char *what, const charter_status *st)
@@ -173,7 +173,7 @@ static int cmd_get(charter_client *client, bool json, const char *ref)
     charter_status st;
     req.workflow = (char *)ref;
     if (charter_get_workflow(client, &req, &r, &st) != 0)
-        return call_failed("workflow get", &st);
+        return call_failed("workflow show", &st);
     int rv = WF_OK;
     if (json) {
         rv = print_message_json(&r->base);
@@ -544,7 +544,7 @@ int cli_workflow_run(charter_client *client, bool json, const char *sub, const c
         return cmd_apply(client, json, arg);
     if (strcmp(sub, "list") == 0)
         return cmd_list(client, json);
-    if (strcmp(sub, "get") == 0)
+    if (strcmp(sub, "get") == 0 || strcmp(sub, "show") == 0)
         return cmd_get(client, json, arg);
     return cmd_test(client, json, arg);
 }

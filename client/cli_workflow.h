@@ -15,7 +15,7 @@
 #include "charter.h"
 
 /* The usage of `charter workflow`, after the command name. */
-#define CLI_WORKFLOW_USAGE "apply FILE | list | get WORKFLOW | test FILE"
+#define CLI_WORKFLOW_USAGE "apply FILE | list | show WORKFLOW | test FILE"
 
 /* NULL when sub (with n_args arguments after it) is a valid `workflow` subcommand line, else a
  * one-line reason (static storage) for a usage error. */

@@ -49,7 +49,10 @@ void config_usage(void)
         "\n"
         "Environment:\n"
         "  CHARTER_OPERATOR_TOKEN  required, at least 24 characters: full control\n"
-        "  CHARTER_VIEWER_TOKEN    optional, at least 24 characters: read-only, redacted\n");
+        "  CHARTER_VIEWER_TOKEN    optional, at least 24 characters: read-only, redacted\n"
+        "  CHARTER_OPENAI_BASE_URL, CHARTER_OPENAI_API_KEY, CHARTER_OPENAI_MODEL\n"
+        "                          all three, or none: the provider of live runs (docs/models.md)\n"
+        "  CHARTER_MODEL_TIMEOUT_MS  per model request (default 30000)\n");
 }
 
 static int config_fail(char *err, size_t errlen, const char *fmt, ...)
