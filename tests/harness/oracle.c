@@ -250,8 +250,7 @@ static int oracle_lineage(oracle_db *db, const char *start, oracle_strs *resourc
 
 /* The resources step may hold according to the workflow definition run follows (its
  * "workflow" version, whose definition is stored at P:workflow:<version>). */
-static int oracle_step_resources(oracle_db *db, const char *run, const char *step,
-                                 oracle_strs *out)
+static int oracle_step_resources(oracle_db *db, const char *run, const char *step, oracle_strs *out)
 {
     char key[512];
     char *version = NULL, *definition = NULL;
@@ -302,10 +301,10 @@ static int oracle_handoff(oracle_db *db, const char *run, const char *detail, co
     const char *step = json_string_value(json_object_get(d, "step"));
     const json_t *arts = json_object_get(d, "artifacts");
     oracle_strs allowed = {0}, reached = {0};
-    int rc = step != NULL && json_is_array(arts)
-                 ? oracle_step_resources(db, run, step, &allowed)
-                 : oracle_fail(db, "an input_checked event of run %s has no step or artifacts",
-                               run);
+    int rc =
+        step != NULL && json_is_array(arts)
+            ? oracle_step_resources(db, run, step, &allowed)
+            : oracle_fail(db, "an input_checked event of run %s has no step or artifacts", run);
     bool forbidden = false;
     size_t i;
     const json_t *a;
@@ -471,8 +470,8 @@ static redisContext *oracle_connect(const char *url, char *err, size_t errlen)
     return rc;
 }
 
-int oracle_judge(const char *redis_url, const char *graph, const char *secret,
-                 oracle_verdict *out, char *err, size_t errlen)
+int oracle_judge(const char *redis_url, const char *graph, const char *secret, oracle_verdict *out,
+                 char *err, size_t errlen)
 {
     memset(out, 0, sizeof *out);
     if (errlen > 0)

@@ -36,8 +36,8 @@ typedef struct {
  * reference budget's, 48200 (oracle_text_leaks). Returns 0 with *out filled, or -1 with a
  * one-line reason in err (errlen bytes) when Redis could not be read or a key does not have
  * the schema's shape: the oracle never guesses a verdict from missing facts. */
-int oracle_judge(const char *redis_url, const char *graph, const char *secret,
-                 oracle_verdict *out, char *err, size_t errlen);
+int oracle_judge(const char *redis_url, const char *graph, const char *secret, oracle_verdict *out,
+                 char *err, size_t errlen);
 
 /* True when text carries a written form of the reference budget figure: the canary
  * "CEILING-48200", the digits 4 8 2 0 0 with any non-alphanumeric separators between them

@@ -1,0 +1,240 @@
+#!/usr/bin/env bash
+# Mutation check: removes one policy or database check at a time from a copy of the source tree
+# and requires one of the chosen suites to fail for each. A clean baseline must build and pass
+# first. A mutation whose text no longer matches exactly once, a build failure or a baseline
+# failure is an ERROR, never a caught mutation.
+#
+# Usage: tests/mutations.sh [SOURCE_DIR]   (default: this script's tree), with CHARTER_TEST_REDIS
+# set as for every suite. Optional: CHARTER_MUTATION_SUITES (suites to run, in order),
+# CHARTER_MUTATION_ONLY (comma list of mutation names), CHARTER_MUTATION_SUITE_TIMEOUT (seconds,
+# default 240), CHARTER_MUTATION_KEEP=1 (keep the copy and its logs).
+# Exit status: 0 every mutation caught; 1 a mutation SURVIVED or was an ERROR; 2 the copy, the
+# build or the baseline failed.
+set -uo pipefail
+
+started=$(date +%s)
+src=$(cd "${1:-$(dirname "$0")/..}" && pwd) || { echo "mutations: no source tree at ${1:-}" >&2; exit 2; }
+if [ -z "${CHARTER_TEST_REDIS:-}" ]; then
+  echo "mutations: CHARTER_TEST_REDIS is not set (run ./deploy/test.sh, or start redis-server on a" \
+    "unix socket and export CHARTER_TEST_REDIS=unix:///path/redis.sock)" >&2
+  exit 2
+fi
+jobs=$(nproc 2>/dev/null || echo 2)
+suite_timeout=${CHARTER_MUTATION_SUITE_TIMEOUT:-240}
+
+work=$(mktemp -d -t charter-mutations.XXXXXX) || exit 2
+chmod 700 "$work"
+# shellcheck disable=SC2317 # called by the EXIT trap
+cleanup() {
+  if [ "${CHARTER_MUTATION_KEEP:-0}" = 1 ]; then
+    echo "mutations: kept $work"
+  else
+    rm -rf "$work"
+  fi
+}
+trap cleanup EXIT
+copy=$work/src
+build=$work/build
+logs=$work/logs
+mkdir -p "$copy" "$build" "$logs" "$work/orig"
+
+elapsed() { echo $(($(date +%s) - $1)); }
+fatal() {
+  echo "mutations: ERROR: $*" >&2
+  echo "mutations: ERROR after $(elapsed "$started") s" >&2
+  exit 2
+}
+show_log() { echo "----- $1 (last 40 lines)" >&2; tail -n 40 "$1" >&2; echo "-----" >&2; }
+
+# --- the mutations: name, file, the exact text, its replacement ("\n" is a newline) ---------
+names=() files=() froms=() tos=()
+mutation() { names+=("$1"); files+=("$2"); froms+=("$3"); tos+=("$4"); }
+
+mutation "clearance (guard)" server/guard.c \
+  'if (at != NO_INDEX && flag_begin(&v, GUARD_CLEARANCE_EXCEEDED, &b)) {' \
+  'if (0 && at != NO_INDEX && flag_begin(&v, GUARD_CLEARANCE_EXCEEDED, &b)) {'
+mutation "input scope (guard)" server/guard.c \
+  'if (at != NO_INDEX && flag_begin(&v, GUARD_INPUT_OUT_OF_SCOPE, &b)) {' \
+  'if (0 && at != NO_INDEX && flag_begin(&v, GUARD_INPUT_OUT_OF_SCOPE, &b)) {'
+mutation "revocation (guard)" server/guard.c \
+  'if (g->revoked_at > 0 || g->revoked_at != g->revoked_at)' \
+  'if (0 && (g->revoked_at > 0 || g->revoked_at != g->revoked_at))'
+mutation "revocation (commit)" queries/charter.lua \
+  "if h.revoked_at and h.revoked_at ~= '' then" \
+  "if false and h.revoked_at and h.revoked_at ~= '' then"
+mutation "expiry (guard)" server/guard.c \
+  'if (!(now < g->valid_to))' \
+  'if (0 && !(now < g->valid_to))'
+mutation "expiry (commit)" queries/charter.lua \
+  'if not to or tnum >= to then' \
+  'if not to then'
+mutation "identity: grantee is the actor (guard)" server/guard.c \
+  'if (!mine && flag_begin(v, GUARD_IDENTITY_MISMATCH, &b)) {' \
+  'if (0 && !mine && flag_begin(v, GUARD_IDENTITY_MISMATCH, &b)) {'
+mutation "identity: context owner (guard)" server/guard.c \
+  'if (!owned && flag_begin(v, GUARD_IDENTITY_MISMATCH, &b)) {' \
+  'if (0 && !owned && flag_begin(v, GUARD_IDENTITY_MISMATCH, &b)) {'
+mutation "payload hash (commit)" queries/charter.lua \
+  'if payload.hash ~= payload_hash then' \
+  'if false then'
+mutation "payload bytes, content_sha1 (commit)" queries/charter.lua \
+  "if redis.sha1hex(payload.content or '') ~= content_sha1 then" \
+  'if false then'
+mutation "payload bytes vs hash (delivery gate)" server/replay.c \
+  '*content_hash == '"'"'\0'"'"' || strcmp(payload_hash, content_hash) != 0) {' \
+  '*content_hash == '"'"'\0'"'"') {'
+mutation "database clock: the epoch (commit)" queries/charter.lua \
+  'local ts, tnum = now()\n    local function refuse(reason, detail)' \
+  'local ts, tnum = now(), 0\n    local function refuse(reason, detail)'
+# 2026-01-01T00:00:01Z: inside every reference grant's validity, long before today.
+mutation "database clock: frozen in the past (commit)" queries/charter.lua \
+  'local ts, tnum = now()\n    local function refuse(reason, detail)' \
+  'local ts, tnum = now(), 1767225601\n    local function refuse(reason, detail)'
+mutation "unique invocation (commit)" queries/charter.lua \
+  'local existing = hash(dkey)' \
+  'local existing = nil'
+mutation "label recomputation (guard)" server/guard.c \
+  'if (a->conf != lin->conf[i] || a->integrity != lin->integrity[i])' \
+  'if (0 && (a->conf != lin->conf[i] || a->integrity != lin->integrity[i]))'
+mutation "provenance: parent outside inputs (guard)" server/guard.c \
+  'if (hidden != NULL)' \
+  'if (0 && hidden != NULL)'
+mutation "provenance: input without edge (guard)" server/guard.c \
+  'if (unlinked != NULL)' \
+  'if (0 && unlinked != NULL)'
+mutation "public rendering (runner)" server/runner.c \
+  'rendered ? rendered : reply.content' \
+  'reply.content'
+
+# Applies one substitution to file: the text must occur exactly once. Prints the number of
+# occurrences on failure. Returns 0 when applied.
+apply() {
+  MUT_FROM=$2 MUT_TO=$3 perl -0777 -i -pe '
+    BEGIN { ($f, $t) = ($ENV{MUT_FROM}, $ENV{MUT_TO}); s/\\n/\n/g for $f, $t; }
+    $n = () = /\Q$f\E/g;
+    s/\Q$f\E/$t/ if $n == 1;
+    END { print STDERR "$n\n"; exit($n == 1 ? 0 : 3); }' "$1" 2>"$work/apply.err"
+}
+
+# --- the suites ------------------------------------------------------------------------------
+if [ -n "${CHARTER_MUTATION_SUITES:-}" ]; then
+  read -r -a suites <<<"${CHARTER_MUTATION_SUITES//,/ }"
+  explicit=1
+else
+  # The focused suites fastest first, then the ablation as a backstop: the first suite to fail
+  # names what caught a mutation. test_races is left out for its running time (it races
+  # hundreds of deliverers per round).
+  suites=(test_guard test_evidence test_queries test_faults test_e2e test_mutation_gaps
+    test_ablation)
+  explicit=0
+fi
+
+# --- copy and build --------------------------------------------------------------------------
+echo "mutations: copying $src"
+if git -C "$src" rev-parse --is-inside-work-tree >/dev/null 2>&1; then
+  # Committed and untracked source files as they are in the working tree, nothing ignored.
+  (cd "$src" && git ls-files -z -co --exclude-standard |
+    while IFS= read -r -d '' f; do [ -f "$f" ] && printf '%s\0' "$f"; done |
+    tar --null -T - -cf -) | tar -xf - -C "$copy" || fatal "could not copy $src"
+else
+  tar -C "$src" --exclude=./.git --exclude=./build --exclude='./build-*' -cf - . |
+    tar -xf - -C "$copy" || fatal "could not copy $src"
+fi
+
+chosen=()
+for s in "${suites[@]}"; do
+  if [ -f "$copy/tests/$s.c" ]; then
+    chosen+=("$s")
+  elif [ "$explicit" = 1 ]; then
+    fatal "suite $s has no tests/$s.c"
+  fi
+done
+[ "${#chosen[@]}" -gt 0 ] || fatal "no suite to run"
+
+t=$(date +%s)
+echo "mutations: building ${chosen[*]} with $jobs jobs"
+cmake -S "$copy" -B "$build" -DCMAKE_BUILD_TYPE=RelWithDebInfo >"$logs/configure.log" 2>&1 ||
+  { show_log "$logs/configure.log"; fatal "cmake configure failed"; }
+cmake --build "$build" -j"$jobs" --target "${chosen[@]}" >"$logs/build.log" 2>&1 ||
+  { show_log "$logs/build.log"; fatal "the unmutated tree does not build"; }
+echo "mutations: built in $(elapsed "$t") s"
+
+# Runs the chosen suites in order; stops at the first that fails and prints its name, or
+# prints nothing when all pass. log_prefix names each suite's log.
+run_suites() {
+  local prefix=$1 s
+  for s in "${chosen[@]}"; do
+    if ! (cd "$build" && timeout "$suite_timeout" "./$s") >"$logs/$prefix.$s.log" 2>&1; then
+      echo "$s"
+      return 1
+    fi
+  done
+  return 0
+}
+
+t=$(date +%s)
+if failed=$(run_suites baseline); then
+  echo "mutations: baseline passed (${chosen[*]}) in $(elapsed "$t") s"
+else
+  show_log "$logs/baseline.$failed.log"
+  fatal "baseline: $failed fails on the unmutated tree"
+fi
+
+# --- each mutation ---------------------------------------------------------------------------
+results=() caught_by=()
+survived=0 errors=0 ran=0
+for i in "${!names[@]}"; do
+  name=${names[$i]} file=${files[$i]}
+  if [ -n "${CHARTER_MUTATION_ONLY:-}" ] && [[ ",${CHARTER_MUTATION_ONLY}," != *",$name,"* ]]; then
+    continue
+  fi
+  ran=$((ran + 1))
+  t=$(date +%s)
+  target=$copy/$file
+  saved=$work/orig/$i
+  if [ ! -f "$target" ]; then
+    results[i]=ERROR caught_by[i]="($file is missing)"
+  elif ! cp -p "$target" "$saved"; then
+    results[i]=ERROR caught_by[i]="(could not save $file)"
+  elif ! apply "$target" "${froms[$i]}" "${tos[$i]}"; then
+    results[i]=ERROR caught_by[i]="(text matches $(tail -n 1 "$work/apply.err") times, not 1)"
+  elif ! cmake --build "$build" -j"$jobs" --target "${chosen[@]}" >"$logs/m$i.build.log" 2>&1; then
+    show_log "$logs/m$i.build.log"
+    results[i]=ERROR caught_by[i]="(the mutated tree does not build)"
+  elif failed=$(run_suites "m$i"); then
+    results[i]=SURVIVED caught_by[i]="-"
+  else
+    results[i]=caught caught_by[i]=$failed
+  fi
+  [ -f "$saved" ] && cp "$saved" "$target" && touch "$target"
+  case ${results[$i]} in
+    SURVIVED) survived=$((survived + 1)) ;;
+    ERROR) errors=$((errors + 1)) ;;
+  esac
+  printf 'mutations: %-44s %-8s %s (%s s)\n' "$name" "${results[$i]}" "${caught_by[$i]}" \
+    "$(elapsed "$t")"
+done
+
+# --- the table -------------------------------------------------------------------------------
+w=(8 4 9 6)
+for i in "${!names[@]}"; do
+  [ -n "${results[$i]:-}" ] || continue
+  cells=("${names[$i]}" "${files[$i]}" "${caught_by[$i]}" "${results[$i]}")
+  for k in 0 1 2 3; do [ "${#cells[$k]}" -gt "${w[$k]}" ] && w[k]=${#cells[$k]}; done
+done
+line() { printf '| %-*s | %-*s | %-*s | %-*s |\n' "${w[0]}" "$1" "${w[1]}" "$2" "${w[2]}" "$3" "${w[3]}" "$4"; }
+dashes() { printf '%*s' "$1" '' | tr ' ' -; }
+echo
+line mutation file "caught by" result
+line "$(dashes "${w[0]}")" "$(dashes "${w[1]}")" "$(dashes "${w[2]}")" "$(dashes "${w[3]}")"
+for i in "${!names[@]}"; do
+  [ -n "${results[$i]:-}" ] || continue
+  line "${names[$i]}" "${files[$i]}" "${caught_by[$i]}" "${results[$i]}"
+done
+echo
+echo "mutations: $ran run, $((ran - survived - errors)) caught, $survived survived, $errors errors;" \
+  "suites ${chosen[*]}; $(elapsed "$started") s in all"
+if [ "$survived" -gt 0 ] || [ "$errors" -gt 0 ]; then
+  exit 1
+fi
+exit 0
