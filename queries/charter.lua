@@ -25,7 +25,7 @@ Conventions every function follows:
 - Empty lists encode as {} (Redis's cjson has no empty-array marker); readers accept both.
 ]]
 
-local LIBRARY_VERSION = '4'
+local LIBRARY_VERSION = '5'
 local MAX_LIMIT = 100000  -- upper bound of any limit argument
 local DEFAULT_LIMIT = 1000 -- a limit of 0 means this
 local MAX_CHAIN = 64       -- grants one grant_chain walk returns, and a commit accepts
@@ -1898,3 +1898,58 @@ register('charter_get_workflow', charter_get_workflow, true)
 register('charter_list_workflows', charter_list_workflows, true)
 register('charter_run_workflow', charter_run_workflow, true)
 register('charter_scope_context', charter_scope_context, false)
+
+-- ---------------------------------------------------------------------------------------------
+-- Blobs: large snapshots stored once, by content
+-- ---------------------------------------------------------------------------------------------
+
+--[[ charter_blob_exists
+keys: P. args: sha (64 lowercase hex digits).
+reply: {"exists":bool}: whether P:blob:<sha> is stored. errors: invalid. ]]
+local function charter_blob_exists(keys, args)
+    local P = prefix(keys)
+    local sha = args[1]
+    if not hex64(sha) then
+        raise('invalid', 'sha must be 64 lowercase hex digits')
+    end
+    return cjson.encode({exists = exists(P .. ':blob:' .. sha)})
+end
+
+--[[ charter_put_blob
+keys: P. args: sha, text.
+reply: {"stored":bool}: the text is stored under P:blob:<sha> unless a blob is there already
+  (SET NX: a blob never changes). The library cannot hash with SHA-256: readers check that the
+  text hashes to its name, so a blob stored under the wrong name is detected, never trusted.
+errors: invalid. ]]
+local function charter_put_blob(keys, args)
+    local P = prefix(keys)
+    local sha, text = args[1], args[2]
+    if not hex64(sha) then
+        raise('invalid', 'sha must be 64 lowercase hex digits')
+    end
+    if type(text) ~= 'string' or text == '' then
+        raise('invalid', 'text must be a non-empty string')
+    end
+    local ok = redis.call('SET', P .. ':blob:' .. sha, text, 'NX')
+    return cjson.encode({stored = ok ~= false})
+end
+
+--[[ charter_get_blob
+keys: P. args: sha. reply: the stored text as it is (not JSON-encoded), or nil.
+errors: invalid. ]]
+local function charter_get_blob(keys, args)
+    local P = prefix(keys)
+    local sha = args[1]
+    if not hex64(sha) then
+        raise('invalid', 'sha must be 64 lowercase hex digits')
+    end
+    local v = redis.call('GET', P .. ':blob:' .. sha)
+    if not v then
+        return nil
+    end
+    return cjson.encode({text = v})
+end
+
+register('charter_blob_exists', charter_blob_exists, true)
+register('charter_put_blob', charter_put_blob, false)
+register('charter_get_blob', charter_get_blob, true)

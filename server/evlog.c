@@ -9,6 +9,8 @@
  */
 #include "evlog.h"
 
+#include "gate.h"
+
 #include <openssl/crypto.h>
 #include <openssl/evp.h>
 #include <pthread.h>
@@ -361,6 +363,63 @@ static int evlog_seal(const char *run_id, const evlog_event *ev, const evlog_hea
     return *text != NULL ? STORE_OK : STORE_ENOMEM;
 }
 
+/* A snapshot larger than EVLOG_BLOB_MIN bytes is stored once, by content (charter_put_blob),
+ * and the event carries {"blob":"<sha256>"} in its place: deciding again over the same facts
+ * (the same artifact checked for the same step) costs the database a reference, not another
+ * copy of a whole ancestry. The reference is what the event's hash covers, and it names the
+ * SHA-256 of the blob, so the chain still commits to every byte of the facts. */
+#define EVLOG_BLOB_MIN 4096
+#define EVLOG_BLOB_REF "{\"blob\":\""
+
+static int evlog_blob_out(store *st, const char *snapshot, char ref[96])
+{
+    char sha[65];
+    gate_sha256_hex(snapshot, strlen(snapshot), sha);
+    const char *args[2] = {sha, snapshot};
+    json_t *r = NULL;
+    int rc = store_call(st, "blob_exists", 1, args, &r);
+    bool have = rc == STORE_OK && json_is_true(json_object_get(r, "exists"));
+    json_decref(r);
+    if (rc == STORE_OK && !have) {
+        r = NULL;
+        rc = store_call(st, "put_blob", 2, args, &r);
+        json_decref(r);
+    }
+    if (rc == STORE_OK)
+        snprintf(ref, 96, "%s%s\"}", EVLOG_BLOB_REF, sha);
+    return rc;
+}
+
+int evlog_snapshot_resolve(store *st, const char *snapshot, char **out)
+{
+    *out = NULL;
+    size_t plen = strlen(EVLOG_BLOB_REF);
+    if (snapshot == NULL || strncmp(snapshot, EVLOG_BLOB_REF, plen) != 0 ||
+        strlen(snapshot) != plen + 64 + 2) {
+        *out = strdup(snapshot != NULL ? snapshot : "");
+        return *out != NULL ? STORE_OK : STORE_ENOMEM;
+    }
+    char sha[65];
+    memcpy(sha, snapshot + plen, 64);
+    sha[64] = '\0';
+    const char *args[1] = {sha};
+    json_t *r = NULL;
+    int rc = store_call(st, "get_blob", 1, args, &r);
+    const char *text = json_string_value(json_object_get(r, "text"));
+    if (rc == STORE_OK && text == NULL)
+        rc = STORE_ENOTFOUND; /* the facts the event names are gone */
+    if (rc == STORE_OK) {
+        char actual[65];
+        gate_sha256_hex(text, strlen(text), actual);
+        if (strcmp(actual, sha) != 0)
+            rc = STORE_EPROTO; /* the blob was changed: its name no longer matches */
+        else if ((*out = strdup(text)) == NULL)
+            rc = STORE_ENOMEM;
+    }
+    json_decref(r);
+    return rc;
+}
+
 static int evlog_write(store *st, evlog_write_spec *w, json_t **reply, evlog_sealed *sealed)
 {
     evlog_sealed local;
@@ -375,8 +434,15 @@ static int evlog_write(store *st, evlog_write_spec *w, json_t **reply, evlog_sea
     if (lock != NULL && pthread_mutex_lock(lock) != 0)
         lock = NULL;
 
+    char blob_ref[96];
+    int rc = STORE_OK;
+    if (w->ev.snapshot != NULL && strlen(w->ev.snapshot) > EVLOG_BLOB_MIN) {
+        rc = evlog_blob_out(st, w->ev.snapshot, blob_ref);
+        w->ev.snapshot = blob_ref;
+    }
     evlog_head head;
-    int rc = evlog_read_head(st, w->run_id, &head);
+    if (rc == STORE_OK)
+        rc = evlog_read_head(st, w->run_id, &head);
     if (rc == STORE_OK && w->run_must_exist && !head.exists)
         rc = STORE_ENOTFOUND;
     bool written = false;

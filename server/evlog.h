@@ -205,4 +205,11 @@ typedef struct {
  * Returns STORE_OK with *out filled, STORE_ENOTFOUND, or the store's failure. */
 int evlog_audit(store *st, const char *run_id, evlog_audit_result *out);
 
+/* The snapshot text an event stored: its own text, or, when the event carries a blob
+ * reference {"blob":"<sha256>"} (snapshots over 4 KiB are stored once by content), the blob's
+ * text after checking it still hashes to its name. *out is malloc'd (caller frees). Returns
+ * STORE_OK, STORE_ENOTFOUND (the blob is gone), STORE_EPROTO (the blob was changed), or the
+ * store's failure. */
+int evlog_snapshot_resolve(store *st, const char *snapshot, char **out);
+
 #endif

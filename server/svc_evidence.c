@@ -77,6 +77,20 @@ static int replay_decision(call *c, const ProtobufCMessage *in, ProtobufCMessage
     int rc = store_call(c->st, "get_event", 2, args, &event);
     if (rc != STORE_OK)
         return call_fail_store(c, rc, "event");
+    /* A large snapshot is stored once by content; replay decides from the facts themselves. */
+    char *facts = NULL;
+    rc = evlog_snapshot_resolve(c->st, json_string_value(json_object_get(event, "snapshot")),
+                                &facts);
+    if (rc == STORE_OK && json_object_set_new(event, "snapshot", json_string(facts)) != 0)
+        rc = STORE_ENOMEM;
+    free(facts);
+    if (rc != STORE_OK) {
+        json_decref(event);
+        if (rc == STORE_ENOTFOUND || rc == STORE_EPROTO)
+            return call_fail(c, RPC_FAILED_PRECONDITION, "event %s: the facts it names are %s", seq,
+                             rc == STORE_ENOTFOUND ? "missing" : "altered");
+        return call_fail_store(c, rc, "event");
+    }
     replay_result res;
     char why[224];
     rc = replay_event(c->env->evaluator, event, &res, why, sizeof why);
@@ -159,8 +173,7 @@ static int get_receipt(call *c, const ProtobufCMessage *in, ProtobufCMessage **o
     bool for_run = req->invocation_id == NULL || *req->invocation_id == '\0';
     if (!for_run)
         if (!call_invocation_id_ok(req->invocation_id))
-            return call_fail(c, RPC_INVALID_ARGUMENT,
-                             "invocation_id: 1 to 128 of [A-Za-z0-9._:-]");
+            return call_fail(c, RPC_INVALID_ARGUMENT, "invocation_id: 1 to 128 of [A-Za-z0-9._:-]");
     json_t *receipt = NULL;
     char status[32] = "";
     int rc = for_run

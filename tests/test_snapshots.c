@@ -1,0 +1,221 @@
+/*
+ * test_snapshots.c - large decision snapshots are stored once, by content, and still replay.
+ *
+ * A snapshot over 4 KiB goes to a blob named by its SHA-256 and the event carries the name, so
+ * checking one deep artifact again and again costs the database one copy of its ancestry. The
+ * tests drive a real charterd over NNG: the blob is shared by identical decisions, replay
+ * decides from the blob's facts, and a blob changed behind the server's back is refused.
+ */
+#include <CUnit/Basic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "charter.h"
+#include "harness.h"
+
+static char graph[64];
+static harness_charterd daemon_;
+static charter_client *op;
+static char deepest[64];
+static char report_ctx[64];
+static uint64_t seq_first, seq_second;
+
+#define DEPTH 40
+
+static const char *COUNT_BLOBS = "local n, cursor = 0, '0' "
+                                 "repeat "
+                                 "  local r = redis.call('SCAN', cursor, 'MATCH', KEYS[1] .. "
+                                 "':blob:*', 'COUNT', 1000) "
+                                 "  cursor = r[1]; n = n + #r[2] "
+                                 "until cursor == '0' "
+                                 "return n";
+
+static long long count_blobs(void)
+{
+    long long n = -1;
+    if (harness_graph_eval(graph, COUNT_BLOBS, NULL, 0, &n) != 0)
+        return -1;
+    return n;
+}
+
+static int suite_init(void)
+{
+    harness_graph_name(graph, sizeof graph, "snapshots");
+    store *st = harness_store_open(graph);
+    store_close(st);
+    harness_charterd_opts o = {.graph = graph};
+    if (harness_charterd_start(&o, &daemon_) != 0)
+        return -1;
+    charter_options opts;
+    charter_options_init(&opts);
+    opts.connect_timeout_ms = 5000;
+    return charter_client_open(daemon_.ipc_url, HARNESS_OPERATOR_TOKEN, &opts, &op);
+}
+
+static int suite_clean(void)
+{
+    charter_client_close(op);
+    int rc = harness_charterd_stop(&daemon_);
+    harness_graph_drop(graph);
+    return rc == 0 ? 0 : -1;
+}
+
+static int open_step(const char *run, const char *step, char *out, size_t n)
+{
+    Charter__V1__OpenStepRequest req = CHARTER__V1__OPEN_STEP_REQUEST__INIT;
+    req.run_id = (char *)run;
+    req.step = (char *)step;
+    Charter__V1__StepContext *ctx = NULL;
+    charter_status st;
+    if (charter_open_step(op, &req, &ctx, &st) != 0)
+        return -1;
+    snprintf(out, n, "%s", ctx->context_id);
+    charter__v1__step_context__free_unpacked(ctx, NULL);
+    return 0;
+}
+
+/* A public lineage DEPTH artifacts deep, each derived from the one before, in an external run;
+ * then the report step's context, for which the whole lineage is in scope. */
+static void test_a_deep_lineage_is_recorded(void)
+{
+    Charter__V1__CreateRunRequest cr = CHARTER__V1__CREATE_RUN_REQUEST__INIT;
+    cr.mode = "external";
+    Charter__V1__RunView *run = NULL;
+    charter_status st;
+    CU_ASSERT_EQUAL_FATAL(charter_create_run(op, &cr, &run, &st), 0);
+    char research[64];
+    CU_ASSERT_EQUAL_FATAL(open_step(run->run->id, "research", research, sizeof research), 0);
+    CU_ASSERT_EQUAL_FATAL(open_step(run->run->id, "report", report_ctx, sizeof report_ctx), 0);
+    charter__v1__run_view__free_unpacked(run, NULL);
+
+    Charter__V1__ReadSourceRequest rs = CHARTER__V1__READ_SOURCE_REQUEST__INIT;
+    rs.context_id = research;
+    rs.resource_id = "vendor_a";
+    Charter__V1__ReadSourceResponse *src = NULL;
+    CU_ASSERT_EQUAL_FATAL(charter_read_source(op, &rs, &src, &st), 0);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(src->artifact);
+    snprintf(deepest, sizeof deepest, "%s", src->artifact->id);
+    charter__v1__read_source_response__free_unpacked(src, NULL);
+
+    for (int i = 0; i < DEPTH; i++) {
+        char title[160];
+        snprintf(title, sizeof title,
+                 "Research note %d, a title long enough that the ancestry outgrows 4 KiB", i);
+        char *inputs[1] = {deepest};
+        Charter__V1__RecordOutputRequest ro = CHARTER__V1__RECORD_OUTPUT_REQUEST__INIT;
+        ro.context_id = research;
+        ro.input_ids = inputs;
+        ro.n_input_ids = 1;
+        ro.title = title;
+        ro.content = "a note";
+        Charter__V1__RecordOutputResponse *rec = NULL;
+        CU_ASSERT_EQUAL_FATAL(charter_record_output(op, &ro, &rec, &st), 0);
+        CU_ASSERT_EQUAL_FATAL(rec->decision->outcome, CHARTER__V1__OUTCOME__ALLOW);
+        snprintf(deepest, sizeof deepest, "%s", rec->artifact->id);
+        charter__v1__record_output_response__free_unpacked(rec, NULL);
+    }
+}
+
+static uint64_t check_deepest(void)
+{
+    char *ids[1] = {deepest};
+    Charter__V1__CheckInputRequest req = CHARTER__V1__CHECK_INPUT_REQUEST__INIT;
+    req.context_id = report_ctx;
+    req.artifact_ids = ids;
+    req.n_artifact_ids = 1;
+    Charter__V1__CheckInputResponse *resp = NULL;
+    charter_status st;
+    if (charter_check_input(op, &req, &resp, &st) != 0)
+        return 0;
+    uint64_t seq = resp->decision->outcome == CHARTER__V1__OUTCOME__ALLOW ? resp->event_seq : 0;
+    charter__v1__check_input_response__free_unpacked(resp, NULL);
+    return seq;
+}
+
+static void test_identical_decisions_share_one_blob(void)
+{
+    CU_ASSERT_FATAL(deepest[0] != '\0');
+    long long before = count_blobs();
+    CU_ASSERT_TRUE_FATAL(before >= 0);
+    seq_first = check_deepest();
+    CU_ASSERT_TRUE_FATAL(seq_first > 0);
+    long long after_one = count_blobs();
+    CU_ASSERT_EQUAL(after_one, before + 1); /* this snapshot is new: one blob */
+    seq_second = check_deepest();
+    CU_ASSERT_TRUE_FATAL(seq_second > seq_first);
+    CU_ASSERT_EQUAL(count_blobs(), after_one); /* the same facts again: no second copy */
+}
+
+static Charter__V1__ReplayDecisionResponse *replay(uint64_t seq, charter_status *st)
+{
+    Charter__V1__ReplayDecisionRequest req = CHARTER__V1__REPLAY_DECISION_REQUEST__INIT;
+    /* The decisions are events of the suite's only run. */
+    Charter__V1__ListRunsRequest lr = CHARTER__V1__LIST_RUNS_REQUEST__INIT;
+    Charter__V1__ListRunsResponse *runs = NULL;
+    if (charter_list_runs(op, &lr, &runs, st) != 0 || runs->n_runs == 0)
+        return NULL;
+    req.run_id = runs->runs[0]->id;
+    req.seq = seq;
+    Charter__V1__ReplayDecisionResponse *resp = NULL;
+    int rc = charter_replay_decision(op, &req, &resp, st);
+    charter__v1__list_runs_response__free_unpacked(runs, NULL);
+    return rc == 0 ? resp : NULL;
+}
+
+static void test_replay_decides_from_the_blob(void)
+{
+    CU_ASSERT_FATAL(seq_first > 0 && seq_second > 0);
+    charter_status st;
+    Charter__V1__ReplayDecisionResponse *r = replay(seq_second, &st);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(r);
+    CU_ASSERT_FALSE(r->no_snapshot);
+    CU_ASSERT_TRUE(r->matches);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(r->replayed);
+    CU_ASSERT_EQUAL(r->replayed->outcome, CHARTER__V1__OUTCOME__ALLOW);
+    charter__v1__replay_decision_response__free_unpacked(r, NULL);
+}
+
+static void test_an_altered_blob_is_refused(void)
+{
+    CU_ASSERT_FATAL(seq_first > 0);
+    /* Rewrite every blob of the graph with other facts, as someone with redis-cli could. */
+    static const char *ALTER = "local n, cursor = 0, '0' "
+                               "repeat "
+                               "  local r = redis.call('SCAN', cursor, 'MATCH', KEYS[1] .. "
+                               "':blob:*', 'COUNT', 1000) "
+                               "  cursor = r[1] "
+                               "  for _, k in ipairs(r[2]) do "
+                               "    redis.call('SET', k, '{\"gate\":\"input\"}'); n = n + 1 "
+                               "  end "
+                               "until cursor == '0' "
+                               "return n";
+    long long altered = 0;
+    CU_ASSERT_EQUAL_FATAL(harness_graph_eval(graph, ALTER, NULL, 0, &altered), 0);
+    CU_ASSERT_TRUE(altered >= 1);
+    charter_status st;
+    Charter__V1__ReplayDecisionResponse *r = replay(seq_first, &st);
+    CU_ASSERT_PTR_NULL(r);
+    CU_ASSERT_EQUAL(st.code, CHARTER_FAILED_PRECONDITION);
+    CU_ASSERT_PTR_NOT_NULL(strstr(st.message, "altered"));
+    if (r)
+        charter__v1__replay_decision_response__free_unpacked(r, NULL);
+}
+
+int main(void)
+{
+    if (CU_initialize_registry() != CUE_SUCCESS)
+        return 1;
+    CU_pSuite s = CU_add_suite("snapshots stored by content", suite_init, suite_clean);
+    if (!s)
+        return 1;
+    CU_add_test(s, "a deep lineage is recorded", test_a_deep_lineage_is_recorded);
+    CU_add_test(s, "identical decisions share one blob", test_identical_decisions_share_one_blob);
+    CU_add_test(s, "replay decides from the blob", test_replay_decides_from_the_blob);
+    CU_add_test(s, "an altered blob is refused", test_an_altered_blob_is_refused);
+    CU_basic_set_mode(CU_BRM_VERBOSE);
+    CU_basic_run_tests();
+    unsigned failed = CU_get_number_of_failures() + CU_get_number_of_suites_failed();
+    CU_cleanup_registry();
+    return failed ? 1 : 0;
+}
