@@ -149,12 +149,12 @@ static int cmd_list(charter_client *client, bool json)
     if (json) {
         rv = print_message_json(&r->base);
     } else {
-        printf("%-20s %-16s %-20s %s\n", "NAME", "VERSION", "APPLIED", "STEPS");
+        printf("%-20s %-66s %-20s %s\n", "NAME", "VERSION", "APPLIED", "STEPS");
         for (size_t i = 0; i < r->n_workflows; i++) {
             const Charter__V1__WorkflowInfo *w = r->workflows[i];
             char when[32];
             cli_format_time(w->applied_at, when, sizeof when);
-            printf("%-20s %-16.12s %-20s", w->name, w->version, when);
+            printf("%-20s %-66s %-20s", w->name, w->version, when);
             for (size_t k = 0; k < w->n_steps; k++)
                 printf("%s%s", k > 0 ? " → " : " ", w->steps[k]);
             putchar('\n');

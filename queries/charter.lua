@@ -894,9 +894,13 @@ local function charter_context_owner(keys, args)
         scope = {tools = decode_list(h.scope_tools), recipients = decode_list(h.scope_recipients),
                  resources = decode_list(h.scope_resources)}
     end
+    local status = false
+    if h.run_id then
+        status = redis.call('HGET', P .. ':run:' .. h.run_id, 'status')
+    end
     return cjson.encode({id = id, run_id = h.run_id or '', step = h.step or '',
                          owners = members(key .. ':owned_by'), workflow = h.workflow or '',
-                         parent = h.parent or '', scope = scope})
+                         parent = h.parent or '', scope = scope, run_status = status or ''})
 end
 
 --[[ charter_get_resource
@@ -1048,9 +1052,9 @@ local function ancestry_table(P, root, limit)
         local base = P .. ':artifact:' .. id
         -- HMGET, not HGETALL: the walk never copies an artifact's content.
         local f = redis.call('HMGET', base, 'run_id', 'kind', 'title', 'conf', 'integrity',
-                             'capture_complete', 'hash', 'input_ids')
+                             'capture_complete', 'hash', 'input_ids', 'step')
         local found = false
-        for i = 1, 8 do
+        for i = 1, 9 do
             found = found or f[i] ~= false
         end
         if found then
@@ -1083,6 +1087,7 @@ local function ancestry_table(P, root, limit)
                 capture_complete = f[6] == '1', hash = f[7] or nil,
                 input_ids = decode_list(f[8] or nil), parents = parents,
                 resources = resources, producers = members(base .. ':produced_by'),
+                step = f[9] or nil,
             }
         end
     end

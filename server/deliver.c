@@ -236,7 +236,7 @@ int deliver_send(const gate_env *g, const char *context_id, const char *payload_
     send_facts f;
     memset(&f, 0, sizeof f);
     int rc = gate_context_of(g, context_id, &f.wf, &f.step, &f.ctx);
-    if (rc == STORE_ENOTFOUND || rc == STORE_ENOMEM)
+    if (rc == STORE_ENOTFOUND || rc == STORE_ENOMEM || rc == STORE_EREFUSED)
         return rc;
     if (rc == STORE_OK && (f.wf == NULL || replay_fingerprint(f.wf, f.fingerprint) != 0))
         f.fingerprint[0] = '\0';

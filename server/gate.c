@@ -188,6 +188,14 @@ int gate_context_of(const gate_env *g, const char *context_id, const workflow **
         json_decref(raw);
         return rc;
     }
+    /* A completed run's record is closed: its receipt signs its last event, and no host may
+     * add to it through a context it kept. */
+    const char *run_status = json_string_value(json_object_get(raw, "run_status"));
+    if (run_status && strcmp(run_status, "completed") == 0) {
+        json_decref(raw);
+        store_context_free(ctx);
+        return STORE_EREFUSED;
+    }
     /* The context acts under its run's workflow version, never the one charterd started
      * with; a context that records none was never completed and is not usable. */
     const char *version = json_string_value(json_object_get(raw, "workflow"));

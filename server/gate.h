@@ -6,6 +6,7 @@
  * Return values: STORE_OK when the operation produced a decision (which may be DENY, or UNKNOWN
  * GRAPH_ERROR when the graph could not supply facts: fail closed); STORE_ENOTFOUND for an unknown
  * run, step, context, resource or artifact; STORE_EINVAL for a request that is malformed;
+ * STORE_EREFUSED for a context whose run is completed (its record is closed);
  * STORE_EUNAVAILABLE where no decision is involved and the database is unreachable;
  * STORE_ENOMEM. Every decision is recorded as an event of the run with the facts it was made
  * from (its snapshot), in the same database call as its effect where it has one.

@@ -195,9 +195,16 @@ int replay_source_decide(const guard_stepcap *cap, const char *resource_id, guar
     }
     d->outcome = GUARD_DENY;
     d->codes = 1u << (tool ? GUARD_RESOURCE_OUT_OF_SCOPE : GUARD_STEP_MISMATCH);
-    char buf[512];
-    snprintf(buf, sizeof buf, "%s is not %s of %s step", resource_id,
-             tool ? "a resource" : "readable by the read_source tool", cap->step);
+    /* The witness names the context's own list, which for a narrowed context is narrower
+     * than the step's definition. */
+    const guard_strs *list = tool ? &cap->resources : &cap->tools;
+    char buf[1024];
+    size_t off = (size_t)snprintf(buf, sizeof buf, "%s is outside %s step {",
+                                  tool ? resource_id : "read_source", cap->step);
+    for (size_t i = 0; i < list->n && off < sizeof buf; i++)
+        off += (size_t)snprintf(buf + off, sizeof buf - off, "%s%s", i ? ", " : "", list->items[i]);
+    if (off < sizeof buf)
+        snprintf(buf + off, sizeof buf - off, "}");
     if ((d->witness = strdup(buf)) == NULL) {
         guard_decision_unknown(d, NULL);
         return -1;

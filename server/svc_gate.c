@@ -22,6 +22,18 @@
             return require_id_rc;                                                                  \
     } while (0)
 
+/* An error of a gate operation on context_id as an RPC status; a completed run's contexts
+ * are closed, which deserves its own words. */
+static int gate_fail(call *c, int rc, const char *what, const char *context_id)
+{
+    if (rc == STORE_EREFUSED)
+        return call_fail(c, RPC_FAILED_PRECONDITION,
+                         "context %s belongs to a completed run: its record is closed (start "
+                         "a new run)",
+                         context_id);
+    return call_fail_store(c, rc, what);
+}
+
 static int ids_ok(call *c, const char *field, char **ids, size_t n)
 {
     if (n == 0)
@@ -159,7 +171,7 @@ static int read_source(call *c, const ProtobufCMessage *in, ProtobufCMessage **o
     rc = gate_read_source(&g, req->context_id, req->resource_id, &d, &artifact);
     if (rc != STORE_OK) {
         guard_decision_free(&d);
-        return call_fail_store(c, rc, "context or resource");
+        return gate_fail(c, rc, "context or resource", req->context_id);
     }
     Charter__V1__ReadSourceResponse *resp = call_alloc(c, sizeof *resp);
     if (resp) {
@@ -199,7 +211,7 @@ static int record_output(call *c, const ProtobufCMessage *in, ProtobufCMessage *
                             req->n_input_ids, req->title, req->content, &d, &artifact);
     if (rc != STORE_OK) {
         guard_decision_free(&d);
-        return call_fail_store(c, rc, "context or input artifact");
+        return gate_fail(c, rc, "context or input artifact", req->context_id);
     }
     Charter__V1__RecordOutputResponse *resp = call_alloc(c, sizeof *resp);
     if (resp) {
@@ -231,7 +243,7 @@ static int check_input(call *c, const ProtobufCMessage *in, ProtobufCMessage **o
                           req->n_artifact_ids, &d, &seq);
     if (rc != STORE_OK) {
         guard_decision_free(&d);
-        return call_fail_store(c, rc, "context or artifact");
+        return gate_fail(c, rc, "context or artifact", req->context_id);
     }
     Charter__V1__CheckInputResponse *resp = call_alloc(c, sizeof *resp);
     if (resp) {
@@ -264,7 +276,7 @@ static int deliver(call *c, const ProtobufCMessage *in, ProtobufCMessage **out)
                       req->invocation_id, &r);
     if (rc != STORE_OK) {
         deliver_result_free(&r);
-        return call_fail_store(c, rc, "context or payload");
+        return gate_fail(c, rc, "context or payload", req->context_id);
     }
     Charter__V1__DeliverResponse *resp = call_alloc(c, sizeof *resp);
     if (resp) {

@@ -305,6 +305,38 @@ static void test_recovering_a_completed_run_acknowledges(void)
     charter__v1__run_view__free_unpacked(view, NULL);
 }
 
+static void test_a_completed_run_is_closed_to_its_old_contexts(void)
+{
+    CU_ASSERT_FATAL(run_id[0] != '\0');
+    Charter__V1__RunView *view = get_run(op, run_id);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(view);
+    CU_ASSERT_STRING_EQUAL(view->run->status, "completed");
+    char ctx[64] = "";
+    for (size_t i = 0; i < view->n_events && !ctx[0]; i++) {
+        if (strcmp(view->events[i]->kind, "step_opened") != 0)
+            continue;
+        /* "step <name> context <id> actor <actor>" */
+        char step[64];
+        if (sscanf(view->events[i]->detail, "step %63s context %63s", step, ctx) != 2)
+            ctx[0] = '\0';
+    }
+    uint64_t events = view->run->seq;
+    charter__v1__run_view__free_unpacked(view, NULL);
+    CU_ASSERT_FATAL(ctx[0] != '\0');
+
+    Charter__V1__ReadSourceRequest rs = CHARTER__V1__READ_SOURCE_REQUEST__INIT;
+    rs.context_id = ctx;
+    rs.resource_id = "vendor_a";
+    Charter__V1__ReadSourceResponse *src = NULL;
+    charter_status st;
+    CU_ASSERT_EQUAL(charter_read_source(op, &rs, &src, &st), -CHARTER_FAILED_PRECONDITION);
+    CU_ASSERT_PTR_NOT_NULL(strstr(st.message, "completed run"));
+    Charter__V1__RunView *after = get_run(op, run_id);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(after);
+    CU_ASSERT_EQUAL(after->run->seq, events); /* nothing was added to the closed record */
+    charter__v1__run_view__free_unpacked(after, NULL);
+}
+
 static void test_viewer_sees_labels_not_confidential_content(void)
 {
     CU_ASSERT_FATAL(run_id[0] != '\0');
@@ -512,6 +544,8 @@ int main(void)
                 test_recovery_publishes_from_permitted_inputs_only);
     CU_add_test(s, "recovering a completed run acknowledges",
                 test_recovering_a_completed_run_acknowledges);
+    CU_add_test(s, "a completed run is closed to its old contexts",
+                test_a_completed_run_is_closed_to_its_old_contexts);
     CU_add_test(s, "viewer sees labels, not confidential content",
                 test_viewer_sees_labels_not_confidential_content);
     CU_add_test(s, "events page after a seq", test_events_page_after_seq);
