@@ -998,7 +998,7 @@ static const char *const verify_opts[] = {"key", NULL};
 static const char *const no_opts[] = {NULL};
 
 static const cli_command commands[] = {
-    {"run", "[--task TEXT] [--mode scripted|external] [--workflow NAME|VERSION]",
+    {"run", "[--task TEXT] [--mode scripted|live|external] [--workflow NAME|VERSION]",
      "create a run (of the startup workflow unless --workflow); scripted (default) drives it to "
      "its end and prints every decision",
      run_opts, 0, 0, cmd_run},
