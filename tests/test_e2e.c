@@ -74,14 +74,6 @@ static Charter__V1__RunView *get_run(charter_client *c, const char *id)
     return view;
 }
 
-static bool has_code(char **codes, size_t n, const char *code)
-{
-    for (size_t i = 0; i < n; i++)
-        if (strcmp(codes[i], code) == 0)
-            return true;
-    return false;
-}
-
 /* The step named in an event's JSON detail, or "". */
 static void event_step(const Charter__V1__Event *e, char *out, size_t n)
 {
@@ -174,7 +166,7 @@ static void test_run_blocks_poisoned_handoff_with_witness(void)
         if (strcmp(e->kind, "input_checked") == 0 && e->outcome == CHARTER__V1__OUTCOME__DENY &&
             strcmp(step, "report") == 0) {
             handoff_deny++;
-            CU_ASSERT_TRUE(has_code(e->codes, e->n_codes, "INPUT_OUT_OF_SCOPE"));
+            CU_ASSERT_TRUE(harness_has_code(e->codes, e->n_codes, "INPUT_OUT_OF_SCOPE"));
             CU_ASSERT_STRING_EQUAL(e->witness, HANDOFF_WITNESS);
         }
         if (strcmp(e->kind, "model_request") == 0 && strcmp(step, "report") == 0)
@@ -222,7 +214,7 @@ static void test_recovery_with_revoked_reporter_grant_is_denied(void)
     CU_ASSERT_PTR_NOT_NULL_FATAL(r);
     CU_ASSERT_PTR_NOT_NULL_FATAL(r->decision);
     CU_ASSERT_EQUAL(r->decision->outcome, CHARTER__V1__OUTCOME__DENY);
-    CU_ASSERT_TRUE(has_code(r->decision->codes, r->decision->n_codes, "GRANT_INVALID"));
+    CU_ASSERT_TRUE(harness_has_code(r->decision->codes, r->decision->n_codes, "GRANT_INVALID"));
     CU_ASSERT_PTR_NOT_NULL(strstr(r->decision->witness, "g_reporter"));
     CU_ASSERT_FALSE(r->acknowledged);
     CU_ASSERT_STRING_EQUAL(r->run->status, "blocked");
@@ -485,7 +477,7 @@ static void test_another_run_cannot_complete_a_run_by_taking_its_invocation_id(v
     Charter__V1__RecoverRunResponse *r = NULL;
     CU_ASSERT_EQUAL_FATAL(charter_recover_run(op, &rr, &r, &st), 0);
     CU_ASSERT_EQUAL(r->decision->outcome, CHARTER__V1__OUTCOME__DENY);
-    CU_ASSERT_TRUE(has_code(r->decision->codes, r->decision->n_codes, "DELIVERY_CONFLICT"));
+    CU_ASSERT_TRUE(harness_has_code(r->decision->codes, r->decision->n_codes, "DELIVERY_CONFLICT"));
     CU_ASSERT_PTR_NOT_NULL(strstr(r->decision->witness, "another run"));
     CU_ASSERT_FALSE(r->acknowledged);
     CU_ASSERT_STRING_NOT_EQUAL(r->run->status, "completed");

@@ -59,44 +59,16 @@ static void sleep_ms(long ms)
     }
 }
 
-static int open_client(const char *url, uint32_t timeout_ms, charter_client **out)
-{
-    charter_options o;
-    charter_options_init(&o);
-    o.timeout_ms = timeout_ms;
-    o.connect_timeout_ms = 5000;
-    int rc = charter_client_open(url, HARNESS_OPERATOR_TOKEN, &o, out);
-    if (rc != 0)
-        fprintf(stderr, "cannot open a client of %s: %s\n", url, charter_status_name(rc));
-    return rc;
-}
-
-/* A suite that pauses the database runs on a redis-server of its own, so that it neither
- * delays other test programs sharing the test Redis nor is released early by their
- * CLIENT UNPAUSE: CHARTER_TEST_REDIS points at it from suite_redis_start to suite_redis_stop. */
 static harness_private_redis suite_redis;
-static char *shared_redis_url;
 
 static int suite_redis_start(void)
 {
-    memset(&suite_redis, 0, sizeof suite_redis);
-    suite_redis.no_persistence = true;
-    if (harness_private_redis_start(&suite_redis) != 0)
-        return -1;
-    shared_redis_url = strdup(harness_redis_url());
-    if (!shared_redis_url)
-        return -1;
-    return setenv("CHARTER_TEST_REDIS", suite_redis.url, 1);
+    return harness_suite_redis_start(&suite_redis);
 }
 
 static void suite_redis_stop(void)
 {
-    if (shared_redis_url) {
-        setenv("CHARTER_TEST_REDIS", shared_redis_url, 1);
-        free(shared_redis_url);
-        shared_redis_url = NULL;
-    }
-    harness_private_redis_stop(&suite_redis);
+    harness_suite_redis_stop(&suite_redis);
 }
 
 /* A JSON string's text, or "(none)" when it is not a string, for assertions. */
@@ -104,14 +76,6 @@ static const char *text_of(const json_t *j)
 {
     const char *s = json_string_value(j);
     return s ? s : "(none)";
-}
-
-static bool has_code(char **codes, size_t n, const char *code)
-{
-    for (size_t i = 0; i < n; i++)
-        if (strcmp(codes[i], code) == 0)
-            return true;
-    return false;
 }
 
 static bool only_code(const Charter__V1__Decision *d, const char *code)
@@ -355,7 +319,7 @@ static void outage_decision(outage_call *oc, int rc, const Charter__V1__Decision
 static void test_redis_killed_mid_run_fails_closed_and_recovers_without_restart(void)
 {
     charter_client *c = NULL;
-    CU_ASSERT_EQUAL_FATAL(open_client(db_daemon.tcp_url, 10000, &c), 0);
+    CU_ASSERT_EQUAL_FATAL(harness_client_open(db_daemon.tcp_url, 10000, &c), 0);
     char run_id[129], ctx[129], src[129], payload[129];
     CU_ASSERT_EQUAL_FATAL(create_run(c, "external", run_id, NULL), 0);
     CU_ASSERT_EQUAL_FATAL(open_step(c, run_id, "analyze", ctx), 0);
@@ -681,7 +645,7 @@ static void assert_fresh_delivery_refused(charter_client *c, const char *what,
 static void test_deleted_relationships_turn_an_allowed_delivery_into_a_refusal(void)
 {
     charter_client *c = NULL;
-    CU_ASSERT_EQUAL_FATAL(open_client(edge_daemon.tcp_url, 10000, &c), 0);
+    CU_ASSERT_EQUAL_FATAL(harness_client_open(edge_daemon.tcp_url, 10000, &c), 0);
     char run_id[129], research[129], vendors[3][129], summary[129];
     CU_ASSERT_EQUAL_FATAL(create_run(c, "external", run_id, NULL), 0);
     CU_ASSERT_EQUAL_FATAL(open_step(c, run_id, "research", research), 0);
@@ -778,7 +742,7 @@ static void *create_run_main(void *arg)
     run_call *rc = arg;
     sleep_ms((long)rc->delay_ms);
     charter_client *c = NULL;
-    if (open_client(rc->url, 10000, &c) != 0) {
+    if (harness_client_open(rc->url, 10000, &c) != 0) {
         rc->rc = -1000;
         return NULL;
     }
@@ -848,7 +812,7 @@ static void test_kill_9_mid_run_leaves_the_run_interrupted_with_its_history(void
     /* Restart: the run is interrupted (never running), its events and deliveries reload. */
     CU_ASSERT_EQUAL_FATAL(harness_charterd_start(&o, &d), 0);
     charter_client *c = NULL;
-    CU_ASSERT_EQUAL_FATAL(open_client(d.tcp_url, 10000, &c), 0);
+    CU_ASSERT_EQUAL_FATAL(harness_client_open(d.tcp_url, 10000, &c), 0);
     Charter__V1__GetRunRequest req = CHARTER__V1__GET_RUN_REQUEST__INIT;
     req.run_id = run_id;
     Charter__V1__RunView *view = NULL;
@@ -922,7 +886,7 @@ static void test_kill_9_of_charterd_and_its_database_loses_nothing_acknowledged(
     harness_charterd_opts o = {.graph = g, .embedded = true, .data_dir = data};
     CU_ASSERT_EQUAL_FATAL(harness_charterd_start(&o, &d), 0);
     charter_client *c = NULL;
-    CU_ASSERT_EQUAL_FATAL(open_client(d.tcp_url, 20000, &c), 0);
+    CU_ASSERT_EQUAL_FATAL(harness_client_open(d.tcp_url, 20000, &c), 0);
     char run_id[129], status[32];
     CU_ASSERT_EQUAL_FATAL(create_run(c, "scripted", run_id, status), 0);
     CU_ASSERT_STRING_EQUAL(status, "blocked");
@@ -951,7 +915,7 @@ static void test_kill_9_of_charterd_and_its_database_loses_nothing_acknowledged(
     CU_ASSERT_TRUE_FATAL(process_gone(redis));
 
     CU_ASSERT_EQUAL_FATAL(harness_charterd_start(&o, &d), 0);
-    CU_ASSERT_EQUAL_FATAL(open_client(d.tcp_url, 20000, &c), 0);
+    CU_ASSERT_EQUAL_FATAL(harness_client_open(d.tcp_url, 20000, &c), 0);
     Charter__V1__RunView *after = NULL;
     CU_ASSERT_EQUAL_FATAL(charter_get_run(c, &req, &after, &st), 0);
     CU_ASSERT_STRING_EQUAL(after->run->status, "completed");
@@ -1002,7 +966,7 @@ static int limits_setup(void)
     harness_charterd_opts narrow = {.graph = lim_graph, .extra_args = extra, .n_extra = 4};
     if (harness_charterd_start(&o, &lim_daemon) != 0 ||
         harness_charterd_start(&narrow, &lim_narrow) != 0 ||
-        open_client(lim_daemon.tcp_url, 60000, &lim_client) != 0)
+        harness_client_open(lim_daemon.tcp_url, 60000, &lim_client) != 0)
         return -1;
     if (create_run(lim_client, "external", lim_run, NULL) != 0 ||
         open_step(lim_client, lim_run, "analyze", lim_ctx) != 0 ||
@@ -1225,7 +1189,7 @@ static void test_ancestry_beyond_the_limit_is_unknown_not_a_hang(void)
     CU_ASSERT_EQUAL(charter_check_input(lim_client, &ci, &cr, &st), 0);
     if (cr) {
         CU_ASSERT_EQUAL(cr->decision->outcome, CHARTER__V1__OUTCOME__UNKNOWN);
-        CU_ASSERT_TRUE(has_code(cr->decision->codes, cr->decision->n_codes, "GRAPH_ERROR"));
+        CU_ASSERT_TRUE(harness_has_code(cr->decision->codes, cr->decision->n_codes, "GRAPH_ERROR"));
         charter__v1__check_input_response__free_unpacked(cr, NULL);
     }
     CU_ASSERT_EQUAL(harness_health(lim_daemon.tcp_url, 3000, NULL), 0);
@@ -1260,7 +1224,7 @@ static void test_callers_past_workers_and_queue_are_refused_at_once(void)
     charter_client *cs[CLIENTS];
     for (int i = 0; i < CLIENTS; i++)
         CU_ASSERT_EQUAL_FATAL(
-            open_client(i % 2 ? lim_narrow.tcp_url : lim_narrow.ipc_url, 10000, &cs[i]), 0);
+            harness_client_open(i % 2 ? lim_narrow.tcp_url : lim_narrow.ipc_url, 10000, &cs[i]), 0);
     queued_call qs[CALLERS];
     CU_ASSERT_EQUAL_FATAL(pthread_barrier_init(&queue_start, NULL, CALLERS), 0);
     /* The only worker and the queue fill up on the paused database. */

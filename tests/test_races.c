@@ -70,44 +70,16 @@ static void sleep_us(long us)
     }
 }
 
-static int open_client(const char *url, charter_client **out)
-{
-    charter_options o;
-    charter_options_init(&o);
-    o.timeout_ms = 30000;
-    o.connect_timeout_ms = 5000;
-    int rc = charter_client_open(url, HARNESS_OPERATOR_TOKEN, &o, out);
-    if (rc != 0)
-        fprintf(stderr, "cannot open a client of %s: %s\n", url, charter_status_name(rc));
-    return rc;
-}
-
-/* A suite that pauses the database runs on a redis-server of its own, so that it neither
- * delays other test programs sharing the test Redis nor is released early by their
- * CLIENT UNPAUSE: CHARTER_TEST_REDIS points at it from suite_redis_start to suite_redis_stop. */
 static harness_private_redis suite_redis;
-static char *shared_redis_url;
 
 static int suite_redis_start(void)
 {
-    memset(&suite_redis, 0, sizeof suite_redis);
-    suite_redis.no_persistence = true;
-    if (harness_private_redis_start(&suite_redis) != 0)
-        return -1;
-    shared_redis_url = strdup(harness_redis_url());
-    if (!shared_redis_url)
-        return -1;
-    return setenv("CHARTER_TEST_REDIS", suite_redis.url, 1);
+    return harness_suite_redis_start(&suite_redis);
 }
 
 static void suite_redis_stop(void)
 {
-    if (shared_redis_url) {
-        setenv("CHARTER_TEST_REDIS", shared_redis_url, 1);
-        free(shared_redis_url);
-        shared_redis_url = NULL;
-    }
-    harness_private_redis_stop(&suite_redis);
+    harness_suite_redis_stop(&suite_redis);
 }
 
 /* A JSON string's text, or "(none)" when it is not a string, for assertions. */
@@ -115,14 +87,6 @@ static const char *text_of(const json_t *j)
 {
     const char *s = json_string_value(j);
     return s ? s : "(none)";
-}
-
-static bool has_code(char **codes, size_t n, const char *code)
-{
-    for (size_t i = 0; i < n; i++)
-        if (strcmp(codes[i], code) == 0)
-            return true;
-    return false;
 }
 
 /* A stored time "<seconds>.<microseconds>" as microseconds, compared as a number exactly
@@ -313,7 +277,7 @@ static int two_daemons_setup(const char *name)
     for (int i = 0; i < N_CLIENTS; i++) {
         const harness_charterd *d = (i % 2 == 0) ? &daemon_a : &daemon_b;
         const char *url = (i / 2) % 2 == 0 ? d->tcp_url : d->ipc_url;
-        if (open_client(url, &clients[i]) != 0)
+        if (harness_client_open(url, 30000, &clients[i]) != 0)
             return -1;
     }
     return host_prepare(clients[0], "Recommendation A: vendor_b, within the approved ceiling.",
@@ -587,9 +551,10 @@ static void *revoke_deliverer_main(void *arg)
         if (d->rc == 0) {
             d->outcome = r->decision ? (int)r->decision->outcome : 0;
             d->grant_invalid =
-                r->decision && has_code(r->decision->codes, r->decision->n_codes, "GRANT_INVALID");
-            d->graph_error =
-                r->decision && has_code(r->decision->codes, r->decision->n_codes, "GRAPH_ERROR");
+                r->decision &&
+                harness_has_code(r->decision->codes, r->decision->n_codes, "GRANT_INVALID");
+            d->graph_error = r->decision && harness_has_code(r->decision->codes,
+                                                             r->decision->n_codes, "GRAPH_ERROR");
             d->acknowledged = r->acknowledged;
             d->has_delivery = r->delivery != NULL;
             if (r->decision && r->decision->witness)
@@ -800,7 +765,7 @@ static void test_retry_after_a_lost_reply_acknowledges_instead_of_delivering_twi
     /* The caller retries with the same invocation ID through a fresh client, on the other
      * charterd: the existing delivery is acknowledged, nothing is written again. */
     charter_client *fresh = NULL;
-    CU_ASSERT_EQUAL_FATAL(open_client(daemon_b.tcp_url, &fresh), 0);
+    CU_ASSERT_EQUAL_FATAL(harness_client_open(daemon_b.tcp_url, 30000, &fresh), 0);
     Charter__V1__DeliverResponse *r = NULL;
     charter_status st;
     CU_ASSERT_EQUAL(deliver(fresh, host.ctx, host.payload[0], inv, &r, &st), 0);
@@ -1082,7 +1047,7 @@ static int expiry_setup(void)
     const char *extra[] = {"--workflow", exp_workflow};
     harness_charterd_opts o = {.graph = exp_graph, .extra_args = extra, .n_extra = 2};
     if (harness_charterd_start(&o, &exp_daemon) != 0 ||
-        open_client(exp_daemon.tcp_url, &exp_client) != 0)
+        harness_client_open(exp_daemon.tcp_url, 30000, &exp_client) != 0)
         return -1;
     return host_prepare(exp_client, "Recommendation: vendor_b, within the approved ceiling.", NULL,
                         &exp_host);
@@ -1163,7 +1128,7 @@ static void test_grant_expiring_between_evaluation_and_commit_is_refused_at_comm
     CU_ASSERT_EQUAL_FATAL(
         deliver(exp_client, exp_host.ctx, exp_host.payload[0], "exp-after", &r, &st), 0);
     CU_ASSERT_EQUAL(r->decision->outcome, CHARTER__V1__OUTCOME__DENY);
-    CU_ASSERT_TRUE(has_code(r->decision->codes, r->decision->n_codes, "GRANT_INVALID"));
+    CU_ASSERT_TRUE(harness_has_code(r->decision->codes, r->decision->n_codes, "GRANT_INVALID"));
     charter__v1__deliver_response__free_unpacked(r, NULL);
 }
 

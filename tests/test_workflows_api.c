@@ -306,14 +306,6 @@ static const Charter__V1__Delivery *delivery_to(const Charter__V1__RunView *v, c
     return NULL;
 }
 
-static bool has_code(char **codes, size_t n, const char *code)
-{
-    for (size_t i = 0; i < n; i++)
-        if (strcmp(codes[i], code) == 0)
-            return true;
-    return false;
-}
-
 static bool strs_equal(char **items, size_t n, const char *const *want, size_t wn)
 {
     if (n != wn)
@@ -819,7 +811,8 @@ static void test_narrowed_child_is_denied_an_input_its_parent_allows(void)
     r = check_input(child->context_id, src_b);
     CU_ASSERT_PTR_NOT_NULL_FATAL(r);
     CU_ASSERT_EQUAL(r->decision->outcome, CHARTER__V1__OUTCOME__DENY);
-    CU_ASSERT_TRUE(has_code(r->decision->codes, r->decision->n_codes, "INPUT_OUT_OF_SCOPE"));
+    CU_ASSERT_TRUE(
+        harness_has_code(r->decision->codes, r->decision->n_codes, "INPUT_OUT_OF_SCOPE"));
     CU_ASSERT_STRING_EQUAL(r->decision->witness, "vendor_b (public) \xe2\x86\x92 report step "
                                                  "{vendor_a}");
     charter__v1__check_input_response__free_unpacked(r, NULL);
@@ -922,7 +915,7 @@ static void test_narrowed_tools_bind_the_delivery(void)
     Charter__V1__DeliverResponse *d = NULL;
     CU_ASSERT_EQUAL_FATAL(charter_deliver(op, &dr, &d, &st), 0);
     CU_ASSERT_EQUAL(d->decision->outcome, CHARTER__V1__OUTCOME__DENY);
-    CU_ASSERT_TRUE(has_code(d->decision->codes, d->decision->n_codes, "STEP_MISMATCH"));
+    CU_ASSERT_TRUE(harness_has_code(d->decision->codes, d->decision->n_codes, "STEP_MISMATCH"));
     CU_ASSERT_PTR_NULL(d->delivery);
     charter__v1__deliver_response__free_unpacked(d, NULL);
     dr.context_id = analyze->context_id;
@@ -1033,7 +1026,7 @@ static void test_support_workflow_end_to_end(void)
     e = find_event(run, "input_checked", "reply", 0);
     CU_ASSERT_PTR_NOT_NULL_FATAL(e);
     CU_ASSERT_EQUAL(e->outcome, CHARTER__V1__OUTCOME__DENY);
-    CU_ASSERT_TRUE(has_code(e->codes, e->n_codes, "INPUT_OUT_OF_SCOPE"));
+    CU_ASSERT_TRUE(harness_has_code(e->codes, e->n_codes, "INPUT_OUT_OF_SCOPE"));
     CU_ASSERT_STRING_EQUAL(e->witness, REPLY_WITNESS);
     CU_ASSERT_PTR_NULL(find_event(run, "model_request", "reply", 0));
     CU_ASSERT_PTR_NULL(delivery_to(run, "customer"));

@@ -8,6 +8,8 @@
  */
 #include "harness.h"
 
+#include "charter.h"
+
 #include <arpa/inet.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -1376,4 +1378,51 @@ int harness_rpc_deadline(const char *url, const char *method, const char *token,
     int rv = harness_rpc_raw(url, buf, n, timeout_ms, out);
     free(buf);
     return rv;
+}
+
+/* --- shared by the suites ----------------------------------------------------------------- */
+
+int harness_client_open(const char *url, uint32_t timeout_ms, charter_client **out)
+{
+    charter_options o;
+    charter_options_init(&o);
+    o.timeout_ms = timeout_ms;
+    o.connect_timeout_ms = 5000;
+    int rc = charter_client_open(url, HARNESS_OPERATOR_TOKEN, &o, out);
+    if (rc != 0)
+        fprintf(stderr, "cannot open a client of %s: %s\n", url, charter_status_name(rc));
+    return rc;
+}
+
+bool harness_has_code(char *const *codes, size_t n, const char *code)
+{
+    for (size_t i = 0; i < n; i++)
+        if (strcmp(codes[i], code) == 0)
+            return true;
+    return false;
+}
+
+static char *harness_shared_redis_url;
+
+int harness_suite_redis_start(harness_private_redis *r)
+{
+    memset(r, 0, sizeof *r);
+    r->no_persistence = true;
+    if (harness_private_redis_start(r) != 0)
+        return -1;
+    free(harness_shared_redis_url);
+    harness_shared_redis_url = strdup(harness_redis_url());
+    if (!harness_shared_redis_url)
+        return -1;
+    return setenv("CHARTER_TEST_REDIS", r->url, 1);
+}
+
+void harness_suite_redis_stop(harness_private_redis *r)
+{
+    if (harness_shared_redis_url) {
+        setenv("CHARTER_TEST_REDIS", harness_shared_redis_url, 1);
+        free(harness_shared_redis_url);
+        harness_shared_redis_url = NULL;
+    }
+    harness_private_redis_stop(r);
 }

@@ -235,4 +235,23 @@ int harness_rpc_deadline(const char *url, const char *method, const char *token,
                          const ProtobufCMessage *msg, uint32_t deadline_ms, int timeout_ms,
                          harness_response *out);
 
+/* --- shared by the suites ----------------------------------------------------------------- */
+
+typedef struct charter_client charter_client;
+
+/* Opens a libcharter client of url with the operator token: timeout_ms per call, 5 s to
+ * connect. Returns 0, or the negated status after printing why. */
+int harness_client_open(const char *url, uint32_t timeout_ms, charter_client **out);
+
+/* True when codes (n of them) hold code. */
+bool harness_has_code(char *const *codes, size_t n, const char *code);
+
+/* A suite that pauses the database runs on a redis-server of its own, so that it neither
+ * delays other test programs sharing the test Redis nor is released early by their
+ * CLIENT UNPAUSE: CHARTER_TEST_REDIS points at r (started without persistence) from
+ * harness_suite_redis_start until harness_suite_redis_stop puts the shared one back.
+ * Returns 0 or -1. */
+int harness_suite_redis_start(harness_private_redis *r);
+void harness_suite_redis_stop(harness_private_redis *r);
+
 #endif
