@@ -10,6 +10,7 @@
  * commit.
  */
 #include "deliver.h"
+#include "digest.h"
 
 #include <openssl/evp.h>
 #include <openssl/sha.h>
@@ -38,23 +39,6 @@ void deliver_fingerprint(const char *run_id, const char *payload_hash, const cha
         off += (size_t)snprintf(buf + off, total + 1 - off, "%zu:%s", strlen(parts[i]), parts[i]);
     gate_sha256_hex(buf, off, hex);
     free(buf);
-}
-
-static void sha1_hex(const char *data, size_t len, char hex[41])
-{
-    static const char digits[] = "0123456789abcdef";
-    unsigned char md[EVP_MAX_MD_SIZE];
-    unsigned int mdlen = 0;
-    if (EVP_Digest(data, len, md, &mdlen, EVP_sha1(), NULL) != 1 || mdlen != 20) {
-        memset(hex, 'x', 40); /* never equal to Redis's sha1hex: the commit is refused */
-        hex[40] = '\0';
-        return;
-    }
-    for (unsigned i = 0; i < 20; i++) {
-        hex[2 * i] = digits[md[i] >> 4];
-        hex[2 * i + 1] = digits[md[i] & 15];
-    }
-    hex[40] = '\0';
 }
 
 void deliver_result_free(deliver_result *r)
@@ -318,7 +302,7 @@ int deliver_send(const gate_env *g, const char *context_id, const char *payload_
 
     /* 3. The conditional write, on the database clock. */
     char sha1[41];
-    sha1_hex(content, strlen(content), sha1);
+    (void)digest_sha1_hex(content, strlen(content), sha1); /* on failure never equal to sha1hex */
     evlog_owned ev;
     int erc =
         evlog_owned_event(&ev, "delivery_decided", &out->decision, f.fingerprint, detail, snapshot);

@@ -8,6 +8,7 @@
  * only in this file's memory.
  */
 #include "evlog.h"
+#include "digest.h"
 
 #include "gate.h"
 
@@ -136,16 +137,6 @@ int evlog_claim_integrity(store *st, char *err, size_t errlen)
 
 /* --- canonical text and hashes ----------------------------------------------------------- */
 
-static void evlog_hex(const unsigned char *md, char hex[65])
-{
-    static const char digits[] = "0123456789abcdef";
-    for (unsigned i = 0; i < 32; i++) {
-        hex[2 * i] = digits[md[i] >> 4];
-        hex[2 * i + 1] = digits[md[i] & 15];
-    }
-    hex[64] = '\0';
-}
-
 #define EVLOG_FORMAT "charter-event-1"
 
 int evlog_event_text(const evlog_fields *f, char **text, size_t *len)
@@ -194,7 +185,7 @@ int evlog_event_hash(const evlog_fields *f, char hex[65])
         unsigned char md[EVP_MAX_MD_SIZE];
         unsigned int mdlen = 0;
         if (EVP_Digest(text, len, md, &mdlen, EVP_sha256(), NULL) == 1 && mdlen == 32)
-            evlog_hex(md, hex);
+            digest_hex(md, 32, hex);
         else
             rc = STORE_ENOMEM;
     }

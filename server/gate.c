@@ -9,6 +9,7 @@
  * the graph again.
  */
 #include "gate.h"
+#include "digest.h"
 
 #include <openssl/evp.h>
 #include <stdlib.h>
@@ -21,20 +22,9 @@
 
 void gate_sha256_hex(const char *data, size_t len, char hex[65])
 {
-    static const char digits[] = "0123456789abcdef";
-    unsigned char md[EVP_MAX_MD_SIZE];
-    unsigned int mdlen = 0;
-    if (EVP_Digest(data, len, md, &mdlen, EVP_sha256(), NULL) != 1 || mdlen != 32) {
-        /* An all-zero hash never matches a stored one: the caller fails closed. */
-        memset(hex, '0', 64);
-        hex[64] = '\0';
-        return;
-    }
-    for (unsigned i = 0; i < 32; i++) {
-        hex[2 * i] = digits[md[i] >> 4];
-        hex[2 * i + 1] = digits[md[i] & 15];
-    }
-    hex[64] = '\0';
+    /* On failure the hash is all zeros, which never matches a stored one: callers fail
+     * closed. */
+    (void)digest_sha256_hex(data, len, hex);
 }
 
 /* Records d as an event; a decision that cannot be recorded does not stand: it becomes UNKNOWN

@@ -10,6 +10,7 @@
  * handed to the same functions the live gates call.
  */
 #include "replay.h"
+#include "digest.h"
 
 #include <openssl/evp.h>
 #include <pthread.h>
@@ -55,7 +56,6 @@ static void replay_prefix_init(void)
 
 int replay_fingerprint_of(const char *version, char hex[65])
 {
-    static const char digits[] = "0123456789abcdef";
     unsigned char out[EVP_MAX_MD_SIZE];
     unsigned int len = 0;
     memset(hex, '0', 64);
@@ -72,10 +72,7 @@ int replay_fingerprint_of(const char *version, char hex[65])
     EVP_MD_CTX_free(md);
     if (!ok)
         return -1;
-    for (unsigned i = 0; i < 32; i++) {
-        hex[2 * i] = digits[out[i] >> 4];
-        hex[2 * i + 1] = digits[out[i] & 15];
-    }
+    digest_hex(out, 32, hex);
     return 0;
 }
 

@@ -7,6 +7,7 @@
  * allowlist is valid and grants nothing; a missing one is an error, never "unrestricted".
  */
 #include "workflow.h"
+#include "digest.h"
 
 #include <errno.h>
 #include <stdarg.h>
@@ -1363,18 +1364,7 @@ void workflow_free(workflow *wf)
 
 static int sha256_hex(const char *buf, size_t len, char hex[65])
 {
-    unsigned char md[EVP_MAX_MD_SIZE];
-    unsigned int mdlen = 0;
-    if (EVP_Digest(buf, len, md, &mdlen, EVP_sha256(), NULL) != 1 || mdlen != 32) {
-        return -1;
-    }
-    static const char digits[] = "0123456789abcdef";
-    for (unsigned int i = 0; i < mdlen; i++) {
-        hex[2 * i] = digits[md[i] >> 4];
-        hex[2 * i + 1] = digits[md[i] & 0x0f];
-    }
-    hex[64] = '\0';
-    return 0;
+    return digest_sha256_hex(buf, len, hex);
 }
 
 int workflow_load_buffer(const char *buf, size_t len, workflow **out, char *err, size_t errlen)
