@@ -21,13 +21,16 @@ stop() {
 }
 trap stop EXIT
 
-"$build/charterd" --data-dir "$tmp/data" --listen "$CHARTER_URL" --quiet 2>"$tmp/charterd.log" &
-pid=$!
-for _ in $(seq 100); do
-  "$build/charter" health >/dev/null 2>&1 && break
-  kill -0 "$pid" 2>/dev/null || { cat "$tmp/charterd.log" >&2; exit 1; }
-  sleep 0.1
-done
+start() {
+  "$build/charterd" --data-dir "$tmp/data" --listen "$CHARTER_URL" --quiet 2>>"$tmp/charterd.log" &
+  pid=$!
+  for _ in $(seq 100); do
+    "$build/charter" health >/dev/null 2>&1 && return 0
+    kill -0 "$pid" 2>/dev/null || { cat "$tmp/charterd.log" >&2; exit 1; }
+    sleep 0.1
+  done
+}
+start
 charter() { "$build/charter" "$@"; }
 fail() { echo "demo: $*" >&2; exit 1; }
 say() { printf '\n== %s\n' "$*"; }
@@ -65,4 +68,15 @@ if grep -Eq 'CEILING|48[^0-9]?200|48[.,]2k' <<<"$public"; then fail "the public 
 
 say "Events of run $run"
 charter get "$run"
+
+say "6. Restart charterd on the same data, revoke g_reporter again, replay the public delivery"
+kill -TERM "$pid"; wait "$pid" || true
+start
+[ "$(charter --json get "$run" | jq -r .run.status)" = completed ] || fail "expected the run to reload completed"
+charter revoke g_reporter >/dev/null
+seq=$(charter --json get "$run" | jq -r '[.events[] | select(.kind=="delivery_decided" and .outcome=="ALLOW")] | last | .seq')
+charter replay "$run" "$seq" | tee "$tmp/replay.txt"
+charter --json replay "$run" "$seq" | jq -e '.matches == true and .replayed.outcome == "ALLOW"' >/dev/null \
+  || fail "expected the replayed public delivery to be allowed from its recorded facts"
+charter restore g_reporter >/dev/null
 say "demo: ok"
