@@ -30,13 +30,8 @@ static const char *HANDOFF_WITNESS =
 
 static int open_clients(void)
 {
-    charter_options o;
-    charter_options_init(&o);
-    o.timeout_ms = 30000;
-    o.connect_timeout_ms = 5000;
-    if (charter_client_open(daemon_.ipc_url, HARNESS_OPERATOR_TOKEN, &o, &op) != 0)
-        return -1;
-    if (charter_client_open(daemon_.tcp_url, HARNESS_VIEWER_TOKEN, &o, &viewer) != 0)
+    if (harness_client_open(daemon_.ipc_url, HARNESS_OPERATOR_TOKEN, 30000, &op) != 0 ||
+        harness_client_open(daemon_.tcp_url, HARNESS_VIEWER_TOKEN, 30000, &viewer) != 0)
         return -1;
     return 0;
 }

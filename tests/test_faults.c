@@ -319,7 +319,8 @@ static void outage_decision(outage_call *oc, int rc, const Charter__V1__Decision
 static void test_redis_killed_mid_run_fails_closed_and_recovers_without_restart(void)
 {
     charter_client *c = NULL;
-    CU_ASSERT_EQUAL_FATAL(harness_client_open(db_daemon.tcp_url, 10000, &c), 0);
+    CU_ASSERT_EQUAL_FATAL(harness_client_open(db_daemon.tcp_url, HARNESS_OPERATOR_TOKEN, 10000, &c),
+                          0);
     char run_id[129], ctx[129], src[129], payload[129];
     CU_ASSERT_EQUAL_FATAL(create_run(c, "external", run_id, NULL), 0);
     CU_ASSERT_EQUAL_FATAL(open_step(c, run_id, "analyze", ctx), 0);
@@ -645,7 +646,8 @@ static void assert_fresh_delivery_refused(charter_client *c, const char *what,
 static void test_deleted_relationships_turn_an_allowed_delivery_into_a_refusal(void)
 {
     charter_client *c = NULL;
-    CU_ASSERT_EQUAL_FATAL(harness_client_open(edge_daemon.tcp_url, 10000, &c), 0);
+    CU_ASSERT_EQUAL_FATAL(
+        harness_client_open(edge_daemon.tcp_url, HARNESS_OPERATOR_TOKEN, 10000, &c), 0);
     char run_id[129], research[129], vendors[3][129], summary[129];
     CU_ASSERT_EQUAL_FATAL(create_run(c, "external", run_id, NULL), 0);
     CU_ASSERT_EQUAL_FATAL(open_step(c, run_id, "research", research), 0);
@@ -742,7 +744,7 @@ static void *create_run_main(void *arg)
     run_call *rc = arg;
     sleep_ms((long)rc->delay_ms);
     charter_client *c = NULL;
-    if (harness_client_open(rc->url, 10000, &c) != 0) {
+    if (harness_client_open(rc->url, HARNESS_OPERATOR_TOKEN, 10000, &c) != 0) {
         rc->rc = -1000;
         return NULL;
     }
@@ -812,7 +814,7 @@ static void test_kill_9_mid_run_leaves_the_run_interrupted_with_its_history(void
     /* Restart: the run is interrupted (never running), its events and deliveries reload. */
     CU_ASSERT_EQUAL_FATAL(harness_charterd_start(&o, &d), 0);
     charter_client *c = NULL;
-    CU_ASSERT_EQUAL_FATAL(harness_client_open(d.tcp_url, 10000, &c), 0);
+    CU_ASSERT_EQUAL_FATAL(harness_client_open(d.tcp_url, HARNESS_OPERATOR_TOKEN, 10000, &c), 0);
     Charter__V1__GetRunRequest req = CHARTER__V1__GET_RUN_REQUEST__INIT;
     req.run_id = run_id;
     Charter__V1__RunView *view = NULL;
@@ -886,7 +888,7 @@ static void test_kill_9_of_charterd_and_its_database_loses_nothing_acknowledged(
     harness_charterd_opts o = {.graph = g, .embedded = true, .data_dir = data};
     CU_ASSERT_EQUAL_FATAL(harness_charterd_start(&o, &d), 0);
     charter_client *c = NULL;
-    CU_ASSERT_EQUAL_FATAL(harness_client_open(d.tcp_url, 20000, &c), 0);
+    CU_ASSERT_EQUAL_FATAL(harness_client_open(d.tcp_url, HARNESS_OPERATOR_TOKEN, 20000, &c), 0);
     char run_id[129], status[32];
     CU_ASSERT_EQUAL_FATAL(create_run(c, "scripted", run_id, status), 0);
     CU_ASSERT_STRING_EQUAL(status, "blocked");
@@ -915,7 +917,7 @@ static void test_kill_9_of_charterd_and_its_database_loses_nothing_acknowledged(
     CU_ASSERT_TRUE_FATAL(process_gone(redis));
 
     CU_ASSERT_EQUAL_FATAL(harness_charterd_start(&o, &d), 0);
-    CU_ASSERT_EQUAL_FATAL(harness_client_open(d.tcp_url, 20000, &c), 0);
+    CU_ASSERT_EQUAL_FATAL(harness_client_open(d.tcp_url, HARNESS_OPERATOR_TOKEN, 20000, &c), 0);
     Charter__V1__RunView *after = NULL;
     CU_ASSERT_EQUAL_FATAL(charter_get_run(c, &req, &after, &st), 0);
     CU_ASSERT_STRING_EQUAL(after->run->status, "completed");
@@ -966,7 +968,7 @@ static int limits_setup(void)
     harness_charterd_opts narrow = {.graph = lim_graph, .extra_args = extra, .n_extra = 4};
     if (harness_charterd_start(&o, &lim_daemon) != 0 ||
         harness_charterd_start(&narrow, &lim_narrow) != 0 ||
-        harness_client_open(lim_daemon.tcp_url, 60000, &lim_client) != 0)
+        harness_client_open(lim_daemon.tcp_url, HARNESS_OPERATOR_TOKEN, 60000, &lim_client) != 0)
         return -1;
     if (create_run(lim_client, "external", lim_run, NULL) != 0 ||
         open_step(lim_client, lim_run, "analyze", lim_ctx) != 0 ||
@@ -1223,8 +1225,9 @@ static void test_callers_past_workers_and_queue_are_refused_at_once(void)
     enum { CALLERS = 20, CLIENTS = 4, SERVED = 1 + 2 /* --workers 1 --queue 2 */ };
     charter_client *cs[CLIENTS];
     for (int i = 0; i < CLIENTS; i++)
-        CU_ASSERT_EQUAL_FATAL(
-            harness_client_open(i % 2 ? lim_narrow.tcp_url : lim_narrow.ipc_url, 10000, &cs[i]), 0);
+        CU_ASSERT_EQUAL_FATAL(harness_client_open(i % 2 ? lim_narrow.tcp_url : lim_narrow.ipc_url,
+                                                  HARNESS_OPERATOR_TOKEN, 10000, &cs[i]),
+                              0);
     queued_call qs[CALLERS];
     CU_ASSERT_EQUAL_FATAL(pthread_barrier_init(&queue_start, NULL, CALLERS), 0);
     /* The only worker and the queue fill up on the paused database. */

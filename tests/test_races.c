@@ -277,7 +277,7 @@ static int two_daemons_setup(const char *name)
     for (int i = 0; i < N_CLIENTS; i++) {
         const harness_charterd *d = (i % 2 == 0) ? &daemon_a : &daemon_b;
         const char *url = (i / 2) % 2 == 0 ? d->tcp_url : d->ipc_url;
-        if (harness_client_open(url, 30000, &clients[i]) != 0)
+        if (harness_client_open(url, HARNESS_OPERATOR_TOKEN, 30000, &clients[i]) != 0)
             return -1;
     }
     return host_prepare(clients[0], "Recommendation A: vendor_b, within the approved ceiling.",
@@ -765,7 +765,8 @@ static void test_retry_after_a_lost_reply_acknowledges_instead_of_delivering_twi
     /* The caller retries with the same invocation ID through a fresh client, on the other
      * charterd: the existing delivery is acknowledged, nothing is written again. */
     charter_client *fresh = NULL;
-    CU_ASSERT_EQUAL_FATAL(harness_client_open(daemon_b.tcp_url, 30000, &fresh), 0);
+    CU_ASSERT_EQUAL_FATAL(
+        harness_client_open(daemon_b.tcp_url, HARNESS_OPERATOR_TOKEN, 30000, &fresh), 0);
     Charter__V1__DeliverResponse *r = NULL;
     charter_status st;
     CU_ASSERT_EQUAL(deliver(fresh, host.ctx, host.payload[0], inv, &r, &st), 0);
@@ -1047,7 +1048,7 @@ static int expiry_setup(void)
     const char *extra[] = {"--workflow", exp_workflow};
     harness_charterd_opts o = {.graph = exp_graph, .extra_args = extra, .n_extra = 2};
     if (harness_charterd_start(&o, &exp_daemon) != 0 ||
-        harness_client_open(exp_daemon.tcp_url, 30000, &exp_client) != 0)
+        harness_client_open(exp_daemon.tcp_url, HARNESS_OPERATOR_TOKEN, 30000, &exp_client) != 0)
         return -1;
     return host_prepare(exp_client, "Recommendation: vendor_b, within the approved ceiling.", NULL,
                         &exp_host);

@@ -47,10 +47,7 @@ static int suite_init(void)
     harness_charterd_opts o = {.graph = graph};
     if (harness_charterd_start(&o, &daemon_) != 0)
         return -1;
-    charter_options opts;
-    charter_options_init(&opts);
-    opts.connect_timeout_ms = 5000;
-    return charter_client_open(daemon_.ipc_url, HARNESS_OPERATOR_TOKEN, &opts, &op);
+    return harness_client_open(daemon_.ipc_url, HARNESS_OPERATOR_TOKEN, 30000, &op);
 }
 
 static int suite_clean(void)

@@ -1382,13 +1382,14 @@ int harness_rpc_deadline(const char *url, const char *method, const char *token,
 
 /* --- shared by the suites ----------------------------------------------------------------- */
 
-int harness_client_open(const char *url, uint32_t timeout_ms, charter_client **out)
+int harness_client_open(const char *url, const char *token, uint32_t timeout_ms,
+                        charter_client **out)
 {
     charter_options o;
     charter_options_init(&o);
     o.timeout_ms = timeout_ms;
     o.connect_timeout_ms = 5000;
-    int rc = charter_client_open(url, HARNESS_OPERATOR_TOKEN, &o, out);
+    int rc = charter_client_open(url, token, &o, out);
     if (rc != 0)
         fprintf(stderr, "cannot open a client of %s: %s\n", url, charter_status_name(rc));
     return rc;

@@ -239,9 +239,11 @@ int harness_rpc_deadline(const char *url, const char *method, const char *token,
 
 typedef struct charter_client charter_client;
 
-/* Opens a libcharter client of url with the operator token: timeout_ms per call, 5 s to
- * connect. Returns 0, or the negated status after printing why. */
-int harness_client_open(const char *url, uint32_t timeout_ms, charter_client **out);
+/* Opens a libcharter client of url with token (HARNESS_OPERATOR_TOKEN or
+ * HARNESS_VIEWER_TOKEN): timeout_ms per call, 5 s to connect. Returns 0, or the negated status
+ * after printing why. */
+int harness_client_open(const char *url, const char *token, uint32_t timeout_ms,
+                        charter_client **out);
 
 /* True when codes (n of them) hold code. */
 bool harness_has_code(char *const *codes, size_t n, const char *code);
