@@ -80,25 +80,25 @@ int call_fail_store(call *c, int store_status, const char *what)
         detail = "";
     }
     switch (store_status) {
-    case STORE_ENOTFOUND:
+    case STATUS_ENOTFOUND:
         return call_fail(c, RPC_NOT_FOUND, "%s not found", w);
-    case STORE_EUNAVAILABLE:
+    case STATUS_EUNAVAILABLE:
         return call_fail(c, RPC_UNAVAILABLE, "database unavailable while serving %s%s%s", w,
                          *detail ? ": " : "", detail);
-    case STORE_EREFUSED:
+    case STATUS_EREFUSED:
         return call_fail(c, RPC_FAILED_PRECONDITION, "%s: refused%s%s", w, *detail ? ": " : "",
                          detail);
-    case STORE_EEXISTS:
+    case STATUS_EEXISTS:
         return call_fail(c, RPC_ALREADY_EXISTS, "%s already exists", w);
-    case STORE_EINVAL:
+    case STATUS_EINVAL:
         return call_fail(c, RPC_INVALID_ARGUMENT, "%s: invalid argument%s%s", w,
                          *detail ? ": " : "", detail);
-    case STORE_ELIMIT:
+    case STATUS_ELIMIT:
         return call_fail(c, RPC_RESOURCE_EXHAUSTED, "%s: size limit reached%s%s", w,
                          *detail ? ": " : "", detail);
-    case STORE_ENOMEM:
+    case STATUS_ENOMEM:
         return call_fail(c, RPC_INTERNAL, "out of memory while serving %s", w);
-    case STORE_EPROTO:
+    case STATUS_EPROTO:
         return call_fail(c, RPC_INTERNAL, "unexpected database reply for %s%s%s", w,
                          *detail ? ": " : "", detail);
     default:

@@ -89,7 +89,7 @@ void call_release(call *c);
 /* Records status and a printf-style message for the reply; returns status. */
 int call_fail(call *c, int status, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
 
-/* Maps a STORE_E* code to an RPC status with a message naming what (e.g. "run r1"). */
+/* Maps a STATUS_E* code to an RPC status with a message naming what (e.g. "run r1"). */
 int call_fail_store(call *c, int store_status, const char *what);
 
 /* RPC_PERMISSION_DENIED unless the caller holds the operator token. */

@@ -54,7 +54,7 @@ static int find_delivery(const gate_env *g, const char *inv, json_t **delivery)
     const char *args[1] = {inv};
     *delivery = NULL;
     int rc = store_call(g->st, "find_delivery", 1, args, delivery);
-    if (rc == STORE_OK && *delivery && !json_is_object(*delivery)) {
+    if (rc == STATUS_OK && *delivery && !json_is_object(*delivery)) {
         json_decref(*delivery);
         *delivery = NULL;
     }
@@ -115,10 +115,10 @@ static void record(const gate_env *g, const char *run_id, const char *fingerprin
 {
     evlog_owned ev;
     int rc = evlog_owned_event(&ev, "delivery_decided", d, fingerprint, detail, snapshot);
-    if (rc == STORE_OK)
+    if (rc == STATUS_OK)
         rc = evlog_append(g->st, run_id, &ev.ev, NULL);
     evlog_owned_free(&ev);
-    if (rc != STORE_OK && d->outcome != GUARD_UNKNOWN) {
+    if (rc != STATUS_OK && d->outcome != GUARD_UNKNOWN) {
         guard_decision_free(d);
         guard_decision_unknown(d, "the decision could not be recorded");
     }
@@ -150,7 +150,7 @@ static void facts_free(send_facts *f)
     store_grant_chain_free(&f->gchain);
 }
 
-/* Fetches the facts after the context. Returns STORE_OK, STORE_ENOTFOUND for an unknown
+/* Fetches the facts after the context. Returns STATUS_OK, STATUS_ENOTFOUND for an unknown
  * payload, or the store's failure. */
 static int gather(const gate_env *g, const char *invocation_id, const char *payload_id,
                   const char *recipient, send_facts *f)
@@ -159,24 +159,24 @@ static int gather(const gate_env *g, const char *invocation_id, const char *payl
     snprintf(limit, sizeof limit, "%zu", g->limits->max_ancestry);
     const char *args[5] = {invocation_id, payload_id, f->step->cap.grant, recipient, limit};
     int rc = store_call(g->st, "delivery_facts", 5, args, &f->reply);
-    if (rc != STORE_OK)
+    if (rc != STATUS_OK)
         return rc;
     f->payload = json_object_get(f->reply, "payload");
     if (!json_is_object(f->payload))
-        return STORE_EPROTO;
+        return STATUS_EPROTO;
     f->existing = json_object_get(f->reply, "delivery");
     if (!json_is_object(f->existing))
         f->existing = NULL;
     f->now = number_of(json_object_get(f->reply, "now"));
     if (f->existing)
-        return STORE_OK;
+        return STATUS_OK;
     f->ancestry = json_object_get(f->reply, "ancestry");
     f->chain = json_object_get(f->reply, "chain");
     f->recipient = json_object_get(f->reply, "recipient");
     if (!json_is_object(f->recipient))
         f->recipient = NULL;
     rc = store_ancestry_from_json(f->ancestry, payload_id, &f->anc);
-    if (rc == STORE_OK)
+    if (rc == STATUS_OK)
         rc = store_chain_from_json(f->chain, f->step->cap.grant, &f->gchain);
     return rc;
 }
@@ -199,8 +199,8 @@ static json_t *snapshot_of(const send_facts *f, const guard_delivery_request *re
                      "content_sha256", content_hash);
 }
 
-/* One conditional commit with its event. Returns STORE_OK with *reply the function's answer,
- * or the store's failure (STORE_EUNAVAILABLE: the effect is unknown). */
+/* One conditional commit with its event. Returns STATUS_OK with *reply the function's answer,
+ * or the store's failure (STATUS_EUNAVAILABLE: the effect is unknown). */
 static int commit(const gate_env *g, const char *run_id, json_t *arg, const evlog_event *ev,
                   json_t **reply)
 {
@@ -215,18 +215,18 @@ int deliver_send(const gate_env *g, const char *context_id, const char *payload_
     memset(out, 0, sizeof *out);
     if (!call_invocation_id_ok(invocation_id) || !payload_id || !*payload_id || !recipient ||
         !*recipient || !tool || !*tool)
-        return STORE_EINVAL;
+        return STATUS_EINVAL;
 
     send_facts f;
     memset(&f, 0, sizeof f);
     int rc = gate_context_of(g, context_id, &f.wf, &f.step, &f.ctx);
-    if (rc == STORE_ENOTFOUND || rc == STORE_ENOMEM || rc == STORE_EREFUSED)
+    if (rc == STATUS_ENOTFOUND || rc == STATUS_ENOMEM || rc == STATUS_EREFUSED)
         return rc;
-    if (rc == STORE_OK && (f.wf == NULL || replay_fingerprint(f.wf, f.fingerprint) != 0))
+    if (rc == STATUS_OK && (f.wf == NULL || replay_fingerprint(f.wf, f.fingerprint) != 0))
         f.fingerprint[0] = '\0';
-    if (rc != STORE_OK) {
+    if (rc != STATUS_OK) {
         guard_decision_unknown(&out->decision, "the graph could not supply the context");
-        return STORE_OK;
+        return STATUS_OK;
     }
 
     json_t *detail = json_pack("{s:s, s:s, s:s, s:s, s:s, s:s}", "context", context_id, "step",
@@ -234,21 +234,21 @@ int deliver_send(const gate_env *g, const char *context_id, const char *payload_
                                "tool", tool, "invocation_id", invocation_id);
     if (!detail) {
         facts_free(&f);
-        return STORE_ENOMEM;
+        return STATUS_ENOMEM;
     }
     rc = gather(g, invocation_id, payload_id, recipient, &f);
-    if (rc == STORE_ENOTFOUND || rc == STORE_ENOMEM) {
+    if (rc == STATUS_ENOTFOUND || rc == STATUS_ENOMEM) {
         json_decref(detail);
         facts_free(&f);
         return rc;
     }
-    if (rc != STORE_OK) {
+    if (rc != STATUS_OK) {
         /* An operational failure: no facts, so no snapshot to replay. */
         guard_decision_unknown(&out->decision, "the graph could not supply the facts");
         record(g, f.ctx.run_id, f.fingerprint, &out->decision, detail, NULL);
         json_decref(detail);
         facts_free(&f);
-        return STORE_OK;
+        return STATUS_OK;
     }
     const char *payload_hash = json_string_value(json_object_get(f.payload, "hash"));
     const char *content = json_string_value(json_object_get(f.payload, "content"));
@@ -261,7 +261,7 @@ int deliver_send(const gate_env *g, const char *context_id, const char *payload_
         answer_existing(out, json_incref(f.existing), fingerprint, f.ctx.run_id);
         json_decref(detail);
         facts_free(&f);
-        return STORE_OK;
+        return STATUS_OK;
     }
 
     /* 2. Evaluation. */
@@ -288,7 +288,7 @@ int deliver_send(const gate_env *g, const char *context_id, const char *payload_
     if (!snapshot) {
         json_decref(detail);
         facts_free(&f);
-        return STORE_ENOMEM;
+        return STATUS_ENOMEM;
     }
     replay_delivery_decide(&f.step->cap, &f.ctx, &req, &f.anc, &f.gchain, f.now, payload_hash,
                            actual, &out->decision);
@@ -297,7 +297,7 @@ int deliver_send(const gate_env *g, const char *context_id, const char *payload_
         json_decref(snapshot);
         json_decref(detail);
         facts_free(&f);
-        return STORE_OK;
+        return STATUS_OK;
     }
 
     /* 3. The conditional write, on the database clock. */
@@ -313,13 +313,13 @@ int deliver_send(const gate_env *g, const char *context_id, const char *payload_
                             "grant_chain", strs_json(&out->decision.chain_order), "sources",
                             strs_json(&out->decision.sources), "content", content);
     json_decref(snapshot);
-    if (!arg || erc != STORE_OK) {
+    if (!arg || erc != STATUS_OK) {
         json_decref(arg);
         evlog_owned_free(&ev);
         json_decref(detail);
         facts_free(&f);
         guard_decision_free(&out->decision);
-        return STORE_ENOMEM;
+        return STATUS_ENOMEM;
     }
     const char *why = "the commit failed 3 times";
     for (int attempt = 0; attempt < DELIVER_ATTEMPTS; attempt++) {
@@ -329,17 +329,17 @@ int deliver_send(const gate_env *g, const char *context_id, const char *payload_
              * cannot be told apart): it is acknowledged, never written twice. */
             json_t *existing = NULL;
             rc = find_delivery(g, invocation_id, &existing);
-            if (rc == STORE_OK && existing) {
+            if (rc == STATUS_OK && existing) {
                 guard_decision_free(&out->decision);
                 answer_existing(out, existing, fingerprint, f.ctx.run_id);
                 break;
             }
-            if (rc != STORE_OK)
+            if (rc != STATUS_OK)
                 continue;
         }
         json_t *reply = NULL;
         rc = commit(g, f.ctx.run_id, arg, &ev.ev, &reply);
-        if (rc != STORE_OK) {
+        if (rc != STATUS_OK) {
             json_decref(reply);
             continue;
         }
@@ -390,5 +390,5 @@ int deliver_send(const gate_env *g, const char *context_id, const char *payload_
     json_decref(arg);
     json_decref(detail);
     facts_free(&f);
-    return STORE_OK;
+    return STATUS_OK;
 }

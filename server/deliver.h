@@ -25,9 +25,9 @@ typedef struct {
 /* Attempts count of commit_delivery before giving up with GRAPH_ERROR. */
 #define DELIVER_ATTEMPTS 3
 
-/* Runs the protocol for one send. Returns STORE_OK with out filled (any outcome),
- * STORE_ENOTFOUND for an unknown context, STORE_EREFUSED for a context of a completed run,
- * STORE_EINVAL for a malformed invocation ID (1..128 of [A-Za-z0-9._:-]), STORE_ENOMEM. out is
+/* Runs the protocol for one send. Returns STATUS_OK with out filled (any outcome),
+ * STATUS_ENOTFOUND for an unknown context, STATUS_EREFUSED for a context of a completed run,
+ * STATUS_EINVAL for a malformed invocation ID (1..128 of [A-Za-z0-9._:-]), STATUS_ENOMEM. out is
  * freed with deliver_result_free. */
 int deliver_send(const gate_env *g, const char *context_id, const char *payload_id,
                  const char *recipient, const char *tool, const char *invocation_id,

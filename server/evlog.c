@@ -98,21 +98,21 @@ int evlog_claim_integrity(store *st, char *err, size_t errlen)
         snprintf(err, errlen,
                  "cannot compute the integrity key check (check the OpenSSL "
                  "installation)");
-        return STORE_EPROTO;
+        return STATUS_EPROTO;
     }
     const char *args[2] = {mode, check};
     json_t *reply = NULL;
     int rc = store_call(st, "integrity", 2, args, &reply);
-    if (rc != STORE_OK) {
+    if (rc != STATUS_OK) {
         snprintf(err, errlen, "%s", store_last_error(st));
         return rc;
     }
     const char *had = json_string_value(json_object_get(reply, "mode"));
     const char *had_check = json_string_value(json_object_get(reply, "key_check"));
-    rc = STORE_OK;
+    rc = STATUS_OK;
     if (had == NULL || had_check == NULL) {
         snprintf(err, errlen, "charter_integrity answered without a mode");
-        rc = STORE_EPROTO;
+        rc = STATUS_EPROTO;
     } else if (strcmp(had, mode) != 0) {
         snprintf(err, errlen,
                  strcmp(had, "keyed") == 0
@@ -122,13 +122,13 @@ int evlog_claim_integrity(store *st, char *err, size_t errlen)
                      : "the graph was created without an integrity key, so its events cannot be "
                        "sealed with one now (start charterd without --integrity-key, or use a "
                        "new --graph)");
-        rc = STORE_EREFUSED;
+        rc = STATUS_EREFUSED;
     } else if (strlen(had_check) != strlen(check) ||
                CRYPTO_memcmp(had_check, check, strlen(check)) != 0) {
         snprintf(err, errlen,
                  "the integrity key is not the one the graph's events and receipts were sealed "
                  "with (start charterd with --integrity-key and the graph's key file)");
-        rc = STORE_EREFUSED;
+        rc = STATUS_EREFUSED;
     }
     OPENSSL_cleanse(check, sizeof check);
     json_decref(reply);
@@ -156,7 +156,7 @@ int evlog_event_text(const evlog_fields *f, char **text, size_t *len)
     }
     char *buf = malloc(total + 1);
     if (buf == NULL)
-        return STORE_ENOMEM;
+        return STATUS_ENOMEM;
     size_t off = (size_t)snprintf(buf, total + 1, "%s\n", EVLOG_FORMAT);
     for (int i = 0; i < 11; i++) {
         off += (size_t)snprintf(buf + off, total + 1 - off, "%s=%zu:", names[i], lens[i]);
@@ -167,7 +167,7 @@ int evlog_event_text(const evlog_fields *f, char **text, size_t *len)
     buf[off] = '\0';
     *text = buf;
     *len = off;
-    return STORE_OK;
+    return STATUS_OK;
 }
 
 int evlog_event_hash(const evlog_fields *f, char hex[65])
@@ -177,17 +177,17 @@ int evlog_event_hash(const evlog_fields *f, char hex[65])
     memset(hex, '0', 64);
     hex[64] = '\0';
     int rc = evlog_event_text(f, &text, &len);
-    if (rc != STORE_OK)
+    if (rc != STATUS_OK)
         return rc;
     if (evlog_keyed()) {
-        rc = evlog_mac(text, len, hex) == 0 ? STORE_OK : STORE_ENOMEM;
+        rc = evlog_mac(text, len, hex) == 0 ? STATUS_OK : STATUS_ENOMEM;
     } else {
         unsigned char md[EVP_MAX_MD_SIZE];
         unsigned int mdlen = 0;
         if (EVP_Digest(text, len, md, &mdlen, EVP_sha256(), NULL) == 1 && mdlen == 32)
             digest_hex(md, 32, hex);
         else
-            rc = STORE_ENOMEM;
+            rc = STATUS_ENOMEM;
     }
     free(text);
     return rc;
@@ -220,17 +220,17 @@ int evlog_owned_event(evlog_owned *o, const char *kind, const guard_decision *d,
                  fingerprint != NULL && *fingerprint ? fingerprint : evlog_evaluator());
         o->ev.fingerprint = o->fingerprint;
         if ((o->witness = strdup(d->witness != NULL ? d->witness : "")) == NULL)
-            return STORE_ENOMEM;
+            return STATUS_ENOMEM;
         o->ev.witness = o->witness;
     }
     if ((detail != NULL && (o->detail = evlog_text_of(detail)) == NULL) ||
         (snapshot != NULL && (o->snapshot = evlog_text_of(snapshot)) == NULL)) {
         evlog_owned_free(o);
-        return STORE_ENOMEM;
+        return STATUS_ENOMEM;
     }
     o->ev.detail = o->detail;
     o->ev.snapshot = o->snapshot;
-    return STORE_OK;
+    return STATUS_OK;
 }
 
 void evlog_owned_free(evlog_owned *o)
@@ -283,7 +283,7 @@ static int evlog_head_from(const json_t *j, evlog_head *head)
     const json_t *now = json_object_get(j, "now");
     if (!json_is_object(j) || !json_is_integer(seq) || json_integer_value(seq) < 0 ||
         !json_is_string(now))
-        return STORE_EPROTO;
+        return STATUS_EPROTO;
     head->exists = json_is_true(json_object_get(j, "exists"));
     head->seq = (uint64_t)json_integer_value(seq);
     evlog_copy(head->hash, sizeof head->hash, json_object_get(j, "hash"));
@@ -291,8 +291,8 @@ static int evlog_head_from(const json_t *j, evlog_head *head)
     evlog_copy(head->now, sizeof head->now, now);
     evlog_copy(head->next_context, sizeof head->next_context, json_object_get(j, "next_context"));
     if (head->seq > 0 && !evlog_hex64(head->hash))
-        return STORE_EPROTO;
-    return STORE_OK;
+        return STATUS_EPROTO;
+    return STATUS_OK;
 }
 
 int evlog_read_head(store *st, const char *run_id, evlog_head *head)
@@ -301,7 +301,7 @@ int evlog_read_head(store *st, const char *run_id, evlog_head *head)
     json_t *reply = NULL;
     memset(head, 0, sizeof *head);
     int rc = store_call(st, "run_head", 1, args, &reply);
-    if (rc == STORE_OK)
+    if (rc == STATUS_OK)
         rc = evlog_head_from(reply, head);
     json_decref(reply);
     return rc;
@@ -310,7 +310,7 @@ int evlog_read_head(store *st, const char *run_id, evlog_head *head)
 /* --- writing ------------------------------------------------------------------------------ */
 
 /* Fits the event and arguments to the head about to be sealed on (a status change names the
- * status it leaves, a new context its id). Returns STORE_OK or a failure that ends the write. */
+ * status it leaves, a new context its id). Returns STATUS_OK or a failure that ends the write. */
 typedef int (*evlog_adjust)(void *arg, const evlog_head *head, evlog_event *ev, const char **args);
 
 typedef struct {
@@ -337,7 +337,7 @@ static int evlog_seal(const char *run_id, const evlog_event *ev, const evlog_hea
     evlog_fields f = {run_id,      seq,        sealed->ts,   ev->kind,    ev->outcome, ev->codes,
                       ev->witness, ev->detail, ev->snapshot, fingerprint, sealed->prev};
     int rc = evlog_event_hash(&f, sealed->hash);
-    if (rc != STORE_OK)
+    if (rc != STATUS_OK)
         return rc;
 #define EVLOG_S(x) ((x) != NULL ? (x) : "")
     json_t *j =
@@ -348,10 +348,10 @@ static int evlog_seal(const char *run_id, const evlog_event *ev, const evlog_hea
                   "ts", sealed->ts, "prev", sealed->prev, "hash", sealed->hash);
 #undef EVLOG_S
     if (j == NULL)
-        return STORE_ENOMEM;
+        return STATUS_ENOMEM;
     *text = json_dumps(j, JSON_COMPACT);
     json_decref(j);
-    return *text != NULL ? STORE_OK : STORE_ENOMEM;
+    return *text != NULL ? STATUS_OK : STATUS_ENOMEM;
 }
 
 /* A snapshot larger than EVLOG_BLOB_MIN bytes is stored once, by content (charter_put_blob),
@@ -369,14 +369,14 @@ static int evlog_blob_out(store *st, const char *snapshot, char ref[96])
     const char *args[2] = {sha, snapshot};
     json_t *r = NULL;
     int rc = store_call(st, "blob_exists", 1, args, &r);
-    bool have = rc == STORE_OK && json_is_true(json_object_get(r, "exists"));
+    bool have = rc == STATUS_OK && json_is_true(json_object_get(r, "exists"));
     json_decref(r);
-    if (rc == STORE_OK && !have) {
+    if (rc == STATUS_OK && !have) {
         r = NULL;
         rc = store_call(st, "put_blob", 2, args, &r);
         json_decref(r);
     }
-    if (rc == STORE_OK)
+    if (rc == STATUS_OK)
         snprintf(ref, 96, "%s%s\"}", EVLOG_BLOB_REF, sha);
     return rc;
 }
@@ -388,7 +388,7 @@ int evlog_snapshot_resolve(store *st, const char *snapshot, char **out)
     if (snapshot == NULL || strncmp(snapshot, EVLOG_BLOB_REF, plen) != 0 ||
         strlen(snapshot) != plen + 64 + 2) {
         *out = strdup(snapshot != NULL ? snapshot : "");
-        return *out != NULL ? STORE_OK : STORE_ENOMEM;
+        return *out != NULL ? STATUS_OK : STATUS_ENOMEM;
     }
     char sha[65];
     memcpy(sha, snapshot + plen, 64);
@@ -397,15 +397,15 @@ int evlog_snapshot_resolve(store *st, const char *snapshot, char **out)
     json_t *r = NULL;
     int rc = store_call(st, "get_blob", 1, args, &r);
     const char *text = json_string_value(json_object_get(r, "text"));
-    if (rc == STORE_OK && text == NULL)
-        rc = STORE_ENOTFOUND; /* the facts the event names are gone */
-    if (rc == STORE_OK) {
+    if (rc == STATUS_OK && text == NULL)
+        rc = STATUS_ENOTFOUND; /* the facts the event names are gone */
+    if (rc == STATUS_OK) {
         char actual[65];
         gate_sha256_hex(text, strlen(text), actual);
         if (strcmp(actual, sha) != 0)
-            rc = STORE_EPROTO; /* the blob was changed: its name no longer matches */
+            rc = STATUS_EPROTO; /* the blob was changed: its name no longer matches */
         else if ((*out = strdup(text)) == NULL)
-            rc = STORE_ENOMEM;
+            rc = STATUS_ENOMEM;
     }
     json_decref(r);
     return rc;
@@ -420,37 +420,37 @@ static int evlog_write(store *st, evlog_write_spec *w, json_t **reply, evlog_sea
     if (reply != NULL)
         *reply = NULL;
     if (w->run_id == NULL || *w->run_id == '\0')
-        return STORE_EINVAL;
+        return STATUS_EINVAL;
     pthread_mutex_t *lock = evlog_lock_of(w->run_id);
     if (lock != NULL && pthread_mutex_lock(lock) != 0)
         lock = NULL;
 
     char blob_ref[96];
-    int rc = STORE_OK;
+    int rc = STATUS_OK;
     if (w->ev.snapshot != NULL && strlen(w->ev.snapshot) > EVLOG_BLOB_MIN) {
         rc = evlog_blob_out(st, w->ev.snapshot, blob_ref);
         w->ev.snapshot = blob_ref;
     }
     evlog_head head;
-    if (rc == STORE_OK)
+    if (rc == STATUS_OK)
         rc = evlog_read_head(st, w->run_id, &head);
-    if (rc == STORE_OK && w->run_must_exist && !head.exists)
-        rc = STORE_ENOTFOUND;
+    if (rc == STATUS_OK && w->run_must_exist && !head.exists)
+        rc = STATUS_ENOTFOUND;
     bool written = false;
-    for (int attempt = 0; rc == STORE_OK && attempt < EVLOG_ATTEMPTS; attempt++) {
+    for (int attempt = 0; rc == STATUS_OK && attempt < EVLOG_ATTEMPTS; attempt++) {
         evlog_event ev = w->ev;
         const char *args[5];
         memcpy(args, w->args, sizeof w->args);
-        if (w->adjust != NULL && (rc = w->adjust(w->adjust_arg, &head, &ev, args)) != STORE_OK)
+        if (w->adjust != NULL && (rc = w->adjust(w->adjust_arg, &head, &ev, args)) != STATUS_OK)
             break;
         char *text = NULL;
-        if ((rc = evlog_seal(w->run_id, &ev, &head, sealed, &text)) != STORE_OK)
+        if ((rc = evlog_seal(w->run_id, &ev, &head, sealed, &text)) != STATUS_OK)
             break;
         args[w->nargs] = text;
         json_t *r = NULL;
         rc = store_call(st, w->fn, w->nargs + 1, args, &r);
         free(text);
-        if (rc != STORE_OK) {
+        if (rc != STATUS_OK) {
             json_decref(r);
             break;
         }
@@ -467,17 +467,17 @@ static int evlog_write(store *st, evlog_write_spec *w, json_t **reply, evlog_sea
         rc = evlog_head_from(json_object_get(r, "head"), &head);
         json_decref(r);
     }
-    if (rc == STORE_OK && !written) {
-        rc = STORE_EUNAVAILABLE; /* the head kept moving: fail closed */
+    if (rc == STATUS_OK && !written) {
+        rc = STATUS_EUNAVAILABLE; /* the head kept moving: fail closed */
         log_error("event %s of run %s not written: its head moved %d times in a row",
                   w->ev.kind ? w->ev.kind : "?", w->run_id, EVLOG_ATTEMPTS);
-    } else if (rc != STORE_OK && rc != STORE_ENOTFOUND && rc != STORE_EEXISTS) {
+    } else if (rc != STATUS_OK && rc != STATUS_ENOTFOUND && rc != STATUS_EEXISTS) {
         log_error("event %s of run %s not written: %s", w->ev.kind ? w->ev.kind : "?", w->run_id,
                   store_last_error(st));
     }
     if (lock != NULL)
         pthread_mutex_unlock(lock);
-    if (rc != STORE_OK)
+    if (rc != STATUS_OK)
         memset(sealed, 0, sizeof *sealed);
     return rc;
 }
@@ -503,7 +503,7 @@ int evlog_create_run(store *st, const json_t *run_doc, json_t **reply)
     snprintf(detail, sizeof detail, "mode %.80s", mode != NULL ? mode : "");
     char *doc = evlog_json_text(run_doc);
     if (doc == NULL)
-        return STORE_ENOMEM;
+        return STATUS_ENOMEM;
     evlog_write_spec w = {
         .fn = "create_run",
         .run_id = id,
@@ -530,10 +530,10 @@ static int evlog_transition_adjust(void *arg, const evlog_head *head, evlog_even
     free(t->text);
     size_t n = strlen(head->status) + strlen(t->to) + strlen(t->detail) + 16;
     if ((t->text = malloc(n)) == NULL)
-        return STORE_ENOMEM;
+        return STATUS_ENOMEM;
     snprintf(t->text, n, "%s -> %s%s%s", head->status, t->to, *t->detail ? ": " : "", t->detail);
     ev->detail = t->text;
-    return STORE_OK;
+    return STATUS_OK;
 }
 
 int evlog_transition(store *st, const char *run_id, const char *from, const char *to,
@@ -553,12 +553,12 @@ int evlog_transition(store *st, const char *run_id, const char *from, const char
     json_t *reply = NULL;
     int rc = evlog_write(st, &w, &reply, sealed);
     free(t.text);
-    if (rc == STORE_OK && !json_is_true(json_object_get(reply, "ok"))) {
+    if (rc == STATUS_OK && !json_is_true(json_object_get(reply, "ok"))) {
         if (current != NULL)
             evlog_copy(current, 32, json_object_get(reply, "status"));
         if (sealed != NULL)
             memset(sealed, 0, sizeof *sealed);
-        rc = STORE_EREFUSED;
+        rc = STATUS_EREFUSED;
     }
     json_decref(reply);
     return rc;
@@ -580,12 +580,12 @@ static int evlog_context_adjust(void *arg, const evlog_head *head, evlog_event *
     c->doc = evlog_json_text(j);
     json_decref(j);
     if (c->doc == NULL)
-        return STORE_ENOMEM;
+        return STATUS_ENOMEM;
     snprintf(c->detail, sizeof c->detail, "step %s context %s actor %s", c->step,
              head->next_context, c->actor);
     ev->detail = c->detail;
     args[0] = c->doc;
-    return STORE_OK;
+    return STATUS_OK;
 }
 
 int evlog_open_context(store *st, const char *run_id, const char *step, const char *actor,
@@ -612,7 +612,7 @@ int evlog_create_artifact(store *st, const char *run_id, const json_t *doc, cons
 {
     char *text = evlog_json_text(doc);
     if (text == NULL)
-        return STORE_ENOMEM;
+        return STATUS_ENOMEM;
     evlog_write_spec w = {
         .fn = "create_artifact",
         .run_id = run_id,
@@ -631,7 +631,7 @@ int evlog_commit_delivery(store *st, const char *run_id, const json_t *doc, cons
 {
     char *text = evlog_json_text(doc);
     if (text == NULL)
-        return STORE_ENOMEM;
+        return STATUS_ENOMEM;
     evlog_write_spec w = {
         .fn = "commit_delivery",
         .run_id = run_id,
@@ -650,12 +650,12 @@ int evlog_interrupt_runs(store *st, json_t **ids)
         *ids = NULL;
     json_t *reply = NULL;
     int rc = store_call(st, "unfinished_runs", 0, NULL, &reply);
-    if (rc != STORE_OK)
+    if (rc != STATUS_OK)
         return rc;
     json_t *done = json_array();
     if (done == NULL) {
         json_decref(reply);
-        return STORE_ENOMEM;
+        return STATUS_ENOMEM;
     }
     size_t i;
     json_t *v;
@@ -666,17 +666,17 @@ int evlog_interrupt_runs(store *st, json_t **ids)
             continue;
         int one = evlog_transition(st, id, "running,recovering", "interrupted",
                                    "charterd restarted", NULL, NULL);
-        if (one == STORE_OK) {
+        if (one == STATUS_OK) {
             if (json_array_append_new(done, json_string(id)) != 0)
-                one = STORE_ENOMEM;
-        } else if (one == STORE_EREFUSED) {
-            one = STORE_OK; /* it moved on by itself meanwhile */
+                one = STATUS_ENOMEM;
+        } else if (one == STATUS_EREFUSED) {
+            one = STATUS_OK; /* it moved on by itself meanwhile */
         }
-        if (one != STORE_OK && rc == STORE_OK)
+        if (one != STATUS_OK && rc == STATUS_OK)
             rc = one;
     }
     json_decref(reply);
-    if (ids != NULL && rc == STORE_OK)
+    if (ids != NULL && rc == STATUS_OK)
         *ids = done;
     else
         json_decref(done);
@@ -719,12 +719,12 @@ static int evlog_hashes_add(evlog_hashes *h, const char *hash)
         size_t cap = h->cap ? h->cap * 2 : 256;
         char(*grown)[65] = realloc(h->items, cap * sizeof *grown);
         if (grown == NULL)
-            return STORE_ENOMEM;
+            return STATUS_ENOMEM;
         h->items = grown;
         h->cap = cap;
     }
     snprintf(h->items[h->n++], 65, "%s", hash);
-    return STORE_OK;
+    return STATUS_OK;
 }
 
 /* The 1-based seq of the verified event whose hash is hash, or 0. */
@@ -737,7 +737,7 @@ static uint64_t evlog_hashes_find(const evlog_hashes *h, const char *hash)
 }
 
 /* Checks one place of the log. Returns 0 to go on, 1 when the first bad event was found, or a
- * negative STORE_E* failure. head_seq may grow: an event appended during the audit (beyond the
+ * negative STATUS_E* failure. head_seq may grow: an event appended during the audit (beyond the
  * head read at its start, sealed and chained) is accepted. */
 /* Whether the stored event e (an audit_events entry) hashes to its stored hash. */
 static int evlog_entry_holds(const json_t *e, const char *run_id, bool *holds)
@@ -755,7 +755,7 @@ static int evlog_entry_holds(const json_t *e, const char *run_id, bool *holds)
                       evlog_str(e, "prev")};
     char hash[65];
     int rc = evlog_event_hash(&f, hash);
-    *holds = rc == STORE_OK && strcmp(hash, evlog_str(e, "hash")) == 0 &&
+    *holds = rc == STATUS_OK && strcmp(hash, evlog_str(e, "hash")) == 0 &&
              strcmp(evlog_str(e, "run_id"), run_id) == 0;
     return rc;
 }
@@ -767,7 +767,7 @@ static int evlog_audit_place(const json_t *e, const json_t *next, const char *ru
 {
     json_t *atj = json_object_get(e, "at");
     if (!json_is_integer(atj) || json_integer_value(atj) < 1)
-        return STORE_EPROTO;
+        return STATUS_EPROTO;
     uint64_t at = (uint64_t)json_integer_value(atj);
     bool missing = json_is_true(json_object_get(e, "missing"));
     bool indexed = json_is_true(json_object_get(e, "indexed"));
@@ -792,7 +792,7 @@ static int evlog_audit_place(const json_t *e, const json_t *next, const char *ru
     const char *prev = evlog_str(e, "prev");
     bool holds = false;
     int rc = evlog_entry_holds(e, run_id, &holds);
-    if (rc != STORE_OK)
+    if (rc != STATUS_OK)
         return rc;
     const char *expected_prev = verified->n > 0 ? verified->items[verified->n - 1] : "";
     bool links = strcmp(prev, expected_prev) == 0;
@@ -813,7 +813,7 @@ static int evlog_audit_place(const json_t *e, const json_t *next, const char *ru
         bool next_holds = false;
         if (next != NULL && !json_is_true(json_object_get(next, "missing")) &&
             strcmp(evlog_str(next, "stored_seq"), want_seq) == 0 &&
-            (rc = evlog_entry_holds(next, run_id, &next_holds)) != STORE_OK)
+            (rc = evlog_entry_holds(next, run_id, &next_holds)) != STATUS_OK)
             return rc;
         if (next_holds)
             return evlog_audit_fail(out, at,
@@ -847,7 +847,7 @@ static int evlog_audit_place(const json_t *e, const json_t *next, const char *ru
                                 "an event no longer in the log",
                                 (unsigned long long)at, (unsigned long long)at);
     }
-    return evlog_hashes_add(verified, stored) == STORE_OK ? 0 : STORE_ENOMEM;
+    return evlog_hashes_add(verified, stored) == STATUS_OK ? 0 : STATUS_ENOMEM;
 }
 
 /* The checks after the walk: the run's head, its receipt, its deliveries. */
@@ -884,7 +884,7 @@ static void evlog_audit_tail(const json_t *run, const json_t *deliveries, uint64
     json_t *rj = json_loads(text, 0, NULL);
     Charter__V1__Receipt r;
     char reason[160];
-    bool parsed = rj != NULL && receipt_issue_parse(rj, &r) == STORE_OK;
+    bool parsed = rj != NULL && receipt_issue_parse(rj, &r) == STATUS_OK;
     if (!parsed || strcmp(r.kind, "run") != 0 || strcmp(r.run_id, run_id) != 0 ||
         charter_receipt_verify(&r, evlog_cfg.key, evlog_cfg.key_len, reason, sizeof reason) != 0) {
         evlog_audit_fail(out, head_seq, "the run's receipt was altered: it does not verify");
@@ -911,19 +911,19 @@ int evlog_audit(store *st, const char *run_id, evlog_audit_result *out)
     evlog_hashes verified = {NULL, 0, 0};
     json_t *first = NULL;
     uint64_t head_seq = 0, after = 0, upper = 0;
-    int rc = STORE_OK, found = 0;
+    int rc = STATUS_OK, found = 0;
     do {
         char a[24];
         snprintf(a, sizeof a, "%llu", (unsigned long long)after);
         const char *args[3] = {run_id, a, EVLOG_AUDIT_PAGE};
         json_t *page = NULL;
-        if ((rc = store_call(st, "audit_events", 3, args, &page)) != STORE_OK)
+        if ((rc = store_call(st, "audit_events", 3, args, &page)) != STATUS_OK)
             break;
         json_t *u = json_object_get(page, "upper");
         json_t *events = json_object_get(page, "events");
         if (!json_is_integer(u) || json_integer_value(u) < 0) {
             json_decref(page);
-            rc = STORE_EPROTO;
+            rc = STATUS_EPROTO;
             break;
         }
         if (first == NULL) {
@@ -952,12 +952,12 @@ int evlog_audit(store *st, const char *run_id, evlog_audit_result *out)
         if (n == 0)
             break;
     } while (found == 0 && after < upper);
-    if (rc == STORE_OK && found == 0)
+    if (rc == STATUS_OK && found == 0)
         evlog_audit_tail(json_object_get(first, "run"), json_object_get(first, "deliveries"),
                          head_seq, run_id, &verified, out);
     json_decref(first);
     free(verified.items);
-    if (rc != STORE_OK)
+    if (rc != STATUS_OK)
         memset(out, 0, sizeof *out);
     return rc;
 }

@@ -62,7 +62,7 @@ typedef struct {
  * a model request) made by the evaluator whose fingerprint is fingerprint (NULL or "" for the
  * process's, evlog_evaluator; ignored without d), with detail and snapshot (either may be
  * NULL) as texts: a JSON string is its own text, any other value its evlog_json_text. Returns
- * STORE_OK or STORE_ENOMEM; free with evlog_owned_free in both cases. */
+ * STATUS_OK or STATUS_ENOMEM; free with evlog_owned_free in both cases. */
 int evlog_owned_event(evlog_owned *o, const char *kind, const guard_decision *d,
                       const char *fingerprint, const json_t *detail, const json_t *snapshot);
 void evlog_owned_free(evlog_owned *o);
@@ -119,7 +119,7 @@ int evlog_key_check(char hex[65]);
 
 /* Records the process's integrity mode in the graph the first time (charter_integrity) and
  * refuses a mismatch: a keyed graph started keyless, a keyless graph started keyed, or a keyed
- * graph started with another key. Returns 0, STORE_EREFUSED with a one-line reason in err
+ * graph started with another key. Returns 0, STATUS_EREFUSED with a one-line reason in err
  * (naming no secret), or the store's failure (reason in err). */
 int evlog_claim_integrity(store *st, char *err, size_t errlen);
 
@@ -129,11 +129,11 @@ int evlog_claim_integrity(store *st, char *err, size_t errlen);
  * outcome, codes, witness, detail, snapshot, fingerprint, prev in this order one line
  * "<name>=<byte length>:<bytes>" each, every line ended by "\n" (lengths make it unambiguous
  * whatever the bytes). *text is malloc'd (caller frees), *len its length. Returns 0 or
- * STORE_ENOMEM. */
+ * STATUS_ENOMEM. */
 int evlog_event_text(const evlog_fields *f, char **text, size_t *len);
 
 /* The hash of an event: HMAC-SHA256 under the integrity key when there is one, else SHA-256,
- * over evlog_event_text(f), as lowercase hex. Returns 0 or STORE_ENOMEM. */
+ * over evlog_event_text(f), as lowercase hex. Returns 0 or STATUS_ENOMEM. */
 int evlog_event_hash(const evlog_fields *f, char hex[65]);
 
 /* v as compact JSON text with sorted keys and doubles at 17 significant digits, so a time
@@ -142,32 +142,32 @@ char *evlog_json_text(const json_t *v);
 
 /* --- reading ------------------------------------------------------------------------------ */
 
-/* The run's head (charter_run_head). Returns STORE_OK or the store's failure; a run that does
- * not exist is STORE_OK with head->exists false. */
+/* The run's head (charter_run_head). Returns STATUS_OK or the store's failure; a run that does
+ * not exist is STATUS_OK with head->exists false. */
 int evlog_read_head(store *st, const char *run_id, evlog_head *head);
 
 /* --- writing (each seals its event on the current head, retrying on a moved head) --------- */
 
 /* Appends ev to run_id's events (charter_append_event). *sealed (may be NULL) tells how.
- * Returns STORE_OK, STORE_ENOTFOUND (run), STORE_EINVAL, STORE_EUNAVAILABLE (database
- * unreachable, or EVLOG_ATTEMPTS conflicts), STORE_ENOMEM, STORE_EPROTO. */
+ * Returns STATUS_OK, STATUS_ENOTFOUND (run), STATUS_EINVAL, STATUS_EUNAVAILABLE (database
+ * unreachable, or EVLOG_ATTEMPTS conflicts), STATUS_ENOMEM, STATUS_EPROTO. */
 int evlog_append(store *st, const char *run_id, const evlog_event *ev, evlog_sealed *sealed);
 
 /* Creates run run_doc.id (charter_create_run, run_doc {id,task,mode,workflow}) with its
  * run_created event (detail "mode <mode>"). *reply (may be NULL) is the function's reply,
- * caller decrefs. Returns as evlog_append, STORE_EEXISTS for a taken id. */
+ * caller decrefs. Returns as evlog_append, STATUS_EEXISTS for a taken id. */
 int evlog_create_run(store *st, const json_t *run_doc, json_t **reply);
 
 /* Moves run_id from one of the statuses in from (comma list) to to (charter_transition_run),
  * writing status_changed with detail "<old> -> <to>" and ": <detail>" when detail is not
- * empty. Returns STORE_OK (moved; *sealed tells how, may be NULL), STORE_EREFUSED when the run
+ * empty. Returns STATUS_OK (moved; *sealed tells how, may be NULL), STATUS_EREFUSED when the run
  * was in another status (copied to current, 32 bytes, when not NULL), or as evlog_append. */
 int evlog_transition(store *st, const char *run_id, const char *from, const char *to,
                      const char *detail, evlog_sealed *sealed, char current[32]);
 
 /* Opens a context of step owned by actor in run_id (charter_open_context), writing step_opened
  * with detail "step <step> context <id> actor <actor>". *reply as the function's reply.
- * Returns as evlog_append, STORE_ENOTFOUND for the run or actor. */
+ * Returns as evlog_append, STATUS_ENOTFOUND for the run or actor. */
 int evlog_open_context(store *st, const char *run_id, const char *step, const char *actor,
                        json_t **reply);
 
@@ -183,7 +183,7 @@ int evlog_commit_delivery(store *st, const char *run_id, const json_t *doc, cons
 
 /* Marks every run left running or recovering as interrupted (one transition each, detail
  * "charterd restarted"). *ids (may be NULL) is a JSON list of the runs marked, caller decrefs.
- * Returns STORE_OK or the first failure. */
+ * Returns STATUS_OK or the first failure. */
 int evlog_interrupt_runs(store *st, json_t **ids);
 
 /* --- audit ------------------------------------------------------------------------------- */
@@ -202,13 +202,13 @@ typedef struct {
  * own hash holds but whose prev is an earlier event's hash; the run's receipt or a delivery
  * names a seq beyond the head) or inserted (an event beyond the run's head; an event whose
  * prev links to no event before it). A run receipt is only trusted when its MAC checks.
- * Returns STORE_OK with *out filled, STORE_ENOTFOUND, or the store's failure. */
+ * Returns STATUS_OK with *out filled, STATUS_ENOTFOUND, or the store's failure. */
 int evlog_audit(store *st, const char *run_id, evlog_audit_result *out);
 
 /* The snapshot text an event stored: its own text, or, when the event carries a blob
  * reference {"blob":"<sha256>"} (snapshots over 4 KiB are stored once by content), the blob's
  * text after checking it still hashes to its name. *out is malloc'd (caller frees). Returns
- * STORE_OK, STORE_ENOTFOUND (the blob is gone), STORE_EPROTO (the blob was changed), or the
+ * STATUS_OK, STATUS_ENOTFOUND (the blob is gone), STATUS_EPROTO (the blob was changed), or the
  * store's failure. */
 int evlog_snapshot_resolve(store *st, const char *snapshot, char **out);
 

@@ -37,12 +37,12 @@ static void record_decision(const gate_env *g, const char *run_id, const char *k
     evlog_owned ev;
     evlog_sealed sealed;
     int rc = evlog_owned_event(&ev, kind, d, fingerprint, detail, snapshot);
-    if (rc == STORE_OK)
+    if (rc == STATUS_OK)
         rc = evlog_append(g->st, run_id, &ev.ev, &sealed);
     evlog_owned_free(&ev);
     if (seq)
-        *seq = rc == STORE_OK ? sealed.seq : 0;
-    if (rc != STORE_OK) {
+        *seq = rc == STATUS_OK ? sealed.seq : 0;
+    if (rc != STATUS_OK) {
         guard_decision_free(d);
         guard_decision_unknown(d, "the decision could not be recorded");
     }
@@ -72,7 +72,7 @@ static json_t *context_json(const guard_context *ctx)
 
 static bool unavailable(int rc)
 {
-    return rc == STORE_EUNAVAILABLE || rc == STORE_EPROTO || rc == STORE_ELIMIT;
+    return rc == STATUS_EUNAVAILABLE || rc == STATUS_EPROTO || rc == STATUS_ELIMIT;
 }
 
 /* Stores the context's workflow (and, for a narrowed context, its parent and lists) with
@@ -85,7 +85,7 @@ static int scope_context(const gate_env *g, const char *context_id, const char *
     if (!doc || (parent && (json_object_set_new(doc, "parent", json_string(parent)) ||
                             json_object_update(doc, lists)))) {
         json_decref(doc);
-        return STORE_ENOMEM;
+        return STATUS_ENOMEM;
     }
     json_t *reply = NULL;
     int rc = store_call_json(g->st, "scope_context", doc, &reply);
@@ -102,19 +102,19 @@ static int open_context(const gate_env *g, const workflow *wf, const workflow_st
     *context = NULL;
     json_t *reply = NULL;
     int rc = evlog_open_context(g->st, run_id, ws->cap.step, ws->cap.actor, &reply);
-    if (rc != STORE_OK)
+    if (rc != STATUS_OK)
         return rc;
     json_t *c = json_object_get(reply, "context");
     const char *id = json_string_value(json_object_get(c, "id"));
     if (!json_is_object(c) || !id) {
         json_decref(reply);
-        return STORE_EPROTO;
+        return STATUS_EPROTO;
     }
     rc = scope_context(g, id, run_id, wf, parent, lists);
-    if (rc == STORE_OK && (json_object_set_new(c, "workflow", json_string(wf->version)) ||
+    if (rc == STATUS_OK && (json_object_set_new(c, "workflow", json_string(wf->version)) ||
                            (parent && json_object_set_new(c, "parent", json_string(parent)))))
-        rc = STORE_ENOMEM;
-    if (rc == STORE_OK)
+        rc = STATUS_ENOMEM;
+    if (rc == STATUS_OK)
         *context = json_incref(c);
     json_decref(reply);
     return rc;
@@ -131,33 +131,33 @@ int gate_open_step(const gate_env *g, const char *run_id, const char *step, json
     *context = NULL;
     const workflow_step *ws = workflow_step_find(g->wf, step);
     if (!ws)
-        return STORE_ENOTFOUND;
+        return STATUS_ENOTFOUND;
     return open_context(g, g->wf, ws, run_id, NULL, NULL, context);
 }
 
 /* The JSON lists of a context's stored scope ({} reads as an empty list) into s. Returns
- * STORE_OK, STORE_EPROTO or STORE_ENOMEM. */
+ * STATUS_OK, STATUS_EPROTO or STATUS_ENOMEM. */
 static int scope_list(const json_t *scope, const char *key, guard_strs *s)
 {
     const json_t *list = json_object_get(scope, key);
     memset(s, 0, sizeof *s);
     if (json_is_object(list) && json_object_size(list) == 0)
-        return STORE_OK;
+        return STATUS_OK;
     if (!json_is_array(list))
-        return STORE_EPROTO;
+        return STATUS_EPROTO;
     size_t n = json_array_size(list);
     if (n == 0)
-        return STORE_OK;
+        return STATUS_OK;
     if (!(s->items = calloc(n, sizeof *s->items)))
-        return STORE_ENOMEM;
+        return STATUS_ENOMEM;
     for (size_t i = 0; i < n; i++) {
         const char *v = json_string_value(json_array_get(list, i));
         if (!v)
-            return STORE_EPROTO;
+            return STATUS_EPROTO;
         s->items[i] = (char *)v; /* borrowed from scope */
         s->n = i + 1;
     }
-    return STORE_OK;
+    return STATUS_OK;
 }
 
 int gate_context_of(const gate_env *g, const char *context_id, const workflow **wf,
@@ -170,11 +170,11 @@ int gate_context_of(const gate_env *g, const char *context_id, const workflow **
     const char *args[1] = {context_id};
     json_t *raw = NULL;
     int rc = store_call(g->st, "context_owner", 1, args, &raw);
-    if (rc == STORE_OK && !raw)
-        rc = STORE_EPROTO;
-    if (rc == STORE_OK)
+    if (rc == STATUS_OK && !raw)
+        rc = STATUS_EPROTO;
+    if (rc == STATUS_OK)
         rc = store_context_from_json(raw, ctx);
-    if (rc != STORE_OK) {
+    if (rc != STATUS_OK) {
         json_decref(raw);
         return rc;
     }
@@ -184,45 +184,45 @@ int gate_context_of(const gate_env *g, const char *context_id, const workflow **
     if (run_status && strcmp(run_status, "completed") == 0) {
         json_decref(raw);
         store_context_free(ctx);
-        return STORE_EREFUSED;
+        return STATUS_EREFUSED;
     }
     /* The context acts under its run's workflow version, never the one charterd started
      * with; a context that records none was never completed and is not usable. */
     const char *version = json_string_value(json_object_get(raw, "workflow"));
     const workflow *w = NULL;
-    rc = version && *version ? registry_get(g->st, version, &w) : STORE_EPROTO;
-    if (rc == STORE_ENOTFOUND || rc == STORE_EINVAL)
-        rc = STORE_EPROTO;
+    rc = version && *version ? registry_get(g->st, version, &w) : STATUS_EPROTO;
+    if (rc == STATUS_ENOTFOUND || rc == STATUS_EINVAL)
+        rc = STATUS_EPROTO;
     const workflow_step *base =
-        rc == STORE_OK && ctx->step ? workflow_step_find(w, ctx->step) : NULL;
-    if (rc == STORE_OK && !base)
-        rc = STORE_ENOTFOUND;
+        rc == STATUS_OK && ctx->step ? workflow_step_find(w, ctx->step) : NULL;
+    if (rc == STATUS_OK && !base)
+        rc = STATUS_ENOTFOUND;
     const json_t *scope = json_object_get(raw, "scope");
-    if (rc == STORE_OK && scope && !json_is_null(scope)) {
+    if (rc == STATUS_OK && scope && !json_is_null(scope)) {
         guard_strs lists[3];
         static const char *const keys[3] = {"tools", "recipients", "resources"};
         memset(lists, 0, sizeof lists);
-        for (size_t k = 0; k < 3 && rc == STORE_OK; k++)
+        for (size_t k = 0; k < 3 && rc == STATUS_OK; k++)
             rc = scope_list(scope, keys[k], &lists[k]);
-        if (rc == STORE_OK)
+        if (rc == STATUS_OK)
             rc = registry_narrowed(w, base, &lists[0], &lists[1], &lists[2], step);
         /* A stored scope wider than its step is not a fact to act on. */
-        if (rc == STORE_EREFUSED)
-            rc = STORE_EPROTO;
+        if (rc == STATUS_EREFUSED)
+            rc = STATUS_EPROTO;
         for (size_t k = 0; k < 3; k++)
             free(lists[k].items);
-    } else if (rc == STORE_OK) {
+    } else if (rc == STATUS_OK) {
         *step = base;
     }
     json_decref(raw);
-    if (rc != STORE_OK) {
+    if (rc != STATUS_OK) {
         *step = NULL;
         store_context_free(ctx);
         return rc;
     }
     if (wf)
         *wf = w;
-    return STORE_OK;
+    return STATUS_OK;
 }
 
 int gate_context(const gate_env *g, const char *context_id, const workflow_step **step,
@@ -261,19 +261,19 @@ int gate_open_narrowed(const gate_env *g, const char *parent_id, const char *run
     const workflow_step *ps = NULL;
     guard_context pctx;
     int rc = gate_context_of(g, parent_id, &wf, &ps, &pctx);
-    if (rc != STORE_OK)
+    if (rc != STATUS_OK)
         return rc;
     if (run_id && *run_id && strcmp(run_id, pctx.run_id) != 0) {
         snprintf(why, whylen, "run_id: context %s is of run %s, not %s", parent_id, pctx.run_id,
                  run_id);
         store_context_free(&pctx);
-        return STORE_EINVAL;
+        return STATUS_EINVAL;
     }
     if (step && *step && strcmp(step, ps->cap.step) != 0) {
         snprintf(why, whylen, "step: context %s is of step %s, not %s", parent_id, ps->cap.step,
                  step);
         store_context_free(&pctx);
-        return STORE_EINVAL;
+        return STATUS_EINVAL;
     }
     /* Scopes only narrow: every name asked for must be in the parent's list; an empty list
      * keeps the parent's, never "unrestricted". */
@@ -281,7 +281,7 @@ int gate_open_narrowed(const gate_env *g, const char *parent_id, const char *run
     const guard_strs *want[3] = {tools, recipients, resources};
     const guard_strs *have[3] = {&ps->cap.tools, &ps->cap.recipients, &ps->cap.resources};
     json_t *lists = json_object();
-    for (size_t k = 0; k < 3 && lists && rc == STORE_OK; k++) {
+    for (size_t k = 0; k < 3 && lists && rc == STATUS_OK; k++) {
         json_t *list = json_array();
         for (size_t i = 0; list && i < have[k]->n; i++) {
             const char *x = have[k]->items[i];
@@ -298,27 +298,27 @@ int gate_open_narrowed(const gate_env *g, const char *parent_id, const char *run
                 snprintf(why, whylen,
                          "SCOPE_WIDENING: %s: \"%s\" is not in the parent context %s's %s {%s}",
                          names[k], want[k]->items[i], parent_id, names[k], parent_list);
-                rc = STORE_EREFUSED;
+                rc = STATUS_EREFUSED;
                 break;
             }
         }
         if (!list || json_object_set_new(lists, names[k], list))
-            rc = rc == STORE_OK ? STORE_ENOMEM : rc;
+            rc = rc == STATUS_OK ? STATUS_ENOMEM : rc;
     }
     if (!lists)
-        rc = STORE_ENOMEM;
-    const workflow_step *base = rc == STORE_OK ? workflow_step_find(wf, ps->cap.step) : NULL;
+        rc = STATUS_ENOMEM;
+    const workflow_step *base = rc == STATUS_OK ? workflow_step_find(wf, ps->cap.step) : NULL;
     guard_strs eff[3];
     memset(eff, 0, sizeof eff);
-    for (size_t k = 0; k < 3 && rc == STORE_OK; k++)
+    for (size_t k = 0; k < 3 && rc == STATUS_OK; k++)
         rc = scope_list(lists, names[k], &eff[k]);
-    if (rc == STORE_OK && !base)
-        rc = STORE_ENOTFOUND;
-    if (rc == STORE_OK)
+    if (rc == STATUS_OK && !base)
+        rc = STATUS_ENOTFOUND;
+    if (rc == STATUS_OK)
         rc = registry_narrowed(wf, base, &eff[0], &eff[1], &eff[2], out);
-    if (rc == STORE_OK)
+    if (rc == STATUS_OK)
         rc = open_context(g, wf, base, pctx.run_id, parent_id, lists, context);
-    if (rc == STORE_OK) {
+    if (rc == STATUS_OK) {
         /* The narrowing is in the graph already (the context's scope); the event tells it in
          * the run's story. It records no decision, so losing it changes none. */
         json_t *detail = json_pack("{s:s, s:s, s:s, s:O}", "context",
@@ -326,7 +326,7 @@ int gate_open_narrowed(const gate_env *g, const char *parent_id, const char *run
                                    parent_id, "step", base->cap.step, "scope", lists);
         evlog_owned ev;
         if (detail &&
-            evlog_owned_event(&ev, "context_narrowed", NULL, NULL, detail, NULL) == STORE_OK)
+            evlog_owned_event(&ev, "context_narrowed", NULL, NULL, detail, NULL) == STATUS_OK)
             (void)evlog_append(g->st, pctx.run_id, &ev.ev, NULL);
         if (detail)
             evlog_owned_free(&ev);
@@ -336,7 +336,7 @@ int gate_open_narrowed(const gate_env *g, const char *parent_id, const char *run
         free(eff[k].items);
     json_decref(lists);
     store_context_free(&pctx);
-    if (rc != STORE_OK)
+    if (rc != STATUS_OK)
         *out = NULL;
     return rc;
 }
@@ -346,8 +346,8 @@ int gate_open_narrowed(const gate_env *g, const char *parent_id, const char *run
  * with replay_input_decide: d is the worst verdict over all ids (DENY before UNKNOWN before
  * ALLOW, codes merged, the first witness kept, UNKNOWN when any fact was missing) and, when
  * every input is allowed, *conf and *integrity are the recomputed labels of an output derived
- * from all of them. Returns STORE_OK, STORE_ENOTFOUND (an unknown artifact) or STORE_ENOMEM.
- * Graph failures give STORE_OK with UNKNOWN GRAPH_ERROR. */
+ * from all of them. Returns STATUS_OK, STATUS_ENOTFOUND (an unknown artifact) or STATUS_ENOMEM.
+ * Graph failures give STATUS_OK with UNKNOWN GRAPH_ERROR. */
 static int check_inputs(const gate_env *g, const workflow_step *ws, const guard_context *ctx,
                         const char *const *ids, size_t n, guard_decision *d, json_t **snapshot,
                         int *conf, int *integrity)
@@ -355,29 +355,29 @@ static int check_inputs(const gate_env *g, const workflow_step *ws, const guard_
     memset(d, 0, sizeof *d);
     json_t *raws = json_array();
     if (!raws)
-        return STORE_ENOMEM;
+        return STATUS_ENOMEM;
     char limit[32];
     snprintf(limit, sizeof limit, "%zu", g->limits->max_ancestry);
     for (size_t i = 0; i < n; i++) {
         const char *args[2] = {ids[i], limit};
         json_t *raw = NULL;
         int rc = store_call(g->st, "ancestry", 2, args, &raw);
-        if (rc == STORE_ENOTFOUND || rc == STORE_ENOMEM) {
+        if (rc == STATUS_ENOTFOUND || rc == STATUS_ENOMEM) {
             json_decref(raws);
             return rc;
         }
         /* A fact the graph could not supply is recorded as null: replay sees the same gap. */
-        if (json_array_append_new(raws, rc == STORE_OK && raw ? raw : json_null())) {
+        if (json_array_append_new(raws, rc == STATUS_OK && raw ? raw : json_null())) {
             json_decref(raws);
-            return STORE_ENOMEM;
+            return STATUS_ENOMEM;
         }
     }
     if (replay_input_decide(&ws->cap, ctx, raws, ids, d, conf, integrity) != 0) {
         json_decref(raws);
-        return STORE_ENOMEM;
+        return STATUS_ENOMEM;
     }
     *snapshot = raws;
-    return STORE_OK;
+    return STATUS_OK;
 }
 
 /* The evaluator fingerprint of a decision made under workflow wf (fp, 65 bytes; "" when it
@@ -422,21 +422,21 @@ int gate_check_input(const gate_env *g, const char *context_id, const char *cons
     memset(d, 0, sizeof *d);
     *event_seq = 0;
     if (n == 0 || n > g->limits->max_ids)
-        return STORE_EINVAL;
+        return STATUS_EINVAL;
     const workflow_step *ws = NULL;
     const workflow *wf = NULL;
     guard_context ctx;
     int rc = gate_context_of(g, context_id, &wf, &ws, &ctx);
     if (unavailable(rc)) {
         guard_decision_unknown(d, "the graph could not supply the context");
-        return STORE_OK;
+        return STATUS_OK;
     }
-    if (rc != STORE_OK)
+    if (rc != STATUS_OK)
         return rc;
     json_t *raws = NULL;
     int conf, integrity;
     rc = check_inputs(g, ws, &ctx, ids, n, d, &raws, &conf, &integrity);
-    if (rc == STORE_OK) {
+    if (rc == STATUS_OK) {
         char fp[65];
         decision_fingerprint(wf, fp);
         json_t *snap = input_snapshot(wf, ws, &ctx, raws);
@@ -455,15 +455,15 @@ int gate_evaluate_input(const gate_env *g, const char *context_id, const char *c
 {
     memset(d, 0, sizeof *d);
     if (n == 0 || n > g->limits->max_ids)
-        return STORE_EINVAL;
+        return STATUS_EINVAL;
     const workflow_step *ws = NULL;
     guard_context ctx;
     int rc = gate_context(g, context_id, &ws, &ctx);
     if (unavailable(rc)) {
         guard_decision_unknown(d, "the graph could not supply the context");
-        return STORE_OK;
+        return STATUS_OK;
     }
-    if (rc != STORE_OK)
+    if (rc != STATUS_OK)
         return rc;
     json_t *raws = NULL;
     int conf, integrity;
@@ -479,16 +479,16 @@ static int create_artifact(const gate_env *g, const char *run_id, json_t *arg,
 {
     json_t *reply = NULL;
     int rc = evlog_create_artifact(g->st, run_id, arg, ev, &reply);
-    if (rc != STORE_OK)
+    if (rc != STATUS_OK)
         return rc;
     json_t *a = json_object_get(reply, "artifact");
     if (!json_is_object(a)) {
         json_decref(reply);
-        return STORE_EPROTO;
+        return STATUS_EPROTO;
     }
     *artifact = json_incref(a);
     json_decref(reply);
-    return STORE_OK;
+    return STATUS_OK;
 }
 
 int gate_read_source(const gate_env *g, const char *context_id, const char *resource_id,
@@ -502,16 +502,16 @@ int gate_read_source(const gate_env *g, const char *context_id, const char *reso
     int rc = gate_context_of(g, context_id, &wf, &ws, &ctx);
     if (unavailable(rc)) {
         guard_decision_unknown(d, "the graph could not supply the context");
-        return STORE_OK;
+        return STATUS_OK;
     }
-    if (rc != STORE_OK)
+    if (rc != STATUS_OK)
         return rc;
 
     json_t *detail = json_pack("{s:s, s:s, s:s}", "context", context_id, "step", ws->cap.step,
                                "resource", resource_id);
     if (!detail) {
         store_context_free(&ctx);
-        return STORE_ENOMEM;
+        return STATUS_ENOMEM;
     }
     /* The step, not the model, says what may be read: a resource outside it is refused before
      * anything is fetched. */
@@ -525,7 +525,7 @@ int gate_read_source(const gate_env *g, const char *context_id, const char *reso
     if (!snap) {
         json_decref(detail);
         store_context_free(&ctx);
-        return STORE_ENOMEM;
+        return STATUS_ENOMEM;
     }
     replay_source_decide(&ws->cap, resource_id, d);
     if (d->outcome != GUARD_ALLOW) {
@@ -533,15 +533,15 @@ int gate_read_source(const gate_env *g, const char *context_id, const char *reso
         json_decref(snap);
         json_decref(detail);
         store_context_free(&ctx);
-        return STORE_OK;
+        return STATUS_OK;
     }
 
     const char *args[1] = {resource_id};
     json_t *res = NULL;
     rc = store_call(g->st, "get_resource", 1, args, &res);
-    if (rc == STORE_OK && !json_is_object(res))
-        rc = STORE_EPROTO;
-    if (rc == STORE_OK) {
+    if (rc == STATUS_OK && !json_is_object(res))
+        rc = STATUS_EPROTO;
+    if (rc == STATUS_OK) {
         const char *content = json_string_value(json_object_get(res, "content"));
         const char *title = json_string_value(json_object_get(res, "title"));
         json_t *jconf = json_object_get(res, "conf"), *jint = json_object_get(res, "integrity");
@@ -557,19 +557,19 @@ int gate_read_source(const gate_env *g, const char *context_id, const char *reso
                                 "title", title ? title : resource_id, "conf", conf, "integrity",
                                 integ, "hash", hash, "content", content ? content : "", "input_ids",
                                 "resource", resource_id, "capture_complete", 1);
-        rc = arg ? evlog_owned_event(&ev, "source_read", d, fp, detail, snap) : STORE_ENOMEM;
-        if (rc == STORE_OK)
+        rc = arg ? evlog_owned_event(&ev, "source_read", d, fp, detail, snap) : STATUS_ENOMEM;
+        if (rc == STATUS_OK)
             rc = create_artifact(g, ctx.run_id, arg, &ev.ev, artifact);
         evlog_owned_free(&ev);
         json_decref(arg);
-        if (rc != STORE_OK && rc != STORE_ENOMEM && rc != STORE_ENOTFOUND) {
+        if (rc != STATUS_OK && rc != STATUS_ENOMEM && rc != STATUS_ENOTFOUND) {
             guard_decision_free(d);
             guard_decision_unknown(d, "the source could not be registered");
-            rc = STORE_OK;
+            rc = STATUS_OK;
         }
     } else if (unavailable(rc)) {
         guard_decision_unknown(d, "the graph could not supply the resource");
-        rc = STORE_OK;
+        rc = STATUS_OK;
     }
     json_decref(res);
     json_decref(snap);
@@ -586,21 +586,21 @@ int gate_record_output(const gate_env *g, const char *context_id, const char *co
     *artifact = NULL;
     if (n == 0 || n > g->limits->max_ids || !title || !*title || strlen(title) > 256 || !content ||
         strlen(content) > g->limits->max_content)
-        return STORE_EINVAL;
+        return STATUS_EINVAL;
     const workflow_step *ws = NULL;
     const workflow *wf = NULL;
     guard_context ctx;
     int rc = gate_context_of(g, context_id, &wf, &ws, &ctx);
     if (unavailable(rc)) {
         guard_decision_unknown(d, "the graph could not supply the context");
-        return STORE_OK;
+        return STATUS_OK;
     }
-    if (rc != STORE_OK)
+    if (rc != STATUS_OK)
         return rc;
     json_t *raws = NULL;
     int conf, integrity;
     rc = check_inputs(g, ws, &ctx, input_ids, n, d, &raws, &conf, &integrity);
-    if (rc != STORE_OK) {
+    if (rc != STATUS_OK) {
         store_context_free(&ctx);
         return rc;
     }
@@ -622,15 +622,15 @@ int gate_record_output(const gate_env *g, const char *context_id, const char *co
                       "context_id", context_id, "kind", "derived", "title", title, "conf", conf,
                       "integrity", integrity, "hash", hash, "content", content, "input_ids",
                       strings_json(input_ids, n), "capture_complete", 1);
-        rc = arg ? evlog_owned_event(&ev, "output_recorded", d, fp, detail, snap) : STORE_ENOMEM;
-        if (rc == STORE_OK)
+        rc = arg ? evlog_owned_event(&ev, "output_recorded", d, fp, detail, snap) : STATUS_ENOMEM;
+        if (rc == STATUS_OK)
             rc = create_artifact(g, ctx.run_id, arg, &ev.ev, artifact);
         evlog_owned_free(&ev);
         json_decref(arg);
-        if (rc != STORE_OK && rc != STORE_ENOMEM && rc != STORE_ENOTFOUND) {
+        if (rc != STATUS_OK && rc != STATUS_ENOMEM && rc != STATUS_ENOTFOUND) {
             guard_decision_free(d);
             guard_decision_unknown(d, "the output could not be recorded");
-            rc = STORE_OK;
+            rc = STATUS_OK;
         }
     }
     json_decref(snap);

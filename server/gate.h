@@ -3,12 +3,12 @@
  * registered source, check inputs, record an output. svc_gate.c serves them over the API and
  * runner.c calls the very same functions, so the built-in runner has no private path.
  *
- * Return values: STORE_OK when the operation produced a decision (which may be DENY, or UNKNOWN
- * GRAPH_ERROR when the graph could not supply facts: fail closed); STORE_ENOTFOUND for an unknown
- * run, step, context, resource or artifact; STORE_EINVAL for a request that is malformed;
- * STORE_EREFUSED for a context whose run is completed (its record is closed);
- * STORE_EUNAVAILABLE where no decision is involved and the database is unreachable;
- * STORE_ENOMEM. Every decision is recorded as an event of the run with the facts it was made
+ * Return values: STATUS_OK when the operation produced a decision (which may be DENY, or UNKNOWN
+ * GRAPH_ERROR when the graph could not supply facts: fail closed); STATUS_ENOTFOUND for an unknown
+ * run, step, context, resource or artifact; STATUS_EINVAL for a request that is malformed;
+ * STATUS_EREFUSED for a context whose run is completed (its record is closed);
+ * STATUS_EUNAVAILABLE where no decision is involved and the database is unreachable;
+ * STATUS_ENOMEM. Every decision is recorded as an event of the run with the facts it was made
  * from (its snapshot), in the same database call as its effect where it has one.
  */
 #ifndef CHARTER_GATE_H
@@ -35,7 +35,7 @@ typedef struct {
 gate_env gate_env_of(const call *c);
 
 /* Opens a fresh context of step in run run_id, owned by the step's actor, and stores on it
- * the version of g->wf, which must be the workflow the run follows (else STORE_EREFUSED).
+ * the version of g->wf, which must be the workflow the run follows (else STATUS_EREFUSED).
  * *context is {"id","run_id","step","owners":[...],"workflow"} (caller decrefs). A context
  * whose workflow could not be stored is left unusable (every gate fails closed on it). */
 int gate_open_step(const gate_env *g, const char *run_id, const char *step, json_t **context);
@@ -43,9 +43,9 @@ int gate_open_step(const gate_env *g, const char *run_id, const char *step, json
 /* Opens a child of context parent_id: same run (run_id) and step (step), its capability the
  * parent's narrowed to tools, recipients and resources (a list with n == 0 keeps the
  * parent's; names keep the parent's order). Nothing is written when a name lies outside the
- * parent's list: STORE_EREFUSED with why = "SCOPE_WIDENING: <list>: \"<name>\" is not in
- * the parent context <id>'s <list> {...}" (the rule of scopes that only narrow). STORE_EINVAL
- * (why says which) when run_id or step is not the parent's; STORE_ENOTFOUND for an unknown
+ * parent's list: STATUS_EREFUSED with why = "SCOPE_WIDENING: <list>: \"<name>\" is not in
+ * the parent context <id>'s <list> {...}" (the rule of scopes that only narrow). STATUS_EINVAL
+ * (why says which) when run_id or step is not the parent's; STATUS_ENOTFOUND for an unknown
  * parent. On success *context as for gate_open_step plus "parent", and *step is the child's
  * effective capability (kept by registry.h). why has whylen bytes. */
 int gate_open_narrowed(const gate_env *g, const char *parent_id, const char *run_id,
@@ -57,7 +57,7 @@ int gate_open_narrowed(const gate_env *g, const char *parent_id, const char *run
  * workflow version stored on the context, narrowed to the context's scope when it was opened
  * narrowed. *step is kept by registry.h (valid until exit); ctx is filled from the graph (free
  * with store_context_free). A context without a workflow, or whose workflow or scope cannot be
- * read, is STORE_EPROTO (callers fail closed). *wf (may be NULL) gets the workflow. */
+ * read, is STATUS_EPROTO (callers fail closed). *wf (may be NULL) gets the workflow. */
 int gate_context_of(const gate_env *g, const char *context_id, const workflow **wf,
                     const workflow_step **step, guard_context *ctx);
 

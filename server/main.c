@@ -44,13 +44,13 @@ enum { EXIT_USAGE = 2, EXIT_STARTUP = 1 };
 static const char *main_store_error(int rc)
 {
     switch (rc) {
-    case STORE_ENOMEM:
+    case STATUS_ENOMEM:
         return "out of memory";
-    case STORE_EUNAVAILABLE:
+    case STATUS_EUNAVAILABLE:
         return "unreachable";
-    case STORE_EINVAL:
+    case STATUS_EINVAL:
         return "invalid URL or graph name";
-    case STORE_EPROTO:
+    case STATUS_EPROTO:
         return "unexpected reply";
     default:
         return "error";
@@ -190,7 +190,7 @@ int main(int argc, char **argv)
     }
 
     rc = store_open(url, cfg.graph, cfg.timeout_ms, &st);
-    if (rc != STORE_OK) {
+    if (rc != STATUS_OK) {
         st = NULL;
         log_fatal("cannot reach Redis at %s: %s (start redis-server, or pass the right --redis "
                   "URL)",
@@ -198,13 +198,13 @@ int main(int argc, char **argv)
         goto out;
     }
     rc = store_load_library(st, embedded_queries, embedded_queries_len);
-    if (rc == STORE_EUNAVAILABLE) {
+    if (rc == STATUS_EUNAVAILABLE) {
         log_fatal("cannot reach Redis at %s: %s (start redis-server, or pass the right --redis "
                   "URL)",
                   url, store_last_error(st));
         goto out;
     }
-    if (rc != STORE_OK) {
+    if (rc != STATUS_OK) {
         log_fatal("cannot load the query library into Redis at %s: %s (use Redis 7 or newer with "
                   "Functions enabled, and a charterd built from one tree)",
                   url, store_last_error(st));
@@ -213,11 +213,11 @@ int main(int argc, char **argv)
 
     char ierr[512];
     rc = evlog_claim_integrity(st, ierr, sizeof ierr);
-    if (rc == STORE_EREFUSED) {
+    if (rc == STATUS_EREFUSED) {
         log_fatal("graph %s: %s", cfg.graph, ierr);
         goto out;
     }
-    if (rc != STORE_OK) {
+    if (rc != STATUS_OK) {
         log_fatal("cannot read the integrity mode of graph %s: %s (check that Redis at %s accepts "
                   "writes)",
                   cfg.graph, ierr, url);
@@ -232,16 +232,16 @@ int main(int argc, char **argv)
     snprintf(wf_name, sizeof wf_name, "%s", wf->name);
     rc = registry_install(st, wf, NULL, &startup, aerr, sizeof aerr);
     wf = NULL;
-    if (rc != STORE_OK) {
+    if (rc != STATUS_OK) {
         log_fatal("cannot apply workflow %s to graph %s: %s (%s)", wf_name, cfg.graph, aerr,
-                  rc == STORE_EREFUSED
+                  rc == STATUS_EREFUSED
                       ? "the graph holds other nodes under these ids: fix the definition or use "
                         "another --graph"
                       : "check the workflow and that Redis accepts writes");
         goto out;
     }
     rc = evlog_interrupt_runs(st, &interrupted);
-    if (rc != STORE_OK) {
+    if (rc != STATUS_OK) {
         log_fatal("cannot mark interrupted runs in graph %s: %s (check that Redis at %s accepts "
                   "writes)",
                   cfg.graph, store_last_error(st), url);

@@ -59,11 +59,11 @@ static int parse_text(const json_t *j, const char *k, char **out)
     const json_t *v = json_object_get(j, k);
     *out = empty;
     if (v == NULL || json_is_null(v))
-        return STORE_OK;
+        return STATUS_OK;
     if (!json_is_string(v))
-        return STORE_EPROTO;
+        return STATUS_EPROTO;
     *out = (char *)json_string_value(v);
-    return STORE_OK;
+    return STATUS_OK;
 }
 
 static int parse_list(const json_t *j, const char *k, char ***out, size_t *n)
@@ -72,71 +72,71 @@ static int parse_list(const json_t *j, const char *k, char ***out, size_t *n)
     *out = NULL;
     *n = 0;
     if (v == NULL || json_is_null(v) || (json_is_object(v) && json_object_size(v) == 0))
-        return STORE_OK;
+        return STATUS_OK;
     if (!json_is_array(v))
-        return STORE_EPROTO;
+        return STATUS_EPROTO;
     size_t count = json_array_size(v);
     if (count == 0)
-        return STORE_OK;
+        return STATUS_OK;
     char **items = calloc(count, sizeof *items);
     if (items == NULL)
-        return STORE_ENOMEM;
+        return STATUS_ENOMEM;
     for (size_t i = 0; i < count; i++) {
         const char *s = json_string_value(json_array_get(v, i));
         if (s == NULL) {
             free(items);
-            return STORE_EPROTO;
+            return STATUS_EPROTO;
         }
         items[i] = (char *)s;
     }
     *out = items;
     *n = count;
-    return STORE_OK;
+    return STATUS_OK;
 }
 
 int receipt_issue_parse(const json_t *j, Charter__V1__Receipt *r)
 {
     charter__v1__receipt__init(r);
     if (!json_is_object(j))
-        return STORE_EPROTO;
+        return STATUS_EPROTO;
     int rc = parse_text(j, "kind", &r->kind);
-    if (rc == STORE_OK)
+    if (rc == STATUS_OK)
         rc = parse_text(j, "run_id", &r->run_id);
-    if (rc == STORE_OK)
+    if (rc == STATUS_OK)
         rc = parse_text(j, "invocation_id", &r->invocation_id);
-    if (rc == STORE_OK)
+    if (rc == STATUS_OK)
         rc = parse_text(j, "payload_hash", &r->payload_hash);
-    if (rc == STORE_OK)
+    if (rc == STATUS_OK)
         rc = parse_text(j, "recipient", &r->recipient);
-    if (rc == STORE_OK)
+    if (rc == STATUS_OK)
         rc = parse_text(j, "tool", &r->tool);
-    if (rc == STORE_OK)
+    if (rc == STATUS_OK)
         rc = parse_text(j, "time", &r->time);
-    if (rc == STORE_OK)
+    if (rc == STATUS_OK)
         rc = parse_text(j, "evaluator", &r->evaluator);
-    if (rc == STORE_OK)
+    if (rc == STATUS_OK)
         rc = parse_text(j, "status", &r->status);
-    if (rc == STORE_OK)
+    if (rc == STATUS_OK)
         rc = parse_text(j, "last_event_hash", &r->last_event_hash);
-    if (rc == STORE_OK)
+    if (rc == STATUS_OK)
         rc = parse_text(j, "mac", &r->mac);
     const json_t *seq = json_object_get(j, "last_seq");
-    if (rc == STORE_OK && json_is_integer(seq) && json_integer_value(seq) >= 0) {
+    if (rc == STATUS_OK && json_is_integer(seq) && json_integer_value(seq) >= 0) {
         r->last_seq = (uint64_t)json_integer_value(seq);
-    } else if (rc == STORE_OK && json_is_string(seq)) {
+    } else if (rc == STATUS_OK && json_is_string(seq)) {
         char *end = NULL;
         const char *s = json_string_value(seq);
         r->last_seq = strtoull(s, &end, 10);
         if (*s < '0' || *s > '9' || end == NULL || *end != '\0')
-            rc = STORE_EPROTO;
-    } else if (rc == STORE_OK && seq != NULL && !json_is_null(seq)) {
-        rc = STORE_EPROTO;
+            rc = STATUS_EPROTO;
+    } else if (rc == STATUS_OK && seq != NULL && !json_is_null(seq)) {
+        rc = STATUS_EPROTO;
     }
-    if (rc == STORE_OK)
+    if (rc == STATUS_OK)
         rc = parse_list(j, "grant_chain", &r->grant_chain, &r->n_grant_chain);
-    if (rc == STORE_OK)
+    if (rc == STATUS_OK)
         rc = parse_list(j, "deliveries", &r->deliveries, &r->n_deliveries);
-    if (rc != STORE_OK)
+    if (rc != STATUS_OK)
         receipt_issue_clear(r);
     return rc;
 }
@@ -150,17 +150,17 @@ static int sign_and_attach(store *st, Charter__V1__Receipt *r, char mac[65], boo
     char err[160];
     *stored = NULL;
     if (!evlog_keyed())
-        return RECEIPT_ISSUE_ENOKEY;
+        return STATUS_ENOKEY;
     /* The key stays in evlog.c: the MAC is taken there over the shared canonical text. */
     char *text = NULL;
     size_t len = 0;
     int rc = charter_receipt_text(r, &text, &len, err, sizeof err);
     if (rc != 0)
-        return rc == -CHARTER_RESOURCE_EXHAUSTED ? STORE_ENOMEM : STORE_EPROTO;
+        return rc == -CHARTER_RESOURCE_EXHAUSTED ? STATUS_ENOMEM : STATUS_EPROTO;
     rc = evlog_mac(text, len, mac);
     free(text);
     if (rc != 0)
-        return STORE_EPROTO;
+        return STATUS_EPROTO;
     r->mac = mac;
     json_t *rj = receipt_issue_json(r);
     char *rtext = rj != NULL ? json_dumps(rj, JSON_COMPACT) : NULL;
@@ -169,15 +169,15 @@ static int sign_and_attach(store *st, Charter__V1__Receipt *r, char mac[65], boo
         rtext != NULL ? json_pack("{s:s, s:s}", "run_id", r->run_id, "receipt", rtext) : NULL;
     free(rtext);
     if (arg == NULL)
-        return STORE_ENOMEM;
+        return STATUS_ENOMEM;
     if (for_run)
         rc = json_object_set_new(arg, "last_seq", json_integer((json_int_t)r->last_seq));
     else
         rc = json_object_set_new(arg, "invocation_id", json_string(r->invocation_id));
     json_t *reply = NULL;
-    rc = rc == 0 ? store_call_json(st, "attach_receipt", arg, &reply) : STORE_ENOMEM;
+    rc = rc == 0 ? store_call_json(st, "attach_receipt", arg, &reply) : STATUS_ENOMEM;
     json_decref(arg);
-    if (rc != STORE_OK)
+    if (rc != STATUS_OK)
         return rc;
     const char *now = json_string_value(json_object_get(reply, "receipt"));
     if (now != NULL) {
@@ -185,7 +185,7 @@ static int sign_and_attach(store *st, Charter__V1__Receipt *r, char mac[65], boo
         if (!json_is_object(*stored)) {
             json_decref(*stored);
             *stored = NULL;
-            rc = STORE_EPROTO;
+            rc = STATUS_EPROTO;
         }
     }
     json_decref(reply);
@@ -210,9 +210,9 @@ int receipt_issue_delivery(store *st, const json_t *delivery, json_t **receipt)
 {
     *receipt = NULL;
     if (!evlog_keyed())
-        return RECEIPT_ISSUE_ENOKEY;
+        return STATUS_ENOKEY;
     if ((*receipt = attached_receipt(delivery)) != NULL)
-        return STORE_OK;
+        return STATUS_OK;
     Charter__V1__Receipt r = CHARTER__V1__RECEIPT__INIT;
     char *chain[64];
     const json_t *jchain = json_object_get(delivery, "grant_chain");
@@ -221,7 +221,7 @@ int receipt_issue_delivery(store *st, const json_t *delivery, json_t **receipt)
     json_array_foreach(jchain, i, v)
     {
         if (r.n_grant_chain == sizeof chain / sizeof chain[0] || !json_is_string(v))
-            return STORE_EPROTO;
+            return STATUS_EPROTO;
         chain[r.n_grant_chain++] = (char *)json_string_value(v);
     }
     r.kind = "delivery";
@@ -235,7 +235,7 @@ int receipt_issue_delivery(store *st, const json_t *delivery, json_t **receipt)
     r.evaluator = (char *)json_string_value(json_object_get(delivery, "evaluator"));
     if (r.run_id == NULL || r.invocation_id == NULL || r.payload_hash == NULL ||
         r.recipient == NULL || r.tool == NULL || r.time == NULL || r.n_grant_chain == 0)
-        return STORE_EPROTO;
+        return STATUS_EPROTO;
     if (r.evaluator == NULL)
         r.evaluator = "";
     char mac[65];
@@ -247,13 +247,13 @@ int receipt_issue_for_invocation(store *st, const char *run_id, const char *invo
 {
     *receipt = NULL;
     if (!evlog_keyed())
-        return RECEIPT_ISSUE_ENOKEY;
+        return STATUS_ENOKEY;
     const char *args[2] = {run_id, invocation_id};
     json_t *reply = NULL;
     int rc = store_call(st, "get_receipt", 2, args, &reply);
-    if (rc == STORE_OK) {
+    if (rc == STATUS_OK) {
         const json_t *d = json_object_get(reply, "delivery");
-        rc = json_is_object(d) ? receipt_issue_delivery(st, d, receipt) : STORE_EPROTO;
+        rc = json_is_object(d) ? receipt_issue_delivery(st, d, receipt) : STATUS_EPROTO;
     }
     json_decref(reply);
     return rc;
@@ -272,7 +272,7 @@ static int run_receipt_once(store *st, const char *run_id, json_t **receipt, cha
     json_t *reply = NULL;
     *again = false;
     int rc = store_call(st, "get_receipt", 2, args, &reply);
-    if (rc != STORE_OK)
+    if (rc != STATUS_OK)
         return rc;
     const json_t *run = json_object_get(reply, "run");
     const json_t *seqj = json_object_get(run, "seq");
@@ -281,7 +281,7 @@ static int run_receipt_once(store *st, const char *run_id, json_t **receipt, cha
     const char *last_ts = json_string_value(json_object_get(reply, "last_ts"));
     if (!json_is_integer(seqj) || st_now == NULL || head == NULL || last_ts == NULL) {
         json_decref(reply);
-        return STORE_EPROTO;
+        return STATUS_EPROTO;
     }
     uint64_t seq = (uint64_t)json_integer_value(seqj);
     if (status != NULL)
@@ -292,27 +292,27 @@ static int run_receipt_once(store *st, const char *run_id, json_t **receipt, cha
         (uint64_t)json_integer_value(have_seq) == seq) {
         *receipt = have;
         json_decref(reply);
-        return STORE_OK;
+        return STATUS_OK;
     }
     json_decref(have);
     if (strcmp(st_now, "completed") != 0 && strcmp(st_now, "blocked") != 0 &&
         strcmp(st_now, "error") != 0) {
         json_decref(reply);
-        return RECEIPT_ISSUE_ENOTENDED;
+        return STATUS_ENOTENDED;
     }
     Charter__V1__Receipt r = CHARTER__V1__RECEIPT__INIT;
     const json_t *dl = json_object_get(reply, "deliveries");
-    rc = STORE_OK;
+    rc = STATUS_OK;
     if (json_is_array(dl) && json_array_size(dl) > 0) {
         r.n_deliveries = json_array_size(dl);
         if ((r.deliveries = calloc(r.n_deliveries, sizeof *r.deliveries)) == NULL)
-            rc = STORE_ENOMEM;
-        for (size_t i = 0; rc == STORE_OK && i < r.n_deliveries; i++) {
+            rc = STATUS_ENOMEM;
+        for (size_t i = 0; rc == STATUS_OK && i < r.n_deliveries; i++) {
             r.deliveries[i] = (char *)json_string_value(json_array_get(dl, i));
             if (r.deliveries[i] == NULL)
-                rc = STORE_EPROTO;
+                rc = STATUS_EPROTO;
         }
-        if (rc == STORE_OK)
+        if (rc == STATUS_OK)
             qsort(r.deliveries, r.n_deliveries, sizeof *r.deliveries, cmp_str);
     }
     r.kind = "run";
@@ -329,21 +329,21 @@ static int run_receipt_once(store *st, const char *run_id, json_t **receipt, cha
     r.evaluator = evaluator;
     char mac[65];
     json_t *stored = NULL;
-    if (rc == STORE_OK)
+    if (rc == STATUS_OK)
         rc = sign_and_attach(st, &r, mac, true, &stored);
     free(r.deliveries);
     json_decref(reply);
-    if (rc != STORE_OK)
+    if (rc != STATUS_OK)
         return rc;
     json_t *stored_seq = json_object_get(stored, "last_seq");
     if (stored == NULL || !json_is_integer(stored_seq) ||
         (uint64_t)json_integer_value(stored_seq) != seq) {
         json_decref(stored);
         *again = true;
-        return STORE_OK;
+        return STATUS_OK;
     }
     *receipt = stored;
-    return STORE_OK;
+    return STATUS_OK;
 }
 
 int receipt_issue_run(store *st, const char *run_id, json_t **receipt, char status[32])
@@ -352,12 +352,12 @@ int receipt_issue_run(store *st, const char *run_id, json_t **receipt, char stat
     if (status != NULL)
         status[0] = '\0';
     if (!evlog_keyed())
-        return RECEIPT_ISSUE_ENOKEY;
+        return STATUS_ENOKEY;
     for (int attempt = 0; attempt < 3; attempt++) {
         bool again = false;
         int rc = run_receipt_once(st, run_id, receipt, status, &again);
-        if (rc != STORE_OK || !again)
+        if (rc != STATUS_OK || !again)
             return rc;
     }
-    return RECEIPT_ISSUE_ENOTENDED; /* it keeps moving: not ended for long enough to sign */
+    return STATUS_ENOTENDED; /* it keeps moving: not ended for long enough to sign */
 }

@@ -66,7 +66,7 @@ static const workflow *registry_find(const char *version)
 }
 
 /* Keeps wf (taking it) unless its version is kept already, in which case wf is freed. *out is
- * the kept one. Returns STORE_OK or STORE_ENOMEM (wf freed). */
+ * the kept one. Returns STATUS_OK or STATUS_ENOMEM (wf freed). */
 static int registry_keep(workflow *wf, const workflow **out)
 {
     pthread_mutex_lock(&registry_lock);
@@ -77,7 +77,7 @@ static int registry_keep(workflow *wf, const workflow **out)
         if (grown == NULL) {
             pthread_mutex_unlock(&registry_lock);
             workflow_free(wf);
-            return STORE_ENOMEM;
+            return STATUS_ENOMEM;
         }
         registry_wfs = grown;
         registry_cap_wfs = cap;
@@ -90,7 +90,7 @@ static int registry_keep(workflow *wf, const workflow **out)
     pthread_mutex_unlock(&registry_lock);
     workflow_free(wf);
     *out = have;
-    return STORE_OK;
+    return STATUS_OK;
 }
 
 static json_t *registry_steps_json(const workflow *wf)
@@ -137,7 +137,7 @@ int registry_install(store *st, workflow *wf, json_t **info, const workflow **ou
     if (wf == NULL || wf->definition == NULL) {
         workflow_free(wf);
         registry_err(err, errlen, "%s", "no definition to store");
-        return STORE_EINVAL;
+        return STATUS_EINVAL;
     }
     json_t *seed = workflow_seed_json(wf);
     json_t *steps = registry_steps_json(wf);
@@ -154,14 +154,14 @@ int registry_install(store *st, workflow *wf, json_t **info, const workflow **ou
         free(meta_text);
         workflow_free(wf);
         registry_err(err, errlen, "%s", "out of memory");
-        return STORE_ENOMEM;
+        return STATUS_ENOMEM;
     }
     const char *args[3] = {meta_text, wf->definition, seed_text};
     json_t *reply = NULL;
     int rc = store_call(st, "put_workflow", 3, args, &reply);
     free(seed_text);
     free(meta_text);
-    if (rc != STORE_OK) {
+    if (rc != STATUS_OK) {
         registry_err(err, errlen, "%s", store_last_error(st));
         workflow_free(wf);
         return rc;
@@ -172,18 +172,18 @@ int registry_install(store *st, workflow *wf, json_t **info, const workflow **ou
         registry_err(err, errlen, "%s", refused);
         json_decref(reply);
         workflow_free(wf);
-        return STORE_EREFUSED;
+        return STATUS_EREFUSED;
     }
     json_t *i = registry_info_of(reply);
     json_decref(reply);
     if (i == NULL) {
         workflow_free(wf);
         registry_err(err, errlen, "%s", "charter_put_workflow: unexpected reply");
-        return STORE_EPROTO;
+        return STATUS_EPROTO;
     }
     const workflow *kept = NULL;
     rc = registry_keep(wf, &kept);
-    if (rc != STORE_OK) {
+    if (rc != STATUS_OK) {
         json_decref(i);
         registry_err(err, errlen, "%s", "out of memory");
         return rc;
@@ -194,7 +194,7 @@ int registry_install(store *st, workflow *wf, json_t **info, const workflow **ou
         *info = i;
     else
         json_decref(i);
-    return STORE_OK;
+    return STATUS_OK;
 }
 
 int registry_apply(store *st, const char *definition, size_t len, json_t **info, char *err,
@@ -204,7 +204,7 @@ int registry_apply(store *st, const char *definition, size_t len, json_t **info,
     if (info != NULL)
         *info = NULL;
     if (workflow_load_buffer(definition, len, &wf, err, errlen) != 0)
-        return STORE_EINVAL;
+        return STATUS_EINVAL;
     return registry_install(st, wf, info, NULL, err, errlen);
 }
 
@@ -212,24 +212,24 @@ int registry_get(store *st, const char *ref, const workflow **out)
 {
     *out = NULL;
     if (ref == NULL || *ref == '\0' || strlen(ref) > 128)
-        return STORE_EINVAL;
+        return STATUS_EINVAL;
     if (registry_is_version(ref) && (*out = registry_find(ref)) != NULL)
-        return STORE_OK;
+        return STATUS_OK;
     const char *args[1] = {ref};
     json_t *reply = NULL;
     int rc = store_call(st, "get_workflow", 1, args, &reply);
-    if (rc != STORE_OK)
+    if (rc != STATUS_OK)
         return rc;
     const char *version =
         json_string_value(json_object_get(json_object_get(reply, "workflow"), "version"));
     json_t *def = json_object_get(reply, "definition");
     if (!registry_is_version(version) || !json_is_string(def)) {
         json_decref(reply);
-        return STORE_EPROTO;
+        return STATUS_EPROTO;
     }
     if ((*out = registry_find(version)) != NULL) {
         json_decref(reply);
-        return STORE_OK;
+        return STATUS_OK;
     }
     workflow *wf = NULL;
     char err[256];
@@ -240,7 +240,7 @@ int registry_get(store *st, const char *ref, const workflow **out)
     json_decref(reply);
     if (!same) {
         workflow_free(wf);
-        return STORE_EPROTO;
+        return STATUS_EPROTO;
     }
     return registry_keep(wf, out);
 }
@@ -251,13 +251,13 @@ int registry_run_workflow(store *st, const char *run_id, const workflow **out)
     const char *args[1] = {run_id};
     json_t *reply = NULL;
     int rc = store_call(st, "run_workflow", 1, args, &reply);
-    if (rc != STORE_OK)
+    if (rc != STATUS_OK)
         return rc;
     const char *version = json_string_value(json_object_get(reply, "workflow"));
     /* A run that names no stored version has no workflow to act under: fail closed. */
-    rc = registry_is_version(version) ? registry_get(st, version, out) : STORE_EPROTO;
+    rc = registry_is_version(version) ? registry_get(st, version, out) : STATUS_EPROTO;
     json_decref(reply);
-    return rc == STORE_ENOTFOUND || rc == STORE_EINVAL ? STORE_EPROTO : rc;
+    return rc == STATUS_ENOTFOUND || rc == STATUS_EINVAL ? STATUS_EPROTO : rc;
 }
 
 /* ---- narrowed step capabilities ----------------------------------------------------------- */
@@ -356,11 +356,11 @@ int registry_narrowed(const workflow *wf, const workflow_step *base, const guard
     for (size_t k = 0; k < 3; k++)
         for (size_t i = 0; i < want[k]->n; i++)
             if (!strs_has(have[k], want[k]->items[i]))
-                return STORE_EREFUSED;
+                return STATUS_EREFUSED;
 
     registry_narrow *n = calloc(1, sizeof *n);
     if (n == NULL)
-        return STORE_ENOMEM;
+        return STATUS_ENOMEM;
     n->step = *base;
     memset(&n->step.cap.tools, 0, sizeof n->step.cap.tools);
     memset(&n->step.cap.recipients, 0, sizeof n->step.cap.recipients);
@@ -371,13 +371,13 @@ int registry_narrowed(const workflow *wf, const workflow_step *base, const guard
         strs_filter(&base->cap.resources, resources, false, &n->step.cap.resources) != 0 ||
         strs_filter(&base->reads, &n->step.cap.resources, false, &n->step.reads) != 0) {
         narrow_free(n);
-        return STORE_ENOMEM;
+        return STATUS_ENOMEM;
     }
     size_t size = strlen(wf->version) + strlen(base->cap.step) + 2 + key_size(&n->step.cap.tools) +
                   key_size(&n->step.cap.recipients) + key_size(&n->step.cap.resources) + 1;
     if ((n->key = malloc(size)) == NULL) {
         narrow_free(n);
-        return STORE_ENOMEM;
+        return STATUS_ENOMEM;
     }
     size_t used = (size_t)snprintf(n->key, size, "%s\n%s\n", wf->version, base->cap.step);
     key_append(n->key, &used, &n->step.cap.tools);
@@ -393,9 +393,9 @@ int registry_narrowed(const workflow *wf, const workflow_step *base, const guard
             break;
         }
     }
-    int rc = STORE_OK;
+    int rc = STATUS_OK;
     if (*out == NULL && registry_n_narrowed >= REGISTRY_MAX_NARROWED) {
-        rc = STORE_ELIMIT;
+        rc = STATUS_ELIMIT;
     } else if (*out == NULL) {
         n->next = registry_buckets[b];
         registry_buckets[b] = n;

@@ -18,7 +18,7 @@
 #include "store.h"
 #include "workflow.h"
 
-/* Distinct narrowed step capabilities kept at once; more is STORE_ELIMIT (fail closed). */
+/* Distinct narrowed step capabilities kept at once; more is STATUS_ELIMIT (fail closed). */
 #define REGISTRY_MAX_NARROWED 65536
 
 /* Stores wf in st's graph exactly as ApplyWorkflow does (charter_put_workflow: its definition
@@ -27,34 +27,34 @@
  * already). On success *out (may be NULL) is the kept workflow of that version and *info (may
  * be NULL; caller decrefs) is {"name","version","task","steps":[...],"applied_at","created"}
  * with created false when the version was stored already (nothing was written). Returns
- * STORE_OK; STORE_EREFUSED when an id of the definition names a node of the graph with other
- * content (err says which entry and what differs; nothing written); STORE_EUNAVAILABLE,
- * STORE_EPROTO, STORE_ENOMEM with err set. err has errlen bytes, always terminated. */
+ * STATUS_OK; STATUS_EREFUSED when an id of the definition names a node of the graph with other
+ * content (err says which entry and what differs; nothing written); STATUS_EUNAVAILABLE,
+ * STATUS_EPROTO, STATUS_ENOMEM with err set. err has errlen bytes, always terminated. */
 int registry_install(store *st, workflow *wf, json_t **info, const workflow **out, char *err,
                      size_t errlen);
 
 /* Validates the definition (len bytes, workflow_load_buffer) and installs it. Returns as
- * registry_install, and STORE_EINVAL with the loader's one-line reason (field path and rule)
+ * registry_install, and STATUS_EINVAL with the loader's one-line reason (field path and rule)
  * in err when the definition breaks a rule; nothing is written then. */
 int registry_apply(store *st, const char *definition, size_t len, json_t **info, char *err,
                    size_t errlen);
 
 /* The workflow ref names: a version (64 lowercase hex digits) or a name (the latest version
  * applied under it). Loaded from the graph the first time; the stored bytes must hash to the
- * version. Returns STORE_OK and *out (kept until registry_shutdown), STORE_ENOTFOUND,
- * STORE_EINVAL (ref is neither), STORE_EPROTO (the stored definition is not valid or not the
- * version it is stored as), STORE_EUNAVAILABLE, STORE_ENOMEM. */
+ * version. Returns STATUS_OK and *out (kept until registry_shutdown), STATUS_ENOTFOUND,
+ * STATUS_EINVAL (ref is neither), STATUS_EPROTO (the stored definition is not valid or not the
+ * version it is stored as), STATUS_EUNAVAILABLE, STATUS_ENOMEM. */
 int registry_get(store *st, const char *ref, const workflow **out);
 
 /* The workflow run run_id follows (the version stored on the run). Returns as registry_get;
- * STORE_ENOTFOUND for an unknown run too. */
+ * STATUS_ENOTFOUND for an unknown run too. */
 int registry_run_workflow(store *st, const char *run_id, const workflow **out);
 
 /* The step capability of base (a step of wf) narrowed to tools, recipients and resources:
  * every other field is base's. Each list must be a subset of base's (scopes only narrow): a
- * name outside it gives STORE_EREFUSED. The result is kept (one per distinct narrowing) until
- * registry_shutdown. Returns STORE_OK and *out, STORE_EREFUSED, STORE_ELIMIT (more than
- * REGISTRY_MAX_NARROWED), STORE_ENOMEM. */
+ * name outside it gives STATUS_EREFUSED. The result is kept (one per distinct narrowing) until
+ * registry_shutdown. Returns STATUS_OK and *out, STATUS_EREFUSED, STATUS_ELIMIT (more than
+ * REGISTRY_MAX_NARROWED), STATUS_ENOMEM. */
 int registry_narrowed(const workflow *wf, const workflow_step *base, const guard_strs *tools,
                       const guard_strs *recipients, const guard_strs *resources,
                       const workflow_step **out);

@@ -135,12 +135,12 @@ int replay_input_decide(const guard_stepcap *cap, const guard_context *ctx,
         guard_decision one = {0};
         int rc = json_is_object(raw)
                      ? store_ancestry_from_json(raw, ids != NULL ? ids[i] : NULL, &anc)
-                     : STORE_EUNAVAILABLE;
-        if (rc == STORE_ENOMEM) {
+                     : STATUS_EUNAVAILABLE;
+        if (rc == STATUS_ENOMEM) {
             guard_decision_free(d);
-            return STORE_ENOMEM;
+            return STATUS_ENOMEM;
         }
-        if (rc != STORE_OK) {
+        if (rc != STATUS_OK) {
             guard_decision_unknown(&one, "the graph could not supply the ancestry");
         } else if (guard_check_input(cap, ctx, ctx->run_id, &anc, &one) != 0) {
             guard_decision_free(&one);
@@ -252,7 +252,7 @@ static const char *text_of(const json_t *o, const char *k)
 static int snapshot_fail(char *why, size_t n, const char *what)
 {
     snprintf(why, n, "the snapshot cannot be decoded: %s", what);
-    return REPLAY_ESNAPSHOT;
+    return STATUS_ESNAPSHOT;
 }
 
 /* A list of the recorded capability, its strings borrowed from the snapshot. */
@@ -261,21 +261,21 @@ static int cap_list(const json_t *cap, const char *key, guard_strs *out)
     const json_t *v = json_object_get(cap, key);
     memset(out, 0, sizeof *out);
     if (json_is_object(v) && json_object_size(v) == 0)
-        return STORE_OK;
+        return STATUS_OK;
     if (!json_is_array(v))
-        return STORE_EPROTO;
+        return STATUS_EPROTO;
     size_t n = json_array_size(v);
     if (n == 0)
-        return STORE_OK;
+        return STATUS_OK;
     if ((out->items = calloc(n, sizeof *out->items)) == NULL)
-        return STORE_ENOMEM;
+        return STATUS_ENOMEM;
     for (size_t i = 0; i < n; i++) {
         const char *s = json_string_value(json_array_get(v, i));
         if (s == NULL)
-            return STORE_EPROTO;
+            return STATUS_EPROTO;
         out->items[out->n++] = (char *)s;
     }
-    return STORE_OK;
+    return STATUS_OK;
 }
 
 static void cap_free(guard_stepcap *cap)
@@ -297,15 +297,15 @@ static int cap_from(const json_t *snap, guard_stepcap *cap, char *why, size_t n)
     if (!json_is_object(j) || cap->step == NULL || cap->actor == NULL || cap->grant == NULL)
         return snapshot_fail(why, n, "cap");
     int rc = cap_list(j, "tools", &cap->tools);
-    if (rc == STORE_OK)
+    if (rc == STATUS_OK)
         rc = cap_list(j, "recipients", &cap->recipients);
-    if (rc == STORE_OK)
+    if (rc == STATUS_OK)
         rc = cap_list(j, "resources", &cap->resources);
-    if (rc != STORE_OK) {
+    if (rc != STATUS_OK) {
         cap_free(cap);
-        return rc == STORE_ENOMEM ? rc : snapshot_fail(why, n, "cap lists");
+        return rc == STATUS_ENOMEM ? rc : snapshot_fail(why, n, "cap lists");
     }
-    return STORE_OK;
+    return STATUS_OK;
 }
 
 static int replay_input(const guard_stepcap *cap, const json_t *snap, guard_decision *d, char *why,
@@ -313,9 +313,9 @@ static int replay_input(const guard_stepcap *cap, const json_t *snap, guard_deci
 {
     guard_context ctx;
     int rc = store_context_from_json(json_object_get(snap, "context"), &ctx);
-    if (rc == STORE_ENOMEM)
+    if (rc == STATUS_ENOMEM)
         return rc;
-    if (rc != STORE_OK)
+    if (rc != STATUS_OK)
         return snapshot_fail(why, n, "context");
     const json_t *ancestries = json_object_get(snap, "ancestries");
     if (!json_is_array(ancestries)) {
@@ -334,7 +334,7 @@ static int replay_source(const guard_stepcap *cap, const json_t *snap, guard_dec
     const char *resource = json_string_value(json_object_get(snap, "resource"));
     if (resource == NULL)
         return snapshot_fail(why, n, "resource");
-    return replay_source_decide(cap, resource, d) == 0 ? STORE_OK : STORE_ENOMEM;
+    return replay_source_decide(cap, resource, d) == 0 ? STATUS_OK : STATUS_ENOMEM;
 }
 
 static int replay_delivery(const guard_stepcap *cap, const json_t *snap, guard_decision *d,
@@ -359,18 +359,18 @@ static int replay_delivery(const guard_stepcap *cap, const json_t *snap, guard_d
     guard_ancestry anc = {0};
     guard_chain chain = {0};
     int rc = store_context_from_json(json_object_get(snap, "context"), &ctx);
-    if (rc != STORE_OK)
-        return rc == STORE_ENOMEM ? rc : snapshot_fail(why, n, "context");
+    if (rc != STATUS_OK)
+        return rc == STATUS_ENOMEM ? rc : snapshot_fail(why, n, "context");
     rc = store_ancestry_from_json(json_object_get(snap, "ancestry"), req.payload_id, &anc);
-    if (rc == STORE_OK)
+    if (rc == STATUS_OK)
         rc = store_chain_from_json(json_object_get(snap, "chain"), cap->grant, &chain);
-    if (rc == STORE_OK) {
+    if (rc == STATUS_OK) {
         if (replay_delivery_decide(cap, &ctx, &req, &anc, &chain, json_number_value(now),
                                    text_of(payload, "hash"), text_of(payload, "content_sha256"),
                                    d) != 0)
-            rc = STORE_ENOMEM;
+            rc = STATUS_ENOMEM;
         drop_borrowed(d);
-    } else if (rc != STORE_ENOMEM) {
+    } else if (rc != STATUS_ENOMEM) {
         rc = snapshot_fail(why, n, "ancestry or chain");
     }
     store_ancestry_free(&anc);
@@ -388,12 +388,12 @@ int replay_event(const char *evaluator, const json_t *event, replay_result *out,
     const char *outcome = text_of(event, "outcome");
     if (*outcome == '\0') {
         snprintf(why, n, "it is a %s event, not a decision", text_of(event, "kind"));
-        return REPLAY_ENOTDECISION;
+        return STATUS_ENOTDECISION;
     }
     const char *text = text_of(event, "snapshot");
     if (*text == '\0') {
         out->no_snapshot = true; /* no facts: nothing is evaluated, by any evaluator */
-        return STORE_OK;
+        return STATUS_OK;
     }
     json_error_t jerr;
     json_t *snap = json_loads(text, 0, &jerr);
@@ -416,12 +416,12 @@ int replay_event(const char *evaluator, const json_t *event, replay_result *out,
         snprintf(why, n, "decided by evaluator %s, this charterd runs evaluator %s",
                  *recorded_by ? recorded_by : "(none recorded)", *expected ? expected : "(none)");
         json_decref(snap);
-        return REPLAY_EFINGERPRINT;
+        return STATUS_EFINGERPRINT;
     }
     guard_stepcap cap;
     const char *gate = text_of(snap, "gate");
     int rc = cap_from(snap, &cap, why, n);
-    if (rc == STORE_OK) {
+    if (rc == STATUS_OK) {
         if (strcmp(gate, "input") == 0)
             rc = replay_input(&cap, snap, &out->replayed, why, n);
         else if (strcmp(gate, "delivery") == 0)
@@ -433,7 +433,7 @@ int replay_event(const char *evaluator, const json_t *event, replay_result *out,
         cap_free(&cap);
     }
     json_decref(snap);
-    if (rc != STORE_OK) {
+    if (rc != STATUS_OK) {
         replay_result_free(out);
         return rc;
     }
@@ -443,5 +443,5 @@ int replay_event(const char *evaluator, const json_t *event, replay_result *out,
     out->matches = strcmp(outcome, guard_outcome_name(out->replayed.outcome)) == 0 &&
                    strcmp(text_of(event, "codes"), codes) == 0 &&
                    strcmp(text_of(event, "witness"), witness) == 0;
-    return STORE_OK;
+    return STATUS_OK;
 }

@@ -19,12 +19,7 @@
 #include "store.h"
 #include "workflow.h"
 
-/* Status codes beyond the store's. */
-enum {
-    REPLAY_ENOTDECISION = -30, /* the event records no decision (no outcome) */
-    REPLAY_EFINGERPRINT = -31, /* another evaluator decided it */
-    REPLAY_ESNAPSHOT = -32,    /* the snapshot cannot be decoded */
-};
+#include "status.h"
 
 /* The fingerprint of the evaluator that decides under the workflow whose version (the hex
  * SHA-256 of its definition's bytes) is version: hex SHA-256 over the text
@@ -48,7 +43,7 @@ json_t *replay_cap_json(const guard_stepcap *cap);
  * verdict over all of them (DENY before UNKNOWN before ALLOW), codes merged, the first
  * witness of the worst kept; when every one is allowed, *conf and *integrity are the labels
  * of an output derived from all of them (max, min). ids (may be NULL) names each ancestry's
- * root; NULL takes the reply's own root. d is overwritten. Returns 0 or STORE_ENOMEM. */
+ * root; NULL takes the reply's own root. d is overwritten. Returns 0 or STATUS_ENOMEM. */
 int replay_input_decide(const guard_stepcap *cap, const guard_context *ctx,
                         const json_t *ancestries, const char *const *ids, guard_decision *d,
                         int *conf, int *integrity);
@@ -80,9 +75,9 @@ typedef struct {
  * under the capability the snapshot records. The evaluator it must have been decided by is
  * replay_fingerprint_of the workflow version the snapshot records (evaluator, this process's
  * default, when it records none). An event without a snapshot is answered no_snapshot: there
- * are no facts, so nothing is evaluated. Returns STORE_OK with *out filled (free with
- * replay_result_free); REPLAY_ENOTDECISION; REPLAY_EFINGERPRINT (why names both
- * fingerprints); REPLAY_ESNAPSHOT (why says what is malformed); STORE_ENOMEM. why has n
+ * are no facts, so nothing is evaluated. Returns STATUS_OK with *out filled (free with
+ * replay_result_free); STATUS_ENOTDECISION; STATUS_EFINGERPRINT (why names both
+ * fingerprints); STATUS_ESNAPSHOT (why says what is malformed); STATUS_ENOMEM. why has n
  * bytes. */
 int replay_event(const char *evaluator, const json_t *event, replay_result *out, char *why,
                  size_t n);

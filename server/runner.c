@@ -51,8 +51,8 @@ static int ids_add(id_list *l, const char *id)
     return 0;
 }
 
-/* Moves the run from one of the comma-separated statuses in from to to. Returns STORE_OK when
- * it moved, STORE_EREFUSED when the run was in another status (written to current, 32 bytes). */
+/* Moves the run from one of the comma-separated statuses in from to to. Returns STATUS_OK when
+ * it moved, STATUS_EREFUSED when the run was in another status (written to current, 32 bytes). */
 static int transition(const gate_env *g, const char *run_id, const char *from, const char *to,
                       const char *detail, char current[32])
 {
@@ -65,7 +65,7 @@ static int transition(const gate_env *g, const char *run_id, const char *from, c
 static void note_event(const gate_env *g, const char *run_id, const char *kind, json_t *detail)
 {
     evlog_owned ev;
-    if (evlog_owned_event(&ev, kind, NULL, NULL, detail, NULL) == STORE_OK)
+    if (evlog_owned_event(&ev, kind, NULL, NULL, detail, NULL) == STATUS_OK)
         /* A lost note does not change any decision: decisions are recorded by the gates. */
         (void)evlog_append(g->st, run_id, &ev.ev, NULL);
     evlog_owned_free(&ev);
@@ -95,23 +95,23 @@ static int contents_of(const gate_env *g, const id_list *ids, char ***out)
 {
     char **c = calloc(ids->n ? ids->n : 1, sizeof *c);
     if (!c)
-        return STORE_ENOMEM;
+        return STATUS_ENOMEM;
     for (size_t i = 0; i < ids->n; i++) {
         const char *args[1] = {ids->ids[i]};
         json_t *a = NULL;
         int rc = store_call(g->st, "get_artifact", 1, args, &a);
-        const char *s = rc == STORE_OK ? json_string_value(json_object_get(a, "content")) : NULL;
+        const char *s = rc == STATUS_OK ? json_string_value(json_object_get(a, "content")) : NULL;
         c[i] = s ? strdup(s) : NULL;
         json_decref(a);
         if (!c[i]) {
             for (size_t j = 0; j < i; j++)
                 free(c[j]);
             free(c);
-            return rc == STORE_OK ? STORE_EPROTO : rc;
+            return rc == STATUS_OK ? STATUS_EPROTO : rc;
         }
     }
     *out = c;
-    return STORE_OK;
+    return STATUS_OK;
 }
 
 /* Runs one step in the context ctx_id with the given inputs (handed-off artifacts), reading
@@ -126,7 +126,7 @@ static step_end run_step(const gate_env *g, const char *run_id, const char *mode
     if (inputs->n > 0) {
         uint64_t seq = 0;
         int rc = gate_check_input(g, ctx_id, (const char *const *)inputs->ids, inputs->n, d, &seq);
-        if (rc != STORE_OK) {
+        if (rc != STATUS_OK) {
             guard_decision_unknown(d, "the handed-off artifacts could not be checked");
             return STEP_FAILED;
         }
@@ -139,10 +139,10 @@ static step_end run_step(const gate_env *g, const char *run_id, const char *mode
         json_t *artifact = NULL;
         int rc = gate_read_source(g, ctx_id, ws->reads.items[i], d, &artifact);
         const char *id = artifact ? json_string_value(json_object_get(artifact, "id")) : NULL;
-        if (rc != STORE_OK || d->outcome != GUARD_ALLOW || !id || ids_add(&sources, id)) {
+        if (rc != STATUS_OK || d->outcome != GUARD_ALLOW || !id || ids_add(&sources, id)) {
             json_decref(artifact);
             ids_free(&sources);
-            if (rc != STORE_OK || d->outcome == GUARD_ALLOW) {
+            if (rc != STATUS_OK || d->outcome == GUARD_ALLOW) {
                 guard_decision_free(d);
                 guard_decision_unknown(d, "a source could not be read");
             }
@@ -160,7 +160,7 @@ static step_end run_step(const gate_env *g, const char *run_id, const char *mode
 
     /* The model request: a fixed step and gated artifacts only. */
     char **contents = NULL;
-    if (contents_of(g, &all, &contents) != STORE_OK) {
+    if (contents_of(g, &all, &contents) != STATUS_OK) {
         ids_free(&all);
         guard_decision_unknown(d, "the inputs could not be read for the model request");
         return STEP_FAILED;
@@ -196,14 +196,14 @@ static step_end run_step(const gate_env *g, const char *run_id, const char *mode
         return STEP_FAILED;
     }
     json_t *output = NULL;
-    int rc = all.n == 0 ? STORE_EINVAL
+    int rc = all.n == 0 ? STATUS_EINVAL
                         : gate_record_output(g, ctx_id, (const char *const *)all.ids, all.n,
                                              ws->output_title, rendered ? rendered : reply.content,
                                              d, &output);
     free(rendered);
     const char *out_id = output ? json_string_value(json_object_get(output, "id")) : NULL;
-    if (rc != STORE_OK || d->outcome != GUARD_ALLOW || !out_id) {
-        if (rc != STORE_OK || d->outcome == GUARD_ALLOW) {
+    if (rc != STATUS_OK || d->outcome != GUARD_ALLOW || !out_id) {
+        if (rc != STATUS_OK || d->outcome == GUARD_ALLOW) {
             guard_decision_free(d);
             guard_decision_unknown(d, "the output could not be recorded");
         }
@@ -219,7 +219,7 @@ static step_end run_step(const gate_env *g, const char *run_id, const char *mode
         snprintf(inv, sizeof inv, "%s:%s:deliver", run_id, ws->cap.step);
         deliver_result dr;
         rc = deliver_send(g, ctx_id, out_id, ws->deliver_recipient, ws->deliver_tool, inv, &dr);
-        if (rc != STORE_OK) {
+        if (rc != STATUS_OK) {
             guard_decision_unknown(d, "the delivery could not be attempted");
         } else {
             *d = dr.decision;
@@ -272,7 +272,7 @@ static void finish(const gate_env *g, const char *run_id, const char *from, step
     free(text);
     /* The run receipt pins the run's last event as it ended. One that could not be issued now
      * is issued by Evidence/GetReceipt later. */
-    if (rc == STORE_OK && evlog_keyed()) {
+    if (rc == STATUS_OK && evlog_keyed()) {
         json_t *receipt = NULL;
         (void)receipt_issue_run(g->st, run_id, &receipt, NULL);
         json_decref(receipt);
@@ -284,7 +284,7 @@ static int drive(const gate_env *g, const char *run_id, const char *mode)
     const workflow *wf = g->wf;
     id_list *handoffs = calloc(wf->n_steps ? wf->n_steps : 1, sizeof *handoffs);
     if (!handoffs)
-        return STORE_ENOMEM;
+        return STATUS_ENOMEM;
     step_end end = STEP_DONE;
     guard_decision d = {0};
     const char *last = "";
@@ -295,7 +295,7 @@ static int drive(const gate_env *g, const char *run_id, const char *mode)
         json_t *ctx = NULL;
         int rc = gate_open_step(g, run_id, ws->cap.step, &ctx);
         const char *ctx_id = ctx ? json_string_value(json_object_get(ctx, "id")) : NULL;
-        if (rc != STORE_OK || !ctx_id) {
+        if (rc != STATUS_OK || !ctx_id) {
             json_decref(ctx);
             guard_decision_unknown(&d, "the step could not be opened");
             end = STEP_FAILED;
@@ -316,7 +316,7 @@ static int drive(const gate_env *g, const char *run_id, const char *mode)
     for (size_t i = 0; i < wf->n_steps; i++)
         ids_free(&handoffs[i]);
     free(handoffs);
-    return STORE_OK;
+    return STATUS_OK;
 }
 
 int runner_start(const gate_env *g, const char *task, const char *mode, char run_id[65])
@@ -324,12 +324,12 @@ int runner_start(const gate_env *g, const char *task, const char *mode, char run
     if (!mode || !*mode)
         mode = "scripted";
     if (strcmp(mode, "scripted") != 0 && strcmp(mode, "external") != 0 && strcmp(mode, "live") != 0)
-        return STORE_EINVAL;
+        return STATUS_EINVAL;
     if (task && strlen(task) > 4096)
-        return STORE_EINVAL;
+        return STATUS_EINVAL;
     unsigned char rnd[8];
     if (RAND_bytes(rnd, sizeof rnd) != 1)
-        return STORE_ENOMEM;
+        return STATUS_ENOMEM;
     snprintf(run_id, 65, "r%02x%02x%02x%02x%02x%02x%02x%02x", rnd[0], rnd[1], rnd[2], rnd[3],
              rnd[4], rnd[5], rnd[6], rnd[7]);
     /* The run pins the full version of its workflow; every later step resolves it. */
@@ -337,18 +337,18 @@ int runner_start(const gate_env *g, const char *task, const char *mode, char run
         json_pack("{s:s, s:s, s:s, s:s}", "id", run_id, "task", task && *task ? task : g->wf->task,
                   "mode", mode, "workflow", g->wf->version);
     if (!arg)
-        return STORE_ENOMEM;
+        return STATUS_ENOMEM;
     json_t *reply = NULL;
     int rc = evlog_create_run(g->st, arg, &reply);
     json_decref(arg);
     json_decref(reply);
-    if (rc != STORE_OK)
+    if (rc != STATUS_OK)
         return rc;
     if (strcmp(mode, "external") == 0)
-        return STORE_OK;
+        return STATUS_OK;
     rc = transition(g, run_id, "created", "running", "{\"by\":\"runner\"}", NULL);
-    if (rc != STORE_OK)
-        return STORE_OK; /* created but not started; the run's status says so */
+    if (rc != STATUS_OK)
+        return STATUS_OK; /* created but not started; the run's status says so */
     return drive(g, run_id, mode);
 }
 
@@ -366,9 +366,9 @@ static int recovery_candidates(const json_t *view, const char *step, id_list *ou
         if (!id || (astep && strcmp(astep, step) == 0))
             continue;
         if (ids_add(out, id))
-            return STORE_ENOMEM;
+            return STATUS_ENOMEM;
     }
-    return STORE_OK;
+    return STATUS_OK;
 }
 
 /* Keeps the candidates whose ancestry passes the step's input gate on their own; *excluded
@@ -380,12 +380,12 @@ static int permitted_inputs(const gate_env *g, const char *ctx_id, const id_list
         guard_decision d;
         const char *one[1] = {cand->ids[i]};
         int rc = gate_evaluate_input(g, ctx_id, one, 1, &d);
-        if (rc != STORE_OK || d.outcome == GUARD_UNKNOWN) {
+        if (rc != STATUS_OK || d.outcome == GUARD_UNKNOWN) {
             guard_decision_free(&d);
-            return rc == STORE_OK ? STORE_EUNAVAILABLE : rc;
+            return rc == STATUS_OK ? STATUS_EUNAVAILABLE : rc;
         }
         if (d.outcome == GUARD_ALLOW) {
-            rc = ids_add(out, cand->ids[i]) ? STORE_ENOMEM : STORE_OK;
+            rc = ids_add(out, cand->ids[i]) ? STATUS_ENOMEM : STATUS_OK;
         } else {
             char codes[256];
             guard_codes_format(d.codes, codes, sizeof codes);
@@ -394,10 +394,10 @@ static int permitted_inputs(const gate_env *g, const char *ctx_id, const id_list
                                             "witness", d.witness ? d.witness : ""));
         }
         guard_decision_free(&d);
-        if (rc != STORE_OK)
+        if (rc != STATUS_OK)
             return rc;
     }
-    return STORE_OK;
+    return STATUS_OK;
 }
 
 static int get_run(const gate_env *g, const char *run_id, json_t **view)
@@ -412,22 +412,22 @@ int runner_recover(const gate_env *g, const char *run_id, runner_recovery *out)
     /* A run recovers under the workflow version it was created with, whatever g->wf is. */
     gate_env pinned = *g;
     int pin = registry_run_workflow(g->st, run_id, &pinned.wf);
-    if (pin != STORE_OK)
+    if (pin != STATUS_OK)
         return pin;
     g = &pinned;
     const workflow_step *ws = workflow_recovery_step(g->wf);
     if (!ws)
-        return STORE_EREFUSED;
+        return STATUS_EREFUSED;
     char current[32] = "";
     int rc = transition(g, run_id, "blocked,interrupted,error", "recovering",
                         "{\"by\":\"recovery\"}", current);
-    if (rc == STORE_EREFUSED && strcmp(current, "completed") == 0) {
+    if (rc == STATUS_EREFUSED && strcmp(current, "completed") == 0) {
         /* Already delivered: acknowledge the receipt, deliver nothing. */
         out->decision.outcome = GUARD_ALLOW;
         out->acknowledged = true;
-        return STORE_OK;
+        return STATUS_OK;
     }
-    if (rc != STORE_OK)
+    if (rc != STATUS_OK)
         return rc;
 
     json_t *view = NULL;
@@ -435,25 +435,25 @@ int runner_recover(const gate_env *g, const char *run_id, runner_recovery *out)
     id_list cand = {0}, inputs = {0}, handoff = {0};
     step_end end = STEP_FAILED;
     rc = get_run(g, run_id, &view);
-    if (rc == STORE_OK)
+    if (rc == STATUS_OK)
         rc = recovery_candidates(view, ws->cap.step, &cand);
-    if (rc == STORE_OK)
+    if (rc == STATUS_OK)
         rc = gate_open_step(g, run_id, ws->cap.step, &ctx);
     const char *ctx_id = ctx ? json_string_value(json_object_get(ctx, "id")) : NULL;
     json_t *excluded = json_array();
-    if (rc == STORE_OK && ctx_id)
-        rc = excluded ? permitted_inputs(g, ctx_id, &cand, &inputs, excluded) : STORE_ENOMEM;
+    if (rc == STATUS_OK && ctx_id)
+        rc = excluded ? permitted_inputs(g, ctx_id, &cand, &inputs, excluded) : STATUS_ENOMEM;
     const char *mode = json_string_value(json_object_get(json_object_get(view, "run"), "mode"));
     if (!mode || strcmp(mode, "external") == 0)
         mode = "scripted";
-    if (rc == STORE_OK && ctx_id && inputs.n > 0) {
+    if (rc == STATUS_OK && ctx_id && inputs.n > 0) {
         note_event(g, run_id, "recovery_inputs",
                    json_pack("{s:s, s:s, s:o*, s:O}", "step", ws->cap.step, "context", ctx_id,
                              "inputs", ids_json(&inputs), "excluded", excluded));
         /* The permitted inputs were each checked; run_step checks them together again. */
         end = run_step(g, run_id, mode, ws, ctx_id, &inputs, &out->decision, &handoff);
     } else {
-        guard_decision_unknown(&out->decision, inputs.n == 0 && rc == STORE_OK
+        guard_decision_unknown(&out->decision, inputs.n == 0 && rc == STATUS_OK
                                                    ? "no permitted inputs for the recovery step"
                                                    : "the graph could not supply the run");
     }
@@ -464,5 +464,5 @@ int runner_recover(const gate_env *g, const char *run_id, runner_recovery *out)
     ids_free(&handoff);
     json_decref(ctx);
     json_decref(view);
-    return STORE_OK;
+    return STATUS_OK;
 }

@@ -16,8 +16,8 @@
 #include "gate.h"
 
 /* Creates a run of the workflow (task NULL: the workflow's) and, for mode "scripted", drives it
- * to completed, blocked or error. mode "external" only creates it. Returns STORE_OK and the new
- * run's id in run_id (65 bytes), STORE_EINVAL for an unknown mode, STORE_EUNAVAILABLE when the
+ * to completed, blocked or error. mode "external" only creates it. Returns STATUS_OK and the new
+ * run's id in run_id (65 bytes), STATUS_EINVAL for an unknown mode, STATUS_EUNAVAILABLE when the
  * run could not be created. A failure after creation is recorded in the run (status error). */
 int runner_start(const gate_env *g, const char *task, const char *mode, char run_id[65]);
 
@@ -30,8 +30,8 @@ typedef struct {
 /* Recovers a blocked (or interrupted) run: claims it once, opens a fresh recovery-step context,
  * gathers the run's artifacts whose ancestry passes the step's input gate, asks the model,
  * renders the public output and delivers it. The run ends completed on ALLOW, blocked on DENY,
- * error on UNKNOWN. A run already completed is acknowledged. STORE_EREFUSED when the run is in
- * a state that cannot be recovered (running, recovering, created), STORE_ENOTFOUND. */
+ * error on UNKNOWN. A run already completed is acknowledged. STATUS_EREFUSED when the run is in
+ * a state that cannot be recovered (running, recovering, created), STATUS_ENOTFOUND. */
 int runner_recover(const gate_env *g, const char *run_id, runner_recovery *out);
 
 #endif

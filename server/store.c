@@ -74,52 +74,52 @@ static int parse_url(store *st, const char *url)
     static const char unix_scheme[] = "unix://";
     static const char tcp_scheme[] = "tcp://";
     if (!url)
-        return STORE_EINVAL;
+        return STATUS_EINVAL;
     if (strncmp(url, unix_scheme, sizeof unix_scheme - 1) == 0) {
         const char *path = url + sizeof unix_scheme - 1;
         if (path[0] != '/' || path[1] == '\0' || strlen(path) >= 108)
-            return STORE_EINVAL;
+            return STATUS_EINVAL;
         st->unix_path = strdup(path);
-        return st->unix_path ? STORE_OK : STORE_ENOMEM;
+        return st->unix_path ? STATUS_OK : STATUS_ENOMEM;
     }
     if (strncmp(url, tcp_scheme, sizeof tcp_scheme - 1) != 0)
-        return STORE_EINVAL;
+        return STATUS_EINVAL;
     const char *h = url + sizeof tcp_scheme - 1;
     const char *colon;
     size_t hlen;
     if (h[0] == '[') {
         const char *close = strchr(h, ']');
         if (!close || close[1] != ':')
-            return STORE_EINVAL;
+            return STATUS_EINVAL;
         h++;
         hlen = (size_t)(close - h);
         colon = close + 1;
     } else {
         colon = strrchr(h, ':');
         if (!colon)
-            return STORE_EINVAL;
+            return STATUS_EINVAL;
         hlen = (size_t)(colon - h);
         if (memchr(h, ':', hlen))
-            return STORE_EINVAL;
+            return STATUS_EINVAL;
     }
     if (hlen == 0 || hlen > 255 || memchr(h, '/', hlen))
-        return STORE_EINVAL;
+        return STATUS_EINVAL;
     const char *p = colon + 1;
     if (*p == '\0' || strlen(p) > 5)
-        return STORE_EINVAL;
+        return STATUS_EINVAL;
     long port = 0;
     for (; *p; p++) {
         if (*p < '0' || *p > '9')
-            return STORE_EINVAL;
+            return STATUS_EINVAL;
         port = port * 10 + (*p - '0');
     }
     if (port < 1 || port > 65535)
-        return STORE_EINVAL;
+        return STATUS_EINVAL;
     st->host = strndup(h, hlen);
     if (!st->host)
-        return STORE_ENOMEM;
+        return STATUS_ENOMEM;
     st->port = (int)port;
-    return STORE_OK;
+    return STATUS_OK;
 }
 
 static void drop_connection(store *st)
@@ -130,17 +130,17 @@ static void drop_connection(store *st)
     }
 }
 
-/* Connects when disconnected. Returns STORE_OK or STORE_EUNAVAILABLE (error recorded). */
+/* Connects when disconnected. Returns STATUS_OK or STATUS_EUNAVAILABLE (error recorded). */
 static int ensure_connected(store *st)
 {
     if (st->ctx)
-        return STORE_OK;
+        return STATUS_OK;
     struct timeval tv = timeval_of(st->timeout_ms);
     redisContext *ctx = st->unix_path ? redisConnectUnixWithTimeout(st->unix_path, tv)
                                       : redisConnectWithTimeout(st->host, st->port, tv);
     if (!ctx) {
         set_error(st, "cannot connect to Redis: out of memory");
-        return STORE_EUNAVAILABLE;
+        return STATUS_EUNAVAILABLE;
     }
     if (ctx->err) {
         if (st->unix_path)
@@ -149,13 +149,13 @@ static int ensure_connected(store *st)
             set_error(st, "cannot connect to Redis at tcp://%s:%d: %s", st->host, st->port,
                       ctx->errstr);
         redisFree(ctx);
-        return STORE_EUNAVAILABLE;
+        return STATUS_EUNAVAILABLE;
     }
     if (redisSetTimeout(ctx, tv) != REDIS_OK ||
         (!st->unix_path && redisEnableKeepAlive(ctx) != REDIS_OK)) {
         set_error(st, "cannot configure the Redis connection: %s", ctx->errstr);
         redisFree(ctx);
-        return STORE_EUNAVAILABLE;
+        return STATUS_EUNAVAILABLE;
     }
     /* The name lets an operator (and the reconnect test) find the graph's connections. */
     const char *argv[3] = {"CLIENT", "SETNAME", st->client_name};
@@ -163,23 +163,23 @@ static int ensure_connected(store *st)
     if (!r) {
         set_error(st, "Redis connection failed: %s", ctx->errstr);
         redisFree(ctx);
-        return STORE_EUNAVAILABLE;
+        return STATUS_EUNAVAILABLE;
     }
     freeReplyObject(r); /* an error reply (e.g. an ACL without CLIENT) is not a failure */
     st->ctx = ctx;
-    return STORE_OK;
+    return STATUS_OK;
 }
 
 int store_open(const char *url, const char *graph, int timeout_ms, store **out)
 {
     *out = NULL;
     if (!graph_valid(graph))
-        return STORE_EINVAL;
+        return STATUS_EINVAL;
     store *st = calloc(1, sizeof *st);
     if (!st)
-        return STORE_ENOMEM;
+        return STATUS_ENOMEM;
     int rc = parse_url(st, url);
-    if (rc != STORE_OK) {
+    if (rc != STATUS_OK) {
         store_close(st);
         return rc;
     }
@@ -187,12 +187,12 @@ int store_open(const char *url, const char *graph, int timeout_ms, store **out)
     snprintf(st->client_name, sizeof st->client_name, "charter.%s", graph);
     st->timeout_ms = timeout_ms > 0 ? timeout_ms : STORE_DEFAULT_TIMEOUT_MS;
     rc = ensure_connected(st);
-    if (rc != STORE_OK) {
+    if (rc != STATUS_OK) {
         store_close(st);
         return rc;
     }
     *out = st;
-    return STORE_OK;
+    return STATUS_OK;
 }
 
 void store_close(store *st)
@@ -226,9 +226,9 @@ static int map_redis_error(const char *msg)
     for (size_t i = 0; i < sizeof transient / sizeof transient[0]; i++) {
         size_t n = strlen(transient[i]);
         if (strncmp(msg, transient[i], n) == 0 && (msg[n] == ' ' || msg[n] == '\0'))
-            return STORE_EUNAVAILABLE;
+            return STATUS_EUNAVAILABLE;
     }
-    return STORE_EPROTO;
+    return STATUS_EPROTO;
 }
 
 /* Sends argv and returns the reply, or NULL after an I/O failure or timeout, in which case the
@@ -250,16 +250,16 @@ static redisReply *command(store *st, int argc, const char **argv, const size_t 
 static int status_of_err(const char *code)
 {
     if (strcmp(code, "not_found") == 0)
-        return STORE_ENOTFOUND;
+        return STATUS_ENOTFOUND;
     if (strcmp(code, "exists") == 0)
-        return STORE_EEXISTS;
+        return STATUS_EEXISTS;
     if (strcmp(code, "refused") == 0)
-        return STORE_EREFUSED;
+        return STATUS_EREFUSED;
     if (strcmp(code, "invalid") == 0)
-        return STORE_EINVAL;
+        return STATUS_EINVAL;
     if (strcmp(code, "limit") == 0)
-        return STORE_ELIMIT;
-    return STORE_EPROTO;
+        return STATUS_ELIMIT;
+    return STATUS_EPROTO;
 }
 
 static bool fn_valid(const char *fn)
@@ -280,16 +280,16 @@ int store_call(store *st, const char *fn, int nargs, const char *const *args, js
     st->err[0] = '\0';
     if (!fn_valid(fn) || nargs < 0 || nargs > STORE_MAX_ARGS || (nargs > 0 && !args)) {
         set_error(st, "store_call: bad function name or arguments");
-        return STORE_EINVAL;
+        return STATUS_EINVAL;
     }
     for (int i = 0; i < nargs; i++) {
         if (!args[i]) {
             set_error(st, "charter_%s: argument %d is NULL", fn, i + 1);
-            return STORE_EINVAL;
+            return STATUS_EINVAL;
         }
     }
     int rc = ensure_connected(st);
-    if (rc != STORE_OK)
+    if (rc != STATUS_OK)
         return rc;
 
     char name[STORE_MAX_FN + 16];
@@ -307,10 +307,10 @@ int store_call(store *st, const char *fn, int nargs, const char *const *args, js
 
     redisReply *r = command(st, 4 + nargs, argv, argvlen);
     if (!r)
-        return STORE_EUNAVAILABLE;
+        return STATUS_EUNAVAILABLE;
     switch (r->type) {
     case REDIS_REPLY_NIL:
-        rc = STORE_OK;
+        rc = STATUS_OK;
         break;
     case REDIS_REPLY_ERROR:
         rc = map_redis_error(r->str);
@@ -325,7 +325,7 @@ int store_call(store *st, const char *fn, int nargs, const char *const *args, js
             set_error(st, "%s: reply is not a JSON object (%s)", name,
                       j ? "other type" : jerr.text);
             json_decref(j);
-            rc = STORE_EPROTO;
+            rc = STATUS_EPROTO;
             break;
         }
         const char *code = json_string_value(json_object_get(j, "err"));
@@ -340,12 +340,12 @@ int store_call(store *st, const char *fn, int nargs, const char *const *args, js
             *out = j;
         else
             json_decref(j);
-        rc = STORE_OK;
+        rc = STATUS_OK;
         break;
     }
     default:
         set_error(st, "%s: unexpected reply type %d", name, r->type);
-        rc = STORE_EPROTO;
+        rc = STATUS_EPROTO;
         break;
     }
     freeReplyObject(r);
@@ -359,12 +359,12 @@ int store_call_json(store *st, const char *fn, const json_t *arg, json_t **out)
     st->err[0] = '\0';
     if (!arg) {
         set_error(st, "charter_%s: no argument", fn ? fn : "?");
-        return STORE_EINVAL;
+        return STATUS_EINVAL;
     }
     char *text = json_dumps(arg, JSON_COMPACT | JSON_ENCODE_ANY);
     if (!text) {
         set_error(st, "charter_%s: cannot encode the argument", fn ? fn : "?");
-        return STORE_ENOMEM;
+        return STATUS_ENOMEM;
     }
     const char *args[1] = {text};
     int rc = store_call(st, fn, 1, args, out);
@@ -377,16 +377,16 @@ static int check_version(store *st)
 {
     json_t *j = NULL;
     int rc = store_call(st, "version", 0, NULL, &j);
-    if (rc != STORE_OK) {
-        if (rc != STORE_EUNAVAILABLE)
-            rc = STORE_EPROTO;
+    if (rc != STATUS_OK) {
+        if (rc != STATUS_EUNAVAILABLE)
+            rc = STATUS_EPROTO;
         return rc;
     }
     const char *v = json_string_value(json_object_get(j, "version"));
     if (!v || strcmp(v, STORE_LIBRARY_VERSION) != 0) {
         set_error(st, "the query library reports version %.32s, charterd needs %s",
                   v ? v : "(none)", STORE_LIBRARY_VERSION);
-        rc = STORE_EPROTO;
+        rc = STATUS_EPROTO;
     }
     json_decref(j);
     return rc;
@@ -397,25 +397,25 @@ int store_load_library(store *st, const char *source, size_t len)
     st->err[0] = '\0';
     if (!source || len == 0) {
         set_error(st, "no query library source");
-        return STORE_EPROTO;
+        return STATUS_EPROTO;
     }
     int rc = ensure_connected(st);
-    if (rc != STORE_OK)
+    if (rc != STATUS_OK)
         return rc;
     const char *argv[4] = {"FUNCTION", "LOAD", "REPLACE", source};
     size_t argvlen[4] = {8, 4, 7, len};
     redisReply *r = command(st, 4, argv, argvlen);
     if (!r)
-        return STORE_EUNAVAILABLE;
+        return STATUS_EUNAVAILABLE;
     if (r->type == REDIS_REPLY_ERROR) {
         set_error(st, "loading the query library failed: %.200s", r->str);
-        rc = map_redis_error(r->str) == STORE_EUNAVAILABLE ? STORE_EUNAVAILABLE : STORE_EPROTO;
+        rc = map_redis_error(r->str) == STATUS_EUNAVAILABLE ? STATUS_EUNAVAILABLE : STATUS_EPROTO;
     } else if (r->type != REDIS_REPLY_STRING || strcmp(r->str, "charter") != 0) {
         set_error(st, "loading the query library gave an unexpected reply");
-        rc = STORE_EPROTO;
+        rc = STATUS_EPROTO;
     }
     freeReplyObject(r);
-    if (rc != STORE_OK)
+    if (rc != STATUS_OK)
         return rc;
     return check_version(st);
 }
@@ -434,20 +434,20 @@ static int dup_text(const json_t *v, char **out)
     const char *s = "";
     if (v && !json_is_null(v)) {
         if (!json_is_string(v))
-            return STORE_EPROTO;
+            return STATUS_EPROTO;
         s = json_string_value(v);
     }
     *out = strdup(s);
-    return *out ? STORE_OK : STORE_ENOMEM;
+    return *out ? STATUS_OK : STATUS_ENOMEM;
 }
 
 /* A required id: a non-empty string. */
 static int dup_id(const json_t *v, char **out)
 {
     if (!json_is_string(v) || json_string_length(v) == 0)
-        return STORE_EPROTO;
+        return STATUS_EPROTO;
     *out = strdup(json_string_value(v));
-    return *out ? STORE_OK : STORE_ENOMEM;
+    return *out ? STATUS_OK : STATUS_ENOMEM;
 }
 
 /* A label: integer (or integral number, or decimal string); absent or null gives -1. */
@@ -455,14 +455,14 @@ static int get_label(const json_t *v, int *out)
 {
     *out = -1;
     if (!v || json_is_null(v))
-        return STORE_OK;
+        return STATUS_OK;
     double d;
     if (json_is_integer(v)) {
         json_int_t i = json_integer_value(v);
         if (i < INT_MIN || i > INT_MAX)
-            return STORE_EPROTO;
+            return STATUS_EPROTO;
         *out = (int)i;
-        return STORE_OK;
+        return STATUS_OK;
     }
     if (json_is_real(v)) {
         d = json_real_value(v);
@@ -470,20 +470,20 @@ static int get_label(const json_t *v, int *out)
         const char *s = json_string_value(v);
         char *end;
         if (*s == '\0')
-            return STORE_OK;
+            return STATUS_OK;
         errno = 0;
         long l = strtol(s, &end, 10);
         if (errno || *end != '\0' || l < INT_MIN || l > INT_MAX)
-            return STORE_EPROTO;
+            return STATUS_EPROTO;
         *out = (int)l;
-        return STORE_OK;
+        return STATUS_OK;
     } else {
-        return STORE_EPROTO;
+        return STATUS_EPROTO;
     }
     if (d != floor(d) || d < INT_MIN || d > INT_MAX)
-        return STORE_EPROTO;
+        return STATUS_EPROTO;
     *out = (int)d;
-    return STORE_OK;
+    return STATUS_OK;
 }
 
 /* A boolean: true/false, 1/0, "1"/"0"/"true"/"false"; absent or null gives dflt. */
@@ -491,27 +491,27 @@ static int get_bool(const json_t *v, bool dflt, bool *out)
 {
     *out = dflt;
     if (!v || json_is_null(v))
-        return STORE_OK;
+        return STATUS_OK;
     if (json_is_boolean(v)) {
         *out = json_is_true(v);
-        return STORE_OK;
+        return STATUS_OK;
     }
     if (json_is_integer(v) && (json_integer_value(v) == 0 || json_integer_value(v) == 1)) {
         *out = json_integer_value(v) == 1;
-        return STORE_OK;
+        return STATUS_OK;
     }
     if (json_is_string(v)) {
         const char *s = json_string_value(v);
         if (strcmp(s, "1") == 0 || strcmp(s, "true") == 0) {
             *out = true;
-            return STORE_OK;
+            return STATUS_OK;
         }
         if (strcmp(s, "0") == 0 || strcmp(s, "false") == 0) {
             *out = false;
-            return STORE_OK;
+            return STATUS_OK;
         }
     }
-    return STORE_EPROTO;
+    return STATUS_EPROTO;
 }
 
 /* A time in seconds since the epoch: a number or a decimal string. Absent, null or "" gives
@@ -520,23 +520,23 @@ static int get_time(const json_t *v, double missing, double *out)
 {
     *out = missing;
     if (!v || json_is_null(v))
-        return STORE_OK;
+        return STATUS_OK;
     if (json_is_number(v)) {
         *out = json_number_value(v);
-        return isfinite(*out) ? STORE_OK : STORE_EPROTO;
+        return isfinite(*out) ? STATUS_OK : STATUS_EPROTO;
     }
     if (!json_is_string(v))
-        return STORE_EPROTO;
+        return STATUS_EPROTO;
     const char *s = json_string_value(v);
     if (*s == '\0')
-        return STORE_OK;
+        return STATUS_OK;
     char *end;
     errno = 0;
     double d = strtod(s, &end);
     if (errno || *end != '\0' || !isfinite(d))
-        return STORE_EPROTO;
+        return STATUS_EPROTO;
     *out = d;
-    return STORE_OK;
+    return STATUS_OK;
 }
 
 /* The elements of a documented list: an array, or {} (how Redis's cjson encodes an empty
@@ -546,14 +546,14 @@ static int list_of(const json_t *v, const json_t **arr, size_t *n)
     *arr = NULL;
     *n = 0;
     if (!v || json_is_null(v))
-        return STORE_OK;
+        return STATUS_OK;
     if (json_is_object(v) && json_object_size(v) == 0)
-        return STORE_OK;
+        return STATUS_OK;
     if (!json_is_array(v))
-        return STORE_EPROTO;
+        return STATUS_EPROTO;
     *arr = v;
     *n = json_array_size(v);
-    return STORE_OK;
+    return STATUS_OK;
 }
 
 static void strs_free(guard_strs *s)
@@ -573,21 +573,21 @@ static int get_strs(const json_t *v, guard_strs *s)
     s->items = NULL;
     s->n = 0;
     int rc = list_of(v, &arr, &n);
-    if (rc != STORE_OK || n == 0)
+    if (rc != STATUS_OK || n == 0)
         return rc;
     s->items = calloc(n, sizeof *s->items);
     if (!s->items)
-        return STORE_ENOMEM;
+        return STATUS_ENOMEM;
     s->n = n;
     for (size_t i = 0; i < n; i++) {
         const json_t *e = json_array_get(arr, i);
         if (!json_is_string(e))
-            return STORE_EPROTO;
+            return STATUS_EPROTO;
         s->items[i] = strdup(json_string_value(e));
         if (!s->items[i])
-            return STORE_ENOMEM;
+            return STATUS_ENOMEM;
     }
-    return STORE_OK;
+    return STATUS_OK;
 }
 
 static void actors_free(guard_actor_ref *a, size_t n)
@@ -607,30 +607,30 @@ static int get_actors(const json_t *v, guard_actor_ref **out, size_t *count)
     *out = NULL;
     *count = 0;
     int rc = list_of(v, &arr, &n);
-    if (rc != STORE_OK || n == 0)
+    if (rc != STATUS_OK || n == 0)
         return rc;
     guard_actor_ref *a = calloc(n, sizeof *a);
     if (!a)
-        return STORE_ENOMEM;
+        return STATUS_ENOMEM;
     *out = a;
     *count = n;
     for (size_t i = 0; i < n; i++) {
         const json_t *e = json_array_get(arr, i);
         if (json_is_string(e)) {
             rc = dup_id(e, &a[i].id);
-            if (rc == STORE_OK)
+            if (rc == STATUS_OK)
                 rc = dup_text(NULL, &a[i].kind);
         } else if (json_is_object(e)) {
             rc = dup_id(json_object_get(e, "id"), &a[i].id);
-            if (rc == STORE_OK)
+            if (rc == STATUS_OK)
                 rc = dup_text(json_object_get(e, "kind"), &a[i].kind);
         } else {
-            rc = STORE_EPROTO;
+            rc = STATUS_EPROTO;
         }
-        if (rc != STORE_OK)
+        if (rc != STATUS_OK)
             return rc;
     }
-    return STORE_OK;
+    return STATUS_OK;
 }
 
 static void resources_free(guard_resource *r, size_t n)
@@ -650,11 +650,11 @@ static int get_resources(const json_t *v, guard_resource **out, size_t *count)
     *out = NULL;
     *count = 0;
     int rc = list_of(v, &arr, &n);
-    if (rc != STORE_OK || n == 0)
+    if (rc != STATUS_OK || n == 0)
         return rc;
     guard_resource *r = calloc(n, sizeof *r);
     if (!r)
-        return STORE_ENOMEM;
+        return STATUS_ENOMEM;
     *out = r;
     *count = n;
     for (size_t i = 0; i < n; i++) {
@@ -663,23 +663,23 @@ static int get_resources(const json_t *v, guard_resource **out, size_t *count)
         r[i].integrity = -1;
         if (json_is_string(e)) {
             rc = dup_id(e, &r[i].id);
-            if (rc == STORE_OK)
+            if (rc == STATUS_OK)
                 rc = dup_text(NULL, &r[i].title);
         } else if (json_is_object(e)) {
             rc = dup_id(json_object_get(e, "id"), &r[i].id);
-            if (rc == STORE_OK)
+            if (rc == STATUS_OK)
                 rc = dup_text(json_object_get(e, "title"), &r[i].title);
-            if (rc == STORE_OK)
+            if (rc == STATUS_OK)
                 rc = get_label(json_object_get(e, "conf"), &r[i].conf);
-            if (rc == STORE_OK)
+            if (rc == STATUS_OK)
                 rc = get_label(json_object_get(e, "integrity"), &r[i].integrity);
         } else {
-            rc = STORE_EPROTO;
+            rc = STATUS_EPROTO;
         }
-        if (rc != STORE_OK)
+        if (rc != STATUS_OK)
             return rc;
     }
-    return STORE_OK;
+    return STATUS_OK;
 }
 
 static void artifact_free(guard_artifact *a)
@@ -699,35 +699,35 @@ static int artifact_from_json(const json_t *e, guard_artifact *a)
     a->conf = -1;
     a->integrity = -1;
     if (!json_is_object(e))
-        return STORE_EPROTO;
+        return STATUS_EPROTO;
     int rc = dup_id(json_object_get(e, "id"), &a->id);
-    if (rc == STORE_OK)
+    if (rc == STATUS_OK)
         rc = dup_text(json_object_get(e, "run_id"), &a->run_id);
-    if (rc == STORE_OK)
+    if (rc == STATUS_OK)
         rc = dup_text(json_object_get(e, "title"), &a->title);
-    if (rc == STORE_OK)
+    if (rc == STATUS_OK)
         rc = dup_text(json_object_get(e, "hash"), &a->hash);
-    if (rc == STORE_OK) {
+    if (rc == STATUS_OK) {
         const json_t *kind = json_object_get(e, "kind");
         const char *k = json_is_string(kind) ? json_string_value(kind) : "";
         if (kind && !json_is_null(kind) && !json_is_string(kind))
-            rc = STORE_EPROTO;
+            rc = STATUS_EPROTO;
         a->is_source = strcmp(k, "source") == 0;
         a->kind_known = a->is_source || strcmp(k, "derived") == 0;
     }
-    if (rc == STORE_OK)
+    if (rc == STATUS_OK)
         rc = get_label(json_object_get(e, "conf"), &a->conf);
-    if (rc == STORE_OK)
+    if (rc == STATUS_OK)
         rc = get_label(json_object_get(e, "integrity"), &a->integrity);
-    if (rc == STORE_OK)
+    if (rc == STATUS_OK)
         rc = get_bool(json_object_get(e, "capture_complete"), false, &a->capture_complete);
-    if (rc == STORE_OK)
+    if (rc == STATUS_OK)
         rc = get_strs(json_object_get(e, "input_ids"), &a->input_ids);
-    if (rc == STORE_OK)
+    if (rc == STATUS_OK)
         rc = get_strs(json_object_get(e, "parents"), &a->parents);
-    if (rc == STORE_OK)
+    if (rc == STATUS_OK)
         rc = get_resources(json_object_get(e, "resources"), &a->resources, &a->n_resources);
-    if (rc == STORE_OK)
+    if (rc == STATUS_OK)
         rc = get_strs(json_object_get(e, "producers"), &a->producers);
     return rc;
 }
@@ -747,33 +747,33 @@ int store_ancestry_from_json(const json_t *j, const char *root, guard_ancestry *
 {
     memset(out, 0, sizeof *out);
     if (!json_is_object(j))
-        return STORE_EPROTO;
+        return STATUS_EPROTO;
     const json_t *jroot = json_object_get(j, "root");
     if (root)
         out->root = strdup(root);
     else if (json_is_string(jroot))
         out->root = strdup(json_string_value(jroot));
     else
-        return STORE_EPROTO;
+        return STATUS_EPROTO;
     if (!out->root)
-        return STORE_ENOMEM;
+        return STATUS_ENOMEM;
     int rc = get_bool(json_object_get(j, "truncated"), false, &out->truncated);
     const json_t *arr = NULL;
     size_t n = 0;
-    if (rc == STORE_OK)
+    if (rc == STATUS_OK)
         rc = list_of(json_object_get(j, "artifacts"), &arr, &n);
-    if (rc == STORE_OK && !json_object_get(j, "artifacts"))
-        rc = STORE_EPROTO;
-    if (rc == STORE_OK && n > 0) {
+    if (rc == STATUS_OK && !json_object_get(j, "artifacts"))
+        rc = STATUS_EPROTO;
+    if (rc == STATUS_OK && n > 0) {
         out->items = calloc(n, sizeof *out->items);
         if (!out->items)
-            rc = STORE_ENOMEM;
+            rc = STATUS_ENOMEM;
         else
             out->n = n;
     }
-    for (size_t i = 0; rc == STORE_OK && i < n; i++)
+    for (size_t i = 0; rc == STATUS_OK && i < n; i++)
         rc = artifact_from_json(json_array_get(arr, i), &out->items[i]);
-    if (rc != STORE_OK)
+    if (rc != STATUS_OK)
         store_ancestry_free(out);
     return rc;
 }
@@ -786,14 +786,14 @@ int store_ancestry(store *st, const char *payload_id, size_t limit, guard_ancest
     const char *args[2] = {payload_id, lim};
     json_t *j = NULL;
     int rc = store_call(st, "ancestry", 2, args, &j);
-    if (rc != STORE_OK)
+    if (rc != STATUS_OK)
         return rc;
     if (!j) {
         set_error(st, "charter_ancestry: nil reply");
-        return STORE_EPROTO;
+        return STATUS_EPROTO;
     }
     rc = store_ancestry_from_json(j, payload_id, out);
-    if (rc == STORE_EPROTO)
+    if (rc == STATUS_EPROTO)
         set_error(st, "charter_ancestry: the reply is not an ancestry");
     json_decref(j);
     return rc;
@@ -815,27 +815,27 @@ static void grant_free(guard_grant *g)
 static int grant_from_json(const json_t *e, guard_grant *g)
 {
     if (!json_is_object(e))
-        return STORE_EPROTO;
+        return STATUS_EPROTO;
     int rc = dup_id(json_object_get(e, "id"), &g->id);
-    if (rc == STORE_OK)
+    if (rc == STATUS_OK)
         rc = get_bool(json_object_get(e, "root"), false, &g->root);
-    if (rc == STORE_OK)
+    if (rc == STATUS_OK)
         rc = get_strs(json_object_get(e, "tools"), &g->tools);
-    if (rc == STORE_OK)
+    if (rc == STATUS_OK)
         rc = get_strs(json_object_get(e, "recipients"), &g->recipients);
-    if (rc == STORE_OK)
+    if (rc == STATUS_OK)
         rc = get_strs(json_object_get(e, "resources"), &g->resources);
-    if (rc == STORE_OK)
+    if (rc == STATUS_OK)
         rc = get_time(json_object_get(e, "valid_from"), HUGE_VAL, &g->valid_from);
-    if (rc == STORE_OK)
+    if (rc == STATUS_OK)
         rc = get_time(json_object_get(e, "valid_to"), 0.0, &g->valid_to);
-    if (rc == STORE_OK)
+    if (rc == STATUS_OK)
         rc = get_time(json_object_get(e, "revoked_at"), 0.0, &g->revoked_at);
-    if (rc == STORE_OK)
+    if (rc == STATUS_OK)
         rc = get_strs(json_object_get(e, "parents"), &g->parents);
-    if (rc == STORE_OK)
+    if (rc == STATUS_OK)
         rc = get_actors(json_object_get(e, "grantees"), &g->grantees, &g->n_grantees);
-    if (rc == STORE_OK)
+    if (rc == STATUS_OK)
         rc = get_actors(json_object_get(e, "issuers"), &g->issuers, &g->n_issuers);
     return rc;
 }
@@ -855,31 +855,31 @@ int store_chain_from_json(const json_t *j, const char *leaf, guard_chain *out)
 {
     memset(out, 0, sizeof *out);
     if (!json_is_object(j))
-        return STORE_EPROTO;
+        return STATUS_EPROTO;
     const json_t *jleaf = json_object_get(j, "leaf");
     if (leaf)
         out->leaf = strdup(leaf);
     else if (json_is_string(jleaf))
         out->leaf = strdup(json_string_value(jleaf));
     else
-        return STORE_EPROTO;
+        return STATUS_EPROTO;
     if (!out->leaf)
-        return STORE_ENOMEM;
+        return STATUS_ENOMEM;
     const json_t *arr = NULL;
     size_t n = 0;
     int rc = list_of(json_object_get(j, "grants"), &arr, &n);
-    if (rc == STORE_OK && !json_object_get(j, "grants"))
-        rc = STORE_EPROTO;
-    if (rc == STORE_OK && n > 0) {
+    if (rc == STATUS_OK && !json_object_get(j, "grants"))
+        rc = STATUS_EPROTO;
+    if (rc == STATUS_OK && n > 0) {
         out->items = calloc(n, sizeof *out->items);
         if (!out->items)
-            rc = STORE_ENOMEM;
+            rc = STATUS_ENOMEM;
         else
             out->n = n;
     }
-    for (size_t i = 0; rc == STORE_OK && i < n; i++)
+    for (size_t i = 0; rc == STATUS_OK && i < n; i++)
         rc = grant_from_json(json_array_get(arr, i), &out->items[i]);
-    if (rc != STORE_OK)
+    if (rc != STATUS_OK)
         store_grant_chain_free(out);
     return rc;
 }
@@ -890,14 +890,14 @@ int store_grant_chain(store *st, const char *grant_id, guard_chain *out)
     const char *args[1] = {grant_id};
     json_t *j = NULL;
     int rc = store_call(st, "grant_chain", 1, args, &j);
-    if (rc != STORE_OK)
+    if (rc != STATUS_OK)
         return rc;
     if (!j) {
         set_error(st, "charter_grant_chain: nil reply");
-        return STORE_EPROTO;
+        return STATUS_EPROTO;
     }
     rc = store_chain_from_json(j, grant_id, out);
-    if (rc == STORE_EPROTO)
+    if (rc == STATUS_EPROTO)
         set_error(st, "charter_grant_chain: the reply is not a grant chain");
     json_decref(j);
     return rc;
@@ -918,15 +918,15 @@ int store_context_from_json(const json_t *j, guard_context *out)
 {
     memset(out, 0, sizeof *out);
     if (!json_is_object(j))
-        return STORE_EPROTO;
+        return STATUS_EPROTO;
     int rc = dup_id(json_object_get(j, "id"), &out->id);
-    if (rc == STORE_OK)
+    if (rc == STATUS_OK)
         rc = dup_text(json_object_get(j, "run_id"), &out->run_id);
-    if (rc == STORE_OK)
+    if (rc == STATUS_OK)
         rc = dup_text(json_object_get(j, "step"), &out->step);
-    if (rc == STORE_OK)
+    if (rc == STATUS_OK)
         rc = get_strs(json_object_get(j, "owners"), &out->owners);
-    if (rc != STORE_OK)
+    if (rc != STATUS_OK)
         store_context_free(out);
     return rc;
 }
@@ -937,14 +937,14 @@ int store_context(store *st, const char *context_id, guard_context *out)
     const char *args[1] = {context_id};
     json_t *j = NULL;
     int rc = store_call(st, "context_owner", 1, args, &j);
-    if (rc != STORE_OK)
+    if (rc != STATUS_OK)
         return rc;
     if (!j) {
         set_error(st, "charter_context_owner: nil reply");
-        return STORE_EPROTO;
+        return STATUS_EPROTO;
     }
     rc = store_context_from_json(j, out);
-    if (rc == STORE_EPROTO)
+    if (rc == STATUS_EPROTO)
         set_error(st, "charter_context_owner: the reply is not a context");
     json_decref(j);
     return rc;

@@ -9,10 +9,10 @@
  * A store is used by one thread at a time (each worker owns one). A command that fails on I/O
  * or times out leaves a synchronous hiredis context unusable (a late reply would be read as the
  * answer to the next command), so the store drops the context and reconnects on the next call;
- * the effect of the failed command is unknown (STORE_EUNAVAILABLE), which is why the delivery
+ * the effect of the failed command is unknown (STATUS_EUNAVAILABLE), which is why the delivery
  * protocol looks an invocation up again before retrying a commit. hiredis writes with write(2),
  * so the process must ignore SIGPIPE: a write to a connection the server closed then fails
- * with EPIPE (STORE_EUNAVAILABLE) instead of ending the process.
+ * with EPIPE (STATUS_EUNAVAILABLE) instead of ending the process.
  */
 #ifndef CHARTER_STORE_H
 #define CHARTER_STORE_H
@@ -26,18 +26,7 @@
  * another. Bump it with every change to queries/charter.lua. */
 #define STORE_LIBRARY_VERSION "5"
 
-/* Status codes (0 is success). */
-enum {
-    STORE_OK = 0,
-    STORE_ENOMEM = -1,       /* allocation failed */
-    STORE_EUNAVAILABLE = -2, /* could not reach Redis, I/O error or timeout: effect unknown */
-    STORE_ENOTFOUND = -3,    /* the named object does not exist */
-    STORE_EREFUSED = -4,     /* a conditional write refused (commit, status transition) */
-    STORE_EEXISTS = -5,      /* the object exists already (invocation ID, run ID) */
-    STORE_EINVAL = -6,       /* the function rejected its arguments */
-    STORE_EPROTO = -7,       /* the reply was not what the library documents */
-    STORE_ELIMIT = -8,       /* a size limit of the query was reached */
-};
+#include "status.h"
 
 typedef struct store store;
 
@@ -46,8 +35,8 @@ typedef struct store store;
  * (<= 0 selects 5000 ms); a reconnect is bounded by the current timeout. The connection is
  * named "charter.<graph>" (CLIENT SETNAME) so CLIENT LIST shows whose it is. On success *out
  * owns a new store (free with store_close). The graph name is 1..64 characters of
- * [A-Za-z0-9_.-]. Returns STORE_OK, STORE_EINVAL (bad url or graph), STORE_EUNAVAILABLE,
- * STORE_ENOMEM. */
+ * [A-Za-z0-9_.-]. Returns STATUS_OK, STATUS_EINVAL (bad url or graph), STATUS_EUNAVAILABLE,
+ * STATUS_ENOMEM. */
 int store_open(const char *url, const char *graph, int timeout_ms, store **out);
 /* Closes the connection and frees st (NULL is ignored). */
 void store_close(store *st);
@@ -61,22 +50,22 @@ void store_set_timeout(store *st, int timeout_ms);
 const char *store_last_error(const store *st);
 
 /* FUNCTION LOAD REPLACE the library source (len bytes), then FCALL charter_version and compare
- * with STORE_LIBRARY_VERSION. Returns STORE_OK, STORE_EUNAVAILABLE, STORE_EPROTO (load failed
+ * with STORE_LIBRARY_VERSION. Returns STATUS_OK, STATUS_EUNAVAILABLE, STATUS_EPROTO (load failed
  * or version differs; store_last_error says which). */
 int store_load_library(store *st, const char *source, size_t len);
 
-/* STORE_OK when Redis answers and the library answers with the expected version. */
+/* STATUS_OK when Redis answers and the library answers with the expected version. */
 int store_ping(store *st);
 
 /* Calls query function fn (without the "charter_" prefix, e.g. "get_run") with the graph's key
  * prefix as its only key and nargs (0..32) NUL-terminated string arguments. On success *out
  * (may be NULL to discard) is the decoded JSON object (caller frees with json_decref), or NULL
  * for a nil reply; on any failure *out is NULL. A reply {"err": "not_found"|...} maps to the
- * matching STORE_E* code (not_found ENOTFOUND, exists EEXISTS, refused EREFUSED, invalid
+ * matching STATUS_E* code (not_found ENOTFOUND, exists EEXISTS, refused EREFUSED, invalid
  * EINVAL, limit ELIMIT) with its msg in store_last_error. A Redis error reply is
- * STORE_EUNAVAILABLE when transient (LOADING, BUSY, READONLY, ...: the command did not run),
- * else STORE_EPROTO. An I/O error or timeout drops the connection (the next call reconnects)
- * and is STORE_EUNAVAILABLE: the effect is unknown. This is the one place where FCALL is
+ * STATUS_EUNAVAILABLE when transient (LOADING, BUSY, READONLY, ...: the command did not run),
+ * else STATUS_EPROTO. An I/O error or timeout drops the connection (the next call reconnects)
+ * and is STATUS_EUNAVAILABLE: the effect is unknown. This is the one place where FCALL is
  * issued. */
 int store_call(store *st, const char *fn, int nargs, const char *const *args, json_t **out);
 
@@ -89,28 +78,28 @@ int store_call_json(store *st, const char *fn, const json_t *arg, json_t **out);
  * guard can compare it), a label that is absent is -1, a kind other than source/derived has
  * kind_known false, an absent list is empty. A grant's times are accepted as numbers or
  * decimal strings; an absent valid_from reads as +infinity and an absent valid_to as 0 (never
- * valid: fails closed), an absent revoked_at as 0. A field of the wrong type is STORE_EPROTO.
+ * valid: fails closed), an absent revoked_at as 0. A field of the wrong type is STATUS_EPROTO.
  * On any failure the output is freed and zeroed. The _free functions are safe on a zeroed
  * struct and zero what they free. */
 
 /* Every artifact reachable from payload_id through DERIVED_FROM (query "ancestry"), at most
- * limit artifacts (out->truncated set when reached). Returns STORE_OK, STORE_ENOTFOUND when the
- * payload does not exist, STORE_EUNAVAILABLE, STORE_EPROTO, STORE_ENOMEM. */
+ * limit artifacts (out->truncated set when reached). Returns STATUS_OK, STATUS_ENOTFOUND when the
+ * payload does not exist, STATUS_EUNAVAILABLE, STATUS_EPROTO, STATUS_ENOMEM. */
 int store_ancestry(store *st, const char *payload_id, size_t limit, guard_ancestry *out);
 void store_ancestry_free(guard_ancestry *anc);
 
-/* The leaf grant and every grant above it (query "grant_chain"). A missing leaf gives STORE_OK
+/* The leaf grant and every grant above it (query "grant_chain"). A missing leaf gives STATUS_OK
  * with out->n == 0 (the guard answers GRANT_NOT_FOUND). */
 int store_grant_chain(store *st, const char *grant_id, guard_chain *out);
 void store_grant_chain_free(guard_chain *chain);
 
-/* The context, its run, its step and its owners (query "context_owner"). STORE_ENOTFOUND when
+/* The context, its run, its step and its owners (query "context_owner"). STATUS_ENOTFOUND when
  * the context does not exist. */
 int store_context(store *st, const char *context_id, guard_context *out);
 void store_context_free(guard_context *ctx);
 
 /* Decodes the JSON facts the queries return into guard structs; used by the store itself and by
- * replay, which decodes recorded snapshots. Return STORE_OK, STORE_EPROTO, STORE_ENOMEM. */
+ * replay, which decodes recorded snapshots. Return STATUS_OK, STATUS_EPROTO, STATUS_ENOMEM. */
 /* j is the function's reply object; root (leaf) names the artifact (grant) asked for, or NULL
  * to take the reply's "root" ("leaf"). Lists encoded as {} (Redis cjson's empty list) are
  * empty lists. */

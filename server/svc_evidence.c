@@ -75,28 +75,28 @@ static int replay_decision(call *c, const ProtobufCMessage *in, ProtobufCMessage
     const char *args[2] = {req->run_id, seq};
     json_t *event = NULL;
     int rc = store_call(c->st, "get_event", 2, args, &event);
-    if (rc != STORE_OK)
+    if (rc != STATUS_OK)
         return call_fail_store(c, rc, "event");
     /* A large snapshot is stored once by content; replay decides from the facts themselves. */
     char *facts = NULL;
     rc = evlog_snapshot_resolve(c->st, json_string_value(json_object_get(event, "snapshot")),
                                 &facts);
-    if (rc == STORE_OK && json_object_set_new(event, "snapshot", json_string(facts)) != 0)
-        rc = STORE_ENOMEM;
+    if (rc == STATUS_OK && json_object_set_new(event, "snapshot", json_string(facts)) != 0)
+        rc = STATUS_ENOMEM;
     free(facts);
-    if (rc != STORE_OK) {
+    if (rc != STATUS_OK) {
         json_decref(event);
-        if (rc == STORE_ENOTFOUND || rc == STORE_EPROTO)
+        if (rc == STATUS_ENOTFOUND || rc == STATUS_EPROTO)
             return call_fail(c, RPC_FAILED_PRECONDITION, "event %s: the facts it names are %s", seq,
-                             rc == STORE_ENOTFOUND ? "missing" : "altered");
+                             rc == STATUS_ENOTFOUND ? "missing" : "altered");
         return call_fail_store(c, rc, "event");
     }
     replay_result res;
     char why[224];
     rc = replay_event(c->env->evaluator, event, &res, why, sizeof why);
-    if (rc != STORE_OK) {
+    if (rc != STATUS_OK) {
         json_decref(event);
-        if (rc == STORE_ENOMEM)
+        if (rc == STATUS_ENOMEM)
             return call_fail(c, RPC_INTERNAL, "out of memory");
         return call_fail(c, RPC_FAILED_PRECONDITION, "event %s: %s", seq, why);
     }
@@ -132,7 +132,7 @@ static char **strs_copy(call *c, char *const *items, size_t n)
 static Charter__V1__Receipt *receipt_message(call *c, const json_t *j)
 {
     Charter__V1__Receipt parsed;
-    if (receipt_issue_parse(j, &parsed) != STORE_OK)
+    if (receipt_issue_parse(j, &parsed) != STATUS_OK)
         return NULL;
     Charter__V1__Receipt *r = call_alloc(c, sizeof *r);
     if (r != NULL) {
@@ -179,15 +179,15 @@ static int get_receipt(call *c, const ProtobufCMessage *in, ProtobufCMessage **o
     int rc = for_run
                  ? receipt_issue_run(c->st, req->run_id, &receipt, status)
                  : receipt_issue_for_invocation(c->st, req->run_id, req->invocation_id, &receipt);
-    if (rc == RECEIPT_ISSUE_ENOTENDED)
+    if (rc == STATUS_ENOTENDED)
         return call_fail(c, RPC_FAILED_PRECONDITION,
                          "run %s is %s: its receipt is issued once it is completed, blocked or in "
                          "error",
                          req->run_id, *status ? status : "still moving");
-    if (rc == RECEIPT_ISSUE_ENOKEY)
+    if (rc == STATUS_ENOKEY)
         return call_fail(c, RPC_FAILED_PRECONDITION,
                          "INTEGRITY_KEY_REQUIRED: receipts are signed with the integrity key");
-    if (rc != STORE_OK)
+    if (rc != STATUS_OK)
         return call_fail_store(c, rc, for_run ? "run" : "delivery");
     Charter__V1__Receipt *r = receipt_message(c, receipt);
     json_decref(receipt);
@@ -203,7 +203,7 @@ static int audit_run(call *c, const ProtobufCMessage *in, ProtobufCMessage **out
     REQUIRE_ID(c, "run_id", req->run_id);
     evlog_audit_result a;
     int rc = evlog_audit(c->st, req->run_id, &a);
-    if (rc != STORE_OK)
+    if (rc != STATUS_OK)
         return call_fail_store(c, rc, "run");
     Charter__V1__AuditRunResponse *resp = call_alloc(c, sizeof *resp);
     if (resp == NULL)

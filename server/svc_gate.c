@@ -26,7 +26,7 @@
  * are closed, which deserves its own words. */
 static int gate_fail(call *c, int rc, const char *what, const char *context_id)
 {
-    if (rc == STORE_EREFUSED)
+    if (rc == STATUS_EREFUSED)
         return call_fail(c, RPC_FAILED_PRECONDITION,
                          "context %s belongs to a completed run: its record is closed (start "
                          "a new run)",
@@ -106,19 +106,19 @@ static int open_step(call *c, const ProtobufCMessage *in, ProtobufCMessage **out
         rc = gate_open_narrowed(&g, req->parent_context_id, req->run_id, req->step, &lists[0],
                                 &lists[1], &lists[2], &ctx, &ws, why, sizeof why);
         /* Scopes only narrow: asking for more than the parent holds is refused outright. */
-        if (rc == STORE_EREFUSED)
+        if (rc == STATUS_EREFUSED)
             return call_fail(c, RPC_PERMISSION_DENIED, "%s", why);
-        if (rc == STORE_EINVAL)
+        if (rc == STATUS_EINVAL)
             return call_fail(c, RPC_INVALID_ARGUMENT, "%s", why);
-        if (rc == STORE_ENOTFOUND)
+        if (rc == STATUS_ENOTFOUND)
             return call_fail(c, RPC_NOT_FOUND, "context %s not found", req->parent_context_id);
-        if (rc != STORE_OK)
+        if (rc != STATUS_OK)
             return call_fail_store(c, rc, "context");
     } else {
         /* The run's own workflow, pinned when it was created. */
         const workflow *wf = NULL;
         rc = registry_run_workflow(c->st, req->run_id, &wf);
-        if (rc != STORE_OK)
+        if (rc != STATUS_OK)
             return call_fail_store(c, rc, "run");
         ws = workflow_step_find(wf, req->step);
         if (!ws)
@@ -126,7 +126,7 @@ static int open_step(call *c, const ProtobufCMessage *in, ProtobufCMessage **out
                              wf->name);
         g.wf = wf;
         rc = gate_open_step(&g, req->run_id, req->step, &ctx);
-        if (rc != STORE_OK)
+        if (rc != STATUS_OK)
             return call_fail_store(c, rc, "run");
     }
     Charter__V1__StepContext *resp = call_alloc(c, sizeof *resp);
@@ -169,7 +169,7 @@ static int read_source(call *c, const ProtobufCMessage *in, ProtobufCMessage **o
     guard_decision d;
     json_t *artifact = NULL;
     rc = gate_read_source(&g, req->context_id, req->resource_id, &d, &artifact);
-    if (rc != STORE_OK) {
+    if (rc != STATUS_OK) {
         guard_decision_free(&d);
         return gate_fail(c, rc, "context or resource", req->context_id);
     }
@@ -209,7 +209,7 @@ static int record_output(call *c, const ProtobufCMessage *in, ProtobufCMessage *
     json_t *artifact = NULL;
     rc = gate_record_output(&g, req->context_id, (const char *const *)req->input_ids,
                             req->n_input_ids, req->title, req->content, &d, &artifact);
-    if (rc != STORE_OK) {
+    if (rc != STATUS_OK) {
         guard_decision_free(&d);
         return gate_fail(c, rc, "context or input artifact", req->context_id);
     }
@@ -241,7 +241,7 @@ static int check_input(call *c, const ProtobufCMessage *in, ProtobufCMessage **o
     uint64_t seq = 0;
     rc = gate_check_input(&g, req->context_id, (const char *const *)req->artifact_ids,
                           req->n_artifact_ids, &d, &seq);
-    if (rc != STORE_OK) {
+    if (rc != STATUS_OK) {
         guard_decision_free(&d);
         return gate_fail(c, rc, "context or artifact", req->context_id);
     }
@@ -274,7 +274,7 @@ static int deliver(call *c, const ProtobufCMessage *in, ProtobufCMessage **out)
     deliver_result r;
     rc = deliver_send(&g, req->context_id, req->payload_id, req->recipient, req->tool,
                       req->invocation_id, &r);
-    if (rc != STORE_OK) {
+    if (rc != STATUS_OK) {
         deliver_result_free(&r);
         return gate_fail(c, rc, "context or payload", req->context_id);
     }
@@ -325,7 +325,7 @@ static int trace_artifact(call *c, const ProtobufCMessage *in, ProtobufCMessage 
     gate_env g = gate_env_of(c);
     json_t *anc = NULL;
     int rc = gate_trace(&g, req->artifact_id, &anc);
-    if (rc != STORE_OK)
+    if (rc != STATUS_OK)
         return call_fail_store(c, rc, "artifact");
     json_t *arts = json_object_get(anc, "artifacts");
     size_t n = json_is_array(arts) ? json_array_size(arts) : 0;

@@ -31,7 +31,7 @@ static int svc_grants_revoke(call *c, const ProtobufCMessage *in, ProtobufCMessa
     const char *args[] = {rq->grant_id};
     json_t *j = NULL;
     rc = store_call(c->st, "revoke_grant", 1, args, &j);
-    if (rc != STORE_OK) {
+    if (rc != STATUS_OK) {
         return call_fail_store(c, rc, what);
     }
     if (j == NULL) {
@@ -66,7 +66,7 @@ static int svc_grants_restore(call *c, const ProtobufCMessage *in, ProtobufCMess
     const char *args[] = {id};
     json_t *j = NULL;
     rc = store_call(c->st, "restore_grants", 1, args, &j);
-    if (rc != STORE_OK) {
+    if (rc != STATUS_OK) {
         return call_fail_store(c, rc, what);
     }
     Charter__V1__RestoreGrantsResponse *r = call_alloc(c, sizeof *r);
@@ -146,7 +146,7 @@ static int svc_grants_show_chain(call *c, const ProtobufCMessage *in, ProtobufCM
     const char *args[] = {rq->grant_id};
     json_t *j = NULL;
     rc = store_call(c->st, "grant_chain", 1, args, &j);
-    if (rc != STORE_OK) {
+    if (rc != STATUS_OK) {
         return call_fail_store(c, rc, what);
     }
     const json_t *grants = json_object_get(j, "grants");
@@ -157,7 +157,7 @@ static int svc_grants_show_chain(call *c, const ProtobufCMessage *in, ProtobufCM
 
     json_t *tj = NULL;
     rc = store_call(c->st, "time", 0, NULL, &tj);
-    if (rc != STORE_OK) {
+    if (rc != STATUS_OK) {
         json_decref(j);
         return call_fail_store(c, rc, "database time");
     }
@@ -181,7 +181,7 @@ static int svc_grants_show_chain(call *c, const ProtobufCMessage *in, ProtobufCM
     guard_chain chain;
     memset(&chain, 0, sizeof chain);
     rc = store_chain_from_json(j, rq->grant_id, &chain);
-    if (rc != STORE_OK) {
+    if (rc != STATUS_OK) {
         store_grant_chain_free(&chain);
         json_decref(j);
         return call_fail_store(c, rc, what);

@@ -21,10 +21,10 @@ static int svc_health_check(call *c, const ProtobufCMessage *in, ProtobufCMessag
     int rc = store_ping(c->st);
     static char serving[] = "serving", down[] = "database_down", up[] = "up", db_down[] = "down",
                 library[] = STORE_LIBRARY_VERSION;
-    r->status = rc == STORE_OK ? serving : down;
+    r->status = rc == STATUS_OK ? serving : down;
     /* EPROTO means Redis answered but the library is missing or of another version. */
-    r->database = (rc == STORE_OK || rc == STORE_EPROTO) ? up : db_down;
-    if (rc == STORE_OK) {
+    r->database = (rc == STATUS_OK || rc == STATUS_EPROTO) ? up : db_down;
+    if (rc == STATUS_OK) {
         r->library_version = library;
     }
     if ((r->version = call_strdup(c, c->env->version)) == NULL ||

@@ -25,7 +25,7 @@ static int load_view(call *c, const char *run_id, uint64_t after, uint32_t limit
     const char *args[3] = {run_id, a, l};
     json_t *j = NULL;
     int rc = store_call(c->st, "get_run", 3, args, &j);
-    if (rc != STORE_OK)
+    if (rc != STATUS_OK)
         return call_fail_store(c, rc, "run");
     *out = wire_run_view(c, j);
     json_decref(j);
@@ -56,19 +56,19 @@ static int create_run(call *c, const ProtobufCMessage *in, ProtobufCMessage **ou
     /* The run pins this version for good: applying another one later never changes it. */
     if (req->workflow && *req->workflow) {
         rc = registry_get(c->st, req->workflow, &g.wf);
-        if (rc == STORE_ENOTFOUND)
+        if (rc == STATUS_ENOTFOUND)
             return call_fail(c, RPC_NOT_FOUND,
                              "workflow %.128s is not applied to this graph (see ApplyWorkflow)",
                              req->workflow);
-        if (rc == STORE_EINVAL)
+        if (rc == STATUS_EINVAL)
             return call_fail(c, RPC_INVALID_ARGUMENT,
                              "workflow: a version or a name, 1 to 128 of [A-Za-z0-9._-]");
-        if (rc != STORE_OK)
+        if (rc != STATUS_OK)
             return call_fail_store(c, rc, "workflow");
     }
     char run_id[65];
     rc = runner_start(&g, req->task, mode, run_id);
-    if (rc != STORE_OK)
+    if (rc != STATUS_OK)
         return call_fail_store(c, rc, "run");
     Charter__V1__RunView *view = NULL;
     rc = load_view(c, run_id, 0, 0, &view);
@@ -98,7 +98,7 @@ static int list_runs(call *c, const ProtobufCMessage *in, ProtobufCMessage **out
     const char *args[1] = {l};
     json_t *j = NULL;
     int rc = store_call(c->st, "list_runs", 1, args, &j);
-    if (rc != STORE_OK)
+    if (rc != STATUS_OK)
         return call_fail_store(c, rc, "runs");
     Charter__V1__ListRunsResponse *resp = call_alloc(c, sizeof *resp);
     json_t *runs = json_object_get(j, "runs");
@@ -133,13 +133,13 @@ static int recover_run(call *c, const ProtobufCMessage *in, ProtobufCMessage **o
     gate_env g = gate_env_of(c);
     runner_recovery rec;
     rc = runner_recover(&g, req->run_id, &rec);
-    if (rc == STORE_EREFUSED) {
+    if (rc == STATUS_EREFUSED) {
         guard_decision_free(&rec.decision);
         return call_fail(c, RPC_FAILED_PRECONDITION,
                          "run %s is not blocked, interrupted or in error: nothing to recover",
                          req->run_id);
     }
-    if (rc != STORE_OK) {
+    if (rc != STATUS_OK) {
         guard_decision_free(&rec.decision);
         return call_fail_store(c, rc, "run");
     }
@@ -153,7 +153,7 @@ static int recover_run(call *c, const ProtobufCMessage *in, ProtobufCMessage **o
     resp->acknowledged = rec.acknowledged;
     guard_decision_free(&rec.decision);
     const workflow *wf = NULL;
-    if (registry_run_workflow(c->st, req->run_id, &wf) != STORE_OK)
+    if (registry_run_workflow(c->st, req->run_id, &wf) != STATUS_OK)
         wf = NULL; /* the recovery ran; only the names of its step and recipient are missing */
     const workflow_step *ws = workflow_recovery_step(wf);
     resp->step = call_strdup(c, ws ? ws->cap.step : "");

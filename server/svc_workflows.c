@@ -73,9 +73,9 @@ static int apply_workflow(call *c, const ProtobufCMessage *in, ProtobufCMessage 
     rc = registry_apply(c->st, (const char *)req->definition.data, req->definition.len, &info, err,
                         sizeof err);
     /* A rule of the definition, or an id clashing with the graph: the caller's to fix. */
-    if (rc == STORE_EINVAL || rc == STORE_EREFUSED)
+    if (rc == STATUS_EINVAL || rc == STATUS_EREFUSED)
         return call_fail(c, RPC_INVALID_ARGUMENT, "%s", err);
-    if (rc != STORE_OK)
+    if (rc != STATUS_OK)
         return call_fail_store(c, rc, "workflow");
     Charter__V1__WorkflowInfo *w = info_message(c, info);
     json_decref(info);
@@ -90,7 +90,7 @@ static int list_workflows(call *c, const ProtobufCMessage *in, ProtobufCMessage 
     (void)in;
     json_t *j = NULL;
     int rc = store_call(c->st, "list_workflows", 0, NULL, &j);
-    if (rc != STORE_OK)
+    if (rc != STATUS_OK)
         return call_fail_store(c, rc, "workflows");
     json_t *list = json_object_get(j, "workflows");
     size_t n = json_is_array(list) ? json_array_size(list) : 0;
@@ -125,10 +125,10 @@ static int get_workflow(call *c, const ProtobufCMessage *in, ProtobufCMessage **
     const char *args[1] = {req->workflow};
     json_t *j = NULL;
     int rc = store_call(c->st, "get_workflow", 1, args, &j);
-    if (rc == STORE_ENOTFOUND)
+    if (rc == STATUS_ENOTFOUND)
         return call_fail(c, RPC_NOT_FOUND, "workflow %s is not applied to this graph",
                          req->workflow);
-    if (rc != STORE_OK)
+    if (rc != STATUS_OK)
         return call_fail_store(c, rc, "workflow");
     Charter__V1__WorkflowDefinition *resp = call_alloc(c, sizeof *resp);
     if (resp != NULL) {

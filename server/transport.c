@@ -418,7 +418,7 @@ int transport_start(const transport_opts *o, transport **out, int *db_failure, c
     for (unsigned i = 0; i < t->n_workers; i++) {
         t->workers[i].t = t;
         int rc = store_open(o->redis_url, o->graph, o->timeout_ms, &t->workers[i].st);
-        if (rc != STORE_OK) {
+        if (rc != STATUS_OK) {
             t->workers[i].st = NULL;
             snprintf(err, errlen,
                      "cannot connect worker %u to Redis at %s (check that Redis "

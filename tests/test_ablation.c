@@ -186,11 +186,11 @@ static double now_seconds(void)
 static int install_workflow(store *st, const workflow **kept, char *err, size_t errlen)
 {
     int rc = evlog_claim_integrity(st, err, errlen);
-    if (rc != STORE_OK)
+    if (rc != STATUS_OK)
         return rc;
     workflow *wf = NULL;
     if (workflow_load_buffer(embedded_workflow, embedded_workflow_len, &wf, err, errlen) != 0)
-        return STORE_EINVAL;
+        return STATUS_EINVAL;
     return registry_install(st, wf, NULL, kept, err, errlen);
 }
 
@@ -205,7 +205,7 @@ static int ablation_drive(ablation_run *r)
     char err[512] = "";
     const workflow *wf = NULL;
     int rc = install_workflow(st, &wf, err, sizeof err);
-    if (rc != STORE_OK) {
+    if (rc != STATUS_OK) {
         fprintf(stderr, "ablation: cannot install the workflow in %s (%d): %s\n", r->graph, rc,
                 err);
         store_close(st);
@@ -225,7 +225,7 @@ static int ablation_drive(ablation_run *r)
     r->start_rc = runner_start(&g, NULL, "scripted", r->run_id);
     runner_recovery rec;
     memset(&rec, 0, sizeof rec);
-    r->recover_rc = r->start_rc == STORE_OK ? runner_recover(&g, r->run_id, &rec) : r->start_rc;
+    r->recover_rc = r->start_rc == STATUS_OK ? runner_recover(&g, r->run_id, &rec) : r->start_rc;
     null_gate = false;
     r->null_decisions = null_decisions;
     r->null_renders = null_renders;
@@ -424,9 +424,9 @@ static void test_guard_off_adversary_publishes_the_budget(void)
     /* The null gate decided everything and rendered nothing. */
     CU_ASSERT(r->null_decisions > 0);
     CU_ASSERT(r->null_renders >= 1);
-    CU_ASSERT_EQUAL(r->start_rc, STORE_OK);
+    CU_ASSERT_EQUAL(r->start_rc, STATUS_OK);
     /* Nothing stopped the run: it completed on its first pass, recovery only acknowledges. */
-    CU_ASSERT_EQUAL(r->recover_rc, STORE_OK);
+    CU_ASSERT_EQUAL(r->recover_rc, STATUS_OK);
     CU_ASSERT_TRUE(r->recovery_acknowledged);
     CU_ASSERT_STRING_EQUAL(r->v.status, "completed");
     CU_ASSERT_EQUAL(r->v.runs, 1);
@@ -448,9 +448,9 @@ static void test_guard_on_adversary_publishes_nothing_of_the_budget(void)
     CU_ASSERT_EQUAL_FATAL(ablation_drive(r), 0);
     CU_ASSERT_EQUAL(r->null_decisions, 0);
     CU_ASSERT_EQUAL(r->null_renders, 0);
-    CU_ASSERT_EQUAL(r->start_rc, STORE_OK);
+    CU_ASSERT_EQUAL(r->start_rc, STATUS_OK);
     /* Blocked at the handoff, then recovered from permitted inputs and published. */
-    CU_ASSERT_EQUAL(r->recover_rc, STORE_OK);
+    CU_ASSERT_EQUAL(r->recover_rc, STATUS_OK);
     CU_ASSERT_EQUAL(r->recovery_outcome, GUARD_ALLOW);
     CU_ASSERT_FALSE(r->recovery_acknowledged);
     CU_ASSERT_STRING_EQUAL(r->v.status, "completed");

@@ -460,7 +460,7 @@ static void test_event_text_and_hash_keyed_and_not(void)
                        "prev=64:d5810ab9462f4f70a1d0d252c7fe59f52b506f331915f57f972cbdf164c2c937\n";
     char *text = NULL;
     size_t len = 0;
-    CU_ASSERT_EQUAL_FATAL(evlog_event_text(&f, &text, &len), STORE_OK);
+    CU_ASSERT_EQUAL_FATAL(evlog_event_text(&f, &text, &len), STATUS_OK);
     CU_ASSERT_STRING_EQUAL(text, want);
     CU_ASSERT_EQUAL(len, strlen(want));
     free(text);
@@ -476,15 +476,15 @@ static void test_event_text_and_hash_keyed_and_not(void)
     hex_of(md, 32, hmac);
 
     CU_ASSERT_EQUAL_FATAL(evlog_configure(NULL, 0, NULL), 0);
-    CU_ASSERT_EQUAL(evlog_event_hash(&f, got), STORE_OK);
+    CU_ASSERT_EQUAL(evlog_event_hash(&f, got), STATUS_OK);
     CU_ASSERT_STRING_EQUAL(got, sha);
     CU_ASSERT_EQUAL_FATAL(evlog_configure(key, sizeof key - 1, NULL), 0);
     CU_ASSERT_TRUE(evlog_keyed());
-    CU_ASSERT_EQUAL(evlog_event_hash(&f, got), STORE_OK);
+    CU_ASSERT_EQUAL(evlog_event_hash(&f, got), STATUS_OK);
     CU_ASSERT_STRING_EQUAL(got, hmac);
     /* a byte more in the witness is another hash */
     f.witness = "x";
-    CU_ASSERT_EQUAL(evlog_event_hash(&f, got), STORE_OK);
+    CU_ASSERT_EQUAL(evlog_event_hash(&f, got), STATUS_OK);
     CU_ASSERT_STRING_NOT_EQUAL(got, hmac);
     evlog_forget_key();
     CU_ASSERT_FALSE(evlog_keyed());

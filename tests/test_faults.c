@@ -230,7 +230,7 @@ static json_t *stored_delivery(store *st, const char *inv)
 {
     const char *args[1] = {inv};
     json_t *j = NULL;
-    if (store_call(st, "find_delivery", 1, args, &j) != STORE_OK)
+    if (store_call(st, "find_delivery", 1, args, &j) != STATUS_OK)
         return NULL;
     return j;
 }
@@ -238,7 +238,7 @@ static json_t *stored_delivery(store *st, const char *inv)
 static long stat_of(store *st, const char *what)
 {
     json_t *j = NULL;
-    if (store_call(st, "graph_stats", 0, NULL, &j) != STORE_OK)
+    if (store_call(st, "graph_stats", 0, NULL, &j) != STATUS_OK)
         return -1;
     json_t *v = json_object_get(j, what);
     long n = json_is_integer(v)  ? (long)json_integer_value(v)
@@ -270,8 +270,8 @@ static int db_setup(void)
     memset(&db_redis, 0, sizeof db_redis);
     if (harness_private_redis_start(&db_redis) != 0)
         return -1;
-    if (store_open(db_redis.url, db_graph, 3000, &db_store) != STORE_OK ||
-        store_load_library(db_store, embedded_queries, embedded_queries_len) != STORE_OK)
+    if (store_open(db_redis.url, db_graph, 3000, &db_store) != STATUS_OK ||
+        store_load_library(db_store, embedded_queries, embedded_queries_len) != STATUS_OK)
         return -1;
     harness_require_empty_graph(db_store);
     /* The last --redis wins: this charterd uses the private server, not the shared one. */
@@ -578,7 +578,7 @@ static void test_redis_killed_mid_run_fails_closed_and_recovers_without_restart(
     json_decref(before);
     const char *args[3] = {run_id, "0", "1"};
     json_t *view = NULL;
-    CU_ASSERT_EQUAL_FATAL(store_call(db_store, "get_run", 3, args, &view), STORE_OK);
+    CU_ASSERT_EQUAL_FATAL(store_call(db_store, "get_run", 3, args, &view), STATUS_OK);
     CU_ASSERT_EQUAL(json_array_size(json_object_get(view, "deliveries")), 2);
     json_decref(view);
     CU_ASSERT_EQUAL(kill(db_daemon.pid, 0), 0); /* the same process, never restarted */
@@ -789,7 +789,7 @@ static void test_kill_9_mid_run_leaves_the_run_interrupted_with_its_history(void
         /* The run may still have ended between the look and the pause: then try again. */
         const char *args[3] = {run_id, "0", "1"};
         json_t *j = NULL;
-        CU_ASSERT_EQUAL_FATAL(store_call(crash_store, "get_run", 3, args, &j), STORE_OK);
+        CU_ASSERT_EQUAL_FATAL(store_call(crash_store, "get_run", 3, args, &j), STATUS_OK);
         const char *status =
             json_string_value(json_object_get(json_object_get(j, "run"), "status"));
         if (!status || strcmp(status, "running") != 0)
@@ -802,7 +802,7 @@ static void test_kill_9_mid_run_leaves_the_run_interrupted_with_its_history(void
 
     const char *args[3] = {run_id, "0", "100000"};
     json_t *before = NULL;
-    CU_ASSERT_EQUAL_FATAL(store_call(crash_store, "get_run", 3, args, &before), STORE_OK);
+    CU_ASSERT_EQUAL_FATAL(store_call(crash_store, "get_run", 3, args, &before), STATUS_OK);
     CU_ASSERT_STRING_EQUAL(text_of(json_object_get(json_object_get(before, "run"), "status")),
                            "running");
     json_t *ev_before = json_object_get(before, "events");

@@ -47,16 +47,16 @@ static int suite_init(void)
     st = harness_store_open(graph);
     char err[512] = "";
     workflow *loaded = NULL;
-    if (evlog_claim_integrity(st, err, sizeof err) != STORE_OK ||
+    if (evlog_claim_integrity(st, err, sizeof err) != STATUS_OK ||
         workflow_load_buffer(embedded_workflow, embedded_workflow_len, &loaded, err, sizeof err) !=
             0 ||
-        registry_install(st, loaded, NULL, &wf, err, sizeof err) != STORE_OK) {
+        registry_install(st, loaded, NULL, &wf, err, sizeof err) != STATUS_OK) {
         fprintf(stderr, "test_mutation_gaps: cannot install the workflow: %s\n", err);
         return -1;
     }
     env = (gate_env){.st = st, .wf = wf, .limits = &limits};
     /* An external run: created, its steps driven here. */
-    return runner_start(&env, NULL, "external", run_id) == STORE_OK ? 0 : -1;
+    return runner_start(&env, NULL, "external", run_id) == STATUS_OK ? 0 : -1;
 }
 
 static int suite_clean(void)
@@ -73,16 +73,16 @@ static void analyst_output(const char *content, char ctx[32], char out[32], json
 {
     json_t *c = NULL, *src = NULL;
     guard_decision d;
-    CU_ASSERT_EQUAL_FATAL(gate_open_step(&env, run_id, "analyze", &c), STORE_OK);
+    CU_ASSERT_EQUAL_FATAL(gate_open_step(&env, run_id, "analyze", &c), STATUS_OK);
     snprintf(ctx, 32, "%s", json_string_value(json_object_get(c, "id")));
     json_decref(c);
-    CU_ASSERT_EQUAL_FATAL(gate_read_source(&env, ctx, "budget", &d, &src), STORE_OK);
+    CU_ASSERT_EQUAL_FATAL(gate_read_source(&env, ctx, "budget", &d, &src), STATUS_OK);
     CU_ASSERT_EQUAL_FATAL(d.outcome, GUARD_ALLOW);
     guard_decision_free(&d);
     const char *inputs[1] = {json_string_value(json_object_get(src, "id"))};
     CU_ASSERT_EQUAL_FATAL(
         gate_record_output(&env, ctx, inputs, 1, "Internal recommendation", content, &d, artifact),
-        STORE_OK);
+        STATUS_OK);
     CU_ASSERT_EQUAL_FATAL(d.outcome, GUARD_ALLOW);
     guard_decision_free(&d);
     json_decref(src);
@@ -100,7 +100,7 @@ static bool delivered(const char *inv)
 {
     const char *args[1] = {inv};
     json_t *found = NULL;
-    CU_ASSERT_EQUAL(store_call(st, "find_delivery", 1, args, &found), STORE_OK);
+    CU_ASSERT_EQUAL(store_call(st, "find_delivery", 1, args, &found), STATUS_OK);
     bool yes = json_is_object(found);
     json_decref(found);
     return yes;
@@ -119,7 +119,7 @@ static void test_delivery_of_artifact_altered_after_capture_is_denied(void)
     analyst_output("Recommendation: vendor_b, within the ceiling.", ctx, out, &artifact);
     json_decref(artifact);
     CU_ASSERT_EQUAL_FATAL(
-        deliver_send(&env, ctx, out, "cfo", "deliver_internal", "gaps:intact", &r), STORE_OK);
+        deliver_send(&env, ctx, out, "cfo", "deliver_internal", "gaps:intact", &r), STATUS_OK);
     CU_ASSERT_EQUAL(r.decision.outcome, GUARD_ALLOW);
     CU_ASSERT_FALSE(r.acknowledged);
     deliver_result_free(&r);
@@ -133,7 +133,7 @@ static void test_delivery_of_artifact_altered_after_capture_is_denied(void)
              "redis.call('HSET', KEYS[1] .. ':artifact:%s', 'content', ARGV[1])\nreturn 1\n", out);
     graph_set(script, "Recommendation: vendor_a, whatever the ceiling.");
     CU_ASSERT_EQUAL_FATAL(
-        deliver_send(&env, ctx, out, "cfo", "deliver_internal", "gaps:altered", &r), STORE_OK);
+        deliver_send(&env, ctx, out, "cfo", "deliver_internal", "gaps:altered", &r), STATUS_OK);
     CU_ASSERT_EQUAL(r.decision.outcome, GUARD_DENY);
     CU_ASSERT_EQUAL(r.decision.codes, 1u << GUARD_PROVENANCE_INCOMPLETE);
     CU_ASSERT_STRING_EQUAL(r.decision.witness ? r.decision.witness : "",
@@ -178,10 +178,10 @@ static void commit_once(const json_t *artifact, const char *inv, char status[32]
     json_t *detail = json_string(inv);
     evlog_owned ev;
     CU_ASSERT_EQUAL_FATAL(evlog_owned_event(&ev, "delivery_decided", &allow, NULL, detail, NULL),
-                          STORE_OK);
+                          STATUS_OK);
     json_decref(detail);
     json_t *reply = NULL;
-    CU_ASSERT_EQUAL(evlog_commit_delivery(st, run_id, doc, &ev.ev, &reply), STORE_OK);
+    CU_ASSERT_EQUAL(evlog_commit_delivery(st, run_id, doc, &ev.ev, &reply), STATUS_OK);
     snprintf(status, 32, "%s", text_of(reply, "status"));
     snprintf(reason, 64, "%s", text_of(reply, "reason"));
     evlog_owned_free(&ev);
@@ -198,7 +198,7 @@ static void test_commit_refuses_grant_expired_a_minute_ago_by_database_clock(voi
     analyst_output("Recommendation: vendor_b.", ctx, out, &artifact);
 
     json_t *t = NULL;
-    CU_ASSERT_EQUAL_FATAL(store_call(st, "time", 0, NULL, &t), STORE_OK);
+    CU_ASSERT_EQUAL_FATAL(store_call(st, "time", 0, NULL, &t), STATUS_OK);
     double now = strtod(text_of(t, "now"), NULL);
     json_decref(t);
     CU_ASSERT_FATAL(now > 1767225600.0 + 3600); /* after the reference grants' valid_from */

@@ -314,13 +314,13 @@ static bool graph_open(tgraph *g, const char *name)
     memset(g, 0, sizeof *g);
     snprintf(g->graph, sizeof g->graph, "t_%s_%ld", name, (long)getpid());
     int rc = store_open(redis_url, g->graph, 20000, &g->st);
-    if (rc != STORE_OK) {
+    if (rc != STATUS_OK) {
         fprintf(stderr, "store_open(%s, %s): %d\n", redis_url, g->graph, rc);
         CU_FAIL("store_open failed");
         return false;
     }
     rc = store_load_library(g->st, library_src, library_len);
-    if (rc != STORE_OK) {
+    if (rc != STATUS_OK) {
         fprintf(stderr, "store_load_library: %s\n", store_last_error(g->st));
         CU_FAIL("store_load_library failed");
         store_close(g->st);
@@ -329,7 +329,7 @@ static bool graph_open(tgraph *g, const char *name)
     }
     json_t *stats = NULL;
     rc = store_call(g->st, "graph_stats", 0, NULL, &stats);
-    long long keys = rc == STORE_OK ? jint(stats, "keys") : -1;
+    long long keys = rc == STATUS_OK ? jint(stats, "keys") : -1;
     json_decref(stats);
     if (keys != 0) {
         fprintf(stderr, "graph %s is not empty (%lld keys) or unreadable: refusing to run\n",
@@ -363,7 +363,7 @@ static json_t *call_ok(tgraph *g, const char *fn, int n, const char *const *args
 {
     json_t *out = NULL;
     int rc = store_call(g->st, fn, n, args, &out);
-    if (rc != STORE_OK) {
+    if (rc != STATUS_OK) {
         fprintf(stderr, "charter_%s: %d: %s\n", fn, rc, store_last_error(g->st));
         CU_FAIL("store_call failed");
     }
@@ -374,8 +374,8 @@ static json_t *call_ok(tgraph *g, const char *fn, int n, const char *const *args
 static json_t *call_json_ok(tgraph *g, const char *fn, json_t *arg)
 {
     json_t *out = NULL;
-    int rc = arg ? store_call_json(g->st, fn, arg, &out) : STORE_ENOMEM;
-    if (rc != STORE_OK) {
+    int rc = arg ? store_call_json(g->st, fn, arg, &out) : STATUS_ENOMEM;
+    if (rc != STATUS_OK) {
         fprintf(stderr, "charter_%s: %d: %s\n", fn, rc, store_last_error(g->st));
         CU_FAIL("store_call_json failed");
     }
@@ -438,7 +438,7 @@ static int writer_call(tgraph *g, const char *fn, json_t *doc, json_t **out)
 {
     *out = NULL;
     if (!doc)
-        return STORE_EINVAL; /* as store_call_json: jansson refused to build it (bad UTF-8) */
+        return STATUS_EINVAL; /* as store_call_json: jansson refused to build it (bad UTF-8) */
     json_t *ev = json_incref(json_object_get(doc, "event"));
     json_object_del(doc, "event");
     if (!ev)
@@ -460,7 +460,7 @@ static json_t *writer_ok(tgraph *g, const char *fn, json_t *doc)
 {
     json_t *out = NULL;
     int rc = writer_call(g, fn, doc, &out);
-    if (rc != STORE_OK) {
+    if (rc != STATUS_OK) {
         fprintf(stderr, "charter_%s: %d: %s\n", fn, rc, store_last_error(g->st));
         CU_FAIL("a writing function failed");
     }
@@ -527,7 +527,7 @@ static int create_artifact(tgraph *g, const char *run, const char *ctx, const ch
     json_t *out = NULL;
     int rc = writer_call(g, "create_artifact", arg, &out);
     if (id)
-        snprintf(id, 16, "%s", rc == STORE_OK ? jstr(json_object_get(out, "artifact"), "id") : "");
+        snprintf(id, 16, "%s", rc == STATUS_OK ? jstr(json_object_get(out, "artifact"), "id") : "");
     json_decref(out);
     return rc;
 }
@@ -861,8 +861,8 @@ static void test_ancestry_equals_plain_walk_on_random_graph(void)
         rg_art_id(root, id);
         guard_ancestry anc;
         int rc = store_ancestry(g.st, id, 100000, &anc);
-        CU_ASSERT_EQUAL(rc, STORE_OK);
-        if (rc == STORE_OK) {
+        CU_ASSERT_EQUAL(rc, STATUS_OK);
+        if (rc == STATUS_OK) {
             bad += rg_compare(m, root, &anc);
             checked++;
         }
@@ -876,12 +876,12 @@ static void test_ancestry_equals_plain_walk_on_random_graph(void)
     char id[16];
     rg_art_id(largest, id);
     guard_ancestry anc;
-    CU_ASSERT_EQUAL(store_ancestry(g.st, id, largest_n - 3, &anc), STORE_OK);
+    CU_ASSERT_EQUAL(store_ancestry(g.st, id, largest_n - 3, &anc), STATUS_OK);
     CU_ASSERT(anc.truncated);
     CU_ASSERT_EQUAL(anc.n, largest_n - 3);
     CU_ASSERT(anc.n > 0 && strcmp(anc.items[0].id, id) == 0);
     store_ancestry_free(&anc);
-    CU_ASSERT_EQUAL(store_ancestry(g.st, id, largest_n, &anc), STORE_OK);
+    CU_ASSERT_EQUAL(store_ancestry(g.st, id, largest_n, &anc), STATUS_OK);
     CU_ASSERT(!anc.truncated);
     CU_ASSERT_EQUAL(anc.n, largest_n);
     store_ancestry_free(&anc);
@@ -889,17 +889,17 @@ static void test_ancestry_equals_plain_walk_on_random_graph(void)
     double t0 = now_ms();
     int rc = store_ancestry(g.st, id, 100000, &anc);
     double t1 = now_ms();
-    CU_ASSERT_EQUAL(rc, STORE_OK);
+    CU_ASSERT_EQUAL(rc, STATUS_OK);
     printf("\n  [timing] store_ancestry on the random graph (%d artifacts): %zu artifacts in "
            "%.1f ms\n",
            m->n, anc.n, t1 - t0);
     store_ancestry_free(&anc);
 
     /* errors */
-    CU_ASSERT_EQUAL(store_ancestry(g.st, "a999999", 10, &anc), STORE_ENOTFOUND);
+    CU_ASSERT_EQUAL(store_ancestry(g.st, "a999999", 10, &anc), STATUS_ENOTFOUND);
     CU_ASSERT_EQUAL(anc.n, 0);
-    CU_ASSERT_EQUAL(store_ancestry(g.st, "a1", 0, &anc), STORE_EINVAL);
-    CU_ASSERT_EQUAL(store_ancestry(g.st, "bad id!", 10, &anc), STORE_EINVAL);
+    CU_ASSERT_EQUAL(store_ancestry(g.st, "a1", 0, &anc), STATUS_EINVAL);
+    CU_ASSERT_EQUAL(store_ancestry(g.st, "bad id!", 10, &anc), STATUS_EINVAL);
     free(mark);
     free(m);
     graph_close(&g);
@@ -920,13 +920,13 @@ static void test_ancestry_of_a_1500_deep_chain(void)
     char ctx[16], prev[16], id[16];
     open_context(&g, "deep", "chain", "agent", ctx);
     CU_ASSERT_EQUAL(create_artifact(&g, "deep", ctx, "source", "link 0", "doc", NULL, 0, prev),
-                    STORE_OK);
+                    STATUS_OK);
     int failures = 0;
     for (int i = 1; i < DEEP_N; i++) {
         char content[32];
         snprintf(content, sizeof content, "link %d", i);
         const char *in[1] = {prev};
-        if (create_artifact(&g, "deep", ctx, "derived", content, NULL, in, 1, id) != STORE_OK)
+        if (create_artifact(&g, "deep", ctx, "derived", content, NULL, in, 1, id) != STATUS_OK)
             failures++;
         memcpy(prev, id, sizeof prev);
     }
@@ -936,7 +936,7 @@ static void test_ancestry_of_a_1500_deep_chain(void)
     double t0 = now_ms();
     int rc = store_ancestry(g.st, prev, 100000, &anc);
     double t1 = now_ms();
-    CU_ASSERT_EQUAL(rc, STORE_OK);
+    CU_ASSERT_EQUAL(rc, STATUS_OK);
     CU_ASSERT_EQUAL(anc.n, DEEP_N);
     CU_ASSERT(!anc.truncated);
     int order_bad = 0;
@@ -1218,7 +1218,7 @@ static void test_grant_chain_equals_plain_walk_on_random_delegations(void)
     CU_ASSERT_EQUAL(jint(r, "created"), 1);
     json_decref(r);
     guard_chain iso;
-    CU_ASSERT_EQUAL(store_grant_chain(g.st, "giso", &iso), STORE_OK);
+    CU_ASSERT_EQUAL(store_grant_chain(g.st, "giso", &iso), STATUS_OK);
     CU_ASSERT_EQUAL(iso.n, 1);
     if (iso.n == 1) {
         CU_ASSERT_EQUAL(iso.items[0].valid_from, 1767225600.0);
@@ -1244,8 +1244,8 @@ static void test_grant_chain_equals_plain_walk_on_random_delegations(void)
     for (int i = 0; i < m->n; i++) {
         guard_chain c;
         int rc = store_grant_chain(g.st, m->g[i].id, &c);
-        CU_ASSERT_EQUAL(rc, STORE_OK);
-        if (rc == STORE_OK)
+        CU_ASSERT_EQUAL(rc, STATUS_OK);
+        if (rc == STATUS_OK)
             bad += gc_compare(m, m->g[i].id, &c);
         store_grant_chain_free(&c);
     }
@@ -1253,27 +1253,27 @@ static void test_grant_chain_equals_plain_walk_on_random_delegations(void)
 
     /* hand-written expectations on the special shapes */
     guard_chain c;
-    CU_ASSERT_EQUAL(store_grant_chain(g.st, "gbranch_leaf", &c), STORE_OK);
+    CU_ASSERT_EQUAL(store_grant_chain(g.st, "gbranch_leaf", &c), STATUS_OK);
     CU_ASSERT_EQUAL(c.n, 4); /* gbranch_leaf, gbranch, gc0_0, gc1_0 */
     store_grant_chain_free(&c);
-    CU_ASSERT_EQUAL(store_grant_chain(g.st, "gcyc_leaf", &c), STORE_OK);
+    CU_ASSERT_EQUAL(store_grant_chain(g.st, "gcyc_leaf", &c), STATUS_OK);
     CU_ASSERT_EQUAL(c.n, 4); /* the leaf and the three grants of the cycle, each once */
     store_grant_chain_free(&c);
-    CU_ASSERT_EQUAL(store_grant_chain(g.st, "gdangle", &c), STORE_OK);
+    CU_ASSERT_EQUAL(store_grant_chain(g.st, "gdangle", &c), STATUS_OK);
     CU_ASSERT_EQUAL(c.n, 1);
     if (c.n == 1) {
         CU_ASSERT_STRING_EQUAL(c.items[0].parents.items[0], "g_missing");
         CU_ASSERT_STRING_EQUAL(c.items[0].grantees[0].kind, "");
     }
     store_grant_chain_free(&c);
-    CU_ASSERT_EQUAL(store_grant_chain(g.st, "glong69", &c), STORE_OK);
+    CU_ASSERT_EQUAL(store_grant_chain(g.st, "glong69", &c), STATUS_OK);
     CU_ASSERT_EQUAL(c.n, 64);
     if (c.n == 64) {
         CU_ASSERT_STRING_EQUAL(c.items[0].id, "glong69");
         CU_ASSERT_STRING_EQUAL(c.items[63].id, "glong6");
     }
     store_grant_chain_free(&c);
-    CU_ASSERT_EQUAL(store_grant_chain(g.st, "g_missing", &c), STORE_OK);
+    CU_ASSERT_EQUAL(store_grant_chain(g.st, "g_missing", &c), STATUS_OK);
     CU_ASSERT_EQUAL(c.n, 0);
     CU_ASSERT_STRING_EQUAL(c.leaf, "g_missing");
     store_grant_chain_free(&c);
@@ -1335,16 +1335,16 @@ static bool world_open(world *w, const char *name)
     open_context(&w->g, "run1", "report", "reporter", w->ctx);
     CU_ASSERT_EQUAL(create_artifact(&w->g, "run1", w->ctx, "source", "vendor page text", "r_pub",
                                     NULL, 0, w->source),
-                    STORE_OK);
+                    STATUS_OK);
     const char *in[1] = {w->source};
     CU_ASSERT_EQUAL(
         create_artifact(&w->g, "run1", w->ctx, "derived", PAYLOAD_CONTENT, NULL, in, 1, w->payload),
-        STORE_OK);
+        STATUS_OK);
     char ctx2[16];
     open_context(&w->g, "run2", "report", "reporter", ctx2);
     CU_ASSERT_EQUAL(create_artifact(&w->g, "run2", ctx2, "source", "other run text", "r_pub", NULL,
                                     0, w->other),
-                    STORE_OK);
+                    STATUS_OK);
     sha256_hex(PAYLOAD_CONTENT, w->payload_hash);
     sha1_hex(PAYLOAD_CONTENT, w->payload_sha1);
     return true;
@@ -1369,7 +1369,7 @@ static void expect_refused(world *w, json_t *arg, const char *reason)
     char *before = graph_dump(w->g.raw, w->g.graph);
     json_t *r = NULL;
     int rc = writer_call(&w->g, "commit_delivery", arg, &r);
-    CU_ASSERT_EQUAL(rc, STORE_OK);
+    CU_ASSERT_EQUAL(rc, STATUS_OK);
     CU_ASSERT_STRING_EQUAL(jstr(r, "status"), "refused");
     CU_ASSERT_STRING_EQUAL(jstr(r, "reason"), reason);
     if (strcmp(jstr(r, "reason"), reason) != 0)
@@ -1468,7 +1468,7 @@ static void test_commit_delivery_commits_once_and_writes_its_event(void)
     json_decref(v);
     const char *nargs[1] = {"inv-none"};
     json_t *none = (json_t *)1;
-    CU_ASSERT_EQUAL(store_call(w.g.st, "find_delivery", 1, nargs, &none), STORE_OK);
+    CU_ASSERT_EQUAL(store_call(w.g.st, "find_delivery", 1, nargs, &none), STATUS_OK);
     CU_ASSERT_PTR_NULL(none);
 
     /* the same invocation again, even with other content: exists, nothing written */
@@ -1567,15 +1567,15 @@ static void test_commit_delivery_refuses_and_writes_nothing(void)
     char *before = graph_dump(w.g.raw, w.g.graph);
     a = commit_arg(&w, "inv-bad");
     json_object_del(a, "fingerprint");
-    CU_ASSERT_EQUAL(writer_rc(&w.g, "commit_delivery", a), STORE_EINVAL);
+    CU_ASSERT_EQUAL(writer_rc(&w.g, "commit_delivery", a), STATUS_EINVAL);
     a = commit_arg(&w, "inv-bad");
     json_object_set_new(a, "grant_chain", json_string("g_leaf"));
-    CU_ASSERT_EQUAL(writer_rc(&w.g, "commit_delivery", a), STORE_EINVAL);
+    CU_ASSERT_EQUAL(writer_rc(&w.g, "commit_delivery", a), STATUS_EINVAL);
     a = commit_arg(&w, "inv-bad:to");
-    CU_ASSERT_EQUAL(writer_rc(&w.g, "commit_delivery", a), STORE_EINVAL);
+    CU_ASSERT_EQUAL(writer_rc(&w.g, "commit_delivery", a), STATUS_EINVAL);
     a = commit_arg(&w, "inv-bad");
     json_object_set_new(a, "content_sha1", json_string("xyz"));
-    CU_ASSERT_EQUAL(writer_rc(&w.g, "commit_delivery", a), STORE_EINVAL);
+    CU_ASSERT_EQUAL(writer_rc(&w.g, "commit_delivery", a), STATUS_EINVAL);
     char *after = graph_dump(w.g.raw, w.g.graph);
     CU_ASSERT_STRING_EQUAL(after, before);
     free(before);
@@ -1610,7 +1610,7 @@ static int transition_rc(tgraph *g, const char *run, const char *from, const cha
 static json_t *transition(tgraph *g, const char *run, const char *from, const char *to)
 {
     json_t *out = NULL;
-    if (transition_rc(g, run, from, to, &out) != STORE_OK) {
+    if (transition_rc(g, run, from, to, &out) != STATUS_OK) {
         fprintf(stderr, "charter_transition_run: %s\n", store_last_error(g->st));
         CU_FAIL("charter_transition_run failed");
     }
@@ -1659,8 +1659,8 @@ static void test_transition_run_claims_once(void)
     json_decref(v);
 
     json_t *out = NULL;
-    CU_ASSERT_EQUAL(transition_rc(&g, "r404", "created", "running", &out), STORE_ENOTFOUND);
-    CU_ASSERT_EQUAL(transition_rc(&g, "r1", "recovering", "flying", &out), STORE_EINVAL);
+    CU_ASSERT_EQUAL(transition_rc(&g, "r404", "created", "running", &out), STATUS_ENOTFOUND);
+    CU_ASSERT_EQUAL(transition_rc(&g, "r1", "recovering", "flying", &out), STATUS_EINVAL);
     CU_ASSERT(strstr(store_last_error(g.st), "invalid") != NULL);
     CU_ASSERT_PTR_NULL(out);
 
@@ -1670,14 +1670,14 @@ static void test_transition_run_claims_once(void)
         &g, "r1",
         json_pack("{s:s, s:s}", "kind", "status_changed", "detail", "blocked -> completed: test"));
     const char *lie[4] = {"r1", "recovering", "completed", sealed};
-    CU_ASSERT_EQUAL(store_call(g.st, "transition_run", 4, lie, &out), STORE_EINVAL);
+    CU_ASSERT_EQUAL(store_call(g.st, "transition_run", 4, lie, &out), STATUS_EINVAL);
     free(sealed);
     /* and so is an event of another kind */
     sealed =
         seal(&g, "r1",
              json_pack("{s:s, s:s}", "kind", "note", "detail", "recovering -> completed: test"));
     const char *kind[4] = {"r1", "recovering", "completed", sealed};
-    CU_ASSERT_EQUAL(store_call(g.st, "transition_run", 4, kind, &out), STORE_EINVAL);
+    CU_ASSERT_EQUAL(store_call(g.st, "transition_run", 4, kind, &out), STATUS_EINVAL);
     free(sealed);
     after = graph_dump(g.raw, g.graph);
     CU_ASSERT_STRING_EQUAL(after, before);
@@ -1685,7 +1685,7 @@ static void test_transition_run_claims_once(void)
     free(after);
 
     json_t *dup = json_pack("{s:s}", "id", "r1");
-    CU_ASSERT_EQUAL(writer_rc(&g, "create_run", dup), STORE_EEXISTS);
+    CU_ASSERT_EQUAL(writer_rc(&g, "create_run", dup), STATUS_EEXISTS);
     graph_close(&g);
 }
 
@@ -1706,7 +1706,7 @@ static void test_append_event_numbers_seq_from_one(void)
                                "deny", "codes", "INPUT_OUT_OF_SCOPE,LABEL_MISMATCH", "witness",
                                "budget → report", "detail", "d", "snapshot", snap);
         json_t *a = NULL;
-        CU_ASSERT_EQUAL(append_rc(&g, "r1", ev, &a), STORE_OK);
+        CU_ASSERT_EQUAL(append_rc(&g, "r1", ev, &a), STATUS_OK);
         CU_ASSERT_EQUAL(jint(a, "seq"), i);
         CU_ASSERT(time_string_ok(jstr(a, "ts")));
         json_decref(a);
@@ -1740,27 +1740,27 @@ static void test_append_event_numbers_seq_from_one(void)
     json_decref(got);
     const char *nine[2] = {"r1", "9"};
     json_t *out = NULL;
-    CU_ASSERT_EQUAL(store_call(g.st, "get_event", 2, nine, &out), STORE_ENOTFOUND);
+    CU_ASSERT_EQUAL(store_call(g.st, "get_event", 2, nine, &out), STATUS_ENOTFOUND);
 
     /* texts are stored byte for byte: a detail or snapshot given as a JSON value, or codes as
      * a list, is refused (charterd hashes exactly the text it sends) */
     CU_ASSERT_EQUAL(append_rc(&g, "r1",
                               json_pack("{s:s, s:{s:s}}", "kind", "x", "detail", "step", "report"),
                               &out),
-                    STORE_EINVAL);
+                    STATUS_EINVAL);
     CU_ASSERT_EQUAL(append_rc(&g, "r1", json_pack("{s:s, s:[s]}", "kind", "x", "codes", "A"), &out),
-                    STORE_EINVAL);
+                    STATUS_EINVAL);
 
     /* an event sealed on a head that moved is a conflict: nothing written, the head returned */
     char *stale = seal(&g, "r1", json_pack("{s:s}", "kind", "late"));
     json_decref(out);
     out = NULL;
-    CU_ASSERT_EQUAL(append_rc(&g, "r1", json_pack("{s:s}", "kind", "first"), &out), STORE_OK);
+    CU_ASSERT_EQUAL(append_rc(&g, "r1", json_pack("{s:s}", "kind", "first"), &out), STATUS_OK);
     json_decref(out);
     out = NULL;
     char *before = graph_dump(g.raw, g.graph);
     const char *late[2] = {"r1", stale};
-    CU_ASSERT_EQUAL(store_call(g.st, "append_event", 2, late, &out), STORE_OK);
+    CU_ASSERT_EQUAL(store_call(g.st, "append_event", 2, late, &out), STATUS_OK);
     CU_ASSERT(json_is_true(json_object_get(out, "conflict")));
     json_t *head = json_object_get(out, "head");
     CU_ASSERT_EQUAL(jint(head, "seq"), 6);
@@ -1779,7 +1779,7 @@ static void test_append_event_numbers_seq_from_one(void)
     char *forged = json_dumps(ev, JSON_COMPACT);
     json_decref(ev);
     const char *fargs[2] = {"r1", forged};
-    CU_ASSERT_EQUAL(store_call(g.st, "append_event", 2, fargs, &out), STORE_OK);
+    CU_ASSERT_EQUAL(store_call(g.st, "append_event", 2, fargs, &out), STATUS_OK);
     CU_ASSERT(json_is_true(json_object_get(out, "conflict")));
     json_decref(out);
     out = NULL;
@@ -1789,13 +1789,13 @@ static void test_append_event_numbers_seq_from_one(void)
     free(before);
     free(after);
 
-    CU_ASSERT_EQUAL(append_rc(&g, "r404", json_pack("{s:s}", "kind", "x"), &out), STORE_ENOTFOUND);
+    CU_ASSERT_EQUAL(append_rc(&g, "r404", json_pack("{s:s}", "kind", "x"), &out), STATUS_ENOTFOUND);
     const char *nokind[2] = {"r1", "{\"detail\":\"x\"}"};
-    CU_ASSERT_EQUAL(store_call(g.st, "append_event", 2, nokind, &out), STORE_EINVAL);
+    CU_ASSERT_EQUAL(store_call(g.st, "append_event", 2, nokind, &out), STATUS_EINVAL);
     const char *notjson[2] = {"r1", "{kind"};
-    CU_ASSERT_EQUAL(store_call(g.st, "append_event", 2, notjson, &out), STORE_EINVAL);
+    CU_ASSERT_EQUAL(store_call(g.st, "append_event", 2, notjson, &out), STATUS_EINVAL);
     const char *unsealed[2] = {"r1", "{\"kind\":\"x\"}"};
-    CU_ASSERT_EQUAL(store_call(g.st, "append_event", 2, unsealed, &out), STORE_EINVAL);
+    CU_ASSERT_EQUAL(store_call(g.st, "append_event", 2, unsealed, &out), STATUS_EINVAL);
     CU_ASSERT_EQUAL(run_seq(&g, "r1"), 6);
     graph_close(&g);
 }
@@ -1836,7 +1836,7 @@ static void test_revoke_stamps_database_time_and_restore_clears(void)
     CU_ASSERT_STRING_EQUAL(jstr(r, "revoked_at"), at);
     json_decref(r);
     guard_chain c;
-    CU_ASSERT_EQUAL(store_grant_chain(g.st, "g2", &c), STORE_OK);
+    CU_ASSERT_EQUAL(store_grant_chain(g.st, "g2", &c), STATUS_OK);
     CU_ASSERT_EQUAL(c.n, 2);
     if (c.n == 2) {
         CU_ASSERT_EQUAL(c.items[0].revoked_at, 0.0);
@@ -1851,7 +1851,7 @@ static void test_revoke_stamps_database_time_and_restore_clears(void)
     CU_ASSERT_EQUAL(jlen(restored), 1);
     CU_ASSERT_STRING_EQUAL(jat(restored, 0), "g1");
     json_decref(r);
-    CU_ASSERT_EQUAL(store_grant_chain(g.st, "g1", &c), STORE_OK);
+    CU_ASSERT_EQUAL(store_grant_chain(g.st, "g1", &c), STATUS_OK);
     CU_ASSERT(c.n == 1 && c.items[0].revoked_at == 0.0);
     store_grant_chain_free(&c);
     r = call_ok(&g, "restore_grants", 1, g1); /* nothing left to restore: an empty list */
@@ -1870,8 +1870,8 @@ static void test_revoke_stamps_database_time_and_restore_clears(void)
     json_decref(r);
     const char *nope[1] = {"g404"};
     json_t *out = NULL;
-    CU_ASSERT_EQUAL(store_call(g.st, "revoke_grant", 1, nope, &out), STORE_ENOTFOUND);
-    CU_ASSERT_EQUAL(store_call(g.st, "restore_grants", 1, nope, &out), STORE_ENOTFOUND);
+    CU_ASSERT_EQUAL(store_call(g.st, "revoke_grant", 1, nope, &out), STATUS_ENOTFOUND);
+    CU_ASSERT_EQUAL(store_call(g.st, "restore_grants", 1, nope, &out), STATUS_ENOTFOUND);
     graph_close(&g);
 }
 
@@ -1903,7 +1903,7 @@ static void test_interrupt_runs_marks_running_and_recovering(void)
     CU_ASSERT_EQUAL(jlen(json_object_get(r, "runs")), 2);
     json_decref(r);
     json_t *list = NULL;
-    CU_ASSERT_EQUAL(evlog_interrupt_runs(g.st, &list), STORE_OK);
+    CU_ASSERT_EQUAL(evlog_interrupt_runs(g.st, &list), STATUS_OK);
     CU_ASSERT_EQUAL(jlen(list), 2);
     bool running = false, recovering = false;
     for (size_t i = 0; i < json_array_size(list); i++) {
@@ -1929,7 +1929,7 @@ static void test_interrupt_runs_marks_running_and_recovering(void)
     json_decref(v);
 
     list = NULL;
-    CU_ASSERT_EQUAL(evlog_interrupt_runs(g.st, &list), STORE_OK);
+    CU_ASSERT_EQUAL(evlog_interrupt_runs(g.st, &list), STATUS_OK);
     CU_ASSERT_EQUAL(jlen(list), 0);
     json_decref(list);
 
@@ -1965,10 +1965,10 @@ static void test_get_run_pages_events_after_seq(void)
     char ctx[16], art[16];
     open_context(&g, "r1", "research", "ag", ctx);
     CU_ASSERT_EQUAL(create_artifact(&g, "r1", ctx, "source", "the content", NULL, NULL, 0, art),
-                    STORE_OK);
+                    STATUS_OK);
     for (int i = 0; i < 7; i++) {
         json_t *out = NULL;
-        CU_ASSERT_EQUAL(append_rc(&g, "r1", json_pack("{s:s}", "kind", "note"), &out), STORE_OK);
+        CU_ASSERT_EQUAL(append_rc(&g, "r1", json_pack("{s:s}", "kind", "note"), &out), STATUS_OK);
         json_decref(out);
     }
     expect_seqs(&g, "0", "4", 1, 4);
@@ -1990,17 +1990,17 @@ static void test_get_run_pages_events_after_seq(void)
 
     const char *missing[3] = {"r404", "0", "5"};
     json_t *out = NULL;
-    CU_ASSERT_EQUAL(store_call(g.st, "get_run", 3, missing, &out), STORE_ENOTFOUND);
+    CU_ASSERT_EQUAL(store_call(g.st, "get_run", 3, missing, &out), STATUS_ENOTFOUND);
     const char *negative[3] = {"r1", "-1", "5"};
-    CU_ASSERT_EQUAL(store_call(g.st, "get_run", 3, negative, &out), STORE_EINVAL);
+    CU_ASSERT_EQUAL(store_call(g.st, "get_run", 3, negative, &out), STATUS_EINVAL);
 
     guard_context c;
-    CU_ASSERT_EQUAL(store_context(g.st, ctx, &c), STORE_OK);
+    CU_ASSERT_EQUAL(store_context(g.st, ctx, &c), STATUS_OK);
     CU_ASSERT_STRING_EQUAL(c.run_id, "r1");
     CU_ASSERT_STRING_EQUAL(c.step, "research");
     CU_ASSERT(c.owners.n == 1 && strcmp(c.owners.items[0], "ag") == 0);
     store_context_free(&c);
-    CU_ASSERT_EQUAL(store_context(g.st, "c404", &c), STORE_ENOTFOUND);
+    CU_ASSERT_EQUAL(store_context(g.st, "c404", &c), STATUS_ENOTFOUND);
     CU_ASSERT_PTR_NULL(c.id);
     graph_close(&g);
 }
@@ -2018,30 +2018,30 @@ static void test_create_artifact_refuses_missing_input_or_context(void)
     create_run(&g, "r2");
     char ctx[16], a1[16], id[16];
     open_context(&g, "r1", "s", "ag", ctx);
-    CU_ASSERT_EQUAL(create_artifact(&g, "r1", ctx, "source", "x", "doc", NULL, 0, a1), STORE_OK);
+    CU_ASSERT_EQUAL(create_artifact(&g, "r1", ctx, "source", "x", "doc", NULL, 0, a1), STATUS_OK);
     CU_ASSERT_STRING_EQUAL(a1, "a1");
 
     char *before = graph_dump(g.raw, g.graph);
     const char *missing_input[2] = {a1, "a404"};
     CU_ASSERT_EQUAL(create_artifact(&g, "r1", ctx, "derived", "y", NULL, missing_input, 2, id),
-                    STORE_ENOTFOUND);
+                    STATUS_ENOTFOUND);
     CU_ASSERT(strstr(store_last_error(g.st), "a404") != NULL);
     CU_ASSERT_EQUAL(create_artifact(&g, "r1", "c404", "derived", "y", NULL, missing_input, 1, id),
-                    STORE_ENOTFOUND);
+                    STATUS_ENOTFOUND);
     CU_ASSERT_EQUAL(create_artifact(&g, "r404", ctx, "derived", "y", NULL, missing_input, 1, id),
-                    STORE_ENOTFOUND);
+                    STATUS_ENOTFOUND);
     CU_ASSERT_EQUAL(create_artifact(&g, "r1", ctx, "source", "y", "nodoc", NULL, 0, id),
-                    STORE_ENOTFOUND);
+                    STATUS_ENOTFOUND);
     CU_ASSERT_EQUAL(create_artifact(&g, "r2", ctx, "derived", "y", NULL, missing_input, 1, id),
-                    STORE_EINVAL); /* the context is of r1 */
+                    STATUS_EINVAL); /* the context is of r1 */
     CU_ASSERT_EQUAL(create_artifact(&g, "r1", ctx, "derived", "y", "doc", missing_input, 1, id),
-                    STORE_EINVAL); /* only a source has a resource */
-    CU_ASSERT_EQUAL(create_artifact(&g, "r1", ctx, "weird", "y", NULL, NULL, 0, id), STORE_EINVAL);
+                    STATUS_EINVAL); /* only a source has a resource */
+    CU_ASSERT_EQUAL(create_artifact(&g, "r1", ctx, "weird", "y", NULL, NULL, 0, id), STATUS_EINVAL);
     CU_ASSERT_EQUAL(create_artifact(&g, "r1", ctx, "source", "bad \xff utf-8", NULL, NULL, 0, id),
-                    STORE_EINVAL);
+                    STATUS_EINVAL);
     json_t *nohash = json_pack("{s:s, s:s, s:s, s:i, s:i}", "run_id", "r1", "context_id", ctx,
                                "kind", "source", "conf", 0, "integrity", 0);
-    CU_ASSERT_EQUAL(writer_rc(&g, "create_artifact", nohash), STORE_EINVAL);
+    CU_ASSERT_EQUAL(writer_rc(&g, "create_artifact", nohash), STATUS_EINVAL);
     char *after = graph_dump(g.raw, g.graph);
     CU_ASSERT_STRING_EQUAL(after, before);
     free(before);
@@ -2049,7 +2049,7 @@ static void test_create_artifact_refuses_missing_input_or_context(void)
 
     /* the refusals consumed no id */
     const char *in[2] = {a1, a1};
-    CU_ASSERT_EQUAL(create_artifact(&g, "r1", ctx, "derived", "y", NULL, in, 2, id), STORE_OK);
+    CU_ASSERT_EQUAL(create_artifact(&g, "r1", ctx, "derived", "y", NULL, in, 2, id), STATUS_OK);
     CU_ASSERT_STRING_EQUAL(id, "a2");
     const char *args[1] = {"a2"};
     json_t *a = call_ok(&g, "get_artifact", 1, args);
@@ -2100,27 +2100,27 @@ static void test_store_reconnects_after_its_connection_is_killed(void)
     tgraph g;
     if (!graph_open(&g, "reconnect"))
         return;
-    CU_ASSERT_EQUAL(store_ping(g.st), STORE_OK);
+    CU_ASSERT_EQUAL(store_ping(g.st), STATUS_OK);
     CU_ASSERT_EQUAL(kill_store_connections(&g), 1);
     json_t *out = NULL;
     int rc = store_call(g.st, "time", 0, NULL, &out);
-    CU_ASSERT(rc == STORE_EUNAVAILABLE || rc == STORE_OK);
-    if (rc == STORE_EUNAVAILABLE) {
+    CU_ASSERT(rc == STATUS_EUNAVAILABLE || rc == STATUS_OK);
+    if (rc == STATUS_EUNAVAILABLE) {
         CU_ASSERT_PTR_NULL(out);
         CU_ASSERT(store_last_error(g.st)[0] != '\0');
     }
     json_decref(out);
     out = NULL;
-    CU_ASSERT_EQUAL(store_call(g.st, "time", 0, NULL, &out), STORE_OK);
+    CU_ASSERT_EQUAL(store_call(g.st, "time", 0, NULL, &out), STATUS_OK);
     CU_ASSERT(time_string_ok(jstr(out, "now")));
     json_decref(out);
     /* again, on a call with arguments */
     CU_ASSERT_EQUAL(kill_store_connections(&g), 1);
     guard_chain c;
     rc = store_grant_chain(g.st, "g404", &c);
-    CU_ASSERT(rc == STORE_EUNAVAILABLE || rc == STORE_OK);
+    CU_ASSERT(rc == STATUS_EUNAVAILABLE || rc == STATUS_OK);
     store_grant_chain_free(&c);
-    CU_ASSERT_EQUAL(store_grant_chain(g.st, "g404", &c), STORE_OK);
+    CU_ASSERT_EQUAL(store_grant_chain(g.st, "g404", &c), STATUS_OK);
     CU_ASSERT_EQUAL(c.n, 0);
     store_grant_chain_free(&c);
     graph_close(&g);
@@ -2146,7 +2146,7 @@ static void test_store_timeout_drops_the_connection_and_the_late_reply(void)
     double t0 = now_ms();
     int rc = store_call(g.st, "time", 0, NULL, &out);
     double t1 = now_ms();
-    CU_ASSERT_EQUAL(rc, STORE_EUNAVAILABLE);
+    CU_ASSERT_EQUAL(rc, STATUS_EUNAVAILABLE);
     CU_ASSERT_PTR_NULL(out);
     CU_ASSERT(strstr(store_last_error(g.st), "timed out") != NULL);
     CU_ASSERT(t1 - t0 < 350);
@@ -2157,7 +2157,7 @@ static void test_store_timeout_drops_the_connection_and_the_late_reply(void)
     /* the next call reads its own reply, not the late one */
     store_set_timeout(g.st, 5000);
     const char *args[1] = {"g404"};
-    CU_ASSERT_EQUAL(store_call(g.st, "grant_chain", 1, args, &out), STORE_OK);
+    CU_ASSERT_EQUAL(store_call(g.st, "grant_chain", 1, args, &out), STATUS_OK);
     CU_ASSERT_STRING_EQUAL(jstr(out, "leaf"), "g404");
     json_decref(out);
     graph_close(&g);
@@ -2166,18 +2166,18 @@ static void test_store_timeout_drops_the_connection_and_the_late_reply(void)
 static void test_store_open_rejects_bad_urls_and_graphs(void)
 {
     store *st = (store *)1;
-    CU_ASSERT_EQUAL(store_open("redis://localhost:1", "g", 100, &st), STORE_EINVAL);
+    CU_ASSERT_EQUAL(store_open("redis://localhost:1", "g", 100, &st), STATUS_EINVAL);
     CU_ASSERT_PTR_NULL(st);
-    CU_ASSERT_EQUAL(store_open("tcp://localhost", "g", 100, &st), STORE_EINVAL);
-    CU_ASSERT_EQUAL(store_open("tcp://localhost:0", "g", 100, &st), STORE_EINVAL);
-    CU_ASSERT_EQUAL(store_open("tcp://localhost:99999", "g", 100, &st), STORE_EINVAL);
-    CU_ASSERT_EQUAL(store_open("tcp://:6380", "g", 100, &st), STORE_EINVAL);
-    CU_ASSERT_EQUAL(store_open("unix://relative.sock", "g", 100, &st), STORE_EINVAL);
-    CU_ASSERT_EQUAL(store_open(redis_url, "", 100, &st), STORE_EINVAL);
-    CU_ASSERT_EQUAL(store_open(redis_url, "a{b}", 100, &st), STORE_EINVAL);
-    CU_ASSERT_EQUAL(store_open(redis_url, "with space", 100, &st), STORE_EINVAL);
+    CU_ASSERT_EQUAL(store_open("tcp://localhost", "g", 100, &st), STATUS_EINVAL);
+    CU_ASSERT_EQUAL(store_open("tcp://localhost:0", "g", 100, &st), STATUS_EINVAL);
+    CU_ASSERT_EQUAL(store_open("tcp://localhost:99999", "g", 100, &st), STATUS_EINVAL);
+    CU_ASSERT_EQUAL(store_open("tcp://:6380", "g", 100, &st), STATUS_EINVAL);
+    CU_ASSERT_EQUAL(store_open("unix://relative.sock", "g", 100, &st), STATUS_EINVAL);
+    CU_ASSERT_EQUAL(store_open(redis_url, "", 100, &st), STATUS_EINVAL);
+    CU_ASSERT_EQUAL(store_open(redis_url, "a{b}", 100, &st), STATUS_EINVAL);
+    CU_ASSERT_EQUAL(store_open(redis_url, "with space", 100, &st), STATUS_EINVAL);
     CU_ASSERT_EQUAL(store_open("unix:///nonexistent/charter-test.sock", "g", 100, &st),
-                    STORE_EUNAVAILABLE);
+                    STATUS_EUNAVAILABLE);
     CU_ASSERT_PTR_NULL(st);
 
     /* a library of another version is refused */
@@ -2187,16 +2187,16 @@ static void test_store_open_rejects_bad_urls_and_graphs(void)
     const char *other = "#!lua name=charter\n"
                         "redis.register_function('charter_version', function() return "
                         "cjson.encode({version='0'}) end)\n";
-    CU_ASSERT_EQUAL(store_load_library(g.st, other, strlen(other)), STORE_EPROTO);
+    CU_ASSERT_EQUAL(store_load_library(g.st, other, strlen(other)), STATUS_EPROTO);
     CU_ASSERT(strstr(store_last_error(g.st), "version") != NULL);
-    CU_ASSERT_EQUAL(store_ping(g.st), STORE_EPROTO);
+    CU_ASSERT_EQUAL(store_ping(g.st), STATUS_EPROTO);
     const char *broken = "#!lua name=charter\nthis is not lua\n";
-    CU_ASSERT_EQUAL(store_load_library(g.st, broken, strlen(broken)), STORE_EPROTO);
-    CU_ASSERT_EQUAL(store_load_library(g.st, library_src, library_len), STORE_OK);
-    CU_ASSERT_EQUAL(store_ping(g.st), STORE_OK);
+    CU_ASSERT_EQUAL(store_load_library(g.st, broken, strlen(broken)), STATUS_EPROTO);
+    CU_ASSERT_EQUAL(store_load_library(g.st, library_src, library_len), STATUS_OK);
+    CU_ASSERT_EQUAL(store_ping(g.st), STATUS_OK);
     json_t *out = NULL;
-    CU_ASSERT_EQUAL(store_call(g.st, "no_such_function", 0, NULL, &out), STORE_EPROTO);
-    CU_ASSERT_EQUAL(store_call(g.st, "Bad-Name", 0, NULL, &out), STORE_EINVAL);
+    CU_ASSERT_EQUAL(store_call(g.st, "no_such_function", 0, NULL, &out), STATUS_EPROTO);
+    CU_ASSERT_EQUAL(store_call(g.st, "Bad-Name", 0, NULL, &out), STATUS_EINVAL);
     graph_close(&g);
 }
 
@@ -2212,7 +2212,7 @@ static void test_decoders_accept_empty_objects_and_string_times(void)
         0, &err);
     CU_ASSERT_PTR_NOT_NULL_FATAL(j);
     guard_ancestry anc;
-    CU_ASSERT_EQUAL(store_ancestry_from_json(j, NULL, &anc), STORE_OK);
+    CU_ASSERT_EQUAL(store_ancestry_from_json(j, NULL, &anc), STATUS_OK);
     CU_ASSERT_STRING_EQUAL(anc.root, "a2");
     CU_ASSERT_EQUAL(anc.n, 2);
     if (anc.n == 2) {
@@ -2238,7 +2238,7 @@ static void test_decoders_accept_empty_objects_and_string_times(void)
     json_decref(j);
 
     j = json_loads("{\"root\":\"a1\",\"artifacts\":[{\"id\":\"a1\",\"parents\":\"a0\"}]}", 0, &err);
-    CU_ASSERT_EQUAL(store_ancestry_from_json(j, "a1", &anc), STORE_EPROTO);
+    CU_ASSERT_EQUAL(store_ancestry_from_json(j, "a1", &anc), STATUS_EPROTO);
     CU_ASSERT_PTR_NULL(anc.items);
     CU_ASSERT_PTR_NULL(anc.root);
     json_decref(j);
@@ -2249,7 +2249,7 @@ static void test_decoders_accept_empty_objects_and_string_times(void)
                    "{\"id\":\"g0\"}]}",
                    0, &err);
     guard_chain c;
-    CU_ASSERT_EQUAL(store_chain_from_json(j, NULL, &c), STORE_OK);
+    CU_ASSERT_EQUAL(store_chain_from_json(j, NULL, &c), STATUS_OK);
     CU_ASSERT_EQUAL(c.n, 2);
     if (c.n == 2) {
         CU_ASSERT(c.items[0].root);
@@ -2267,11 +2267,11 @@ static void test_decoders_accept_empty_objects_and_string_times(void)
     store_grant_chain_free(&c);
     json_decref(j);
     j = json_loads("{\"leaf\":\"g\",\"grants\":[{\"id\":\"g\",\"valid_to\":\"soon\"}]}", 0, &err);
-    CU_ASSERT_EQUAL(store_chain_from_json(j, NULL, &c), STORE_EPROTO);
+    CU_ASSERT_EQUAL(store_chain_from_json(j, NULL, &c), STATUS_EPROTO);
     CU_ASSERT_EQUAL(c.n, 0);
     json_decref(j);
     j = json_loads("{\"leaf\":\"g\",\"grants\":{}}", 0, &err);
-    CU_ASSERT_EQUAL(store_chain_from_json(j, NULL, &c), STORE_OK);
+    CU_ASSERT_EQUAL(store_chain_from_json(j, NULL, &c), STATUS_OK);
     CU_ASSERT_EQUAL(c.n, 0);
     store_grant_chain_free(&c);
     json_decref(j);

@@ -224,7 +224,7 @@ static json_t *stored_delivery(store *st, const char *inv)
 {
     const char *args[1] = {inv};
     json_t *j = NULL;
-    if (store_call(st, "find_delivery", 1, args, &j) != STORE_OK)
+    if (store_call(st, "find_delivery", 1, args, &j) != STATUS_OK)
         return NULL;
     return j;
 }
@@ -235,7 +235,7 @@ static long count_decisions(store *st, const char *run_id, const char *inv, cons
 {
     const char *args[3] = {run_id, "0", "100000"};
     json_t *view = NULL;
-    if (store_call(st, "get_run", 3, args, &view) != STORE_OK)
+    if (store_call(st, "get_run", 3, args, &view) != STATUS_OK)
         return -1;
     long n = 0;
     size_t i;
@@ -504,7 +504,7 @@ static void test_two_hundred_deliverers_commit_one_invocation_once(void)
     /* One delivery per round, and the run holds exactly those. */
     const char *args[3] = {host.run_id, "0", "1"};
     json_t *view = NULL;
-    CU_ASSERT_EQUAL_FATAL(store_call(graph_store, "get_run", 3, args, &view), STORE_OK);
+    CU_ASSERT_EQUAL_FATAL(store_call(graph_store, "get_run", 3, args, &view), STATUS_OK);
     CU_ASSERT_EQUAL(json_array_size(json_object_get(view, "deliveries")), MANY_ROUNDS);
     json_decref(view);
     printf("\n    %d rounds x %d deliverers on 2 charterd: %d rounds failed, other content won "
@@ -595,7 +595,7 @@ static long long stored_revoked_at(void)
 {
     const char *args[1] = {"g_analyst"};
     json_t *j = NULL;
-    if (store_call(graph_store, "grant_chain", 1, args, &j) != STORE_OK)
+    if (store_call(graph_store, "grant_chain", 1, args, &j) != STATUS_OK)
         return -1;
     long long at = -1;
     size_t i;
@@ -948,7 +948,7 @@ static void test_concurrent_recoveries_claim_a_blocked_run_once(void)
         /* The run: completed, one public delivery, claimed (-> recovering) exactly once. */
         const char *args[3] = {run_id, "0", "100000"};
         json_t *j = NULL;
-        CU_ASSERT_EQUAL_FATAL(store_call(graph_store, "get_run", 3, args, &j), STORE_OK);
+        CU_ASSERT_EQUAL_FATAL(store_call(graph_store, "get_run", 3, args, &j), STATUS_OK);
         CU_ASSERT_STRING_EQUAL(text_of(json_object_get(json_object_get(j, "run"), "status")),
                                "completed");
         size_t public_deliveries = 0, claims = 0, public_allows = 0;

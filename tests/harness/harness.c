@@ -103,12 +103,12 @@ store *harness_store_open(const char *graph)
 {
     store *st = NULL;
     int rc = store_open(harness_redis_url(), graph, 5000, &st);
-    if (rc != STORE_OK) {
+    if (rc != STATUS_OK) {
         fprintf(stderr, "harness: store_open(%s, %s) failed: %d\n", harness_redis_url(), graph, rc);
         exit(1);
     }
     rc = store_load_library(st, embedded_queries, embedded_queries_len);
-    if (rc != STORE_OK) {
+    if (rc != STATUS_OK) {
         fprintf(stderr, "harness: loading the query library failed: %s\n", store_last_error(st));
         exit(1);
     }
@@ -120,7 +120,7 @@ void harness_require_empty_graph(store *st)
 {
     json_t *j = NULL;
     int rc = store_call(st, "graph_stats", 0, NULL, &j);
-    if (rc != STORE_OK) {
+    if (rc != STATUS_OK) {
         fprintf(stderr, "harness: charter_graph_stats failed (%d): %s\n", rc, store_last_error(st));
         exit(1);
     }
