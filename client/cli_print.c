@@ -59,6 +59,42 @@ static const char *text(const char *s)
     return s != NULL && s[0] != '\0' ? s : "-";
 }
 
+/* Display width of UTF-8 text: code points, not bytes (the arrows and ellipses are one each). */
+static size_t display_width(const char *s)
+{
+    size_t w = 0;
+    for (; s != NULL && *s != '\0'; s++)
+        if (((unsigned char)*s & 0xC0) != 0x80)
+            w++;
+    return w;
+}
+
+/* Prints s and pads it with spaces to width columns. */
+static void print_padded(FILE *out, const char *s, size_t width)
+{
+    size_t w = display_width(s);
+    fputs(s, out);
+    for (; w < width; w++)
+        fputc(' ', out);
+}
+
+/* Widens *width to fit s. */
+static void fit(size_t *width, const char *s)
+{
+    size_t w = display_width(text(s));
+    if (w > *width)
+        *width = w;
+}
+
+const char *cli_short_hash(const char *s, char *buf, size_t size)
+{
+    size_t n = s != NULL ? strlen(s) : 0;
+    if (n < 40 || strspn(s, "0123456789abcdef") != n || size < CLI_SHORT_HASH_LEN + 4)
+        return text(s);
+    snprintf(buf, size, "%.*s…", CLI_SHORT_HASH_LEN, s);
+    return buf;
+}
+
 void cli_format_time(double ts, char *buf, size_t size)
 {
     struct tm tm;
@@ -89,12 +125,17 @@ static void print_codes_witness(FILE *out, char *const *codes, size_t n_codes, c
         fprintf(out, "  %s", witness);
 }
 
-void cli_print_decision(FILE *out, const char *action, const char *target,
-                        const Charter__V1__Decision *d)
+/* A decision line with the action and target columns action_w and target_w wide. */
+static void print_decision_aligned(FILE *out, const char *action, size_t action_w,
+                                   const char *target, size_t target_w,
+                                   const Charter__V1__Decision *d)
 {
     int outcome = d != NULL ? (int)d->outcome : CHARTER__V1__OUTCOME__UNKNOWN;
     bool tail = d != NULL && (d->n_codes > 0 || (d->witness != NULL && d->witness[0] != '\0'));
-    fprintf(out, "%-8s %-10s ", text(action), text(target));
+    print_padded(out, text(action), action_w);
+    fputc(' ', out);
+    print_padded(out, text(target), target_w);
+    fputc(' ', out);
     if (tail)
         fprintf(out, "%-4s", cli_outcome_word(outcome));
     else
@@ -102,6 +143,15 @@ void cli_print_decision(FILE *out, const char *action, const char *target,
     if (d != NULL)
         print_codes_witness(out, d->codes, d->n_codes, d->witness);
     fputc('\n', out);
+}
+
+void cli_print_decision(FILE *out, const char *action, const char *target,
+                        const Charter__V1__Decision *d)
+{
+    size_t aw = 8, tw = 10;
+    fit(&aw, action);
+    fit(&tw, target);
+    print_decision_aligned(out, action, aw, target, tw, d);
 }
 
 static bool is_decision_event(const Charter__V1__Event *e)
@@ -153,8 +203,29 @@ static void event_action(const Charter__V1__Event *e, char *action, size_t asz, 
     json_decref(detail);
 }
 
+/* The action and target of every decision event, and how many there are. */
+static size_t decision_columns(Charter__V1__Event *const *events, size_t n, size_t *action_w,
+                               size_t *target_w)
+{
+    size_t count = 0;
+    *action_w = 8; /* the widths single decision lines have, so both read alike */
+    *target_w = 10;
+    for (size_t i = 0; i < n; i++) {
+        char action[64], target[128];
+        if (!is_decision_event(events[i]))
+            continue;
+        event_action(events[i], action, sizeof(action), target, sizeof(target));
+        fit(action_w, action);
+        fit(target_w, target);
+        count++;
+    }
+    return count;
+}
+
 void cli_print_decision_events(FILE *out, Charter__V1__Event *const *events, size_t n)
 {
+    size_t aw, tw;
+    decision_columns(events, n, &aw, &tw);
     for (size_t i = 0; i < n; i++) {
         const Charter__V1__Event *e = events[i];
         if (!is_decision_event(e))
@@ -166,7 +237,7 @@ void cli_print_decision_events(FILE *out, Charter__V1__Event *const *events, siz
         d.codes = e->codes;
         d.n_codes = e->n_codes;
         d.witness = e->witness;
-        cli_print_decision(out, action, target, &d);
+        print_decision_aligned(out, action, aw, target, tw, &d);
     }
 }
 
@@ -177,33 +248,155 @@ void cli_print_run(FILE *out, const Charter__V1__Run *r)
         fputs("run       -\n", out);
         return;
     }
+    char version[32];
     cli_format_time(r->created_at, created, sizeof(created));
     fprintf(out, "run       %s\n", text(r->id));
     fprintf(out, "status    %s\n", text(r->status));
     fprintf(out, "mode      %s\n", text(r->mode));
-    fprintf(out, "workflow  %s\n", text(r->workflow));
+    fprintf(out, "workflow  %s\n", cli_short_hash(r->workflow, version, sizeof(version)));
     fprintf(out, "task      %s\n", text(r->task));
     fprintf(out, "created   %s\n", created);
     fprintf(out, "events    %llu\n", (unsigned long long)r->seq);
 }
 
+/* An event's detail for people: a JSON object as "key value" pairs (lists joined by ","), any
+ * other text as it is. Returns a string the caller frees, or NULL (then print the raw text). */
+static char *detail_words(const char *detail)
+{
+    json_t *j = json_loads(detail, JSON_DECODE_ANY, NULL);
+    if (!json_is_object(j)) {
+        json_decref(j);
+        return NULL;
+    }
+    size_t cap = strlen(detail) + 64, used = 0;
+    char *buf = malloc(cap);
+    const char *key;
+    json_t *v;
+    if (buf == NULL) {
+        json_decref(j);
+        return NULL;
+    }
+    buf[0] = '\0';
+    json_object_foreach(j, key, v)
+    {
+        char *val = json_is_string(v) ? NULL : json_dumps(v, JSON_COMPACT | JSON_ENCODE_ANY);
+        const char *shown = json_is_string(v) ? json_string_value(v) : val;
+        if (shown == NULL)
+            shown = "?";
+        if (json_is_array(v) && val != NULL) {
+            /* ["a1","a2"] reads as a1,a2 */
+            size_t k = 0;
+            for (const char *p = val; *p != '\0'; p++)
+                if (*p != '[' && *p != ']' && *p != '"')
+                    val[k++] = *p;
+            val[k] = '\0';
+        }
+        size_t need = used + strlen(key) + strlen(shown) + 4;
+        if (need > cap) {
+            char *grown = realloc(buf, need * 2);
+            if (grown == NULL) {
+                free(val);
+                free(buf);
+                json_decref(j);
+                return NULL;
+            }
+            buf = grown;
+            cap = need * 2;
+        }
+        used += (size_t)snprintf(buf + used, cap - used, "%s%s %s", used > 0 ? "  " : "", key,
+                                 shown[0] != '\0' ? shown : "-");
+        free(val);
+    }
+    json_decref(j);
+    return buf;
+}
+
+/* Prints s from column col, wrapped at CLI_TABLE_WIDTH at spaces, each further line indented
+ * to indent columns; a word longer than the width is left whole. */
+static void print_wrapped(FILE *out, const char *s, size_t col, size_t indent)
+{
+    size_t avail = CLI_TABLE_WIDTH > col ? CLI_TABLE_WIDTH - col : 20;
+    while (*s != '\0') {
+        size_t len = strlen(s);
+        if (display_width(s) <= avail) {
+            fputs(s, out);
+            return;
+        }
+        /* The last space within the first avail columns, counted in code points. */
+        size_t cut = 0, w = 0, i = 0;
+        for (; s[i] != '\0' && w <= avail; i++) {
+            if (((unsigned char)s[i] & 0xC0) != 0x80)
+                w++;
+            if (s[i] == ' ' && w <= avail)
+                cut = i;
+        }
+        if (cut == 0) {
+            const char *sp = strchr(s, ' ');
+            cut = sp != NULL ? (size_t)(sp - s) : len;
+        }
+        size_t keep = cut;
+        while (keep > 0 && s[keep - 1] == ' ')
+            keep--;
+        fwrite(s, 1, keep, out);
+        s += cut;
+        while (*s == ' ')
+            s++;
+        if (*s != '\0')
+            fprintf(out, "\n%*s", (int)indent, "");
+        avail = CLI_TABLE_WIDTH > indent ? CLI_TABLE_WIDTH - indent : 20;
+    }
+}
+
 void cli_print_events(FILE *out, Charter__V1__Event *const *events, size_t n)
 {
-    fprintf(out, "%-4s  %-20s  %-18s  %-7s  %s\n", "SEQ", "TIME", "KIND", "OUTCOME",
-            "CODES  WITNESS | DETAIL");
+    size_t seq_w = 3, kind_w = 4;
+    for (size_t i = 0; i < n; i++) {
+        char seq[24];
+        snprintf(seq, sizeof(seq), "%llu", (unsigned long long)events[i]->seq);
+        fit(&seq_w, seq);
+        fit(&kind_w, events[i]->kind);
+    }
+    /* SEQ  TIME(20)  KIND  OUTCOME(7)  then the rest, wrapped under its own column. */
+    size_t col = seq_w + 2 + 20 + 2 + kind_w + 2 + 7 + 2;
+    print_padded(out, "SEQ", seq_w);
+    fputs("  ", out);
+    print_padded(out, "TIME", 20);
+    fputs("  ", out);
+    print_padded(out, "KIND", kind_w);
+    fputs("  OUTCOME  CODES  WITNESS | DETAIL\n", out);
     for (size_t i = 0; i < n; i++) {
         const Charter__V1__Event *e = events[i];
-        char ts[32];
+        char ts[32], seq[24];
         cli_format_time(e->ts, ts, sizeof(ts));
-        fprintf(out, "%-4llu  %-20s  %-18s  %-7s", (unsigned long long)e->seq, ts, text(e->kind),
-                cli_outcome_word(e->outcome));
-        if (is_decision_event(e)) {
-            print_codes_witness(out, e->codes, e->n_codes, e->witness);
-            if (e->n_codes == 0 && (e->witness == NULL || e->witness[0] == '\0') &&
-                e->detail != NULL && e->detail[0] != '\0')
-                fprintf(out, "  %s", e->detail);
-        } else if (e->detail != NULL && e->detail[0] != '\0') {
-            fprintf(out, "  %s", e->detail);
+        snprintf(seq, sizeof(seq), "%llu", (unsigned long long)e->seq);
+        print_padded(out, seq, seq_w);
+        fputs("  ", out);
+        print_padded(out, ts, 20);
+        fputs("  ", out);
+        print_padded(out, text(e->kind), kind_w);
+        fputs("  ", out);
+        print_padded(out, cli_outcome_word(e->outcome), 7);
+        fputs("  ", out);
+        bool has_detail = e->detail != NULL && e->detail[0] != '\0';
+        bool decided = e->n_codes > 0 || (e->witness != NULL && e->witness[0] != '\0');
+        if (is_decision_event(e) && decided) {
+            size_t len = 0;
+            for (size_t k = 0; k < e->n_codes; k++)
+                len += strlen(e->codes[k]) + 1;
+            char *line = malloc(len + strlen(text(e->witness)) + 4);
+            if (line != NULL) {
+                size_t used = 0;
+                for (size_t k = 0; k < e->n_codes; k++)
+                    used += (size_t)sprintf(line + used, "%s%s", k > 0 ? "," : "", e->codes[k]);
+                if (e->witness != NULL && e->witness[0] != '\0')
+                    sprintf(line + used, "%s%s", used > 0 ? "  " : "", e->witness);
+                print_wrapped(out, line, col, col);
+                free(line);
+            }
+        } else if (has_detail) {
+            char *words = detail_words(e->detail);
+            print_wrapped(out, words != NULL ? words : e->detail, col, col);
+            free(words);
         }
         fputc('\n', out);
     }
@@ -211,14 +404,32 @@ void cli_print_events(FILE *out, Charter__V1__Event *const *events, size_t n)
 
 void cli_print_deliveries(FILE *out, Charter__V1__Delivery *const *d, size_t n)
 {
-    fprintf(out, "%-24s  %-10s  %-10s  %-8s  %-5s  %-20s  %s\n", "INVOCATION", "RECIPIENT", "TOOL",
-            "PAYLOAD", "SEQ", "COMMITTED", "GRANT CHAIN");
+    size_t inv_w = 10, rcp_w = 9, tool_w = 4, pay_w = 7;
+    for (size_t i = 0; i < n; i++) {
+        fit(&inv_w, d[i]->invocation_id);
+        fit(&rcp_w, d[i]->recipient);
+        fit(&tool_w, d[i]->tool);
+        fit(&pay_w, d[i]->payload_id);
+    }
+    print_padded(out, "INVOCATION", inv_w);
+    fputs("  ", out);
+    print_padded(out, "RECIPIENT", rcp_w);
+    fputs("  ", out);
+    print_padded(out, "TOOL", tool_w);
+    fputs("  ", out);
+    print_padded(out, "PAYLOAD", pay_w);
+    fprintf(out, "  %-5s  %-20s  %s\n", "SEQ", "COMMITTED", "GRANT CHAIN");
     for (size_t i = 0; i < n; i++) {
         char ts[32];
         cli_format_time(d[i]->committed_at, ts, sizeof(ts));
-        fprintf(out, "%-24s  %-10s  %-10s  %-8s  %-5llu  %-20s  ", text(d[i]->invocation_id),
-                text(d[i]->recipient), text(d[i]->tool), text(d[i]->payload_id),
-                (unsigned long long)d[i]->event_seq, ts);
+        print_padded(out, text(d[i]->invocation_id), inv_w);
+        fputs("  ", out);
+        print_padded(out, text(d[i]->recipient), rcp_w);
+        fputs("  ", out);
+        print_padded(out, text(d[i]->tool), tool_w);
+        fputs("  ", out);
+        print_padded(out, text(d[i]->payload_id), pay_w);
+        fprintf(out, "  %-5llu  %-20s  ", (unsigned long long)d[i]->event_seq, ts);
         print_list(out, d[i]->grant_chain, d[i]->n_grant_chain, " → ");
         fputc('\n', out);
     }
@@ -226,12 +437,26 @@ void cli_print_deliveries(FILE *out, Charter__V1__Delivery *const *d, size_t n)
 
 void cli_print_artifacts(FILE *out, Charter__V1__Artifact *const *a, size_t n)
 {
-    fprintf(out, "%-6s  %-7s  %-12s  %-9s  %-10s  %-30s  %s\n", "ID", "KIND", "CONF", "INTEGRITY",
-            "STEP", "TITLE", "FROM");
+    size_t id_w = 2, step_w = 4, title_w = 5;
     for (size_t i = 0; i < n; i++) {
-        fprintf(out, "%-6s  %-7s  %-12s  %-9s  %-10s  %-30s  ", text(a[i]->id), text(a[i]->kind),
-                conf_word(a[i]->conf), integrity_word(a[i]->integrity), text(a[i]->step),
-                text(a[i]->title));
+        fit(&id_w, a[i]->id);
+        fit(&step_w, a[i]->step);
+        fit(&title_w, a[i]->title);
+    }
+    print_padded(out, "ID", id_w);
+    fprintf(out, "  %-7s  %-12s  %-9s  ", "KIND", "CONF", "INTEGRITY");
+    print_padded(out, "STEP", step_w);
+    fputs("  ", out);
+    print_padded(out, "TITLE", title_w);
+    fputs("  FROM\n", out);
+    for (size_t i = 0; i < n; i++) {
+        print_padded(out, text(a[i]->id), id_w);
+        fprintf(out, "  %-7s  %-12s  %-9s  ", text(a[i]->kind), conf_word(a[i]->conf),
+                integrity_word(a[i]->integrity));
+        print_padded(out, text(a[i]->step), step_w);
+        fputs("  ", out);
+        print_padded(out, text(a[i]->title), title_w);
+        fputs("  ", out);
         if (a[i]->n_resources > 0)
             print_list(out, a[i]->resources, a[i]->n_resources, ", ");
         else
@@ -242,29 +467,65 @@ void cli_print_artifacts(FILE *out, Charter__V1__Artifact *const *a, size_t n)
 
 void cli_print_run_view(FILE *out, const Charter__V1__RunView *v)
 {
+    size_t aw, tw;
     cli_print_run(out, v->run);
-    fputs("\ndecisions\n", out);
-    cli_print_decision_events(out, v->events, v->n_events);
-    fprintf(out, "\nevents (%zu)\n", v->n_events);
-    cli_print_events(out, v->events, v->n_events);
-    fprintf(out, "\ndeliveries (%zu)\n", v->n_deliveries);
-    if (v->n_deliveries > 0)
+    /* Sections with nothing in them are one line, not a heading over nothing. */
+    if (decision_columns(v->events, v->n_events, &aw, &tw) > 0) {
+        fputs("\ndecisions\n", out);
+        cli_print_decision_events(out, v->events, v->n_events);
+    }
+    if (v->n_events > 0) {
+        unsigned long long first = v->events[0]->seq, last = v->events[v->n_events - 1]->seq;
+        unsigned long long total = v->run != NULL ? v->run->seq : last;
+        if (first > 1 || last < total)
+            fprintf(out, "\nevents %llu-%llu of %llu (more: --after %llu)\n", first, last, total,
+                    last);
+        else
+            fprintf(out, "\nevents (%zu)\n", v->n_events);
+        cli_print_events(out, v->events, v->n_events);
+    } else {
+        fputs("\nevents: none in this range\n", out);
+    }
+    if (v->n_deliveries > 0) {
+        fprintf(out, "\ndeliveries (%zu)\n", v->n_deliveries);
         cli_print_deliveries(out, v->deliveries, v->n_deliveries);
-    fprintf(out, "\nartifacts (%zu)\n", v->n_artifacts);
-    if (v->n_artifacts > 0)
+    } else {
+        fputs("\ndeliveries: none\n", out);
+    }
+    if (v->n_artifacts > 0) {
+        fprintf(out, "\nartifacts (%zu)\n", v->n_artifacts);
         cli_print_artifacts(out, v->artifacts, v->n_artifacts);
+    } else {
+        fputs("\nartifacts: none\n", out);
+    }
 }
 
 void cli_print_run_list(FILE *out, Charter__V1__Run *const *runs, size_t n)
 {
-    fprintf(out, "%-16s  %-11s  %-8s  %-6s  %-20s  %s\n", "RUN", "STATUS", "MODE", "EVENTS",
-            "CREATED", "TASK");
+    size_t id_w = 3, status_w = 6, mode_w = 4;
+    for (size_t i = 0; i < n; i++) {
+        fit(&id_w, runs[i]->id);
+        fit(&status_w, runs[i]->status);
+        fit(&mode_w, runs[i]->mode);
+    }
+    print_padded(out, "RUN", id_w);
+    fputs("  ", out);
+    print_padded(out, "STATUS", status_w);
+    fputs("  ", out);
+    print_padded(out, "MODE", mode_w);
+    fprintf(out, "  %-6s  %-20s  %s\n", "EVENTS", "CREATED", "TASK");
+    size_t col = id_w + 2 + status_w + 2 + mode_w + 2 + 6 + 2 + 20 + 2;
     for (size_t i = 0; i < n; i++) {
         char ts[32];
         cli_format_time(runs[i]->created_at, ts, sizeof(ts));
-        fprintf(out, "%-16s  %-11s  %-8s  %-6llu  %-20s  %s\n", text(runs[i]->id),
-                text(runs[i]->status), text(runs[i]->mode), (unsigned long long)runs[i]->seq, ts,
-                text(runs[i]->task));
+        print_padded(out, text(runs[i]->id), id_w);
+        fputs("  ", out);
+        print_padded(out, text(runs[i]->status), status_w);
+        fputs("  ", out);
+        print_padded(out, text(runs[i]->mode), mode_w);
+        fprintf(out, "  %-6llu  %-20s  ", (unsigned long long)runs[i]->seq, ts);
+        print_wrapped(out, text(runs[i]->task), col, col);
+        fputc('\n', out);
     }
 }
 

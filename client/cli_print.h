@@ -12,6 +12,16 @@
 
 #include "charter.h"
 
+/* Columns a table line aims to fit in; longer text is wrapped under its own column. */
+#define CLI_TABLE_WIDTH 100
+/* Hex characters of a hash kept in human output (the --json output keeps all of them). */
+#define CLI_SHORT_HASH_LEN 12
+
+/* A hash (40 or more lowercase hex characters) shortened to its first CLI_SHORT_HASH_LEN
+ * characters and "…" in buf (size bytes, at least CLI_SHORT_HASH_LEN + 4); returns buf, or s
+ * itself when it is not such a hash ("-" for NULL or empty). */
+const char *cli_short_hash(const char *s, char *buf, size_t size);
+
 /* "allow", "deny", "unknown", or "-" for OUTCOME_UNSPECIFIED. */
 const char *cli_outcome_word(int outcome);
 
@@ -30,7 +40,8 @@ void cli_print_decision_events(FILE *out, Charter__V1__Event *const *events, siz
 
 /* A run's fields as "name  value" lines. */
 void cli_print_run(FILE *out, const Charter__V1__Run *r);
-/* Events as a table: seq, time, kind, outcome, then codes and witness, or the detail. */
+/* Events as a table sized to its content: seq, time, kind, outcome, then codes and witness, or
+ * the detail (a JSON object shown as "key value" pairs), wrapped under its column. */
 void cli_print_events(FILE *out, Charter__V1__Event *const *events, size_t n);
 void cli_print_deliveries(FILE *out, Charter__V1__Delivery *const *d, size_t n);
 void cli_print_artifacts(FILE *out, Charter__V1__Artifact *const *a, size_t n);

@@ -149,12 +149,19 @@ static int cmd_list(charter_client *client, bool json)
     if (json) {
         rv = print_message_json(&r->base);
     } else {
-        printf("%-20s %-66s %-20s %s\n", "NAME", "VERSION", "APPLIED", "STEPS");
+        /* Versions shortened to fit 100 columns; workflow show and --json give them whole. */
+        int name_w = 4;
+        for (size_t i = 0; i < r->n_workflows; i++)
+            if ((int)strlen(r->workflows[i]->name) > name_w)
+                name_w = (int)strlen(r->workflows[i]->name);
+        printf("%-*s  %-*s  %-20s %s\n", name_w, "NAME", CLI_SHORT_HASH_LEN + 1, "VERSION",
+               "APPLIED", "STEPS");
         for (size_t i = 0; i < r->n_workflows; i++) {
             const Charter__V1__WorkflowInfo *w = r->workflows[i];
-            char when[32];
+            char when[32], version[32];
             cli_format_time(w->applied_at, when, sizeof when);
-            printf("%-20s %-66s %-20s", w->name, w->version, when);
+            printf("%-*s  %s  %-20s", name_w, w->name,
+                   cli_short_hash(w->version, version, sizeof version), when);
             for (size_t k = 0; k < w->n_steps; k++)
                 printf("%s%s", k > 0 ? " → " : " ", w->steps[k]);
             putchar('\n');

@@ -159,3 +159,12 @@ int call_require_utf8(call *c, const char *field, const char *value)
     }
     return call_fail(c, RPC_INVALID_ARGUMENT, "%s: not valid UTF-8", field);
 }
+
+int call_fail_store_id(call *c, int store_status, const char *what, const char *id)
+{
+    char named[192];
+    if (id == NULL || id[0] == '\0')
+        return call_fail_store(c, store_status, what);
+    snprintf(named, sizeof named, "%s %.128s", what != NULL ? what : "object", id);
+    return call_fail_store(c, store_status, named);
+}

@@ -92,6 +92,10 @@ int call_fail(call *c, int status, const char *fmt, ...) __attribute__((format(p
 /* Maps a STATUS_E* code to an RPC status with a message naming what (e.g. "run r1"). */
 int call_fail_store(call *c, int store_status, const char *what);
 
+/* call_fail_store with what and id joined ("run", "r1": "run r1 not found"), so every message
+ * names the object the caller asked for. id may be NULL or empty (then what alone). */
+int call_fail_store_id(call *c, int store_status, const char *what, const char *id);
+
 /* RPC_PERMISSION_DENIED unless the caller holds the operator token. */
 int call_require_operator(call *c);
 

@@ -17,6 +17,8 @@
 #include <unistd.h>
 
 #include "auth.h"
+#include "status.h"
+#include "store.h"
 
 void config_usage(void)
 {
@@ -29,7 +31,8 @@ void config_usage(void)
         "                      (default " CONFIG_DEFAULT_TCP_URL
         " and ipc://<data-dir>/charterd.sock)\n"
         "  --workers N         worker threads (default 2 x online cores)\n"
-        "  --redis URL         use the Redis at unix:///path or tcp://host:port\n"
+        "  --redis URL         use the Redis at unix:///path or redis://host:port (also\n"
+        "                      tcp://host:port, unix:/path, redis+unix:///path)\n"
         "                      (default: start an embedded redis-server in the data folder)\n"
         "  --data-dir DIR      data folder, mode 0700 (default " CONFIG_DEFAULT_DATA_DIR ")\n"
         "  --graph NAME        graph name, 1-64 of [A-Za-z0-9_.-] (default " CONFIG_DEFAULT_GRAPH
@@ -111,12 +114,6 @@ static bool config_listen_ok(const char *url)
         }
     }
     return false;
-}
-
-static bool config_redis_ok(const char *url)
-{
-    return (strncmp(url, "unix://", 7) == 0 && url[7] == '/') ||
-           (strncmp(url, "tcp://", 6) == 0 && url[6] != '\0');
 }
 
 static unsigned config_default_workers(void)
@@ -230,13 +227,14 @@ int config_parse(int argc, char **argv, config *cfg, char *err, size_t errlen)
             }
             cfg->workers = (unsigned)n;
         } else if (config_match(arg, "--redis", &i, argc, argv, &v)) {
-            if (v == NULL || !config_redis_ok(v)) {
+            if (v == NULL || store_url_canonical(v, cfg->redis_url_buf,
+                                                 sizeof cfg->redis_url_buf) != STATUS_OK) {
                 return config_fail(err, errlen,
                                    "--redis needs a URL, got \"%s\" (use unix:///path/redis.sock "
-                                   "or tcp://host:port)",
+                                   "or redis://host:port; no credentials, database 0)",
                                    v ? v : "");
             }
-            cfg->redis_url = v;
+            cfg->redis_url = cfg->redis_url_buf;
         } else if (config_match(arg, "--data-dir", &i, argc, argv, &v)) {
             if (v == NULL || v[0] == '\0') {
                 return config_fail(err, errlen,

@@ -11,6 +11,8 @@
 #include <stdbool.h>
 #include <stddef.h>
 
+#include "store.h"
+
 #define CONFIG_DEFAULT_TCP_URL "tcp://127.0.0.1:7433"
 #define CONFIG_DEFAULT_DATA_DIR "./var/charter"
 #define CONFIG_DEFAULT_GRAPH "charter"
@@ -25,7 +27,7 @@ typedef struct {
     size_t n_listen;
     bool listen_default;       /* no --listen: listen[] is filled by config_prepare_data_dir */
     unsigned workers;          /* worker threads (default 2 x online cores) */
-    const char *redis_url;     /* --redis (borrowed from argv), NULL: embedded redis-server */
+    const char *redis_url;     /* --redis in canonical form (redis_url_buf), NULL: embedded */
     char *data_dir;            /* owned; absolute after config_prepare_data_dir */
     const char *graph;         /* --graph (borrowed) */
     const char *workflow;      /* --workflow path (borrowed), NULL: the embedded workflow */
@@ -35,8 +37,9 @@ typedef struct {
     unsigned queue;            /* requests allowed to wait beyond the workers */
     bool quiet;
     bool verbose;
-    const char *operator_token; /* CHARTER_OPERATOR_TOKEN (borrowed from the environment) */
-    const char *viewer_token;   /* CHARTER_VIEWER_TOKEN or NULL */
+    const char *operator_token;        /* CHARTER_OPERATOR_TOKEN (borrowed from the environment) */
+    const char *viewer_token;          /* CHARTER_VIEWER_TOKEN or NULL */
+    char redis_url_buf[STORE_URL_MAX]; /* --redis as store_url_canonical wrote it */
 } config;
 
 enum {

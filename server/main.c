@@ -27,6 +27,8 @@
 #include "evlog.h"
 #include "provider.h"
 #include "log.h"
+#include "notify.h"
+#include "preflight.h"
 #include "registry.h"
 #include "replay.h"
 #include "store.h"
@@ -176,6 +178,10 @@ int main(int argc, char **argv)
     transport *tr = NULL;
     json_t *interrupted = NULL;
 
+    if (preflight_listen(&cfg, err, sizeof err) != 0) {
+        log_fatal("%s", err);
+        goto out;
+    }
     if (config_needs_data_dir(&cfg) && config_prepare_data_dir(&cfg, err, sizeof err) != 0) {
         log_fatal("%s", err);
         goto out;
@@ -302,6 +308,9 @@ int main(int argc, char **argv)
              cfg.graph, urls, cfg.workers, url, db ? " embedded" : "", STORE_LIBRARY_VERSION,
              startup->name,
              env.keyed ? "events sealed with the integrity key" : "no integrity key");
+    if (notify_ready("serving") != 0) {
+        log_error("cannot tell systemd that charterd is ready (check NOTIFY_SOCKET)");
+    }
     const json_t *ids = interrupted;
     if (json_array_size(ids) > 0) {
         char list[512];
@@ -324,6 +333,7 @@ int main(int argc, char **argv)
         }
     }
     log_info("stopping on %s: finishing calls in flight", sig == SIGINT ? "SIGINT" : "SIGTERM");
+    (void)notify_stopping();
     transport_stop(tr);
     tr = NULL;
     status = 0;

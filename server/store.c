@@ -18,6 +18,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <sys/time.h>
 
 #define STORE_DEFAULT_TIMEOUT_MS 5000
@@ -68,12 +69,59 @@ static bool graph_valid(const char *graph)
     return true;
 }
 
-/* Parses "unix:///abs/path" or "tcp://host:port" (host may be "[v6addr]") into st. */
-static int parse_url(store *st, const char *url)
+int store_url_canonical(const char *url, char *out, size_t outlen)
+{
+    /* Socket-path forms: the scheme as written, then the absolute path. */
+    static const char *const unix_forms[] = {"redis+unix://", "redis+unix:", "unix://", "unix:"};
+    if (!url || outlen < STORE_URL_MAX)
+        return STATUS_EINVAL;
+    for (size_t i = 0; i < sizeof unix_forms / sizeof unix_forms[0]; i++) {
+        size_t n = strlen(unix_forms[i]);
+        if (strncmp(url, unix_forms[i], n) != 0)
+            continue;
+        const char *path = url + n;
+        if (path[0] != '/' || path[1] == '\0' || strchr(path, '?') || strlen(path) >= 108)
+            return STATUS_EINVAL;
+        snprintf(out, outlen, "unix://%s", path);
+        return STATUS_OK;
+    }
+    if (strncmp(url, "tcp://", 6) == 0) {
+        if (strlen(url) >= outlen)
+            return STATUS_EINVAL;
+        snprintf(out, outlen, "%s", url);
+        return STATUS_OK;
+    }
+    if (strncmp(url, "redis://", 8) != 0)
+        return STATUS_EINVAL;
+    /* redis://host[:port][/0]: only database 0 (the query library's functions are global,
+     * its keys live in database 0), no credentials in the URL. */
+    const char *h = url + 8;
+    size_t len = strlen(h);
+    if (len > 0 && h[len - 1] == '/')
+        len--;
+    else if (len > 1 && strcmp(h + len - 2, "/0") == 0)
+        len -= 2;
+    if (len == 0 || len > 261 || memchr(h, '/', len) || memchr(h, '@', len) || memchr(h, '?', len))
+        return STATUS_EINVAL;
+    const char *close = h[0] == '[' ? memchr(h, ']', len) : NULL;
+    const char *port_colon =
+        close ? (close + 1 < h + len && close[1] == ':' ? close + 1 : NULL) : memchr(h, ':', len);
+    if (h[0] == '[' && !close)
+        return STATUS_EINVAL;
+    if (port_colon)
+        snprintf(out, outlen, "tcp://%.*s", (int)len, h);
+    else
+        snprintf(out, outlen, "tcp://%.*s:6379", (int)len, h);
+    return STATUS_OK;
+}
+
+/* Parses a Redis URL (any form store_url_canonical accepts) into st. */
+static int parse_url(store *st, const char *given)
 {
     static const char unix_scheme[] = "unix://";
     static const char tcp_scheme[] = "tcp://";
-    if (!url)
+    char url[STORE_URL_MAX];
+    if (store_url_canonical(given, url, sizeof url) != STATUS_OK)
         return STATUS_EINVAL;
     if (strncmp(url, unix_scheme, sizeof unix_scheme - 1) == 0) {
         const char *path = url + sizeof unix_scheme - 1;
@@ -136,6 +184,12 @@ static int ensure_connected(store *st)
     if (st->ctx)
         return STATUS_OK;
     struct timeval tv = timeval_of(st->timeout_ms);
+    /* A socket file that is not there fails now, not after the connect timeout. */
+    struct stat sb;
+    if (st->unix_path && stat(st->unix_path, &sb) != 0) {
+        set_error(st, "cannot connect to Redis at unix://%s: %s", st->unix_path, strerror(errno));
+        return STATUS_EUNAVAILABLE;
+    }
     redisContext *ctx = st->unix_path ? redisConnectUnixWithTimeout(st->unix_path, tv)
                                       : redisConnectWithTimeout(st->host, st->port, tv);
     if (!ctx) {

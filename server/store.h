@@ -38,6 +38,18 @@ typedef struct store store;
  * [A-Za-z0-9_.-]. Returns STATUS_OK, STATUS_EINVAL (bad url or graph), STATUS_EUNAVAILABLE,
  * STATUS_ENOMEM. */
 int store_open(const char *url, const char *graph, int timeout_ms, store **out);
+
+/* Largest canonical Redis URL, with its NUL: "unix://" and a unix socket path of 107 bytes, or
+ * "tcp://" and a host of 255 bytes with its port. */
+#define STORE_URL_MAX 272
+
+/* Writes the canonical form of a Redis URL to out (outlen bytes, at least STORE_URL_MAX):
+ * "unix:///path" for unix:///path, unix:/path, redis+unix:///path and redis+unix:/path;
+ * "tcp://host:port" for tcp://host:port and redis://host[:port][/0] (port 6379 when left out).
+ * The forms users copy from Redis clients are accepted so the one they have works as given.
+ * Returns STATUS_OK, or STATUS_EINVAL for anything else (credentials, TLS, another database
+ * number, a relative socket path). */
+int store_url_canonical(const char *url, char *out, size_t outlen);
 /* Closes the connection and frees st (NULL is ignored). */
 void store_close(store *st);
 

@@ -73,10 +73,12 @@ static int replay_decision(call *c, const ProtobufCMessage *in, ProtobufCMessage
     char seq[24];
     snprintf(seq, sizeof seq, "%llu", (unsigned long long)req->seq);
     const char *args[2] = {req->run_id, seq};
+    char event_name[192];
+    snprintf(event_name, sizeof event_name, "event %s of run %.128s", seq, req->run_id);
     json_t *event = NULL;
     int rc = store_call(c->st, "get_event", 2, args, &event);
     if (rc != STATUS_OK)
-        return call_fail_store(c, rc, "event");
+        return call_fail_store(c, rc, event_name);
     /* A large snapshot is stored once by content; replay decides from the facts themselves. */
     char *facts = NULL;
     rc = evlog_snapshot_resolve(c->st, json_string_value(json_object_get(event, "snapshot")),
@@ -89,7 +91,7 @@ static int replay_decision(call *c, const ProtobufCMessage *in, ProtobufCMessage
         if (rc == STATUS_ENOTFOUND || rc == STATUS_EPROTO)
             return call_fail(c, RPC_FAILED_PRECONDITION, "event %s: the facts it names are %s", seq,
                              rc == STATUS_ENOTFOUND ? "missing" : "altered");
-        return call_fail_store(c, rc, "event");
+        return call_fail_store(c, rc, event_name);
     }
     replay_result res;
     char why[224];
@@ -204,7 +206,7 @@ static int audit_run(call *c, const ProtobufCMessage *in, ProtobufCMessage **out
     evlog_audit_result a;
     int rc = evlog_audit(c->st, req->run_id, &a);
     if (rc != STATUS_OK)
-        return call_fail_store(c, rc, "run");
+        return call_fail_store_id(c, rc, "run", req->run_id);
     Charter__V1__AuditRunResponse *resp = call_alloc(c, sizeof *resp);
     if (resp == NULL)
         return call_fail(c, RPC_INTERNAL, "out of memory");

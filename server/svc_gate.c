@@ -31,6 +31,13 @@ static int gate_fail(call *c, int rc, const char *what, const char *context_id)
                          "context %s belongs to a completed run: its record is closed (start "
                          "a new run)",
                          context_id);
+    /* The query names the object it did not find ("context c9 not found"); say that one. */
+    const char *detail = c->st != NULL ? store_last_error(c->st) : NULL;
+    size_t n = detail != NULL ? strlen(detail) : 0;
+    if (rc == STATUS_ENOTFOUND && n > 10 && strcmp(detail + n - 10, " not found") == 0) {
+        const char *named = strrchr(detail, ':'); /* past "charter_fn: not_found: " */
+        return call_fail(c, RPC_NOT_FOUND, "%s", named != NULL ? named + 2 : detail);
+    }
     return call_fail_store(c, rc, what);
 }
 
@@ -113,13 +120,13 @@ static int open_step(call *c, const ProtobufCMessage *in, ProtobufCMessage **out
         if (rc == STATUS_ENOTFOUND)
             return call_fail(c, RPC_NOT_FOUND, "context %s not found", req->parent_context_id);
         if (rc != STATUS_OK)
-            return call_fail_store(c, rc, "context");
+            return call_fail_store_id(c, rc, "context", req->parent_context_id);
     } else {
         /* The run's own workflow, pinned when it was created. */
         const workflow *wf = NULL;
         rc = registry_run_workflow(c->st, req->run_id, &wf);
         if (rc != STATUS_OK)
-            return call_fail_store(c, rc, "run");
+            return call_fail_store_id(c, rc, "run", req->run_id);
         ws = workflow_step_find(wf, req->step);
         if (!ws)
             return call_fail(c, RPC_NOT_FOUND, "step %s is not a step of workflow %s", req->step,
@@ -127,7 +134,7 @@ static int open_step(call *c, const ProtobufCMessage *in, ProtobufCMessage **out
         g.wf = wf;
         rc = gate_open_step(&g, req->run_id, req->step, &ctx);
         if (rc != STATUS_OK)
-            return call_fail_store(c, rc, "run");
+            return call_fail_store_id(c, rc, "run", req->run_id);
     }
     Charter__V1__StepContext *resp = call_alloc(c, sizeof *resp);
     if (!resp) {
@@ -326,7 +333,7 @@ static int trace_artifact(call *c, const ProtobufCMessage *in, ProtobufCMessage 
     json_t *anc = NULL;
     int rc = gate_trace(&g, req->artifact_id, &anc);
     if (rc != STATUS_OK)
-        return call_fail_store(c, rc, "artifact");
+        return call_fail_store_id(c, rc, "artifact", req->artifact_id);
     json_t *arts = json_object_get(anc, "artifacts");
     size_t n = json_is_array(arts) ? json_array_size(arts) : 0;
     Charter__V1__TraceArtifactResponse *resp = call_alloc(c, sizeof *resp);

@@ -26,7 +26,7 @@ static int load_view(call *c, const char *run_id, uint64_t after, uint32_t limit
     json_t *j = NULL;
     int rc = store_call(c->st, "get_run", 3, args, &j);
     if (rc != STATUS_OK)
-        return call_fail_store(c, rc, "run");
+        return call_fail_store_id(c, rc, "run", run_id);
     *out = wire_run_view(c, j);
     json_decref(j);
     if (!*out)
@@ -64,7 +64,7 @@ static int create_run(call *c, const ProtobufCMessage *in, ProtobufCMessage **ou
             return call_fail(c, RPC_INVALID_ARGUMENT,
                              "workflow: a version or a name, 1 to 128 of [A-Za-z0-9._-]");
         if (rc != STATUS_OK)
-            return call_fail_store(c, rc, "workflow");
+            return call_fail_store_id(c, rc, "workflow", req->workflow);
     }
     char run_id[65];
     rc = runner_start(&g, req->task, mode, run_id);
@@ -141,7 +141,7 @@ static int recover_run(call *c, const ProtobufCMessage *in, ProtobufCMessage **o
     }
     if (rc != STATUS_OK) {
         guard_decision_free(&rec.decision);
-        return call_fail_store(c, rc, "run");
+        return call_fail_store_id(c, rc, "run", req->run_id);
     }
     Charter__V1__RecoverRunResponse *resp = call_alloc(c, sizeof *resp);
     if (!resp) {

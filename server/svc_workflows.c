@@ -129,7 +129,7 @@ static int get_workflow(call *c, const ProtobufCMessage *in, ProtobufCMessage **
         return call_fail(c, RPC_NOT_FOUND, "workflow %s is not applied to this graph",
                          req->workflow);
     if (rc != STATUS_OK)
-        return call_fail_store(c, rc, "workflow");
+        return call_fail_store_id(c, rc, "workflow", req->workflow);
     Charter__V1__WorkflowDefinition *resp = call_alloc(c, sizeof *resp);
     if (resp != NULL) {
         charter__v1__workflow_definition__init(resp);

@@ -1,0 +1,82 @@
+#!/usr/bin/env bash
+# The Debian package: cpack builds it from the build tree, it holds every file an operator
+# needs, its programs run from an unpacked root with no LD_LIBRARY_PATH (run paths relative to
+# the binary), its charter.pc points into wherever it is unpacked, and every flag each program's
+# --help names appears in its man page (the pages are made from --help, so they cannot drift).
+# Usage: tests/package.sh SOURCE_DIR BUILD_DIR
+set -euo pipefail
+src=$1
+build=$2
+tmp=$(mktemp -d -t charter-package.XXXXXX)
+trap 'rm -rf "$tmp"' EXIT
+fail=0
+bad() { echo "FAIL $*" >&2; fail=1; }
+
+echo "package: cpack -G DEB"
+cpack -G DEB --config "$build/CPackConfig.cmake" -B "$tmp/out" >"$tmp/cpack.log" 2>&1 \
+  || { cat "$tmp/cpack.log" >&2; exit 1; }
+deb=$(ls "$tmp"/out/charter_*_*.deb)
+echo "package: $(basename "$deb") $(stat -c %s "$deb") bytes"
+
+dpkg-deb -c "$deb" | awk '{print $6}' | sed 's|^\./|/|' >"$tmp/contents"
+for f in /usr/bin/charter /usr/bin/charterd /usr/bin/charter-bench /usr/lib/libcharter.so.0 \
+  /usr/lib/libcharter.so /usr/include/charter/charter.h /usr/include/charter/receipt.h \
+  /usr/include/charter/charter.pb-c.h /usr/lib/pkgconfig/charter.pc \
+  /usr/lib/cmake/charter/charterConfig.cmake /usr/lib/cmake/charter/charterTargets.cmake \
+  /usr/share/man/man1/charter.1 /usr/share/man/man1/charter-bench.1 \
+  /usr/share/man/man8/charterd.8 /usr/share/charter/workflows/procurement.json \
+  /usr/share/charter/workflows/support.json /usr/share/charter/workflows/workflow.schema.json \
+  /usr/share/charter/redis.conf /usr/lib/systemd/system/charterd.service \
+  /usr/lib/systemd/system/charter-redis.service /usr/share/bash-completion/completions/charter; do
+  grep -qx -- "$f" "$tmp/contents" && echo "ok   contains $f" || bad "the package lacks $f"
+done
+
+dpkg-deb -f "$deb" Depends >"$tmp/depends"
+for d in libnng1 libhiredis0.14 libprotobuf-c1 libjansson4 libssl3 libcurl4 libsystemd0 redis-server adduser; do
+  grep -q "\\b$d\\b" "$tmp/depends" || bad "Depends lacks $d"
+done
+dpkg-deb -e "$deb" "$tmp/control"
+for s in postinst prerm postrm; do [ -x "$tmp/control/$s" ] || bad "no $s script"; done
+grep -q 'adduser --system' "$tmp/control/postinst" || bad "postinst does not create the charter user"
+
+root=$tmp/root
+dpkg -x "$deb" "$root"
+grep -q "^ExecStart=/usr/bin/charterd " "$root/usr/lib/systemd/system/charterd.service" \
+  || bad "charterd.service does not start /usr/bin/charterd"
+for p in charter charterd charter-bench; do
+  if env -u LD_LIBRARY_PATH "$root/usr/bin/$p" --help >"$tmp/$p.help" 2>&1; then
+    echo "ok   $p --help runs from the unpacked root"
+  else
+    bad "$p --help from the unpacked root: $(head -n 3 "$tmp/$p.help")"
+  fi
+done
+env -u LD_LIBRARY_PATH "$root/usr/bin/charter" --version | grep -q "libcharter" \
+  || bad "charter --version from the unpacked root"
+cflags=$(PKG_CONFIG_PATH="$root/usr/lib/pkgconfig" pkg-config --cflags --libs --static charter)
+case $cflags in
+  *"$root/usr/lib/pkgconfig/../../include/charter"*-lcrypto*) echo "ok   charter.pc: $cflags" ;;
+  *) bad "charter.pc does not point into the unpacked root or lacks -lcrypto: $cflags" ;;
+esac
+
+# Every flag of --help in the man page (help2man writes "-" as "\-").
+check_man() { # program page
+  local n=0
+  for flag in $(grep -o -- '--[a-z][a-z-]*' "$tmp/$1.help" | sort -u); do
+    n=$((n + 1))
+    grep -qF -- "$(sed 's/-/\\-/g' <<<"$flag")" "$2" || bad "$(basename "$2") lacks $flag"
+  done
+  [ "$n" -gt 3 ] || bad "$1 --help names only $n flags"
+  echo "ok   $(basename "$2"): $n flags of $1 --help"
+}
+check_man charter "$root/usr/share/man/man1/charter.1"
+check_man charterd "$root/usr/share/man/man8/charterd.8"
+check_man charter-bench "$root/usr/share/man/man1/charter-bench.1"
+# Every command of `charter help --commands` is in charter(1).
+for c in $(env -u LD_LIBRARY_PATH "$root/usr/bin/charter" help --commands); do
+  grep -qF -- "$(sed 's/-/\\-/g' <<<"$c")" "$root/usr/share/man/man1/charter.1" || bad "charter.1 lacks command $c"
+done
+# The completion script loads and completes commands.
+out=$(PATH="$root/usr/bin:$PATH" bash -c '. "$1"; COMP_WORDS=(charter ver); COMP_CWORD=1; _charter; echo "${COMPREPLY[*]}"' _ \
+  "$root/usr/share/bash-completion/completions/charter")
+[ "$out" = verify-receipt ] && echo "ok   completion: charter ver -> $out" || bad "completion of 'charter ver' gave '$out'"
+exit $fail
