@@ -15,6 +15,7 @@
 #include <string.h>
 
 #include "charter.h"
+#include "cli_help.h"
 #include "cli_json.h"
 #include "cli_print.h"
 #include "cli_workflow.h"
@@ -83,6 +84,10 @@ static int usage_error(const cli_command *cmd, const char *fmt, const char *arg)
 static int rpc_error(const charter_status *st)
 {
     fprintf(stderr, "%s: %s: ", progname, charter_status_name(st->code));
+    if (st->code == CHARTER_UNAUTHENTICATED) {
+        fprintf(stderr, "%s\n", cli_help_auth_advice());
+        return EXIT_RPC;
+    }
     for (const char *p = st->message; *p != '\0'; p++)
         fputc(*p == '\n' || *p == '\r' ? ' ' : *p, stderr);
     if (st->message[0] == '\0')
@@ -842,7 +847,6 @@ static int cmd_verify_receipt(cli *c, const cli_command *cmd, const cli_args *a)
     size_t key_len = 0;
     int rv;
 
-    (void)c;
     if (keyfile == NULL)
         return usage_error(cmd, "%s needs --key KEYFILE", cmd->name);
     if ((rv = read_text_file(cmd, a->pos[0], (size_t)1 << 20, &text)) != 0)
@@ -866,11 +870,23 @@ static int cmd_verify_receipt(cli *c, const cli_command *cmd, const cli_args *a)
         rv = EXIT_OK;
     }
     OPENSSL_cleanse(key, sizeof(key));
-    if (rv == EXIT_OK)
+    if (c->json) {
+        json_t *verdict = rv == EXIT_OK
+                              ? json_pack("{s:b, s:s, s:s, s:s}", "valid", 1, "kind", r.kind,
+                                          "run_id", r.run_id, "invocation_id", r.invocation_id)
+                              : json_pack("{s:b, s:s}", "valid", 0, "reason", why);
+        if (verdict == NULL || json_dumpf(verdict, stdout, JSON_INDENT(2)) != 0 ||
+            fputc('\n', stdout) == EOF) {
+            fprintf(stderr, "%s: cannot write the output\n", progname);
+            rv = EXIT_RPC;
+        }
+        json_decref(verdict);
+    } else if (rv == EXIT_OK) {
         printf("valid: %s receipt of run %s%s%s\n", r.kind, r.run_id,
                *r.invocation_id ? ", invocation " : "", r.invocation_id);
-    else
+    } else {
         printf("invalid: %s\n", why);
+    }
     free(r.grant_chain);
     free(r.deliveries);
     json_decref(j);
@@ -997,6 +1013,8 @@ static const char *const record_opts[] = {"title", "content", "content-file", NU
 static const char *const verify_opts[] = {"key", NULL};
 static const char *const no_opts[] = {NULL};
 
+static int cmd_help(cli *c, const cli_command *cmd, const cli_args *a);
+
 static const cli_command commands[] = {
     {"run", "[--task TEXT] [--mode scripted|live|external] [--workflow NAME|VERSION]",
      "create a run (of the startup workflow unless --workflow); scripted (default) drives it to "
@@ -1045,6 +1063,8 @@ static const cli_command commands[] = {
      "apply a definition (operator), list or show stored ones, or test FILE: apply it, run it "
      "scripted and check its expect list (exit 1 on any FAIL)",
      no_opts, 1, 2, cmd_workflow},
+    {"help", "[COMMAND]", "this help, or a command's usage, options and an example", no_opts, 0, 1,
+     cmd_help},
 };
 
 #define N_COMMANDS (sizeof(commands) / sizeof(commands[0]))
@@ -1105,6 +1125,31 @@ static bool takes_value(const cli_command *cmd, const char *name)
         if (strcmp(*o, name) == 0)
             return true;
     return false;
+}
+
+/* A command's usage, summary, options and example (cli_help.c). */
+static void print_command_help(FILE *out, const cli_command *cmd)
+{
+    fprintf(out, "usage: %s [GLOBAL OPTIONS] %s%s%s\n\n  %s\n", progname, cmd->name,
+            cmd->args[0] ? " " : "", cmd->args, cmd->summary);
+    cli_help_print_details(out, cmd->name);
+    fprintf(out, "\nglobal options (--url, --token, --json, ...): %s --help\n", progname);
+}
+
+/* `charter help [COMMAND]`; `charter help --commands` lists the command names, one a line,
+ * for shell completion. */
+static int cmd_help(cli *c, const cli_command *cmd, const cli_args *a)
+{
+    (void)c;
+    if (a->n_pos == 0) {
+        print_help(stdout);
+        return EXIT_OK;
+    }
+    const cli_command *about = command_find(a->pos[0]);
+    if (about == NULL)
+        return usage_error(cmd, "unknown command \"%s\"", a->pos[0]);
+    print_command_help(stdout, about);
+    return EXIT_OK;
 }
 
 /* Splits the command's words into options and positional arguments. */
@@ -1263,6 +1308,7 @@ int main(int argc, char **argv)
     }
     if ((rv = parse_global(argc, argv, &c, &fl, rest, &n_rest)) != 0)
         goto done;
+    cli_help_note_token(c.token);
     if (fl.version) {
         printf("charter %s (libcharter %s)\n", CHARTER_VERSION, charter_version());
         rv = EXIT_OK;
@@ -1285,8 +1331,13 @@ int main(int argc, char **argv)
         goto done;
     }
     if (fl.help) {
-        printf("usage: %s [GLOBAL OPTIONS] %s %s\n  %s\n", progname, cmd->name, cmd->args,
-               cmd->summary);
+        print_command_help(stdout, cmd);
+        rv = EXIT_OK;
+        goto done;
+    }
+    if (cmd->run == cmd_help && n_rest - first == 2 && strcmp(rest[first + 1], "--commands") == 0) {
+        for (size_t i = 0; i < N_COMMANDS; i++)
+            printf("%s\n", commands[i].name);
         rv = EXIT_OK;
         goto done;
     }

@@ -15,6 +15,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "cli_help.h"
 #include "cli_json.h"
 #include "cli_print.h"
 
@@ -38,6 +39,10 @@ const char *cli_workflow_usage(const char *sub, size_t n_args)
 static int call_failed(const char *what, const charter_status *st)
 {
     fprintf(stderr, "charter: %s: %s: ", what, charter_status_name(st->code));
+    if (st->code == CHARTER_UNAUTHENTICATED) {
+        fprintf(stderr, "%s\n", cli_help_auth_advice());
+        return WF_FAIL;
+    }
     for (const char *p = st->message; *p != '\0'; p++)
         fputc(*p == '\n' || *p == '\r' ? ' ' : *p, stderr);
     if (st->message[0] == '\0')
