@@ -75,6 +75,18 @@ check_man charter-bench "$root/usr/share/man/man1/charter-bench.1"
 for c in $(env -u LD_LIBRARY_PATH "$root/usr/bin/charter" help --commands); do
   grep -qF -- "$(sed 's/-/\\-/g' <<<"$c")" "$root/usr/share/man/man1/charter.1" || bad "charter.1 lacks command $c"
 done
+# Every command answers `charter help COMMAND` and `charter COMMAND --help` with its usage, the
+# same text both ways, and each option its usage line names is explained.
+for c in $(env -u LD_LIBRARY_PATH "$root/usr/bin/charter" help --commands); do
+  a=$(env -u LD_LIBRARY_PATH "$root/usr/bin/charter" help "$c") || bad "charter help $c failed"
+  b=$(env -u LD_LIBRARY_PATH "$root/usr/bin/charter" "$c" --help) || bad "charter $c --help failed"
+  [ "$a" = "$b" ] || bad "charter help $c and charter $c --help differ"
+  grep -q "^usage: charter .*$c" <<<"$a" || bad "charter help $c has no usage line"
+  for o in $(head -n 1 <<<"$a" | grep -o -- '--[a-z][a-z-]*' | sort -u); do
+    grep -q "^  $o " <<<"$a" || bad "charter help $c does not explain $o"
+  done
+done
+echo "ok   every command has help with its usage and options"
 # The completion script loads and completes commands.
 out=$(PATH="$root/usr/bin:$PATH" bash -c '. "$1"; COMP_WORDS=(charter ver); COMP_CWORD=1; _charter; echo "${COMPREPLY[*]}"' _ \
   "$root/usr/share/bash-completion/completions/charter")

@@ -1,0 +1,241 @@
+/*
+ * test_operation.c - what an operator relies on when charterd runs as a service: readiness and
+ * stopping told to systemd (sd_notify over $NOTIFY_SOCKET), a second charterd on a taken port
+ * failing before it creates anything, the Redis URL forms users copy from elsewhere, a missing
+ * Redis socket failing at once, and NOT_FOUND answers that name what was not found.
+ * Real charterd processes, a real Redis, a real datagram socket.
+ */
+#include <CUnit/Basic.h>
+#include <errno.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "charter.h"
+#include "harness.h"
+#include "store.h"
+
+static char tmpdir[64];
+
+static int ops_init(void)
+{
+    snprintf(tmpdir, sizeof tmpdir, "/tmp/charter-ops.XXXXXX");
+    return mkdtemp(tmpdir) != NULL ? 0 : -1;
+}
+
+static int ops_clean(void)
+{
+    char cmd[128];
+    snprintf(cmd, sizeof cmd, "rm -rf %s", tmpdir);
+    return system(cmd) == 0 ? 0 : -1;
+}
+
+static double now_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
+
+/* Reads datagrams from fd for at most ms until one contains want; 1 when seen. */
+static int notify_seen(int fd, const char *want, int ms)
+{
+    double end = now_s() + ms / 1000.0;
+    while (now_s() < end) {
+        struct pollfd p = {fd, POLLIN, 0};
+        if (poll(&p, 1, 100) <= 0)
+            continue;
+        char buf[1024];
+        ssize_t n = recv(fd, buf, sizeof buf - 1, 0);
+        if (n <= 0)
+            continue;
+        buf[n] = '\0';
+        if (strstr(buf, want) != NULL)
+            return 1;
+    }
+    return 0;
+}
+
+static void test_charterd_tells_systemd_it_is_ready_then_stopping(void)
+{
+    char path[96];
+    snprintf(path, sizeof path, "%.64s/notify.sock", tmpdir);
+    int fd = socket(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+    CU_ASSERT_FATAL(fd >= 0);
+    struct sockaddr_un sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sun_family = AF_UNIX;
+    snprintf(sa.sun_path, sizeof sa.sun_path, "%s", path);
+    CU_ASSERT_FATAL(bind(fd, (struct sockaddr *)&sa, sizeof sa) == 0);
+    CU_ASSERT_FATAL(setenv("NOTIFY_SOCKET", path, 1) == 0);
+
+    char graph[80];
+    harness_graph_name(graph, sizeof graph, "notify");
+    harness_charterd_opts o = {.graph = graph};
+    harness_charterd d;
+    int rc = harness_charterd_start(&o, &d);
+    unsetenv("NOTIFY_SOCKET");
+    CU_ASSERT_FATAL(rc == 0);
+    CU_ASSERT_EQUAL(notify_seen(fd, "READY=1", 5000), 1);
+    kill(d.pid, SIGTERM);
+    CU_ASSERT_EQUAL(notify_seen(fd, "STOPPING=1", 5000), 1);
+    CU_ASSERT_EQUAL(harness_charterd_stop(&d), 0);
+    close(fd);
+    harness_graph_drop(graph);
+}
+
+static void test_second_charterd_on_a_taken_port_fails_before_making_its_data_folder(void)
+{
+    char graph[80];
+    harness_graph_name(graph, sizeof graph, "taken");
+    harness_charterd_opts o = {.graph = graph};
+    harness_charterd first;
+    CU_ASSERT_FATAL(harness_charterd_start(&o, &first) == 0);
+
+    char data[128];
+    snprintf(data, sizeof data, "%s/second-data", tmpdir);
+    const char *args[] = {"--listen", first.tcp_url, "--data-dir", data};
+    const char *env[] = {"CHARTER_OPERATOR_TOKEN=" HARNESS_OPERATOR_TOKEN, NULL};
+    char out[1024];
+    double t0 = now_s();
+    int status = harness_charterd_run(args, 4, env, 20000, out, sizeof out);
+    double took = now_s() - t0;
+    CU_ASSERT_EQUAL(status, 1);
+    CU_ASSERT_PTR_NOT_NULL(strstr(out, "the address is in use"));
+    CU_ASSERT_PTR_NOT_NULL(strstr(out, first.tcp_url));
+    struct stat sb;
+    CU_ASSERT_NOT_EQUAL(stat(data, &sb), 0); /* no empty data folder left behind */
+    CU_ASSERT(took < 2.0);                   /* no embedded redis-server started and stopped */
+    CU_ASSERT_EQUAL(harness_charterd_stop(&first), 0);
+    harness_graph_drop(graph);
+}
+
+static void test_redis_url_forms_users_copy_are_canonical(void)
+{
+    static const struct {
+        const char *in, *want; /* want NULL: refused */
+    } cases[] = {
+        {"unix:///var/run/redis.sock", "unix:///var/run/redis.sock"},
+        {"unix:/var/run/redis.sock", "unix:///var/run/redis.sock"},
+        {"redis+unix:///var/run/redis.sock", "unix:///var/run/redis.sock"},
+        {"redis+unix:/var/run/redis.sock", "unix:///var/run/redis.sock"},
+        {"redis://127.0.0.1:6380", "tcp://127.0.0.1:6380"},
+        {"redis://localhost", "tcp://localhost:6379"},
+        {"redis://localhost/0", "tcp://localhost:6379"},
+        {"redis://[::1]:6380/", "tcp://[::1]:6380"},
+        {"tcp://db:7000", "tcp://db:7000"},
+        {"redis://user:secret@localhost:6379", NULL},
+        {"redis://localhost:6379/2", NULL},
+        {"rediss://localhost:6379", NULL},
+        {"unix://relative.sock", NULL},
+        {"localhost:6379", NULL},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        char out[STORE_URL_MAX];
+        int rc = store_url_canonical(cases[i].in, out, sizeof out);
+        if (cases[i].want == NULL) {
+            CU_ASSERT_EQUAL(rc, STATUS_EINVAL);
+        } else {
+            CU_ASSERT_EQUAL(rc, STATUS_OK);
+            CU_ASSERT_STRING_EQUAL(out, cases[i].want);
+        }
+    }
+    /* The test Redis answers through every socket-path form of its own URL. */
+    const char *url = harness_redis_url();
+    if (strncmp(url, "unix://", 7) == 0) {
+        char alt[STORE_URL_MAX + 16];
+        const char *forms[] = {"unix:%s", "redis+unix://%s", "redis+unix:%s"};
+        for (size_t i = 0; i < 3; i++) {
+            snprintf(alt, sizeof alt, forms[i], url + 7);
+            store *st = NULL;
+            CU_ASSERT_EQUAL(store_open(alt, "urlforms", 2000, &st), STATUS_OK);
+            store_close(st);
+        }
+    }
+}
+
+static void test_missing_redis_socket_fails_at_once(void)
+{
+    char sock[128];
+    snprintf(sock, sizeof sock, "--redis=unix://%s/no-such/redis.sock", tmpdir);
+    const char *args[] = {sock, "--listen", "ipc:///tmp/charter-ops-none.sock", "--timeout-ms",
+                          "30000"};
+    const char *env[] = {"CHARTER_OPERATOR_TOKEN=" HARNESS_OPERATOR_TOKEN, NULL};
+    char out[1024];
+    double t0 = now_s();
+    int status = harness_charterd_run(args, 5, env, 20000, out, sizeof out);
+    CU_ASSERT_EQUAL(status, 1);
+    CU_ASSERT_PTR_NOT_NULL(strstr(out, "cannot reach Redis"));
+    CU_ASSERT(now_s() - t0 < 2.0);
+}
+
+static void test_not_found_answers_name_the_id(void)
+{
+    char graph[80];
+    harness_graph_name(graph, sizeof graph, "notfound");
+    harness_charterd_opts o = {.graph = graph};
+    harness_charterd d;
+    CU_ASSERT_FATAL(harness_charterd_start(&o, &d) == 0);
+    charter_client *c = NULL;
+    CU_ASSERT_FATAL(harness_client_open(d.ipc_url, HARNESS_OPERATOR_TOKEN, 5000, &c) == 0);
+    charter_status st;
+
+    Charter__V1__GetRunRequest get = CHARTER__V1__GET_RUN_REQUEST__INIT;
+    Charter__V1__RunView *v = NULL;
+    get.run_id = "r_absent";
+    CU_ASSERT_EQUAL(charter_get_run(c, &get, &v, &st), -CHARTER_NOT_FOUND);
+    CU_ASSERT_STRING_EQUAL(st.message, "run r_absent not found");
+
+    Charter__V1__TraceArtifactRequest tr = CHARTER__V1__TRACE_ARTIFACT_REQUEST__INIT;
+    Charter__V1__TraceArtifactResponse *t = NULL;
+    tr.artifact_id = "a_absent";
+    CU_ASSERT_EQUAL(charter_trace_artifact(c, &tr, &t, &st), -CHARTER_NOT_FOUND);
+    CU_ASSERT_STRING_EQUAL(st.message, "artifact a_absent not found");
+
+    Charter__V1__ReplayDecisionRequest rp = CHARTER__V1__REPLAY_DECISION_REQUEST__INIT;
+    Charter__V1__ReplayDecisionResponse *r = NULL;
+    rp.run_id = "r_absent";
+    rp.seq = 3;
+    CU_ASSERT_EQUAL(charter_replay_decision(c, &rp, &r, &st), -CHARTER_NOT_FOUND);
+    CU_ASSERT_STRING_EQUAL(st.message, "event 3 of run r_absent not found");
+
+    Charter__V1__ReadSourceRequest rs = CHARTER__V1__READ_SOURCE_REQUEST__INIT;
+    Charter__V1__ReadSourceResponse *s = NULL;
+    rs.context_id = "c_absent";
+    rs.resource_id = "vendor_a";
+    CU_ASSERT_EQUAL(charter_read_source(c, &rs, &s, &st), -CHARTER_NOT_FOUND);
+    CU_ASSERT_STRING_EQUAL(st.message, "context c_absent not found");
+
+    charter_client_close(c);
+    CU_ASSERT_EQUAL(harness_charterd_stop(&d), 0);
+    harness_graph_drop(graph);
+}
+
+int main(void)
+{
+    harness_redis_url();
+    signal(SIGPIPE, SIG_IGN);
+    if (CU_initialize_registry() != CUE_SUCCESS)
+        return 1;
+    CU_pSuite s = CU_add_suite("operation", ops_init, ops_clean);
+    CU_add_test(s, "charterd tells systemd it is ready, then stopping",
+                test_charterd_tells_systemd_it_is_ready_then_stopping);
+    CU_add_test(s, "a second charterd on a taken port fails before making its data folder",
+                test_second_charterd_on_a_taken_port_fails_before_making_its_data_folder);
+    CU_add_test(s, "Redis URL forms users copy are canonical",
+                test_redis_url_forms_users_copy_are_canonical);
+    CU_add_test(s, "a missing Redis socket fails at once", test_missing_redis_socket_fails_at_once);
+    CU_add_test(s, "NOT_FOUND answers name the id", test_not_found_answers_name_the_id);
+    CU_basic_set_mode(CU_BRM_VERBOSE);
+    CU_basic_run_tests();
+    unsigned failed = CU_get_number_of_failures() + CU_get_number_of_suites_failed();
+    CU_cleanup_registry();
+    return failed == 0 ? 0 : 1;
+}
