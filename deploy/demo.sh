@@ -4,8 +4,15 @@
 # it is the expected one, and stops what it started.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-./deploy/build.sh >/dev/null
 build=$(readlink -f "${CHARTER_BUILD_DIR:-build}")
+t0=$(date +%s)
+if [ -x "$build/charterd" ]; then
+  echo "demo: bringing the build in $build up to date"
+else
+  echo "demo: building charter into $build (the first build takes about a minute)"
+fi
+./deploy/build.sh >/dev/null
+echo "demo: built in $(($(date +%s) - t0)) s; starting charterd on an embedded Redis"
 
 tmp=$(mktemp -d -t charter-demo.XXXXXX)
 chmod 700 "$tmp"

@@ -39,6 +39,12 @@ logs=$work/logs
 mkdir -p "$copy" "$build" "$logs" "$work/orig"
 
 elapsed() { echo $(($(date +%s) - $1)); }
+# A line for the log and, when CHARTER_TEST_PROGRESS names a file (deploy/test.sh shows it as it
+# grows), for the person waiting: CTest prints a test's output only once it ends.
+progress() {
+  echo "$*"
+  if [ -n "${CHARTER_TEST_PROGRESS:-}" ]; then echo "  $*" >>"$CHARTER_TEST_PROGRESS" || true; fi
+}
 fatal() {
   echo "mutations: ERROR: $*" >&2
   echo "mutations: ERROR after $(elapsed "$started") s" >&2
@@ -152,12 +158,12 @@ done
 [ "${#chosen[@]}" -gt 0 ] || fatal "no suite to run"
 
 t=$(date +%s)
-echo "mutations: building ${chosen[*]} with $jobs jobs"
+progress "mutations: building ${chosen[*]} in a copy with $jobs jobs"
 cmake -S "$copy" -B "$build" -DCMAKE_BUILD_TYPE=RelWithDebInfo >"$logs/configure.log" 2>&1 ||
   { show_log "$logs/configure.log"; fatal "cmake configure failed"; }
 cmake --build "$build" -j"$jobs" --target "${chosen[@]}" >"$logs/build.log" 2>&1 ||
   { show_log "$logs/build.log"; fatal "the unmutated tree does not build"; }
-echo "mutations: built in $(elapsed "$t") s"
+progress "mutations: built in $(elapsed "$t") s; running the baseline"
 
 # Runs the chosen suites in order; stops at the first that fails and prints its name, or
 # prints nothing when all pass. log_prefix names each suite's log.
@@ -174,7 +180,7 @@ run_suites() {
 
 t=$(date +%s)
 if failed=$(run_suites baseline); then
-  echo "mutations: baseline passed (${chosen[*]}) in $(elapsed "$t") s"
+  progress "mutations: baseline passed (${chosen[*]}) in $(elapsed "$t") s; ${#names[@]} mutations to run"
 else
   show_log "$logs/baseline.$failed.log"
   fatal "baseline: $failed fails on the unmutated tree"
@@ -211,8 +217,8 @@ for i in "${!names[@]}"; do
     SURVIVED) survived=$((survived + 1)) ;;
     ERROR) errors=$((errors + 1)) ;;
   esac
-  printf 'mutations: %-44s %-8s %s (%s s)\n' "$name" "${results[$i]}" "${caught_by[$i]}" \
-    "$(elapsed "$t")"
+  progress "$(printf 'mutations: %2d/%d %-44s %-8s %s (%s s)' "$((i + 1))" "${#names[@]}" "$name" \
+    "${results[$i]}" "${caught_by[$i]}" "$(elapsed "$t")")"
 done
 
 # --- the table -------------------------------------------------------------------------------
