@@ -10,15 +10,28 @@ endif()
 find_program(HELP2MAN help2man REQUIRED)
 set(CHARTER_MAN_DIR ${CMAKE_CURRENT_BINARY_DIR}/man)
 file(MAKE_DIRECTORY ${CHARTER_MAN_DIR})
+# charter(1) also gets a COMMANDS section written from `charter help COMMAND` of every command.
+add_custom_command(
+  OUTPUT ${CHARTER_MAN_DIR}/charter-commands.h2m
+  COMMAND ${CMAKE_COMMAND} -DCHARTER=$<TARGET_FILE:charter_cli>
+          -DOUT=${CHARTER_MAN_DIR}/charter-commands.h2m
+          -P ${CMAKE_CURRENT_SOURCE_DIR}/cmake/man_commands.cmake
+  DEPENDS charter_cli ${CMAKE_CURRENT_SOURCE_DIR}/cmake/man_commands.cmake
+  COMMENT "charter help COMMAND -> man page section" VERBATIM)
 function(charter_man target program section summary)
   set(out ${CHARTER_MAN_DIR}/${program}.${section})
+  set(extra "")
+  if(program STREQUAL "charter")
+    set(extra --include=${CHARTER_MAN_DIR}/charter-commands.h2m)
+  endif()
   add_custom_command(
     OUTPUT ${out}
     COMMAND ${HELP2MAN} --no-info --no-discard-stderr --section=${section}
             --version-string=${PROJECT_VERSION} --name=${summary}
-            --include=${CMAKE_CURRENT_SOURCE_DIR}/deploy/man/${program}.h2m
+            --include=${CMAKE_CURRENT_SOURCE_DIR}/deploy/man/${program}.h2m ${extra}
             --output=${out} $<TARGET_FILE:${target}>
     DEPENDS ${target} ${CMAKE_CURRENT_SOURCE_DIR}/deploy/man/${program}.h2m
+            $<$<STREQUAL:${program},charter>:${CHARTER_MAN_DIR}/charter-commands.h2m>
     COMMENT "help2man ${program}.${section}" VERBATIM)
   add_custom_target(man_${program} ALL DEPENDS ${out})
   install(FILES ${out} DESTINATION ${CMAKE_INSTALL_MANDIR}/man${section})

@@ -84,7 +84,9 @@ for c in $(env -u LD_LIBRARY_PATH "$root/usr/bin/charter" help --commands); do
   grep -q "^usage: charter .*$c" <<<"$a" || bad "charter help $c has no usage line"
   for o in $(head -n 1 <<<"$a" | grep -o -- '--[a-z][a-z-]*' | sort -u); do
     grep -q "^  $o " <<<"$a" || bad "charter help $c does not explain $o"
+    grep -qF -- "$(sed 's/-/\\-/g' <<<"$o")" "$root/usr/share/man/man1/charter.1" || bad "charter.1 lacks $o of $c"
   done
+  grep -qF ".SS $c" "$root/usr/share/man/man1/charter.1" || bad "charter.1 has no section for $c"
 done
 echo "ok   every command has help with its usage and options"
 # The completion script loads and completes commands.

@@ -2166,8 +2166,10 @@ static void test_store_timeout_drops_the_connection_and_the_late_reply(void)
 static void test_store_open_rejects_bad_urls_and_graphs(void)
 {
     store *st = (store *)1;
-    CU_ASSERT_EQUAL(store_open("redis://localhost:1", "g", 100, &st), STATUS_EINVAL);
+    /* redis:// is accepted (test_operation); TLS and credentials in the URL are not. */
+    CU_ASSERT_EQUAL(store_open("rediss://localhost:1", "g", 100, &st), STATUS_EINVAL);
     CU_ASSERT_PTR_NULL(st);
+    CU_ASSERT_EQUAL(store_open("redis://user:pw@localhost:1", "g", 100, &st), STATUS_EINVAL);
     CU_ASSERT_EQUAL(store_open("tcp://localhost", "g", 100, &st), STATUS_EINVAL);
     CU_ASSERT_EQUAL(store_open("tcp://localhost:0", "g", 100, &st), STATUS_EINVAL);
     CU_ASSERT_EQUAL(store_open("tcp://localhost:99999", "g", 100, &st), STATUS_EINVAL);
