@@ -107,8 +107,7 @@ static void pj_path_pop(pj_ctx *c, size_t old)
 
 static size_t pj_path_field(pj_ctx *c, const char *json_name)
 {
-    return c->path_len == 0 ? pj_path_push(c, "%s", json_name)
-                            : pj_path_push(c, ".%s", json_name);
+    return c->path_len == 0 ? pj_path_push(c, "%s", json_name) : pj_path_push(c, ".%s", json_name);
 }
 
 static const char *pj_kind(const json_t *v)
@@ -696,7 +695,8 @@ static int pj_decode_field(pj_ctx *c, const ProtobufCFieldDescriptor *f, Protobu
         void *prev = *(void **)dst;
         *(void **)dst = NULL;
         int rc = pj_decode_value(c, f, v, depth, dst);
-        if (rc != PROTOJSON_OK && *(void **)dst == NULL && !(f->flags & PROTOBUF_C_FIELD_FLAG_ONEOF)) {
+        if (rc != PROTOJSON_OK && *(void **)dst == NULL &&
+            !(f->flags & PROTOBUF_C_FIELD_FLAG_ONEOF)) {
             *(void **)dst = prev;
         }
         return rc;
@@ -712,8 +712,7 @@ static int pj_decode_message(pj_ctx *c, const ProtobufCMessageDescriptor *d, con
         return pj_fail(c, PROTOJSON_ELIMIT, "nested deeper than %u levels", c->max_depth);
     }
     if (!json_is_object(v)) {
-        return pj_fail(c, PROTOJSON_EINVAL, "expected an object (%s), got %s", d->name,
-                       pj_kind(v));
+        return pj_fail(c, PROTOJSON_EINVAL, "expected an object (%s), got %s", d->name, pj_kind(v));
     }
     ProtobufCMessage *m = pj_alloc(c, d->sizeof_message);
     if (m == NULL) {
@@ -741,8 +740,7 @@ static int pj_decode_message(pj_ctx *c, const ProtobufCMessageDescriptor *d, con
         char jn[PJ_NAME_MAX];
         size_t old = pj_path_field(c, pj_field_json_name(f, jn, sizeof jn));
         if (seen[fi]) {
-            rc = pj_fail(c, PROTOJSON_EINVAL, "given twice (as \"%s\" and as \"%s\")", jn,
-                         f->name);
+            rc = pj_fail(c, PROTOJSON_EINVAL, "given twice (as \"%s\" and as \"%s\")", jn, f->name);
             goto out;
         }
         seen[fi] = 1;
@@ -769,8 +767,8 @@ static void pj_ctx_init(pj_ctx *c, ProtobufCAllocator *alloc, const protojson_li
 {
     memset(c, 0, sizeof *c);
     c->alloc = alloc != NULL ? alloc : &pj_system_allocator;
-    c->max_depth = limits != NULL && limits->max_depth > 0 ? limits->max_depth
-                                                           : PROTOJSON_DEFAULT_MAX_DEPTH;
+    c->max_depth =
+        limits != NULL && limits->max_depth > 0 ? limits->max_depth : PROTOJSON_DEFAULT_MAX_DEPTH;
     c->err = err;
     c->errlen = errlen;
     if (err != NULL && errlen > 0) {
@@ -798,8 +796,8 @@ int protojson_decode(const ProtobufCMessageDescriptor *desc, const char *json, s
     pj_ctx c;
     pj_ctx_init(&c, alloc, limits, err, errlen);
     *out = NULL;
-    size_t max = limits != NULL && limits->max_bytes > 0 ? limits->max_bytes
-                                                         : PROTOJSON_DEFAULT_MAX_BYTES;
+    size_t max =
+        limits != NULL && limits->max_bytes > 0 ? limits->max_bytes : PROTOJSON_DEFAULT_MAX_BYTES;
     if (len > max) {
         return pj_fail(&c, PROTOJSON_ELIMIT, "JSON of %zu bytes exceeds the %zu byte limit", len,
                        max);
@@ -976,8 +974,7 @@ static bool pj_present(const ProtobufCFieldDescriptor *f, const ProtobufCMessage
 }
 
 static int pj_encode_map_key(pj_ctx *c, const ProtobufCFieldDescriptor *kf,
-                             const ProtobufCMessage *entry, char *buf, size_t n,
-                             const char **key)
+                             const ProtobufCMessage *entry, char *buf, size_t n, const char **key)
 {
     const void *src = (const char *)entry + kf->offset;
     switch (kf->type) {
@@ -1132,8 +1129,8 @@ int protojson_encode(const ProtobufCMessage *msg, const protojson_limits *limits
     return pj_encode_message(&c, msg, 1, out);
 }
 
-int protojson_encode_text(const ProtobufCMessage *msg, const protojson_limits *limits,
-                          char **out, char *err, size_t errlen)
+int protojson_encode_text(const ProtobufCMessage *msg, const protojson_limits *limits, char **out,
+                          char *err, size_t errlen)
 {
     *out = NULL;
     json_t *v = NULL;

@@ -67,8 +67,8 @@ int protojson_encode(const ProtobufCMessage *msg, const protojson_limits *limits
 
 /* As protojson_encode, as compact JSON text: *out is malloc'd, NUL-terminated, freed by the
  * caller with free(). */
-int protojson_encode_text(const ProtobufCMessage *msg, const protojson_limits *limits,
-                          char **out, char *err, size_t errlen);
+int protojson_encode_text(const ProtobufCMessage *msg, const protojson_limits *limits, char **out,
+                          char *err, size_t errlen);
 
 /* The proto3 JSON name of a field name: underscores dropped, the letter after each one upper
  * case ("context_id" -> "contextId"). Writes at most n bytes with the NUL; returns 0, or -1

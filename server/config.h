@@ -37,6 +37,8 @@ typedef struct {
     bool verbose;
     const char *operator_token; /* CHARTER_OPERATOR_TOKEN (borrowed from the environment) */
     const char *viewer_token;   /* CHARTER_VIEWER_TOKEN or NULL */
+    const char *http;           /* --http HOST:PORT (borrowed) or NULL: no HTTP/JSON listener */
+    const char *http_allow_host; /* --http-allow-host NAME (borrowed): one more Host accepted */
 } config;
 
 enum {

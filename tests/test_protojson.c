@@ -278,8 +278,7 @@ static void test_wrong_type_names_the_path(void)
     expect_error(&charter__v1__deliver_response__descriptor,
                  "{\"delivery\":{\"grantChain\":[\"g1\",true]}}", PROTOJSON_EINVAL,
                  "delivery.grantChain[1]: expected a string, got a boolean");
-    expect_error(&charter__v1__deliver_response__descriptor, "{\"decision\":[]}",
-                 PROTOJSON_EINVAL,
+    expect_error(&charter__v1__deliver_response__descriptor, "{\"decision\":[]}", PROTOJSON_EINVAL,
                  "decision: expected an object (charter.v1.Decision), got an array");
     expect_error(&charter__v1__deliver_response__descriptor, "{\"acknowledged\":\"true\"}",
                  PROTOJSON_EINVAL, "acknowledged: expected a boolean, got a string");
@@ -307,10 +306,10 @@ static void test_bad_base64_is_refused(void)
 {
     expect_error(&charter__v1__rpc_request__descriptor, "{\"payload\":\"aGV*bG8=\"}",
                  PROTOJSON_EINVAL, "payload: bad base64: character 3 is not base64");
-    expect_error(&charter__v1__rpc_request__descriptor, "{\"payload\":\"aGVsb\"}",
-                 PROTOJSON_EINVAL, "payload: bad base64: wrong length or padding");
-    expect_error(&charter__v1__rpc_request__descriptor, "{\"payload\":\"a===\"}",
-                 PROTOJSON_EINVAL, "payload: bad base64: wrong length or padding");
+    expect_error(&charter__v1__rpc_request__descriptor, "{\"payload\":\"aGVsb\"}", PROTOJSON_EINVAL,
+                 "payload: bad base64: wrong length or padding");
+    expect_error(&charter__v1__rpc_request__descriptor, "{\"payload\":\"a===\"}", PROTOJSON_EINVAL,
+                 "payload: bad base64: wrong length or padding");
 }
 
 static void test_bad_enum_name_is_refused(void)
@@ -324,8 +323,8 @@ static void test_duplicates_are_refused(void)
     expect_error(&charter__v1__deliver_request__descriptor,
                  "{\"contextId\":\"a\",\"context_id\":\"b\"}", PROTOJSON_EINVAL,
                  "contextId: given twice (as \"contextId\" and as \"context_id\")");
-    expect_error(&charter__v1__deliver_request__descriptor,
-                 "{\"tool\":\"a\",\"tool\":\"b\"}", PROTOJSON_EINVAL,
+    expect_error(&charter__v1__deliver_request__descriptor, "{\"tool\":\"a\",\"tool\":\"b\"}",
+                 PROTOJSON_EINVAL,
                  "invalid JSON at line 1 column 18: duplicate object key near '\"tool\"'");
     expect_error(&pjtest__shapes__descriptor, "{\"choiceText\":\"a\",\"choiceNumber\":1}",
                  PROTOJSON_EINVAL,
@@ -396,7 +395,10 @@ static void test_json_names_follow_proto3(void)
     CU_ASSERT_EQUAL(protojson_json_name("a_b_c", out, 3), -1);
 }
 
-#define T(fn) {#fn, fn}
+#define T(fn)                                                                                      \
+    {                                                                                              \
+#fn, fn                                                                                    \
+    }
 static const struct {
     const char *name;
     void (*fn)(void);
