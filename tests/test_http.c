@@ -1,0 +1,456 @@
+/*
+ * test_http.c - charterd --http against curl: Connect unary calls in the proto3 JSON mapping.
+ *
+ * One real charterd (test Redis, its own graph) serves HTTP/JSON on a free loopback port; each
+ * case runs the curl program and checks the HTTP status and the body by hand: several methods
+ * succeed (Health, CreateRun, GetRun, ListRuns, ShowChain), and every error class answers its
+ * Connect code with the matching status: bad JSON, unknown field, wrong type, unknown method,
+ * missing or wrong token, a viewer calling an operator method, an unknown run, oversized body,
+ * wrong content type, a foreign Origin or Host, a malformed Connect-Timeout-Ms.
+ */
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <CUnit/Basic.h>
+
+#include "harness.h"
+
+/* The largest request body charterd is started with, bytes. */
+#define MAX_MESSAGE 65536
+
+static harness_charterd g_d;
+static char g_graph[64];
+static char g_base[64]; /* http://127.0.0.1:<port> */
+static char g_hostport[32];
+
+static int free_port(void)
+{
+    int fd = socket(AF_INET, SOCK_STREAM, 0);
+    if (fd < 0) {
+        return -1;
+    }
+    struct sockaddr_in sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sin_family = AF_INET;
+    sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    socklen_t len = sizeof sa;
+    int port = -1;
+    if (bind(fd, (struct sockaddr *)&sa, sizeof sa) == 0 &&
+        getsockname(fd, (struct sockaddr *)&sa, &len) == 0) {
+        port = ntohs(sa.sin_port);
+    }
+    close(fd);
+    return port;
+}
+
+typedef struct {
+    int status; /* HTTP status, 0 when curl failed */
+    char body[8192];
+} http_reply;
+
+/* Runs curl with the given arguments (NULL-ended, after "curl -sS") and an optional request
+ * body file; the reply's status and body land in r. Returns 0 when curl ran to completion. */
+static int curl_run(const char *const *args, http_reply *r)
+{
+    const char *argv[64];
+    size_t n = 0;
+    argv[n++] = "curl";
+    argv[n++] = "-sS";
+    argv[n++] = "--max-time";
+    argv[n++] = "20";
+    argv[n++] = "-w";
+    argv[n++] = "\n%{http_code}";
+    for (size_t i = 0; args[i] != NULL && n < 62; i++) {
+        argv[n++] = args[i];
+    }
+    argv[n] = NULL;
+    int fds[2];
+    if (pipe(fds) != 0) {
+        return -1;
+    }
+    pid_t pid = fork();
+    if (pid < 0) {
+        close(fds[0]);
+        close(fds[1]);
+        return -1;
+    }
+    if (pid == 0) {
+        dup2(fds[1], 1);
+        close(fds[0]);
+        close(fds[1]);
+        execvp("curl", (char *const *)argv);
+        _exit(127);
+    }
+    close(fds[1]);
+    char buf[sizeof r->body + 16];
+    size_t got = 0;
+    ssize_t k;
+    while ((k = read(fds[0], buf + got, sizeof buf - 1 - got)) > 0) {
+        got += (size_t)k;
+    }
+    close(fds[0]);
+    int st = 0;
+    waitpid(pid, &st, 0);
+    buf[got] = '\0';
+    char *nl = strrchr(buf, '\n');
+    r->status = 0;
+    r->body[0] = '\0';
+    if (nl == NULL) {
+        return -1;
+    }
+    *nl = '\0';
+    r->status = atoi(nl + 1);
+    size_t blen = strlen(buf);
+    if (blen >= sizeof r->body) {
+        blen = sizeof r->body - 1;
+    }
+    memcpy(r->body, buf, blen);
+    r->body[blen] = '\0';
+    return WIFEXITED(st) && WEXITSTATUS(st) == 0 ? 0 : -1;
+}
+
+/* POST body to path with the JSON content type and token (NULL: no Authorization). */
+static void post(const char *path, const char *token, const char *body, http_reply *r)
+{
+    char url[256], auth[160];
+    snprintf(url, sizeof url, "%s%s", g_base, path);
+    snprintf(auth, sizeof auth, "Authorization: Bearer %s", token != NULL ? token : "");
+    const char *args[] = {"-X",
+                          "POST",
+                          "-H",
+                          "Content-Type: application/json",
+                          "-H",
+                          token != NULL ? auth : "X-No-Token: 1",
+                          "--data-binary",
+                          body,
+                          url,
+                          NULL};
+    CU_ASSERT_EQUAL(curl_run(args, r), 0);
+}
+
+static void expect(const http_reply *r, int status, const char *body)
+{
+    if (r->status != status || strcmp(r->body, body) != 0) {
+        fprintf(stderr, "\n  got  %d %s\n  want %d %s\n", r->status, r->body, status, body);
+    }
+    CU_ASSERT_EQUAL(r->status, status);
+    CU_ASSERT_STRING_EQUAL(r->body, body);
+}
+
+/* --- calls that succeed ------------------------------------------------------------------- */
+
+static void test_healthz_answers_serving(void)
+{
+    http_reply r;
+    char url[128];
+    snprintf(url, sizeof url, "%s/healthz", g_base);
+    const char *args[] = {url, NULL};
+    CU_ASSERT_EQUAL(curl_run(args, &r), 0);
+    expect(&r, 200, "{\"status\":\"serving\"}");
+}
+
+static void test_health_check_needs_no_token(void)
+{
+    http_reply r;
+    post("/charter.v1.Health/Check", NULL, "{}", &r);
+    CU_ASSERT_EQUAL(r.status, 200);
+    CU_ASSERT_PTR_NOT_NULL(strstr(r.body, "\"status\":\"serving\",\"database\":\"up\""));
+    char graph[96];
+    snprintf(graph, sizeof graph, "\"graph\":\"%s\"", g_graph);
+    CU_ASSERT_PTR_NOT_NULL(strstr(r.body, graph));
+}
+
+static void test_create_get_and_list_a_run(void)
+{
+    http_reply r;
+    post("/charter.v1.Runs/CreateRun", HARNESS_OPERATOR_TOKEN,
+         "{\"mode\":\"external\",\"task\":\"over HTTP\"}", &r);
+    CU_ASSERT_EQUAL_FATAL(r.status, 200);
+    const char *id = strstr(r.body, "\"run\":{\"id\":\"");
+    CU_ASSERT_PTR_NOT_NULL_FATAL(id);
+    id += strlen("\"run\":{\"id\":\"");
+    char run_id[64];
+    size_t n = strcspn(id, "\"");
+    CU_ASSERT_FATAL(n > 0 && n < sizeof run_id);
+    memcpy(run_id, id, n);
+    run_id[n] = '\0';
+    CU_ASSERT_PTR_NOT_NULL(strstr(r.body, "\"task\":\"over HTTP\",\"mode\":\"external\""));
+
+    char body[160];
+    snprintf(body, sizeof body, "{\"runId\":\"%s\"}", run_id);
+    post("/charter.v1.Runs/GetRun", HARNESS_VIEWER_TOKEN, body, &r);
+    CU_ASSERT_EQUAL(r.status, 200);
+    char want[128];
+    snprintf(want, sizeof want, "{\"run\":{\"id\":\"%s\",\"task\":\"over HTTP\"", run_id);
+    CU_ASSERT_EQUAL(strncmp(r.body, want, strlen(want)), 0);
+
+    post("/charter.v1.Runs/ListRuns", HARNESS_OPERATOR_TOKEN, "{}", &r);
+    CU_ASSERT_EQUAL(r.status, 200);
+    snprintf(want, sizeof want, "\"id\":\"%s\"", run_id);
+    CU_ASSERT_PTR_NOT_NULL(strstr(r.body, want));
+}
+
+static void test_show_chain_lists_the_delegation_chain(void)
+{
+    http_reply r;
+    post("/charter.v1.Grants/ShowChain", HARNESS_OPERATOR_TOKEN, "{\"grant_id\":\"g_reporter\"}",
+         &r);
+    CU_ASSERT_EQUAL(r.status, 200);
+    const char *a = strstr(r.body, "\"id\":\"g_reporter\"");
+    const char *b = strstr(r.body, "\"id\":\"g_analyst\"");
+    const char *c = strstr(r.body, "\"id\":\"g_root\"");
+    CU_ASSERT(a != NULL && b != NULL && c != NULL && a < b && b < c);
+}
+
+/* --- every error class -------------------------------------------------------------------- */
+
+static void test_bad_json_is_invalid_argument(void)
+{
+    http_reply r;
+    post("/charter.v1.Runs/ListRuns", HARNESS_OPERATOR_TOKEN, "{\"limit\":", &r);
+    expect(&r, 400,
+           "{\"code\":\"invalid_argument\",\"message\":\"charter.v1.ListRunsRequest: invalid JSON "
+           "at line 1 column 9: unexpected token near end of file\"}");
+}
+
+static void test_unknown_field_is_invalid_argument(void)
+{
+    http_reply r;
+    post("/charter.v1.Runs/GetRun", HARNESS_OPERATOR_TOKEN, "{\"runId\":\"r\",\"runID\":\"r\"}",
+         &r);
+    expect(&r, 400,
+           "{\"code\":\"invalid_argument\",\"message\":\"charter.v1.GetRunRequest: runID: unknown "
+           "field of charter.v1.GetRunRequest\"}");
+}
+
+static void test_wrong_type_is_invalid_argument(void)
+{
+    http_reply r;
+    post("/charter.v1.Runs/GetRun", HARNESS_OPERATOR_TOKEN, "{\"runId\":7}", &r);
+    expect(&r, 400,
+           "{\"code\":\"invalid_argument\",\"message\":\"charter.v1.GetRunRequest: runId: "
+           "expected a string, got a number\"}");
+}
+
+static void test_unknown_method_is_unimplemented(void)
+{
+    http_reply r;
+    post("/charter.v1.Gate/Teleport", HARNESS_OPERATOR_TOKEN, "{}", &r);
+    expect(&r, 501,
+           "{\"code\":\"unimplemented\",\"message\":\"unknown method "
+           "\\\"/charter.v1.Gate/Teleport\\\"\"}");
+}
+
+static void test_missing_and_wrong_tokens_are_unauthenticated(void)
+{
+    http_reply r;
+    post("/charter.v1.Runs/ListRuns", NULL, "{}", &r);
+    expect(&r, 401,
+           "{\"code\":\"unauthenticated\",\"message\":\"missing credentials: send metadata "
+           "\\\"authorization: Bearer <token>\\\"\"}");
+    post("/charter.v1.Runs/ListRuns", "not-the-token-at-all-0123456789", "{}", &r);
+    expect(&r, 401, "{\"code\":\"unauthenticated\",\"message\":\"invalid token\"}");
+}
+
+static void test_viewer_cannot_revoke(void)
+{
+    http_reply r;
+    post("/charter.v1.Grants/RevokeGrant", HARNESS_VIEWER_TOKEN, "{\"grantId\":\"g_reporter\"}",
+         &r);
+    CU_ASSERT_EQUAL(r.status, 403);
+    CU_ASSERT_EQUAL(strncmp(r.body, "{\"code\":\"permission_denied\",", 28), 0);
+}
+
+static void test_unknown_run_is_not_found(void)
+{
+    http_reply r;
+    post("/charter.v1.Runs/GetRun", HARNESS_OPERATOR_TOKEN, "{\"runId\":\"no_such_run\"}", &r);
+    CU_ASSERT_EQUAL(r.status, 404);
+    CU_ASSERT_EQUAL(strncmp(r.body, "{\"code\":\"not_found\",", 20), 0);
+}
+
+static void test_oversized_body_is_resource_exhausted(void)
+{
+    /* Above the limit, within twice it: read, and refused with the Connect error. */
+    size_t n = MAX_MESSAGE + 100;
+    char *body = malloc(n + 1);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(body);
+    memset(body, ' ', n);
+    body[0] = '{';
+    body[n - 1] = '}';
+    body[n] = '\0';
+    http_reply r;
+    post("/charter.v1.Runs/ListRuns", HARNESS_OPERATOR_TOKEN, body, &r);
+    char want[160];
+    snprintf(want, sizeof want,
+             "{\"code\":\"resource_exhausted\",\"message\":\"request of %zu bytes exceeds the %d "
+             "byte limit\"}",
+             n, MAX_MESSAGE);
+    expect(&r, 429, want);
+    free(body);
+}
+
+static void test_wrong_content_type_is_415(void)
+{
+    http_reply r;
+    char url[128];
+    snprintf(url, sizeof url, "%s/charter.v1.Health/Check", g_base);
+    const char *args[] = {"-X", "POST", "-H", "Content-Type: application/proto", "--data-binary",
+                          "{}", url,    NULL};
+    CU_ASSERT_EQUAL(curl_run(args, &r), 0);
+    expect(&r, 415,
+           "{\"code\":\"invalid_argument\",\"message\":\"send Content-Type: application/json (the "
+           "proto3 JSON mapping)\"}");
+}
+
+static void test_foreign_origin_is_refused(void)
+{
+    http_reply r;
+    char url[128];
+    snprintf(url, sizeof url, "%s/charter.v1.Health/Check", g_base);
+    const char *args[] = {"-X",
+                          "POST",
+                          "-H",
+                          "Content-Type: application/json",
+                          "-H",
+                          "Origin: http://evil.example",
+                          "--data-binary",
+                          "{}",
+                          url,
+                          NULL};
+    CU_ASSERT_EQUAL(curl_run(args, &r), 0);
+    expect(&r, 403,
+           "{\"code\":\"permission_denied\",\"message\":\"cross-origin calls are refused\"}");
+
+    /* The server's own origin is no cross-origin call. */
+    char origin[96];
+    snprintf(origin, sizeof origin, "Origin: %s", g_base);
+    const char *same[] = {
+        "-X", "POST", "-H", "Content-Type: application/json", "-H", origin, "--data-binary",
+        "{}", url,    NULL};
+    CU_ASSERT_EQUAL(curl_run(same, &r), 0);
+    CU_ASSERT_EQUAL(r.status, 200);
+}
+
+static void test_foreign_host_is_refused(void)
+{
+    http_reply r;
+    char url[128];
+    snprintf(url, sizeof url, "%s/healthz", g_base);
+    const char *args[] = {"-H", "Host: attacker.example:80", url, NULL};
+    CU_ASSERT_EQUAL(curl_run(args, &r), 0);
+    expect(&r, 403,
+           "{\"code\":\"permission_denied\",\"message\":\"Host \\\"attacker.example:80\\\" is not "
+           "this server (call it by a loopback name, or start charterd with --http-allow-host "
+           "NAME)\"}");
+    char host[64];
+    snprintf(host, sizeof host, "Host: localhost:%s", strchr(g_hostport, ':') + 1);
+    const char *local[] = {"-H", host, url, NULL};
+    CU_ASSERT_EQUAL(curl_run(local, &r), 0);
+    CU_ASSERT_EQUAL(r.status, 200);
+}
+
+static void test_malformed_timeout_header_is_invalid_argument(void)
+{
+    http_reply r;
+    char url[128];
+    snprintf(url, sizeof url, "%s/charter.v1.Health/Check", g_base);
+    const char *args[] = {"-X",
+                          "POST",
+                          "-H",
+                          "Content-Type: application/json",
+                          "-H",
+                          "Connect-Timeout-Ms: soon",
+                          "--data-binary",
+                          "{}",
+                          url,
+                          NULL};
+    CU_ASSERT_EQUAL(curl_run(args, &r), 0);
+    expect(&r, 400,
+           "{\"code\":\"invalid_argument\",\"message\":\"Connect-Timeout-Ms must be a positive "
+           "whole number of milliseconds\"}");
+}
+
+/* --- the suite ---------------------------------------------------------------------------- */
+
+static int suite_init(void)
+{
+    harness_graph_name(g_graph, sizeof g_graph, "http");
+    int port = free_port();
+    if (port < 0) {
+        return -1;
+    }
+    snprintf(g_hostport, sizeof g_hostport, "127.0.0.1:%d", port);
+    snprintf(g_base, sizeof g_base, "http://%s", g_hostport);
+    static char max[16];
+    snprintf(max, sizeof max, "%d", MAX_MESSAGE);
+    const char *extra[] = {"--http", g_hostport, "--max-message", max};
+    harness_charterd_opts o;
+    memset(&o, 0, sizeof o);
+    o.graph = g_graph;
+    o.extra_args = extra;
+    o.n_extra = 4;
+    return harness_charterd_start(&o, &g_d);
+}
+
+static int suite_clean(void)
+{
+    int rc = harness_charterd_stop(&g_d);
+    harness_graph_drop(g_graph);
+    return rc == 0 ? 0 : -1;
+}
+
+#define T(fn)                                                                                      \
+    {                                                                                              \
+#fn, fn                                                                                    \
+    }
+static const struct {
+    const char *name;
+    void (*fn)(void);
+} tests[] = {
+    T(test_healthz_answers_serving),
+    T(test_health_check_needs_no_token),
+    T(test_create_get_and_list_a_run),
+    T(test_show_chain_lists_the_delegation_chain),
+    T(test_bad_json_is_invalid_argument),
+    T(test_unknown_field_is_invalid_argument),
+    T(test_wrong_type_is_invalid_argument),
+    T(test_unknown_method_is_unimplemented),
+    T(test_missing_and_wrong_tokens_are_unauthenticated),
+    T(test_viewer_cannot_revoke),
+    T(test_unknown_run_is_not_found),
+    T(test_oversized_body_is_resource_exhausted),
+    T(test_wrong_content_type_is_415),
+    T(test_foreign_origin_is_refused),
+    T(test_foreign_host_is_refused),
+    T(test_malformed_timeout_header_is_invalid_argument),
+};
+
+int main(void)
+{
+    if (CU_initialize_registry() != CUE_SUCCESS)
+        return 2;
+    CU_pSuite suite = CU_add_suite("http", suite_init, suite_clean);
+    if (suite == NULL) {
+        CU_cleanup_registry();
+        return 2;
+    }
+    for (size_t i = 0; i < sizeof tests / sizeof tests[0]; i++) {
+        if (CU_add_test(suite, tests[i].name, tests[i].fn) == NULL) {
+            CU_cleanup_registry();
+            return 2;
+        }
+    }
+    CU_basic_set_mode(CU_BRM_VERBOSE);
+    CU_basic_run_tests();
+    unsigned failed = CU_get_number_of_failures() + CU_get_number_of_tests_failed() +
+                      CU_get_number_of_suites_failed();
+    CU_cleanup_registry();
+    return failed == 0 ? 0 : 1;
+}
