@@ -38,7 +38,8 @@ typedef struct {
     const char *operator_token; /* CHARTER_OPERATOR_TOKEN (borrowed from the environment) */
     const char *viewer_token;   /* CHARTER_VIEWER_TOKEN or NULL */
     const char *http;           /* --http HOST:PORT (borrowed) or NULL: no HTTP/JSON listener */
-    const char *http_allow_host; /* --http-allow-host NAME (borrowed): one more Host accepted */
+    /* --http-allow-host NAME (borrowed): one more Host the HTTP listener accepts, or NULL */
+    const char *http_allow_host;
 } config;
 
 enum {
