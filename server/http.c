@@ -497,6 +497,12 @@ static void http_call(http_server *s, nng_aio *aio, nng_http_req *req, const cha
         http_finish(aio, res);
         return;
     }
+    if (nng_http_req_get_header(req, "Transfer-Encoding") != NULL) {
+        /* NNG reads only Content-Length bodies: a chunked one would arrive empty. */
+        http_fail(aio, RPC_INVALID_ARGUMENT,
+                  "send the body with Content-Length (chunked bodies are not read)");
+        return;
+    }
     const ProtobufCMethodDescriptor *md = dispatch_method(path);
     if (md == NULL) {
         char shown[129];

@@ -3,12 +3,14 @@
  *
  * One real charterd (test Redis, its own graph) serves HTTP/JSON on a free loopback port; each
  * case runs the curl program and checks the HTTP status and the body by hand: several methods
- * succeed (Health, CreateRun, GetRun, ListRuns, ShowChain), and every error class answers its
+ * succeed (Health, CreateRun, GetRun, ListRuns, ShowChain, an external run up to Deliver),
+ * slow calls leave the listener responsive, and every error class answers its
  * Connect code with the matching status: bad JSON, unknown field, wrong type, unknown method,
  * missing or wrong token, a viewer calling an operator method, an unknown run, oversized body,
  * wrong content type, a foreign Origin or Host, a malformed Connect-Timeout-Ms.
  */
 #include <arpa/inet.h>
+#include <fcntl.h>
 #include <netinet/in.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -18,6 +20,8 @@
 #include <unistd.h>
 
 #include <CUnit/Basic.h>
+#include <jansson.h>
+#include <time.h>
 
 #include "harness.h"
 
@@ -206,6 +210,140 @@ static void test_show_chain_lists_the_delegation_chain(void)
     const char *b = strstr(r.body, "\"id\":\"g_analyst\"");
     const char *c = strstr(r.body, "\"id\":\"g_root\"");
     CU_ASSERT(a != NULL && b != NULL && c != NULL && a < b && b < c);
+}
+
+/* The string at obj.key (obj NULL: the top level) of a JSON reply, into out. */
+static void reply_field(const http_reply *r, const char *obj, const char *key, char *out, size_t n)
+{
+    out[0] = '\0';
+    json_t *j = json_loads(r->body, 0, NULL);
+    json_t *o = obj != NULL ? json_object_get(j, obj) : j;
+    const char *v = json_string_value(json_object_get(o, key));
+    snprintf(out, n, "%s", v != NULL ? v : "");
+    json_decref(j);
+}
+
+static void test_deliver_over_http_is_allowed_then_acknowledged(void)
+{
+    http_reply r;
+    char body[512], run[64], ctx[64], source[64], output[64], v[64];
+    post("/charter.v1.Runs/CreateRun", HARNESS_OPERATOR_TOKEN, "{\"mode\":\"external\"}", &r);
+    CU_ASSERT_EQUAL_FATAL(r.status, 200);
+    reply_field(&r, "run", "id", run, sizeof run);
+    snprintf(body, sizeof body, "{\"runId\":\"%s\",\"step\":\"analyze\"}", run);
+    post("/charter.v1.Gate/OpenStep", HARNESS_OPERATOR_TOKEN, body, &r);
+    CU_ASSERT_EQUAL_FATAL(r.status, 200);
+    reply_field(&r, NULL, "contextId", ctx, sizeof ctx);
+    snprintf(body, sizeof body, "{\"contextId\":\"%s\",\"resourceId\":\"vendor_b\"}", ctx);
+    post("/charter.v1.Gate/ReadSource", HARNESS_OPERATOR_TOKEN, body, &r);
+    CU_ASSERT_EQUAL_FATAL(r.status, 200);
+    reply_field(&r, "artifact", "id", source, sizeof source);
+    snprintf(body, sizeof body,
+             "{\"contextId\":\"%s\",\"inputIds\":[\"%s\"],\"title\":\"Pick\",\"content\":\"B.\"}",
+             ctx, source);
+    post("/charter.v1.Gate/RecordOutput", HARNESS_OPERATOR_TOKEN, body, &r);
+    CU_ASSERT_EQUAL_FATAL(r.status, 200);
+    reply_field(&r, "artifact", "id", output, sizeof output);
+
+    snprintf(body, sizeof body,
+             "{\"contextId\":\"%s\",\"payloadId\":\"%s\",\"recipient\":\"cfo\",\"tool\":"
+             "\"deliver_internal\",\"invocationId\":\"http-inv-1\"}",
+             ctx, output);
+    post("/charter.v1.Gate/Deliver", HARNESS_OPERATOR_TOKEN, body, &r);
+    CU_ASSERT_EQUAL(r.status, 200);
+    CU_ASSERT_EQUAL(strncmp(r.body, "{\"decision\":{\"outcome\":\"ALLOW\"},\"delivery\":{", 44), 0);
+    reply_field(&r, "delivery", "invocationId", v, sizeof v);
+    CU_ASSERT_STRING_EQUAL(v, "http-inv-1");
+    CU_ASSERT_PTR_NULL(strstr(r.body, "acknowledged"));
+    post("/charter.v1.Gate/Deliver", HARNESS_OPERATOR_TOKEN, body, &r);
+    CU_ASSERT_EQUAL(r.status, 200);
+    CU_ASSERT_PTR_NOT_NULL(strstr(r.body, "\"acknowledged\":true"));
+
+    /* A recipient outside the step is a decision, not an HTTP error. */
+    snprintf(body, sizeof body,
+             "{\"contextId\":\"%s\",\"payloadId\":\"%s\",\"recipient\":\"public\",\"tool\":"
+             "\"deliver_internal\",\"invocationId\":\"http-inv-2\"}",
+             ctx, output);
+    post("/charter.v1.Gate/Deliver", HARNESS_OPERATOR_TOKEN, body, &r);
+    CU_ASSERT_EQUAL(r.status, 200);
+    CU_ASSERT_EQUAL(strncmp(r.body, "{\"decision\":{\"outcome\":\"DENY\"", 29), 0);
+}
+
+static long now_ms(void)
+{
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (long)t.tv_sec * 1000L + t.tv_nsec / 1000000L;
+}
+
+/* Calls held up by the database hold workers, never NNG's HTTP threads: with 16 calls stuck
+ * behind a paused Redis (more than NNG has threads), /healthz still answers at once, and every
+ * stuck call is answered once the pause ends. */
+static void test_slow_calls_do_not_hold_the_http_threads(void)
+{
+    enum { N = 16 };
+    pid_t kids[N];
+    char url[128];
+    snprintf(url, sizeof url, "%s/charter.v1.Runs/ListRuns", g_base);
+    CU_ASSERT_EQUAL_FATAL(harness_redis_pause(2500), 0);
+    long t0 = now_ms();
+    for (int i = 0; i < N; i++) {
+        kids[i] = fork();
+        if (kids[i] == 0) {
+            int devnull = open("/dev/null", O_WRONLY);
+            dup2(devnull, 1);
+            execlp("curl", "curl", "-s", "-f", "--max-time", "20", "-X", "POST", "-H",
+                   "Content-Type: application/json", "-H",
+                   "Authorization: Bearer " HARNESS_OPERATOR_TOKEN, "-d", "{\"limit\":1}", url,
+                   (char *)NULL);
+            _exit(127);
+        }
+    }
+    struct timespec settle = {0, 300 * 1000000L};
+    nanosleep(&settle, NULL);
+    http_reply r;
+    char hz[128];
+    snprintf(hz, sizeof hz, "%s/healthz", g_base);
+    const char *args[] = {hz, NULL};
+    long t1 = now_ms();
+    CU_ASSERT_EQUAL(curl_run(args, &r), 0);
+    long took = now_ms() - t1;
+    CU_ASSERT_EQUAL(r.status, 200);
+    CU_ASSERT(took < 1000);
+    CU_ASSERT(now_ms() - t0 < 2500); /* the pause was still on */
+    int ok = 0;
+    for (int i = 0; i < N; i++) {
+        int st = 0;
+        if (kids[i] > 0 && waitpid(kids[i], &st, 0) == kids[i] && WIFEXITED(st) &&
+            WEXITSTATUS(st) == 0) {
+            ok++;
+        }
+    }
+    CU_ASSERT_EQUAL(ok, N);
+    CU_ASSERT(now_ms() - t0 >= 2000); /* they were held up by the pause */
+}
+
+static void test_chunked_body_is_refused(void)
+{
+    http_reply r;
+    char url[128];
+    snprintf(url, sizeof url, "%s/charter.v1.Runs/CreateRun", g_base);
+    const char *args[] = {"-X",
+                          "POST",
+                          "-H",
+                          "Content-Type: application/json",
+                          "-H",
+                          "Transfer-Encoding: chunked",
+                          "-H",
+                          "Authorization: Bearer " HARNESS_OPERATOR_TOKEN,
+                          "--data-binary",
+                          "{\"mode\":\"external\"}",
+                          url,
+                          NULL};
+    CU_ASSERT_EQUAL(curl_run(args, &r), 0);
+    expect(&r, 400,
+           "{\"code\":\"invalid_argument\",\"message\":\"send the body with Content-Length "
+           "(chunked bodies are not read)\"}");
 }
 
 /* --- every error class -------------------------------------------------------------------- */
@@ -418,6 +556,8 @@ static const struct {
     T(test_health_check_needs_no_token),
     T(test_create_get_and_list_a_run),
     T(test_show_chain_lists_the_delegation_chain),
+    T(test_deliver_over_http_is_allowed_then_acknowledged),
+    T(test_slow_calls_do_not_hold_the_http_threads),
     T(test_bad_json_is_invalid_argument),
     T(test_unknown_field_is_invalid_argument),
     T(test_wrong_type_is_invalid_argument),
@@ -430,6 +570,7 @@ static const struct {
     T(test_foreign_origin_is_refused),
     T(test_foreign_host_is_refused),
     T(test_malformed_timeout_header_is_invalid_argument),
+    T(test_chunked_body_is_refused),
 };
 
 int main(void)
