@@ -482,6 +482,17 @@ static int http_envelope(http_server *s, nng_aio *aio, nng_http_req *req, const 
 
 static void http_call(http_server *s, nng_aio *aio, nng_http_req *req, const char *path)
 {
+    const ProtobufCMethodDescriptor *md = dispatch_method(path);
+    if (md == NULL) {
+        char shown[129];
+        size_t k = 0;
+        for (const char *p = path; *p != '\0' && k + 1 < sizeof shown; p++) {
+            shown[k++] = isprint((unsigned char)*p) ? *p : '?';
+        }
+        shown[k] = '\0';
+        http_fail(aio, RPC_UNIMPLEMENTED, "unknown method \"%s\"", shown);
+        return;
+    }
     if (strcmp(nng_http_req_get_method(req), "POST") != 0) {
         http_fail(aio, RPC_UNIMPLEMENTED, "%s takes POST (a Connect unary call)", path);
         return;
@@ -501,17 +512,6 @@ static void http_call(http_server *s, nng_aio *aio, nng_http_req *req, const cha
         /* NNG reads only Content-Length bodies: a chunked one would arrive empty. */
         http_fail(aio, RPC_INVALID_ARGUMENT,
                   "send the body with Content-Length (chunked bodies are not read)");
-        return;
-    }
-    const ProtobufCMethodDescriptor *md = dispatch_method(path);
-    if (md == NULL) {
-        char shown[129];
-        size_t k = 0;
-        for (const char *p = path; *p != '\0' && k + 1 < sizeof shown; p++) {
-            shown[k++] = isprint((unsigned char)*p) ? *p : '?';
-        }
-        shown[k] = '\0';
-        http_fail(aio, RPC_UNIMPLEMENTED, "unknown method \"%s\"", shown);
         return;
     }
     http_job *j = http_job_take(s);
