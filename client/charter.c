@@ -521,6 +521,11 @@ static int exchange(charter_client *c, const char *method, nng_msg *msg, nng_msg
     }
 }
 
+const ProtobufCMethodDescriptor *charter_method_find(const char *method)
+{
+    return method != NULL ? method_lookup(method) : NULL;
+}
+
 int charter_call(charter_client *c, const char *method, const ProtobufCMessage *req,
                  const ProtobufCMessageDescriptor *resp_desc, ProtobufCMessage **resp,
                  charter_status *status)

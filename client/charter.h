@@ -154,6 +154,11 @@ int charter_call(charter_client *c, const char *method, const ProtobufCMessage *
                  const ProtobufCMessageDescriptor *resp_desc, ProtobufCMessage **resp,
                  charter_status *status);
 
+/* The generated descriptor of method "/charter.v1.<Service>/<Method>" (its input and output
+ * message descriptors, for charter_call), or NULL when charter.v1 declares no such method.
+ * Static storage. */
+const ProtobufCMethodDescriptor *charter_method_find(const char *method);
+
 /*
  * Typed calls, one per method of proto/charter.proto. Each takes the method's request message
  * (NULL sends the all-defaults request) and, on 0, sets *resp to the response, owned by the

@@ -19,6 +19,7 @@
 #include "cli_json.h"
 #include "cli_print.h"
 #include "cli_workflow.h"
+#include "protojson.h"
 #include "receipt.h"
 
 #ifndef CHARTER_VERSION
@@ -1003,6 +1004,67 @@ static int cmd_health(cli *c, const cli_command *cmd, const cli_args *a)
     return rv;
 }
 
+/* ---- call: any method, JSON in and out ----------------------------------------------------- */
+
+/* Largest JSON request read for `call` (bytes): the server refuses larger messages anyway. */
+#define CALL_MAX_JSON ((size_t)64 * 1024 * 1024)
+
+/* `charter call METHOD [JSON|-]`: the request in the proto3 JSON mapping (proto/protojson.h),
+ * the method and its message types from charter.v1's generated service descriptors, the call
+ * through libcharter like any command, the answer printed in the same mapping. */
+static int cmd_call(cli *c, const cli_command *cmd, const cli_args *a)
+{
+    const char *method = a->pos[0];
+    const char *json = a->n_pos > 1 ? a->pos[1] : "{}";
+    const ProtobufCMethodDescriptor *md = charter_method_find(method);
+    char *text = NULL;
+    ProtobufCMessage *req = NULL, *resp = NULL;
+    json_t *out = NULL;
+    char err[256];
+    charter_status st;
+    int rv;
+
+    if (md == NULL)
+        return usage_error(cmd,
+                           "unknown method \"%s\": use /charter.v1.<Service>/<Method> as in "
+                           "proto/charter.proto, e.g. /charter.v1.Health/Check",
+                           method);
+    if (strcmp(json, "-") == 0) {
+        if ((rv = read_text_file(cmd, "-", CALL_MAX_JSON, &text)) != 0)
+            return rv;
+        json = text;
+    }
+    rv = protojson_decode(md->input, json, strlen(json), NULL, NULL, &req, err, sizeof err);
+    if (rv != PROTOJSON_OK) {
+        fprintf(stderr, "%s: %s: %s\n", progname, md->input->name, err);
+        rv = EXIT_USAGE;
+        goto out;
+    }
+    if ((rv = cli_connect(c)) != 0)
+        goto out;
+    if (charter_call(c->client, method, req, md->output, &resp, &st) != 0) {
+        rv = rpc_error(&st);
+        goto out;
+    }
+    if (protojson_encode(resp, NULL, &out, err, sizeof err) != PROTOJSON_OK) {
+        fprintf(stderr, "%s: cannot write the answer as JSON: %s\n", progname, err);
+        rv = EXIT_RPC;
+        goto out;
+    }
+    if (json_dumpf(out, stdout, JSON_INDENT(2)) != 0 || fputc('\n', stdout) == EOF) {
+        fprintf(stderr, "%s: cannot write the output\n", progname);
+        rv = EXIT_RPC;
+        goto out;
+    }
+    rv = EXIT_OK;
+out:
+    json_decref(out);
+    protobuf_c_message_free_unpacked(resp, NULL);
+    protobuf_c_message_free_unpacked(req, NULL);
+    free(text);
+    return rv;
+}
+
 /* ---- command table and main --------------------------------------------------------------- */
 
 static const char *const run_opts[] = {"task", "mode", "workflow", NULL};
@@ -1065,6 +1127,10 @@ static const cli_command commands[] = {
      no_opts, 1, 2, cmd_workflow},
     {"help", "[COMMAND]", "this help, or a command's usage, options and an example", no_opts, 0, 1,
      cmd_help},
+    {"call", "METHOD [JSON|-]",
+     "call any method, e.g. /charter.v1.Gate/Deliver, with its request as proto3 JSON (default "
+     "{}; - reads stdin); prints the answer as proto3 JSON",
+     no_opts, 1, 2, cmd_call},
 };
 
 #define N_COMMANDS (sizeof(commands) / sizeof(commands[0]))

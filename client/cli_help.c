@@ -65,6 +65,10 @@ static const cli_help_entry entries[] = {
      "charter workflow apply deploy/workflows/support.json\n"
      "charter workflow test deploy/workflows/support.json"},
     {"help", NULL, "charter help\ncharter help get"},
+    {"call", NULL,
+     "charter call /charter.v1.Health/Check\n"
+     "charter call /charter.v1.Runs/GetRun '{\"runId\": \"RUN\"}'\n"
+     "echo '{\"limit\": 5}' | charter call /charter.v1.Runs/ListRuns -"},
 };
 
 void cli_help_print_details(FILE *out, const char *name)

@@ -19,6 +19,7 @@
 #include "auth.h"
 #include "status.h"
 #include "store.h"
+#include "http.h"
 
 void config_usage(void)
 {
@@ -46,6 +47,10 @@ void config_usage(void)
         "  --timeout-ms MS     default per-call deadline (default 5000, at most 60000)\n"
         "  --queue N           requests allowed to wait beyond the workers before callers get\n"
         "                      RESOURCE_EXHAUSTED (default 256)\n"
+        "  --http HOST:PORT    also serve every method as HTTP/JSON (Connect unary) on HOST:PORT\n"
+        "                      (PORT alone: 127.0.0.1:PORT); see README \"HTTP/JSON\"\n"
+        "  --http-allow-host NAME\n"
+        "                      accept this Host name too (default: loopback names only)\n"
         "  --quiet             log errors only\n"
         "  --verbose           also log every successful call\n"
         "  --help, --version\n"
@@ -218,6 +223,23 @@ int config_parse(int argc, char **argv, config *cfg, char *err, size_t errlen)
                 return config_fail(err, errlen, "out of memory (free some memory)");
             }
             cfg->n_listen++;
+        } else if (config_match(arg, "--http", &i, argc, argv, &v)) {
+            char hp[300];
+            if (v == NULL || http_parse_addr(v, hp, sizeof hp) != 0) {
+                return config_fail(err, errlen,
+                                   "--http needs HOST:PORT or PORT, got \"%s\" (e.g. --http "
+                                   "127.0.0.1:8080)",
+                                   v ? v : "");
+            }
+            cfg->http = v;
+        } else if (config_match(arg, "--http-allow-host", &i, argc, argv, &v)) {
+            if (v == NULL || v[0] == '\0' || strlen(v) > 200 || strpbrk(v, " /:@") != NULL) {
+                return config_fail(err, errlen,
+                                   "--http-allow-host needs a host name, got \"%s\" (e.g. "
+                                   "--http-allow-host charter.internal)",
+                                   v ? v : "");
+            }
+            cfg->http_allow_host = v;
         } else if (config_match(arg, "--workers", &i, argc, argv, &v)) {
             if (config_number(v, 1, 1024, &n) != 0) {
                 return config_fail(err, errlen,

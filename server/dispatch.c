@@ -223,6 +223,13 @@ static int dispatch_route(const char *method, const dispatch_service **svc, unsi
     return -1;
 }
 
+const ProtobufCMethodDescriptor *dispatch_method(const char *method)
+{
+    const dispatch_service *svc = NULL;
+    unsigned index = 0;
+    return dispatch_route(method, &svc, &index) == 0 ? &svc->desc->methods[index] : NULL;
+}
+
 static const char *dispatch_metadata(const Charter__V1__RpcRequest *rq, const char *key)
 {
     for (size_t i = 0; i < rq->n_metadata; i++) {

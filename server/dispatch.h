@@ -42,6 +42,11 @@ int dispatch_serve(const dispatch_ctx *d, store *st, const uint8_t *req, size_t 
  * RESOURCE_EXHAUSTED when the queue is full). Returns 0 or -1 on allocation failure. */
 int dispatch_error_reply(int code, const char *message, uint8_t **resp, size_t *resp_len);
 
+/* The method "/charter.v1.<Service>/<Method>" as the table routes it (its input and output
+ * message descriptors), or NULL when no service has it. For surfaces that decode the request
+ * themselves (HTTP/JSON) before handing the envelope to dispatch_serve. */
+const ProtobufCMethodDescriptor *dispatch_method(const char *method);
+
 /* The gRPC name of an RPC_* code ("NOT_FOUND"), or "UNKNOWN". */
 const char *dispatch_code_name(int code);
 

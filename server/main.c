@@ -17,6 +17,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "auth.h"
 #include "call.h"
@@ -25,6 +26,7 @@
 #include "../client/receipt.h"
 #include "dispatch.h"
 #include "evlog.h"
+#include "http.h"
 #include "provider.h"
 #include "log.h"
 #include "notify.h"
@@ -176,6 +178,7 @@ int main(int argc, char **argv)
     dbproc *db = NULL;
     store *st = NULL;
     transport *tr = NULL;
+    http_server *hs = NULL;
     json_t *interrupted = NULL;
 
     if (preflight_listen(&cfg, err, sizeof err) != 0) {
@@ -279,6 +282,18 @@ int main(int argc, char **argv)
     memset(&topts, 0, sizeof topts);
     topts.urls = (const char *const *)cfg.listen;
     topts.n_urls = cfg.n_listen;
+    /* HTTP/JSON calls reach the same workers through an in-process listener of their own. */
+    char http_rpc_url[64];
+    const char *urls_with_http[CONFIG_MAX_LISTEN + 1];
+    if (cfg.http != NULL) {
+        snprintf(http_rpc_url, sizeof http_rpc_url, "inproc://charterd-http-%ld", (long)getpid());
+        for (size_t i = 0; i < cfg.n_listen; i++) {
+            urls_with_http[i] = cfg.listen[i];
+        }
+        urls_with_http[cfg.n_listen] = http_rpc_url;
+        topts.urls = urls_with_http;
+        topts.n_urls = cfg.n_listen + 1;
+    }
     topts.workers = cfg.workers;
     topts.queue = cfg.queue;
     topts.max_message = cfg.max_message;
@@ -291,6 +306,25 @@ int main(int argc, char **argv)
         tr = NULL;
         log_fatal("%s", err);
         goto out;
+    }
+
+    if (cfg.http != NULL) {
+        http_opts hopts;
+        memset(&hopts, 0, sizeof hopts);
+        hopts.addr = cfg.http;
+        hopts.rpc_url = http_rpc_url;
+        hopts.max_message = cfg.max_message;
+        hopts.max_inflight = cfg.workers + cfg.queue;
+        hopts.max_timeout_ms = CONFIG_MAX_TIMEOUT_MS;
+        hopts.allow_host = cfg.http_allow_host;
+        if (http_start(&hopts, &hs, err, sizeof err) != 0) {
+            hs = NULL;
+            log_fatal("%s", err);
+            goto out;
+        }
+        char hp[300];
+        log_info("serving HTTP/JSON on http://%s",
+                 http_parse_addr(cfg.http, hp, sizeof hp) == 0 ? hp : cfg.http);
     }
 
     char urls[1024];
@@ -334,11 +368,14 @@ int main(int argc, char **argv)
     }
     log_info("stopping on %s: finishing calls in flight", sig == SIGINT ? "SIGINT" : "SIGTERM");
     (void)notify_stopping();
+    http_stop(hs);
+    hs = NULL;
     transport_stop(tr);
     tr = NULL;
     status = 0;
 
 out:
+    http_stop(hs);
     transport_stop(tr);
     if (st != NULL) {
         store_close(st);
