@@ -6,8 +6,8 @@
  * step capability it acted under ({workflow, cap, ...}): input gate {gate:"input", step,
  * context, ancestries:[raw charter_ancestry replies]}, source gate {gate:"source", step,
  * context, resource}, delivery gate {gate:"delivery", step, context, request, ancestry, chain,
- * now, payload:{id,hash,content_sha256}}. They are decoded with the store's own decoders and
- * handed to the same functions the live gates call.
+ * now, payload:{id,hash,content_sha256}}. They are decoded with the facts codec the store decodes
+ * replies with (facts.h) and handed to the same functions the live gates call.
  */
 #include "replay.h"
 #include "digest.h"
@@ -134,7 +134,7 @@ int replay_input_decide(const guard_stepcap *cap, const guard_context *ctx,
         guard_ancestry anc = {0};
         guard_decision one = {0};
         int rc = json_is_object(raw)
-                     ? store_ancestry_from_json(raw, ids != NULL ? ids[i] : NULL, &anc)
+                     ? facts_ancestry_from_json(raw, ids != NULL ? ids[i] : NULL, &anc)
                      : STATUS_EUNAVAILABLE;
         if (rc == STATUS_ENOMEM) {
             guard_decision_free(d);
@@ -156,7 +156,7 @@ int replay_input_decide(const guard_stepcap *cap, const guard_context *ctx,
             }
         }
         drop_borrowed(&one);
-        store_ancestry_free(&anc);
+        facts_ancestry_free(&anc);
         /* Keep the worst verdict: DENY, then UNKNOWN, then ALLOW. */
         unsigned merged = d->codes | one.codes;
         if (outcome_rank(one.outcome) > outcome_rank(d->outcome)) {
@@ -312,19 +312,19 @@ static int replay_input(const guard_stepcap *cap, const json_t *snap, guard_deci
                         size_t n)
 {
     guard_context ctx;
-    int rc = store_context_from_json(json_object_get(snap, "context"), &ctx);
+    int rc = facts_context_from_json(json_object_get(snap, "context"), &ctx);
     if (rc == STATUS_ENOMEM)
         return rc;
     if (rc != STATUS_OK)
         return snapshot_fail(why, n, "context");
     const json_t *ancestries = json_object_get(snap, "ancestries");
     if (!json_is_array(ancestries)) {
-        store_context_free(&ctx);
+        facts_context_free(&ctx);
         return snapshot_fail(why, n, "ancestries");
     }
     int conf, integrity;
     rc = replay_input_decide(cap, &ctx, ancestries, NULL, d, &conf, &integrity);
-    store_context_free(&ctx);
+    facts_context_free(&ctx);
     return rc;
 }
 
@@ -358,12 +358,12 @@ static int replay_delivery(const guard_stepcap *cap, const json_t *snap, guard_d
     guard_context ctx;
     guard_ancestry anc = {0};
     guard_chain chain = {0};
-    int rc = store_context_from_json(json_object_get(snap, "context"), &ctx);
+    int rc = facts_context_from_json(json_object_get(snap, "context"), &ctx);
     if (rc != STATUS_OK)
         return rc == STATUS_ENOMEM ? rc : snapshot_fail(why, n, "context");
-    rc = store_ancestry_from_json(json_object_get(snap, "ancestry"), req.payload_id, &anc);
+    rc = facts_ancestry_from_json(json_object_get(snap, "ancestry"), req.payload_id, &anc);
     if (rc == STATUS_OK)
-        rc = store_chain_from_json(json_object_get(snap, "chain"), cap->grant, &chain);
+        rc = facts_chain_from_json(json_object_get(snap, "chain"), cap->grant, &chain);
     if (rc == STATUS_OK) {
         if (replay_delivery_decide(cap, &ctx, &req, &anc, &chain, json_number_value(now),
                                    text_of(payload, "hash"), text_of(payload, "content_sha256"),
@@ -373,9 +373,9 @@ static int replay_delivery(const guard_stepcap *cap, const json_t *snap, guard_d
     } else if (rc != STATUS_ENOMEM) {
         rc = snapshot_fail(why, n, "ancestry or chain");
     }
-    store_ancestry_free(&anc);
-    store_grant_chain_free(&chain);
-    store_context_free(&ctx);
+    facts_ancestry_free(&anc);
+    facts_chain_free(&chain);
+    facts_context_free(&ctx);
     return rc;
 }
 

@@ -16,7 +16,7 @@
 #include <stdbool.h>
 
 #include "guard.h"
-#include "store.h"
+#include "facts.h"
 #include "workflow.h"
 
 #include "status.h"
