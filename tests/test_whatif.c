@@ -433,6 +433,106 @@ static void test_cli_prints_each_change_and_the_counts(void)
                     2);
 }
 
+/* --- a narrowed context ------------------------------------------------------------------- */
+
+static Charter__V1__StepContext *open_step(const char *run, const char *step, const char *parent,
+                                           char **resources, size_t n)
+{
+    Charter__V1__OpenStepRequest req = CHARTER__V1__OPEN_STEP_REQUEST__INIT;
+    req.run_id = (char *)run;
+    req.step = (char *)step;
+    req.parent_context_id = (char *)(parent ? parent : "");
+    req.resources = resources;
+    req.n_resources = n;
+    Charter__V1__StepContext *ctx = NULL;
+    charter_status st;
+    if (charter_open_step(op, &req, &ctx, &st) != 0)
+        fprintf(stderr, "OpenStep: %s\n", st.message);
+    return ctx;
+}
+
+/* The input gate over one artifact in ctx: its event's seq, the outcome in *outcome. */
+static uint64_t check_input(const char *ctx, const char *artifact, Charter__V1__Outcome *outcome)
+{
+    Charter__V1__CheckInputRequest req = CHARTER__V1__CHECK_INPUT_REQUEST__INIT;
+    char *ids[1] = {(char *)artifact};
+    req.context_id = (char *)ctx;
+    req.artifact_ids = ids;
+    req.n_artifact_ids = 1;
+    Charter__V1__CheckInputResponse *r = NULL;
+    charter_status st;
+    if (charter_check_input(op, &req, &r, &st) != 0)
+        return 0;
+    uint64_t seq = r->event_seq;
+    *outcome = r->decision->outcome;
+    charter__v1__check_input_response__free_unpacked(r, NULL);
+    return seq;
+}
+
+static void test_narrowed_context_stays_narrowed_under_the_candidate(void)
+{
+    Charter__V1__CreateRunRequest cr = CHARTER__V1__CREATE_RUN_REQUEST__INIT;
+    cr.mode = "external";
+    Charter__V1__RunView *view = NULL;
+    charter_status st;
+    CU_ASSERT_EQUAL_FATAL(charter_create_run(op, &cr, &view, &st), 0);
+    char run3[129];
+    snprintf(run3, sizeof run3, "%s", view->run->id);
+    charter__v1__run_view__free_unpacked(view, NULL);
+
+    Charter__V1__StepContext *research = open_step(run3, "research", NULL, NULL, 0);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(research);
+    Charter__V1__ReadSourceRequest rs = CHARTER__V1__READ_SOURCE_REQUEST__INIT;
+    rs.context_id = research->context_id;
+    rs.resource_id = "vendor_b";
+    Charter__V1__ReadSourceResponse *src = NULL;
+    CU_ASSERT_EQUAL_FATAL(charter_read_source(op, &rs, &src, &st), 0);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(src->artifact);
+    char src_b[129];
+    snprintf(src_b, sizeof src_b, "%s", src->artifact->id);
+    charter__v1__read_source_response__free_unpacked(src, NULL);
+    charter__v1__step_context__free_unpacked(research, NULL);
+
+    /* The report step admits vendor_b; its child narrowed to vendor_a does not. */
+    Charter__V1__StepContext *parent = open_step(run3, "report", NULL, NULL, 0);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(parent);
+    char *only_a[] = {"vendor_a"};
+    Charter__V1__StepContext *child = open_step(run3, "report", parent->context_id, only_a, 1);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(child);
+    Charter__V1__Outcome po = 0, co = 0;
+    uint64_t parent_seq = check_input(parent->context_id, src_b, &po);
+    uint64_t child_seq = check_input(child->context_id, src_b, &co);
+    charter__v1__step_context__free_unpacked(parent, NULL);
+    charter__v1__step_context__free_unpacked(child, NULL);
+    CU_ASSERT_FATAL(parent_seq > 0 && child_seq > parent_seq);
+    CU_ASSERT_EQUAL(po, CHARTER__V1__OUTCOME__ALLOW);
+    CU_ASSERT_EQUAL(co, CHARTER__V1__OUTCOME__DENY);
+
+    /* Under the unchanged workflow the child is still held to its own list. */
+    Charter__V1__WhatIfResponse *r = what_if(op, reference(), run3, 0);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(r);
+    CU_ASSERT_EQUAL(r->n_changes, 0);
+    CU_ASSERT_EQUAL(r->examined, 3); /* the source read and the two checks */
+    charter__v1__what_if_response__free_unpacked(r, NULL);
+
+    /* Widening the report step to the budget widens no narrowed child either; taking vendor_b
+     * from the step denies the parent's check, and the child's stays the deny it was. */
+    r = what_if(op, report_reads_budget(true), run3, 0);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(r);
+    CU_ASSERT_EQUAL(r->n_changes, 0);
+    charter__v1__what_if_response__free_unpacked(r, NULL);
+    json_t *w = reference();
+    json_t *report = entry(w, "steps", "name", "report");
+    CU_ASSERT_PTR_NOT_NULL_FATAL(report);
+    json_object_set_new(report, "resources", json_pack("[s, s]", "vendor_a", "vendor_c"));
+    r = what_if(op, w, run3, 0);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(r);
+    CU_ASSERT_EQUAL_FATAL(r->n_changes, 1);
+    expect_change(r, 0, run3, parent_seq, "input", "report", "", "allow -> deny INPUT_OUT_OF_SCOPE",
+                  "vendor_b (public) \xe2\x86\x92 report step {vendor_a, vendor_c}");
+    charter__v1__what_if_response__free_unpacked(r, NULL);
+}
+
 int main(void)
 {
     if (CU_initialize_registry() != CUE_SUCCESS)
@@ -458,6 +558,9 @@ int main(void)
                 test_viewer_may_ask_and_nothing_is_written);
     CU_add_test(s, "CLI prints each change and the counts",
                 test_cli_prints_each_change_and_the_counts);
+    /* last: it adds a run to the graph the tests above count over */
+    CU_add_test(s, "narrowed context stays narrowed under the candidate",
+                test_narrowed_context_stays_narrowed_under_the_candidate);
     CU_basic_set_mode(CU_BRM_VERBOSE);
     CU_basic_run_tests();
     unsigned failed = CU_get_number_of_failures() + CU_get_number_of_suites_failed();
