@@ -27,7 +27,7 @@ extern const size_t svc_evidence_handlers_len;
 
 /* Evidence/WhatIf (svc_whatif.c): the recorded decisions decided again under a candidate
  * workflow. */
-int svc_whatif(call *c, const ProtobufCMessage *in, ProtobufCMessage **out);
+int svc_whatif_handler(call *c, const ProtobufCMessage *in, ProtobufCMessage **out);
 extern const call_handler svc_workflows_handlers[]; /* ApplyWorkflow, ListWorkflows,
                                                        GetWorkflow */
 extern const size_t svc_workflows_handlers_len;

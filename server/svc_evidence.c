@@ -186,6 +186,7 @@ static int audit_run(call *c, const ProtobufCMessage *in, ProtobufCMessage **out
     return RPC_OK;
 }
 
-const call_handler svc_evidence_handlers[] = {replay_decision, get_receipt, audit_run, svc_whatif};
+const call_handler svc_evidence_handlers[] = {replay_decision, get_receipt, audit_run,
+                                              svc_whatif_handler};
 const size_t svc_evidence_handlers_len =
     sizeof svc_evidence_handlers / sizeof svc_evidence_handlers[0];

@@ -239,7 +239,7 @@ static int respond(whatif_scan *s, const workflow *wf, ProtobufCMessage **out)
     return RPC_OK;
 }
 
-int svc_whatif(call *c, const ProtobufCMessage *in, ProtobufCMessage **out)
+int svc_whatif_handler(call *c, const ProtobufCMessage *in, ProtobufCMessage **out)
 {
     const Charter__V1__WhatIfRequest *req = (const Charter__V1__WhatIfRequest *)in;
     bool one_run = req->run_id != NULL && *req->run_id != '\0';
