@@ -674,6 +674,8 @@ CHARTER_TYPED(charter_get_receipt, charter__v1__evidence__descriptor,
               Charter__V1__GetReceiptRequest, get_receipt_request, Charter__V1__Receipt, receipt)
 CHARTER_TYPED(charter_audit_run, charter__v1__evidence__descriptor, Charter__V1__AuditRunRequest,
               audit_run_request, Charter__V1__AuditRunResponse, audit_run_response)
+CHARTER_TYPED(charter_what_if, charter__v1__evidence__descriptor, Charter__V1__WhatIfRequest,
+              what_if_request, Charter__V1__WhatIfResponse, what_if_response)
 CHARTER_TYPED(charter_apply_workflow, charter__v1__workflows__descriptor,
               Charter__V1__ApplyWorkflowRequest, apply_workflow_request, Charter__V1__WorkflowInfo,
               workflow_info)

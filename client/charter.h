@@ -235,6 +235,13 @@ int charter_get_receipt(charter_client *c, const Charter__V1__GetReceiptRequest 
  * removed or inserted. */
 int charter_audit_run(charter_client *c, const Charter__V1__AuditRunRequest *req,
                       Charter__V1__AuditRunResponse **resp, charter_status *status);
+/* Evidence/WhatIf: decides the recorded decisions in scope (req->run_id, or runs created at or
+ * after req->since) again under the candidate workflow req->workflow and returns those whose
+ * outcome or codes would change, with counts by change; at most req->limit are examined
+ * (resp->truncated says more were in scope). Writes nothing; viewer or operator token.
+ * INVALID_ARGUMENT naming the field and rule when the candidate is not a valid workflow. */
+int charter_what_if(charter_client *c, const Charter__V1__WhatIfRequest *req,
+                    Charter__V1__WhatIfResponse **resp, charter_status *status);
 
 /* Workflows/ApplyWorkflow: validates req->definition (JSON, at most 1 MiB, docs/workflows.md)
  * and stores it with its resources, recipients, actors and grants (operator token). A

@@ -963,6 +963,67 @@ static int cmd_replay(cli *c, const cli_command *cmd, const cli_args *a)
     return rv;
 }
 
+/* ---- What if ----------------------------------------------------------------------------- */
+
+/* "delivery public", "input report", "source vendor_a": what the decision was about. */
+static void whatif_about(const Charter__V1__WhatIfChange *ch, char *buf, size_t n)
+{
+    snprintf(buf, n, "%s %s", ch->gate, *ch->subject ? ch->subject : ch->step);
+}
+
+static int cmd_what_if(cli *c, const cli_command *cmd, const cli_args *a)
+{
+    Charter__V1__WhatIfRequest req = CHARTER__V1__WHAT_IF_REQUEST__INIT;
+    Charter__V1__WhatIfResponse *r = NULL;
+    charter_status st;
+    const char *path = arg_option(a, "workflow");
+    const char *run = arg_option(a, "run");
+    uint64_t since, limit;
+    char *bytes = NULL;
+    int rv;
+
+    if (path == NULL)
+        return usage_error(cmd, "--workflow %s is required", "NEW.json");
+    if (run != NULL && arg_option(a, "since") != NULL)
+        return usage_error(cmd, "--run and --since exclude each other%s", "");
+    if ((rv = number_option(cmd, a, "since", INT64_MAX, &since)) != 0 ||
+        (rv = number_option(cmd, a, "limit", 100000, &limit)) != 0)
+        return rv;
+    if ((rv = read_text_file(cmd, path, (size_t)1 << 20, &bytes)) != 0)
+        return rv;
+    req.workflow.data = (uint8_t *)bytes;
+    req.workflow.len = strlen(bytes);
+    req.run_id = (char *)(run != NULL ? run : "");
+    req.since = (int64_t)since;
+    req.limit = (uint32_t)limit;
+    if ((rv = cli_connect(c)) != 0 || charter_what_if(c->client, &req, &r, &st) != 0) {
+        free(bytes);
+        return rv != 0 ? rv : rpc_error(&st);
+    }
+    free(bytes);
+    if (c->json) {
+        rv = print_json(&r->base);
+    } else {
+        for (size_t i = 0; i < r->n_changes; i++) {
+            const Charter__V1__WhatIfChange *ch = r->changes[i];
+            const char *w = ch->candidate != NULL ? ch->candidate->witness : "";
+            char about[300];
+            whatif_about(ch, about, sizeof about);
+            printf("run %s seq %llu %s: %s%s%s%s\n", ch->run_id, (unsigned long long)ch->seq, about,
+                   ch->change, *w ? " (witness " : "", w, *w ? ")" : "");
+        }
+        for (size_t i = 0; i < r->n_counts; i++)
+            printf("%6llu  %s\n", (unsigned long long)r->counts[i]->count, r->counts[i]->change);
+        printf("%zu of %llu decisions would change (%llu record no facts) under workflow %s\n",
+               r->n_changes, (unsigned long long)r->examined, (unsigned long long)r->no_snapshot,
+               r->workflow_version);
+        if (r->truncated)
+            printf("truncated: the limit was reached; more decisions are in scope (--limit)\n");
+    }
+    charter__v1__what_if_response__free_unpacked(r, NULL);
+    return rv;
+}
+
 /* ---- Workflows ---------------------------------------------------------------------------- */
 
 static int cmd_workflow(cli *c, const cli_command *cmd, const cli_args *a)
@@ -1074,6 +1135,7 @@ static const char *const list_opts[] = {"limit", NULL};
 static const char *const record_opts[] = {"title", "content", "content-file", NULL};
 static const char *const verify_opts[] = {"key", NULL};
 static const char *const no_opts[] = {NULL};
+static const char *const what_if_opts[] = {"workflow", "run", "since", "limit", NULL};
 
 static int cmd_help(cli *c, const cli_command *cmd, const cli_args *a);
 
@@ -1121,6 +1183,10 @@ static const cli_command commands[] = {
      "walk the run's event hash chain; name the first event changed, removed or "
      "inserted",
      no_opts, 1, 1, cmd_audit},
+    {"what-if", "--workflow NEW.json [--run RUN | --since SECONDS] [--limit N]",
+     "decide the recorded decisions (of RUN, or of runs created since SECONDS since the epoch) "
+     "again under a candidate workflow and list those that would change; writes nothing",
+     what_if_opts, 0, 0, cmd_what_if},
     {"workflow", CLI_WORKFLOW_USAGE,
      "apply a definition (operator), list or show stored ones, or test FILE: apply it, run it "
      "scripted and check its expect list (exit 1 on any FAIL)",

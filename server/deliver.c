@@ -144,10 +144,10 @@ typedef struct {
 
 static void facts_free(send_facts *f)
 {
-    store_context_free(&f->ctx);
+    facts_context_free(&f->ctx);
     json_decref(f->reply);
-    store_ancestry_free(&f->anc);
-    store_grant_chain_free(&f->gchain);
+    facts_ancestry_free(&f->anc);
+    facts_chain_free(&f->gchain);
 }
 
 /* Fetches the facts after the context. Returns STATUS_OK, STATUS_ENOTFOUND for an unknown
@@ -175,9 +175,9 @@ static int gather(const gate_env *g, const char *invocation_id, const char *payl
     f->recipient = json_object_get(f->reply, "recipient");
     if (!json_is_object(f->recipient))
         f->recipient = NULL;
-    rc = store_ancestry_from_json(f->ancestry, payload_id, &f->anc);
+    rc = facts_ancestry_from_json(f->ancestry, payload_id, &f->anc);
     if (rc == STATUS_OK)
-        rc = store_chain_from_json(f->chain, f->step->cap.grant, &f->gchain);
+        rc = facts_chain_from_json(f->chain, f->step->cap.grant, &f->gchain);
     return rc;
 }
 

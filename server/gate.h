@@ -56,7 +56,7 @@ int gate_open_narrowed(const gate_env *g, const char *parent_id, const char *run
 /* The effective step capability of an opened context and the context facts: the step of the
  * workflow version stored on the context, narrowed to the context's scope when it was opened
  * narrowed. *step is kept by registry.h (valid until exit); ctx is filled from the graph (free
- * with store_context_free). A context without a workflow, or whose workflow or scope cannot be
+ * with facts_context_free). A context without a workflow, or whose workflow or scope cannot be
  * read, is STATUS_EPROTO (callers fail closed). *wf (may be NULL) gets the workflow. */
 int gate_context_of(const gate_env *g, const char *context_id, const workflow **wf,
                     const workflow_step **step, guard_context *ctx);

@@ -21,8 +21,13 @@ extern const call_handler svc_grants_handlers[]; /* RevokeGrant, RestoreGrants, 
 extern const size_t svc_grants_handlers_len;
 extern const call_handler svc_health_handlers[]; /* Check */
 extern const size_t svc_health_handlers_len;
-extern const call_handler svc_evidence_handlers[]; /* ReplayDecision, GetReceipt, AuditRun */
+extern const call_handler svc_evidence_handlers[]; /* ReplayDecision, GetReceipt, AuditRun,
+                                                      WhatIf */
 extern const size_t svc_evidence_handlers_len;
+
+/* Evidence/WhatIf (svc_whatif.c): the recorded decisions decided again under a candidate
+ * workflow. */
+int svc_whatif_handler(call *c, const ProtobufCMessage *in, ProtobufCMessage **out);
 extern const call_handler svc_workflows_handlers[]; /* ApplyWorkflow, ListWorkflows,
                                                        GetWorkflow */
 extern const size_t svc_workflows_handlers_len;

@@ -20,6 +20,7 @@
 #include <jansson.h>
 #include <stddef.h>
 
+#include "facts.h"
 #include "guard.h"
 
 /* The query library's version; charterd refuses to start when the loaded library reports
@@ -84,40 +85,20 @@ int store_call(store *st, const char *fn, int nargs, const char *const *args, js
 /* Same, with one argument that is a JSON document (encoded compactly). */
 int store_call_json(store *st, const char *fn, const json_t *arg, json_t **out);
 
-/* --- facts for the guard (each result owned by the caller, freed by the matching _free) ---
- *
- * The decoders fill every field: a text that is absent in the reply is "" (never NULL, so the
- * guard can compare it), a label that is absent is -1, a kind other than source/derived has
- * kind_known false, an absent list is empty. A grant's times are accepted as numbers or
- * decimal strings; an absent valid_from reads as +infinity and an absent valid_to as 0 (never
- * valid: fails closed), an absent revoked_at as 0. A field of the wrong type is STATUS_EPROTO.
- * On any failure the output is freed and zeroed. The _free functions are safe on a zeroed
- * struct and zero what they free. */
+/* --- facts for the guard: each result owned by the caller, decoded and freed as facts.h says
+ * (facts_ancestry_free, facts_chain_free, facts_context_free). --- */
 
 /* Every artifact reachable from payload_id through DERIVED_FROM (query "ancestry"), at most
  * limit artifacts (out->truncated set when reached). Returns STATUS_OK, STATUS_ENOTFOUND when the
  * payload does not exist, STATUS_EUNAVAILABLE, STATUS_EPROTO, STATUS_ENOMEM. */
 int store_ancestry(store *st, const char *payload_id, size_t limit, guard_ancestry *out);
-void store_ancestry_free(guard_ancestry *anc);
 
 /* The leaf grant and every grant above it (query "grant_chain"). A missing leaf gives STATUS_OK
  * with out->n == 0 (the guard answers GRANT_NOT_FOUND). */
 int store_grant_chain(store *st, const char *grant_id, guard_chain *out);
-void store_grant_chain_free(guard_chain *chain);
 
 /* The context, its run, its step and its owners (query "context_owner"). STATUS_ENOTFOUND when
  * the context does not exist. */
 int store_context(store *st, const char *context_id, guard_context *out);
-void store_context_free(guard_context *ctx);
-
-/* Decodes the JSON facts the queries return into guard structs; used by the store itself and by
- * replay, which decodes recorded snapshots. Return STATUS_OK, STATUS_EPROTO, STATUS_ENOMEM. */
-/* j is the function's reply object; root (leaf) names the artifact (grant) asked for, or NULL
- * to take the reply's "root" ("leaf"). Lists encoded as {} (Redis cjson's empty list) are
- * empty lists. */
-int store_ancestry_from_json(const json_t *j, const char *root, guard_ancestry *out);
-int store_chain_from_json(const json_t *j, const char *leaf, guard_chain *out);
-/* The reply of context_owner ({"id","run_id","step","owners"}) as a guard_context. */
-int store_context_from_json(const json_t *j, guard_context *out);
 
 #endif

@@ -25,39 +25,6 @@
             return require_id_rc;                                                                  \
     } while (0)
 
-/* The decision as the event recorded it, in the call's arena (NULL when out of memory). */
-static Charter__V1__Decision *recorded_decision(call *c, const json_t *event)
-{
-    Charter__V1__Decision *d = call_alloc(c, sizeof *d);
-    if (d == NULL)
-        return NULL;
-    charter__v1__decision__init(d);
-    const char *outcome = json_string_value(json_object_get(event, "outcome"));
-    const char *codes = json_string_value(json_object_get(event, "codes"));
-    const char *witness = json_string_value(json_object_get(event, "witness"));
-    d->outcome = outcome && strcmp(outcome, "allow") == 0  ? CHARTER__V1__OUTCOME__ALLOW
-                 : outcome && strcmp(outcome, "deny") == 0 ? CHARTER__V1__OUTCOME__DENY
-                                                           : CHARTER__V1__OUTCOME__UNKNOWN;
-    if ((d->witness = call_strdup(c, witness ? witness : "")) == NULL)
-        return NULL;
-    size_t n = 0;
-    for (const char *p = codes; p && *p; p++)
-        n += *p == ',';
-    if (codes && *codes) {
-        char *copy = call_strdup(c, codes);
-        if (copy == NULL || (d->codes = call_alloc(c, (n + 1) * sizeof *d->codes)) == NULL)
-            return NULL;
-        for (char *tok = copy, *end; tok != NULL; tok = end) {
-            end = strchr(tok, ',');
-            if (end)
-                *end++ = '\0';
-            if (*tok)
-                d->codes[d->n_codes++] = tok;
-        }
-    }
-    return d;
-}
-
 static const char *fingerprint_of(const json_t *event)
 {
     const char *s = json_string_value(json_object_get(event, "fingerprint"));
@@ -105,7 +72,7 @@ static int replay_decision(call *c, const ProtobufCMessage *in, ProtobufCMessage
     Charter__V1__ReplayDecisionResponse *resp = call_alloc(c, sizeof *resp);
     if (resp != NULL) {
         charter__v1__replay_decision_response__init(resp);
-        resp->recorded = recorded_decision(c, event);
+        resp->recorded = wire_event_decision(c, event);
         resp->replayed = res.no_snapshot ? NULL : wire_decision(c, &res.replayed);
         resp->no_snapshot = res.no_snapshot;
         resp->matches = res.matches;
@@ -221,6 +188,7 @@ static int audit_run(call *c, const ProtobufCMessage *in, ProtobufCMessage **out
     return RPC_OK;
 }
 
-const call_handler svc_evidence_handlers[] = {replay_decision, get_receipt, audit_run};
+const call_handler svc_evidence_handlers[] = {replay_decision, get_receipt, audit_run,
+                                              svc_whatif_handler};
 const size_t svc_evidence_handlers_len =
     sizeof svc_evidence_handlers / sizeof svc_evidence_handlers[0];

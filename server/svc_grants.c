@@ -180,9 +180,9 @@ static int svc_grants_show_chain(call *c, const ProtobufCMessage *in, ProtobufCM
 
     guard_chain chain;
     memset(&chain, 0, sizeof chain);
-    rc = store_chain_from_json(j, rq->grant_id, &chain);
+    rc = facts_chain_from_json(j, rq->grant_id, &chain);
     if (rc != STATUS_OK) {
-        store_grant_chain_free(&chain);
+        facts_chain_free(&chain);
         json_decref(j);
         return call_fail_store(c, rc, what);
     }
@@ -211,7 +211,7 @@ static int svc_grants_show_chain(call *c, const ProtobufCMessage *in, ProtobufCM
         }
     }
     guard_decision_free(&d);
-    store_grant_chain_free(&chain);
+    facts_chain_free(&chain);
     json_decref(j);
     if (status != RPC_OK) {
         return status;
