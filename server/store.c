@@ -8,6 +8,7 @@
  */
 #include "store.h"
 
+#include <errno.h>
 #include <hiredis/hiredis.h>
 #include <stdarg.h>
 #include <stdbool.h>
