@@ -36,9 +36,11 @@ struct charter_client {
     char *authorization; /* "Bearer <token>", or NULL to send none */
     uint32_t timeout_ms;
     size_t max_message;
-    nng_mtx *mtx; /* guards connections */
-    nng_cv *cv;   /* signalled when connections changes */
+    nng_mtx *mtx; /* guards connections, calls and closing */
+    nng_cv *cv;   /* signalled when connections or calls change */
     int connections;
+    int calls;    /* calls in progress: close waits for them before freeing */
+    bool closing; /* charter_client_close has begun: calls answer CANCELLED */
 };
 
 /* The services of charter.v1, for checking a call against its generated descriptor. */
@@ -301,11 +303,50 @@ void charter_client_close(charter_client *c)
 {
     if (c == NULL)
         return;
-    /* Detach the callbacks first; nng_close then waits for every pipe to go away. */
+    nng_mtx_lock(c->mtx);
+    c->closing = true;
+    nng_mtx_unlock(c->mtx);
+    /* Detach the callbacks first; nng_close then waits for every pipe to go away, and ends
+     * every operation of the calls in flight with NNG_ECLOSED. */
     nng_pipe_notify(c->sock, NNG_PIPE_EV_ADD_PRE, NULL, NULL);
     nng_pipe_notify(c->sock, NNG_PIPE_EV_REM_POST, NULL, NULL);
     nng_close(c->sock);
+    /* Those calls still read the client (its URL, its lock) on their way out: free it only
+     * once the last has left. */
+    nng_mtx_lock(c->mtx);
+    while (c->calls > 0)
+        nng_cv_wait(c->cv);
+    nng_mtx_unlock(c->mtx);
     client_free(c);
+}
+
+/* Counts a call in; false when the client is closing (the call must not start). */
+static bool client_enter(charter_client *c)
+{
+    bool ok;
+    nng_mtx_lock(c->mtx);
+    ok = !c->closing;
+    if (ok)
+        c->calls++;
+    nng_mtx_unlock(c->mtx);
+    return ok;
+}
+
+static void client_leave(charter_client *c)
+{
+    nng_mtx_lock(c->mtx);
+    c->calls--;
+    nng_cv_wake(c->cv);
+    nng_mtx_unlock(c->mtx);
+}
+
+static bool client_closing(charter_client *c)
+{
+    bool closing;
+    nng_mtx_lock(c->mtx);
+    closing = c->closing;
+    nng_mtx_unlock(c->mtx);
+    return closing;
 }
 
 const char *charter_client_url(const charter_client *c)
@@ -480,6 +521,8 @@ static int exchange(charter_client *c, const char *method, nng_msg *msg, nng_msg
         nng_msg_free(nng_aio_get_msg(aio));
         nng_aio_free(aio);
         nng_ctx_close(ctx);
+        if (client_closing(c))
+            return status_set(st, CHARTER_CANCELLED, 1, "client closed");
         if (rv == NNG_ETIMEDOUT && charter_client_connections(c) > 0)
             return status_set(st, CHARTER_DEADLINE_EXCEEDED, 1,
                               "%s: the request could not be sent within %u ms", method,
@@ -501,6 +544,8 @@ static int exchange(charter_client *c, const char *method, nng_msg *msg, nng_msg
         *reply = nng_aio_get_msg(aio);
     nng_aio_free(aio);
     nng_ctx_close(ctx);
+    if (rv != 0 && client_closing(c))
+        return status_set(st, CHARTER_CANCELLED, 1, "client closed");
     switch (rv) {
     case 0:
         return 0;
@@ -547,9 +592,12 @@ int charter_call(charter_client *c, const char *method, const ProtobufCMessage *
         return status_set(status, CHARTER_INVALID_ARGUMENT, 1, "%s returns %s, not %s", method,
                           m->output->name, resp_desc->name);
 
-    if ((rv = request_build(c, method, req, &msg, status)) != 0)
-        return rv;
-    if ((rv = exchange(c, method, msg, &reply, status)) != 0)
+    if (!client_enter(c))
+        return status_set(status, CHARTER_CANCELLED, 1, "client closed");
+    if ((rv = request_build(c, method, req, &msg, status)) == 0)
+        rv = exchange(c, method, msg, &reply, status);
+    client_leave(c);
+    if (rv != 0)
         return rv;
 
     env = (Charter__V1__RpcResponse *)unpack_budgeted(&charter__v1__rpc_response__descriptor,

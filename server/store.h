@@ -18,6 +18,7 @@
 #define CHARTER_STORE_H
 
 #include <jansson.h>
+#include <stdbool.h>
 #include <stddef.h>
 
 #include "guard.h"
@@ -41,9 +42,19 @@ int store_open(const char *url, const char *graph, int timeout_ms, store **out);
 /* Closes the connection and frees st (NULL is ignored). */
 void store_close(store *st);
 
-/* The per-command timeout in milliseconds for the following calls (the RPC's deadline); <= 0
- * selects 5000 ms. */
+/* The per-command timeout in milliseconds for the following calls, with no deadline (for
+ * work outside an RPC); <= 0 selects 5000 ms. */
 void store_set_timeout(store *st, int timeout_ms);
+
+/* The deadline of one RPC: timeout_ms milliseconds from now (<= 0 selects 5000 ms) bound the
+ * whole call, so every following command (and a reconnect) gets only what remains of it, and
+ * once it has passed a command is not sent and fails with STATUS_EUNAVAILABLE. Lasts until the
+ * next store_set_deadline or store_set_timeout. */
+void store_set_deadline(store *st, int timeout_ms);
+
+/* True when, since the last store_set_deadline, a command failed because the deadline passed
+ * (not sent, or timed out at the deadline): the caller answers DEADLINE_EXCEEDED. */
+bool store_deadline_passed(const store *st);
 
 /* A one-line description of the last failure (never contains secrets); valid until the next
  * call on st. */
