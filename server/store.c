@@ -263,6 +263,14 @@ const char *store_last_error(const store *st)
     return st->err;
 }
 
+void store_note_error(store *st, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(st->err, sizeof st->err, fmt, ap);
+    va_end(ap);
+}
+
 /* Maps a Redis error reply to a status: the server being busy, loading or read-only is
  * transient (the command did not run); anything else is a protocol failure. */
 static int map_redis_error(const char *msg)

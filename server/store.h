@@ -60,6 +60,11 @@ bool store_deadline_passed(const store *st);
  * call on st. */
 const char *store_last_error(const store *st);
 
+/* Records why a reply that decoded fine is still not to be trusted (e.g. a stored definition
+ * that does not match its digest), printf-style, as the store's last error: the caller that
+ * maps the STATUS_EPROTO it returns to an answer then names the mismatch. */
+void store_note_error(store *st, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
 /* FUNCTION LOAD REPLACE the library source (len bytes), then FCALL charter_version and compare
  * with STORE_LIBRARY_VERSION. Returns STATUS_OK, STATUS_EUNAVAILABLE, STATUS_EPROTO (load failed
  * or version differs; store_last_error says which). */
