@@ -112,7 +112,7 @@ static int open_context(const gate_env *g, const workflow *wf, const workflow_st
     }
     rc = scope_context(g, id, run_id, wf, parent, lists);
     if (rc == STATUS_OK && (json_object_set_new(c, "workflow", json_string(wf->version)) ||
-                            (parent && json_object_set_new(c, "parent", json_string(parent)))))
+                           (parent && json_object_set_new(c, "parent", json_string(parent)))))
         rc = STATUS_ENOMEM;
     if (rc == STATUS_OK)
         *context = json_incref(c);
