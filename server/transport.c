@@ -74,9 +74,10 @@ struct transport {
     size_t max_queued_bytes; /* refusal (RESOURCE_EXHAUSTED) beyond this */
 };
 
-/* Bytes of the SP header NNG counts in a frame besides the RpcRequest (req/rep's request ID,
- * 4 bytes per hop): NNG's receive limit is --max-message plus this. */
-#define TRANSPORT_FRAME_SLACK 64
+/* NNG's receive limit is --max-message plus this: room for the SP header (req/rep's request
+ * ID, 4 bytes per hop), and a margin within which an oversized request is still read and
+ * answered RESOURCE_EXHAUSTED rather than cut off. */
+#define TRANSPORT_FRAME_SLACK ((size_t)64 * 1024)
 /* Requests waiting or being served may hold at most this many times --max-message, and at
  * least TRANSPORT_QUEUE_BYTES_MIN: unauthenticated bytes cannot pile up in memory while the
  * workers are stalled. */
