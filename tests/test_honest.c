@@ -834,9 +834,12 @@ typedef struct {
     atomic_int done;
 } close_call;
 
+static atomic_int close_started;
+
 static void *close_call_main(void *arg)
 {
     close_call *cc = arg;
+    atomic_fetch_add(&close_started, 1);
     Charter__V1__HealthResponse *h = NULL;
     charter_status st;
     cc->rc = charter_health(cc->c, NULL, &h, &st);
@@ -854,6 +857,7 @@ static void close_with_calls_in_flight(const char *url, const char *what)
     charter_client *c = NULL;
     CU_ASSERT_EQUAL_FATAL(charter_client_open(url, HARNESS_OPERATOR_TOKEN, &o, &c), 0);
     close_call calls[CLOSE_THREADS];
+    atomic_store(&close_started, 0);
     pthread_t th[CLOSE_THREADS];
     for (int i = 0; i < CLOSE_THREADS; i++) {
         calls[i].c = c;
@@ -861,11 +865,15 @@ static void close_with_calls_in_flight(const char *url, const char *what)
         atomic_init(&calls[i].done, 0);
         CU_ASSERT_EQUAL_FATAL(pthread_create(&th[i], NULL, close_call_main, &calls[i]), 0);
     }
+    /* Every thread is about to call (and, 300 ms later, waiting inside the call). */
+    for (int i = 0; i < 1000 && atomic_load(&close_started) < CLOSE_THREADS; i++)
+        sleep_ms(10);
     sleep_ms(300);
     long long t0 = now_ms();
     charter_client_close(c);
     long long took = now_ms() - t0;
-    /* close returns only once every call has stopped using the client. */
+    /* close returns once every call has stopped using the client (a call may still be on its
+     * way back to the thread, so this count is informational; ASan and TSan check the rest). */
     int done = 0;
     for (int i = 0; i < CLOSE_THREADS; i++)
         done += atomic_load(&calls[i].done);
@@ -877,7 +885,6 @@ static void close_with_calls_in_flight(const char *url, const char *what)
     printf("    close with %d calls in flight (%s): %d returned before close did, %d CANCELLED, "
            "close took %lld ms\n",
            CLOSE_THREADS, what, done, cancelled, took);
-    CU_ASSERT_EQUAL(done, CLOSE_THREADS);
     CU_ASSERT_EQUAL(cancelled, CLOSE_THREADS);
     CU_ASSERT_TRUE(took < 3000);
 }
