@@ -695,7 +695,7 @@ static void test_large_frames_with_workers_stalled_keep_memory_bounded(void)
 
     /* The worker stalls on a call the stopped database never answers. */
     CU_ASSERT_EQUAL_FATAL(kill(dl_redis.pid, SIGSTOP), 0);
-    slow_call stall = {d.tcp_url, 30000, -1, -1};
+    slow_call stall = {d.tcp_url, 60000, -1, -1};
     pthread_t th;
     CU_ASSERT_EQUAL_FATAL(pthread_create(&th, NULL, slow_call_main, &stall), 0);
     sleep_ms(300);
@@ -751,7 +751,9 @@ static void test_large_frames_with_workers_stalled_keep_memory_bounded(void)
            sent, FLOOD_FRAME_BYTES, now_ms() - t0, exhausted, before, after, sent_rss);
     CU_ASSERT_EQUAL(sent, FLOOD_FRAMES);
     CU_ASSERT_TRUE(exhausted >= FLOOD_FRAMES - 40);
-    CU_ASSERT_TRUE(before > 0 && after > 0 && after - before < 96 * 1024);
+    /* Queued bytes are bounded at 16 MiB; without the bound the 300 frames stay queued whole
+     * (about 300 MiB more). The margin covers a sanitizer's shadow memory. */
+    CU_ASSERT_TRUE(before > 0 && after > 0 && after - before < 160 * 1024);
 
     CU_ASSERT_EQUAL(kill(dl_redis.pid, SIGCONT), 0);
     pthread_join(th, NULL);
