@@ -113,9 +113,11 @@ int charter_url_check(const char *url);
 int charter_client_open(const char *url, const char *token, const charter_options *opts,
                         charter_client **out);
 
-/* Closes the socket and frees the client. Calls still in progress on other threads fail with
- * CHARTER_CANCELLED, but the caller must make sure none starts after close begins: close is
- * not thread-safe against new calls on the same client. NULL is ignored. */
+/* Closes the socket and frees the client. Calls in progress on other threads end at once with
+ * CHARTER_CANCELLED (status "client closed"), and a call that starts while close runs gets the
+ * same; close returns only once every such call has stopped using the client, so none reads
+ * freed memory. A call must not start after close has returned (the handle is gone). NULL is
+ * ignored. */
 void charter_client_close(charter_client *c);
 
 /* The URL the client dials (owned by the client). */

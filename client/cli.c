@@ -460,6 +460,10 @@ static int cmd_trace(cli *c, const cli_command *cmd, const cli_args *a)
         rv = print_json(&r->base);
     else
         cli_print_trace(stdout, a->pos[0], r->artifacts, r->n_artifacts);
+    if (r->truncated && !c->json)
+        printf("truncated: more artifacts are reachable than charterd's ancestry limit; only "
+               "the first %zu are shown\n",
+               r->n_artifacts);
     charter__v1__trace_artifact_response__free_unpacked(r, NULL);
     return rv;
 }

@@ -83,6 +83,10 @@ int call_fail_store(call *c, int store_status, const char *what)
     case STATUS_ENOTFOUND:
         return call_fail(c, RPC_NOT_FOUND, "%s not found", w);
     case STATUS_EUNAVAILABLE:
+        if (c->st != NULL && store_deadline_passed(c->st))
+            return call_fail(c, RPC_DEADLINE_EXCEEDED,
+                             "the call's %d ms deadline passed while serving %s%s%s", c->timeout_ms,
+                             w, *detail ? ": " : "", detail);
         return call_fail(c, RPC_UNAVAILABLE, "database unavailable while serving %s%s%s", w,
                          *detail ? ": " : "", detail);
     case STATUS_EREFUSED:

@@ -18,6 +18,7 @@
 
 #include "charter.pb-c.h"
 #include "log.h"
+#include "nulbyte.h"
 #include "services.h"
 
 /* Bytes the decoder may allocate per byte of request, and the floor for small requests. The
@@ -252,6 +253,23 @@ static int dispatch_timeout(const server_env *env, uint32_t requested)
     return (int)requested;
 }
 
+/* A NUL inside the envelope: in the authorization value it is a bad token, elsewhere a
+ * malformed request. Nothing is cut and looked up. */
+static void dispatch_refuse_nul(call *c, const Charter__V1__RpcRequest *rq, const nulbyte_hit *h)
+{
+    const ProtobufCFieldDescriptor *meta = protobuf_c_message_descriptor_get_field_by_name(
+        &charter__v1__rpc_request__descriptor, "metadata");
+    if (h->top != NULL && h->top == meta && h->top_index < rq->n_metadata &&
+        rq->metadata[h->top_index]->key != NULL &&
+        strcasecmp(rq->metadata[h->top_index]->key, "authorization") == 0 &&
+        strstr(h->path, ".value") != NULL) {
+        call_fail(c, RPC_UNAUTHENTICATED, "invalid token (it holds a NUL byte)");
+        return;
+    }
+    call_fail(c, RPC_INVALID_ARGUMENT, "RpcRequest.%s holds a NUL byte (a string may not)",
+              h->path);
+}
+
 /* --- one call ----------------------------------------------------------------------------- */
 
 int dispatch_serve(const dispatch_ctx *d, store *st, const uint8_t *req, size_t len,
@@ -302,6 +320,11 @@ int dispatch_serve(const dispatch_ctx *d, store *st, const uint8_t *req, size_t 
         goto reply;
     }
     dispatch_printable(rq->method, method, sizeof method);
+    nulbyte_hit nul;
+    if (nulbyte_find(&charter__v1__rpc_request__descriptor, req, len, &nul) == 1) {
+        dispatch_refuse_nul(&c, rq, &nul);
+        goto reply;
+    }
 
     const dispatch_service *svc = NULL;
     unsigned index = 0;
@@ -334,6 +357,12 @@ int dispatch_serve(const dispatch_ctx *d, store *st, const uint8_t *req, size_t 
         goto reply;
     }
 
+    if (nulbyte_find(md->input, rq->payload.data, rq->payload.len, &nul) == 1) {
+        call_fail(&c, RPC_INVALID_ARGUMENT, "%s.%s holds a NUL byte (a string may not)",
+                  md->input->name, nul.path);
+        goto reply;
+    }
+
     c.timeout_ms = dispatch_timeout(env, rq->timeout_ms);
     if (waited_ms >= (unsigned)c.timeout_ms) {
         call_fail(&c, RPC_DEADLINE_EXCEEDED,
@@ -342,7 +371,7 @@ int dispatch_serve(const dispatch_ctx *d, store *st, const uint8_t *req, size_t 
         goto reply;
     }
     c.timeout_ms -= (int)waited_ms;
-    store_set_timeout(st, c.timeout_ms);
+    store_set_deadline(st, c.timeout_ms);
 
     int rc = svc->handlers[index](&c, in, &out);
     if (rc != RPC_OK) {
@@ -380,8 +409,8 @@ reply:;
     }
     long us = dispatch_elapsed_us(&t0);
     if (status != RPC_OK) {
-        log_error("call %s failed: %s (%d): %s [%ld us]", method, dispatch_code_name(status),
-                  status, c.message, us);
+        log_refusal(status, dispatch_code_name(status), "call %s failed: %s (%d): %s [%ld us]",
+                    method, dispatch_code_name(status), status, c.message, us);
     } else if (log_verbose()) {
         log_info("call %s ok [%ld us]", method, us);
     }

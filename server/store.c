@@ -15,8 +15,10 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <limits.h>
 #include <sys/stat.h>
 #include <sys/time.h>
+#include <time.h>
 
 #define STORE_DEFAULT_TIMEOUT_MS 5000
 #define STORE_MAX_GRAPH 64
@@ -30,7 +32,10 @@ struct store {
     int port;
     char prefix[STORE_MAX_GRAPH + 16];      /* "charter:{<graph>}" */
     char client_name[STORE_MAX_GRAPH + 16]; /* "charter.<graph>", shown by CLIENT LIST */
-    int timeout_ms;
+    int timeout_ms;                         /* per command when no deadline is set */
+    struct timespec deadline; /* CLOCK_MONOTONIC instant the call's commands must end by */
+    bool has_deadline;        /* set by store_set_deadline, cleared by store_set_timeout */
+    bool deadline_passed;     /* a command was cut short or not sent because of it */
     char err[256];
 };
 
@@ -50,6 +55,21 @@ static struct timeval timeval_of(int ms)
     tv.tv_sec = ms / 1000;
     tv.tv_usec = (ms % 1000) * 1000;
     return tv;
+}
+
+/* Milliseconds a command may take now: what remains of the deadline (0 once it has passed),
+ * or the per-command timeout when no deadline is set. */
+static int budget_ms(const store *st)
+{
+    if (!st->has_deadline)
+        return st->timeout_ms;
+    struct timespec now;
+    clock_gettime(CLOCK_MONOTONIC, &now);
+    long long left = (long long)(st->deadline.tv_sec - now.tv_sec) * 1000LL +
+                     (st->deadline.tv_nsec - now.tv_nsec) / 1000000L;
+    if (left <= 0)
+        return 0;
+    return left > INT_MAX ? INT_MAX : (int)left;
 }
 
 static bool graph_valid(const char *graph)
@@ -180,7 +200,13 @@ static int ensure_connected(store *st)
 {
     if (st->ctx)
         return STATUS_OK;
-    struct timeval tv = timeval_of(st->timeout_ms);
+    int ms = budget_ms(st);
+    if (ms <= 0) {
+        st->deadline_passed = true;
+        set_error(st, "the call's deadline passed before Redis could be reached");
+        return STATUS_EUNAVAILABLE;
+    }
+    struct timeval tv = timeval_of(ms);
     /* A socket file that is not there fails now, not after the connect timeout. */
     struct stat sb;
     if (st->unix_path && stat(st->unix_path, &sb) != 0) {
@@ -256,8 +282,29 @@ void store_close(store *st)
     free(st);
 }
 
+void store_set_deadline(store *st, int timeout_ms)
+{
+    st->timeout_ms = timeout_ms > 0 ? timeout_ms : STORE_DEFAULT_TIMEOUT_MS;
+    clock_gettime(CLOCK_MONOTONIC, &st->deadline);
+    st->deadline.tv_sec += st->timeout_ms / 1000;
+    st->deadline.tv_nsec += (long)(st->timeout_ms % 1000) * 1000000L;
+    if (st->deadline.tv_nsec >= 1000000000L) {
+        st->deadline.tv_sec++;
+        st->deadline.tv_nsec -= 1000000000L;
+    }
+    st->has_deadline = true;
+    st->deadline_passed = false;
+}
+
+bool store_deadline_passed(const store *st)
+{
+    return st->deadline_passed;
+}
+
 void store_set_timeout(store *st, int timeout_ms)
 {
+    st->has_deadline = false;
+    st->deadline_passed = false;
     st->timeout_ms = timeout_ms > 0 ? timeout_ms : STORE_DEFAULT_TIMEOUT_MS;
     if (st->ctx && redisSetTimeout(st->ctx, timeval_of(st->timeout_ms)) != REDIS_OK)
         drop_connection(st); /* reconnect with the new timeout on the next call */
@@ -266,6 +313,14 @@ void store_set_timeout(store *st, int timeout_ms)
 const char *store_last_error(const store *st)
 {
     return st->err;
+}
+
+void store_note_error(store *st, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(st->err, sizeof st->err, fmt, ap);
+    va_end(ap);
 }
 
 /* Maps a Redis error reply to a status: the server being busy, loading or read-only is
@@ -286,11 +341,27 @@ static int map_redis_error(const char *msg)
  * context has been dropped and the error recorded. */
 static redisReply *command(store *st, int argc, const char **argv, const size_t *argvlen)
 {
+    /* Each command of a call gets what remains of the call's deadline, not a fresh one. */
+    int ms = budget_ms(st);
+    if (ms <= 0) {
+        st->deadline_passed = true;
+        set_error(st, "%s %s: not sent, the call's deadline has passed", argv[0],
+                  argc > 1 ? argv[1] : "");
+        return NULL;
+    }
+    if (redisSetTimeout(st->ctx, timeval_of(ms)) != REDIS_OK) {
+        set_error(st, "%s %s: cannot set the Redis timeout; not sent, reconnecting", argv[0],
+                  argc > 1 ? argv[1] : "");
+        drop_connection(st);
+        return NULL;
+    }
     redisReply *r = redisCommandArgv(st->ctx, argc, argv, argvlen);
     if (!r) {
         bool timeout = st->ctx->err == REDIS_ERR_IO &&
                        (strstr(st->ctx->errstr, "temporarily unavailable") != NULL ||
                         strstr(st->ctx->errstr, "timed out") != NULL);
+        if (timeout && st->has_deadline && budget_ms(st) <= 0)
+            st->deadline_passed = true;
         set_error(st, "%s %s: %s; effect unknown, reconnecting", argv[0], argc > 1 ? argv[1] : "",
                   timeout ? "timed out" : (st->ctx->errstr[0] ? st->ctx->errstr : "I/O error"));
         drop_connection(st);

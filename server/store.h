@@ -18,6 +18,7 @@
 #define CHARTER_STORE_H
 
 #include <jansson.h>
+#include <stdbool.h>
 #include <stddef.h>
 
 #include "facts.h"
@@ -54,13 +55,28 @@ int store_url_canonical(const char *url, char *out, size_t outlen);
 /* Closes the connection and frees st (NULL is ignored). */
 void store_close(store *st);
 
-/* The per-command timeout in milliseconds for the following calls (the RPC's deadline); <= 0
- * selects 5000 ms. */
+/* The per-command timeout in milliseconds for the following calls, with no deadline (for
+ * work outside an RPC); <= 0 selects 5000 ms. */
 void store_set_timeout(store *st, int timeout_ms);
+
+/* The deadline of one RPC: timeout_ms milliseconds from now (<= 0 selects 5000 ms) bound the
+ * whole call, so every following command (and a reconnect) gets only what remains of it, and
+ * once it has passed a command is not sent and fails with STATUS_EUNAVAILABLE. Lasts until the
+ * next store_set_deadline or store_set_timeout. */
+void store_set_deadline(store *st, int timeout_ms);
+
+/* True when, since the last store_set_deadline, a command failed because the deadline passed
+ * (not sent, or timed out at the deadline): the caller answers DEADLINE_EXCEEDED. */
+bool store_deadline_passed(const store *st);
 
 /* A one-line description of the last failure (never contains secrets); valid until the next
  * call on st. */
 const char *store_last_error(const store *st);
+
+/* Records why a reply that decoded fine is still not to be trusted (e.g. a stored definition
+ * that does not match its digest), printf-style, as the store's last error: the caller that
+ * maps the STATUS_EPROTO it returns to an answer then names the mismatch. */
+void store_note_error(store *st, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
 /* FUNCTION LOAD REPLACE the library source (len bytes), then FCALL charter_version and compare
  * with STORE_LIBRARY_VERSION. Returns STATUS_OK, STATUS_EUNAVAILABLE, STATUS_EPROTO (load failed

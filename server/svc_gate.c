@@ -336,9 +336,12 @@ static int trace_artifact(call *c, const ProtobufCMessage *in, ProtobufCMessage 
         return call_fail_store_id(c, rc, "artifact", req->artifact_id);
     json_t *arts = json_object_get(anc, "artifacts");
     size_t n = json_is_array(arts) ? json_array_size(arts) : 0;
+    const json_t *cut = json_object_get(anc, "truncated");
     Charter__V1__TraceArtifactResponse *resp = call_alloc(c, sizeof *resp);
     if (resp) {
         charter__v1__trace_artifact_response__init(resp);
+        /* Say so when the lineage was cut, so no caller takes a part for the whole. */
+        resp->truncated = json_is_true(cut) || (json_is_integer(cut) && json_integer_value(cut));
         resp->artifacts = call_alloc(c, (n ? n : 1) * sizeof *resp->artifacts);
     }
     if (!resp || !resp->artifacts) {

@@ -67,6 +67,9 @@ static int create_run(call *c, const ProtobufCMessage *in, ProtobufCMessage **ou
             return call_fail_store_id(c, rc, "workflow", req->workflow);
     }
     char run_id[65];
+    /* A run records each step and its end: the built-in runner is bounded per database command
+     * by what remains of the deadline, not cut off at it, so no run is left half-recorded. */
+    store_set_timeout(c->st, c->timeout_ms);
     rc = runner_start(&g, req->task, mode, run_id);
     if (rc != STATUS_OK)
         return call_fail_store(c, rc, "run");
@@ -132,6 +135,7 @@ static int recover_run(call *c, const ProtobufCMessage *in, ProtobufCMessage **o
         return rc;
     gate_env g = gate_env_of(c);
     runner_recovery rec;
+    store_set_timeout(c->st, c->timeout_ms); /* as in create_run: a run is not cut off */
     rc = runner_recover(&g, req->run_id, &rec);
     if (rc == STATUS_EREFUSED) {
         guard_decision_free(&rec.decision);
