@@ -397,3 +397,13 @@ void config_free(config *cfg)
     free(cfg->data_dir);
     cfg->data_dir = NULL;
 }
+
+void config_limits_of(const config *cfg, config_limits *out)
+{
+    out->max_message = cfg->max_message;
+    out->max_ancestry = 10000;
+    out->max_ids = 1000;
+    out->max_content = (size_t)1024 * 1024;
+    out->default_timeout_ms = cfg->timeout_ms;
+    out->max_timeout_ms = CONFIG_MAX_TIMEOUT_MS;
+}

@@ -18,6 +18,7 @@
 #include <string.h>
 
 #include "evlog.h"
+#include "ids.h"
 #include "receipt_issue.h"
 #include "replay.h"
 
@@ -213,7 +214,7 @@ int deliver_send(const gate_env *g, const char *context_id, const char *payload_
                  deliver_result *out)
 {
     memset(out, 0, sizeof *out);
-    if (!call_invocation_id_ok(invocation_id) || !payload_id || !*payload_id || !recipient ||
+    if (!ids_invocation_ok(invocation_id) || !payload_id || !*payload_id || !recipient ||
         !*recipient || !tool || !*tool)
         return STATUS_EINVAL;
 

@@ -261,12 +261,7 @@ int main(int argc, char **argv)
     env.workers = cfg.workers;
     snprintf(env.evaluator, sizeof env.evaluator, "%s", evaluator);
     env.keyed = evlog_keyed();
-    env.limits.max_message = cfg.max_message;
-    env.limits.max_ancestry = 10000;
-    env.limits.max_ids = 1000;
-    env.limits.max_content = (size_t)1024 * 1024;
-    env.limits.default_timeout_ms = cfg.timeout_ms;
-    env.limits.max_timeout_ms = CONFIG_MAX_TIMEOUT_MS;
+    config_limits_of(&cfg, &env.limits);
     dispatch_ctx dctx = {&env, &auth};
 
     transport_opts topts;
