@@ -115,14 +115,21 @@ static int contents_of(const gate_env *g, const id_list *ids, char ***out)
     return STATUS_OK;
 }
 
-/* One step in progress: everything run_step allocates, freed by step_free alone. */
+/* One step in progress: what run_step was given, and everything its phases allocate, freed by
+ * step_free alone. d is the caller's decision: the one that ends the step. */
 typedef struct {
-    id_list sources;   /* the step's source artifacts, as read */
-    id_list all;       /* the handed-off inputs, then the sources: the model's inputs */
-    char **contents;   /* the contents of all, in order (all.n of them) */
-    model_reply reply; /* zeroed until the model answers */
-    char *rendered;    /* the public rendering, or NULL */
-    json_t *output;    /* the recorded output artifact */
+    const gate_env *g;
+    const char *run_id, *mode, *ctx_id;
+    const workflow_step *ws;
+    guard_decision *d;
+    id_list sources;    /* the step's source artifacts, as read */
+    id_list all;        /* the handed-off inputs, then the sources: the model's inputs */
+    char **contents;    /* the contents of all, in order (all.n of them) */
+    model_reply reply;  /* zeroed until the model answers */
+    char *rendered;     /* the public rendering, or NULL */
+    json_t *output;     /* the recorded output artifact */
+    const char *out_id; /* its id (borrowed from output) */
+    char err[256];
 } step_state;
 
 static void step_free(step_state *s)
@@ -135,138 +142,168 @@ static void step_free(step_state *s)
     model_reply_free(&s->reply);
     free(s->rendered);
     json_decref(s->output);
-    memset(s, 0, sizeof *s);
 }
 
-/* Replaces the decision d with UNKNOWN GRAPH_ERROR saying why. */
-static void step_unknown(guard_decision *d, const char *why)
+/* Replaces the decision with UNKNOWN GRAPH_ERROR saying why; the step stops. */
+static bool step_unknown(step_state *s, const char *why)
 {
-    guard_decision_free(d);
-    guard_decision_unknown(d, why);
+    guard_decision_free(s->d);
+    guard_decision_unknown(s->d, why);
+    return false;
 }
 
-/* Runs one step in the context ctx_id with the given inputs (handed-off artifacts), reading
- * the step's sources first. On STEP_DONE, *handoff gets what the step hands on. The decision
- * that ended the step is left in d, and the step ends as that decision says (end_of). */
+/* Each phase returns true to go on, or false with the decision that ends the step in s->d. */
+
+/* Handed-off artifacts pass the gate before anything else happens in the step. */
+static bool step_check_handoff(step_state *s, const id_list *inputs)
+{
+    if (inputs->n == 0)
+        return true;
+    uint64_t seq = 0;
+    int rc =
+        gate_check_input(s->g, s->ctx_id, (const char *const *)inputs->ids, inputs->n, s->d, &seq);
+    if (rc != STATUS_OK) {
+        guard_decision_unknown(s->d, "the handed-off artifacts could not be checked");
+        return false;
+    }
+    if (s->d->outcome != GUARD_ALLOW)
+        return false;
+    guard_decision_free(s->d);
+    return true;
+}
+
+/* The step's sources, each through the source gate. */
+static bool step_read_sources(step_state *s)
+{
+    for (size_t i = 0; i < s->ws->reads.n; i++) {
+        json_t *artifact = NULL;
+        int rc = gate_read_source(s->g, s->ctx_id, s->ws->reads.items[i], s->d, &artifact);
+        const char *id = artifact ? json_string_value(json_object_get(artifact, "id")) : NULL;
+        bool kept = rc == STATUS_OK && s->d->outcome == GUARD_ALLOW && id &&
+                    id_list_add(&s->sources, id) == 0;
+        json_decref(artifact);
+        if (!kept) {
+            if (rc != STATUS_OK || s->d->outcome == GUARD_ALLOW)
+                return step_unknown(s, "a source could not be read");
+            return false;
+        }
+        guard_decision_free(s->d);
+    }
+    return true;
+}
+
+/* The model request: a fixed step and gated artifacts only. */
+static bool step_ask_model(step_state *s, const id_list *inputs)
+{
+    for (size_t i = 0; i < inputs->n; i++)
+        if (id_list_add(&s->all, inputs->ids[i]) != 0)
+            return step_unknown(s, "out of memory");
+    for (size_t i = 0; i < s->sources.n; i++)
+        if (id_list_add(&s->all, s->sources.ids[i]) != 0)
+            return step_unknown(s, "out of memory");
+    if (contents_of(s->g, &s->all, &s->contents) != STATUS_OK) {
+        guard_decision_unknown(s->d, "the inputs could not be read for the model request");
+        return false;
+    }
+    note_event(s->g, s->run_id, "model_request",
+               json_pack("{s:s, s:s, s:s, s:o*}", "step", s->ws->cap.step, "context", s->ctx_id,
+                         "model", s->mode, "inputs", id_list_json(&s->all)));
+    model_request req = {
+        .step = s->ws, .inputs = (const char *const *)s->contents, .n_inputs = s->all.n};
+    if (model_ask(s->mode, &req, &s->reply, s->err, sizeof s->err) != 0) {
+        note_event(s->g, s->run_id, "model_error",
+                   json_pack("{s:s, s:s}", "step", s->ws->cap.step, "error", s->err));
+        guard_decision_unknown(s->d, s->err);
+        return false;
+    }
+    return true;
+}
+
+/* Public output is rendered by the server from approved fields; the model's free text never
+ * reaches a public recipient. The output is recorded through the input gate. */
+static bool step_record_output(step_state *s)
+{
+    if (s->ws->public_template &&
+        workflow_render_public(s->ws, s->reply.fields, &s->rendered, s->err, sizeof s->err) != 0) {
+        note_event(s->g, s->run_id, "output_rejected",
+                   json_pack("{s:s, s:s}", "step", s->ws->cap.step, "error", s->err));
+        guard_decision_unknown(s->d, s->err);
+        return false;
+    }
+    const char *text = s->rendered ? s->rendered : s->reply.content;
+    int rc = s->all.n == 0
+                 ? STATUS_EINVAL
+                 : gate_record_output(s->g, s->ctx_id, (const char *const *)s->all.ids, s->all.n,
+                                      s->ws->output_title, text, s->d, &s->output);
+    s->out_id = s->output ? json_string_value(json_object_get(s->output, "id")) : NULL;
+    if (rc != STATUS_OK || s->d->outcome != GUARD_ALLOW || !s->out_id) {
+        if (rc != STATUS_OK || s->d->outcome == GUARD_ALLOW)
+            return step_unknown(s, "the output could not be recorded");
+        return false;
+    }
+    guard_decision_free(s->d);
+    return true;
+}
+
+/* The step's delivery, if it has one, through the delivery protocol. */
+static bool step_deliver(step_state *s)
+{
+    if (!s->ws->deliver_tool)
+        return true;
+    char inv[200];
+    snprintf(inv, sizeof inv, "%s:%s:deliver", s->run_id, s->ws->cap.step);
+    deliver_result dr;
+    int rc = deliver_send(s->g, s->ctx_id, s->out_id, s->ws->deliver_recipient, s->ws->deliver_tool,
+                          inv, &dr);
+    if (rc != STATUS_OK) {
+        guard_decision_unknown(s->d, "the delivery could not be attempted");
+    } else {
+        *s->d = dr.decision;
+        memset(&dr.decision, 0, sizeof dr.decision);
+    }
+    deliver_result_free(&dr);
+    return s->d->outcome == GUARD_ALLOW;
+}
+
+/* What the step hands on, as the model's reply names it. */
+static bool step_hand_on(step_state *s, id_list *handoff)
+{
+    for (size_t i = 0; i < s->reply.handoff.n; i++) {
+        const char *h = s->reply.handoff.items[i];
+        if (strcmp(h, "output") == 0 && id_list_add(handoff, s->out_id) != 0)
+            return step_unknown(s, "out of memory");
+        for (size_t j = 0; strcmp(h, "inputs") == 0 && j < s->all.n; j++)
+            if (id_list_add(handoff, s->all.ids[j]) != 0)
+                return step_unknown(s, "out of memory");
+    }
+    return true;
+}
+
+/* Runs one step in the context ctx_id with the given inputs (handed-off artifacts): the
+ * handoff check, the sources, the model, the output, the delivery, the handoff on. On
+ * STEP_DONE, *handoff gets what the step hands on. The decision that ended the step is left in
+ * d, and the step ends as that decision says (end_of). */
 static step_end run_step(const gate_env *g, const char *run_id, const char *mode,
                          const workflow_step *ws, const char *ctx_id, id_list *inputs,
                          guard_decision *d, id_list *handoff)
 {
     memset(d, 0, sizeof *d);
-    step_state st;
-    memset(&st, 0, sizeof st);
-    char err[256];
-    int rc;
-
-    /* Handed-off artifacts pass the gate before anything else happens in the step. */
-    if (inputs->n > 0) {
-        uint64_t seq = 0;
-        rc = gate_check_input(g, ctx_id, (const char *const *)inputs->ids, inputs->n, d, &seq);
-        if (rc != STATUS_OK) {
-            guard_decision_unknown(d, "the handed-off artifacts could not be checked");
-            goto out;
-        }
-        if (d->outcome != GUARD_ALLOW)
-            goto out;
-        guard_decision_free(d);
+    step_state s;
+    memset(&s, 0, sizeof s);
+    s.g = g;
+    s.run_id = run_id;
+    s.mode = mode;
+    s.ctx_id = ctx_id;
+    s.ws = ws;
+    s.d = d;
+    if (step_check_handoff(&s, inputs) && step_read_sources(&s) && step_ask_model(&s, inputs) &&
+        step_record_output(&s) && step_deliver(&s) && step_hand_on(&s, handoff)) {
+        if (d->outcome == 0)
+            d->outcome = GUARD_ALLOW;
+        /* Only an allowed step hands anything on. */
+        assert(d->outcome == GUARD_ALLOW);
     }
-
-    /* The step's sources, each through the source gate. */
-    for (size_t i = 0; i < ws->reads.n; i++) {
-        json_t *artifact = NULL;
-        rc = gate_read_source(g, ctx_id, ws->reads.items[i], d, &artifact);
-        const char *id = artifact ? json_string_value(json_object_get(artifact, "id")) : NULL;
-        bool kept =
-            rc == STATUS_OK && d->outcome == GUARD_ALLOW && id && id_list_add(&st.sources, id) == 0;
-        json_decref(artifact);
-        if (!kept) {
-            if (rc != STATUS_OK || d->outcome == GUARD_ALLOW)
-                step_unknown(d, "a source could not be read");
-            goto out;
-        }
-        guard_decision_free(d);
-    }
-
-    /* The model request: a fixed step and gated artifacts only. */
-    for (size_t i = 0; i < inputs->n; i++)
-        if (id_list_add(&st.all, inputs->ids[i]) != 0)
-            goto no_memory;
-    for (size_t i = 0; i < st.sources.n; i++)
-        if (id_list_add(&st.all, st.sources.ids[i]) != 0)
-            goto no_memory;
-    if (contents_of(g, &st.all, &st.contents) != STATUS_OK) {
-        guard_decision_unknown(d, "the inputs could not be read for the model request");
-        goto out;
-    }
-    note_event(g, run_id, "model_request",
-               json_pack("{s:s, s:s, s:s, s:o*}", "step", ws->cap.step, "context", ctx_id, "model",
-                         mode, "inputs", id_list_json(&st.all)));
-    model_request req = {
-        .step = ws, .inputs = (const char *const *)st.contents, .n_inputs = st.all.n};
-    if (model_ask(mode, &req, &st.reply, err, sizeof err) != 0) {
-        note_event(g, run_id, "model_error",
-                   json_pack("{s:s, s:s}", "step", ws->cap.step, "error", err));
-        guard_decision_unknown(d, err);
-        goto out;
-    }
-
-    /* Public output is rendered by the server from approved fields; the model's free text
-     * never reaches a public recipient. */
-    if (ws->public_template &&
-        workflow_render_public(ws, st.reply.fields, &st.rendered, err, sizeof err) != 0) {
-        note_event(g, run_id, "output_rejected",
-                   json_pack("{s:s, s:s}", "step", ws->cap.step, "error", err));
-        guard_decision_unknown(d, err);
-        goto out;
-    }
-    rc = st.all.n == 0
-             ? STATUS_EINVAL
-             : gate_record_output(g, ctx_id, (const char *const *)st.all.ids, st.all.n,
-                                  ws->output_title, st.rendered ? st.rendered : st.reply.content, d,
-                                  &st.output);
-    const char *out_id = st.output ? json_string_value(json_object_get(st.output, "id")) : NULL;
-    if (rc != STATUS_OK || d->outcome != GUARD_ALLOW || !out_id) {
-        if (rc != STATUS_OK || d->outcome == GUARD_ALLOW)
-            step_unknown(d, "the output could not be recorded");
-        goto out;
-    }
-    guard_decision_free(d);
-
-    if (ws->deliver_tool) {
-        char inv[200];
-        snprintf(inv, sizeof inv, "%s:%s:deliver", run_id, ws->cap.step);
-        deliver_result dr;
-        rc = deliver_send(g, ctx_id, out_id, ws->deliver_recipient, ws->deliver_tool, inv, &dr);
-        if (rc != STATUS_OK) {
-            guard_decision_unknown(d, "the delivery could not be attempted");
-        } else {
-            *d = dr.decision;
-            memset(&dr.decision, 0, sizeof dr.decision);
-        }
-        deliver_result_free(&dr);
-        if (d->outcome != GUARD_ALLOW)
-            goto out;
-    }
-
-    /* What the step hands on, as its reply names it. */
-    for (size_t i = 0; i < st.reply.handoff.n; i++) {
-        const char *h = st.reply.handoff.items[i];
-        if (strcmp(h, "output") == 0 && id_list_add(handoff, out_id) != 0)
-            goto no_memory;
-        for (size_t j = 0; strcmp(h, "inputs") == 0 && j < st.all.n; j++)
-            if (id_list_add(handoff, st.all.ids[j]) != 0)
-                goto no_memory;
-    }
-    if (d->outcome == 0)
-        d->outcome = GUARD_ALLOW;
-    /* Only an allowed step hands anything on. */
-    assert(d->outcome == GUARD_ALLOW);
-    goto out;
-
-no_memory:
-    step_unknown(d, "out of memory");
-out:
-    step_free(&st);
+    step_free(&s);
     return end_of(d);
 }
 

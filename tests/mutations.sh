@@ -103,8 +103,8 @@ mutation "provenance: input without edge (guard)" server/guard.c \
   'if (unlinked != NULL)' \
   'if (0 && unlinked != NULL)'
 mutation "public rendering (runner)" server/runner.c \
-  'st.rendered ? st.rendered : st.reply.content' \
-  'st.reply.content'
+  's->rendered ? s->rendered : s->reply.content' \
+  's->reply.content'
 
 # Applies one substitution to file: the text must occur exactly once. Prints the number of
 # occurrences on failure. Returns 0 when applied.
