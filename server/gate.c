@@ -120,12 +120,6 @@ static int open_context(const gate_env *g, const workflow *wf, const workflow_st
     return rc;
 }
 
-gate_env gate_env_of(const call *c)
-{
-    gate_env g = {.st = c->st, .wf = c->env->wf, .limits = &c->env->limits};
-    return g;
-}
-
 int gate_open_step(const gate_env *g, const char *run_id, const char *step, json_t **context)
 {
     *context = NULL;
@@ -298,7 +292,7 @@ int gate_open_narrowed(const gate_env *g, const char *parent_id, const char *run
                 snprintf(why, whylen,
                          "SCOPE_WIDENING: %s: \"%s\" is not in the parent context %s's %s {%s}",
                          names[k], want[k]->items[i], parent_id, names[k], parent_list);
-                rc = STATUS_EREFUSED;
+                rc = STATUS_EDENIED;
                 break;
             }
         }

@@ -25,6 +25,7 @@
 #include <time.h>
 
 #include "call.h"
+#include "config.h"
 #include "charter.pb-c.h"
 #include "dispatch.h"
 #include "log.h"
@@ -579,33 +580,6 @@ static void http_handle(nng_aio *aio)
 
 /* --- setup and teardown ------------------------------------------------------------------- */
 
-int http_parse_addr(const char *addr, char *out, size_t n)
-{
-    if (addr == NULL || addr[0] == '\0') {
-        return -1;
-    }
-    const char *colon = strrchr(addr, ':');
-    const char *port = colon != NULL ? colon + 1 : addr;
-    size_t plen = strlen(port);
-    if (plen == 0 || plen > 5 || strspn(port, "0123456789") != plen) {
-        return -1;
-    }
-    long p = strtol(port, NULL, 10);
-    if (p < 1 || p > 65535) {
-        return -1;
-    }
-    int w;
-    if (colon == NULL) {
-        w = snprintf(out, n, "127.0.0.1:%ld", p);
-    } else {
-        if (colon == addr) {
-            return -1;
-        }
-        w = snprintf(out, n, "%.*s:%ld", (int)(colon - addr), addr, p);
-    }
-    return w < 0 || (size_t)w >= n ? -1 : 0;
-}
-
 static void http_free(http_server *s)
 {
     if (s->srv != NULL) {
@@ -635,7 +609,7 @@ int http_start(const http_opts *o, http_server **out, char *err, size_t errlen)
 {
     *out = NULL;
     char hostport[HTTP_HOST_MAX + 8];
-    if (http_parse_addr(o->addr, hostport, sizeof hostport) != 0) {
+    if (config_parse_hostport(o->addr, hostport, sizeof hostport) != 0) {
         snprintf(err, errlen, "--http needs HOST:PORT or PORT, got \"%s\" (e.g. 127.0.0.1:8080)",
                  o->addr != NULL ? o->addr : "");
         return -1;

@@ -38,8 +38,4 @@ int http_start(const http_opts *o, http_server **out, char *err, size_t errlen);
  * its deadline) and frees h. NULL is ignored. Call before the transport stops. */
 void http_stop(http_server *h);
 
-/* The listen address normalised as "HOST:PORT" into out (n bytes). Returns 0, or -1 when addr
- * is not "HOST:PORT" or "PORT" with a port of 1 to 65535. */
-int http_parse_addr(const char *addr, char *out, size_t n);
-
 #endif

@@ -122,14 +122,14 @@ static int examine(whatif_scan *s, const char *run_id, json_t *event)
         return call_fail(c, RPC_FAILED_PRECONDITION, "run %s event %llu: the facts it names are %s",
                          run_id, seq, rc == STATUS_ENOTFOUND ? "missing" : "altered");
     if (rc != STATUS_OK)
-        return call_fail_store(c, rc, "event");
+        return call_fail_status(c, rc, "event");
     /* The workflow it was recorded under tells whether its context was narrowed. */
     const workflow *recorded = NULL;
     char version[65];
     if (replay_event_workflow(event, version) == STATUS_OK) {
         rc = registry_get(c->st, version, &recorded);
         if (rc == STATUS_EUNAVAILABLE || rc == STATUS_ENOMEM)
-            return call_fail_store(c, rc, "workflow");
+            return call_fail_status(c, rc, "workflow");
         if (rc != STATUS_OK)
             recorded = NULL;
     }
@@ -161,7 +161,7 @@ static int scan_run(whatif_scan *s, const char *run_id)
         json_t *view = NULL;
         int rc = store_call(s->c->st, "get_run", 3, args, &view);
         if (rc != STATUS_OK)
-            return call_fail_store(s->c, rc, "run");
+            return call_fail_status(s->c, rc, "run");
         const json_t *events = json_object_get(view, "events");
         size_t n = json_array_size(events);
         int status = RPC_OK;
@@ -192,7 +192,7 @@ static int runs_since(call *c, int64_t since, json_t **out)
     json_t *j = NULL;
     int rc = store_call(c->st, "list_runs", 1, args, &j);
     if (rc != STATUS_OK)
-        return call_fail_store(c, rc, "runs");
+        return call_fail_status(c, rc, "runs");
     const json_t *runs = json_object_get(j, "runs");
     json_t *ids = json_array();
     /* charter_list_runs answers newest first. */
