@@ -11,7 +11,6 @@
  */
 #include <errno.h>
 #include <jansson.h>
-#include <openssl/crypto.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -22,9 +21,9 @@
 #include "call.h"
 #include "config.h"
 #include "dbproc.h"
-#include "../client/receipt.h"
 #include "dispatch.h"
 #include "evlog.h"
+#include "integrity.h"
 #include "provider.h"
 #include "log.h"
 #include "registry.h"
@@ -137,36 +136,32 @@ int main(int argc, char **argv)
         return code;
     }
 
-    /* The key is read once, handed to evlog.c and wiped here; it never reaches a log line. */
+    /* The keys are read once into integrity.c, which alone holds them; they never reach a log
+     * line. */
     char evaluator[65];
-    if (replay_fingerprint(wf, evaluator) != 0) {
+    if (replay_fingerprint(wf, evaluator) != 0 || evlog_configure(evaluator) != STATUS_OK) {
         log_fatal("cannot compute the evaluator's fingerprint (check the OpenSSL installation)");
         workflow_free(wf);
         config_free(&cfg);
         return EXIT_STARTUP;
     }
-    if (cfg.integrity_key != NULL) {
-        static unsigned char key[CHARTER_RECEIPT_KEY_MAX];
-        size_t key_len = 0;
-        rc =
-            charter_receipt_key_load(cfg.integrity_key, key, sizeof key, &key_len, err, sizeof err);
-        if (rc == 0 && evlog_configure(key, key_len, evaluator) != 0) {
-            snprintf(err, sizeof err, "cannot keep the integrity key (a key of %d to %d bytes)",
-                     CHARTER_RECEIPT_KEY_MIN, CHARTER_RECEIPT_KEY_MAX);
-            rc = -1;
-        }
-        OPENSSL_cleanse(key, sizeof key);
-        if (rc != 0) {
-            log_fatal("%s", err);
-            workflow_free(wf);
-            config_free(&cfg);
-            return EXIT_USAGE;
-        }
-    } else if (evlog_configure(NULL, 0, evaluator) != 0) {
-        log_fatal("cannot set the evaluator's fingerprint");
+    rc = STATUS_OK;
+    if (cfg.signing_key != NULL && cfg.integrity_key == NULL) {
+        snprintf(err, sizeof err,
+                 "--signing-key needs --integrity-key: receipts are signed in addition to their "
+                 "HMAC (add --integrity-key FILE)");
+        rc = STATUS_EINVAL;
+    }
+    if (rc == STATUS_OK && cfg.integrity_key != NULL)
+        rc = integrity_load_key(cfg.integrity_key, err, sizeof err);
+    if (rc == STATUS_OK && cfg.signing_key != NULL)
+        rc = integrity_load_signing_key(cfg.signing_key, err, sizeof err);
+    if (rc != STATUS_OK) {
+        log_fatal("%s", err);
+        integrity_forget();
         workflow_free(wf);
         config_free(&cfg);
-        return EXIT_STARTUP;
+        return EXIT_USAGE;
     }
 
     int status = EXIT_STARTUP;
@@ -298,10 +293,14 @@ int main(int argc, char **argv)
         used += (size_t)w;
     }
     log_info("serving graph %s on %s with %u workers (redis %s%s, query library %s, workflow %s, "
-             "%s)",
+             "%s%s)",
              cfg.graph, urls, cfg.workers, url, db ? " embedded" : "", STORE_LIBRARY_VERSION,
              startup->name,
-             env.keyed ? "events sealed with the integrity key" : "no integrity key");
+             env.keyed ? (integrity_signing() ? "events sealed with the integrity key, receipts "
+                                                "signed with key "
+                                              : "events sealed with the integrity key")
+                       : "no integrity key",
+             integrity_signing() ? integrity_key_id() : "");
     const json_t *ids = interrupted;
     if (json_array_size(ids) > 0) {
         char list[512];
@@ -339,7 +338,7 @@ out:
     }
     workflow_free(wf);
     registry_shutdown();
-    evlog_forget_key();
+    integrity_forget();
     provider_global_cleanup();
     if (status == 0) {
         log_info("stopped");

@@ -21,7 +21,8 @@ extern const call_handler svc_grants_handlers[]; /* RevokeGrant, RestoreGrants, 
 extern const size_t svc_grants_handlers_len;
 extern const call_handler svc_health_handlers[]; /* Check */
 extern const size_t svc_health_handlers_len;
-extern const call_handler svc_evidence_handlers[]; /* ReplayDecision, GetReceipt, AuditRun */
+extern const call_handler svc_evidence_handlers[]; /* ReplayDecision, GetReceipt, AuditRun,
+                                                      GetReceiptKey */
 extern const size_t svc_evidence_handlers_len;
 extern const call_handler svc_workflows_handlers[]; /* ApplyWorkflow, ListWorkflows,
                                                        GetWorkflow */
