@@ -69,9 +69,6 @@ static uint64_t audit_hashes_find(const audit_hashes *h, const char *hash)
     return 0;
 }
 
-/* Checks one place of the log. Returns 0 to go on, 1 when the first bad event was found, or a
- * negative STATUS_E* failure. head_seq may grow: an event appended during the audit (beyond the
- * head read at its start, sealed and chained) is accepted. */
 /* Whether the stored event e (an audit_events entry) hashes to its stored hash. */
 static int audit_entry_holds(const json_t *e, const char *run_id, bool *holds)
 {
@@ -93,7 +90,11 @@ static int audit_entry_holds(const json_t *e, const char *run_id, bool *holds)
     return rc;
 }
 
-/* next is the entry of the following place when the page holds it (NULL otherwise): an event
+/* Checks one place of the log. Returns 0 to go on, 1 when the first bad event was found, or a
+ * negative STATUS_E* failure. head_seq may grow: an event appended during the audit (beyond the
+ * head read at its start, sealed and chained) is accepted.
+ *
+ * next is the entry of the following place when the page holds it (NULL otherwise): an event
  * that does not hold is an insertion when the event sealed for its place follows it. */
 static int audit_place(const json_t *e, const json_t *next, const char *run_id, uint64_t *head_seq,
                        audit_hashes *verified, audit_result *out)
