@@ -793,3 +793,6 @@ CHARTER_TYPED(charter_list_workflows, charter__v1__workflows__descriptor,
 CHARTER_TYPED(charter_get_workflow, charter__v1__workflows__descriptor,
               Charter__V1__GetWorkflowRequest, get_workflow_request,
               Charter__V1__WorkflowDefinition, workflow_definition)
+CHARTER_TYPED(charter_get_receipt_key, charter__v1__evidence__descriptor,
+              Charter__V1__GetReceiptKeyRequest, get_receipt_key_request, Charter__V1__ReceiptKey,
+              receipt_key)

@@ -14,32 +14,14 @@
 #include <stdint.h>
 
 #include "charter.pb-c.h"
+#include "charter_codes.h"
 
 #ifdef __cplusplus
 extern "C" {
 #endif
 
-/* Status codes: the gRPC status numbers, the same as RpcResponse.code. Functions of this
- * library return 0 or the negated code (-CHARTER_UNAVAILABLE, ...). */
-enum {
-    CHARTER_OK = 0,
-    CHARTER_CANCELLED = 1,
-    CHARTER_UNKNOWN = 2,
-    CHARTER_INVALID_ARGUMENT = 3,
-    CHARTER_DEADLINE_EXCEEDED = 4,
-    CHARTER_NOT_FOUND = 5,
-    CHARTER_ALREADY_EXISTS = 6,
-    CHARTER_PERMISSION_DENIED = 7,
-    CHARTER_RESOURCE_EXHAUSTED = 8,
-    CHARTER_FAILED_PRECONDITION = 9,
-    CHARTER_ABORTED = 10,
-    CHARTER_OUT_OF_RANGE = 11,
-    CHARTER_UNIMPLEMENTED = 12,
-    CHARTER_INTERNAL = 13,
-    CHARTER_UNAVAILABLE = 14,
-    CHARTER_DATA_LOSS = 15,
-    CHARTER_UNAUTHENTICATED = 16,
-};
+/* Status codes (charter_codes.h): the gRPC status numbers, the same as RpcResponse.code.
+ * Functions of this library return 0 or the negated code (-CHARTER_UNAVAILABLE, ...). */
 
 #define CHARTER_DEFAULT_URL "tcp://127.0.0.1:7433"
 #define CHARTER_DEFAULT_TIMEOUT_MS 10000u
@@ -260,6 +242,12 @@ int charter_list_workflows(charter_client *c, const Charter__V1__ListWorkflowsRe
  * definitions hold resource contents). NOT_FOUND for an unknown version or name. */
 int charter_get_workflow(charter_client *c, const Charter__V1__GetWorkflowRequest *req,
                          Charter__V1__WorkflowDefinition **resp, charter_status *status);
+/* Evidence/GetReceiptKey: the public key (PEM) charterd signs receipts with, and its key id,
+ * for offline checks with charter_receipt_verify_signed (receipt.h). Viewer or operator.
+ * FAILED_PRECONDITION with a message starting "SIGNING_KEY_REQUIRED" when charterd has no
+ * --signing-key. req may be NULL. */
+int charter_get_receipt_key(charter_client *c, const Charter__V1__GetReceiptKeyRequest *req,
+                            Charter__V1__ReceiptKey **resp, charter_status *status);
 
 #ifdef __cplusplus
 }

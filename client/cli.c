@@ -32,6 +32,12 @@ enum {
     EXIT_USAGE = 2,
     EXIT_DENY = 3,
     EXIT_UNKNOWN = 4,
+    /* verify-receipt --public-key: one code per verdict. */
+    EXIT_UNSIGNED = 5,
+    EXIT_WRONG_KEY = 6,
+    EXIT_ALTERED = 7,
+    EXIT_CHAIN_BROKEN = 8,
+    EXIT_CHAIN_REORDERED = 9,
 };
 
 #define DEFAULT_CONNECT_TIMEOUT_MS 2000u
@@ -728,6 +734,12 @@ static void print_receipt(const Charter__V1__Receipt *r)
     printf("%-16s%s (%s)\n", "time", when, r->time);
     printf("%-16s%s\n", "evaluator", r->evaluator);
     printf("%-16s%s\n", "mac", r->mac);
+    if (r->signature != NULL && *r->signature != '\0') {
+        printf("%-16s%s\n", "signature", r->signature);
+        printf("%-16s%s\n", "key_id", r->key_id);
+        printf("%-16s%llu\n", "chain_seq", (unsigned long long)r->chain_seq);
+        printf("%-16s%s\n", "prev_receipt", *r->prev_receipt_hash ? r->prev_receipt_hash : "-");
+    }
 }
 
 static int cmd_receipt(cli *c, const cli_command *cmd, const cli_args *a)
@@ -794,11 +806,13 @@ static int receipt_list_field(const json_t *j, const char *name, char ***out, si
 static int receipt_from_json(const json_t *j, Charter__V1__Receipt *r, char *why, size_t n)
 {
     static const char *const texts[] = {
-        "kind", "run_id",    "invocation_id", "payload_hash",    "recipient", "tool",
-        "time", "evaluator", "status",        "last_event_hash", "mac"};
+        "kind", "run_id",    "invocation_id", "payload_hash", "recipient",
+        "tool", "time",      "evaluator",     "status",       "last_event_hash",
+        "mac",  "signature", "key_id",        "signed_text",  "prev_receipt_hash"};
     char **fields[] = {
-        &r->kind, &r->run_id,    &r->invocation_id, &r->payload_hash,    &r->recipient, &r->tool,
-        &r->time, &r->evaluator, &r->status,        &r->last_event_hash, &r->mac};
+        &r->kind, &r->run_id,    &r->invocation_id, &r->payload_hash, &r->recipient,
+        &r->tool, &r->time,      &r->evaluator,     &r->status,       &r->last_event_hash,
+        &r->mac,  &r->signature, &r->key_id,        &r->signed_text,  &r->prev_receipt_hash};
     const char *key;
     const json_t *v;
     if (!json_is_object(j)) {
@@ -808,7 +822,7 @@ static int receipt_from_json(const json_t *j, Charter__V1__Receipt *r, char *why
     json_object_foreach((json_t *)j, key, v)
     {
         bool known = strcmp(key, "last_seq") == 0 || strcmp(key, "grant_chain") == 0 ||
-                     strcmp(key, "deliveries") == 0;
+                     strcmp(key, "deliveries") == 0 || strcmp(key, "chain_seq") == 0;
         for (size_t i = 0; !known && i < sizeof(texts) / sizeof(texts[0]); i++)
             known = strcmp(key, texts[i]) == 0;
         if (!known) {
@@ -822,17 +836,18 @@ static int receipt_from_json(const json_t *j, Charter__V1__Receipt *r, char *why
             return -1;
         }
     }
-    const json_t *seq = json_object_get(j, "last_seq");
-    if (json_is_integer(seq) && json_integer_value(seq) >= 0) {
-        r->last_seq = (uint64_t)json_integer_value(seq);
-    } else if (json_is_string(seq)) {
-        if (parse_number(json_string_value(seq), UINT64_MAX, &r->last_seq) != 0) {
-            snprintf(why, n, "field last_seq is not a number");
+    static const char *const numbers[] = {"last_seq", "chain_seq"};
+    uint64_t *values[] = {&r->last_seq, &r->chain_seq};
+    for (size_t i = 0; i < 2; i++) {
+        const json_t *seq = json_object_get(j, numbers[i]);
+        if (json_is_integer(seq) && json_integer_value(seq) >= 0) {
+            *values[i] = (uint64_t)json_integer_value(seq);
+        } else if ((json_is_string(seq) &&
+                    parse_number(json_string_value(seq), UINT64_MAX, values[i]) != 0) ||
+                   (!json_is_string(seq) && seq != NULL && !json_is_null(seq))) {
+            snprintf(why, n, "field %s is not a number", numbers[i]);
             return -1;
         }
-    } else if (seq != NULL && !json_is_null(seq)) {
-        snprintf(why, n, "field last_seq is not a number");
-        return -1;
     }
     if (receipt_list_field(j, "grant_chain", &r->grant_chain, &r->n_grant_chain) != 0 ||
         receipt_list_field(j, "deliveries", &r->deliveries, &r->n_deliveries) != 0) {
@@ -842,59 +857,229 @@ static int receipt_from_json(const json_t *j, Charter__V1__Receipt *r, char *why
     return 0;
 }
 
-/* Offline: no connection is made. */
+/* One receipt file as verify-receipt reads it: the document (owning the strings r borrows),
+ * the receipt, and the verdict on it. */
+typedef struct {
+    const char *file;
+    json_t *doc;
+    Charter__V1__Receipt r;
+    charter_receipt_verdict verdict;
+    char why[256];
+} cli_receipt_file;
+
+/* Reads path into f: 0, EXIT_USAGE (unreadable file, message printed), or 1 with f->why set
+ * when the file is not a receipt document. */
+static int receipt_file_read(const cli_command *cmd, const char *path, cli_receipt_file *f)
+{
+    char *text = NULL;
+    json_error_t jerr;
+    int rv;
+    f->file = path;
+    charter__v1__receipt__init(&f->r);
+    if ((rv = read_text_file(cmd, path, (size_t)1 << 20, &text)) != 0)
+        return rv;
+    f->doc = json_loads(text, 0, &jerr);
+    free(text);
+    if (f->doc == NULL) {
+        snprintf(f->why, sizeof(f->why), "the file is not JSON: %s (line %d)", jerr.text,
+                 jerr.line);
+        return 1;
+    }
+    return receipt_from_json(f->doc, &f->r, f->why, sizeof(f->why)) != 0 ? 1 : 0;
+}
+
+static int verdict_exit(charter_receipt_verdict v)
+{
+    switch (v) {
+    case CHARTER_RECEIPT_VALID:
+        return EXIT_OK;
+    case CHARTER_RECEIPT_UNSIGNED:
+        return EXIT_UNSIGNED;
+    case CHARTER_RECEIPT_WRONG_KEY:
+        return EXIT_WRONG_KEY;
+    case CHARTER_RECEIPT_ALTERED:
+        return EXIT_ALTERED;
+    case CHARTER_RECEIPT_CHAIN_BROKEN:
+        return EXIT_CHAIN_BROKEN;
+    case CHARTER_RECEIPT_CHAIN_REORDERED:
+        return EXIT_CHAIN_REORDERED;
+    case CHARTER_RECEIPT_MALFORMED:
+        break;
+    }
+    return EXIT_RPC;
+}
+
+/* The --json report of verify-receipt: every file's verdict, the chain's, the exit status. */
+static int print_verify_json(const cli_receipt_file *files, size_t n, const char *key_id,
+                             const char *chain_verdict, const char *chain_why, int rv)
+{
+    json_t *list = json_array();
+    for (size_t i = 0; list != NULL && i < n; i++) {
+        const cli_receipt_file *f = &files[i];
+        json_t *one = json_pack("{s:s, s:s, s:s, s:s, s:s, s:I}", "file", f->file, "verdict",
+                                charter_receipt_verdict_name(f->verdict), "reason", f->why, "kind",
+                                f->r.kind != NULL ? f->r.kind : "", "run_id",
+                                f->r.run_id != NULL ? f->r.run_id : "", "chain_seq",
+                                (json_int_t)f->r.chain_seq);
+        if (one == NULL || json_array_append_new(list, one) != 0) {
+            json_decref(list);
+            list = NULL;
+        }
+    }
+    json_t *doc = list != NULL ? json_pack("{s:b, s:i, s:o}", "valid", rv == EXIT_OK, "exit", rv,
+                                           "receipts", list)
+                               : NULL;
+    if (doc != NULL && key_id != NULL)
+        json_object_set_new(doc, "key_id", json_string(key_id));
+    if (doc != NULL && chain_verdict != NULL)
+        json_object_set_new(doc, "chain",
+                            json_pack("{s:s, s:s}", "verdict", chain_verdict, "reason", chain_why));
+    char *text = doc != NULL ? json_dumps(doc, JSON_INDENT(2)) : NULL;
+    json_decref(doc);
+    if (text == NULL) {
+        fprintf(stderr, "%s: out of memory\n", progname);
+        return EXIT_RPC;
+    }
+    puts(text);
+    free(text);
+    return rv;
+}
+
+/* Offline: no connection is made. With --key each receipt's MAC is checked against the
+ * integrity key; with --public-key each receipt's Ed25519 signature against the public key,
+ * and, given several receipts of one run, their chain: in order, none left out between them. */
 static int cmd_verify_receipt(cli *c, const cli_command *cmd, const cli_args *a)
 {
     const char *keyfile = arg_option(a, "key");
-    char *text = NULL;
+    const char *pubfile = arg_option(a, "public-key");
     char why[256] = "";
     static unsigned char key[CHARTER_RECEIPT_KEY_MAX];
     size_t key_len = 0;
-    int rv;
+    char *pem = NULL;
+    char key_id[65] = "";
+    cli_receipt_file *files = NULL;
+    size_t n = a->n_pos;
+    int rv = EXIT_OK;
+    char chain_why[320] = "";
+    const char *chain_verdict = NULL;
 
-    if (keyfile == NULL)
-        return usage_error(cmd, "%s needs --key KEYFILE", cmd->name);
-    if ((rv = read_text_file(cmd, a->pos[0], (size_t)1 << 20, &text)) != 0)
-        return rv;
-    if (charter_receipt_key_load(keyfile, key, sizeof(key), &key_len, why, sizeof(why)) != 0) {
-        free(text);
+    if (keyfile == NULL && pubfile == NULL)
+        return usage_error(cmd, "%s needs --key KEYFILE or --public-key PUB.pem", cmd->name);
+    if (keyfile != NULL &&
+        charter_receipt_key_load(keyfile, key, sizeof(key), &key_len, why, sizeof(why)) != 0) {
         fprintf(stderr, "%s: %s\n", progname, why);
         return EXIT_USAGE;
     }
-    json_error_t jerr;
-    json_t *j = json_loads(text, 0, &jerr);
-    free(text);
-    Charter__V1__Receipt r = CHARTER__V1__RECEIPT__INIT;
-    if (j == NULL) {
-        snprintf(why, sizeof(why), "the file is not JSON: %s (line %d)", jerr.text, jerr.line);
-        rv = EXIT_RPC;
-    } else if (receipt_from_json(j, &r, why, sizeof(why)) != 0 ||
-               charter_receipt_verify(&r, key, key_len, why, sizeof(why)) != 0) {
-        rv = EXIT_RPC;
-    } else {
-        rv = EXIT_OK;
-    }
-    OPENSSL_cleanse(key, sizeof(key));
-    if (c->json) {
-        json_t *verdict = rv == EXIT_OK
-                              ? json_pack("{s:b, s:s, s:s, s:s}", "valid", 1, "kind", r.kind,
-                                          "run_id", r.run_id, "invocation_id", r.invocation_id)
-                              : json_pack("{s:b, s:s}", "valid", 0, "reason", why);
-        if (verdict == NULL || json_dumpf(verdict, stdout, JSON_INDENT(2)) != 0 ||
-            fputc('\n', stdout) == EOF) {
-            fprintf(stderr, "%s: cannot write the output\n", progname);
-            rv = EXIT_RPC;
+    if (pubfile != NULL) {
+        if ((rv = read_text_file(cmd, pubfile, 65536, &pem)) != 0)
+            goto out;
+        if (charter_receipt_key_id(pem, strlen(pem), key_id, why, sizeof(why)) != 0) {
+            fprintf(stderr, "%s: %s: %s\n", progname, pubfile, why);
+            rv = EXIT_USAGE;
+            goto out;
         }
-        json_decref(verdict);
-    } else if (rv == EXIT_OK) {
-        printf("valid: %s receipt of run %s%s%s\n", r.kind, r.run_id,
-               *r.invocation_id ? ", invocation " : "", r.invocation_id);
-    } else {
-        printf("invalid: %s\n", why);
     }
-    free(r.grant_chain);
-    free(r.deliveries);
-    json_decref(j);
+    if ((files = calloc(n, sizeof(*files))) == NULL) {
+        fprintf(stderr, "%s: out of memory\n", progname);
+        rv = EXIT_RPC;
+        goto out;
+    }
+    for (size_t i = 0; i < n; i++) {
+        cli_receipt_file *f = &files[i];
+        int got = receipt_file_read(cmd, a->pos[i], f);
+        if (got == EXIT_USAGE) {
+            rv = EXIT_USAGE;
+            goto out;
+        }
+        f->verdict = CHARTER_RECEIPT_MALFORMED;
+        if (got != 0) {
+            /* why is set */
+        } else if (keyfile != NULL &&
+                   charter_receipt_verify(&f->r, key, key_len, f->why, sizeof(f->why)) != 0) {
+            /* the MAC's verdict: invalid, exit 1 as always */
+        } else if (pubfile != NULL) {
+            charter_receipt_verify_signed(&f->r, pem, strlen(pem), &f->verdict, f->why,
+                                          sizeof(f->why));
+        } else {
+            f->verdict = CHARTER_RECEIPT_VALID;
+        }
+        if (f->verdict != CHARTER_RECEIPT_VALID && rv == EXIT_OK)
+            rv = verdict_exit(f->verdict);
+    }
+    if (rv == EXIT_OK && pubfile != NULL && n > 1) {
+        const Charter__V1__Receipt **rs = calloc(n, sizeof(*rs));
+        charter_receipt_verdict v = CHARTER_RECEIPT_MALFORMED;
+        size_t bad = 0;
+        if (rs == NULL) {
+            fprintf(stderr, "%s: out of memory\n", progname);
+            rv = EXIT_RPC;
+            goto out;
+        }
+        for (size_t i = 0; i < n; i++)
+            rs[i] = &files[i].r;
+        charter_receipt_verify_chain(rs, n, &v, &bad, chain_why, sizeof(chain_why));
+        free(rs);
+        chain_verdict = charter_receipt_verdict_name(v);
+        rv = verdict_exit(v);
+    }
+    if (c->json) {
+        rv = print_verify_json(files, n, pubfile != NULL ? key_id : NULL, chain_verdict, chain_why,
+                               rv);
+        goto out;
+    }
+    for (size_t i = 0; i < n; i++) {
+        const cli_receipt_file *f = &files[i];
+        const char *prefix = n > 1 ? f->file : "";
+        const char *sep = n > 1 ? ": " : "";
+        if (f->verdict != CHARTER_RECEIPT_VALID) {
+            printf("invalid: %s%s%s\n", prefix, sep, f->why);
+            continue;
+        }
+        printf("valid: %s%s%s receipt of run %s%s%s", prefix, sep, f->r.kind, f->r.run_id,
+               *f->r.invocation_id ? ", invocation " : "", f->r.invocation_id);
+        if (pubfile != NULL)
+            printf(" (signed by key %.16s..., place %llu in the run's receipt chain)", key_id,
+                   (unsigned long long)f->r.chain_seq);
+        putchar('\n');
+    }
+    if (chain_verdict != NULL) {
+        if (rv == EXIT_OK)
+            printf("valid: chain of %zu receipts of run %s, in order, none missing between them\n",
+                   n, files[0].r.run_id);
+        else
+            printf("invalid: chain: %s\n", chain_why);
+    }
+out:
+    OPENSSL_cleanse(key, sizeof(key));
+    for (size_t i = 0; files != NULL && i < n; i++) {
+        free(files[i].r.grant_chain);
+        free(files[i].r.deliveries);
+        json_decref(files[i].doc);
+    }
+    free(files);
+    free(pem);
+    return rv;
+}
+
+static int cmd_receipt_key(cli *c, const cli_command *cmd, const cli_args *a)
+{
+    Charter__V1__GetReceiptKeyRequest req = CHARTER__V1__GET_RECEIPT_KEY_REQUEST__INIT;
+    Charter__V1__ReceiptKey *k = NULL;
+    charter_status st;
+    int rv;
+
+    (void)cmd;
+    (void)a;
+    if ((rv = cli_connect(c)) != 0)
+        return rv;
+    if (charter_get_receipt_key(c->client, &req, &k, &st) != 0)
+        return rpc_error(&st);
+    rv = EXIT_OK;
+    if (c->json)
+        rv = print_json(&k->base);
+    else
+        printf("key_id %s %s\n%s", k->algorithm, k->key_id, k->public_key_pem);
+    charter__v1__receipt_key__free_unpacked(k, NULL);
     return rv;
 }
 
@@ -1137,7 +1322,7 @@ static const char *const open_step_opts[] = {"parent", "tools", "recipients", "r
 static const char *const get_opts[] = {"after", "limit", NULL};
 static const char *const list_opts[] = {"limit", NULL};
 static const char *const record_opts[] = {"title", "content", "content-file", NULL};
-static const char *const verify_opts[] = {"key", NULL};
+static const char *const verify_opts[] = {"key", "public-key", NULL};
 static const char *const no_opts[] = {NULL};
 static const char *const what_if_opts[] = {"workflow", "run", "since", "limit", NULL};
 
@@ -1180,9 +1365,15 @@ static const cli_command commands[] = {
     {"receipt", "RUN [INVOCATION_ID]",
      "the signed receipt of a delivery, or of the run once it ended (--json to keep it)", no_opts,
      1, 2, cmd_receipt},
-    {"verify-receipt", "FILE --key KEYFILE",
-     "check a receipt (the --json output of receipt) offline against the integrity key",
-     verify_opts, 1, 1, cmd_verify_receipt},
+    {"verify-receipt", "FILE... (--key KEYFILE | --public-key PUB.pem)",
+     "check receipts (the --json output of receipt) offline: the MAC against the integrity key, "
+     "or the signature against charterd's public key; several receipts of one run, given in "
+     "order, are checked as a chain too",
+     verify_opts, 1, MAX_POSITIONAL, cmd_verify_receipt},
+    {"receipt-key", "",
+     "the public key (PEM) and key id charterd signs receipts with (for verify-receipt "
+     "--public-key)",
+     no_opts, 0, 0, cmd_receipt_key},
     {"audit", "RUN",
      "walk the run's event hash chain; name the first event changed, removed or "
      "inserted",
@@ -1243,6 +1434,11 @@ static void print_help(FILE *out)
           "  3  read-source, record-output, check-input, deliver: the decision is deny\n"
           "  4  read-source, record-output, check-input, deliver: the decision is unknown\n"
           "     (facts were missing: fail closed, nothing happened)\n"
+          "  5  verify-receipt --public-key: a receipt carries no signature\n"
+          "  6  verify-receipt --public-key: signed by another key than the one given\n"
+          "  7  verify-receipt --public-key: a receipt was altered (a changed byte)\n"
+          "  8  verify-receipt --public-key: a receipt of the run is missing from the chain\n"
+          "  9  verify-receipt --public-key: the receipts are not in their chain's order\n"
           "A deny or unknown from run, recover or chain is reported, not an error: exit 0.\n",
           out);
 }

@@ -25,7 +25,7 @@ Conventions every function follows:
 - Empty lists encode as {} (Redis's cjson has no empty-array marker); readers accept both.
 ]]
 
-local LIBRARY_VERSION = '5'
+local LIBRARY_VERSION = '6'
 local MAX_LIMIT = 100000  -- upper bound of any limit argument
 local DEFAULT_LIMIT = 1000 -- a limit of 0 means this
 local MAX_CHAIN = 64       -- grants one grant_chain walk returns, and a commit accepts
@@ -1527,20 +1527,55 @@ end
 
 --[[ charter_attach_receipt
 keys: P. args: JSON {run_id, invocation_id (absent or "" for the run), last_seq (run receipts),
-  receipt (the receipt's JSON text)}.
+  receipt (the receipt's JSON text), chain (signed receipts only: {prev, hash, seq})}.
 reply: {"attached":bool,"receipt":"<the receipt now stored, or absent>"}. A delivery's receipt
   is set only if it has none (the first one stays). A run's receipt is set only while the run's
   seq is still last_seq (it covers the run's last event), replacing one of an earlier end.
+  With chain, the receipt takes its place in the run's receipt chain in the same write: it is
+  attached only while the run's chain head (receipt_head, receipt_seq: the last delivery
+  receipt's hash and place) is still prev and seq - 1, and a delivery receipt becomes the new
+  head (hash, seq); a run receipt names the head without moving it. When the head moved the
+  reply is {"attached":false,"conflict":true,"chain_head":"<hex or empty>","chain_seq":n} and
+  nothing is written.
 errors: not_found (run or delivery of the run), invalid. ]]
+local function receipt_chain_arg(v)
+    if not present(v) then
+        return nil
+    end
+    if type(v) ~= 'table' then
+        raise('invalid', 'chain must be an object {prev, hash, seq}')
+    end
+    local prev = check_text(v.prev, 'chain.prev', '')
+    local hash = check_text(v.hash, 'chain.hash')
+    if (prev ~= '' and not prev:match('^' .. string.rep('%x', 64) .. '$')) or
+        not hash:match('^' .. string.rep('%x', 64) .. '$') then
+        raise('invalid', 'chain.prev and chain.hash must be hex SHA-256 (prev may be empty)')
+    end
+    return {prev = prev, hash = hash, seq = check_count(v.seq, 'chain.seq', 1, 1e15)}
+end
+
+-- nil when the chain's head is still where the receipt was signed, else the conflict reply.
+local function receipt_chain_moved(runkey, chain)
+    local h = redis.call('HMGET', runkey, 'receipt_head', 'receipt_seq')
+    local head, n = h[1] or '', tonumber(h[2] or '0')
+    if chain.prev ~= head or chain.seq ~= n + 1 then
+        return cjson.encode({attached = false, conflict = true, chain_head = head,
+                             chain_seq = n})
+    end
+    return nil
+end
+
 local function charter_attach_receipt(keys, args)
     local P = prefix(keys)
     local doc = json_arg(args[1], 'receipt')
     local run_id = check_id(doc.run_id, 'run_id')
     local text = check_text(doc.receipt, 'receipt')
+    local chain = receipt_chain_arg(doc.chain)
     local ok, parsed = pcall(cjson.decode, text)
     if not ok or type(parsed) ~= 'table' then
         raise('invalid', 'receipt must be a JSON object text')
     end
+    local runkey = P .. ':run:' .. run_id
     local inv = doc.invocation_id
     if present(inv) and inv ~= '' then
         check_invocation(inv)
@@ -1548,19 +1583,35 @@ local function charter_attach_receipt(keys, args)
         if redis.call('HGET', key, 'run_id') ~= run_id then
             raise('not_found', 'delivery ' .. inv .. ' of run ' .. run_id .. ' not found')
         end
-        local set = redis.call('HSETNX', key, 'receipt', text) == 1
-        return cjson.encode({attached = set, receipt = redis.call('HGET', key, 'receipt')})
+        local had = redis.call('HGET', key, 'receipt')
+        if had then
+            return cjson.encode({attached = false, receipt = had})
+        end
+        if chain then
+            local moved = receipt_chain_moved(runkey, chain)
+            if moved then
+                return moved
+            end
+            redis.call('HSET', runkey, 'receipt_head', chain.hash, 'receipt_seq', chain.seq)
+        end
+        redis.call('HSET', key, 'receipt', text)
+        return cjson.encode({attached = true, receipt = text})
     end
     local last = check_count(doc.last_seq, 'last_seq', 1, 1e15)
-    local key = P .. ':run:' .. run_id
-    local seq = redis.call('HGET', key, 'seq')
+    local seq = redis.call('HGET', runkey, 'seq')
     if not seq then
         raise('not_found', 'run ' .. run_id .. ' not found')
     end
     if tonumber(seq) ~= last then
-        return cjson.encode({attached = false, receipt = redis.call('HGET', key, 'receipt') or nil})
+        return cjson.encode({attached = false, receipt = redis.call('HGET', runkey, 'receipt') or nil})
     end
-    redis.call('HSET', key, 'receipt', text)
+    if chain then
+        local moved = receipt_chain_moved(runkey, chain)
+        if moved then
+            return moved
+        end
+    end
+    redis.call('HSET', runkey, 'receipt', text)
     return cjson.encode({attached = true, receipt = text})
 end
 

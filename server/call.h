@@ -50,7 +50,7 @@ typedef struct {
     /* The evaluator's fingerprint (replay_fingerprint: guard, query library, workflow), hex
      * SHA-256, recorded in every decision event; replay refuses events of another one. */
     char evaluator[65];
-    /* charterd was started with an integrity key (the key itself lives in evlog.c only). */
+    /* charterd was started with an integrity key (the key itself lives in integrity.c only). */
     bool keyed;
 } server_env;
 

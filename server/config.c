@@ -42,6 +42,10 @@ void config_usage(void)
         "                      secret of at least 32 bytes, mode 0600, owned by this user: seals\n"
         "                      events with HMAC-SHA256 and signs receipts; a graph keeps the mode\n"
         "                      (keyed or not) and the key it was first started with\n"
+        "  --signing-key FILE  Ed25519 private key (PEM, mode 0600, owned by this user; make one\n"
+        "                      with: openssl genpkey -algorithm ed25519 -out FILE): also signs\n"
+        "                      every receipt, so anyone with the public key (charter receipt-key)\n"
+        "                      can verify it offline; needs --integrity-key\n"
         "  --max-message BYTES largest request accepted (default 4194304)\n"
         "  --timeout-ms MS     default per-call deadline (default 5000, at most 60000)\n"
         "  --queue N           requests allowed to wait beyond the workers before callers get\n"
@@ -285,6 +289,13 @@ int config_parse(int argc, char **argv, config *cfg, char *err, size_t errlen)
                                    "-hex 32 > FILE; chmod 600 FILE)");
             }
             cfg->integrity_key = v;
+        } else if (config_match(arg, "--signing-key", &i, argc, argv, &v)) {
+            if (v == NULL || v[0] == '\0') {
+                return config_fail(err, errlen,
+                                   "--signing-key needs a file (make one with: openssl genpkey "
+                                   "-algorithm ed25519 -out FILE; chmod 600 FILE)");
+            }
+            cfg->signing_key = v;
         } else if (config_match(arg, "--max-message", &i, argc, argv, &v)) {
             if (config_number(v, 1024, (unsigned long long)1 << 30, &n) != 0) {
                 return config_fail(err, errlen,

@@ -32,6 +32,7 @@ typedef struct {
     const char *graph;         /* --graph (borrowed) */
     const char *workflow;      /* --workflow path (borrowed), NULL: the embedded workflow */
     const char *integrity_key; /* --integrity-key path (borrowed), NULL: none */
+    const char *signing_key;   /* --signing-key path (borrowed), NULL: none */
     size_t max_message;        /* bytes of one encoded RpcRequest */
     int timeout_ms;            /* default per-call deadline, milliseconds */
     unsigned queue;            /* requests allowed to wait beyond the workers */

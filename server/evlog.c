@@ -1,34 +1,28 @@
 /*
- * evlog.c - sealing, writing and auditing a run's event hash chain (see evlog.h).
+ * evlog.c - sealing and writing a run's event hash chain (see evlog.h).
  *
  * Every event writer of the query library takes its event sealed: seq, ts (database time),
  * prev and hash computed here from a head read just before. The writer stores the event only
  * if the head is unchanged and otherwise answers {"conflict":true,"head":{...}} with the head
- * it found, from which the event is sealed again without another read. The integrity key lives
- * only in this file's memory.
+ * it found, from which the event is sealed again without another read. The MAC that seals an
+ * event under the integrity key is taken by integrity.c, which alone holds the key; the walk
+ * that checks a chain lives in audit.c.
  */
 #include "evlog.h"
-#include "digest.h"
-
-#include "gate.h"
 
 #include <openssl/crypto.h>
-#include <openssl/evp.h>
 #include <pthread.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "../client/receipt.h"
+#include "digest.h"
+#include "integrity.h"
 #include "log.h"
-#include "receipt_issue.h"
 
 /* --- configuration ------------------------------------------------------------------------ */
 
 static struct {
-    unsigned char key[CHARTER_RECEIPT_KEY_MAX];
-    size_t key_len;
     char evaluator[65];
 } evlog_cfg;
 
@@ -42,30 +36,18 @@ static bool evlog_hex64(const char *s)
     return true;
 }
 
-int evlog_configure(const unsigned char *key, size_t key_len, const char *evaluator)
+int evlog_configure(const char *evaluator)
 {
-    if (key_len > sizeof evlog_cfg.key || (key_len > 0 && key == NULL))
-        return -1;
     if (evaluator != NULL && !evlog_hex64(evaluator))
-        return -1;
-    OPENSSL_cleanse(evlog_cfg.key, sizeof evlog_cfg.key);
-    if (key_len > 0)
-        memcpy(evlog_cfg.key, key, key_len);
-    evlog_cfg.key_len = key_len;
+        return STATUS_EINVAL;
     snprintf(evlog_cfg.evaluator, sizeof evlog_cfg.evaluator, "%s",
              evaluator != NULL ? evaluator : "");
-    return 0;
-}
-
-void evlog_forget_key(void)
-{
-    OPENSSL_cleanse(evlog_cfg.key, sizeof evlog_cfg.key);
-    evlog_cfg.key_len = 0;
+    return STATUS_OK;
 }
 
 bool evlog_keyed(void)
 {
-    return evlog_cfg.key_len > 0;
+    return integrity_keyed();
 }
 
 const char *evlog_evaluator(void)
@@ -73,28 +55,11 @@ const char *evlog_evaluator(void)
     return evlog_cfg.evaluator;
 }
 
-int evlog_mac(const void *data, size_t len, char hex[65])
-{
-    if (!evlog_keyed()) {
-        memset(hex, '0', 64);
-        hex[64] = '\0';
-        return -1;
-    }
-    return charter_hmac_sha256_hex(evlog_cfg.key, evlog_cfg.key_len, data, len, hex) == 0 ? 0 : -1;
-}
-
-#define EVLOG_KEY_CHECK_TEXT "charter integrity key check"
-
-int evlog_key_check(char hex[65])
-{
-    return evlog_mac(EVLOG_KEY_CHECK_TEXT, strlen(EVLOG_KEY_CHECK_TEXT), hex);
-}
-
 int evlog_claim_integrity(store *st, char *err, size_t errlen)
 {
     char check[65] = "";
     const char *mode = evlog_keyed() ? "keyed" : "keyless";
-    if (evlog_keyed() && evlog_key_check(check) != 0) {
+    if (evlog_keyed() && integrity_key_check(check) != STATUS_OK) {
         snprintf(err, errlen,
                  "cannot compute the integrity key check (check the OpenSSL "
                  "installation)");
@@ -180,13 +145,9 @@ int evlog_event_hash(const evlog_fields *f, char hex[65])
     if (rc != STATUS_OK)
         return rc;
     if (evlog_keyed()) {
-        rc = evlog_mac(text, len, hex) == 0 ? STATUS_OK : STATUS_ENOMEM;
+        rc = integrity_mac(text, len, hex) == STATUS_OK ? STATUS_OK : STATUS_ENOMEM;
     } else {
-        unsigned char md[EVP_MAX_MD_SIZE];
-        unsigned int mdlen = 0;
-        if (EVP_Digest(text, len, md, &mdlen, EVP_sha256(), NULL) == 1 && mdlen == 32)
-            digest_hex(md, 32, hex);
-        else
+        if (digest_sha256_hex(text, len, hex) != 0)
             rc = STATUS_ENOMEM;
     }
     free(text);
@@ -365,7 +326,8 @@ static int evlog_seal(const char *run_id, const evlog_event *ev, const evlog_hea
 static int evlog_blob_out(store *st, const char *snapshot, char ref[96])
 {
     char sha[65];
-    gate_sha256_hex(snapshot, strlen(snapshot), sha);
+    if (digest_sha256_hex(snapshot, strlen(snapshot), sha) != 0)
+        return STATUS_ENOMEM;
     const char *args[2] = {sha, snapshot};
     json_t *r = NULL;
     int rc = store_call(st, "blob_exists", 1, args, &r);
@@ -401,8 +363,9 @@ int evlog_snapshot_resolve(store *st, const char *snapshot, char **out)
         rc = STATUS_ENOTFOUND; /* the facts the event names are gone */
     if (rc == STATUS_OK) {
         char actual[65];
-        gate_sha256_hex(text, strlen(text), actual);
-        if (strcmp(actual, sha) != 0)
+        if (digest_sha256_hex(text, strlen(text), actual) != 0)
+            rc = STATUS_ENOMEM;
+        else if (strcmp(actual, sha) != 0)
             rc = STATUS_EPROTO; /* the blob was changed: its name no longer matches */
         else if ((*out = strdup(text)) == NULL)
             rc = STATUS_ENOMEM;
@@ -680,284 +643,5 @@ int evlog_interrupt_runs(store *st, json_t **ids)
         *ids = done;
     else
         json_decref(done);
-    return rc;
-}
-
-/* --- audit ------------------------------------------------------------------------------- */
-
-#define EVLOG_AUDIT_PAGE "500"
-
-static int evlog_audit_fail(evlog_audit_result *out, uint64_t seq, const char *fmt, ...)
-    __attribute__((format(printf, 3, 4)));
-
-static int evlog_audit_fail(evlog_audit_result *out, uint64_t seq, const char *fmt, ...)
-{
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(out->problem, sizeof out->problem, fmt, ap);
-    va_end(ap);
-    out->intact = false;
-    out->first_bad_seq = seq;
-    return 1;
-}
-
-static const char *evlog_str(const json_t *o, const char *k)
-{
-    const char *s = json_string_value(json_object_get(o, k));
-    return s != NULL ? s : "";
-}
-
-/* The hashes of the events verified so far, by seq (index seq - 1). */
-typedef struct {
-    char (*items)[65];
-    size_t n, cap;
-} evlog_hashes;
-
-static int evlog_hashes_add(evlog_hashes *h, const char *hash)
-{
-    if (h->n == h->cap) {
-        size_t cap = h->cap ? h->cap * 2 : 256;
-        char(*grown)[65] = realloc(h->items, cap * sizeof *grown);
-        if (grown == NULL)
-            return STATUS_ENOMEM;
-        h->items = grown;
-        h->cap = cap;
-    }
-    snprintf(h->items[h->n++], 65, "%s", hash);
-    return STATUS_OK;
-}
-
-/* The 1-based seq of the verified event whose hash is hash, or 0. */
-static uint64_t evlog_hashes_find(const evlog_hashes *h, const char *hash)
-{
-    for (size_t i = 0; i < h->n; i++)
-        if (strcmp(h->items[i], hash) == 0)
-            return (uint64_t)i + 1;
-    return 0;
-}
-
-/* Checks one place of the log. Returns 0 to go on, 1 when the first bad event was found, or a
- * negative STATUS_E* failure. head_seq may grow: an event appended during the audit (beyond the
- * head read at its start, sealed and chained) is accepted. */
-/* Whether the stored event e (an audit_events entry) hashes to its stored hash. */
-static int evlog_entry_holds(const json_t *e, const char *run_id, bool *holds)
-{
-    evlog_fields f = {run_id,
-                      evlog_str(e, "stored_seq"),
-                      evlog_str(e, "ts"),
-                      evlog_str(e, "kind"),
-                      evlog_str(e, "outcome"),
-                      evlog_str(e, "codes"),
-                      evlog_str(e, "witness"),
-                      evlog_str(e, "detail"),
-                      evlog_str(e, "snapshot"),
-                      evlog_str(e, "fingerprint"),
-                      evlog_str(e, "prev")};
-    char hash[65];
-    int rc = evlog_event_hash(&f, hash);
-    *holds = rc == STATUS_OK && strcmp(hash, evlog_str(e, "hash")) == 0 &&
-             strcmp(evlog_str(e, "run_id"), run_id) == 0;
-    return rc;
-}
-
-/* next is the entry of the following place when the page holds it (NULL otherwise): an event
- * that does not hold is an insertion when the event sealed for its place follows it. */
-static int evlog_audit_place(const json_t *e, const json_t *next, const char *run_id,
-                             uint64_t *head_seq, evlog_hashes *verified, evlog_audit_result *out)
-{
-    json_t *atj = json_object_get(e, "at");
-    if (!json_is_integer(atj) || json_integer_value(atj) < 1)
-        return STATUS_EPROTO;
-    uint64_t at = (uint64_t)json_integer_value(atj);
-    bool missing = json_is_true(json_object_get(e, "missing"));
-    bool indexed = json_is_true(json_object_get(e, "indexed"));
-    if (missing) {
-        if (at > *head_seq)
-            return indexed ? evlog_audit_fail(out, at,
-                                              "event %llu was inserted: the run's index lists "
-                                              "it beyond the run's last event %llu",
-                                              (unsigned long long)at, (unsigned long long)*head_seq)
-                           : 0;
-        return evlog_audit_fail(out, at, "event %llu was removed: no event is stored at seq %llu",
-                                (unsigned long long)at, (unsigned long long)at);
-    }
-    out->events++;
-    if (!indexed && at <= *head_seq)
-        return evlog_audit_fail(out, at,
-                                "event %llu was removed from the run's index (its event is "
-                                "stored, but the run no longer lists it)",
-                                (unsigned long long)at);
-    const char *stored_seq = evlog_str(e, "stored_seq");
-    const char *stored = evlog_str(e, "hash");
-    const char *prev = evlog_str(e, "prev");
-    bool holds = false;
-    int rc = evlog_entry_holds(e, run_id, &holds);
-    if (rc != STATUS_OK)
-        return rc;
-    const char *expected_prev = verified->n > 0 ? verified->items[verified->n - 1] : "";
-    bool links = strcmp(prev, expected_prev) == 0;
-    char want_seq[24];
-    snprintf(want_seq, sizeof want_seq, "%llu", (unsigned long long)at);
-    bool in_place = strcmp(stored_seq, want_seq) == 0;
-
-    if (at > *head_seq) {
-        if (holds && links && in_place && at == *head_seq + 1) {
-            *head_seq = at; /* appended while the audit ran */
-        } else {
-            return evlog_audit_fail(out, at,
-                                    "event %llu was inserted: it lies beyond the run's last "
-                                    "event %llu",
-                                    (unsigned long long)at, (unsigned long long)*head_seq);
-        }
-    } else if (!holds) {
-        bool next_holds = false;
-        if (next != NULL && !json_is_true(json_object_get(next, "missing")) &&
-            strcmp(evlog_str(next, "stored_seq"), want_seq) == 0 &&
-            (rc = evlog_entry_holds(next, run_id, &next_holds)) != STATUS_OK)
-            return rc;
-        if (next_holds)
-            return evlog_audit_fail(out, at,
-                                    "event %llu was inserted: the event sealed as %llu now lies "
-                                    "after it",
-                                    (unsigned long long)at, (unsigned long long)at);
-        return evlog_audit_fail(out, at,
-                                "event %llu was changed: its fields no longer hash to the hash "
-                                "it was sealed with",
-                                (unsigned long long)at);
-    } else if (!in_place) {
-        unsigned long long was = strtoull(stored_seq, NULL, 10);
-        return was > at ? evlog_audit_fail(out, at,
-                                           "event %llu was removed: event %llu was moved into "
-                                           "its place",
-                                           (unsigned long long)at, was)
-                        : evlog_audit_fail(out, was + 1,
-                                           "event %llu was inserted: event %llu was moved "
-                                           "behind it",
-                                           was + 1, was);
-    } else if (!links) {
-        uint64_t j = *prev ? evlog_hashes_find(verified, prev) : 0;
-        if (j > 0 && j + 1 < at)
-            return evlog_audit_fail(out, j + 1,
-                                    "event %llu was inserted: event %llu was sealed right after "
-                                    "event %llu",
-                                    (unsigned long long)(j + 1), (unsigned long long)at,
-                                    (unsigned long long)j);
-        return evlog_audit_fail(out, at,
-                                "event %llu was removed: the event at seq %llu was sealed after "
-                                "an event no longer in the log",
-                                (unsigned long long)at, (unsigned long long)at);
-    }
-    return evlog_hashes_add(verified, stored) == STATUS_OK ? 0 : STATUS_ENOMEM;
-}
-
-/* The checks after the walk: the run's head, its receipt, its deliveries. */
-static void evlog_audit_tail(const json_t *run, const json_t *deliveries, uint64_t head_seq,
-                             const char *run_id, const evlog_hashes *verified,
-                             evlog_audit_result *out)
-{
-    const char *head = evlog_str(run, "head");
-    const char *last = verified->n > 0 ? verified->items[verified->n - 1] : "";
-    if (verified->n == head_seq && strcmp(head, last) != 0) {
-        evlog_audit_fail(out, head_seq,
-                         "event %llu was changed: the run's head records another hash",
-                         (unsigned long long)head_seq);
-        return;
-    }
-    size_t i;
-    json_t *d;
-    json_array_foreach(deliveries, i, d)
-    {
-        json_t *s = json_object_get(d, "event_seq");
-        uint64_t seq = json_is_integer(s) ? (uint64_t)json_integer_value(s) : 0;
-        if (seq > head_seq) {
-            evlog_audit_fail(out, head_seq + 1,
-                             "event %llu was removed: delivery %s was recorded by event %llu, "
-                             "beyond the run's last event %llu",
-                             (unsigned long long)head_seq + 1, evlog_str(d, "invocation_id"),
-                             (unsigned long long)seq, (unsigned long long)head_seq);
-            return;
-        }
-    }
-    const char *text = json_string_value(json_object_get(run, "receipt"));
-    if (text == NULL || !evlog_keyed())
-        return;
-    json_t *rj = json_loads(text, 0, NULL);
-    Charter__V1__Receipt r;
-    char reason[160];
-    bool parsed = rj != NULL && receipt_issue_parse(rj, &r) == STATUS_OK;
-    if (!parsed || strcmp(r.kind, "run") != 0 || strcmp(r.run_id, run_id) != 0 ||
-        charter_receipt_verify(&r, evlog_cfg.key, evlog_cfg.key_len, reason, sizeof reason) != 0) {
-        evlog_audit_fail(out, head_seq, "the run's receipt was altered: it does not verify");
-    } else if (r.last_seq > head_seq) {
-        evlog_audit_fail(out, head_seq + 1,
-                         "event %llu was removed: the run's receipt covers events up to %llu",
-                         (unsigned long long)head_seq + 1, (unsigned long long)r.last_seq);
-    } else if (r.last_seq >= 1 && r.last_seq <= verified->n &&
-               strcmp(verified->items[r.last_seq - 1], r.last_event_hash) != 0) {
-        evlog_audit_fail(out, r.last_seq,
-                         "event %llu was changed: the run's receipt records another hash",
-                         (unsigned long long)r.last_seq);
-    }
-    if (parsed)
-        receipt_issue_clear(&r);
-    json_decref(rj);
-}
-
-int evlog_audit(store *st, const char *run_id, evlog_audit_result *out)
-{
-    memset(out, 0, sizeof *out);
-    out->intact = true;
-    out->keyed = evlog_keyed();
-    evlog_hashes verified = {NULL, 0, 0};
-    json_t *first = NULL;
-    uint64_t head_seq = 0, after = 0, upper = 0;
-    int rc = STATUS_OK, found = 0;
-    do {
-        char a[24];
-        snprintf(a, sizeof a, "%llu", (unsigned long long)after);
-        const char *args[3] = {run_id, a, EVLOG_AUDIT_PAGE};
-        json_t *page = NULL;
-        if ((rc = store_call(st, "audit_events", 3, args, &page)) != STATUS_OK)
-            break;
-        json_t *u = json_object_get(page, "upper");
-        json_t *events = json_object_get(page, "events");
-        if (!json_is_integer(u) || json_integer_value(u) < 0) {
-            json_decref(page);
-            rc = STATUS_EPROTO;
-            break;
-        }
-        if (first == NULL) {
-            first = page;
-            json_t *s = json_object_get(json_object_get(page, "run"), "seq");
-            head_seq = json_is_integer(s) ? (uint64_t)json_integer_value(s) : 0;
-        }
-        upper = (uint64_t)json_integer_value(u);
-        size_t i, n = 0;
-        json_t *e;
-        json_array_foreach(events, i, e)
-        {
-            n++;
-            after = (uint64_t)json_integer_value(json_object_get(e, "at"));
-            found = evlog_audit_place(e, json_array_get(events, i + 1), run_id, &head_seq,
-                                      &verified, out);
-            if (found != 0)
-                break;
-        }
-        if (page != first)
-            json_decref(page);
-        if (found < 0) {
-            rc = found;
-            break;
-        }
-        if (n == 0)
-            break;
-    } while (found == 0 && after < upper);
-    if (rc == STATUS_OK && found == 0)
-        evlog_audit_tail(json_object_get(first, "run"), json_object_get(first, "deliveries"),
-                         head_seq, run_id, &verified, out);
-    json_decref(first);
-    free(verified.items);
-    if (rc != STATUS_OK)
-        memset(out, 0, sizeof *out);
     return rc;
 }

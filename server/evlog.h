@@ -3,7 +3,8 @@
  * hash of the one before it (prev) and its own hash over a canonical text, SHA-256 or, with an
  * integrity key, HMAC-SHA256, so an event that was changed, removed or inserted shows.
  *
- * The key never leaves this process, so the hash is computed here, not in Redis. Writing an
+ * The key never leaves this process (integrity.c keeps it), so the hash is computed here, not in
+ * Redis; audit.c walks a chain and names the first event that does not hold. Writing an
  * event is optimistic: read the run's head (seq, hash) and the database time with a read-only
  * query, seal the event as seq + 1 on that head, and let the writing function store it only if
  * the head is still the same; when it moved, the function writes nothing and answers with the
@@ -91,31 +92,19 @@ typedef struct {
         *fingerprint, *prev;
 } evlog_fields;
 
-/* --- the process's integrity configuration (set once at startup) -------------------------- */
+/* --- the process's configuration (set once at startup) ------------------------------------ */
 
-/* Sets the integrity key (key_len bytes, copied; key NULL or key_len 0 for none) and the
- * evaluator fingerprint (64 hex digits, or NULL for none) of the default workflow, recorded by
- * a decision event that does not name its own.
- * Call once before any thread uses this module; read-only afterwards. Returns 0, or -1 for a
- * key longer than CHARTER_RECEIPT_KEY_MAX bytes or a malformed fingerprint. */
-int evlog_configure(const unsigned char *key, size_t key_len, const char *evaluator);
+/* Sets the evaluator fingerprint (64 hex digits, or NULL for none) of the default workflow,
+ * recorded by a decision event that does not name its own. The integrity key that seals events
+ * is integrity.c's (integrity_load_key). Call once before any thread uses this module;
+ * read-only afterwards. Returns STATUS_OK, or STATUS_EINVAL for a malformed fingerprint. */
+int evlog_configure(const char *evaluator);
 
-/* Wipes the key from memory (at exit). */
-void evlog_forget_key(void);
-
-/* True when an integrity key is configured. */
+/* True when events are sealed with HMAC-SHA256 under the integrity key (integrity_keyed). */
 bool evlog_keyed(void);
 
 /* The configured evaluator fingerprint ("" when none). */
 const char *evlog_evaluator(void);
-
-/* Lowercase hex HMAC-SHA256 under the integrity key of len bytes of data. Returns 0, or -1
- * when there is no key or OpenSSL failed (hex is then all zeros). */
-int evlog_mac(const void *data, size_t len, char hex[65]);
-
-/* Hex HMAC-SHA256 of "charter integrity key check" under the key: what the graph records so a
- * later start with another key is refused. Returns 0, or -1 when there is no key. */
-int evlog_key_check(char hex[65]);
 
 /* Records the process's integrity mode in the graph the first time (charter_integrity) and
  * refuses a mismatch: a keyed graph started keyless, a keyless graph started keyed, or a keyed
@@ -185,25 +174,6 @@ int evlog_commit_delivery(store *st, const char *run_id, const json_t *doc, cons
  * "charterd restarted"). *ids (may be NULL) is a JSON list of the runs marked, caller decrefs.
  * Returns STATUS_OK or the first failure. */
 int evlog_interrupt_runs(store *st, json_t **ids);
-
-/* --- audit ------------------------------------------------------------------------------- */
-
-typedef struct {
-    bool intact;
-    uint64_t events;        /* events examined */
-    uint64_t first_bad_seq; /* 0 when intact */
-    char problem[256];      /* "" when intact */
-    bool keyed;             /* hashes are HMACs under the integrity key */
-} evlog_audit_result;
-
-/* Walks run_id's chain page by page (charter_audit_events) and names the first event that was
- * changed (its stored hash is not the hash of its fields, or its head hash differs), removed
- * (a place up to the run's seq holds no event or is missing from the index; an event whose
- * own hash holds but whose prev is an earlier event's hash; the run's receipt or a delivery
- * names a seq beyond the head) or inserted (an event beyond the run's head; an event whose
- * prev links to no event before it). A run receipt is only trusted when its MAC checks.
- * Returns STATUS_OK with *out filled, STATUS_ENOTFOUND, or the store's failure. */
-int evlog_audit(store *st, const char *run_id, evlog_audit_result *out);
 
 /* The snapshot text an event stored: its own text, or, when the event carries a blob
  * reference {"blob":"<sha256>"} (snapshots over 4 KiB are stored once by content), the blob's

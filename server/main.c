@@ -14,7 +14,6 @@
 #include <assert.h>
 #include <errno.h>
 #include <jansson.h>
-#include <openssl/crypto.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -26,9 +25,9 @@
 #include "call.h"
 #include "config.h"
 #include "dbproc.h"
-#include "../client/receipt.h"
 #include "dispatch.h"
 #include "evlog.h"
+#include "integrity.h"
 #include "http.h"
 #include "provider.h"
 #include "log.h"
@@ -173,7 +172,8 @@ static int main_load_workflow(main_state *m)
                   m->cfg.workflow ? m->cfg.workflow : "(built in)", werr);
         return m->cfg.workflow ? EXIT_USAGE : EXIT_STARTUP;
     }
-    if (replay_fingerprint(m->wf, m->evaluator) != 0) {
+    if (replay_fingerprint(m->wf, m->evaluator) != 0 ||
+        evlog_configure(m->evaluator) != STATUS_OK) {
         log_fatal("cannot compute the evaluator's fingerprint (check the OpenSSL installation)");
         main_free_workflow(m);
         return EXIT_STARTUP;
@@ -187,29 +187,25 @@ static void main_free_workflow(main_state *m)
     m->wf = NULL;
 }
 
-/* The key is read once, handed to evlog.c and wiped here; it never reaches a log line. */
+/* The keys are read once into integrity.c, which alone holds them; they never reach a log
+ * line. */
 static int main_load_key(main_state *m)
 {
     char err[1024];
-    if (m->cfg.integrity_key == NULL) {
-        if (evlog_configure(NULL, 0, m->evaluator) != 0) {
-            log_fatal("cannot set the evaluator's fingerprint");
-            return EXIT_STARTUP;
-        }
-        return 0;
+    int rc = STATUS_OK;
+    if (m->cfg.signing_key != NULL && m->cfg.integrity_key == NULL) {
+        snprintf(err, sizeof err,
+                 "--signing-key needs --integrity-key: receipts are signed in addition to their "
+                 "HMAC (add --integrity-key FILE)");
+        rc = STATUS_EINVAL;
     }
-    static unsigned char key[CHARTER_RECEIPT_KEY_MAX];
-    size_t key_len = 0;
-    int rc =
-        charter_receipt_key_load(m->cfg.integrity_key, key, sizeof key, &key_len, err, sizeof err);
-    if (rc == 0 && evlog_configure(key, key_len, m->evaluator) != 0) {
-        snprintf(err, sizeof err, "cannot keep the integrity key (a key of %d to %d bytes)",
-                 CHARTER_RECEIPT_KEY_MIN, CHARTER_RECEIPT_KEY_MAX);
-        rc = -1;
-    }
-    OPENSSL_cleanse(key, sizeof key);
-    if (rc != 0) {
+    if (rc == STATUS_OK && m->cfg.integrity_key != NULL)
+        rc = integrity_load_key(m->cfg.integrity_key, err, sizeof err);
+    if (rc == STATUS_OK && m->cfg.signing_key != NULL)
+        rc = integrity_load_signing_key(m->cfg.signing_key, err, sizeof err);
+    if (rc != STATUS_OK) {
         log_fatal("%s", err);
+        integrity_forget();
         return EXIT_USAGE;
     }
     return 0;
@@ -218,7 +214,7 @@ static int main_load_key(main_state *m)
 static void main_forget_key(main_state *m)
 {
     (void)m;
-    evlog_forget_key();
+    integrity_forget();
 }
 
 /* A listen address that is taken fails here, before a data folder or a database exists. */
@@ -496,10 +492,14 @@ static void main_serve(main_state *m)
         used += (size_t)w;
     }
     log_info("serving graph %s on %s with %u workers (redis %s%s, query library %s, workflow %s, "
-             "%s)",
+             "%s%s)",
              m->cfg.graph, urls, m->cfg.workers, m->url, m->db ? " embedded" : "",
              STORE_LIBRARY_VERSION, m->startup->name,
-             m->env.keyed ? "events sealed with the integrity key" : "no integrity key");
+             m->env.keyed ? (integrity_signing() ? "events sealed with the integrity key, receipts "
+                                                   "signed with key "
+                                                 : "events sealed with the integrity key")
+                          : "no integrity key",
+             integrity_signing() ? integrity_key_id() : "");
     if (notify_ready("serving") != 0) {
         log_error("cannot tell systemd that charterd is ready (check NOTIFY_SOCKET)");
     }

@@ -1,7 +1,7 @@
 /*
  * receipt_issue.c - building, signing, attaching and reading back receipts (see
- * receipt_issue.h). The canonical text and the MAC come from client/receipt.c, the very code
- * the offline verifier runs; the key comes from evlog.c and never leaves this process.
+ * receipt_issue.h). The canonical texts come from proto/receipt.c, the very code the offline
+ * verifier runs; the MAC and the signature are taken by integrity.c, which alone holds the keys.
  */
 #include "receipt_issue.h"
 
@@ -9,8 +9,10 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../client/receipt.h"
+#include "digest.h"
 #include "evlog.h"
+#include "integrity.h"
+#include "receipt.h"
 #include "replay.h"
 
 static json_t *strs_json(char *const *items, size_t n)
@@ -36,13 +38,26 @@ json_t *receipt_issue_json(const Charter__V1__Receipt *r)
         json_decref(deliveries);
         return NULL;
     }
-    return json_pack("{s:s, s:s, s:s, s:s, s:s, s:s, s:o, s:s, s:s, s:s, s:I, s:s, s:o, s:s}",
-                     "kind", RI_S(r->kind), "run_id", RI_S(r->run_id), "invocation_id",
-                     RI_S(r->invocation_id), "payload_hash", RI_S(r->payload_hash), "recipient",
-                     RI_S(r->recipient), "tool", RI_S(r->tool), "grant_chain", chain, "time",
-                     RI_S(r->time), "evaluator", RI_S(r->evaluator), "status", RI_S(r->status),
-                     "last_seq", (json_int_t)r->last_seq, "last_event_hash",
-                     RI_S(r->last_event_hash), "deliveries", deliveries, "mac", RI_S(r->mac));
+    json_t *j = json_pack("{s:s, s:s, s:s, s:s, s:s, s:s, s:o, s:s, s:s, s:s, s:I, s:s, s:o, s:s}",
+                          "kind", RI_S(r->kind), "run_id", RI_S(r->run_id), "invocation_id",
+                          RI_S(r->invocation_id), "payload_hash", RI_S(r->payload_hash),
+                          "recipient", RI_S(r->recipient), "tool", RI_S(r->tool), "grant_chain",
+                          chain, "time", RI_S(r->time), "evaluator", RI_S(r->evaluator), "status",
+                          RI_S(r->status), "last_seq", (json_int_t)r->last_seq, "last_event_hash",
+                          RI_S(r->last_event_hash), "deliveries", deliveries, "mac", RI_S(r->mac));
+    /* The signature's fields, present only on a signed receipt. */
+    if (j != NULL && r->signature != NULL && *r->signature != '\0') {
+        json_t *sig =
+            json_pack("{s:s, s:s, s:s, s:I, s:s}", "signature", r->signature, "key_id",
+                      RI_S(r->key_id), "signed_text", RI_S(r->signed_text), "chain_seq",
+                      (json_int_t)r->chain_seq, "prev_receipt_hash", RI_S(r->prev_receipt_hash));
+        if (sig == NULL || json_object_update(j, sig) != 0) {
+            json_decref(j);
+            j = NULL;
+        }
+        json_decref(sig);
+    }
+    return j;
 }
 
 void receipt_issue_clear(Charter__V1__Receipt *r)
@@ -120,6 +135,19 @@ int receipt_issue_parse(const json_t *j, Charter__V1__Receipt *r)
         rc = parse_text(j, "last_event_hash", &r->last_event_hash);
     if (rc == STATUS_OK)
         rc = parse_text(j, "mac", &r->mac);
+    if (rc == STATUS_OK)
+        rc = parse_text(j, "signature", &r->signature);
+    if (rc == STATUS_OK)
+        rc = parse_text(j, "key_id", &r->key_id);
+    if (rc == STATUS_OK)
+        rc = parse_text(j, "signed_text", &r->signed_text);
+    if (rc == STATUS_OK)
+        rc = parse_text(j, "prev_receipt_hash", &r->prev_receipt_hash);
+    const json_t *cseq = json_object_get(j, "chain_seq");
+    if (rc == STATUS_OK && json_is_integer(cseq) && json_integer_value(cseq) >= 0)
+        r->chain_seq = (uint64_t)json_integer_value(cseq);
+    else if (rc == STATUS_OK && cseq != NULL && !json_is_null(cseq))
+        rc = STATUS_EPROTO;
     const json_t *seq = json_object_get(j, "last_seq");
     if (rc == STATUS_OK && json_is_integer(seq) && json_integer_value(seq) >= 0) {
         r->last_seq = (uint64_t)json_integer_value(seq);
@@ -141,27 +169,48 @@ int receipt_issue_parse(const json_t *j, Charter__V1__Receipt *r)
     return rc;
 }
 
-/* MACs r (r->mac set to mac), attaches its JSON with charter_attach_receipt ({run_id,
- * invocation_id or last_seq, receipt}) and answers with the receipt stored afterwards (ours,
- * or one attached first by another caller); NULL in *stored when the function reports none. */
-static int sign_and_attach(store *st, Charter__V1__Receipt *r, char mac[65], bool for_run,
-                           json_t **stored)
+/* A signed receipt is re-signed this many times when other receipts of its run keep taking the
+ * chain's next place first; then it is attached on a later call (Evidence/GetReceipt). */
+#define RECEIPT_CHAIN_ATTEMPTS 16
+
+/* The chain place a signed receipt is signed for, and what it signs. */
+typedef struct {
+    char prev[65];
+    uint64_t seq;
+    char signature[89];
+    char hash[65];
+    char *text;
+} receipt_signing;
+
+/* Signs r for the chain place in s (r's signature fields set, pointing into s). */
+static int sign_for_place(Charter__V1__Receipt *r, receipt_signing *s)
 {
     char err[160];
-    *stored = NULL;
-    if (!evlog_keyed())
-        return STATUS_ENOKEY;
-    /* The key stays in evlog.c: the MAC is taken there over the shared canonical text. */
-    char *text = NULL;
     size_t len = 0;
-    int rc = charter_receipt_text(r, &text, &len, err, sizeof err);
+    free(s->text);
+    s->text = NULL;
+    r->key_id = (char *)integrity_key_id();
+    r->chain_seq = s->seq;
+    r->prev_receipt_hash = s->prev;
+    r->signature = NULL;
+    r->signed_text = NULL;
+    int rc = charter_receipt_signed_text(r, &s->text, &len, err, sizeof err);
     if (rc != 0)
         return rc == -CHARTER_RESOURCE_EXHAUSTED ? STATUS_ENOMEM : STATUS_EPROTO;
-    rc = evlog_mac(text, len, mac);
-    free(text);
-    if (rc != 0)
+    if ((rc = integrity_sign(s->text, len, s->signature)) != STATUS_OK)
+        return rc;
+    if (digest_sha256_hex(s->text, len, s->hash) != 0)
         return STATUS_EPROTO;
-    r->mac = mac;
+    r->signature = s->signature;
+    r->signed_text = s->text;
+    return STATUS_OK;
+}
+
+/* One charter_attach_receipt call for r ({run_id, invocation_id or last_seq, receipt, chain
+ * when signed}). *reply is the function's reply, caller decrefs. */
+static int attach_once(store *st, const Charter__V1__Receipt *r, bool for_run,
+                       const receipt_signing *s, json_t **reply)
+{
     json_t *rj = receipt_issue_json(r);
     char *rtext = rj != NULL ? json_dumps(rj, JSON_COMPACT) : NULL;
     json_decref(rj);
@@ -170,16 +219,72 @@ static int sign_and_attach(store *st, Charter__V1__Receipt *r, char mac[65], boo
     free(rtext);
     if (arg == NULL)
         return STATUS_ENOMEM;
+    int rc;
     if (for_run)
         rc = json_object_set_new(arg, "last_seq", json_integer((json_int_t)r->last_seq));
     else
         rc = json_object_set_new(arg, "invocation_id", json_string(r->invocation_id));
-    json_t *reply = NULL;
-    rc = rc == 0 ? store_call_json(st, "attach_receipt", arg, &reply) : STATUS_ENOMEM;
+    if (rc == 0 && s != NULL)
+        rc = json_object_set_new(arg, "chain",
+                                 json_pack("{s:s, s:s, s:I}", "prev", s->prev, "hash", s->hash,
+                                           "seq", (json_int_t)s->seq));
+    rc = rc == 0 ? store_call_json(st, "attach_receipt", arg, reply) : STATUS_ENOMEM;
     json_decref(arg);
+    return rc;
+}
+
+/* MACs r (r->mac set to mac) and, with a signing key, signs it for the next place of its run's
+ * receipt chain; attaches its JSON with charter_attach_receipt and answers with the receipt
+ * stored afterwards (ours, or one attached first by another caller); NULL in *stored when the
+ * function reports none. A signed receipt whose chain place was taken meanwhile is signed again
+ * for the place the function reports. */
+static int sign_and_attach(store *st, Charter__V1__Receipt *r, char mac[65], bool for_run,
+                           json_t **stored)
+{
+    char err[160];
+    *stored = NULL;
+    if (!evlog_keyed())
+        return STATUS_ENOKEY;
+    char *text = NULL;
+    size_t len = 0;
+    int rc = charter_receipt_text(r, &text, &len, err, sizeof err);
+    if (rc != 0)
+        return rc == -CHARTER_RESOURCE_EXHAUSTED ? STATUS_ENOMEM : STATUS_EPROTO;
+    rc = integrity_mac(text, len, mac);
+    free(text);
     if (rc != STATUS_OK)
-        return rc;
-    const char *now = json_string_value(json_object_get(reply, "receipt"));
+        return STATUS_EPROTO;
+    r->mac = mac;
+    bool signing = integrity_signing();
+    receipt_signing s = {.prev = "", .seq = 1, .text = NULL};
+    json_t *reply = NULL;
+    bool placed = false;
+    for (int attempt = 0; rc == STATUS_OK && !placed && attempt < RECEIPT_CHAIN_ATTEMPTS;
+         attempt++) {
+        if (signing && (rc = sign_for_place(r, &s)) != STATUS_OK)
+            break;
+        json_decref(reply);
+        reply = NULL;
+        if ((rc = attach_once(st, r, for_run, signing ? &s : NULL, &reply)) != STATUS_OK)
+            break;
+        if (!json_is_true(json_object_get(reply, "conflict"))) {
+            placed = true;
+            break;
+        }
+        /* The chain moved on since the first guess or another receipt took the place. */
+        const char *head = json_string_value(json_object_get(reply, "chain_head"));
+        json_t *n = json_object_get(reply, "chain_seq");
+        if (head == NULL || (*head != '\0' && strlen(head) != 64) || !json_is_integer(n) ||
+            json_integer_value(n) < 0) {
+            rc = STATUS_EPROTO;
+            break;
+        }
+        snprintf(s.prev, sizeof s.prev, "%s", head);
+        s.seq = (uint64_t)json_integer_value(n) + 1;
+    }
+    if (rc == STATUS_OK && !placed)
+        rc = STATUS_EUNAVAILABLE; /* the chain kept moving: issued again on a later call */
+    const char *now = rc == STATUS_OK ? json_string_value(json_object_get(reply, "receipt")) : NULL;
     if (now != NULL) {
         *stored = json_loads(now, 0, NULL);
         if (!json_is_object(*stored)) {
@@ -189,6 +294,8 @@ static int sign_and_attach(store *st, Charter__V1__Receipt *r, char mac[65], boo
         }
     }
     json_decref(reply);
+    free(s.text);
+    r->signature = r->signed_text = r->key_id = r->prev_receipt_hash = NULL;
     return rc;
 }
 

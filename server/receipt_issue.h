@@ -1,8 +1,8 @@
 /*
  * receipt_issue.h - issuing receipts in charterd: a delivery's receipt right after its commit,
- * a run's receipt when the run ends, each MACed under the integrity key (client/receipt.h
- * defines the text and the MAC) and attached to the graph once, and read back for
- * Evidence/GetReceipt.
+ * a run's receipt when the run ends, each MACed under the integrity key and, with a signing
+ * key, signed with Ed25519 for its place in the run's receipt chain (proto/receipt.h defines
+ * the texts), attached to the graph once, and read back for Evidence/GetReceipt.
  *
  * A receipt is stored as its JSON object text (proto field names, every field present: the
  * same document `charter --json receipt` prints and `charter verify-receipt` reads). A delivery

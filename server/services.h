@@ -34,7 +34,7 @@ extern const size_t svc_grants_methods_len;
 extern const svc_method svc_health_methods[]; /* Check */
 extern const size_t svc_health_methods_len;
 extern const svc_method svc_evidence_methods[]; /* ReplayDecision, GetReceipt, AuditRun,
-                                                   WhatIf */
+                                                   WhatIf, GetReceiptKey */
 extern const size_t svc_evidence_methods_len;
 extern const svc_method svc_workflows_methods[]; /* ApplyWorkflow, ListWorkflows, GetWorkflow */
 extern const size_t svc_workflows_methods_len;

@@ -1,8 +1,8 @@
 /*
  * svc_evidence.c - the Evidence service: replay a recorded decision from its snapshot, hand out
- * a signed receipt, audit a run's event hash chain.
+ * a signed receipt, audit a run's event hash chain, show the public key receipts are signed with.
  *
- * All three only read the graph (a receipt that was not attached yet is attached, which adds
+ * All four only read the graph (a receipt that was not attached yet is attached, which adds
  * nothing that could not be derived again), so a viewer may call them. Receipts need the
  * integrity key: without one they fail closed with FAILED_PRECONDITION
  * "INTEGRITY_KEY_REQUIRED: ...".
@@ -11,8 +11,10 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "audit.h"
 #include "charter.pb-c.h"
 #include "evlog.h"
+#include "integrity.h"
 #include "receipt_issue.h"
 #include "replay.h"
 #include "services.h"
@@ -127,11 +129,17 @@ static Charter__V1__Receipt *receipt_message(call *c, const json_t *j)
         r->deliveries = strs_copy(c, parsed.deliveries, parsed.n_deliveries);
         r->n_deliveries = parsed.n_deliveries;
         r->mac = call_strdup(c, parsed.mac);
+        r->signature = call_strdup(c, parsed.signature);
+        r->key_id = call_strdup(c, parsed.key_id);
+        r->signed_text = call_strdup(c, parsed.signed_text);
+        r->chain_seq = parsed.chain_seq;
+        r->prev_receipt_hash = call_strdup(c, parsed.prev_receipt_hash);
     }
     receipt_issue_clear(&parsed);
     if (r == NULL || !r->kind || !r->run_id || !r->invocation_id || !r->payload_hash ||
         !r->recipient || !r->tool || !r->grant_chain || !r->time || !r->evaluator || !r->status ||
-        !r->last_event_hash || !r->deliveries || !r->mac)
+        !r->last_event_hash || !r->deliveries || !r->mac || !r->signature || !r->key_id ||
+        !r->signed_text || !r->prev_receipt_hash)
         return NULL;
     return r;
 }
@@ -177,8 +185,8 @@ static int audit_run(call *c, const ProtobufCMessage *in, ProtobufCMessage **out
 {
     const Charter__V1__AuditRunRequest *req = (const Charter__V1__AuditRunRequest *)in;
     REQUIRE_ID(c, "run_id", req->run_id);
-    evlog_audit_result a;
-    int rc = evlog_audit(c->st, req->run_id, &a);
+    audit_result a;
+    int rc = audit_chain(c->st, req->run_id, &a);
     if (rc != STATUS_OK)
         return call_fail_status_id(c, rc, "run", req->run_id);
     Charter__V1__AuditRunResponse *resp = call_alloc(c, sizeof *resp);
@@ -195,6 +203,27 @@ static int audit_run(call *c, const ProtobufCMessage *in, ProtobufCMessage **out
     return RPC_OK;
 }
 
+/* The public half of the receipt signing key: nothing secret, so a viewer may ask for it. */
+static int get_receipt_key(call *c, const ProtobufCMessage *in, ProtobufCMessage **out)
+{
+    (void)in;
+    if (!integrity_signing())
+        return call_fail(c, RPC_FAILED_PRECONDITION,
+                         "SIGNING_KEY_REQUIRED: this charterd signs no receipts (start it with "
+                         "--signing-key FILE, an Ed25519 private key)");
+    Charter__V1__ReceiptKey *k = call_alloc(c, sizeof *k);
+    if (k == NULL)
+        return call_fail(c, RPC_INTERNAL, "out of memory");
+    charter__v1__receipt_key__init(k);
+    k->algorithm = (char *)"ed25519";
+    k->public_key_pem = call_strdup(c, integrity_public_pem());
+    k->key_id = call_strdup(c, integrity_key_id());
+    if (k->public_key_pem == NULL || k->key_id == NULL)
+        return call_fail(c, RPC_INTERNAL, "out of memory");
+    *out = &k->base;
+    return RPC_OK;
+}
+
 /* The Evidence service: one row per method, checked against the generated descriptor at
  * startup (dispatch_check_tables); dispatch enforces each row's minimum role. */
 const svc_method svc_evidence_methods[] = {
@@ -206,6 +235,8 @@ const svc_method svc_evidence_methods[] = {
      &charter__v1__audit_run_response__descriptor, ROLE_VIEWER, audit_run},
     {"WhatIf", &charter__v1__what_if_request__descriptor,
      &charter__v1__what_if_response__descriptor, ROLE_VIEWER, svc_whatif_handler},
+    {"GetReceiptKey", &charter__v1__get_receipt_key_request__descriptor,
+     &charter__v1__receipt_key__descriptor, ROLE_VIEWER, get_receipt_key},
 };
 const size_t svc_evidence_methods_len =
     sizeof svc_evidence_methods / sizeof svc_evidence_methods[0];

@@ -111,6 +111,15 @@ mutation "provenance: input without edge (guard)" server/guard.c \
 mutation "public rendering (runner)" server/runner.c \
   's->rendered ? s->rendered : s->reply.content' \
   's->reply.content'
+mutation "receipt chain head (attach)" queries/charter.lua \
+  'if chain.prev ~= head or chain.seq ~= n + 1 then' \
+  'if false then'
+mutation "receipt chain continuity (verifier)" proto/receipt.c \
+  'if (strcmp(or_empty(r->prev_receipt_hash), link_hash) != 0 || r->chain_seq != want_seq) {' \
+  'if (0 && (strcmp(or_empty(r->prev_receipt_hash), link_hash) != 0 || r->chain_seq != want_seq)) {'
+mutation "receipt signature (verifier)" proto/receipt.c \
+  'if (EVP_DigestVerify(ctx, sig, 64, (const unsigned char *)text, len) != 1) {' \
+  'if (0) {'
 
 # Applies one substitution to file: the text must occur exactly once. Prints the number of
 # occurrences on failure. Returns 0 when applied.
@@ -131,7 +140,7 @@ else
   # names what caught a mutation. test_races is left out for its running time (it races
   # hundreds of deliverers per round).
   suites=(test_guard test_evidence test_queries test_faults test_e2e test_mutation_gaps
-    test_ablation)
+    test_signed_receipts test_ablation)
   explicit=0
 fi
 

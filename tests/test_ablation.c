@@ -472,7 +472,7 @@ int main(void)
     workflow *wf = NULL;
     char err[512], evaluator[65];
     if (workflow_load_buffer(embedded_workflow, embedded_workflow_len, &wf, err, sizeof err) != 0 ||
-        replay_fingerprint(wf, evaluator) != 0 || evlog_configure(NULL, 0, evaluator) != 0) {
+        replay_fingerprint(wf, evaluator) != 0 || evlog_configure(evaluator) != 0) {
         fprintf(stderr, "test_ablation: cannot load the built-in workflow: %s\n", err);
         workflow_free(wf);
         return 2;

@@ -27,6 +27,7 @@
 #include "charter.h"
 #include "evlog.h"
 #include "harness.h"
+#include "integrity.h"
 #include "receipt.h"
 
 static const char *HANDOFF_WITNESS =
@@ -475,10 +476,10 @@ static void test_event_text_and_hash_keyed_and_not(void)
          &mdlen);
     hex_of(md, 32, hmac);
 
-    CU_ASSERT_EQUAL_FATAL(evlog_configure(NULL, 0, NULL), 0);
+    CU_ASSERT_EQUAL_FATAL(integrity_set_key(NULL, 0), STATUS_OK);
     CU_ASSERT_EQUAL(evlog_event_hash(&f, got), STATUS_OK);
     CU_ASSERT_STRING_EQUAL(got, sha);
-    CU_ASSERT_EQUAL_FATAL(evlog_configure(key, sizeof key - 1, NULL), 0);
+    CU_ASSERT_EQUAL_FATAL(integrity_set_key(key, sizeof key - 1), STATUS_OK);
     CU_ASSERT_TRUE(evlog_keyed());
     CU_ASSERT_EQUAL(evlog_event_hash(&f, got), STATUS_OK);
     CU_ASSERT_STRING_EQUAL(got, hmac);
@@ -486,7 +487,7 @@ static void test_event_text_and_hash_keyed_and_not(void)
     f.witness = "x";
     CU_ASSERT_EQUAL(evlog_event_hash(&f, got), STATUS_OK);
     CU_ASSERT_STRING_NOT_EQUAL(got, hmac);
-    evlog_forget_key();
+    integrity_forget();
     CU_ASSERT_FALSE(evlog_keyed());
 }
 

@@ -226,7 +226,7 @@ int main(void)
     char err[512], evaluator[65];
     if (workflow_load_buffer(embedded_workflow, embedded_workflow_len, &loaded, err, sizeof err) !=
             0 ||
-        replay_fingerprint(loaded, evaluator) != 0 || evlog_configure(NULL, 0, evaluator) != 0) {
+        replay_fingerprint(loaded, evaluator) != 0 || evlog_configure(evaluator) != 0) {
         fprintf(stderr, "test_mutation_gaps: cannot load the built-in workflow: %s\n", err);
         workflow_free(loaded);
         return 2;

@@ -368,7 +368,7 @@ static void test_depth_and_size_are_bounded(void)
 
 static void test_allocator_budget_failure_frees_the_partial_message(void)
 {
-    g_count.budget = 200;
+    g_count.budget = 320;
     ProtobufCMessage *m = NULL;
     char err[256] = "";
     const char *text = "{\"deliveries\":[\"0123456789012345678901234567890123456789\","

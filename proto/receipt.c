@@ -1,6 +1,6 @@
 /*
- * receipt.c - canonical receipt text, HMAC-SHA256, the offline verifier and the key file
- * (see receipt.h for the text's layout).
+ * receipt.c - canonical receipt text, HMAC-SHA256, the Ed25519 signed text and its offline
+ * verifier, the run's receipt chain and the key file (see receipt.h for the texts' layout).
  *
  * Compiled into charterd (which signs) and libcharter (which verifies, with no server), so
  * both build the text with this one function. Validation is strict on purpose: any field the
@@ -14,6 +14,7 @@
 #include <openssl/crypto.h>
 #include <openssl/evp.h>
 #include <openssl/hmac.h>
+#include <openssl/pem.h>
 #include <stdarg.h>
 #include <stdbool.h>
 #include <stdio.h>
@@ -280,6 +281,332 @@ int charter_receipt_verify(const Charter__V1__Receipt *r, const unsigned char *k
                             "the mac does not match: the receipt was altered or signed under "
                             "another key");
     return receipt_fail(reason, n, 0, "valid");
+}
+
+const char *charter_receipt_verdict_name(charter_receipt_verdict v)
+{
+    switch (v) {
+    case CHARTER_RECEIPT_VALID:
+        return "valid";
+    case CHARTER_RECEIPT_MALFORMED:
+        return "malformed";
+    case CHARTER_RECEIPT_UNSIGNED:
+        return "unsigned";
+    case CHARTER_RECEIPT_WRONG_KEY:
+        return "wrong_key";
+    case CHARTER_RECEIPT_ALTERED:
+        return "altered";
+    case CHARTER_RECEIPT_CHAIN_BROKEN:
+        return "chain_broken";
+    case CHARTER_RECEIPT_CHAIN_REORDERED:
+        return "chain_reordered";
+    }
+    return "malformed";
+}
+
+int charter_receipt_signed_text(const Charter__V1__Receipt *r, char **text, size_t *len, char *err,
+                                size_t errlen)
+{
+    char *mac_text = NULL;
+    size_t mac_len = 0;
+    int rc = charter_receipt_text(r, &mac_text, &mac_len, err, errlen);
+    if (rc != 0)
+        return rc;
+    const char *prev = or_empty(r->prev_receipt_hash);
+    if (r->chain_seq == 0)
+        rc = receipt_fail(err, errlen, -CHARTER_INVALID_ARGUMENT,
+                          "signed receipt has no chain_seq (1 or more)");
+    else if (*prev != '\0' && !hex64(prev))
+        rc = receipt_fail(err, errlen, -CHARTER_INVALID_ARGUMENT,
+                          "signed receipt's prev_receipt_hash is not empty or 64 hex digits");
+    else if (!hex64(r->key_id))
+        rc = receipt_fail(err, errlen, -CHARTER_INVALID_ARGUMENT,
+                          "signed receipt's key_id is not 64 lowercase hex digits");
+    if (rc != 0) {
+        free(mac_text);
+        return rc;
+    }
+    /* The MAC's text after its first line (the format line). */
+    const char *body = strchr(mac_text, '\n') + 1;
+    char seq[32];
+    snprintf(seq, sizeof seq, "%llu", (unsigned long long)r->chain_seq);
+    receipt_buf b = {NULL, 0, 0, false};
+    rc = add_line(&b, "format", CHARTER_RECEIPT_SIGNED_FORMAT, err, errlen);
+    buf_add(&b, body, mac_len - (size_t)(body - mac_text));
+    if (rc == 0)
+        rc = add_line(&b, "chain_seq", seq, err, errlen);
+    if (rc == 0)
+        rc = add_line(&b, "prev_receipt_hash", prev, err, errlen);
+    if (rc == 0)
+        rc = add_line(&b, "key_id", r->key_id, err, errlen);
+    free(mac_text);
+    if (rc == 0 && b.failed)
+        rc = receipt_fail(err, errlen, -CHARTER_RESOURCE_EXHAUSTED, "out of memory");
+    if (rc != 0) {
+        free(b.data);
+        return rc;
+    }
+    *text = b.data;
+    *len = b.len;
+    return 0;
+}
+
+static void hex_of(const unsigned char *md, size_t n, char *hex)
+{
+    static const char digits[] = "0123456789abcdef";
+    for (size_t i = 0; i < n; i++) {
+        hex[2 * i] = digits[md[i] >> 4];
+        hex[2 * i + 1] = digits[md[i] & 15];
+    }
+    hex[2 * n] = '\0';
+}
+
+static int sha256_hex(const void *data, size_t len, char hex[65])
+{
+    unsigned char md[EVP_MAX_MD_SIZE];
+    unsigned int mdlen = 0;
+    memset(hex, '0', 64);
+    hex[64] = '\0';
+    if (EVP_Digest(data, len, md, &mdlen, EVP_sha256(), NULL) != 1 || mdlen != 32)
+        return -CHARTER_INTERNAL;
+    hex_of(md, 32, hex);
+    return 0;
+}
+
+int charter_receipt_hash(const Charter__V1__Receipt *r, char hex[65], char *err, size_t errlen)
+{
+    char *text = NULL;
+    size_t len = 0;
+    memset(hex, '0', 64);
+    hex[64] = '\0';
+    int rc = charter_receipt_signed_text(r, &text, &len, err, errlen);
+    if (rc != 0)
+        return rc;
+    rc = sha256_hex(text, len, hex);
+    free(text);
+    if (rc != 0)
+        return receipt_fail(err, errlen, rc, "SHA-256 failed (check the OpenSSL library)");
+    return 0;
+}
+
+/* The Ed25519 public key of a PEM text; NULL with err set when it is not one. */
+static EVP_PKEY *public_key_of(const char *pem, size_t pem_len, char *err, size_t errlen)
+{
+    if (pem == NULL || pem_len == 0 || pem_len > INT32_MAX) {
+        receipt_fail(err, errlen, -CHARTER_INVALID_ARGUMENT, "no public key given");
+        return NULL;
+    }
+    BIO *bio = BIO_new_mem_buf(pem, (int)pem_len);
+    EVP_PKEY *key = bio != NULL ? PEM_read_bio_PUBKEY(bio, NULL, NULL, NULL) : NULL;
+    BIO_free(bio);
+    if (key == NULL) {
+        receipt_fail(err, errlen, -CHARTER_INVALID_ARGUMENT,
+                     "the public key is not a PEM public key (make it with: openssl pkey -in "
+                     "KEY -pubout -out PUB.pem, or charter receipt-key)");
+        return NULL;
+    }
+    if (EVP_PKEY_id(key) != EVP_PKEY_ED25519) {
+        EVP_PKEY_free(key);
+        receipt_fail(err, errlen, -CHARTER_INVALID_ARGUMENT,
+                     "the public key is not an Ed25519 key (receipts are signed with Ed25519)");
+        return NULL;
+    }
+    return key;
+}
+
+static int key_id_of(EVP_PKEY *key, char hex[65])
+{
+    unsigned char raw[32];
+    size_t raw_len = sizeof raw;
+    if (EVP_PKEY_get_raw_public_key(key, raw, &raw_len) != 1 || raw_len != 32)
+        return -CHARTER_INTERNAL;
+    return sha256_hex(raw, raw_len, hex);
+}
+
+int charter_receipt_key_id(const char *pem, size_t pem_len, char hex[65], char *err, size_t errlen)
+{
+    memset(hex, '0', 64);
+    hex[64] = '\0';
+    EVP_PKEY *key = public_key_of(pem, pem_len, err, errlen);
+    if (key == NULL)
+        return -CHARTER_INVALID_ARGUMENT;
+    int rc = key_id_of(key, hex);
+    EVP_PKEY_free(key);
+    if (rc != 0)
+        return receipt_fail(err, errlen, rc, "cannot read the raw public key (check OpenSSL)");
+    return 0;
+}
+
+static int verdict_fail(charter_receipt_verdict *verdict, charter_receipt_verdict v, char *reason,
+                        size_t n, int code, const char *fmt, ...)
+    __attribute__((format(printf, 6, 7)));
+
+static int verdict_fail(charter_receipt_verdict *verdict, charter_receipt_verdict v, char *reason,
+                        size_t n, int code, const char *fmt, ...)
+{
+    *verdict = v;
+    if (reason != NULL && n > 0) {
+        va_list ap;
+        va_start(ap, fmt);
+        if (vsnprintf(reason, n, fmt, ap) < 0)
+            reason[0] = '\0';
+        va_end(ap);
+    }
+    return code;
+}
+
+int charter_receipt_verify_signed(const Charter__V1__Receipt *r, const char *pem, size_t pem_len,
+                                  charter_receipt_verdict *verdict, char *reason, size_t n)
+{
+    const int bad = -CHARTER_UNAUTHENTICATED;
+    charter_receipt_verdict local;
+    if (verdict == NULL)
+        verdict = &local;
+    *verdict = CHARTER_RECEIPT_MALFORMED;
+    char why[200] = "";
+    EVP_PKEY *key = public_key_of(pem, pem_len, why, sizeof why);
+    if (key == NULL)
+        return verdict_fail(verdict, CHARTER_RECEIPT_MALFORMED, reason, n,
+                            -CHARTER_INVALID_ARGUMENT, "%s", why);
+    char *text = NULL;
+    size_t len = 0;
+    unsigned char sig[128];
+    EVP_MD_CTX *ctx = NULL;
+    int rc = 0;
+    char want[65];
+    if (key_id_of(key, want) != 0) {
+        rc = verdict_fail(verdict, CHARTER_RECEIPT_MALFORMED, reason, n, -CHARTER_INTERNAL,
+                          "cannot read the raw public key (check the OpenSSL library)");
+        goto out;
+    }
+    if (r == NULL) {
+        rc = verdict_fail(verdict, CHARTER_RECEIPT_MALFORMED, reason, n, -CHARTER_INVALID_ARGUMENT,
+                          "no receipt");
+        goto out;
+    }
+    if (blank(r->signature) || blank(r->key_id)) {
+        rc = verdict_fail(verdict, CHARTER_RECEIPT_UNSIGNED, reason, n, bad,
+                          "the receipt carries no signature (it was issued without a signing "
+                          "key, or its signature was removed)");
+        goto out;
+    }
+    if (strcmp(r->key_id, want) != 0) {
+        rc = verdict_fail(verdict, CHARTER_RECEIPT_WRONG_KEY, reason, n, bad,
+                          "the receipt was signed by key %.64s, not by the public key given (key "
+                          "%s)",
+                          r->key_id, want);
+        goto out;
+    }
+    if (charter_receipt_signed_text(r, &text, &len, why, sizeof why) != 0) {
+        rc = verdict_fail(verdict, CHARTER_RECEIPT_MALFORMED, reason, n, -CHARTER_INVALID_ARGUMENT,
+                          "%s", why);
+        goto out;
+    }
+    if (!blank(r->signed_text) &&
+        (strlen(r->signed_text) != len || memcmp(r->signed_text, text, len) != 0)) {
+        rc = verdict_fail(verdict, CHARTER_RECEIPT_ALTERED, reason, n, bad,
+                          "the receipt was altered: its fields differ from the text it signs");
+        goto out;
+    }
+    /* Ed25519 signatures are 64 bytes: 88 base64 characters with their padding. */
+    size_t b64 = strlen(r->signature);
+    int got = b64 == 88 ? EVP_DecodeBlock(sig, (const unsigned char *)r->signature, 88) : -1;
+    if (got != 66 || r->signature[86] != '=' || r->signature[87] != '=') {
+        rc = verdict_fail(verdict, CHARTER_RECEIPT_ALTERED, reason, n, bad,
+                          "the receipt was altered: its signature is not a base64 Ed25519 "
+                          "signature");
+        goto out;
+    }
+    if ((ctx = EVP_MD_CTX_new()) == NULL || EVP_DigestVerifyInit(ctx, NULL, NULL, NULL, key) != 1) {
+        rc = verdict_fail(verdict, CHARTER_RECEIPT_MALFORMED, reason, n, -CHARTER_INTERNAL,
+                          "cannot start an Ed25519 verification (check the OpenSSL library)");
+        goto out;
+    }
+    if (EVP_DigestVerify(ctx, sig, 64, (const unsigned char *)text, len) != 1) {
+        rc = verdict_fail(verdict, CHARTER_RECEIPT_ALTERED, reason, n, bad,
+                          "the receipt was altered: the signature does not match its text");
+        goto out;
+    }
+    rc = verdict_fail(verdict, CHARTER_RECEIPT_VALID, reason, n, 0, "valid");
+out:
+    EVP_MD_CTX_free(ctx);
+    EVP_PKEY_free(key);
+    free(text);
+    return rc;
+}
+
+int charter_receipt_verify_chain(const Charter__V1__Receipt *const *rs, size_t count,
+                                 charter_receipt_verdict *verdict, size_t *bad, char *reason,
+                                 size_t n)
+{
+    const int no = -CHARTER_UNAUTHENTICATED;
+    charter_receipt_verdict local_v;
+    size_t local_b;
+    if (verdict == NULL)
+        verdict = &local_v;
+    if (bad == NULL)
+        bad = &local_b;
+    *bad = 0;
+    if (rs == NULL || count == 0)
+        return verdict_fail(verdict, CHARTER_RECEIPT_MALFORMED, reason, n,
+                            -CHARTER_INVALID_ARGUMENT, "no receipts");
+    for (size_t i = 0; i < count; i++) {
+        *bad = i;
+        if (rs[i] == NULL || blank(rs[i]->run_id) || rs[i]->chain_seq == 0)
+            return verdict_fail(verdict, CHARTER_RECEIPT_MALFORMED, reason, n, no,
+                                "receipt %zu is not a signed receipt of a run's chain", i + 1);
+        if (strcmp(rs[i]->run_id, rs[0]->run_id) != 0)
+            return verdict_fail(verdict, CHARTER_RECEIPT_MALFORMED, reason, n, no,
+                                "receipt %zu is of run %s, receipt 1 of run %s: a chain is one "
+                                "run's",
+                                i + 1, rs[i]->run_id, rs[0]->run_id);
+    }
+    /* Order first: a place lower than one given before it is a reordering, not a gap. */
+    for (size_t i = 1; i < count; i++) {
+        for (size_t j = 0; j < i; j++) {
+            if (rs[i]->chain_seq < rs[j]->chain_seq) {
+                *bad = i;
+                return verdict_fail(verdict, CHARTER_RECEIPT_CHAIN_REORDERED, reason, n, no,
+                                    "the receipts are out of order: receipt %zu (place %llu in "
+                                    "run %s's chain) comes after receipt %zu (place %llu)",
+                                    i + 1, (unsigned long long)rs[i]->chain_seq, rs[i]->run_id,
+                                    j + 1, (unsigned long long)rs[j]->chain_seq);
+            }
+        }
+    }
+    /* Continuity: every receipt names the last delivery receipt given before it. */
+    const Charter__V1__Receipt *link = NULL;
+    size_t link_at = 0;
+    char link_hash[65] = "";
+    char why[200];
+    for (size_t i = 0; i < count; i++) {
+        const Charter__V1__Receipt *r = rs[i];
+        uint64_t want_seq = link != NULL ? link->chain_seq + 1 : 1;
+        *bad = i;
+        if (strcmp(or_empty(r->prev_receipt_hash), link_hash) != 0 || r->chain_seq != want_seq) {
+            if (link == NULL)
+                return verdict_fail(verdict, CHARTER_RECEIPT_CHAIN_BROKEN, reason, n, no,
+                                    "a receipt was removed: receipt 1 is place %llu of run %s's "
+                                    "chain, and the receipts before it are missing",
+                                    (unsigned long long)r->chain_seq, r->run_id);
+            return verdict_fail(verdict, CHARTER_RECEIPT_CHAIN_BROKEN, reason, n, no,
+                                "a receipt was removed: receipt %zu (place %llu of run %s's "
+                                "chain) does not follow receipt %zu (place %llu)",
+                                i + 1, (unsigned long long)r->chain_seq, r->run_id, link_at + 1,
+                                (unsigned long long)link->chain_seq);
+        }
+        if (strcmp(or_empty(r->kind), "delivery") == 0) {
+            int rc = charter_receipt_hash(r, link_hash, why, sizeof why);
+            if (rc != 0)
+                return verdict_fail(verdict, CHARTER_RECEIPT_MALFORMED, reason, n,
+                                    rc == -CHARTER_INTERNAL ? rc : no, "receipt %zu: %s", i + 1,
+                                    why);
+            link = r;
+            link_at = i;
+        }
+    }
+    *bad = 0;
+    return verdict_fail(verdict, CHARTER_RECEIPT_VALID, reason, n, 0, "valid");
 }
 
 int charter_receipt_key_load(const char *path, unsigned char *key, size_t cap, size_t *len,
