@@ -96,7 +96,7 @@ int call_fail_store(call *c, int store_status, const char *what);
 int call_require_operator(call *c);
 
 /* True when s is an id of the graph: 1 to 128 of [A-Za-z0-9._-], the query library's rule
- * (queries/charter.lua valid_id), so an id the server accepts is one the library accepts. */
+ * (queries/validation.lua valid_id), so an id the server accepts is one the library accepts. */
 bool call_id_ok(const char *s);
 
 /* True when s is an invocation ID: 1 to 128 of [A-Za-z0-9._:-]. */

@@ -1,6 +1,6 @@
 /*
- * test_queries.c - the query library (queries/charter.lua) and the store (server/store.c)
- * against a real Redis named by CHARTER_TEST_REDIS.
+ * test_queries.c - the query library (the queries/ sources, as built and embedded) and the store
+ * (server/store.c) against a real Redis named by CHARTER_TEST_REDIS.
  *
  * The reference tests build a random lineage graph and random delegation chains through the
  * library, keep a plain C model of what they created, and require the ancestry and grant-chain
@@ -23,9 +23,8 @@
 #include "evlog.h"
 #include "store.h"
 
-#ifndef CHARTER_SOURCE_DIR
-#error "CHARTER_SOURCE_DIR must name the source tree: the test loads queries/charter.lua from it"
-#endif
+extern const char embedded_queries[];
+extern const size_t embedded_queries_len;
 
 static const char *redis_url;
 static char *library_src;
@@ -2279,22 +2278,15 @@ static void test_decoders_accept_empty_objects_and_string_times(void)
 
 /* --- main ------------------------------------------------------------------------------------ */
 
+/* The library as charterd loads it: the concatenation of the queries/ sources the build embeds. A
+ * copy, so the tests that edit it own their text. */
 static bool load_library(void)
 {
-    const char *path = CHARTER_SOURCE_DIR "/queries/charter.lua";
-    FILE *f = fopen(path, "rb");
-    if (!f) {
-        fprintf(stderr, "test_queries: cannot open %s\n", path);
+    library_src = malloc(embedded_queries_len + 1);
+    if (library_src == NULL)
         return false;
-    }
-    strbuf sb = {0};
-    char buf[8192];
-    size_t n;
-    while ((n = fread(buf, 1, sizeof buf, f)) > 0)
-        sb_add(&sb, buf, n);
-    fclose(f);
-    library_src = sb.buf;
-    library_len = sb.len;
+    memcpy(library_src, embedded_queries, embedded_queries_len + 1);
+    library_len = embedded_queries_len;
     return library_len > 0;
 }
 
