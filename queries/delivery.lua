@@ -55,6 +55,7 @@ end
 local function chain_refusal(P, chain, tool, recipient, sources, tnum)
     local on_chain = {}
     for i, g in ipairs(chain) do
+        -- RULE-COMMIT-GRANT-UNCHANGED: the chain is still the one evaluated.
         if on_chain[g] then
             return 'chain_cycle', g
         end
@@ -72,9 +73,11 @@ local function chain_refusal(P, chain, tool, recipient, sources, tnum)
         elseif #parents ~= 0 or h.root ~= '1' then
             return 'chain_not_rooted', g
         end
+        -- RULE-COMMIT-GRANT-UNREVOKED
         if h.revoked_at and h.revoked_at ~= '' then
             return 'grant_revoked', g
         end
+        -- RULE-COMMIT-GRANT-UNEXPIRED
         local from, to = tonumber(h.valid_from), tonumber(h.valid_to)
         if not from or from > tnum then
             return 'grant_not_yet_valid', g
@@ -82,12 +85,15 @@ local function chain_refusal(P, chain, tool, recipient, sources, tnum)
         if not to or tnum >= to then
             return 'grant_expired', g
         end
+        -- RULE-COMMIT-GRANT-TOOL
         if not contains(decode_list(h.tools), tool) then
             return 'grant_tool', g
         end
+        -- RULE-COMMIT-RECIPIENT
         if not contains(decode_list(h.recipients), recipient) then
             return 'grant_recipient', g
         end
+        -- RULE-COMMIT-RESOURCES
         local res = decode_list(h.resources)
         for _, s in ipairs(sources) do
             if not contains(res, s) then
@@ -144,10 +150,12 @@ local function charter_commit_delivery(keys, args)
     end
 
     local dkey = P .. ':delivery:' .. inv
+    -- RULE-COMMIT-INVOCATION-UNUSED: an invocation commits at most once.
     local existing = hash(dkey)
     if existing then
         return cjson.encode({status = 'exists', delivery = delivery_object(existing)})
     end
+    -- RULE-COMMIT-DATABASE-CLOCK: every time below is the database's, read inside this call.
     local ts, tnum = now()
     local function refuse(reason, detail)
         return cjson.encode({status = 'refused', reason = reason, detail = detail})
@@ -162,12 +170,14 @@ local function charter_commit_delivery(keys, args)
     if payload.run_id ~= run_id then
         return refuse('payload_other_run', payload_id)
     end
+    -- RULE-COMMIT-PAYLOAD-BYTES: the payload is the one evaluated, byte for byte.
     if payload.hash ~= payload_hash then
         return refuse('payload_hash_mismatch', payload_id)
     end
     if redis.sha1hex(payload.content or '') ~= content_sha1 then
         return refuse('content_changed', payload_id)
     end
+    -- RULE-COMMIT-RECIPIENT: the recipient exists (each grant lists it: chain_refusal).
     if not exists(P .. ':recipient:' .. recipient) then
         return refuse('recipient_not_found', recipient)
     end

@@ -215,6 +215,7 @@ int replay_delivery_decide(const guard_stepcap *cap, const guard_context *ctx,
                            const char *content_hash, guard_decision *d)
 {
     memset(d, 0, sizeof *d);
+    /* RULE-DELIVERY-PROVENANCE: the payload's bytes against its hash. */
     /* The stored bytes must still be the ones the hash was taken of. */
     if (payload_hash == NULL || content_hash == NULL || *payload_hash == '\0' ||
         *content_hash == '\0' || strcmp(payload_hash, content_hash) != 0) {

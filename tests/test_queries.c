@@ -1401,6 +1401,7 @@ static long long run_seq(tgraph *g, const char *run)
     return seq;
 }
 
+/* Checks RULE-COMMIT-INVOCATION-UNUSED. */
 static void test_commit_delivery_commits_once_and_writes_its_event(void)
 {
     world w;
@@ -1486,6 +1487,9 @@ static void test_commit_delivery_commits_once_and_writes_its_event(void)
     graph_close(&w.g);
 }
 
+/* Checks RULE-COMMIT-PAYLOAD-BYTES, RULE-COMMIT-RECIPIENT, RULE-COMMIT-GRANT-UNCHANGED,
+ * RULE-COMMIT-GRANT-UNREVOKED, RULE-COMMIT-GRANT-UNEXPIRED, RULE-COMMIT-GRANT-TOOL,
+ * RULE-COMMIT-RESOURCES. */
 static void test_commit_delivery_refuses_and_writes_nothing(void)
 {
     world w;
