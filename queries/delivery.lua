@@ -106,9 +106,9 @@ end
 
 --[[ charter_commit_delivery
 keys: P. args: JSON {run_id,invocation_id,fingerprint,payload_id,payload_hash,content_sha1,
-  recipient,tool,grant_chain:[leaf..root],sources:[...],content}, sealed event
-  delivery_decided with outcome "allow" (its fingerprint, the evaluator's, is kept on the
-  delivery as evaluator).
+  recipient,tool,grant_chain:[leaf..root],sources:[...],content} (fingerprint: the delivery
+  fingerprint, the request's content identity), sealed event delivery_decided with outcome
+  "allow" (its evaluator is kept on the delivery as evaluator).
 reply: {"status":"committed","delivery":{...},"seq":n}, or {"status":"exists","delivery":{...}}
   when the invocation is taken (nothing written), or {"status":"refused","reason":"<check>",
   "detail":"<object>"} (nothing written). With the time t read from TIME inside the call, the
@@ -194,7 +194,7 @@ local function charter_commit_delivery(keys, args)
     redis.call('HSET', dkey, 'invocation_id', inv, 'run_id', run_id, 'fingerprint', fingerprint,
                'recipient', recipient, 'tool', tool, 'payload_id', payload_id, 'payload_hash',
                payload_hash, 'content', content, 'grant_chain', encode_list(chain),
-               'committed_at', ts, 'event_seq', seq, 'evaluator', ev.fingerprint)
+               'committed_at', ts, 'event_seq', seq, 'evaluator', ev.evaluator)
     redis.call('SADD', dkey .. ':delivered', payload_id)
     redis.call('SADD', dkey .. ':to', recipient)
     redis.call('SADD', P .. ':run:' .. run_id .. ':deliveries', inv)

@@ -3,9 +3,9 @@
 -- audit walk). charterd computes every hash; nothing here hashes or checks one.
 
 -- A sealed event (the last argument of every function that writes one), validated:
--- {kind,outcome,codes,witness,detail,snapshot,fingerprint,seq,ts,prev,hash}. Every text is kept
+-- {kind,outcome,codes,witness,detail,snapshot,evaluator,seq,ts,prev,hash}. Every text is kept
 -- byte for byte, because charterd hashed exactly these bytes: detail and snapshot must be
--- texts (charterd encodes JSON itself), codes a comma list of code names. fingerprint is "" or
+-- texts (charterd encodes JSON itself), codes a comma list of code names. evaluator is "" or
 -- 64 hex digits; seq >= 1; ts "<seconds>.<6 digits>"; prev "" exactly for seq 1, else 64 hex
 -- digits; hash 64 hex digits. kind, when given, is the kind the function writes.
 local function check_sealed(s, what, kind)
@@ -17,7 +17,7 @@ local function check_sealed(s, what, kind)
         witness = check_text(ev.witness, what .. '.witness', ''),
         detail = check_text(ev.detail, what .. '.detail', ''),
         snapshot = check_text(ev.snapshot, what .. '.snapshot', ''),
-        fingerprint = check_text(ev.fingerprint, what .. '.fingerprint', ''),
+        evaluator = check_text(ev.evaluator, what .. '.evaluator', ''),
         seq = check_count(ev.seq, what .. '.seq', 1, 1e15),
         ts = ev.ts, prev = check_text(ev.prev, what .. '.prev', ''), hash = ev.hash,
     }
@@ -27,8 +27,8 @@ local function check_sealed(s, what, kind)
     if out.codes:find('[^%w_,]') then
         raise('invalid', what .. '.codes must be a comma list of code names')
     end
-    if out.fingerprint ~= '' and not hex64(out.fingerprint) then
-        raise('invalid', what .. '.fingerprint must be empty or 64 lowercase hex digits')
+    if out.evaluator ~= '' and not hex64(out.evaluator) then
+        raise('invalid', what .. '.evaluator must be empty or 64 lowercase hex digits')
     end
     if type(out.ts) ~= 'string' or not out.ts:match('^%d+%.%d%d%d%d%d%d$') then
         raise('invalid', what .. '.ts must be "<seconds>.<6 digits>"')
@@ -76,8 +76,8 @@ local function write_event(P, run_id, ev)
     local seq = string.format('%d', ev.seq)
     redis.call('HSET', P .. ':event:' .. run_id .. ':' .. seq, 'run_id', run_id, 'seq', seq,
                'kind', ev.kind, 'outcome', ev.outcome, 'codes', ev.codes, 'witness', ev.witness,
-               'detail', ev.detail, 'snapshot', ev.snapshot, 'ts', ev.ts, 'fingerprint',
-               ev.fingerprint, 'prev', ev.prev, 'hash', ev.hash)
+               'detail', ev.detail, 'snapshot', ev.snapshot, 'ts', ev.ts, 'evaluator',
+               ev.evaluator, 'prev', ev.prev, 'hash', ev.hash)
     redis.call('HSET', P .. ':run:' .. run_id, 'seq', seq, 'head', ev.hash)
     redis.call('ZADD', P .. ':run:' .. run_id .. ':events', seq, seq)
     return ev.seq
@@ -105,7 +105,7 @@ end
 
 --[[ charter_get_event
 keys: P. args: run_id, seq.
-reply: the event {run_id,seq,kind,outcome,codes,witness,detail,snapshot,ts,fingerprint,prev,
+reply: the event {run_id,seq,kind,outcome,codes,witness,detail,snapshot,ts,evaluator,prev,
   hash}. errors: not_found (no such event), invalid. ]]
 local function charter_get_event(keys, args)
     local P = prefix(keys)

@@ -80,7 +80,7 @@ local function event_object(h)
     return {
         run_id = h.run_id, seq = tonumber(h.seq), kind = h.kind or '', outcome = h.outcome or '',
         codes = h.codes or '', witness = h.witness or '', detail = h.detail or '',
-        snapshot = h.snapshot or '', ts = h.ts or '', fingerprint = h.fingerprint or '',
+        snapshot = h.snapshot or '', ts = h.ts or '', evaluator = h.evaluator or '',
         prev = h.prev or '', hash = h.hash or '',
     }
 end

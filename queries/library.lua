@@ -21,7 +21,7 @@ Conventions every function follows:
 - Times come from TIME inside the call, as strings "<seconds>.<microseconds, 6 digits>".
 - Events form one hash chain per run, sealed by charterd (the hash may be keyed with a secret
   that never reaches Redis): a function that writes an event takes it sealed, as its last
-  argument {kind,outcome,codes,witness,detail,snapshot,fingerprint,seq,ts,prev,hash}, stores
+  argument {kind,outcome,codes,witness,detail,snapshot,evaluator,seq,ts,prev,hash}, stores
   every text byte for byte as given, and writes only if the run's head is still (seq - 1, prev);
   otherwise it writes nothing and replies {"conflict":true,"head":{...}} with the current head,
   and charterd seals again. Event write: hash P:event:<run>:<seq>, P:run:<id> seq and head,
@@ -29,7 +29,7 @@ Conventions every function follows:
 - Empty lists encode as {} (Redis's cjson has no empty-array marker); readers accept both.
 ]]
 
-local LIBRARY_VERSION = '5'
+local LIBRARY_VERSION = '6'
 local MAX_LIMIT = 100000  -- upper bound of any limit argument
 local DEFAULT_LIMIT = 1000 -- a limit of 0 means this
 local MAX_CHAIN = 64       -- grants one grant_chain walk returns, and a commit accepts

@@ -412,7 +412,7 @@ int replay_event(const char *evaluator, const json_t *event, replay_result *out,
     } else if (evaluator != NULL) {
         snprintf(expected, sizeof expected, "%s", evaluator);
     }
-    const char *recorded_by = text_of(event, "fingerprint");
+    const char *recorded_by = text_of(event, "evaluator");
     if (*expected == '\0' || strcmp(recorded_by, expected) != 0) {
         snprintf(why, n, "decided by evaluator %s, this charterd runs evaluator %s",
                  *recorded_by ? recorded_by : "(none recorded)", *expected ? expected : "(none)");

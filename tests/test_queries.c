@@ -400,7 +400,7 @@ static json_t *run_head(tgraph *g, const char *run)
 static char *seal(tgraph *g, const char *run, json_t *ev)
 {
     static const char *const texts[] = {"outcome", "codes",    "witness",
-                                        "detail",  "snapshot", "fingerprint"};
+                                        "detail",  "snapshot", "evaluator"};
     json_t *h = run_head(g, run);
     long long seq = jint(h, "seq") + 1;
     char buf[256], hash[65];
@@ -1776,7 +1776,7 @@ static void test_append_event_numbers_seq_from_one(void)
     json_t *ev =
         json_pack("{s:s, s:s, s:s, s:s, s:s, s:s, s:s, s:I, s:s, s:s, s:s}", "kind", "forged",
                   "outcome", "", "codes", "", "witness", "", "detail", "", "snapshot", "",
-                  "fingerprint", "", "seq", (json_int_t)7, "ts", "1795975261.099039", "prev",
+                  "evaluator", "", "seq", (json_int_t)7, "ts", "1795975261.099039", "prev",
                   "0000000000000000000000000000000000000000000000000000000000000000", "hash",
                   "1111111111111111111111111111111111111111111111111111111111111111");
     char *forged = json_dumps(ev, JSON_COMPACT);
