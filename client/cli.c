@@ -1144,7 +1144,7 @@ static int cmd_replay(cli *c, const cli_command *cmd, const cli_args *a)
                r->no_snapshot ? "- (nothing to replay)"
                : r->matches   ? "yes"
                               : "NO",
-               r->fingerprint);
+               r->evaluator);
     }
     if (rv == EXIT_OK && !r->no_snapshot && !r->matches)
         rv = EXIT_RPC;

@@ -81,7 +81,7 @@ static int audit_entry_holds(const json_t *e, const char *run_id, bool *holds)
                       audit_str(e, "witness"),
                       audit_str(e, "detail"),
                       audit_str(e, "snapshot"),
-                      audit_str(e, "fingerprint"),
+                      audit_str(e, "evaluator"),
                       audit_str(e, "prev")};
     char hash[65];
     int rc = evlog_event_hash(&f, hash);

@@ -102,15 +102,15 @@ int evlog_claim_integrity(store *st, char *err, size_t errlen)
 
 /* --- canonical text and hashes ----------------------------------------------------------- */
 
-#define EVLOG_FORMAT "charter-event-1"
+#define EVLOG_FORMAT "charter-event-2"
 
 int evlog_event_text(const evlog_fields *f, char **text, size_t *len)
 {
-    const char *names[11] = {"run_id",  "seq",    "ts",       "kind",        "outcome", "codes",
-                             "witness", "detail", "snapshot", "fingerprint", "prev"};
-    const char *values[11] = {f->run_id,   f->seq,         f->ts,      f->kind,
-                              f->outcome,  f->codes,       f->witness, f->detail,
-                              f->snapshot, f->fingerprint, f->prev};
+    const char *names[11] = {"run_id",  "seq",    "ts",       "kind",      "outcome", "codes",
+                             "witness", "detail", "snapshot", "evaluator", "prev"};
+    const char *values[11] = {f->run_id,   f->seq,       f->ts,      f->kind,
+                              f->outcome,  f->codes,     f->witness, f->detail,
+                              f->snapshot, f->evaluator, f->prev};
     size_t lens[11];
     size_t total = strlen(EVLOG_FORMAT) + 1;
     for (int i = 0; i < 11; i++) {
@@ -169,7 +169,7 @@ static char *evlog_text_of(const json_t *v)
 }
 
 int evlog_owned_event(evlog_owned *o, const char *kind, const guard_decision *d,
-                      const char *fingerprint, const json_t *detail, const json_t *snapshot)
+                      const char *evaluator, const json_t *detail, const json_t *snapshot)
 {
     memset(o, 0, sizeof *o);
     o->ev.kind = kind;
@@ -177,9 +177,9 @@ int evlog_owned_event(evlog_owned *o, const char *kind, const guard_decision *d,
         guard_codes_format(d->codes, o->codes, sizeof o->codes);
         o->ev.outcome = guard_outcome_name(d->outcome);
         o->ev.codes = o->codes;
-        snprintf(o->fingerprint, sizeof o->fingerprint, "%s",
-                 fingerprint != NULL && *fingerprint ? fingerprint : evlog_evaluator());
-        o->ev.fingerprint = o->fingerprint;
+        snprintf(o->evaluator, sizeof o->evaluator, "%s",
+                 evaluator != NULL && *evaluator ? evaluator : evlog_evaluator());
+        o->ev.evaluator = o->evaluator;
         if ((o->witness = strdup(d->witness != NULL ? d->witness : "")) == NULL)
             return STATUS_ENOMEM;
         o->ev.witness = o->witness;
@@ -294,9 +294,9 @@ static int evlog_seal(const char *run_id, const evlog_event *ev, const evlog_hea
     snprintf(seq, sizeof seq, "%llu", (unsigned long long)sealed->seq);
     snprintf(sealed->ts, sizeof sealed->ts, "%s", head->now);
     snprintf(sealed->prev, sizeof sealed->prev, "%s", head->seq > 0 ? head->hash : "");
-    const char *fingerprint = ev->fingerprint != NULL ? ev->fingerprint : "";
-    evlog_fields f = {run_id,      seq,        sealed->ts,   ev->kind,    ev->outcome, ev->codes,
-                      ev->witness, ev->detail, ev->snapshot, fingerprint, sealed->prev};
+    const char *evaluator = ev->evaluator != NULL ? ev->evaluator : "";
+    evlog_fields f = {run_id,      seq,        sealed->ts,   ev->kind,  ev->outcome, ev->codes,
+                      ev->witness, ev->detail, ev->snapshot, evaluator, sealed->prev};
     int rc = evlog_event_hash(&f, sealed->hash);
     if (rc != STATUS_OK)
         return rc;
@@ -305,7 +305,7 @@ static int evlog_seal(const char *run_id, const evlog_event *ev, const evlog_hea
         json_pack("{s:s, s:s, s:s, s:s, s:s, s:s, s:s, s:I, s:s, s:s, s:s}", "kind",
                   EVLOG_S(ev->kind), "outcome", EVLOG_S(ev->outcome), "codes", EVLOG_S(ev->codes),
                   "witness", EVLOG_S(ev->witness), "detail", EVLOG_S(ev->detail), "snapshot",
-                  EVLOG_S(ev->snapshot), "fingerprint", fingerprint, "seq", (json_int_t)sealed->seq,
+                  EVLOG_S(ev->snapshot), "evaluator", evaluator, "seq", (json_int_t)sealed->seq,
                   "ts", sealed->ts, "prev", sealed->prev, "hash", sealed->hash);
 #undef EVLOG_S
     if (j == NULL)

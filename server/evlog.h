@@ -36,7 +36,7 @@
 #define EVLOG_ATTEMPTS 64
 
 /* An event to write; every text borrowed, NULL reads as "". detail and snapshot are stored
- * byte for byte (JSON texts made by evlog_json_text). fingerprint is the fingerprint of the
+ * byte for byte (JSON texts made by evlog_json_text). evaluator is the fingerprint of the
  * evaluator that made the decision the event records (replay_fingerprint_of the workflow
  * version it acted under), "" for an event that records no decision. */
 typedef struct {
@@ -46,26 +46,26 @@ typedef struct {
     const char *witness;
     const char *detail;
     const char *snapshot;
-    const char *fingerprint;
+    const char *evaluator;
 } evlog_event;
 
 /* An event whose texts it owns (made by evlog_owned_event). */
 typedef struct {
     evlog_event ev;
     char codes[512];
-    char fingerprint[65];
+    char evaluator[65];
     char *witness;
     char *detail;
     char *snapshot;
 } evlog_owned;
 
 /* Fills o with an event of kind recording decision d (NULL: an event that records none, e.g.
- * a model request) made by the evaluator whose fingerprint is fingerprint (NULL or "" for the
+ * a model request) made by the evaluator whose fingerprint is evaluator (NULL or "" for the
  * process's, evlog_evaluator; ignored without d), with detail and snapshot (either may be
  * NULL) as texts: a JSON string is its own text, any other value its evlog_json_text. Returns
  * STATUS_OK or STATUS_ENOMEM; free with evlog_owned_free in both cases. */
 int evlog_owned_event(evlog_owned *o, const char *kind, const guard_decision *d,
-                      const char *fingerprint, const json_t *detail, const json_t *snapshot);
+                      const char *evaluator, const json_t *detail, const json_t *snapshot);
 void evlog_owned_free(evlog_owned *o);
 
 /* The head of a run as charter_run_head reports it. */
@@ -89,7 +89,7 @@ typedef struct {
 /* One event as stored, for hashing: every field a NUL-terminated text (seq in decimal). */
 typedef struct {
     const char *run_id, *seq, *ts, *kind, *outcome, *codes, *witness, *detail, *snapshot,
-        *fingerprint, *prev;
+        *evaluator, *prev;
 } evlog_fields;
 
 /* --- the process's configuration (set once at startup) ------------------------------------ */
@@ -114,8 +114,8 @@ int evlog_claim_integrity(store *st, char *err, size_t errlen);
 
 /* --- canonical text and hashes ----------------------------------------------------------- */
 
-/* The canonical text of an event: the line "charter-event-1", then for run_id, seq, ts, kind,
- * outcome, codes, witness, detail, snapshot, fingerprint, prev in this order one line
+/* The canonical text of an event: the line "charter-event-2", then for run_id, seq, ts, kind,
+ * outcome, codes, witness, detail, snapshot, evaluator, prev in this order one line
  * "<name>=<byte length>:<bytes>" each, every line ended by "\n" (lengths make it unambiguous
  * whatever the bytes). *text is malloc'd (caller frees), *len its length. Returns 0 or
  * STATUS_ENOMEM. */

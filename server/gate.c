@@ -31,12 +31,12 @@ void gate_sha256_hex(const char *data, size_t len, char hex[65])
  * GRAPH_ERROR (every decision is recorded with its facts, or it is not a decision). snapshot
  * may be NULL (an operational failure records no facts). */
 static void record_decision(const gate_env *g, const char *run_id, const char *kind,
-                            const char *fingerprint, guard_decision *d, json_t *detail,
+                            const char *evaluator, guard_decision *d, json_t *detail,
                             json_t *snapshot, uint64_t *seq)
 {
     evlog_owned ev;
     evlog_sealed sealed;
-    int rc = evlog_owned_event(&ev, kind, d, fingerprint, detail, snapshot);
+    int rc = evlog_owned_event(&ev, kind, d, evaluator, detail, snapshot);
     if (rc == STATUS_OK)
         rc = evlog_append(g->st, run_id, &ev.ev, &sealed);
     evlog_owned_free(&ev);
@@ -376,7 +376,7 @@ static int check_inputs(const gate_env *g, const workflow_step *ws, const guard_
 
 /* The evaluator fingerprint of a decision made under workflow wf (fp, 65 bytes; "" when it
  * cannot be computed: the process's default is recorded then). */
-static void decision_fingerprint(const workflow *wf, char fp[65])
+static void decision_evaluator(const workflow *wf, char fp[65])
 {
     if (wf == NULL || replay_fingerprint(wf, fp) != 0)
         fp[0] = '\0';
@@ -432,7 +432,7 @@ int gate_check_input(const gate_env *g, const char *context_id, const char *cons
     rc = check_inputs(g, ws, &ctx, ids, n, d, &raws, &conf, &integrity);
     if (rc == STATUS_OK) {
         char fp[65];
-        decision_fingerprint(wf, fp);
+        decision_evaluator(wf, fp);
         json_t *snap = input_snapshot(wf, ws, &ctx, raws);
         json_t *detail = input_detail(context_id, ws, ids, n);
         record_decision(g, ctx.run_id, "input_checked", fp, d, detail, snap, event_seq);
@@ -510,7 +510,7 @@ int gate_read_source(const gate_env *g, const char *context_id, const char *reso
     /* The step, not the model, says what may be read: a resource outside it is refused before
      * anything is fetched. */
     char fp[65];
-    decision_fingerprint(wf, fp);
+    decision_evaluator(wf, fp);
     json_t *snap = snapshot_base("source", wf, ws, &ctx);
     if (snap && json_object_set_new(snap, "resource", json_string(resource_id))) {
         json_decref(snap);
@@ -599,7 +599,7 @@ int gate_record_output(const gate_env *g, const char *context_id, const char *co
         return rc;
     }
     char fp[65];
-    decision_fingerprint(wf, fp);
+    decision_evaluator(wf, fp);
     json_t *snap = input_snapshot(wf, ws, &ctx, raws);
     json_t *detail = json_pack("{s:s, s:s, s:s, s:o*}", "context", context_id, "step", ws->cap.step,
                                "title", title, "inputs", strings_json(input_ids, n));

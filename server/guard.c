@@ -843,6 +843,7 @@ static void check_derived(const lineage *lin, const guard_artifact *a, const cha
  * from exactly their recorded inputs (all present), there is no cycle and nothing unreachable.
  * Then every stored label must equal the recomputed one.
  */
+/* RULE-INPUT-PROVENANCE, RULE-DELIVERY-PROVENANCE: the lineage is whole and well formed. */
 static int check_lineage(const lineage *lin, const char *run_id, verdict *v)
 {
     const guard_ancestry *anc = lin->anc;
@@ -891,6 +892,7 @@ static int check_lineage(const lineage *lin, const char *run_id, verdict *v)
         const guard_artifact *a = &anc->items[i];
         if (lin->conf[i] < 0)
             continue; /* not computable: a provenance code above already says why */
+        /* RULE-INPUT-LABELS, RULE-DELIVERY-LABELS: a stored label must equal the recomputed one. */
         if (a->conf != lin->conf[i] || a->integrity != lin->integrity[i])
             flag(v, GUARD_LABEL_MISMATCH, or_missing(a->id), " labelled ", conf_name(a->conf), ", ",
                  integrity_name(a->integrity), "; recomputed ", conf_name(lin->conf[i]), ", ",
@@ -940,12 +942,14 @@ static void check_context(const guard_stepcap *cap, const guard_context *ctx, co
                           verdict *v)
 {
     const char *cid = or_missing(ctx->id);
+    /* RULE-INPUT-STEP, RULE-DELIVERY-STEP: the context is of this run and this step. */
     if (!str_eq(ctx->run_id, run_id))
         flag(v, GUARD_STEP_MISMATCH, "context ", cid, " is of run ", ctx->run_id, ", not ", run_id,
              END);
     if (!str_eq(ctx->step, cap->step))
         flag(v, GUARD_STEP_MISMATCH, "context ", cid, " is of step ", ctx->step, ", not ",
              cap->step, END);
+    /* RULE-INPUT-IDENTITY, RULE-DELIVERY-IDENTITY: owned by the step's actor alone. */
     bool owned = ctx->owners.n > 0 && ctx->owners.items != NULL;
     for (size_t i = 0; owned && i < ctx->owners.n; i++)
         owned = str_eq(ctx->owners.items[i], cap->actor);
@@ -965,15 +969,17 @@ static void check_context(const guard_stepcap *cap, const guard_context *ctx, co
 static void check_grant_time(const guard_grant *g, double now, verdict *v)
 {
     const char *id = or_missing(g->id);
+    /* RULE-CHAIN-REVOCATION: no grant on the chain revoked. */
     if (g->revoked_at > 0 || g->revoked_at != g->revoked_at)
         flag(v, GUARD_GRANT_INVALID, id, " revoked", END);
+    /* RULE-CHAIN-EXPIRY: valid_from <= now < valid_to. */
     if (!(now >= g->valid_from))
         flag(v, GUARD_GRANT_INVALID, id, " not yet valid", END);
     if (!(now < g->valid_to))
         flag(v, GUARD_GRANT_INVALID, id, " expired", END);
 }
 
-/* A root must stand alone and be issued by exactly one human. */
+/* RULE-CHAIN-HUMAN-ROOT: a root must stand alone and be issued by exactly one human. */
 static void check_root(const guard_grant *g, verdict *v)
 {
     char nb[24];
@@ -1027,6 +1033,7 @@ static int walk_chain(const guard_chain *chain, const char *actor, double now, v
         goto out;
     }
     const guard_grant *leaf = &chain->items[cur];
+    /* RULE-CHAIN-GRANTEE: the leaf is granted to the actor alone. */
     bool mine = leaf->n_grantees > 0 && leaf->grantees != NULL;
     for (size_t i = 0; mine && i < leaf->n_grantees; i++)
         mine = str_eq(leaf->grantees[i].id, actor);
@@ -1043,6 +1050,7 @@ static int walk_chain(const guard_chain *chain, const char *actor, double now, v
     for (;;) {
         const guard_grant *g = &chain->items[cur];
         const char *id = or_missing(g->id);
+        /* RULE-CHAIN-CYCLE: no grant met twice on the walk up. */
         if (seen[cur]) {
             flag(v, GUARD_GRANT_INVALID, "delegation cycle at ", id, END);
             break;
@@ -1054,6 +1062,7 @@ static int walk_chain(const guard_chain *chain, const char *actor, double now, v
             check_root(g, v);
             break;
         }
+        /* RULE-CHAIN-BRANCH: one parent per non-root grant, present. */
         if (g->parents.n == 0 || g->parents.items == NULL) {
             flag(v, GUARD_GRANT_INVALID, id, " has no parent and is not a root", END);
             break;
@@ -1164,6 +1173,7 @@ int guard_check_input(const guard_stepcap *cap, const guard_context *ctx, const 
         const guard_resource *r = NULL;
         size_t at = lineage_find(&lin, resource_outside, &cap->resources, &r);
         strbuf b;
+        /* RULE-INPUT-SCOPE: every source of the ancestry is one of the step's resources. */
         if (at != NO_INDEX && flag_begin(&v, GUARD_INPUT_OUT_OF_SCOPE, &b)) {
             sb_path(&b, &lin, at, r);
             sb_put(&b, ARROW);
@@ -1190,6 +1200,7 @@ oom:
 static void check_request(const guard_stepcap *cap, const guard_delivery_request *req, verdict *v)
 {
     strbuf b;
+    /* RULE-DELIVERY-STEP: the tool, the recipient and the grant are the step's. */
     if (!strs_has(&cap->tools, req->tool) && flag_begin(v, GUARD_STEP_MISMATCH, &b)) {
         sb_put(&b, "tool ");
         sb_put(&b, req->tool);
@@ -1221,6 +1232,7 @@ static void check_chain_coverage(const guard_chain *chain, const size_t *walked,
     for (size_t i = 0; i < n; i++) {
         const guard_grant *g = &chain->items[walked[i]];
         const char *id = or_missing(g->id);
+        /* RULE-CHAIN-COVERAGE: each grant lists the tool and the recipient. */
         if (!strs_has(&g->tools, req->tool))
             flag(v, GUARD_GRANT_INVALID, id, " does not cover tool ", req->tool, END);
         if (!strs_has(&g->recipients, req->recipient))
@@ -1230,6 +1242,7 @@ static void check_chain_coverage(const guard_chain *chain, const size_t *walked,
         const guard_resource *r = NULL;
         size_t at = lineage_find(lin, resource_outside, &g->resources, &r);
         strbuf b;
+        /* RULE-DELIVERY-SCOPE: every source is one of each grant's resources. */
         if (at != NO_INDEX && flag_begin(v, GUARD_RESOURCE_OUT_OF_SCOPE, &b)) {
             sb_path(&b, lin, at, r);
             sb_put(&b, ARROW "grant ");
@@ -1271,6 +1284,7 @@ int guard_check_delivery(const guard_stepcap *cap, const guard_context *ctx,
         size_t at =
             conf_valid(clearance) ? lineage_find(&lin, resource_above, &clearance, &r) : NO_INDEX;
         strbuf b;
+        /* RULE-DELIVERY-CLEARANCE: no source above the recipient's clearance. */
         if (at != NO_INDEX && flag_begin(&v, GUARD_CLEARANCE_EXCEEDED, &b)) {
             sb_path(&b, &lin, at, r);
             sb_put(&b, ARROW);
@@ -1281,6 +1295,7 @@ int guard_check_delivery(const guard_stepcap *cap, const guard_context *ctx,
             flag_end(&v, GUARD_CLEARANCE_EXCEEDED, &b);
         }
         at = lineage_find(&lin, resource_outside, &cap->resources, &r);
+        /* RULE-DELIVERY-SCOPE: every source is one of the step's resources. */
         if (at != NO_INDEX && flag_begin(&v, GUARD_RESOURCE_OUT_OF_SCOPE, &b)) {
             sb_path(&b, &lin, at, r);
             sb_put(&b, ARROW);

@@ -277,6 +277,7 @@ int replay_delivery_decide(const guard_stepcap *cap, const guard_context *ctx,
                            const char *content_hash, guard_decision *d)
 {
     memset(d, 0, sizeof *d);
+    /* RULE-DELIVERY-PROVENANCE: the payload's bytes against its hash. */
     /* The stored bytes must still be the ones the hash was taken of. */
     if (payload_hash == NULL || content_hash == NULL || *payload_hash == '\0' ||
         *content_hash == '\0' || strcmp(payload_hash, content_hash) != 0) {
@@ -492,7 +493,7 @@ int replay_event(const char *evaluator, const json_t *event, replay_result *out,
     } else if (evaluator != NULL) {
         snprintf(expected, sizeof expected, "%s", evaluator);
     }
-    const char *recorded_by = text_of(event, "fingerprint");
+    const char *recorded_by = text_of(event, "evaluator");
     if (*expected == '\0' || strcmp(recorded_by, expected) != 0) {
         snprintf(why, n, "decided by evaluator %s, this charterd runs evaluator %s",
                  *recorded_by ? recorded_by : "(none recorded)", *expected ? expected : "(none)");

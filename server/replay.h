@@ -24,7 +24,7 @@
 /* The fingerprint of the evaluator that decides under the workflow whose version (the hex
  * SHA-256 of its definition's bytes) is version: hex SHA-256 over the text
  * "charter-evaluator-1\n", then "guard=<length>:<guard.c as compiled in>\n",
- * "queries=<length>:<charter.lua as compiled in>\n" and "workflow=<version>\n". Into hex (65
+ * "queries=<length>:<the query library as compiled in>\n" and "workflow=<version>\n". Into hex (65
  * bytes). Thread-safe; the guard and query part is hashed once. Returns 0, or -1 when OpenSSL
  * failed or version is NULL (hex is then all zeros). */
 int replay_fingerprint_of(const char *version, char hex[65]);

@@ -1,7 +1,7 @@
 /*
  * store.c - the hiredis connection to one graph.
  *
- * Every call is one FCALL of the query library (queries/charter.lua) with the graph prefix as
+ * Every call is one FCALL of the query library (queries/, built into one) with the graph prefix as
  * its only key; the JSON reply is parsed with jansson. A command that fails on I/O or times out
  * drops the context (a late reply must never be read as the answer to the next command) and
  * the next call reconnects. The replies of the fact queries are decoded by facts.c.

@@ -2,7 +2,7 @@
  * store.h - charterd's only way to the database.
  *
  * A store is one hiredis context bound to one graph (every key carries the hash tag {graph}).
- * Every read and write is an FCALL of a function of the query library in queries/charter.lua;
+ * Every read and write is an FCALL of a function of the query library (queries/, built into one);
  * no graph key is named in C. Functions reply with one JSON document (Redis cjson), which the
  * store parses with jansson.
  *
@@ -25,8 +25,8 @@
 #include "guard.h"
 
 /* The query library's version; charterd refuses to start when the loaded library reports
- * another. Bump it with every change to queries/charter.lua. */
-#define STORE_LIBRARY_VERSION "6"
+ * another. Bump it with every change to the library's sources in queries/. */
+#define STORE_LIBRARY_VERSION "7"
 
 #include "status.h"
 

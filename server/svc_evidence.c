@@ -27,9 +27,9 @@
             return require_id_rc;                                                                  \
     } while (0)
 
-static const char *fingerprint_of(const json_t *event)
+static const char *evaluator_of(const json_t *event)
 {
-    const char *s = json_string_value(json_object_get(event, "fingerprint"));
+    const char *s = json_string_value(json_object_get(event, "evaluator"));
     return s != NULL ? s : "";
 }
 
@@ -83,11 +83,11 @@ static int replay_decision(call *c, const ProtobufCMessage *in, ProtobufCMessage
         resp->replayed = res.no_snapshot ? NULL : wire_decision(c, &res.replayed);
         resp->no_snapshot = res.no_snapshot;
         resp->matches = res.matches;
-        resp->fingerprint = call_strdup(c, fingerprint_of(event));
+        resp->evaluator = call_strdup(c, evaluator_of(event));
     }
     replay_result_free(&res);
     json_decref(event);
-    if (resp == NULL || resp->recorded == NULL || resp->fingerprint == NULL ||
+    if (resp == NULL || resp->recorded == NULL || resp->evaluator == NULL ||
         (!resp->no_snapshot && resp->replayed == NULL))
         return call_fail(c, RPC_INTERNAL, "out of memory");
     *out = &resp->base;

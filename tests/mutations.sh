@@ -65,13 +65,13 @@ mutation "input scope (guard)" server/guard.c \
 mutation "revocation (guard)" server/guard.c \
   'if (g->revoked_at > 0 || g->revoked_at != g->revoked_at)' \
   'if (0 && (g->revoked_at > 0 || g->revoked_at != g->revoked_at))'
-mutation "revocation (commit)" queries/charter.lua \
+mutation "revocation (commit)" queries/delivery.lua \
   "if h.revoked_at and h.revoked_at ~= '' then" \
   "if false and h.revoked_at and h.revoked_at ~= '' then"
 mutation "expiry (guard)" server/guard.c \
   'if (!(now < g->valid_to))' \
   'if (0 && !(now < g->valid_to))'
-mutation "expiry (commit)" queries/charter.lua \
+mutation "expiry (commit)" queries/delivery.lua \
   'if not to or tnum >= to then' \
   'if not to then'
 mutation "identity: grantee is the actor (guard)" server/guard.c \
@@ -80,23 +80,23 @@ mutation "identity: grantee is the actor (guard)" server/guard.c \
 mutation "identity: context owner (guard)" server/guard.c \
   'if (!owned && flag_begin(v, GUARD_IDENTITY_MISMATCH, &b)) {' \
   'if (0 && !owned && flag_begin(v, GUARD_IDENTITY_MISMATCH, &b)) {'
-mutation "payload hash (commit)" queries/charter.lua \
+mutation "payload hash (commit)" queries/delivery.lua \
   'if payload.hash ~= payload_hash then' \
   'if false then'
-mutation "payload bytes, content_sha1 (commit)" queries/charter.lua \
+mutation "payload bytes, content_sha1 (commit)" queries/delivery.lua \
   "if redis.sha1hex(payload.content or '') ~= content_sha1 then" \
   'if false then'
 mutation "payload bytes vs hash (delivery gate)" server/replay.c \
   '*content_hash == '"'"'\0'"'"' || strcmp(payload_hash, content_hash) != 0) {' \
   '*content_hash == '"'"'\0'"'"') {'
-mutation "database clock: the epoch (commit)" queries/charter.lua \
+mutation "database clock: the epoch (commit)" queries/delivery.lua \
   'local ts, tnum = now()\n    local function refuse(reason, detail)' \
   'local ts, tnum = now(), 0\n    local function refuse(reason, detail)'
 # 2026-01-01T00:00:01Z: inside every reference grant's validity, long before today.
-mutation "database clock: frozen in the past (commit)" queries/charter.lua \
+mutation "database clock: frozen in the past (commit)" queries/delivery.lua \
   'local ts, tnum = now()\n    local function refuse(reason, detail)' \
   'local ts, tnum = now(), 1767225601\n    local function refuse(reason, detail)'
-mutation "unique invocation (commit)" queries/charter.lua \
+mutation "unique invocation (commit)" queries/delivery.lua \
   'local existing = hash(dkey)' \
   'local existing = nil'
 mutation "label recomputation (guard)" server/guard.c \

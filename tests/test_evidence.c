@@ -447,7 +447,7 @@ static void test_event_text_and_hash_keyed_and_not(void)
                       "",
                       "",
                       "d5810ab9462f4f70a1d0d252c7fe59f52b506f331915f57f972cbdf164c2c937"};
-    const char *want = "charter-event-1\n"
+    const char *want = "charter-event-2\n"
                        "run_id=2:r1\n"
                        "seq=1:2\n"
                        "ts=17:1795977460.713344\n"
@@ -457,7 +457,7 @@ static void test_event_text_and_hash_keyed_and_not(void)
                        "witness=0:\n"
                        "detail=18:created -> running\n"
                        "snapshot=0:\n"
-                       "fingerprint=0:\n"
+                       "evaluator=0:\n"
                        "prev=64:d5810ab9462f4f70a1d0d252c7fe59f52b506f331915f57f972cbdf164c2c937\n";
     char *text = NULL;
     size_t len = 0;
@@ -616,7 +616,7 @@ static void test_replay_of_poisoned_handoff_denies_with_the_same_witness(void)
         CU_ASSERT_STRING_EQUAL(r->replayed->codes[0], "INPUT_OUT_OF_SCOPE");
     CU_ASSERT_STRING_EQUAL(r->replayed->witness, HANDOFF_WITNESS);
     CU_ASSERT_STRING_EQUAL(r->recorded->witness, HANDOFF_WITNESS);
-    CU_ASSERT_EQUAL(strlen(r->fingerprint), 64);
+    CU_ASSERT_EQUAL(strlen(r->evaluator), 64);
     charter__v1__replay_decision_response__free_unpacked(r, NULL);
 
     /* an event that records no decision cannot be replayed; an unknown seq is not found */
@@ -635,10 +635,10 @@ static void test_replay_refuses_an_event_of_another_evaluator(void)
     CU_ASSERT_FATAL(seq > 0);
     char key[256], was[80];
     event_key(key, sizeof key, graph, run_id, seq);
-    hget(key, "fingerprint", was, sizeof was);
+    hget(key, "evaluator", was, sizeof was);
     CU_ASSERT_EQUAL_FATAL(strlen(was), 64);
     const char *other = "0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef";
-    const char *edit[4] = {"HSET", key, "fingerprint", other};
+    const char *edit[4] = {"HSET", key, "evaluator", other};
     rawdo(4, edit);
     charter_status st;
     CU_ASSERT_PTR_NULL(replay(seq, &st));
@@ -646,7 +646,7 @@ static void test_replay_refuses_an_event_of_another_evaluator(void)
     CU_ASSERT_PTR_NOT_NULL(strstr(st.message, other)); /* both fingerprints are named */
     CU_ASSERT_PTR_NOT_NULL(strstr(st.message, was));
     expect_audit(false, seq, "changed"); /* and the edit shows in the chain */
-    const char *back[4] = {"HSET", key, "fingerprint", was};
+    const char *back[4] = {"HSET", key, "evaluator", was};
     rawdo(4, back);
     expect_audit(true, 0, NULL);
 }
@@ -723,7 +723,7 @@ static void test_public_delivery_gets_a_receipt_that_verifies_offline(void)
         find_event("delivery_decided", CHARTER__V1__OUTCOME__ALLOW, "recipient", "public");
     char ekey[256], fp[80];
     event_key(ekey, sizeof ekey, graph, run_id, seq);
-    hget(ekey, "fingerprint", fp, sizeof fp);
+    hget(ekey, "evaluator", fp, sizeof fp);
     CU_ASSERT_STRING_EQUAL(rc->evaluator, fp);
     char why[200];
     CU_ASSERT_EQUAL(charter_receipt_verify(rc, key_bytes, key_len, why, sizeof why), 0);

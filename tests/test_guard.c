@@ -470,6 +470,7 @@ static void test_public_delivery_from_vendor_pages_and_summary_is_allowed(void)
     cap_free(&cap);
 }
 
+/* Checks RULE-INPUT-SCOPE. */
 static void test_handoff_from_budget_is_denied_with_witness(void)
 {
     guard_stepcap cap = report_cap();
@@ -500,6 +501,7 @@ static void test_handoff_of_summary_to_analyst_is_allowed(void)
     cap_free(&cap);
 }
 
+/* Checks RULE-INPUT-SCOPE. */
 static void test_budget_source_itself_into_report_step_is_denied(void)
 {
     guard_stepcap cap = report_cap();
@@ -514,6 +516,7 @@ static void test_budget_source_itself_into_report_step_is_denied(void)
     cap_free(&cap);
 }
 
+/* Checks RULE-CHAIN-REVOCATION. */
 static void test_revoked_reporter_grant_denies_public_delivery(void)
 {
     guard_stepcap cap = report_cap();
@@ -536,6 +539,7 @@ static void test_revoked_reporter_grant_denies_public_delivery(void)
 /* Request against the step                                                                  */
 /* ---------------------------------------------------------------------------------------- */
 
+/* Checks RULE-DELIVERY-STEP. */
 static void test_tool_outside_step_is_step_mismatch(void)
 {
     /* g_analyst and g_root do cover deliver_public: only the step refuses it */
@@ -554,6 +558,7 @@ static void test_tool_outside_step_is_step_mismatch(void)
     cap_free(&cap);
 }
 
+/* Checks RULE-DELIVERY-STEP. */
 static void test_recipient_outside_step_is_step_mismatch(void)
 {
     /* the public summary to public under g_analyst (which covers public): only the step
@@ -573,6 +578,7 @@ static void test_recipient_outside_step_is_step_mismatch(void)
     cap_free(&cap);
 }
 
+/* Checks RULE-DELIVERY-STEP. */
 static void test_grant_other_than_the_steps_is_step_mismatch(void)
 {
     guard_stepcap cap = analyze_cap();
@@ -593,6 +599,7 @@ static void test_grant_other_than_the_steps_is_step_mismatch(void)
     cap_free(&cap);
 }
 
+/* Checks RULE-INPUT-IDENTITY, RULE-DELIVERY-IDENTITY. */
 static void test_context_owned_by_another_actor_is_identity_mismatch(void)
 {
     guard_stepcap cap = analyze_cap();
@@ -618,6 +625,7 @@ static void test_context_owned_by_another_actor_is_identity_mismatch(void)
     cap_free(&cap);
 }
 
+/* Checks RULE-INPUT-STEP. */
 static void test_context_of_another_step_or_run_is_step_mismatch(void)
 {
     guard_stepcap cap = analyze_cap();
@@ -639,6 +647,7 @@ static void test_context_of_another_step_or_run_is_step_mismatch(void)
 /* Lineage and labels                                                                        */
 /* ---------------------------------------------------------------------------------------- */
 
+/* Checks RULE-DELIVERY-LABELS. */
 static void test_relabeled_artifact_is_label_mismatch(void)
 {
     /* the recommendation stored as internal although the budget makes it confidential */
@@ -658,6 +667,7 @@ static void test_relabeled_artifact_is_label_mismatch(void)
     cap_free(&cap);
 }
 
+/* Checks RULE-INPUT-LABELS. */
 static void test_relabeled_source_is_label_mismatch(void)
 {
     /* a vendor page stored as trusted: the resource says untrusted */
@@ -673,6 +683,7 @@ static void test_relabeled_source_is_label_mismatch(void)
     cap_free(&cap);
 }
 
+/* Checks RULE-DELIVERY-LABELS. */
 static void test_laundered_integrity_is_label_mismatch(void)
 {
     /* the recommendation claims trusted integrity while its vendor-page parents are untrusted */
@@ -692,6 +703,7 @@ static void test_laundered_integrity_is_label_mismatch(void)
     cap_free(&cap);
 }
 
+/* Checks RULE-INPUT-PROVENANCE. */
 static void test_cross_run_input_is_provenance_incomplete(void)
 {
     guard_stepcap cap = analyze_cap();
@@ -706,6 +718,7 @@ static void test_cross_run_input_is_provenance_incomplete(void)
     cap_free(&cap);
 }
 
+/* Checks RULE-INPUT-PROVENANCE. */
 static void test_hidden_second_parent_is_provenance_incomplete(void)
 {
     /* the summary has a DERIVED_FROM edge to the budget that was never a recorded input, and
@@ -727,6 +740,7 @@ static void test_hidden_second_parent_is_provenance_incomplete(void)
     cap_free(&cap);
 }
 
+/* Checks RULE-INPUT-PROVENANCE. */
 static void test_recorded_input_without_edge_is_provenance_incomplete(void)
 {
     guard_stepcap cap = analyze_cap();
@@ -853,6 +867,7 @@ static void test_malformed_artifacts_are_provenance_incomplete(void)
     cap_free(&cap);
 }
 
+/* Checks RULE-INPUT-PROVENANCE. */
 static void test_lineage_cycle_is_provenance_incomplete(void)
 {
     /* a4 <- a6 <- a4: each claims the other as an input */
@@ -936,6 +951,7 @@ static void test_missing_facts_are_unknown(void)
 /* Clearance and resources                                                                   */
 /* ---------------------------------------------------------------------------------------- */
 
+/* Checks RULE-DELIVERY-CLEARANCE. */
 static void test_clearance_exceeded_names_the_path_to_the_budget(void)
 {
     /* an analyze step that may deliver publicly: the grants allow it, the labels do not */
@@ -959,6 +975,7 @@ static void test_clearance_exceeded_names_the_path_to_the_budget(void)
     cap_free(&cap);
 }
 
+/* Checks RULE-DELIVERY-CLEARANCE. */
 static void test_internal_clearance_below_confidential_payload_is_exceeded(void)
 {
     /* the CFO recipient as if registered with internal clearance: one level short */
@@ -1004,6 +1021,7 @@ static void test_handoff_published_by_reporter_collects_every_code(void)
     cap_free(&cap);
 }
 
+/* Checks RULE-DELIVERY-SCOPE. */
 static void test_resource_outside_a_grant_of_the_chain_is_out_of_scope(void)
 {
     /* g_analyst no longer covers vendor_c; the public comparison derives from it */
@@ -1026,6 +1044,7 @@ static void test_resource_outside_a_grant_of_the_chain_is_out_of_scope(void)
     cap_free(&cap);
 }
 
+/* Checks RULE-DELIVERY-SCOPE. */
 static void test_resource_outside_the_step_is_out_of_scope(void)
 {
     /* the analyze step without vendor_c, delivering the recommendation to the CFO; the path
@@ -1048,6 +1067,7 @@ static void test_resource_outside_the_step_is_out_of_scope(void)
     cap_free(&cap);
 }
 
+/* Checks RULE-CHAIN-COVERAGE. */
 static void test_grant_not_covering_the_tool_is_grant_invalid(void)
 {
     guard_stepcap cap = report_cap();
@@ -1100,6 +1120,7 @@ static void test_valid_chain_is_allowed_leaf_first(void)
     chain_free(&chain);
 }
 
+/* Checks RULE-CHAIN-HUMAN-ROOT. */
 static void test_root_grant_issued_by_agent_is_grant_invalid(void)
 {
     chain_builder chain;
@@ -1115,6 +1136,7 @@ static void test_root_grant_issued_by_agent_is_grant_invalid(void)
     chain_free(&chain);
 }
 
+/* Checks RULE-CHAIN-REVOCATION. */
 static void test_revoked_ancestor_grant_is_grant_invalid(void)
 {
     guard_stepcap cap = report_cap();
@@ -1134,6 +1156,7 @@ static void test_revoked_ancestor_grant_is_grant_invalid(void)
     cap_free(&cap);
 }
 
+/* Checks RULE-CHAIN-EXPIRY. */
 static void test_expired_grant_is_grant_invalid(void)
 {
     chain_builder chain;
@@ -1148,6 +1171,7 @@ static void test_expired_grant_is_grant_invalid(void)
     chain_free(&chain);
 }
 
+/* Checks RULE-CHAIN-EXPIRY. */
 static void test_grant_not_yet_valid_is_grant_invalid(void)
 {
     chain_builder chain;
@@ -1160,6 +1184,7 @@ static void test_grant_not_yet_valid_is_grant_invalid(void)
     chain_free(&chain);
 }
 
+/* Checks RULE-CHAIN-BRANCH. */
 static void test_branched_chain_is_grant_invalid(void)
 {
     chain_builder chain;
@@ -1177,6 +1202,7 @@ static void test_branched_chain_is_grant_invalid(void)
     chain_free(&chain);
 }
 
+/* Checks RULE-CHAIN-CYCLE. */
 static void test_grant_cycle_is_grant_invalid(void)
 {
     /* g_analyst delegated from g_reporter: the walk comes back to g_reporter, never a root */
@@ -1192,6 +1218,7 @@ static void test_grant_cycle_is_grant_invalid(void)
     chain_free(&chain);
 }
 
+/* Checks RULE-CHAIN-BRANCH. */
 static void test_incomplete_or_malformed_chain_is_grant_invalid(void)
 {
     chain_builder chain;
@@ -1222,6 +1249,7 @@ static void test_incomplete_or_malformed_chain_is_grant_invalid(void)
     chain_free(&chain);
 }
 
+/* Checks RULE-CHAIN-GRANTEE. */
 static void test_leaf_grantee_not_the_actor_is_identity_mismatch(void)
 {
     chain_builder chain;
@@ -1232,6 +1260,7 @@ static void test_leaf_grantee_not_the_actor_is_identity_mismatch(void)
     chain_free(&chain);
 }
 
+/* Checks RULE-CHAIN-GRANTEE. */
 static void test_missing_grant_is_grant_not_found(void)
 {
     guard_stepcap cap = report_cap();

@@ -109,6 +109,7 @@ static bool delivered(const char *inv)
 /* Only the delivery gate compares the payload's stored bytes with the hash taken at capture:
  * charter_commit_delivery compares what the deliverer read with what is stored, and both are
  * the altered bytes. */
+/* Checks RULE-DELIVERY-PROVENANCE. */
 static void test_delivery_of_artifact_altered_after_capture_is_denied(void)
 {
     char ctx[32], out[32];
@@ -191,6 +192,7 @@ static void commit_once(const json_t *artifact, const char *inv, char status[32]
 
 /* The conditional write judges validity at TIME read inside it, today: a grant that expired a
  * minute ago by the database clock is refused at commit, whatever was evaluated before. */
+/* Checks RULE-COMMIT-DATABASE-CLOCK, RULE-COMMIT-GRANT-UNEXPIRED. */
 static void test_commit_refuses_grant_expired_a_minute_ago_by_database_clock(void)
 {
     char ctx[32], out[32], status[32], reason[64];

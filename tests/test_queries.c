@@ -1,6 +1,6 @@
 /*
- * test_queries.c - the query library (queries/charter.lua) and the store (server/store.c)
- * against a real Redis named by CHARTER_TEST_REDIS.
+ * test_queries.c - the query library (the queries/ sources, as built and embedded) and the store
+ * (server/store.c) against a real Redis named by CHARTER_TEST_REDIS.
  *
  * The reference tests build a random lineage graph and random delegation chains through the
  * library, keep a plain C model of what they created, and require the ancestry and grant-chain
@@ -23,9 +23,8 @@
 #include "evlog.h"
 #include "store.h"
 
-#ifndef CHARTER_SOURCE_DIR
-#error "CHARTER_SOURCE_DIR must name the source tree: the test loads queries/charter.lua from it"
-#endif
+extern const char embedded_queries[];
+extern const size_t embedded_queries_len;
 
 static const char *redis_url;
 static char *library_src;
@@ -401,7 +400,7 @@ static json_t *run_head(tgraph *g, const char *run)
 static char *seal(tgraph *g, const char *run, json_t *ev)
 {
     static const char *const texts[] = {"outcome", "codes",    "witness",
-                                        "detail",  "snapshot", "fingerprint"};
+                                        "detail",  "snapshot", "evaluator"};
     json_t *h = run_head(g, run);
     long long seq = jint(h, "seq") + 1;
     char buf[256], hash[65];
@@ -1402,6 +1401,7 @@ static long long run_seq(tgraph *g, const char *run)
     return seq;
 }
 
+/* Checks RULE-COMMIT-INVOCATION-UNUSED. */
 static void test_commit_delivery_commits_once_and_writes_its_event(void)
 {
     world w;
@@ -1487,6 +1487,9 @@ static void test_commit_delivery_commits_once_and_writes_its_event(void)
     graph_close(&w.g);
 }
 
+/* Checks RULE-COMMIT-PAYLOAD-BYTES, RULE-COMMIT-RECIPIENT, RULE-COMMIT-GRANT-UNCHANGED,
+ * RULE-COMMIT-GRANT-UNREVOKED, RULE-COMMIT-GRANT-UNEXPIRED, RULE-COMMIT-GRANT-TOOL,
+ * RULE-COMMIT-RESOURCES. */
 static void test_commit_delivery_refuses_and_writes_nothing(void)
 {
     world w;
@@ -1773,7 +1776,7 @@ static void test_append_event_numbers_seq_from_one(void)
     json_t *ev =
         json_pack("{s:s, s:s, s:s, s:s, s:s, s:s, s:s, s:I, s:s, s:s, s:s}", "kind", "forged",
                   "outcome", "", "codes", "", "witness", "", "detail", "", "snapshot", "",
-                  "fingerprint", "", "seq", (json_int_t)7, "ts", "1795975261.099039", "prev",
+                  "evaluator", "", "seq", (json_int_t)7, "ts", "1795975261.099039", "prev",
                   "0000000000000000000000000000000000000000000000000000000000000000", "hash",
                   "1111111111111111111111111111111111111111111111111111111111111111");
     char *forged = json_dumps(ev, JSON_COMPACT);
@@ -2281,22 +2284,15 @@ static void test_decoders_accept_empty_objects_and_string_times(void)
 
 /* --- main ------------------------------------------------------------------------------------ */
 
+/* The library as charterd loads it: the concatenation of the queries/ sources the build embeds. A
+ * copy, so the tests that edit it own their text. */
 static bool load_library(void)
 {
-    const char *path = CHARTER_SOURCE_DIR "/queries/charter.lua";
-    FILE *f = fopen(path, "rb");
-    if (!f) {
-        fprintf(stderr, "test_queries: cannot open %s\n", path);
+    library_src = malloc(embedded_queries_len + 1);
+    if (library_src == NULL)
         return false;
-    }
-    strbuf sb = {0};
-    char buf[8192];
-    size_t n;
-    while ((n = fread(buf, 1, sizeof buf, f)) > 0)
-        sb_add(&sb, buf, n);
-    fclose(f);
-    library_src = sb.buf;
-    library_len = sb.len;
+    memcpy(library_src, embedded_queries, embedded_queries_len + 1);
+    library_len = embedded_queries_len;
     return library_len > 0;
 }
 

@@ -1,0 +1,48 @@
+-- queries/blobs.lua - large snapshots stored once, by content (the event names them by SHA-256).
+
+--[[ charter_blob_exists
+keys: P. args: sha (64 lowercase hex digits).
+reply: {"exists":bool}: whether P:blob:<sha> is stored. errors: invalid. ]]
+local function charter_blob_exists(keys, args)
+    local P = prefix(keys)
+    local sha = args[1]
+    if not hex64(sha) then
+        raise('invalid', 'sha must be 64 lowercase hex digits')
+    end
+    return cjson.encode({exists = exists(P .. ':blob:' .. sha)})
+end
+
+--[[ charter_put_blob
+keys: P. args: sha, text.
+reply: {"stored":bool}: the text is stored under P:blob:<sha> unless a blob is there already
+  (SET NX: a blob never changes). The library cannot hash with SHA-256: readers check that the
+  text hashes to its name, so a blob stored under the wrong name is detected, never trusted.
+errors: invalid. ]]
+local function charter_put_blob(keys, args)
+    local P = prefix(keys)
+    local sha, text = args[1], args[2]
+    if not hex64(sha) then
+        raise('invalid', 'sha must be 64 lowercase hex digits')
+    end
+    if type(text) ~= 'string' or text == '' then
+        raise('invalid', 'text must be a non-empty string')
+    end
+    local ok = redis.call('SET', P .. ':blob:' .. sha, text, 'NX')
+    return cjson.encode({stored = ok ~= false})
+end
+
+--[[ charter_get_blob
+keys: P. args: sha. reply: the stored text as it is (not JSON-encoded), or nil.
+errors: invalid. ]]
+local function charter_get_blob(keys, args)
+    local P = prefix(keys)
+    local sha = args[1]
+    if not hex64(sha) then
+        raise('invalid', 'sha must be 64 lowercase hex digits')
+    end
+    local v = redis.call('GET', P .. ':blob:' .. sha)
+    if not v then
+        return nil
+    end
+    return cjson.encode({text = v})
+end

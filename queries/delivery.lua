@@ -1,0 +1,204 @@
+-- queries/delivery.lua - the delivery protocol's database side: an invocation's existing
+-- delivery, the facts the delivery gate decides from, and the one conditional write that
+-- re-checks every fact on the database's clock before committing (RULE-COMMIT-* in README.md).
+
+--[[ charter_find_delivery
+keys: P. args: invocation_id.
+reply: the delivery {invocation_id,run_id,fingerprint,recipient,tool,payload_id,payload_hash,
+  content,grant_chain,committed_at,event_seq}, or nil. errors: invalid. ]]
+local function charter_find_delivery(keys, args)
+    local P = prefix(keys)
+    local inv = check_invocation(args[1])
+    local h = hash(P .. ':delivery:' .. inv)
+    if not h then
+        return nil
+    end
+    return cjson.encode(delivery_object(h))
+end
+
+--[[ charter_delivery_facts
+keys: P. args: invocation_id, payload_id, grant_id, recipient_id, limit.
+reply: every fact the delivery protocol reads, taken at one instant:
+  {"delivery": the existing delivery of the invocation (absent when unused),
+   "payload": the payload artifact object with its content,
+   "ancestry": as charter_ancestry (absent when the invocation exists),
+   "chain": as charter_grant_chain (absent when the invocation exists),
+   "recipient": {"id","clearance"} (absent when unknown), "now": "<t>"}.
+errors: not_found (payload), invalid. ]]
+local function charter_delivery_facts(keys, args)
+    local P = prefix(keys)
+    local inv = check_invocation(args[1])
+    local payload = check_id(args[2], 'payload_id')
+    local grant = check_id(args[3], 'grant_id')
+    local recipient = check_id(args[4], 'recipient_id')
+    local limit = check_count(args[5], 'limit', 1, MAX_LIMIT)
+    local h = hash(P .. ':artifact:' .. payload)
+    if not h then
+        raise('not_found', 'artifact ' .. payload .. ' not found')
+    end
+    local out = {payload = artifact_object(P, payload, h, false), now = now()}
+    local d = hash(P .. ':delivery:' .. inv)
+    if d then
+        out.delivery = delivery_object(d)
+        return cjson.encode(out)
+    end
+    out.ancestry = ancestry_table(P, payload, limit)
+    out.chain = chain_table(P, grant)
+    local r = hash(P .. ':recipient:' .. recipient)
+    if r then
+        out.recipient = {id = recipient, clearance = tonumber(r.clearance)}
+    end
+    return cjson.encode(out)
+end
+
+-- The first reason the chain cannot carry the delivery at time tnum, or nil.
+local function chain_refusal(P, chain, tool, recipient, sources, tnum)
+    local on_chain = {}
+    for i, g in ipairs(chain) do
+        -- RULE-COMMIT-GRANT-UNCHANGED: the chain is still the one evaluated.
+        if on_chain[g] then
+            return 'chain_cycle', g
+        end
+        on_chain[g] = true
+        local base = P .. ':grant:' .. g
+        local h = hash(base)
+        if not h then
+            return 'grant_not_found', g
+        end
+        local parents = redis.call('SMEMBERS', base .. ':delegated_from')
+        if i < #chain then
+            if #parents ~= 1 or parents[1] ~= chain[i + 1] then
+                return 'chain_mismatch', g
+            end
+        elseif #parents ~= 0 or h.root ~= '1' then
+            return 'chain_not_rooted', g
+        end
+        -- RULE-COMMIT-GRANT-UNREVOKED
+        if h.revoked_at and h.revoked_at ~= '' then
+            return 'grant_revoked', g
+        end
+        -- RULE-COMMIT-GRANT-UNEXPIRED
+        local from, to = tonumber(h.valid_from), tonumber(h.valid_to)
+        if not from or from > tnum then
+            return 'grant_not_yet_valid', g
+        end
+        if not to or tnum >= to then
+            return 'grant_expired', g
+        end
+        -- RULE-COMMIT-GRANT-TOOL
+        if not contains(decode_list(h.tools), tool) then
+            return 'grant_tool', g
+        end
+        -- RULE-COMMIT-RECIPIENT
+        if not contains(decode_list(h.recipients), recipient) then
+            return 'grant_recipient', g
+        end
+        -- RULE-COMMIT-RESOURCES
+        local res = decode_list(h.resources)
+        for _, s in ipairs(sources) do
+            if not contains(res, s) then
+                return 'grant_resource', g .. ' ' .. s
+            end
+        end
+    end
+    return nil
+end
+
+--[[ charter_commit_delivery
+keys: P. args: JSON {run_id,invocation_id,fingerprint,payload_id,payload_hash,content_sha1,
+  recipient,tool,grant_chain:[leaf..root],sources:[...],content} (fingerprint: the delivery
+  fingerprint, the request's content identity), sealed event delivery_decided with outcome
+  "allow" (its evaluator is kept on the delivery as evaluator).
+reply: {"status":"committed","delivery":{...},"seq":n}, or {"status":"exists","delivery":{...}}
+  when the invocation is taken (nothing written), or {"status":"refused","reason":"<check>",
+  "detail":"<object>"} (nothing written). With the time t read from TIME inside the call, the
+  checks, in order, and their reasons: run exists (run_not_found); payload exists
+  (payload_not_found), is of the run (payload_other_run), its hash equals payload_hash
+  (payload_hash_mismatch), sha1 of its stored content equals content_sha1 (content_changed);
+  recipient exists (recipient_not_found); for each grant of grant_chain in order: listed once
+  (chain_cycle), exists (grant_not_found), has exactly the next one as its only delegated_from
+  parent, or for the last none and root = 1 (chain_mismatch, chain_not_rooted), unrevoked
+  (grant_revoked), valid_from <= t (grant_not_yet_valid), t < valid_to (grant_expired), lists
+  the tool (grant_tool), the recipient (grant_recipient) and every source (grant_resource).
+  When every check passes but the run's head moved, the conflict reply (nothing written).
+  On commit, in the same call: the Delivery hash (committed_at = t, event_seq = the event's
+  seq), its delivered and to edges, the run's deliveries edge and the event.
+errors: invalid (arguments), nothing written. ]]
+local function charter_commit_delivery(keys, args)
+    local P = prefix(keys)
+    local doc = json_arg(args[1], 'delivery')
+    local run_id = check_id(doc.run_id, 'run_id')
+    local inv = check_invocation(doc.invocation_id)
+    local fingerprint = check_text(doc.fingerprint, 'fingerprint')
+    local payload_id = check_id(doc.payload_id, 'payload_id')
+    local payload_hash = check_text(doc.payload_hash, 'payload_hash')
+    local content_sha1 = doc.content_sha1
+    if type(content_sha1) ~= 'string' or #content_sha1 ~= 40 or content_sha1:find('[^0-9a-f]') then
+        raise('invalid', 'content_sha1 must be 40 lowercase hex digits')
+    end
+    local recipient = check_id(doc.recipient, 'recipient')
+    local tool = check_id(doc.tool, 'tool')
+    local chain = check_id_list(doc.grant_chain, 'grant_chain', false)
+    if #chain == 0 or #chain > MAX_CHAIN then
+        raise('invalid', 'grant_chain must hold 1..' .. MAX_CHAIN .. ' grants')
+    end
+    local sources = check_id_list(doc.sources, 'sources', true)
+    local content = check_text(doc.content, 'content', '')
+    local ev = check_sealed(args[2], 'event', 'delivery_decided')
+    if ev.outcome ~= 'allow' then
+        raise('invalid', 'event.outcome must be allow: only an allowed delivery commits')
+    end
+
+    local dkey = P .. ':delivery:' .. inv
+    -- RULE-COMMIT-INVOCATION-UNUSED: an invocation commits at most once.
+    local existing = hash(dkey)
+    if existing then
+        return cjson.encode({status = 'exists', delivery = delivery_object(existing)})
+    end
+    -- RULE-COMMIT-DATABASE-CLOCK: every time below is the database's, read inside this call.
+    local ts, tnum = now()
+    local function refuse(reason, detail)
+        return cjson.encode({status = 'refused', reason = reason, detail = detail})
+    end
+    if not exists(P .. ':run:' .. run_id) then
+        return refuse('run_not_found', run_id)
+    end
+    local payload = hash(P .. ':artifact:' .. payload_id)
+    if not payload then
+        return refuse('payload_not_found', payload_id)
+    end
+    if payload.run_id ~= run_id then
+        return refuse('payload_other_run', payload_id)
+    end
+    -- RULE-COMMIT-PAYLOAD-BYTES: the payload is the one evaluated, byte for byte.
+    if payload.hash ~= payload_hash then
+        return refuse('payload_hash_mismatch', payload_id)
+    end
+    if redis.sha1hex(payload.content or '') ~= content_sha1 then
+        return refuse('content_changed', payload_id)
+    end
+    -- RULE-COMMIT-RECIPIENT: the recipient exists (each grant lists it: chain_refusal).
+    if not exists(P .. ':recipient:' .. recipient) then
+        return refuse('recipient_not_found', recipient)
+    end
+    local reason, detail = chain_refusal(P, chain, tool, recipient, sources, tnum)
+    if reason then
+        return refuse(reason, detail)
+    end
+    local conflict = head_conflict(P, run_id, ev)
+    if conflict then
+        return conflict
+    end
+
+    local seq = string.format('%d', ev.seq)
+    redis.call('HSET', dkey, 'invocation_id', inv, 'run_id', run_id, 'fingerprint', fingerprint,
+               'recipient', recipient, 'tool', tool, 'payload_id', payload_id, 'payload_hash',
+               payload_hash, 'content', content, 'grant_chain', encode_list(chain),
+               'committed_at', ts, 'event_seq', seq, 'evaluator', ev.evaluator)
+    redis.call('SADD', dkey .. ':delivered', payload_id)
+    redis.call('SADD', dkey .. ':to', recipient)
+    redis.call('SADD', P .. ':run:' .. run_id .. ':deliveries', inv)
+    write_event(P, run_id, ev)
+    return cjson.encode({status = 'committed', delivery = delivery_object(hash(dkey)),
+                         seq = ev.seq})
+end

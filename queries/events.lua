@@ -1,0 +1,177 @@
+-- queries/events.lua - the run's event log: the sealed event every writer takes, the head a new
+-- event is sealed on, the write itself, and reading the log back (one event, or a page for the
+-- audit walk). charterd computes every hash; nothing here hashes or checks one.
+
+-- A sealed event (the last argument of every function that writes one), validated:
+-- {kind,outcome,codes,witness,detail,snapshot,evaluator,seq,ts,prev,hash}. Every text is kept
+-- byte for byte, because charterd hashed exactly these bytes: detail and snapshot must be
+-- texts (charterd encodes JSON itself), codes a comma list of code names. evaluator is "" or
+-- 64 hex digits; seq >= 1; ts "<seconds>.<6 digits>"; prev "" exactly for seq 1, else 64 hex
+-- digits; hash 64 hex digits. kind, when given, is the kind the function writes.
+local function check_sealed(s, what, kind)
+    local ev = json_arg(s, what)
+    local out = {
+        kind = check_id(ev.kind, what .. '.kind'),
+        outcome = check_text(ev.outcome, what .. '.outcome', ''),
+        codes = check_text(ev.codes, what .. '.codes', ''),
+        witness = check_text(ev.witness, what .. '.witness', ''),
+        detail = check_text(ev.detail, what .. '.detail', ''),
+        snapshot = check_text(ev.snapshot, what .. '.snapshot', ''),
+        evaluator = check_text(ev.evaluator, what .. '.evaluator', ''),
+        seq = check_count(ev.seq, what .. '.seq', 1, 1e15),
+        ts = ev.ts, prev = check_text(ev.prev, what .. '.prev', ''), hash = ev.hash,
+    }
+    if kind and out.kind ~= kind then
+        raise('invalid', what .. '.kind must be ' .. kind)
+    end
+    if out.codes:find('[^%w_,]') then
+        raise('invalid', what .. '.codes must be a comma list of code names')
+    end
+    if out.evaluator ~= '' and not hex64(out.evaluator) then
+        raise('invalid', what .. '.evaluator must be empty or 64 lowercase hex digits')
+    end
+    if type(out.ts) ~= 'string' or not out.ts:match('^%d+%.%d%d%d%d%d%d$') then
+        raise('invalid', what .. '.ts must be "<seconds>.<6 digits>"')
+    end
+    if (out.seq == 1) ~= (out.prev == '') or (out.prev ~= '' and not hex64(out.prev)) then
+        raise('invalid', what .. '.prev must be empty for seq 1, else 64 lowercase hex digits')
+    end
+    if not hex64(out.hash) then
+        raise('invalid', what .. '.hash must be 64 lowercase hex digits')
+    end
+    return out
+end
+
+-- The run's head as charterd seals the next event from it: {exists,seq,hash,status,now,
+-- next_context} (seq 0 and hash "" before the first event; next_context is the id the next
+-- charter_open_context of the graph creates).
+local function head_table(P, run_id)
+    local f = redis.call('HMGET', P .. ':run:' .. run_id, 'seq', 'head', 'status')
+    local ctx = redis.call('HGET', P .. ':counter', 'context')
+    return {
+        exists = exists(P .. ':run:' .. run_id), seq = f[1] and tonumber(f[1]) or 0,
+        hash = f[2] or '', status = f[3] or '', now = now(),
+        next_context = 'c' .. string.format('%d', (ctx and tonumber(ctx) or 0) + 1),
+    }
+end
+
+-- nil when ev is the run's next event (its head is (ev.seq - 1, ev.prev)), else the conflict
+-- reply. Called after every other check and before the first write. An event key already
+-- present at ev.seq means the log was altered; nothing is written over it.
+local function head_conflict(P, run_id, ev)
+    local f = redis.call('HMGET', P .. ':run:' .. run_id, 'seq', 'head')
+    local seq = f[1] and tonumber(f[1]) or 0
+    if seq ~= ev.seq - 1 or (f[2] or '') ~= ev.prev then
+        return cjson.encode({conflict = true, head = head_table(P, run_id)})
+    end
+    if exists(P .. ':event:' .. run_id .. ':' .. string.format('%d', ev.seq)) then
+        raise('exists', 'event ' .. string.format('%d', ev.seq) .. ' of run ' .. run_id ..
+                  ' exists beyond the run\'s head: the event log was altered (see charter audit)')
+    end
+    return nil
+end
+
+-- Writes the sealed event ev (checked by head_conflict) and moves the run's head to it.
+local function write_event(P, run_id, ev)
+    local seq = string.format('%d', ev.seq)
+    redis.call('HSET', P .. ':event:' .. run_id .. ':' .. seq, 'run_id', run_id, 'seq', seq,
+               'kind', ev.kind, 'outcome', ev.outcome, 'codes', ev.codes, 'witness', ev.witness,
+               'detail', ev.detail, 'snapshot', ev.snapshot, 'ts', ev.ts, 'evaluator',
+               ev.evaluator, 'prev', ev.prev, 'hash', ev.hash)
+    redis.call('HSET', P .. ':run:' .. run_id, 'seq', seq, 'head', ev.hash)
+    redis.call('ZADD', P .. ':run:' .. run_id .. ':events', seq, seq)
+    return ev.seq
+end
+
+--[[ charter_append_event
+keys: P. args: run_id, sealed event.
+reply: {"seq":n,"ts":"<t>"}: the run's next event, with the ts it was sealed with; or the
+  conflict reply.
+errors: not_found (run), invalid. ]]
+local function charter_append_event(keys, args)
+    local P = prefix(keys)
+    local run_id = check_id(args[1], 'run_id')
+    local ev = check_sealed(args[2], 'event', nil)
+    if not exists(P .. ':run:' .. run_id) then
+        raise('not_found', 'run ' .. run_id .. ' not found')
+    end
+    local conflict = head_conflict(P, run_id, ev)
+    if conflict then
+        return conflict
+    end
+    local seq = write_event(P, run_id, ev)
+    return cjson.encode({seq = seq, ts = ev.ts})
+end
+
+--[[ charter_get_event
+keys: P. args: run_id, seq.
+reply: the event {run_id,seq,kind,outcome,codes,witness,detail,snapshot,ts,evaluator,prev,
+  hash}. errors: not_found (no such event), invalid. ]]
+local function charter_get_event(keys, args)
+    local P = prefix(keys)
+    local run_id = check_id(args[1], 'run_id')
+    local seq = check_count(args[2], 'seq', 1, 1e15)
+    local h = hash(P .. ':event:' .. run_id .. ':' .. string.format('%d', seq))
+    if not h then
+        raise('not_found', 'event ' .. string.format('%d', seq) .. ' of run ' .. run_id ..
+                  ' not found')
+    end
+    return cjson.encode(event_object(h))
+end
+
+--[[ charter_audit_events
+keys: P. args: run_id, after_seq (integer >= 0), limit (1..1000).
+reply: {"run":{"seq":n,"head":"<hex>","status":"<s>","receipt":"<json text>"|absent},
+  "upper":n, "events":[...], "deliveries":[{"invocation_id","event_seq"}]}: one page of a run's
+  event log as stored, for an audit of its hash chain. upper is the last place to look: the
+  greatest of the run's seq, the greatest seq in its events index and any of the 8 places
+  after that where an event hash exists. events holds, for each place p in
+  after_seq+1 .. min(after_seq+limit, upper), {"at":p,"missing":true,"indexed":bool} when no
+  event hash is stored there, else the event object with "at":p and "indexed" (p is in the
+  run's events index). errors: not_found (run), invalid. ]]
+local function charter_audit_events(keys, args)
+    local P = prefix(keys)
+    local run_id = check_id(args[1], 'run_id')
+    local after = check_count(args[2], 'after_seq', 0, 1e15)
+    local limit = check_count(args[3], 'limit', 1, 1000)
+    local base = P .. ':run:' .. run_id
+    local h = hash(base)
+    if not h then
+        raise('not_found', 'run ' .. run_id .. ' not found')
+    end
+    local head = tonumber(h.seq) or 0
+    local upper = head
+    local top = redis.call('ZREVRANGE', base .. ':events', 0, 0, 'WITHSCORES')
+    if top[2] and tonumber(top[2]) and tonumber(top[2]) > upper then
+        upper = tonumber(top[2])
+    end
+    for k = upper + 1, upper + 8 do
+        if exists(P .. ':event:' .. run_id .. ':' .. string.format('%d', k)) then
+            upper = k
+        end
+    end
+    local events = {}
+    local last = math.min(after + limit, upper)
+    for p = after + 1, last do
+        local at = string.format('%d', p)
+        local indexed = redis.call('ZSCORE', base .. ':events', at) ~= false
+        local e = hash(P .. ':event:' .. run_id .. ':' .. at)
+        if e then
+            local o = event_object(e)
+            o.at = p
+            o.indexed = indexed
+            o.stored_seq = e.seq or ''
+            events[#events + 1] = o
+        else
+            events[#events + 1] = {at = p, missing = true, indexed = indexed}
+        end
+    end
+    local deliveries = {}
+    for _, inv in ipairs(members(base .. ':deliveries')) do
+        local s = redis.call('HGET', P .. ':delivery:' .. inv, 'event_seq')
+        deliveries[#deliveries + 1] = {invocation_id = inv, event_seq = s and tonumber(s) or 0}
+    end
+    return cjson.encode({run = {seq = head, head = h.head or '', status = h.status or '',
+                                receipt = h.receipt or nil},
+                         upper = upper, events = events, deliveries = deliveries})
+end

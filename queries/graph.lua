@@ -1,0 +1,347 @@
+-- queries/graph.lua - reading the graph's nodes and edges, the objects replies are made of, and
+-- the functions over the graph as a whole: version, clock, seeding the reference nodes, stats,
+-- the integrity mode, resources and recipients.
+
+-- The database time as the stored string and as a number.
+local function now()
+    local t = redis.call('TIME')
+    local sec, usec = tonumber(t[1]), tonumber(t[2])
+    return string.format('%d.%06d', sec, usec), sec + usec / 1e6
+end
+
+local function hash(key)
+    local flat = redis.call('HGETALL', key)
+    if #flat == 0 then
+        return nil
+    end
+    local h = {}
+    for i = 1, #flat, 2 do
+        h[flat[i]] = flat[i + 1]
+    end
+    return h
+end
+
+-- Set members, sorted so replies (and the snapshots built from them) are deterministic.
+local function members(key)
+    local m = redis.call('SMEMBERS', key)
+    table.sort(m)
+    return m
+end
+
+local function exists(key)
+    return redis.call('EXISTS', key) == 1
+end
+
+-- A stored JSON list of strings; anything malformed reads as the empty list (a grant then
+-- lists nothing, which fails closed).
+local function decode_list(s)
+    if type(s) ~= 'string' then
+        return {}
+    end
+    local ok, v = pcall(cjson.decode, s)
+    if not ok or type(v) ~= 'table' then
+        return {}
+    end
+    local out = {}
+    for i = 1, #v do
+        if type(v[i]) == 'string' then
+            out[#out + 1] = v[i]
+        end
+    end
+    return out
+end
+
+local function encode_list(t)
+    if #t == 0 then
+        return '[]'
+    end
+    return cjson.encode(t)
+end
+
+local function contains(list, x)
+    for i = 1, #list do
+        if list[i] == x then
+            return true
+        end
+    end
+    return false
+end
+
+local function run_object(h)
+    return {
+        id = h.id, task = h.task or '', mode = h.mode or '', status = h.status or '',
+        workflow = h.workflow or '', seq = tonumber(h.seq) or 0, created_at = h.created_at or '',
+        head = h.head or '',
+    }
+end
+
+-- seq is the stored field (an audit compares it with the event's place in the run).
+local function event_object(h)
+    return {
+        run_id = h.run_id, seq = tonumber(h.seq), kind = h.kind or '', outcome = h.outcome or '',
+        codes = h.codes or '', witness = h.witness or '', detail = h.detail or '',
+        snapshot = h.snapshot or '', ts = h.ts or '', evaluator = h.evaluator or '',
+        prev = h.prev or '', hash = h.hash or '',
+    }
+end
+
+local function delivery_object(h)
+    return {
+        invocation_id = h.invocation_id, run_id = h.run_id, fingerprint = h.fingerprint,
+        recipient = h.recipient, tool = h.tool, payload_id = h.payload_id,
+        payload_hash = h.payload_hash, content = h.content or '',
+        grant_chain = decode_list(h.grant_chain), committed_at = h.committed_at,
+        event_seq = tonumber(h.event_seq), evaluator = h.evaluator or '',
+        receipt = h.receipt or nil,
+    }
+end
+
+-- An artifact as the API shows it: stored fields (labels as numbers, absent when missing) and,
+-- with edges, its parents, resource ids and producing contexts.
+local function artifact_object(P, id, h, with_edges)
+    local a = {
+        id = id, run_id = h.run_id, kind = h.kind, title = h.title or '',
+        conf = tonumber(h.conf), integrity = tonumber(h.integrity),
+        input_ids = decode_list(h.input_ids), hash = h.hash, content = h.content or '',
+        capture_complete = h.capture_complete == '1', context_id = h.context_id or '',
+        step = h.step or '', created_at = h.created_at or '',
+    }
+    if with_edges then
+        local base = P .. ':artifact:' .. id
+        a.parents = members(base .. ':derived_from')
+        a.resources = members(base .. ':from_resource')
+        a.producers = members(base .. ':produced_by')
+    end
+    return a
+end
+
+local function actor_refs(P, key)
+    local out = {}
+    for _, a in ipairs(members(key)) do
+        out[#out + 1] = {id = a, kind = redis.call('HGET', P .. ':actor:' .. a, 'kind') or nil}
+    end
+    return out
+end
+
+local function grant_object(P, id, h, parents)
+    local base = P .. ':grant:' .. id
+    local revoked = h.revoked_at
+    if revoked == '' then
+        revoked = nil
+    end
+    return {
+        id = id, root = h.root == '1', tools = decode_list(h.tools),
+        recipients = decode_list(h.recipients), resources = decode_list(h.resources),
+        valid_from = h.valid_from, valid_to = h.valid_to, revoked_at = revoked,
+        parents = parents or members(base .. ':delegated_from'),
+        grantees = actor_refs(P, base .. ':granted_to'),
+        issuers = actor_refs(P, base .. ':issued_by'),
+    }
+end
+
+local function check_limit(v, what)
+    local n = check_count(v, what, 0, MAX_LIMIT)
+    if n == 0 then
+        return DEFAULT_LIMIT
+    end
+    return n
+end
+
+--[[ charter_version
+keys: P. args: none. reply: {"version":"<library version>"}. errors: none. ]]
+local function charter_version(keys, args)
+    return cjson.encode({version = LIBRARY_VERSION})
+end
+
+--[[ charter_time
+keys: P. args: none. reply: {"now":"<sec>.<usec>"}, the database clock. errors: none. ]]
+local function charter_time(keys, args)
+    local t = now()
+    return cjson.encode({now = t})
+end
+
+--[[ charter_seed
+keys: P. args: JSON {resources:[{id,title,conf,integrity,content}], recipients:[{id,clearance}],
+  actors:[{id,kind}], grants:[{id,root,grantee,issuer,delegated_from,tools,recipients,resources,
+  valid_from,valid_to}]}. Labels are integers or names (public/internal/confidential,
+  untrusted/trusted). grantee, issuer and delegated_from are an id or a list of ids (absent:
+  none); parents need not exist yet. root defaults to "no delegated_from". valid_from/valid_to
+  are seconds or RFC 3339 UTC times, stored as seconds.
+reply: {"created":n}, the number of nodes created. A node that exists is left as it is, edges
+  included (a revocation survives a restart).
+errors: invalid (nothing written). ]]
+local function charter_seed(keys, args)
+    local P = prefix(keys)
+    local doc = json_arg(args[1], 'seed')
+    local resources, recipients, actors, grants = {}, {}, {}, {}
+    for i, r in ipairs(check_object_list(doc.resources, 'resources')) do
+        local w = 'resources[' .. i .. ']'
+        resources[i] = {
+            id = check_id(r.id, w .. '.id'), title = check_text(r.title, w .. '.title', ''),
+            conf = check_label(r.conf, w .. '.conf', CONF_NAMES, 2),
+            integrity = check_label(r.integrity, w .. '.integrity', INTEGRITY_NAMES, 1),
+            content = check_text(r.content, w .. '.content', ''),
+        }
+    end
+    for i, r in ipairs(check_object_list(doc.recipients, 'recipients')) do
+        local w = 'recipients[' .. i .. ']'
+        recipients[i] = {
+            id = check_id(r.id, w .. '.id'),
+            clearance = check_label(r.clearance, w .. '.clearance', CONF_NAMES, 2),
+        }
+    end
+    for i, a in ipairs(check_object_list(doc.actors, 'actors')) do
+        local w = 'actors[' .. i .. ']'
+        if a.kind ~= 'human' and a.kind ~= 'agent' then
+            raise('invalid', w .. '.kind must be "human" or "agent"')
+        end
+        actors[i] = {id = check_id(a.id, w .. '.id'), kind = a.kind}
+    end
+    local function id_or_list(v, what)
+        if type(v) == 'string' then
+            return {check_id(v, what)}
+        end
+        return check_id_list(v, what, true)
+    end
+    for i, g in ipairs(check_object_list(doc.grants, 'grants')) do
+        local w = 'grants[' .. i .. ']'
+        local parents = id_or_list(g.delegated_from, w .. '.delegated_from')
+        grants[i] = {
+            id = check_id(g.id, w .. '.id'),
+            root = check_bool(g.root, w .. '.root', #parents == 0),
+            grantees = id_or_list(g.grantee, w .. '.grantee'),
+            issuers = id_or_list(g.issuer, w .. '.issuer'),
+            parents = parents,
+            tools = check_id_list(g.tools, w .. '.tools', true),
+            recipients = check_id_list(g.recipients, w .. '.recipients', true),
+            resources = check_id_list(g.resources, w .. '.resources', true),
+            valid_from = check_time(g.valid_from, w .. '.valid_from'),
+            valid_to = check_time(g.valid_to, w .. '.valid_to'),
+        }
+    end
+
+    local ts = now()
+    local created = 0
+    redis.call('HSETNX', P .. ':meta', 'created_at', ts)
+    for _, r in ipairs(resources) do
+        local key = P .. ':resource:' .. r.id
+        if not exists(key) then
+            redis.call('HSET', key, 'id', r.id, 'title', r.title, 'conf', r.conf, 'integrity',
+                       r.integrity, 'content', r.content)
+            created = created + 1
+        end
+    end
+    for _, r in ipairs(recipients) do
+        local key = P .. ':recipient:' .. r.id
+        if not exists(key) then
+            redis.call('HSET', key, 'id', r.id, 'clearance', r.clearance)
+            created = created + 1
+        end
+    end
+    for _, a in ipairs(actors) do
+        local key = P .. ':actor:' .. a.id
+        if not exists(key) then
+            redis.call('HSET', key, 'id', a.id, 'kind', a.kind)
+            created = created + 1
+        end
+    end
+    for _, g in ipairs(grants) do
+        local key = P .. ':grant:' .. g.id
+        if not exists(key) then
+            redis.call('HSET', key, 'id', g.id, 'root', g.root and '1' or '0', 'tools',
+                       encode_list(g.tools), 'recipients', encode_list(g.recipients),
+                       'resources', encode_list(g.resources), 'valid_from', g.valid_from,
+                       'valid_to', g.valid_to)
+            for _, x in ipairs(g.grantees) do
+                redis.call('SADD', key .. ':granted_to', x)
+            end
+            for _, x in ipairs(g.parents) do
+                redis.call('SADD', key .. ':delegated_from', x)
+            end
+            for _, x in ipairs(g.issuers) do
+                redis.call('SADD', key .. ':issued_by', x)
+            end
+            redis.call('SADD', P .. ':grants', g.id)
+            created = created + 1
+        end
+    end
+    return cjson.encode({created = created})
+end
+
+--[[ charter_graph_stats
+keys: P. args: none. reply: {"keys":n,"runs":n,"artifacts":n,"deliveries":n}, counted by a SCAN
+  of the prefix (tests and health; linear in the database's size). errors: none. ]]
+local function charter_graph_stats(keys, args)
+    local P = prefix(keys)
+    local n, artifacts, deliveries = 0, 0, 0
+    local cursor = '0'
+    local art = '^' .. P:gsub('%p', '%%%0') .. ':artifact:[^:]+$'
+    local dlv = '^' .. P:gsub('%p', '%%%0') .. ':delivery:'
+    repeat
+        local r = redis.call('SCAN', cursor, 'MATCH', P .. ':*', 'COUNT', 1000)
+        cursor = r[1]
+        for _, k in ipairs(r[2]) do
+            n = n + 1
+            if k:find(art) then
+                artifacts = artifacts + 1
+            elseif k:find(dlv) and not k:find(':to$') and not k:find(':delivered$') then
+                deliveries = deliveries + 1
+            end
+        end
+    until cursor == '0'
+    return cjson.encode({keys = n, runs = redis.call('ZCARD', P .. ':runs'),
+                         artifacts = artifacts, deliveries = deliveries})
+end
+
+--[[ charter_integrity
+keys: P. args: mode ("keyed" or "keyless"), key_check (64 hex digits for keyed, "" for keyless:
+  HMAC-SHA256 of a fixed text under the integrity key, never the key).
+reply: {"mode":"<m>","key_check":"<hex or empty>","recorded":bool}: the graph's integrity mode
+  and key check as stored in P:meta. The first call on a graph records the given ones
+  (recorded true); later calls only read them, and charterd refuses to start when they differ
+  from its own. errors: invalid. ]]
+local function charter_integrity(keys, args)
+    local P = prefix(keys)
+    local mode = args[1]
+    local check = args[2]
+    if mode ~= 'keyed' and mode ~= 'keyless' then
+        raise('invalid', 'mode must be keyed or keyless')
+    end
+    if (mode == 'keyed' and not hex64(check)) or (mode == 'keyless' and check ~= '') then
+        raise('invalid', 'key_check must be 64 lowercase hex digits when keyed, empty when keyless')
+    end
+    local key = P .. ':meta'
+    local f = redis.call('HMGET', key, 'integrity', 'key_check')
+    if f[1] then
+        return cjson.encode({mode = f[1], key_check = f[2] or '', recorded = false})
+    end
+    redis.call('HSET', key, 'integrity', mode, 'key_check', check)
+    return cjson.encode({mode = mode, key_check = check, recorded = true})
+end
+
+--[[ charter_get_resource
+keys: P. args: resource_id.
+reply: {id,title,conf,integrity,content} (labels as numbers). errors: not_found, invalid. ]]
+local function charter_get_resource(keys, args)
+    local P = prefix(keys)
+    local id = check_id(args[1], 'resource_id')
+    local h = hash(P .. ':resource:' .. id)
+    if not h then
+        raise('not_found', 'resource ' .. id .. ' not found')
+    end
+    return cjson.encode({id = id, title = h.title or '', conf = tonumber(h.conf),
+                         integrity = tonumber(h.integrity), content = h.content or ''})
+end
+
+--[[ charter_get_recipient
+keys: P. args: recipient_id.
+reply: {"id","clearance"} (clearance a number). errors: not_found, invalid. ]]
+local function charter_get_recipient(keys, args)
+    local P = prefix(keys)
+    local id = check_id(args[1], 'recipient_id')
+    local h = hash(P .. ':recipient:' .. id)
+    if not h then
+        raise('not_found', 'recipient ' .. id .. ' not found')
+    end
+    return cjson.encode({id = id, clearance = tonumber(h.clearance)})
+end

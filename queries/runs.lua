@@ -1,0 +1,351 @@
+-- queries/runs.lua - runs, their status transitions, contexts and the receipts attached to a
+-- run or one of its deliveries.
+
+--[[ charter_create_run
+keys: P. args: JSON {id,task,mode,workflow}, sealed event run_created (seq 1, prev "").
+reply: {"run":{id,task,mode,status,workflow,seq,created_at,head},"seq":1}: the run (status
+  "created") and its first event, in P:runs scored by created_at; or the conflict reply.
+errors: exists (the id is taken), invalid. ]]
+local function charter_create_run(keys, args)
+    local P = prefix(keys)
+    local doc = json_arg(args[1], 'run')
+    local id = check_id(doc.id, 'id')
+    local task = check_text(doc.task, 'task', '')
+    local mode = check_text(doc.mode, 'mode', '')
+    local workflow = check_text(doc.workflow, 'workflow', '')
+    local ev = check_sealed(args[2], 'event', 'run_created')
+    local key = P .. ':run:' .. id
+    if exists(key) then
+        raise('exists', 'run ' .. id .. ' exists')
+    end
+    local conflict = head_conflict(P, id, ev)
+    if conflict then
+        return conflict
+    end
+    local ts, tnum = now()
+    redis.call('HSET', key, 'id', id, 'task', task, 'mode', mode, 'status', 'created', 'seq', 0,
+               'workflow', workflow, 'created_at', ts)
+    redis.call('ZADD', P .. ':runs', tnum, id)
+    local seq = write_event(P, id, ev)
+    return cjson.encode({run = run_object(hash(key)), seq = seq})
+end
+
+--[[ charter_transition_run
+keys: P. args: run_id, from (comma list of statuses), to (a status), sealed event
+  status_changed whose detail starts with "<current status> -> <to>".
+reply: {"ok":true,"seq":n,"from":"<old>"} when the status was one of from: the status becomes
+  to and the event is written; else {"ok":false,"status":"<current>"} and nothing is written;
+  or the conflict reply. A recovery claims a run once.
+errors: not_found (run), invalid (also a detail that names another transition). ]]
+local function charter_transition_run(keys, args)
+    local P = prefix(keys)
+    local run_id = check_id(args[1], 'run_id')
+    local from = check_text(args[2], 'from')
+    local to = check_text(args[3], 'to')
+    local ev = check_sealed(args[4], 'event', 'status_changed')
+    if not RUN_STATUSES[to] then
+        raise('invalid', 'to must be a run status')
+    end
+    local allowed = {}
+    for s in from:gmatch('[^,]+') do
+        if not RUN_STATUSES[s] then
+            raise('invalid', 'from must be a comma list of run statuses')
+        end
+        allowed[s] = true
+    end
+    local key = P .. ':run:' .. run_id
+    local cur = redis.call('HGET', key, 'status')
+    if not cur then
+        raise('not_found', 'run ' .. run_id .. ' not found')
+    end
+    if not allowed[cur] then
+        return cjson.encode({ok = false, status = cur})
+    end
+    local conflict = head_conflict(P, run_id, ev)
+    if conflict then
+        return conflict
+    end
+    local expect = cur .. ' -> ' .. to
+    if ev.detail:sub(1, #expect) ~= expect then
+        raise('invalid', 'event.detail must start with "' .. expect .. '"')
+    end
+    redis.call('HSET', key, 'status', to)
+    local seq = write_event(P, run_id, ev)
+    return cjson.encode({ok = true, seq = seq, from = cur})
+end
+
+--[[ charter_unfinished_runs
+keys: P. args: none.
+reply: {"runs":[ids]}: every run whose status is running or recovering, oldest first (charterd
+  marks each interrupted at startup, one transition per run). errors: none. ]]
+local function charter_unfinished_runs(keys, args)
+    local P = prefix(keys)
+    local out = {}
+    for _, id in ipairs(redis.call('ZRANGE', P .. ':runs', 0, -1)) do
+        local cur = redis.call('HGET', P .. ':run:' .. id, 'status')
+        if cur == 'running' or cur == 'recovering' then
+            out[#out + 1] = id
+        end
+    end
+    return cjson.encode({runs = out})
+end
+
+--[[ charter_run_head
+keys: P. args: run_id.
+reply: {"exists":bool,"seq":n,"hash":"<hex>","status":"<s>","now":"<t>","next_context":"c<n>"}:
+  what charterd seals the run's next event from (seq 0 and hash "" for a run without events or
+  one that does not exist). errors: invalid. ]]
+local function charter_run_head(keys, args)
+    local P = prefix(keys)
+    local run_id = check_id(args[1], 'run_id')
+    return cjson.encode(head_table(P, run_id))
+end
+
+--[[ charter_get_run
+keys: P. args: run_id, after_seq (integer >= 0), limit (0: 1000; at most 100000).
+reply: {"run":{...},"events":[...],"deliveries":[...],"artifacts":[...]}: the events with
+  seq > after_seq, ascending, at most limit; every delivery of the run (by event_seq); every
+  artifact of the run in creation order, with content and edges (callers redact).
+errors: not_found (run), invalid. ]]
+local function charter_get_run(keys, args)
+    local P = prefix(keys)
+    local run_id = check_id(args[1], 'run_id')
+    local after = check_count(args[2], 'after_seq', 0, 1e15)
+    local limit = check_limit(args[3], 'limit')
+    local base = P .. ':run:' .. run_id
+    local h = hash(base)
+    if not h then
+        raise('not_found', 'run ' .. run_id .. ' not found')
+    end
+    local events = {}
+    local seqs = redis.call('ZRANGEBYSCORE', base .. ':events', '(' .. string.format('%d', after),
+                            '+inf', 'LIMIT', 0, limit)
+    for _, s in ipairs(seqs) do
+        local e = hash(P .. ':event:' .. run_id .. ':' .. s)
+        if e then
+            events[#events + 1] = event_object(e)
+        end
+    end
+    local deliveries = {}
+    for _, inv in ipairs(members(base .. ':deliveries')) do
+        local d = hash(P .. ':delivery:' .. inv)
+        if d then
+            deliveries[#deliveries + 1] = delivery_object(d)
+        end
+    end
+    table.sort(deliveries, function(a, b)
+        return (a.event_seq or 0) < (b.event_seq or 0)
+    end)
+    local artifacts = {}
+    for _, id in ipairs(redis.call('ZRANGE', base .. ':artifacts', 0, -1)) do
+        local a = hash(P .. ':artifact:' .. id)
+        if a then
+            artifacts[#artifacts + 1] = artifact_object(P, id, a, true)
+        end
+    end
+    return cjson.encode({run = run_object(h), events = events, deliveries = deliveries,
+                         artifacts = artifacts})
+end
+
+--[[ charter_list_runs
+keys: P. args: limit (0: 1000; at most 100000).
+reply: {"runs":[{...}]}, newest first. errors: invalid. ]]
+local function charter_list_runs(keys, args)
+    local P = prefix(keys)
+    local limit = check_limit(args[1], 'limit')
+    local out = {}
+    for _, id in ipairs(redis.call('ZREVRANGE', P .. ':runs', 0, limit - 1)) do
+        local h = hash(P .. ':run:' .. id)
+        if h then
+            out[#out + 1] = run_object(h)
+        end
+    end
+    return cjson.encode({runs = out})
+end
+
+--[[ charter_open_context
+keys: P. args: JSON {run_id,step,actor,id}, sealed event step_opened. id is the context id
+  the call is to create, next_context of charter_run_head (the event's detail names it).
+reply: {"context":{id,run_id,step,owners:[actor]},"seq":n}: the new context of the run, its
+  OWNED_BY edge, the run's HAS_CONTEXT edge and the event; or the conflict reply (also when
+  another context was created since, so id is no longer the next one).
+errors: not_found (run or actor), invalid. ]]
+local function charter_open_context(keys, args)
+    local P = prefix(keys)
+    local doc = json_arg(args[1], 'context')
+    local run_id = check_id(doc.run_id, 'run_id')
+    local step = check_id(doc.step, 'step')
+    local actor = check_id(doc.actor, 'actor')
+    local want = check_id(doc.id, 'id')
+    local ev = check_sealed(args[2], 'event', 'step_opened')
+    if not exists(P .. ':run:' .. run_id) then
+        raise('not_found', 'run ' .. run_id .. ' not found')
+    end
+    if not exists(P .. ':actor:' .. actor) then
+        raise('not_found', 'actor ' .. actor .. ' not found')
+    end
+    local conflict = head_conflict(P, run_id, ev)
+    if conflict then
+        return conflict
+    end
+    local n = tonumber(redis.call('HGET', P .. ':counter', 'context') or '0') or 0
+    local id = 'c' .. string.format('%d', n + 1)
+    if id ~= want then
+        return cjson.encode({conflict = true, head = head_table(P, run_id)})
+    end
+    redis.call('HSET', P .. ':counter', 'context', n + 1)
+    local key = P .. ':context:' .. id
+    redis.call('HSET', key, 'id', id, 'run_id', run_id, 'step', step)
+    redis.call('SADD', key .. ':owned_by', actor)
+    redis.call('SADD', P .. ':run:' .. run_id .. ':contexts', id)
+    local seq = write_event(P, run_id, ev)
+    return cjson.encode({context = {id = id, run_id = run_id, step = step, owners = {actor}},
+                         seq = seq})
+end
+
+--[[ charter_context_owner
+keys: P. args: context_id.
+reply: {"id","run_id","step","owners":[...],"workflow","parent","scope"}: workflow is the
+  version the context's run follows ("" until charter_scope_context), parent the context it
+  was narrowed from ("" when none), scope {tools,recipients,resources} its narrowed lists
+  (absent when not narrowed). errors: not_found, invalid. ]]
+local function charter_context_owner(keys, args)
+    local P = prefix(keys)
+    local id = check_id(args[1], 'context_id')
+    local key = P .. ':context:' .. id
+    local h = hash(key)
+    if not h then
+        raise('not_found', 'context ' .. id .. ' not found')
+    end
+    local scope = nil
+    if h.scope_tools then
+        scope = {tools = decode_list(h.scope_tools), recipients = decode_list(h.scope_recipients),
+                 resources = decode_list(h.scope_resources)}
+    end
+    local status = false
+    if h.run_id then
+        status = redis.call('HGET', P .. ':run:' .. h.run_id, 'status')
+    end
+    return cjson.encode({id = id, run_id = h.run_id or '', step = h.step or '',
+                         owners = members(key .. ':owned_by'), workflow = h.workflow or '',
+                         parent = h.parent or '', scope = scope, run_status = status or ''})
+end
+
+--[[ charter_get_receipt
+keys: P. args: run_id, invocation_id or "" for the run itself.
+reply: for a delivery, {"delivery":{...delivery object, with receipt (the stored receipt's JSON
+  text) when one is attached}}; for the run, {"run":{...run object, with receipt when
+  attached},"last_ts":"<ts of the run's last event>","deliveries":[invocation ids, sorted]}.
+errors: not_found (run, or a delivery that does not exist or is of another run), invalid. ]]
+local function charter_get_receipt(keys, args)
+    local P = prefix(keys)
+    local run_id = check_id(args[1], 'run_id')
+    local inv = args[2]
+    if inv == nil or inv == '' then
+        local h = hash(P .. ':run:' .. run_id)
+        if not h then
+            raise('not_found', 'run ' .. run_id .. ' not found')
+        end
+        local run = run_object(h)
+        run.receipt = h.receipt or nil
+        local last = redis.call('HGET', P .. ':event:' .. run_id .. ':' .. (h.seq or '0'), 'ts')
+        return cjson.encode({run = run, last_ts = last or '',
+                             deliveries = members(P .. ':run:' .. run_id .. ':deliveries')})
+    end
+    check_invocation(inv)
+    local d = hash(P .. ':delivery:' .. inv)
+    if not d or d.run_id ~= run_id then
+        raise('not_found', 'delivery ' .. inv .. ' of run ' .. run_id .. ' not found')
+    end
+    return cjson.encode({delivery = delivery_object(d)})
+end
+
+--[[ charter_attach_receipt
+keys: P. args: JSON {run_id, invocation_id (absent or "" for the run), last_seq (run receipts),
+  receipt (the receipt's JSON text), chain (signed receipts only: {prev, hash, seq})}.
+reply: {"attached":bool,"receipt":"<the receipt now stored, or absent>"}. A delivery's receipt
+  is set only if it has none (the first one stays). A run's receipt is set only while the run's
+  seq is still last_seq (it covers the run's last event), replacing one of an earlier end.
+  With chain, the receipt takes its place in the run's receipt chain in the same write: it is
+  attached only while the run's chain head (receipt_head, receipt_seq: the last delivery
+  receipt's hash and place) is still prev and seq - 1, and a delivery receipt becomes the new
+  head (hash, seq); a run receipt names the head without moving it. When the head moved the
+  reply is {"attached":false,"conflict":true,"chain_head":"<hex or empty>","chain_seq":n} and
+  nothing is written.
+errors: not_found (run or delivery of the run), invalid. ]]
+local function receipt_chain_arg(v)
+    if not present(v) then
+        return nil
+    end
+    if type(v) ~= 'table' then
+        raise('invalid', 'chain must be an object {prev, hash, seq}')
+    end
+    local prev = check_text(v.prev, 'chain.prev', '')
+    local hash = check_text(v.hash, 'chain.hash')
+    if (prev ~= '' and not prev:match('^' .. string.rep('%x', 64) .. '$')) or
+        not hash:match('^' .. string.rep('%x', 64) .. '$') then
+        raise('invalid', 'chain.prev and chain.hash must be hex SHA-256 (prev may be empty)')
+    end
+    return {prev = prev, hash = hash, seq = check_count(v.seq, 'chain.seq', 1, 1e15)}
+end
+
+-- nil when the chain's head is still where the receipt was signed, else the conflict reply.
+local function receipt_chain_moved(runkey, chain)
+    local h = redis.call('HMGET', runkey, 'receipt_head', 'receipt_seq')
+    local head, n = h[1] or '', tonumber(h[2] or '0')
+    if chain.prev ~= head or chain.seq ~= n + 1 then
+        return cjson.encode({attached = false, conflict = true, chain_head = head,
+                             chain_seq = n})
+    end
+    return nil
+end
+
+local function charter_attach_receipt(keys, args)
+    local P = prefix(keys)
+    local doc = json_arg(args[1], 'receipt')
+    local run_id = check_id(doc.run_id, 'run_id')
+    local text = check_text(doc.receipt, 'receipt')
+    local chain = receipt_chain_arg(doc.chain)
+    local ok, parsed = pcall(cjson.decode, text)
+    if not ok or type(parsed) ~= 'table' then
+        raise('invalid', 'receipt must be a JSON object text')
+    end
+    local runkey = P .. ':run:' .. run_id
+    local inv = doc.invocation_id
+    if present(inv) and inv ~= '' then
+        check_invocation(inv)
+        local key = P .. ':delivery:' .. inv
+        if redis.call('HGET', key, 'run_id') ~= run_id then
+            raise('not_found', 'delivery ' .. inv .. ' of run ' .. run_id .. ' not found')
+        end
+        local had = redis.call('HGET', key, 'receipt')
+        if had then
+            return cjson.encode({attached = false, receipt = had})
+        end
+        if chain then
+            local moved = receipt_chain_moved(runkey, chain)
+            if moved then
+                return moved
+            end
+            redis.call('HSET', runkey, 'receipt_head', chain.hash, 'receipt_seq', chain.seq)
+        end
+        redis.call('HSET', key, 'receipt', text)
+        return cjson.encode({attached = true, receipt = text})
+    end
+    local last = check_count(doc.last_seq, 'last_seq', 1, 1e15)
+    local seq = redis.call('HGET', runkey, 'seq')
+    if not seq then
+        raise('not_found', 'run ' .. run_id .. ' not found')
+    end
+    if tonumber(seq) ~= last then
+        return cjson.encode({attached = false, receipt = redis.call('HGET', runkey, 'receipt') or nil})
+    end
+    if chain then
+        local moved = receipt_chain_moved(runkey, chain)
+        if moved then
+            return moved
+        end
+    end
+    redis.call('HSET', runkey, 'receipt', text)
+    return cjson.encode({attached = true, receipt = text})
+end
