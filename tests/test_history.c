@@ -28,6 +28,7 @@
 #include <jansson.h>
 #include <pthread.h>
 #include <signal.h>
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -99,7 +100,7 @@ static char graph[64];
 static harness_private_redis redis;
 static harness_charterd daemons[2];
 static pthread_mutex_t daemons_mtx = PTHREAD_MUTEX_INITIALIZER;
-static volatile int load_over;
+static atomic_int load_over;
 
 /* The TCP URL of charterd i as it is now (it changes when charterd restarts). */
 static void daemon_url(int i, char url[64])
@@ -167,7 +168,9 @@ static const char *const fault_names[F_KINDS] = {"redis SIGSTOP 1.5 s / SIGCONT"
                                                  "redis DEBUG SLEEP 2", "redis kill -9 + restart",
                                                  "charterd kill -9 + restart"};
 static int faults[F_KINDS];
-static volatile int fault_now; /* F_* + 1 while a fault is being injected, else 0 */
+static atomic_int fault_now;  /* F_* + 1 while a fault is being injected, else 0 */
+static atomic_int fault_last; /* F_* + 1 of the latest fault begun */
+static atomic_int fault_seq;  /* faults begun so far */
 static int fault_failures;
 
 /* --- calls ------------------------------------------------------------------------------------ */
@@ -183,10 +186,14 @@ static void call(int i, const char *method, const ProtobufCMessage *req,
     *out = NULL;
     o->daemon = i;
     o->fault = fault_now;
+    int seq0 = fault_seq;
     harness_response r;
     memset(&r, 0, sizeof r);
     o->transport = harness_rpc_deadline(url, method, HARNESS_OPERATOR_TOKEN, req, deadline_ms,
                                         CALL_WAIT_MS, &r);
+    /* A call that overlapped a fault is attributed to it. */
+    if (o->fault == 0)
+        o->fault = fault_now ? fault_now : (fault_seq != seq0 ? fault_last : 0);
     if (o->transport != 0) {
         o->code = -1;
         snprintf(o->detail, sizeof o->detail, "no answer (NNG error %d)", o->transport);
@@ -596,6 +603,8 @@ static int redis_command(const char *cmd)
 static void inject(int kind, int round)
 {
     int ok = 0;
+    fault_last = kind + 1;
+    fault_seq++;
     fault_now = kind + 1;
     switch (kind) {
     case F_STOP:
