@@ -21,7 +21,8 @@ build=build-fuzz
 t0=$(date +%s)
 CC=clang cmake -S . -B "$build" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCHARTER_FUZZ=ON \
   -DCHARTER_SANITIZE=address,undefined >/dev/null
-cmake --build "$build" -j"$(nproc)" --target "${targets[@]}" >/dev/null
+TIMEFORMAT="fuzz.sh: build took %R s wall, %U s user + %S s system CPU"
+time cmake --build "$build" -j"$(nproc)" --target "${targets[@]}" >/dev/null
 echo "fuzz.sh: built ${targets[*]} in $(($(date +%s) - t0)) s"
 
 export UBSAN_OPTIONS="print_stacktrace=1:halt_on_error=1:suppressions=$PWD/tests/sanitizers/ubsan.supp"
