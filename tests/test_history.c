@@ -20,7 +20,8 @@
  * Callers retry only invocations whose answer left the effect unknown (no answer, UNAVAILABLE,
  * DEADLINE_EXCEEDED, INTERNAL), always with the same invocation ID and payload, so a stored
  * delivery after a no-effect answer is always a violation. The test prints a table of
- * operations, faults and violations and requires zero violations.
+ * operations, faults and violations and requires zero violations; CHARTER_HISTORY_SECONDS sets
+ * the load time and CHARTER_HISTORY_LOG names a file that receives every recorded call.
  */
 #include <CUnit/Basic.h>
 #include <ctype.h>
@@ -814,6 +815,28 @@ static void print_tables(long n_deliveries, long n_runs, long long load_ms)
         printf("    %-58s %6d\n", violation_names[k], violations[k]);
 }
 
+/* With CHARTER_HISTORY_LOG set, writes every recorded call to that file, one tab-separated
+ * line each: operation, charterd, answer class, transport error, code, acknowledged,
+ * invocation (or grant), payload, run, fault in progress, detail. */
+static void write_history_log(void)
+{
+    const char *path = getenv("CHARTER_HISTORY_LOG");
+    if (path == NULL || path[0] == '\0')
+        return;
+    FILE *f = fopen(path, "w");
+    if (f == NULL) {
+        perror(path);
+        return;
+    }
+    for (size_t k = 0; k < n_ops; k++) {
+        const op *o = &ops[k];
+        fprintf(f, "%s\t%d\t%s\t%d\t%d\t%d\t%s\t%s\t%s\t%s\t%s\n", op_names[o->kind], o->daemon,
+                answer_names[o->answer], o->transport, o->code, o->acknowledged, o->inv, o->payload,
+                o->run_id, o->fault ? fault_names[o->fault - 1] : "-", o->detail);
+    }
+    fclose(f);
+}
+
 static void test_history_under_faults_has_no_violation(void)
 {
     ops = calloc(MAX_OPS, sizeof *ops);
@@ -871,6 +894,7 @@ static void test_history_under_faults_has_no_violation(void)
     printf("\n    (load %lld ms, stop and restart %lld ms, check %lld ms)", load_ms,
            t_check - t0 - load_ms, now_ms() - t_check);
     print_tables(n_deliveries, n_runs, load_ms);
+    write_history_log();
 
     CU_ASSERT_EQUAL(fault_failures, 0);
     CU_ASSERT(faults[F_STOP] > 0 && faults[F_SLEEP] > 0 && faults[F_REDIS_KILL] > 0 &&
