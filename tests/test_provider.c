@@ -88,17 +88,35 @@ static void fake_handle(nng_aio *aio)
             r->len = len;
         }
     }
+    /* The handler runs on an NNG thread and may still be answering (after its delay) when a
+     * timed-out test resets the queue and frees the queued bodies, so it answers from a private
+     * copy of the body taken under the lock. */
     fake_reply reply = {.status = 500, .body = NULL, .len = 0};
+    int copy_failed = 0;
     if (fake.next_reply < fake.n_replies) {
         reply = fake.replies[fake.next_reply++];
+        if (reply.body != NULL) {
+            char *copy = malloc(reply.len + 1);
+            if (copy != NULL) {
+                memcpy(copy, reply.body, reply.len + 1);
+            } else {
+                copy_failed = 1;
+            }
+            reply.body = copy;
+        }
     }
     nng_mtx_unlock(fake.mtx);
+    if (copy_failed) {
+        nng_aio_finish(aio, NNG_ENOMEM);
+        return;
+    }
 
     if (reply.delay_ms > 0) {
         nng_msleep(reply.delay_ms);
     }
     nng_http_res *res = NULL;
     if (nng_http_res_alloc(&res) != 0) {
+        free(reply.body);
         nng_aio_finish(aio, NNG_ENOMEM);
         return;
     }
@@ -109,6 +127,7 @@ static void fake_handle(nng_aio *aio)
     }
     if (reply.body != NULL) {
         nng_http_res_copy_data(res, reply.body, reply.len);
+        free(reply.body);
     }
     nng_aio_set_output(aio, 0, res);
     nng_aio_finish(aio, 0);

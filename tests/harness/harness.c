@@ -951,6 +951,9 @@ static void harness_private_redis_argv(harness_private_redis *r, const char *ser
     argv[n++] = "";
     argv[n++] = "--daemonize";
     argv[n++] = "no";
+    /* DEBUG SLEEP (a database that stalls) for the fault tests, on the private socket only. */
+    argv[n++] = "--enable-debug-command";
+    argv[n++] = "local";
     argv[n] = NULL;
 }
 
