@@ -200,8 +200,10 @@ static void post(http_state *hs, nng_aio *aio, nng_http_req *req)
             answer_error(aio, 404, MCP_INVALID_REQUEST, "Session not found");
             return;
         }
+        /* Unsupported versions are refused (400); absent means 2025-03-26. A supported one
+         * other than the negotiated one is served, as the official SDK's server does. */
         const char *pv = nng_http_req_get_header(req, "MCP-Protocol-Version");
-        if (pv && (!mcp_protocol_supported(pv) || strcmp(pv, h->s.protocol) != 0)) {
+        if (pv && !mcp_protocol_supported(pv)) {
             answer_error(aio, 400, MCP_INVALID_REQUEST,
                          "Bad Request: unsupported MCP-Protocol-Version");
             return;

@@ -2,11 +2,14 @@
 # Drives charter-mcp with the official MCP TypeScript SDK (pinned in package.json and
 # package-lock.json) over stdio and Streamable HTTP against a real charterd and a real Redis:
 # the roles of procurement and support, refusals, smuggling and bad input (tests/mcp/mcp.test.mjs).
-# Usage: run.sh SOURCE_DIR BUILD_DIR. Installs nodejs/npm with apt when missing and the npm
-# packages into BUILD_DIR/mcp-node (npm ci, only when the lock file changed).
+# Usage: run.sh SOURCE_DIR BUILD_DIR [conformance]; with "conformance", runs the official
+# conformance suite against the HTTP transport instead (tests/mcp/conformance.sh). Installs
+# nodejs/npm with apt when missing and the npm packages into BUILD_DIR/mcp-node (npm ci, only
+# when the lock file changed).
 set -euo pipefail
 src=$1
 build=$2
+what=${3:-sdk}
 if ! command -v node >/dev/null || ! command -v npm >/dev/null; then
   sudo=; [ "$(id -u)" = 0 ] || sudo=sudo
   $sudo apt-get install -y nodejs npm >/dev/null
@@ -53,6 +56,10 @@ done
 
 export CHARTER_MCP="$build/charter-mcp" CHARTER_CLI="$build/charter"
 export CHARTER_URL="ipc://$tmp/charterd.sock" CHARTER_TOKEN=$token
+if [ "$what" = conformance ]; then
+  "$src/tests/mcp/conformance.sh" "$src" "$build"
+  exit $?
+fi
 export CHARTER_WORKFLOWS="$src/deploy/workflows"
 export NODE_PATH="$node_dir/node_modules"
 cp "$src/tests/mcp/mcp.test.mjs" "$node_dir/"
