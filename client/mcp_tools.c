@@ -486,49 +486,6 @@ static json_t *t_read_artifact(mcp_server *srv, mcp_session *s, const json_t *ar
     return r;
 }
 
-/* The public text of a step with public_fields: its template with each {field} replaced by the
- * chosen value, which the schema already restricted to the workflow's allowed values. */
-static char *render_public(const mcp_server *srv, const json_t *fields)
-{
-    const char *t = json_string_value(json_object_get(srv->step, "public_template"));
-    size_t cap = strlen(t) + 1, n = 0;
-    const char *k;
-    json_t *v;
-    json_object_foreach((json_t *)fields, k, v) cap += json_string_length(v) * 8;
-    char *out = malloc(cap);
-    if (!out)
-        return NULL;
-    while (*t) {
-        const char *close = *t == '{' ? strchr(t, '}') : NULL;
-        if (close) {
-            char name[128];
-            size_t len = (size_t)(close - t - 1);
-            snprintf(name, sizeof name, "%.*s", (int)(len < 127 ? len : 127), t + 1);
-            const char *val = json_string_value(json_object_get(fields, name));
-            if (!val) {
-                free(out);
-                return NULL;
-            }
-            size_t vl = strlen(val);
-            if (n + vl + 1 > cap) {
-                free(out);
-                return NULL;
-            }
-            memcpy(out + n, val, vl);
-            n += vl;
-            t = close + 1;
-        } else {
-            if (n + 2 > cap) {
-                free(out);
-                return NULL;
-            }
-            out[n++] = *t++;
-        }
-    }
-    out[n] = '\0';
-    return out;
-}
-
 static json_t *t_submit_output(mcp_server *srv, mcp_session *s, const json_t *args)
 {
     json_t *r = need_context(srv, s, args);
@@ -538,26 +495,35 @@ static json_t *t_submit_output(mcp_server *srv, mcp_session *s, const json_t *ar
         return refusal("deny", "NO_PERMITTED_INPUTS",
                        "this session holds no artifact admitted by the input gate into its step: "
                        "read a source or an artifact first");
-    char *content = NULL;
-    if (srv->public_render) {
-        content = render_public(srv, json_object_get(args, "fields"));
-        if (!content)
-            return refusal("unknown", "RENDER_FAILED", "the public template could not be filled");
-    } else {
-        content = strdup(json_string_value(json_object_get(args, "content")));
-        if (!content)
-            return NULL;
-    }
+    /* A public step sends only the chosen values: charterd renders the text from the step's
+     * template, so nothing the model wrote reaches a public recipient. */
     Charter__V1__RecordOutputRequest req = CHARTER__V1__RECORD_OUTPUT_REQUEST__INIT;
+    Charter__V1__RecordOutputRequest__FieldsEntry entries[32];
+    Charter__V1__RecordOutputRequest__FieldsEntry *fields[32];
     req.context_id = s->context_id;
     req.input_ids = s->shown;
     req.n_input_ids = s->n_shown;
     req.title = (char *)json_string_value(json_object_get(srv->step, "output_title"));
-    req.content = content;
+    if (srv->public_render) {
+        const char *k;
+        json_t *v;
+        json_object_foreach(json_object_get(args, "fields"), k, v)
+        {
+            if (req.n_fields == 32)
+                return refusal("deny", "ARGUMENT_INVALID", "arguments.fields: at most 32");
+            charter__v1__record_output_request__fields_entry__init(&entries[req.n_fields]);
+            entries[req.n_fields].key = (char *)k;
+            entries[req.n_fields].value = (char *)json_string_value(v);
+            fields[req.n_fields] = &entries[req.n_fields];
+            req.n_fields++;
+        }
+        req.fields = fields;
+    } else {
+        req.content = (char *)json_string_value(json_object_get(args, "content"));
+    }
     Charter__V1__RecordOutputResponse *resp = NULL;
     charter_status st;
     int rc = charter_record_output(srv->client, &req, &resp, &st);
-    free(content);
     if (rc != 0)
         return rpc_refusal(rc, &st);
     json_t *body = decision_json(resp->decision);
