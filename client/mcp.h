@@ -55,7 +55,9 @@ typedef struct {
     char context_id[130];
     char *shown[MCP_MAX_SHOWN]; /* artifacts shown to this session (admitted by the gate) */
     size_t n_shown;
-    char output_id[130]; /* the last output recorded by this session */
+    char output_id[130];     /* the last output recorded by this session */
+    char invocation_id[40];  /* of the last send, reused when the same send is asked again */
+    char invocation_of[260]; /* "<output_id> <recipient>" that invocation ID was made for */
 } mcp_session;
 
 /* Frees what a session holds and zeroes it. */

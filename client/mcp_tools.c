@@ -545,19 +545,27 @@ static json_t *t_deliver(mcp_server *srv, mcp_session *s, const json_t *args)
         return refusal("deny", "NO_OUTPUT",
                        "this session has recorded no output to deliver: "
                        "call submit_output first");
-    unsigned char rnd[16];
-    char inv[64] = "mcp-";
-    if (RAND_bytes(rnd, sizeof rnd) != 1)
-        return refusal("unknown", "INTERNAL", "no randomness for an invocation ID");
-    for (size_t i = 0; i < sizeof rnd; i++)
-        snprintf(inv + 4 + 2 * i, 3, "%02x", rnd[i]);
+    /* The same send asked again (after a lost answer, say) keeps its invocation ID, so
+     * charterd acknowledges an earlier commit instead of making a second one. */
+    const char *recipient = json_string_value(json_object_get(args, "recipient"));
+    char key[sizeof s->invocation_of];
+    snprintf(key, sizeof key, "%s %s", s->output_id, recipient);
+    if (strcmp(key, s->invocation_of) != 0) {
+        unsigned char rnd[16];
+        if (RAND_bytes(rnd, sizeof rnd) != 1)
+            return refusal("unknown", "INTERNAL", "no randomness for an invocation ID");
+        memcpy(s->invocation_id, "mcp-", 4);
+        for (size_t i = 0; i < sizeof rnd; i++)
+            snprintf(s->invocation_id + 4 + 2 * i, 3, "%02x", rnd[i]);
+        snprintf(s->invocation_of, sizeof s->invocation_of, "%s", key);
+    }
     Charter__V1__DeliverRequest req = CHARTER__V1__DELIVER_REQUEST__INIT;
     req.context_id = s->context_id;
     req.payload_id = s->output_id;
-    req.recipient = (char *)json_string_value(json_object_get(args, "recipient"));
+    req.recipient = (char *)recipient;
     req.tool =
         (char *)json_string_value(json_object_get(json_object_get(srv->step, "deliver"), "tool"));
-    req.invocation_id = inv;
+    req.invocation_id = s->invocation_id;
     Charter__V1__DeliverResponse *resp = NULL;
     charter_status st;
     int rc = charter_deliver(srv->client, &req, &resp, &st);
@@ -565,6 +573,8 @@ static json_t *t_deliver(mcp_server *srv, mcp_session *s, const json_t *args)
         return rpc_refusal(rc, &st);
     json_t *body = decision_json(resp->decision);
     bool ok = allowed(resp->decision);
+    if (body)
+        json_object_set_new(body, "acknowledged", json_boolean(resp->acknowledged));
     if (body && resp->delivery)
         json_object_set_new(
             body, "delivery",

@@ -226,6 +226,13 @@ async function procurement(transport) {
       const d = await call(reporter, 'deliver', { context_id: ids.ctxP, recipient: 'public' });
       allowedResult(d);
       ids.publicInv = d.delivery.invocation_id;
+      assert.equal(d.acknowledged, false);
+    });
+    await check(`${tag} the same send asked again is acknowledged under the same invocation id`, async () => {
+      const d = await call(reporter, 'deliver', { context_id: ids.ctxP, recipient: 'public' });
+      allowedResult(d);
+      assert.equal(d.acknowledged, true);
+      assert.equal(d.delivery.invocation_id, ids.publicInv);
     });
     await check(`${tag} the public delivery is the server-side template, no canary`, async () => {
       const out = execFileSync(process.env.CHARTER_CLI, ['--json', 'get', ids.run], { env: process.env }).toString();
