@@ -39,7 +39,21 @@ struct charter_client {
     nng_mtx *mtx; /* guards connections */
     nng_cv *cv;   /* signalled when connections changes */
     int connections;
+    nng_mtx *call_mtx;     /* guards calls, closing and ops */
+    nng_cv *call_cv;       /* signalled when calls changes */
+    int calls;             /* calls in progress: close waits for them before freeing */
+    bool closing;          /* charter_client_close has begun: calls answer CANCELLED */
+    struct client_op *ops; /* operations in progress, which close aborts */
 };
+
+/* An NNG operation of a call in progress (send or receive on the call's context), listed so
+ * that close can abort it: NNG 1.5 must not see a context closed by its call while the socket
+ * is being closed under it, so close ends the calls first and closes the socket after. */
+typedef struct client_op {
+    nng_aio *aio;
+    bool listed;
+    struct client_op *next;
+} client_op;
 
 /* The services of charter.v1, for checking a call against its generated descriptor. */
 static const ProtobufCServiceDescriptor *const charter_services[] = {
@@ -213,6 +227,10 @@ static void client_free(charter_client *c)
 {
     if (c == NULL)
         return;
+    if (c->call_cv != NULL)
+        nng_cv_free(c->call_cv);
+    if (c->call_mtx != NULL)
+        nng_mtx_free(c->call_mtx);
     if (c->cv != NULL)
         nng_cv_free(c->cv);
     if (c->mtx != NULL)
@@ -275,7 +293,9 @@ int charter_client_open(const char *url, const char *token, const charter_option
         }
         snprintf(c->authorization, n, "Bearer %s", token);
     }
-    if ((rv = nng_mtx_alloc(&c->mtx)) != 0 || (rv = nng_cv_alloc(&c->cv, c->mtx)) != 0) {
+    if ((rv = nng_mtx_alloc(&c->mtx)) != 0 || (rv = nng_cv_alloc(&c->cv, c->mtx)) != 0 ||
+        (rv = nng_mtx_alloc(&c->call_mtx)) != 0 ||
+        (rv = nng_cv_alloc(&c->call_cv, c->call_mtx)) != 0) {
         client_free(c);
         return -nng_to_code(rv);
     }
@@ -301,11 +321,86 @@ void charter_client_close(charter_client *c)
 {
     if (c == NULL)
         return;
+    /* End the calls in flight first (each then closes its own context and lets go of the
+     * client), and only then the socket; a call that starts now finds closing set. */
+    nng_mtx_lock(c->call_mtx);
+    c->closing = true;
+    for (client_op *op = c->ops; op != NULL; op = op->next)
+        nng_aio_abort(op->aio, NNG_ECLOSED);
+    while (c->calls > 0)
+        nng_cv_wait(c->call_cv);
+    nng_mtx_unlock(c->call_mtx);
     /* Detach the callbacks first; nng_close then waits for every pipe to go away. */
     nng_pipe_notify(c->sock, NNG_PIPE_EV_ADD_PRE, NULL, NULL);
     nng_pipe_notify(c->sock, NNG_PIPE_EV_REM_POST, NULL, NULL);
     nng_close(c->sock);
     client_free(c);
+}
+
+/* Counts a call in; false when the client is closing (the call must not start). */
+static bool client_enter(charter_client *c)
+{
+    bool ok;
+    nng_mtx_lock(c->call_mtx);
+    ok = !c->closing;
+    if (ok)
+        c->calls++;
+    nng_mtx_unlock(c->call_mtx);
+    return ok;
+}
+
+static void client_leave(charter_client *c)
+{
+    nng_mtx_lock(c->call_mtx);
+    c->calls--;
+    nng_cv_wake(c->call_cv);
+    nng_mtx_unlock(c->call_mtx);
+}
+
+static bool client_closing(charter_client *c)
+{
+    bool closing;
+    nng_mtx_lock(c->call_mtx);
+    closing = c->closing;
+    nng_mtx_unlock(c->call_mtx);
+    return closing;
+}
+
+/* Starts a send (send true) or receive of op's aio on ctx, listed for close to abort; started
+ * under call_mtx, so none starts once close has aborted the listed ones. Returns 0, or
+ * NNG_ECLOSED when the client is closing (nothing started). */
+static int client_op_start(charter_client *c, client_op *op, nng_ctx ctx, bool send)
+{
+    nng_mtx_lock(c->call_mtx);
+    if (c->closing) {
+        nng_mtx_unlock(c->call_mtx);
+        return NNG_ECLOSED;
+    }
+    if (!op->listed) {
+        op->next = c->ops;
+        c->ops = op;
+        op->listed = true;
+    }
+    if (send)
+        nng_ctx_send(ctx, op->aio);
+    else
+        nng_ctx_recv(ctx, op->aio);
+    nng_mtx_unlock(c->call_mtx);
+    return 0;
+}
+
+/* Takes op off the list (before its aio is freed). */
+static void client_op_end(charter_client *c, client_op *op)
+{
+    nng_mtx_lock(c->call_mtx);
+    for (client_op **p = &c->ops; op->listed && *p != NULL; p = &(*p)->next) {
+        if (*p == op) {
+            *p = op->next;
+            op->listed = false;
+            break;
+        }
+    }
+    nng_mtx_unlock(c->call_mtx);
 }
 
 const char *charter_client_url(const charter_client *c)
@@ -472,14 +567,20 @@ static int exchange(charter_client *c, const char *method, nng_msg *msg, nng_msg
 
     /* req0 completes a send only once a connection has taken the request, so a send timeout
      * without a connection means there was none for the whole deadline. */
+    client_op op = {aio, false, NULL};
     nng_aio_set_timeout(aio, remaining_ms(deadline));
     nng_aio_set_msg(aio, msg);
-    nng_ctx_send(ctx, aio);
-    nng_aio_wait(aio);
-    if ((rv = nng_aio_result(aio)) != 0) {
+    if ((rv = client_op_start(c, &op, ctx, true)) == 0) {
+        nng_aio_wait(aio);
+        rv = nng_aio_result(aio);
+    }
+    if (rv != 0) {
         nng_msg_free(nng_aio_get_msg(aio));
+        client_op_end(c, &op);
         nng_aio_free(aio);
         nng_ctx_close(ctx);
+        if (client_closing(c))
+            return status_set(st, CHARTER_CANCELLED, 1, "client closed");
         if (rv == NNG_ETIMEDOUT && charter_client_connections(c) > 0)
             return status_set(st, CHARTER_DEADLINE_EXCEEDED, 1,
                               "%s: the request could not be sent within %u ms", method,
@@ -494,13 +595,17 @@ static int exchange(charter_client *c, const char *method, nng_msg *msg, nng_msg
     }
 
     nng_aio_set_timeout(aio, remaining_ms(deadline));
-    nng_ctx_recv(ctx, aio);
-    nng_aio_wait(aio);
-    rv = nng_aio_result(aio);
+    if ((rv = client_op_start(c, &op, ctx, false)) == 0) {
+        nng_aio_wait(aio);
+        rv = nng_aio_result(aio);
+    }
     if (rv == 0)
         *reply = nng_aio_get_msg(aio);
+    client_op_end(c, &op);
     nng_aio_free(aio);
     nng_ctx_close(ctx);
+    if (rv != 0 && client_closing(c))
+        return status_set(st, CHARTER_CANCELLED, 1, "client closed");
     switch (rv) {
     case 0:
         return 0;
@@ -519,6 +624,11 @@ static int exchange(charter_client *c, const char *method, nng_msg *msg, nng_msg
         return status_set(st, CHARTER_UNAVAILABLE, 1, "%s: receive failed: %s", method,
                           nng_strerror(rv));
     }
+}
+
+const ProtobufCMethodDescriptor *charter_method_find(const char *method)
+{
+    return method != NULL ? method_lookup(method) : NULL;
 }
 
 int charter_call(charter_client *c, const char *method, const ProtobufCMessage *req,
@@ -547,9 +657,12 @@ int charter_call(charter_client *c, const char *method, const ProtobufCMessage *
         return status_set(status, CHARTER_INVALID_ARGUMENT, 1, "%s returns %s, not %s", method,
                           m->output->name, resp_desc->name);
 
-    if ((rv = request_build(c, method, req, &msg, status)) != 0)
-        return rv;
-    if ((rv = exchange(c, method, msg, &reply, status)) != 0)
+    if (!client_enter(c))
+        return status_set(status, CHARTER_CANCELLED, 1, "client closed");
+    if ((rv = request_build(c, method, req, &msg, status)) == 0)
+        rv = exchange(c, method, msg, &reply, status);
+    client_leave(c);
+    if (rv != 0)
         return rv;
 
     env = (Charter__V1__RpcResponse *)unpack_budgeted(&charter__v1__rpc_response__descriptor,
@@ -669,6 +782,8 @@ CHARTER_TYPED(charter_get_receipt, charter__v1__evidence__descriptor,
               Charter__V1__GetReceiptRequest, get_receipt_request, Charter__V1__Receipt, receipt)
 CHARTER_TYPED(charter_audit_run, charter__v1__evidence__descriptor, Charter__V1__AuditRunRequest,
               audit_run_request, Charter__V1__AuditRunResponse, audit_run_response)
+CHARTER_TYPED(charter_what_if, charter__v1__evidence__descriptor, Charter__V1__WhatIfRequest,
+              what_if_request, Charter__V1__WhatIfResponse, what_if_response)
 CHARTER_TYPED(charter_apply_workflow, charter__v1__workflows__descriptor,
               Charter__V1__ApplyWorkflowRequest, apply_workflow_request, Charter__V1__WorkflowInfo,
               workflow_info)

@@ -113,9 +113,11 @@ int charter_url_check(const char *url);
 int charter_client_open(const char *url, const char *token, const charter_options *opts,
                         charter_client **out);
 
-/* Closes the socket and frees the client. Calls still in progress on other threads fail with
- * CHARTER_CANCELLED, but the caller must make sure none starts after close begins: close is
- * not thread-safe against new calls on the same client. NULL is ignored. */
+/* Closes the socket and frees the client. Calls in progress on other threads end at once with
+ * CHARTER_CANCELLED (status "client closed"), and a call that starts while close runs gets the
+ * same; close returns only once every such call has stopped using the client, so none reads
+ * freed memory. A call must not start after close has returned (the handle is gone). NULL is
+ * ignored. */
 void charter_client_close(charter_client *c);
 
 /* The URL the client dials (owned by the client). */
@@ -153,6 +155,11 @@ int charter_client_connections(charter_client *c);
 int charter_call(charter_client *c, const char *method, const ProtobufCMessage *req,
                  const ProtobufCMessageDescriptor *resp_desc, ProtobufCMessage **resp,
                  charter_status *status);
+
+/* The generated descriptor of method "/charter.v1.<Service>/<Method>" (its input and output
+ * message descriptors, for charter_call), or NULL when charter.v1 declares no such method.
+ * Static storage. */
+const ProtobufCMethodDescriptor *charter_method_find(const char *method);
 
 /*
  * Typed calls, one per method of proto/charter.proto. Each takes the method's request message
@@ -230,6 +237,13 @@ int charter_get_receipt(charter_client *c, const Charter__V1__GetReceiptRequest 
  * removed or inserted. */
 int charter_audit_run(charter_client *c, const Charter__V1__AuditRunRequest *req,
                       Charter__V1__AuditRunResponse **resp, charter_status *status);
+/* Evidence/WhatIf: decides the recorded decisions in scope (req->run_id, or runs created at or
+ * after req->since) again under the candidate workflow req->workflow and returns those whose
+ * outcome or codes would change, with counts by change; at most req->limit are examined
+ * (resp->truncated says more were in scope). Writes nothing; viewer or operator token.
+ * INVALID_ARGUMENT naming the field and rule when the candidate is not a valid workflow. */
+int charter_what_if(charter_client *c, const Charter__V1__WhatIfRequest *req,
+                    Charter__V1__WhatIfResponse **resp, charter_status *status);
 
 /* Workflows/ApplyWorkflow: validates req->definition (JSON, at most 1 MiB, docs/workflows.md)
  * and stores it with its resources, recipients, actors and grants (operator token). A

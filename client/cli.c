@@ -19,6 +19,7 @@
 #include "cli_json.h"
 #include "cli_print.h"
 #include "cli_workflow.h"
+#include "protojson.h"
 #include "receipt.h"
 
 #ifndef CHARTER_VERSION
@@ -459,6 +460,10 @@ static int cmd_trace(cli *c, const cli_command *cmd, const cli_args *a)
         rv = print_json(&r->base);
     else
         cli_print_trace(stdout, a->pos[0], r->artifacts, r->n_artifacts);
+    if (r->truncated && !c->json)
+        printf("truncated: more artifacts are reachable than charterd's ancestry limit; only "
+               "the first %zu are shown\n",
+               r->n_artifacts);
     charter__v1__trace_artifact_response__free_unpacked(r, NULL);
     return rv;
 }
@@ -962,6 +967,67 @@ static int cmd_replay(cli *c, const cli_command *cmd, const cli_args *a)
     return rv;
 }
 
+/* ---- What if ----------------------------------------------------------------------------- */
+
+/* "delivery public", "input report", "source vendor_a": what the decision was about. */
+static void whatif_about(const Charter__V1__WhatIfChange *ch, char *buf, size_t n)
+{
+    snprintf(buf, n, "%s %s", ch->gate, *ch->subject ? ch->subject : ch->step);
+}
+
+static int cmd_what_if(cli *c, const cli_command *cmd, const cli_args *a)
+{
+    Charter__V1__WhatIfRequest req = CHARTER__V1__WHAT_IF_REQUEST__INIT;
+    Charter__V1__WhatIfResponse *r = NULL;
+    charter_status st;
+    const char *path = arg_option(a, "workflow");
+    const char *run = arg_option(a, "run");
+    uint64_t since, limit;
+    char *bytes = NULL;
+    int rv;
+
+    if (path == NULL)
+        return usage_error(cmd, "--workflow %s is required", "NEW.json");
+    if (run != NULL && arg_option(a, "since") != NULL)
+        return usage_error(cmd, "--run and --since exclude each other%s", "");
+    if ((rv = number_option(cmd, a, "since", INT64_MAX, &since)) != 0 ||
+        (rv = number_option(cmd, a, "limit", 100000, &limit)) != 0)
+        return rv;
+    if ((rv = read_text_file(cmd, path, (size_t)1 << 20, &bytes)) != 0)
+        return rv;
+    req.workflow.data = (uint8_t *)bytes;
+    req.workflow.len = strlen(bytes);
+    req.run_id = (char *)(run != NULL ? run : "");
+    req.since = (int64_t)since;
+    req.limit = (uint32_t)limit;
+    if ((rv = cli_connect(c)) != 0 || charter_what_if(c->client, &req, &r, &st) != 0) {
+        free(bytes);
+        return rv != 0 ? rv : rpc_error(&st);
+    }
+    free(bytes);
+    if (c->json) {
+        rv = print_json(&r->base);
+    } else {
+        for (size_t i = 0; i < r->n_changes; i++) {
+            const Charter__V1__WhatIfChange *ch = r->changes[i];
+            const char *w = ch->candidate != NULL ? ch->candidate->witness : "";
+            char about[300];
+            whatif_about(ch, about, sizeof about);
+            printf("run %s seq %llu %s: %s%s%s%s\n", ch->run_id, (unsigned long long)ch->seq, about,
+                   ch->change, *w ? " (witness " : "", w, *w ? ")" : "");
+        }
+        for (size_t i = 0; i < r->n_counts; i++)
+            printf("%6llu  %s\n", (unsigned long long)r->counts[i]->count, r->counts[i]->change);
+        printf("%zu of %llu decisions would change (%llu record no facts) under workflow %s\n",
+               r->n_changes, (unsigned long long)r->examined, (unsigned long long)r->no_snapshot,
+               r->workflow_version);
+        if (r->truncated)
+            printf("truncated: the limit was reached; more decisions are in scope (--limit)\n");
+    }
+    charter__v1__what_if_response__free_unpacked(r, NULL);
+    return rv;
+}
+
 /* ---- Workflows ---------------------------------------------------------------------------- */
 
 static int cmd_workflow(cli *c, const cli_command *cmd, const cli_args *a)
@@ -1003,6 +1069,67 @@ static int cmd_health(cli *c, const cli_command *cmd, const cli_args *a)
     return rv;
 }
 
+/* ---- call: any method, JSON in and out ----------------------------------------------------- */
+
+/* Largest JSON request read for `call` (bytes): the server refuses larger messages anyway. */
+#define CALL_MAX_JSON ((size_t)64 * 1024 * 1024)
+
+/* `charter call METHOD [JSON|-]`: the request in the proto3 JSON mapping (proto/protojson.h),
+ * the method and its message types from charter.v1's generated service descriptors, the call
+ * through libcharter like any command, the answer printed in the same mapping. */
+static int cmd_call(cli *c, const cli_command *cmd, const cli_args *a)
+{
+    const char *method = a->pos[0];
+    const char *json = a->n_pos > 1 ? a->pos[1] : "{}";
+    const ProtobufCMethodDescriptor *md = charter_method_find(method);
+    char *text = NULL;
+    ProtobufCMessage *req = NULL, *resp = NULL;
+    json_t *out = NULL;
+    char err[256];
+    charter_status st;
+    int rv;
+
+    if (md == NULL)
+        return usage_error(cmd,
+                           "unknown method \"%s\": use /charter.v1.<Service>/<Method> as in "
+                           "proto/charter.proto, e.g. /charter.v1.Health/Check",
+                           method);
+    if (strcmp(json, "-") == 0) {
+        if ((rv = read_text_file(cmd, "-", CALL_MAX_JSON, &text)) != 0)
+            return rv;
+        json = text;
+    }
+    rv = protojson_decode(md->input, json, strlen(json), NULL, NULL, &req, err, sizeof err);
+    if (rv != PROTOJSON_OK) {
+        fprintf(stderr, "%s: %s: %s\n", progname, md->input->name, err);
+        rv = EXIT_USAGE;
+        goto out;
+    }
+    if ((rv = cli_connect(c)) != 0)
+        goto out;
+    if (charter_call(c->client, method, req, md->output, &resp, &st) != 0) {
+        rv = rpc_error(&st);
+        goto out;
+    }
+    if (protojson_encode(resp, NULL, &out, err, sizeof err) != PROTOJSON_OK) {
+        fprintf(stderr, "%s: cannot write the answer as JSON: %s\n", progname, err);
+        rv = EXIT_RPC;
+        goto out;
+    }
+    if (json_dumpf(out, stdout, JSON_INDENT(2)) != 0 || fputc('\n', stdout) == EOF) {
+        fprintf(stderr, "%s: cannot write the output\n", progname);
+        rv = EXIT_RPC;
+        goto out;
+    }
+    rv = EXIT_OK;
+out:
+    json_decref(out);
+    protobuf_c_message_free_unpacked(resp, NULL);
+    protobuf_c_message_free_unpacked(req, NULL);
+    free(text);
+    return rv;
+}
+
 /* ---- command table and main --------------------------------------------------------------- */
 
 static const char *const run_opts[] = {"task", "mode", "workflow", NULL};
@@ -1012,6 +1139,7 @@ static const char *const list_opts[] = {"limit", NULL};
 static const char *const record_opts[] = {"title", "content", "content-file", NULL};
 static const char *const verify_opts[] = {"key", NULL};
 static const char *const no_opts[] = {NULL};
+static const char *const what_if_opts[] = {"workflow", "run", "since", "limit", NULL};
 
 static int cmd_help(cli *c, const cli_command *cmd, const cli_args *a);
 
@@ -1059,12 +1187,20 @@ static const cli_command commands[] = {
      "walk the run's event hash chain; name the first event changed, removed or "
      "inserted",
      no_opts, 1, 1, cmd_audit},
+    {"what-if", "--workflow NEW.json [--run RUN | --since SECONDS] [--limit N]",
+     "decide the recorded decisions (of RUN, or of runs created since SECONDS since the epoch) "
+     "again under a candidate workflow and list those that would change; writes nothing",
+     what_if_opts, 0, 0, cmd_what_if},
     {"workflow", CLI_WORKFLOW_USAGE,
      "apply a definition (operator), list or show stored ones, or test FILE: apply it, run it "
      "scripted and check its expect list (exit 1 on any FAIL)",
      no_opts, 1, 2, cmd_workflow},
     {"help", "[COMMAND]", "this help, or a command's usage, options and an example", no_opts, 0, 1,
      cmd_help},
+    {"call", "METHOD [JSON|-]",
+     "call any method, e.g. /charter.v1.Gate/Deliver, with its request as proto3 JSON (default "
+     "{}; - reads stdin); prints the answer as proto3 JSON",
+     no_opts, 1, 2, cmd_call},
 };
 
 #define N_COMMANDS (sizeof(commands) / sizeof(commands[0]))

@@ -65,6 +65,17 @@ static const cli_help_entry entries[] = {
      "charter workflow apply deploy/workflows/support.json\n"
      "charter workflow test deploy/workflows/support.json"},
     {"help", NULL, "charter help\ncharter help get"},
+    {"what-if",
+     "  --workflow FILE    the candidate workflow definition (JSON), required\n"
+     "  --run RUN          only the decisions of RUN\n"
+     "  --since SECONDS    only runs created at or after SECONDS since the epoch\n"
+     "  --limit N          at most N decisions examined (truncation is reported)\n",
+     "charter what-if --workflow stricter.json --run RUN\n"
+     "charter --json what-if --workflow stricter.json --since 1796000000"},
+    {"call", NULL,
+     "charter call /charter.v1.Health/Check\n"
+     "charter call /charter.v1.Runs/GetRun '{\"runId\": \"RUN\"}'\n"
+     "echo '{\"limit\": 5}' | charter call /charter.v1.Runs/ListRuns -"},
 };
 
 void cli_help_print_details(FILE *out, const char *name)

@@ -9,6 +9,7 @@
 #include <openssl/crypto.h>
 #include <openssl/evp.h>
 #include <string.h>
+#include <strings.h>
 
 static int auth_digest(const char *token, size_t len, unsigned char out[32])
 {
@@ -39,7 +40,8 @@ int auth_check(const auth_tokens *a, const char *authorization, call_role *role)
 {
     static const char scheme[] = "Bearer ";
     *role = ROLE_NONE;
-    if (authorization == NULL || strncmp(authorization, scheme, sizeof scheme - 1) != 0) {
+    /* RFC 7235: the scheme name is case-insensitive ("bearer", "BEARER"); the token is not. */
+    if (authorization == NULL || strncasecmp(authorization, scheme, sizeof scheme - 1) != 0) {
         return AUTH_MISSING;
     }
     const char *token = authorization + sizeof scheme - 1;

@@ -11,7 +11,7 @@
 
 #include <stdbool.h>
 
-#include "call.h"
+#include "role.h"
 
 /* The smallest token length accepted at startup, in characters. */
 #define AUTH_MIN_TOKEN_LEN 24

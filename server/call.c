@@ -72,77 +72,76 @@ int call_fail(call *c, int status, const char *fmt, ...)
     return status;
 }
 
-int call_fail_store(call *c, int store_status, const char *what)
+int call_fail_status(call *c, int status, const char *what)
 {
     const char *w = what != NULL ? what : "object";
     const char *detail = (c->st != NULL) ? store_last_error(c->st) : NULL;
     if (detail == NULL) {
         detail = "";
     }
-    switch (store_status) {
+    const char *sep = *detail ? ": " : "";
+    switch (status) {
     case STATUS_ENOTFOUND:
         return call_fail(c, RPC_NOT_FOUND, "%s not found", w);
     case STATUS_EUNAVAILABLE:
-        return call_fail(c, RPC_UNAVAILABLE, "database unavailable while serving %s%s%s", w,
-                         *detail ? ": " : "", detail);
-    case STATUS_EREFUSED:
-        return call_fail(c, RPC_FAILED_PRECONDITION, "%s: refused%s%s", w, *detail ? ": " : "",
+        if (c->st != NULL && store_deadline_passed(c->st))
+            return call_fail(c, RPC_DEADLINE_EXCEEDED,
+                             "the call's %d ms deadline passed while serving %s%s%s", c->timeout_ms,
+                             w, sep, detail);
+        return call_fail(c, RPC_UNAVAILABLE, "database unavailable while serving %s%s%s", w, sep,
                          detail);
+    case STATUS_EREFUSED:
+        return call_fail(c, RPC_FAILED_PRECONDITION, "%s: refused%s%s", w, sep, detail);
     case STATUS_EEXISTS:
         return call_fail(c, RPC_ALREADY_EXISTS, "%s already exists", w);
     case STATUS_EINVAL:
-        return call_fail(c, RPC_INVALID_ARGUMENT, "%s: invalid argument%s%s", w,
-                         *detail ? ": " : "", detail);
+        return call_fail(c, RPC_INVALID_ARGUMENT, "%s: invalid argument%s%s", w, sep, detail);
     case STATUS_ELIMIT:
-        return call_fail(c, RPC_RESOURCE_EXHAUSTED, "%s: size limit reached%s%s", w,
-                         *detail ? ": " : "", detail);
+        return call_fail(c, RPC_RESOURCE_EXHAUSTED, "%s: size limit reached%s%s", w, sep, detail);
+    case STATUS_EDENIED:
+        return call_fail(c, RPC_PERMISSION_DENIED, "%s: denied", w);
     case STATUS_ENOMEM:
         return call_fail(c, RPC_INTERNAL, "out of memory while serving %s", w);
     case STATUS_EPROTO:
-        return call_fail(c, RPC_INTERNAL, "unexpected database reply for %s%s%s", w,
-                         *detail ? ": " : "", detail);
+        return call_fail(c, RPC_INTERNAL, "unexpected database reply for %s%s%s", w, sep, detail);
+    case STATUS_ENOTDECISION:
+        return call_fail(c, RPC_FAILED_PRECONDITION, "%s records no decision", w);
+    case STATUS_EFINGERPRINT:
+        return call_fail(c, RPC_FAILED_PRECONDITION, "%s was decided by another evaluator", w);
+    case STATUS_ESNAPSHOT:
+        return call_fail(c, RPC_FAILED_PRECONDITION, "%s: its snapshot cannot be decoded", w);
+    case STATUS_ENOKEY:
+        return call_fail(c, RPC_FAILED_PRECONDITION,
+                         "INTEGRITY_KEY_REQUIRED: %s needs the integrity key", w);
+    case STATUS_ENOTENDED:
+        return call_fail(c, RPC_FAILED_PRECONDITION, "%s has not ended", w);
     default:
-        return call_fail(c, RPC_INTERNAL, "store error %d for %s", store_status, w);
+        return call_fail(c, RPC_INTERNAL, "store error %d for %s", status, w);
     }
 }
 
-int call_require_operator(call *c)
+int call_fail_statusf(call *c, int status, const char *fmt, ...)
 {
-    if (c->role != ROLE_OPERATOR) {
-        return call_fail(c, RPC_PERMISSION_DENIED, "this method needs the operator token");
+    int code = call_fail_status(c, status, NULL);
+    va_list ap;
+    va_start(ap, fmt);
+    int n = vsnprintf(c->message, sizeof c->message, fmt, ap);
+    va_end(ap);
+    if (n < 0) {
+        c->message[0] = '\0';
     }
-    return RPC_OK;
+    return code;
 }
 
-static bool call_id_chars_ok(const char *s, bool colon)
+gate_env call_gate_env(const call *c)
 {
-    size_t n = s != NULL ? strlen(s) : 0;
-    if (n == 0 || n > 128)
-        return false;
-    for (size_t i = 0; i < n; i++) {
-        char ch = s[i];
-        bool ok = (ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z') ||
-                  (ch >= '0' && ch <= '9') || ch == '.' || ch == '_' || ch == '-' ||
-                  (colon && ch == ':');
-        if (!ok)
-            return false;
-    }
-    return true;
-}
-
-bool call_id_ok(const char *s)
-{
-    return call_id_chars_ok(s, false);
-}
-
-bool call_invocation_id_ok(const char *s)
-{
-    return call_id_chars_ok(s, true);
+    gate_env g = {.st = c->st, .wf = c->env->wf, .limits = &c->env->limits};
+    return g;
 }
 
 int call_require_id(call *c, const char *field, const char *value)
 {
-    if (call_id_ok(value))
+    if (ids_graph_ok(value))
         return RPC_OK;
     return call_fail(c, RPC_INVALID_ARGUMENT, "%s: 1 to 128 characters of [A-Za-z0-9._-]", field);
 }
@@ -160,11 +159,11 @@ int call_require_utf8(call *c, const char *field, const char *value)
     return call_fail(c, RPC_INVALID_ARGUMENT, "%s: not valid UTF-8", field);
 }
 
-int call_fail_store_id(call *c, int store_status, const char *what, const char *id)
+int call_fail_status_id(call *c, int status, const char *what, const char *id)
 {
     char named[192];
     if (id == NULL || id[0] == '\0')
-        return call_fail_store(c, store_status, what);
+        return call_fail_status(c, status, what);
     snprintf(named, sizeof named, "%s %.128s", what != NULL ? what : "object", id);
-    return call_fail_store(c, store_status, named);
+    return call_fail_status(c, status, named);
 }

@@ -14,6 +14,11 @@
 #include <stdbool.h>
 #include <stddef.h>
 
+#include "config.h"
+#include "gate.h"
+#include "ids.h"
+#include "role.h"
+#include "status.h"
 #include "store.h"
 #include "workflow.h"
 
@@ -33,24 +38,12 @@ enum {
     RPC_UNAUTHENTICATED = 16,
 };
 
-typedef enum { ROLE_NONE = 0, ROLE_VIEWER = 1, ROLE_OPERATOR = 2 } call_role;
-
-/* Limits every call is held to; set once at startup from the command line. */
-typedef struct {
-    size_t max_message;     /* bytes of one encoded RpcRequest (default 4 MiB) */
-    size_t max_ancestry;    /* artifacts one ancestry query may return (default 10000) */
-    size_t max_ids;         /* artifact ids in one request (default 1000) */
-    size_t max_content;     /* bytes of one artifact's content (default 1 MiB) */
-    int default_timeout_ms; /* when the request carries none (default 5000) */
-    int max_timeout_ms;     /* upper bound on a request's timeout (default 60000) */
-} call_limits;
-
 /* Process-wide, read-only after startup. */
 typedef struct {
     /* The workflow charterd was started with: the default of CreateRun. Kept by registry.h;
      * every other operation acts under the workflow its run pinned. */
     const workflow *wf;
-    call_limits limits;
+    config_limits limits;
     const char *graph;
     const char *version;
     unsigned workers;
@@ -89,24 +82,24 @@ void call_release(call *c);
 /* Records status and a printf-style message for the reply; returns status. */
 int call_fail(call *c, int status, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
 
-/* Maps a STATUS_E* code to an RPC status with a message naming what (e.g. "run r1"). */
-int call_fail_store(call *c, int store_status, const char *what);
+/* The one place a domain status (status.h) becomes an RPC status: records the RPC_* code of
+ * status with a message naming what failed (what, e.g. "run r1"; NULL: "object") and returns
+ * that code. Every handler that fails on a STATUS_E* code goes through here. */
+int call_fail_status(call *c, int status, const char *what);
 
-/* call_fail_store with what and id joined ("run", "r1": "run r1 not found"), so every message
+/* call_fail_status with the handler's own words for the message (printf-style); the code is
+ * still call_fail_status's. */
+int call_fail_statusf(call *c, int status, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+
+/* call_fail_status with what and id joined ("run", "r1": "run r1 not found"), so every message
  * names the object the caller asked for. id may be NULL or empty (then what alone). */
-int call_fail_store_id(call *c, int store_status, const char *what, const char *id);
+int call_fail_status_id(call *c, int status, const char *what, const char *id);
 
-/* RPC_PERMISSION_DENIED unless the caller holds the operator token. */
-int call_require_operator(call *c);
+/* The gate environment of an RPC: its worker's store, the startup workflow and the limits. */
+gate_env call_gate_env(const call *c);
 
-/* True when s is an id of the graph: 1 to 128 of [A-Za-z0-9._-], the query library's rule
- * (queries/charter.lua valid_id), so an id the server accepts is one the library accepts. */
-bool call_id_ok(const char *s);
-
-/* True when s is an invocation ID: 1 to 128 of [A-Za-z0-9._:-]. */
-bool call_invocation_id_ok(const char *s);
-
-/* RPC_OK, or RPC_INVALID_ARGUMENT naming field when value is not an id (call_id_ok). */
+/* RPC_OK, or RPC_INVALID_ARGUMENT naming field when value is not an id (ids_graph_ok). */
 int call_require_id(call *c, const char *field, const char *value);
 
 /* RPC_OK, or RPC_INVALID_ARGUMENT naming field when value (a proto3 string, which protobuf-c

@@ -46,6 +46,10 @@ void config_usage(void)
         "  --timeout-ms MS     default per-call deadline (default 5000, at most 60000)\n"
         "  --queue N           requests allowed to wait beyond the workers before callers get\n"
         "                      RESOURCE_EXHAUSTED (default 256)\n"
+        "  --http HOST:PORT    also serve every method as HTTP/JSON (Connect unary) on HOST:PORT\n"
+        "                      (PORT alone: 127.0.0.1:PORT); see README \"HTTP/JSON\"\n"
+        "  --http-allow-host NAME\n"
+        "                      accept this Host name too (default: loopback names only)\n"
         "  --quiet             log errors only\n"
         "  --verbose           also log every successful call\n"
         "  --help, --version\n"
@@ -218,6 +222,23 @@ int config_parse(int argc, char **argv, config *cfg, char *err, size_t errlen)
                 return config_fail(err, errlen, "out of memory (free some memory)");
             }
             cfg->n_listen++;
+        } else if (config_match(arg, "--http", &i, argc, argv, &v)) {
+            char hp[300];
+            if (v == NULL || config_parse_hostport(v, hp, sizeof hp) != 0) {
+                return config_fail(err, errlen,
+                                   "--http needs HOST:PORT or PORT, got \"%s\" (e.g. --http "
+                                   "127.0.0.1:8080)",
+                                   v ? v : "");
+            }
+            cfg->http = v;
+        } else if (config_match(arg, "--http-allow-host", &i, argc, argv, &v)) {
+            if (v == NULL || v[0] == '\0' || strlen(v) > 200 || strpbrk(v, " /:@") != NULL) {
+                return config_fail(err, errlen,
+                                   "--http-allow-host needs a host name, got \"%s\" (e.g. "
+                                   "--http-allow-host charter.internal)",
+                                   v ? v : "");
+            }
+            cfg->http_allow_host = v;
         } else if (config_match(arg, "--workers", &i, argc, argv, &v)) {
             if (config_number(v, 1, 1024, &n) != 0) {
                 return config_fail(err, errlen,
@@ -394,4 +415,41 @@ void config_free(config *cfg)
     cfg->n_listen = 0;
     free(cfg->data_dir);
     cfg->data_dir = NULL;
+}
+
+void config_limits_of(const config *cfg, config_limits *out)
+{
+    out->max_message = cfg->max_message;
+    out->max_ancestry = 10000;
+    out->max_ids = 1000;
+    out->max_content = (size_t)1024 * 1024;
+    out->default_timeout_ms = cfg->timeout_ms;
+    out->max_timeout_ms = CONFIG_MAX_TIMEOUT_MS;
+}
+
+int config_parse_hostport(const char *addr, char *out, size_t n)
+{
+    if (addr == NULL || addr[0] == '\0') {
+        return -1;
+    }
+    const char *colon = strrchr(addr, ':');
+    const char *port = colon != NULL ? colon + 1 : addr;
+    size_t plen = strlen(port);
+    if (plen == 0 || plen > 5 || strspn(port, "0123456789") != plen) {
+        return -1;
+    }
+    long p = strtol(port, NULL, 10);
+    if (p < 1 || p > 65535) {
+        return -1;
+    }
+    int w;
+    if (colon == NULL) {
+        w = snprintf(out, n, "127.0.0.1:%ld", p);
+    } else {
+        if (colon == addr) {
+            return -1;
+        }
+        w = snprintf(out, n, "%.*s:%ld", (int)(colon - addr), addr, p);
+    }
+    return w < 0 || (size_t)w >= n ? -1 : 0;
 }

@@ -40,7 +40,22 @@ typedef struct {
     const char *operator_token;        /* CHARTER_OPERATOR_TOKEN (borrowed from the environment) */
     const char *viewer_token;          /* CHARTER_VIEWER_TOKEN or NULL */
     char redis_url_buf[STORE_URL_MAX]; /* --redis as store_url_canonical wrote it */
+    const char *http; /* --http HOST:PORT (borrowed) or NULL: no HTTP/JSON listener */
+    /* --http-allow-host NAME (borrowed): one more Host the HTTP listener accepts, or NULL */
+    const char *http_allow_host;
 } config;
+
+/* Limits every call and every gate operation is held to; set once at startup from the
+ * configuration (config_limits_of) and read-only afterwards. The gates (gate.h, deliver.h)
+ * read them too, which is why they live here and not with the RPC layer. */
+typedef struct {
+    size_t max_message;     /* bytes of one encoded RpcRequest (default 4 MiB) */
+    size_t max_ancestry;    /* artifacts one ancestry query may return (default 10000) */
+    size_t max_ids;         /* artifact ids in one request (default 1000) */
+    size_t max_content;     /* bytes of one artifact's content (default 1 MiB) */
+    int default_timeout_ms; /* when the request carries none (default 5000) */
+    int max_timeout_ms;     /* upper bound on a request's timeout (default 60000) */
+} config_limits;
 
 enum {
     CONFIG_OK = 0,
@@ -62,6 +77,13 @@ int config_prepare_data_dir(config *cfg, char *err, size_t errlen);
 bool config_needs_data_dir(const config *cfg);
 
 void config_free(config *cfg);
+
+/* A --http listen address normalised as "HOST:PORT" into out (n bytes). Returns 0, or -1 when addr
+ * is not "HOST:PORT" or "PORT" with a port of 1 to 65535. */
+int config_parse_hostport(const char *addr, char *out, size_t n);
+
+/* The limits of a parsed configuration: --max-message and --timeout-ms, the rest fixed. */
+void config_limits_of(const config *cfg, config_limits *out);
 
 /* The usage text printed by --help. */
 void config_usage(void);

@@ -12,12 +12,14 @@
 #include "deliver.h"
 #include "digest.h"
 
+#include <assert.h>
 #include <openssl/evp.h>
 #include <openssl/sha.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "evlog.h"
+#include "ids.h"
 #include "receipt_issue.h"
 #include "replay.h"
 
@@ -144,10 +146,10 @@ typedef struct {
 
 static void facts_free(send_facts *f)
 {
-    store_context_free(&f->ctx);
+    facts_context_free(&f->ctx);
     json_decref(f->reply);
-    store_ancestry_free(&f->anc);
-    store_grant_chain_free(&f->gchain);
+    facts_ancestry_free(&f->anc);
+    facts_chain_free(&f->gchain);
 }
 
 /* Fetches the facts after the context. Returns STATUS_OK, STATUS_ENOTFOUND for an unknown
@@ -175,9 +177,9 @@ static int gather(const gate_env *g, const char *invocation_id, const char *payl
     f->recipient = json_object_get(f->reply, "recipient");
     if (!json_is_object(f->recipient))
         f->recipient = NULL;
-    rc = store_ancestry_from_json(f->ancestry, payload_id, &f->anc);
+    rc = facts_ancestry_from_json(f->ancestry, payload_id, &f->anc);
     if (rc == STATUS_OK)
-        rc = store_chain_from_json(f->chain, f->step->cap.grant, &f->gchain);
+        rc = facts_chain_from_json(f->chain, f->step->cap.grant, &f->gchain);
     return rc;
 }
 
@@ -208,137 +210,155 @@ static int commit(const gate_env *g, const char *run_id, json_t *arg, const evlo
     return evlog_commit_delivery(g->st, run_id, arg, ev, reply);
 }
 
-int deliver_send(const gate_env *g, const char *context_id, const char *payload_id,
-                 const char *recipient, const char *tool, const char *invocation_id,
-                 deliver_result *out)
-{
-    memset(out, 0, sizeof *out);
-    if (!call_invocation_id_ok(invocation_id) || !payload_id || !*payload_id || !recipient ||
-        !*recipient || !tool || !*tool)
-        return STATUS_EINVAL;
-
+/* One send in progress: the request, the facts and what the phases build from them. Every
+ * pointer is owned here (or borrowed from f.reply) and released by send_free alone. */
+typedef struct {
+    const gate_env *g;
+    const char *context_id, *payload_id, *recipient, *tool, *invocation_id;
     send_facts f;
-    memset(&f, 0, sizeof f);
-    int rc = gate_context_of(g, context_id, &f.wf, &f.step, &f.ctx);
+    json_t *detail;           /* the event detail every record of this send carries */
+    const char *payload_hash; /* the payload's recorded hash (borrowed from f.reply), or NULL */
+    const char *content;      /* its stored bytes (borrowed from f.reply), or NULL */
+    char fingerprint[65];     /* the send's fingerprint (deliver_fingerprint) */
+    guard_delivery_request req;
+    char actual[65]; /* hex SHA-256 of content as read ("" without content) */
+    json_t *snapshot;
+    evlog_owned ev; /* the delivery_decided event the commit writes */
+    json_t *arg;    /* the commit's argument */
+    bool done;      /* a phase answered the send: out is final */
+} send_state;
+
+static void send_free(send_state *s, deliver_result *out)
+{
+    /* chain_order and sources borrow from the facts freed below; nobody reads them later. */
+    free(out->decision.chain_order.items);
+    free(out->decision.sources.items);
+    memset(&out->decision.chain_order, 0, sizeof out->decision.chain_order);
+    memset(&out->decision.sources, 0, sizeof out->decision.sources);
+    evlog_owned_free(&s->ev);
+    json_decref(s->arg);
+    json_decref(s->snapshot);
+    json_decref(s->detail);
+    facts_free(&s->f);
+}
+
+/* 1. Lookup: the context, then the facts in one read; an invocation already committed
+ * answers for itself, even after a revocation. Returns STATUS_OK (s->done when out is final)
+ * or the failure deliver_send returns. */
+static int send_lookup(send_state *s, deliver_result *out)
+{
+    const gate_env *g = s->g;
+    int rc = gate_context_of(g, s->context_id, &s->f.wf, &s->f.step, &s->f.ctx);
     if (rc == STATUS_ENOTFOUND || rc == STATUS_ENOMEM || rc == STATUS_EREFUSED)
         return rc;
-    if (rc == STATUS_OK && (f.wf == NULL || replay_fingerprint(f.wf, f.fingerprint) != 0))
-        f.fingerprint[0] = '\0';
     if (rc != STATUS_OK) {
         guard_decision_unknown(&out->decision, "the graph could not supply the context");
+        s->done = true;
         return STATUS_OK;
     }
-
-    json_t *detail = json_pack("{s:s, s:s, s:s, s:s, s:s, s:s}", "context", context_id, "step",
-                               f.step->cap.step, "payload", payload_id, "recipient", recipient,
-                               "tool", tool, "invocation_id", invocation_id);
-    if (!detail) {
-        facts_free(&f);
+    if (s->f.wf == NULL || replay_fingerprint(s->f.wf, s->f.fingerprint) != 0)
+        s->f.fingerprint[0] = '\0';
+    s->detail = json_pack("{s:s, s:s, s:s, s:s, s:s, s:s}", "context", s->context_id, "step",
+                          s->f.step->cap.step, "payload", s->payload_id, "recipient", s->recipient,
+                          "tool", s->tool, "invocation_id", s->invocation_id);
+    if (!s->detail)
         return STATUS_ENOMEM;
-    }
-    rc = gather(g, invocation_id, payload_id, recipient, &f);
-    if (rc == STATUS_ENOTFOUND || rc == STATUS_ENOMEM) {
-        json_decref(detail);
-        facts_free(&f);
+    rc = gather(g, s->invocation_id, s->payload_id, s->recipient, &s->f);
+    if (rc == STATUS_ENOTFOUND || rc == STATUS_ENOMEM)
         return rc;
-    }
     if (rc != STATUS_OK) {
         /* An operational failure: no facts, so no snapshot to replay. */
         guard_decision_unknown(&out->decision, "the graph could not supply the facts");
-        record(g, f.ctx.run_id, f.fingerprint, &out->decision, detail, NULL);
-        json_decref(detail);
-        facts_free(&f);
+        record(g, s->f.ctx.run_id, s->f.fingerprint, &out->decision, s->detail, NULL);
+        s->done = true;
         return STATUS_OK;
     }
-    const char *payload_hash = json_string_value(json_object_get(f.payload, "hash"));
-    const char *content = json_string_value(json_object_get(f.payload, "content"));
-    char fingerprint[65];
-    deliver_fingerprint(f.ctx.run_id, payload_hash ? payload_hash : "", recipient, tool,
-                        f.step->cap.grant, fingerprint);
-
-    /* 1. An invocation already committed answers for itself, even after a revocation. */
-    if (f.existing) {
-        answer_existing(out, json_incref(f.existing), fingerprint, f.ctx.run_id);
-        json_decref(detail);
-        facts_free(&f);
-        return STATUS_OK;
+    s->payload_hash = json_string_value(json_object_get(s->f.payload, "hash"));
+    s->content = json_string_value(json_object_get(s->f.payload, "content"));
+    deliver_fingerprint(s->f.ctx.run_id, s->payload_hash ? s->payload_hash : "", s->recipient,
+                        s->tool, s->f.step->cap.grant, s->fingerprint);
+    if (s->f.existing) {
+        answer_existing(out, json_incref(s->f.existing), s->fingerprint, s->f.ctx.run_id);
+        s->done = true;
     }
+    return STATUS_OK;
+}
 
-    /* 2. Evaluation. */
-    guard_delivery_request req = {
-        .run_id = f.ctx.run_id,
-        .payload_id = (char *)payload_id,
-        .recipient = (char *)recipient,
+/* 2. Evaluate: the guard over the facts, with the snapshot replay decides from. A refusal is
+ * recorded with its snapshot and answers the send. Returns STATUS_OK or STATUS_ENOMEM. */
+static int send_evaluate(send_state *s, deliver_result *out)
+{
+    s->req = (guard_delivery_request){
+        .run_id = s->f.ctx.run_id,
+        .payload_id = (char *)s->payload_id,
+        .recipient = (char *)s->recipient,
         .recipient_clearance = -1,
-        .tool = (char *)tool,
-        .grant = f.step->cap.grant,
+        .tool = (char *)s->tool,
+        .grant = s->f.step->cap.grant,
     };
-    if (f.recipient) {
-        json_t *cl = json_object_get(f.recipient, "clearance");
-        req.recipient_clearance = (int)number_of(cl);
+    if (s->f.recipient) {
+        json_t *cl = json_object_get(s->f.recipient, "clearance");
+        s->req.recipient_clearance = (int)number_of(cl);
         if (!json_is_string(cl) && !json_is_number(cl))
-            req.recipient_clearance = -1;
+            s->req.recipient_clearance = -1;
     }
     /* The stored bytes must still be the ones the hash was taken of (replay_delivery_decide
      * compares them). */
-    char actual[65] = "";
-    if (content)
-        gate_sha256_hex(content, strlen(content), actual);
-    json_t *snapshot = snapshot_of(&f, &req, payload_hash ? payload_hash : "", actual);
-    if (!snapshot) {
-        json_decref(detail);
-        facts_free(&f);
+    if (s->content)
+        gate_sha256_hex(s->content, strlen(s->content), s->actual);
+    s->snapshot = snapshot_of(&s->f, &s->req, s->payload_hash ? s->payload_hash : "", s->actual);
+    if (!s->snapshot)
         return STATUS_ENOMEM;
-    }
-    replay_delivery_decide(&f.step->cap, &f.ctx, &req, &f.anc, &f.gchain, f.now, payload_hash,
-                           actual, &out->decision);
+    replay_delivery_decide(&s->f.step->cap, &s->f.ctx, &s->req, &s->f.anc, &s->f.gchain, s->f.now,
+                           s->payload_hash, s->actual, &out->decision);
     if (out->decision.outcome != GUARD_ALLOW) {
-        record(g, f.ctx.run_id, f.fingerprint, &out->decision, detail, snapshot);
-        json_decref(snapshot);
-        json_decref(detail);
-        facts_free(&f);
-        return STATUS_OK;
+        record(s->g, s->f.ctx.run_id, s->f.fingerprint, &out->decision, s->detail, s->snapshot);
+        s->done = true;
     }
+    return STATUS_OK;
+}
 
-    /* 3. The conditional write, on the database clock. */
+/* 3. Commit with retry: the conditional write on the database clock, up to DELIVER_ATTEMPTS
+ * times, each retry first looking the invocation up because a timed-out commit may have
+ * landed. A refused write is UNKNOWN GRAPH_ERROR. Returns STATUS_OK or STATUS_ENOMEM. */
+static int send_commit(send_state *s, deliver_result *out)
+{
+    const gate_env *g = s->g;
+    /* ALLOW licenses the write only of bytes whose hash matched (replay_delivery_decide). */
+    assert(out->decision.outcome == GUARD_ALLOW && s->content != NULL && s->payload_hash != NULL);
     char sha1[41];
-    (void)digest_sha1_hex(content, strlen(content), sha1); /* on failure never equal to sha1hex */
-    evlog_owned ev;
-    int erc =
-        evlog_owned_event(&ev, "delivery_decided", &out->decision, f.fingerprint, detail, snapshot);
-    json_t *arg = json_pack("{s:s, s:s, s:s, s:s, s:s, s:s, s:s, s:s, s:o*, s:o*, s:s}", "run_id",
-                            f.ctx.run_id, "invocation_id", invocation_id, "fingerprint",
-                            fingerprint, "payload_id", payload_id, "payload_hash", payload_hash,
-                            "content_sha1", sha1, "recipient", recipient, "tool", tool,
-                            "grant_chain", strs_json(&out->decision.chain_order), "sources",
-                            strs_json(&out->decision.sources), "content", content);
-    json_decref(snapshot);
-    if (!arg || erc != STATUS_OK) {
-        json_decref(arg);
-        evlog_owned_free(&ev);
-        json_decref(detail);
-        facts_free(&f);
+    (void)digest_sha1_hex(s->content, strlen(s->content), sha1); /* on failure never equal */
+    int erc = evlog_owned_event(&s->ev, "delivery_decided", &out->decision, s->f.fingerprint,
+                                s->detail, s->snapshot);
+    s->arg = json_pack("{s:s, s:s, s:s, s:s, s:s, s:s, s:s, s:s, s:o*, s:o*, s:s}", "run_id",
+                       s->f.ctx.run_id, "invocation_id", s->invocation_id, "fingerprint",
+                       s->fingerprint, "payload_id", s->payload_id, "payload_hash", s->payload_hash,
+                       "content_sha1", sha1, "recipient", s->recipient, "tool", s->tool,
+                       "grant_chain", strs_json(&out->decision.chain_order), "sources",
+                       strs_json(&out->decision.sources), "content", s->content);
+    if (!s->arg || erc != STATUS_OK) {
         guard_decision_free(&out->decision);
         return STATUS_ENOMEM;
     }
     const char *why = "the commit failed 3 times";
     for (int attempt = 0; attempt < DELIVER_ATTEMPTS; attempt++) {
+        int rc;
         if (attempt > 0) {
             /* A timed-out commit may have landed: look before writing again. What is found
              * is an earlier delivery of this invocation (ours or another caller's, which
              * cannot be told apart): it is acknowledged, never written twice. */
             json_t *existing = NULL;
-            rc = find_delivery(g, invocation_id, &existing);
+            rc = find_delivery(g, s->invocation_id, &existing);
             if (rc == STATUS_OK && existing) {
                 guard_decision_free(&out->decision);
-                answer_existing(out, existing, fingerprint, f.ctx.run_id);
+                answer_existing(out, existing, s->fingerprint, s->f.ctx.run_id);
                 break;
             }
             if (rc != STATUS_OK)
                 continue;
         }
         json_t *reply = NULL;
-        rc = commit(g, f.ctx.run_id, arg, &ev.ev, &reply);
+        rc = commit(g, s->f.ctx.run_id, s->arg, &s->ev.ev, &reply);
         if (rc != STATUS_OK) {
             json_decref(reply);
             continue;
@@ -360,7 +380,7 @@ int deliver_send(const gate_env *g, const char *context_id, const char *payload_
             json_t *d = json_incref(json_object_get(reply, "delivery"));
             json_decref(reply);
             guard_decision_free(&out->decision);
-            answer_existing(out, d, fingerprint, f.ctx.run_id);
+            answer_existing(out, d, s->fingerprint, s->f.ctx.run_id);
             break;
         }
         /* Refused: the facts changed between evaluation and commit (revocation, expiry,
@@ -371,7 +391,7 @@ int deliver_send(const gate_env *g, const char *context_id, const char *payload_
                  reason ? reason : "unknown reason");
         guard_decision_free(&out->decision);
         guard_decision_unknown(&out->decision, buf);
-        record(g, f.ctx.run_id, f.fingerprint, &out->decision, detail, NULL);
+        record(g, s->f.ctx.run_id, s->f.fingerprint, &out->decision, s->detail, NULL);
         json_decref(reply);
         why = NULL;
         break;
@@ -379,16 +399,35 @@ int deliver_send(const gate_env *g, const char *context_id, const char *payload_
     if (out->decision.outcome == GUARD_ALLOW && !out->delivery) {
         guard_decision_free(&out->decision);
         guard_decision_unknown(&out->decision, why);
-        record(g, f.ctx.run_id, f.fingerprint, &out->decision, detail, NULL);
+        record(g, s->f.ctx.run_id, s->f.fingerprint, &out->decision, s->detail, NULL);
     }
-    /* chain_order and sources borrow from the facts freed below; nobody reads them later. */
-    free(out->decision.chain_order.items);
-    free(out->decision.sources.items);
-    memset(&out->decision.chain_order, 0, sizeof out->decision.chain_order);
-    memset(&out->decision.sources, 0, sizeof out->decision.sources);
-    evlog_owned_free(&ev);
-    json_decref(arg);
-    json_decref(detail);
-    facts_free(&f);
     return STATUS_OK;
+}
+
+int deliver_send(const gate_env *g, const char *context_id, const char *payload_id,
+                 const char *recipient, const char *tool, const char *invocation_id,
+                 deliver_result *out)
+{
+    memset(out, 0, sizeof *out);
+    if (!ids_invocation_ok(invocation_id) || !payload_id || !*payload_id || !recipient ||
+        !*recipient || !tool || !*tool)
+        return STATUS_EINVAL;
+    send_state s;
+    memset(&s, 0, sizeof s);
+    s.g = g;
+    s.context_id = context_id;
+    s.payload_id = payload_id;
+    s.recipient = recipient;
+    s.tool = tool;
+    s.invocation_id = invocation_id;
+
+    int rc = send_lookup(&s, out);
+    if (rc == STATUS_OK && !s.done)
+        rc = send_evaluate(&s, out);
+    if (rc == STATUS_OK && !s.done)
+        rc = send_commit(&s, out);
+    /* Whatever answered the send, an ALLOW stands on a delivery: committed or acknowledged. */
+    assert(rc != STATUS_OK || out->decision.outcome != GUARD_ALLOW || out->delivery != NULL);
+    send_free(&s, out);
+    return rc;
 }

@@ -1,12 +1,18 @@
 /*
  * deliver.h - the delivery protocol (DESIGN.md "Delivery protocol").
  *
- * 1. find_delivery(invocation): the same fingerprint is acknowledged (no new effect, even after
- *    a revocation); another fingerprint is DENY DELIVERY_CONFLICT.
- * 2. Gather the facts (context owner, ancestry, grant chain, recipient) and evaluate.
- * 3. On ALLOW, commit_delivery: one conditional write on the database clock. Refused gives
- *    UNKNOWN GRAPH_ERROR. A transient failure is retried up to 3 times, each retry first
- *    looking the invocation up, because a timed-out commit may have landed.
+ * deliver_send runs three phases, one function each in deliver.c, and frees what they built in
+ * one place:
+ *
+ * 1. Lookup (send_lookup): the context, then every fact in one read (delivery_facts). An
+ *    invocation already committed answers for itself: the same fingerprint is acknowledged (no
+ *    new effect, even after a revocation); another fingerprint is DENY DELIVERY_CONFLICT.
+ * 2. Evaluate (send_evaluate): the guard over the facts (context owner, ancestry, grant chain,
+ *    recipient), with the snapshot replay decides from; a refusal is recorded and answers.
+ * 3. Commit with retry (send_commit): on ALLOW, commit_delivery: one conditional write on the
+ *    database clock. Refused gives UNKNOWN GRAPH_ERROR. A transient failure is retried up to
+ *    DELIVER_ATTEMPTS times, each retry first looking the invocation up, because a timed-out
+ *    commit may have landed.
  */
 #ifndef CHARTER_DELIVER_H
 #define CHARTER_DELIVER_H

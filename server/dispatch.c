@@ -8,6 +8,7 @@
  */
 #include "dispatch.h"
 
+#include <assert.h>
 #include <stdalign.h>
 #include <stdbool.h>
 #include <stdio.h>
@@ -18,7 +19,7 @@
 
 #include "charter.pb-c.h"
 #include "log.h"
-#include "services.h"
+#include "nulbyte.h"
 
 /* Bytes the decoder may allocate per byte of request, and the floor for small requests. The
  * floor must cover every request the handlers accept: protobuf-c scans a repeated field into
@@ -30,21 +31,13 @@
 /* Longest method name looked up; anything longer cannot be one of ours. */
 #define DISPATCH_METHOD_MAX 128
 
-typedef struct {
-    const ProtobufCServiceDescriptor *desc;
-    const call_handler *handlers;
-    const size_t *n_handlers;
-    bool public; /* callable without a token (Health) */
-} dispatch_service;
-
 static const dispatch_service dispatch_services[] = {
-    {&charter__v1__runs__descriptor, svc_runs_handlers, &svc_runs_handlers_len, false},
-    {&charter__v1__gate__descriptor, svc_gate_handlers, &svc_gate_handlers_len, false},
-    {&charter__v1__grants__descriptor, svc_grants_handlers, &svc_grants_handlers_len, false},
-    {&charter__v1__health__descriptor, svc_health_handlers, &svc_health_handlers_len, true},
-    {&charter__v1__evidence__descriptor, svc_evidence_handlers, &svc_evidence_handlers_len, false},
-    {&charter__v1__workflows__descriptor, svc_workflows_handlers, &svc_workflows_handlers_len,
-     false},
+    {&charter__v1__runs__descriptor, svc_runs_methods, &svc_runs_methods_len},
+    {&charter__v1__gate__descriptor, svc_gate_methods, &svc_gate_methods_len},
+    {&charter__v1__grants__descriptor, svc_grants_methods, &svc_grants_methods_len},
+    {&charter__v1__health__descriptor, svc_health_methods, &svc_health_methods_len},
+    {&charter__v1__evidence__descriptor, svc_evidence_methods, &svc_evidence_methods_len},
+    {&charter__v1__workflows__descriptor, svc_workflows_methods, &svc_workflows_methods_len},
 };
 #define DISPATCH_N_SERVICES (sizeof dispatch_services / sizeof dispatch_services[0])
 
@@ -167,32 +160,73 @@ static long dispatch_elapsed_us(const struct timespec *t0)
 
 /* --- routing ------------------------------------------------------------------------------ */
 
-int dispatch_check_tables(char *err, size_t errlen)
+const dispatch_service *dispatch_services_of(size_t *n)
 {
-    for (size_t i = 0; i < DISPATCH_N_SERVICES; i++) {
-        const dispatch_service *s = &dispatch_services[i];
-        if (*s->n_handlers != s->desc->n_methods) {
-            snprintf(err, errlen,
-                     "service %s declares %u methods but has %zu handlers (rebuild charterd "
-                     "with a handler for every method of proto/charter.proto)",
-                     s->desc->name, s->desc->n_methods, *s->n_handlers);
-            return -1;
-        }
-        for (unsigned m = 0; m < s->desc->n_methods; m++) {
-            if (s->handlers[m] == NULL) {
-                snprintf(err, errlen,
-                         "method %s/%s has no handler (rebuild charterd with a handler for "
-                         "every method of proto/charter.proto)",
-                         s->desc->name, s->desc->methods[m].name);
+    *n = DISPATCH_N_SERVICES;
+    return dispatch_services;
+}
+
+int dispatch_check_service(const ProtobufCServiceDescriptor *desc, const svc_method *rows,
+                           size_t n_rows, char *err, size_t errlen)
+{
+    static const char fix[] = "rebuild charterd with one row per method of proto/charter.proto";
+    if (n_rows != desc->n_methods) {
+        snprintf(err, errlen, "service %s declares %u methods but has %zu rows (%s)", desc->name,
+                 desc->n_methods, n_rows, fix);
+        return -1;
+    }
+    for (unsigned m = 0; m < desc->n_methods; m++) {
+        const ProtobufCMethodDescriptor *md = &desc->methods[m];
+        const svc_method *row = NULL;
+        for (size_t i = 0; i < n_rows; i++) {
+            if (rows[i].name == NULL || strcmp(rows[i].name, md->name) != 0)
+                continue;
+            if (row != NULL) {
+                snprintf(err, errlen, "method %s/%s has two rows (%s)", desc->name, md->name, fix);
                 return -1;
             }
+            row = &rows[i];
+        }
+        if (row == NULL) {
+            snprintf(err, errlen, "method %s/%s has no row (%s)", desc->name, md->name, fix);
+            return -1;
+        }
+        if (row->request != md->input || row->response != md->output) {
+            snprintf(err, errlen,
+                     "the row of %s/%s declares %s -> %s, the proto says %s -> %s (%s)", desc->name,
+                     md->name, row->request ? row->request->name : "(none)",
+                     row->response ? row->response->name : "(none)", md->input->name,
+                     md->output->name, fix);
+            return -1;
+        }
+        if (row->handler == NULL) {
+            snprintf(err, errlen, "method %s/%s has no handler (%s)", desc->name, md->name, fix);
+            return -1;
+        }
+        if (row->min_role != ROLE_NONE && row->min_role != ROLE_VIEWER &&
+            row->min_role != ROLE_OPERATOR) {
+            snprintf(err, errlen, "method %s/%s requires an unknown role %d (%s)", desc->name,
+                     md->name, (int)row->min_role, fix);
+            return -1;
         }
     }
     return 0;
 }
 
-/* Resolves "/charter.v1.<Service>/<Method>". Returns 0 and the service and method index. */
-static int dispatch_route(const char *method, const dispatch_service **svc, unsigned *index)
+int dispatch_check_tables(char *err, size_t errlen)
+{
+    for (size_t i = 0; i < DISPATCH_N_SERVICES; i++) {
+        const dispatch_service *s = &dispatch_services[i];
+        if (dispatch_check_service(s->desc, s->methods, *s->n_methods, err, errlen) != 0)
+            return -1;
+    }
+    return 0;
+}
+
+/* Resolves "/charter.v1.<Service>/<Method>". Returns 0 with the method's descriptor and the
+ * row that serves it (dispatch_check_tables guarantees there is exactly one). */
+static int dispatch_route(const char *method, const ProtobufCMethodDescriptor **mdp,
+                          const svc_method **rowp)
 {
     if (method == NULL || method[0] != '/') {
         return -1;
@@ -216,11 +250,26 @@ static int dispatch_route(const char *method, const dispatch_service **svc, unsi
         if (md == NULL) {
             return -1;
         }
-        *svc = &dispatch_services[i];
-        *index = (unsigned)(md - d->methods);
-        return 0;
+        const dispatch_service *svc = &dispatch_services[i];
+        for (size_t r = 0; r < *svc->n_methods; r++) {
+            if (strcmp(svc->methods[r].name, md->name) == 0) {
+                /* What the startup check established, relied on by the unpack and the handler. */
+                assert(svc->methods[r].request == md->input);
+                *mdp = md;
+                *rowp = &svc->methods[r];
+                return 0;
+            }
+        }
+        return -1;
     }
     return -1;
+}
+
+const ProtobufCMethodDescriptor *dispatch_method(const char *method)
+{
+    const ProtobufCMethodDescriptor *md = NULL;
+    const svc_method *row = NULL;
+    return dispatch_route(method, &md, &row) == 0 ? md : NULL;
 }
 
 static const char *dispatch_metadata(const Charter__V1__RpcRequest *rq, const char *key)
@@ -243,6 +292,23 @@ static int dispatch_timeout(const server_env *env, uint32_t requested)
         return env->limits.max_timeout_ms;
     }
     return (int)requested;
+}
+
+/* A NUL inside the envelope: in the authorization value it is a bad token, elsewhere a
+ * malformed request. Nothing is cut and looked up. */
+static void dispatch_refuse_nul(call *c, const Charter__V1__RpcRequest *rq, const nulbyte_hit *h)
+{
+    const ProtobufCFieldDescriptor *meta = protobuf_c_message_descriptor_get_field_by_name(
+        &charter__v1__rpc_request__descriptor, "metadata");
+    if (h->top != NULL && h->top == meta && h->top_index < rq->n_metadata &&
+        rq->metadata[h->top_index]->key != NULL &&
+        strcasecmp(rq->metadata[h->top_index]->key, "authorization") == 0 &&
+        strstr(h->path, ".value") != NULL) {
+        call_fail(c, RPC_UNAUTHENTICATED, "invalid token (it holds a NUL byte)");
+        return;
+    }
+    call_fail(c, RPC_INVALID_ARGUMENT, "RpcRequest.%s holds a NUL byte (a string may not)",
+              h->path);
 }
 
 /* --- one call ----------------------------------------------------------------------------- */
@@ -295,18 +361,21 @@ int dispatch_serve(const dispatch_ctx *d, store *st, const uint8_t *req, size_t 
         goto reply;
     }
     dispatch_printable(rq->method, method, sizeof method);
+    nulbyte_hit nul;
+    if (nulbyte_find(&charter__v1__rpc_request__descriptor, req, len, &nul) == 1) {
+        dispatch_refuse_nul(&c, rq, &nul);
+        goto reply;
+    }
 
-    const dispatch_service *svc = NULL;
-    unsigned index = 0;
-    if (dispatch_route(rq->method, &svc, &index) != 0) {
+    const svc_method *row = NULL;
+    if (dispatch_route(rq->method, &md, &row) != 0) {
         call_fail(&c, RPC_UNIMPLEMENTED, "unknown method \"%s\"", method);
         goto reply;
     }
-    md = &svc->desc->methods[index];
 
     const char *authz = dispatch_metadata(rq, "authorization");
     int a = auth_check(d->auth, authz, &c.role);
-    if (a != AUTH_OK && !svc->public) {
+    if (a != AUTH_OK && row->min_role != ROLE_NONE) {
         if (a == AUTH_MISSING) {
             call_fail(&c, RPC_UNAUTHENTICATED,
                       "missing credentials: send metadata \"authorization: Bearer <token>\"");
@@ -327,6 +396,12 @@ int dispatch_serve(const dispatch_ctx *d, store *st, const uint8_t *req, size_t 
         goto reply;
     }
 
+    if (nulbyte_find(md->input, rq->payload.data, rq->payload.len, &nul) == 1) {
+        call_fail(&c, RPC_INVALID_ARGUMENT, "%s.%s holds a NUL byte (a string may not)",
+                  md->input->name, nul.path);
+        goto reply;
+    }
+
     c.timeout_ms = dispatch_timeout(env, rq->timeout_ms);
     if (waited_ms >= (unsigned)c.timeout_ms) {
         call_fail(&c, RPC_DEADLINE_EXCEEDED,
@@ -335,9 +410,15 @@ int dispatch_serve(const dispatch_ctx *d, store *st, const uint8_t *req, size_t 
         goto reply;
     }
     c.timeout_ms -= (int)waited_ms;
-    store_set_timeout(st, c.timeout_ms);
+    store_set_deadline(st, c.timeout_ms);
 
-    int rc = svc->handlers[index](&c, in, &out);
+    /* The row's role, before any of the handler's own checks run. */
+    if (c.role < row->min_role) {
+        call_fail(&c, RPC_PERMISSION_DENIED, "this method needs the %s token",
+                  row->min_role == ROLE_OPERATOR ? "operator" : "viewer");
+        goto reply;
+    }
+    int rc = row->handler(&c, in, &out);
     if (rc != RPC_OK) {
         c.status = rc;
         if (c.message[0] == '\0') {
@@ -373,8 +454,8 @@ reply:;
     }
     long us = dispatch_elapsed_us(&t0);
     if (status != RPC_OK) {
-        log_error("call %s failed: %s (%d): %s [%ld us]", method, dispatch_code_name(status),
-                  status, c.message, us);
+        log_refusal(status, dispatch_code_name(status), "call %s failed: %s (%d): %s [%ld us]",
+                    method, dispatch_code_name(status), status, c.message, us);
     } else if (log_verbose()) {
         log_info("call %s ok [%ld us]", method, us);
     }

@@ -15,6 +15,7 @@
 
 #include "auth.h"
 #include "call.h"
+#include "services.h"
 #include "store.h"
 
 /* What every call is served with; read-only while workers run. */
@@ -23,9 +24,26 @@ typedef struct {
     const auth_tokens *auth;
 } dispatch_ctx;
 
-/* Checks that every handler table of services.h has exactly as many entries as its generated
- * service descriptor has methods, and none is NULL. Returns 0, or -1 with a one-line reason in
- * err (charterd then refuses to start). */
+/* A service and its method table (services.h). */
+typedef struct {
+    const ProtobufCServiceDescriptor *desc;
+    const svc_method *methods;
+    const size_t *n_methods;
+} dispatch_service;
+
+/* The services charterd serves, in the order of proto/charter.proto; *n gets their number.
+ * Read-only, static storage. */
+const dispatch_service *dispatch_services_of(size_t *n);
+
+/* Checks one method table against its generated service descriptor: as many rows as the
+ * descriptor has methods, each method named by exactly one row whose request and response are
+ * the method's input and output messages, a handler in every row and a known role. Returns 0,
+ * or -1 with a one-line reason in err (errlen bytes). */
+int dispatch_check_service(const ProtobufCServiceDescriptor *desc, const svc_method *rows,
+                           size_t n_rows, char *err, size_t errlen);
+
+/* dispatch_check_service for every service charterd serves. Returns 0, or -1 with a one-line
+ * reason in err (charterd then refuses to start). */
 int dispatch_check_tables(char *err, size_t errlen);
 
 /* Serves one request of len bytes on the worker's store st, after it waited waited_ms
@@ -41,6 +59,11 @@ int dispatch_serve(const dispatch_ctx *d, store *st, const uint8_t *req, size_t 
 /* A packed RpcResponse with code and message and no payload (used by the transport for
  * RESOURCE_EXHAUSTED when the queue is full). Returns 0 or -1 on allocation failure. */
 int dispatch_error_reply(int code, const char *message, uint8_t **resp, size_t *resp_len);
+
+/* The method "/charter.v1.<Service>/<Method>" as the table routes it (its input and output
+ * message descriptors), or NULL when no service has it. For surfaces that decode the request
+ * themselves (HTTP/JSON) before handing the envelope to dispatch_serve. */
+const ProtobufCMethodDescriptor *dispatch_method(const char *method);
 
 /* The gRPC name of an RPC_* code ("NOT_FOUND"), or "UNKNOWN". */
 const char *dispatch_code_name(int code);

@@ -112,18 +112,12 @@ static int open_context(const gate_env *g, const workflow *wf, const workflow_st
     }
     rc = scope_context(g, id, run_id, wf, parent, lists);
     if (rc == STATUS_OK && (json_object_set_new(c, "workflow", json_string(wf->version)) ||
-                           (parent && json_object_set_new(c, "parent", json_string(parent)))))
+                            (parent && json_object_set_new(c, "parent", json_string(parent)))))
         rc = STATUS_ENOMEM;
     if (rc == STATUS_OK)
         *context = json_incref(c);
     json_decref(reply);
     return rc;
-}
-
-gate_env gate_env_of(const call *c)
-{
-    gate_env g = {.st = c->st, .wf = c->env->wf, .limits = &c->env->limits};
-    return g;
 }
 
 int gate_open_step(const gate_env *g, const char *run_id, const char *step, json_t **context)
@@ -173,7 +167,7 @@ int gate_context_of(const gate_env *g, const char *context_id, const workflow **
     if (rc == STATUS_OK && !raw)
         rc = STATUS_EPROTO;
     if (rc == STATUS_OK)
-        rc = store_context_from_json(raw, ctx);
+        rc = facts_context_from_json(raw, ctx);
     if (rc != STATUS_OK) {
         json_decref(raw);
         return rc;
@@ -183,7 +177,7 @@ int gate_context_of(const gate_env *g, const char *context_id, const workflow **
     const char *run_status = json_string_value(json_object_get(raw, "run_status"));
     if (run_status && strcmp(run_status, "completed") == 0) {
         json_decref(raw);
-        store_context_free(ctx);
+        facts_context_free(ctx);
         return STATUS_EREFUSED;
     }
     /* The context acts under its run's workflow version, never the one charterd started
@@ -217,7 +211,7 @@ int gate_context_of(const gate_env *g, const char *context_id, const workflow **
     json_decref(raw);
     if (rc != STATUS_OK) {
         *step = NULL;
-        store_context_free(ctx);
+        facts_context_free(ctx);
         return rc;
     }
     if (wf)
@@ -266,13 +260,13 @@ int gate_open_narrowed(const gate_env *g, const char *parent_id, const char *run
     if (run_id && *run_id && strcmp(run_id, pctx.run_id) != 0) {
         snprintf(why, whylen, "run_id: context %s is of run %s, not %s", parent_id, pctx.run_id,
                  run_id);
-        store_context_free(&pctx);
+        facts_context_free(&pctx);
         return STATUS_EINVAL;
     }
     if (step && *step && strcmp(step, ps->cap.step) != 0) {
         snprintf(why, whylen, "step: context %s is of step %s, not %s", parent_id, ps->cap.step,
                  step);
-        store_context_free(&pctx);
+        facts_context_free(&pctx);
         return STATUS_EINVAL;
     }
     /* Scopes only narrow: every name asked for must be in the parent's list; an empty list
@@ -298,7 +292,7 @@ int gate_open_narrowed(const gate_env *g, const char *parent_id, const char *run
                 snprintf(why, whylen,
                          "SCOPE_WIDENING: %s: \"%s\" is not in the parent context %s's %s {%s}",
                          names[k], want[k]->items[i], parent_id, names[k], parent_list);
-                rc = STATUS_EREFUSED;
+                rc = STATUS_EDENIED;
                 break;
             }
         }
@@ -335,7 +329,7 @@ int gate_open_narrowed(const gate_env *g, const char *parent_id, const char *run
     for (size_t k = 0; k < 3; k++)
         free(eff[k].items);
     json_decref(lists);
-    store_context_free(&pctx);
+    facts_context_free(&pctx);
     if (rc != STATUS_OK)
         *out = NULL;
     return rc;
@@ -446,7 +440,7 @@ int gate_check_input(const gate_env *g, const char *context_id, const char *cons
         json_decref(detail);
     }
     json_decref(raws);
-    store_context_free(&ctx);
+    facts_context_free(&ctx);
     return rc;
 }
 
@@ -469,7 +463,7 @@ int gate_evaluate_input(const gate_env *g, const char *context_id, const char *c
     int conf, integrity;
     rc = check_inputs(g, ws, &ctx, ids, n, d, &raws, &conf, &integrity);
     json_decref(raws);
-    store_context_free(&ctx);
+    facts_context_free(&ctx);
     return rc;
 }
 
@@ -510,7 +504,7 @@ int gate_read_source(const gate_env *g, const char *context_id, const char *reso
     json_t *detail = json_pack("{s:s, s:s, s:s}", "context", context_id, "step", ws->cap.step,
                                "resource", resource_id);
     if (!detail) {
-        store_context_free(&ctx);
+        facts_context_free(&ctx);
         return STATUS_ENOMEM;
     }
     /* The step, not the model, says what may be read: a resource outside it is refused before
@@ -524,7 +518,7 @@ int gate_read_source(const gate_env *g, const char *context_id, const char *reso
     }
     if (!snap) {
         json_decref(detail);
-        store_context_free(&ctx);
+        facts_context_free(&ctx);
         return STATUS_ENOMEM;
     }
     replay_source_decide(&ws->cap, resource_id, d);
@@ -532,7 +526,7 @@ int gate_read_source(const gate_env *g, const char *context_id, const char *reso
         record_decision(g, ctx.run_id, "source_read", fp, d, detail, snap, NULL);
         json_decref(snap);
         json_decref(detail);
-        store_context_free(&ctx);
+        facts_context_free(&ctx);
         return STATUS_OK;
     }
 
@@ -574,7 +568,7 @@ int gate_read_source(const gate_env *g, const char *context_id, const char *reso
     json_decref(res);
     json_decref(snap);
     json_decref(detail);
-    store_context_free(&ctx);
+    facts_context_free(&ctx);
     return rc;
 }
 
@@ -601,7 +595,7 @@ int gate_record_output(const gate_env *g, const char *context_id, const char *co
     int conf, integrity;
     rc = check_inputs(g, ws, &ctx, input_ids, n, d, &raws, &conf, &integrity);
     if (rc != STATUS_OK) {
-        store_context_free(&ctx);
+        facts_context_free(&ctx);
         return rc;
     }
     char fp[65];
@@ -636,7 +630,7 @@ int gate_record_output(const gate_env *g, const char *context_id, const char *co
     json_decref(snap);
     json_decref(detail);
     json_decref(raws);
-    store_context_free(&ctx);
+    facts_context_free(&ctx);
     return rc;
 }
 

@@ -17,8 +17,9 @@
 #include <jansson.h>
 #include <stdint.h>
 
-#include "call.h"
+#include "config.h"
 #include "guard.h"
+#include "status.h"
 #include "store.h"
 #include "workflow.h"
 
@@ -28,11 +29,8 @@
 typedef struct {
     store *st;
     const workflow *wf;
-    const call_limits *limits;
+    const config_limits *limits;
 } gate_env;
-
-/* The gate environment of an RPC: its worker's store, the startup workflow and the limits. */
-gate_env gate_env_of(const call *c);
 
 /* Opens a fresh context of step in run run_id, owned by the step's actor, and stores on it
  * the version of g->wf, which must be the workflow the run follows (else STATUS_EREFUSED).
@@ -43,7 +41,7 @@ int gate_open_step(const gate_env *g, const char *run_id, const char *step, json
 /* Opens a child of context parent_id: same run (run_id) and step (step), its capability the
  * parent's narrowed to tools, recipients and resources (a list with n == 0 keeps the
  * parent's; names keep the parent's order). Nothing is written when a name lies outside the
- * parent's list: STATUS_EREFUSED with why = "SCOPE_WIDENING: <list>: \"<name>\" is not in
+ * parent's list: STATUS_EDENIED with why = "SCOPE_WIDENING: <list>: \"<name>\" is not in
  * the parent context <id>'s <list> {...}" (the rule of scopes that only narrow). STATUS_EINVAL
  * (why says which) when run_id or step is not the parent's; STATUS_ENOTFOUND for an unknown
  * parent. On success *context as for gate_open_step plus "parent", and *step is the child's
@@ -56,7 +54,7 @@ int gate_open_narrowed(const gate_env *g, const char *parent_id, const char *run
 /* The effective step capability of an opened context and the context facts: the step of the
  * workflow version stored on the context, narrowed to the context's scope when it was opened
  * narrowed. *step is kept by registry.h (valid until exit); ctx is filled from the graph (free
- * with store_context_free). A context without a workflow, or whose workflow or scope cannot be
+ * with facts_context_free). A context without a workflow, or whose workflow or scope cannot be
  * read, is STATUS_EPROTO (callers fail closed). *wf (may be NULL) gets the workflow. */
 int gate_context_of(const gate_env *g, const char *context_id, const workflow **wf,
                     const workflow_step **step, guard_context *ctx);

@@ -2,11 +2,14 @@
  * log.c - charterd's stderr log (see log.h).
  *
  * Each line is formatted into one buffer and written with one write(2): POSIX keeps writes of
- * a few hundred bytes to a pipe or file atomic, so worker threads need no lock to log.
+ * a few hundred bytes to a pipe or file atomic, so worker threads need no lock to log. Only
+ * the counters of refused calls, shared by every thread that refuses, have a lock.
  */
 #include "log.h"
 
+#include <pthread.h>
 #include <stdarg.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <string.h>
 #include <time.h>
@@ -96,4 +99,110 @@ void log_fatal(const char *fmt, ...)
     va_start(ap, fmt);
     log_write(false, fmt, ap);
     va_end(ap);
+}
+
+/* --- refused calls, counted per code per second ---------------------------------------- */
+
+#define LOG_CODES 17 /* gRPC status numbers 0..16 */
+
+static pthread_mutex_t log_refusal_mu = PTHREAD_MUTEX_INITIALIZER;
+static time_t log_refusal_second;                 /* the second being counted */
+static unsigned log_refusal_written;              /* full lines written in it */
+static unsigned long log_refusal_held[LOG_CODES]; /* refusals counted, not yet summarized */
+static const char *log_refusal_names[LOG_CODES];  /* each code's name, as last given */
+static time_t log_refusal_since;                  /* first second with a held refusal */
+
+static void log_line(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+
+static void log_line(const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    log_write(true, fmt, ap);
+    va_end(ap);
+}
+
+/* Formats the summary of held refusals into line (n bytes) and clears them; returns false
+ * when none were held. Called with log_refusal_mu held. */
+static bool log_refusal_summary(char *line, size_t n)
+{
+    unsigned long total = 0;
+    for (int i = 0; i < LOG_CODES; i++) {
+        total += log_refusal_held[i];
+    }
+    if (total == 0) {
+        return false;
+    }
+    struct tm tm;
+    char since[16] = "?";
+    if (gmtime_r(&log_refusal_since, &tm) != NULL) {
+        strftime(since, sizeof since, "%H:%M:%S", &tm);
+    }
+    int w = snprintf(line, n, "%lu more refused calls not logged since %sZ:", total, since);
+    size_t off = w > 0 && (size_t)w < n ? (size_t)w : 0;
+    const char *sep = " ";
+    for (int i = 0; i < LOG_CODES && off < n; i++) {
+        if (log_refusal_held[i] == 0) {
+            continue;
+        }
+        w = snprintf(line + off, n - off, "%s%s %lu", sep,
+                     log_refusal_names[i] != NULL ? log_refusal_names[i] : "?",
+                     log_refusal_held[i]);
+        off = w > 0 && (size_t)w < n - off ? off + (size_t)w : n;
+        sep = ", ";
+    }
+    memset(log_refusal_held, 0, sizeof log_refusal_held);
+    return true;
+}
+
+void log_refusal(int code, const char *name, const char *fmt, ...)
+{
+    char summary[512];
+    bool have_summary = false;
+    bool write_full = false;
+    time_t now = time(NULL);
+    int slot = code >= 0 && code < LOG_CODES ? code : 2; /* 2: gRPC UNKNOWN */
+
+    pthread_mutex_lock(&log_refusal_mu);
+    if (now != log_refusal_second) {
+        have_summary = log_refusal_summary(summary, sizeof summary);
+        log_refusal_second = now;
+        log_refusal_written = 0;
+    }
+    if (log_refusal_written < LOG_REFUSALS_PER_SECOND) {
+        log_refusal_written++;
+        write_full = true;
+    } else {
+        bool none = true;
+        for (int i = 0; i < LOG_CODES; i++) {
+            none = none && log_refusal_held[i] == 0;
+        }
+        if (none) {
+            log_refusal_since = now;
+        }
+        log_refusal_held[slot]++;
+        log_refusal_names[slot] = name;
+    }
+    pthread_mutex_unlock(&log_refusal_mu);
+
+    if (have_summary) {
+        log_line("%s", summary);
+    }
+    if (write_full) {
+        va_list ap;
+        va_start(ap, fmt);
+        log_write(true, fmt, ap);
+        va_end(ap);
+    }
+}
+
+void log_refusal_flush(void)
+{
+    char summary[512];
+    pthread_mutex_lock(&log_refusal_mu);
+    bool have_summary = log_refusal_summary(summary, sizeof summary);
+    pthread_mutex_unlock(&log_refusal_mu);
+    if (have_summary) {
+        log_line("%s", summary);
+    }
 }

@@ -23,6 +23,19 @@ void log_info(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 /* An error event (a failed call, the embedded database died); always written. */
 void log_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 
+/* A refused or failed call (code is its gRPC status, name that status's name). Under a flood
+ * the log stays readable: in each second at most LOG_REFUSALS_PER_SECOND such lines are written
+ * in full, the others are only counted, and the next refusal after that second (or
+ * log_refusal_flush) writes one summary line with the counts per code, e.g.
+ * "4120 more refused calls not logged since 12:00:01: INVALID_ARGUMENT 4100, UNAUTHENTICATED
+ * 20". Written with --quiet too, as errors are. Thread-safe. */
+#define LOG_REFUSALS_PER_SECOND 5
+void log_refusal(int code, const char *name, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+
+/* Writes the summary line of refusals counted but not yet logged, if any (at shutdown). */
+void log_refusal_flush(void);
+
 /* The one line of a startup failure, "charterd: " followed by the message, no timestamp. */
 void log_fatal(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 

@@ -1,14 +1,17 @@
 /*
  * main.c - charterd: start up, serve until SIGINT/SIGTERM, stop gracefully.
  *
- * Startup order matters for the one-line failure promise: options and tokens, the handler
- * tables, the workflow and the evaluator's fingerprint, the integrity key, the data folder, the
- * database (embedded or --redis), the query library, the graph's integrity mode, the static
- * graph, then the transport. Nothing is logged before the service is up,
- * so any failure on the way is exactly one line "charterd: <what is wrong> (<how to fix>)".
+ * Startup is a table of steps (main_steps) walked forward; shutdown walks the steps that
+ * started backward, on success and on failure alike, so every resource has one place that
+ * releases it. The order matters for the one-line failure promise: options and tokens, the
+ * method tables, the workflow and the evaluator's fingerprint, the integrity key, the data
+ * folder, the database (embedded or --redis), the query library, the graph's integrity mode,
+ * the static graph, then the transport. Nothing is logged before the service is up, so any
+ * failure on the way is exactly one line "charterd: <what is wrong> (<how to fix>)".
  * Signals are blocked in every thread and taken synchronously here with sigtimedwait, so no
  * work ever runs in a signal handler.
  */
+#include <assert.h>
 #include <errno.h>
 #include <jansson.h>
 #include <openssl/crypto.h>
@@ -17,6 +20,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "auth.h"
 #include "call.h"
@@ -25,6 +29,7 @@
 #include "../client/receipt.h"
 #include "dispatch.h"
 #include "evlog.h"
+#include "http.h"
 #include "provider.h"
 #include "log.h"
 #include "notify.h"
@@ -79,225 +84,412 @@ static void main_join(const json_t *list, char *buf, size_t n)
     }
 }
 
-int main(int argc, char **argv)
-{
-    char err[1024];
+/* Everything charterd holds between startup and shutdown. */
+typedef struct {
     config cfg;
-    int rc = config_parse(argc, argv, &cfg, err, sizeof err);
-    if (rc == CONFIG_EXIT) {
-        config_free(&cfg);
-        return 0;
-    }
-    if (rc != CONFIG_OK) {
-        log_fatal("%s", err);
-        config_free(&cfg);
-        return EXIT_USAGE;
-    }
-    log_init(cfg.quiet, cfg.verbose);
+    sigset_t sigs;           /* SIGINT, SIGTERM, SIGCHLD: blocked everywhere, taken in main */
+    workflow *wf;            /* the loaded workflow until the registry takes it */
+    char evaluator[65];      /* the evaluator's fingerprint under wf */
+    dbproc *db;              /* the embedded redis-server, or NULL with --redis */
+    const char *url;         /* the database's URL (cfg.redis_url or the embedded one's) */
+    store *st;               /* main's own connection; workers open theirs */
+    const workflow *startup; /* the startup workflow, kept by the registry */
+    json_t *interrupted;     /* ids of the runs marked interrupted at startup */
+    auth_tokens auth;
+    server_env env;
+    dispatch_ctx dctx;
+    transport *tr;
+    char http_rpc_url[64]; /* the in-process listener HTTP/JSON calls reach the workers by */
+    http_server *hs;       /* --http, or NULL */
+} main_state;
 
-    /* Before any thread exists (NNG starts its own on first use), so all of them inherit it. */
-    sigset_t sigs;
-    sigemptyset(&sigs);
-    sigaddset(&sigs, SIGINT);
-    sigaddset(&sigs, SIGTERM);
-    sigaddset(&sigs, SIGCHLD);
-    if (pthread_sigmask(SIG_BLOCK, &sigs, NULL) != 0) {
+/* One step of startup and its undoing. start returns 0, or the exit status after logging
+ * exactly one line; stop (NULL: nothing to undo) runs only when start returned 0. */
+typedef struct {
+    int (*start)(main_state *m);
+    void (*stop)(main_state *m);
+} main_step;
+
+/* Before any thread exists (NNG starts its own on first use), so all of them inherit it. */
+static int main_block_signals(main_state *m)
+{
+    sigemptyset(&m->sigs);
+    sigaddset(&m->sigs, SIGINT);
+    sigaddset(&m->sigs, SIGTERM);
+    sigaddset(&m->sigs, SIGCHLD);
+    if (pthread_sigmask(SIG_BLOCK, &m->sigs, NULL) != 0) {
         log_fatal("cannot block signals (check the environment charterd runs in)");
-        config_free(&cfg);
         return EXIT_STARTUP;
     }
     signal(SIGPIPE, SIG_IGN); /* a caller that hangs up is an error code, not a crash */
+    return 0;
+}
 
-    /* libcurl's global state is set up once, before any worker exists; a half-configured live
-     * provider stops startup rather than leaving live runs to fail one by one. */
+/* libcurl's global state is set up once, before any worker exists; a half-configured live
+ * provider stops startup rather than leaving live runs to fail one by one. */
+static int main_provider_start(main_state *m)
+{
+    (void)m;
     char perr[512];
     if (provider_global_init(perr, sizeof perr) != 0) {
         log_fatal("%s", perr);
-        config_free(&cfg);
         return EXIT_STARTUP;
     }
+    return 0;
+}
 
+static void main_provider_stop(main_state *m)
+{
+    (void)m;
+    provider_global_cleanup();
+}
+
+static int main_check_tables(main_state *m)
+{
+    (void)m;
+    char err[1024];
     if (dispatch_check_tables(err, sizeof err) != 0) {
         log_fatal("%s", err);
-        config_free(&cfg);
         return EXIT_STARTUP;
     }
+    return 0;
+}
 
-    workflow *wf = NULL;
+static void main_free_workflow(main_state *m);
+
+static int main_load_workflow(main_state *m)
+{
     char werr[512];
-    if (cfg.workflow != NULL) {
-        rc = workflow_load_file(cfg.workflow, &wf, werr, sizeof werr);
+    int rc;
+    if (m->cfg.workflow != NULL) {
+        rc = workflow_load_file(m->cfg.workflow, &m->wf, werr, sizeof werr);
     } else {
-        rc = workflow_load_buffer(embedded_workflow, embedded_workflow_len, &wf, werr, sizeof werr);
+        rc = workflow_load_buffer(embedded_workflow, embedded_workflow_len, &m->wf, werr,
+                                  sizeof werr);
     }
     if (rc != 0) {
         log_fatal("cannot load the workflow %s: %s (fix the definition, or omit --workflow to "
                   "use the built-in one)",
-                  cfg.workflow ? cfg.workflow : "(built in)", werr);
-        int code = cfg.workflow ? EXIT_USAGE : EXIT_STARTUP;
-        config_free(&cfg);
-        return code;
+                  m->cfg.workflow ? m->cfg.workflow : "(built in)", werr);
+        return m->cfg.workflow ? EXIT_USAGE : EXIT_STARTUP;
     }
-
-    /* The key is read once, handed to evlog.c and wiped here; it never reaches a log line. */
-    char evaluator[65];
-    if (replay_fingerprint(wf, evaluator) != 0) {
+    if (replay_fingerprint(m->wf, m->evaluator) != 0) {
         log_fatal("cannot compute the evaluator's fingerprint (check the OpenSSL installation)");
-        workflow_free(wf);
-        config_free(&cfg);
+        main_free_workflow(m);
         return EXIT_STARTUP;
     }
-    if (cfg.integrity_key != NULL) {
-        static unsigned char key[CHARTER_RECEIPT_KEY_MAX];
-        size_t key_len = 0;
-        rc =
-            charter_receipt_key_load(cfg.integrity_key, key, sizeof key, &key_len, err, sizeof err);
-        if (rc == 0 && evlog_configure(key, key_len, evaluator) != 0) {
-            snprintf(err, sizeof err, "cannot keep the integrity key (a key of %d to %d bytes)",
-                     CHARTER_RECEIPT_KEY_MIN, CHARTER_RECEIPT_KEY_MAX);
-            rc = -1;
+    return 0;
+}
+
+static void main_free_workflow(main_state *m)
+{
+    workflow_free(m->wf); /* NULL once the registry took it */
+    m->wf = NULL;
+}
+
+/* The key is read once, handed to evlog.c and wiped here; it never reaches a log line. */
+static int main_load_key(main_state *m)
+{
+    char err[1024];
+    if (m->cfg.integrity_key == NULL) {
+        if (evlog_configure(NULL, 0, m->evaluator) != 0) {
+            log_fatal("cannot set the evaluator's fingerprint");
+            return EXIT_STARTUP;
         }
-        OPENSSL_cleanse(key, sizeof key);
-        if (rc != 0) {
-            log_fatal("%s", err);
-            workflow_free(wf);
-            config_free(&cfg);
-            return EXIT_USAGE;
-        }
-    } else if (evlog_configure(NULL, 0, evaluator) != 0) {
-        log_fatal("cannot set the evaluator's fingerprint");
-        workflow_free(wf);
-        config_free(&cfg);
+        return 0;
+    }
+    static unsigned char key[CHARTER_RECEIPT_KEY_MAX];
+    size_t key_len = 0;
+    int rc =
+        charter_receipt_key_load(m->cfg.integrity_key, key, sizeof key, &key_len, err, sizeof err);
+    if (rc == 0 && evlog_configure(key, key_len, m->evaluator) != 0) {
+        snprintf(err, sizeof err, "cannot keep the integrity key (a key of %d to %d bytes)",
+                 CHARTER_RECEIPT_KEY_MIN, CHARTER_RECEIPT_KEY_MAX);
+        rc = -1;
+    }
+    OPENSSL_cleanse(key, sizeof key);
+    if (rc != 0) {
+        log_fatal("%s", err);
+        return EXIT_USAGE;
+    }
+    return 0;
+}
+
+static void main_forget_key(main_state *m)
+{
+    (void)m;
+    evlog_forget_key();
+}
+
+/* A listen address that is taken fails here, before a data folder or a database exists. */
+static int main_preflight(main_state *m)
+{
+    char err[1024];
+    if (preflight_listen(&m->cfg, err, sizeof err) != 0) {
+        log_fatal("%s", err);
         return EXIT_STARTUP;
     }
+    return 0;
+}
 
-    int status = EXIT_STARTUP;
-    const workflow *startup = NULL;
-    dbproc *db = NULL;
-    store *st = NULL;
-    transport *tr = NULL;
-    json_t *interrupted = NULL;
+static int main_prepare_data_dir(main_state *m)
+{
+    char err[1024];
+    if (config_needs_data_dir(&m->cfg) && config_prepare_data_dir(&m->cfg, err, sizeof err) != 0) {
+        log_fatal("%s", err);
+        return EXIT_STARTUP;
+    }
+    return 0;
+}
 
-    if (preflight_listen(&cfg, err, sizeof err) != 0) {
-        log_fatal("%s", err);
-        goto out;
-    }
-    if (config_needs_data_dir(&cfg) && config_prepare_data_dir(&cfg, err, sizeof err) != 0) {
-        log_fatal("%s", err);
-        goto out;
-    }
-    const char *url = cfg.redis_url;
-    if (url == NULL) {
-        if (dbproc_start(cfg.data_dir, 10000, &db, err, sizeof err) != 0) {
+static int main_start_database(main_state *m)
+{
+    char err[1024];
+    m->url = m->cfg.redis_url;
+    if (m->url == NULL) {
+        if (dbproc_start(m->cfg.data_dir, 10000, &m->db, err, sizeof err) != 0) {
+            m->db = NULL;
             log_fatal("%s", err);
-            goto out;
+            return EXIT_STARTUP;
         }
-        url = dbproc_url(db);
+        m->url = dbproc_url(m->db);
     }
+    return 0;
+}
 
-    rc = store_open(url, cfg.graph, cfg.timeout_ms, &st);
+static void main_stop_database(main_state *m)
+{
+    if (m->db != NULL) {
+        dbproc_stop(m->db);
+        m->db = NULL;
+    }
+}
+
+static int main_open_store(main_state *m)
+{
+    int rc = store_open(m->url, m->cfg.graph, m->cfg.timeout_ms, &m->st);
     if (rc != STATUS_OK) {
-        st = NULL;
+        m->st = NULL;
         log_fatal("cannot reach Redis at %s: %s (start redis-server, or pass the right --redis "
                   "URL)",
-                  url, main_store_error(rc));
-        goto out;
+                  m->url, main_store_error(rc));
+        return EXIT_STARTUP;
     }
-    rc = store_load_library(st, embedded_queries, embedded_queries_len);
+    rc = store_load_library(m->st, embedded_queries, embedded_queries_len);
     if (rc == STATUS_EUNAVAILABLE) {
         log_fatal("cannot reach Redis at %s: %s (start redis-server, or pass the right --redis "
                   "URL)",
-                  url, store_last_error(st));
-        goto out;
+                  m->url, store_last_error(m->st));
+        store_close(m->st);
+        m->st = NULL;
+        return EXIT_STARTUP;
     }
     if (rc != STATUS_OK) {
         log_fatal("cannot load the query library into Redis at %s: %s (use Redis 7 or newer with "
                   "Functions enabled, and a charterd built from one tree)",
-                  url, store_last_error(st));
-        goto out;
+                  m->url, store_last_error(m->st));
+        store_close(m->st);
+        m->st = NULL;
+        return EXIT_STARTUP;
     }
+    return 0;
+}
 
+static void main_close_store(main_state *m)
+{
+    if (m->st != NULL) {
+        store_close(m->st);
+        m->st = NULL;
+    }
+}
+
+static int main_claim_integrity(main_state *m)
+{
     char ierr[512];
-    rc = evlog_claim_integrity(st, ierr, sizeof ierr);
+    int rc = evlog_claim_integrity(m->st, ierr, sizeof ierr);
     if (rc == STATUS_EREFUSED) {
-        log_fatal("graph %s: %s", cfg.graph, ierr);
-        goto out;
+        log_fatal("graph %s: %s", m->cfg.graph, ierr);
+        return EXIT_STARTUP;
     }
     if (rc != STATUS_OK) {
         log_fatal("cannot read the integrity mode of graph %s: %s (check that Redis at %s accepts "
                   "writes)",
-                  cfg.graph, ierr, url);
-        goto out;
+                  m->cfg.graph, ierr, m->url);
+        return EXIT_STARTUP;
     }
+    return 0;
+}
 
-    /* The startup workflow is applied like any other (ApplyWorkflow): stored with its nodes,
-     * refused when its ids name nodes of the graph with other content. The registry owns it
-     * from here on. */
+/* The startup workflow is applied like any other (ApplyWorkflow): stored with its nodes,
+ * refused when its ids name nodes of the graph with other content. The registry owns it from
+ * here on, whether or not it could be applied. */
+static int main_install_workflow(main_state *m)
+{
     char wf_name[WORKFLOW_ID_MAX + 1];
     char aerr[512];
-    snprintf(wf_name, sizeof wf_name, "%s", wf->name);
-    rc = registry_install(st, wf, NULL, &startup, aerr, sizeof aerr);
-    wf = NULL;
+    snprintf(wf_name, sizeof wf_name, "%s", m->wf->name);
+    int rc = registry_install(m->st, m->wf, NULL, &m->startup, aerr, sizeof aerr);
+    m->wf = NULL;
     if (rc != STATUS_OK) {
-        log_fatal("cannot apply workflow %s to graph %s: %s (%s)", wf_name, cfg.graph, aerr,
+        log_fatal("cannot apply workflow %s to graph %s: %s (%s)", wf_name, m->cfg.graph, aerr,
                   rc == STATUS_EREFUSED
                       ? "the graph holds other nodes under these ids: fix the definition or use "
                         "another --graph"
                       : "check the workflow and that Redis accepts writes");
-        goto out;
+        registry_shutdown();
+        return EXIT_STARTUP;
     }
-    rc = evlog_interrupt_runs(st, &interrupted);
+    return 0;
+}
+
+static void main_registry_stop(main_state *m)
+{
+    (void)m;
+    registry_shutdown();
+}
+
+static int main_interrupt_runs(main_state *m)
+{
+    int rc = evlog_interrupt_runs(m->st, &m->interrupted);
     if (rc != STATUS_OK) {
         log_fatal("cannot mark interrupted runs in graph %s: %s (check that Redis at %s accepts "
                   "writes)",
-                  cfg.graph, store_last_error(st), url);
-        goto out;
+                  m->cfg.graph, store_last_error(m->st), m->url);
+        json_decref(m->interrupted);
+        m->interrupted = NULL;
+        return EXIT_STARTUP;
     }
+    return 0;
+}
 
-    auth_tokens auth;
-    if (auth_init(&auth, cfg.operator_token, cfg.viewer_token) != 0) {
+static void main_free_interrupted(main_state *m)
+{
+    json_decref(m->interrupted);
+    m->interrupted = NULL;
+}
+
+/* The tokens and the environment every call is served with. */
+static int main_prepare_calls(main_state *m)
+{
+    if (auth_init(&m->auth, m->cfg.operator_token, m->cfg.viewer_token) != 0) {
         log_fatal("cannot hash the tokens (check the OpenSSL installation)");
-        goto out;
+        return EXIT_STARTUP;
     }
-    server_env env;
-    memset(&env, 0, sizeof env);
-    env.wf = startup;
-    env.graph = cfg.graph;
-    env.version = CHARTER_VERSION;
-    env.workers = cfg.workers;
-    snprintf(env.evaluator, sizeof env.evaluator, "%s", evaluator);
-    env.keyed = evlog_keyed();
-    env.limits.max_message = cfg.max_message;
-    env.limits.max_ancestry = 10000;
-    env.limits.max_ids = 1000;
-    env.limits.max_content = (size_t)1024 * 1024;
-    env.limits.default_timeout_ms = cfg.timeout_ms;
-    env.limits.max_timeout_ms = CONFIG_MAX_TIMEOUT_MS;
-    dispatch_ctx dctx = {&env, &auth};
+    /* Calls act under the startup workflow, which the steps before installed. */
+    assert(m->startup != NULL);
+    server_env *env = &m->env;
+    memset(env, 0, sizeof *env);
+    env->wf = m->startup;
+    env->graph = m->cfg.graph;
+    env->version = CHARTER_VERSION;
+    env->workers = m->cfg.workers;
+    snprintf(env->evaluator, sizeof env->evaluator, "%s", m->evaluator);
+    env->keyed = evlog_keyed();
+    config_limits_of(&m->cfg, &env->limits);
+    m->dctx = (dispatch_ctx){env, &m->auth};
+    return 0;
+}
 
+static int main_start_transport(main_state *m)
+{
+    char err[1024];
     transport_opts topts;
     memset(&topts, 0, sizeof topts);
-    topts.urls = (const char *const *)cfg.listen;
-    topts.n_urls = cfg.n_listen;
-    topts.workers = cfg.workers;
-    topts.queue = cfg.queue;
-    topts.max_message = cfg.max_message;
-    topts.redis_url = url;
-    topts.graph = cfg.graph;
-    topts.timeout_ms = cfg.timeout_ms;
-    topts.dispatch = &dctx;
-    int db_failure = 0;
-    if (transport_start(&topts, &tr, &db_failure, err, sizeof err) != 0) {
-        tr = NULL;
-        log_fatal("%s", err);
-        goto out;
+    topts.urls = (const char *const *)m->cfg.listen;
+    topts.n_urls = m->cfg.n_listen;
+    /* HTTP/JSON calls reach the same workers through an in-process listener of their own. */
+    const char *urls_with_http[CONFIG_MAX_LISTEN + 1];
+    if (m->cfg.http != NULL) {
+        snprintf(m->http_rpc_url, sizeof m->http_rpc_url, "inproc://charterd-http-%ld",
+                 (long)getpid());
+        for (size_t i = 0; i < m->cfg.n_listen; i++) {
+            urls_with_http[i] = m->cfg.listen[i];
+        }
+        urls_with_http[m->cfg.n_listen] = m->http_rpc_url;
+        topts.urls = urls_with_http;
+        topts.n_urls = m->cfg.n_listen + 1;
     }
+    topts.workers = m->cfg.workers;
+    topts.queue = m->cfg.queue;
+    topts.max_message = m->cfg.max_message;
+    topts.redis_url = m->url;
+    topts.graph = m->cfg.graph;
+    topts.timeout_ms = m->cfg.timeout_ms;
+    topts.dispatch = &m->dctx;
+    int db_failure = 0;
+    if (transport_start(&topts, &m->tr, &db_failure, err, sizeof err) != 0) {
+        m->tr = NULL;
+        log_fatal("%s", err);
+        return EXIT_STARTUP;
+    }
+    return 0;
+}
 
+static void main_stop_transport(main_state *m)
+{
+    transport_stop(m->tr);
+    m->tr = NULL;
+}
+
+static int main_start_http(main_state *m)
+{
+    if (m->cfg.http == NULL) {
+        return 0;
+    }
+    char err[1024];
+    http_opts hopts;
+    memset(&hopts, 0, sizeof hopts);
+    hopts.addr = m->cfg.http;
+    hopts.rpc_url = m->http_rpc_url;
+    hopts.max_message = m->cfg.max_message;
+    hopts.max_inflight = m->cfg.workers + m->cfg.queue;
+    hopts.max_timeout_ms = CONFIG_MAX_TIMEOUT_MS;
+    hopts.allow_host = m->cfg.http_allow_host;
+    if (http_start(&hopts, &m->hs, err, sizeof err) != 0) {
+        m->hs = NULL;
+        log_fatal("%s", err);
+        return EXIT_STARTUP;
+    }
+    char hp[300];
+    log_info("serving HTTP/JSON on http://%s",
+             config_parse_hostport(m->cfg.http, hp, sizeof hp) == 0 ? hp : m->cfg.http);
+    return 0;
+}
+
+static void main_stop_http(main_state *m)
+{
+    http_stop(m->hs);
+    m->hs = NULL;
+}
+
+static const main_step main_steps[] = {
+    {main_block_signals, NULL},
+    {main_provider_start, main_provider_stop},
+    {main_check_tables, NULL},
+    {main_load_workflow, main_free_workflow},
+    {main_load_key, main_forget_key},
+    {main_preflight, NULL},
+    {main_prepare_data_dir, NULL},
+    {main_start_database, main_stop_database},
+    {main_open_store, main_close_store},
+    {main_claim_integrity, NULL},
+    {main_install_workflow, main_registry_stop},
+    {main_interrupt_runs, main_free_interrupted},
+    {main_prepare_calls, NULL},
+    {main_start_transport, main_stop_transport},
+    {main_start_http, main_stop_http},
+};
+#define MAIN_N_STEPS (sizeof main_steps / sizeof main_steps[0])
+
+/* Says where charterd serves, then waits for SIGINT or SIGTERM, watching the embedded
+ * database once a second. */
+static void main_serve(main_state *m)
+{
     char urls[1024];
     size_t used = 0;
     urls[0] = '\0';
-    for (size_t i = 0; i < cfg.n_listen; i++) {
-        int w = snprintf(urls + used, sizeof urls - used, "%s%s", i ? ", " : "", cfg.listen[i]);
+    for (size_t i = 0; i < m->cfg.n_listen; i++) {
+        int w = snprintf(urls + used, sizeof urls - used, "%s%s", i ? ", " : "", m->cfg.listen[i]);
         if (w < 0 || (size_t)w >= sizeof urls - used) {
             break;
         }
@@ -305,13 +497,13 @@ int main(int argc, char **argv)
     }
     log_info("serving graph %s on %s with %u workers (redis %s%s, query library %s, workflow %s, "
              "%s)",
-             cfg.graph, urls, cfg.workers, url, db ? " embedded" : "", STORE_LIBRARY_VERSION,
-             startup->name,
-             env.keyed ? "events sealed with the integrity key" : "no integrity key");
+             m->cfg.graph, urls, m->cfg.workers, m->url, m->db ? " embedded" : "",
+             STORE_LIBRARY_VERSION, m->startup->name,
+             m->env.keyed ? "events sealed with the integrity key" : "no integrity key");
     if (notify_ready("serving") != 0) {
         log_error("cannot tell systemd that charterd is ready (check NOTIFY_SOCKET)");
     }
-    const json_t *ids = interrupted;
+    const json_t *ids = m->interrupted;
     if (json_array_size(ids) > 0) {
         char list[512];
         main_join(ids, list, sizeof list);
@@ -321,39 +513,57 @@ int main(int argc, char **argv)
     int sig = 0;
     for (;;) {
         struct timespec tick = {1, 0};
-        sig = sigtimedwait(&sigs, NULL, &tick);
+        sig = sigtimedwait(&m->sigs, NULL, &tick);
         if (sig == SIGINT || sig == SIGTERM) {
             break;
         }
         char what[64];
-        if (db != NULL && dbproc_check(db, what, sizeof what)) {
+        if (m->db != NULL && dbproc_check(m->db, what, sizeof what)) {
             log_error("embedded redis-server %s; calls fail with UNAVAILABLE until charterd is "
                       "restarted (see %s/redis.log)",
-                      what, cfg.data_dir);
+                      what, m->cfg.data_dir);
         }
     }
     log_info("stopping on %s: finishing calls in flight", sig == SIGINT ? "SIGINT" : "SIGTERM");
     (void)notify_stopping();
-    transport_stop(tr);
-    tr = NULL;
-    status = 0;
+}
 
-out:
-    transport_stop(tr);
-    if (st != NULL) {
-        store_close(st);
+int main(int argc, char **argv)
+{
+    static main_state m;
+    char err[1024];
+    int rc = config_parse(argc, argv, &m.cfg, err, sizeof err);
+    if (rc == CONFIG_EXIT) {
+        config_free(&m.cfg);
+        return 0;
     }
-    json_decref(interrupted);
-    if (db != NULL) {
-        dbproc_stop(db);
+    if (rc != CONFIG_OK) {
+        log_fatal("%s", err);
+        config_free(&m.cfg);
+        return EXIT_USAGE;
     }
-    workflow_free(wf);
-    registry_shutdown();
-    evlog_forget_key();
-    provider_global_cleanup();
+    log_init(m.cfg.quiet, m.cfg.verbose);
+
+    /* Forward through startup; a step that fails has logged its one line. */
+    int status = 0;
+    size_t started = 0;
+    while (started < MAIN_N_STEPS && (status = main_steps[started].start(&m)) == 0) {
+        started++;
+    }
+    if (status == 0) {
+        assert(started == MAIN_N_STEPS && m.tr != NULL);
+        main_serve(&m);
+    }
+    /* Backward through the steps that started. */
+    while (started > 0) {
+        const main_step *step = &main_steps[--started];
+        if (step->stop != NULL) {
+            step->stop(&m);
+        }
+    }
     if (status == 0) {
         log_info("stopped");
     }
-    config_free(&cfg);
+    config_free(&m.cfg);
     return status;
 }

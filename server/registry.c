@@ -237,6 +237,18 @@ int registry_get(store *st, const char *ref, const workflow **out)
         workflow_load_buffer(json_string_value(def), json_string_length(def), &wf, err, sizeof err);
     /* The bytes are what the version names, or the stored definition is not to be trusted. */
     bool same = rc == 0 && strcmp(wf->version, version) == 0;
+    if (!same) {
+        if (rc != 0)
+            store_note_error(st,
+                             "altered in the database: the stored definition of workflow %.64s "
+                             "does not load (%.100s)",
+                             version, err);
+        else
+            store_note_error(st,
+                             "altered in the database: the stored definition of workflow %.64s "
+                             "hashes to %.64s",
+                             version, wf->version);
+    }
     json_decref(reply);
     if (!same) {
         workflow_free(wf);

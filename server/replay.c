@@ -6,8 +6,8 @@
  * step capability it acted under ({workflow, cap, ...}): input gate {gate:"input", step,
  * context, ancestries:[raw charter_ancestry replies]}, source gate {gate:"source", step,
  * context, resource}, delivery gate {gate:"delivery", step, context, request, ancestry, chain,
- * now, payload:{id,hash,content_sha256}}. They are decoded with the store's own decoders and
- * handed to the same functions the live gates call.
+ * now, payload:{id,hash,content_sha256}}. They are decoded with the facts codec the store decodes
+ * replies with (facts.h) and handed to the same functions the live gates call.
  */
 #include "replay.h"
 #include "digest.h"
@@ -100,6 +100,57 @@ json_t *replay_cap_json(const guard_stepcap *cap)
                      "resources", strs_json(&cap->resources));
 }
 
+/* --- a candidate's labels ---------------------------------------------------------------- */
+
+/* The label key of the entry id of the candidate's list part ("resources" or "recipients" of
+ * workflow_seed_json), or -1 (a missing fact) when the candidate does not define it. */
+static int candidate_label(const json_t *labels, const char *part, const char *id, const char *key)
+{
+    const json_t *list = json_object_get(labels, part);
+    for (size_t i = 0; i < json_array_size(list); i++) {
+        const json_t *e = json_array_get(list, i);
+        const char *eid = json_string_value(json_object_get(e, "id"));
+        const json_t *v = json_object_get(e, key);
+        if (eid != NULL && strcmp(eid, id) == 0)
+            return json_is_integer(v) ? (int)json_integer_value(v) : -1;
+    }
+    return -1;
+}
+
+/* The ancestry as it would stand under the candidate's labels: every source resource takes
+ * the candidate's, and every artifact whose stored labels were the ones recomputed from the
+ * recorded facts takes the ones recomputed under the candidate's, so that a relabelling is not
+ * mistaken for tampering while a label that disagreed before still disagrees. Returns
+ * STATUS_OK or STATUS_ENOMEM. */
+static int relabel(guard_ancestry *anc, const json_t *labels)
+{
+    bool *agreed = calloc(anc->n ? anc->n : 1, sizeof *agreed);
+    if (agreed == NULL)
+        return STATUS_ENOMEM;
+    for (size_t i = 0; i < anc->n; i++) {
+        int c = -1, in = -1;
+        const guard_artifact *a = &anc->items[i];
+        agreed[i] =
+            guard_recompute_labels(anc, a->id, &c, &in) == 0 && c == a->conf && in == a->integrity;
+    }
+    for (size_t i = 0; i < anc->n; i++)
+        for (size_t k = 0; k < anc->items[i].n_resources; k++) {
+            guard_resource *r = &anc->items[i].resources[k];
+            r->conf = candidate_label(labels, "resources", r->id, "conf");
+            r->integrity = candidate_label(labels, "resources", r->id, "integrity");
+        }
+    for (size_t i = 0; i < anc->n; i++) {
+        int c = -1, in = -1;
+        guard_artifact *a = &anc->items[i];
+        if (agreed[i] && guard_recompute_labels(anc, a->id, &c, &in) == 0) {
+            a->conf = c;
+            a->integrity = in;
+        }
+    }
+    free(agreed);
+    return STATUS_OK;
+}
+
 /* --- the deciding half of each gate ------------------------------------------------------- */
 
 static int outcome_rank(guard_outcome o)
@@ -116,9 +167,11 @@ static void drop_borrowed(guard_decision *d)
     memset(&d->sources, 0, sizeof d->sources);
 }
 
-int replay_input_decide(const guard_stepcap *cap, const guard_context *ctx,
-                        const json_t *ancestries, const char *const *ids, guard_decision *d,
-                        int *conf, int *integrity)
+/* replay_input_decide, each ancestry relabelled under labels first when labels is not NULL
+ * (what if). */
+static int input_decide(const guard_stepcap *cap, const guard_context *ctx,
+                        const json_t *ancestries, const char *const *ids, const json_t *labels,
+                        guard_decision *d, int *conf, int *integrity)
 {
     memset(d, 0, sizeof *d);
     d->outcome = GUARD_ALLOW;
@@ -134,8 +187,10 @@ int replay_input_decide(const guard_stepcap *cap, const guard_context *ctx,
         guard_ancestry anc = {0};
         guard_decision one = {0};
         int rc = json_is_object(raw)
-                     ? store_ancestry_from_json(raw, ids != NULL ? ids[i] : NULL, &anc)
+                     ? facts_ancestry_from_json(raw, ids != NULL ? ids[i] : NULL, &anc)
                      : STATUS_EUNAVAILABLE;
+        if (rc == STATUS_OK && labels != NULL)
+            rc = relabel(&anc, labels);
         if (rc == STATUS_ENOMEM) {
             guard_decision_free(d);
             return STATUS_ENOMEM;
@@ -156,7 +211,7 @@ int replay_input_decide(const guard_stepcap *cap, const guard_context *ctx,
             }
         }
         drop_borrowed(&one);
-        store_ancestry_free(&anc);
+        facts_ancestry_free(&anc);
         /* Keep the worst verdict: DENY, then UNKNOWN, then ALLOW. */
         unsigned merged = d->codes | one.codes;
         if (outcome_rank(one.outcome) > outcome_rank(d->outcome)) {
@@ -171,6 +226,13 @@ int replay_input_decide(const guard_stepcap *cap, const guard_context *ctx,
         guard_decision_free(&one);
     }
     return 0;
+}
+
+int replay_input_decide(const guard_stepcap *cap, const guard_context *ctx,
+                        const json_t *ancestries, const char *const *ids, guard_decision *d,
+                        int *conf, int *integrity)
+{
+    return input_decide(cap, ctx, ancestries, ids, NULL, d, conf, integrity);
 }
 
 static bool strs_contain(const guard_strs *s, const char *v)
@@ -308,23 +370,23 @@ static int cap_from(const json_t *snap, guard_stepcap *cap, char *why, size_t n)
     return STATUS_OK;
 }
 
-static int replay_input(const guard_stepcap *cap, const json_t *snap, guard_decision *d, char *why,
-                        size_t n)
+static int replay_input(const guard_stepcap *cap, const json_t *snap, const json_t *labels,
+                        guard_decision *d, char *why, size_t n)
 {
     guard_context ctx;
-    int rc = store_context_from_json(json_object_get(snap, "context"), &ctx);
+    int rc = facts_context_from_json(json_object_get(snap, "context"), &ctx);
     if (rc == STATUS_ENOMEM)
         return rc;
     if (rc != STATUS_OK)
         return snapshot_fail(why, n, "context");
     const json_t *ancestries = json_object_get(snap, "ancestries");
     if (!json_is_array(ancestries)) {
-        store_context_free(&ctx);
+        facts_context_free(&ctx);
         return snapshot_fail(why, n, "ancestries");
     }
     int conf, integrity;
-    rc = replay_input_decide(cap, &ctx, ancestries, NULL, d, &conf, &integrity);
-    store_context_free(&ctx);
+    rc = input_decide(cap, &ctx, ancestries, NULL, labels, d, &conf, &integrity);
+    facts_context_free(&ctx);
     return rc;
 }
 
@@ -337,8 +399,8 @@ static int replay_source(const guard_stepcap *cap, const json_t *snap, guard_dec
     return replay_source_decide(cap, resource, d) == 0 ? STATUS_OK : STATUS_ENOMEM;
 }
 
-static int replay_delivery(const guard_stepcap *cap, const json_t *snap, guard_decision *d,
-                           char *why, size_t n)
+static int replay_delivery(const guard_stepcap *cap, const json_t *snap, const json_t *labels,
+                           guard_decision *d, char *why, size_t n)
 {
     const json_t *rq = json_object_get(snap, "request");
     const json_t *payload = json_object_get(snap, "payload");
@@ -358,12 +420,17 @@ static int replay_delivery(const guard_stepcap *cap, const json_t *snap, guard_d
     guard_context ctx;
     guard_ancestry anc = {0};
     guard_chain chain = {0};
-    int rc = store_context_from_json(json_object_get(snap, "context"), &ctx);
+    int rc = facts_context_from_json(json_object_get(snap, "context"), &ctx);
     if (rc != STATUS_OK)
         return rc == STATUS_ENOMEM ? rc : snapshot_fail(why, n, "context");
-    rc = store_ancestry_from_json(json_object_get(snap, "ancestry"), req.payload_id, &anc);
+    rc = facts_ancestry_from_json(json_object_get(snap, "ancestry"), req.payload_id, &anc);
+    if (rc == STATUS_OK && labels != NULL) {
+        /* What if: the recipient's clearance and the sources' labels are the candidate's. */
+        req.recipient_clearance = candidate_label(labels, "recipients", req.recipient, "clearance");
+        rc = relabel(&anc, labels);
+    }
     if (rc == STATUS_OK)
-        rc = store_chain_from_json(json_object_get(snap, "chain"), cap->grant, &chain);
+        rc = facts_chain_from_json(json_object_get(snap, "chain"), cap->grant, &chain);
     if (rc == STATUS_OK) {
         if (replay_delivery_decide(cap, &ctx, &req, &anc, &chain, json_number_value(now),
                                    text_of(payload, "hash"), text_of(payload, "content_sha256"),
@@ -373,10 +440,24 @@ static int replay_delivery(const guard_stepcap *cap, const json_t *snap, guard_d
     } else if (rc != STATUS_ENOMEM) {
         rc = snapshot_fail(why, n, "ancestry or chain");
     }
-    store_ancestry_free(&anc);
-    store_grant_chain_free(&chain);
-    store_context_free(&ctx);
+    facts_ancestry_free(&anc);
+    facts_chain_free(&chain);
+    facts_context_free(&ctx);
     return rc;
+}
+
+/* The gate the snapshot records, decided again under cap (and labels, for a what if). */
+static int decide_snapshot(const guard_stepcap *cap, const json_t *snap, const json_t *labels,
+                           guard_decision *d, char *why, size_t n)
+{
+    const char *gate = text_of(snap, "gate");
+    if (strcmp(gate, "input") == 0)
+        return replay_input(cap, snap, labels, d, why, n);
+    if (strcmp(gate, "delivery") == 0)
+        return replay_delivery(cap, snap, labels, d, why, n);
+    if (strcmp(gate, "source") == 0)
+        return replay_source(cap, snap, d, why, n);
+    return snapshot_fail(why, n, "unknown gate");
 }
 
 int replay_event(const char *evaluator, const json_t *event, replay_result *out, char *why,
@@ -419,17 +500,9 @@ int replay_event(const char *evaluator, const json_t *event, replay_result *out,
         return STATUS_EFINGERPRINT;
     }
     guard_stepcap cap;
-    const char *gate = text_of(snap, "gate");
     int rc = cap_from(snap, &cap, why, n);
     if (rc == STATUS_OK) {
-        if (strcmp(gate, "input") == 0)
-            rc = replay_input(&cap, snap, &out->replayed, why, n);
-        else if (strcmp(gate, "delivery") == 0)
-            rc = replay_delivery(&cap, snap, &out->replayed, why, n);
-        else if (strcmp(gate, "source") == 0)
-            rc = replay_source(&cap, snap, &out->replayed, why, n);
-        else
-            rc = snapshot_fail(why, n, "unknown gate");
+        rc = decide_snapshot(&cap, snap, NULL, &out->replayed, why, n);
         cap_free(&cap);
     }
     json_decref(snap);
@@ -443,5 +516,166 @@ int replay_event(const char *evaluator, const json_t *event, replay_result *out,
     out->matches = strcmp(outcome, guard_outcome_name(out->replayed.outcome)) == 0 &&
                    strcmp(text_of(event, "codes"), codes) == 0 &&
                    strcmp(text_of(event, "witness"), witness) == 0;
+    return STATUS_OK;
+}
+
+/* --- what if ------------------------------------------------------------------------------ */
+
+int replay_candidate_init(const workflow *wf, replay_candidate *cand)
+{
+    cand->wf = wf;
+    cand->labels = workflow_seed_json(wf);
+    return cand->labels != NULL ? STATUS_OK : STATUS_ENOMEM;
+}
+
+void replay_candidate_free(replay_candidate *cand)
+{
+    json_decref(cand->labels);
+    memset(cand, 0, sizeof *cand);
+}
+
+void replay_whatif_result_free(replay_whatif_result *r)
+{
+    guard_decision_free(&r->decided);
+    memset(r, 0, sizeof *r);
+}
+
+/* The snapshot of event as a JSON object (new reference), NULL when there is none; *bad is set
+ * when there is text that is not an object. */
+static json_t *snapshot_of(const json_t *event, bool *bad)
+{
+    const char *text = text_of(event, "snapshot");
+    *bad = false;
+    if (*text == '\0')
+        return NULL;
+    json_t *snap = json_loads(text, 0, NULL);
+    if (!json_is_object(snap)) {
+        json_decref(snap);
+        *bad = true;
+        return NULL;
+    }
+    return snap;
+}
+
+int replay_event_workflow(const json_t *event, char version[65])
+{
+    bool bad;
+    json_t *snap = snapshot_of(event, &bad);
+    const char *v = json_string_value(json_object_get(snap, "workflow"));
+    int rc = v != NULL && *v != '\0' && strlen(v) < 65 ? STATUS_OK : STATUS_ENOTFOUND;
+    snprintf(version, 65, "%s", rc == STATUS_OK ? v : "");
+    json_decref(snap);
+    return rc;
+}
+
+static bool strs_same_set(const guard_strs *a, const guard_strs *b)
+{
+    if (a->n != b->n)
+        return false;
+    for (size_t i = 0; i < a->n; i++)
+        if (!strs_contain(b, a->items[i]))
+            return false;
+    return true;
+}
+
+/* The items of have that bound holds (strings borrowed from have). */
+static int strs_within(const guard_strs *have, const guard_strs *bound, guard_strs *out)
+{
+    memset(out, 0, sizeof *out);
+    if (have->n == 0)
+        return STATUS_OK;
+    if ((out->items = calloc(have->n, sizeof *out->items)) == NULL)
+        return STATUS_ENOMEM;
+    for (size_t i = 0; i < have->n; i++)
+        if (strs_contain(bound, have->items[i]))
+            out->items[out->n++] = have->items[i];
+    return STATUS_OK;
+}
+
+/* The capability the candidate gives the recorded one's step (strings borrowed from the
+ * candidate; lists owned, freed with cap_free). *found is false when the candidate has no
+ * such step. */
+static int candidate_cap(const replay_candidate *cand, const workflow *recorded,
+                         const guard_stepcap *was, guard_stepcap *cap, bool *found)
+{
+    memset(cap, 0, sizeof *cap);
+    const workflow_step *ws = workflow_step_find(cand->wf, was->step);
+    const workflow_step *rs = recorded != NULL ? workflow_step_find(recorded, was->step) : NULL;
+    *found = ws != NULL;
+    if (ws == NULL)
+        return STATUS_OK;
+    /* A context narrowed below its step stays narrowed: a scope never widens, whatever the
+     * candidate gives the step. */
+    bool narrowed = rs == NULL || !strs_same_set(&was->tools, &rs->cap.tools) ||
+                    !strs_same_set(&was->recipients, &rs->cap.recipients) ||
+                    !strs_same_set(&was->resources, &rs->cap.resources);
+    cap->step = ws->cap.step;
+    cap->actor = ws->cap.actor;
+    cap->grant = ws->cap.grant;
+    int rc = strs_within(&ws->cap.tools, narrowed ? &was->tools : &ws->cap.tools, &cap->tools);
+    if (rc == STATUS_OK)
+        rc = strs_within(&ws->cap.recipients, narrowed ? &was->recipients : &ws->cap.recipients,
+                         &cap->recipients);
+    if (rc == STATUS_OK)
+        rc = strs_within(&ws->cap.resources, narrowed ? &was->resources : &ws->cap.resources,
+                         &cap->resources);
+    if (rc != STATUS_OK)
+        cap_free(cap);
+    return rc;
+}
+
+int replay_whatif(const replay_candidate *cand, const workflow *recorded, const json_t *event,
+                  replay_whatif_result *out, char *why, size_t n)
+{
+    memset(out, 0, sizeof *out);
+    if (n > 0)
+        why[0] = '\0';
+    const char *outcome = text_of(event, "outcome");
+    if (*outcome == '\0') {
+        snprintf(why, n, "it is a %s event, not a decision", text_of(event, "kind"));
+        return STATUS_ENOTDECISION;
+    }
+    bool bad;
+    json_t *snap = snapshot_of(event, &bad);
+    if (snap == NULL) {
+        if (bad)
+            return snapshot_fail(why, n, "not a JSON object");
+        out->no_snapshot = true;
+        return STATUS_OK;
+    }
+    const json_t *rq = json_object_get(snap, "request");
+    snprintf(out->gate, sizeof out->gate, "%s", text_of(snap, "gate"));
+    snprintf(out->subject, sizeof out->subject, "%s",
+             json_is_object(rq) ? text_of(rq, "recipient") : text_of(snap, "resource"));
+    guard_stepcap was, cap;
+    bool found = false;
+    int rc = cap_from(snap, &was, why, n);
+    if (rc != STATUS_OK)
+        goto out;
+    snprintf(out->step, sizeof out->step, "%s", was.step);
+    rc = candidate_cap(cand, recorded, &was, &cap, &found);
+    if (rc == STATUS_OK && found) {
+        rc = decide_snapshot(&cap, snap, cand->labels, &out->decided, why, n);
+        cap_free(&cap);
+    } else if (rc == STATUS_OK) {
+        /* The candidate does not have the step: nothing may be done in it. */
+        out->decided.outcome = GUARD_DENY;
+        out->decided.codes = 1u << GUARD_STEP_MISMATCH;
+        char w[160];
+        snprintf(w, sizeof w, "%s step is not in workflow %s", was.step, cand->wf->name);
+        if ((out->decided.witness = strdup(w)) == NULL)
+            rc = STATUS_ENOMEM;
+    }
+    cap_free(&was);
+out:
+    json_decref(snap);
+    if (rc != STATUS_OK) {
+        replay_whatif_result_free(out);
+        return rc;
+    }
+    char codes[512];
+    guard_codes_format(out->decided.codes, codes, sizeof codes);
+    out->changed = strcmp(outcome, guard_outcome_name(out->decided.outcome)) != 0 ||
+                   strcmp(text_of(event, "codes"), codes) != 0;
     return STATUS_OK;
 }

@@ -16,7 +16,7 @@
 #include <stdbool.h>
 
 #include "guard.h"
-#include "store.h"
+#include "facts.h"
 #include "workflow.h"
 
 #include "status.h"
@@ -83,5 +83,49 @@ int replay_event(const char *evaluator, const json_t *event, replay_result *out,
                  size_t n);
 
 void replay_result_free(replay_result *r);
+
+/* --- what if: recorded facts decided under a candidate workflow -------------------------- */
+
+/* A candidate workflow as a what-if decides under it: its step capabilities and its labels
+ * (resource confidentiality and integrity, recipient clearance). */
+typedef struct {
+    const workflow *wf; /* borrowed: kept alive by the caller while the candidate is used */
+    json_t *labels;     /* workflow_seed_json(wf) (owned) */
+} replay_candidate;
+
+/* Prepares *cand for wf. Returns STATUS_OK or STATUS_ENOMEM; free with replay_candidate_free
+ * (safe on a zeroed candidate). */
+int replay_candidate_init(const workflow *wf, replay_candidate *cand);
+void replay_candidate_free(replay_candidate *cand);
+
+/* The workflow version the snapshot of event records into version (65 bytes). Returns
+ * STATUS_OK, or STATUS_ENOTFOUND when the event has no snapshot or the snapshot names none. */
+int replay_event_workflow(const json_t *event, char version[65]);
+
+typedef struct {
+    guard_decision decided; /* under the candidate; unset (zero) when no_snapshot */
+    bool no_snapshot;       /* the event records no facts: nothing is decided */
+    bool changed;           /* outcome or codes differ from the recorded decision */
+    char gate[16];          /* "input", "source" or "delivery" */
+    char step[72];          /* the step the decision was made for */
+    char subject[136];      /* the delivery's recipient, the source's resource, or "" */
+} replay_whatif_result;
+
+/* Decides event (as charter_get_event returns it, snapshot resolved) again from its snapshot
+ * under the candidate, with the current guard: the capability is the candidate's step of the
+ * same name (DENY STEP_MISMATCH when it has none), still narrowed to the recorded lists when
+ * the recorded capability was narrower than recorded's step of that name (or recorded is
+ * NULL: the recording workflow is unknown, so the recorded lists bound it); a delivery's
+ * recipient clearance and every source resource's labels are the candidate's (-1, a missing
+ * fact, for a recipient or resource it does not define), and an artifact label that agreed with
+ * the recorded facts is recomputed under the candidate's (one that disagreed still disagrees).
+ * The grant chain, the context, the payload and the database time are the recorded ones. No
+ * fingerprint check: a what-if asks what this evaluator would decide. Returns STATUS_OK with
+ * *out filled (free with replay_whatif_result_free); STATUS_ENOTDECISION; STATUS_ESNAPSHOT
+ * (why says what is malformed); STATUS_ENOMEM. why has n bytes. */
+int replay_whatif(const replay_candidate *cand, const workflow *recorded, const json_t *event,
+                  replay_whatif_result *out, char *why, size_t n);
+
+void replay_whatif_result_free(replay_whatif_result *r);
 
 #endif

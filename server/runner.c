@@ -10,6 +10,7 @@
  */
 #include "runner.h"
 
+#include <assert.h>
 #include <openssl/rand.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -27,7 +28,7 @@ typedef struct {
     size_t n;
 } id_list;
 
-static void ids_free(id_list *l)
+static void id_list_free(id_list *l)
 {
     for (size_t i = 0; i < l->n; i++)
         free(l->ids[i]);
@@ -36,7 +37,7 @@ static void ids_free(id_list *l)
     l->n = 0;
 }
 
-static int ids_add(id_list *l, const char *id)
+static int id_list_add(id_list *l, const char *id)
 {
     for (size_t i = 0; i < l->n; i++)
         if (strcmp(l->ids[i], id) == 0)
@@ -72,7 +73,7 @@ static void note_event(const gate_env *g, const char *run_id, const char *kind, 
     json_decref(detail);
 }
 
-static json_t *ids_json(const id_list *l)
+static json_t *id_list_json(const id_list *l)
 {
     json_t *a = json_array();
     for (size_t i = 0; a && i < l->n; i++)
@@ -114,139 +115,196 @@ static int contents_of(const gate_env *g, const id_list *ids, char ***out)
     return STATUS_OK;
 }
 
-/* Runs one step in the context ctx_id with the given inputs (handed-off artifacts), reading
- * the step's sources first. On STEP_DONE, *handoff gets what the step hands on. The decision
- * that ended the step is left in d. */
+/* One step in progress: what run_step was given, and everything its phases allocate, freed by
+ * step_free alone. d is the caller's decision: the one that ends the step. */
+typedef struct {
+    const gate_env *g;
+    const char *run_id, *mode, *ctx_id;
+    const workflow_step *ws;
+    guard_decision *d;
+    id_list sources;    /* the step's source artifacts, as read */
+    id_list all;        /* the handed-off inputs, then the sources: the model's inputs */
+    char **contents;    /* the contents of all, in order (all.n of them) */
+    model_reply reply;  /* zeroed until the model answers */
+    char *rendered;     /* the public rendering, or NULL */
+    json_t *output;     /* the recorded output artifact */
+    const char *out_id; /* its id (borrowed from output) */
+    char err[256];
+} step_state;
+
+static void step_free(step_state *s)
+{
+    for (size_t i = 0; s->contents && i < s->all.n; i++)
+        free(s->contents[i]);
+    free(s->contents);
+    id_list_free(&s->sources);
+    id_list_free(&s->all);
+    model_reply_free(&s->reply);
+    free(s->rendered);
+    json_decref(s->output);
+}
+
+/* Replaces the decision with UNKNOWN GRAPH_ERROR saying why; the step stops. */
+static bool step_unknown(step_state *s, const char *why)
+{
+    guard_decision_free(s->d);
+    guard_decision_unknown(s->d, why);
+    return false;
+}
+
+/* Each phase returns true to go on, or false with the decision that ends the step in s->d. */
+
+/* Handed-off artifacts pass the gate before anything else happens in the step. */
+static bool step_check_handoff(step_state *s, const id_list *inputs)
+{
+    if (inputs->n == 0)
+        return true;
+    uint64_t seq = 0;
+    int rc =
+        gate_check_input(s->g, s->ctx_id, (const char *const *)inputs->ids, inputs->n, s->d, &seq);
+    if (rc != STATUS_OK) {
+        guard_decision_unknown(s->d, "the handed-off artifacts could not be checked");
+        return false;
+    }
+    if (s->d->outcome != GUARD_ALLOW)
+        return false;
+    guard_decision_free(s->d);
+    return true;
+}
+
+/* The step's sources, each through the source gate. */
+static bool step_read_sources(step_state *s)
+{
+    for (size_t i = 0; i < s->ws->reads.n; i++) {
+        json_t *artifact = NULL;
+        int rc = gate_read_source(s->g, s->ctx_id, s->ws->reads.items[i], s->d, &artifact);
+        const char *id = artifact ? json_string_value(json_object_get(artifact, "id")) : NULL;
+        bool kept = rc == STATUS_OK && s->d->outcome == GUARD_ALLOW && id &&
+                    id_list_add(&s->sources, id) == 0;
+        json_decref(artifact);
+        if (!kept) {
+            if (rc != STATUS_OK || s->d->outcome == GUARD_ALLOW)
+                return step_unknown(s, "a source could not be read");
+            return false;
+        }
+        guard_decision_free(s->d);
+    }
+    return true;
+}
+
+/* The model request: a fixed step and gated artifacts only. */
+static bool step_ask_model(step_state *s, const id_list *inputs)
+{
+    for (size_t i = 0; i < inputs->n; i++)
+        if (id_list_add(&s->all, inputs->ids[i]) != 0)
+            return step_unknown(s, "out of memory");
+    for (size_t i = 0; i < s->sources.n; i++)
+        if (id_list_add(&s->all, s->sources.ids[i]) != 0)
+            return step_unknown(s, "out of memory");
+    if (contents_of(s->g, &s->all, &s->contents) != STATUS_OK) {
+        guard_decision_unknown(s->d, "the inputs could not be read for the model request");
+        return false;
+    }
+    note_event(s->g, s->run_id, "model_request",
+               json_pack("{s:s, s:s, s:s, s:o*}", "step", s->ws->cap.step, "context", s->ctx_id,
+                         "model", s->mode, "inputs", id_list_json(&s->all)));
+    model_request req = {
+        .step = s->ws, .inputs = (const char *const *)s->contents, .n_inputs = s->all.n};
+    if (model_ask(s->mode, &req, &s->reply, s->err, sizeof s->err) != 0) {
+        note_event(s->g, s->run_id, "model_error",
+                   json_pack("{s:s, s:s}", "step", s->ws->cap.step, "error", s->err));
+        guard_decision_unknown(s->d, s->err);
+        return false;
+    }
+    return true;
+}
+
+/* Public output is rendered by the server from approved fields; the model's free text never
+ * reaches a public recipient. The output is recorded through the input gate. */
+static bool step_record_output(step_state *s)
+{
+    if (s->ws->public_template &&
+        workflow_render_public(s->ws, s->reply.fields, &s->rendered, s->err, sizeof s->err) != 0) {
+        note_event(s->g, s->run_id, "output_rejected",
+                   json_pack("{s:s, s:s}", "step", s->ws->cap.step, "error", s->err));
+        guard_decision_unknown(s->d, s->err);
+        return false;
+    }
+    const char *text = s->rendered ? s->rendered : s->reply.content;
+    int rc = s->all.n == 0
+                 ? STATUS_EINVAL
+                 : gate_record_output(s->g, s->ctx_id, (const char *const *)s->all.ids, s->all.n,
+                                      s->ws->output_title, text, s->d, &s->output);
+    s->out_id = s->output ? json_string_value(json_object_get(s->output, "id")) : NULL;
+    if (rc != STATUS_OK || s->d->outcome != GUARD_ALLOW || !s->out_id) {
+        if (rc != STATUS_OK || s->d->outcome == GUARD_ALLOW)
+            return step_unknown(s, "the output could not be recorded");
+        return false;
+    }
+    guard_decision_free(s->d);
+    return true;
+}
+
+/* The step's delivery, if it has one, through the delivery protocol. */
+static bool step_deliver(step_state *s)
+{
+    if (!s->ws->deliver_tool)
+        return true;
+    char inv[200];
+    snprintf(inv, sizeof inv, "%s:%s:deliver", s->run_id, s->ws->cap.step);
+    deliver_result dr;
+    int rc = deliver_send(s->g, s->ctx_id, s->out_id, s->ws->deliver_recipient, s->ws->deliver_tool,
+                          inv, &dr);
+    if (rc != STATUS_OK) {
+        guard_decision_unknown(s->d, "the delivery could not be attempted");
+    } else {
+        *s->d = dr.decision;
+        memset(&dr.decision, 0, sizeof dr.decision);
+    }
+    deliver_result_free(&dr);
+    return s->d->outcome == GUARD_ALLOW;
+}
+
+/* What the step hands on, as the model's reply names it. */
+static bool step_hand_on(step_state *s, id_list *handoff)
+{
+    for (size_t i = 0; i < s->reply.handoff.n; i++) {
+        const char *h = s->reply.handoff.items[i];
+        if (strcmp(h, "output") == 0 && id_list_add(handoff, s->out_id) != 0)
+            return step_unknown(s, "out of memory");
+        for (size_t j = 0; strcmp(h, "inputs") == 0 && j < s->all.n; j++)
+            if (id_list_add(handoff, s->all.ids[j]) != 0)
+                return step_unknown(s, "out of memory");
+    }
+    return true;
+}
+
+/* Runs one step in the context ctx_id with the given inputs (handed-off artifacts): the
+ * handoff check, the sources, the model, the output, the delivery, the handoff on. On
+ * STEP_DONE, *handoff gets what the step hands on. The decision that ended the step is left in
+ * d, and the step ends as that decision says (end_of). */
 static step_end run_step(const gate_env *g, const char *run_id, const char *mode,
                          const workflow_step *ws, const char *ctx_id, id_list *inputs,
                          guard_decision *d, id_list *handoff)
 {
     memset(d, 0, sizeof *d);
-    /* Handed-off artifacts pass the gate before anything else happens in the step. */
-    if (inputs->n > 0) {
-        uint64_t seq = 0;
-        int rc = gate_check_input(g, ctx_id, (const char *const *)inputs->ids, inputs->n, d, &seq);
-        if (rc != STATUS_OK) {
-            guard_decision_unknown(d, "the handed-off artifacts could not be checked");
-            return STEP_FAILED;
-        }
-        if (d->outcome != GUARD_ALLOW)
-            return end_of(d);
-        guard_decision_free(d);
+    step_state s;
+    memset(&s, 0, sizeof s);
+    s.g = g;
+    s.run_id = run_id;
+    s.mode = mode;
+    s.ctx_id = ctx_id;
+    s.ws = ws;
+    s.d = d;
+    if (step_check_handoff(&s, inputs) && step_read_sources(&s) && step_ask_model(&s, inputs) &&
+        step_record_output(&s) && step_deliver(&s) && step_hand_on(&s, handoff)) {
+        if (d->outcome == 0)
+            d->outcome = GUARD_ALLOW;
+        /* Only an allowed step hands anything on. */
+        assert(d->outcome == GUARD_ALLOW);
     }
-    id_list sources = {0};
-    for (size_t i = 0; i < ws->reads.n; i++) {
-        json_t *artifact = NULL;
-        int rc = gate_read_source(g, ctx_id, ws->reads.items[i], d, &artifact);
-        const char *id = artifact ? json_string_value(json_object_get(artifact, "id")) : NULL;
-        if (rc != STATUS_OK || d->outcome != GUARD_ALLOW || !id || ids_add(&sources, id)) {
-            json_decref(artifact);
-            ids_free(&sources);
-            if (rc != STATUS_OK || d->outcome == GUARD_ALLOW) {
-                guard_decision_free(d);
-                guard_decision_unknown(d, "a source could not be read");
-            }
-            return end_of(d);
-        }
-        json_decref(artifact);
-        guard_decision_free(d);
-    }
-    id_list all = {0};
-    for (size_t i = 0; i < inputs->n; i++)
-        ids_add(&all, inputs->ids[i]);
-    for (size_t i = 0; i < sources.n; i++)
-        ids_add(&all, sources.ids[i]);
-    ids_free(&sources);
-
-    /* The model request: a fixed step and gated artifacts only. */
-    char **contents = NULL;
-    if (contents_of(g, &all, &contents) != STATUS_OK) {
-        ids_free(&all);
-        guard_decision_unknown(d, "the inputs could not be read for the model request");
-        return STEP_FAILED;
-    }
-    note_event(g, run_id, "model_request",
-               json_pack("{s:s, s:s, s:s, s:o*}", "step", ws->cap.step, "context", ctx_id, "model",
-                         mode, "inputs", ids_json(&all)));
-    model_request req = {.step = ws, .inputs = (const char *const *)contents, .n_inputs = all.n};
-    model_reply reply;
-    char err[256];
-    int mrc = model_ask(mode, &req, &reply, err, sizeof err);
-    for (size_t i = 0; i < all.n; i++)
-        free(contents[i]);
-    free(contents);
-    if (mrc != 0) {
-        note_event(g, run_id, "model_error",
-                   json_pack("{s:s, s:s}", "step", ws->cap.step, "error", err));
-        ids_free(&all);
-        guard_decision_unknown(d, err);
-        return STEP_FAILED;
-    }
-
-    /* Public output is rendered by the server from approved fields; the model's free text
-     * never reaches a public recipient. */
-    char *rendered = NULL;
-    if (ws->public_template &&
-        workflow_render_public(ws, reply.fields, &rendered, err, sizeof err) != 0) {
-        note_event(g, run_id, "output_rejected",
-                   json_pack("{s:s, s:s}", "step", ws->cap.step, "error", err));
-        model_reply_free(&reply);
-        ids_free(&all);
-        guard_decision_unknown(d, err);
-        return STEP_FAILED;
-    }
-    json_t *output = NULL;
-    int rc = all.n == 0 ? STATUS_EINVAL
-                        : gate_record_output(g, ctx_id, (const char *const *)all.ids, all.n,
-                                             ws->output_title, rendered ? rendered : reply.content,
-                                             d, &output);
-    free(rendered);
-    const char *out_id = output ? json_string_value(json_object_get(output, "id")) : NULL;
-    if (rc != STATUS_OK || d->outcome != GUARD_ALLOW || !out_id) {
-        if (rc != STATUS_OK || d->outcome == GUARD_ALLOW) {
-            guard_decision_free(d);
-            guard_decision_unknown(d, "the output could not be recorded");
-        }
-        json_decref(output);
-        model_reply_free(&reply);
-        ids_free(&all);
-        return end_of(d);
-    }
-    guard_decision_free(d);
-
-    if (ws->deliver_tool) {
-        char inv[200];
-        snprintf(inv, sizeof inv, "%s:%s:deliver", run_id, ws->cap.step);
-        deliver_result dr;
-        rc = deliver_send(g, ctx_id, out_id, ws->deliver_recipient, ws->deliver_tool, inv, &dr);
-        if (rc != STATUS_OK) {
-            guard_decision_unknown(d, "the delivery could not be attempted");
-        } else {
-            *d = dr.decision;
-            memset(&dr.decision, 0, sizeof dr.decision);
-        }
-        deliver_result_free(&dr);
-        if (d->outcome != GUARD_ALLOW) {
-            json_decref(output);
-            model_reply_free(&reply);
-            ids_free(&all);
-            return end_of(d);
-        }
-    }
-    for (size_t i = 0; i < reply.handoff.n; i++) {
-        const char *h = reply.handoff.items[i];
-        if (strcmp(h, "output") == 0)
-            ids_add(handoff, out_id);
-        else if (strcmp(h, "inputs") == 0)
-            for (size_t j = 0; j < all.n; j++)
-                ids_add(handoff, all.ids[j]);
-    }
-    json_decref(output);
-    model_reply_free(&reply);
-    ids_free(&all);
-    if (d->outcome == 0)
-        d->outcome = GUARD_ALLOW;
-    return STEP_DONE;
+    step_free(&s);
+    return end_of(d);
 }
 
 static int step_index(const workflow *wf, const char *name)
@@ -302,19 +360,27 @@ static int drive(const gate_env *g, const char *run_id, const char *mode)
             break;
         }
         id_list inputs = {0};
-        for (size_t r = 0; r < ws->receives.n; r++) {
+        bool gathered = true;
+        for (size_t r = 0; r < ws->receives.n && gathered; r++) {
             int from = step_index(wf, ws->receives.items[r]);
-            for (size_t k = 0; from >= 0 && k < handoffs[from].n; k++)
-                ids_add(&inputs, handoffs[from].ids[k]);
+            /* A step receives only from steps before it (workflow.c checks the order). */
+            assert(from < 0 || (size_t)from < i);
+            for (size_t k = 0; from >= 0 && k < handoffs[from].n && gathered; k++)
+                gathered = id_list_add(&inputs, handoffs[from].ids[k]) == 0;
         }
-        end = run_step(g, run_id, mode, ws, ctx_id, &inputs, &d, &handoffs[i]);
-        ids_free(&inputs);
+        if (gathered) {
+            end = run_step(g, run_id, mode, ws, ctx_id, &inputs, &d, &handoffs[i]);
+        } else {
+            guard_decision_unknown(&d, "out of memory");
+            end = STEP_FAILED;
+        }
+        id_list_free(&inputs);
         json_decref(ctx);
     }
     finish(g, run_id, "running", end, last, &d);
     guard_decision_free(&d);
     for (size_t i = 0; i < wf->n_steps; i++)
-        ids_free(&handoffs[i]);
+        id_list_free(&handoffs[i]);
     free(handoffs);
     return STATUS_OK;
 }
@@ -365,7 +431,7 @@ static int recovery_candidates(const json_t *view, const char *step, id_list *ou
         const char *astep = json_string_value(json_object_get(a, "step"));
         if (!id || (astep && strcmp(astep, step) == 0))
             continue;
-        if (ids_add(out, id))
+        if (id_list_add(out, id))
             return STATUS_ENOMEM;
     }
     return STATUS_OK;
@@ -385,7 +451,7 @@ static int permitted_inputs(const gate_env *g, const char *ctx_id, const id_list
             return rc == STATUS_OK ? STATUS_EUNAVAILABLE : rc;
         }
         if (d.outcome == GUARD_ALLOW) {
-            rc = ids_add(out, cand->ids[i]) ? STATUS_ENOMEM : STATUS_OK;
+            rc = id_list_add(out, cand->ids[i]) ? STATUS_ENOMEM : STATUS_OK;
         } else {
             char codes[256];
             guard_codes_format(d.codes, codes, sizeof codes);
@@ -449,7 +515,7 @@ int runner_recover(const gate_env *g, const char *run_id, runner_recovery *out)
     if (rc == STATUS_OK && ctx_id && inputs.n > 0) {
         note_event(g, run_id, "recovery_inputs",
                    json_pack("{s:s, s:s, s:o*, s:O}", "step", ws->cap.step, "context", ctx_id,
-                             "inputs", ids_json(&inputs), "excluded", excluded));
+                             "inputs", id_list_json(&inputs), "excluded", excluded));
         /* The permitted inputs were each checked; run_step checks them together again. */
         end = run_step(g, run_id, mode, ws, ctx_id, &inputs, &out->decision, &handoff);
     } else {
@@ -459,9 +525,9 @@ int runner_recover(const gate_env *g, const char *run_id, runner_recovery *out)
     }
     finish(g, run_id, "recovering", end, ws->cap.step, &out->decision);
     json_decref(excluded);
-    ids_free(&cand);
-    ids_free(&inputs);
-    ids_free(&handoff);
+    id_list_free(&cand);
+    id_list_free(&inputs);
+    id_list_free(&handoff);
     json_decref(ctx);
     json_decref(view);
     return STATUS_OK;

@@ -1,30 +1,46 @@
 /*
- * services.h - the handler tables of charter.v1's services.
+ * services.h - the method tables of charter.v1's services.
  *
- * Each table is indexed exactly like the methods of the service's generated protobuf-c
- * descriptor (declaration order in proto/charter.proto); dispatch.c checks the lengths against
- * the descriptors at startup, so a method added to the proto without a handler stops charterd.
+ * Each row declares a method once: its name in proto/charter.proto, its request and response
+ * messages, the minimum role that may call it, and its handler. dispatch.c checks every row
+ * against protobuf-c's generated service descriptors at startup (same names, same messages,
+ * every method present once), so a row that names the wrong method or message stops charterd,
+ * and it enforces the row's role before the handler runs, so no handler checks roles itself.
  */
 #ifndef CHARTER_SERVICES_H
 #define CHARTER_SERVICES_H
 
+#include <protobuf-c/protobuf-c.h>
 #include <stddef.h>
 
 #include "call.h"
+#include "role.h"
 
-extern const call_handler svc_runs_handlers[]; /* CreateRun, GetRun, ListRuns, RecoverRun */
-extern const size_t svc_runs_handlers_len;
-extern const call_handler svc_gate_handlers[]; /* OpenStep, ReadSource, RecordOutput,
-                                                  CheckInput, Deliver, TraceArtifact */
-extern const size_t svc_gate_handlers_len;
-extern const call_handler svc_grants_handlers[]; /* RevokeGrant, RestoreGrants, ShowChain */
-extern const size_t svc_grants_handlers_len;
-extern const call_handler svc_health_handlers[]; /* Check */
-extern const size_t svc_health_handlers_len;
-extern const call_handler svc_evidence_handlers[]; /* ReplayDecision, GetReceipt, AuditRun */
-extern const size_t svc_evidence_handlers_len;
-extern const call_handler svc_workflows_handlers[]; /* ApplyWorkflow, ListWorkflows,
-                                                       GetWorkflow */
-extern const size_t svc_workflows_handlers_len;
+typedef struct {
+    const char *name;                           /* the method, e.g. "CreateRun" */
+    const ProtobufCMessageDescriptor *request;  /* its input message */
+    const ProtobufCMessageDescriptor *response; /* its output message */
+    call_role min_role;                         /* ROLE_NONE: callable without a token */
+    call_handler handler;
+} svc_method;
+
+extern const svc_method svc_runs_methods[]; /* CreateRun, GetRun, ListRuns, RecoverRun */
+extern const size_t svc_runs_methods_len;
+extern const svc_method svc_gate_methods[]; /* OpenStep, ReadSource, RecordOutput, CheckInput,
+                                               Deliver, TraceArtifact */
+extern const size_t svc_gate_methods_len;
+extern const svc_method svc_grants_methods[]; /* RevokeGrant, RestoreGrants, ShowChain */
+extern const size_t svc_grants_methods_len;
+extern const svc_method svc_health_methods[]; /* Check */
+extern const size_t svc_health_methods_len;
+extern const svc_method svc_evidence_methods[]; /* ReplayDecision, GetReceipt, AuditRun,
+                                                   WhatIf */
+extern const size_t svc_evidence_methods_len;
+extern const svc_method svc_workflows_methods[]; /* ApplyWorkflow, ListWorkflows, GetWorkflow */
+extern const size_t svc_workflows_methods_len;
+
+/* Evidence/WhatIf (svc_whatif.c): the recorded decisions decided again under a candidate
+ * workflow. */
+int svc_whatif_handler(call *c, const ProtobufCMessage *in, ProtobufCMessage **out);
 
 #endif

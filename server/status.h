@@ -20,6 +20,8 @@ enum {
     STATUS_EINVAL = -6,       /* the function rejected its arguments */
     STATUS_EPROTO = -7,       /* the reply was not what the library documents */
     STATUS_ELIMIT = -8,       /* a size limit of the query was reached */
+    /* The gates. */
+    STATUS_EDENIED = -20, /* a rule refuses the request outright (a scope that would widen) */
     /* Replay. */
     STATUS_ENOTDECISION = -30, /* the event records no decision (no outcome) */
     STATUS_EFINGERPRINT = -31, /* another evaluator decided it */

@@ -1,25 +1,24 @@
 /*
- * store.c - the hiredis connection to one graph and the decoders of the facts it returns.
+ * store.c - the hiredis connection to one graph.
  *
  * Every call is one FCALL of the query library (queries/charter.lua) with the graph prefix as
  * its only key; the JSON reply is parsed with jansson. A command that fails on I/O or times out
  * drops the context (a late reply must never be read as the answer to the next command) and
- * the next call reconnects. The decoders turn the ancestry and grant-chain replies (or the
- * snapshots recorded from them) into the guard's structs, owning every byte they point to.
+ * the next call reconnects. The replies of the fact queries are decoded by facts.c.
  */
 #include "store.h"
 
 #include <errno.h>
 #include <hiredis/hiredis.h>
-#include <limits.h>
-#include <math.h>
 #include <stdarg.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <limits.h>
 #include <sys/stat.h>
 #include <sys/time.h>
+#include <time.h>
 
 #define STORE_DEFAULT_TIMEOUT_MS 5000
 #define STORE_MAX_GRAPH 64
@@ -33,7 +32,10 @@ struct store {
     int port;
     char prefix[STORE_MAX_GRAPH + 16];      /* "charter:{<graph>}" */
     char client_name[STORE_MAX_GRAPH + 16]; /* "charter.<graph>", shown by CLIENT LIST */
-    int timeout_ms;
+    int timeout_ms;                         /* per command when no deadline is set */
+    struct timespec deadline; /* CLOCK_MONOTONIC instant the call's commands must end by */
+    bool has_deadline;        /* set by store_set_deadline, cleared by store_set_timeout */
+    bool deadline_passed;     /* a command was cut short or not sent because of it */
     char err[256];
 };
 
@@ -53,6 +55,21 @@ static struct timeval timeval_of(int ms)
     tv.tv_sec = ms / 1000;
     tv.tv_usec = (ms % 1000) * 1000;
     return tv;
+}
+
+/* Milliseconds a command may take now: what remains of the deadline (0 once it has passed),
+ * or the per-command timeout when no deadline is set. */
+static int budget_ms(const store *st)
+{
+    if (!st->has_deadline)
+        return st->timeout_ms;
+    struct timespec now;
+    clock_gettime(CLOCK_MONOTONIC, &now);
+    long long left = (long long)(st->deadline.tv_sec - now.tv_sec) * 1000LL +
+                     (st->deadline.tv_nsec - now.tv_nsec) / 1000000L;
+    if (left <= 0)
+        return 0;
+    return left > INT_MAX ? INT_MAX : (int)left;
 }
 
 static bool graph_valid(const char *graph)
@@ -183,7 +200,13 @@ static int ensure_connected(store *st)
 {
     if (st->ctx)
         return STATUS_OK;
-    struct timeval tv = timeval_of(st->timeout_ms);
+    int ms = budget_ms(st);
+    if (ms <= 0) {
+        st->deadline_passed = true;
+        set_error(st, "the call's deadline passed before Redis could be reached");
+        return STATUS_EUNAVAILABLE;
+    }
+    struct timeval tv = timeval_of(ms);
     /* A socket file that is not there fails now, not after the connect timeout. */
     struct stat sb;
     if (st->unix_path && stat(st->unix_path, &sb) != 0) {
@@ -259,8 +282,29 @@ void store_close(store *st)
     free(st);
 }
 
+void store_set_deadline(store *st, int timeout_ms)
+{
+    st->timeout_ms = timeout_ms > 0 ? timeout_ms : STORE_DEFAULT_TIMEOUT_MS;
+    clock_gettime(CLOCK_MONOTONIC, &st->deadline);
+    st->deadline.tv_sec += st->timeout_ms / 1000;
+    st->deadline.tv_nsec += (long)(st->timeout_ms % 1000) * 1000000L;
+    if (st->deadline.tv_nsec >= 1000000000L) {
+        st->deadline.tv_sec++;
+        st->deadline.tv_nsec -= 1000000000L;
+    }
+    st->has_deadline = true;
+    st->deadline_passed = false;
+}
+
+bool store_deadline_passed(const store *st)
+{
+    return st->deadline_passed;
+}
+
 void store_set_timeout(store *st, int timeout_ms)
 {
+    st->has_deadline = false;
+    st->deadline_passed = false;
     st->timeout_ms = timeout_ms > 0 ? timeout_ms : STORE_DEFAULT_TIMEOUT_MS;
     if (st->ctx && redisSetTimeout(st->ctx, timeval_of(st->timeout_ms)) != REDIS_OK)
         drop_connection(st); /* reconnect with the new timeout on the next call */
@@ -269,6 +313,14 @@ void store_set_timeout(store *st, int timeout_ms)
 const char *store_last_error(const store *st)
 {
     return st->err;
+}
+
+void store_note_error(store *st, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(st->err, sizeof st->err, fmt, ap);
+    va_end(ap);
 }
 
 /* Maps a Redis error reply to a status: the server being busy, loading or read-only is
@@ -289,11 +341,27 @@ static int map_redis_error(const char *msg)
  * context has been dropped and the error recorded. */
 static redisReply *command(store *st, int argc, const char **argv, const size_t *argvlen)
 {
+    /* Each command of a call gets what remains of the call's deadline, not a fresh one. */
+    int ms = budget_ms(st);
+    if (ms <= 0) {
+        st->deadline_passed = true;
+        set_error(st, "%s %s: not sent, the call's deadline has passed", argv[0],
+                  argc > 1 ? argv[1] : "");
+        return NULL;
+    }
+    if (redisSetTimeout(st->ctx, timeval_of(ms)) != REDIS_OK) {
+        set_error(st, "%s %s: cannot set the Redis timeout; not sent, reconnecting", argv[0],
+                  argc > 1 ? argv[1] : "");
+        drop_connection(st);
+        return NULL;
+    }
     redisReply *r = redisCommandArgv(st->ctx, argc, argv, argvlen);
     if (!r) {
         bool timeout = st->ctx->err == REDIS_ERR_IO &&
                        (strstr(st->ctx->errstr, "temporarily unavailable") != NULL ||
                         strstr(st->ctx->errstr, "timed out") != NULL);
+        if (timeout && st->has_deadline && budget_ms(st) <= 0)
+            st->deadline_passed = true;
         set_error(st, "%s %s: %s; effect unknown, reconnecting", argv[0], argc > 1 ? argv[1] : "",
                   timeout ? "timed out" : (st->ctx->errstr[0] ? st->ctx->errstr : "I/O error"));
         drop_connection(st);
@@ -480,357 +548,7 @@ int store_ping(store *st)
     return check_version(st);
 }
 
-/* --- decoding facts -------------------------------------------------------------------- */
-
-/* A text field: absent or null gives "" so the guard can always compare. */
-static int dup_text(const json_t *v, char **out)
-{
-    const char *s = "";
-    if (v && !json_is_null(v)) {
-        if (!json_is_string(v))
-            return STATUS_EPROTO;
-        s = json_string_value(v);
-    }
-    *out = strdup(s);
-    return *out ? STATUS_OK : STATUS_ENOMEM;
-}
-
-/* A required id: a non-empty string. */
-static int dup_id(const json_t *v, char **out)
-{
-    if (!json_is_string(v) || json_string_length(v) == 0)
-        return STATUS_EPROTO;
-    *out = strdup(json_string_value(v));
-    return *out ? STATUS_OK : STATUS_ENOMEM;
-}
-
-/* A label: integer (or integral number, or decimal string); absent or null gives -1. */
-static int get_label(const json_t *v, int *out)
-{
-    *out = -1;
-    if (!v || json_is_null(v))
-        return STATUS_OK;
-    double d;
-    if (json_is_integer(v)) {
-        json_int_t i = json_integer_value(v);
-        if (i < INT_MIN || i > INT_MAX)
-            return STATUS_EPROTO;
-        *out = (int)i;
-        return STATUS_OK;
-    }
-    if (json_is_real(v)) {
-        d = json_real_value(v);
-    } else if (json_is_string(v)) {
-        const char *s = json_string_value(v);
-        char *end;
-        if (*s == '\0')
-            return STATUS_OK;
-        errno = 0;
-        long l = strtol(s, &end, 10);
-        if (errno || *end != '\0' || l < INT_MIN || l > INT_MAX)
-            return STATUS_EPROTO;
-        *out = (int)l;
-        return STATUS_OK;
-    } else {
-        return STATUS_EPROTO;
-    }
-    if (d != floor(d) || d < INT_MIN || d > INT_MAX)
-        return STATUS_EPROTO;
-    *out = (int)d;
-    return STATUS_OK;
-}
-
-/* A boolean: true/false, 1/0, "1"/"0"/"true"/"false"; absent or null gives dflt. */
-static int get_bool(const json_t *v, bool dflt, bool *out)
-{
-    *out = dflt;
-    if (!v || json_is_null(v))
-        return STATUS_OK;
-    if (json_is_boolean(v)) {
-        *out = json_is_true(v);
-        return STATUS_OK;
-    }
-    if (json_is_integer(v) && (json_integer_value(v) == 0 || json_integer_value(v) == 1)) {
-        *out = json_integer_value(v) == 1;
-        return STATUS_OK;
-    }
-    if (json_is_string(v)) {
-        const char *s = json_string_value(v);
-        if (strcmp(s, "1") == 0 || strcmp(s, "true") == 0) {
-            *out = true;
-            return STATUS_OK;
-        }
-        if (strcmp(s, "0") == 0 || strcmp(s, "false") == 0) {
-            *out = false;
-            return STATUS_OK;
-        }
-    }
-    return STATUS_EPROTO;
-}
-
-/* A time in seconds since the epoch: a number or a decimal string. Absent, null or "" gives
- * missing. */
-static int get_time(const json_t *v, double missing, double *out)
-{
-    *out = missing;
-    if (!v || json_is_null(v))
-        return STATUS_OK;
-    if (json_is_number(v)) {
-        *out = json_number_value(v);
-        return isfinite(*out) ? STATUS_OK : STATUS_EPROTO;
-    }
-    if (!json_is_string(v))
-        return STATUS_EPROTO;
-    const char *s = json_string_value(v);
-    if (*s == '\0')
-        return STATUS_OK;
-    char *end;
-    errno = 0;
-    double d = strtod(s, &end);
-    if (errno || *end != '\0' || !isfinite(d))
-        return STATUS_EPROTO;
-    *out = d;
-    return STATUS_OK;
-}
-
-/* The elements of a documented list: an array, or {} (how Redis's cjson encodes an empty
- * list), or absent/null (empty). *arr is NULL for an empty list. */
-static int list_of(const json_t *v, const json_t **arr, size_t *n)
-{
-    *arr = NULL;
-    *n = 0;
-    if (!v || json_is_null(v))
-        return STATUS_OK;
-    if (json_is_object(v) && json_object_size(v) == 0)
-        return STATUS_OK;
-    if (!json_is_array(v))
-        return STATUS_EPROTO;
-    *arr = v;
-    *n = json_array_size(v);
-    return STATUS_OK;
-}
-
-static void strs_free(guard_strs *s)
-{
-    for (size_t i = 0; i < s->n; i++)
-        free(s->items[i]);
-    free(s->items);
-    s->items = NULL;
-    s->n = 0;
-}
-
-/* A list of strings. On failure s holds what was copied so far (freed by its owner). */
-static int get_strs(const json_t *v, guard_strs *s)
-{
-    const json_t *arr;
-    size_t n;
-    s->items = NULL;
-    s->n = 0;
-    int rc = list_of(v, &arr, &n);
-    if (rc != STATUS_OK || n == 0)
-        return rc;
-    s->items = calloc(n, sizeof *s->items);
-    if (!s->items)
-        return STATUS_ENOMEM;
-    s->n = n;
-    for (size_t i = 0; i < n; i++) {
-        const json_t *e = json_array_get(arr, i);
-        if (!json_is_string(e))
-            return STATUS_EPROTO;
-        s->items[i] = strdup(json_string_value(e));
-        if (!s->items[i])
-            return STATUS_ENOMEM;
-    }
-    return STATUS_OK;
-}
-
-static void actors_free(guard_actor_ref *a, size_t n)
-{
-    for (size_t i = 0; i < n; i++) {
-        free(a[i].id);
-        free(a[i].kind);
-    }
-    free(a);
-}
-
-/* A list of actor references: objects {id, kind} (kind "" when absent) or bare ids. */
-static int get_actors(const json_t *v, guard_actor_ref **out, size_t *count)
-{
-    const json_t *arr;
-    size_t n;
-    *out = NULL;
-    *count = 0;
-    int rc = list_of(v, &arr, &n);
-    if (rc != STATUS_OK || n == 0)
-        return rc;
-    guard_actor_ref *a = calloc(n, sizeof *a);
-    if (!a)
-        return STATUS_ENOMEM;
-    *out = a;
-    *count = n;
-    for (size_t i = 0; i < n; i++) {
-        const json_t *e = json_array_get(arr, i);
-        if (json_is_string(e)) {
-            rc = dup_id(e, &a[i].id);
-            if (rc == STATUS_OK)
-                rc = dup_text(NULL, &a[i].kind);
-        } else if (json_is_object(e)) {
-            rc = dup_id(json_object_get(e, "id"), &a[i].id);
-            if (rc == STATUS_OK)
-                rc = dup_text(json_object_get(e, "kind"), &a[i].kind);
-        } else {
-            rc = STATUS_EPROTO;
-        }
-        if (rc != STATUS_OK)
-            return rc;
-    }
-    return STATUS_OK;
-}
-
-static void resources_free(guard_resource *r, size_t n)
-{
-    for (size_t i = 0; i < n; i++) {
-        free(r[i].id);
-        free(r[i].title);
-    }
-    free(r);
-}
-
-/* A list of resources: objects {id, title, conf, integrity} or bare ids (labels -1). */
-static int get_resources(const json_t *v, guard_resource **out, size_t *count)
-{
-    const json_t *arr;
-    size_t n;
-    *out = NULL;
-    *count = 0;
-    int rc = list_of(v, &arr, &n);
-    if (rc != STATUS_OK || n == 0)
-        return rc;
-    guard_resource *r = calloc(n, sizeof *r);
-    if (!r)
-        return STATUS_ENOMEM;
-    *out = r;
-    *count = n;
-    for (size_t i = 0; i < n; i++) {
-        const json_t *e = json_array_get(arr, i);
-        r[i].conf = -1;
-        r[i].integrity = -1;
-        if (json_is_string(e)) {
-            rc = dup_id(e, &r[i].id);
-            if (rc == STATUS_OK)
-                rc = dup_text(NULL, &r[i].title);
-        } else if (json_is_object(e)) {
-            rc = dup_id(json_object_get(e, "id"), &r[i].id);
-            if (rc == STATUS_OK)
-                rc = dup_text(json_object_get(e, "title"), &r[i].title);
-            if (rc == STATUS_OK)
-                rc = get_label(json_object_get(e, "conf"), &r[i].conf);
-            if (rc == STATUS_OK)
-                rc = get_label(json_object_get(e, "integrity"), &r[i].integrity);
-        } else {
-            rc = STATUS_EPROTO;
-        }
-        if (rc != STATUS_OK)
-            return rc;
-    }
-    return STATUS_OK;
-}
-
-static void artifact_free(guard_artifact *a)
-{
-    free(a->id);
-    free(a->run_id);
-    free(a->title);
-    free(a->hash);
-    strs_free(&a->input_ids);
-    strs_free(&a->parents);
-    resources_free(a->resources, a->n_resources);
-    strs_free(&a->producers);
-}
-
-static int artifact_from_json(const json_t *e, guard_artifact *a)
-{
-    a->conf = -1;
-    a->integrity = -1;
-    if (!json_is_object(e))
-        return STATUS_EPROTO;
-    int rc = dup_id(json_object_get(e, "id"), &a->id);
-    if (rc == STATUS_OK)
-        rc = dup_text(json_object_get(e, "run_id"), &a->run_id);
-    if (rc == STATUS_OK)
-        rc = dup_text(json_object_get(e, "title"), &a->title);
-    if (rc == STATUS_OK)
-        rc = dup_text(json_object_get(e, "hash"), &a->hash);
-    if (rc == STATUS_OK) {
-        const json_t *kind = json_object_get(e, "kind");
-        const char *k = json_is_string(kind) ? json_string_value(kind) : "";
-        if (kind && !json_is_null(kind) && !json_is_string(kind))
-            rc = STATUS_EPROTO;
-        a->is_source = strcmp(k, "source") == 0;
-        a->kind_known = a->is_source || strcmp(k, "derived") == 0;
-    }
-    if (rc == STATUS_OK)
-        rc = get_label(json_object_get(e, "conf"), &a->conf);
-    if (rc == STATUS_OK)
-        rc = get_label(json_object_get(e, "integrity"), &a->integrity);
-    if (rc == STATUS_OK)
-        rc = get_bool(json_object_get(e, "capture_complete"), false, &a->capture_complete);
-    if (rc == STATUS_OK)
-        rc = get_strs(json_object_get(e, "input_ids"), &a->input_ids);
-    if (rc == STATUS_OK)
-        rc = get_strs(json_object_get(e, "parents"), &a->parents);
-    if (rc == STATUS_OK)
-        rc = get_resources(json_object_get(e, "resources"), &a->resources, &a->n_resources);
-    if (rc == STATUS_OK)
-        rc = get_strs(json_object_get(e, "producers"), &a->producers);
-    return rc;
-}
-
-void store_ancestry_free(guard_ancestry *anc)
-{
-    if (!anc)
-        return;
-    for (size_t i = 0; i < anc->n; i++)
-        artifact_free(&anc->items[i]);
-    free(anc->items);
-    free(anc->root);
-    memset(anc, 0, sizeof *anc);
-}
-
-int store_ancestry_from_json(const json_t *j, const char *root, guard_ancestry *out)
-{
-    memset(out, 0, sizeof *out);
-    if (!json_is_object(j))
-        return STATUS_EPROTO;
-    const json_t *jroot = json_object_get(j, "root");
-    if (root)
-        out->root = strdup(root);
-    else if (json_is_string(jroot))
-        out->root = strdup(json_string_value(jroot));
-    else
-        return STATUS_EPROTO;
-    if (!out->root)
-        return STATUS_ENOMEM;
-    int rc = get_bool(json_object_get(j, "truncated"), false, &out->truncated);
-    const json_t *arr = NULL;
-    size_t n = 0;
-    if (rc == STATUS_OK)
-        rc = list_of(json_object_get(j, "artifacts"), &arr, &n);
-    if (rc == STATUS_OK && !json_object_get(j, "artifacts"))
-        rc = STATUS_EPROTO;
-    if (rc == STATUS_OK && n > 0) {
-        out->items = calloc(n, sizeof *out->items);
-        if (!out->items)
-            rc = STATUS_ENOMEM;
-        else
-            out->n = n;
-    }
-    for (size_t i = 0; rc == STATUS_OK && i < n; i++)
-        rc = artifact_from_json(json_array_get(arr, i), &out->items[i]);
-    if (rc != STATUS_OK)
-        store_ancestry_free(out);
-    return rc;
-}
+/* --- facts for the guard (decoded by facts.c) ---------------------------------------- */
 
 int store_ancestry(store *st, const char *payload_id, size_t limit, guard_ancestry *out)
 {
@@ -846,95 +564,10 @@ int store_ancestry(store *st, const char *payload_id, size_t limit, guard_ancest
         set_error(st, "charter_ancestry: nil reply");
         return STATUS_EPROTO;
     }
-    rc = store_ancestry_from_json(j, payload_id, out);
+    rc = facts_ancestry_from_json(j, payload_id, out);
     if (rc == STATUS_EPROTO)
         set_error(st, "charter_ancestry: the reply is not an ancestry");
     json_decref(j);
-    return rc;
-}
-
-static void grant_free(guard_grant *g)
-{
-    free(g->id);
-    strs_free(&g->tools);
-    strs_free(&g->recipients);
-    strs_free(&g->resources);
-    strs_free(&g->parents);
-    actors_free(g->grantees, g->n_grantees);
-    actors_free(g->issuers, g->n_issuers);
-}
-
-/* A missing valid_from reads as never valid and a missing valid_to as expired, so a grant
- * whose validity cannot be read fails closed. */
-static int grant_from_json(const json_t *e, guard_grant *g)
-{
-    if (!json_is_object(e))
-        return STATUS_EPROTO;
-    int rc = dup_id(json_object_get(e, "id"), &g->id);
-    if (rc == STATUS_OK)
-        rc = get_bool(json_object_get(e, "root"), false, &g->root);
-    if (rc == STATUS_OK)
-        rc = get_strs(json_object_get(e, "tools"), &g->tools);
-    if (rc == STATUS_OK)
-        rc = get_strs(json_object_get(e, "recipients"), &g->recipients);
-    if (rc == STATUS_OK)
-        rc = get_strs(json_object_get(e, "resources"), &g->resources);
-    if (rc == STATUS_OK)
-        rc = get_time(json_object_get(e, "valid_from"), HUGE_VAL, &g->valid_from);
-    if (rc == STATUS_OK)
-        rc = get_time(json_object_get(e, "valid_to"), 0.0, &g->valid_to);
-    if (rc == STATUS_OK)
-        rc = get_time(json_object_get(e, "revoked_at"), 0.0, &g->revoked_at);
-    if (rc == STATUS_OK)
-        rc = get_strs(json_object_get(e, "parents"), &g->parents);
-    if (rc == STATUS_OK)
-        rc = get_actors(json_object_get(e, "grantees"), &g->grantees, &g->n_grantees);
-    if (rc == STATUS_OK)
-        rc = get_actors(json_object_get(e, "issuers"), &g->issuers, &g->n_issuers);
-    return rc;
-}
-
-void store_grant_chain_free(guard_chain *chain)
-{
-    if (!chain)
-        return;
-    for (size_t i = 0; i < chain->n; i++)
-        grant_free(&chain->items[i]);
-    free(chain->items);
-    free(chain->leaf);
-    memset(chain, 0, sizeof *chain);
-}
-
-int store_chain_from_json(const json_t *j, const char *leaf, guard_chain *out)
-{
-    memset(out, 0, sizeof *out);
-    if (!json_is_object(j))
-        return STATUS_EPROTO;
-    const json_t *jleaf = json_object_get(j, "leaf");
-    if (leaf)
-        out->leaf = strdup(leaf);
-    else if (json_is_string(jleaf))
-        out->leaf = strdup(json_string_value(jleaf));
-    else
-        return STATUS_EPROTO;
-    if (!out->leaf)
-        return STATUS_ENOMEM;
-    const json_t *arr = NULL;
-    size_t n = 0;
-    int rc = list_of(json_object_get(j, "grants"), &arr, &n);
-    if (rc == STATUS_OK && !json_object_get(j, "grants"))
-        rc = STATUS_EPROTO;
-    if (rc == STATUS_OK && n > 0) {
-        out->items = calloc(n, sizeof *out->items);
-        if (!out->items)
-            rc = STATUS_ENOMEM;
-        else
-            out->n = n;
-    }
-    for (size_t i = 0; rc == STATUS_OK && i < n; i++)
-        rc = grant_from_json(json_array_get(arr, i), &out->items[i]);
-    if (rc != STATUS_OK)
-        store_grant_chain_free(out);
     return rc;
 }
 
@@ -950,38 +583,10 @@ int store_grant_chain(store *st, const char *grant_id, guard_chain *out)
         set_error(st, "charter_grant_chain: nil reply");
         return STATUS_EPROTO;
     }
-    rc = store_chain_from_json(j, grant_id, out);
+    rc = facts_chain_from_json(j, grant_id, out);
     if (rc == STATUS_EPROTO)
         set_error(st, "charter_grant_chain: the reply is not a grant chain");
     json_decref(j);
-    return rc;
-}
-
-void store_context_free(guard_context *ctx)
-{
-    if (!ctx)
-        return;
-    free(ctx->id);
-    free(ctx->run_id);
-    free(ctx->step);
-    strs_free(&ctx->owners);
-    memset(ctx, 0, sizeof *ctx);
-}
-
-int store_context_from_json(const json_t *j, guard_context *out)
-{
-    memset(out, 0, sizeof *out);
-    if (!json_is_object(j))
-        return STATUS_EPROTO;
-    int rc = dup_id(json_object_get(j, "id"), &out->id);
-    if (rc == STATUS_OK)
-        rc = dup_text(json_object_get(j, "run_id"), &out->run_id);
-    if (rc == STATUS_OK)
-        rc = dup_text(json_object_get(j, "step"), &out->step);
-    if (rc == STATUS_OK)
-        rc = get_strs(json_object_get(j, "owners"), &out->owners);
-    if (rc != STATUS_OK)
-        store_context_free(out);
     return rc;
 }
 
@@ -997,7 +602,7 @@ int store_context(store *st, const char *context_id, guard_context *out)
         set_error(st, "charter_context_owner: nil reply");
         return STATUS_EPROTO;
     }
-    rc = store_context_from_json(j, out);
+    rc = facts_context_from_json(j, out);
     if (rc == STATUS_EPROTO)
         set_error(st, "charter_context_owner: the reply is not a context");
     json_decref(j);

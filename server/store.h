@@ -18,8 +18,10 @@
 #define CHARTER_STORE_H
 
 #include <jansson.h>
+#include <stdbool.h>
 #include <stddef.h>
 
+#include "facts.h"
 #include "guard.h"
 
 /* The query library's version; charterd refuses to start when the loaded library reports
@@ -53,13 +55,28 @@ int store_url_canonical(const char *url, char *out, size_t outlen);
 /* Closes the connection and frees st (NULL is ignored). */
 void store_close(store *st);
 
-/* The per-command timeout in milliseconds for the following calls (the RPC's deadline); <= 0
- * selects 5000 ms. */
+/* The per-command timeout in milliseconds for the following calls, with no deadline (for
+ * work outside an RPC); <= 0 selects 5000 ms. */
 void store_set_timeout(store *st, int timeout_ms);
+
+/* The deadline of one RPC: timeout_ms milliseconds from now (<= 0 selects 5000 ms) bound the
+ * whole call, so every following command (and a reconnect) gets only what remains of it, and
+ * once it has passed a command is not sent and fails with STATUS_EUNAVAILABLE. Lasts until the
+ * next store_set_deadline or store_set_timeout. */
+void store_set_deadline(store *st, int timeout_ms);
+
+/* True when, since the last store_set_deadline, a command failed because the deadline passed
+ * (not sent, or timed out at the deadline): the caller answers DEADLINE_EXCEEDED. */
+bool store_deadline_passed(const store *st);
 
 /* A one-line description of the last failure (never contains secrets); valid until the next
  * call on st. */
 const char *store_last_error(const store *st);
+
+/* Records why a reply that decoded fine is still not to be trusted (e.g. a stored definition
+ * that does not match its digest), printf-style, as the store's last error: the caller that
+ * maps the STATUS_EPROTO it returns to an answer then names the mismatch. */
+void store_note_error(store *st, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
 /* FUNCTION LOAD REPLACE the library source (len bytes), then FCALL charter_version and compare
  * with STORE_LIBRARY_VERSION. Returns STATUS_OK, STATUS_EUNAVAILABLE, STATUS_EPROTO (load failed
@@ -84,40 +101,20 @@ int store_call(store *st, const char *fn, int nargs, const char *const *args, js
 /* Same, with one argument that is a JSON document (encoded compactly). */
 int store_call_json(store *st, const char *fn, const json_t *arg, json_t **out);
 
-/* --- facts for the guard (each result owned by the caller, freed by the matching _free) ---
- *
- * The decoders fill every field: a text that is absent in the reply is "" (never NULL, so the
- * guard can compare it), a label that is absent is -1, a kind other than source/derived has
- * kind_known false, an absent list is empty. A grant's times are accepted as numbers or
- * decimal strings; an absent valid_from reads as +infinity and an absent valid_to as 0 (never
- * valid: fails closed), an absent revoked_at as 0. A field of the wrong type is STATUS_EPROTO.
- * On any failure the output is freed and zeroed. The _free functions are safe on a zeroed
- * struct and zero what they free. */
+/* --- facts for the guard: each result owned by the caller, decoded and freed as facts.h says
+ * (facts_ancestry_free, facts_chain_free, facts_context_free). --- */
 
 /* Every artifact reachable from payload_id through DERIVED_FROM (query "ancestry"), at most
  * limit artifacts (out->truncated set when reached). Returns STATUS_OK, STATUS_ENOTFOUND when the
  * payload does not exist, STATUS_EUNAVAILABLE, STATUS_EPROTO, STATUS_ENOMEM. */
 int store_ancestry(store *st, const char *payload_id, size_t limit, guard_ancestry *out);
-void store_ancestry_free(guard_ancestry *anc);
 
 /* The leaf grant and every grant above it (query "grant_chain"). A missing leaf gives STATUS_OK
  * with out->n == 0 (the guard answers GRANT_NOT_FOUND). */
 int store_grant_chain(store *st, const char *grant_id, guard_chain *out);
-void store_grant_chain_free(guard_chain *chain);
 
 /* The context, its run, its step and its owners (query "context_owner"). STATUS_ENOTFOUND when
  * the context does not exist. */
 int store_context(store *st, const char *context_id, guard_context *out);
-void store_context_free(guard_context *ctx);
-
-/* Decodes the JSON facts the queries return into guard structs; used by the store itself and by
- * replay, which decodes recorded snapshots. Return STATUS_OK, STATUS_EPROTO, STATUS_ENOMEM. */
-/* j is the function's reply object; root (leaf) names the artifact (grant) asked for, or NULL
- * to take the reply's "root" ("leaf"). Lists encoded as {} (Redis cjson's empty list) are
- * empty lists. */
-int store_ancestry_from_json(const json_t *j, const char *root, guard_ancestry *out);
-int store_chain_from_json(const json_t *j, const char *leaf, guard_chain *out);
-/* The reply of context_owner ({"id","run_id","step","owners"}) as a guard_context. */
-int store_context_from_json(const json_t *j, guard_context *out);
 
 #endif

@@ -25,39 +25,6 @@
             return require_id_rc;                                                                  \
     } while (0)
 
-/* The decision as the event recorded it, in the call's arena (NULL when out of memory). */
-static Charter__V1__Decision *recorded_decision(call *c, const json_t *event)
-{
-    Charter__V1__Decision *d = call_alloc(c, sizeof *d);
-    if (d == NULL)
-        return NULL;
-    charter__v1__decision__init(d);
-    const char *outcome = json_string_value(json_object_get(event, "outcome"));
-    const char *codes = json_string_value(json_object_get(event, "codes"));
-    const char *witness = json_string_value(json_object_get(event, "witness"));
-    d->outcome = outcome && strcmp(outcome, "allow") == 0  ? CHARTER__V1__OUTCOME__ALLOW
-                 : outcome && strcmp(outcome, "deny") == 0 ? CHARTER__V1__OUTCOME__DENY
-                                                           : CHARTER__V1__OUTCOME__UNKNOWN;
-    if ((d->witness = call_strdup(c, witness ? witness : "")) == NULL)
-        return NULL;
-    size_t n = 0;
-    for (const char *p = codes; p && *p; p++)
-        n += *p == ',';
-    if (codes && *codes) {
-        char *copy = call_strdup(c, codes);
-        if (copy == NULL || (d->codes = call_alloc(c, (n + 1) * sizeof *d->codes)) == NULL)
-            return NULL;
-        for (char *tok = copy, *end; tok != NULL; tok = end) {
-            end = strchr(tok, ',');
-            if (end)
-                *end++ = '\0';
-            if (*tok)
-                d->codes[d->n_codes++] = tok;
-        }
-    }
-    return d;
-}
-
 static const char *fingerprint_of(const json_t *event)
 {
     const char *s = json_string_value(json_object_get(event, "fingerprint"));
@@ -78,7 +45,7 @@ static int replay_decision(call *c, const ProtobufCMessage *in, ProtobufCMessage
     json_t *event = NULL;
     int rc = store_call(c->st, "get_event", 2, args, &event);
     if (rc != STATUS_OK)
-        return call_fail_store(c, rc, event_name);
+        return call_fail_status(c, rc, event_name);
     /* A large snapshot is stored once by content; replay decides from the facts themselves. */
     char *facts = NULL;
     rc = evlog_snapshot_resolve(c->st, json_string_value(json_object_get(event, "snapshot")),
@@ -88,10 +55,11 @@ static int replay_decision(call *c, const ProtobufCMessage *in, ProtobufCMessage
     free(facts);
     if (rc != STATUS_OK) {
         json_decref(event);
+        /* Facts that are gone or altered leave a snapshot replay cannot decode. */
         if (rc == STATUS_ENOTFOUND || rc == STATUS_EPROTO)
-            return call_fail(c, RPC_FAILED_PRECONDITION, "event %s: the facts it names are %s", seq,
-                             rc == STATUS_ENOTFOUND ? "missing" : "altered");
-        return call_fail_store(c, rc, event_name);
+            return call_fail_statusf(c, STATUS_ESNAPSHOT, "event %s: the facts it names are %s",
+                                     seq, rc == STATUS_ENOTFOUND ? "missing" : "altered");
+        return call_fail_status(c, rc, event_name);
     }
     replay_result res;
     char why[224];
@@ -99,13 +67,17 @@ static int replay_decision(call *c, const ProtobufCMessage *in, ProtobufCMessage
     if (rc != STATUS_OK) {
         json_decref(event);
         if (rc == STATUS_ENOMEM)
-            return call_fail(c, RPC_INTERNAL, "out of memory");
-        return call_fail(c, RPC_FAILED_PRECONDITION, "event %s: %s", seq, why);
+            return call_fail_statusf(c, rc, "out of memory");
+        /* Beyond the event that is no decision or of another evaluator, whatever replay cannot
+         * use comes from the recorded snapshot (replay.h). */
+        if (rc != STATUS_ENOTDECISION && rc != STATUS_EFINGERPRINT)
+            rc = STATUS_ESNAPSHOT;
+        return call_fail_statusf(c, rc, "event %s: %s", seq, why);
     }
     Charter__V1__ReplayDecisionResponse *resp = call_alloc(c, sizeof *resp);
     if (resp != NULL) {
         charter__v1__replay_decision_response__init(resp);
-        resp->recorded = recorded_decision(c, event);
+        resp->recorded = wire_event_decision(c, event);
         resp->replayed = res.no_snapshot ? NULL : wire_decision(c, &res.replayed);
         resp->no_snapshot = res.no_snapshot;
         resp->matches = res.matches;
@@ -168,13 +140,14 @@ static int get_receipt(call *c, const ProtobufCMessage *in, ProtobufCMessage **o
 {
     const Charter__V1__GetReceiptRequest *req = (const Charter__V1__GetReceiptRequest *)in;
     if (!evlog_keyed())
-        return call_fail(c, RPC_FAILED_PRECONDITION,
-                         "INTEGRITY_KEY_REQUIRED: receipts are signed with the integrity key, and "
-                         "this charterd has none (start it with --integrity-key FILE)");
+        return call_fail_statusf(
+            c, STATUS_ENOKEY,
+            "INTEGRITY_KEY_REQUIRED: receipts are signed with the integrity key, and "
+            "this charterd has none (start it with --integrity-key FILE)");
     REQUIRE_ID(c, "run_id", req->run_id);
     bool for_run = req->invocation_id == NULL || *req->invocation_id == '\0';
     if (!for_run)
-        if (!call_invocation_id_ok(req->invocation_id))
+        if (!ids_invocation_ok(req->invocation_id))
             return call_fail(c, RPC_INVALID_ARGUMENT, "invocation_id: 1 to 128 of [A-Za-z0-9._:-]");
     json_t *receipt = NULL;
     char status[32] = "";
@@ -182,15 +155,16 @@ static int get_receipt(call *c, const ProtobufCMessage *in, ProtobufCMessage **o
                  ? receipt_issue_run(c->st, req->run_id, &receipt, status)
                  : receipt_issue_for_invocation(c->st, req->run_id, req->invocation_id, &receipt);
     if (rc == STATUS_ENOTENDED)
-        return call_fail(c, RPC_FAILED_PRECONDITION,
-                         "run %s is %s: its receipt is issued once it is completed, blocked or in "
-                         "error",
-                         req->run_id, *status ? status : "still moving");
+        return call_fail_statusf(
+            c, rc,
+            "run %s is %s: its receipt is issued once it is completed, blocked or in "
+            "error",
+            req->run_id, *status ? status : "still moving");
     if (rc == STATUS_ENOKEY)
-        return call_fail(c, RPC_FAILED_PRECONDITION,
-                         "INTEGRITY_KEY_REQUIRED: receipts are signed with the integrity key");
+        return call_fail_statusf(
+            c, rc, "INTEGRITY_KEY_REQUIRED: receipts are signed with the integrity key");
     if (rc != STATUS_OK)
-        return call_fail_store(c, rc, for_run ? "run" : "delivery");
+        return call_fail_status(c, rc, for_run ? "run" : "delivery");
     Charter__V1__Receipt *r = receipt_message(c, receipt);
     json_decref(receipt);
     if (r == NULL)
@@ -206,7 +180,7 @@ static int audit_run(call *c, const ProtobufCMessage *in, ProtobufCMessage **out
     evlog_audit_result a;
     int rc = evlog_audit(c->st, req->run_id, &a);
     if (rc != STATUS_OK)
-        return call_fail_store_id(c, rc, "run", req->run_id);
+        return call_fail_status_id(c, rc, "run", req->run_id);
     Charter__V1__AuditRunResponse *resp = call_alloc(c, sizeof *resp);
     if (resp == NULL)
         return call_fail(c, RPC_INTERNAL, "out of memory");
@@ -221,6 +195,17 @@ static int audit_run(call *c, const ProtobufCMessage *in, ProtobufCMessage **out
     return RPC_OK;
 }
 
-const call_handler svc_evidence_handlers[] = {replay_decision, get_receipt, audit_run};
-const size_t svc_evidence_handlers_len =
-    sizeof svc_evidence_handlers / sizeof svc_evidence_handlers[0];
+/* The Evidence service: one row per method, checked against the generated descriptor at
+ * startup (dispatch_check_tables); dispatch enforces each row's minimum role. */
+const svc_method svc_evidence_methods[] = {
+    {"ReplayDecision", &charter__v1__replay_decision_request__descriptor,
+     &charter__v1__replay_decision_response__descriptor, ROLE_VIEWER, replay_decision},
+    {"GetReceipt", &charter__v1__get_receipt_request__descriptor, &charter__v1__receipt__descriptor,
+     ROLE_VIEWER, get_receipt},
+    {"AuditRun", &charter__v1__audit_run_request__descriptor,
+     &charter__v1__audit_run_response__descriptor, ROLE_VIEWER, audit_run},
+    {"WhatIf", &charter__v1__what_if_request__descriptor,
+     &charter__v1__what_if_response__descriptor, ROLE_VIEWER, svc_whatif_handler},
+};
+const size_t svc_evidence_methods_len =
+    sizeof svc_evidence_methods / sizeof svc_evidence_methods[0];

@@ -10,6 +10,7 @@
 
 #include "charter.pb-c.h"
 #include "deliver.h"
+#include "facts.h"
 #include "gate.h"
 #include "registry.h"
 #include "services.h"
@@ -27,10 +28,11 @@
 static int gate_fail(call *c, int rc, const char *what, const char *context_id)
 {
     if (rc == STATUS_EREFUSED)
-        return call_fail(c, RPC_FAILED_PRECONDITION,
-                         "context %s belongs to a completed run: its record is closed (start "
-                         "a new run)",
-                         context_id);
+        return call_fail_statusf(
+            c, rc,
+            "context %s belongs to a completed run: its record is closed (start "
+            "a new run)",
+            context_id);
     /* The query names the object it did not find ("context c9 not found"); say that one. */
     const char *detail = c->st != NULL ? store_last_error(c->st) : NULL;
     size_t n = detail != NULL ? strlen(detail) : 0;
@@ -38,7 +40,7 @@ static int gate_fail(call *c, int rc, const char *what, const char *context_id)
         const char *named = strrchr(detail, ':'); /* past "charter_fn: not_found: " */
         return call_fail(c, RPC_NOT_FOUND, "%s", named != NULL ? named + 2 : detail);
     }
-    return call_fail_store(c, rc, what);
+    return call_fail_status(c, rc, what);
 }
 
 static int ids_ok(call *c, const char *field, char **ids, size_t n)
@@ -49,7 +51,7 @@ static int ids_ok(call *c, const char *field, char **ids, size_t n)
         return call_fail(c, RPC_INVALID_ARGUMENT, "%s: more than %zu artifact ids", field,
                          c->env->limits.max_ids);
     for (size_t i = 0; i < n; i++)
-        if (!call_id_ok(ids[i]))
+        if (!ids_graph_ok(ids[i]))
             return call_fail(c, RPC_INVALID_ARGUMENT, "%s[%zu]: 1 to 128 of [A-Za-z0-9._-]", field,
                              i);
     return RPC_OK;
@@ -89,9 +91,7 @@ static int names_ok(call *c, const char *field, char **names, size_t n, guard_st
 static int open_step(call *c, const ProtobufCMessage *in, ProtobufCMessage **out)
 {
     const Charter__V1__OpenStepRequest *req = (const Charter__V1__OpenStepRequest *)in;
-    int rc = call_require_operator(c);
-    if (rc != RPC_OK)
-        return rc;
+    int rc;
     REQUIRE_ID(c, "run_id", req->run_id);
     REQUIRE_ID(c, "step", req->step);
     bool child = req->parent_context_id && *req->parent_context_id;
@@ -104,7 +104,7 @@ static int open_step(call *c, const ProtobufCMessage *in, ProtobufCMessage **out
         return call_fail(c, RPC_INVALID_ARGUMENT,
                          "tools, recipients and resources narrow a parent context: set "
                          "parent_context_id");
-    gate_env g = gate_env_of(c);
+    gate_env g = call_gate_env(c);
     const workflow_step *ws = NULL;
     json_t *ctx = NULL;
     if (child) {
@@ -113,20 +113,18 @@ static int open_step(call *c, const ProtobufCMessage *in, ProtobufCMessage **out
         rc = gate_open_narrowed(&g, req->parent_context_id, req->run_id, req->step, &lists[0],
                                 &lists[1], &lists[2], &ctx, &ws, why, sizeof why);
         /* Scopes only narrow: asking for more than the parent holds is refused outright. */
-        if (rc == STATUS_EREFUSED)
-            return call_fail(c, RPC_PERMISSION_DENIED, "%s", why);
-        if (rc == STATUS_EINVAL)
-            return call_fail(c, RPC_INVALID_ARGUMENT, "%s", why);
+        if (rc == STATUS_EDENIED || rc == STATUS_EINVAL)
+            return call_fail_statusf(c, rc, "%s", why);
         if (rc == STATUS_ENOTFOUND)
-            return call_fail(c, RPC_NOT_FOUND, "context %s not found", req->parent_context_id);
+            return call_fail_statusf(c, rc, "context %s not found", req->parent_context_id);
         if (rc != STATUS_OK)
-            return call_fail_store_id(c, rc, "context", req->parent_context_id);
+            return call_fail_status_id(c, rc, "context", req->parent_context_id);
     } else {
         /* The run's own workflow, pinned when it was created. */
         const workflow *wf = NULL;
         rc = registry_run_workflow(c->st, req->run_id, &wf);
         if (rc != STATUS_OK)
-            return call_fail_store_id(c, rc, "run", req->run_id);
+            return call_fail_status_id(c, rc, "run", req->run_id);
         ws = workflow_step_find(wf, req->step);
         if (!ws)
             return call_fail(c, RPC_NOT_FOUND, "step %s is not a step of workflow %s", req->step,
@@ -134,7 +132,7 @@ static int open_step(call *c, const ProtobufCMessage *in, ProtobufCMessage **out
         g.wf = wf;
         rc = gate_open_step(&g, req->run_id, req->step, &ctx);
         if (rc != STATUS_OK)
-            return call_fail_store_id(c, rc, "run", req->run_id);
+            return call_fail_status_id(c, rc, "run", req->run_id);
     }
     Charter__V1__StepContext *resp = call_alloc(c, sizeof *resp);
     if (!resp) {
@@ -167,12 +165,10 @@ static int open_step(call *c, const ProtobufCMessage *in, ProtobufCMessage **out
 static int read_source(call *c, const ProtobufCMessage *in, ProtobufCMessage **out)
 {
     const Charter__V1__ReadSourceRequest *req = (const Charter__V1__ReadSourceRequest *)in;
-    int rc = call_require_operator(c);
-    if (rc != RPC_OK)
-        return rc;
+    int rc;
     REQUIRE_ID(c, "context_id", req->context_id);
     REQUIRE_ID(c, "resource_id", req->resource_id);
-    gate_env g = gate_env_of(c);
+    gate_env g = call_gate_env(c);
     guard_decision d;
     json_t *artifact = NULL;
     rc = gate_read_source(&g, req->context_id, req->resource_id, &d, &artifact);
@@ -207,7 +203,7 @@ static int render_fields(call *c, const gate_env *g, const Charter__V1__RecordOu
     int rc = gate_context(g, req->context_id, &ws, &ctx);
     if (rc != STATUS_OK)
         return gate_fail(c, rc, "context", req->context_id);
-    store_context_free(&ctx);
+    facts_context_free(&ctx);
     json_t *fields = json_object();
     for (size_t i = 0; fields && i < req->n_fields; i++)
         if (json_object_set_new(fields, req->fields[i]->key, json_string(req->fields[i]->value)))
@@ -225,9 +221,7 @@ static int render_fields(call *c, const gate_env *g, const Charter__V1__RecordOu
 static int record_output(call *c, const ProtobufCMessage *in, ProtobufCMessage **out)
 {
     const Charter__V1__RecordOutputRequest *req = (const Charter__V1__RecordOutputRequest *)in;
-    int rc = call_require_operator(c);
-    if (rc != RPC_OK)
-        return rc;
+    int rc;
     REQUIRE_ID(c, "context_id", req->context_id);
     if ((rc = ids_ok(c, "input_ids", req->input_ids, req->n_input_ids)) != RPC_OK)
         return rc;
@@ -239,7 +233,7 @@ static int record_output(call *c, const ProtobufCMessage *in, ProtobufCMessage *
     if ((rc = call_require_utf8(c, "title", req->title)) != RPC_OK ||
         (rc = call_require_utf8(c, "content", req->content)) != RPC_OK)
         return rc;
-    gate_env g = gate_env_of(c);
+    gate_env g = call_gate_env(c);
     char *rendered = NULL;
     if (req->n_fields > 0 && (rc = render_fields(c, &g, req, &rendered)) != RPC_OK)
         return rc;
@@ -270,13 +264,11 @@ static int record_output(call *c, const ProtobufCMessage *in, ProtobufCMessage *
 static int check_input(call *c, const ProtobufCMessage *in, ProtobufCMessage **out)
 {
     const Charter__V1__CheckInputRequest *req = (const Charter__V1__CheckInputRequest *)in;
-    int rc = call_require_operator(c);
-    if (rc != RPC_OK)
-        return rc;
+    int rc;
     REQUIRE_ID(c, "context_id", req->context_id);
     if ((rc = ids_ok(c, "artifact_ids", req->artifact_ids, req->n_artifact_ids)) != RPC_OK)
         return rc;
-    gate_env g = gate_env_of(c);
+    gate_env g = call_gate_env(c);
     guard_decision d;
     uint64_t seq = 0;
     rc = gate_check_input(&g, req->context_id, (const char *const *)req->artifact_ids,
@@ -301,16 +293,14 @@ static int check_input(call *c, const ProtobufCMessage *in, ProtobufCMessage **o
 static int deliver(call *c, const ProtobufCMessage *in, ProtobufCMessage **out)
 {
     const Charter__V1__DeliverRequest *req = (const Charter__V1__DeliverRequest *)in;
-    int rc = call_require_operator(c);
-    if (rc != RPC_OK)
-        return rc;
+    int rc;
     REQUIRE_ID(c, "context_id", req->context_id);
     REQUIRE_ID(c, "payload_id", req->payload_id);
     REQUIRE_ID(c, "recipient", req->recipient);
     REQUIRE_ID(c, "tool", req->tool);
-    if (!call_invocation_id_ok(req->invocation_id))
+    if (!ids_invocation_ok(req->invocation_id))
         return call_fail(c, RPC_INVALID_ARGUMENT, "invocation_id: 1 to 128 of [A-Za-z0-9._:-]");
-    gate_env g = gate_env_of(c);
+    gate_env g = call_gate_env(c);
     deliver_result r;
     rc = deliver_send(&g, req->context_id, req->payload_id, req->recipient, req->tool,
                       req->invocation_id, &r);
@@ -362,16 +352,19 @@ static int trace_artifact(call *c, const ProtobufCMessage *in, ProtobufCMessage 
 {
     const Charter__V1__TraceArtifactRequest *req = (const Charter__V1__TraceArtifactRequest *)in;
     REQUIRE_ID(c, "artifact_id", req->artifact_id);
-    gate_env g = gate_env_of(c);
+    gate_env g = call_gate_env(c);
     json_t *anc = NULL;
     int rc = gate_trace(&g, req->artifact_id, &anc);
     if (rc != STATUS_OK)
-        return call_fail_store_id(c, rc, "artifact", req->artifact_id);
+        return call_fail_status_id(c, rc, "artifact", req->artifact_id);
     json_t *arts = json_object_get(anc, "artifacts");
     size_t n = json_is_array(arts) ? json_array_size(arts) : 0;
+    const json_t *cut = json_object_get(anc, "truncated");
     Charter__V1__TraceArtifactResponse *resp = call_alloc(c, sizeof *resp);
     if (resp) {
         charter__v1__trace_artifact_response__init(resp);
+        /* Say so when the lineage was cut, so no caller takes a part for the whole. */
+        resp->truncated = json_is_true(cut) || (json_is_integer(cut) && json_integer_value(cut));
         resp->artifacts = call_alloc(c, (n ? n : 1) * sizeof *resp->artifacts);
     }
     if (!resp || !resp->artifacts) {
@@ -393,6 +386,20 @@ static int trace_artifact(call *c, const ProtobufCMessage *in, ProtobufCMessage 
     return RPC_OK;
 }
 
-const call_handler svc_gate_handlers[] = {open_step,   read_source, record_output,
-                                          check_input, deliver,     trace_artifact};
-const size_t svc_gate_handlers_len = sizeof svc_gate_handlers / sizeof svc_gate_handlers[0];
+/* The Gate service: one row per method, checked against the generated descriptor at
+ * startup (dispatch_check_tables); dispatch enforces each row's minimum role. */
+const svc_method svc_gate_methods[] = {
+    {"OpenStep", &charter__v1__open_step_request__descriptor,
+     &charter__v1__step_context__descriptor, ROLE_OPERATOR, open_step},
+    {"ReadSource", &charter__v1__read_source_request__descriptor,
+     &charter__v1__read_source_response__descriptor, ROLE_OPERATOR, read_source},
+    {"RecordOutput", &charter__v1__record_output_request__descriptor,
+     &charter__v1__record_output_response__descriptor, ROLE_OPERATOR, record_output},
+    {"CheckInput", &charter__v1__check_input_request__descriptor,
+     &charter__v1__check_input_response__descriptor, ROLE_OPERATOR, check_input},
+    {"Deliver", &charter__v1__deliver_request__descriptor,
+     &charter__v1__deliver_response__descriptor, ROLE_OPERATOR, deliver},
+    {"TraceArtifact", &charter__v1__trace_artifact_request__descriptor,
+     &charter__v1__trace_artifact_response__descriptor, ROLE_VIEWER, trace_artifact},
+};
+const size_t svc_gate_methods_len = sizeof svc_gate_methods / sizeof svc_gate_methods[0];

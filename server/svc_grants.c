@@ -19,10 +19,7 @@
 static int svc_grants_revoke(call *c, const ProtobufCMessage *in, ProtobufCMessage **out)
 {
     const Charter__V1__RevokeGrantRequest *rq = (const Charter__V1__RevokeGrantRequest *)in;
-    int rc = call_require_operator(c);
-    if (rc != RPC_OK) {
-        return rc;
-    }
+    int rc;
     if ((rc = call_require_id(c, "grant_id", rq->grant_id)) != RPC_OK) {
         return rc;
     }
@@ -32,7 +29,7 @@ static int svc_grants_revoke(call *c, const ProtobufCMessage *in, ProtobufCMessa
     json_t *j = NULL;
     rc = store_call(c->st, "revoke_grant", 1, args, &j);
     if (rc != STATUS_OK) {
-        return call_fail_store(c, rc, what);
+        return call_fail_status(c, rc, what);
     }
     if (j == NULL) {
         return call_fail(c, RPC_NOT_FOUND, "%s not found", what);
@@ -49,10 +46,7 @@ static int svc_grants_revoke(call *c, const ProtobufCMessage *in, ProtobufCMessa
 static int svc_grants_restore(call *c, const ProtobufCMessage *in, ProtobufCMessage **out)
 {
     const Charter__V1__RestoreGrantsRequest *rq = (const Charter__V1__RestoreGrantsRequest *)in;
-    int rc = call_require_operator(c);
-    if (rc != RPC_OK) {
-        return rc;
-    }
+    int rc;
     const char *id = rq->grant_id != NULL ? rq->grant_id : "";
     if (id[0] != '\0' && (rc = call_require_id(c, "grant_id", id)) != RPC_OK) {
         return rc;
@@ -67,7 +61,7 @@ static int svc_grants_restore(call *c, const ProtobufCMessage *in, ProtobufCMess
     json_t *j = NULL;
     rc = store_call(c->st, "restore_grants", 1, args, &j);
     if (rc != STATUS_OK) {
-        return call_fail_store(c, rc, what);
+        return call_fail_status(c, rc, what);
     }
     Charter__V1__RestoreGrantsResponse *r = call_alloc(c, sizeof *r);
     if (r == NULL) {
@@ -147,7 +141,7 @@ static int svc_grants_show_chain(call *c, const ProtobufCMessage *in, ProtobufCM
     json_t *j = NULL;
     rc = store_call(c->st, "grant_chain", 1, args, &j);
     if (rc != STATUS_OK) {
-        return call_fail_store(c, rc, what);
+        return call_fail_status(c, rc, what);
     }
     const json_t *grants = json_object_get(j, "grants");
     if (!json_is_array(grants) || json_array_size(grants) == 0) {
@@ -159,7 +153,7 @@ static int svc_grants_show_chain(call *c, const ProtobufCMessage *in, ProtobufCM
     rc = store_call(c->st, "time", 0, NULL, &tj);
     if (rc != STATUS_OK) {
         json_decref(j);
-        return call_fail_store(c, rc, "database time");
+        return call_fail_status(c, rc, "database time");
     }
     const json_t *nowj = json_object_get(tj, "now");
     double now = 0;
@@ -180,11 +174,11 @@ static int svc_grants_show_chain(call *c, const ProtobufCMessage *in, ProtobufCM
 
     guard_chain chain;
     memset(&chain, 0, sizeof chain);
-    rc = store_chain_from_json(j, rq->grant_id, &chain);
+    rc = facts_chain_from_json(j, rq->grant_id, &chain);
     if (rc != STATUS_OK) {
-        store_grant_chain_free(&chain);
+        facts_chain_free(&chain);
         json_decref(j);
-        return call_fail_store(c, rc, what);
+        return call_fail_status(c, rc, what);
     }
     const char *actor = "";
     for (size_t i = 0; i < chain.n; i++) {
@@ -211,7 +205,7 @@ static int svc_grants_show_chain(call *c, const ProtobufCMessage *in, ProtobufCM
         }
     }
     guard_decision_free(&d);
-    store_grant_chain_free(&chain);
+    facts_chain_free(&chain);
     json_decref(j);
     if (status != RPC_OK) {
         return status;
@@ -220,6 +214,14 @@ static int svc_grants_show_chain(call *c, const ProtobufCMessage *in, ProtobufCM
     return RPC_OK;
 }
 
-const call_handler svc_grants_handlers[] = {svc_grants_revoke, svc_grants_restore,
-                                            svc_grants_show_chain};
-const size_t svc_grants_handlers_len = sizeof svc_grants_handlers / sizeof svc_grants_handlers[0];
+/* The Grants service: one row per method, checked against the generated descriptor at
+ * startup (dispatch_check_tables); dispatch enforces each row's minimum role. */
+const svc_method svc_grants_methods[] = {
+    {"RevokeGrant", &charter__v1__revoke_grant_request__descriptor, &charter__v1__grant__descriptor,
+     ROLE_OPERATOR, svc_grants_revoke},
+    {"RestoreGrants", &charter__v1__restore_grants_request__descriptor,
+     &charter__v1__restore_grants_response__descriptor, ROLE_OPERATOR, svc_grants_restore},
+    {"ShowChain", &charter__v1__show_chain_request__descriptor,
+     &charter__v1__grant_chain__descriptor, ROLE_VIEWER, svc_grants_show_chain},
+};
+const size_t svc_grants_methods_len = sizeof svc_grants_methods / sizeof svc_grants_methods[0];

@@ -36,5 +36,10 @@ static int svc_health_check(call *c, const ProtobufCMessage *in, ProtobufCMessag
     return RPC_OK;
 }
 
-const call_handler svc_health_handlers[] = {svc_health_check};
-const size_t svc_health_handlers_len = sizeof svc_health_handlers / sizeof svc_health_handlers[0];
+/* The Health service: one row per method, checked against the generated descriptor at
+ * startup (dispatch_check_tables); dispatch enforces each row's minimum role. */
+const svc_method svc_health_methods[] = {
+    {"Check", &charter__v1__health_request__descriptor, &charter__v1__health_response__descriptor,
+     ROLE_NONE, svc_health_check},
+};
+const size_t svc_health_methods_len = sizeof svc_health_methods / sizeof svc_health_methods[0];

@@ -26,7 +26,7 @@ static int load_view(call *c, const char *run_id, uint64_t after, uint32_t limit
     json_t *j = NULL;
     int rc = store_call(c->st, "get_run", 3, args, &j);
     if (rc != STATUS_OK)
-        return call_fail_store_id(c, rc, "run", run_id);
+        return call_fail_status_id(c, rc, "run", run_id);
     *out = wire_run_view(c, j);
     json_decref(j);
     if (!*out)
@@ -37,9 +37,7 @@ static int load_view(call *c, const char *run_id, uint64_t after, uint32_t limit
 static int create_run(call *c, const ProtobufCMessage *in, ProtobufCMessage **out)
 {
     const Charter__V1__CreateRunRequest *req = (const Charter__V1__CreateRunRequest *)in;
-    int rc = call_require_operator(c);
-    if (rc != RPC_OK)
-        return rc;
+    int rc;
     const char *mode = req->mode && *req->mode ? req->mode : "scripted";
     if (strcmp(mode, "scripted") != 0 && strcmp(mode, "external") != 0 && strcmp(mode, "live") != 0)
         return call_fail(c, RPC_INVALID_ARGUMENT,
@@ -52,24 +50,27 @@ static int create_run(call *c, const ProtobufCMessage *in, ProtobufCMessage **ou
         return call_fail(c, RPC_INVALID_ARGUMENT, "task: longer than 4096 bytes");
     if ((rc = call_require_utf8(c, "task", req->task)) != RPC_OK)
         return rc;
-    gate_env g = gate_env_of(c);
+    gate_env g = call_gate_env(c);
     /* The run pins this version for good: applying another one later never changes it. */
     if (req->workflow && *req->workflow) {
         rc = registry_get(c->st, req->workflow, &g.wf);
         if (rc == STATUS_ENOTFOUND)
-            return call_fail(c, RPC_NOT_FOUND,
-                             "workflow %.128s is not applied to this graph (see ApplyWorkflow)",
-                             req->workflow);
+            return call_fail_statusf(
+                c, rc, "workflow %.128s is not applied to this graph (see ApplyWorkflow)",
+                req->workflow);
         if (rc == STATUS_EINVAL)
-            return call_fail(c, RPC_INVALID_ARGUMENT,
-                             "workflow: a version or a name, 1 to 128 of [A-Za-z0-9._-]");
+            return call_fail_statusf(c, rc,
+                                     "workflow: a version or a name, 1 to 128 of [A-Za-z0-9._-]");
         if (rc != STATUS_OK)
-            return call_fail_store_id(c, rc, "workflow", req->workflow);
+            return call_fail_status_id(c, rc, "workflow", req->workflow);
     }
     char run_id[65];
+    /* A run records each step and its end: the built-in runner is bounded per database command
+     * by what remains of the deadline, not cut off at it, so no run is left half-recorded. */
+    store_set_timeout(c->st, c->timeout_ms);
     rc = runner_start(&g, req->task, mode, run_id);
     if (rc != STATUS_OK)
-        return call_fail_store(c, rc, "run");
+        return call_fail_status(c, rc, "run");
     Charter__V1__RunView *view = NULL;
     rc = load_view(c, run_id, 0, 0, &view);
     if (rc == RPC_OK)
@@ -99,7 +100,7 @@ static int list_runs(call *c, const ProtobufCMessage *in, ProtobufCMessage **out
     json_t *j = NULL;
     int rc = store_call(c->st, "list_runs", 1, args, &j);
     if (rc != STATUS_OK)
-        return call_fail_store(c, rc, "runs");
+        return call_fail_status(c, rc, "runs");
     Charter__V1__ListRunsResponse *resp = call_alloc(c, sizeof *resp);
     json_t *runs = json_object_get(j, "runs");
     size_t n = json_is_array(runs) ? json_array_size(runs) : 0;
@@ -125,23 +126,22 @@ static int list_runs(call *c, const ProtobufCMessage *in, ProtobufCMessage **out
 static int recover_run(call *c, const ProtobufCMessage *in, ProtobufCMessage **out)
 {
     const Charter__V1__RecoverRunRequest *req = (const Charter__V1__RecoverRunRequest *)in;
-    int rc = call_require_operator(c);
-    if (rc != RPC_OK)
-        return rc;
+    int rc;
     if ((rc = call_require_id(c, "run_id", req->run_id)) != RPC_OK)
         return rc;
-    gate_env g = gate_env_of(c);
+    gate_env g = call_gate_env(c);
     runner_recovery rec;
+    store_set_timeout(c->st, c->timeout_ms); /* as in create_run: a run is not cut off */
     rc = runner_recover(&g, req->run_id, &rec);
     if (rc == STATUS_EREFUSED) {
         guard_decision_free(&rec.decision);
-        return call_fail(c, RPC_FAILED_PRECONDITION,
-                         "run %s is not blocked, interrupted or in error: nothing to recover",
-                         req->run_id);
+        return call_fail_statusf(
+            c, rc, "run %s is not blocked, interrupted or in error: nothing to recover",
+            req->run_id);
     }
     if (rc != STATUS_OK) {
         guard_decision_free(&rec.decision);
-        return call_fail_store_id(c, rc, "run", req->run_id);
+        return call_fail_status_id(c, rc, "run", req->run_id);
     }
     Charter__V1__RecoverRunResponse *resp = call_alloc(c, sizeof *resp);
     if (!resp) {
@@ -171,5 +171,16 @@ static int recover_run(call *c, const ProtobufCMessage *in, ProtobufCMessage **o
     return RPC_OK;
 }
 
-const call_handler svc_runs_handlers[] = {create_run, get_run, list_runs, recover_run};
-const size_t svc_runs_handlers_len = sizeof svc_runs_handlers / sizeof svc_runs_handlers[0];
+/* The Runs service: one row per method, checked against the generated descriptor at
+ * startup (dispatch_check_tables); dispatch enforces each row's minimum role. */
+const svc_method svc_runs_methods[] = {
+    {"CreateRun", &charter__v1__create_run_request__descriptor, &charter__v1__run_view__descriptor,
+     ROLE_OPERATOR, create_run},
+    {"GetRun", &charter__v1__get_run_request__descriptor, &charter__v1__run_view__descriptor,
+     ROLE_VIEWER, get_run},
+    {"ListRuns", &charter__v1__list_runs_request__descriptor,
+     &charter__v1__list_runs_response__descriptor, ROLE_VIEWER, list_runs},
+    {"RecoverRun", &charter__v1__recover_run_request__descriptor,
+     &charter__v1__recover_run_response__descriptor, ROLE_OPERATOR, recover_run},
+};
+const size_t svc_runs_methods_len = sizeof svc_runs_methods / sizeof svc_runs_methods[0];

@@ -59,9 +59,7 @@ static Charter__V1__WorkflowInfo *info_message(call *c, const json_t *j)
 static int apply_workflow(call *c, const ProtobufCMessage *in, ProtobufCMessage **out)
 {
     const Charter__V1__ApplyWorkflowRequest *req = (const Charter__V1__ApplyWorkflowRequest *)in;
-    int rc = call_require_operator(c);
-    if (rc != RPC_OK)
-        return rc;
+    int rc;
     if (req->definition.len == 0)
         return call_fail(c, RPC_INVALID_ARGUMENT,
                          "definition: empty; send the workflow's JSON (docs/workflows.md)");
@@ -72,11 +70,12 @@ static int apply_workflow(call *c, const ProtobufCMessage *in, ProtobufCMessage 
     json_t *info = NULL;
     rc = registry_apply(c->st, (const char *)req->definition.data, req->definition.len, &info, err,
                         sizeof err);
-    /* A rule of the definition, or an id clashing with the graph: the caller's to fix. */
+    /* A rule of the definition, or an id clashing with the graph (refused): either way the
+     * definition is the caller's to fix. */
     if (rc == STATUS_EINVAL || rc == STATUS_EREFUSED)
-        return call_fail(c, RPC_INVALID_ARGUMENT, "%s", err);
+        return call_fail_statusf(c, STATUS_EINVAL, "%s", err);
     if (rc != STATUS_OK)
-        return call_fail_store(c, rc, "workflow");
+        return call_fail_status(c, rc, "workflow");
     Charter__V1__WorkflowInfo *w = info_message(c, info);
     json_decref(info);
     if (w == NULL)
@@ -91,7 +90,7 @@ static int list_workflows(call *c, const ProtobufCMessage *in, ProtobufCMessage 
     json_t *j = NULL;
     int rc = store_call(c->st, "list_workflows", 0, NULL, &j);
     if (rc != STATUS_OK)
-        return call_fail_store(c, rc, "workflows");
+        return call_fail_status(c, rc, "workflows");
     json_t *list = json_object_get(j, "workflows");
     size_t n = json_is_array(list) ? json_array_size(list) : 0;
     Charter__V1__ListWorkflowsResponse *resp = call_alloc(c, sizeof *resp);
@@ -126,10 +125,9 @@ static int get_workflow(call *c, const ProtobufCMessage *in, ProtobufCMessage **
     json_t *j = NULL;
     int rc = store_call(c->st, "get_workflow", 1, args, &j);
     if (rc == STATUS_ENOTFOUND)
-        return call_fail(c, RPC_NOT_FOUND, "workflow %s is not applied to this graph",
-                         req->workflow);
+        return call_fail_statusf(c, rc, "workflow %s is not applied to this graph", req->workflow);
     if (rc != STATUS_OK)
-        return call_fail_store_id(c, rc, "workflow", req->workflow);
+        return call_fail_status_id(c, rc, "workflow", req->workflow);
     Charter__V1__WorkflowDefinition *resp = call_alloc(c, sizeof *resp);
     if (resp != NULL) {
         charter__v1__workflow_definition__init(resp);
@@ -152,6 +150,15 @@ static int get_workflow(call *c, const ProtobufCMessage *in, ProtobufCMessage **
     return RPC_OK;
 }
 
-const call_handler svc_workflows_handlers[] = {apply_workflow, list_workflows, get_workflow};
-const size_t svc_workflows_handlers_len =
-    sizeof svc_workflows_handlers / sizeof svc_workflows_handlers[0];
+/* The Workflows service: one row per method, checked against the generated descriptor at
+ * startup (dispatch_check_tables); dispatch enforces each row's minimum role. */
+const svc_method svc_workflows_methods[] = {
+    {"ApplyWorkflow", &charter__v1__apply_workflow_request__descriptor,
+     &charter__v1__workflow_info__descriptor, ROLE_OPERATOR, apply_workflow},
+    {"ListWorkflows", &charter__v1__list_workflows_request__descriptor,
+     &charter__v1__list_workflows_response__descriptor, ROLE_VIEWER, list_workflows},
+    {"GetWorkflow", &charter__v1__get_workflow_request__descriptor,
+     &charter__v1__workflow_definition__descriptor, ROLE_VIEWER, get_workflow},
+};
+const size_t svc_workflows_methods_len =
+    sizeof svc_workflows_methods / sizeof svc_workflows_methods[0];

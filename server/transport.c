@@ -27,8 +27,9 @@
  *   SEND   - the reply (or an immediate refusal) is being sent;
  *   IDLE   - stopped (shutdown).
  * Invariant, guarded by mu: a slot in RECV has an operation pending on its aio, so setting
- * stopping and cancelling every RECV slot under mu leaves no receive behind; every later
- * transition back to RECV checks stopping under mu first. */
+ * closing and cancelling every RECV slot under mu leaves no receive behind; every later
+ * transition back to RECV checks closing under mu first (transport_next_recv). While stopping
+ * but not yet closing, slots keep receiving so that late callers get an answer. */
 typedef enum { SLOT_IDLE = 0, SLOT_RECV, SLOT_QUEUED, SLOT_SEND } slot_state;
 
 typedef struct transport_slot {
@@ -37,6 +38,7 @@ typedef struct transport_slot {
     nng_aio *aio;
     slot_state state;
     nng_msg *req;
+    size_t req_bytes;            /* nng_msg_len(req), counted in transport.queued_bytes */
     struct timespec queued_at;   /* when req was received (CLOCK_MONOTONIC) */
     struct transport_slot *next; /* FIFO link while QUEUED */
 } transport_slot;
@@ -63,14 +65,39 @@ struct transport {
     pthread_cond_t work_cv; /* a request was queued, or stopping */
     pthread_cond_t idle_cv; /* a slot became IDLE */
     transport_slot *head, *tail;
-    size_t pending; /* requests queued or being served */
-    size_t limit;   /* workers + queue */
-    bool stopping;
-    unsigned long refused;  /* busy refusals since the last log line about them */
-    time_t refused_logged;  /* when that line was written (at most one a second) */
+    size_t pending;          /* requests queued or being served */
+    size_t limit;            /* workers + queue */
+    bool stopping;           /* new requests are answered UNAVAILABLE; slots keep receiving */
+    bool closing;            /* slots stop receiving: the socket is about to close */
+    size_t max_message;      /* --max-message: larger requests are refused on arrival */
+    size_t queued_bytes;     /* bytes of the requests queued or being served */
+    size_t max_queued_bytes; /* refusal (RESOURCE_EXHAUSTED) beyond this */
 };
 
+/* NNG's receive limit is --max-message plus this: room for the SP header (req/rep's request
+ * ID, 4 bytes per hop), and a margin within which an oversized request is still read and
+ * answered RESOURCE_EXHAUSTED rather than cut off. */
+#define TRANSPORT_FRAME_SLACK ((size_t)64 * 1024)
+/* Requests waiting or being served may hold at most this many times --max-message, and at
+ * least TRANSPORT_QUEUE_BYTES_MIN: unauthenticated bytes cannot pile up in memory while the
+ * workers are stalled. */
+#define TRANSPORT_QUEUE_BYTES_FACTOR 4
+#define TRANSPORT_QUEUE_BYTES_MIN ((size_t)16 * 1024 * 1024)
+
 /* --- replies that never reach a worker --------------------------------------------------- */
+
+/* Puts slot s back to receiving, or to IDLE once the transport is closing. Called with mu
+ * held. Wakes whoever waits for slots to settle (transport_drain). */
+static void transport_next_recv(transport_slot *s)
+{
+    if (s->t->closing) {
+        s->state = SLOT_IDLE;
+    } else {
+        s->state = SLOT_RECV;
+        nng_ctx_recv(s->ctx, s->aio);
+    }
+    pthread_cond_broadcast(&s->t->idle_cv);
+}
 
 /* Answers the request of slot s with code and message from the NNG callback thread. The slot
  * goes to SEND; its callback continues the cycle. */
@@ -86,13 +113,7 @@ static void transport_refuse(transport_slot *s, int code, const char *message)
     if (reply == NULL) {
         /* Nothing to send: drop the request, keep receiving (or stop). */
         pthread_mutex_lock(&s->t->mu);
-        if (s->t->stopping) {
-            s->state = SLOT_IDLE;
-            pthread_cond_broadcast(&s->t->idle_cv);
-        } else {
-            s->state = SLOT_RECV;
-            nng_ctx_recv(s->ctx, s->aio);
-        }
+        transport_next_recv(s);
         pthread_mutex_unlock(&s->t->mu);
         return;
     }
@@ -114,7 +135,7 @@ static void transport_slot_cb(void *arg)
     if (s->state == SLOT_RECV) {
         if (rv != 0) {
             pthread_mutex_lock(&t->mu);
-            if (t->stopping || rv == NNG_ECLOSED || rv == NNG_ECANCELED) {
+            if (t->closing || rv == NNG_ECLOSED || rv == NNG_ECANCELED) {
                 s->state = SLOT_IDLE;
                 pthread_cond_broadcast(&t->idle_cv);
             } else {
@@ -125,37 +146,39 @@ static void transport_slot_cb(void *arg)
         }
         nng_msg *m = nng_aio_get_msg(s->aio);
         nng_aio_set_msg(s->aio, NULL);
+        size_t bytes = nng_msg_len(m);
         pthread_mutex_lock(&t->mu);
+        int code = RPC_OK;
+        char msg[160];
         if (t->stopping) {
-            pthread_mutex_unlock(&t->mu);
-            nng_msg_free(m);
-            log_error("call refused: UNAVAILABLE (14): server is shutting down");
-            transport_refuse(s, RPC_UNAVAILABLE,
-                             "server is shutting down (retry on another "
-                             "charterd)");
-            return;
-        }
-        if (t->pending >= t->limit) {
-            size_t pending = t->pending;
-            /* Under overload one line a second says how many were refused, rather than a line
-             * per refusal written from NNG's callback thread. */
-            time_t now = time(NULL);
-            unsigned long refused = ++t->refused;
-            bool log_now = now != t->refused_logged;
-            if (log_now) {
-                t->refused_logged = now;
-                t->refused = 0;
-            }
-            pthread_mutex_unlock(&t->mu);
-            nng_msg_free(m);
-            char msg[160];
+            /* Callers arriving during shutdown get the documented answer, not a lost
+             * connection: the slots keep receiving until the socket closes. */
+            code = RPC_UNAVAILABLE;
+            snprintf(msg, sizeof msg, "server is shutting down (retry on another charterd)");
+        } else if (bytes > t->max_message) {
+            code = RPC_RESOURCE_EXHAUSTED;
+            snprintf(msg, sizeof msg, "request of %zu bytes exceeds the %zu byte limit", bytes,
+                     t->max_message);
+        } else if (t->pending >= t->limit) {
+            code = RPC_RESOURCE_EXHAUSTED;
             snprintf(msg, sizeof msg,
-                     "server busy: %zu requests in progress or queued (retry later)", pending);
-            if (log_now)
-                log_error("%lu call(s) refused: RESOURCE_EXHAUSTED (8): %s", refused, msg);
-            transport_refuse(s, RPC_RESOURCE_EXHAUSTED, msg);
+                     "server busy: %zu requests in progress or queued (retry later)", t->pending);
+        } else if (t->pending > 0 && bytes > t->max_queued_bytes - t->queued_bytes) {
+            code = RPC_RESOURCE_EXHAUSTED;
+            snprintf(msg, sizeof msg,
+                     "server busy: %zu bytes of requests in progress or queued (retry later)",
+                     t->queued_bytes);
+        }
+        if (code != RPC_OK) {
+            pthread_mutex_unlock(&t->mu);
+            nng_msg_free(m);
+            log_refusal(code, dispatch_code_name(code), "call refused: %s (%d): %s",
+                        dispatch_code_name(code), code, msg);
+            transport_refuse(s, code, msg);
             return;
         }
+        t->queued_bytes += bytes;
+        s->req_bytes = bytes;
         t->pending++;
         s->req = m;
         s->state = SLOT_QUEUED;
@@ -179,13 +202,7 @@ static void transport_slot_cb(void *arg)
             nng_msg_free(m); /* the caller went away; the reply is of no use */
         }
         pthread_mutex_lock(&t->mu);
-        if (t->stopping) {
-            s->state = SLOT_IDLE;
-            pthread_cond_broadcast(&t->idle_cv);
-        } else {
-            s->state = SLOT_RECV;
-            nng_ctx_recv(s->ctx, s->aio);
-        }
+        transport_next_recv(s);
         pthread_mutex_unlock(&t->mu);
     }
 }
@@ -232,14 +249,10 @@ static void *transport_worker_main(void *arg)
 
         pthread_mutex_lock(&t->mu);
         t->pending--;
+        t->queued_bytes -= s->req_bytes;
+        s->req_bytes = 0;
         if (reply == NULL) {
-            if (t->stopping) {
-                s->state = SLOT_IDLE;
-                pthread_cond_broadcast(&t->idle_cv);
-            } else {
-                s->state = SLOT_RECV;
-                nng_ctx_recv(s->ctx, s->aio);
-            }
+            transport_next_recv(s);
             pthread_mutex_unlock(&t->mu);
             continue;
         }
@@ -334,17 +347,51 @@ static void transport_free(transport *t)
     free(t);
 }
 
-/* Stops receiving, lets queued and running requests finish, waits for every slot to go IDLE
- * (at most wait_ms), then joins the workers. */
+/* An absolute CLOCK_REALTIME instant wait_ms from now, for pthread_cond_timedwait. */
+static struct timespec transport_after(int wait_ms)
+{
+    struct timespec at;
+    clock_gettime(CLOCK_REALTIME, &at);
+    at.tv_sec += wait_ms / 1000;
+    at.tv_nsec += (long)(wait_ms % 1000) * 1000000L;
+    if (at.tv_nsec >= 1000000000L) {
+        at.tv_sec++;
+        at.tv_nsec -= 1000000000L;
+    }
+    return at;
+}
+
+/* Slots in one of the states of mask (bit 1 << state). Called with mu held. */
+static size_t transport_count(const transport *t, unsigned mask)
+{
+    size_t n = 0;
+    for (size_t i = 0; i < t->n_slots; i++) {
+        n += (mask >> t->slots[i].state) & 1u;
+    }
+    return n;
+}
+
+/* Waits (mu held) until no slot is in a state of mask, at most until deadline. Returns the
+ * number still in one. */
+static size_t transport_settle(transport *t, unsigned mask, const struct timespec *deadline)
+{
+    size_t busy;
+    while ((busy = transport_count(t, mask)) > 0) {
+        if (pthread_cond_timedwait(&t->idle_cv, &t->mu, deadline) == ETIMEDOUT) {
+            return transport_count(t, mask);
+        }
+    }
+    return 0;
+}
+
+/* Shuts the transport down in two phases. Stopping: new requests are answered UNAVAILABLE
+ * "server is shutting down" (the slots keep receiving), queued and running requests are
+ * served, the workers are joined, and every reply is sent (at most wait_ms). Closing: the
+ * slots stop receiving and go IDLE; their operations are stopped. */
 static void transport_drain(transport *t, int wait_ms)
 {
     pthread_mutex_lock(&t->mu);
     t->stopping = true;
-    for (size_t i = 0; i < t->n_slots; i++) {
-        if (t->slots[i].state == SLOT_RECV) {
-            nng_aio_cancel(t->slots[i].aio);
-        }
-    }
     pthread_cond_broadcast(&t->work_cv);
     pthread_mutex_unlock(&t->mu);
 
@@ -355,28 +402,28 @@ static void transport_drain(transport *t, int wait_ms)
         }
     }
 
-    struct timespec deadline;
-    clock_gettime(CLOCK_REALTIME, &deadline);
-    deadline.tv_sec += wait_ms / 1000;
-    deadline.tv_nsec += (long)(wait_ms % 1000) * 1000000L;
-    if (deadline.tv_nsec >= 1000000000L) {
-        deadline.tv_sec++;
-        deadline.tv_nsec -= 1000000000L;
-    }
+    struct timespec deadline = transport_after(wait_ms);
     pthread_mutex_lock(&t->mu);
-    for (;;) {
-        size_t busy = 0;
-        for (size_t i = 0; i < t->n_slots; i++) {
-            busy += t->slots[i].state != SLOT_IDLE;
-        }
-        if (busy == 0) {
-            break;
-        }
-        if (pthread_cond_timedwait(&t->idle_cv, &t->mu, &deadline) == ETIMEDOUT) {
-            log_error("stopping with %zu replies still unsent", busy);
-            break;
+    size_t busy = transport_settle(t, (1u << SLOT_QUEUED) | (1u << SLOT_SEND), &deadline);
+    pthread_mutex_unlock(&t->mu);
+    if (busy > 0) {
+        log_error("stopping with %zu replies still unsent", busy);
+    }
+    /* Replies are handed to the connections when their send completes; give the last ones a
+     * moment on the wire before the connections close. Callers arriving meanwhile are still
+     * answered UNAVAILABLE. */
+    struct timespec ts = {0, 50 * 1000000L};
+    nanosleep(&ts, NULL);
+
+    pthread_mutex_lock(&t->mu);
+    t->closing = true;
+    for (size_t i = 0; i < t->n_slots; i++) {
+        if (t->slots[i].state == SLOT_RECV) {
+            nng_aio_cancel(t->slots[i].aio);
         }
     }
+    deadline = transport_after(1000);
+    transport_settle(t, ~(1u << SLOT_IDLE), &deadline);
     pthread_mutex_unlock(&t->mu);
     for (size_t i = 0; i < t->n_slots; i++) {
         nng_aio_stop(t->slots[i].aio);
@@ -404,6 +451,13 @@ int transport_start(const transport_opts *o, transport **out, int *db_failure, c
         return -1;
     }
     t->dispatch = o->dispatch;
+    t->max_message = o->max_message;
+    t->max_queued_bytes = o->max_message <= SIZE_MAX / TRANSPORT_QUEUE_BYTES_FACTOR
+                              ? o->max_message * TRANSPORT_QUEUE_BYTES_FACTOR
+                              : SIZE_MAX;
+    if (t->max_queued_bytes < TRANSPORT_QUEUE_BYTES_MIN) {
+        t->max_queued_bytes = TRANSPORT_QUEUE_BYTES_MIN;
+    }
     t->limit = (size_t)o->workers + o->queue;
     t->n_workers = o->workers;
     t->n_slots = t->limit + TRANSPORT_OVERFLOW_SLOTS;
@@ -438,9 +492,10 @@ int transport_start(const transport_opts *o, transport **out, int *db_failure, c
         return -1;
     }
     t->sock_open = true;
-    /* NNG refuses messages above this before reading them into memory (the connection is
-     * dropped); between max_message and this, dispatch answers RESOURCE_EXHAUSTED. */
-    size_t recvmax = o->max_message * 2;
+    /* NNG refuses a frame above this as it arrives, from its length prefix, before reading it
+     * into memory: the connection is closed, and no answer is possible without reading the
+     * frame. Up to this, a request over max_message is answered RESOURCE_EXHAUSTED. */
+    size_t recvmax = o->max_message + TRANSPORT_FRAME_SLACK;
     if ((rv = nng_socket_set_size(t->sock, NNG_OPT_RECVMAXSZ, recvmax)) != 0) {
         snprintf(err, errlen, "cannot set the message size limit: %s (check --max-message)",
                  nng_strerror(rv));
@@ -581,10 +636,7 @@ void transport_stop(transport *t)
      * connection it accepted, which would drop the replies of calls still in flight. New
      * requests are refused with UNAVAILABLE from the moment stopping is set. */
     transport_drain(t, 10000);
-    /* Replies are handed to the connections when their send completes; give the last ones a
-     * moment on the wire before the connections close. */
-    struct timespec ts = {0, 50 * 1000000L};
-    nanosleep(&ts, NULL);
+    log_refusal_flush();
     if (transport_close_bounded(t, 5000) != 0) {
         /* The stores do not depend on NNG: close them; leave the rest to the process exit. */
         for (unsigned i = 0; i < t->n_workers; i++) {

@@ -521,3 +521,35 @@ Charter__V1__RunView *wire_run_view(call *c, const json_t *j)
     WIRE_LIST(c, json_object_get(j, "artifacts"), wire_artifact, v->artifacts, v->n_artifacts);
     return v;
 }
+
+Charter__V1__Decision *wire_event_decision(call *c, const json_t *event)
+{
+    Charter__V1__Decision *d = call_alloc(c, sizeof *d);
+    if (d == NULL)
+        return NULL;
+    charter__v1__decision__init(d);
+    const char *outcome = json_string_value(json_object_get(event, "outcome"));
+    const char *codes = json_string_value(json_object_get(event, "codes"));
+    const char *witness = json_string_value(json_object_get(event, "witness"));
+    d->outcome = outcome && strcmp(outcome, "allow") == 0  ? CHARTER__V1__OUTCOME__ALLOW
+                 : outcome && strcmp(outcome, "deny") == 0 ? CHARTER__V1__OUTCOME__DENY
+                                                           : CHARTER__V1__OUTCOME__UNKNOWN;
+    if ((d->witness = call_strdup(c, witness ? witness : "")) == NULL)
+        return NULL;
+    size_t n = 0;
+    for (const char *p = codes; p && *p; p++)
+        n += *p == ',';
+    if (codes && *codes) {
+        char *copy = call_strdup(c, codes);
+        if (copy == NULL || (d->codes = call_alloc(c, (n + 1) * sizeof *d->codes)) == NULL)
+            return NULL;
+        for (char *tok = copy, *end; tok != NULL; tok = end) {
+            end = strchr(tok, ',');
+            if (end)
+                *end++ = '\0';
+            if (*tok)
+                d->codes[d->n_codes++] = tok;
+        }
+    }
+    return d;
+}

@@ -23,6 +23,9 @@ Charter__V1__Delivery *wire_delivery(call *c, const json_t *j);
 Charter__V1__Run *wire_run(call *c, const json_t *j);
 Charter__V1__Grant *wire_grant(call *c, const json_t *j);
 Charter__V1__Decision *wire_decision(call *c, const guard_decision *d);
+/* The decision as an event (charter_get_event's object) recorded it: outcome, the codes of its
+ * comma-separated list, witness. NULL when out of memory. */
+Charter__V1__Decision *wire_event_decision(call *c, const json_t *event);
 /* {"run","events","deliveries","artifacts"} as charter_get_run returns it. */
 Charter__V1__RunView *wire_run_view(call *c, const json_t *j);
 

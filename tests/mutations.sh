@@ -109,8 +109,8 @@ mutation "provenance: input without edge (guard)" server/guard.c \
   'if (unlinked != NULL)' \
   'if (0 && unlinked != NULL)'
 mutation "public rendering (runner)" server/runner.c \
-  'rendered ? rendered : reply.content' \
-  'reply.content'
+  's->rendered ? s->rendered : s->reply.content' \
+  's->reply.content'
 
 # Applies one substitution to file: the text must occur exactly once. Prints the number of
 # occurrences on failure. Returns 0 when applied.

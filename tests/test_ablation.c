@@ -211,7 +211,7 @@ static int ablation_drive(ablation_run *r)
         store_close(st);
         return -1;
     }
-    const call_limits limits = {
+    const config_limits limits = {
         .max_message = 4u << 20,
         .max_ancestry = 10000,
         .max_ids = 1000,

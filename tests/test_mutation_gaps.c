@@ -31,7 +31,7 @@ static char graph[64];
 static store *st;
 static const workflow *wf;
 static char run_id[65];
-static const call_limits limits = {
+static const config_limits limits = {
     .max_message = 4u << 20,
     .max_ancestry = 10000,
     .max_ids = 1000,

@@ -866,7 +866,7 @@ static void test_ancestry_equals_plain_walk_on_random_graph(void)
             bad += rg_compare(m, root, &anc);
             checked++;
         }
-        store_ancestry_free(&anc);
+        facts_ancestry_free(&anc);
     }
     CU_ASSERT_EQUAL(checked, 120);
     CU_ASSERT_EQUAL(bad, 0);
@@ -880,11 +880,11 @@ static void test_ancestry_equals_plain_walk_on_random_graph(void)
     CU_ASSERT(anc.truncated);
     CU_ASSERT_EQUAL(anc.n, largest_n - 3);
     CU_ASSERT(anc.n > 0 && strcmp(anc.items[0].id, id) == 0);
-    store_ancestry_free(&anc);
+    facts_ancestry_free(&anc);
     CU_ASSERT_EQUAL(store_ancestry(g.st, id, largest_n, &anc), STATUS_OK);
     CU_ASSERT(!anc.truncated);
     CU_ASSERT_EQUAL(anc.n, largest_n);
-    store_ancestry_free(&anc);
+    facts_ancestry_free(&anc);
 
     double t0 = now_ms();
     int rc = store_ancestry(g.st, id, 100000, &anc);
@@ -893,7 +893,7 @@ static void test_ancestry_equals_plain_walk_on_random_graph(void)
     printf("\n  [timing] store_ancestry on the random graph (%d artifacts): %zu artifacts in "
            "%.1f ms\n",
            m->n, anc.n, t1 - t0);
-    store_ancestry_free(&anc);
+    facts_ancestry_free(&anc);
 
     /* errors */
     CU_ASSERT_EQUAL(store_ancestry(g.st, "a999999", 10, &anc), STATUS_ENOTFOUND);
@@ -955,7 +955,7 @@ static void test_ancestry_of_a_1500_deep_chain(void)
     }
     printf("\n  [timing] store_ancestry on a %d-deep chain: %zu artifacts in %.1f ms\n", DEEP_N,
            anc.n, t1 - t0);
-    store_ancestry_free(&anc);
+    facts_ancestry_free(&anc);
     graph_close(&g);
 }
 
@@ -1226,7 +1226,7 @@ static void test_grant_chain_equals_plain_walk_on_random_delegations(void)
         CU_ASSERT(iso.items[0].root);
         CU_ASSERT_EQUAL(iso.items[0].tools.n, 0);
     }
-    store_grant_chain_free(&iso);
+    facts_chain_free(&iso);
 
     /* revoke about one grant in five; the model keeps the database's time */
     for (int i = 0; i < m->n; i++) {
@@ -1247,7 +1247,7 @@ static void test_grant_chain_equals_plain_walk_on_random_delegations(void)
         CU_ASSERT_EQUAL(rc, STATUS_OK);
         if (rc == STATUS_OK)
             bad += gc_compare(m, m->g[i].id, &c);
-        store_grant_chain_free(&c);
+        facts_chain_free(&c);
     }
     CU_ASSERT_EQUAL(bad, 0);
 
@@ -1255,28 +1255,28 @@ static void test_grant_chain_equals_plain_walk_on_random_delegations(void)
     guard_chain c;
     CU_ASSERT_EQUAL(store_grant_chain(g.st, "gbranch_leaf", &c), STATUS_OK);
     CU_ASSERT_EQUAL(c.n, 4); /* gbranch_leaf, gbranch, gc0_0, gc1_0 */
-    store_grant_chain_free(&c);
+    facts_chain_free(&c);
     CU_ASSERT_EQUAL(store_grant_chain(g.st, "gcyc_leaf", &c), STATUS_OK);
     CU_ASSERT_EQUAL(c.n, 4); /* the leaf and the three grants of the cycle, each once */
-    store_grant_chain_free(&c);
+    facts_chain_free(&c);
     CU_ASSERT_EQUAL(store_grant_chain(g.st, "gdangle", &c), STATUS_OK);
     CU_ASSERT_EQUAL(c.n, 1);
     if (c.n == 1) {
         CU_ASSERT_STRING_EQUAL(c.items[0].parents.items[0], "g_missing");
         CU_ASSERT_STRING_EQUAL(c.items[0].grantees[0].kind, "");
     }
-    store_grant_chain_free(&c);
+    facts_chain_free(&c);
     CU_ASSERT_EQUAL(store_grant_chain(g.st, "glong69", &c), STATUS_OK);
     CU_ASSERT_EQUAL(c.n, 64);
     if (c.n == 64) {
         CU_ASSERT_STRING_EQUAL(c.items[0].id, "glong69");
         CU_ASSERT_STRING_EQUAL(c.items[63].id, "glong6");
     }
-    store_grant_chain_free(&c);
+    facts_chain_free(&c);
     CU_ASSERT_EQUAL(store_grant_chain(g.st, "g_missing", &c), STATUS_OK);
     CU_ASSERT_EQUAL(c.n, 0);
     CU_ASSERT_STRING_EQUAL(c.leaf, "g_missing");
-    store_grant_chain_free(&c);
+    facts_chain_free(&c);
     free(m);
     graph_close(&g);
 }
@@ -1844,7 +1844,7 @@ static void test_revoke_stamps_database_time_and_restore_clears(void)
         CU_ASSERT(c.items[1].root);
         CU_ASSERT(!c.items[0].root);
     }
-    store_grant_chain_free(&c);
+    facts_chain_free(&c);
 
     r = call_ok(&g, "restore_grants", 1, g1);
     json_t *restored = json_object_get(r, "restored");
@@ -1853,7 +1853,7 @@ static void test_revoke_stamps_database_time_and_restore_clears(void)
     json_decref(r);
     CU_ASSERT_EQUAL(store_grant_chain(g.st, "g1", &c), STATUS_OK);
     CU_ASSERT(c.n == 1 && c.items[0].revoked_at == 0.0);
-    store_grant_chain_free(&c);
+    facts_chain_free(&c);
     r = call_ok(&g, "restore_grants", 1, g1); /* nothing left to restore: an empty list */
     CU_ASSERT_EQUAL(jlen(json_object_get(r, "restored")), 0);
     json_decref(r);
@@ -1999,7 +1999,7 @@ static void test_get_run_pages_events_after_seq(void)
     CU_ASSERT_STRING_EQUAL(c.run_id, "r1");
     CU_ASSERT_STRING_EQUAL(c.step, "research");
     CU_ASSERT(c.owners.n == 1 && strcmp(c.owners.items[0], "ag") == 0);
-    store_context_free(&c);
+    facts_context_free(&c);
     CU_ASSERT_EQUAL(store_context(g.st, "c404", &c), STATUS_ENOTFOUND);
     CU_ASSERT_PTR_NULL(c.id);
     graph_close(&g);
@@ -2119,10 +2119,10 @@ static void test_store_reconnects_after_its_connection_is_killed(void)
     guard_chain c;
     rc = store_grant_chain(g.st, "g404", &c);
     CU_ASSERT(rc == STATUS_EUNAVAILABLE || rc == STATUS_OK);
-    store_grant_chain_free(&c);
+    facts_chain_free(&c);
     CU_ASSERT_EQUAL(store_grant_chain(g.st, "g404", &c), STATUS_OK);
     CU_ASSERT_EQUAL(c.n, 0);
-    store_grant_chain_free(&c);
+    facts_chain_free(&c);
     graph_close(&g);
 }
 
@@ -2214,7 +2214,7 @@ static void test_decoders_accept_empty_objects_and_string_times(void)
         0, &err);
     CU_ASSERT_PTR_NOT_NULL_FATAL(j);
     guard_ancestry anc;
-    CU_ASSERT_EQUAL(store_ancestry_from_json(j, NULL, &anc), STATUS_OK);
+    CU_ASSERT_EQUAL(facts_ancestry_from_json(j, NULL, &anc), STATUS_OK);
     CU_ASSERT_STRING_EQUAL(anc.root, "a2");
     CU_ASSERT_EQUAL(anc.n, 2);
     if (anc.n == 2) {
@@ -2235,12 +2235,12 @@ static void test_decoders_accept_empty_objects_and_string_times(void)
             CU_ASSERT_EQUAL(anc.items[1].resources[1].conf, -1);
         }
     }
-    store_ancestry_free(&anc);
+    facts_ancestry_free(&anc);
     CU_ASSERT_EQUAL(anc.n, 0);
     json_decref(j);
 
     j = json_loads("{\"root\":\"a1\",\"artifacts\":[{\"id\":\"a1\",\"parents\":\"a0\"}]}", 0, &err);
-    CU_ASSERT_EQUAL(store_ancestry_from_json(j, "a1", &anc), STATUS_EPROTO);
+    CU_ASSERT_EQUAL(facts_ancestry_from_json(j, "a1", &anc), STATUS_EPROTO);
     CU_ASSERT_PTR_NULL(anc.items);
     CU_ASSERT_PTR_NULL(anc.root);
     json_decref(j);
@@ -2251,7 +2251,7 @@ static void test_decoders_accept_empty_objects_and_string_times(void)
                    "{\"id\":\"g0\"}]}",
                    0, &err);
     guard_chain c;
-    CU_ASSERT_EQUAL(store_chain_from_json(j, NULL, &c), STATUS_OK);
+    CU_ASSERT_EQUAL(facts_chain_from_json(j, NULL, &c), STATUS_OK);
     CU_ASSERT_EQUAL(c.n, 2);
     if (c.n == 2) {
         CU_ASSERT(c.items[0].root);
@@ -2266,16 +2266,16 @@ static void test_decoders_accept_empty_objects_and_string_times(void)
         CU_ASSERT_EQUAL(c.items[1].valid_to, 0.0);
         CU_ASSERT_EQUAL(c.items[1].revoked_at, 0.0);
     }
-    store_grant_chain_free(&c);
+    facts_chain_free(&c);
     json_decref(j);
     j = json_loads("{\"leaf\":\"g\",\"grants\":[{\"id\":\"g\",\"valid_to\":\"soon\"}]}", 0, &err);
-    CU_ASSERT_EQUAL(store_chain_from_json(j, NULL, &c), STATUS_EPROTO);
+    CU_ASSERT_EQUAL(facts_chain_from_json(j, NULL, &c), STATUS_EPROTO);
     CU_ASSERT_EQUAL(c.n, 0);
     json_decref(j);
     j = json_loads("{\"leaf\":\"g\",\"grants\":{}}", 0, &err);
-    CU_ASSERT_EQUAL(store_chain_from_json(j, NULL, &c), STATUS_OK);
+    CU_ASSERT_EQUAL(facts_chain_from_json(j, NULL, &c), STATUS_OK);
     CU_ASSERT_EQUAL(c.n, 0);
-    store_grant_chain_free(&c);
+    facts_chain_free(&c);
     json_decref(j);
 }
 

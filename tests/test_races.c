@@ -824,21 +824,20 @@ static void *timed_deliver_main(void *arg)
     return NULL;
 }
 
-/* Y's commit (on one charterd) waits behind a write pause; X's commits (on the other) time out,
- * effect unknown, and X looks the invocation up again; the pause turns into a full one before
- * X's second commit times out, so when it ends Y's commit runs first and X's lookup finds Y's
+/* Y's commit (on one charterd) waits behind a write pause, and X's (on the other) behind it;
+ * the pause turns into a full one, so when it ends Y's commit runs first and X's finds Y's
  * delivery. Y made the effect; X must answer it as acknowledged, so that exactly one caller is
- * told it committed. */
+ * told it committed. (X's deadline bounds its whole call, so X is given one that outlasts the
+ * pauses: a commit that timed out at the deadline would end the call with nothing learnt.) */
 static void test_a_retry_that_finds_another_callers_commit_answers_acknowledged(void)
 {
     CU_ASSERT_FATAL(host.payload[0][0] != '\0');
     timed_deliver y = {daemon_b.tcp_url, 10000, 0, -1, -1, NULL};
-    timed_deliver x = {daemon_a.tcp_url, 1000, 0, -1, -1, NULL};
+    timed_deliver x = {daemon_a.tcp_url, 10000, 0, -1, -1, NULL};
     CU_ASSERT_EQUAL_FATAL(harness_redis_pause_writes(1450), 0); /* t = 0 */
     CU_ASSERT_EQUAL_FATAL(pthread_create(&y.thread, NULL, timed_deliver_main, &y), 0);
     sleep_us(100 * 1000);
     CU_ASSERT_EQUAL_FATAL(pthread_create(&x.thread, NULL, timed_deliver_main, &x), 0);
-    /* X's first commit times out at about 1.1 s; its second waits from there to 2.1 s. */
     sleep_us(1300 * 1000);
     CU_ASSERT_EQUAL(harness_redis_pause(1200), 0); /* t = 1.4 s: everything waits to 2.6 s */
     pthread_join(y.thread, NULL);

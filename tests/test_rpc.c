@@ -313,7 +313,7 @@ static int send_oversized_and_exit(const char *url, size_t total)
 
 static void test_far_oversized_request_drops_the_connection_and_service_goes_on(void)
 {
-    /* Above twice --max-message NNG refuses to read the message at all: the connection is
+    /* Above --max-message + 64 KiB NNG refuses to read the message at all: the connection is
      * closed and the caller never gets a reply. The caller runs in its own process because
      * NNG 1.5.2's reaper can hang in a process whose large send was cut off. */
     char size[32];

@@ -228,8 +228,8 @@ long harness_graph_drop_large(const char *graph);
 int harness_graph_eval(const char *graph, const char *script, const char *const *args, size_t n,
                        long long *out);
 
-/* Like harness_rpc_msg, with RpcRequest.timeout_ms = deadline_ms (the server's bound on each of
- * the call's database commands) independent of how long this side waits (timeout_ms): a call
+/* Like harness_rpc_msg, with RpcRequest.timeout_ms = deadline_ms (the server's bound on the
+ * whole call, shared by its database commands) independent of how long this side waits (timeout_ms): a call
  * whose commands time out inside charterd while its caller keeps waiting for the answer. */
 int harness_rpc_deadline(const char *url, const char *method, const char *token,
                          const ProtobufCMessage *msg, uint32_t deadline_ms, int timeout_ms,

@@ -1,0 +1,277 @@
+/*
+ * test_dispatch.c - the method tables charterd dispatches from, checked two ways: against
+ * protobuf-c's generated service descriptors (a row that names the wrong method or message
+ * must refuse startup) and against README.md's table of services and methods (who may call
+ * what, and with which messages). No database, no process: the tables are data.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <CUnit/Basic.h>
+
+#include "charter.pb-c.h"
+#include "dispatch.h"
+#include "services.h"
+
+/* ---------------------------------------------------------------------------------------- */
+/* The README's table                                                                        */
+/* ---------------------------------------------------------------------------------------- */
+
+typedef struct {
+    char method[96];   /* "Runs/CreateRun" */
+    call_role role;    /* (viewer), (none), else operator */
+    char request[96];  /* "CreateRunRequest" */
+    char response[96]; /* "RunView" */
+    int matched;
+} readme_row;
+
+#define README_MAX_ROWS 64
+static readme_row readme_rows[README_MAX_ROWS];
+static size_t n_readme_rows;
+
+/* The name that starts at s (after a backtick): letters, digits and underscores. */
+static void name_at(const char *s, char *out, size_t n)
+{
+    size_t j = 0;
+    while (s && j + 1 < n &&
+           ((*s >= 'A' && *s <= 'Z') || (*s >= 'a' && *s <= 'z') || (*s >= '0' && *s <= '9') ||
+            *s == '_' || *s == '/'))
+        out[j++] = *s++;
+    out[j] = '\0';
+}
+
+/* Reads the rows of the table under "### Services and methods": "| `Svc/Method` (role) |
+ * `Request{...}` → `Response{...}` | what it does |". Returns 0 or -1. */
+static int readme_load(void)
+{
+    char path[1024];
+    snprintf(path, sizeof path, "%s/README.md", CHARTER_SOURCE_DIR);
+    FILE *f = fopen(path, "r");
+    if (f == NULL)
+        return -1;
+    char line[8192];
+    int in_section = 0;
+    while (fgets(line, sizeof line, f) != NULL) {
+        if (strncmp(line, "### ", 4) == 0 || strncmp(line, "## ", 3) == 0) {
+            in_section = strncmp(line, "### Services and methods", 24) == 0;
+            continue;
+        }
+        if (!in_section || strncmp(line, "| `", 3) != 0 || n_readme_rows == README_MAX_ROWS)
+            continue;
+        readme_row *r = &readme_rows[n_readme_rows];
+        memset(r, 0, sizeof *r);
+        name_at(line + 3, r->method, sizeof r->method);
+        char *cell1_end = strchr(line + 1, '|');
+        if (cell1_end == NULL)
+            continue;
+        *cell1_end = '\0';
+        r->role = strstr(line, "(viewer)") ? ROLE_VIEWER
+                  : strstr(line, "(none)") ? ROLE_NONE
+                                           : ROLE_OPERATOR;
+        char *cell2 = cell1_end + 1;
+        char *tick = strchr(cell2, '`');
+        char *arrow = strstr(cell2, "\xe2\x86\x92 `");
+        if (tick == NULL || arrow == NULL)
+            continue;
+        name_at(tick + 1, r->request, sizeof r->request);
+        name_at(arrow + 5, r->response, sizeof r->response);
+        n_readme_rows++;
+    }
+    fclose(f);
+    return n_readme_rows > 0 ? 0 : -1;
+}
+
+static const char *role_name(call_role r)
+{
+    return r == ROLE_OPERATOR ? "operator" : r == ROLE_VIEWER ? "viewer" : "none";
+}
+
+static void test_readme_table_of_methods_matches_the_dispatch_table(void)
+{
+    CU_ASSERT_EQUAL_FATAL(readme_load(), 0);
+    size_t n_services = 0;
+    const dispatch_service *svcs = dispatch_services_of(&n_services);
+    CU_ASSERT_EQUAL(n_services, 6);
+    size_t n_rows = 0;
+    for (size_t i = 0; i < n_services; i++) {
+        for (size_t m = 0; m < *svcs[i].n_methods; m++) {
+            const svc_method *row = &svcs[i].methods[m];
+            char name[96];
+            snprintf(name, sizeof name, "%s/%s", svcs[i].desc->short_name, row->name);
+            n_rows++;
+            readme_row *r = NULL;
+            for (size_t k = 0; k < n_readme_rows; k++)
+                if (strcmp(readme_rows[k].method, name) == 0)
+                    r = &readme_rows[k];
+            if (r == NULL) {
+                fprintf(stderr, "\n  README.md has no row for %s\n", name);
+                CU_FAIL("a method of the dispatch table is missing from README.md");
+                continue;
+            }
+            r->matched++;
+            if (r->role != row->min_role)
+                fprintf(stderr, "\n  %s: README says %s, the dispatch table says %s\n", name,
+                        role_name(r->role), role_name(row->min_role));
+            CU_ASSERT_EQUAL(r->role, row->min_role);
+            CU_ASSERT_STRING_EQUAL(r->request, row->request->short_name);
+            CU_ASSERT_STRING_EQUAL(r->response, row->response->short_name);
+        }
+    }
+    /* Every README row names a method, once. */
+    CU_ASSERT_EQUAL(n_readme_rows, n_rows);
+    for (size_t k = 0; k < n_readme_rows; k++) {
+        if (readme_rows[k].matched != 1)
+            fprintf(stderr, "\n  README.md row %s matches %d methods\n", readme_rows[k].method,
+                    readme_rows[k].matched);
+        CU_ASSERT_EQUAL(readme_rows[k].matched, 1);
+    }
+    /* Spot checks written by hand: the table is not just compared with itself. */
+    CU_ASSERT_EQUAL(n_rows, 21);
+}
+
+static void test_operator_methods_are_the_ten_that_change_the_graph(void)
+{
+    static const char *const expected[] = {
+        "CreateRun",  "RecoverRun", "OpenStep",    "ReadSource",    "RecordOutput",
+        "CheckInput", "Deliver",    "RevokeGrant", "RestoreGrants", "ApplyWorkflow",
+    };
+    size_t n_services = 0;
+    const dispatch_service *svcs = dispatch_services_of(&n_services);
+    size_t n_operator = 0;
+    for (size_t i = 0; i < n_services; i++) {
+        for (size_t m = 0; m < *svcs[i].n_methods; m++) {
+            const svc_method *row = &svcs[i].methods[m];
+            int listed = 0;
+            for (size_t k = 0; k < sizeof expected / sizeof expected[0]; k++)
+                listed |= strcmp(expected[k], row->name) == 0;
+            CU_ASSERT_EQUAL(row->min_role == ROLE_OPERATOR, listed);
+            n_operator += row->min_role == ROLE_OPERATOR;
+            /* Only Health/Check is open without a token. */
+            CU_ASSERT_EQUAL(row->min_role == ROLE_NONE, strcmp(row->name, "Check") == 0);
+        }
+    }
+    CU_ASSERT_EQUAL(n_operator, 10);
+}
+
+/* ---------------------------------------------------------------------------------------- */
+/* The startup check                                                                         */
+/* ---------------------------------------------------------------------------------------- */
+
+#define RUNS_N 4
+static svc_method runs_rows[RUNS_N];
+
+static int check_runs(char *err, size_t n)
+{
+    return dispatch_check_service(&charter__v1__runs__descriptor, runs_rows, RUNS_N, err, n);
+}
+
+static void reset_runs(void)
+{
+    CU_ASSERT_EQUAL_FATAL(svc_runs_methods_len, RUNS_N);
+    memcpy(runs_rows, svc_runs_methods, sizeof runs_rows);
+}
+
+static void test_every_table_of_charterd_passes_the_startup_check(void)
+{
+    char err[512] = "";
+    CU_ASSERT_EQUAL(dispatch_check_tables(err, sizeof err), 0);
+    CU_ASSERT_STRING_EQUAL(err, "");
+}
+
+static void test_rows_in_another_order_are_accepted_by_name(void)
+{
+    reset_runs();
+    svc_method t = runs_rows[0];
+    runs_rows[0] = runs_rows[3];
+    runs_rows[3] = t;
+    char err[512] = "";
+    CU_ASSERT_EQUAL(check_runs(err, sizeof err), 0);
+}
+
+static void test_swapped_method_names_refuse_startup(void)
+{
+    reset_runs();
+    /* CreateRun's handler and messages under GetRun's name, and the reverse: both rows still
+     * say RunView, but the requests no longer match the proto. */
+    const char *t = runs_rows[0].name;
+    runs_rows[0].name = runs_rows[1].name;
+    runs_rows[1].name = t;
+    char err[512] = "";
+    CU_ASSERT_EQUAL(check_runs(err, sizeof err), -1);
+    CU_ASSERT_PTR_NOT_NULL(strstr(err, "charter.v1.CreateRunRequest"));
+    CU_ASSERT_PTR_NOT_NULL(strstr(err, "the proto says"));
+}
+
+static void test_wrong_response_message_refuses_startup(void)
+{
+    reset_runs();
+    runs_rows[2].response = &charter__v1__run_view__descriptor; /* ListRuns returns a list */
+    char err[512] = "";
+    CU_ASSERT_EQUAL(check_runs(err, sizeof err), -1);
+    CU_ASSERT_PTR_NOT_NULL(strstr(err, "Runs/ListRuns"));
+}
+
+static void test_missing_duplicate_or_empty_rows_refuse_startup(void)
+{
+    char err[512];
+    reset_runs();
+    CU_ASSERT_EQUAL(dispatch_check_service(&charter__v1__runs__descriptor, runs_rows, RUNS_N - 1,
+                                           err, sizeof err),
+                    -1);
+    CU_ASSERT_PTR_NOT_NULL(strstr(err, "declares 4 methods but has 3 rows"));
+
+    reset_runs();
+    runs_rows[3] = runs_rows[2]; /* ListRuns twice, RecoverRun never */
+    CU_ASSERT_EQUAL(check_runs(err, sizeof err), -1);
+    CU_ASSERT_PTR_NOT_NULL(strstr(err, "Runs/ListRuns has two rows"));
+
+    reset_runs();
+    runs_rows[1].handler = NULL;
+    CU_ASSERT_EQUAL(check_runs(err, sizeof err), -1);
+    CU_ASSERT_PTR_NOT_NULL(strstr(err, "Runs/GetRun has no handler"));
+
+    reset_runs();
+    runs_rows[1].min_role = (call_role)7;
+    CU_ASSERT_EQUAL(check_runs(err, sizeof err), -1);
+    CU_ASSERT_PTR_NOT_NULL(strstr(err, "unknown role"));
+}
+
+#define T(fn)                                                                                      \
+    {                                                                                              \
+#fn, fn                                                                                    \
+    }
+static const struct {
+    const char *name;
+    void (*fn)(void);
+} tests[] = {
+    T(test_readme_table_of_methods_matches_the_dispatch_table),
+    T(test_operator_methods_are_the_ten_that_change_the_graph),
+    T(test_every_table_of_charterd_passes_the_startup_check),
+    T(test_rows_in_another_order_are_accepted_by_name),
+    T(test_swapped_method_names_refuse_startup),
+    T(test_wrong_response_message_refuses_startup),
+    T(test_missing_duplicate_or_empty_rows_refuse_startup),
+};
+
+int main(void)
+{
+    if (CU_initialize_registry() != CUE_SUCCESS)
+        return 2;
+    CU_pSuite suite = CU_add_suite("dispatch tables", NULL, NULL);
+    if (suite == NULL) {
+        CU_cleanup_registry();
+        return 2;
+    }
+    for (size_t i = 0; i < sizeof tests / sizeof tests[0]; i++) {
+        if (CU_add_test(suite, tests[i].name, tests[i].fn) == NULL) {
+            CU_cleanup_registry();
+            return 2;
+        }
+    }
+    CU_basic_set_mode(CU_BRM_VERBOSE);
+    CU_basic_run_tests();
+    unsigned failed = CU_get_number_of_failures() + CU_get_number_of_tests_failed();
+    CU_cleanup_registry();
+    return failed == 0 ? 0 : 1;
+}

@@ -1,0 +1,646 @@
+/*
+ * test_http.c - charterd --http against curl: Connect unary calls in the proto3 JSON mapping.
+ *
+ * One real charterd (test Redis, its own graph) serves HTTP/JSON on a free loopback port; each
+ * case runs the curl program and checks the HTTP status and the body by hand: several methods
+ * succeed (Health, CreateRun, GetRun, ListRuns, ShowChain, an external run up to Deliver),
+ * slow calls leave the listener responsive, and every error class answers its
+ * Connect code with the matching status: bad JSON, unknown field, wrong type, unknown method,
+ * missing or wrong token, a viewer calling an operator method, an unknown run, oversized body,
+ * wrong content type, a foreign Origin or Host, a malformed Connect-Timeout-Ms.
+ */
+#include <arpa/inet.h>
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <CUnit/Basic.h>
+#include <jansson.h>
+#include <time.h>
+
+#include "harness.h"
+
+/* The largest request body charterd is started with, bytes. */
+#define MAX_MESSAGE 65536
+
+static harness_charterd g_d;
+static char g_graph[64];
+static char g_base[64]; /* http://127.0.0.1:<port> */
+static char g_hostport[32];
+
+static int free_port(void)
+{
+    int fd = socket(AF_INET, SOCK_STREAM, 0);
+    if (fd < 0) {
+        return -1;
+    }
+    struct sockaddr_in sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sin_family = AF_INET;
+    sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    socklen_t len = sizeof sa;
+    int port = -1;
+    if (bind(fd, (struct sockaddr *)&sa, sizeof sa) == 0 &&
+        getsockname(fd, (struct sockaddr *)&sa, &len) == 0) {
+        port = ntohs(sa.sin_port);
+    }
+    close(fd);
+    return port;
+}
+
+typedef struct {
+    int status; /* HTTP status, 0 when curl failed */
+    char body[8192];
+} http_reply;
+
+/* Runs curl with the given arguments (NULL-ended, after "curl -sS") and an optional request
+ * body file; the reply's status and body land in r. Returns 0 when curl ran to completion. */
+static int curl_run(const char *const *args, http_reply *r)
+{
+    const char *argv[64];
+    size_t n = 0;
+    argv[n++] = "curl";
+    argv[n++] = "-sS";
+    argv[n++] = "--max-time";
+    argv[n++] = "20";
+    argv[n++] = "-w";
+    argv[n++] = "\n%{http_code}";
+    for (size_t i = 0; args[i] != NULL && n < 62; i++) {
+        argv[n++] = args[i];
+    }
+    argv[n] = NULL;
+    int fds[2];
+    if (pipe(fds) != 0) {
+        return -1;
+    }
+    pid_t pid = fork();
+    if (pid < 0) {
+        close(fds[0]);
+        close(fds[1]);
+        return -1;
+    }
+    if (pid == 0) {
+        dup2(fds[1], 1);
+        close(fds[0]);
+        close(fds[1]);
+        execvp("curl", (char *const *)argv);
+        _exit(127);
+    }
+    close(fds[1]);
+    char buf[sizeof r->body + 16];
+    size_t got = 0;
+    ssize_t k;
+    while ((k = read(fds[0], buf + got, sizeof buf - 1 - got)) > 0) {
+        got += (size_t)k;
+    }
+    close(fds[0]);
+    int st = 0;
+    waitpid(pid, &st, 0);
+    buf[got] = '\0';
+    char *nl = strrchr(buf, '\n');
+    r->status = 0;
+    r->body[0] = '\0';
+    if (nl == NULL) {
+        return -1;
+    }
+    *nl = '\0';
+    r->status = atoi(nl + 1);
+    size_t blen = strlen(buf);
+    if (blen >= sizeof r->body) {
+        blen = sizeof r->body - 1;
+    }
+    memcpy(r->body, buf, blen);
+    r->body[blen] = '\0';
+    return WIFEXITED(st) && WEXITSTATUS(st) == 0 ? 0 : -1;
+}
+
+/* POST body to path with the JSON content type and token (NULL: no Authorization). */
+static void post(const char *path, const char *token, const char *body, http_reply *r)
+{
+    char url[256], auth[160];
+    snprintf(url, sizeof url, "%s%s", g_base, path);
+    snprintf(auth, sizeof auth, "Authorization: Bearer %s", token != NULL ? token : "");
+    const char *args[] = {"-X",
+                          "POST",
+                          "-H",
+                          "Content-Type: application/json",
+                          "-H",
+                          token != NULL ? auth : "X-No-Token: 1",
+                          "--data-binary",
+                          body,
+                          url,
+                          NULL};
+    CU_ASSERT_EQUAL(curl_run(args, r), 0);
+}
+
+static void expect(const http_reply *r, int status, const char *body)
+{
+    if (r->status != status || strcmp(r->body, body) != 0) {
+        fprintf(stderr, "\n  got  %d %s\n  want %d %s\n", r->status, r->body, status, body);
+    }
+    CU_ASSERT_EQUAL(r->status, status);
+    CU_ASSERT_STRING_EQUAL(r->body, body);
+}
+
+/* --- calls that succeed ------------------------------------------------------------------- */
+
+static void test_healthz_answers_serving(void)
+{
+    http_reply r;
+    char url[128];
+    snprintf(url, sizeof url, "%s/healthz", g_base);
+    const char *args[] = {url, NULL};
+    CU_ASSERT_EQUAL(curl_run(args, &r), 0);
+    expect(&r, 200, "{\"status\":\"serving\"}");
+}
+
+static void test_health_check_needs_no_token(void)
+{
+    http_reply r;
+    post("/charter.v1.Health/Check", NULL, "{}", &r);
+    CU_ASSERT_EQUAL(r.status, 200);
+    CU_ASSERT_PTR_NOT_NULL(strstr(r.body, "\"status\":\"serving\",\"database\":\"up\""));
+    char graph[96];
+    snprintf(graph, sizeof graph, "\"graph\":\"%s\"", g_graph);
+    CU_ASSERT_PTR_NOT_NULL(strstr(r.body, graph));
+}
+
+static void test_create_get_and_list_a_run(void)
+{
+    http_reply r;
+    post("/charter.v1.Runs/CreateRun", HARNESS_OPERATOR_TOKEN,
+         "{\"mode\":\"external\",\"task\":\"over HTTP\"}", &r);
+    CU_ASSERT_EQUAL_FATAL(r.status, 200);
+    const char *id = strstr(r.body, "\"run\":{\"id\":\"");
+    CU_ASSERT_PTR_NOT_NULL_FATAL(id);
+    id += strlen("\"run\":{\"id\":\"");
+    char run_id[64];
+    size_t n = strcspn(id, "\"");
+    CU_ASSERT_FATAL(n > 0 && n < sizeof run_id);
+    memcpy(run_id, id, n);
+    run_id[n] = '\0';
+    CU_ASSERT_PTR_NOT_NULL(strstr(r.body, "\"task\":\"over HTTP\",\"mode\":\"external\""));
+
+    char body[160];
+    snprintf(body, sizeof body, "{\"runId\":\"%s\"}", run_id);
+    post("/charter.v1.Runs/GetRun", HARNESS_VIEWER_TOKEN, body, &r);
+    CU_ASSERT_EQUAL(r.status, 200);
+    char want[128];
+    snprintf(want, sizeof want, "{\"run\":{\"id\":\"%s\",\"task\":\"over HTTP\"", run_id);
+    CU_ASSERT_EQUAL(strncmp(r.body, want, strlen(want)), 0);
+
+    post("/charter.v1.Runs/ListRuns", HARNESS_OPERATOR_TOKEN, "{}", &r);
+    CU_ASSERT_EQUAL(r.status, 200);
+    snprintf(want, sizeof want, "\"id\":\"%s\"", run_id);
+    CU_ASSERT_PTR_NOT_NULL(strstr(r.body, want));
+}
+
+static void test_show_chain_lists_the_delegation_chain(void)
+{
+    http_reply r;
+    post("/charter.v1.Grants/ShowChain", HARNESS_OPERATOR_TOKEN, "{\"grant_id\":\"g_reporter\"}",
+         &r);
+    CU_ASSERT_EQUAL(r.status, 200);
+    const char *a = strstr(r.body, "\"id\":\"g_reporter\"");
+    const char *b = strstr(r.body, "\"id\":\"g_analyst\"");
+    const char *c = strstr(r.body, "\"id\":\"g_root\"");
+    CU_ASSERT(a != NULL && b != NULL && c != NULL && a < b && b < c);
+}
+
+/* The string at obj.key (obj NULL: the top level) of a JSON reply, into out. */
+static void reply_field(const http_reply *r, const char *obj, const char *key, char *out, size_t n)
+{
+    out[0] = '\0';
+    json_t *j = json_loads(r->body, 0, NULL);
+    json_t *o = obj != NULL ? json_object_get(j, obj) : j;
+    const char *v = json_string_value(json_object_get(o, key));
+    snprintf(out, n, "%s", v != NULL ? v : "");
+    json_decref(j);
+}
+
+static void test_deliver_over_http_is_allowed_then_acknowledged(void)
+{
+    http_reply r;
+    char body[512], run[64], ctx[64], source[64], output[64], v[64];
+    post("/charter.v1.Runs/CreateRun", HARNESS_OPERATOR_TOKEN, "{\"mode\":\"external\"}", &r);
+    CU_ASSERT_EQUAL_FATAL(r.status, 200);
+    reply_field(&r, "run", "id", run, sizeof run);
+    snprintf(body, sizeof body, "{\"runId\":\"%s\",\"step\":\"analyze\"}", run);
+    post("/charter.v1.Gate/OpenStep", HARNESS_OPERATOR_TOKEN, body, &r);
+    CU_ASSERT_EQUAL_FATAL(r.status, 200);
+    reply_field(&r, NULL, "contextId", ctx, sizeof ctx);
+    snprintf(body, sizeof body, "{\"contextId\":\"%s\",\"resourceId\":\"vendor_b\"}", ctx);
+    post("/charter.v1.Gate/ReadSource", HARNESS_OPERATOR_TOKEN, body, &r);
+    CU_ASSERT_EQUAL_FATAL(r.status, 200);
+    reply_field(&r, "artifact", "id", source, sizeof source);
+    snprintf(body, sizeof body,
+             "{\"contextId\":\"%s\",\"inputIds\":[\"%s\"],\"title\":\"Pick\",\"content\":\"B.\"}",
+             ctx, source);
+    post("/charter.v1.Gate/RecordOutput", HARNESS_OPERATOR_TOKEN, body, &r);
+    CU_ASSERT_EQUAL_FATAL(r.status, 200);
+    reply_field(&r, "artifact", "id", output, sizeof output);
+
+    snprintf(body, sizeof body,
+             "{\"contextId\":\"%s\",\"payloadId\":\"%s\",\"recipient\":\"cfo\",\"tool\":"
+             "\"deliver_internal\",\"invocationId\":\"http-inv-1\"}",
+             ctx, output);
+    post("/charter.v1.Gate/Deliver", HARNESS_OPERATOR_TOKEN, body, &r);
+    CU_ASSERT_EQUAL(r.status, 200);
+    CU_ASSERT_EQUAL(strncmp(r.body, "{\"decision\":{\"outcome\":\"ALLOW\"},\"delivery\":{", 44), 0);
+    reply_field(&r, "delivery", "invocationId", v, sizeof v);
+    CU_ASSERT_STRING_EQUAL(v, "http-inv-1");
+    CU_ASSERT_PTR_NULL(strstr(r.body, "acknowledged"));
+    post("/charter.v1.Gate/Deliver", HARNESS_OPERATOR_TOKEN, body, &r);
+    CU_ASSERT_EQUAL(r.status, 200);
+    CU_ASSERT_PTR_NOT_NULL(strstr(r.body, "\"acknowledged\":true"));
+
+    /* A recipient outside the step is a decision, not an HTTP error. */
+    snprintf(body, sizeof body,
+             "{\"contextId\":\"%s\",\"payloadId\":\"%s\",\"recipient\":\"public\",\"tool\":"
+             "\"deliver_internal\",\"invocationId\":\"http-inv-2\"}",
+             ctx, output);
+    post("/charter.v1.Gate/Deliver", HARNESS_OPERATOR_TOKEN, body, &r);
+    CU_ASSERT_EQUAL(r.status, 200);
+    CU_ASSERT_EQUAL(strncmp(r.body, "{\"decision\":{\"outcome\":\"DENY\"", 29), 0);
+}
+
+static long now_ms(void)
+{
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (long)t.tv_sec * 1000L + t.tv_nsec / 1000000L;
+}
+
+/* Calls held up by the database hold workers, never NNG's HTTP threads: with 16 calls stuck
+ * behind a paused Redis (more than NNG has threads: twice the cores, at least 2), /healthz
+ * still answers while they are stuck, and every stuck call is answered once the pause ends.
+ * Were a handler to wait for its call, /healthz would wait for the pause to end. */
+static void test_slow_calls_do_not_hold_the_http_threads(void)
+{
+    enum { N = 16, PAUSE_MS = 5000 };
+    pid_t kids[N];
+    char url[128];
+    snprintf(url, sizeof url, "%s/charter.v1.Runs/ListRuns", g_base);
+    CU_ASSERT_EQUAL_FATAL(harness_redis_pause(PAUSE_MS), 0);
+    long t0 = now_ms();
+    for (int i = 0; i < N; i++) {
+        kids[i] = fork();
+        if (kids[i] == 0) {
+            int devnull = open("/dev/null", O_WRONLY);
+            dup2(devnull, 1);
+            execlp("curl", "curl", "-s", "-f", "--max-time", "30", "-X", "POST", "-H",
+                   "Content-Type: application/json", "-H",
+                   "Authorization: Bearer " HARNESS_OPERATOR_TOKEN, "-d", "{\"limit\":1}", url,
+                   (char *)NULL);
+            _exit(127);
+        }
+    }
+    struct timespec settle = {0, 500 * 1000000L};
+    nanosleep(&settle, NULL);
+    http_reply r;
+    char hz[128];
+    snprintf(hz, sizeof hz, "%s/healthz", g_base);
+    const char *args[] = {hz, NULL};
+    CU_ASSERT_EQUAL(curl_run(args, &r), 0);
+    long answered = now_ms() - t0;
+    CU_ASSERT_EQUAL(r.status, 200);
+    CU_ASSERT(answered < PAUSE_MS - 500);
+    int ok = 0;
+    for (int i = 0; i < N; i++) {
+        int st = 0;
+        if (kids[i] > 0 && waitpid(kids[i], &st, 0) == kids[i] && WIFEXITED(st) &&
+            WEXITSTATUS(st) == 0) {
+            ok++;
+        }
+    }
+    CU_ASSERT_EQUAL(ok, N);
+    CU_ASSERT(now_ms() - t0 >= PAUSE_MS - 100); /* they were held up by the pause */
+}
+
+static void test_chunked_body_is_refused(void)
+{
+    http_reply r;
+    char url[128];
+    snprintf(url, sizeof url, "%s/charter.v1.Runs/CreateRun", g_base);
+    const char *args[] = {"-X",
+                          "POST",
+                          "-H",
+                          "Content-Type: application/json",
+                          "-H",
+                          "Transfer-Encoding: chunked",
+                          "-H",
+                          "Authorization: Bearer " HARNESS_OPERATOR_TOKEN,
+                          "--data-binary",
+                          "{\"mode\":\"external\"}",
+                          url,
+                          NULL};
+    CU_ASSERT_EQUAL(curl_run(args, &r), 0);
+    expect(&r, 400,
+           "{\"code\":\"invalid_argument\",\"message\":\"send the body with Content-Length "
+           "(chunked bodies are not read)\"}");
+}
+
+/* --- every error class -------------------------------------------------------------------- */
+
+static void test_bad_json_is_invalid_argument(void)
+{
+    http_reply r;
+    post("/charter.v1.Runs/ListRuns", HARNESS_OPERATOR_TOKEN, "{\"limit\":", &r);
+    expect(&r, 400,
+           "{\"code\":\"invalid_argument\",\"message\":\"charter.v1.ListRunsRequest: invalid JSON "
+           "at line 1 column 9: unexpected token near end of file\"}");
+}
+
+static void test_unknown_field_is_invalid_argument(void)
+{
+    http_reply r;
+    post("/charter.v1.Runs/GetRun", HARNESS_OPERATOR_TOKEN, "{\"runId\":\"r\",\"runID\":\"r\"}",
+         &r);
+    expect(&r, 400,
+           "{\"code\":\"invalid_argument\",\"message\":\"charter.v1.GetRunRequest: runID: unknown "
+           "field of charter.v1.GetRunRequest\"}");
+}
+
+static void test_wrong_type_is_invalid_argument(void)
+{
+    http_reply r;
+    post("/charter.v1.Runs/GetRun", HARNESS_OPERATOR_TOKEN, "{\"runId\":7}", &r);
+    expect(&r, 400,
+           "{\"code\":\"invalid_argument\",\"message\":\"charter.v1.GetRunRequest: runId: "
+           "expected a string, got a number\"}");
+}
+
+static void test_unknown_method_is_unimplemented(void)
+{
+    http_reply r;
+    post("/charter.v1.Gate/Teleport", HARNESS_OPERATOR_TOKEN, "{}", &r);
+    expect(&r, 501,
+           "{\"code\":\"unimplemented\",\"message\":\"unknown method "
+           "\\\"/charter.v1.Gate/Teleport\\\"\"}");
+}
+
+static void test_missing_and_wrong_tokens_are_unauthenticated(void)
+{
+    http_reply r;
+    post("/charter.v1.Runs/ListRuns", NULL, "{}", &r);
+    expect(&r, 401,
+           "{\"code\":\"unauthenticated\",\"message\":\"missing credentials: send metadata "
+           "\\\"authorization: Bearer <token>\\\"\"}");
+    post("/charter.v1.Runs/ListRuns", "not-the-token-at-all-0123456789", "{}", &r);
+    expect(&r, 401, "{\"code\":\"unauthenticated\",\"message\":\"invalid token\"}");
+}
+
+static void test_viewer_cannot_revoke(void)
+{
+    http_reply r;
+    post("/charter.v1.Grants/RevokeGrant", HARNESS_VIEWER_TOKEN, "{\"grantId\":\"g_reporter\"}",
+         &r);
+    CU_ASSERT_EQUAL(r.status, 403);
+    CU_ASSERT_EQUAL(strncmp(r.body, "{\"code\":\"permission_denied\",", 28), 0);
+}
+
+static void test_unknown_run_is_not_found(void)
+{
+    http_reply r;
+    post("/charter.v1.Runs/GetRun", HARNESS_OPERATOR_TOKEN, "{\"runId\":\"no_such_run\"}", &r);
+    CU_ASSERT_EQUAL(r.status, 404);
+    CU_ASSERT_EQUAL(strncmp(r.body, "{\"code\":\"not_found\",", 20), 0);
+}
+
+static void test_oversized_body_is_resource_exhausted(void)
+{
+    /* Above the limit, within twice it: read, and refused with the Connect error. */
+    size_t n = MAX_MESSAGE + 100;
+    char *body = malloc(n + 1);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(body);
+    memset(body, ' ', n);
+    body[0] = '{';
+    body[n - 1] = '}';
+    body[n] = '\0';
+    http_reply r;
+    post("/charter.v1.Runs/ListRuns", HARNESS_OPERATOR_TOKEN, body, &r);
+    char want[160];
+    snprintf(want, sizeof want,
+             "{\"code\":\"resource_exhausted\",\"message\":\"request of %zu bytes exceeds the %d "
+             "byte limit\"}",
+             n, MAX_MESSAGE);
+    expect(&r, 429, want);
+    free(body);
+}
+
+static void test_wrong_content_type_is_415(void)
+{
+    http_reply r;
+    char url[128];
+    snprintf(url, sizeof url, "%s/charter.v1.Health/Check", g_base);
+    const char *args[] = {"-X", "POST", "-H", "Content-Type: application/proto", "--data-binary",
+                          "{}", url,    NULL};
+    CU_ASSERT_EQUAL(curl_run(args, &r), 0);
+    expect(&r, 415,
+           "{\"code\":\"invalid_argument\",\"message\":\"send Content-Type: application/json (the "
+           "proto3 JSON mapping)\"}");
+}
+
+static void test_foreign_origin_is_refused(void)
+{
+    http_reply r;
+    char url[128];
+    snprintf(url, sizeof url, "%s/charter.v1.Health/Check", g_base);
+    const char *args[] = {"-X",
+                          "POST",
+                          "-H",
+                          "Content-Type: application/json",
+                          "-H",
+                          "Origin: http://evil.example",
+                          "--data-binary",
+                          "{}",
+                          url,
+                          NULL};
+    CU_ASSERT_EQUAL(curl_run(args, &r), 0);
+    expect(&r, 403,
+           "{\"code\":\"permission_denied\",\"message\":\"cross-origin calls are refused\"}");
+
+    /* The server's own origin is no cross-origin call. */
+    char origin[96];
+    snprintf(origin, sizeof origin, "Origin: %s", g_base);
+    const char *same[] = {
+        "-X", "POST", "-H", "Content-Type: application/json", "-H", origin, "--data-binary",
+        "{}", url,    NULL};
+    CU_ASSERT_EQUAL(curl_run(same, &r), 0);
+    CU_ASSERT_EQUAL(r.status, 200);
+}
+
+static void test_foreign_host_is_refused(void)
+{
+    http_reply r;
+    char url[128];
+    snprintf(url, sizeof url, "%s/healthz", g_base);
+    const char *args[] = {"-H", "Host: attacker.example:80", url, NULL};
+    CU_ASSERT_EQUAL(curl_run(args, &r), 0);
+    expect(&r, 403,
+           "{\"code\":\"permission_denied\",\"message\":\"Host \\\"attacker.example:80\\\" is not "
+           "this server (call it by a loopback name, or start charterd with --http-allow-host "
+           "NAME)\"}");
+    char host[64];
+    snprintf(host, sizeof host, "Host: localhost:%s", strchr(g_hostport, ':') + 1);
+    const char *local[] = {"-H", host, url, NULL};
+    CU_ASSERT_EQUAL(curl_run(local, &r), 0);
+    CU_ASSERT_EQUAL(r.status, 200);
+}
+
+static void test_malformed_timeout_header_is_invalid_argument(void)
+{
+    http_reply r;
+    char url[128];
+    snprintf(url, sizeof url, "%s/charter.v1.Health/Check", g_base);
+    const char *args[] = {"-X",
+                          "POST",
+                          "-H",
+                          "Content-Type: application/json",
+                          "-H",
+                          "Connect-Timeout-Ms: soon",
+                          "--data-binary",
+                          "{}",
+                          url,
+                          NULL};
+    CU_ASSERT_EQUAL(curl_run(args, &r), 0);
+    expect(&r, 400,
+           "{\"code\":\"invalid_argument\",\"message\":\"Connect-Timeout-Ms must be a positive "
+           "whole number of milliseconds\"}");
+}
+
+/* Past workers + queue calls in progress, one more is refused at once rather than queued:
+ * a charterd with one worker and no queue, its one call held up by a paused Redis. */
+static void test_calls_past_the_bound_are_refused_at_once(void)
+{
+    char graph2[64], hostport[32], base[64];
+    harness_graph_name(graph2, sizeof graph2, "httpbound");
+    snprintf(hostport, sizeof hostport, "127.0.0.1:%d", free_port());
+    snprintf(base, sizeof base, "http://%s", hostport);
+    const char *extra[] = {"--http", hostport, "--workers", "1", "--queue", "0"};
+    harness_charterd_opts o;
+    memset(&o, 0, sizeof o);
+    o.graph = graph2;
+    o.extra_args = extra;
+    o.n_extra = 6;
+    harness_charterd d;
+    CU_ASSERT_EQUAL_FATAL(harness_charterd_start(&o, &d), 0);
+
+    char url[128];
+    snprintf(url, sizeof url, "%s/charter.v1.Runs/ListRuns", base);
+    CU_ASSERT_EQUAL(harness_redis_pause(4000), 0);
+    pid_t kid = fork();
+    if (kid == 0) {
+        int devnull = open("/dev/null", O_WRONLY);
+        dup2(devnull, 1);
+        execlp("curl", "curl", "-s", "-f", "--max-time", "20", "-X", "POST", "-H",
+               "Content-Type: application/json", "-H",
+               "Authorization: Bearer " HARNESS_OPERATOR_TOKEN, "-d", "{}", url, (char *)NULL);
+        _exit(127);
+    }
+    struct timespec settle = {0, 300 * 1000000L};
+    nanosleep(&settle, NULL);
+    http_reply r;
+    const char *args[] = {"-X", "POST",
+                          "-H", "Content-Type: application/json",
+                          "-H", "Authorization: Bearer " HARNESS_OPERATOR_TOKEN,
+                          "-d", "{}",
+                          url,  NULL};
+    CU_ASSERT_EQUAL(curl_run(args, &r), 0);
+    /* Refused while the first call is still stuck, not queued behind it. */
+    int st = 0;
+    CU_ASSERT_EQUAL(waitpid(kid, &st, WNOHANG), 0);
+    expect(&r, 429,
+           "{\"code\":\"resource_exhausted\",\"message\":\"server busy: 1 HTTP calls in progress "
+           "(retry later)\"}");
+    CU_ASSERT(kid > 0 && waitpid(kid, &st, 0) == kid && WIFEXITED(st) && WEXITSTATUS(st) == 0);
+    CU_ASSERT_EQUAL(harness_charterd_stop(&d), 0);
+    harness_graph_drop(graph2);
+}
+
+/* --- the suite ---------------------------------------------------------------------------- */
+
+static int suite_init(void)
+{
+    harness_graph_name(g_graph, sizeof g_graph, "http");
+    int port = free_port();
+    if (port < 0) {
+        return -1;
+    }
+    snprintf(g_hostport, sizeof g_hostport, "127.0.0.1:%d", port);
+    snprintf(g_base, sizeof g_base, "http://%s", g_hostport);
+    static char max[16];
+    snprintf(max, sizeof max, "%d", MAX_MESSAGE);
+    const char *extra[] = {"--http", g_hostport, "--max-message", max};
+    harness_charterd_opts o;
+    memset(&o, 0, sizeof o);
+    o.graph = g_graph;
+    o.extra_args = extra;
+    o.n_extra = 4;
+    return harness_charterd_start(&o, &g_d);
+}
+
+static int suite_clean(void)
+{
+    int rc = harness_charterd_stop(&g_d);
+    harness_graph_drop(g_graph);
+    return rc == 0 ? 0 : -1;
+}
+
+#define T(fn)                                                                                      \
+    {                                                                                              \
+#fn, fn                                                                                    \
+    }
+static const struct {
+    const char *name;
+    void (*fn)(void);
+} tests[] = {
+    T(test_healthz_answers_serving),
+    T(test_health_check_needs_no_token),
+    T(test_create_get_and_list_a_run),
+    T(test_show_chain_lists_the_delegation_chain),
+    T(test_deliver_over_http_is_allowed_then_acknowledged),
+    T(test_slow_calls_do_not_hold_the_http_threads),
+    T(test_bad_json_is_invalid_argument),
+    T(test_unknown_field_is_invalid_argument),
+    T(test_wrong_type_is_invalid_argument),
+    T(test_unknown_method_is_unimplemented),
+    T(test_missing_and_wrong_tokens_are_unauthenticated),
+    T(test_viewer_cannot_revoke),
+    T(test_unknown_run_is_not_found),
+    T(test_oversized_body_is_resource_exhausted),
+    T(test_wrong_content_type_is_415),
+    T(test_foreign_origin_is_refused),
+    T(test_foreign_host_is_refused),
+    T(test_malformed_timeout_header_is_invalid_argument),
+    T(test_chunked_body_is_refused),
+    T(test_calls_past_the_bound_are_refused_at_once),
+};
+
+int main(void)
+{
+    if (CU_initialize_registry() != CUE_SUCCESS)
+        return 2;
+    CU_pSuite suite = CU_add_suite("http", suite_init, suite_clean);
+    if (suite == NULL) {
+        CU_cleanup_registry();
+        return 2;
+    }
+    for (size_t i = 0; i < sizeof tests / sizeof tests[0]; i++) {
+        if (CU_add_test(suite, tests[i].name, tests[i].fn) == NULL) {
+            CU_cleanup_registry();
+            return 2;
+        }
+    }
+    CU_basic_set_mode(CU_BRM_VERBOSE);
+    CU_basic_run_tests();
+    unsigned failed = CU_get_number_of_failures() + CU_get_number_of_tests_failed() +
+                      CU_get_number_of_suites_failed();
+    CU_cleanup_registry();
+    return failed == 0 ? 0 : 1;
+}
