@@ -10,6 +10,7 @@
 
 #include "charter.pb-c.h"
 #include "deliver.h"
+#include "facts.h"
 #include "gate.h"
 #include "registry.h"
 #include "services.h"
@@ -189,6 +190,34 @@ static int read_source(call *c, const ProtobufCMessage *in, ProtobufCMessage **o
     return RPC_OK;
 }
 
+/* The public text of an output given as fields: the context's step renders it from its
+ * template (workflow_render_public), so no text of the caller's reaches a public recipient.
+ * *out is malloc'd (caller frees). */
+static int render_fields(call *c, const gate_env *g, const Charter__V1__RecordOutputRequest *req,
+                         char **out)
+{
+    if (*req->content)
+        return call_fail(c, RPC_INVALID_ARGUMENT, "content: must be empty when fields are set");
+    const workflow_step *ws = NULL;
+    guard_context ctx;
+    int rc = gate_context(g, req->context_id, &ws, &ctx);
+    if (rc != STATUS_OK)
+        return gate_fail(c, rc, "context", req->context_id);
+    facts_context_free(&ctx);
+    json_t *fields = json_object();
+    for (size_t i = 0; fields && i < req->n_fields; i++)
+        if (json_object_set_new(fields, req->fields[i]->key, json_string(req->fields[i]->value)))
+            json_decref(fields), fields = NULL;
+    if (!fields)
+        return call_fail(c, RPC_INVALID_ARGUMENT, "fields: keys and values must be UTF-8");
+    char err[256];
+    rc = workflow_render_public(ws, fields, out, err, sizeof err);
+    json_decref(fields);
+    if (rc != 0)
+        return call_fail(c, RPC_INVALID_ARGUMENT, "fields: %s", err);
+    return RPC_OK;
+}
+
 static int record_output(call *c, const ProtobufCMessage *in, ProtobufCMessage **out)
 {
     const Charter__V1__RecordOutputRequest *req = (const Charter__V1__RecordOutputRequest *)in;
@@ -205,10 +234,15 @@ static int record_output(call *c, const ProtobufCMessage *in, ProtobufCMessage *
         (rc = call_require_utf8(c, "content", req->content)) != RPC_OK)
         return rc;
     gate_env g = call_gate_env(c);
+    char *rendered = NULL;
+    if (req->n_fields > 0 && (rc = render_fields(c, &g, req, &rendered)) != RPC_OK)
+        return rc;
     guard_decision d;
     json_t *artifact = NULL;
     rc = gate_record_output(&g, req->context_id, (const char *const *)req->input_ids,
-                            req->n_input_ids, req->title, req->content, &d, &artifact);
+                            req->n_input_ids, req->title, rendered ? rendered : req->content, &d,
+                            &artifact);
+    free(rendered);
     if (rc != STATUS_OK) {
         guard_decision_free(&d);
         return gate_fail(c, rc, "context or input artifact", req->context_id);

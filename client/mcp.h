@@ -1,0 +1,93 @@
+/*
+ * mcp.h - charter-mcp, the MCP surface of charter: one workflow step (a role) served to an MCP
+ * client over stdio or Streamable HTTP, every call translated into the Gate API of charterd
+ * through libcharter. It holds no database access and no rule of its own: decisions come from
+ * charterd; what it keeps is the translation and, per MCP session, which run and context the
+ * session opened and which artifacts it was shown (the provenance of its outputs).
+ *
+ * Files: mcp_main.c (options, workflow, stdio loop), mcp_jsonrpc.c (JSON-RPC 2.0 and the MCP
+ * lifecycle), mcp_tools.c (the tools of a step), mcp_http.c (Streamable HTTP on NNG's server).
+ */
+#ifndef CHARTER_MCP_H
+#define CHARTER_MCP_H
+
+#include <jansson.h>
+#include <pthread.h>
+#include <stdbool.h>
+#include <stddef.h>
+
+#include "charter.h"
+
+/* Largest JSON-RPC message accepted on either transport (bytes); larger ones are refused with a
+ * JSON-RPC error and never parsed. */
+#define MCP_MAX_MESSAGE ((size_t)1024 * 1024)
+/* Artifacts one session may have been shown; more is refused. */
+#define MCP_MAX_SHOWN 256
+
+/* JSON-RPC 2.0 error codes (jsonrpc.org/specification). */
+enum {
+    MCP_PARSE_ERROR = -32700,
+    MCP_INVALID_REQUEST = -32600,
+    MCP_METHOD_NOT_FOUND = -32601,
+    MCP_INVALID_PARAMS = -32602,
+    MCP_INTERNAL_ERROR = -32603,
+};
+
+/* The role this process serves, fixed at start. Strings and json are owned by the server. */
+typedef struct {
+    charter_client *client;
+    json_t *workflow;      /* the definition (docs/workflows.md) */
+    const json_t *step;    /* its step object for the role */
+    const char *step_name; /* the role */
+    char version[80];      /* the workflow version runs are created with */
+    bool first_step;       /* may start runs */
+    const char *next_step; /* the step that receives this one's output, or NULL */
+    bool public_render;    /* output is rendered from public_fields */
+    pthread_mutex_t lock;  /* serializes tool calls (HTTP handlers run on NNG threads) */
+} mcp_server;
+
+/* What one MCP session holds. Everything here was set by charter-mcp from charterd's answers;
+ * nothing is taken from the model. */
+typedef struct {
+    bool initialized;  /* initialize answered */
+    char protocol[16]; /* negotiated protocol version */
+    char run_id[130];
+    char context_id[130];
+    char *shown[MCP_MAX_SHOWN]; /* artifacts shown to this session (admitted by the gate) */
+    size_t n_shown;
+    char output_id[130];     /* the last output recorded by this session */
+    char invocation_id[40];  /* of the last send, reused when the same send is asked again */
+    char invocation_of[260]; /* "<output_id> <recipient>" that invocation ID was made for */
+} mcp_session;
+
+/* Frees what a session holds and zeroes it. */
+void mcp_session_reset(mcp_session *s);
+
+/* Handles one raw JSON-RPC message (bytes as received). *reply is set to the JSON text of the
+ * answer (owned by the caller, free()) or NULL when none is due (a notification, a response).
+ * *was_initialize is set when the message was an accepted initialize request (the HTTP
+ * transport then issues a session id). Returns 0, or -1 when out of memory. */
+int mcp_jsonrpc_handle(mcp_server *srv, mcp_session *s, const char *buf, size_t len, char **reply,
+                       bool *was_initialize);
+
+/* A JSON-RPC error answer as text (owned by the caller), id may be NULL (JSON null). */
+char *mcp_jsonrpc_error_text(const json_t *id, int code, const char *message);
+
+/* Whether a protocol version string is one this server speaks. */
+bool mcp_protocol_supported(const char *version);
+
+/* The tools the role may call, as the MCP tools/list "tools" array (new reference). */
+json_t *mcp_tools_list(const mcp_server *srv);
+
+/* Calls one tool. *result is the MCP CallToolResult (new reference): refusals and argument
+ * errors are results with isError true and structuredContent {decision, codes, witness}.
+ * Returns 0, or MCP_INVALID_PARAMS for a name that is no tool of charter-mcp at all (a
+ * protocol error per the MCP specification), or -1 when out of memory. */
+int mcp_tools_call(mcp_server *srv, mcp_session *s, const char *name, const json_t *args,
+                   json_t **result);
+
+/* Serves Streamable HTTP on addr ("127.0.0.1:PORT") until SIGINT/SIGTERM. token, when not
+ * NULL, is the bearer credential HTTP clients must present. Returns 0 or -1 (printed). */
+int mcp_http_serve(mcp_server *srv, const char *addr, const char *token);
+
+#endif

@@ -1,0 +1,187 @@
+/*
+ * mcp_jsonrpc.c - JSON-RPC 2.0 framing and the MCP lifecycle of charter-mcp: one message in,
+ * at most one answer out, the same for stdio and Streamable HTTP. Malformed messages, batches,
+ * oversized messages, unknown methods and calls before initialize each get a JSON-RPC error and
+ * change nothing; the process keeps serving. Tools live in mcp_tools.c.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "mcp.h"
+
+/* Newest first: the current revision, then the older ones the official SDKs still offer. */
+static const char *const protocols[] = {"2025-11-25", "2025-06-18", "2025-03-26", "2024-11-05"};
+
+bool mcp_protocol_supported(const char *version)
+{
+    for (size_t i = 0; version && i < sizeof protocols / sizeof *protocols; i++)
+        if (strcmp(version, protocols[i]) == 0)
+            return true;
+    return false;
+}
+
+void mcp_session_reset(mcp_session *s)
+{
+    for (size_t i = 0; i < s->n_shown; i++)
+        free(s->shown[i]);
+    memset(s, 0, sizeof *s);
+}
+
+char *mcp_jsonrpc_error_text(const json_t *id, int code, const char *message)
+{
+    json_t *err = json_pack("{s:s, s:O?, s:{s:i, s:s}}", "jsonrpc", "2.0", "id", id, "error",
+                            "code", code, "message", message);
+    if (!err)
+        return NULL;
+    if (!id && json_object_set_new(err, "id", json_null()) != 0) {
+        json_decref(err);
+        return NULL;
+    }
+    char *text = json_dumps(err, JSON_COMPACT);
+    json_decref(err);
+    return text;
+}
+
+static char *result_text(const json_t *id, json_t *result)
+{
+    if (!result)
+        return NULL;
+    json_t *msg = json_pack("{s:s, s:O, s:o}", "jsonrpc", "2.0", "id", id, "result", result);
+    if (!msg)
+        return NULL;
+    char *text = json_dumps(msg, JSON_COMPACT);
+    json_decref(msg);
+    return text;
+}
+
+/* initialize: the client's version when this server speaks it, else the newest this server
+ * speaks (the client then decides whether to go on, as the lifecycle specifies). */
+static char *initialize(mcp_server *srv, mcp_session *s, const json_t *id, const json_t *params,
+                        bool *was_initialize)
+{
+    if (s->initialized)
+        return mcp_jsonrpc_error_text(id, MCP_INVALID_REQUEST, "already initialized");
+    const char *asked = json_string_value(json_object_get(params, "protocolVersion"));
+    if (!asked)
+        return mcp_jsonrpc_error_text(id, MCP_INVALID_PARAMS,
+                                      "initialize: params.protocolVersion must be a string");
+    const char *version = mcp_protocol_supported(asked) ? asked : protocols[0];
+    char instructions[512];
+    snprintf(instructions, sizeof instructions,
+             "You act as step \"%s\" of workflow \"%s\". Open the step, read what it may read, "
+             "submit its output, then deliver or hand off. Every artifact shown to you has "
+             "passed charter's input gate; refusals come back as tool results with a decision, "
+             "codes and a witness.",
+             srv->step_name, json_string_value(json_object_get(srv->workflow, "name")));
+    json_t *result =
+        json_pack("{s:s, s:{s:{s:b}}, s:{s:s, s:s}, s:s}", "protocolVersion", version,
+                  "capabilities", "tools", "listChanged", 0, "serverInfo", "name", "charter-mcp",
+                  "version", charter_version(), "instructions", instructions);
+    char *text = result_text(id, result);
+    if (text) {
+        s->initialized = true;
+        snprintf(s->protocol, sizeof s->protocol, "%s", version);
+        *was_initialize = true;
+    }
+    return text;
+}
+
+static char *tools_call(mcp_server *srv, mcp_session *s, const json_t *id, const json_t *params)
+{
+    const char *name = json_string_value(json_object_get(params, "name"));
+    const json_t *args = json_object_get(params, "arguments");
+    if (!name)
+        return mcp_jsonrpc_error_text(id, MCP_INVALID_PARAMS,
+                                      "tools/call: params.name must be "
+                                      "a string");
+    if (args && !json_is_object(args))
+        return mcp_jsonrpc_error_text(id, MCP_INVALID_PARAMS,
+                                      "tools/call: params.arguments must be an object");
+    json_t *result = NULL;
+    int rc = mcp_tools_call(srv, s, name, args, &result);
+    if (rc == MCP_INVALID_PARAMS) {
+        char msg[160];
+        snprintf(msg, sizeof msg, "Unknown tool: %.100s", name);
+        return mcp_jsonrpc_error_text(id, MCP_INVALID_PARAMS, msg);
+    }
+    if (rc != 0)
+        return mcp_jsonrpc_error_text(id, MCP_INTERNAL_ERROR, "out of memory");
+    return result_text(id, result);
+}
+
+/* A request (it has an id): exactly one answer. */
+static char *request(mcp_server *srv, mcp_session *s, const json_t *id, const char *method,
+                     const json_t *params, bool *was_initialize)
+{
+    if (strcmp(method, "initialize") == 0)
+        return initialize(srv, s, id, params, was_initialize);
+    if (strcmp(method, "ping") == 0)
+        return result_text(id, json_object());
+    if (!s->initialized)
+        return mcp_jsonrpc_error_text(id, MCP_INVALID_REQUEST,
+                                      "not initialized: send initialize first");
+    if (strcmp(method, "tools/list") == 0)
+        return result_text(id, json_pack("{s:o}", "tools", mcp_tools_list(srv)));
+    if (strcmp(method, "tools/call") == 0)
+        return tools_call(srv, s, id, params);
+    char msg[160];
+    snprintf(msg, sizeof msg, "Method not found: %.100s", method);
+    return mcp_jsonrpc_error_text(id, MCP_METHOD_NOT_FOUND, msg);
+}
+
+int mcp_jsonrpc_handle(mcp_server *srv, mcp_session *s, const char *buf, size_t len, char **reply,
+                       bool *was_initialize)
+{
+    *reply = NULL;
+    *was_initialize = false;
+    if (len > MCP_MAX_MESSAGE) {
+        char msg[96];
+        snprintf(msg, sizeof msg, "message larger than %zu bytes", MCP_MAX_MESSAGE);
+        *reply = mcp_jsonrpc_error_text(NULL, MCP_INVALID_REQUEST, msg);
+        return *reply ? 0 : -1;
+    }
+    json_error_t jerr;
+    json_t *msg = json_loadb(buf, len, JSON_REJECT_DUPLICATES, &jerr);
+    if (!msg) {
+        *reply = mcp_jsonrpc_error_text(NULL, MCP_PARSE_ERROR, "Parse error");
+        return *reply ? 0 : -1;
+    }
+    if (json_is_array(msg)) {
+        json_decref(msg);
+        *reply = mcp_jsonrpc_error_text(NULL, MCP_INVALID_REQUEST,
+                                        "batches are not supported: send one message at a time");
+        return *reply ? 0 : -1;
+    }
+    const json_t *id = json_object_get(msg, "id");
+    const json_t *method = json_object_get(msg, "method");
+    const json_t *params = json_object_get(msg, "params");
+    const char *version = json_string_value(json_object_get(msg, "jsonrpc"));
+    if (!json_is_object(msg) || !version || strcmp(version, "2.0") != 0 ||
+        (id && !json_is_string(id) && !json_is_integer(id)) ||
+        (method && !json_is_string(method))) {
+        bool keep = json_is_string(id) || json_is_integer(id);
+        *reply = mcp_jsonrpc_error_text(keep ? id : NULL, MCP_INVALID_REQUEST, "Invalid Request");
+        json_decref(msg);
+        return *reply ? 0 : -1;
+    }
+    if (!method) {
+        /* A response to a request this server never sends: nothing to answer. */
+        json_decref(msg);
+        return 0;
+    }
+    if (params && !json_is_object(params)) {
+        if (id)
+            *reply = mcp_jsonrpc_error_text(id, MCP_INVALID_PARAMS, "params must be an object");
+        json_decref(msg);
+        return id && !*reply ? -1 : 0;
+    }
+    if (!id) {
+        /* Notifications (initialized, cancelled, ...) need no answer and change nothing here. */
+        json_decref(msg);
+        return 0;
+    }
+    *reply = request(srv, s, id, json_string_value(method), params, was_initialize);
+    json_decref(msg);
+    return *reply ? 0 : -1;
+}

@@ -1,0 +1,268 @@
+/*
+ * mcp_main.c - charter-mcp: serves one step of one workflow (a role) to an MCP client, over stdio
+ * (newline-delimited JSON-RPC 2.0, the default) or Streamable HTTP (--http). The role is fixed
+ * at start; the process is a client of charterd like any other (libcharter, the same token as
+ * the charter CLI) and holds no database access.
+ */
+#include <errno.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "mcp.h"
+
+static void usage(FILE *f)
+{
+    fprintf(f,
+            "usage: charter-mcp --role STEP --workflow FILE|NAME [options]\n"
+            "\n"
+            "Serves one step of a workflow to an MCP client: tools derived from the step's\n"
+            "capability, every return gated by charterd.\n"
+            "\n"
+            "  --role STEP             the step this process plays (fixed for its lifetime)\n"
+            "  --workflow FILE|NAME    a workflow file (applied to charterd, a no-op when stored)\n"
+            "                          or the name or version of a stored workflow\n"
+            "  --url URL               charterd, tcp://HOST:PORT or ipc:///PATH (default:\n"
+            "                          $CHARTER_URL, else %s)\n"
+            "  --token TOKEN           charterd bearer token (default: $CHARTER_TOKEN)\n"
+            "  --http HOST:PORT        serve Streamable HTTP on a loopback address at /mcp\n"
+            "                          instead of stdio\n"
+            "  --http-token-file FILE  the bearer credential HTTP clients must present (default:\n"
+            "                          $CHARTER_MCP_HTTP_TOKEN); required with --http unless\n"
+            "  --http-no-auth          is given (loopback Host and Origin are still checked)\n"
+            "  --help, --version\n",
+            CHARTER_DEFAULT_URL);
+}
+
+static char *read_file(const char *path, size_t limit, size_t *len)
+{
+    FILE *f = fopen(path, "rb");
+    if (!f)
+        return NULL;
+    char *buf = malloc(limit + 1);
+    size_t n = buf ? fread(buf, 1, limit + 1, f) : 0;
+    fclose(f);
+    if (!buf || n > limit) {
+        free(buf);
+        return NULL;
+    }
+    buf[n] = '\0';
+    *len = n;
+    return buf;
+}
+
+/* Loads the workflow: a file is applied (so runs can name its version), a name is fetched. */
+static int load_workflow(mcp_server *srv, const char *arg)
+{
+    struct stat sb;
+    charter_status st;
+    int rc;
+    json_error_t jerr;
+    if (stat(arg, &sb) == 0 && S_ISREG(sb.st_mode)) {
+        size_t len = 0;
+        char *text = read_file(arg, (size_t)1 << 20, &len);
+        if (!text) {
+            fprintf(stderr, "charter-mcp: cannot read %s (at most 1 MiB)\n", arg);
+            return -1;
+        }
+        Charter__V1__ApplyWorkflowRequest req = CHARTER__V1__APPLY_WORKFLOW_REQUEST__INIT;
+        req.definition.data = (uint8_t *)text;
+        req.definition.len = len;
+        Charter__V1__WorkflowInfo *info = NULL;
+        rc = charter_apply_workflow(srv->client, &req, &info, &st);
+        if (rc == 0) {
+            snprintf(srv->version, sizeof srv->version, "%s", info->version);
+            srv->workflow = json_loadb(text, len, 0, &jerr);
+            charter__v1__workflow_info__free_unpacked(info, NULL);
+        }
+        free(text);
+    } else {
+        Charter__V1__GetWorkflowRequest req = CHARTER__V1__GET_WORKFLOW_REQUEST__INIT;
+        req.workflow = (char *)arg;
+        Charter__V1__WorkflowDefinition *def = NULL;
+        rc = charter_get_workflow(srv->client, &req, &def, &st);
+        if (rc == 0) {
+            snprintf(srv->version, sizeof srv->version, "%s", def->info->version);
+            srv->workflow =
+                json_loadb((const char *)def->definition.data, def->definition.len, 0, &jerr);
+            charter__v1__workflow_definition__free_unpacked(def, NULL);
+        }
+    }
+    if (rc != 0) {
+        fprintf(stderr, "charter-mcp: workflow %s: %s: %s\n", arg, charter_status_name(rc),
+                st.message);
+        return -1;
+    }
+    if (!srv->workflow) {
+        fprintf(stderr, "charter-mcp: workflow %s is not JSON (or needs the operator token)\n",
+                arg);
+        return -1;
+    }
+    return 0;
+}
+
+/* Fixes the role: the step named, its place and its public rendering. */
+static int pick_step(mcp_server *srv, const char *role)
+{
+    const json_t *steps = json_object_get(srv->workflow, "steps");
+    size_t i;
+    const json_t *st;
+    json_array_foreach(steps, i, st)
+    {
+        const char *name = json_string_value(json_object_get(st, "name"));
+        if (name && strcmp(name, role) == 0) {
+            srv->step = st;
+            srv->step_name = name;
+            srv->first_step = i == 0;
+            srv->public_render =
+                json_object_get(st, "public_fields") && json_object_get(st, "public_template");
+            return 0;
+        }
+    }
+    fprintf(stderr, "charter-mcp: --role %s is not a step of workflow %s; its steps:", role,
+            json_string_value(json_object_get(srv->workflow, "name")));
+    json_array_foreach(steps, i, st)
+        fprintf(stderr, " %s", json_string_value(json_object_get(st, "name")));
+    fprintf(stderr, "\n");
+    return -1;
+}
+
+/* Reads one line of at most MCP_MAX_MESSAGE bytes into buf (size MCP_MAX_MESSAGE + 2). A longer
+ * line is consumed whole and reported with *oversized, its bytes dropped. Returns the length, or
+ * -1 at end of input. */
+static long read_line(char *buf, bool *oversized)
+{
+    size_t n = 0;
+    int ch;
+    *oversized = false;
+    while ((ch = getchar()) != EOF && ch != '\n') {
+        if (n <= MCP_MAX_MESSAGE)
+            buf[n++] = (char)ch;
+        else
+            *oversized = true;
+    }
+    if (ch == EOF && n == 0 && !*oversized)
+        return -1;
+    if (n > MCP_MAX_MESSAGE)
+        *oversized = true;
+    if (n > 0 && buf[n - 1] == '\r')
+        n--;
+    buf[n] = '\0';
+    return (long)n;
+}
+
+static int serve_stdio(mcp_server *srv)
+{
+    char *buf = malloc(MCP_MAX_MESSAGE + 2);
+    mcp_session s = {0};
+    if (!buf)
+        return -1;
+    fprintf(stderr, "charter-mcp: serving step %s on stdio\n", srv->step_name);
+    bool oversized;
+    long n;
+    while ((n = read_line(buf, &oversized)) >= 0) {
+        if (n == 0 && !oversized)
+            continue;
+        char *reply = NULL;
+        bool init;
+        int rc = mcp_jsonrpc_handle(srv, &s, buf, oversized ? MCP_MAX_MESSAGE + 1 : (size_t)n,
+                                    &reply, &init);
+        if (rc != 0)
+            reply = mcp_jsonrpc_error_text(NULL, MCP_INTERNAL_ERROR, "out of memory");
+        if (reply) {
+            fputs(reply, stdout);
+            fputc('\n', stdout);
+            fflush(stdout);
+            free(reply);
+        }
+    }
+    mcp_session_reset(&s);
+    free(buf);
+    return 0;
+}
+
+int main(int argc, char **argv)
+{
+    const char *role = NULL, *wf = NULL, *http = NULL, *http_token_file = NULL;
+    const char *url = getenv("CHARTER_URL"), *token = getenv("CHARTER_TOKEN");
+    const char *http_token = getenv("CHARTER_MCP_HTTP_TOKEN");
+    bool no_auth = false;
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i];
+        const char *v = i + 1 < argc ? argv[i + 1] : NULL;
+        if (strcmp(a, "--help") == 0) {
+            usage(stdout);
+            return 0;
+        } else if (strcmp(a, "--version") == 0) {
+            printf("charter-mcp %s\n", charter_version());
+            return 0;
+        } else if (strcmp(a, "--http-no-auth") == 0) {
+            no_auth = true;
+            continue;
+        }
+        const char **slot = strcmp(a, "--role") == 0              ? &role
+                            : strcmp(a, "--workflow") == 0        ? &wf
+                            : strcmp(a, "--url") == 0             ? &url
+                            : strcmp(a, "--token") == 0           ? &token
+                            : strcmp(a, "--http") == 0            ? &http
+                            : strcmp(a, "--http-token-file") == 0 ? &http_token_file
+                                                                  : NULL;
+        if (!slot || !v) {
+            fprintf(stderr, "charter-mcp: %s %s\n", a, slot ? "needs a value" : "is no option");
+            usage(stderr);
+            return 2;
+        }
+        *slot = v;
+        i++;
+    }
+    if (!role || !wf) {
+        fprintf(stderr, "charter-mcp: --role and --workflow are required\n");
+        usage(stderr);
+        return 2;
+    }
+    char tokbuf[512];
+    if (http_token_file) {
+        size_t len = 0;
+        char *t = read_file(http_token_file, sizeof tokbuf - 1, &len);
+        if (!t) {
+            fprintf(stderr, "charter-mcp: cannot read %s\n", http_token_file);
+            return 2;
+        }
+        len = strcspn(t, "\r\n");
+        snprintf(tokbuf, sizeof tokbuf, "%.*s", (int)len, t);
+        free(t);
+        http_token = tokbuf;
+    }
+    if (http && !no_auth && (!http_token || strlen(http_token) < 16)) {
+        fprintf(stderr, "charter-mcp: --http needs a bearer credential of at least 16 characters "
+                        "(--http-token-file or $CHARTER_MCP_HTTP_TOKEN), or --http-no-auth\n");
+        return 2;
+    }
+    signal(SIGPIPE, SIG_IGN);
+    static mcp_server srv;
+    int ret = 1;
+    if (pthread_mutex_init(&srv.lock, NULL) != 0)
+        return 1;
+    charter_options opts;
+    charter_options_init(&opts);
+    int rc = charter_client_open(url ? url : CHARTER_DEFAULT_URL, token, &opts, &srv.client);
+    if (rc != 0) {
+        fprintf(stderr, "charter-mcp: cannot open %s: %s\n", url ? url : CHARTER_DEFAULT_URL,
+                charter_status_name(rc));
+        return 1;
+    }
+    if (load_workflow(&srv, wf) != 0 || pick_step(&srv, role) != 0) {
+        ret = 2;
+        goto out;
+    }
+    ret = (http ? mcp_http_serve(&srv, http, no_auth ? NULL : http_token) : serve_stdio(&srv)) == 0
+              ? 0
+              : 1;
+out:
+    json_decref(srv.workflow);
+    charter_client_close(srv.client);
+    pthread_mutex_destroy(&srv.lock);
+    return ret;
+}
