@@ -18,6 +18,7 @@
 
 #include "charter.pb-c.h"
 #include "log.h"
+#include "metrics.h"
 #include "services.h"
 
 /* Bytes the decoder may allocate per byte of request, and the floor for small requests. The
@@ -379,6 +380,7 @@ reply:;
         charter__v1__rpc_request__free_unpacked(rq, &alloc);
     }
     long us = dispatch_elapsed_us(&t0);
+    metrics_call(md != NULL ? method : NULL, status, us);
     if (status != RPC_OK) {
         log_error("call %s failed: %s (%d): %s [%ld us]", method, dispatch_code_name(status),
                   status, c.message, us);

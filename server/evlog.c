@@ -22,6 +22,7 @@
 
 #include "../client/receipt.h"
 #include "log.h"
+#include "metrics.h"
 #include "receipt_issue.h"
 
 /* --- configuration ------------------------------------------------------------------------ */
@@ -213,6 +214,7 @@ int evlog_owned_event(evlog_owned *o, const char *kind, const guard_decision *d,
     memset(o, 0, sizeof *o);
     o->ev.kind = kind;
     if (d != NULL) {
+        metrics_decision(kind, (int)d->outcome, d->codes);
         guard_codes_format(d->codes, o->codes, sizeof o->codes);
         o->ev.outcome = guard_outcome_name(d->outcome);
         o->ev.codes = o->codes;
@@ -513,6 +515,8 @@ int evlog_create_run(store *st, const json_t *run_doc, json_t **reply)
     };
     int rc = evlog_write(st, &w, reply, NULL);
     free(doc);
+    if (rc == STATUS_OK)
+        metrics_run_status("created");
     return rc;
 }
 
@@ -561,6 +565,8 @@ int evlog_transition(store *st, const char *run_id, const char *from, const char
         rc = STATUS_EREFUSED;
     }
     json_decref(reply);
+    if (rc == STATUS_OK)
+        metrics_run_status(to);
     return rc;
 }
 

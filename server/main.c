@@ -270,6 +270,7 @@ int main(int argc, char **argv)
     env.workers = cfg.workers;
     snprintf(env.evaluator, sizeof env.evaluator, "%s", evaluator);
     env.keyed = evlog_keyed();
+    env.scripted_only = cfg.scripted_only;
     env.limits.max_message = cfg.max_message;
     env.limits.max_ancestry = 10000;
     env.limits.max_ids = 1000;

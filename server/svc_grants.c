@@ -23,6 +23,9 @@ static int svc_grants_revoke(call *c, const ProtobufCMessage *in, ProtobufCMessa
     if (rc != RPC_OK) {
         return rc;
     }
+    if (c->env->scripted_only) {
+        return call_fail(c, RPC_PERMISSION_DENIED, "grant controls are off (--scripted-only)");
+    }
     if ((rc = call_require_id(c, "grant_id", rq->grant_id)) != RPC_OK) {
         return rc;
     }
@@ -52,6 +55,9 @@ static int svc_grants_restore(call *c, const ProtobufCMessage *in, ProtobufCMess
     int rc = call_require_operator(c);
     if (rc != RPC_OK) {
         return rc;
+    }
+    if (c->env->scripted_only) {
+        return call_fail(c, RPC_PERMISSION_DENIED, "grant controls are off (--scripted-only)");
     }
     const char *id = rq->grant_id != NULL ? rq->grant_id : "";
     if (id[0] != '\0' && (rc = call_require_id(c, "grant_id", id)) != RPC_OK) {
