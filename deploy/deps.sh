@@ -6,12 +6,16 @@ set -euo pipefail
 packages=(build-essential cmake pkg-config protobuf-c-compiler libprotobuf-c-dev libnng-dev
           libhiredis-dev libjansson-dev libssl-dev libcurl4-openssl-dev libcunit1-dev
           redis-server redis-tools jq openssl
-          libsystemd-dev help2man systemd)
+          libsystemd-dev help2man systemd
+          nodejs protobuf-compiler prometheus chromium) # the HTTP suites (tests/connect)
 
 missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed' || missing+=("$p")
 done
+# Debian's nodejs comes without npm; the NodeSource build carries its own.
+command -v npm >/dev/null 2>&1 || dpkg-query -W -f='${Status}' npm 2>/dev/null | grep -q 'install ok installed' ||
+  missing+=(npm)
 [ ${#missing[@]} -eq 0 ] && exit 0
 
 if [ "$(id -u)" -ne 0 ]; then

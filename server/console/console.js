@@ -17,6 +17,7 @@
   let scriptedOnly = false;
   let currentRun = null;
   let followTimer = null;
+  let actionOut = null; /* the result box of the run's actions: kept across re-renders */
 
   const $ = (id) => document.getElementById(id);
   const SVGNS = 'http://www.w3.org/2000/svg';
@@ -210,6 +211,7 @@
 
   async function openRun(id) {
     stopFollowing();
+    if (currentRun !== id) actionOut = null;
     currentRun = id;
     for (const b of document.querySelectorAll('#runs button')) {
       b.classList.toggle('current', b.getAttribute('data-run') === id);
@@ -268,7 +270,8 @@
   }
 
   function renderOperatorActions(run) {
-    const out = el('div', { class: 'result', id: 'action-result', hidden: true });
+    if (!actionOut) actionOut = el('div', { class: 'result', id: 'action-result', hidden: true });
+    const out = actionOut;
     const show = (...nodes) => {
       out.hidden = false;
       out.replaceChildren(...nodes);
@@ -284,7 +287,8 @@
         badge(d.outcome || 'UNKNOWN'), ' ', (d.codes || []).map((c) => el('span', { class: 'code', text: c })),
         r.acknowledged ? ' (acknowledged: already delivered)' : ''),
         d.witness ? el('div', { class: 'witness', text: d.witness }) : null);
-      await refreshKeep(run.id, out);
+      await openRun(run.id);
+      await loadRuns();
     });
     const audit = wrap(async () => {
       const r = await call('Evidence/AuditRun', { runId: run.id });
@@ -324,18 +328,6 @@
         action('Compare decisions', whatif, out, 'quiet')),
       out);
     return box;
-  }
-
-  /* Reloads the run while keeping the action result box's contents. */
-  async function refreshKeep(id, out) {
-    const kept = Array.from(out.childNodes);
-    await openRun(id);
-    await loadRuns();
-    const again = $('action-result');
-    if (again) {
-      again.hidden = false;
-      again.replaceChildren(...kept);
-    }
   }
 
   function renderWhatIf(r) {
