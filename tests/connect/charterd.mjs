@@ -22,6 +22,8 @@ export function freePort() {
 }
 
 const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
+// A bound on a wait that does not keep node running once the wait is over.
+const bound = (ms) => new Promise((r) => setTimeout(r, ms).unref());
 
 // Starts charterd; redis overrides the database URL. Resolves once /healthz answers.
 export async function startCharterd({ name, extra = [], redis } = {}) {
@@ -65,7 +67,7 @@ export async function startCharterd({ name, extra = [], redis } = {}) {
       if (!exited) {
         const done = new Promise((r) => child.once('exit', r));
         child.kill('SIGTERM');
-        await Promise.race([done, sleep(30000)]);
+        await Promise.race([done, bound(30000)]);
         if (!exited) child.kill('SIGKILL');
       }
       if (db) dropGraph(db, graph);

@@ -97,7 +97,7 @@ async function startRedis(dir) {
 async function stopRedis(r) {
   const gone = new Promise((res) => r.child.once('exit', res));
   spawnSync('redis-cli', [...redisCliArgs(r.url), 'SHUTDOWN', 'NOSAVE']);
-  await Promise.race([gone, sleep(5000)]);
+  await Promise.race([gone, new Promise((r) => setTimeout(r, 5000).unref())]);
 }
 
 test('readyz is 503 while the database is gone and while it lacks the query library', async () => {
