@@ -376,8 +376,14 @@ static nng_http_res *http_readiness(nng_msg *m)
     bool db = h != NULL && h->database != NULL && strcmp(h->database, "up") == 0;
     bool lib = db && h->library_version != NULL && h->library_version[0] != '\0';
     char body[256];
-    snprintf(body, sizeof body, "{\"ready\":%s,\"database\":\"%s\",\"queryLibrary\":\"%s\"}",
-             db && lib ? "true" : "false", db ? "up" : "down", lib ? "loaded" : "missing");
+    if (h == NULL) {
+        /* The check itself was not served (busy, past its deadline): nothing is known. */
+        snprintf(body, sizeof body,
+                 "{\"ready\":false,\"database\":\"unknown\",\"queryLibrary\":\"unknown\"}");
+    } else {
+        snprintf(body, sizeof body, "{\"ready\":%s,\"database\":\"%s\",\"queryLibrary\":\"%s\"}",
+                 db && lib ? "true" : "false", db ? "up" : "down", lib ? "loaded" : "missing");
+    }
     if (h != NULL) {
         charter__v1__health_response__free_unpacked(h, NULL);
     }

@@ -44,6 +44,7 @@ async function signIn(token) {
   await page.type('#token', token);
   await page.click('#signin-form button[type=submit]');
   await page.waitForFunction(() => /signed in as/.test(document.getElementById('who').textContent));
+  await page.waitForSelector('#runs li'); // the list (or "No runs yet.") has loaded
 }
 
 // Clicks the enabled button labelled text inside scope, in the page itself, so a re-render
@@ -141,6 +142,13 @@ test('the public delivery replays to the same decision and the run audits intact
   assert.match(replay, /matches the recorded decision/);
   await clickButton('#run-head', 'Audit run');
   assert.match(await resultText('#action-result', /Audit:/), /event chain intact/);
+  // What if: the run's own workflow, uploaded, changes none of its decisions.
+  const file = await page.$('#whatif-file');
+  await file.uploadFile(path.join(import.meta.dirname ?? path.dirname(new URL(import.meta.url).pathname),
+    '../../deploy/workflows/procurement.json'));
+  await clickButton('#run-head', 'Compare decisions');
+  const whatif = await resultText('#action-result', /What if .*decisions examined/);
+  assert.match(whatif, /[1-9]\d* decisions examined, 0 would change/);
   await page.screenshot({ path: path.join(SHOTS, 'console-run-recovered.png'), fullPage: true });
 });
 
