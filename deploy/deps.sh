@@ -8,12 +8,16 @@ packages=(build-essential cmake pkg-config protobuf-c-compiler libprotobuf-c-dev
           redis-server redis-tools jq openssl
           libsystemd-dev help2man systemd
           # the fuzz targets (clang, libFuzzer and the sanitizer runtimes) and readable stacks
-          clang libclang-rt-dev llvm)
+          clang libclang-rt-dev llvm
+          nodejs protobuf-compiler prometheus chromium) # the HTTP suites (tests/connect)
 
 missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed' || missing+=("$p")
 done
+# Debian's nodejs comes without npm; the NodeSource build carries its own.
+command -v npm >/dev/null 2>&1 || dpkg-query -W -f='${Status}' npm 2>/dev/null | grep -q 'install ok installed' ||
+  missing+=(npm)
 [ ${#missing[@]} -eq 0 ] && exit 0
 
 if [ "$(id -u)" -ne 0 ]; then

@@ -52,6 +52,8 @@ typedef struct {
     char evaluator[65];
     /* charterd was started with an integrity key (the key itself lives in integrity.c only). */
     bool keyed;
+    /* --scripted-only (a shared demo): live runs and grant controls are refused. */
+    bool scripted_only;
 } server_env;
 
 typedef struct call_block call_block;

@@ -54,6 +54,7 @@ void config_usage(void)
         "                      (PORT alone: 127.0.0.1:PORT); see README \"HTTP/JSON\"\n"
         "  --http-allow-host NAME\n"
         "                      accept this Host name too (default: loopback names only)\n"
+        "  --scripted-only     refuse live runs and revoking or restoring grants (a shared demo)\n"
         "  --quiet             log errors only\n"
         "  --verbose           also log every successful call\n"
         "  --help, --version\n"
@@ -208,6 +209,8 @@ int config_parse(int argc, char **argv, config *cfg, char *err, size_t errlen)
         } else if (strcmp(arg, "--version") == 0) {
             printf("charterd %s\n", CHARTER_VERSION);
             return CONFIG_EXIT;
+        } else if (strcmp(arg, "--scripted-only") == 0) {
+            cfg->scripted_only = true;
         } else if (strcmp(arg, "--quiet") == 0) {
             cfg->quiet = true;
         } else if (strcmp(arg, "--verbose") == 0) {

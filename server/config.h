@@ -44,6 +44,7 @@ typedef struct {
     const char *http; /* --http HOST:PORT (borrowed) or NULL: no HTTP/JSON listener */
     /* --http-allow-host NAME (borrowed): one more Host the HTTP listener accepts, or NULL */
     const char *http_allow_host;
+    bool scripted_only; /* --scripted-only: refuse live runs and grant controls (a shared demo) */
 } config;
 
 /* Limits every call and every gate operation is held to; set once at startup from the

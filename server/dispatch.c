@@ -20,6 +20,7 @@
 #include "charter.pb-c.h"
 #include "log.h"
 #include "nulbyte.h"
+#include "metrics.h"
 
 /* Bytes the decoder may allocate per byte of request, and the floor for small requests. The
  * floor must cover every request the handlers accept: protobuf-c scans a repeated field into
@@ -453,6 +454,7 @@ reply:;
         charter__v1__rpc_request__free_unpacked(rq, &alloc);
     }
     long us = dispatch_elapsed_us(&t0);
+    metrics_call(md != NULL ? method : NULL, status, us);
     if (status != RPC_OK) {
         log_refusal(status, dispatch_code_name(status), "call %s failed: %s (%d): %s [%ld us]",
                     method, dispatch_code_name(status), status, c.message, us);

@@ -19,6 +19,7 @@
 #include "digest.h"
 #include "integrity.h"
 #include "log.h"
+#include "metrics.h"
 
 /* --- configuration ------------------------------------------------------------------------ */
 
@@ -174,6 +175,7 @@ int evlog_owned_event(evlog_owned *o, const char *kind, const guard_decision *d,
     memset(o, 0, sizeof *o);
     o->ev.kind = kind;
     if (d != NULL) {
+        metrics_decision(kind, (int)d->outcome, d->codes);
         guard_codes_format(d->codes, o->codes, sizeof o->codes);
         o->ev.outcome = guard_outcome_name(d->outcome);
         o->ev.codes = o->codes;
@@ -476,6 +478,8 @@ int evlog_create_run(store *st, const json_t *run_doc, json_t **reply)
     };
     int rc = evlog_write(st, &w, reply, NULL);
     free(doc);
+    if (rc == STATUS_OK)
+        metrics_run_status("created");
     return rc;
 }
 
@@ -524,6 +528,8 @@ int evlog_transition(store *st, const char *run_id, const char *from, const char
         rc = STATUS_EREFUSED;
     }
     json_decref(reply);
+    if (rc == STATUS_OK)
+        metrics_run_status(to);
     return rc;
 }
 

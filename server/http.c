@@ -29,6 +29,7 @@
 #include "charter.pb-c.h"
 #include "dispatch.h"
 #include "log.h"
+#include "metrics.h"
 #include "protojson.h"
 
 /* Bytes the JSON decoder may allocate per byte of body, and the floor (as dispatch.c). */
@@ -49,6 +50,7 @@ typedef struct http_job {
     pthread_mutex_t mu;
     nng_aio *http_aio; /* the HTTP request to complete; NULL once completed or cancelled */
     const ProtobufCMethodDescriptor *md;
+    bool readyz; /* the call is /readyz's Health/Check: answer readiness, not the message */
     http_job_state state;
     struct http_job *next;
 } http_job;
@@ -291,6 +293,7 @@ static void http_job_give(http_job *j)
     http_server *s = j->s;
     j->state = JOB_FREE;
     j->md = NULL;
+    j->readyz = false;
     pthread_mutex_lock(&s->mu);
     j->next = s->free_jobs;
     s->free_jobs = j;
@@ -361,6 +364,36 @@ static nng_http_res *http_answer(const ProtobufCMethodDescriptor *md, nng_msg *m
     return res;
 }
 
+/* /readyz from the answer of Health/Check: ready when the database answered and the query
+ * library it holds is the one this charterd needs (Health reports its version then). */
+static nng_http_res *http_readiness(nng_msg *m)
+{
+    Charter__V1__RpcResponse *r =
+        charter__v1__rpc_response__unpack(NULL, nng_msg_len(m), nng_msg_body(m));
+    Charter__V1__HealthResponse *h = NULL;
+    if (r != NULL && r->code == RPC_OK) {
+        h = charter__v1__health_response__unpack(NULL, r->payload.len, r->payload.data);
+    }
+    bool db = h != NULL && h->database != NULL && strcmp(h->database, "up") == 0;
+    bool lib = db && h->library_version != NULL && h->library_version[0] != '\0';
+    char body[256];
+    if (h == NULL) {
+        /* The check itself was not served (busy, past its deadline): nothing is known. */
+        snprintf(body, sizeof body,
+                 "{\"ready\":false,\"database\":\"unknown\",\"queryLibrary\":\"unknown\"}");
+    } else {
+        snprintf(body, sizeof body, "{\"ready\":%s,\"database\":\"%s\",\"queryLibrary\":\"%s\"}",
+                 db && lib ? "true" : "false", db ? "up" : "down", lib ? "loaded" : "missing");
+    }
+    if (h != NULL) {
+        charter__v1__health_response__free_unpacked(h, NULL);
+    }
+    if (r != NULL) {
+        charter__v1__rpc_response__free_unpacked(r, NULL);
+    }
+    return http_res(db && lib ? 200 : 503, body);
+}
+
 static void http_job_cb(void *arg)
 {
     http_job *j = arg;
@@ -369,8 +402,10 @@ static void http_job_cb(void *arg)
         if (rv != 0) {
             nng_msg_free(nng_aio_get_msg(j->aio));
             nng_aio_set_msg(j->aio, NULL);
-            http_job_complete(j, http_error_res(RPC_UNAVAILABLE, "the server is not serving "
-                                                                 "calls (retry later)"));
+            http_job_complete(j, j->readyz ? http_res(503, "{\"ready\":false}")
+                                           : http_error_res(RPC_UNAVAILABLE, "the server is not "
+                                                                             "serving calls (retry "
+                                                                             "later)"));
             http_job_give(j);
             return;
         }
@@ -382,8 +417,10 @@ static void http_job_cb(void *arg)
     if (rv == 0) {
         nng_msg *m = nng_aio_get_msg(j->aio);
         nng_aio_set_msg(j->aio, NULL);
-        res = http_answer(j->md, m);
+        res = j->readyz ? http_readiness(m) : http_answer(j->md, m);
         nng_msg_free(m);
+    } else if (j->readyz) {
+        res = http_res(503, "{\"ready\":false}");
     } else if (rv == NNG_ETIMEDOUT) {
         res = http_error_res(RPC_DEADLINE_EXCEEDED, "no answer within the call's deadline");
     } else {
@@ -540,6 +577,97 @@ static void http_call(http_server *s, nng_aio *aio, nng_http_req *req, const cha
     nng_ctx_send(j->ctx, j->aio);
 }
 
+/* GET /readyz: a Health/Check through the same queue and workers as every call, so "ready"
+ * means a worker reached the database and found the query library, within 2 s. */
+static void http_readyz(http_server *s, nng_aio *aio)
+{
+    http_job *j = http_job_take(s);
+    if (j == NULL) {
+        http_finish(aio, http_res(503, "{\"ready\":false,\"reason\":\"busy\"}"));
+        return;
+    }
+    Charter__V1__RpcRequest env = CHARTER__V1__RPC_REQUEST__INIT;
+    env.method = "/charter.v1.Health/Check";
+    env.timeout_ms = 2000;
+    nng_msg *m = NULL;
+    if (nng_msg_alloc(&m, charter__v1__rpc_request__get_packed_size(&env)) != 0) {
+        http_job_give(j);
+        http_finish(aio, NULL);
+        return;
+    }
+    charter__v1__rpc_request__pack(&env, nng_msg_body(m));
+    j->md = dispatch_method(env.method);
+    j->readyz = true;
+    j->state = JOB_SEND;
+    pthread_mutex_lock(&j->mu);
+    j->http_aio = aio;
+    pthread_mutex_unlock(&j->mu);
+    nng_aio_defer(aio, http_cancel, j);
+    nng_aio_set_timeout(j->aio, 2000 + HTTP_DEADLINE_MARGIN_MS);
+    nng_aio_set_msg(j->aio, m);
+    nng_ctx_send(j->ctx, j->aio);
+}
+
+/* GET /metrics: the process's counters (metrics.h) in the Prometheus text format. */
+static void http_metrics(nng_aio *aio)
+{
+    char *text = NULL;
+    size_t len = 0;
+    nng_http_res *res = NULL;
+    if (metrics_render(&text, &len) == 0 && nng_http_res_alloc(&res) == 0) {
+        if (nng_http_res_set_header(res, "Content-Type",
+                                    "text/plain; version=0.0.4; "
+                                    "charset=utf-8") != 0 ||
+            nng_http_res_set_header(res, "Cache-Control", "no-store") != 0 ||
+            nng_http_res_set_header(res, "X-Content-Type-Options", "nosniff") != 0 ||
+            nng_http_res_copy_data(res, text, len) != 0) {
+            nng_http_res_free(res);
+            res = NULL;
+        }
+    }
+    free(text);
+    http_finish(aio, res);
+}
+
+/* The console's files, compiled in (CMakeLists.txt, charter_embed). */
+extern const char console_html[], console_js[], console_css[];
+extern const size_t console_html_len, console_js_len, console_css_len;
+
+/* A console file with the headers that keep a page of it to itself: no script but its own
+ * files (so no inline script can run), no framing, no referrer, nothing sniffed or cached. */
+static void http_console(nng_aio *aio, const char *path)
+{
+    const char *data = NULL, *type = NULL;
+    size_t len = 0;
+    if (strcmp(path, "/") == 0 || strcmp(path, "/index.html") == 0) {
+        data = console_html, len = console_html_len, type = "text/html; charset=utf-8";
+    } else if (strcmp(path, "/console.js") == 0) {
+        data = console_js, len = console_js_len, type = "text/javascript; charset=utf-8";
+    } else if (strcmp(path, "/console.css") == 0) {
+        data = console_css, len = console_css_len, type = "text/css; charset=utf-8";
+    }
+    nng_http_res *res = NULL;
+    if (data == NULL) {
+        http_fail(aio, RPC_NOT_FOUND, "no such page");
+        return;
+    }
+    if (nng_http_res_alloc(&res) == 0 &&
+        (nng_http_res_set_header(res, "Content-Type", type) != 0 ||
+         nng_http_res_set_header(res, "Content-Security-Policy",
+                                 "default-src 'none'; script-src 'self'; style-src 'self'; "
+                                 "img-src 'self'; connect-src 'self'; base-uri 'none'; "
+                                 "form-action 'none'; frame-ancestors 'none'") != 0 ||
+         nng_http_res_set_header(res, "X-Content-Type-Options", "nosniff") != 0 ||
+         nng_http_res_set_header(res, "X-Frame-Options", "DENY") != 0 ||
+         nng_http_res_set_header(res, "Referrer-Policy", "no-referrer") != 0 ||
+         nng_http_res_set_header(res, "Cache-Control", "no-store") != 0 ||
+         nng_http_res_copy_data(res, data, len) != 0)) {
+        nng_http_res_free(res);
+        res = NULL;
+    }
+    http_finish(aio, res);
+}
+
 static void http_handle(nng_aio *aio)
 {
     nng_http_req *req = nng_aio_get_input(aio, 0);
@@ -573,6 +701,20 @@ static void http_handle(nng_aio *aio)
             return;
         }
         http_finish(aio, http_res(200, "{\"status\":\"serving\"}"));
+        return;
+    }
+    const char *verb = nng_http_req_get_method(req);
+    bool get = strcmp(verb, "GET") == 0 || strcmp(verb, "HEAD") == 0;
+    if (get && strcmp(path, "/readyz") == 0) {
+        http_readyz(s, aio);
+        return;
+    }
+    if (get && strcmp(path, "/metrics") == 0) {
+        http_metrics(aio);
+        return;
+    }
+    if (get && strncmp(path, "/charter.v1.", 12) != 0) {
+        http_console(aio, path);
         return;
     }
     http_call(s, aio, req, path);

@@ -9,6 +9,10 @@
  * authentication and dispatch table as every other call. The RpcResponse becomes HTTP 200 with
  * the response message as JSON, or a Connect error body {"code": "...", "message": "..."} with
  * the Connect code's HTTP status. `GET /healthz` answers 200 while the process serves.
+ * `GET /readyz` sends a Health/Check through the same queue (200 when the database answered
+ * and holds the query library, 503 otherwise), `GET /metrics` renders metrics.h's counters,
+ * and any other GET is a file of the console (server/console/, compiled in) with a strict
+ * Content-Security-Policy.
  *
  * Nothing blocks NNG's HTTP threads: a handler parses the JSON, starts the exchange and returns;
  * the reply completes the HTTP request from the req0 socket's callback. At most max_inflight

@@ -381,6 +381,7 @@ static int main_prepare_calls(main_state *m)
     env->workers = m->cfg.workers;
     snprintf(env->evaluator, sizeof env->evaluator, "%s", m->evaluator);
     env->keyed = evlog_keyed();
+    env->scripted_only = m->cfg.scripted_only;
     config_limits_of(&m->cfg, &env->limits);
     m->dctx = (dispatch_ctx){env, &m->auth};
     return 0;

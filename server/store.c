@@ -7,6 +7,7 @@
  * the next call reconnects. The replies of the fact queries are decoded by facts.c.
  */
 #include "store.h"
+#include "metrics.h"
 
 #include <errno.h>
 #include <hiredis/hiredis.h>
@@ -37,6 +38,7 @@ struct store {
     bool has_deadline;        /* set by store_set_deadline, cleared by store_set_timeout */
     bool deadline_passed;     /* a command was cut short or not sent because of it */
     char err[256];
+    bool connected_before; /* a later connection is a reconnect (metrics) */
 };
 
 static void set_error(store *st, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
@@ -195,11 +197,9 @@ static void drop_connection(store *st)
     }
 }
 
-/* Connects when disconnected. Returns STATUS_OK or STATUS_EUNAVAILABLE (error recorded). */
-static int ensure_connected(store *st)
+/* Opens the connection. Returns STATUS_OK or STATUS_EUNAVAILABLE (error recorded). */
+static int connect_now(store *st)
 {
-    if (st->ctx)
-        return STATUS_OK;
     int ms = budget_ms(st);
     if (ms <= 0) {
         st->deadline_passed = true;
@@ -245,6 +245,20 @@ static int ensure_connected(store *st)
     freeReplyObject(r); /* an error reply (e.g. an ACL without CLIENT) is not a failure */
     st->ctx = ctx;
     return STATUS_OK;
+}
+
+/* Connects when disconnected. Returns STATUS_OK or STATUS_EUNAVAILABLE (error recorded). */
+static int ensure_connected(store *st)
+{
+    if (st->ctx)
+        return STATUS_OK;
+    int rc = connect_now(st);
+    if (rc != STATUS_OK)
+        metrics_db_error();
+    else if (st->connected_before)
+        metrics_db_reconnect();
+    st->connected_before = st->connected_before || rc == STATUS_OK;
+    return rc;
 }
 
 int store_open(const char *url, const char *graph, int timeout_ms, store **out)
@@ -327,6 +341,7 @@ void store_note_error(store *st, const char *fmt, ...)
  * transient (the command did not run); anything else is a protocol failure. */
 static int map_redis_error(const char *msg)
 {
+    metrics_db_error();
     static const char *const transient[] = {"LOADING",     "BUSY",     "MASTERDOWN", "TRYAGAIN",
                                             "CLUSTERDOWN", "READONLY", "NOAUTH",     "NOPERM"};
     for (size_t i = 0; i < sizeof transient / sizeof transient[0]; i++) {
@@ -357,6 +372,7 @@ static redisReply *command(store *st, int argc, const char **argv, const size_t 
     }
     redisReply *r = redisCommandArgv(st->ctx, argc, argv, argvlen);
     if (!r) {
+        metrics_db_error();
         bool timeout = st->ctx->err == REDIS_ERR_IO &&
                        (strstr(st->ctx->errstr, "temporarily unavailable") != NULL ||
                         strstr(st->ctx->errstr, "timed out") != NULL);

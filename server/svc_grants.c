@@ -20,6 +20,9 @@ static int svc_grants_revoke(call *c, const ProtobufCMessage *in, ProtobufCMessa
 {
     const Charter__V1__RevokeGrantRequest *rq = (const Charter__V1__RevokeGrantRequest *)in;
     int rc;
+    if (c->env->scripted_only) {
+        return call_fail(c, RPC_PERMISSION_DENIED, "grant controls are off (--scripted-only)");
+    }
     if ((rc = call_require_id(c, "grant_id", rq->grant_id)) != RPC_OK) {
         return rc;
     }
@@ -47,6 +50,9 @@ static int svc_grants_restore(call *c, const ProtobufCMessage *in, ProtobufCMess
 {
     const Charter__V1__RestoreGrantsRequest *rq = (const Charter__V1__RestoreGrantsRequest *)in;
     int rc;
+    if (c->env->scripted_only) {
+        return call_fail(c, RPC_PERMISSION_DENIED, "grant controls are off (--scripted-only)");
+    }
     const char *id = rq->grant_id != NULL ? rq->grant_id : "";
     if (id[0] != '\0' && (rc = call_require_id(c, "grant_id", id)) != RPC_OK) {
         return rc;

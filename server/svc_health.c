@@ -32,6 +32,11 @@ static int svc_health_check(call *c, const ProtobufCMessage *in, ProtobufCMessag
         return call_fail(c, RPC_INTERNAL, "out of memory");
     }
     r->workers = c->env->workers;
+    static char operator_role[] = "operator", viewer_role[] = "viewer", no_role[] = "";
+    r->role = c->role == ROLE_OPERATOR ? operator_role
+              : c->role == ROLE_VIEWER ? viewer_role
+                                       : no_role;
+    r->scripted_only = c->env->scripted_only;
     *out = &r->base;
     return RPC_OK;
 }

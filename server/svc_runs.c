@@ -42,6 +42,8 @@ static int create_run(call *c, const ProtobufCMessage *in, ProtobufCMessage **ou
     if (strcmp(mode, "scripted") != 0 && strcmp(mode, "external") != 0 && strcmp(mode, "live") != 0)
         return call_fail(c, RPC_INVALID_ARGUMENT,
                          "mode: \"%.64s\" is not scripted, live or external", mode);
+    if (strcmp(mode, "live") == 0 && c->env->scripted_only)
+        return call_fail(c, RPC_PERMISSION_DENIED, "mode: live runs are off (--scripted-only)");
     if (strcmp(mode, "live") == 0 && !provider_configured())
         return call_fail(c, RPC_FAILED_PRECONDITION,
                          "mode: live models are not configured (set CHARTER_OPENAI_BASE_URL, "

@@ -20,6 +20,7 @@
 #include <unistd.h>
 
 #include "log.h"
+#include "metrics.h"
 
 /* A slot's states:
  *   RECV   - a receive is pending on the slot's context;
@@ -180,6 +181,7 @@ static void transport_slot_cb(void *arg)
         t->queued_bytes += bytes;
         s->req_bytes = bytes;
         t->pending++;
+        metrics_queue_add(1);
         s->req = m;
         s->state = SLOT_QUEUED;
         clock_gettime(CLOCK_MONOTONIC, &s->queued_at);
@@ -228,6 +230,7 @@ static void *transport_worker_main(void *arg)
             t->tail = NULL;
         }
         pthread_mutex_unlock(&t->mu);
+        metrics_queue_add(-1);
 
         uint8_t *resp = NULL;
         size_t resp_len = 0;
@@ -236,8 +239,10 @@ static void *transport_worker_main(void *arg)
         clock_gettime(CLOCK_MONOTONIC, &now);
         long waited_ms = (now.tv_sec - s->queued_at.tv_sec) * 1000L +
                          (now.tv_nsec - s->queued_at.tv_nsec) / 1000000L;
+        metrics_workers_busy_add(1);
         int rc = dispatch_serve(t->dispatch, w->st, nng_msg_body(s->req), nng_msg_len(s->req),
                                 waited_ms > 0 ? (unsigned)waited_ms : 0, &resp, &resp_len);
+        metrics_workers_busy_add(-1);
         nng_msg_free(s->req);
         s->req = NULL;
         if (rc == 0 && nng_msg_alloc(&reply, resp_len) == 0) {
@@ -460,6 +465,7 @@ int transport_start(const transport_opts *o, transport **out, int *db_failure, c
     }
     t->limit = (size_t)o->workers + o->queue;
     t->n_workers = o->workers;
+    metrics_set_workers(o->workers);
     t->n_slots = t->limit + TRANSPORT_OVERFLOW_SLOTS;
     t->workers = calloc(t->n_workers, sizeof *t->workers);
     t->slots = calloc(t->n_slots, sizeof *t->slots);
