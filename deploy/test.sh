@@ -21,7 +21,8 @@ trap stop EXIT
 
 redis-server --port 0 --unixsocket "$tmp/redis.sock" --unixsocketperm 700 --dir "$tmp" \
   --save '' --appendonly no --daemonize yes --pidfile "$tmp/redis.pid" \
-  --logfile "$tmp/redis.log" --maxclients 2000
+  --logfile "$tmp/redis.log" --maxclients 2000 \
+  $( [ -f /usr/lib/redis/modules/redisearch.so ] && echo --loadmodule /usr/lib/redis/modules/redisearch.so )
 for _ in $(seq 100); do
   redis-cli -s "$tmp/redis.sock" ping >/dev/null 2>&1 && break
   sleep 0.1

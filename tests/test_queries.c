@@ -2283,7 +2283,7 @@ static void test_decoders_accept_empty_objects_and_string_times(void)
 
 static bool load_library(void)
 {
-    const char *path = CHARTER_SOURCE_DIR "/queries/charter.lua";
+    const char *path = CHARTER_QUERIES_LIBRARY;
     FILE *f = fopen(path, "rb");
     if (!f) {
         fprintf(stderr, "test_queries: cannot open %s\n", path);
