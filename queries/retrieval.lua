@@ -346,6 +346,21 @@ local function charter_retrieval_search(keys, args)
                          denied_all = denied})
 end
 
+--[[ charter_retrieval_get_search
+keys: P. args: search_id. reply: {"search":{id,scope_id,parent,query,chunks,created_at}}
+  (chunks a JSON text). errors: invalid, not_found. ]]
+local function charter_retrieval_get_search(keys, args)
+    local P = prefix(keys)
+    local id = check_id(args[1], 'search_id')
+    local h = hash(P .. ':search:' .. id)
+    if not h then
+        raise('not_found', 'search ' .. id .. ' not found')
+    end
+    return cjson.encode({search = {id = id, scope_id = h.scope_id or '', parent = h.parent or '',
+                                   query = h.query or '', chunks = h.chunks or '[]',
+                                   created_at = h.created_at or ''}})
+end
+
 --[[ charter_retrieval_link
 keys: P. args: search_id, JSON list of artifact ids: the source artifacts a search's results
   became (P:search:<id>:artifacts, and P:artifact:<a>:retrieved_by the search).
@@ -436,6 +451,7 @@ register('charter_retrieval_ingest', charter_retrieval_ingest, false)
 register('charter_retrieval_bind_scope', charter_retrieval_bind_scope, false)
 register('charter_retrieval_get_scope', charter_retrieval_get_scope, true)
 register('charter_retrieval_search', charter_retrieval_search, false)
+register('charter_retrieval_get_search', charter_retrieval_get_search, true)
 register('charter_retrieval_link', charter_retrieval_link, false)
 register('charter_retrieval_trace', charter_retrieval_trace, true)
 register('charter_retrieval_checkpoint', charter_retrieval_checkpoint, false)

@@ -206,8 +206,8 @@ int dbproc_start(const char *data_dir, int wait_ms, dbproc **out, char *err, siz
         "--appendonly", "yes",    "--appendfsync",
         "everysec",     "--save", "",
         "--daemonize",  "no",     "--logfile",
-        logpath,        NULL,
-        NULL,           NULL,
+        logpath,        NULL,     NULL,
+        NULL,
     };
     assert(argv[19] == NULL && argv[21] == NULL);
     /* RediSearch (Debian's redis-redisearch) serves Retrieval; without it everything else

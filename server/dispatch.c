@@ -45,6 +45,8 @@ static const dispatch_service dispatch_services[] = {
     {&charter__v1__evidence__descriptor, svc_evidence_handlers, &svc_evidence_handlers_len, false},
     {&charter__v1__workflows__descriptor, svc_workflows_handlers, &svc_workflows_handlers_len,
      false},
+    {&charter__v1__retrieval__descriptor, svc_retrieval_handlers, &svc_retrieval_handlers_len,
+     false},
 };
 #define DISPATCH_N_SERVICES (sizeof dispatch_services / sizeof dispatch_services[0])
 

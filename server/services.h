@@ -31,5 +31,9 @@ int svc_whatif_handler(call *c, const ProtobufCMessage *in, ProtobufCMessage **o
 extern const call_handler svc_workflows_handlers[]; /* ApplyWorkflow, ListWorkflows,
                                                        GetWorkflow */
 extern const size_t svc_workflows_handlers_len;
+extern const call_handler svc_retrieval_handlers[]; /* IngestChunks, BindScope, NarrowScope,
+                                                       Search, FollowUp, CheckpointScope,
+                                                       ResumeScope, TraceRetrieval */
+extern const size_t svc_retrieval_handlers_len;
 
 #endif

@@ -18,6 +18,7 @@
 #define CHARTER_STORE_H
 
 #include <jansson.h>
+#include <stdbool.h>
 #include <stddef.h>
 
 #include "facts.h"
@@ -66,6 +67,10 @@ const char *store_last_error(const store *st);
  * with STORE_LIBRARY_VERSION. Returns STATUS_OK, STATUS_EUNAVAILABLE, STATUS_EPROTO (load failed
  * or version differs; store_last_error says which). */
 int store_load_library(store *st, const char *source, size_t len);
+
+/* Whether Redis has the module name loaded (MODULE LIST; RediSearch 1.x is "ft"): *loaded.
+ * Returns STATUS_OK, STATUS_EUNAVAILABLE or STATUS_EPROTO. */
+int store_module_loaded(store *st, const char *name, bool *loaded);
 
 /* STATUS_OK when Redis answers and the library answers with the expected version. */
 int store_ping(store *st);
