@@ -16,6 +16,8 @@
 
 #include "charter.h"
 #include "harness.h"
+#include "scope.h"
+#include "status.h"
 
 static char graph[64];
 static harness_charterd daemon_;
@@ -595,6 +597,75 @@ static void test_viewer_cannot_bind_or_search(void)
     free(f);
 }
 
+/* --- the pure rules of scope.c -----------------------------------------------------------------
+ */
+
+static void test_query_words_drop_every_operator(void)
+{
+    json_t *w = scope_query_words("@tenant:{finance} | -x ~Y (z) \"q\" * pre* \\esc");
+    CU_ASSERT_PTR_NOT_NULL_FATAL(w);
+    char *text = json_dumps(w, JSON_COMPACT);
+    CU_ASSERT_STRING_EQUAL(text,
+                           "[\"tenant\",\"finance\",\"x\",\"y\",\"z\",\"q\",\"pre\",\"esc\"]");
+    free(text);
+    json_decref(w);
+    w = scope_query_words("* | () ~ -");
+    CU_ASSERT_EQUAL(json_array_size(w), 0);
+    json_decref(w);
+}
+
+static void test_proposal_names_every_scope_bearing_field(void)
+{
+    json_t *doc = NULL;
+    const char *q = NULL;
+    unsigned limit = 0;
+    char why[256];
+    int rc = scope_read_proposal("{\"query\":\"a\",\"tenant\":\"x\",\"opts\":{\"ACL\":1}}", &doc,
+                                 &q, &limit, why, sizeof why);
+    CU_ASSERT_EQUAL(rc, STATUS_EREFUSED);
+    CU_ASSERT_PTR_NULL(doc);
+    CU_ASSERT_PTR_NOT_NULL(strstr(why, "SCOPE_FIELD_REJECTED"));
+    CU_ASSERT_PTR_NOT_NULL(strstr(why, "tenant"));
+    CU_ASSERT_PTR_NOT_NULL(strstr(why, "ACL"));
+    rc = scope_read_proposal("{\"query\":\"a\",\"colour\":1}", &doc, &q, &limit, why, sizeof why);
+    CU_ASSERT_EQUAL(rc, STATUS_EINVAL);
+    rc = scope_read_proposal("[\"query\"]", &doc, &q, &limit, why, sizeof why);
+    CU_ASSERT_EQUAL(rc, STATUS_EINVAL);
+    rc = scope_read_proposal("{\"query\":\"desk\",\"limit\":3,\"reason\":\"r\"}", &doc, &q, &limit,
+                             why, sizeof why);
+    CU_ASSERT_EQUAL_FATAL(rc, STATUS_OK);
+    CU_ASSERT_STRING_EQUAL(q, "desk");
+    CU_ASSERT_EQUAL(limit, 3);
+    json_decref(doc);
+}
+
+static void test_child_without_a_field_its_parent_filters_is_widening(void)
+{
+    char *a[] = {"acme"}, *ab[] = {"acme", "globex"};
+    scope_filters parent = {0}, child = {0};
+    int t = scope_field_index("tenant");
+    CU_ASSERT_FATAL(t >= 0);
+    parent.present[t] = true;
+    parent.values[t] = (guard_strs){a, 1};
+    char why[256];
+    CU_ASSERT_EQUAL(scope_check_within(&child, &parent, "the parent", why, sizeof why),
+                    STATUS_EREFUSED);
+    child.present[t] = true;
+    child.values[t] = (guard_strs){ab, 2};
+    CU_ASSERT_EQUAL(scope_check_within(&child, &parent, "the parent", why, sizeof why),
+                    STATUS_EREFUSED);
+    CU_ASSERT_PTR_NOT_NULL(strstr(why, "globex"));
+    child.values[t] = (guard_strs){a, 1};
+    CU_ASSERT_EQUAL(scope_check_within(&child, &parent, "the parent", why, sizeof why), STATUS_OK);
+    /* An empty list (deny-all) is within anything. */
+    child.values[t] = (guard_strs){NULL, 0};
+    CU_ASSERT_EQUAL(scope_check_within(&child, &parent, "the parent", why, sizeof why), STATUS_OK);
+    scope_filters none = {0};
+    CU_ASSERT_EQUAL(scope_check_bound(&none, why, sizeof why), STATUS_EINVAL);
+    none.unrestricted = true;
+    CU_ASSERT_EQUAL(scope_check_bound(&none, why, sizeof why), STATUS_OK);
+}
+
 int main(void)
 {
     if (!getenv("CHARTER_TEST_REDIS")) {
@@ -625,6 +696,12 @@ int main(void)
     CU_add_test(s, "retrieved confidential chunk is refused to a public recipient",
                 test_retrieved_confidential_chunk_is_refused_to_a_public_recipient);
     CU_add_test(s, "viewer cannot bind or search", test_viewer_cannot_bind_or_search);
+    CU_pSuite r = CU_add_suite("scope rules", NULL, NULL);
+    CU_add_test(r, "query words drop every operator", test_query_words_drop_every_operator);
+    CU_add_test(r, "proposal names every scope-bearing field",
+                test_proposal_names_every_scope_bearing_field);
+    CU_add_test(r, "child without a field its parent filters is widening",
+                test_child_without_a_field_its_parent_filters_is_widening);
     CU_basic_set_mode(CU_BRM_VERBOSE);
     CU_basic_run_tests();
     unsigned failed = CU_get_number_of_failures();
