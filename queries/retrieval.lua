@@ -1,15 +1,14 @@
-
---[[
-retrieval.lua - scoped retrieval: the search index of a graph, its scopes, searches and
-checkpoints. Appended to charter.lua at build time (one library), so it uses that file's helpers.
-
-Every graph has its own RediSearch index, P:retrieval:index (RediSearch 1.x keeps its own keys
-under that name, so they share the graph's hash tag), over the chunk documents P:chunk:<id>. A
-scope is an immutable node (P:scope:<id>) whose filters the engine applies to every search; only
-a search's use counter (P:scope:<id>:usage) changes. Query text reaches the engine only as words
-of [a-z0-9] joined by this file, so no query syntax a caller writes can change the filters; the
-hits are checked against the filters once more here, byte for byte, before they are returned.
-]]
+-- queries/retrieval.lua - scoped retrieval: the search index of a graph, its scopes, searches
+-- and checkpoints. Concatenated after the rest of the library (one Lua chunk), so it uses the
+-- helpers defined there and registers its own functions at its end.
+--
+-- Every graph has its own RediSearch index, P:retrieval:index (RediSearch 1.x keeps its own keys
+-- under that name, so they share the graph's hash tag), over the chunk documents P:chunk:<id>. A
+-- scope is an immutable node (P:scope:<id>) whose filters the engine applies to every search;
+-- only its use counter (P:scope:<id>:usage) changes. Query text reaches the engine only as words
+-- of [a-z0-9] joined by this file, so no query syntax a caller writes can change the filters;
+-- the hits are checked against the filters once more here, byte for byte, before they are
+-- returned.
 
 local RETRIEVAL_FIELDS = {tenant = true, resource_id = true, visibility = true}
 local RETRIEVAL_MAX_WORDS = 32
