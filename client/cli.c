@@ -1037,7 +1037,18 @@ static int cmd_verify_receipt(cli *c, const cli_command *cmd, const cli_args *a)
         }
         printf("valid: %s%s%s receipt of run %s%s%s", prefix, sep, f->r.kind, f->r.run_id,
                *f->r.invocation_id ? ", invocation " : "", f->r.invocation_id);
-        if (pubfile != NULL)
+        if (pubfile != NULL && strcmp(f->r.kind, "run") == 0 && f->r.chain_seq > 1)
+            /* A run receipt takes the place after the chain's head and names it, but the head
+             * stays: the run's next delivery receipt (after a recovery) takes the same place. */
+            printf(" (signed by key %.16s..., place %llu in the run's receipt chain: it names the "
+                   "last delivery receipt, place %llu, and no later receipt names it)",
+                   key_id, (unsigned long long)f->r.chain_seq,
+                   (unsigned long long)f->r.chain_seq - 1);
+        else if (pubfile != NULL && strcmp(f->r.kind, "run") == 0)
+            printf(" (signed by key %.16s..., place 1 in the run's receipt chain: the run had no "
+                   "delivery receipt, and no later receipt names it)",
+                   key_id);
+        else if (pubfile != NULL)
             printf(" (signed by key %.16s..., place %llu in the run's receipt chain)", key_id,
                    (unsigned long long)f->r.chain_seq);
         putchar('\n');

@@ -26,7 +26,8 @@ static void usage(FILE *f)
             "                          or the name or version of a stored workflow\n"
             "  --url URL               charterd, tcp://HOST:PORT or ipc:///PATH (default:\n"
             "                          $CHARTER_URL, else %s)\n"
-            "  --token TOKEN           charterd bearer token (default: $CHARTER_TOKEN)\n"
+            "  --token TOKEN           charterd bearer token (default: $CHARTER_TOKEN, else\n"
+            "                          $CHARTER_OPERATOR_TOKEN)\n"
             "  --http HOST:PORT        serve Streamable HTTP on a loopback address at /mcp\n"
             "                          instead of stdio\n"
             "  --http-token-file FILE  the bearer credential HTTP clients must present (default:\n"
@@ -51,6 +52,19 @@ static char *read_file(const char *path, size_t limit, size_t *len)
     buf[n] = '\0';
     *len = n;
     return buf;
+}
+
+/* Whether a charterd token was given (option or environment), for the advice on a refusal. */
+static bool mcp_token_given;
+
+/* What to set when charterd refused the call as unauthenticated: the same fallback as the CLI. */
+static const char *auth_advice(void)
+{
+    return mcp_token_given
+               ? " (the token was refused: set CHARTER_TOKEN or CHARTER_OPERATOR_TOKEN, or pass "
+                 "--token TOKEN, to charterd's CHARTER_OPERATOR_TOKEN or CHARTER_VIEWER_TOKEN)"
+               : " (no token given: set CHARTER_TOKEN or CHARTER_OPERATOR_TOKEN, or pass --token "
+                 "TOKEN: charterd's CHARTER_OPERATOR_TOKEN or CHARTER_VIEWER_TOKEN)";
 }
 
 /* Loads the workflow: a file is applied (so runs can name its version), a name is fetched. */
@@ -91,8 +105,8 @@ static int load_workflow(mcp_server *srv, const char *arg)
         }
     }
     if (rc != 0) {
-        fprintf(stderr, "charter-mcp: workflow %s: %s: %s\n", arg, charter_status_name(rc),
-                st.message);
+        fprintf(stderr, "charter-mcp: workflow %s: %s: %s%s\n", arg, charter_status_name(rc),
+                st.message, rc == -CHARTER_UNAUTHENTICATED ? auth_advice() : "");
         return -1;
     }
     if (!srv->workflow) {
@@ -189,6 +203,8 @@ int main(int argc, char **argv)
     const char *url = getenv("CHARTER_URL"), *token = getenv("CHARTER_TOKEN");
     const char *http_token = getenv("CHARTER_MCP_HTTP_TOKEN");
     bool no_auth = false;
+    if (token == NULL || *token == '\0') /* as the CLI: --token, $CHARTER_TOKEN, then this */
+        token = getenv("CHARTER_OPERATOR_TOKEN");
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         const char *v = i + 1 < argc ? argv[i + 1] : NULL;
@@ -217,6 +233,7 @@ int main(int argc, char **argv)
         *slot = v;
         i++;
     }
+    mcp_token_given = token != NULL && *token != '\0';
     if (!role || !wf) {
         fprintf(stderr, "charter-mcp: --role and --workflow are required\n");
         usage(stderr);

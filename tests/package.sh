@@ -19,7 +19,8 @@ deb=$(ls "$tmp"/out/charter_*_*.deb)
 echo "package: $(basename "$deb") $(stat -c %s "$deb") bytes"
 
 dpkg-deb -c "$deb" | awk '{print $6}' | sed 's|^\./|/|' >"$tmp/contents"
-for f in /usr/bin/charter /usr/bin/charterd /usr/bin/charter-bench /usr/lib/libcharter.so.0 \
+for f in /usr/bin/charter /usr/bin/charterd /usr/bin/charter-bench /usr/bin/charter-mcp \
+  /usr/share/man/man1/charter-mcp.1 /usr/lib/libcharter.so.0 \
   /usr/lib/libcharter.so /usr/include/charter/charter.h /usr/include/charter/receipt.h \
   /usr/include/charter/charter.pb-c.h /usr/lib/pkgconfig/charter.pc \
   /usr/lib/cmake/charter/charterConfig.cmake /usr/lib/cmake/charter/charterTargets.cmake \
@@ -32,7 +33,7 @@ for f in /usr/bin/charter /usr/bin/charterd /usr/bin/charter-bench /usr/lib/libc
 done
 
 dpkg-deb -f "$deb" Depends >"$tmp/depends"
-for d in libnng1 libhiredis0.14 libprotobuf-c1 libjansson4 libssl3 libcurl4 libsystemd0 redis-server adduser; do
+for d in libc6 libnng1 libhiredis0.14 libprotobuf-c1 libjansson4 libssl3 libcurl4 libsystemd0 redis-server adduser; do
   grep -q "\\b$d\\b" "$tmp/depends" || bad "Depends lacks $d"
 done
 dpkg-deb -e "$deb" "$tmp/control"
@@ -43,7 +44,7 @@ root=$tmp/root
 dpkg -x "$deb" "$root"
 grep -q "^ExecStart=/usr/bin/charterd " "$root/usr/lib/systemd/system/charterd.service" \
   || bad "charterd.service does not start /usr/bin/charterd"
-for p in charter charterd charter-bench; do
+for p in charter charterd charter-bench charter-mcp; do
   if env -u LD_LIBRARY_PATH "$root/usr/bin/$p" --help >"$tmp/$p.help" 2>&1; then
     echo "ok   $p --help runs from the unpacked root"
   else
@@ -71,6 +72,7 @@ check_man() { # program page
 check_man charter "$root/usr/share/man/man1/charter.1"
 check_man charterd "$root/usr/share/man/man8/charterd.8"
 check_man charter-bench "$root/usr/share/man/man1/charter-bench.1"
+check_man charter-mcp "$root/usr/share/man/man1/charter-mcp.1"
 # Every command of `charter help --commands` is in charter(1).
 for c in $(env -u LD_LIBRARY_PATH "$root/usr/bin/charter" help --commands); do
   grep -qF -- "$(sed 's/-/\\-/g' <<<"$c")" "$root/usr/share/man/man1/charter.1" || bad "charter.1 lacks command $c"
