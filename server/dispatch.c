@@ -21,6 +21,7 @@
 
 #include "charter.pb-c.h"
 #include "health.pb-c.h"
+#include "evlog.h"
 #include "log.h"
 #include "nulbyte.h"
 #include "metrics.h"
@@ -326,7 +327,8 @@ static bool dispatch_request_id_ok(const char *v)
     return true;
 }
 
-static bool dispatch_lower_hex(const char *s, size_t n)
+/* True when s holds n lowercase hex digits, not all zero unless zero_ok. */
+static bool dispatch_lower_hex(const char *s, size_t n, bool zero_ok)
 {
     bool nonzero = false;
     for (size_t i = 0; i < n; i++) {
@@ -335,7 +337,7 @@ static bool dispatch_lower_hex(const char *s, size_t n)
         }
         nonzero = nonzero || s[i] != '0';
     }
-    return nonzero;
+    return nonzero || zero_ok;
 }
 
 /* The trace-id of a W3C traceparent "vv-<32 hex trace-id>-<16 hex parent-id>-<2 hex flags>"
@@ -344,8 +346,9 @@ static bool dispatch_lower_hex(const char *s, size_t n)
 static bool dispatch_traceparent(const char *v, char out[33])
 {
     if (v == NULL || strlen(v) < 55 || v[2] != '-' || v[35] != '-' || v[52] != '-' ||
-        !dispatch_lower_hex(v, 2) || strncmp(v, "ff", 2) == 0 || !dispatch_lower_hex(v + 3, 32) ||
-        !dispatch_lower_hex(v + 36, 16)) {
+        !dispatch_lower_hex(v, 2, true) || strncmp(v, "ff", 2) == 0 ||
+        !dispatch_lower_hex(v + 3, 32, false) || !dispatch_lower_hex(v + 36, 16, false) ||
+        !dispatch_lower_hex(v + 53, 2, true)) {
         return false;
     }
     if (strncmp(v, "00", 2) == 0 && strlen(v) != 55) {
@@ -506,7 +509,9 @@ int dispatch_serve(const dispatch_ctx *d, store *st, const uint8_t *req, size_t 
                   row->min_role == ROLE_OPERATOR ? "operator" : "viewer");
         goto reply;
     }
+    evlog_set_request_id(c.request_id);
     int rc = row->handler(&c, in, &out);
+    evlog_set_request_id(NULL);
     if (rc != RPC_OK) {
         c.status = rc;
         if (c.message[0] == '\0') {
