@@ -60,10 +60,11 @@ typedef struct client_op {
 
 /* The services of charter.v1, for checking a call against its generated descriptor. */
 static const ProtobufCServiceDescriptor *const charter_services[] = {
-    &charter__v1__runs__descriptor,       &charter__v1__gate__descriptor,
-    &charter__v1__grants__descriptor,     &charter__v1__health__descriptor,
-    &charter__v1__evidence__descriptor,   &charter__v1__workflows__descriptor,
-    &charter__v1__reflection__descriptor, &grpc__health__v1__health__descriptor,
+    &charter__v1__runs__descriptor,        &charter__v1__gate__descriptor,
+    &charter__v1__grants__descriptor,      &charter__v1__health__descriptor,
+    &charter__v1__evidence__descriptor,    &charter__v1__workflows__descriptor,
+    &charter__v1__retrieval__descriptor,   &charter__v1__reflection__descriptor,
+    &grpc__health__v1__health__descriptor,
 };
 
 static const char *const status_names[] = {

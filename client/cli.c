@@ -1352,6 +1352,195 @@ static int cmd_methods(cli *c, const cli_command *cmd, const cli_args *a)
     return rv;
 }
 
+/* ---- retrieval: scoped search (charter.v1.Retrieval) --------------------------------------- */
+
+/* Calls a Retrieval method with req (proto3 JSON, consumed) and prints the answer as JSON. */
+static int retrieval_call(cli *c, const cli_command *cmd, const char *method, json_t *req)
+{
+    const ProtobufCMethodDescriptor *md = charter_method_find(method);
+    char *text = req ? json_dumps(req, JSON_COMPACT) : NULL;
+    ProtobufCMessage *in = NULL, *resp = NULL;
+    json_t *out = NULL;
+    char err[256];
+    charter_status st;
+    int rv;
+    json_decref(req);
+    if (md == NULL || text == NULL) {
+        fprintf(stderr, "%s: out of memory building %s\n", progname, method);
+        rv = EXIT_RPC;
+        goto out;
+    }
+    if (protojson_decode(md->input, text, strlen(text), NULL, NULL, &in, err, sizeof err) !=
+        PROTOJSON_OK) {
+        rv = usage_error(cmd, "%s", err);
+        goto out;
+    }
+    if ((rv = cli_connect(c)) != 0)
+        goto out;
+    if (charter_call(c->client, method, in, md->output, &resp, &st) != 0) {
+        rv = rpc_error(&st);
+        goto out;
+    }
+    if (protojson_encode(resp, NULL, &out, err, sizeof err) != PROTOJSON_OK ||
+        json_dumpf(out, stdout, JSON_INDENT(2)) != 0 || fputc('\n', stdout) == EOF) {
+        fprintf(stderr, "%s: cannot write the answer as JSON\n", progname);
+        rv = EXIT_RPC;
+        goto out;
+    }
+    rv = EXIT_OK;
+out:
+    json_decref(out);
+    protobuf_c_message_free_unpacked(resp, NULL);
+    protobuf_c_message_free_unpacked(in, NULL);
+    free(text);
+    return rv;
+}
+
+/* Every --NAME FIELD=V1,V2 option as [{"field":..,"values":[..]}] ("FIELD=" is deny-all). */
+static json_t *retrieval_filters(const cli_args *a, const char *name)
+{
+    json_t *list = json_array();
+    for (size_t i = 0; list && i < a->n_opt; i++) {
+        if (strcmp(a->opt_name[i], name) != 0)
+            continue;
+        const char *v = a->opt_value[i], *eq = strchr(v, '=');
+        if (eq == NULL || eq == v) {
+            json_decref(list);
+            return NULL;
+        }
+        json_t *vals = json_array();
+        json_t *f = json_pack("{s:s%, s:o}", "field", v, (size_t)(eq - v), "values", vals);
+        for (const char *p = eq + 1; f && *p != '\0';) {
+            size_t n = strcspn(p, ",");
+            if (n > 0 && json_array_append_new(vals, json_stringn(p, n)) != 0)
+                break;
+            p += n + (p[n] == ',');
+        }
+        if (f == NULL || json_array_append_new(list, f) != 0) {
+            json_decref(list);
+            return NULL;
+        }
+    }
+    return list;
+}
+
+/* Sets key to the numeric option name when given; 0 or EXIT_USAGE. */
+static int retrieval_number(const cli_command *cmd, const cli_args *a, const char *name,
+                            json_t *req, const char *key)
+{
+    uint64_t n = 0;
+    int rv = number_option(cmd, a, name, UINT32_MAX, &n);
+    if (rv == 0 && n > 0)
+        json_object_set_new(req, key, json_integer((json_int_t)n));
+    return rv;
+}
+
+static int cmd_ingest(cli *c, const cli_command *cmd, const cli_args *a)
+{
+    char *text = NULL;
+    int rv = read_text_file(cmd, a->pos[0], CALL_MAX_JSON, &text);
+    if (rv != 0)
+        return rv;
+    json_t *req = json_loads(text, 0, NULL);
+    free(text);
+    if (!json_is_object(req)) {
+        json_decref(req);
+        return usage_error(cmd, "%s is not a JSON object {\"chunks\": [...]}", a->pos[0]);
+    }
+    return retrieval_call(c, cmd, "/charter.v1.Retrieval/IngestChunks", req);
+}
+
+static int cmd_scope_bind(cli *c, const cli_command *cmd, const cli_args *a)
+{
+    const char *principal = arg_option(a, "principal"), *task = arg_option(a, "task");
+    const char *unrestricted = arg_option(a, "unrestricted");
+    if (principal == NULL)
+        return usage_error(cmd, "%s needs --principal", cmd->name);
+    if (unrestricted != NULL && strcmp(unrestricted, "yes") != 0)
+        return usage_error(cmd, "--unrestricted takes the value yes, not %s", unrestricted);
+    json_t *filters = retrieval_filters(a, "filter");
+    if (filters == NULL)
+        return usage_error(cmd, "--filter takes FIELD=VALUE,VALUE (FIELD= denies all)%s", "");
+    json_t *req = json_pack("{s:s, s:s, s:s, s:o, s:b}", "contextId", a->pos[0], "principal",
+                            principal, "task", task ? task : "", "filters", filters, "unrestricted",
+                            unrestricted != NULL);
+    int rv;
+    if (req == NULL || (rv = retrieval_number(cmd, a, "expires-in-ms", req, "expiresInMs")) != 0 ||
+        (rv = retrieval_number(cmd, a, "max-follow-ups", req, "maxFollowUps")) != 0) {
+        json_decref(req);
+        return req == NULL ? EXIT_RPC : rv;
+    }
+    return retrieval_call(c, cmd, "/charter.v1.Retrieval/BindScope", req);
+}
+
+static int cmd_scope_narrow(cli *c, const cli_command *cmd, const cli_args *a)
+{
+    json_t *filters = retrieval_filters(a, "filter");
+    if (filters == NULL)
+        return usage_error(cmd, "--filter takes FIELD=VALUE,VALUE (FIELD= denies all)%s", "");
+    json_t *req = json_pack("{s:s, s:o}", "scopeId", a->pos[0], "filters", filters);
+    int rv;
+    if (req == NULL || (rv = retrieval_number(cmd, a, "expires-in-ms", req, "expiresInMs")) != 0 ||
+        (rv = retrieval_number(cmd, a, "max-follow-ups", req, "maxFollowUps")) != 0) {
+        json_decref(req);
+        return req == NULL ? EXIT_RPC : rv;
+    }
+    return retrieval_call(c, cmd, "/charter.v1.Retrieval/NarrowScope", req);
+}
+
+static int cmd_search(cli *c, const cli_command *cmd, const cli_args *a)
+{
+    json_t *req = json_pack("{s:s, s:s}", "scopeId", a->pos[0], "query", a->pos[1]);
+    int rv;
+    if (req == NULL || (rv = retrieval_number(cmd, a, "limit", req, "limit")) != 0) {
+        json_decref(req);
+        return req == NULL ? EXIT_RPC : rv;
+    }
+    return retrieval_call(c, cmd, "/charter.v1.Retrieval/Search", req);
+}
+
+static int cmd_follow_up(cli *c, const cli_command *cmd, const cli_args *a)
+{
+    return retrieval_call(
+        c, cmd, "/charter.v1.Retrieval/FollowUp",
+        json_pack("{s:s, s:s}", "parentSearchId", a->pos[0], "proposal", a->pos[1]));
+}
+
+static int cmd_scope_checkpoint(cli *c, const cli_command *cmd, const cli_args *a)
+{
+    const char *principal = arg_option(a, "principal"), *task = arg_option(a, "task");
+    if (principal == NULL)
+        return usage_error(cmd, "%s needs --principal", cmd->name);
+    return retrieval_call(c, cmd, "/charter.v1.Retrieval/CheckpointScope",
+                          json_pack("{s:s, s:s, s:s}", "scopeId", a->pos[0], "principal", principal,
+                                    "task", task ? task : ""));
+}
+
+static int cmd_scope_resume(cli *c, const cli_command *cmd, const cli_args *a)
+{
+    const char *principal = arg_option(a, "principal"), *task = arg_option(a, "task");
+    const char *unrestricted = arg_option(a, "authorized-unrestricted");
+    if (principal == NULL)
+        return usage_error(cmd, "%s needs --principal", cmd->name);
+    if (unrestricted != NULL && strcmp(unrestricted, "yes") != 0)
+        return usage_error(cmd, "--authorized-unrestricted takes the value yes, not %s",
+                           unrestricted);
+    json_t *auth = retrieval_filters(a, "authorized");
+    if (auth == NULL)
+        return usage_error(cmd, "--authorized takes FIELD=VALUE,VALUE%s", "");
+    return retrieval_call(c, cmd, "/charter.v1.Retrieval/ResumeScope",
+                          json_pack("{s:s, s:s, s:s, s:s, s:o, s:b}", "checkpointId", a->pos[0],
+                                    "contextId", a->pos[1], "principal", principal, "task",
+                                    task ? task : "", "authorized", auth, "authorizedUnrestricted",
+                                    unrestricted != NULL));
+}
+
+static int cmd_retrieval_trace(cli *c, const cli_command *cmd, const cli_args *a)
+{
+    return retrieval_call(c, cmd, "/charter.v1.Retrieval/TraceRetrieval",
+                          json_pack("{s:s}", "artifactId", a->pos[0]));
+}
+
 /* ---- command table and main --------------------------------------------------------------- */
 
 static const char *const run_opts[] = {"task", "mode", "workflow", NULL};
@@ -1362,6 +1551,13 @@ static const char *const record_opts[] = {"title", "content", "content-file", NU
 static const char *const verify_opts[] = {"key", "public-key", NULL};
 static const char *const no_opts[] = {NULL};
 static const char *const what_if_opts[] = {"workflow", "run", "since", "limit", NULL};
+static const char *const scope_bind_opts[] = {
+    "principal", "task", "filter", "unrestricted", "expires-in-ms", "max-follow-ups", NULL};
+static const char *const scope_narrow_opts[] = {"filter", "expires-in-ms", "max-follow-ups", NULL};
+static const char *const search_opts[] = {"limit", NULL};
+static const char *const checkpoint_opts[] = {"principal", "task", NULL};
+static const char *const resume_opts[] = {"principal", "task", "authorized",
+                                          "authorized-unrestricted", NULL};
 
 static int cmd_help(cli *c, const cli_command *cmd, const cli_args *a);
 
@@ -1423,6 +1619,31 @@ static const cli_command commands[] = {
      "apply a definition (operator), list or show stored ones, or test FILE: apply it, run it "
      "scripted and check its expect list (exit 1 on any FAIL)",
      no_opts, 1, 2, cmd_workflow},
+    {"ingest", "FILE", "index chunks of registered resources for scoped search (operator)", no_opts,
+     1, 1, cmd_ingest},
+    {"scope-bind",
+     "CTX --principal P (--filter FIELD=V,V... | --unrestricted yes) [--task T] "
+     "[--expires-in-ms N] [--max-follow-ups N]",
+     "bind a retrieval scope to a step's context (operator)", scope_bind_opts, 1, 1,
+     cmd_scope_bind},
+    {"scope-narrow", "SCOPE --filter FIELD=V,V... [--expires-in-ms N] [--max-follow-ups N]",
+     "a narrower child of a scope (operator)", scope_narrow_opts, 1, 1, cmd_scope_narrow},
+    {"search", "SCOPE QUERY [--limit N]",
+     "search within a scope; the hits become source artifacts of its context", search_opts, 2, 2,
+     cmd_search},
+    {"follow-up", "SEARCH PROPOSAL_JSON",
+     "search the parent search's scope with an untrusted proposal {\"query\": ...}", no_opts, 2, 2,
+     cmd_follow_up},
+    {"scope-checkpoint", "SCOPE --principal P [--task T]",
+     "save a scope bound to its principal and task (operator)", checkpoint_opts, 1, 1,
+     cmd_scope_checkpoint},
+    {"scope-resume",
+     "CHECKPOINT CTX --principal P [--task T] (--authorized FIELD=V,V... | "
+     "--authorized-unrestricted yes)",
+     "resume a saved scope for its binding, within the caller's current authorization", resume_opts,
+     2, 2, cmd_scope_resume},
+    {"retrieval-trace", "ARTIFACT", "the searches and scopes that retrieved an artifact", no_opts,
+     1, 1, cmd_retrieval_trace},
     {"help", "[COMMAND]", "this help, or a command's usage, options and an example", no_opts, 0, 1,
      cmd_help},
     {"call", "METHOD [JSON|-]",

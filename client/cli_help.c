@@ -81,6 +81,40 @@ static const cli_help_entry entries[] = {
      "  --limit N          at most N decisions examined (truncation is reported)\n",
      "charter what-if --workflow stricter.json --run RUN\n"
      "charter --json what-if --workflow stricter.json --since 1796000000"},
+    {"ingest", NULL,
+     "charter ingest chunks.json   # {\"chunks\": [{\"chunkId\": \"c1\", \"resourceId\": "
+     "\"budget\", \"tenant\": \"finance\", \"visibility\": \"confidential\", "
+     "\"revision\": 1, \"text\": \"...\"}]}"},
+    {"scope-bind",
+     "  --principal P          who the scope serves, required\n"
+     "  --filter FIELD=V,V     tenant, resource_id or visibility; repeat per field; FIELD=\n"
+     "                         (no values) denies every document for that field\n"
+     "  --unrestricted yes     no filters (the step's resources still bound it)\n"
+     "  --task T               the task the scope is bound to\n"
+     "  --expires-in-ms N      no search after N ms (database clock)\n"
+     "  --max-follow-ups N     follow-up budget (default 5)\n",
+     "charter scope-bind CTX --principal alice --filter tenant=vendors --max-follow-ups 3"},
+    {"scope-narrow",
+     "  --filter FIELD=V,V     replaces the parent's values of FIELD with a subset of them\n"
+     "  --expires-in-ms N      an earlier expiry than the parent's\n"
+     "  --max-follow-ups N     a smaller budget than the parent's\n",
+     "charter scope-narrow s1 --filter resource_id=vendor_a"},
+    {"search", "  --limit N              at most N hits (1..100, default 5)\n",
+     "charter search s1 'standing desk warranty' --limit 3"},
+    {"follow-up", NULL,
+     "charter follow-up q1 '{\"query\": \"Cascade ceiling\", \"reason\": \"named by q1\"}'"},
+    {"scope-checkpoint",
+     "  --principal P          the scope's principal, required\n"
+     "  --task T               the task the checkpoint is bound to\n",
+     "charter scope-checkpoint s1 --principal alice --task 'desk refit'"},
+    {"scope-resume",
+     "  --principal P          must be the checkpoint's, required\n"
+     "  --task T               must be the checkpoint's\n"
+     "  --authorized FIELD=V,V the caller's current authorization; repeat per field\n"
+     "  --authorized-unrestricted yes  the caller is authorized for everything\n",
+     "charter scope-resume k1 CTX --principal alice --task 'desk refit' "
+     "--authorized tenant=vendors,finance"},
+    {"retrieval-trace", NULL, "charter retrieval-trace a12"},
     {"call", NULL,
      "charter call /charter.v1.Health/Check\n"
      "charter call /charter.v1.Runs/GetRun '{\"runId\": \"RUN\"}'\n"

@@ -5,7 +5,7 @@ set -euo pipefail
 
 packages=(build-essential cmake pkg-config protobuf-c-compiler libprotobuf-c-dev libnng-dev
           libhiredis-dev libjansson-dev libssl-dev libcurl4-openssl-dev libcunit1-dev
-          redis-server redis-tools jq openssl
+          redis-server redis-tools redis-redisearch jq openssl
           libsystemd-dev help2man systemd
           # the fuzz targets (clang, libFuzzer and the sanitizer runtimes) and readable stacks
           clang libclang-rt-dev llvm

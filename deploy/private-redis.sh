@@ -22,7 +22,8 @@ private_redis_start() {
   local dir=$private_redis_dir
   redis-server --port 0 --unixsocket "$dir/redis.sock" --unixsocketperm 700 --dir "$dir" \
     --save '' --appendonly no --daemonize yes --pidfile "$dir/redis.pid" \
-    --logfile "$dir/redis.log" --maxclients 2000
+    --logfile "$dir/redis.log" --maxclients 2000 \
+    $([ -f /usr/lib/redis/modules/redisearch.so ] && echo --loadmodule /usr/lib/redis/modules/redisearch.so)
   for _ in $(seq 100); do
     redis-cli -s "$dir/redis.sock" ping >/dev/null 2>&1 && break
     sleep 0.1

@@ -7,6 +7,7 @@
  */
 #include "dbproc.h"
 
+#include <assert.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <hiredis/hiredis.h>
@@ -23,6 +24,9 @@
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
+
+/* Where Debian's redis-redisearch package installs the module (dpkg -L redis-redisearch). */
+#define DBPROC_REDISEARCH "/usr/lib/redis/modules/redisearch.so"
 
 struct dbproc {
     pid_t pid;
@@ -195,15 +199,23 @@ int dbproc_start(const char *data_dir, int wait_ms, dbproc **out, char *err, siz
         free(p);
         return -1;
     }
-    char *const argv[] = {
+    char *argv[] = {
         "redis-server", "--port", "0",
         "--unixsocket", p->sock,  "--unixsocketperm",
         "700",          "--dir",  (char *)data_dir,
         "--appendonly", "yes",    "--appendfsync",
         "everysec",     "--save", "",
         "--daemonize",  "no",     "--logfile",
-        logpath,        NULL,
+        logpath,        NULL,     NULL,
+        NULL,
     };
+    assert(argv[19] == NULL && argv[21] == NULL);
+    /* RediSearch (Debian's redis-redisearch) serves Retrieval; without it everything else
+     * still works and Retrieval says how to install it. */
+    if (access(DBPROC_REDISEARCH, R_OK) == 0) {
+        argv[19] = "--loadmodule";
+        argv[20] = DBPROC_REDISEARCH;
+    }
     pid_t parent = getpid();
     pid_t pid = fork();
     if (pid < 0) {

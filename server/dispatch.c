@@ -43,8 +43,10 @@ static const dispatch_service dispatch_services[] = {
     {&charter__v1__health__descriptor, svc_health_methods, &svc_health_methods_len},
     {&charter__v1__evidence__descriptor, svc_evidence_methods, &svc_evidence_methods_len},
     {&charter__v1__workflows__descriptor, svc_workflows_methods, &svc_workflows_methods_len},
-    {&grpc__health__v1__health__descriptor, svc_grpc_health_methods, &svc_grpc_health_methods_len},
+    {&charter__v1__retrieval__descriptor, svc_retrieval_methods, &svc_retrieval_methods_len},
     {&charter__v1__reflection__descriptor, svc_reflection_methods, &svc_reflection_methods_len},
+    /* grpc.health.v1 (proto/health.proto) after charter.v1's services. */
+    {&grpc__health__v1__health__descriptor, svc_grpc_health_methods, &svc_grpc_health_methods_len},
 };
 #define DISPATCH_N_SERVICES (sizeof dispatch_services / sizeof dispatch_services[0])
 

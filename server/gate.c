@@ -485,8 +485,10 @@ static int create_artifact(const gate_env *g, const char *run_id, json_t *arg,
     return STATUS_OK;
 }
 
-int gate_read_source(const gate_env *g, const char *context_id, const char *resource_id,
-                     guard_decision *d, json_t **artifact)
+/* gate_read_source, or with chunk set, gate_read_chunk: the artifact's title and content are
+ * the chunk's and its detail names the chunk and the search. */
+static int read_source(const gate_env *g, const char *context_id, const char *resource_id,
+                       const gate_chunk *chunk, guard_decision *d, json_t **artifact)
 {
     memset(d, 0, sizeof *d);
     *artifact = NULL;
@@ -503,6 +505,12 @@ int gate_read_source(const gate_env *g, const char *context_id, const char *reso
 
     json_t *detail = json_pack("{s:s, s:s, s:s}", "context", context_id, "step", ws->cap.step,
                                "resource", resource_id);
+    if (detail && chunk &&
+        (json_object_set_new(detail, "chunk", json_string(chunk->chunk_id)) ||
+         json_object_set_new(detail, "search", json_string(chunk->search_id)))) {
+        json_decref(detail);
+        detail = NULL;
+    }
     if (!detail) {
         facts_context_free(&ctx);
         return STATUS_ENOMEM;
@@ -536,8 +544,9 @@ int gate_read_source(const gate_env *g, const char *context_id, const char *reso
     if (rc == STATUS_OK && !json_is_object(res))
         rc = STATUS_EPROTO;
     if (rc == STATUS_OK) {
-        const char *content = json_string_value(json_object_get(res, "content"));
-        const char *title = json_string_value(json_object_get(res, "title"));
+        const char *content =
+            chunk ? chunk->text : json_string_value(json_object_get(res, "content"));
+        const char *title = chunk ? chunk->title : json_string_value(json_object_get(res, "title"));
         json_t *jconf = json_object_get(res, "conf"), *jint = json_object_get(res, "integrity");
         long long conf =
             json_is_string(jconf) ? atoll(json_string_value(jconf)) : json_integer_value(jconf);
@@ -570,6 +579,18 @@ int gate_read_source(const gate_env *g, const char *context_id, const char *reso
     json_decref(detail);
     facts_context_free(&ctx);
     return rc;
+}
+
+int gate_read_source(const gate_env *g, const char *context_id, const char *resource_id,
+                     guard_decision *d, json_t **artifact)
+{
+    return read_source(g, context_id, resource_id, NULL, d, artifact);
+}
+
+int gate_read_chunk(const gate_env *g, const char *context_id, const char *resource_id,
+                    const gate_chunk *chunk, guard_decision *d, json_t **artifact)
+{
+    return read_source(g, context_id, resource_id, chunk, d, artifact);
 }
 
 int gate_record_output(const gate_env *g, const char *context_id, const char *const *input_ids,

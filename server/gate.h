@@ -69,6 +69,22 @@ int gate_context(const gate_env *g, const char *context_id, const workflow_step 
 int gate_read_source(const gate_env *g, const char *context_id, const char *resource_id,
                      guard_decision *d, json_t **artifact);
 
+/* A retrieved chunk of a resource (borrowed strings): what it was, and the search that found
+ * it. */
+typedef struct {
+    const char *chunk_id;
+    const char *search_id;
+    const char *title;
+    const char *text;
+} gate_chunk;
+
+/* gate_read_source for a retrieved chunk of resource_id: the same decision (the resource must
+ * be one of the step's) and the same source_read event, but the artifact's title and content are
+ * the chunk's; its labels and FROM_RESOURCE edge are the resource's, so the input and delivery
+ * gates judge everything derived from it. Returns as gate_read_source. */
+int gate_read_chunk(const gate_env *g, const char *context_id, const char *resource_id,
+                    const gate_chunk *chunk, guard_decision *d, json_t **artifact);
+
 /* Input gate over artifacts ids (n of them) for the context's step: ALLOW only when every
  * artifact's ancestry fits. Writes an input_checked event with the snapshot; *event_seq its seq
  * (0 when it could not be written, then the decision is UNKNOWN GRAPH_ERROR). */

@@ -64,6 +64,7 @@ struct http_server {
     unsigned n_jobs;
     http_job *free_jobs;
     unsigned busy;
+    bool stopping; /* http_stop began: new calls are answered 503 "shutting down" */
     pthread_mutex_t mu;
     pthread_cond_t idle_cv;
     size_t max_message;
@@ -279,7 +280,7 @@ static void http_budget_free(void *data, void *ptr)
 static http_job *http_job_take(http_server *s)
 {
     pthread_mutex_lock(&s->mu);
-    http_job *j = s->free_jobs;
+    http_job *j = s->stopping ? NULL : s->free_jobs;
     if (j != NULL) {
         s->free_jobs = j->next;
         s->busy++;
@@ -586,8 +587,14 @@ static void http_call(http_server *s, nng_aio *aio, nng_http_req *req, const cha
     }
     http_job *j = http_job_take(s);
     if (j == NULL) {
-        http_fail(aio, RPC_RESOURCE_EXHAUSTED,
-                  "server busy: %u HTTP calls in progress (retry later)", s->n_jobs);
+        pthread_mutex_lock(&s->mu);
+        bool stopping = s->stopping;
+        pthread_mutex_unlock(&s->mu);
+        if (stopping)
+            http_fail(aio, RPC_UNAVAILABLE, "server is shutting down (retry on another charterd)");
+        else
+            http_fail(aio, RPC_RESOURCE_EXHAUSTED,
+                      "server busy: %u HTTP calls in progress (retry later)", s->n_jobs);
         return;
     }
     uint32_t timeout_ms = 0;
@@ -898,13 +905,22 @@ void http_stop(http_server *s)
     if (s == NULL) {
         return;
     }
-    /* Closing the connections cancels the HTTP side of calls in progress; their calls still
-     * finish on the workers, whose answers are waited for (bounded) and dropped. */
-    nng_http_server_stop(s->srv);
-    s->started = false;
+    /* Calls already accepted are answered before the connections close (a caller must learn
+     * whether its call took effect); calls arriving meanwhile get 503 "shutting down". The wait
+     * is bounded: past it, the answers still owed are dropped and logged. */
     struct timespec deadline;
     clock_gettime(CLOCK_REALTIME, &deadline);
     deadline.tv_sec += 10;
+    pthread_mutex_lock(&s->mu);
+    s->stopping = true;
+    while (s->busy > 0) {
+        if (pthread_cond_timedwait(&s->idle_cv, &s->mu, &deadline) != 0) {
+            break;
+        }
+    }
+    pthread_mutex_unlock(&s->mu);
+    nng_http_server_stop(s->srv);
+    s->started = false;
     pthread_mutex_lock(&s->mu);
     while (s->busy > 0) {
         if (pthread_cond_timedwait(&s->idle_cv, &s->mu, &deadline) != 0) {

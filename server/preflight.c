@@ -145,5 +145,17 @@ int preflight_listen(const config *cfg, char *err, size_t errlen)
             return STATUS_EEXISTS;
         }
     }
+    /* The HTTP listener starts last; a taken port must still fail before anything is written. */
+    char hp[300], url[320];
+    if (cfg->http != NULL && config_parse_hostport(cfg->http, hp, sizeof hp) == 0) {
+        snprintf(url, sizeof url, "tcp://%s", hp);
+        if (preflight_tcp_in_use(url)) {
+            snprintf(err, errlen,
+                     "cannot serve HTTP on %s: the address is in use (is another charterd "
+                     "running? stop it, or pass another --http)",
+                     hp);
+            return STATUS_EEXISTS;
+        }
+    }
     return STATUS_OK;
 }

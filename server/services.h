@@ -46,5 +46,9 @@ extern const size_t svc_reflection_methods_len;
 /* Evidence/WhatIf (svc_whatif.c): the recorded decisions decided again under a candidate
  * workflow. */
 int svc_whatif_handler(call *c, const ProtobufCMessage *in, ProtobufCMessage **out);
+extern const svc_method svc_retrieval_methods[]; /* IngestChunks, BindScope, NarrowScope,
+                                                    Search, FollowUp, CheckpointScope,
+                                                    ResumeScope, TraceRetrieval */
+extern const size_t svc_retrieval_methods_len;
 
 #endif

@@ -558,6 +558,39 @@ int store_load_library(store *st, const char *source, size_t len)
     return check_version(st);
 }
 
+int store_module_loaded(store *st, const char *name, bool *loaded)
+{
+    *loaded = false;
+    st->err[0] = '\0';
+    int rc = ensure_connected(st);
+    if (rc != STATUS_OK)
+        return rc;
+    const char *argv[2] = {"MODULE", "LIST"};
+    size_t argvlen[2] = {6, 4};
+    redisReply *r = command(st, 2, argv, argvlen);
+    if (!r)
+        return STATUS_EUNAVAILABLE;
+    if (r->type != REDIS_REPLY_ARRAY) {
+        set_error(st, "MODULE LIST: unexpected reply%s%.160s",
+                  r->type == REDIS_REPLY_ERROR ? ": " : "",
+                  r->type == REDIS_REPLY_ERROR ? r->str : "");
+        freeReplyObject(r);
+        return STATUS_EPROTO;
+    }
+    /* Each module is a flat list of field/value pairs ("name", "ft", "ver", 10200, ...). */
+    for (size_t i = 0; i < r->elements; i++) {
+        const redisReply *m = r->element[i];
+        for (size_t k = 0; m && m->type == REDIS_REPLY_ARRAY && k + 1 < m->elements; k += 2) {
+            const redisReply *f = m->element[k], *v = m->element[k + 1];
+            if (f->type == REDIS_REPLY_STRING && strcmp(f->str, "name") == 0 &&
+                v->type == REDIS_REPLY_STRING && strcmp(v->str, name) == 0)
+                *loaded = true;
+        }
+    }
+    freeReplyObject(r);
+    return STATUS_OK;
+}
+
 int store_ping(store *st)
 {
     st->err[0] = '\0';

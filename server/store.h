@@ -83,6 +83,10 @@ void store_note_error(store *st, const char *fmt, ...) __attribute__((format(pri
  * or version differs; store_last_error says which). */
 int store_load_library(store *st, const char *source, size_t len);
 
+/* Whether Redis has the module name loaded (MODULE LIST; RediSearch 1.x is "ft"): *loaded.
+ * Returns STATUS_OK, STATUS_EUNAVAILABLE or STATUS_EPROTO. */
+int store_module_loaded(store *st, const char *name, bool *loaded);
+
 /* STATUS_OK when Redis answers and the library answers with the expected version. */
 int store_ping(store *st);
 

@@ -14,6 +14,7 @@
 #include <string.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
+#include <netinet/in.h>
 #include <sys/un.h>
 #include <time.h>
 #include <unistd.h>
@@ -114,6 +115,41 @@ static void test_second_charterd_on_a_taken_port_fails_before_making_its_data_fo
     CU_ASSERT_NOT_EQUAL(stat(data, &sb), 0); /* no empty data folder left behind */
     CU_ASSERT(took < 2.0);                   /* no embedded redis-server started and stopped */
     CU_ASSERT_EQUAL(harness_charterd_stop(&first), 0);
+    harness_graph_drop(graph);
+}
+
+/* A taken --http port fails like a taken --listen port: before anything is written, so the
+ * graph is not claimed (its integrity mode, its workflow) by a start that did not happen. */
+static void test_taken_http_port_fails_before_writing_to_the_graph(void)
+{
+    int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    CU_ASSERT_FATAL(fd >= 0);
+    struct sockaddr_in sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sin_family = AF_INET;
+    sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    CU_ASSERT_FATAL(bind(fd, (struct sockaddr *)&sa, sizeof sa) == 0);
+    CU_ASSERT_FATAL(listen(fd, 1) == 0);
+    socklen_t len = sizeof sa;
+    CU_ASSERT_FATAL(getsockname(fd, (struct sockaddr *)&sa, &len) == 0);
+    char http[32];
+    snprintf(http, sizeof http, "127.0.0.1:%d", ntohs(sa.sin_port));
+
+    char graph[80];
+    harness_graph_name(graph, sizeof graph, "httptaken");
+    char before[65], after[65];
+    CU_ASSERT_EQUAL_FATAL(harness_graph_digest(graph, before), 0);
+    const char *args[] = {"--redis",  harness_redis_url(), "--graph", graph,
+                          "--listen", "tcp://127.0.0.1:0", "--http",  http};
+    const char *env[] = {"CHARTER_OPERATOR_TOKEN=" HARNESS_OPERATOR_TOKEN, NULL};
+    char out[1024];
+    int status = harness_charterd_run(args, 8, env, 20000, out, sizeof out);
+    CU_ASSERT_EQUAL(status, 1);
+    CU_ASSERT_PTR_NOT_NULL(strstr(out, "cannot serve HTTP on"));
+    CU_ASSERT_PTR_NOT_NULL(strstr(out, http));
+    CU_ASSERT_EQUAL_FATAL(harness_graph_digest(graph, after), 0);
+    CU_ASSERT_STRING_EQUAL(after, before); /* nothing written */
+    close(fd);
     harness_graph_drop(graph);
 }
 
@@ -229,6 +265,8 @@ int main(void)
                 test_charterd_tells_systemd_it_is_ready_then_stopping);
     CU_add_test(s, "a second charterd on a taken port fails before making its data folder",
                 test_second_charterd_on_a_taken_port_fails_before_making_its_data_folder);
+    CU_add_test(s, "a taken --http port fails before writing to the graph",
+                test_taken_http_port_fails_before_writing_to_the_graph);
     CU_add_test(s, "Redis URL forms users copy are canonical",
                 test_redis_url_forms_users_copy_are_canonical);
     CU_add_test(s, "a missing Redis socket fails at once", test_missing_redis_socket_fails_at_once);
