@@ -7,6 +7,7 @@
  * connection is reported to the caller rather than replayed behind its back.
  */
 #include "charter.h"
+#include "health.pb-c.h"
 
 #include <nng/nng.h>
 #include <nng/protocol/reqrep0/req.h>
@@ -16,6 +17,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 
 #ifndef CHARTER_VERSION
 #define CHARTER_VERSION "unknown"
@@ -39,11 +41,12 @@ struct charter_client {
     nng_mtx *mtx; /* guards connections */
     nng_cv *cv;   /* signalled when connections changes */
     int connections;
-    nng_mtx *call_mtx;     /* guards calls, closing and ops */
-    nng_cv *call_cv;       /* signalled when calls changes */
-    int calls;             /* calls in progress: close waits for them before freeing */
-    bool closing;          /* charter_client_close has begun: calls answer CANCELLED */
-    struct client_op *ops; /* operations in progress, which close aborts */
+    nng_mtx *call_mtx;         /* guards calls, closing and ops */
+    nng_cv *call_cv;           /* signalled when calls changes */
+    int calls;                 /* calls in progress: close waits for them before freeing */
+    bool closing;              /* charter_client_close has begun: calls answer CANCELLED */
+    struct client_op *ops;     /* operations in progress, which close aborts */
+    char last_request_id[129]; /* of the last answer received; guarded by call_mtx */
 };
 
 /* An NNG operation of a call in progress (send or receive on the call's context), listed so
@@ -57,10 +60,11 @@ typedef struct client_op {
 
 /* The services of charter.v1, for checking a call against its generated descriptor. */
 static const ProtobufCServiceDescriptor *const charter_services[] = {
-    &charter__v1__runs__descriptor,      &charter__v1__gate__descriptor,
-    &charter__v1__grants__descriptor,    &charter__v1__health__descriptor,
-    &charter__v1__evidence__descriptor,  &charter__v1__workflows__descriptor,
-    &charter__v1__retrieval__descriptor,
+    &charter__v1__runs__descriptor,        &charter__v1__gate__descriptor,
+    &charter__v1__grants__descriptor,      &charter__v1__health__descriptor,
+    &charter__v1__evidence__descriptor,    &charter__v1__workflows__descriptor,
+    &charter__v1__retrieval__descriptor,   &charter__v1__reflection__descriptor,
+    &grpc__health__v1__health__descriptor,
 };
 
 static const char *const status_names[] = {
@@ -119,6 +123,7 @@ static int status_set(charter_status *st, int code, int local, const char *fmt, 
         st->code = code;
         st->local = local;
         st->message[0] = '\0';
+        st->request_id[0] = '\0';
         if (fmt != NULL) {
             va_list ap;
             va_start(ap, fmt);
@@ -484,11 +489,12 @@ static const ProtobufCMethodDescriptor *method_lookup(const char *method)
 
 /* Packs the envelope for method around req into a new NNG message. */
 static int request_build(charter_client *c, const char *method, const ProtobufCMessage *req,
-                         nng_msg **out, charter_status *st)
+                         const char *const *metadata, size_t n_pairs, nng_msg **out,
+                         charter_status *st)
 {
     Charter__V1__RpcRequest env = CHARTER__V1__RPC_REQUEST__INIT;
-    Charter__V1__RpcRequest__MetadataEntry auth = CHARTER__V1__RPC_REQUEST__METADATA_ENTRY__INIT;
-    Charter__V1__RpcRequest__MetadataEntry *meta[1] = {&auth};
+    Charter__V1__RpcRequest__MetadataEntry entries[1 + CHARTER_MAX_METADATA];
+    Charter__V1__RpcRequest__MetadataEntry *meta[1 + CHARTER_MAX_METADATA];
     uint8_t *payload = NULL;
     size_t payload_len = protobuf_c_message_get_packed_size(req);
     nng_msg *msg = NULL;
@@ -509,11 +515,19 @@ static int request_build(charter_client *c, const char *method, const ProtobufCM
     env.method = (char *)method;
     env.payload.data = payload;
     env.payload.len = payload_len;
+    env.metadata = meta;
     if (c->authorization != NULL) {
-        auth.key = "authorization";
-        auth.value = c->authorization;
-        env.metadata = meta;
-        env.n_metadata = 1;
+        charter__v1__rpc_request__metadata_entry__init(&entries[0]);
+        entries[0].key = "authorization";
+        entries[0].value = c->authorization;
+        meta[env.n_metadata++] = &entries[0];
+    }
+    for (size_t i = 0; i < n_pairs; i++) {
+        Charter__V1__RpcRequest__MetadataEntry *e = &entries[env.n_metadata];
+        charter__v1__rpc_request__metadata_entry__init(e);
+        e->key = (char *)metadata[2 * i];
+        e->value = (char *)metadata[2 * i + 1];
+        meta[env.n_metadata++] = e;
     }
     env.timeout_ms = c->timeout_ms;
 
@@ -636,6 +650,40 @@ int charter_call(charter_client *c, const char *method, const ProtobufCMessage *
                  const ProtobufCMessageDescriptor *resp_desc, ProtobufCMessage **resp,
                  charter_status *status)
 {
+    return charter_call_metadata(c, method, req, resp_desc, NULL, 0, resp, status);
+}
+
+/* The reply metadata "x-request-id" of env into status (when both are there) and into the
+ * client's last request id. */
+static void status_request_id(charter_client *c, charter_status *st,
+                              const Charter__V1__RpcResponse *env)
+{
+    for (size_t i = 0; i < env->n_metadata; i++) {
+        const Charter__V1__RpcResponse__MetadataEntry *e = env->metadata[i];
+        if (e->key == NULL || e->value == NULL || strcmp(e->key, "x-request-id") != 0)
+            continue;
+        if (st != NULL)
+            snprintf(st->request_id, sizeof st->request_id, "%s", e->value);
+        nng_mtx_lock(c->call_mtx);
+        snprintf(c->last_request_id, sizeof c->last_request_id, "%s", e->value);
+        nng_mtx_unlock(c->call_mtx);
+    }
+}
+
+void charter_client_last_request_id(charter_client *c, char out[129])
+{
+    out[0] = '\0';
+    if (c == NULL)
+        return;
+    nng_mtx_lock(c->call_mtx);
+    snprintf(out, 129, "%s", c->last_request_id);
+    nng_mtx_unlock(c->call_mtx);
+}
+
+int charter_call_metadata(charter_client *c, const char *method, const ProtobufCMessage *req,
+                          const ProtobufCMessageDescriptor *resp_desc, const char *const *metadata,
+                          size_t n_pairs, ProtobufCMessage **resp, charter_status *status)
+{
     nng_msg *msg = NULL, *reply = NULL;
     Charter__V1__RpcResponse *env;
     int rv;
@@ -644,6 +692,14 @@ int charter_call(charter_client *c, const char *method, const ProtobufCMessage *
         *resp = NULL;
     if (c == NULL || method == NULL || req == NULL || resp_desc == NULL || resp == NULL)
         return status_set(status, CHARTER_INVALID_ARGUMENT, 1, "NULL argument");
+    if (n_pairs > CHARTER_MAX_METADATA || (n_pairs > 0 && metadata == NULL))
+        return status_set(status, CHARTER_INVALID_ARGUMENT, 1,
+                          "at most %d metadata pairs, none NULL", CHARTER_MAX_METADATA);
+    for (size_t i = 0; i < 2 * n_pairs; i++)
+        if (metadata[i] == NULL || (i % 2 == 0 && strcasecmp(metadata[i], "authorization") == 0))
+            return status_set(status, CHARTER_INVALID_ARGUMENT, 1,
+                              "metadata key or value NULL, or \"authorization\" (the client's "
+                              "token is sent by the client)");
     if (req->descriptor == NULL || req->descriptor->magic != PROTOBUF_C__MESSAGE_DESCRIPTOR_MAGIC ||
         resp_desc->magic != PROTOBUF_C__MESSAGE_DESCRIPTOR_MAGIC)
         return status_set(status, CHARTER_INVALID_ARGUMENT, 1, "not a protobuf-c message");
@@ -660,7 +716,7 @@ int charter_call(charter_client *c, const char *method, const ProtobufCMessage *
 
     if (!client_enter(c))
         return status_set(status, CHARTER_CANCELLED, 1, "client closed");
-    if ((rv = request_build(c, method, req, &msg, status)) == 0)
+    if ((rv = request_build(c, method, req, metadata, n_pairs, &msg, status)) == 0)
         rv = exchange(c, method, msg, &reply, status);
     client_leave(c);
     if (rv != 0)
@@ -681,15 +737,22 @@ int charter_call(charter_client *c, const char *method, const ProtobufCMessage *
     }
     if (env->code != 0) {
         rv = status_set(status, env->code, 0, "%s", env->message);
+        status_request_id(c, status, env);
         protobuf_c_message_free_unpacked(&env->base, NULL);
         return rv;
     }
     *resp = unpack_budgeted(resp_desc, env->payload.len, env->payload.data);
+    if (*resp == NULL) {
+        rv = status_set(status, CHARTER_INTERNAL, 1, "%s: the answer's payload is not a %s", method,
+                        resp_desc->name);
+        status_request_id(c, status, env);
+        protobuf_c_message_free_unpacked(&env->base, NULL);
+        return rv;
+    }
+    status_set(status, CHARTER_OK, 0, NULL);
+    status_request_id(c, status, env);
     protobuf_c_message_free_unpacked(&env->base, NULL);
-    if (*resp == NULL)
-        return status_set(status, CHARTER_INTERNAL, 1, "%s: the answer's payload is not a %s",
-                          method, resp_desc->name);
-    return status_set(status, CHARTER_OK, 0, NULL);
+    return 0;
 }
 
 /* ---- typed calls -------------------------------------------------------------------------- */
@@ -797,3 +860,6 @@ CHARTER_TYPED(charter_get_workflow, charter__v1__workflows__descriptor,
 CHARTER_TYPED(charter_get_receipt_key, charter__v1__evidence__descriptor,
               Charter__V1__GetReceiptKeyRequest, get_receipt_key_request, Charter__V1__ReceiptKey,
               receipt_key)
+CHARTER_TYPED(charter_list_methods, charter__v1__reflection__descriptor,
+              Charter__V1__ListMethodsRequest, list_methods_request,
+              Charter__V1__ListMethodsResponse, list_methods_response)

@@ -34,12 +34,19 @@ extern "C" {
 
 /* The outcome of one call. code is a CHARTER_* number; message says why when code != 0 (empty
  * on success, truncated to fit). local is 1 when libcharter produced the status itself (bad
- * arguments, no connection, timeout, undecodable answer) and 0 when it is charterd's answer. */
+ * arguments, no connection, timeout, undecodable answer) and 0 when it is charterd's answer.
+ * request_id is the call's request id as charterd returned it (reply metadata
+ * "x-request-id": the one sent, or one charterd made), empty when no answer came; it names the
+ * call in charterd's log and on the events it caused. */
 typedef struct {
     int code;
     int local;
     char message[256];
+    char request_id[129];
 } charter_status;
+
+/* Most metadata pairs charter_call_metadata sends besides the token. */
+#define CHARTER_MAX_METADATA 8
 
 /* Client options. A zeroed struct, or one set by charter_options_init, gives the defaults. */
 typedef struct {
@@ -137,6 +144,20 @@ int charter_client_connections(charter_client *c);
 int charter_call(charter_client *c, const char *method, const ProtobufCMessage *req,
                  const ProtobufCMessageDescriptor *resp_desc, ProtobufCMessage **resp,
                  charter_status *status);
+
+/* The request id of the last answer this client received (any thread's call) into out, ""
+ * before the first. For a program making one call at a time; concurrent callers read
+ * charter_status.request_id of their own call instead. */
+void charter_client_last_request_id(charter_client *c, char out[129]);
+
+/* charter_call with request metadata: n_pairs key/value pairs, metadata[2i] the key and
+ * metadata[2i+1] its value (borrowed for the call), e.g. {"x-request-id", "order-7"} or
+ * {"traceparent", "00-<trace-id>-<parent-id>-01"}. At most CHARTER_MAX_METADATA pairs; the key
+ * "authorization" is refused (the client sends its own token). Errors as charter_call, and
+ * CHARTER_INVALID_ARGUMENT for too many pairs, a NULL key or value or an authorization key. */
+int charter_call_metadata(charter_client *c, const char *method, const ProtobufCMessage *req,
+                          const ProtobufCMessageDescriptor *resp_desc, const char *const *metadata,
+                          size_t n_pairs, ProtobufCMessage **resp, charter_status *status);
 
 /* The generated descriptor of method "/charter.v1.<Service>/<Method>" (its input and output
  * message descriptors, for charter_call), or NULL when charter.v1 declares no such method.
@@ -242,6 +263,10 @@ int charter_list_workflows(charter_client *c, const Charter__V1__ListWorkflowsRe
  * definitions hold resource contents). NOT_FOUND for an unknown version or name. */
 int charter_get_workflow(charter_client *c, const Charter__V1__GetWorkflowRequest *req,
                          Charter__V1__WorkflowDefinition **resp, charter_status *status);
+/* Reflection/ListMethods (viewer): every method charterd serves, with its request and response
+ * message names and the least token it needs, read from charterd's dispatch table. */
+int charter_list_methods(charter_client *c, const Charter__V1__ListMethodsRequest *req,
+                         Charter__V1__ListMethodsResponse **resp, charter_status *status);
 /* Evidence/GetReceiptKey: the public key (PEM) charterd signs receipts with, and its key id,
  * for offline checks with charter_receipt_verify_signed (receipt.h). Viewer or operator.
  * FAILED_PRECONDITION with a message starting "SIGNING_KEY_REQUIRED" when charterd has no

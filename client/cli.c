@@ -50,6 +50,7 @@ typedef struct {
     uint32_t timeout_ms;
     uint32_t connect_timeout_ms;
     bool json;
+    bool verbose; /* --verbose: the call's request id on stderr */
     charter_client *client;
 } cli;
 
@@ -1326,6 +1327,42 @@ out:
     return rv;
 }
 
+/* ---- methods: what charterd serves ---------------------------------------------------------- */
+
+static int cmd_methods(cli *c, const cli_command *cmd, const cli_args *a)
+{
+    Charter__V1__ListMethodsResponse *r = NULL;
+    charter_status st;
+    int rv;
+
+    (void)cmd;
+    (void)a;
+    if ((rv = cli_connect(c)) != 0)
+        return rv;
+    if (charter_list_methods(c->client, NULL, &r, &st) != 0)
+        return rpc_error(&st);
+    if (c->json) {
+        rv = print_json(&r->base);
+    } else {
+        /* Columns sized to their longest entry. */
+        int w_name = 6, w_req = 7;
+        for (size_t i = 0; i < r->n_methods; i++) {
+            int n = (int)strlen(r->methods[i]->name), q = (int)strlen(r->methods[i]->request_type);
+            w_name = n > w_name ? n : w_name;
+            w_req = q > w_req ? q : w_req;
+        }
+        printf("%-8s  %-*s  %-*s  %s\n", "ROLE", w_name, "METHOD", w_req, "REQUEST", "RESPONSE");
+        for (size_t i = 0; i < r->n_methods; i++) {
+            const Charter__V1__MethodInfo *m = r->methods[i];
+            printf("%-8s  %-*s  %-*s  %s\n", m->min_role, w_name, m->name, w_req, m->request_type,
+                   m->response_type);
+        }
+        rv = EXIT_OK;
+    }
+    charter__v1__list_methods_response__free_unpacked(r, NULL);
+    return rv;
+}
+
 /* ---- retrieval: scoped search (charter.v1.Retrieval) --------------------------------------- */
 
 /* Calls a Retrieval method with req (proto3 JSON, consumed) and prints the answer as JSON. */
@@ -1624,6 +1661,10 @@ static const cli_command commands[] = {
      "call any method, e.g. /charter.v1.Gate/Deliver, with its request as proto3 JSON (default "
      "{}; - reads stdin); prints the answer as proto3 JSON",
      no_opts, 1, 2, cmd_call},
+    {"methods", "",
+     "every method charterd serves, with its request and response messages and the least "
+     "token it needs (viewer)",
+     no_opts, 0, 0, cmd_methods},
 };
 
 #define N_COMMANDS (sizeof(commands) / sizeof(commands[0]))
@@ -1646,6 +1687,8 @@ static void print_help(FILE *out)
             "                          within the call's deadline)\n"
             "  --json                  print the answer as one JSON document (proto field\n"
             "                          names, enums by name, bytes as base64)\n"
+            "  --verbose               print the call's request id on stderr (with --json, a\n"
+            "                          failed call prints {\"requestId\": ...} there too)\n"
             "  --help                  this help; COMMAND --help shows the command's usage\n"
             "  --version               the version of charter and libcharter\n"
             "\n"
@@ -1792,6 +1835,10 @@ static int parse_global(int argc, char **argv, cli *c, cli_flags *fl, char **res
             c->json = true;
             continue;
         }
+        if (strcmp(w, "--verbose") == 0) {
+            c->verbose = true;
+            continue;
+        }
         if (strcmp(w, "--help") == 0 || strcmp(w, "-h") == 0) {
             fl->help = true;
             continue;
@@ -1908,6 +1955,15 @@ int main(int argc, char **argv)
     if ((rv = parse_command_args(cmd, rest + first + 1, n_rest - first - 1, &args)) != 0)
         goto done;
     rv = cmd->run(&c, cmd, &args);
+    if (c.verbose || (c.json && rv == EXIT_RPC)) {
+        /* The id that names the call in charterd's log and on the events it caused. */
+        char request_id[129];
+        charter_client_last_request_id(c.client, request_id);
+        if (request_id[0] != '\0' && c.json)
+            fprintf(stderr, "{\"requestId\":\"%s\"}\n", request_id);
+        else if (request_id[0] != '\0')
+            fprintf(stderr, "%s: request id %s\n", progname, request_id);
+    }
     charter_client_close(c.client);
     if (fflush(stdout) != 0 || ferror(stdout)) {
         fprintf(stderr, "%s: cannot write the output\n", progname);

@@ -71,6 +71,9 @@ static const cli_help_entry entries[] = {
      "charter workflow apply deploy/workflows/support.json\n"
      "charter workflow test deploy/workflows/support.json"},
     {"help", NULL, "charter help\ncharter help get"},
+    {"methods", NULL,
+     "charter methods\n"
+     "charter --json methods | jq -r '.methods[].name'"},
     {"what-if",
      "  --workflow FILE    the candidate workflow definition (JSON), required\n"
      "  --run RUN          only the decisions of RUN\n"

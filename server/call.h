@@ -67,6 +67,11 @@ typedef struct {
     int status;        /* RPC_* set by call_fail */
     char message[256]; /* reason for a non-OK status */
     call_block *arena; /* blocks freed by call_release */
+    /* The call's request id (printable, at most 128 bytes): the caller's "x-request-id" or
+     * "traceparent" trace-id, or one made; returned in the reply and written in the log. */
+    char request_id[129];
+    /* Metadata "grpc-health-last" (grpc.health.v1.Health/Watch), or NULL. */
+    const char *watch_last;
 } call;
 
 /* A handler: in is the unpacked request (owned by dispatch). On success it sets *out to a

@@ -57,6 +57,7 @@ void config_usage(void)
         "  --scripted-only     refuse live runs and revoking or restoring grants (a shared demo)\n"
         "  --quiet             log errors only\n"
         "  --verbose           also log every successful call\n"
+        "  --log-format FMT    text (default) or json: one JSON object per line\n"
         "  --help, --version\n"
         "\n"
         "Environment:\n"
@@ -215,6 +216,12 @@ int config_parse(int argc, char **argv, config *cfg, char *err, size_t errlen)
             cfg->quiet = true;
         } else if (strcmp(arg, "--verbose") == 0) {
             cfg->verbose = true;
+        } else if (config_match(arg, "--log-format", &i, argc, argv, &v)) {
+            if (v == NULL || (strcmp(v, "text") != 0 && strcmp(v, "json") != 0)) {
+                return config_fail(err, errlen, "--log-format needs text or json, got \"%s\"",
+                                   v ? v : "");
+            }
+            cfg->log_json = strcmp(v, "json") == 0;
         } else if (config_match(arg, "--listen", &i, argc, argv, &v)) {
             if (v == NULL || !config_listen_ok(v)) {
                 return config_fail(err, errlen,

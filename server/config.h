@@ -37,6 +37,7 @@ typedef struct {
     int timeout_ms;            /* default per-call deadline, milliseconds */
     unsigned queue;            /* requests allowed to wait beyond the workers */
     bool quiet;
+    bool log_json; /* --log-format json */
     bool verbose;
     const char *operator_token;        /* CHARTER_OPERATOR_TOKEN (borrowed from the environment) */
     const char *viewer_token;          /* CHARTER_VIEWER_TOKEN or NULL */

@@ -17,7 +17,11 @@
 #include <strings.h>
 #include <time.h>
 
+#include <openssl/rand.h>
+
 #include "charter.pb-c.h"
+#include "health.pb-c.h"
+#include "evlog.h"
 #include "log.h"
 #include "nulbyte.h"
 #include "metrics.h"
@@ -40,6 +44,9 @@ static const dispatch_service dispatch_services[] = {
     {&charter__v1__evidence__descriptor, svc_evidence_methods, &svc_evidence_methods_len},
     {&charter__v1__workflows__descriptor, svc_workflows_methods, &svc_workflows_methods_len},
     {&charter__v1__retrieval__descriptor, svc_retrieval_methods, &svc_retrieval_methods_len},
+    {&charter__v1__reflection__descriptor, svc_reflection_methods, &svc_reflection_methods_len},
+    /* grpc.health.v1 (proto/health.proto) after charter.v1's services. */
+    {&grpc__health__v1__health__descriptor, svc_grpc_health_methods, &svc_grpc_health_methods_len},
 };
 #define DISPATCH_N_SERVICES (sizeof dispatch_services / sizeof dispatch_services[0])
 
@@ -120,9 +127,18 @@ const char *dispatch_code_name(int code)
 }
 
 static int dispatch_pack_response(int code, const char *message, const uint8_t *payload,
-                                  size_t payload_len, uint8_t **resp, size_t *resp_len)
+                                  size_t payload_len, const char *request_id, uint8_t **resp,
+                                  size_t *resp_len)
 {
     Charter__V1__RpcResponse r = CHARTER__V1__RPC_RESPONSE__INIT;
+    Charter__V1__RpcResponse__MetadataEntry rid = CHARTER__V1__RPC_RESPONSE__METADATA_ENTRY__INIT;
+    Charter__V1__RpcResponse__MetadataEntry *meta[1] = {&rid};
+    if (request_id != NULL && request_id[0] != '\0') {
+        rid.key = (char *)"x-request-id";
+        rid.value = (char *)request_id;
+        r.metadata = meta;
+        r.n_metadata = 1;
+    }
     r.code = code;
     r.message = (char *)(message != NULL ? message : "");
     r.payload.data = (uint8_t *)payload;
@@ -139,7 +155,7 @@ static int dispatch_pack_response(int code, const char *message, const uint8_t *
 
 int dispatch_error_reply(int code, const char *message, uint8_t **resp, size_t *resp_len)
 {
-    return dispatch_pack_response(code, message, NULL, 0, resp, resp_len);
+    return dispatch_pack_response(code, message, NULL, 0, NULL, resp, resp_len);
 }
 
 /* A copy of a caller-supplied name fit for one log line: printable ASCII, at most 128 bytes. */
@@ -296,6 +312,79 @@ static int dispatch_timeout(const server_env *env, uint32_t requested)
     return (int)requested;
 }
 
+/* A request id as the caller sent it is kept only when it is 1..DISPATCH_REQUEST_ID_MAX
+ * printable ASCII bytes without spaces: it goes into log lines and events verbatim. */
+#define DISPATCH_REQUEST_ID_MAX 128
+static bool dispatch_request_id_ok(const char *v)
+{
+    size_t n = v != NULL ? strlen(v) : 0;
+    if (n == 0 || n > DISPATCH_REQUEST_ID_MAX) {
+        return false;
+    }
+    for (size_t i = 0; i < n; i++) {
+        if ((unsigned char)v[i] <= 0x20 || (unsigned char)v[i] >= 0x7f) {
+            return false;
+        }
+    }
+    return true;
+}
+
+/* True when s holds n lowercase hex digits, not all zero unless zero_ok. */
+static bool dispatch_lower_hex(const char *s, size_t n, bool zero_ok)
+{
+    bool nonzero = false;
+    for (size_t i = 0; i < n; i++) {
+        if (!((s[i] >= '0' && s[i] <= '9') || (s[i] >= 'a' && s[i] <= 'f'))) {
+            return false;
+        }
+        nonzero = nonzero || s[i] != '0';
+    }
+    return nonzero || zero_ok;
+}
+
+/* The trace-id of a W3C traceparent "vv-<32 hex trace-id>-<16 hex parent-id>-<2 hex flags>"
+ * (https://www.w3.org/TR/trace-context/#traceparent-header) into out (33 bytes); false when
+ * v is not one (an all-zero id is invalid there too). */
+static bool dispatch_traceparent(const char *v, char out[33])
+{
+    if (v == NULL || strlen(v) < 55 || v[2] != '-' || v[35] != '-' || v[52] != '-' ||
+        !dispatch_lower_hex(v, 2, true) || strncmp(v, "ff", 2) == 0 ||
+        !dispatch_lower_hex(v + 3, 32, false) || !dispatch_lower_hex(v + 36, 16, false) ||
+        !dispatch_lower_hex(v + 53, 2, true)) {
+        return false;
+    }
+    if (strncmp(v, "00", 2) == 0 && strlen(v) != 55) {
+        return false;
+    }
+    memcpy(out, v + 3, 32);
+    out[32] = '\0';
+    return true;
+}
+
+/* The call's request id: the caller's x-request-id when valid, else the trace-id of a valid
+ * traceparent, else 16 random bytes in hex. Returns 0, or -1 when no random bytes could be
+ * had (the id is then "-"). */
+static int dispatch_request_id(const Charter__V1__RpcRequest *rq, char out[129])
+{
+    const char *x = rq != NULL ? dispatch_metadata(rq, "x-request-id") : NULL;
+    if (dispatch_request_id_ok(x)) {
+        snprintf(out, DISPATCH_REQUEST_ID_MAX + 1, "%s", x);
+        return 0;
+    }
+    if (rq != NULL && dispatch_traceparent(dispatch_metadata(rq, "traceparent"), out)) {
+        return 0;
+    }
+    unsigned char raw[16];
+    if (RAND_bytes(raw, (int)sizeof raw) != 1) {
+        snprintf(out, 2, "-");
+        return -1;
+    }
+    for (size_t i = 0; i < sizeof raw; i++) {
+        snprintf(out + 2 * i, 3, "%02x", raw[i]);
+    }
+    return 0;
+}
+
 /* A NUL inside the envelope: in the authorization value it is a bad token, elsewhere a
  * malformed request. Nothing is cut and looked up. */
 static void dispatch_refuse_nul(call *c, const Charter__V1__RpcRequest *rq, const nulbyte_hit *h)
@@ -363,6 +452,8 @@ int dispatch_serve(const dispatch_ctx *d, store *st, const uint8_t *req, size_t 
         goto reply;
     }
     dispatch_printable(rq->method, method, sizeof method);
+    (void)dispatch_request_id(rq, c.request_id);
+    c.watch_last = dispatch_metadata(rq, "grpc-health-last");
     nulbyte_hit nul;
     if (nulbyte_find(&charter__v1__rpc_request__descriptor, req, len, &nul) == 1) {
         dispatch_refuse_nul(&c, rq, &nul);
@@ -420,7 +511,9 @@ int dispatch_serve(const dispatch_ctx *d, store *st, const uint8_t *req, size_t 
                   row->min_role == ROLE_OPERATOR ? "operator" : "viewer");
         goto reply;
     }
+    evlog_set_request_id(c.request_id);
     int rc = row->handler(&c, in, &out);
+    evlog_set_request_id(NULL);
     if (rc != RPC_OK) {
         c.status = rc;
         if (c.message[0] == '\0') {
@@ -442,10 +535,14 @@ int dispatch_serve(const dispatch_ctx *d, store *st, const uint8_t *req, size_t 
     protobuf_c_message_pack(out, payload);
 
 reply:;
+    if (c.request_id[0] == '\0') {
+        (void)dispatch_request_id(NULL, c.request_id);
+    }
     int status = c.status;
-    int prc = status == RPC_OK
-                  ? dispatch_pack_response(RPC_OK, "", payload, payload_len, resp, resp_len)
-                  : dispatch_pack_response(status, c.message, NULL, 0, resp, resp_len);
+    int prc =
+        status == RPC_OK
+            ? dispatch_pack_response(RPC_OK, "", payload, payload_len, c.request_id, resp, resp_len)
+            : dispatch_pack_response(status, c.message, NULL, 0, c.request_id, resp, resp_len);
     free(payload);
     call_release(&c);
     if (in != NULL) {
@@ -456,16 +553,19 @@ reply:;
     }
     long us = dispatch_elapsed_us(&t0);
     metrics_call(md != NULL ? method : NULL, status, us);
+    log_call_fields lf = {method, dispatch_code_name(status), us, env->graph, c.request_id};
+    log_set_call(&lf);
     if (status != RPC_OK) {
         log_refusal(status, dispatch_code_name(status), "call %s failed: %s (%d): %s [%ld us]",
                     method, dispatch_code_name(status), status, c.message, us);
     } else if (log_verbose()) {
         log_info("call %s ok [%ld us]", method, us);
     }
+    log_set_call(NULL);
     if (prc != 0 && status == RPC_OK) {
         /* The response was too big to wrap; say so rather than stay silent. */
         prc = dispatch_pack_response(RPC_INTERNAL, "out of memory packing the response", NULL, 0,
-                                     resp, resp_len);
+                                     c.request_id, resp, resp_len);
     }
     return prc;
 }

@@ -46,6 +46,10 @@ int dispatch_check_service(const ProtobufCServiceDescriptor *desc, const svc_met
  * reason in err (charterd then refuses to start). */
 int dispatch_check_tables(char *err, size_t errlen);
 
+/* Every call gets a request id (metadata "x-request-id" when 1..128 printable characters
+ * without spaces, else the trace-id of a valid W3C "traceparent", else 16 random bytes in hex):
+ * it is returned in RpcResponse.metadata["x-request-id"], carried by the call's log line
+ * (log_set_call) and put on the events the handler writes (evlog_set_request_id). */
 /* Serves one request of len bytes on the worker's store st, after it waited waited_ms
  * milliseconds in the queue. The wait counts against the call's deadline: a request whose
  * deadline passed in the queue is answered DEADLINE_EXCEEDED without running (its caller has

@@ -287,9 +287,67 @@ typedef struct {
     void *adjust_arg;
 } evlog_write_spec;
 
+static int evlog_seal_event(const char *run_id, const evlog_event *ev, const evlog_head *head,
+                            evlog_sealed *sealed, char **text);
+static _Thread_local const char *evlog_request_id_now;
+
+void evlog_set_request_id(const char *request_id)
+{
+    evlog_request_id_now = request_id;
+}
+
+/* detail with the thread's request id on it (evlog_set_request_id), into *out (caller frees;
+ * NULL when there is none to add). A JSON object detail gets a "request_id" member, any other
+ * text " (request_id <id>)" at its end, an empty one "request_id <id>". */
+static int evlog_detail_with_request_id(const char *detail, char **out)
+{
+    const char *id = evlog_request_id_now;
+    *out = NULL;
+    if (id == NULL || id[0] == '\0') {
+        return STATUS_OK;
+    }
+    if (detail == NULL || detail[0] == '\0') {
+        size_t n = strlen(id) + sizeof "request_id ";
+        if ((*out = malloc(n)) == NULL)
+            return STATUS_ENOMEM;
+        snprintf(*out, n, "request_id %s", id);
+        return STATUS_OK;
+    }
+    if (detail[0] == '{') {
+        json_t *o = json_loads(detail, JSON_REJECT_DUPLICATES, NULL);
+        if (json_is_object(o)) {
+            if (json_object_set_new(o, "request_id", json_string(id)) == 0)
+                *out = evlog_json_text(o);
+            json_decref(o);
+            return *out != NULL ? STATUS_OK : STATUS_ENOMEM;
+        }
+        json_decref(o);
+    }
+    size_t n = strlen(detail) + strlen(id) + sizeof " (request_id )";
+    if ((*out = malloc(n)) == NULL)
+        return STATUS_ENOMEM;
+    snprintf(*out, n, "%s (request_id %s)", detail, id);
+    return STATUS_OK;
+}
+
 /* The sealed event as the writing functions take it. *text is the JSON text, caller frees. */
-static int evlog_seal(const char *run_id, const evlog_event *ev, const evlog_head *head,
+static int evlog_seal(const char *run_id, const evlog_event *ev_in, const evlog_head *head,
                       evlog_sealed *sealed, char **text)
+{
+    char *detail = NULL;
+    int drc = evlog_detail_with_request_id(ev_in->detail, &detail);
+    if (drc != STATUS_OK)
+        return drc;
+    evlog_event with_id = *ev_in;
+    if (detail != NULL)
+        with_id.detail = detail;
+    int rc = evlog_seal_event(run_id, &with_id, head, sealed, text);
+    free(detail);
+    return rc;
+}
+
+static int evlog_seal_event(const char *run_id, const evlog_event *ev, const evlog_head *head,
+                            evlog_sealed *sealed, char **text)
 {
     char seq[24];
     sealed->seq = head->seq + 1;

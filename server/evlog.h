@@ -59,6 +59,14 @@ typedef struct {
     char *snapshot;
 } evlog_owned;
 
+/* The request id of the call this thread serves (borrowed until evlog_set_request_id(NULL)):
+ * every event the thread writes meanwhile carries it in its detail, so an event can be followed
+ * back to the call that caused it. It lives in detail because the writing functions store a
+ * fixed set of fields: detail is one of them and is hashed like the rest, so the chain's
+ * canonical text (charter-event-2) and audit are unchanged. A JSON object detail gets a
+ * "request_id" member, other text " (request_id <id>)" at its end. Thread-local. */
+void evlog_set_request_id(const char *request_id);
+
 /* Fills o with an event of kind recording decision d (NULL: an event that records none, e.g.
  * a model request) made by the evaluator whose fingerprint is evaluator (NULL or "" for the
  * process's, evlog_evaluator; ignored without d), with detail and snapshot (either may be

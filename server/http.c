@@ -333,6 +333,18 @@ static void http_cancel(nng_aio *aio, void *arg, int rv)
     }
 }
 
+/* res with an X-Request-Id header when request_id is not empty; NULL (nothing sendable)
+ * when the header cannot be added. */
+static nng_http_res *http_request_id_header(nng_http_res *res, const char *request_id)
+{
+    if (res != NULL && request_id[0] != '\0' &&
+        nng_http_res_set_header(res, "X-Request-Id", request_id) != 0) {
+        nng_http_res_free(res);
+        return NULL;
+    }
+    return res;
+}
+
 /* The answer of the transport as an HTTP response. */
 static nng_http_res *http_answer(const ProtobufCMethodDescriptor *md, nng_msg *m)
 {
@@ -342,11 +354,19 @@ static nng_http_res *http_answer(const ProtobufCMethodDescriptor *md, nng_msg *m
     if (r == NULL) {
         return http_error_res(RPC_INTERNAL, "the answer is not an RpcResponse");
     }
+    /* The call's request id (reply metadata) as the X-Request-Id response header. */
+    char request_id[129] = "";
+    for (size_t i = 0; i < r->n_metadata; i++) {
+        if (r->metadata[i]->key != NULL && strcmp(r->metadata[i]->key, "x-request-id") == 0 &&
+            r->metadata[i]->value != NULL) {
+            snprintf(request_id, sizeof request_id, "%s", r->metadata[i]->value);
+        }
+    }
     nng_http_res *res = NULL;
     if (r->code != RPC_OK) {
         res = http_error_res(r->code, r->message);
         charter__v1__rpc_response__free_unpacked(r, NULL);
-        return res;
+        return http_request_id_header(res, request_id);
     }
     ProtobufCMessage *out =
         protobuf_c_message_unpack(md->output, NULL, r->payload.len, r->payload.data);
@@ -362,7 +382,7 @@ static nng_http_res *http_answer(const ProtobufCMethodDescriptor *md, nng_msg *m
     }
     res = http_res(200, text);
     free(text);
-    return res;
+    return http_request_id_header(res, request_id);
 }
 
 /* /readyz from the answer of Health/Check: ready when the database answered and the query
@@ -493,17 +513,29 @@ static int http_envelope(http_server *s, nng_aio *aio, nng_http_req *req, const 
     protobuf_c_message_free_unpacked(in, &alloc);
 
     Charter__V1__RpcRequest env = CHARTER__V1__RPC_REQUEST__INIT;
-    Charter__V1__RpcRequest__MetadataEntry auth = CHARTER__V1__RPC_REQUEST__METADATA_ENTRY__INIT;
-    Charter__V1__RpcRequest__MetadataEntry *meta[1] = {&auth};
-    const char *authz = nng_http_req_get_header(req, "Authorization");
+    /* The headers that are call metadata: the token, the request id and trace context, and
+     * the status a grpc.health.v1 Watch last saw. dispatch_serve validates each. */
+    static const char *const headers[][2] = {{"Authorization", "authorization"},
+                                             {"X-Request-Id", "x-request-id"},
+                                             {"traceparent", "traceparent"},
+                                             {"Grpc-Health-Last", "grpc-health-last"}};
+    enum { HTTP_META = sizeof headers / sizeof headers[0] };
+    Charter__V1__RpcRequest__MetadataEntry entries[HTTP_META];
+    Charter__V1__RpcRequest__MetadataEntry *meta[HTTP_META];
     env.method = (char *)path;
     env.payload.data = payload;
     env.payload.len = plen;
-    if (authz != NULL) {
-        auth.key = "authorization";
-        auth.value = (char *)authz;
-        env.metadata = meta;
-        env.n_metadata = 1;
+    env.metadata = meta;
+    for (size_t h = 0; h < HTTP_META; h++) {
+        const char *v = nng_http_req_get_header(req, headers[h][0]);
+        if (v == NULL) {
+            continue;
+        }
+        charter__v1__rpc_request__metadata_entry__init(&entries[env.n_metadata]);
+        entries[env.n_metadata].key = (char *)headers[h][1];
+        entries[env.n_metadata].value = (char *)v;
+        meta[env.n_metadata] = &entries[env.n_metadata];
+        env.n_metadata++;
     }
     env.timeout_ms = *timeout_ms;
     size_t n = charter__v1__rpc_request__get_packed_size(&env);

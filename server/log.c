@@ -7,16 +7,30 @@
  */
 #include "log.h"
 
+#include <jansson.h>
 #include <pthread.h>
 #include <stdarg.h>
 #include <stdbool.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <time.h>
 #include <unistd.h>
 
 static bool log_quiet_flag;
 static bool log_verbose_flag;
+static bool log_json_flag;
+static _Thread_local const log_call_fields *log_call_now;
+
+void log_set_json(bool json)
+{
+    log_json_flag = json;
+}
+
+void log_set_call(const log_call_fields *f)
+{
+    log_call_now = f;
+}
 
 void log_init(bool quiet, bool verbose)
 {
@@ -29,9 +43,90 @@ bool log_verbose(void)
     return log_verbose_flag;
 }
 
+static void log_write_level(bool stamped, const char *level, const char *fmt, va_list ap);
+
+static void log_out(const char *line, size_t n)
+{
+    size_t off = 0;
+    while (off < n) {
+        ssize_t r = write(STDERR_FILENO, line + off, n - off);
+        if (r <= 0) {
+            break; /* stderr is gone; nothing better to do with a log line */
+        }
+        off += (size_t)r;
+    }
+}
+
+/* One JSON object and a newline, in one write; false when it could not be built (the caller
+ * then writes the text line). */
+static bool log_write_json(const char *level, const char *fmt, va_list ap)
+{
+    char msg[1024], when[40] = "";
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    struct timespec ts;
+    struct tm tm;
+    if (clock_gettime(CLOCK_REALTIME, &ts) == 0 && gmtime_r(&ts.tv_sec, &tm) != NULL) {
+        size_t k = strftime(when, sizeof when, "%Y-%m-%dT%H:%M:%S", &tm);
+        snprintf(when + k, sizeof when - k, ".%03ldZ", ts.tv_nsec / 1000000L);
+    }
+    json_t *o = json_object();
+    if (o == NULL) {
+        return false;
+    }
+    int bad = json_object_set_new(o, "time", json_string(when));
+    bad |= json_object_set_new(o, "level", json_string(level));
+    /* Invalid UTF-8 from a caller's text becomes '?' rather than losing the line. */
+    for (char *p = msg; *p != '\0'; p++) {
+        if ((unsigned char)*p >= 0x80) {
+            *p = '?';
+        }
+    }
+    bad |= json_object_set_new(o, "message", json_string(msg));
+    const log_call_fields *f = log_call_now;
+    if (f != NULL) {
+        bad |= json_object_set_new(o, "method", json_string(f->method ? f->method : ""));
+        bad |= json_object_set_new(o, "code", json_string(f->code ? f->code : ""));
+        bad |= json_object_set_new(o, "duration_us", json_integer(f->duration_us));
+        bad |= json_object_set_new(o, "tenant", json_string(f->tenant ? f->tenant : ""));
+        bad |=
+            json_object_set_new(o, "request_id", json_string(f->request_id ? f->request_id : ""));
+    }
+    char *text = bad == 0 ? json_dumps(o, JSON_COMPACT) : NULL;
+    json_decref(o);
+    if (text == NULL) {
+        return false;
+    }
+    size_t n = strlen(text);
+    char *line = malloc(n + 1);
+    if (line == NULL) {
+        free(text);
+        return false;
+    }
+    memcpy(line, text, n);
+    line[n] = '\n';
+    log_out(line, n + 1);
+    free(line);
+    free(text);
+    return true;
+}
+
 /* Writes prefix + message + newline; a message longer than the buffer is cut, never split. */
 static void log_write(bool stamped, const char *fmt, va_list ap)
 {
+    log_write_level(stamped, "info", fmt, ap);
+}
+
+static void log_write_level(bool stamped, const char *level, const char *fmt, va_list ap)
+{
+    if (stamped && log_json_flag) {
+        va_list aq;
+        va_copy(aq, ap);
+        bool done = log_write_json(level, fmt, aq);
+        va_end(aq);
+        if (done) {
+            return;
+        }
+    }
     char line[1024];
     size_t n = 0;
 
@@ -64,14 +159,7 @@ static void log_write(bool stamped, const char *fmt, va_list ap)
         }
     }
     line[n++] = '\n';
-    size_t off = 0;
-    while (off < n) {
-        ssize_t r = write(STDERR_FILENO, line + off, n - off);
-        if (r <= 0) {
-            break; /* stderr is gone; nothing better to do with a log line */
-        }
-        off += (size_t)r;
-    }
+    log_out(line, n);
 }
 
 void log_info(const char *fmt, ...)
@@ -89,7 +177,7 @@ void log_error(const char *fmt, ...)
 {
     va_list ap;
     va_start(ap, fmt);
-    log_write(true, fmt, ap);
+    log_write_level(true, "error", fmt, ap);
     va_end(ap);
 }
 
@@ -118,7 +206,7 @@ static void log_line(const char *fmt, ...)
 {
     va_list ap;
     va_start(ap, fmt);
-    log_write(true, fmt, ap);
+    log_write_level(true, "warn", fmt, ap);
     va_end(ap);
 }
 
@@ -191,7 +279,7 @@ void log_refusal(int code, const char *name, const char *fmt, ...)
     if (write_full) {
         va_list ap;
         va_start(ap, fmt);
-        log_write(true, fmt, ap);
+        log_write_level(true, "warn", fmt, ap);
         va_end(ap);
     }
 }

@@ -14,6 +14,24 @@
  * successful call. Call once before any thread logs. */
 void log_init(bool quiet, bool verbose);
 
+/* With json, every timestamped line is one JSON object (jansson) instead of text:
+ * {"time", "level" ("info", "warn" for refused calls, "error"), "message"} and, for a line written
+ * while a call is being logged (log_set_call), "method", "code" (its gRPC name), "duration_us",
+ * "tenant" (the graph) and "request_id". log_fatal stays plain text (it is the process's one-line
+ * answer). Call once before any thread logs. */
+void log_set_json(bool json);
+
+/* The call a thread is logging: the fields its lines carry in the JSON format. f is borrowed
+ * until log_set_call(NULL); thread-local, so workers never see each other's calls. */
+typedef struct {
+    const char *method;
+    const char *code; /* gRPC status name, "OK" */
+    long duration_us;
+    const char *tenant;
+    const char *request_id;
+} log_call_fields;
+void log_set_call(const log_call_fields *f);
+
 /* True when one line per successful call is wanted. */
 bool log_verbose(void);
 

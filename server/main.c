@@ -544,6 +544,7 @@ int main(int argc, char **argv)
         return EXIT_USAGE;
     }
     log_init(m.cfg.quiet, m.cfg.verbose);
+    log_set_json(m.cfg.log_json);
 
     /* Forward through startup; a step that fails has logged its one line. */
     int status = 0;

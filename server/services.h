@@ -38,6 +38,10 @@ extern const svc_method svc_evidence_methods[]; /* ReplayDecision, GetReceipt, A
 extern const size_t svc_evidence_methods_len;
 extern const svc_method svc_workflows_methods[]; /* ApplyWorkflow, ListWorkflows, GetWorkflow */
 extern const size_t svc_workflows_methods_len;
+extern const svc_method svc_grpc_health_methods[]; /* grpc.health.v1.Health: Check, Watch */
+extern const size_t svc_grpc_health_methods_len;
+extern const svc_method svc_reflection_methods[]; /* ListMethods */
+extern const size_t svc_reflection_methods_len;
 
 /* Evidence/WhatIf (svc_whatif.c): the recorded decisions decided again under a candidate
  * workflow. */
