@@ -14,17 +14,16 @@
  *   - no delivery is committed while a grant on its chain was revoked (database timestamps:
  *     from the revocation's revoked_at to the database clock read before its restore was sent);
  *   - every ALLOW answer (new or acknowledged) has its delivery stored, with its payload;
- *   - every answer that claimed no effect (a DENY, an UNKNOWN that does not say its effect is
- *     unknown, or a refusal such as INVALID_ARGUMENT) has no delivery stored;
+ *   - every answer that claimed no effect (a DENY, an UNKNOWN without the EFFECT_UNKNOWN code,
+ *     or a refusal such as INVALID_ARGUMENT) has no delivery stored;
  *   - after the servers stop and one restarts, no run is left running or recovering.
  * Callers retry only invocations whose answer left the effect unknown (no answer, UNAVAILABLE,
- * DEADLINE_EXCEEDED, INTERNAL), always with the same invocation ID and payload, so a stored
- * delivery after a no-effect answer is always a violation. The test prints a table of
- * operations, faults and violations and requires zero violations; CHARTER_HISTORY_SECONDS sets
- * the load time and CHARTER_HISTORY_LOG names a file that receives every recorded call.
+ * DEADLINE_EXCEEDED, INTERNAL, UNKNOWN EFFECT_UNKNOWN), always with the same invocation ID and
+ * payload, so a stored delivery after a no-effect answer is always a violation. The test prints a
+ * table of operations, faults and violations and requires zero violations; CHARTER_HISTORY_SECONDS
+ * sets the load time and CHARTER_HISTORY_LOG names a file that receives every recorded call.
  */
 #include <CUnit/Basic.h>
-#include <ctype.h>
 #include <hiredis/hiredis.h>
 #include <jansson.h>
 #include <pthread.h>
@@ -232,7 +231,7 @@ static answer_class error_class(const op *o)
 }
 
 /* The class of a decision. An UNKNOWN decision claims no effect (README: "Nothing happens")
- * unless it says the effect is not known. */
+ * unless it carries EFFECT_UNKNOWN (a commit was sent and its outcome is not known). */
 static answer_class decision_class(const Charter__V1__Decision *d, op *o)
 {
     if (d == NULL)
@@ -255,14 +254,12 @@ static answer_class decision_class(const Charter__V1__Decision *d, op *o)
     default:
         break;
     }
-    char lower[sizeof o->detail];
-    size_t n = 0;
-    for (; o->detail[n] && n + 1 < sizeof lower; n++)
-        lower[n] = (char)tolower((unsigned char)o->detail[n]);
-    lower[n] = '\0';
-    bool says_unknown = strstr(lower, "effect_unknown") != NULL ||
-                        strstr(lower, "effect is unknown") != NULL ||
-                        strstr(lower, "effect unknown") != NULL;
+    /* Only the EFFECT_UNKNOWN code says so: a plain UNKNOWN claims no effect, whatever its
+     * witness says. */
+    bool says_unknown = false;
+    for (size_t k = 0; k < d->n_codes; k++)
+        if (d->codes[k] && strcmp(d->codes[k], "EFFECT_UNKNOWN") == 0)
+            says_unknown = true;
     return says_unknown ? ANS_UNKNOWN : ANS_NONE;
 }
 
