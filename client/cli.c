@@ -694,6 +694,12 @@ static int cmd_deliver(cli *c, const cli_command *cmd, const cli_args *a)
                    r->acknowledged ? "yes (an earlier delivery; nothing new was sent)" : "no");
             cli_print_deliveries(stdout, &r->delivery, 1);
         }
+        for (size_t k = 0; r->decision != NULL && k < r->decision->n_codes; k++)
+            if (strcmp(r->decision->codes[k], "EFFECT_UNKNOWN") == 0)
+                printf("effect        unknown: the delivery may have been committed; run this "
+                       "same deliver again (invocation %s) to learn its outcome: an identical "
+                       "retry is acknowledged, never delivered twice\n",
+                       a->pos[4]);
     }
     if (rv == EXIT_OK)
         rv = decision_exit(r->decision);

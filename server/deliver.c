@@ -318,9 +318,39 @@ static int send_evaluate(send_state *s, deliver_result *out)
     return STATUS_OK;
 }
 
+/* Milliseconds of the call's deadline held back from each commit for the lookup that follows a
+ * commit whose outcome is unknown: a fifth of what remains, at most DELIVER_LOOKUP_RESERVE_MS. */
+static int lookup_reserve(const store *st)
+{
+    int left = store_remaining_ms(st);
+    int r = left / 5;
+    return r < DELIVER_LOOKUP_RESERVE_MS ? r : DELIVER_LOOKUP_RESERVE_MS;
+}
+
+/* Sets out to UNKNOWN GRAPH_ERROR EFFECT_UNKNOWN: a commit was sent and its outcome is not
+ * known. Never a claim of no effect. */
+static void answer_effect_unknown(deliver_result *out, const char *invocation_id)
+{
+    char buf[320];
+    snprintf(buf, sizeof buf,
+             "the commit of invocation %s was sent and its outcome is unknown; it may have "
+             "landed: retry with the same invocation ID to learn its outcome (an identical "
+             "retry is acknowledged, never delivered twice)",
+             invocation_id);
+    guard_decision_free(&out->decision);
+    guard_decision_unknown(&out->decision, buf);
+    out->decision.codes |= 1u << GUARD_EFFECT_UNKNOWN;
+}
+
 /* 3. Commit with retry: the conditional write on the database clock, up to DELIVER_ATTEMPTS
- * times, each retry first looking the invocation up because a timed-out commit may have
- * landed. A refused write is UNKNOWN GRAPH_ERROR. Returns STATUS_OK or STATUS_ENOMEM. */
+ * times. Each commit gets what remains of the call's deadline minus a reserve; a commit whose
+ * outcome is unknown (sent, no reply) is followed by a lookup of the invocation on a fresh
+ * connection within that reserve: found, it answers (acknowledged); absent proves nothing (the
+ * commit may still sit in a paused server's socket), so the commit is sent again (it is
+ * idempotent: a second one answers "exists"). If no attempt learns the outcome, the answer is
+ * UNKNOWN EFFECT_UNKNOWN when any commit was sent unanswered, plain UNKNOWN GRAPH_ERROR (no
+ * effect) only when none was. A refused write is UNKNOWN GRAPH_ERROR. Returns STATUS_OK or
+ * STATUS_ENOMEM. */
 static int send_commit(send_state *s, deliver_result *out)
 {
     const gate_env *g = s->g;
@@ -341,26 +371,28 @@ static int send_commit(send_state *s, deliver_result *out)
         return STATUS_ENOMEM;
     }
     const char *why = "the commit failed 3 times";
-    for (int attempt = 0; attempt < DELIVER_ATTEMPTS; attempt++) {
-        int rc;
-        if (attempt > 0) {
-            /* A timed-out commit may have landed: look before writing again. What is found
-             * is an earlier delivery of this invocation (ours or another caller's, which
-             * cannot be told apart): it is acknowledged, never written twice. */
-            json_t *existing = NULL;
-            rc = find_delivery(g, s->invocation_id, &existing);
-            if (rc == STATUS_OK && existing) {
-                guard_decision_free(&out->decision);
-                answer_existing(out, existing, s->fingerprint, s->f.ctx.run_id);
-                break;
-            }
-            if (rc != STATUS_OK)
-                continue;
-        }
+    bool maybe_landed = false; /* a commit was sent and its reply never read */
+    bool answered = false;
+    for (int attempt = 0; attempt < DELIVER_ATTEMPTS && !answered; attempt++) {
         json_t *reply = NULL;
-        rc = commit(g, s->f.ctx.run_id, s->arg, &s->ev.ev, &reply);
+        store_set_reserve(g->st, lookup_reserve(g->st));
+        int rc = commit(g, s->f.ctx.run_id, s->arg, &s->ev.ev, &reply);
+        bool unknown = rc != STATUS_OK && store_effect_unknown(g->st);
+        store_set_reserve(g->st, 0);
         if (rc != STATUS_OK) {
             json_decref(reply);
+            if (!unknown)
+                continue; /* not sent, or refused by a transient error reply: no effect */
+            maybe_landed = true;
+            /* Learn the outcome on a fresh connection (the store reconnects). What is found
+             * is a delivery of this invocation (ours or an identical caller's, which cannot
+             * be told apart): acknowledged, never written twice. */
+            json_t *existing = NULL;
+            if (find_delivery(g, s->invocation_id, &existing) == STATUS_OK && existing) {
+                guard_decision_free(&out->decision);
+                answer_existing(out, existing, s->fingerprint, s->f.ctx.run_id);
+                answered = true;
+            }
             continue;
         }
         const char *status = json_string_value(json_object_get(reply, "status"));
@@ -376,7 +408,7 @@ static int send_commit(send_state *s, deliver_result *out)
             break;
         }
         if (status && strcmp(status, "exists") == 0) {
-            /* Another deliverer committed this invocation between our lookup and our write. */
+            /* Another deliverer (or an earlier attempt of ours) committed this invocation. */
             json_t *d = json_incref(json_object_get(reply, "delivery"));
             json_decref(reply);
             guard_decision_free(&out->decision);
@@ -384,21 +416,33 @@ static int send_commit(send_state *s, deliver_result *out)
             break;
         }
         /* Refused: the facts changed between evaluation and commit (revocation, expiry,
-         * altered payload). Fail closed; this is an operational outcome, no snapshot. */
+         * altered payload). Fail closed; this is an operational outcome, no snapshot. An
+         * earlier attempt of ours that may still land later would be refused the same way
+         * by the database (the facts it re-checks only move one way until restored), but it
+         * is not known to have been: say so. */
         const char *reason = json_string_value(json_object_get(reply, "reason"));
         char buf[256];
         snprintf(buf, sizeof buf, "the conditional write was refused: %s",
                  reason ? reason : "unknown reason");
         guard_decision_free(&out->decision);
-        guard_decision_unknown(&out->decision, buf);
+        if (maybe_landed)
+            answer_effect_unknown(out, s->invocation_id);
+        else
+            guard_decision_unknown(&out->decision, buf);
         record(g, s->f.ctx.run_id, s->f.fingerprint, &out->decision, s->detail, NULL);
         json_decref(reply);
         why = NULL;
         break;
     }
     if (out->decision.outcome == GUARD_ALLOW && !out->delivery) {
-        guard_decision_free(&out->decision);
-        guard_decision_unknown(&out->decision, why);
+        /* The event says so too: an effect-unknown record never contradicts an allow that
+         * lands later; a plain UNKNOWN is recorded only when no commit was sent unanswered. */
+        if (maybe_landed) {
+            answer_effect_unknown(out, s->invocation_id);
+        } else {
+            guard_decision_free(&out->decision);
+            guard_decision_unknown(&out->decision, why);
+        }
         record(g, s->f.ctx.run_id, s->f.fingerprint, &out->decision, s->detail, NULL);
     }
     return STATUS_OK;

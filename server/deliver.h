@@ -11,8 +11,13 @@
  *    recipient), with the snapshot replay decides from; a refusal is recorded and answers.
  * 3. Commit with retry (send_commit): on ALLOW, commit_delivery: one conditional write on the
  *    database clock. Refused gives UNKNOWN GRAPH_ERROR. A transient failure is retried up to
- *    DELIVER_ATTEMPTS times, each retry first looking the invocation up, because a timed-out
- *    commit may have landed.
+ *    DELIVER_ATTEMPTS times. A commit sent and left unanswered (I/O error, timeout) may have
+ *    landed, or may still land later (a paused server runs what sits in its socket once it
+ *    resumes): each commit keeps a reserve of the deadline for looking the invocation up on a
+ *    fresh connection; found, it is acknowledged. Absence proves nothing, so when no attempt
+ *    learns the outcome the answer is UNKNOWN GRAPH_ERROR EFFECT_UNKNOWN ("retry with the same
+ *    invocation ID"), never a claim of no effect; plain UNKNOWN only when no commit was sent
+ *    unanswered.
  */
 #ifndef CHARTER_DELIVER_H
 #define CHARTER_DELIVER_H
@@ -30,6 +35,11 @@ typedef struct {
 
 /* Attempts count of commit_delivery before giving up with GRAPH_ERROR. */
 #define DELIVER_ATTEMPTS 3
+
+/* At most this many milliseconds of a call's deadline are held back from each commit for the
+ * lookup that learns the outcome of a commit that went unanswered (a fifth of what remains
+ * when that is less). */
+#define DELIVER_LOOKUP_RESERVE_MS 200
 
 /* Runs the protocol for one send. Returns STATUS_OK with out filled (any outcome),
  * STATUS_ENOTFOUND for an unknown context, STATUS_EREFUSED for a context of a completed run,

@@ -48,6 +48,10 @@ typedef enum {
     GUARD_LABEL_MISMATCH,
     GUARD_DELIVERY_CONFLICT,
     GUARD_GRAPH_ERROR,
+    /* With GRAPH_ERROR on an UNKNOWN delivery: a commit was sent and its outcome could not be
+     * learned, so the effect is not known (it may have landed, or land later); a retry with the
+     * same invocation ID learns it. Claims neither an effect nor its absence. */
+    GUARD_EFFECT_UNKNOWN,
     GUARD_CODE_COUNT
 } guard_code;
 

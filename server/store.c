@@ -37,6 +37,8 @@ struct store {
     struct timespec deadline; /* CLOCK_MONOTONIC instant the call's commands must end by */
     bool has_deadline;        /* set by store_set_deadline, cleared by store_set_timeout */
     bool deadline_passed;     /* a command was cut short or not sent because of it */
+    int reserve_ms;           /* held back from each command's budget (store_set_reserve) */
+    bool effect_unknown;      /* the last call's command was sent and its reply not read */
     char err[256];
     bool connected_before; /* a later connection is a reconnect (metrics) */
 };
@@ -61,7 +63,7 @@ static struct timeval timeval_of(int ms)
 
 /* Milliseconds a command may take now: what remains of the deadline (0 once it has passed),
  * or the per-command timeout when no deadline is set. */
-static int budget_ms(const store *st)
+static int remaining_ms(const store *st)
 {
     if (!st->has_deadline)
         return st->timeout_ms;
@@ -72,6 +74,31 @@ static int budget_ms(const store *st)
     if (left <= 0)
         return 0;
     return left > INT_MAX ? INT_MAX : (int)left;
+}
+
+/* What remains minus the reserve a caller holds back for a later command (0 when none is
+ * left); without a deadline, the per-command timeout. */
+static int budget_ms(const store *st)
+{
+    if (!st->has_deadline)
+        return st->timeout_ms;
+    int ms = remaining_ms(st) - st->reserve_ms;
+    return ms > 0 ? ms : 0;
+}
+
+int store_remaining_ms(const store *st)
+{
+    return st->has_deadline ? remaining_ms(st) : st->timeout_ms;
+}
+
+void store_set_reserve(store *st, int reserve_ms)
+{
+    st->reserve_ms = reserve_ms > 0 ? reserve_ms : 0;
+}
+
+bool store_effect_unknown(const store *st)
+{
+    return st->effect_unknown;
 }
 
 static bool graph_valid(const char *graph)
@@ -308,6 +335,7 @@ void store_set_deadline(store *st, int timeout_ms)
     }
     st->has_deadline = true;
     st->deadline_passed = false;
+    st->reserve_ms = 0;
 }
 
 bool store_deadline_passed(const store *st)
@@ -319,6 +347,7 @@ void store_set_timeout(store *st, int timeout_ms)
 {
     st->has_deadline = false;
     st->deadline_passed = false;
+    st->reserve_ms = 0;
     st->timeout_ms = timeout_ms > 0 ? timeout_ms : STORE_DEFAULT_TIMEOUT_MS;
     if (st->ctx && redisSetTimeout(st->ctx, timeval_of(st->timeout_ms)) != REDIS_OK)
         drop_connection(st); /* reconnect with the new timeout on the next call */
@@ -372,6 +401,8 @@ static redisReply *command(store *st, int argc, const char **argv, const size_t 
     }
     redisReply *r = redisCommandArgv(st->ctx, argc, argv, argvlen);
     if (!r) {
+        /* Written (or partly written) with no reply read: it may still run, even later. */
+        st->effect_unknown = true;
         metrics_db_error();
         bool timeout = st->ctx->err == REDIS_ERR_IO &&
                        (strstr(st->ctx->errstr, "temporarily unavailable") != NULL ||
@@ -416,6 +447,7 @@ int store_call(store *st, const char *fn, int nargs, const char *const *args, js
     if (out)
         *out = NULL;
     st->err[0] = '\0';
+    st->effect_unknown = false;
     if (!fn_valid(fn) || nargs < 0 || nargs > STORE_MAX_ARGS || (nargs > 0 && !args)) {
         set_error(st, "store_call: bad function name or arguments");
         return STATUS_EINVAL;

@@ -69,6 +69,22 @@ void store_set_deadline(store *st, int timeout_ms);
  * (not sent, or timed out at the deadline): the caller answers DEADLINE_EXCEEDED. */
 bool store_deadline_passed(const store *st);
 
+/* Milliseconds left of the call's deadline (0 once passed), or the per-command timeout when no
+ * deadline is set. */
+int store_remaining_ms(const store *st);
+
+/* Holds reserve_ms milliseconds of the deadline back from the following commands (and
+ * reconnects): each gets what remains minus the reserve, and is not sent once nothing beyond
+ * it is left. 0 releases it; store_set_deadline and store_set_timeout release it too. Used to
+ * keep time for a lookup after a command whose outcome may be unknown. */
+void store_set_reserve(store *st, int reserve_ms);
+
+/* True when the last store_call / store_call_json failed after its command was written to
+ * Redis with no reply read (an I/O error or timeout): the command may have run, or may still
+ * run later (a command queued in a paused server's socket runs once it resumes). False after
+ * a success, a failure before sending (deadline passed, no connection) or an error reply. */
+bool store_effect_unknown(const store *st);
+
 /* A one-line description of the last failure (never contains secrets); valid until the next
  * call on st. */
 const char *store_last_error(const store *st);

@@ -18,6 +18,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -586,6 +587,123 @@ static void test_delivery_with_writes_paused_is_answered_within_its_deadline(voi
     harness_response_free(&r);
 }
 
+/* One Deliver of h's payload under inv with a deadline_ms deadline; *out is the decoded
+ * DeliverResponse (free with charter__v1__deliver_response__free_unpacked). Returns the
+ * RpcResponse code, or -1 when no reply or an undecodable one came. */
+static int deliver_once(const honest_run *h, const char *inv, uint32_t deadline_ms,
+                        Charter__V1__DeliverResponse **out)
+{
+    Charter__V1__DeliverRequest req = CHARTER__V1__DELIVER_REQUEST__INIT;
+    req.context_id = (char *)h->ctx;
+    req.payload_id = (char *)h->payload;
+    req.recipient = "cfo";
+    req.tool = "deliver_internal";
+    req.invocation_id = (char *)inv;
+    *out = NULL;
+    harness_response r;
+    if (harness_rpc_deadline(dl_daemon.tcp_url, DELIVER, HARNESS_OPERATOR_TOKEN, &req.base,
+                             deadline_ms, 10000, &r) != 0)
+        return -1;
+    int code = r.code;
+    if (code == 0)
+        *out = charter__v1__deliver_response__unpack(NULL, r.payload_len, r.payload);
+    if (code == 0)
+        printf("    Deliver %s, %u ms deadline: %s\n", inv, deadline_ms, r.message);
+    harness_response_free(&r);
+    return code == 0 && *out == NULL ? -1 : code;
+}
+
+static bool has_code(const Charter__V1__Decision *d, const char *code)
+{
+    for (size_t i = 0; d && i < d->n_codes; i++)
+        if (strcmp(d->codes[i], code) == 0)
+            return true;
+    return false;
+}
+
+/* Counts run_id's delivery_decided events about inv: allow ones, and ones that claim no
+ * effect (deny, or unknown without EFFECT_UNKNOWN). Returns 0, or -1 when unreadable. */
+static int decided_events(const char *run_id, const char *inv, int *allow, int *no_effect)
+{
+    const char *args[3] = {run_id, "0", "100000"};
+    json_t *view = NULL;
+    *allow = *no_effect = 0;
+    if (store_call(dl_store, "get_run", 3, args, &view) != STATUS_OK)
+        return -1;
+    size_t i;
+    json_t *e;
+    json_array_foreach(json_object_get(view, "events"), i, e)
+    {
+        const char *kind = json_string_value(json_object_get(e, "kind"));
+        const char *outcome = json_string_value(json_object_get(e, "outcome"));
+        const char *codes = json_string_value(json_object_get(e, "codes"));
+        const char *detail = json_string_value(json_object_get(e, "detail"));
+        if (!kind || strcmp(kind, "delivery_decided") != 0 || !outcome || !detail)
+            continue;
+        json_t *d = json_loads(detail, 0, NULL);
+        const char *dinv = json_string_value(json_object_get(d, "invocation_id"));
+        if (dinv && strcmp(dinv, inv) == 0) {
+            if (strcasecmp(outcome, "allow") == 0)
+                (*allow)++;
+            else if (!codes || !strstr(codes, "EFFECT_UNKNOWN"))
+                (*no_effect)++;
+        }
+        json_decref(d);
+    }
+    json_decref(view);
+    return 0;
+}
+
+static void test_delivery_whose_commit_went_unanswered_never_claims_no_effect(void)
+{
+    honest_run h;
+    CU_ASSERT_EQUAL_FATAL(honest_run_open(dl_client, &h), 0);
+    const char *inv = "dl-unanswered";
+    /* Every write waits in Redis's socket while the call's deadline runs out; the commit runs
+     * once writes resume, after the call was answered. */
+    CU_ASSERT_EQUAL_FATAL(harness_redis_pause_writes(1500), 0);
+    Charter__V1__DeliverResponse *first = NULL;
+    int code = deliver_once(&h, inv, 500, &first);
+    usleep(1600 * 1000); /* the pause ends on its own: the queued commit runs */
+    harness_redis_unpause();
+    CU_ASSERT_EQUAL_FATAL(code, 0);
+    const Charter__V1__Decision *d = first->decision;
+    CU_ASSERT_PTR_NOT_NULL_FATAL(d);
+    bool allow = d->outcome == CHARTER__V1__OUTCOME__ALLOW;
+    bool effect_unknown =
+        d->outcome == CHARTER__V1__OUTCOME__UNKNOWN && has_code(d, "EFFECT_UNKNOWN");
+    printf("    first answer: outcome %d, effect unknown %d, witness \"%s\"\n", d->outcome,
+           effect_unknown, d->witness ? d->witness : "");
+    /* Never a plain UNKNOWN (README: "nothing happens") for a commit that lands. */
+    CU_ASSERT_TRUE(allow || effect_unknown);
+    if (effect_unknown)
+        CU_ASSERT_PTR_NOT_NULL(strstr(d->witness, "same invocation ID"));
+    charter__v1__deliver_response__free_unpacked(first, NULL);
+
+    /* The retry learns the outcome: acknowledged when the commit landed (it may run once writes
+     * resume), else committed now; either way one delivery. A paused server drops a command
+     * whose client left, so both happen. */
+    const char *fargs[1] = {inv};
+    json_t *found = NULL;
+    CU_ASSERT_EQUAL_FATAL(store_call(dl_store, "find_delivery", 1, fargs, &found), STATUS_OK);
+    bool landed = json_is_object(found);
+    json_decref(found);
+    Charter__V1__DeliverResponse *again = NULL;
+    CU_ASSERT_EQUAL_FATAL(deliver_once(&h, inv, 5000, &again), 0);
+    printf("    the first commit %s; the retry is %s\n", landed ? "landed" : "did not land",
+           again->acknowledged ? "acknowledged" : "a new commit");
+    CU_ASSERT_EQUAL(again->decision->outcome, CHARTER__V1__OUTCOME__ALLOW);
+    CU_ASSERT_EQUAL(again->acknowledged, landed);
+    charter__v1__deliver_response__free_unpacked(again, NULL);
+
+    /* The log holds the one allow the commit wrote and nothing that contradicts it. */
+    int allow_ev = 0, no_effect_ev = 0;
+    CU_ASSERT_EQUAL_FATAL(decided_events(h.run, inv, &allow_ev, &no_effect_ev), 0);
+    printf("    events for %s: %d allow, %d claiming no effect\n", inv, allow_ev, no_effect_ev);
+    CU_ASSERT_EQUAL(allow_ev, 1);
+    CU_ASSERT_EQUAL(no_effect_ev, 0);
+}
+
 typedef struct {
     const char *url;
     uint32_t deadline_ms;
@@ -694,23 +812,39 @@ static void test_large_frames_with_workers_stalled_keep_memory_bounded(void)
     CU_ASSERT_EQUAL_FATAL(nng_dial(s, d.tcp_url, NULL, 0), 0);
 
     /* The worker stalls on a call the stopped database never answers. */
-    CU_ASSERT_EQUAL_FATAL(kill(dl_redis.pid, SIGSTOP), 0);
-    slow_call stall = {d.tcp_url, 60000, -1, -1};
-    pthread_t th;
-    CU_ASSERT_EQUAL_FATAL(pthread_create(&th, NULL, slow_call_main, &stall), 0);
-    sleep_ms(300);
-
+    /* From here to the SIGCONT below no assertion ends the test: a database left stopped would
+     * stall every later test of the suite (each failure jumps to the resume instead). */
     static nng_ctx ctx[FLOOD_FRAMES];
     static nng_aio *aio[FLOOD_FRAMES];
+    memset(aio, 0, sizeof aio);
+    int opened = 0;
+    bool joinable = false;
+    pthread_t th;
+    slow_call stall = {d.tcp_url, 60000, -1, -1};
     uint8_t *junk = malloc(FLOOD_FRAME_BYTES);
     CU_ASSERT_PTR_NOT_NULL_FATAL(junk);
     memset(junk, 0xff, FLOOD_FRAME_BYTES);
+    CU_ASSERT_EQUAL_FATAL(kill(dl_redis.pid, SIGSTOP), 0);
+    joinable = pthread_create(&th, NULL, slow_call_main, &stall) == 0;
+    CU_ASSERT_TRUE(joinable);
+    if (!joinable)
+        goto resume;
+    sleep_ms(300);
+
     long long t0 = now_ms();
     for (int i = 0; i < FLOOD_FRAMES; i++) {
         nng_msg *m = NULL;
-        CU_ASSERT_EQUAL_FATAL(nng_ctx_open(&ctx[i], s), 0);
-        CU_ASSERT_EQUAL_FATAL(nng_aio_alloc(&aio[i], NULL, NULL), 0);
-        CU_ASSERT_EQUAL_FATAL(nng_msg_alloc(&m, FLOOD_FRAME_BYTES), 0);
+        bool ready = nng_ctx_open(&ctx[i], s) == 0;
+        if (ready && nng_aio_alloc(&aio[i], NULL, NULL) != 0) {
+            nng_ctx_close(ctx[i]);
+            ready = false;
+        }
+        if (ready)
+            opened++;
+        if (!ready || nng_msg_alloc(&m, FLOOD_FRAME_BYTES) != 0) {
+            CU_FAIL("a frame could not be prepared");
+            goto resume;
+        }
         memcpy(nng_msg_body(m), junk, FLOOD_FRAME_BYTES);
         nng_aio_set_msg(aio[i], m);
         nng_aio_set_timeout(aio[i], 20000);
@@ -755,9 +889,11 @@ static void test_large_frames_with_workers_stalled_keep_memory_bounded(void)
      * (about 300 MiB more). The margin covers a sanitizer's shadow memory. */
     CU_ASSERT_TRUE(before > 0 && after > 0 && after - before < 160 * 1024);
 
+resume:
     CU_ASSERT_EQUAL(kill(dl_redis.pid, SIGCONT), 0);
-    pthread_join(th, NULL);
-    for (int i = 0; i < FLOOD_FRAMES; i++) {
+    if (joinable)
+        pthread_join(th, NULL);
+    for (int i = 0; i < opened; i++) {
         nng_aio_free(aio[i]);
         nng_ctx_close(ctx[i]);
     }
@@ -935,6 +1071,7 @@ int main(void)
                                 dl_init, dl_cleanup);
     CU_ADD_TEST(dl, test_read_with_the_database_paused_is_deadline_exceeded_by_the_deadline);
     CU_ADD_TEST(dl, test_delivery_with_writes_paused_is_answered_within_its_deadline);
+    CU_ADD_TEST(dl, test_delivery_whose_commit_went_unanswered_never_claims_no_effect);
     CU_ADD_TEST(dl, test_callers_arriving_during_shutdown_get_unavailable_shutting_down);
     CU_ADD_TEST(dl, test_large_frames_with_workers_stalled_keep_memory_bounded);
     CU_ADD_TEST(dl, test_garbage_flood_writes_a_bounded_number_of_log_lines);
