@@ -161,3 +161,21 @@ local function charter_request_cancel(keys, args)
     end
     return cjson.encode({status = s, leased = (h.lease_owner or '') ~= ''})
 end
+
+--[[ charter_list_leases
+keys: P. args: none.
+reply: {"leases":[{"run_id":"<id>","owner":"<owner>","lease_until":<ms>}]}: every run held
+  by an executor, soonest lapse first, at most 1000 (a starting charterd releases those of
+  its own host whose process is gone). errors: none. ]]
+local function charter_list_leases(keys, args)
+    local P = prefix(keys)
+    local out = {}
+    local ids = redis.call('ZRANGE', P .. ':leases', 0, 999, 'WITHSCORES')
+    for i = 1, #ids, 2 do
+        local owner = redis.call('HGET', P .. ':run:' .. ids[i], 'lease_owner')
+        if owner then
+            out[#out + 1] = {run_id = ids[i], owner = owner, lease_until = tonumber(ids[i + 1])}
+        end
+    end
+    return cjson.encode({leases = out})
+end

@@ -9,7 +9,9 @@
  */
 #include "executor.h"
 
+#include <errno.h>
 #include <openssl/rand.h>
+#include <signal.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdio.h>
@@ -177,6 +179,59 @@ int executor_start(const executor_opts *opts, executor **out, char *err, size_t 
         t->started = true;
     }
     *out = ex;
+    return STATUS_OK;
+}
+
+/* The owner id's host and pid ("<host>:<pid>:<thread>:<random>"); false when it is not one. */
+static bool owner_parts(const char *owner, char host[64], long *pid)
+{
+    const char *colon = strchr(owner, ':');
+    if (colon == NULL || (size_t)(colon - owner) >= 64)
+        return false;
+    memcpy(host, owner, (size_t)(colon - owner));
+    host[colon - owner] = '\0';
+    char *end = NULL;
+    *pid = strtol(colon + 1, &end, 10);
+    return end != colon + 1 && *end == ':' && *pid > 0;
+}
+
+int executor_release_dead_local(store *st, size_t *n_released)
+{
+    if (n_released != NULL)
+        *n_released = 0;
+    char me[64] = "host";
+    if (gethostname(me, sizeof me) != 0)
+        snprintf(me, sizeof me, "host");
+    me[sizeof me - 1] = '\0';
+    json_t *reply = NULL;
+    int rc = store_call(st, "list_leases", 0, NULL, &reply);
+    if (rc != STATUS_OK) {
+        json_decref(reply);
+        return rc;
+    }
+    size_t i;
+    json_t *l;
+    json_array_foreach(json_object_get(reply, "leases"), i, l)
+    {
+        const char *id = json_string_value(json_object_get(l, "run_id"));
+        const char *owner = json_string_value(json_object_get(l, "owner"));
+        char host[64];
+        long pid = 0;
+        if (id == NULL || owner == NULL || !owner_parts(owner, host, &pid))
+            continue;
+        /* The host name is cut to 40 bytes in the owner id (executor_start). */
+        if (strncmp(host, me, 40) != 0 || pid == (long)getpid())
+            continue;
+        if (kill((pid_t)pid, 0) == 0 || errno != ESRCH)
+            continue; /* alive, or not ours to judge */
+        const char *args[2] = {id, owner};
+        json_t *r = NULL;
+        if (store_call(st, "release_lease", 2, args, &r) == STATUS_OK && n_released != NULL &&
+            json_is_true(json_object_get(r, "released")))
+            (*n_released)++;
+        json_decref(r);
+    }
+    json_decref(reply);
     return STATUS_OK;
 }
 

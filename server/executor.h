@@ -11,6 +11,7 @@
 #define CHARTER_EXECUTOR_H
 
 #include "config.h"
+#include "store.h"
 #include "workflow.h"
 
 /* How long one lease renewal holds a run, in milliseconds: a holder that stops renewing loses
@@ -31,6 +32,13 @@ typedef struct {
  * (free with executor_stop; NULL when threads is 0), STATUS_EUNAVAILABLE when a connection
  * could not be opened (err says which), STATUS_ENOMEM. */
 int executor_start(const executor_opts *opts, executor **out, char *err, size_t errlen);
+
+/* Releases the leases held by executors of this host whose process no longer exists (a
+ * charterd killed and restarted before its lease lapsed), so that startup marks their runs
+ * interrupted at once. Leases of other hosts are left to lapse. Returns STATUS_OK, or the
+ * store's status (nothing is decided from a failed read). n_released (may be NULL) gets the
+ * count. */
+int executor_release_dead_local(store *st, size_t *n_released);
 
 /* Stops the threads: a run in progress ends interrupted at its next check (a model request in
  * flight is aborted). Joins every thread and closes its connection. NULL is a no-op. */

@@ -348,7 +348,11 @@ static void main_registry_stop(main_state *m)
 
 static int main_interrupt_runs(main_state *m)
 {
-    int rc = evlog_interrupt_runs(m->st, &m->interrupted);
+    /* A run whose lease another live charterd holds is left alone; one held by a dead
+     * charterd of this host is released first, so it is marked below. */
+    int rc = executor_release_dead_local(m->st, NULL);
+    if (rc == STATUS_OK)
+        rc = evlog_interrupt_runs(m->st, &m->interrupted);
     if (rc != STATUS_OK) {
         log_fatal("cannot mark interrupted runs in graph %s: %s (check that Redis at %s accepts "
                   "writes)",
