@@ -816,6 +816,10 @@ CHARTER_TYPED(charter_list_runs, charter__v1__runs__descriptor, Charter__V1__Lis
               list_runs_request, Charter__V1__ListRunsResponse, list_runs_response)
 CHARTER_TYPED(charter_recover_run, charter__v1__runs__descriptor, Charter__V1__RecoverRunRequest,
               recover_run_request, Charter__V1__RecoverRunResponse, recover_run_response)
+CHARTER_TYPED(charter_wait_run, charter__v1__runs__descriptor, Charter__V1__WaitRunRequest,
+              wait_run_request, Charter__V1__RunView, run_view)
+CHARTER_TYPED(charter_cancel_run, charter__v1__runs__descriptor, Charter__V1__CancelRunRequest,
+              cancel_run_request, Charter__V1__Run, run)
 CHARTER_TYPED(charter_open_step, charter__v1__gate__descriptor, Charter__V1__OpenStepRequest,
               open_step_request, Charter__V1__StepContext, step_context)
 CHARTER_TYPED(charter_read_source, charter__v1__gate__descriptor, Charter__V1__ReadSourceRequest,

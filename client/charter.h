@@ -173,8 +173,9 @@ const ProtobufCMethodDescriptor *charter_method_find(const char *method);
  * descriptor, never spelled by hand.
  */
 
-/* Runs/CreateRun. Mode "scripted" (default) returns after the built-in runner has driven the
- * run to completed, blocked or error; "external" only creates it. */
+/* Runs/CreateRun. Mode "scripted" (default) returns after an executor thread has driven the
+ * run to completed, blocked or error (or when the call's deadline passes); with req->async at
+ * once, the run queued; "external" only creates it. */
 int charter_create_run(charter_client *c, const Charter__V1__CreateRunRequest *req,
                        Charter__V1__RunView **resp, charter_status *status);
 /* Runs/GetRun: the run, its events after req->after_seq (at most req->limit), deliveries and
@@ -188,6 +189,14 @@ int charter_list_runs(charter_client *c, const Charter__V1__ListRunsRequest *req
  * in a state that cannot be recovered. */
 int charter_recover_run(charter_client *c, const Charter__V1__RecoverRunRequest *req,
                         Charter__V1__RecoverRunResponse **resp, charter_status *status);
+
+/* Runs/WaitRun: long poll; the run with its events after req->after_seq as soon as there are
+ * any, or once it is no longer queued, running or recovering, or after req->timeout_ms. */
+int charter_wait_run(charter_client *c, const Charter__V1__WaitRunRequest *req,
+                     Charter__V1__RunView **resp, charter_status *status);
+/* Runs/CancelRun: asks the run to stop; the run as it is after the request. */
+int charter_cancel_run(charter_client *c, const Charter__V1__CancelRunRequest *req,
+                       Charter__V1__Run **resp, charter_status *status);
 
 /* Gate/OpenStep: a fresh context of a step of the run, with its server-owned capability. */
 int charter_open_step(charter_client *c, const Charter__V1__OpenStepRequest *req,

@@ -13,6 +13,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
+#include <unistd.h>
 
 #include "charter.h"
 #include "cli_help.h"
@@ -258,6 +260,87 @@ static int cli_connect(cli *c)
 
 /* ---- Runs --------------------------------------------------------------------------------- */
 
+static bool run_active(const char *status)
+{
+    return status != NULL && (strcmp(status, "queued") == 0 || strcmp(status, "running") == 0 ||
+                              strcmp(status, "recovering") == 0);
+}
+
+/* Follows run_id with WaitRun until it is no longer queued, running or recovering, or
+ * limit_ms passed (0: no limit). Each event is printed to out as it arrives (out NULL: not
+ * printed); on a terminal, a progress line per event goes to stderr. Returns EXIT_OK when the
+ * run ended, EXIT_RPC after printing why (a failed call, or the limit). */
+static int follow_run(cli *c, const char *run_id, uint64_t limit_ms, FILE *out)
+{
+    bool progress = out == NULL && !c->json && isatty(STDERR_FILENO);
+    uint64_t after = 0;
+    struct timespec t0, t;
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    uint32_t poll = c->timeout_ms > 1500 ? c->timeout_ms - 1000 : 500;
+    if (poll > 10000)
+        poll = 10000;
+    for (;;) {
+        Charter__V1__WaitRunRequest req = CHARTER__V1__WAIT_RUN_REQUEST__INIT;
+        Charter__V1__RunView *v = NULL;
+        charter_status st;
+        req.run_id = (char *)run_id;
+        req.after_seq = after;
+        req.timeout_ms = poll;
+        if (charter_wait_run(c->client, &req, &v, &st) != 0)
+            return rpc_error(&st);
+        if (out != NULL && v->n_events > 0)
+            cli_print_events(out, v->events, v->n_events);
+        for (size_t i = 0; i < v->n_events; i++) {
+            if (progress)
+                fprintf(stderr, "  %llu %s %s\n", (unsigned long long)v->events[i]->seq,
+                        v->events[i]->kind, v->events[i]->detail);
+            after = v->events[i]->seq;
+        }
+        if (out != NULL)
+            fflush(out);
+        bool ended = v->run != NULL && !run_active(v->run->status) && v->run->seq <= after;
+        charter__v1__run_view__free_unpacked(v, NULL);
+        if (ended)
+            return EXIT_OK;
+        clock_gettime(CLOCK_MONOTONIC, &t);
+        uint64_t ms = (uint64_t)(t.tv_sec - t0.tv_sec) * 1000 + (t.tv_nsec - t0.tv_nsec) / 1000000;
+        if (limit_ms > 0 && ms >= limit_ms) {
+            fprintf(stderr, "%s: run %s has not ended after %llu ms\n", progname, run_id,
+                    (unsigned long long)ms);
+            return EXIT_RPC;
+        }
+    }
+}
+
+/* --budget k=v options into the request's budget entries (at most 4, storage in e and p). */
+static int budget_options(const cli_command *cmd, const cli_args *a,
+                          Charter__V1__CreateRunRequest *req,
+                          Charter__V1__CreateRunRequest__BudgetEntry e[4],
+                          Charter__V1__CreateRunRequest__BudgetEntry *p[4], char keys[4][32])
+{
+    for (size_t i = 0; i < a->n_opt; i++) {
+        if (strcmp(a->opt_name[i], "budget") != 0)
+            continue;
+        const char *v = a->opt_value[i], *eq = strchr(v, '=');
+        char *end = NULL;
+        long long n = eq != NULL ? strtoll(eq + 1, &end, 10) : 0;
+        if (eq == NULL || eq == v || (size_t)(eq - v) >= sizeof keys[0] || end == eq + 1 ||
+            *end != '\0')
+            return usage_error(cmd, "--budget is NAME=NUMBER (e.g. max_steps=2), not \"%s\"", v);
+        if (req->n_budget >= 4)
+            return usage_error(cmd, "at most four --budget options%s", "");
+        size_t k = req->n_budget++;
+        memcpy(keys[k], v, (size_t)(eq - v));
+        keys[k][eq - v] = '\0';
+        charter__v1__create_run_request__budget_entry__init(&e[k]);
+        e[k].key = keys[k];
+        e[k].value = n;
+        p[k] = &e[k];
+    }
+    req->budget = p;
+    return 0;
+}
+
 static int cmd_run(cli *c, const cli_command *cmd, const cli_args *a)
 {
     Charter__V1__CreateRunRequest req = CHARTER__V1__CREATE_RUN_REQUEST__INIT;
@@ -276,10 +359,31 @@ static int cmd_run(cli *c, const cli_command *cmd, const cli_args *a)
         req.workflow = (char *)workflow;
     if (mode != NULL)
         req.mode = (char *)mode;
+    const char *async = arg_option(a, "async");
+    if (async != NULL && strcmp(async, "1") != 0)
+        return usage_error(cmd, "--async takes no value%s", "");
+    req.async = async != NULL;
+    Charter__V1__CreateRunRequest__BudgetEntry entries[4], *ptrs[4];
+    char keys[4][32];
+    if ((rv = budget_options(cmd, a, &req, entries, ptrs, keys)) != 0)
+        return rv;
     if ((rv = cli_connect(c)) != 0)
         return rv;
     if (charter_create_run(c->client, &req, &v, &st) != 0)
         return rpc_error(&st);
+    if (!req.async && v->run != NULL && run_active(v->run->status)) {
+        /* Longer than one call's deadline: follow it to its end, then show it whole. */
+        char id[80];
+        snprintf(id, sizeof id, "%s", v->run->id);
+        charter__v1__run_view__free_unpacked(v, NULL);
+        v = NULL;
+        if ((rv = follow_run(c, id, 0, NULL)) != EXIT_OK)
+            return rv;
+        Charter__V1__GetRunRequest g = CHARTER__V1__GET_RUN_REQUEST__INIT;
+        g.run_id = id;
+        if (charter_get_run(c->client, &g, &v, &st) != 0)
+            return rpc_error(&st);
+    }
     rv = EXIT_OK;
     if (c->json) {
         rv = print_json(&v->base);
@@ -291,6 +395,54 @@ static int cmd_run(cli *c, const cli_command *cmd, const cli_args *a)
         cli_print_decision_events(stdout, v->events, v->n_events);
     }
     charter__v1__run_view__free_unpacked(v, NULL);
+    return rv;
+}
+
+static int cmd_wait(cli *c, const cli_command *cmd, const cli_args *a)
+{
+    uint64_t limit;
+    int rv;
+    if ((rv = number_option(cmd, a, "timeout-ms", UINT64_MAX, &limit)) != 0)
+        return rv;
+    if ((rv = cli_connect(c)) != 0)
+        return rv;
+    rv = follow_run(c, a->pos[0], limit, c->json ? NULL : stdout);
+    if (rv != EXIT_OK)
+        return rv;
+    Charter__V1__GetRunRequest req = CHARTER__V1__GET_RUN_REQUEST__INIT;
+    Charter__V1__RunView *v = NULL;
+    charter_status st;
+    req.run_id = (char *)a->pos[0];
+    if (charter_get_run(c->client, &req, &v, &st) != 0)
+        return rpc_error(&st);
+    if (c->json)
+        rv = print_json(&v->base);
+    else
+        cli_print_run(stdout, v->run);
+    charter__v1__run_view__free_unpacked(v, NULL);
+    return rv;
+}
+
+static int cmd_cancel(cli *c, const cli_command *cmd, const cli_args *a)
+{
+    (void)cmd;
+    Charter__V1__CancelRunRequest req = CHARTER__V1__CANCEL_RUN_REQUEST__INIT;
+    Charter__V1__Run *r = NULL;
+    charter_status st;
+    int rv;
+    req.run_id = (char *)a->pos[0];
+    req.reason = (char *)(arg_option(a, "reason") ? arg_option(a, "reason") : "");
+    if ((rv = cli_connect(c)) != 0)
+        return rv;
+    if (charter_cancel_run(c->client, &req, &r, &st) != 0)
+        return rpc_error(&st);
+    if (c->json)
+        rv = print_json(&r->base);
+    else
+        printf("run %s  %s%s%s\n", r->id, r->status,
+               r->cancel_reason && *r->cancel_reason ? "  cancel requested: " : "",
+               r->cancel_reason ? r->cancel_reason : "");
+    charter__v1__run__free_unpacked(r, NULL);
     return rv;
 }
 
@@ -1560,7 +1712,9 @@ static int cmd_retrieval_trace(cli *c, const cli_command *cmd, const cli_args *a
 
 /* ---- command table and main --------------------------------------------------------------- */
 
-static const char *const run_opts[] = {"task", "mode", "workflow", NULL};
+static const char *const run_opts[] = {"task", "mode", "workflow", "async", "budget", NULL};
+static const char *const wait_opts[] = {"timeout-ms", NULL};
+static const char *const cancel_opts[] = {"reason", NULL};
 static const char *const open_step_opts[] = {"parent", "tools", "recipients", "resources", NULL};
 static const char *const get_opts[] = {"after", "limit", NULL};
 static const char *const list_opts[] = {"limit", NULL};
@@ -1579,10 +1733,19 @@ static const char *const resume_opts[] = {"principal", "task", "authorized",
 static int cmd_help(cli *c, const cli_command *cmd, const cli_args *a);
 
 static const cli_command commands[] = {
-    {"run", "[--task TEXT] [--mode scripted|live|external] [--workflow NAME|VERSION]",
+    {"run",
+     "[--task TEXT] [--mode scripted|live|external] [--workflow NAME|VERSION] [--async] "
+     "[--budget NAME=N ...]",
      "create a run (of the startup workflow unless --workflow); scripted (default) drives it to "
-     "its end and prints every decision",
+     "its end and prints every decision; --async returns once it is queued",
      run_opts, 0, 0, cmd_run},
+    {"wait", "RUN [--timeout-ms MS]",
+     "follow a run's events as they happen until it ends, then show its status", wait_opts, 1, 1,
+     cmd_wait},
+    {"cancel", "RUN [--reason TEXT]",
+     "cancel a run: a queued one at once, a running one at its next step or during its model "
+     "request; it never delivers afterwards",
+     cancel_opts, 1, 1, cmd_cancel},
     {"get", "RUN [--after N] [--limit N]",
      "a run with its events (seq > --after, at most --limit), deliveries and artifacts", get_opts,
      1, 1, cmd_get},
@@ -1789,7 +1952,9 @@ static int parse_command_args(const cli_command *cmd, char **words, int n, cli_a
             if (!takes_value(cmd, name))
                 return usage_error(cmd, "unknown option %s", w);
             const char *value = eq != NULL ? eq + 1 : NULL;
-            if (value == NULL) {
+            if (value == NULL && strcmp(name, "async") == 0) {
+                value = "1"; /* the one option that is a flag */
+            } else if (value == NULL) {
                 if (i + 1 >= n)
                     return usage_error(cmd, "%s needs a value", w);
                 value = words[++i];

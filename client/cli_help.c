@@ -20,9 +20,20 @@ static const cli_help_entry entries[] = {
      "  --mode MODE        scripted (default: drive it to its end), live (a model provider),\n"
      "                     external (a host opens steps and calls the gates itself)\n"
      "  --workflow REF     a workflow applied to the graph, by name or version (default: the\n"
-     "                     one charterd started with)\n",
+     "                     one charterd started with)\n"
+     "  --async            return as soon as the run is queued (follow it with charter wait)\n"
+     "  --budget NAME=N    a budget the run may not exceed: max_wall_clock_ms, max_model_calls,\n"
+     "                     max_steps or max_deliveries (repeatable); the run ends\n"
+     "                     budget_exhausted naming it\n",
      "charter run\n"
-     "charter run --mode external --workflow support"},
+     "charter run --mode external --workflow support\n"
+     "charter run --async --mode live --budget max_model_calls=3 --budget max_wall_clock_ms=60000"},
+    {"wait",
+     "  --timeout-ms MS    give up after MS milliseconds (default: wait until the run ends)\n",
+     "charter wait RUN\n"
+     "charter --json wait RUN --timeout-ms 60000"},
+    {"cancel", "  --reason TEXT      recorded with the run's cancellation\n",
+     "charter cancel RUN --reason 'wrong vendor list'"},
     {"get",
      "  --after N          only events with seq above N\n"
      "  --limit N          at most N events (default 1000)\n",

@@ -112,7 +112,10 @@ keys: P. args: JSON {run_id,invocation_id,fingerprint,payload_id,payload_hash,co
 reply: {"status":"committed","delivery":{...},"seq":n}, or {"status":"exists","delivery":{...}}
   when the invocation is taken (nothing written), or {"status":"refused","reason":"<check>",
   "detail":"<object>"} (nothing written). With the time t read from TIME inside the call, the
-  checks, in order, and their reasons: run exists (run_not_found); payload exists
+  checks, in order, and their reasons: run exists (run_not_found), is not cancelled,
+  budget_exhausted or interrupted (run_stopped), has no cancel request
+  (run_cancelled), has fewer deliveries than its
+  max_deliveries budget (budget_deliveries); payload exists
   (payload_not_found), is of the run (payload_other_run), its hash equals payload_hash
   (payload_hash_mismatch), sha1 of its stored content equals content_sha1 (content_changed);
   recipient exists (recipient_not_found); for each grant of grant_chain in order: listed once
@@ -160,8 +163,21 @@ local function charter_commit_delivery(keys, args)
     local function refuse(reason, detail)
         return cjson.encode({status = 'refused', reason = reason, detail = detail})
     end
-    if not exists(P .. ':run:' .. run_id) then
+    local run = hash(P .. ':run:' .. run_id)
+    if not run then
         return refuse('run_not_found', run_id)
+    end
+    -- A stopped run never delivers: cancellation, budgets and a lapsed lease are final here.
+    if run.status == 'cancelled' or run.status == 'budget_exhausted' or
+        run.status == 'interrupted' then
+        return refuse('run_stopped', run_id .. ' ' .. run.status)
+    end
+    if (run.cancel_reason or '') ~= '' then
+        return refuse('run_cancelled', run_id)
+    end
+    local maxd = tonumber(run.max_deliveries or '0') or 0
+    if maxd > 0 and redis.call('SCARD', P .. ':run:' .. run_id .. ':deliveries') >= maxd then
+        return refuse('budget_deliveries', run_id .. ' max_deliveries ' .. string.format('%d', maxd))
     end
     local payload = hash(P .. ':artifact:' .. payload_id)
     if not payload then

@@ -72,6 +72,15 @@ local function run_object(h)
         id = h.id, task = h.task or '', mode = h.mode or '', status = h.status or '',
         workflow = h.workflow or '', seq = tonumber(h.seq) or 0, created_at = h.created_at or '',
         head = h.head or '',
+        max_wall_clock_ms = tonumber(h.max_wall_clock_ms or '0') or 0,
+        max_model_calls = tonumber(h.max_model_calls or '0') or 0,
+        max_steps = tonumber(h.max_steps or '0') or 0,
+        max_deliveries = tonumber(h.max_deliveries or '0') or 0,
+        wall_clock_ms = tonumber(h.wall_clock_ms or '0') or 0,
+        model_calls = tonumber(h.model_calls or '0') or 0,
+        steps = tonumber(h.steps or '0') or 0,
+        deliveries = tonumber(h.deliveries or '0') or 0,
+        cancel_reason = h.cancel_reason or '',
     }
 end
 

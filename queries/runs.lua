@@ -76,14 +76,18 @@ end
 
 --[[ charter_unfinished_runs
 keys: P. args: none.
-reply: {"runs":[ids]}: every run whose status is running or recovering, oldest first (charterd
-  marks each interrupted at startup, one transition per run). errors: none. ]]
+reply: {"runs":[ids]}: every run whose status is running or recovering and whose executor
+  lease (charter_claim_run) is not live on the database's clock, oldest first (charterd marks
+  each interrupted at startup, one transition per run; a run another live charterd executes
+  keeps its status). errors: none. ]]
 local function charter_unfinished_runs(keys, args)
     local P = prefix(keys)
     local out = {}
+    local _, tnow = now()
     for _, id in ipairs(redis.call('ZRANGE', P .. ':runs', 0, -1)) do
-        local cur = redis.call('HGET', P .. ':run:' .. id, 'status')
-        if cur == 'running' or cur == 'recovering' then
+        local cur, lease = unpack(redis.call('HMGET', P .. ':run:' .. id, 'status', 'lease_until'))
+        local live = lease and (tonumber(lease) or 0) > tnow * 1000
+        if (cur == 'running' or cur == 'recovering') and not live then
             out[#out + 1] = id
         end
     end

@@ -31,6 +31,8 @@ void config_usage(void)
         "                      (default " CONFIG_DEFAULT_TCP_URL
         " and ipc://<data-dir>/charterd.sock)\n"
         "  --workers N         worker threads (default 2 x online cores)\n"
+        "  --runners N         executor threads for scripted and live runs, 0 to 64 (default 2;\n"
+        "                      0: this charterd only serves calls, others execute its runs)\n"
         "  --redis URL         use the Redis at unix:///path or redis://host:port (also\n"
         "                      tcp://host:port, unix:/path, redis+unix:///path)\n"
         "                      (default: start an embedded redis-server in the data folder)\n"
@@ -194,6 +196,7 @@ int config_parse(int argc, char **argv, config *cfg, char *err, size_t errlen)
 {
     memset(cfg, 0, sizeof *cfg);
     cfg->workers = config_default_workers();
+    cfg->runners = 2;
     cfg->graph = CONFIG_DEFAULT_GRAPH;
     cfg->max_message = CONFIG_DEFAULT_MAX_MESSAGE;
     cfg->timeout_ms = CONFIG_DEFAULT_TIMEOUT_MS;
@@ -261,6 +264,14 @@ int config_parse(int argc, char **argv, config *cfg, char *err, size_t errlen)
                                    v ? v : "");
             }
             cfg->workers = (unsigned)n;
+        } else if (config_match(arg, "--runners", &i, argc, argv, &v)) {
+            if (config_number(v, 0, 64, &n) != 0) {
+                return config_fail(err, errlen,
+                                   "--runners needs a number from 0 to 64, got \"%s\" (e.g. "
+                                   "--runners 4)",
+                                   v ? v : "");
+            }
+            cfg->runners = (unsigned)n;
         } else if (config_match(arg, "--redis", &i, argc, argv, &v)) {
             if (v == NULL || store_url_canonical(v, cfg->redis_url_buf,
                                                  sizeof cfg->redis_url_buf) != STATUS_OK) {

@@ -27,6 +27,7 @@ typedef struct {
     size_t n_listen;
     bool listen_default;       /* no --listen: listen[] is filled by config_prepare_data_dir */
     unsigned workers;          /* worker threads (default 2 x online cores) */
+    unsigned runners;          /* executor threads for scripted and live runs (default 2) */
     const char *redis_url;     /* --redis in canonical form (redis_url_buf), NULL: embedded */
     char *data_dir;            /* owned; absolute after config_prepare_data_dir */
     const char *graph;         /* --graph (borrowed) */

@@ -27,6 +27,7 @@
 #include "dbproc.h"
 #include "dispatch.h"
 #include "evlog.h"
+#include "executor.h"
 #include "integrity.h"
 #include "http.h"
 #include "provider.h"
@@ -100,6 +101,7 @@ typedef struct {
     transport *tr;
     char http_rpc_url[64]; /* the in-process listener HTTP/JSON calls reach the workers by */
     http_server *hs;       /* --http, or NULL */
+    executor *ex;          /* the executor threads (--runners), or NULL */
 } main_state;
 
 /* One step of startup and its undoing. start returns 0, or the exit status after logging
@@ -346,7 +348,11 @@ static void main_registry_stop(main_state *m)
 
 static int main_interrupt_runs(main_state *m)
 {
-    int rc = evlog_interrupt_runs(m->st, &m->interrupted);
+    /* A run whose lease another live charterd holds is left alone; one held by a dead
+     * charterd of this host is released first, so it is marked below. */
+    int rc = executor_release_dead_local(m->st, NULL);
+    if (rc == STATUS_OK)
+        rc = evlog_interrupt_runs(m->st, &m->interrupted);
     if (rc != STATUS_OK) {
         log_fatal("cannot mark interrupted runs in graph %s: %s (check that Redis at %s accepts "
                   "writes)",
@@ -428,6 +434,25 @@ static void main_stop_transport(main_state *m)
     m->tr = NULL;
 }
 
+/* Scripted and live runs execute here, never on an RPC worker. */
+static int main_start_executor(main_state *m)
+{
+    char err[512];
+    executor_opts o = {m->url, m->cfg.graph, m->cfg.timeout_ms, m->cfg.runners, &m->env.limits};
+    if (executor_start(&o, &m->ex, err, sizeof err) != STATUS_OK) {
+        m->ex = NULL;
+        log_fatal("%s", err);
+        return EXIT_STARTUP;
+    }
+    return 0;
+}
+
+static void main_stop_executor(main_state *m)
+{
+    executor_stop(m->ex);
+    m->ex = NULL;
+}
+
 static int main_start_http(main_state *m)
 {
     if (m->cfg.http == NULL) {
@@ -473,6 +498,7 @@ static const main_step main_steps[] = {
     {main_install_workflow, main_registry_stop},
     {main_interrupt_runs, main_free_interrupted},
     {main_prepare_calls, NULL},
+    {main_start_executor, main_stop_executor},
     {main_start_transport, main_stop_transport},
     {main_start_http, main_stop_http},
 };

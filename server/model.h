@@ -19,6 +19,11 @@ typedef struct {
     const workflow_step *step;
     const char *const *inputs; /* contents of the gated artifacts */
     size_t n_inputs;
+    /* Optional: asked about every 100 ms while a live request is in flight; nonzero aborts the
+     * HTTP transfer (the request fails with "aborted: " and the reason the hook wrote, at most
+     * 128 bytes, in its buffer). NULL: never aborted. */
+    int (*abort)(void *arg, char reason[128]);
+    void *abort_arg;
 } model_request;
 
 /* A model's reply. content is free text (never published as is); fields are the structured

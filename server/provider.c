@@ -516,10 +516,37 @@ static size_t on_header(char *buf, size_t size, size_t nitems, void *userdata)
     return n;
 }
 
+/* libcurl's transfer-progress hook: asks the request's abort hook at most every 100 ms; a
+ * nonzero answer aborts the transfer (CURLE_ABORTED_BY_CALLBACK). */
+typedef struct {
+    const model_request *req;
+    struct timespec last;
+    char reason[128];
+    bool aborted;
+} abort_watch;
+
+static int on_progress(void *arg, curl_off_t dltotal, curl_off_t dlnow, curl_off_t ultotal,
+                       curl_off_t ulnow)
+{
+    (void)dltotal, (void)dlnow, (void)ultotal, (void)ulnow;
+    abort_watch *w = arg;
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    long ms = (t.tv_sec - w->last.tv_sec) * 1000 + (t.tv_nsec - w->last.tv_nsec) / 1000000;
+    if (ms < 100)
+        return 0;
+    w->last = t;
+    if (w->req->abort(w->req->abort_arg, w->reason) != 0) {
+        w->aborted = true;
+        return 1;
+    }
+    return 0;
+}
+
 /* POSTs body to <base_url>/chat/completions once. Returns 0 with the HTTP status in *status and
  * the body in *r (free r->data), or -1 with a reason (unreachable, timed out, over-size). */
-static int http_post(const provider_config *cfg, const char *body, long *status, http_reply *r,
-                     char *err, size_t errlen)
+static int http_post(const provider_config *cfg, const model_request *req, const char *body,
+                     long *status, http_reply *r, char *err, size_t errlen)
 {
     memset(r, 0, sizeof *r);
     *status = 0;
@@ -572,6 +599,15 @@ static int http_post(const provider_config *cfg, const char *body, long *status,
     SET(CURLOPT_HEADERFUNCTION, on_header);
     SET(CURLOPT_HEADERDATA, r);
     SET(CURLOPT_ERRORBUFFER, curl_err);
+    abort_watch watch;
+    memset(&watch, 0, sizeof watch);
+    watch.req = req;
+    if (req->abort != NULL) {
+        clock_gettime(CLOCK_MONOTONIC, &watch.last);
+        SET(CURLOPT_XFERINFOFUNCTION, on_progress);
+        SET(CURLOPT_XFERINFODATA, &watch);
+        SET(CURLOPT_NOPROGRESS, 0L);
+    }
 #undef SET
     if (set != CURLE_OK) {
         provider_fail(err, errlen, key, "libcurl refused an option: %s", curl_easy_strerror(set));
@@ -584,6 +620,8 @@ static int http_post(const provider_config *cfg, const char *body, long *status,
             goto out;
         }
         rc = 0;
+    } else if (watch.aborted) {
+        provider_fail(err, errlen, key, "aborted: %s", watch.reason);
     } else if (r->over) {
         provider_fail(err, errlen, key, "the provider's reply exceeds %d bytes",
                       PROVIDER_MAX_REPLY_BYTES);
@@ -934,7 +972,7 @@ int provider_ask_with(const provider_config *cfg, const model_request *req, mode
     long status = 0;
     unsigned waited = 0;
     for (int attempt = 0; attempt < 2; attempt++) {
-        if (http_post(cfg, body, &status, &r, err, errlen) != 0) {
+        if (http_post(cfg, req, body, &status, &r, err, errlen) != 0) {
             break;
         }
         if ((status == 429 || status == 503) && attempt == 0) {

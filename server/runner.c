@@ -15,6 +15,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "deliver.h"
 #include "evlog.h"
@@ -84,6 +85,107 @@ static json_t *id_list_json(const id_list *l)
 /* Where one step left the run. */
 typedef enum { STEP_DONE, STEP_BLOCKED, STEP_FAILED } step_end;
 
+/* A run an executor holds under a lease: its counters, its budgets (as the last renewal read
+ * them) and, once it must stop, why. Checked before each step, model request and delivery,
+ * and during a model request through its abort hook. */
+typedef struct {
+    const gate_env *g;
+    const char *run_id;
+    const runner_lease *lease;
+    struct timespec t0; /* when the executor began the run (wall clock budget) */
+    long long steps, model_calls, deliveries;
+    long long max_wall_clock_ms, max_model_calls, max_steps, max_deliveries;
+    const char *step; /* the step in progress */
+    char stop[32];    /* "", "cancelled", "budget_exhausted", "interrupted" or "lost" */
+    char reason[128]; /* the cancel reason, or the budget's name */
+    struct timespec last_renew;
+} exec_state;
+
+typedef enum { CHECK_STEP, CHECK_MODEL, CHECK_DELIVERY, CHECK_TICK } check_point;
+
+static long long ms_since(const struct timespec *t0)
+{
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (long long)(t.tv_sec - t0->tv_sec) * 1000 + (t.tv_nsec - t0->tv_nsec) / 1000000;
+}
+
+static void exec_stop(exec_state *x, const char *stop, const char *reason)
+{
+    if (x->stop[0])
+        return; /* the first reason to stop is the one recorded */
+    snprintf(x->stop, sizeof x->stop, "%s", stop);
+    snprintf(x->reason, sizeof x->reason, "%s", reason);
+}
+
+/* Renews the lease, storing the counters; reads the cancel request and the budgets. A renewal
+ * that fails to reach the database leaves the lease to lapse on its own: the run stops. */
+static void exec_renew(exec_state *x)
+{
+    char lease_ms[32];
+    snprintf(lease_ms, sizeof lease_ms, "%d", x->lease->lease_ms);
+    json_t *counters =
+        json_pack("{s:I, s:I, s:I, s:I}", "wall_clock_ms", (json_int_t)ms_since(&x->t0),
+                  "model_calls", (json_int_t)x->model_calls, "steps", (json_int_t)x->steps,
+                  "deliveries", (json_int_t)x->deliveries);
+    char *text = counters ? json_dumps(counters, JSON_COMPACT) : NULL;
+    json_decref(counters);
+    json_t *reply = NULL;
+    int rc = STATUS_ENOMEM;
+    if (text) {
+        const char *args[4] = {x->run_id, x->lease->owner, lease_ms, text};
+        rc = store_call(x->g->st, "renew_lease", 4, args, &reply);
+    }
+    free(text);
+    clock_gettime(CLOCK_MONOTONIC, &x->last_renew);
+    if (rc != STATUS_OK || !json_is_true(json_object_get(reply, "held"))) {
+        exec_stop(x, "lost", rc != STATUS_OK ? "the lease could not be renewed" : "lease lost");
+        json_decref(reply);
+        return;
+    }
+    const char *cancel = json_string_value(json_object_get(reply, "cancel"));
+    json_t *b = json_object_get(reply, "budget");
+    x->max_wall_clock_ms = json_integer_value(json_object_get(b, "max_wall_clock_ms"));
+    x->max_model_calls = json_integer_value(json_object_get(b, "max_model_calls"));
+    x->max_steps = json_integer_value(json_object_get(b, "max_steps"));
+    x->max_deliveries = json_integer_value(json_object_get(b, "max_deliveries"));
+    if (cancel && *cancel)
+        exec_stop(x, "cancelled", cancel);
+    json_decref(reply);
+}
+
+/* Returns true when the run may go on past point; else x->stop says why. */
+static bool exec_check(exec_state *x, check_point point)
+{
+    if (!x)
+        return true;
+    /* During a model request the lease is renewed every third of its length; in between only
+     * the wall clock moves. */
+    if (point != CHECK_TICK || ms_since(&x->last_renew) >= x->lease->lease_ms / 3)
+        exec_renew(x);
+    if (x->lease->stopping && atomic_load(x->lease->stopping))
+        exec_stop(x, "interrupted", "charterd stopping");
+    if (x->max_wall_clock_ms > 0 && ms_since(&x->t0) >= x->max_wall_clock_ms)
+        exec_stop(x, "budget_exhausted", "max_wall_clock_ms");
+    if (point == CHECK_STEP && x->max_steps > 0 && x->steps >= x->max_steps)
+        exec_stop(x, "budget_exhausted", "max_steps");
+    if (point == CHECK_MODEL && x->max_model_calls > 0 && x->model_calls >= x->max_model_calls)
+        exec_stop(x, "budget_exhausted", "max_model_calls");
+    if (point == CHECK_DELIVERY && x->max_deliveries > 0 && x->deliveries >= x->max_deliveries)
+        exec_stop(x, "budget_exhausted", "max_deliveries");
+    return x->stop[0] == '\0';
+}
+
+/* model_request's abort hook: the transfer stops when the run must. */
+static int exec_abort(void *arg, char reason[128])
+{
+    exec_state *x = arg;
+    if (exec_check(x, CHECK_TICK))
+        return 0;
+    snprintf(reason, 128, "%.31s (%.90s)", x->stop, x->reason);
+    return 1;
+}
+
 static step_end end_of(const guard_decision *d)
 {
     return d->outcome == GUARD_ALLOW  ? STEP_DONE
@@ -122,6 +224,7 @@ typedef struct {
     const char *run_id, *mode, *ctx_id;
     const workflow_step *ws;
     guard_decision *d;
+    exec_state *x;      /* the executor's hold on the run, or NULL (no lease, no budgets) */
     id_list sources;    /* the step's source artifacts, as read */
     id_list all;        /* the handed-off inputs, then the sources: the model's inputs */
     char **contents;    /* the contents of all, in order (all.n of them) */
@@ -208,8 +311,15 @@ static bool step_ask_model(step_state *s, const id_list *inputs)
     note_event(s->g, s->run_id, "model_request",
                json_pack("{s:s, s:s, s:s, s:o*}", "step", s->ws->cap.step, "context", s->ctx_id,
                          "model", s->mode, "inputs", id_list_json(&s->all)));
+    if (!exec_check(s->x, CHECK_MODEL))
+        return step_unknown(s, "the run stopped before its model request");
     model_request req = {
         .step = s->ws, .inputs = (const char *const *)s->contents, .n_inputs = s->all.n};
+    if (s->x) {
+        req.abort = exec_abort;
+        req.abort_arg = s->x;
+        s->x->model_calls++;
+    }
     if (model_ask(s->mode, &req, &s->reply, s->err, sizeof s->err) != 0) {
         note_event(s->g, s->run_id, "model_error",
                    json_pack("{s:s, s:s}", "step", s->ws->cap.step, "error", s->err));
@@ -250,6 +360,8 @@ static bool step_deliver(step_state *s)
 {
     if (!s->ws->deliver_tool)
         return true;
+    if (!exec_check(s->x, CHECK_DELIVERY))
+        return step_unknown(s, "the run stopped before its delivery");
     char inv[200];
     snprintf(inv, sizeof inv, "%s:%s:deliver", s->run_id, s->ws->cap.step);
     deliver_result dr;
@@ -260,6 +372,8 @@ static bool step_deliver(step_state *s)
     } else {
         *s->d = dr.decision;
         memset(&dr.decision, 0, sizeof dr.decision);
+        if (s->x && s->d->outcome == GUARD_ALLOW)
+            s->x->deliveries++;
     }
     deliver_result_free(&dr);
     return s->d->outcome == GUARD_ALLOW;
@@ -285,7 +399,7 @@ static bool step_hand_on(step_state *s, id_list *handoff)
  * d, and the step ends as that decision says (end_of). */
 static step_end run_step(const gate_env *g, const char *run_id, const char *mode,
                          const workflow_step *ws, const char *ctx_id, id_list *inputs,
-                         guard_decision *d, id_list *handoff)
+                         guard_decision *d, id_list *handoff, exec_state *x)
 {
     memset(d, 0, sizeof *d);
     step_state s;
@@ -296,6 +410,7 @@ static step_end run_step(const gate_env *g, const char *run_id, const char *mode
     s.ctx_id = ctx_id;
     s.ws = ws;
     s.d = d;
+    s.x = x;
     if (step_check_handoff(&s, inputs) && step_read_sources(&s) && step_ask_model(&s, inputs) &&
         step_record_output(&s) && step_deliver(&s) && step_hand_on(&s, handoff)) {
         if (d->outcome == 0)
@@ -337,7 +452,30 @@ static void finish(const gate_env *g, const char *run_id, const char *from, step
     }
 }
 
-static int drive(const gate_env *g, const char *run_id, const char *mode)
+/* Ends a run the executor had to stop: cancelled (with the reason) or budget_exhausted (with
+ * the budget), naming the step it was in and the counters. A run whose lease was lost is left
+ * to whoever reaped the lease (it is marked interrupted there). */
+static void finish_stopped(const gate_env *g, const char *run_id, exec_state *x)
+{
+    if (strcmp(x->stop, "lost") == 0)
+        return;
+    json_t *detail = json_pack(
+        "{s:s, s:s, s:s, s:I, s:I, s:I, s:I}", "step", x->step ? x->step : "",
+        strcmp(x->stop, "budget_exhausted") == 0 ? "budget" : "reason", x->reason, "by", "executor",
+        "steps", (json_int_t)x->steps, "model_calls", (json_int_t)x->model_calls, "deliveries",
+        (json_int_t)x->deliveries, "wall_clock_ms", (json_int_t)ms_since(&x->t0));
+    char *text = detail ? json_dumps(detail, JSON_COMPACT) : NULL;
+    json_decref(detail);
+    int rc = transition(g, run_id, "running", x->stop, text ? text : "", NULL);
+    free(text);
+    if (rc == STATUS_OK && evlog_keyed()) {
+        json_t *receipt = NULL;
+        (void)receipt_issue_run(g->st, run_id, &receipt, NULL);
+        json_decref(receipt);
+    }
+}
+
+static int drive(const gate_env *g, const char *run_id, const char *mode, exec_state *x)
 {
     const workflow *wf = g->wf;
     id_list *handoffs = calloc(wf->n_steps ? wf->n_steps : 1, sizeof *handoffs);
@@ -350,6 +488,15 @@ static int drive(const gate_env *g, const char *run_id, const char *mode)
         const workflow_step *ws = &wf->steps[i];
         last = ws->cap.step;
         guard_decision_free(&d);
+        if (x) {
+            x->step = ws->cap.step;
+            if (!exec_check(x, CHECK_STEP)) {
+                guard_decision_unknown(&d, "the run stopped");
+                end = STEP_FAILED;
+                break;
+            }
+            x->steps++;
+        }
         json_t *ctx = NULL;
         int rc = gate_open_step(g, run_id, ws->cap.step, &ctx);
         const char *ctx_id = ctx ? json_string_value(json_object_get(ctx, "id")) : NULL;
@@ -369,7 +516,7 @@ static int drive(const gate_env *g, const char *run_id, const char *mode)
                 gathered = id_list_add(&inputs, handoffs[from].ids[k]) == 0;
         }
         if (gathered) {
-            end = run_step(g, run_id, mode, ws, ctx_id, &inputs, &d, &handoffs[i]);
+            end = run_step(g, run_id, mode, ws, ctx_id, &inputs, &d, &handoffs[i], x);
         } else {
             guard_decision_unknown(&d, "out of memory");
             end = STEP_FAILED;
@@ -377,7 +524,15 @@ static int drive(const gate_env *g, const char *run_id, const char *mode)
         id_list_free(&inputs);
         json_decref(ctx);
     }
-    finish(g, run_id, "running", end, last, &d);
+    if (x && !x->stop[0] && end != STEP_DONE)
+        exec_check(x, CHECK_TICK); /* a step that failed may have been stopped by a cancel */
+    if (x && x->stop[0]) {
+        finish_stopped(g, run_id, x);
+    } else {
+        if (x)
+            exec_renew(x); /* the final counters go with the run */
+        finish(g, run_id, "running", end, last, &d);
+    }
     guard_decision_free(&d);
     for (size_t i = 0; i < wf->n_steps; i++)
         id_list_free(&handoffs[i]);
@@ -385,10 +540,11 @@ static int drive(const gate_env *g, const char *run_id, const char *mode)
     return STATUS_OK;
 }
 
-int runner_start(const gate_env *g, const char *task, const char *mode, char run_id[65])
+static int get_run(const gate_env *g, const char *run_id, json_t **view);
+
+/* Creates the run (status created) with a fresh id. */
+static int create(const gate_env *g, const char *task, const char *mode, char run_id[65])
 {
-    if (!mode || !*mode)
-        mode = "scripted";
     if (strcmp(mode, "scripted") != 0 && strcmp(mode, "external") != 0 && strcmp(mode, "live") != 0)
         return STATUS_EINVAL;
     if (task && strlen(task) > 4096)
@@ -408,6 +564,14 @@ int runner_start(const gate_env *g, const char *task, const char *mode, char run
     int rc = evlog_create_run(g->st, arg, &reply);
     json_decref(arg);
     json_decref(reply);
+    return rc;
+}
+
+int runner_start(const gate_env *g, const char *task, const char *mode, char run_id[65])
+{
+    if (!mode || !*mode)
+        mode = "scripted";
+    int rc = create(g, task, mode, run_id);
     if (rc != STATUS_OK)
         return rc;
     if (strcmp(mode, "external") == 0)
@@ -415,7 +579,59 @@ int runner_start(const gate_env *g, const char *task, const char *mode, char run
     rc = transition(g, run_id, "created", "running", "{\"by\":\"runner\"}", NULL);
     if (rc != STATUS_OK)
         return STATUS_OK; /* created but not started; the run's status says so */
-    return drive(g, run_id, mode);
+    return drive(g, run_id, mode, NULL);
+}
+
+int runner_submit(const gate_env *g, const char *task, const char *mode, const json_t *budget,
+                  char run_id[65])
+{
+    if (!mode || !*mode)
+        mode = "scripted";
+    int rc = create(g, task, mode, run_id);
+    if (rc != STATUS_OK || strcmp(mode, "external") == 0)
+        return rc;
+    rc = transition(g, run_id, "created", "queued", "{\"by\":\"CreateRun\"}", NULL);
+    if (rc != STATUS_OK)
+        return STATUS_OK; /* created but not queued; the run's status says so */
+    json_t *empty = budget ? NULL : json_object();
+    char *text = json_dumps(budget ? budget : empty, JSON_COMPACT);
+    json_decref(empty);
+    if (!text)
+        return STATUS_ENOMEM;
+    const char *args[2] = {run_id, text};
+    json_t *reply = NULL;
+    rc = store_call(g->st, "enqueue_run", 2, args, &reply);
+    free(text);
+    json_decref(reply);
+    return rc;
+}
+
+int runner_execute(const gate_env *g, const char *run_id, const runner_lease *lease)
+{
+    exec_state x;
+    memset(&x, 0, sizeof x);
+    x.g = g;
+    x.run_id = run_id;
+    x.lease = lease;
+    clock_gettime(CLOCK_MONOTONIC, &x.t0);
+    x.last_renew = x.t0;
+    json_t *view = NULL;
+    int rc = get_run(g, run_id, &view);
+    const char *m = json_string_value(json_object_get(json_object_get(view, "run"), "mode"));
+    char mode[16];
+    snprintf(mode, sizeof mode, "%s", m && strcmp(m, "live") == 0 ? "live" : "scripted");
+    json_decref(view);
+    if (rc == STATUS_OK)
+        rc = transition(g, run_id, "queued", "running", "{\"by\":\"executor\"}", NULL);
+    if (rc == STATUS_OK) {
+        exec_renew(&x);
+        rc = drive(g, run_id, mode, &x);
+    }
+    const char *args[2] = {run_id, lease->owner};
+    json_t *reply = NULL;
+    (void)store_call(g->st, "release_lease", 2, args, &reply); /* else it lapses */
+    json_decref(reply);
+    return rc;
 }
 
 /* Artifacts of the run that may feed the recovery step: all but the recovery step's own
@@ -517,7 +733,7 @@ int runner_recover(const gate_env *g, const char *run_id, runner_recovery *out)
                    json_pack("{s:s, s:s, s:o*, s:O}", "step", ws->cap.step, "context", ctx_id,
                              "inputs", id_list_json(&inputs), "excluded", excluded));
         /* The permitted inputs were each checked; run_step checks them together again. */
-        end = run_step(g, run_id, mode, ws, ctx_id, &inputs, &out->decision, &handoff);
+        end = run_step(g, run_id, mode, ws, ctx_id, &inputs, &out->decision, &handoff, NULL);
     } else {
         guard_decision_unknown(&out->decision, inputs.n == 0 && rc == STATUS_OK
                                                    ? "no permitted inputs for the recovery step"

@@ -11,6 +11,7 @@
 #define CHARTER_RUNNER_H
 
 #include <jansson.h>
+#include <stdatomic.h>
 #include <stdbool.h>
 
 #include "gate.h"
@@ -20,6 +21,29 @@
  * run's id in run_id (65 bytes), STATUS_EINVAL for an unknown mode, STATUS_EUNAVAILABLE when the
  * run could not be created. A failure after creation is recorded in the run (status error). */
 int runner_start(const gate_env *g, const char *task, const char *mode, char run_id[65]);
+
+/* Creates a run like runner_start and, for scripted and live runs, queues it for the executor
+ * threads (status queued) with its budget (NULL or {"max_steps":n,...}, validated by the
+ * caller: names of runner budgets, values >= 1). Returns at once: STATUS_OK and run_id (65
+ * bytes), STATUS_EUNAVAILABLE, STATUS_ENOMEM. */
+int runner_submit(const gate_env *g, const char *task, const char *mode, const json_t *budget,
+                  char run_id[65]);
+
+/* The lease an executor holds on a run it claimed (charter_claim_run). */
+typedef struct {
+    const char *owner;           /* the executor's lease owner id */
+    int lease_ms;                /* each renewal holds the run this long on the database's clock */
+    const atomic_bool *stopping; /* NULL, or set when charterd stops: the run ends interrupted */
+} runner_lease;
+
+/* Executes a claimed run: queued -> running, then every step as runner_start does, renewing
+ * the lease with the run's counters before each step, model request and delivery and every
+ * lease_ms/3 during a model request. A cancel request ends the run cancelled, an exhausted
+ * budget budget_exhausted (each naming the step; the model request in flight is aborted); a
+ * lost lease stops it without a word (whoever reaped the lease marks it interrupted). The
+ * lease is released at the end. g->wf must be the run's pinned workflow. Returns STATUS_OK,
+ * STATUS_EREFUSED (the run was no longer queued: cancelled meanwhile), or a store status. */
+int runner_execute(const gate_env *g, const char *run_id, const runner_lease *lease);
 
 /* What a recovery did. */
 typedef struct {

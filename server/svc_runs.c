@@ -1,13 +1,17 @@
 /*
  * svc_runs.c - the Runs service: create and drive a run, read it back with its events,
- * list runs, recover a blocked run. Runs and everything in them live in Redis, so any
- * charterd serving the graph answers the same, including after a restart.
+ * list runs, recover a blocked run, wait for a run's events, cancel a run. Scripted and live
+ * runs execute on the executor threads (executor.c), never here: CreateRun queues them. Runs
+ * and everything in them live in Redis, so any charterd serving the graph answers the same,
+ * including after a restart.
  */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "charter.pb-c.h"
+#include "evlog.h"
 #include "gate.h"
 #include "registry.h"
 #include "provider.h"
@@ -32,6 +36,88 @@ static int load_view(call *c, const char *run_id, uint64_t after, uint32_t limit
     if (!*out)
         return call_fail(c, RPC_INTERNAL, "the run could not be encoded");
     return RPC_OK;
+}
+
+static const char *const budget_names[] = {"max_wall_clock_ms", "max_model_calls", "max_steps",
+                                           "max_deliveries"};
+
+/* The request's budget as {"max_steps":n,...} in *out (caller decrefs), or the failure. */
+static int budget_of(call *c, const Charter__V1__CreateRunRequest *req, json_t **out)
+{
+    json_t *b = json_object();
+    if (!b)
+        return call_fail(c, RPC_INTERNAL, "out of memory");
+    for (size_t i = 0; i < req->n_budget; i++) {
+        const char *k = req->budget[i]->key ? req->budget[i]->key : "";
+        bool known = false;
+        for (size_t j = 0; j < sizeof budget_names / sizeof budget_names[0]; j++)
+            known = known || strcmp(k, budget_names[j]) == 0;
+        if (!known) {
+            json_decref(b);
+            return call_fail(c, RPC_INVALID_ARGUMENT,
+                             "budget: \"%.64s\" is not max_wall_clock_ms, max_model_calls, "
+                             "max_steps or max_deliveries",
+                             k);
+        }
+        if (req->budget[i]->value < 1 || req->budget[i]->value > 1000000000000000LL) {
+            json_decref(b);
+            return call_fail(c, RPC_INVALID_ARGUMENT, "budget: %s must be a positive integer", k);
+        }
+        if (json_object_set_new(b, k, json_integer(req->budget[i]->value)) != 0) {
+            json_decref(b);
+            return call_fail(c, RPC_INTERNAL, "out of memory");
+        }
+    }
+    *out = b;
+    return RPC_OK;
+}
+
+static bool run_active(const char *status)
+{
+    return status && (strcmp(status, "queued") == 0 || strcmp(status, "running") == 0 ||
+                      strcmp(status, "recovering") == 0);
+}
+
+static long long now_ms(void)
+{
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (long long)t.tv_sec * 1000 + t.tv_nsec / 1000000;
+}
+
+/* Polls the run until it has events after after_seq (want_events), or is no longer active, or
+ * timeout_ms passed; leaves the run as last read in *j (caller decrefs). The poll reads the
+ * run's status and its events after after_seq only. */
+static int await_run(call *c, const char *run_id, uint64_t after_seq, bool want_events,
+                     int timeout_ms, json_t **j)
+{
+    long long until = now_ms() + timeout_ms;
+    char a[32];
+    snprintf(a, sizeof a, "%llu", (unsigned long long)after_seq);
+    for (;;) {
+        const char *args[3] = {run_id, a, "1000"};
+        json_t *v = NULL;
+        int rc = store_call(c->st, "get_run", 3, args, &v);
+        if (rc != STATUS_OK)
+            return call_fail_status_id(c, rc, "run", run_id);
+        const char *st = json_string_value(json_object_get(json_object_get(v, "run"), "status"));
+        if (!run_active(st) || (want_events && json_array_size(json_object_get(v, "events")) > 0) ||
+            now_ms() >= until) {
+            *j = v;
+            return RPC_OK;
+        }
+        json_decref(v);
+        struct timespec pause = {0, 25 * 1000000L};
+        nanosleep(&pause, NULL);
+    }
+}
+
+/* What of the call's deadline a wait may use: the rest goes to answering. */
+static int wait_budget_ms(const call *c, uint32_t asked)
+{
+    int room = c->timeout_ms - (c->timeout_ms / 10 > 50 ? c->timeout_ms / 10 : 50);
+    int want = asked ? (int)(asked > 600000 ? 600000 : asked) : 10000;
+    return room < 0 ? 0 : (want < room ? want : room);
 }
 
 static int create_run(call *c, const ProtobufCMessage *in, ProtobufCMessage **out)
@@ -66,17 +152,86 @@ static int create_run(call *c, const ProtobufCMessage *in, ProtobufCMessage **ou
         if (rc != STATUS_OK)
             return call_fail_status_id(c, rc, "workflow", req->workflow);
     }
+    if (req->n_budget > 0 && strcmp(mode, "external") == 0)
+        return call_fail(c, RPC_INVALID_ARGUMENT,
+                         "budget: only scripted and live runs carry budgets");
+    json_t *budget = NULL;
+    if ((rc = budget_of(c, req, &budget)) != RPC_OK)
+        return rc;
     char run_id[65];
-    /* A run records each step and its end: the built-in runner is bounded per database command
-     * by what remains of the deadline, not cut off at it, so no run is left half-recorded. */
-    store_set_timeout(c->st, c->timeout_ms);
-    rc = runner_start(&g, req->task, mode, run_id);
+    rc = runner_submit(&g, req->task, mode, budget, run_id);
+    json_decref(budget);
     if (rc != STATUS_OK)
         return call_fail_status(c, rc, "run");
+    if (!req->async && strcmp(mode, "external") != 0) {
+        /* A caller that did not ask for async gets the run as it ends, within its deadline;
+         * the run executes on an executor thread all the same. */
+        json_t *j = NULL;
+        if ((rc = await_run(c, run_id, 0, false, wait_budget_ms(c, 600000), &j)) != RPC_OK)
+            return rc;
+        json_decref(j);
+    }
     Charter__V1__RunView *view = NULL;
     rc = load_view(c, run_id, 0, 0, &view);
     if (rc == RPC_OK)
         *out = &view->base;
+    return rc;
+}
+
+static int wait_run(call *c, const ProtobufCMessage *in, ProtobufCMessage **out)
+{
+    const Charter__V1__WaitRunRequest *req = (const Charter__V1__WaitRunRequest *)in;
+    int rc = call_require_id(c, "run_id", req->run_id);
+    if (rc != RPC_OK)
+        return rc;
+    json_t *j = NULL;
+    rc = await_run(c, req->run_id, req->after_seq, true, wait_budget_ms(c, req->timeout_ms), &j);
+    if (rc != RPC_OK)
+        return rc;
+    Charter__V1__RunView *view = wire_run_view(c, j);
+    json_decref(j);
+    if (!view)
+        return call_fail(c, RPC_INTERNAL, "the run could not be encoded");
+    *out = &view->base;
+    return RPC_OK;
+}
+
+static int cancel_run(call *c, const ProtobufCMessage *in, ProtobufCMessage **out)
+{
+    const Charter__V1__CancelRunRequest *req = (const Charter__V1__CancelRunRequest *)in;
+    int rc = call_require_id(c, "run_id", req->run_id);
+    if (rc == RPC_OK)
+        rc = call_require_utf8(c, "reason", req->reason);
+    if (rc != RPC_OK)
+        return rc;
+    const char *reason = req->reason && *req->reason ? req->reason : "cancelled";
+    if (strlen(reason) > 512)
+        return call_fail(c, RPC_INVALID_ARGUMENT, "reason: longer than 512 bytes");
+    const char *args[2] = {req->run_id, reason};
+    json_t *j = NULL;
+    rc = store_call(c->st, "request_cancel", 2, args, &j);
+    if (rc != STATUS_OK)
+        return call_fail_status_id(c, rc, "run", req->run_id);
+    const char *st = json_string_value(json_object_get(j, "status"));
+    bool unclaimed = st && (strcmp(st, "created") == 0 || strcmp(st, "queued") == 0);
+    json_decref(j);
+    if (unclaimed) {
+        /* No executor holds it: cancelled here. One that claimed it meanwhile sees the
+         * request at its first renewal. */
+        json_t *d = json_pack("{s:s, s:s, s:s}", "reason", reason, "step", "", "by", "CancelRun");
+        char *text = d ? json_dumps(d, JSON_COMPACT) : NULL;
+        json_decref(d);
+        if (!text)
+            return call_fail(c, RPC_INTERNAL, "out of memory");
+        rc = evlog_transition(c->st, req->run_id, "created,queued", "cancelled", text, NULL, NULL);
+        free(text);
+        if (rc != STATUS_OK && rc != STATUS_EREFUSED)
+            return call_fail_status_id(c, rc, "run", req->run_id);
+    }
+    Charter__V1__RunView *view = NULL;
+    rc = load_view(c, req->run_id, 0, 1, &view);
+    if (rc == RPC_OK)
+        *out = &view->run->base;
     return rc;
 }
 
@@ -184,5 +339,9 @@ const svc_method svc_runs_methods[] = {
      &charter__v1__list_runs_response__descriptor, ROLE_VIEWER, list_runs},
     {"RecoverRun", &charter__v1__recover_run_request__descriptor,
      &charter__v1__recover_run_response__descriptor, ROLE_OPERATOR, recover_run},
+    {"WaitRun", &charter__v1__wait_run_request__descriptor, &charter__v1__run_view__descriptor,
+     ROLE_VIEWER, wait_run},
+    {"CancelRun", &charter__v1__cancel_run_request__descriptor, &charter__v1__run__descriptor,
+     ROLE_OPERATOR, cancel_run},
 };
 const size_t svc_runs_methods_len = sizeof svc_runs_methods / sizeof svc_runs_methods[0];

@@ -405,6 +405,16 @@ Charter__V1__Run *wire_run(call *c, const json_t *j)
     r->seq = wire_u64(j, "seq");
     r->created_at = wire_double(j, "created_at");
     r->workflow = wire_field(c, j, "workflow", &failed);
+    r->max_wall_clock_ms = (int64_t)wire_u64(j, "max_wall_clock_ms");
+    r->max_model_calls = (int64_t)wire_u64(j, "max_model_calls");
+    r->max_steps = (int64_t)wire_u64(j, "max_steps");
+    r->max_deliveries = (int64_t)wire_u64(j, "max_deliveries");
+    r->wall_clock_ms = (int64_t)wire_u64(j, "wall_clock_ms");
+    r->model_calls = (int64_t)wire_u64(j, "model_calls");
+    r->steps = (int64_t)wire_u64(j, "steps");
+    r->deliveries = (int64_t)wire_u64(j, "deliveries");
+    if (json_object_get(j, "cancel_reason") != NULL)
+        r->cancel_reason = wire_field(c, j, "cancel_reason", &failed);
     return failed ? NULL : r;
 }
 

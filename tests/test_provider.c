@@ -281,7 +281,7 @@ static provider_config test_config(long timeout_ms)
 static int ask_report(model_reply *r, char *err, size_t errlen)
 {
     provider_config c = test_config(3000);
-    model_request req = {report_step, report_inputs, 4};
+    model_request req = {.step = report_step, .inputs = report_inputs, .n_inputs = 4};
     return provider_ask_with(&c, &req, r, err, errlen);
 }
 
@@ -343,7 +343,7 @@ static void assert_fails_closed(int rc, const model_reply *r, const char *err, c
 
 static void test_live_mode_before_configuration_is_refused(void)
 {
-    model_request req = {report_step, report_inputs, 4};
+    model_request req = {.step = report_step, .inputs = report_inputs, .n_inputs = 4};
     model_reply r;
     char err[256];
     CU_ASSERT_FALSE(provider_configured());
@@ -423,7 +423,7 @@ static void test_live_mode_asks_the_configured_provider(void)
 
     fake_reset();
     fake_push_answer(GOOD_REPORT, 0);
-    model_request req = {report_step, report_inputs, 4};
+    model_request req = {.step = report_step, .inputs = report_inputs, .n_inputs = 4};
     model_reply r;
     CU_ASSERT_EQUAL_FATAL(model_ask("live", &req, &r, err, sizeof err), 0);
     CU_ASSERT_STRING_EQUAL(r.content, "Brightline Office leads on price, delivery and warranty.");
@@ -460,7 +460,7 @@ static void test_good_reply_is_parsed_into_content_fields_and_handoff(void)
     fake_push_answer("{'handoff':['output','inputs'],'content':'Recommend vendor_b.'}", 0);
     provider_config c = test_config(3000);
     const char *in[] = {"summary"};
-    model_request req = {analyze_step, in, 1};
+    model_request req = {.step = analyze_step, .inputs = in, .n_inputs = 1};
     CU_ASSERT_EQUAL_FATAL(provider_ask_with(&c, &req, &r, err, sizeof err), 0);
     CU_ASSERT_STRING_EQUAL(r.content, "Recommend vendor_b.");
     CU_ASSERT_PTR_NULL(r.fields);
@@ -564,7 +564,7 @@ static void test_step_without_public_fields_asks_for_no_fields(void)
     fake_push_answer("{'content':'x','handoff':[]}", 0);
     provider_config c = test_config(3000);
     const char *in[] = {"summary", "Budget memo"};
-    model_request req = {analyze_step, in, 2};
+    model_request req = {.step = analyze_step, .inputs = in, .n_inputs = 2};
     model_reply r;
     char err[256] = "";
     CU_ASSERT_EQUAL_FATAL(provider_ask_with(&c, &req, &r, err, sizeof err), 0);
@@ -639,7 +639,7 @@ static void test_extra_field_fails_closed(void)
     fake_push_answer("{'content':'c','handoff':[],'fields':{'recommended_vendor':'vendor_b'}}", 0);
     provider_config c = test_config(3000);
     const char *in[] = {"summary"};
-    model_request req = {analyze_step, in, 1};
+    model_request req = {.step = analyze_step, .inputs = in, .n_inputs = 1};
     model_reply r;
     char err[256] = "";
     int rc = provider_ask_with(&c, &req, &r, err, sizeof err);
@@ -791,7 +791,7 @@ static void test_slow_provider_beyond_the_timeout_fails_closed(void)
     fake_reset();
     fake_push_answer(GOOD_REPORT, 1500);
     provider_config c = test_config(400);
-    model_request req = {report_step, report_inputs, 4};
+    model_request req = {.step = report_step, .inputs = report_inputs, .n_inputs = 4};
     model_reply r;
     char err[256] = "";
     double t0 = now_s();
@@ -865,7 +865,7 @@ static void test_unreachable_provider_fails_closed(void)
                          .api_key = TEST_KEY,
                          .model = TEST_MODEL,
                          .timeout_ms = 2000};
-    model_request req = {report_step, report_inputs, 4};
+    model_request req = {.step = report_step, .inputs = report_inputs, .n_inputs = 4};
     model_reply r;
     char err[256] = "";
     int rc = provider_ask_with(&c, &req, &r, err, sizeof err);

@@ -24,9 +24,11 @@
 
 #define RUN1_DECISIONS 12
 #define RUN2_DECISIONS 9
-#define CFO_SEQ 14
-#define HANDOFF_SEQ 16
-#define PUBLIC_SEQ 24
+/* A scripted run records created, then queued and running (two status_changed events) before
+ * its first step. */
+#define CFO_SEQ 15
+#define HANDOFF_SEQ 17
+#define PUBLIC_SEQ 25
 
 static const char *CFO_WITNESS =
     "budget (confidential) \xe2\x86\x92 Internal recommendation \xe2\x86\x92 "

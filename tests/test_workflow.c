@@ -980,7 +980,8 @@ static void test_scripted_model_answers_each_step_from_its_script(void)
     workflow *wf = load_procurement();
     CU_ASSERT_PTR_NOT_NULL_FATAL(wf);
     const char *inputs[] = {"anything"};
-    model_request req = {workflow_step_find(wf, "research"), inputs, 1};
+    model_request req = {
+        .step = workflow_step_find(wf, "research"), .inputs = inputs, .n_inputs = 1};
     model_reply r;
     char err[256] = "";
 
@@ -1018,8 +1019,8 @@ static void test_scripted_model_is_deterministic(void)
     CU_ASSERT_PTR_NOT_NULL_FATAL(wf);
     const char *in1[] = {"vendor quotes"};
     const char *in2[] = {"completely different", "inputs"};
-    model_request a = {workflow_step_find(wf, "analyze"), in1, 1};
-    model_request b = {workflow_step_find(wf, "analyze"), in2, 2};
+    model_request a = {.step = workflow_step_find(wf, "analyze"), .inputs = in1, .n_inputs = 1};
+    model_request b = {.step = workflow_step_find(wf, "analyze"), .inputs = in2, .n_inputs = 2};
     model_reply ra, rb;
     char err[256];
     CU_ASSERT_EQUAL_FATAL(model_ask("scripted", &a, &ra, err, sizeof err), 0);
@@ -1034,7 +1035,7 @@ static void test_model_refuses_unknown_and_live_modes_and_missing_script(void)
 {
     workflow *wf = load_procurement();
     CU_ASSERT_PTR_NOT_NULL_FATAL(wf);
-    model_request req = {workflow_step_find(wf, "research"), NULL, 0};
+    model_request req = {.step = workflow_step_find(wf, "research"), .inputs = NULL, .n_inputs = 0};
     model_reply r;
     char err[256] = "";
     CU_ASSERT_EQUAL(model_ask("oracle", &req, &r, err, sizeof err), -1);

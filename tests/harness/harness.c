@@ -1222,8 +1222,8 @@ int harness_pause_on_run(const char *graph, const char *status, long min_deliver
         redisReply *s = redisCommand(rc, "HGET charter:{%s}:run:%s status", graph, run_id);
         bool match = s != NULL && s->type == REDIS_REPLY_STRING && strcmp(s->str, status) == 0;
         bool passed = s != NULL && s->type == REDIS_REPLY_STRING &&
-                      strcmp(s->str, "created") != 0 && strcmp(s->str, "running") != 0 &&
-                      strcmp(s->str, "recovering") != 0;
+                      strcmp(s->str, "created") != 0 && strcmp(s->str, "queued") != 0 &&
+                      strcmp(s->str, "running") != 0 && strcmp(s->str, "recovering") != 0;
         if (s != NULL) {
             freeReplyObject(s);
         }

@@ -1,0 +1,526 @@
+/*
+ * test_async.c - runs that never hold a worker: real charterd processes on the test Redis, a
+ * real local HTTP model server that answers slowly, driven through libcharter.
+ *
+ * CreateRun queues a run and returns at once; an executor thread claims it with a lease and
+ * WaitRun follows its events to the end. CancelRun stops a run during its model request (the
+ * transfer is aborted) and between steps; each budget fires; a charterd killed mid-run loses
+ * its lease and another charterd marks the run interrupted, after which RecoverRun works.
+ */
+#include <CUnit/Basic.h>
+#include <nng/nng.h>
+#include <nng/supplemental/http/http.h>
+#include <nng/supplemental/util/platform.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "charter.h"
+#include "harness.h"
+
+/* ---- a slow model server: every request is answered HTTP 500 after slow_ms --------------- */
+
+static nng_http_server *slow_server;
+static nng_http_handler *slow_handler;
+static atomic_int slow_ms;
+static atomic_int slow_requests;
+static char slow_url[64];
+
+typedef struct {
+    nng_aio *http; /* the request being answered */
+    nng_aio *timer;
+} slow_reply;
+
+static void slow_answer(void *arg)
+{
+    slow_reply *r = arg;
+    nng_http_res *res = NULL;
+    if (nng_http_res_alloc(&res) != 0) {
+        nng_aio_finish(r->http, NNG_ENOMEM);
+    } else {
+        nng_http_res_set_status(res, 500);
+        nng_http_res_copy_data(res, "{}", 2);
+        nng_aio_set_output(r->http, 0, res);
+        nng_aio_finish(r->http, 0);
+    }
+    /* The timer's own aio cannot be freed from its callback; it is left to the process. */
+}
+
+static void slow_handle(nng_aio *aio)
+{
+    atomic_fetch_add(&slow_requests, 1);
+    slow_reply *r = calloc(1, sizeof *r);
+    if (r == NULL || nng_aio_alloc(&r->timer, slow_answer, r) != 0) {
+        nng_aio_finish(aio, NNG_ENOMEM);
+        return;
+    }
+    r->http = aio;
+    nng_sleep_aio(atomic_load(&slow_ms), r->timer);
+}
+
+static int slow_start(void)
+{
+    nng_url *url = NULL;
+    if (nng_url_parse(&url, "http://127.0.0.1:0") != 0)
+        return -1;
+    int rc = nng_http_server_hold(&slow_server, url);
+    nng_url_free(url);
+    if (rc != 0 || nng_http_handler_alloc(&slow_handler, "/v1/chat/completions", slow_handle) ||
+        nng_http_handler_set_method(slow_handler, "POST") ||
+        nng_http_handler_collect_body(slow_handler, true, 4 * 1024 * 1024) ||
+        nng_http_server_add_handler(slow_server, slow_handler) ||
+        nng_http_server_start(slow_server))
+        return -1;
+    nng_sockaddr sa;
+    if (nng_http_server_get_addr(slow_server, &sa) != 0 || sa.s_family != NNG_AF_INET)
+        return -1;
+    unsigned port = ((unsigned)((const uint8_t *)&sa.s_in.sa_port)[0] << 8) |
+                    ((const uint8_t *)&sa.s_in.sa_port)[1];
+    snprintf(slow_url, sizeof slow_url, "http://127.0.0.1:%u/v1", port);
+    return 0;
+}
+
+/* ---- charterd and helpers ------------------------------------------------------------------ */
+
+static char graph[64];
+static harness_charterd daemon_;
+static charter_client *op;
+
+static long long now_ms(void)
+{
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (long long)t.tv_sec * 1000 + t.tv_nsec / 1000000;
+}
+
+static int suite_init(void)
+{
+    if (slow_start() != 0)
+        return -1;
+    atomic_store(&slow_ms, 8000);
+    setenv("CHARTER_OPENAI_BASE_URL", slow_url, 1);
+    setenv("CHARTER_OPENAI_API_KEY", "test-key", 1);
+    setenv("CHARTER_OPENAI_MODEL", "slow-model", 1);
+    setenv("CHARTER_MODEL_TIMEOUT_MS", "30000", 1);
+    harness_graph_name(graph, sizeof graph, "async");
+    const char *extra[] = {"--runners", "2"};
+    harness_charterd_opts o = {.graph = graph, .extra_args = extra, .n_extra = 2};
+    if (harness_charterd_start(&o, &daemon_) != 0)
+        return -1;
+    return harness_client_open(daemon_.ipc_url, HARNESS_OPERATOR_TOKEN, 30000, &op) == 0 ? 0 : -1;
+}
+
+static int suite_clean(void)
+{
+    charter_client_close(op);
+    int rc = harness_charterd_stop(&daemon_);
+    harness_graph_drop(graph);
+    return rc == 0 ? 0 : -1;
+}
+
+/* CreateRun with mode, async and the budget pairs (n of them); NULL on failure, with *code. */
+static Charter__V1__RunView *create(charter_client *c, const char *mode, bool async,
+                                    const char *const *keys, const int64_t *values, size_t n,
+                                    int *code)
+{
+    Charter__V1__CreateRunRequest req = CHARTER__V1__CREATE_RUN_REQUEST__INIT;
+    Charter__V1__CreateRunRequest__BudgetEntry entries[4], *ptrs[4];
+    for (size_t i = 0; i < n; i++) {
+        charter__v1__create_run_request__budget_entry__init(&entries[i]);
+        entries[i].key = (char *)keys[i];
+        entries[i].value = values[i];
+        ptrs[i] = &entries[i];
+    }
+    req.mode = (char *)mode;
+    req.async = async;
+    req.n_budget = n;
+    req.budget = ptrs;
+    Charter__V1__RunView *v = NULL;
+    charter_status s;
+    int rc = charter_create_run(c, &req, &v, &s);
+    if (code)
+        *code = rc == 0 ? 0 : s.code;
+    if (rc != 0)
+        fprintf(stderr, "\n  CreateRun: %d %s\n", s.code, s.message);
+    return v;
+}
+
+static Charter__V1__RunView *get_run(charter_client *c, const char *id)
+{
+    Charter__V1__GetRunRequest req = CHARTER__V1__GET_RUN_REQUEST__INIT;
+    req.run_id = (char *)id;
+    Charter__V1__RunView *v = NULL;
+    charter_status s;
+    return charter_get_run(c, &req, &v, &s) == 0 ? v : NULL;
+}
+
+static bool active(const char *status)
+{
+    return strcmp(status, "queued") == 0 || strcmp(status, "running") == 0 ||
+           strcmp(status, "recovering") == 0;
+}
+
+/* Follows the run with WaitRun until it ends (at most limit_ms): every event once, in order.
+ * Returns the number of events seen, or -1 when they were not consecutive or it never ended;
+ * the last event's detail goes to last_detail. */
+static long follow(charter_client *c, const char *id, int limit_ms, char *last_detail,
+                   size_t n_detail, long *calls)
+{
+    uint64_t after = 0;
+    long seen = 0;
+    long long until = now_ms() + limit_ms;
+    *calls = 0;
+    while (now_ms() < until) {
+        Charter__V1__WaitRunRequest req = CHARTER__V1__WAIT_RUN_REQUEST__INIT;
+        req.run_id = (char *)id;
+        req.after_seq = after;
+        req.timeout_ms = 2000;
+        Charter__V1__RunView *v = NULL;
+        charter_status s;
+        if (charter_wait_run(c, &req, &v, &s) != 0) {
+            fprintf(stderr, "\n  WaitRun: %d %s\n", s.code, s.message);
+            return -1;
+        }
+        (*calls)++;
+        for (size_t i = 0; i < v->n_events; i++) {
+            if (v->events[i]->seq != after + 1) {
+                charter__v1__run_view__free_unpacked(v, NULL);
+                return -1;
+            }
+            after = v->events[i]->seq;
+            seen++;
+            snprintf(last_detail, n_detail, "%s", v->events[i]->detail);
+        }
+        bool ended = !active(v->run->status) && v->run->seq == after;
+        charter__v1__run_view__free_unpacked(v, NULL);
+        if (ended)
+            return seen;
+    }
+    return -1;
+}
+
+/* Waits until the run has an event of kind (at most limit_ms). */
+static bool wait_for_event(charter_client *c, const char *id, const char *kind, int limit_ms)
+{
+    long long until = now_ms() + limit_ms;
+    while (now_ms() < until) {
+        Charter__V1__RunView *v = get_run(c, id);
+        bool found = false;
+        for (size_t i = 0; v && i < v->n_events; i++)
+            found = found || strcmp(v->events[i]->kind, kind) == 0;
+        if (v)
+            charter__v1__run_view__free_unpacked(v, NULL);
+        if (found)
+            return true;
+        nng_msleep(50);
+    }
+    return false;
+}
+
+static Charter__V1__Run *cancel(charter_client *c, const char *id, const char *reason)
+{
+    Charter__V1__CancelRunRequest req = CHARTER__V1__CANCEL_RUN_REQUEST__INIT;
+    req.run_id = (char *)id;
+    req.reason = (char *)reason;
+    Charter__V1__Run *r = NULL;
+    charter_status s;
+    if (charter_cancel_run(c, &req, &r, &s) != 0)
+        fprintf(stderr, "\n  CancelRun: %d %s\n", s.code, s.message);
+    return r;
+}
+
+/* ---- the tests ------------------------------------------------------------------------------ */
+
+static void test_async_create_returns_at_once_and_wait_run_follows_to_the_end(void)
+{
+    long long t0 = now_ms();
+    Charter__V1__RunView *v = create(op, "scripted", true, NULL, NULL, 0, NULL);
+    long long took = now_ms() - t0;
+    CU_ASSERT_PTR_NOT_NULL_FATAL(v);
+    CU_ASSERT_TRUE(strcmp(v->run->status, "queued") == 0 || strcmp(v->run->status, "running") == 0);
+    CU_ASSERT_EQUAL(v->n_deliveries, 0);
+    CU_ASSERT_TRUE(took < 2000);
+    char id[80], detail[1024] = "";
+    snprintf(id, sizeof id, "%s", v->run->id);
+    charter__v1__run_view__free_unpacked(v, NULL);
+    long calls = 0;
+    long seen = follow(op, id, 20000, detail, sizeof detail, &calls);
+    CU_ASSERT_TRUE(seen > 5);
+    Charter__V1__RunView *end = get_run(op, id);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(end);
+    /* The reference workflow: the CFO delivery commits, the poisoned handoff blocks. */
+    CU_ASSERT_STRING_EQUAL(end->run->status, "blocked");
+    CU_ASSERT_EQUAL(end->n_deliveries, 1);
+    CU_ASSERT_EQUAL((long)end->run->seq, seen);
+    CU_ASSERT_EQUAL(end->run->steps, 3);
+    CU_ASSERT_EQUAL(end->run->model_calls, 2);
+    CU_ASSERT_EQUAL(end->run->deliveries, 1);
+    CU_ASSERT_PTR_NOT_NULL(strstr(detail, "running -> blocked"));
+    charter__v1__run_view__free_unpacked(end, NULL);
+}
+
+static void test_create_without_async_still_returns_the_ended_run(void)
+{
+    Charter__V1__RunView *v = create(op, "scripted", false, NULL, NULL, 0, NULL);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(v);
+    CU_ASSERT_STRING_EQUAL(v->run->status, "blocked");
+    CU_ASSERT_EQUAL(v->n_deliveries, 1);
+    charter__v1__run_view__free_unpacked(v, NULL);
+}
+
+static void test_unknown_or_non_positive_budgets_are_invalid_argument(void)
+{
+    const char *k1[] = {"max_tokens"}, *k2[] = {"max_steps"};
+    int64_t one[] = {5}, zero[] = {0}, neg[] = {-3};
+    int code = 0;
+    CU_ASSERT_PTR_NULL(create(op, "scripted", true, k1, one, 1, &code));
+    CU_ASSERT_EQUAL(code, CHARTER_INVALID_ARGUMENT);
+    CU_ASSERT_PTR_NULL(create(op, "scripted", true, k2, zero, 1, &code));
+    CU_ASSERT_EQUAL(code, CHARTER_INVALID_ARGUMENT);
+    CU_ASSERT_PTR_NULL(create(op, "scripted", true, k2, neg, 1, &code));
+    CU_ASSERT_EQUAL(code, CHARTER_INVALID_ARGUMENT);
+}
+
+/* Runs a scripted run with one budget and returns its end (caller frees). */
+static Charter__V1__RunView *run_with_budget(const char *mode, const char *key, int64_t value,
+                                             char *detail, size_t n_detail)
+{
+    const char *k[] = {key};
+    int64_t val[] = {value};
+    Charter__V1__RunView *v = create(op, mode, true, k, val, 1, NULL);
+    if (v == NULL)
+        return NULL;
+    char id[80];
+    snprintf(id, sizeof id, "%s", v->run->id);
+    charter__v1__run_view__free_unpacked(v, NULL);
+    long calls = 0;
+    if (follow(op, id, 20000, detail, n_detail, &calls) < 0)
+        return NULL;
+    return get_run(op, id);
+}
+
+static void test_max_steps_fires_before_the_second_step(void)
+{
+    char detail[1024] = "";
+    Charter__V1__RunView *v = run_with_budget("scripted", "max_steps", 1, detail, sizeof detail);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(v);
+    CU_ASSERT_STRING_EQUAL(v->run->status, "budget_exhausted");
+    CU_ASSERT_EQUAL(v->run->max_steps, 1);
+    CU_ASSERT_EQUAL(v->run->steps, 1);
+    CU_ASSERT_EQUAL(v->n_deliveries, 0);
+    CU_ASSERT_PTR_NOT_NULL(strstr(detail, "\"budget\":\"max_steps\""));
+    CU_ASSERT_PTR_NOT_NULL(strstr(detail, "\"step\":\"analyze\""));
+    charter__v1__run_view__free_unpacked(v, NULL);
+}
+
+static void test_max_model_calls_fires_before_the_second_model_request(void)
+{
+    char detail[1024] = "";
+    Charter__V1__RunView *v =
+        run_with_budget("scripted", "max_model_calls", 1, detail, sizeof detail);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(v);
+    CU_ASSERT_STRING_EQUAL(v->run->status, "budget_exhausted");
+    CU_ASSERT_EQUAL(v->run->model_calls, 1);
+    CU_ASSERT_EQUAL(v->n_deliveries, 0);
+    CU_ASSERT_PTR_NOT_NULL(strstr(detail, "\"budget\":\"max_model_calls\""));
+    CU_ASSERT_PTR_NOT_NULL(strstr(detail, "\"step\":\"analyze\""));
+    charter__v1__run_view__free_unpacked(v, NULL);
+}
+
+/* The reference workflow delivers once; a second delivery of the same run, through the Gate
+ * API, meets the budget in the commit itself. */
+static void test_max_deliveries_fires_in_the_commit(void)
+{
+    char detail[1024] = "";
+    Charter__V1__RunView *v =
+        run_with_budget("scripted", "max_deliveries", 1, detail, sizeof detail);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(v);
+    CU_ASSERT_STRING_EQUAL(v->run->status, "blocked");
+    CU_ASSERT_EQUAL_FATAL(v->n_deliveries, 1);
+    const char *payload = v->deliveries[0]->payload_id;
+    Charter__V1__OpenStepRequest oreq = CHARTER__V1__OPEN_STEP_REQUEST__INIT;
+    oreq.run_id = v->run->id;
+    oreq.step = "analyze";
+    Charter__V1__StepContext *ctx = NULL;
+    charter_status s;
+    CU_ASSERT_EQUAL_FATAL(charter_open_step(op, &oreq, &ctx, &s), 0);
+    Charter__V1__DeliverRequest dreq = CHARTER__V1__DELIVER_REQUEST__INIT;
+    dreq.context_id = ctx->context_id;
+    dreq.payload_id = (char *)payload;
+    dreq.recipient = "cfo";
+    dreq.tool = "deliver_internal";
+    dreq.invocation_id = "second-delivery";
+    Charter__V1__DeliverResponse *dr = NULL;
+    CU_ASSERT_EQUAL_FATAL(charter_deliver(op, &dreq, &dr, &s), 0);
+    CU_ASSERT_EQUAL(dr->decision->outcome, CHARTER__V1__OUTCOME__UNKNOWN);
+    CU_ASSERT_PTR_NOT_NULL(strstr(dr->decision->witness, "budget_deliveries"));
+    CU_ASSERT_PTR_NULL(dr->delivery);
+    Charter__V1__RunView *after = get_run(op, v->run->id);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(after);
+    CU_ASSERT_EQUAL(after->n_deliveries, 1);
+    charter__v1__run_view__free_unpacked(after, NULL);
+    charter__v1__deliver_response__free_unpacked(dr, NULL);
+    charter__v1__step_context__free_unpacked(ctx, NULL);
+    charter__v1__run_view__free_unpacked(v, NULL);
+}
+
+static void test_max_wall_clock_ms_aborts_the_model_request(void)
+{
+    atomic_store(&slow_ms, 8000);
+    char detail[1024] = "";
+    long long t0 = now_ms();
+    Charter__V1__RunView *v =
+        run_with_budget("live", "max_wall_clock_ms", 500, detail, sizeof detail);
+    long long took = now_ms() - t0;
+    CU_ASSERT_PTR_NOT_NULL_FATAL(v);
+    CU_ASSERT_STRING_EQUAL(v->run->status, "budget_exhausted");
+    CU_ASSERT_PTR_NOT_NULL(strstr(detail, "\"budget\":\"max_wall_clock_ms\""));
+    CU_ASSERT_PTR_NOT_NULL(strstr(detail, "\"step\":\"research\""));
+    CU_ASSERT_EQUAL(v->n_deliveries, 0);
+    CU_ASSERT_TRUE(took < 5000); /* the 8 s model request was cut short */
+    charter__v1__run_view__free_unpacked(v, NULL);
+}
+
+static void test_cancel_during_the_model_request_aborts_it_and_names_the_step(void)
+{
+    atomic_store(&slow_ms, 8000);
+    int before = atomic_load(&slow_requests);
+    Charter__V1__RunView *v = create(op, "live", true, NULL, NULL, 0, NULL);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(v);
+    char id[80];
+    snprintf(id, sizeof id, "%s", v->run->id);
+    charter__v1__run_view__free_unpacked(v, NULL);
+    CU_ASSERT_TRUE_FATAL(wait_for_event(op, id, "model_request", 10000));
+    nng_msleep(300); /* the request is on the wire */
+    long long t0 = now_ms();
+    Charter__V1__Run *r = cancel(op, id, "operator stop");
+    CU_ASSERT_PTR_NOT_NULL_FATAL(r);
+    CU_ASSERT_STRING_EQUAL(r->cancel_reason, "operator stop");
+    charter__v1__run__free_unpacked(r, NULL);
+    char detail[1024] = "";
+    long calls = 0;
+    CU_ASSERT_TRUE(follow(op, id, 20000, detail, sizeof detail, &calls) > 0);
+    long long took = now_ms() - t0;
+    Charter__V1__RunView *end = get_run(op, id);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(end);
+    CU_ASSERT_STRING_EQUAL(end->run->status, "cancelled");
+    CU_ASSERT_EQUAL(end->n_deliveries, 0);
+    CU_ASSERT_PTR_NOT_NULL(strstr(detail, "\"reason\":\"operator stop\""));
+    CU_ASSERT_PTR_NOT_NULL(strstr(detail, "\"step\":\"research\""));
+    CU_ASSERT_TRUE(took < 4000); /* well before the 8 s answer */
+    CU_ASSERT_EQUAL(atomic_load(&slow_requests) - before, 1);
+    charter__v1__run_view__free_unpacked(end, NULL);
+}
+
+static void test_a_queued_run_is_cancelled_at_once(void)
+{
+    char g2[64];
+    harness_graph_name(g2, sizeof g2, "async_idle");
+    const char *extra[] = {"--runners", "0"};
+    harness_charterd_opts o = {.graph = g2, .extra_args = extra, .n_extra = 2};
+    harness_charterd idle;
+    CU_ASSERT_EQUAL_FATAL(harness_charterd_start(&o, &idle), 0);
+    charter_client *c = NULL;
+    CU_ASSERT_EQUAL_FATAL(harness_client_open(idle.ipc_url, HARNESS_OPERATOR_TOKEN, 10000, &c), 0);
+    Charter__V1__RunView *v = create(c, "scripted", true, NULL, NULL, 0, NULL);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(v);
+    CU_ASSERT_STRING_EQUAL(v->run->status, "queued");
+    Charter__V1__Run *r = cancel(c, v->run->id, "not needed");
+    CU_ASSERT_PTR_NOT_NULL_FATAL(r);
+    CU_ASSERT_STRING_EQUAL(r->status, "cancelled");
+    charter__v1__run__free_unpacked(r, NULL);
+    charter__v1__run_view__free_unpacked(v, NULL);
+    charter_client_close(c);
+    CU_ASSERT_EQUAL(harness_charterd_stop(&idle), 0);
+    harness_graph_drop(g2);
+}
+
+static void test_killed_executor_loses_its_lease_and_another_charterd_interrupts_the_run(void)
+{
+    char g3[64];
+    harness_graph_name(g3, sizeof g3, "async_kill");
+    const char *extra[] = {"--runners", "1"};
+    harness_charterd_opts o = {.graph = g3, .extra_args = extra, .n_extra = 2};
+    harness_charterd x, y;
+    atomic_store(&slow_ms, 15000);
+    CU_ASSERT_EQUAL_FATAL(harness_charterd_start(&o, &x), 0);
+    charter_client *cx = NULL, *cy = NULL;
+    CU_ASSERT_EQUAL_FATAL(harness_client_open(x.ipc_url, HARNESS_OPERATOR_TOKEN, 10000, &cx), 0);
+    Charter__V1__RunView *v = create(cx, "live", true, NULL, NULL, 0, NULL);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(v);
+    char id[80];
+    snprintf(id, sizeof id, "%s", v->run->id);
+    charter__v1__run_view__free_unpacked(v, NULL);
+    CU_ASSERT_TRUE_FATAL(wait_for_event(cx, id, "model_request", 10000));
+    /* A second charterd starting now leaves the run alone: its lease is live. */
+    CU_ASSERT_EQUAL_FATAL(harness_charterd_start(&o, &y), 0);
+    CU_ASSERT_EQUAL_FATAL(harness_client_open(y.ipc_url, HARNESS_OPERATOR_TOKEN, 30000, &cy), 0);
+    Charter__V1__RunView *mid = get_run(cy, id);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(mid);
+    CU_ASSERT_STRING_EQUAL(mid->run->status, "running");
+    charter__v1__run_view__free_unpacked(mid, NULL);
+    charter_client_close(cx);
+    harness_charterd_kill(&x);
+    long long t0 = now_ms();
+    char status[32] = "";
+    while (now_ms() - t0 < 15000) {
+        Charter__V1__RunView *w = get_run(cy, id);
+        if (w) {
+            snprintf(status, sizeof status, "%s", w->run->status);
+            charter__v1__run_view__free_unpacked(w, NULL);
+        }
+        if (strcmp(status, "interrupted") == 0)
+            break;
+        nng_msleep(100);
+    }
+    CU_ASSERT_STRING_EQUAL(status, "interrupted");
+    CU_ASSERT_TRUE(now_ms() - t0 >= 1000); /* not before the lease could lapse */
+    /* RecoverRun still works on the interrupted run (the model now fails fast). */
+    atomic_store(&slow_ms, 0);
+    Charter__V1__RecoverRunRequest rreq = CHARTER__V1__RECOVER_RUN_REQUEST__INIT;
+    rreq.run_id = id;
+    Charter__V1__RecoverRunResponse *rr = NULL;
+    charter_status s;
+    CU_ASSERT_EQUAL(charter_recover_run(cy, &rreq, &rr, &s), 0);
+    if (rr) {
+        CU_ASSERT_STRING_NOT_EQUAL(rr->run->status, "interrupted");
+        CU_ASSERT_STRING_NOT_EQUAL(rr->run->status, "recovering");
+        charter__v1__recover_run_response__free_unpacked(rr, NULL);
+    }
+    charter_client_close(cy);
+    CU_ASSERT_EQUAL(harness_charterd_stop(&y), 0);
+    harness_graph_drop(g3);
+}
+
+int main(void)
+{
+    if (CU_initialize_registry() != CUE_SUCCESS)
+        return 1;
+    CU_pSuite s = CU_add_suite("runs that never hold a worker", suite_init, suite_clean);
+    if (!s)
+        return 1;
+    CU_add_test(s, "async CreateRun returns at once, WaitRun follows to the end",
+                test_async_create_returns_at_once_and_wait_run_follows_to_the_end);
+    CU_add_test(s, "CreateRun without async still returns the ended run",
+                test_create_without_async_still_returns_the_ended_run);
+    CU_add_test(s, "unknown or non-positive budgets are INVALID_ARGUMENT",
+                test_unknown_or_non_positive_budgets_are_invalid_argument);
+    CU_add_test(s, "max_steps fires", test_max_steps_fires_before_the_second_step);
+    CU_add_test(s, "max_model_calls fires",
+                test_max_model_calls_fires_before_the_second_model_request);
+    CU_add_test(s, "max_deliveries fires in the commit", test_max_deliveries_fires_in_the_commit);
+    CU_add_test(s, "max_wall_clock_ms aborts the model request",
+                test_max_wall_clock_ms_aborts_the_model_request);
+    CU_add_test(s, "cancel during the model request",
+                test_cancel_during_the_model_request_aborts_it_and_names_the_step);
+    CU_add_test(s, "a queued run is cancelled at once", test_a_queued_run_is_cancelled_at_once);
+    CU_add_test(s, "kill -9 of the executor: lease lapses, run interrupted, RecoverRun works",
+                test_killed_executor_loses_its_lease_and_another_charterd_interrupts_the_run);
+    CU_basic_set_mode(CU_BRM_VERBOSE);
+    CU_basic_run_tests();
+    unsigned failed = CU_get_number_of_failures() + CU_get_number_of_suites_failed();
+    CU_cleanup_registry();
+    return failed ? 1 : 0;
+}
