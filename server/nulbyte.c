@@ -37,6 +37,9 @@ static int nulbyte_walk(const ProtobufCMessageDescriptor *desc, const uint8_t *d
     if (depth > NULBYTE_MAX_DEPTH) {
         return -1;
     }
+    if (data == NULL || len == 0) {
+        return 0; /* an empty message holds no string (NULL + 0 is undefined in C) */
+    }
     size_t seen[NULBYTE_MAX_FIELDS];
     memset(seen, 0, sizeof seen);
     const uint8_t *p = data;

@@ -13,6 +13,7 @@
 #include <nng/supplemental/util/platform.h>
 #include <stdatomic.h>
 #include <stdio.h>
+#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -28,10 +29,32 @@ static atomic_int slow_ms;
 static atomic_int slow_requests;
 static char slow_url[64];
 
-typedef struct {
+typedef struct slow_reply {
     nng_aio *http; /* the request being answered */
     nng_aio *timer;
+    struct slow_reply *next; /* every reply made, freed once the server has stopped */
 } slow_reply;
+
+static slow_reply *slow_replies;
+static pthread_mutex_t slow_replies_lock = PTHREAD_MUTEX_INITIALIZER;
+
+/* The timers' aios cannot be freed from their own callbacks: they are freed here, at the end. */
+static void slow_free_replies(void)
+{
+    if (slow_server != NULL) {
+        nng_http_server_stop(slow_server);
+        nng_http_server_release(slow_server);
+        slow_server = NULL;
+    }
+    pthread_mutex_lock(&slow_replies_lock);
+    while (slow_replies != NULL) {
+        slow_reply *r = slow_replies;
+        slow_replies = r->next;
+        nng_aio_free(r->timer);
+        free(r);
+    }
+    pthread_mutex_unlock(&slow_replies_lock);
+}
 
 static void slow_answer(void *arg)
 {
@@ -53,9 +76,14 @@ static void slow_handle(nng_aio *aio)
     atomic_fetch_add(&slow_requests, 1);
     slow_reply *r = calloc(1, sizeof *r);
     if (r == NULL || nng_aio_alloc(&r->timer, slow_answer, r) != 0) {
+        free(r);
         nng_aio_finish(aio, NNG_ENOMEM);
         return;
     }
+    pthread_mutex_lock(&slow_replies_lock);
+    r->next = slow_replies;
+    slow_replies = r;
+    pthread_mutex_unlock(&slow_replies_lock);
     r->http = aio;
     nng_sleep_aio(atomic_load(&slow_ms), r->timer);
 }
@@ -522,5 +550,6 @@ int main(void)
     CU_basic_run_tests();
     unsigned failed = CU_get_number_of_failures() + CU_get_number_of_suites_failed();
     CU_cleanup_registry();
+    slow_free_replies();
     return failed ? 1 : 0;
 }

@@ -671,7 +671,8 @@ static void test_no_delivery_commits_at_or_after_a_racing_revocation(void)
         spread_us = 1000;
     unsigned seed = 12345u;
     long long t0 = now_ms();
-    size_t allowed = 0, denied = 0, refused_at_commit = 0, late = 0, bad = 0, effect_unknown = 0;
+    size_t allowed = 0, denied = 0, refused_at_commit = 0, late = 0, bad = 0, effect_unknown = 0,
+           unrecorded = 0;
     for (int round = 0; round < REVOKE_ROUNDS; round++) {
         for (int i = 0; i < REVOKE_DELIVERERS; i++)
             snprintf(ds[i].inv, sizeof ds[i].inv, "rv-%d-%d", round, i);
@@ -718,6 +719,11 @@ static void test_no_delivery_commits_at_or_after_a_racing_revocation(void)
                 ok = !d->has_delivery && d->graph_error;
                 refused_at_commit++;
                 effect_unknown++;
+            } else if (strstr(d->witness, "could not be recorded") != NULL) {
+                /* A decision without effect whose event could not be written (the run's head
+                 * moved too often under load): UNKNOWN, and honest only if nothing was stored. */
+                ok = !stored && !d->has_delivery && d->graph_error;
+                unrecorded++;
             } else {
                 /* Evaluated before the revocation, refused by the conditional write after. */
                 ok = !stored && !d->has_delivery && d->graph_error &&
@@ -759,8 +765,9 @@ static void test_no_delivery_commits_at_or_after_a_racing_revocation(void)
     CU_ASSERT_TRUE(allowed > 0);
     CU_ASSERT_TRUE(denied + refused_at_commit > 0);
     printf("\n    %d rounds, revocation within %lld us: %zu allowed, %zu denied at evaluation, "
-           "%zu refused at commit (%zu of them with the effect unknown), %lld ms\n",
-           REVOKE_ROUNDS, spread_us, allowed, denied, refused_at_commit, effect_unknown,
+           "%zu refused at commit (%zu of them with the effect unknown), %zu not recorded, "
+           "%lld ms\n",
+           REVOKE_ROUNDS, spread_us, allowed, denied, refused_at_commit, effect_unknown, unrecorded,
            now_ms() - t0);
 }
 
