@@ -32,6 +32,7 @@ struct store {
     char *host;        /* set for tcp:// URLs */
     int port;
     char prefix[STORE_MAX_GRAPH + 16];      /* "charter:{<graph>}" */
+    char graph[STORE_MAX_GRAPH + 1];        /* the graph the prefix names */
     char client_name[STORE_MAX_GRAPH + 16]; /* "charter.<graph>", shown by CLIENT LIST */
     int timeout_ms;                         /* per command when no deadline is set */
     struct timespec deadline; /* CLOCK_MONOTONIC instant the call's commands must end by */
@@ -113,6 +114,20 @@ static bool graph_valid(const char *graph)
             return false;
     }
     return true;
+}
+
+int store_use_graph(store *st, const char *graph)
+{
+    if (!graph_valid(graph))
+        return STATUS_EINVAL;
+    snprintf(st->prefix, sizeof st->prefix, "charter:{%s}", graph);
+    snprintf(st->graph, sizeof st->graph, "%s", graph);
+    return STATUS_OK;
+}
+
+const char *store_graph(const store *st)
+{
+    return st->graph;
 }
 
 int store_url_canonical(const char *url, char *out, size_t outlen)
@@ -302,6 +317,7 @@ int store_open(const char *url, const char *graph, int timeout_ms, store **out)
         return rc;
     }
     snprintf(st->prefix, sizeof st->prefix, "charter:{%s}", graph);
+    snprintf(st->graph, sizeof st->graph, "%s", graph);
     snprintf(st->client_name, sizeof st->client_name, "charter.%s", graph);
     st->timeout_ms = timeout_ms > 0 ? timeout_ms : STORE_DEFAULT_TIMEOUT_MS;
     rc = ensure_connected(st);

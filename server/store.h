@@ -52,6 +52,14 @@ int store_open(const char *url, const char *graph, int timeout_ms, store **out);
  * Returns STATUS_OK, or STATUS_EINVAL for anything else (credentials, TLS, another database
  * number, a relative socket path). */
 int store_url_canonical(const char *url, char *out, size_t outlen);
+/* Points the following calls at another graph (a tenant): every FCALL's key becomes
+ * "charter:{<graph>}". The connection stays (on a cluster, the store follows the graph's slot).
+ * graph follows store_open's rule. Returns STATUS_OK or STATUS_EINVAL (nothing changed). */
+int store_use_graph(store *st, const char *graph);
+
+/* The graph the following calls address (store_open's, or the last store_use_graph's). */
+const char *store_graph(const store *st);
+
 /* Closes the connection and frees st (NULL is ignored). */
 void store_close(store *st);
 

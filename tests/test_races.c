@@ -742,10 +742,15 @@ static void test_no_delivery_commits_at_or_after_a_racing_revocation(void)
         rr.grant_id = "g_analyst";
         Charter__V1__RestoreGrantsResponse *restored = NULL;
         charter_status st;
-        if (charter_restore_grants(clients[0], &rr, &restored, &st) != 0 ||
-            restored->n_restored != 1) {
+        memset(&st, 0, sizeof st);
+        int rrc = charter_restore_grants(clients[0], &rr, &restored, &st);
+        if (rrc != 0 || restored->n_restored != 1) {
             bad++;
-            fprintf(stderr, "round %d: g_analyst could not be restored\n", round);
+            fprintf(stderr,
+                    "round %d: g_analyst could not be restored (rc %d, code %d: %s; %zu restored; "
+                    "stored revoked_at %lld)\n",
+                    round, rrc, (int)st.code, st.message, restored ? restored->n_restored : 0,
+                    stored_revoked_at());
         }
         if (restored)
             charter__v1__restore_grants_response__free_unpacked(restored, NULL);
