@@ -4,13 +4,16 @@
  * deliver_send runs three phases, one function each in deliver.c, and frees what they built in
  * one place:
  *
- * 1. Lookup (send_lookup): the context, then every fact in one read (delivery_facts). An
- *    invocation already committed answers for itself: the same fingerprint is acknowledged (no
- *    new effect, even after a revocation); another fingerprint is DENY DELIVERY_CONFLICT.
+ * 1. Lookup (send_lookup): every fact in one read (delivery_facts with the context and the
+ *    run's head; a second read only for a context that recorded no grant, or another one
+ *    than its step's). An invocation already committed answers for itself: the same
+ *    fingerprint is acknowledged (no new effect, even after a revocation); another
+ *    fingerprint is DENY DELIVERY_CONFLICT.
  * 2. Evaluate (send_evaluate): the guard over the facts (context owner, ancestry, grant chain,
  *    recipient), with the snapshot replay decides from; a refusal is recorded and answers.
  * 3. Commit with retry (send_commit): on ALLOW, commit_delivery: one conditional write on the
- *    database clock. Refused gives UNKNOWN GRAPH_ERROR. A transient failure is retried up to
+ *    database clock, its event sealed on the head read in 1 (a moved head costs one conflict
+ *    reply carrying the current head, then a new seal). Refused gives UNKNOWN GRAPH_ERROR. A transient failure is retried up to
  *    DELIVER_ATTEMPTS times, each retry first looking the invocation up, because a timed-out
  *    commit may have landed.
  */
