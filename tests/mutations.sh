@@ -111,7 +111,7 @@ mutation "provenance: input without edge (guard)" server/guard.c \
 mutation "public rendering (runner)" server/runner.c \
   's->rendered ? s->rendered : s->reply.content' \
   's->reply.content'
-mutation "receipt chain head (attach)" queries/charter.lua \
+mutation "receipt chain head (attach)" queries/runs.lua \
   'if chain.prev ~= head or chain.seq ~= n + 1 then' \
   'if false then'
 mutation "receipt chain continuity (verifier)" proto/receipt.c \
