@@ -91,7 +91,24 @@ typedef struct {
     bool json;
     bool no_ceiling;
     bool keep;
+    unsigned runs; /* deliver: runs the threads are spread over (thread t uses run t % runs) */
 } bench_opts;
+
+/* One run the workload uses: its context and payload, set up through the API. */
+typedef struct {
+    char run_id[160];
+    char context_id[160];
+    char source_id[160];
+    char payload_id[160];
+} bench_run;
+
+/* Redis's own account of a span of time (INFO commandstats and memory): every FCALL and
+ * FCALL_RO (charterd's database calls, each with its inner commands' time) and used_memory. */
+typedef struct {
+    bool ok;
+    unsigned long long calls, usec; /* FCALL + FCALL_RO */
+    long long used_memory;
+} bench_redis_stats;
 
 /* One operation as it was answered. code is the RPC status (0 OK); the rest is set for 0. */
 typedef struct {
@@ -168,6 +185,7 @@ struct bench {
     char source_id[160];
     char payload_id[160];
     char deepest_id[160];
+    bench_run runs[BENCH_MAX_THREADS]; /* --runs of them; runs[0] is the run above */
     double setup_ms;
     double lineage_ms;
 
@@ -185,6 +203,9 @@ struct bench {
 
     /* Redis. */
     long long redis_mem_before, redis_mem_after;
+    bench_redis_stats rs_before, rs_after;
+    /* charterd CPU (utime + stime of every measured process, in clock ticks), -1 unread. */
+    long long cpu_before, cpu_after;
     double fcall_per_s; /* 0 when not measured */
     char ceiling_note[300];
 
@@ -300,6 +321,8 @@ static int usage(const char *why, ...)
         "                     never deleted\n"
         "  --pid PID          with --url: the charterd process, for its peak RSS\n"
         "  --threads N        client threads (default 16, at most 1024)\n"
+        "  --runs N           deliver: spread the threads over N runs, each with its own\n"
+        "                     context and payload (thread t uses run t mod N; default 1)\n"
         "  --duration S       seconds of load (default 10), or\n"
         "  --count N          total operations instead\n"
         "  --rounds R         deliver-same: rounds (default 50)\n"
@@ -362,6 +385,7 @@ static int parse_options(int argc, char **argv, bench_opts *o)
     o->depth = 1500;
     o->rounds = 50;
     o->timeout_ms = 10000;
+    o->runs = 1;
     bool duration_set = false;
     for (int i = 1; i < argc; i++) {
         const char *opt = argv[i];
@@ -418,6 +442,10 @@ static int parse_options(int argc, char **argv, bench_opts *o)
             if (parse_ulong(val, 1, BENCH_MAX_THREADS, &v) != 0)
                 return usage("--threads is 1 to %u", BENCH_MAX_THREADS);
             o->threads = (unsigned)v;
+        } else if (strcmp(opt, "--runs") == 0) {
+            if (parse_ulong(val, 1, BENCH_MAX_THREADS, &v) != 0)
+                return usage("--runs is 1 to %u", BENCH_MAX_THREADS);
+            o->runs = (unsigned)v;
         } else if (strcmp(opt, "--daemons") == 0) {
             if (parse_ulong(val, 1, BENCH_MAX_DAEMONS, &v) != 0)
                 return usage("--daemons is 1 to %u", BENCH_MAX_DAEMONS);
@@ -466,6 +494,10 @@ static int parse_options(int argc, char **argv, bench_opts *o)
                      "--workers do not apply");
     if (o->url == NULL && o->pid != 0)
         return usage("--pid goes with --url (started daemons are measured anyway)");
+    if (o->runs > 1 && o->workload != WL_DELIVER)
+        return usage("--runs applies to the deliver workload");
+    if (o->runs > o->threads)
+        return usage("--runs is at most --threads (%u)", o->threads);
     return -1;
 }
 
@@ -606,6 +638,69 @@ static long long redis_used_memory(const char *url)
         freeReplyObject(r);
     redisFree(rc);
     return v;
+}
+
+/* The value after "<field>=" in one cmdstat line, or 0. */
+static unsigned long long cmdstat_field(const char *line, const char *field)
+{
+    const char *p = strstr(line, field);
+    return p != NULL ? strtoull(p + strlen(field), NULL, 10) : 0;
+}
+
+/* INFO commandstats and used_memory, read at one instant on one connection. */
+static void redis_stats(const char *url, bench_redis_stats *out)
+{
+    memset(out, 0, sizeof *out);
+    out->used_memory = -1;
+    char err[256];
+    redisContext *rc = redis_open(url, err, sizeof err);
+    if (rc == NULL)
+        return;
+    const char *argv[2] = {"INFO", "everything"};
+    redisReply *r = redis_do(rc, 2, argv, err, sizeof err);
+    if (r != NULL && r->type == REDIS_REPLY_STRING) {
+        const char *p = strstr(r->str, "\nused_memory:");
+        if (p != NULL)
+            out->used_memory = strtoll(p + strlen("\nused_memory:"), NULL, 10);
+        static const char *const names[2] = {"cmdstat_fcall:", "cmdstat_fcall_ro:"};
+        for (int i = 0; i < 2; i++) {
+            const char *l = strstr(r->str, names[i]);
+            if (l == NULL)
+                continue;
+            const char *eol = strchr(l, '\n');
+            char line[512];
+            size_t n = eol != NULL ? (size_t)(eol - l) : strlen(l);
+            snprintf(line, sizeof line, "%.*s", (int)(n < sizeof line ? n : sizeof line - 1), l);
+            out->calls += cmdstat_field(line, "calls=");
+            out->usec += cmdstat_field(line, "usec=");
+        }
+        out->ok = strstr(r->str, "# Commandstats") != NULL;
+    }
+    if (r != NULL)
+        freeReplyObject(r);
+    redisFree(rc);
+}
+
+/* utime + stime of pid in clock ticks (/proc/<pid>/stat fields 14 and 15), or -1. */
+static long long read_cpu_ticks(long pid)
+{
+    char path[64], buf[1024];
+    snprintf(path, sizeof path, "/proc/%ld/stat", pid);
+    FILE *f = fopen(path, "r");
+    if (f == NULL)
+        return -1;
+    size_t n = fread(buf, 1, sizeof buf - 1, f);
+    fclose(f);
+    buf[n] = '\0';
+    const char *p = strrchr(buf, ')'); /* the command name may hold spaces */
+    if (p == NULL)
+        return -1;
+    unsigned long long ut = 0, st = 0;
+    /* After ") ": state(3) ppid pgrp session tty_nr tpgid flags minflt cminflt majflt cmajflt
+     * utime(14) stime(15). */
+    if (sscanf(p + 2, "%*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %llu %llu", &ut, &st) != 2)
+        return -1;
+    return (long long)(ut + st);
 }
 
 /* --- charterd processes ------------------------------------------------------------------- */
@@ -995,6 +1090,31 @@ static int setup_run(bench *b)
     return 0;
 }
 
+/* --runs of them: each set up as setup_run does, kept in b->runs; the first stays in the
+ * run fields every workload reads. */
+static int setup_runs(bench *b)
+{
+    double total = 0;
+    for (unsigned i = 0; i < b->o.runs; i++) {
+        if (setup_run(b) != 0)
+            return -1;
+        total += b->setup_ms;
+        bench_run *r = &b->runs[i];
+        snprintf(r->run_id, sizeof r->run_id, "%s", b->run_id);
+        snprintf(r->context_id, sizeof r->context_id, "%s", b->context_id);
+        snprintf(r->source_id, sizeof r->source_id, "%s", b->source_id);
+        snprintf(r->payload_id, sizeof r->payload_id, "%s", b->payload_id);
+    }
+    const bench_run *r = &b->runs[0];
+    snprintf(b->run_id, sizeof b->run_id, "%s", r->run_id);
+    snprintf(b->context_id, sizeof b->context_id, "%s", r->context_id);
+    snprintf(b->source_id, sizeof b->source_id, "%s", r->source_id);
+    snprintf(b->payload_id, sizeof b->payload_id, "%s", r->payload_id);
+    snprintf(b->deepest_id, sizeof b->deepest_id, "%s", b->payload_id);
+    b->setup_ms = total;
+    return 0;
+}
+
 /* check-input: depth outputs in a chain, the first derived from the source. */
 static int build_lineage(bench *b)
 {
@@ -1098,8 +1218,9 @@ static void operate(bench_worker *w, bench_sample *s, const char *inv)
     case WL_DELIVER:
     case WL_DELIVER_SAME: {
         Charter__V1__DeliverRequest req = CHARTER__V1__DELIVER_REQUEST__INIT;
-        req.context_id = b->context_id;
-        req.payload_id = b->payload_id;
+        const bench_run *run = &b->runs[w->index % b->o.runs];
+        req.context_id = (char *)run->context_id;
+        req.payload_id = (char *)run->payload_id;
         req.recipient = "cfo";
         req.tool = "deliver_internal";
         req.invocation_id = (char *)inv;
@@ -1381,12 +1502,12 @@ static int figures_compute(const bench *b, bench_figures *f)
 
 /* The run's committed deliveries through GetRun. *ids is an array of n strings (free each and
  * the array). */
-static int run_deliveries(bench *b, char ***ids, size_t *n)
+static int run_deliveries(bench *b, const char *run_id, char ***ids, size_t *n)
 {
     *ids = NULL;
     *n = 0;
     Charter__V1__GetRunRequest req = CHARTER__V1__GET_RUN_REQUEST__INIT;
-    req.run_id = b->run_id;
+    req.run_id = (char *)run_id;
     req.limit = 1; /* deliveries always come whole; events are not needed */
     Charter__V1__RunView *v = NULL;
     charter_status st;
@@ -1457,11 +1578,53 @@ static bool parse_invocation(const bench *b, const char *inv, unsigned long *thr
     return errno == 0 && end != p && *end == '\0';
 }
 
+static void free_ids(char **ids, size_t n);
+
+/* The committed deliveries of every run, in one array; run_of[i] is the index of the run
+ * ids[i] was committed in (caller frees it). */
+static int all_deliveries(bench *b, char ***ids, size_t *n, unsigned **run_of)
+{
+    *ids = NULL;
+    *n = 0;
+    *run_of = NULL;
+    for (unsigned r = 0; r < b->o.runs; r++) {
+        char **some = NULL;
+        size_t k = 0;
+        if (run_deliveries(b, b->runs[r].run_id, &some, &k) != 0)
+            goto fail;
+        char **grown = realloc(*ids, (*n + k + 1) * sizeof *grown);
+        if (grown != NULL)
+            *ids = grown;
+        unsigned *rgrown = grown ? realloc(*run_of, (*n + k + 1) * sizeof *rgrown) : NULL;
+        if (rgrown != NULL)
+            *run_of = rgrown;
+        if (grown == NULL || rgrown == NULL) {
+            free_ids(some, k);
+            goto fail;
+        }
+        for (size_t i = 0; i < k; i++) {
+            (*ids)[*n + i] = some[i];
+            (*run_of)[*n + i] = r;
+        }
+        free(some);
+        *n += k;
+    }
+    return 0;
+fail:
+    free_ids(*ids, *n);
+    free(*run_of);
+    *ids = NULL;
+    *run_of = NULL;
+    *n = 0;
+    return -1;
+}
+
 static void verify_deliver(bench *b)
 {
     char **ids = NULL;
     size_t n = 0;
-    if (run_deliveries(b, &ids, &n) != 0)
+    unsigned *run_of = NULL;
+    if (all_deliveries(b, &ids, &n, &run_of) != 0)
         return;
     /* seen[t][i]: how often invocation (t, i) is among the committed deliveries. */
     uint8_t **seen = calloc(b->o.threads, sizeof *seen);
@@ -1474,7 +1637,8 @@ static void verify_deliver(bench *b)
     char first_foreign[160] = "", first_dup[160] = "";
     for (size_t i = 0; !oom && i < n; i++) {
         unsigned long t = 0, k = 0;
-        if (!parse_invocation(b, ids[i], &t, &k) || t >= b->o.threads || k >= b->workers[t].n) {
+        if (!parse_invocation(b, ids[i], &t, &k) || t >= b->o.threads || k >= b->workers[t].n ||
+            t % b->o.runs != run_of[i]) {
             if (foreign++ == 0)
                 snprintf(first_foreign, sizeof first_foreign, "%s", ids[i]);
             continue;
@@ -1518,13 +1682,14 @@ static void verify_deliver(bench *b)
         bool eq = n == allow_new + landed_error && allow_missing == 0 && landed_refused == 0 &&
                   foreign == 0;
         check_add(b, eq, "committed deliveries = ALLOW answers not acknowledged",
-                  "%zu committed in run %s; %zu ALLOW answers not acknowledged, %zu of them "
-                  "missing%s%s; %zu calls the client gave up on (timeout, lost connection) "
-                  "whose commit landed; %zu committed though answered otherwise%s%s; %zu "
-                  "foreign%s%s",
-                  n, b->run_id, allow_new, allow_missing, allow_missing ? ", first " : "",
-                  first_missing, landed_error, landed_refused, landed_refused ? ", first " : "",
-                  first_refused, foreign, foreign ? ", first " : "", first_foreign);
+                  "%zu committed in %u run%s from %s; %zu ALLOW answers not acknowledged, "
+                  "%zu of them missing%s%s; %zu calls the client gave up on (timeout, lost "
+                  "connection) whose commit landed; %zu committed though answered "
+                  "otherwise%s%s; %zu foreign or in another thread's run%s%s",
+                  n, b->o.runs, b->o.runs == 1 ? "" : "s", b->run_id, allow_new, allow_missing,
+                  allow_missing ? ", first " : "", first_missing, landed_error, landed_refused,
+                  landed_refused ? ", first " : "", first_refused, foreign,
+                  foreign ? ", first " : "", first_foreign);
         check_add(b, dup == 0, "every invocation appears once", "%zu duplicated%s%s", dup,
                   dup ? ", first " : "", first_dup);
     }
@@ -1532,6 +1697,7 @@ static void verify_deliver(bench *b)
         free(seen[t]);
     free(seen);
     free_ids(ids, n);
+    free(run_of);
 }
 
 static void verify_deliver_same(bench *b)
@@ -1573,7 +1739,7 @@ static void verify_deliver_same(bench *b)
               "%zu rounds; %zu rounds otherwise%s%s; %zu answers not ALLOW", rounds, bad_answers,
               bad_answers ? ", first " : "", first_bad, other);
 
-    if (run_deliveries(b, &ids, &n) != 0)
+    if (run_deliveries(b, b->run_id, &ids, &n) != 0)
         goto out;
     size_t foreign = 0;
     char first_foreign[160] = "";
@@ -1934,6 +2100,21 @@ static void report_text(const bench *b, const bench_figures *f)
     if (b->redis_mem_before >= 0 && b->redis_mem_after >= 0)
         printf("redis memory  used_memory %.1f MiB before the load, %.1f MiB after\n",
                b->redis_mem_before / 1048576.0, b->redis_mem_after / 1048576.0);
+    if (f->ok > 0 && b->rs_before.ok && b->rs_after.ok) {
+        double ops = (double)f->ok;
+        printf("redis/op      %.1f us in FCALLs, %.2f database calls, %.0f bytes of used_memory "
+               "(INFO deltas over the load: %llu calls, %llu us)\n",
+               (double)(b->rs_after.usec - b->rs_before.usec) / ops,
+               (double)(b->rs_after.calls - b->rs_before.calls) / ops,
+               (double)(b->rs_after.used_memory - b->rs_before.used_memory) / ops,
+               b->rs_after.calls - b->rs_before.calls, b->rs_after.usec - b->rs_before.usec);
+    }
+    if (f->ok > 0 && b->cpu_before >= 0 && b->cpu_after >= 0) {
+        long hz = sysconf(_SC_CLK_TCK);
+        printf("charterd/op   %.1f us of CPU (utime + stime of /proc/<pid>/stat over the load)\n",
+               (double)(b->cpu_after - b->cpu_before) * 1e6 / (double)(hz > 0 ? hz : 100) /
+                   (double)f->ok);
+    }
     if (b->fcall_per_s > 0) {
         printf("ceiling       trivial FCALL %.0f/s (%s)\n", b->fcall_per_s, b->ceiling_note);
         if (is_deliver(b))
@@ -2013,6 +2194,21 @@ static void report_json(const bench *b, const bench_figures *f)
     if (b->redis_mem_before >= 0 && b->redis_mem_after >= 0)
         fprintf(o, ",\"redis_used_memory\":{\"before\":%lld,\"after\":%lld}", b->redis_mem_before,
                 b->redis_mem_after);
+    fprintf(o, ",\"runs\":%u", b->o.runs);
+    if (f->ok > 0 && b->rs_before.ok && b->rs_after.ok) {
+        double ops = (double)f->ok;
+        fprintf(o, ",\"per_op\":{\"redis_us\":%.3f,\"db_calls\":%.4f,\"redis_bytes\":%.1f",
+                (double)(b->rs_after.usec - b->rs_before.usec) / ops,
+                (double)(b->rs_after.calls - b->rs_before.calls) / ops,
+                (double)(b->rs_after.used_memory - b->rs_before.used_memory) / ops);
+        if (b->cpu_before >= 0 && b->cpu_after >= 0) {
+            long hz = sysconf(_SC_CLK_TCK);
+            fprintf(o, ",\"charterd_cpu_us\":%.3f",
+                    (double)(b->cpu_after - b->cpu_before) * 1e6 / (double)(hz > 0 ? hz : 100) /
+                        ops);
+        }
+        fprintf(o, "}");
+    }
     if (b->fcall_per_s > 0) {
         fprintf(o, ",\"ceiling\":{\"fcall_per_s\":%.2f", b->fcall_per_s);
         if (is_deliver(b))
@@ -2040,6 +2236,34 @@ static void report_json(const bench *b, const bench_figures *f)
 }
 
 /* --- main --------------------------------------------------------------------------------- */
+
+/* Redis's counters and the CPU of the charterd processes measured (the daemons started, or
+ * --pid), at one moment. */
+static void measure_point(bench *b, bench_redis_stats *rs, long long *cpu)
+{
+    memset(rs, 0, sizeof *rs);
+    if (b->o.redis_url != NULL)
+        redis_stats(b->o.redis_url, rs);
+    *cpu = -1;
+    long long sum = 0;
+    unsigned n = 0;
+    if (b->o.url != NULL && b->o.pid != 0) {
+        long long t = read_cpu_ticks(b->o.pid);
+        if (t >= 0) {
+            sum += t;
+            n++;
+        }
+    }
+    for (unsigned i = 0; b->o.url == NULL && i < b->n_daemons; i++) {
+        long long t = read_cpu_ticks(b->daemons[i].pid);
+        if (t >= 0) {
+            sum += t;
+            n++;
+        }
+    }
+    if (n > 0)
+        *cpu = sum;
+}
 
 static int open_clients(bench *b, const char *token)
 {
@@ -2201,7 +2425,7 @@ int main(int argc, char **argv)
     if (b->o.url != NULL && probe_url(b) != 0)
         goto close;
     if (b->o.workload != WL_HEALTH) {
-        if (setup_run(b) != 0)
+        if (setup_runs(b) != 0)
             goto close;
         if (b->o.workload == WL_CHECK_INPUT) {
             if (!b->o.json)
@@ -2212,6 +2436,7 @@ int main(int argc, char **argv)
     }
     if (b->o.redis_url != NULL)
         b->redis_mem_before = redis_used_memory(b->o.redis_url);
+    measure_point(b, &b->rs_before, &b->cpu_before);
     if (!b->o.json) {
         if (b->o.workload == WL_DELIVER_SAME)
             say(b, "%s: %u thread%s, %u rounds", workload_names[b->o.workload], b->o.threads,
@@ -2225,6 +2450,7 @@ int main(int argc, char **argv)
     }
     if (run_workload(b) != 0)
         goto close;
+    measure_point(b, &b->rs_after, &b->cpu_after);
     if (b->o.redis_url != NULL)
         b->redis_mem_after = redis_used_memory(b->o.redis_url);
     /* The processes measured: the daemons started, or the running one given by --pid. */

@@ -17,33 +17,57 @@ local function charter_find_delivery(keys, args)
 end
 
 --[[ charter_delivery_facts
-keys: P. args: invocation_id, payload_id, grant_id, recipient_id, limit.
+keys: P. args: invocation_id, payload_id, grant_id, recipient_id, limit, context_id (optional).
 reply: every fact the delivery protocol reads, taken at one instant:
   {"delivery": the existing delivery of the invocation (absent when unused),
    "payload": the payload artifact object with its content,
    "ancestry": as charter_ancestry (absent when the invocation exists),
-   "chain": as charter_grant_chain (absent when the invocation exists),
-   "recipient": {"id","clearance"} (absent when unknown), "now": "<t>"}.
-errors: not_found (payload), invalid. ]]
+   "chain": as charter_grant_chain of "grant" (absent when the invocation exists or no grant
+     is known), "grant": the grant whose chain was read,
+   "recipient": {"id","clearance"} (absent when unknown), "now": "<t>",
+   with context_id also "context": as charter_context_owner, and "head": as charter_run_head
+     of the context's run (what the commit's event is sealed on)}.
+  grant_id "" with context_id: the grant the context recorded (charter_scope_context).
+  With context_id and an unknown payload: {"context":{...},"payload_missing":true}.
+errors: not_found (context; payload without context_id), invalid. ]]
 local function charter_delivery_facts(keys, args)
     local P = prefix(keys)
     local inv = check_invocation(args[1])
     local payload = check_id(args[2], 'payload_id')
-    local grant = check_id(args[3], 'grant_id')
+    local grant = args[3]
     local recipient = check_id(args[4], 'recipient_id')
     local limit = check_count(args[5], 'limit', 1, MAX_LIMIT)
+    local ctx = nil
+    if present(args[6]) and args[6] ~= '' then
+        ctx = context_table(P, check_id(args[6], 'context_id'))
+        if grant == '' then
+            grant = ctx.grant
+        end
+    end
+    if grant ~= '' or not ctx then
+        grant = check_id(grant, 'grant_id')
+    end
     local h = hash(P .. ':artifact:' .. payload)
+    if not h and ctx then
+        return cjson.encode({context = ctx, payload_missing = true})
+    end
     if not h then
         raise('not_found', 'artifact ' .. payload .. ' not found')
     end
-    local out = {payload = artifact_object(P, payload, h, false), now = now()}
+    local out = {payload = artifact_object(P, payload, h, false), now = now(), context = ctx,
+                 grant = grant}
+    if ctx and ctx.run_id ~= '' then
+        out.head = head_table(P, ctx.run_id)
+    end
     local d = hash(P .. ':delivery:' .. inv)
     if d then
         out.delivery = delivery_object(d)
         return cjson.encode(out)
     end
     out.ancestry = ancestry_table(P, payload, limit)
-    out.chain = chain_table(P, grant)
+    if grant ~= '' then
+        out.chain = chain_table(P, grant)
+    end
     local r = hash(P .. ':recipient:' .. recipient)
     if r then
         out.recipient = {id = recipient, clearance = tonumber(r.clearance)}

@@ -207,15 +207,8 @@ local function charter_open_context(keys, args)
                          seq = seq})
 end
 
---[[ charter_context_owner
-keys: P. args: context_id.
-reply: {"id","run_id","step","owners":[...],"workflow","parent","scope"}: workflow is the
-  version the context's run follows ("" until charter_scope_context), parent the context it
-  was narrowed from ("" when none), scope {tools,recipients,resources} its narrowed lists
-  (absent when not narrowed). errors: not_found, invalid. ]]
-local function charter_context_owner(keys, args)
-    local P = prefix(keys)
-    local id = check_id(args[1], 'context_id')
+-- The context id as charter_context_owner replies it; raises not_found.
+local function context_table(P, id)
     local key = P .. ':context:' .. id
     local h = hash(key)
     if not h then
@@ -230,9 +223,24 @@ local function charter_context_owner(keys, args)
     if h.run_id then
         status = redis.call('HGET', P .. ':run:' .. h.run_id, 'status')
     end
-    return cjson.encode({id = id, run_id = h.run_id or '', step = h.step or '',
-                         owners = members(key .. ':owned_by'), workflow = h.workflow or '',
-                         parent = h.parent or '', scope = scope, run_status = status or ''})
+    return {id = id, run_id = h.run_id or '', step = h.step or '',
+            owners = members(key .. ':owned_by'), workflow = h.workflow or '',
+            parent = h.parent or '', scope = scope, run_status = status or '',
+            grant = h.grant or ''}
+end
+
+--[[ charter_context_owner
+keys: P. args: context_id.
+reply: {"id","run_id","step","owners":[...],"workflow","parent","scope","run_status","grant"}:
+  workflow is the version the context's run follows ("" until charter_scope_context), parent
+  the context it was narrowed from ("" when none), scope {tools,recipients,resources} its
+  narrowed lists (absent when not narrowed), grant the grant its step acts under as charterd
+  recorded it with charter_scope_context ("" when none was recorded).
+errors: not_found, invalid. ]]
+local function charter_context_owner(keys, args)
+    local P = prefix(keys)
+    local id = check_id(args[1], 'context_id')
+    return cjson.encode(context_table(P, id))
 end
 
 --[[ charter_get_receipt

@@ -213,8 +213,10 @@ local function charter_run_workflow(keys, args)
 end
 
 --[[ charter_scope_context
-keys: P. args: JSON {context_id,run_id,workflow,parent,tools,recipients,resources}.
-  Completes a context just opened, once: its workflow (the version its run follows) and, for a
+keys: P. args: JSON {context_id,run_id,workflow,grant,parent,tools,recipients,resources}.
+  Completes a context just opened, once: its workflow (the version its run follows), the grant
+  its step acts under in that workflow (optional: a hint charter_delivery_facts reads the chain
+  of; charterd checks it against the workflow every time) and, for a
   narrowed context, its parent (a context of the same run and step) and its effective lists
   tools, recipients and resources (lists of ids, each a subset of the parent's, checked by
   charterd). A context without a workflow is not usable by any gate (fail closed).
@@ -250,6 +252,10 @@ local function charter_scope_context(keys, args)
     if present(h.workflow) then
         raise('exists', 'context ' .. id .. ' is already complete')
     end
+    local grant = ''
+    if present(doc.grant) then
+        grant = check_id(doc.grant, 'grant')
+    end
     local follows = redis.call('HGET', P .. ':run:' .. run_id, 'workflow')
     if not follows then
         raise('not_found', 'run ' .. run_id .. ' not found')
@@ -269,9 +275,9 @@ local function charter_scope_context(keys, args)
         end
         redis.call('HSET', key, 'workflow', workflow, 'parent', parent, 'scope_tools',
                    encode_list(lists.tools), 'scope_recipients', encode_list(lists.recipients),
-                   'scope_resources', encode_list(lists.resources))
+                   'scope_resources', encode_list(lists.resources), 'grant', grant)
     else
-        redis.call('HSET', key, 'workflow', workflow)
+        redis.call('HSET', key, 'workflow', workflow, 'grant', grant)
     end
     return cjson.encode({context = {id = id, run_id = run_id, step = h.step or '',
                                     workflow = workflow, parent = parent or ''}})

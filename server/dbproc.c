@@ -206,15 +206,19 @@ int dbproc_start(const char *data_dir, int wait_ms, dbproc **out, char *err, siz
         "--appendonly", "yes",    "--appendfsync",
         "everysec",     "--save", "",
         "--daemonize",  "no",     "--logfile",
-        logpath,        NULL,     NULL,
+        logpath,
+        /* Events and deliveries hold one field of a few KiB (the snapshot, the content): kept
+         * as one listpack they cost about 1.2 KiB less each than as a hash table. */
+        "--hash-max-listpack-value", "8192",
+        NULL,     NULL,
         NULL,
     };
-    assert(argv[19] == NULL && argv[21] == NULL);
+    assert(argv[21] == NULL && argv[23] == NULL);
     /* RediSearch (Debian's redis-redisearch) serves Retrieval; without it everything else
      * still works and Retrieval says how to install it. */
     if (access(DBPROC_REDISEARCH, R_OK) == 0) {
-        argv[19] = "--loadmodule";
-        argv[20] = DBPROC_REDISEARCH;
+        argv[21] = "--loadmodule";
+        argv[22] = DBPROC_REDISEARCH;
     }
     pid_t parent = getpid();
     pid_t pid = fork();

@@ -126,8 +126,8 @@ static void record(const gate_env *g, const char *run_id, const char *fingerprin
     }
 }
 
-/* The facts of one send: the context, then everything else in one charter_delivery_facts
- * call, read by the database at one instant. */
+/* The facts of one send: the context, the run's head and everything else in one
+ * charter_delivery_facts call, read by the database at one instant. */
 typedef struct {
     guard_context ctx;
     const workflow *wf;        /* the workflow the context acts under */
@@ -142,6 +142,8 @@ typedef struct {
     double now;
     guard_ancestry anc;
     guard_chain gchain;
+    evlog_head head; /* the context's run's head, as read with the facts */
+    bool have_head;
 } send_facts;
 
 static void facts_free(send_facts *f)
@@ -152,17 +154,35 @@ static void facts_free(send_facts *f)
     facts_chain_free(&f->gchain);
 }
 
-/* Fetches the facts after the context. Returns STATUS_OK, STATUS_ENOTFOUND for an unknown
- * payload, or the store's failure. */
-static int gather(const gate_env *g, const char *invocation_id, const char *payload_id,
-                  const char *recipient, send_facts *f)
+/* Fetches every fact of the send in one read: the context (checked as gate_context_of does),
+ * the run's head, the payload, the invocation's delivery, the ancestry, the chain of grant
+ * ("": the grant the context recorded, a hint checked here against its step) and the
+ * recipient. *ctx_ok tells whether the context was read and usable; *regrant that the chain
+ * read is not of the step's grant, so the read must be made again naming it. Returns
+ * STATUS_OK, STATUS_ENOTFOUND (context or payload), STATUS_EREFUSED (a completed run), or the
+ * failure of the store or of gate_context_from. */
+static int gather(const gate_env *g, const char *context_id, const char *invocation_id,
+                  const char *payload_id, const char *recipient, const char *grant, send_facts *f,
+                  bool *ctx_ok, bool *regrant)
 {
+    *ctx_ok = false;
+    *regrant = false;
+    facts_free(f);
+    memset(f, 0, sizeof *f);
     char limit[32];
     snprintf(limit, sizeof limit, "%zu", g->limits->max_ancestry);
-    const char *args[5] = {invocation_id, payload_id, f->step->cap.grant, recipient, limit};
-    int rc = store_call(g->st, "delivery_facts", 5, args, &f->reply);
+    const char *args[6] = {invocation_id, payload_id, grant, recipient, limit, context_id};
+    int rc = store_call(g->st, "delivery_facts", 6, args, &f->reply);
     if (rc != STATUS_OK)
         return rc;
+    json_t *raw = json_object_get(f->reply, "context");
+    rc = gate_context_from(g, json_incref(raw), &f->wf, &f->step, &f->ctx);
+    if (rc != STATUS_OK)
+        return rc;
+    *ctx_ok = true;
+    if (json_is_true(json_object_get(f->reply, "payload_missing")))
+        return STATUS_ENOTFOUND;
+    f->have_head = evlog_head_parse(json_object_get(f->reply, "head"), &f->head) == STATUS_OK;
     f->payload = json_object_get(f->reply, "payload");
     if (!json_is_object(f->payload))
         return STATUS_EPROTO;
@@ -177,6 +197,11 @@ static int gather(const gate_env *g, const char *invocation_id, const char *payl
     f->recipient = json_object_get(f->reply, "recipient");
     if (!json_is_object(f->recipient))
         f->recipient = NULL;
+    const char *read = json_string_value(json_object_get(f->reply, "grant"));
+    if (!read || strcmp(read, f->step->cap.grant) != 0) {
+        *regrant = true;
+        return STATUS_OK;
+    }
     rc = facts_ancestry_from_json(f->ancestry, payload_id, &f->anc);
     if (rc == STATUS_OK)
         rc = facts_chain_from_json(f->chain, f->step->cap.grant, &f->gchain);
@@ -201,13 +226,14 @@ static json_t *snapshot_of(const send_facts *f, const guard_delivery_request *re
                      "content_sha256", content_hash);
 }
 
-/* One conditional commit with its event. Returns STATUS_OK with *reply the function's answer,
- * or the store's failure (STATUS_EUNAVAILABLE: the effect is unknown). */
+/* One conditional commit with its event, sealed on the head read with the facts (head NULL:
+ * read it first). Returns STATUS_OK with *reply the function's answer, or the store's failure
+ * (STATUS_EUNAVAILABLE: the effect is unknown). */
 static int commit(const gate_env *g, const char *run_id, json_t *arg, const evlog_event *ev,
-                  json_t **reply)
+                  const evlog_head *head, json_t **reply)
 {
     *reply = NULL;
-    return evlog_commit_delivery(g->st, run_id, arg, ev, reply);
+    return evlog_commit_delivery_at(g->st, run_id, arg, ev, head, reply);
 }
 
 /* One send in progress: the request, the facts and what the phases build from them. Every
@@ -242,16 +268,24 @@ static void send_free(send_state *s, deliver_result *out)
     facts_free(&s->f);
 }
 
-/* 1. Lookup: the context, then the facts in one read; an invocation already committed
- * answers for itself, even after a revocation. Returns STATUS_OK (s->done when out is final)
- * or the failure deliver_send returns. */
+/* 1. Lookup: every fact in one read (the context with them, and the run's head the commit
+ * seals on; a second read only when the context recorded no grant or another one than its
+ * step's); an invocation already committed answers for itself, even after a revocation.
+ * Returns STATUS_OK (s->done when out is final) or the failure deliver_send returns. */
 static int send_lookup(send_state *s, deliver_result *out)
 {
     const gate_env *g = s->g;
-    int rc = gate_context_of(g, s->context_id, &s->f.wf, &s->f.step, &s->f.ctx);
-    if (rc == STATUS_ENOTFOUND || rc == STATUS_ENOMEM || rc == STATUS_EREFUSED)
+    bool ctx_ok = false, regrant = false;
+    int rc = gather(g, s->context_id, s->invocation_id, s->payload_id, s->recipient, "", &s->f,
+                    &ctx_ok, &regrant);
+    if (rc == STATUS_OK && regrant)
+        rc = gather(g, s->context_id, s->invocation_id, s->payload_id, s->recipient,
+                    s->f.step->cap.grant, &s->f, &ctx_ok, &regrant);
+    if (rc == STATUS_OK && regrant)
+        rc = STATUS_EPROTO; /* the chain read was not of the grant named */
+    if (!ctx_ok && (rc == STATUS_ENOTFOUND || rc == STATUS_ENOMEM || rc == STATUS_EREFUSED))
         return rc;
-    if (rc != STATUS_OK) {
+    if (!ctx_ok) {
         guard_decision_unknown(&out->decision, "the graph could not supply the context");
         s->done = true;
         return STATUS_OK;
@@ -263,7 +297,6 @@ static int send_lookup(send_state *s, deliver_result *out)
                           "tool", s->tool, "invocation_id", s->invocation_id);
     if (!s->detail)
         return STATUS_ENOMEM;
-    rc = gather(g, s->invocation_id, s->payload_id, s->recipient, &s->f);
     if (rc == STATUS_ENOTFOUND || rc == STATUS_ENOMEM)
         return rc;
     if (rc != STATUS_OK) {
@@ -376,7 +409,8 @@ static int send_commit(send_state *s, deliver_result *out)
     for (int attempt = 0; attempt < DELIVER_ATTEMPTS && !answered; attempt++) {
         json_t *reply = NULL;
         store_set_reserve(g->st, lookup_reserve(g->st));
-        int rc = commit(g, s->f.ctx.run_id, s->arg, &s->ev.ev, &reply);
+        int rc = commit(g, s->f.ctx.run_id, s->arg, &s->ev.ev, s->f.have_head ? &s->f.head : NULL,
+                        &reply);
         bool unknown = rc != STATUS_OK && store_effect_unknown(g->st);
         store_set_reserve(g->st, 0);
         if (rc != STATUS_OK) {

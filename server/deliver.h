@@ -4,20 +4,23 @@
  * deliver_send runs three phases, one function each in deliver.c, and frees what they built in
  * one place:
  *
- * 1. Lookup (send_lookup): the context, then every fact in one read (delivery_facts). An
- *    invocation already committed answers for itself: the same fingerprint is acknowledged (no
- *    new effect, even after a revocation); another fingerprint is DENY DELIVERY_CONFLICT.
+ * 1. Lookup (send_lookup): every fact in one read (delivery_facts with the context and the
+ *    run's head; a second read only for a context that recorded no grant, or another one
+ *    than its step's). An invocation already committed answers for itself: the same
+ *    fingerprint is acknowledged (no new effect, even after a revocation); another
+ *    fingerprint is DENY DELIVERY_CONFLICT.
  * 2. Evaluate (send_evaluate): the guard over the facts (context owner, ancestry, grant chain,
  *    recipient), with the snapshot replay decides from; a refusal is recorded and answers.
  * 3. Commit with retry (send_commit): on ALLOW, commit_delivery: one conditional write on the
- *    database clock. Refused gives UNKNOWN GRAPH_ERROR. A transient failure is retried up to
- *    DELIVER_ATTEMPTS times. A commit sent and left unanswered (I/O error, timeout) may have
- *    landed, or may still land later (a paused server runs what sits in its socket once it
- *    resumes): each commit keeps a reserve of the deadline for looking the invocation up on a
- *    fresh connection; found, it is acknowledged. Absence proves nothing, so when no attempt
- *    learns the outcome the answer is UNKNOWN GRAPH_ERROR EFFECT_UNKNOWN ("retry with the same
- *    invocation ID"), never a claim of no effect; plain UNKNOWN only when no commit was sent
- *    unanswered.
+ *    database clock, its event sealed on the run head read in 1 (a moved head costs one
+ *    conflict reply carrying the current head, then a new seal). Refused gives UNKNOWN
+ *    GRAPH_ERROR. A transient failure is retried up to DELIVER_ATTEMPTS times. A commit sent
+ *    and left unanswered (I/O error, timeout) may have landed, or may still land later (a
+ *    paused server runs what sits in its socket once it resumes): each commit keeps a reserve
+ *    of the deadline for looking the invocation up on a fresh connection; found, it is
+ *    acknowledged. Absence proves nothing, so when no attempt learns the outcome the answer is
+ *    UNKNOWN GRAPH_ERROR EFFECT_UNKNOWN ("retry with the same invocation ID"), never a claim of
+ *    no effect; plain UNKNOWN only when no commit was sent unanswered.
  */
 #ifndef CHARTER_DELIVER_H
 #define CHARTER_DELIVER_H

@@ -143,6 +143,10 @@ char *evlog_json_text(const json_t *v);
  * not exist is STATUS_OK with head->exists false. */
 int evlog_read_head(store *st, const char *run_id, evlog_head *head);
 
+/* head from j, a charter_run_head reply (or the "head" of charter_delivery_facts). Returns
+ * STATUS_OK or STATUS_EPROTO when j is not one. */
+int evlog_head_parse(const json_t *j, evlog_head *head);
+
 /* --- writing (each seals its event on the current head, retrying on a moved head) --------- */
 
 /* Appends ev to run_id's events (charter_append_event). *sealed (may be NULL) tells how.
@@ -173,10 +177,17 @@ int evlog_create_artifact(store *st, const char *run_id, const json_t *doc, cons
                           json_t **reply);
 
 /* The conditional commit (charter_commit_delivery; doc without "event") with ev, of kind
- * delivery_decided and outcome allow, as its event. *reply is the function's reply, whatever
- * its status (committed, exists, refused). */
+ * delivery_decided and outcome allow, as its event, sealed on the head read first. *reply is
+ * the function's reply, whatever its status (committed, exists, refused). */
 int evlog_commit_delivery(store *st, const char *run_id, const json_t *doc, const evlog_event *ev,
                           json_t **reply);
+
+/* evlog_commit_delivery sealed on head (may be NULL: read it first), the run's head as read
+ * with the facts (charter_delivery_facts), or on the last event this process wrote to the run
+ * when that is later: no head read of its own. A moved head costs one conflict reply, which
+ * carries the current head, and a new seal. Same returns. */
+int evlog_commit_delivery_at(store *st, const char *run_id, const json_t *doc,
+                             const evlog_event *ev, const evlog_head *head, json_t **reply);
 
 /* Marks every run left running or recovering as interrupted (one transition each, detail
  * "charterd restarted"). *ids (may be NULL) is a JSON list of the runs marked, caller decrefs.

@@ -78,10 +78,11 @@ static bool unavailable(int rc)
 /* Stores the context's workflow (and, for a narrowed context, its parent and lists) with
  * charter_scope_context. lists is NULL for a context that is not narrowed. */
 static int scope_context(const gate_env *g, const char *context_id, const char *run_id,
-                         const workflow *wf, const char *parent, json_t *lists)
+                         const workflow *wf, const workflow_step *ws, const char *parent,
+                         json_t *lists)
 {
-    json_t *doc = json_pack("{s:s, s:s, s:s}", "context_id", context_id, "run_id", run_id,
-                            "workflow", wf->version);
+    json_t *doc = json_pack("{s:s, s:s, s:s, s:s}", "context_id", context_id, "run_id", run_id,
+                            "workflow", wf->version, "grant", ws->cap.grant);
     if (!doc || (parent && (json_object_set_new(doc, "parent", json_string(parent)) ||
                             json_object_update(doc, lists)))) {
         json_decref(doc);
@@ -110,7 +111,7 @@ static int open_context(const gate_env *g, const workflow *wf, const workflow_st
         json_decref(reply);
         return STATUS_EPROTO;
     }
-    rc = scope_context(g, id, run_id, wf, parent, lists);
+    rc = scope_context(g, id, run_id, wf, ws, parent, lists);
     if (rc == STATUS_OK && (json_object_set_new(c, "workflow", json_string(wf->version)) ||
                             (parent && json_object_set_new(c, "parent", json_string(parent)))))
         rc = STATUS_ENOMEM;
@@ -166,8 +167,21 @@ int gate_context_of(const gate_env *g, const char *context_id, const workflow **
     int rc = store_call(g->st, "context_owner", 1, args, &raw);
     if (rc == STATUS_OK && !raw)
         rc = STATUS_EPROTO;
-    if (rc == STATUS_OK)
-        rc = facts_context_from_json(raw, ctx);
+    if (rc != STATUS_OK) {
+        json_decref(raw);
+        return rc;
+    }
+    return gate_context_from(g, raw, wf, step, ctx);
+}
+
+int gate_context_from(const gate_env *g, json_t *raw, const workflow **wf,
+                      const workflow_step **step, guard_context *ctx)
+{
+    memset(ctx, 0, sizeof *ctx);
+    *step = NULL;
+    if (wf)
+        *wf = NULL;
+    int rc = raw ? facts_context_from_json(raw, ctx) : STATUS_EPROTO;
     if (rc != STATUS_OK) {
         json_decref(raw);
         return rc;

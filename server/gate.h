@@ -59,6 +59,11 @@ int gate_open_narrowed(const gate_env *g, const char *parent_id, const char *run
 int gate_context_of(const gate_env *g, const char *context_id, const workflow **wf,
                     const workflow_step **step, guard_context *ctx);
 
+/* gate_context_of over a charter_context_owner reply already read (raw, whose reference it
+ * takes): the same checks and the same returns, without reading the context again. */
+int gate_context_from(const gate_env *g, json_t *raw, const workflow **wf,
+                      const workflow_step **step, guard_context *ctx);
+
 /* gate_context_of without the workflow. */
 int gate_context(const gate_env *g, const char *context_id, const workflow_step **step,
                  guard_context *ctx);
