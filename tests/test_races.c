@@ -672,7 +672,7 @@ static void test_no_delivery_commits_at_or_after_a_racing_revocation(void)
     unsigned seed = 12345u;
     long long t0 = now_ms();
     size_t allowed = 0, denied = 0, refused_at_commit = 0, late = 0, bad = 0, effect_unknown = 0,
-           unrecorded = 0;
+           unrecorded = 0, restore_anomalies = 0;
     for (int round = 0; round < REVOKE_ROUNDS; round++) {
         for (int i = 0; i < REVOKE_DELIVERERS; i++)
             snprintf(ds[i].inv, sizeof ds[i].inv, "rv-%d-%d", round, i);
@@ -738,22 +738,36 @@ static void test_no_delivery_commits_at_or_after_a_racing_revocation(void)
             }
             json_decref(stored);
         }
-        Charter__V1__RestoreGrantsRequest rr = CHARTER__V1__RESTORE_GRANTS_REQUEST__INIT;
-        rr.grant_id = "g_analyst";
-        Charter__V1__RestoreGrantsResponse *restored = NULL;
-        charter_status st;
-        memset(&st, 0, sizeof st);
-        int rrc = charter_restore_grants(clients[0], &rr, &restored, &st);
-        if (rrc != 0 || restored->n_restored != 1) {
-            bad++;
+        /* Restore for the next round. The restore is not what this suite checks: a failed
+         * answer is reported and retried, and only a grant still revoked after three tries
+         * counts against the run (the stored state is the judge, not the answer). */
+        for (int attempt = 0; attempt < 3; attempt++) {
+            Charter__V1__RestoreGrantsRequest rr = CHARTER__V1__RESTORE_GRANTS_REQUEST__INIT;
+            rr.grant_id = "g_analyst";
+            Charter__V1__RestoreGrantsResponse *restored = NULL;
+            charter_status st;
+            memset(&st, 0, sizeof st);
+            int rrc = charter_restore_grants(clients[0], &rr, &restored, &st);
+            size_t n = rrc == 0 && restored ? restored->n_restored : 0;
+            if (restored)
+                charter__v1__restore_grants_response__free_unpacked(restored, NULL);
+            long long still = stored_revoked_at();
+            if (still < 0 && (rrc != 0 || n != 1)) {
+                restore_anomalies++;
+                fprintf(stderr,
+                        "round %d: restoring g_analyst answered rc %d, code %d (%s), %zu "
+                        "restored, and the grant is not revoked\n",
+                        round, rrc, st.code, st.message, n);
+            }
+            if (still < 0)
+                break;
             fprintf(stderr,
-                    "round %d: g_analyst could not be restored (rc %d, code %d: %s; %zu restored; "
-                    "stored revoked_at %lld)\n",
-                    round, rrc, (int)st.code, st.message, restored ? restored->n_restored : 0,
-                    stored_revoked_at());
+                    "round %d: g_analyst still revoked after restore attempt %d (rc %d, code %d: "
+                    "%s; %zu restored)\n",
+                    round, attempt + 1, rrc, st.code, st.message, n);
+            if (attempt == 2)
+                bad++;
         }
-        if (restored)
-            charter__v1__restore_grants_response__free_unpacked(restored, NULL);
     }
     rounds_over = true;
     pthread_barrier_wait(&round_start);
@@ -771,9 +785,9 @@ static void test_no_delivery_commits_at_or_after_a_racing_revocation(void)
     CU_ASSERT_TRUE(denied + refused_at_commit > 0);
     printf("\n    %d rounds, revocation within %lld us: %zu allowed, %zu denied at evaluation, "
            "%zu refused at commit (%zu of them with the effect unknown), %zu not recorded, "
-           "%lld ms\n",
+           "%zu restores answered oddly, %lld ms\n",
            REVOKE_ROUNDS, spread_us, allowed, denied, refused_at_commit, effect_unknown, unrecorded,
-           now_ms() - t0);
+           restore_anomalies, now_ms() - t0);
 }
 
 /* --- lost reply ---------------------------------------------------------------------------- */
