@@ -6,7 +6,8 @@
  * session opened and which artifacts it was shown (the provenance of its outputs).
  *
  * Files: mcp_main.c (options, workflow, stdio loop), mcp_jsonrpc.c (JSON-RPC 2.0 and the MCP
- * lifecycle), mcp_tools.c (the tools of a step), mcp_http.c (Streamable HTTP on NNG's server).
+ * lifecycle), mcp_tools.c (the tools of a step), mcp_async.c (runs charterd executes: start,
+ * wait, cancel, events, receipt), mcp_http.c (Streamable HTTP on NNG's server).
  */
 #ifndef CHARTER_MCP_H
 #define CHARTER_MCP_H
@@ -23,6 +24,8 @@
 #define MCP_MAX_MESSAGE ((size_t)1024 * 1024)
 /* Artifacts one session may have been shown; more is refused. */
 #define MCP_MAX_SHOWN 256
+/* Async runs one session may start and follow; more is refused. */
+#define MCP_MAX_ASYNC_RUNS 16
 
 /* JSON-RPC 2.0 error codes (jsonrpc.org/specification). */
 enum {
@@ -58,6 +61,10 @@ typedef struct {
     char output_id[130];     /* the last output recorded by this session */
     char invocation_id[40];  /* of the last send, reused when the same send is asked again */
     char invocation_of[260]; /* "<output_id> <recipient>" that invocation ID was made for */
+    /* Runs charterd executes that this session started (start_async_run): the only runs its
+     * wait_run, cancel_run, run_events and run_receipt may name. */
+    char async_runs[MCP_MAX_ASYNC_RUNS][130];
+    size_t n_async_runs;
 } mcp_session;
 
 /* Frees what a session holds and zeroes it. */
@@ -85,6 +92,28 @@ json_t *mcp_tools_list(const mcp_server *srv);
  * protocol error per the MCP specification), or -1 when out of memory. */
 int mcp_tools_call(mcp_server *srv, mcp_session *s, const char *name, const json_t *args,
                    json_t **result);
+
+/* Tool results shared by mcp_tools.c and mcp_async.c. */
+/* A result whose structuredContent is body (stolen) and text its JSON; NULL when out of memory. */
+json_t *mcp_result(json_t *body, bool is_error);
+/* A refusal result {decision: outcome, codes: [code], witness}. */
+json_t *mcp_refusal(const char *outcome, const char *code, const char *witness);
+/* A refusal for a failed charterd call (rc and its status). */
+json_t *mcp_rpc_refusal(int rc, const charter_status *st);
+/* {seq, kind, codes, witness[, outcome]} of an event (new reference). */
+json_t *mcp_event_json(const Charter__V1__Event *e);
+
+/* The async-run tools (mcp_async.c): schemas and calls, listed by mcp_tools.c's catalog. */
+json_t *mcp_async_start_schema(const mcp_server *srv);
+json_t *mcp_async_run_schema(const mcp_server *srv);
+json_t *mcp_async_wait_schema(const mcp_server *srv);
+json_t *mcp_async_cancel_schema(const mcp_server *srv);
+json_t *mcp_async_events_schema(const mcp_server *srv);
+json_t *mcp_async_start(mcp_server *srv, mcp_session *s, const json_t *args);
+json_t *mcp_async_wait(mcp_server *srv, mcp_session *s, const json_t *args);
+json_t *mcp_async_cancel(mcp_server *srv, mcp_session *s, const json_t *args);
+json_t *mcp_async_events(mcp_server *srv, mcp_session *s, const json_t *args);
+json_t *mcp_async_receipt(mcp_server *srv, mcp_session *s, const json_t *args);
 
 /* Serves Streamable HTTP on addr ("127.0.0.1:PORT") until SIGINT/SIGTERM. token, when not
  * NULL, is the bearer credential HTTP clients must present. Returns 0 or -1 (printed). */

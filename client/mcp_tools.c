@@ -23,7 +23,7 @@
 /* ---- results ---------------------------------------------------------------------------- */
 
 /* A tool result whose structured content is body (stolen); text is its JSON. */
-static json_t *result_of(json_t *body, bool is_error)
+json_t *mcp_result(json_t *body, bool is_error)
 {
     if (!body)
         return NULL;
@@ -38,18 +38,18 @@ static json_t *result_of(json_t *body, bool is_error)
 }
 
 /* A refusal: outcome "deny" (a rule refused) or "unknown" (facts or charterd missing). */
-static json_t *refusal(const char *outcome, const char *code, const char *witness)
+json_t *mcp_refusal(const char *outcome, const char *code, const char *witness)
 {
-    return result_of(
+    return mcp_result(
         json_pack("{s:s, s:[s], s:s}", "decision", outcome, "codes", code, "witness", witness),
         true);
 }
 
-static json_t *rpc_refusal(int rc, const charter_status *st)
+json_t *mcp_rpc_refusal(int rc, const charter_status *st)
 {
     char witness[320];
     snprintf(witness, sizeof witness, "charterd: %s", st->message[0] ? st->message : "no answer");
-    return refusal("unknown", charter_status_name(rc), witness);
+    return mcp_refusal("unknown", charter_status_name(rc), witness);
 }
 
 static const char *outcome_name(Charter__V1__Outcome o)
@@ -80,6 +80,15 @@ static json_t *strs_json(char **v, size_t n)
     for (size_t i = 0; a && i < n; i++)
         json_array_append_new(a, json_string(v[i]));
     return a;
+}
+
+json_t *mcp_event_json(const Charter__V1__Event *e)
+{
+    json_t *o = json_pack("{s:I, s:s, s:o*, s:s}", "seq", (json_int_t)e->seq, "kind", e->kind,
+                          "codes", strs_json(e->codes, e->n_codes), "witness", e->witness);
+    if (o && e->outcome != CHARTER__V1__OUTCOME__OUTCOME_UNSPECIFIED)
+        json_object_set_new(o, "outcome", json_string(outcome_name(e->outcome)));
+    return o;
 }
 
 /* Metadata and hashes of an artifact; content only when with_content. */
@@ -163,24 +172,29 @@ static int check(const json_t *schema, const json_t *value, const char *path, ch
         const json_t *props = json_object_get(schema, "properties");
         const char *k;
         json_t *v;
-        json_object_foreach((json_t *)value, k, v) if (!json_object_get(props, k)) return snprintf(
-            err, errlen,
-            "%s: a field outside the tool's schema was sent (additionalProperties "
-            "is false)",
-            path),
-            -1;
+        /* Every field sent is one of the schema's and checked against it (optional ones
+         * too); then every required one must be there. */
+        json_object_foreach((json_t *)value, k, v)
+        {
+            const json_t *ps = json_object_get(props, k);
+            if (!ps)
+                return snprintf(err, errlen,
+                                "%s: a field outside the tool's schema was sent "
+                                "(additionalProperties is false)",
+                                path),
+                       -1;
+            char sub[160];
+            snprintf(sub, sizeof sub, "%s.%s", path, k);
+            if (check(ps, v, sub, err, errlen) != 0)
+                return -1;
+        }
         size_t i;
         json_t *r;
         json_array_foreach(json_object_get(schema, "required"), i, r)
         {
             const char *name = json_string_value(r);
-            char sub[160];
-            snprintf(sub, sizeof sub, "%s.%s", path, name);
-            const json_t *field = json_object_get(value, name);
-            if (!field)
-                return snprintf(err, errlen, "%s: required", sub), -1;
-            if (check(json_object_get(props, name), field, sub, err, errlen) != 0)
-                return -1;
+            if (!json_object_get(value, name))
+                return snprintf(err, errlen, "%s.%s: required", path, name), -1;
         }
         return 0;
     }
@@ -204,6 +218,16 @@ static int check(const json_t *schema, const json_t *value, const char *path, ch
         }
         return 0;
     }
+    if (strcmp(type, "integer") == 0) {
+        if (!json_is_integer(value))
+            return snprintf(err, errlen, "%s: must be an integer", path), -1;
+        json_int_t n = json_integer_value(value);
+        const json_t *lo = json_object_get(schema, "minimum");
+        const json_t *hi = json_object_get(schema, "maximum");
+        if ((lo && n < json_integer_value(lo)) || (hi && n > json_integer_value(hi)))
+            return snprintf(err, errlen, "%s: out of bounds", path), -1;
+        return 0;
+    }
     if (!json_is_string(value))
         return snprintf(err, errlen, "%s: must be a string", path), -1;
     const json_t *en = json_object_get(schema, "enum");
@@ -224,7 +248,8 @@ static json_t *need_run(const mcp_session *s)
 {
     if (s->run_id[0])
         return NULL;
-    return refusal("deny", "NO_RUN", "this session has no run: call start_run or join_run first");
+    return mcp_refusal("deny", "NO_RUN",
+                       "this session has no run: call start_run or join_run first");
 }
 
 /* The context_id argument must be the context this session opened; anything else (another
@@ -232,15 +257,15 @@ static json_t *need_run(const mcp_session *s)
 static json_t *need_context(const mcp_server *srv, const mcp_session *s, const json_t *args)
 {
     if (!s->context_id[0])
-        return refusal("deny", "STEP_NOT_OPEN",
-                       "this session has not opened its step: call "
-                       "open_step first");
+        return mcp_refusal("deny", "STEP_NOT_OPEN",
+                           "this session has not opened its step: call "
+                           "open_step first");
     const char *ctx = json_string_value(json_object_get(args, "context_id"));
     if (!ctx || strcmp(ctx, s->context_id) != 0) {
         char w[256];
         snprintf(w, sizeof w, "context_id is not the context this process opened for step %s",
                  srv->step_name);
-        return refusal("deny", "STEP_MISMATCH", w);
+        return mcp_refusal("deny", "STEP_MISMATCH", w);
     }
     return NULL;
 }
@@ -284,7 +309,7 @@ static Charter__V1__RunView *run_view(mcp_server *srv, const char *run_id, uint3
     charter_status st;
     int rc = charter_get_run(srv->client, &req, &v, &st);
     if (rc != 0)
-        *fail = rpc_refusal(rc, &st);
+        *fail = mcp_rpc_refusal(rc, &st);
     return v;
 }
 
@@ -308,14 +333,14 @@ static json_t *t_start_run(mcp_server *srv, mcp_session *s, const json_t *args)
     charter_status st;
     int rc = charter_create_run(srv->client, &req, &v, &st);
     if (rc != 0)
-        return rpc_refusal(rc, &st);
+        return mcp_rpc_refusal(rc, &st);
     snprintf(s->run_id, sizeof s->run_id, "%s", v->run->id);
     s->context_id[0] = s->output_id[0] = '\0';
     shown_clear(s);
     json_t *body = json_pack("{s:s, s:s, s:s, s:s}", "decision", "allow", "run_id", v->run->id,
                              "status", v->run->status, "workflow", v->run->workflow);
     charter__v1__run_view__free_unpacked(v, NULL);
-    return result_of(body, false);
+    return mcp_result(body, false);
 }
 
 static json_t *t_join_run(mcp_server *srv, mcp_session *s, const json_t *args)
@@ -327,15 +352,15 @@ static json_t *t_join_run(mcp_server *srv, mcp_session *s, const json_t *args)
         return fail;
     json_t *r;
     if (strcmp(v->run->workflow, srv->version) != 0) {
-        r = refusal("deny", "WORKFLOW_MISMATCH",
-                    "the run follows another workflow version than this process serves");
+        r = mcp_refusal("deny", "WORKFLOW_MISMATCH",
+                        "the run follows another workflow version than this process serves");
     } else {
         snprintf(s->run_id, sizeof s->run_id, "%s", v->run->id);
         s->context_id[0] = s->output_id[0] = '\0';
         shown_clear(s);
-        r = result_of(json_pack("{s:s, s:s, s:s}", "decision", "allow", "run_id", v->run->id,
-                                "status", v->run->status),
-                      false);
+        r = mcp_result(json_pack("{s:s, s:s, s:s}", "decision", "allow", "run_id", v->run->id,
+                                 "status", v->run->status),
+                       false);
     }
     charter__v1__run_view__free_unpacked(v, NULL);
     return r;
@@ -354,18 +379,18 @@ static json_t *t_open_step(mcp_server *srv, mcp_session *s, const json_t *args)
     charter_status st;
     int rc = charter_open_step(srv->client, &req, &c, &st);
     if (rc != 0)
-        return rpc_refusal(rc, &st);
+        return mcp_rpc_refusal(rc, &st);
     /* A new context starts with nothing shown: provenance is per context. */
     snprintf(s->context_id, sizeof s->context_id, "%s", c->context_id);
     s->output_id[0] = '\0';
     shown_clear(s);
-    r = result_of(json_pack("{s:s, s:s, s:s, s:s, s:s, s:s, s:o*, s:o*, s:o*}", "decision", "allow",
-                            "context_id", c->context_id, "run_id", c->run_id, "step", c->step,
-                            "actor", c->actor, "grant", c->grant, "tools",
-                            strs_json(c->tools, c->n_tools), "recipients",
-                            strs_json(c->recipients, c->n_recipients), "resources",
-                            strs_json(c->resources, c->n_resources)),
-                  false);
+    r = mcp_result(json_pack("{s:s, s:s, s:s, s:s, s:s, s:s, s:o*, s:o*, s:o*}", "decision",
+                             "allow", "context_id", c->context_id, "run_id", c->run_id, "step",
+                             c->step, "actor", c->actor, "grant", c->grant, "tools",
+                             strs_json(c->tools, c->n_tools), "recipients",
+                             strs_json(c->recipients, c->n_recipients), "resources",
+                             strs_json(c->resources, c->n_resources)),
+                   false);
     charter__v1__step_context__free_unpacked(c, NULL);
     return r;
 }
@@ -403,7 +428,7 @@ static json_t *t_list_sources(mcp_server *srv, mcp_session *s, const json_t *arg
                                             a->step, "kind", a->kind, "title", a->title));
     }
     charter__v1__run_view__free_unpacked(v, NULL);
-    return result_of(
+    return mcp_result(
         json_pack("{s:s, s:o, s:o}", "decision", "allow", "sources", sources, "inputs", inputs),
         false);
 }
@@ -420,7 +445,7 @@ static json_t *t_read_source(mcp_server *srv, mcp_session *s, const json_t *args
     charter_status st;
     int rc = charter_read_source(srv->client, &req, &resp, &st);
     if (rc != 0)
-        return rpc_refusal(rc, &st);
+        return mcp_rpc_refusal(rc, &st);
     json_t *body = decision_json(resp->decision);
     bool ok = allowed(resp->decision) && resp->artifact;
     if (ok && shown_add(s, resp->artifact->id) != 0)
@@ -428,7 +453,7 @@ static json_t *t_read_source(mcp_server *srv, mcp_session *s, const json_t *args
     if (ok && body)
         json_object_set_new(body, "artifact", artifact_json(resp->artifact, true));
     charter__v1__read_source_response__free_unpacked(resp, NULL);
-    return result_of(body, !ok);
+    return mcp_result(body, !ok);
 }
 
 /* The input gate of this session's step over one artifact of the session's run; on allow the
@@ -449,7 +474,7 @@ static json_t *admit(mcp_server *srv, mcp_session *s, const Charter__V1__Artifac
     charter_status st;
     int rc = charter_check_input(srv->client, &req, &resp, &st);
     if (rc != 0) {
-        *fail = rpc_refusal(rc, &st);
+        *fail = mcp_rpc_refusal(rc, &st);
         return NULL;
     }
     json_t *body = decision_json(resp->decision);
@@ -475,12 +500,12 @@ static json_t *t_read_artifact(mcp_server *srv, mcp_session *s, const json_t *ar
     const Charter__V1__Artifact *a =
         view_artifact(v, json_string_value(json_object_get(args, "artifact_id")));
     if (!a) {
-        r = refusal("deny", "ARTIFACT_NOT_IN_RUN", "artifact_id names no artifact of this run");
+        r = mcp_refusal("deny", "ARTIFACT_NOT_IN_RUN", "artifact_id names no artifact of this run");
     } else {
         bool ok;
         json_t *fail2 = NULL;
         json_t *body = admit(srv, s, a, &ok, &fail2);
-        r = body ? result_of(body, !ok) : fail2;
+        r = body ? mcp_result(body, !ok) : fail2;
     }
     charter__v1__run_view__free_unpacked(v, NULL);
     return r;
@@ -492,9 +517,10 @@ static json_t *t_submit_output(mcp_server *srv, mcp_session *s, const json_t *ar
     if (r)
         return r;
     if (s->n_shown == 0)
-        return refusal("deny", "NO_PERMITTED_INPUTS",
-                       "this session holds no artifact admitted by the input gate into its step: "
-                       "read a source or an artifact first");
+        return mcp_refusal(
+            "deny", "NO_PERMITTED_INPUTS",
+            "this session holds no artifact admitted by the input gate into its step: "
+            "read a source or an artifact first");
     /* A public step sends only the chosen values: charterd renders the text from the step's
      * template, so nothing the model wrote reaches a public recipient. */
     Charter__V1__RecordOutputRequest req = CHARTER__V1__RECORD_OUTPUT_REQUEST__INIT;
@@ -510,7 +536,7 @@ static json_t *t_submit_output(mcp_server *srv, mcp_session *s, const json_t *ar
         json_object_foreach(json_object_get(args, "fields"), k, v)
         {
             if (req.n_fields == 32)
-                return refusal("deny", "ARGUMENT_INVALID", "arguments.fields: at most 32");
+                return mcp_refusal("deny", "ARGUMENT_INVALID", "arguments.fields: at most 32");
             charter__v1__record_output_request__fields_entry__init(&entries[req.n_fields]);
             entries[req.n_fields].key = (char *)k;
             entries[req.n_fields].value = (char *)json_string_value(v);
@@ -525,7 +551,7 @@ static json_t *t_submit_output(mcp_server *srv, mcp_session *s, const json_t *ar
     charter_status st;
     int rc = charter_record_output(srv->client, &req, &resp, &st);
     if (rc != 0)
-        return rpc_refusal(rc, &st);
+        return mcp_rpc_refusal(rc, &st);
     json_t *body = decision_json(resp->decision);
     bool ok = allowed(resp->decision) && resp->artifact;
     if (ok) {
@@ -533,7 +559,7 @@ static json_t *t_submit_output(mcp_server *srv, mcp_session *s, const json_t *ar
         json_object_set_new(body, "artifact", artifact_json(resp->artifact, false));
     }
     charter__v1__record_output_response__free_unpacked(resp, NULL);
-    return result_of(body, !ok);
+    return mcp_result(body, !ok);
 }
 
 static json_t *t_deliver(mcp_server *srv, mcp_session *s, const json_t *args)
@@ -542,9 +568,9 @@ static json_t *t_deliver(mcp_server *srv, mcp_session *s, const json_t *args)
     if (r)
         return r;
     if (!s->output_id[0])
-        return refusal("deny", "NO_OUTPUT",
-                       "this session has recorded no output to deliver: "
-                       "call submit_output first");
+        return mcp_refusal("deny", "NO_OUTPUT",
+                           "this session has recorded no output to deliver: "
+                           "call submit_output first");
     /* The same send asked again (after a lost answer, say) keeps its invocation ID, so
      * charterd acknowledges an earlier commit instead of making a second one. */
     const char *recipient = json_string_value(json_object_get(args, "recipient"));
@@ -553,7 +579,7 @@ static json_t *t_deliver(mcp_server *srv, mcp_session *s, const json_t *args)
     if (strcmp(key, s->invocation_of) != 0) {
         unsigned char rnd[16];
         if (RAND_bytes(rnd, sizeof rnd) != 1)
-            return refusal("unknown", "INTERNAL", "no randomness for an invocation ID");
+            return mcp_refusal("unknown", "INTERNAL", "no randomness for an invocation ID");
         memcpy(s->invocation_id, "mcp-", 4);
         for (size_t i = 0; i < sizeof rnd; i++)
             snprintf(s->invocation_id + 4 + 2 * i, 3, "%02x", rnd[i]);
@@ -570,7 +596,7 @@ static json_t *t_deliver(mcp_server *srv, mcp_session *s, const json_t *args)
     charter_status st;
     int rc = charter_deliver(srv->client, &req, &resp, &st);
     if (rc != 0)
-        return rpc_refusal(rc, &st);
+        return mcp_rpc_refusal(rc, &st);
     json_t *body = decision_json(resp->decision);
     bool ok = allowed(resp->decision);
     if (body)
@@ -585,7 +611,7 @@ static json_t *t_deliver(mcp_server *srv, mcp_session *s, const json_t *args)
                       resp->delivery->committed_at, "grant_chain",
                       strs_json(resp->delivery->grant_chain, resp->delivery->n_grant_chain)));
     charter__v1__deliver_response__free_unpacked(resp, NULL);
-    return result_of(body, !ok);
+    return mcp_result(body, !ok);
 }
 
 static json_t *t_handoff(mcp_server *srv, mcp_session *s, const json_t *args)
@@ -609,7 +635,7 @@ static json_t *t_handoff(mcp_server *srv, mcp_session *s, const json_t *args)
             char w[160];
             snprintf(w, sizeof w, "artifact_ids[%zu] names no artifact of this run", i);
             charter__v1__run_view__free_unpacked(v, NULL);
-            return refusal("deny", "ARTIFACT_NOT_IN_RUN", w);
+            return mcp_refusal("deny", "ARTIFACT_NOT_IN_RUN", w);
         }
         list[n++] = a->id;
     }
@@ -622,7 +648,7 @@ static json_t *t_handoff(mcp_server *srv, mcp_session *s, const json_t *args)
     int rc = charter_open_step(srv->client, &oreq, &c, &st);
     if (rc != 0) {
         charter__v1__run_view__free_unpacked(v, NULL);
-        return rpc_refusal(rc, &st);
+        return mcp_rpc_refusal(rc, &st);
     }
     Charter__V1__CheckInputRequest req = CHARTER__V1__CHECK_INPUT_REQUEST__INIT;
     req.context_id = c->context_id;
@@ -633,7 +659,7 @@ static json_t *t_handoff(mcp_server *srv, mcp_session *s, const json_t *args)
     charter__v1__run_view__free_unpacked(v, NULL);
     if (rc != 0) {
         charter__v1__step_context__free_unpacked(c, NULL);
-        return rpc_refusal(rc, &st);
+        return mcp_rpc_refusal(rc, &st);
     }
     json_t *body = decision_json(resp->decision);
     bool ok = allowed(resp->decision);
@@ -643,7 +669,7 @@ static json_t *t_handoff(mcp_server *srv, mcp_session *s, const json_t *args)
     }
     charter__v1__step_context__free_unpacked(c, NULL);
     charter__v1__check_input_response__free_unpacked(resp, NULL);
-    return result_of(body, !ok);
+    return mcp_result(body, !ok);
 }
 
 static json_t *t_get_run(mcp_server *srv, mcp_session *s, const json_t *args)
@@ -657,14 +683,8 @@ static json_t *t_get_run(mcp_server *srv, mcp_session *s, const json_t *args)
     if (!v)
         return fail;
     json_t *events = json_array(), *deliveries = json_array(), *arts = json_array();
-    for (size_t i = 0; i < v->n_events; i++) {
-        const Charter__V1__Event *e = v->events[i];
-        json_t *o = json_pack("{s:I, s:s, s:o*, s:s}", "seq", (json_int_t)e->seq, "kind", e->kind,
-                              "codes", strs_json(e->codes, e->n_codes), "witness", e->witness);
-        if (o && e->outcome != CHARTER__V1__OUTCOME__OUTCOME_UNSPECIFIED)
-            json_object_set_new(o, "outcome", json_string(outcome_name(e->outcome)));
-        json_array_append_new(events, o);
-    }
+    for (size_t i = 0; i < v->n_events; i++)
+        json_array_append_new(events, mcp_event_json(v->events[i]));
     for (size_t i = 0; i < v->n_deliveries; i++) {
         const Charter__V1__Delivery *d = v->deliveries[i];
         json_array_append_new(deliveries,
@@ -675,12 +695,12 @@ static json_t *t_get_run(mcp_server *srv, mcp_session *s, const json_t *args)
     }
     for (size_t i = 0; i < v->n_artifacts; i++)
         json_array_append_new(arts, artifact_json(v->artifacts[i], false));
-    r = result_of(json_pack("{s:s, s:{s:s, s:s, s:s, s:s, s:I}, s:o, s:o, s:o}", "decision",
-                            "allow", "run", "id", v->run->id, "status", v->run->status, "mode",
-                            v->run->mode, "workflow", v->run->workflow, "seq",
-                            (json_int_t)v->run->seq, "events", events, "deliveries", deliveries,
-                            "artifacts", arts),
-                  false);
+    r = mcp_result(json_pack("{s:s, s:{s:s, s:s, s:s, s:s, s:I}, s:o, s:o, s:o}", "decision",
+                             "allow", "run", "id", v->run->id, "status", v->run->status, "mode",
+                             v->run->mode, "workflow", v->run->workflow, "seq",
+                             (json_int_t)v->run->seq, "events", events, "deliveries", deliveries,
+                             "artifacts", arts),
+                   false);
     charter__v1__run_view__free_unpacked(v, NULL);
     return r;
 }
@@ -698,7 +718,8 @@ static json_t *t_trace_artifact(mcp_server *srv, mcp_session *s, const json_t *a
         view_artifact(v, json_string_value(json_object_get(args, "artifact_id")));
     if (!a) {
         charter__v1__run_view__free_unpacked(v, NULL);
-        return refusal("deny", "ARTIFACT_NOT_IN_RUN", "artifact_id names no artifact of this run");
+        return mcp_refusal("deny", "ARTIFACT_NOT_IN_RUN",
+                           "artifact_id names no artifact of this run");
     }
     Charter__V1__TraceArtifactRequest req = CHARTER__V1__TRACE_ARTIFACT_REQUEST__INIT;
     req.artifact_id = a->id;
@@ -707,12 +728,12 @@ static json_t *t_trace_artifact(mcp_server *srv, mcp_session *s, const json_t *a
     int rc = charter_trace_artifact(srv->client, &req, &resp, &st);
     charter__v1__run_view__free_unpacked(v, NULL);
     if (rc != 0)
-        return rpc_refusal(rc, &st);
+        return mcp_rpc_refusal(rc, &st);
     json_t *arts = json_array();
     for (size_t i = 0; i < resp->n_artifacts; i++)
         json_array_append_new(arts, artifact_json(resp->artifacts[i], false));
     charter__v1__trace_artifact_response__free_unpacked(resp, NULL);
-    return result_of(json_pack("{s:s, s:o}", "decision", "allow", "ancestry", arts), false);
+    return mcp_result(json_pack("{s:s, s:o}", "decision", "allow", "ancestry", arts), false);
 }
 
 /* Recovery in this session: every artifact of the run not produced by this step goes through
@@ -745,12 +766,12 @@ static json_t *t_recover(mcp_server *srv, mcp_session *s, const json_t *args)
     }
     charter__v1__run_view__free_unpacked(v, NULL);
     bool any = json_array_size(admitted) > 0;
-    return result_of(json_pack("{s:s, s:[s*], s:s, s:o, s:o}", "decision",
-                               any ? "allow" : "unknown", "codes",
-                               any ? NULL : "NO_PERMITTED_INPUTS", "witness",
-                               any ? "" : "no artifact of the run passes this step's input gate",
-                               "admitted", admitted, "excluded", excluded),
-                     !any);
+    return mcp_result(json_pack("{s:s, s:[s*], s:s, s:o, s:o}", "decision",
+                                any ? "allow" : "unknown", "codes",
+                                any ? NULL : "NO_PERMITTED_INPUTS", "witness",
+                                any ? "" : "no artifact of the run passes this step's input gate",
+                                "admitted", admitted, "excluded", excluded),
+                      !any);
 }
 
 /* ---- the catalog ------------------------------------------------------------------------- */
@@ -899,6 +920,20 @@ static const tool tools[] = {
      s_artifact, t_trace_artifact},
     {"recover", "Recovery: admit every artifact of the run that passes this step's input gate.",
      recovers, s_ctx, t_recover},
+    {"start_async_run",
+     "Start a run of this workflow that charterd executes on its own (scripted or live model), "
+     "with optional budgets; returns at once with its run_id.",
+     first_step, mcp_async_start_schema, mcp_async_start},
+    {"wait_run",
+     "Wait (up to timeout_ms) for events of a run this session started after after_seq, or for "
+     "its end.",
+     first_step, mcp_async_wait_schema, mcp_async_wait},
+    {"cancel_run", "Cancel a run this session started; it never delivers afterwards.", first_step,
+     mcp_async_cancel_schema, mcp_async_cancel},
+    {"run_events", "The events of a run this session started after after_seq (metadata only).",
+     first_step, mcp_async_events_schema, mcp_async_events},
+    {"run_receipt", "The signed receipt of an ended run this session started.", first_step,
+     mcp_async_run_schema, mcp_async_receipt},
 };
 
 json_t *mcp_tools_list(const mcp_server *srv)
@@ -929,14 +964,14 @@ int mcp_tools_call(mcp_server *srv, mcp_session *s, const char *name, const json
     if (!t->offered(srv)) {
         char w[256];
         snprintf(w, sizeof w, "tool %s is not a tool of step %s", t->name, srv->step_name);
-        *result = refusal("deny", "TOOL_NOT_PERMITTED", w);
+        *result = mcp_refusal("deny", "TOOL_NOT_PERMITTED", w);
     } else {
         json_t *schema = t->schema(srv);
         char err[320];
         if (!schema)
             *result = NULL;
         else if (check(schema, args, "arguments", err, sizeof err) != 0)
-            *result = refusal("deny", "ARGUMENT_INVALID", err);
+            *result = mcp_refusal("deny", "ARGUMENT_INVALID", err);
         else
             *result = t->call(srv, s, args);
         json_decref(schema);

@@ -402,8 +402,10 @@ static int run_receipt_once(store *st, const char *run_id, json_t **receipt, cha
         return STATUS_OK;
     }
     json_decref(have);
+    /* The statuses a run rests in (interrupted, queued, running and recovering still move). */
     if (strcmp(st_now, "completed") != 0 && strcmp(st_now, "blocked") != 0 &&
-        strcmp(st_now, "error") != 0) {
+        strcmp(st_now, "error") != 0 && strcmp(st_now, "cancelled") != 0 &&
+        strcmp(st_now, "budget_exhausted") != 0) {
         json_decref(reply);
         return STATUS_ENOTENDED;
     }

@@ -27,8 +27,9 @@ enum {
     STATUS_EFINGERPRINT = -31, /* another evaluator decided it */
     STATUS_ESNAPSHOT = -32,    /* the snapshot cannot be decoded */
     /* Evidence. */
-    STATUS_ENOKEY = -40,    /* no integrity key: nothing can be sealed or signed */
-    STATUS_ENOTENDED = -41, /* the run is not completed, blocked or in error */
+    STATUS_ENOKEY = -40, /* no integrity key: nothing can be sealed or signed */
+    /* The run is not at rest (completed, blocked, error, cancelled or budget_exhausted). */
+    STATUS_ENOTENDED = -41,
 };
 
 #endif

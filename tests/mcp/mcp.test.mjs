@@ -107,14 +107,60 @@ async function procurement(transport) {
       assert.ok(research.getServerCapabilities().tools);
     });
     await check(`${tag} tools/list lists only what each role may call`, async () => {
-      assert.deepEqual(await toolNames(research), ['get_run', 'handoff', 'join_run', 'list_sources',
-        'open_step', 'read_artifact', 'read_source', 'start_run', 'submit_output', 'trace_artifact']);
+      assert.deepEqual(await toolNames(research), ['cancel_run', 'get_run', 'handoff', 'join_run',
+        'list_sources', 'open_step', 'read_artifact', 'read_source', 'run_events', 'run_receipt',
+        'start_async_run', 'start_run', 'submit_output', 'trace_artifact', 'wait_run']);
       assert.deepEqual(await toolNames(analyst), ['deliver', 'get_run', 'handoff', 'join_run',
         'list_sources', 'open_step', 'read_artifact', 'read_source', 'submit_output', 'trace_artifact']);
       assert.deepEqual(await toolNames(reporter), ['deliver', 'get_run', 'join_run', 'list_sources',
         'open_step', 'read_artifact', 'recover', 'submit_output', 'trace_artifact']);
       for (const t of (await reporter.listTools()).tools)
         assert.equal(t.inputSchema.additionalProperties, false, `${t.name} schema is not strict`);
+    });
+    await check(`${tag} an async scripted run with max_steps 1 ends budget_exhausted; events, receipt`, async () => {
+      const started = await call(research, 'start_async_run', { mode: 'scripted', budget: { max_steps: 1 } });
+      allowedResult(started);
+      assert.equal(started.run.budget.max_steps, 1);
+      let seq = 0, ended = false, status = '';
+      const kinds = [];
+      for (let i = 0; i < 20 && !ended; i++) {
+        const w = await call(research, 'wait_run', { run_id: started.run_id, after_seq: seq, timeout_ms: 5000 });
+        allowedResult(w);
+        for (const e of w.events) { assert.ok(e.seq > seq); seq = e.seq; kinds.push(e.kind); }
+        ended = w.ended; status = w.run.status;
+      }
+      assert.equal(status, 'budget_exhausted');
+      assert.ok(kinds.includes('status_changed'), kinds.join(','));
+      const ev = await call(research, 'run_events', { run_id: started.run_id, after_seq: 0 });
+      allowedResult(ev);
+      assert.equal(ev.events.length > 0 ? ev.events[ev.events.length - 1].seq : 0, seq);
+      assert.ok(!ev.text.includes('CEILING-48200'), 'events carry no content');
+      const rc = await call(research, 'run_receipt', { run_id: started.run_id });
+      allowedResult(rc);
+      assert.equal(rc.receipt.status, 'budget_exhausted');
+      assert.equal(rc.receipt.last_seq, seq);
+      assert.match(rc.receipt.mac, /^[0-9a-f]{64}$/);
+    });
+    await check(`${tag} async-run tools refuse bad budgets, other runs and other roles`, async () => {
+      refused(await call(research, 'start_async_run', { mode: 'scripted', budget: { max_steps: 0 } }), 'ARGUMENT_INVALID');
+      refused(await call(research, 'start_async_run', { mode: 'scripted', budget: { max_grants: 2 } }), 'ARGUMENT_INVALID');
+      refused(await call(research, 'start_async_run', { mode: 'adversarial' }), 'ARGUMENT_INVALID');
+      refused(await call(research, 'wait_run', { run_id: 'r_not_mine' }), 'RUN_NOT_STARTED_HERE');
+      refused(await call(research, 'cancel_run', { run_id: 'r_not_mine', reason: 'x' }), 'RUN_NOT_STARTED_HERE');
+      refused(await call(analyst, 'start_async_run', { mode: 'scripted' }), 'TOOL_NOT_PERMITTED');
+      refused(await call(analyst, 'run_events', { run_id: 'r1' }), 'TOOL_NOT_PERMITTED');
+    });
+    await check(`${tag} cancel_run on a queued or running async run ends it cancelled with the reason`, async () => {
+      const started = await call(research, 'start_async_run', { mode: 'scripted' });
+      allowedResult(started);
+      const c = await call(research, 'cancel_run', { run_id: started.run_id, reason: 'operator stop' });
+      allowedResult(c);
+      let run = c.run;
+      for (let i = 0; i < 20 && !['cancelled', 'completed', 'blocked', 'error'].includes(run.status); i++)
+        run = (await call(research, 'wait_run', { run_id: started.run_id, after_seq: run.seq, timeout_ms: 2000 })).run;
+      // A scripted run may end before the cancel reaches it; when it was cancelled, it says why.
+      assert.ok(['cancelled', 'completed', 'blocked'].includes(run.status), run.status);
+      if (run.status === 'cancelled') assert.equal(run.cancel_reason, 'operator stop');
     });
     await check(`${tag} research starts a run, opens its step and reads the three vendor pages`, async () => {
       const run = await call(research, 'start_run', {});

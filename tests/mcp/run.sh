@@ -43,8 +43,11 @@ fi
 
 token=mcp-test-operator-token-$RANDOM$RANDOM
 export CHARTER_OPERATOR_TOKEN=$token
+# An integrity key, so the async-run tools' run receipts can be issued.
+head -c 32 /dev/urandom > "$tmp/integrity.key"
+chmod 600 "$tmp/integrity.key"
 "$build/charterd" --redis "$redis" --graph "mcp_test_$$_$RANDOM" --data-dir "$tmp/data" \
-  --listen "ipc://$tmp/charterd.sock" --workers 2 --quiet \
+  --listen "ipc://$tmp/charterd.sock" --workers 2 --quiet --integrity-key "$tmp/integrity.key" \
   --workflow "$src/deploy/workflows/procurement.json" 2>"$tmp/charterd.log" &
 pids+=($!)
 for _ in $(seq 100); do

@@ -1,0 +1,298 @@
+/*
+ * mcp_async.c - the tools that start and follow runs charterd executes on its own executor
+ * threads (scripted, or live with the configured model provider): start_async_run, wait_run,
+ * cancel_run, run_events, run_receipt.
+ *
+ * They are offered to the workflow's first step only (the role that may start runs). A
+ * session may follow only the runs it started itself: a run id the model makes up or copies
+ * from elsewhere is refused before charterd is asked, so one role's MCP process cannot watch or
+ * cancel another's work. Budgets narrow what charterd allows (their ceilings are charterd's);
+ * what the model sees of a run is metadata (events with codes and witnesses, statuses,
+ * counters, the receipt's hashes), never content.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "mcp.h"
+
+/* The longest wait_run may wait: below libcharter's default call deadline (10 s), so the call
+ * itself is never what times out. */
+#define WAIT_MAX_MS 8000
+#define REASON_MAX 256
+
+static const char *const budget_names[] = {"max_wall_clock_ms", "max_model_calls", "max_steps",
+                                           "max_deliveries"};
+#define N_BUDGETS (sizeof budget_names / sizeof *budget_names)
+
+/* ---- schemas ----------------------------------------------------------------------------- */
+
+static json_t *run_id_schema(void)
+{
+    return json_pack("{s:s, s:i, s:i, s:s}", "type", "string", "minLength", 1, "maxLength", 128,
+                     "description", "A run this session started with start_async_run.");
+}
+
+static json_t *seq_schema(void)
+{
+    return json_pack("{s:s, s:i, s:s}", "type", "integer", "minimum", 0, "description",
+                     "Only events after this seq (0: from the first).");
+}
+
+/* An object schema with props (stolen) whose required fields are the NULL-terminated names. */
+static json_t *object_of(json_t *props, const char *const *required)
+{
+    json_t *req = json_array();
+    for (size_t i = 0; req && required && required[i]; i++)
+        json_array_append_new(req, json_string(required[i]));
+    if (!props || !req) {
+        json_decref(props);
+        json_decref(req);
+        return NULL;
+    }
+    return json_pack("{s:s, s:o, s:o, s:b}", "type", "object", "properties", props, "required", req,
+                     "additionalProperties", 0);
+}
+
+json_t *mcp_async_start_schema(const mcp_server *srv)
+{
+    (void)srv;
+    json_t *budget = json_object();
+    for (size_t i = 0; budget && i < N_BUDGETS; i++)
+        json_object_set_new(budget, budget_names[i],
+                            json_pack("{s:s, s:i, s:I}", "type", "integer", "minimum", 1, "maximum",
+                                      (json_int_t)1000000000));
+    static const char *const none[] = {NULL};
+    json_t *budget_schema = object_of(budget, none);
+    if (budget_schema)
+        json_object_set_new(budget_schema, "description",
+                            json_string("Optional budgets; the first exhausted ends the run "
+                                        "budget_exhausted and nothing is delivered past it."));
+    json_t *props =
+        json_pack("{s:{s:s, s:[s,s], s:s}, s:o*}", "mode", "type", "string", "enum", "scripted",
+                  "live", "description",
+                  "scripted: the built-in scripted agents; live: the configured model provider.",
+                  "budget", budget_schema);
+    static const char *const req[] = {"mode", NULL};
+    return object_of(props, req);
+}
+
+json_t *mcp_async_run_schema(const mcp_server *srv)
+{
+    (void)srv;
+    static const char *const req[] = {"run_id", NULL};
+    return object_of(json_pack("{s:o}", "run_id", run_id_schema()), req);
+}
+
+json_t *mcp_async_wait_schema(const mcp_server *srv)
+{
+    (void)srv;
+    static const char *const req[] = {"run_id", NULL};
+    return object_of(json_pack("{s:o, s:o, s:{s:s, s:i, s:i, s:s}}", "run_id", run_id_schema(),
+                               "after_seq", seq_schema(), "timeout_ms", "type", "integer",
+                               "minimum", 1, "maximum", WAIT_MAX_MS, "description",
+                               "How long to wait for news (default and most: 8000)."),
+                     req);
+}
+
+json_t *mcp_async_cancel_schema(const mcp_server *srv)
+{
+    (void)srv;
+    static const char *const req[] = {"run_id", "reason", NULL};
+    return object_of(json_pack("{s:o, s:{s:s, s:i, s:i}}", "run_id", run_id_schema(), "reason",
+                               "type", "string", "minLength", 1, "maxLength", REASON_MAX),
+                     req);
+}
+
+json_t *mcp_async_events_schema(const mcp_server *srv)
+{
+    (void)srv;
+    static const char *const req[] = {"run_id", NULL};
+    return object_of(json_pack("{s:o, s:o}", "run_id", run_id_schema(), "after_seq", seq_schema()),
+                     req);
+}
+
+/* ---- the session's runs ------------------------------------------------------------------ */
+
+/* The run_id argument when it names a run this session started; NULL (and *fail set to the
+ * refusal) otherwise. */
+static const char *own_run(const mcp_session *s, const json_t *args, json_t **fail)
+{
+    const char *id = json_string_value(json_object_get(args, "run_id"));
+    for (size_t i = 0; id && i < s->n_async_runs; i++)
+        if (strcmp(s->async_runs[i], id) == 0)
+            return s->async_runs[i];
+    *fail = mcp_refusal("deny", "RUN_NOT_STARTED_HERE",
+                        "run_id names no run this session started with start_async_run");
+    return NULL;
+}
+
+/* {id, status, mode, workflow, seq, budgets and counters} of a run (new reference). */
+static json_t *run_json(const Charter__V1__Run *r)
+{
+    json_t *o = json_pack("{s:s, s:s, s:s, s:s, s:I}", "id", r->id, "status", r->status, "mode",
+                          r->mode, "workflow", r->workflow, "seq", (json_int_t)r->seq);
+    json_t *budget = json_object(), *used = json_object();
+    if (!o || !budget || !used) {
+        json_decref(o);
+        json_decref(budget);
+        json_decref(used);
+        return NULL;
+    }
+    const int64_t limits[N_BUDGETS] = {r->max_wall_clock_ms, r->max_model_calls, r->max_steps,
+                                       r->max_deliveries};
+    for (size_t i = 0; i < N_BUDGETS; i++)
+        if (limits[i] > 0)
+            json_object_set_new(budget, budget_names[i], json_integer((json_int_t)limits[i]));
+    json_object_set_new(used, "wall_clock_ms", json_integer((json_int_t)r->wall_clock_ms));
+    json_object_set_new(used, "model_calls", json_integer((json_int_t)r->model_calls));
+    json_object_set_new(used, "steps", json_integer((json_int_t)r->steps));
+    json_object_set_new(used, "deliveries", json_integer((json_int_t)r->deliveries));
+    if (r->cancel_reason && r->cancel_reason[0])
+        json_object_set_new(o, "cancel_reason", json_string(r->cancel_reason));
+    json_object_set_new(o, "budget", budget);
+    json_object_set_new(o, "used", used);
+    return o;
+}
+
+static bool run_ended(const char *status)
+{
+    static const char *const ended[] = {"completed", "blocked",          "error",
+                                        "cancelled", "budget_exhausted", "interrupted"};
+    for (size_t i = 0; i < sizeof ended / sizeof *ended; i++)
+        if (status && strcmp(status, ended[i]) == 0)
+            return true;
+    return false;
+}
+
+/* {decision: allow, run, ended, events after after_seq} of a run view (consumed). */
+static json_t *view_result(Charter__V1__RunView *v, uint64_t after_seq)
+{
+    json_t *events = json_array();
+    for (size_t i = 0; events && i < v->n_events; i++)
+        if (v->events[i]->seq > after_seq)
+            json_array_append_new(events, mcp_event_json(v->events[i]));
+    json_t *body = json_pack("{s:s, s:o*, s:b, s:o*}", "decision", "allow", "run", run_json(v->run),
+                             "ended", run_ended(v->run->status), "events", events);
+    charter__v1__run_view__free_unpacked(v, NULL);
+    return mcp_result(body, false);
+}
+
+/* ---- the tools --------------------------------------------------------------------------- */
+
+json_t *mcp_async_start(mcp_server *srv, mcp_session *s, const json_t *args)
+{
+    if (s->n_async_runs == MCP_MAX_ASYNC_RUNS)
+        return mcp_refusal("deny", "TOO_MANY_RUNS",
+                           "this session already started the most runs it may follow (16)");
+    Charter__V1__CreateRunRequest req = CHARTER__V1__CREATE_RUN_REQUEST__INIT;
+    req.mode = (char *)json_string_value(json_object_get(args, "mode"));
+    req.workflow = srv->version;
+    req.async = true;
+    Charter__V1__CreateRunRequest__BudgetEntry entries[N_BUDGETS];
+    Charter__V1__CreateRunRequest__BudgetEntry *ptrs[N_BUDGETS];
+    const json_t *budget = json_object_get(args, "budget");
+    for (size_t i = 0; i < N_BUDGETS; i++) {
+        const json_t *v = json_object_get(budget, budget_names[i]);
+        if (!v)
+            continue;
+        size_t k = req.n_budget++;
+        charter__v1__create_run_request__budget_entry__init(&entries[k]);
+        entries[k].key = (char *)budget_names[i];
+        entries[k].value = (int64_t)json_integer_value(v);
+        ptrs[k] = &entries[k];
+    }
+    req.budget = req.n_budget ? ptrs : NULL;
+    Charter__V1__RunView *v = NULL;
+    charter_status st;
+    int rc = charter_create_run(srv->client, &req, &v, &st);
+    if (rc != 0)
+        return mcp_rpc_refusal(rc, &st);
+    snprintf(s->async_runs[s->n_async_runs], sizeof s->async_runs[0], "%s", v->run->id);
+    s->n_async_runs++;
+    json_t *body = json_pack("{s:s, s:s, s:o*}", "decision", "allow", "run_id", v->run->id, "run",
+                             run_json(v->run));
+    charter__v1__run_view__free_unpacked(v, NULL);
+    return mcp_result(body, false);
+}
+
+json_t *mcp_async_wait(mcp_server *srv, mcp_session *s, const json_t *args)
+{
+    json_t *fail = NULL;
+    const char *run_id = own_run(s, args, &fail);
+    if (!run_id)
+        return fail;
+    const json_t *t = json_object_get(args, "timeout_ms");
+    Charter__V1__WaitRunRequest req = CHARTER__V1__WAIT_RUN_REQUEST__INIT;
+    req.run_id = (char *)run_id;
+    req.after_seq = (uint64_t)json_integer_value(json_object_get(args, "after_seq"));
+    req.timeout_ms = t ? (uint32_t)json_integer_value(t) : WAIT_MAX_MS;
+    Charter__V1__RunView *v = NULL;
+    charter_status st;
+    int rc = charter_wait_run(srv->client, &req, &v, &st);
+    if (rc != 0)
+        return mcp_rpc_refusal(rc, &st);
+    return view_result(v, req.after_seq);
+}
+
+json_t *mcp_async_events(mcp_server *srv, mcp_session *s, const json_t *args)
+{
+    json_t *fail = NULL;
+    const char *run_id = own_run(s, args, &fail);
+    if (!run_id)
+        return fail;
+    Charter__V1__GetRunRequest req = CHARTER__V1__GET_RUN_REQUEST__INIT;
+    req.run_id = (char *)run_id;
+    req.limit = 500;
+    Charter__V1__RunView *v = NULL;
+    charter_status st;
+    int rc = charter_get_run(srv->client, &req, &v, &st);
+    if (rc != 0)
+        return mcp_rpc_refusal(rc, &st);
+    return view_result(v, (uint64_t)json_integer_value(json_object_get(args, "after_seq")));
+}
+
+json_t *mcp_async_cancel(mcp_server *srv, mcp_session *s, const json_t *args)
+{
+    json_t *fail = NULL;
+    const char *run_id = own_run(s, args, &fail);
+    if (!run_id)
+        return fail;
+    Charter__V1__CancelRunRequest req = CHARTER__V1__CANCEL_RUN_REQUEST__INIT;
+    req.run_id = (char *)run_id;
+    req.reason = (char *)json_string_value(json_object_get(args, "reason"));
+    Charter__V1__Run *r = NULL;
+    charter_status st;
+    int rc = charter_cancel_run(srv->client, &req, &r, &st);
+    if (rc != 0)
+        return mcp_rpc_refusal(rc, &st);
+    json_t *body = json_pack("{s:s, s:o*, s:b}", "decision", "allow", "run", run_json(r), "ended",
+                             run_ended(r->status));
+    charter__v1__run__free_unpacked(r, NULL);
+    return mcp_result(body, false);
+}
+
+json_t *mcp_async_receipt(mcp_server *srv, mcp_session *s, const json_t *args)
+{
+    json_t *fail = NULL;
+    const char *run_id = own_run(s, args, &fail);
+    if (!run_id)
+        return fail;
+    Charter__V1__GetReceiptRequest req = CHARTER__V1__GET_RECEIPT_REQUEST__INIT;
+    req.run_id = (char *)run_id;
+    Charter__V1__Receipt *r = NULL;
+    charter_status st;
+    int rc = charter_get_receipt(srv->client, &req, &r, &st);
+    if (rc != 0)
+        return mcp_rpc_refusal(rc, &st);
+    json_t *deliveries = json_array();
+    for (size_t i = 0; deliveries && i < r->n_deliveries; i++)
+        json_array_append_new(deliveries, json_string(r->deliveries[i]));
+    json_t *body = json_pack("{s:s, s:{s:s, s:s, s:s, s:s, s:I, s:s, s:o*, s:s, s:s}}", "decision",
+                             "allow", "receipt", "kind", r->kind, "run_id", r->run_id, "status",
+                             r->status, "time", r->time, "last_seq", (json_int_t)r->last_seq,
+                             "last_event_hash", r->last_event_hash, "deliveries", deliveries,
+                             "evaluator", r->evaluator, "mac", r->mac);
+    charter__v1__receipt__free_unpacked(r, NULL);
+    return mcp_result(body, false);
+}
