@@ -10,6 +10,7 @@
 #include <jansson.h>
 
 #include <stdarg.h>
+#include <stdatomic.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -48,8 +49,36 @@ char *call_strdup(call *c, const char *s)
     return copy;
 }
 
+/* Calls holding a long-wait slot, process-wide. */
+static atomic_int call_waiting;
+
+int call_wait_begin(call *c, int want_ms)
+{
+    if (c->waiting || want_ms <= 0)
+        return want_ms > 0 ? want_ms : 0;
+    int most = (int)(c->env->workers / 2);
+    if (most < 1)
+        most = 1;
+    int now = atomic_load(&call_waiting);
+    do {
+        if (now >= most)
+            return 0;
+    } while (!atomic_compare_exchange_weak(&call_waiting, &now, now + 1));
+    c->waiting = true;
+    return want_ms;
+}
+
+void call_wait_end(call *c)
+{
+    if (c->waiting) {
+        atomic_fetch_sub(&call_waiting, 1);
+        c->waiting = false;
+    }
+}
+
 void call_release(call *c)
 {
+    call_wait_end(c);
     call_block *b = c->arena;
     while (b != NULL) {
         call_block *next = b->next;

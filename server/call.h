@@ -72,6 +72,8 @@ typedef struct {
     char request_id[129];
     /* Metadata "grpc-health-last" (grpc.health.v1.Health/Watch), or NULL. */
     const char *watch_last;
+    /* The call holds one of the long-wait slots (call_wait_begin). */
+    bool waiting;
 } call;
 
 /* A handler: in is the unpacked request (owned by dispatch). On success it sets *out to a
@@ -85,6 +87,15 @@ void *call_alloc(call *c, size_t size);
 char *call_strdup(call *c, const char *s);
 /* Frees every block of the arena. */
 void call_release(call *c);
+
+/* Long waits (WaitRun, grpc Health/Watch, a CreateRun that waits for its run to end) may hold
+ * at most half of the workers at once (at least one), so callers that wait never starve the
+ * ones that act. Returns the milliseconds this call may wait: want_ms when a slot is free (the
+ * call holds it until call_wait_end or call_release), 0 when none is (the handler then answers
+ * what is true now, as a wait that timed out would). */
+int call_wait_begin(call *c, int want_ms);
+/* Gives the call's slot back (nothing when it holds none). */
+void call_wait_end(call *c);
 
 /* Records status and a printf-style message for the reply; returns status. */
 int call_fail(call *c, int status, const char *fmt, ...) __attribute__((format(printf, 3, 4)));

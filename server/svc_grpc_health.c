@@ -21,6 +21,8 @@ typedef Grpc__Health__V1__HealthCheckResponse__ServingStatus svc_grpc_health_sta
  * reply to travel back, in milliseconds. */
 #define SVC_GRPC_HEALTH_POLL_MS 200
 #define SVC_GRPC_HEALTH_MARGIN_MS 250
+/* The longest a caller without a token may watch. */
+#define SVC_GRPC_HEALTH_ANON_MS 10000
 
 static bool svc_grpc_health_known(const char *service)
 {
@@ -85,22 +87,30 @@ static long svc_grpc_health_ms_since(const struct timespec *t0)
 }
 
 /* Answers when the status differs from c->watch_last (a status name; NULL or "" answers at
- * once) or when less than SVC_GRPC_HEALTH_MARGIN_MS of the deadline remain. Holds the worker
- * for up to the call's deadline. */
+ * once) or when less than SVC_GRPC_HEALTH_MARGIN_MS of its wait remain. Holds the worker for up
+ * to the call's deadline (SVC_GRPC_HEALTH_ANON_MS without a token), and only with a long-wait
+ * slot (call_wait_begin). */
 static int svc_grpc_health_watch(call *c, const ProtobufCMessage *in, ProtobufCMessage **out)
 {
     const Grpc__Health__V1__HealthCheckRequest *rq =
         (const Grpc__Health__V1__HealthCheckRequest *)in;
     struct timespec t0;
     clock_gettime(CLOCK_MONOTONIC, &t0);
+    /* A caller without a token watches for SVC_GRPC_HEALTH_ANON_MS at most, and every watcher
+     * needs a long-wait slot (call_wait_begin); without one, the status now is the answer. */
+    long budget = c->timeout_ms;
+    if (c->role == ROLE_NONE && budget > SVC_GRPC_HEALTH_ANON_MS)
+        budget = SVC_GRPC_HEALTH_ANON_MS;
+    budget = call_wait_begin(c, (int)budget);
     for (;;) {
         /* Each round trip gets its own bound; the call's deadline is kept by the loop. */
         store_set_timeout(c->st, SVC_GRPC_HEALTH_POLL_MS * 5);
         svc_grpc_health_status s = svc_grpc_health_now(c, rq->service);
-        long left = c->timeout_ms - svc_grpc_health_ms_since(&t0);
+        long left = budget - svc_grpc_health_ms_since(&t0);
         if (c->watch_last == NULL || c->watch_last[0] == '\0' ||
             strcmp(c->watch_last, svc_grpc_health_name(s)) != 0 ||
             left < SVC_GRPC_HEALTH_MARGIN_MS + SVC_GRPC_HEALTH_POLL_MS) {
+            call_wait_end(c);
             return svc_grpc_health_reply(c, s, out);
         }
         struct timespec nap = {0, SVC_GRPC_HEALTH_POLL_MS * 1000000L};

@@ -167,7 +167,9 @@ static int create_run(call *c, const ProtobufCMessage *in, ProtobufCMessage **ou
         /* A caller that did not ask for async gets the run as it ends, within its deadline;
          * the run executes on an executor thread all the same. */
         json_t *j = NULL;
-        if ((rc = await_run(c, run_id, 0, false, wait_budget_ms(c, 600000), &j)) != RPC_OK)
+        rc = await_run(c, run_id, 0, false, call_wait_begin(c, wait_budget_ms(c, 600000)), &j);
+        call_wait_end(c);
+        if (rc != RPC_OK)
             return rc;
         json_decref(j);
     }
@@ -185,7 +187,9 @@ static int wait_run(call *c, const ProtobufCMessage *in, ProtobufCMessage **out)
     if (rc != RPC_OK)
         return rc;
     json_t *j = NULL;
-    rc = await_run(c, req->run_id, req->after_seq, true, wait_budget_ms(c, req->timeout_ms), &j);
+    rc = await_run(c, req->run_id, req->after_seq, true,
+                   call_wait_begin(c, wait_budget_ms(c, req->timeout_ms)), &j);
+    call_wait_end(c);
     if (rc != RPC_OK)
         return rc;
     Charter__V1__RunView *view = wire_run_view(c, j);

@@ -522,6 +522,78 @@ static void test_killed_executor_loses_its_lease_and_another_charterd_interrupts
     harness_graph_drop(g3);
 }
 
+/* One WaitRun of timeout_ms on a queued run; the milliseconds it took, or -1. */
+typedef struct {
+    charter_client *c;
+    const char *run_id;
+    uint64_t after_seq;
+    long long took_ms;
+} waiter;
+
+static void *waiter_main(void *arg)
+{
+    waiter *w = arg;
+    Charter__V1__WaitRunRequest req = CHARTER__V1__WAIT_RUN_REQUEST__INIT;
+    req.run_id = (char *)w->run_id;
+    req.after_seq = w->after_seq;
+    req.timeout_ms = 3000;
+    Charter__V1__RunView *v = NULL;
+    charter_status s;
+    long long t0 = now_ms();
+    int rc = charter_wait_run(w->c, &req, &v, &s);
+    w->took_ms = rc == 0 ? now_ms() - t0 : -1;
+    if (v)
+        charter__v1__run_view__free_unpacked(v, NULL);
+    return NULL;
+}
+
+static void test_long_waits_hold_at_most_half_the_workers(void)
+{
+    /* Two workers: one long-wait slot. Runs stay queued (no executor), so waits wait. */
+    char g4[64];
+    harness_graph_name(g4, sizeof g4, "async_waits");
+    const char *extra[] = {"--runners", "0", "--workers", "2"};
+    harness_charterd_opts o = {.graph = g4, .extra_args = extra, .n_extra = 4};
+    harness_charterd d;
+    CU_ASSERT_EQUAL_FATAL(harness_charterd_start(&o, &d), 0);
+    charter_client *c1 = NULL, *c2 = NULL;
+    CU_ASSERT_EQUAL_FATAL(harness_client_open(d.ipc_url, HARNESS_OPERATOR_TOKEN, 10000, &c1), 0);
+    CU_ASSERT_EQUAL_FATAL(harness_client_open(d.tcp_url, HARNESS_OPERATOR_TOKEN, 10000, &c2), 0);
+    Charter__V1__RunView *v = create(c1, "scripted", true, NULL, NULL, 0, NULL);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(v);
+    CU_ASSERT_STRING_EQUAL(v->run->status, "queued");
+    char id[80];
+    snprintf(id, sizeof id, "%s", v->run->id);
+    waiter first = {c1, id, v->run->seq, 0};
+    charter__v1__run_view__free_unpacked(v, NULL);
+    pthread_t t;
+    CU_ASSERT_EQUAL_FATAL(pthread_create(&t, NULL, waiter_main, &first), 0);
+    nng_msleep(500); /* the first wait holds the slot */
+    /* The second wait finds no slot: it answers the run as it is, at once. */
+    waiter second = {c2, id, first.after_seq, 0};
+    waiter_main(&second);
+    CU_ASSERT_TRUE(second.took_ms >= 0 && second.took_ms < 1500);
+    /* The other worker still answers everything else. */
+    Charter__V1__HealthRequest hreq = CHARTER__V1__HEALTH_REQUEST__INIT;
+    Charter__V1__HealthResponse *h = NULL;
+    charter_status s;
+    long long t0 = now_ms();
+    CU_ASSERT_EQUAL(charter_health(c2, &hreq, &h, &s), 0);
+    CU_ASSERT_TRUE(now_ms() - t0 < 1000);
+    if (h)
+        charter__v1__health_response__free_unpacked(h, NULL);
+    pthread_join(t, NULL);
+    CU_ASSERT_TRUE(first.took_ms >= 2500); /* the first one waited its time out */
+    /* The slot is free again: the next wait waits. */
+    waiter third = {c2, id, first.after_seq, 0};
+    waiter_main(&third);
+    CU_ASSERT_TRUE(third.took_ms >= 2500);
+    charter_client_close(c1);
+    charter_client_close(c2);
+    CU_ASSERT_EQUAL(harness_charterd_stop(&d), 0);
+    harness_graph_drop(g4);
+}
+
 int main(void)
 {
     if (CU_initialize_registry() != CUE_SUCCESS)
@@ -546,6 +618,8 @@ int main(void)
     CU_add_test(s, "a queued run is cancelled at once", test_a_queued_run_is_cancelled_at_once);
     CU_add_test(s, "kill -9 of the executor: lease lapses, run interrupted, RecoverRun works",
                 test_killed_executor_loses_its_lease_and_another_charterd_interrupts_the_run);
+    CU_add_test(s, "long waits hold at most half the workers",
+                test_long_waits_hold_at_most_half_the_workers);
     CU_basic_set_mode(CU_BRM_VERBOSE);
     CU_basic_run_tests();
     unsigned failed = CU_get_number_of_failures() + CU_get_number_of_suites_failed();
