@@ -31,6 +31,7 @@
 #include <stdint.h>
 #include <sys/types.h>
 
+#include "charter.h"
 #include "charter.pb-c.h"
 #include "store.h"
 
@@ -237,13 +238,28 @@ int harness_rpc_deadline(const char *url, const char *method, const char *token,
 
 /* --- shared by the suites ----------------------------------------------------------------- */
 
-typedef struct charter_client charter_client;
-
 /* Opens a libcharter client of url with token (HARNESS_OPERATOR_TOKEN or
  * HARNESS_VIEWER_TOKEN): timeout_ms per call, 5 s to connect. Returns 0, or the negated status
  * after printing why. */
 int harness_client_open(const char *url, const char *token, uint32_t timeout_ms,
                         charter_client **out);
+
+/* Sleeps ms milliseconds (resumed after signals). */
+void harness_sleep_ms(long ms);
+
+/* The setup calls of the multi-process suites (steps.c), each printing charterd's answer when
+ * it fails. CreateRun of mode under workflow (NULL or "": charterd's) into run_id, with the
+ * run's status into status (NULL: not wanted); st, when not NULL, gets the call's status
+ * (and nothing is printed). Returns 0 or libcharter's nonzero code. */
+int harness_create_run(charter_client *c, const char *mode, const char *workflow,
+                       char run_id[129], char status[32], charter_status *st);
+
+/* OpenStep of step in run_id; the context id into ctx. Returns 0 or libcharter's code. */
+int harness_open_step(charter_client *c, const char *run_id, const char *step, char ctx[129]);
+
+/* ReadSource of resource in ctx; on allow the artifact id into id. Returns 0 on allow, -1 on a
+ * refusal or a failed call. */
+int harness_read_source(charter_client *c, const char *ctx, const char *resource, char id[129]);
 
 /* True when codes (n of them) hold code. */
 bool harness_has_code(char *const *codes, size_t n, const char *code);

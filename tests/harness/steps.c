@@ -1,0 +1,66 @@
+/*
+ * steps.c - the libcharter calls the multi-process suites repeat to set a run up: create a
+ * run, open a step, read a source. Each prints what charterd said when it fails, so a suite's
+ * setup failure names its cause.
+ */
+#include <stdio.h>
+
+#include "charter.h"
+#include "harness.h"
+
+int harness_create_run(charter_client *c, const char *mode, const char *workflow,
+                       char run_id[129], char status[32], charter_status *st)
+{
+    Charter__V1__CreateRunRequest req = CHARTER__V1__CREATE_RUN_REQUEST__INIT;
+    req.mode = (char *)mode;
+    req.workflow = (char *)(workflow ? workflow : "");
+    Charter__V1__RunView *view = NULL;
+    charter_status local;
+    int rc = charter_create_run(c, &req, &view, st ? st : &local);
+    if (rc != 0) {
+        if (!st)
+            fprintf(stderr, "CreateRun: %s: %s\n", charter_status_name(local.code),
+                    local.message);
+        return rc;
+    }
+    snprintf(run_id, 129, "%s", view->run->id);
+    if (status)
+        snprintf(status, 32, "%s", view->run->status);
+    charter__v1__run_view__free_unpacked(view, NULL);
+    return 0;
+}
+
+int harness_open_step(charter_client *c, const char *run_id, const char *step, char ctx[129])
+{
+    Charter__V1__OpenStepRequest req = CHARTER__V1__OPEN_STEP_REQUEST__INIT;
+    req.run_id = (char *)run_id;
+    req.step = (char *)step;
+    Charter__V1__StepContext *sc = NULL;
+    charter_status st;
+    int rc = charter_open_step(c, &req, &sc, &st);
+    if (rc != 0) {
+        fprintf(stderr, "OpenStep: %s: %s\n", charter_status_name(st.code), st.message);
+        return rc;
+    }
+    snprintf(ctx, 129, "%s", sc->context_id);
+    charter__v1__step_context__free_unpacked(sc, NULL);
+    return 0;
+}
+
+int harness_read_source(charter_client *c, const char *ctx, const char *resource, char id[129])
+{
+    Charter__V1__ReadSourceRequest req = CHARTER__V1__READ_SOURCE_REQUEST__INIT;
+    req.context_id = (char *)ctx;
+    req.resource_id = (char *)resource;
+    Charter__V1__ReadSourceResponse *r = NULL;
+    charter_status st;
+    if (charter_read_source(c, &req, &r, &st) != 0) {
+        fprintf(stderr, "ReadSource: %s: %s\n", charter_status_name(st.code), st.message);
+        return -1;
+    }
+    int ok = r->decision && r->decision->outcome == CHARTER__V1__OUTCOME__ALLOW && r->artifact;
+    if (ok)
+        snprintf(id, 129, "%s", r->artifact->id);
+    charter__v1__read_source_response__free_unpacked(r, NULL);
+    return ok ? 0 : -1;
+}
