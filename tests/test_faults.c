@@ -52,13 +52,6 @@ static void suite_clock_report(void)
     printf("    (suite wall time %lld ms)\n", now_ms() - suite_t0);
 }
 
-static void sleep_ms(long ms)
-{
-    struct timespec ts = {ms / 1000, (ms % 1000) * 1000000L};
-    while (nanosleep(&ts, &ts) != 0) {
-    }
-}
-
 static harness_private_redis suite_redis;
 
 static int suite_redis_start(void)
@@ -107,59 +100,6 @@ static void remove_tree(const char *path)
         closedir(d);
     }
     rmdir(path);
-}
-
-static int create_run(charter_client *c, const char *mode, char run_id[129], char status[32])
-{
-    Charter__V1__CreateRunRequest req = CHARTER__V1__CREATE_RUN_REQUEST__INIT;
-    req.mode = (char *)mode;
-    Charter__V1__RunView *view = NULL;
-    charter_status st;
-    int rc = charter_create_run(c, &req, &view, &st);
-    if (rc != 0) {
-        fprintf(stderr, "CreateRun: %s: %s\n", charter_status_name(st.code), st.message);
-        return rc;
-    }
-    snprintf(run_id, 129, "%s", view->run->id);
-    if (status)
-        snprintf(status, 32, "%s", view->run->status);
-    charter__v1__run_view__free_unpacked(view, NULL);
-    return 0;
-}
-
-static int open_step(charter_client *c, const char *run_id, const char *step, char ctx[129])
-{
-    Charter__V1__OpenStepRequest req = CHARTER__V1__OPEN_STEP_REQUEST__INIT;
-    req.run_id = (char *)run_id;
-    req.step = (char *)step;
-    Charter__V1__StepContext *sc = NULL;
-    charter_status st;
-    int rc = charter_open_step(c, &req, &sc, &st);
-    if (rc != 0) {
-        fprintf(stderr, "OpenStep: %s: %s\n", charter_status_name(st.code), st.message);
-        return rc;
-    }
-    snprintf(ctx, 129, "%s", sc->context_id);
-    charter__v1__step_context__free_unpacked(sc, NULL);
-    return 0;
-}
-
-static int read_source(charter_client *c, const char *ctx, const char *resource, char id[129])
-{
-    Charter__V1__ReadSourceRequest req = CHARTER__V1__READ_SOURCE_REQUEST__INIT;
-    req.context_id = (char *)ctx;
-    req.resource_id = (char *)resource;
-    Charter__V1__ReadSourceResponse *r = NULL;
-    charter_status st;
-    if (charter_read_source(c, &req, &r, &st) != 0) {
-        fprintf(stderr, "ReadSource: %s: %s\n", charter_status_name(st.code), st.message);
-        return -1;
-    }
-    int ok = r->decision && r->decision->outcome == CHARTER__V1__OUTCOME__ALLOW && r->artifact;
-    if (ok)
-        snprintf(id, 129, "%s", r->artifact->id);
-    charter__v1__read_source_response__free_unpacked(r, NULL);
-    return ok ? 0 : -1;
 }
 
 static int record_output(charter_client *c, const char *ctx, char **inputs, size_t n,
@@ -322,9 +262,9 @@ static void test_redis_killed_mid_run_fails_closed_and_recovers_without_restart(
     CU_ASSERT_EQUAL_FATAL(harness_client_open(db_daemon.tcp_url, HARNESS_OPERATOR_TOKEN, 10000, &c),
                           0);
     char run_id[129], ctx[129], src[129], payload[129];
-    CU_ASSERT_EQUAL_FATAL(create_run(c, "external", run_id, NULL), 0);
-    CU_ASSERT_EQUAL_FATAL(open_step(c, run_id, "analyze", ctx), 0);
-    CU_ASSERT_EQUAL_FATAL(read_source(c, ctx, "budget", src), 0);
+    CU_ASSERT_EQUAL_FATAL(harness_create_run(c, "external", NULL, run_id, NULL, NULL), 0);
+    CU_ASSERT_EQUAL_FATAL(harness_open_step(c, run_id, "analyze", ctx), 0);
+    CU_ASSERT_EQUAL_FATAL(harness_read_source(c, ctx, "budget", src), 0);
     char *inputs[1] = {src};
     CU_ASSERT_EQUAL_FATAL(
         record_output(c, ctx, inputs, 1, "Internal recommendation", "Pick vendor_b.", payload), 0);
@@ -649,12 +589,12 @@ static void test_deleted_relationships_turn_an_allowed_delivery_into_a_refusal(v
     CU_ASSERT_EQUAL_FATAL(
         harness_client_open(edge_daemon.tcp_url, HARNESS_OPERATOR_TOKEN, 10000, &c), 0);
     char run_id[129], research[129], vendors[3][129], summary[129];
-    CU_ASSERT_EQUAL_FATAL(create_run(c, "external", run_id, NULL), 0);
-    CU_ASSERT_EQUAL_FATAL(open_step(c, run_id, "research", research), 0);
+    CU_ASSERT_EQUAL_FATAL(harness_create_run(c, "external", NULL, run_id, NULL, NULL), 0);
+    CU_ASSERT_EQUAL_FATAL(harness_open_step(c, run_id, "research", research), 0);
     const char *names[3] = {"vendor_a", "vendor_b", "vendor_c"};
     char *inputs[3];
     for (int i = 0; i < 3; i++) {
-        CU_ASSERT_EQUAL_FATAL(read_source(c, research, names[i], vendors[i]), 0);
+        CU_ASSERT_EQUAL_FATAL(harness_read_source(c, research, names[i], vendors[i]), 0);
         inputs[i] = vendors[i];
     }
     CU_ASSERT_EQUAL_FATAL(record_output(c, research, inputs, 3, "Research summary",
@@ -667,7 +607,7 @@ static void test_deleted_relationships_turn_an_allowed_delivery_into_a_refusal(v
         char content[96], inv[64], codes[256];
         snprintf(content, sizeof content, "Public vendor comparison %d: vendor_b.", i);
         snprintf(inv, sizeof inv, "edges-base-%d", i);
-        CU_ASSERT_EQUAL_FATAL(open_step(c, run_id, "report", ctx[i]), 0);
+        CU_ASSERT_EQUAL_FATAL(harness_open_step(c, run_id, "report", ctx[i]), 0);
         CU_ASSERT_EQUAL_FATAL(record_output(c, ctx[i], from_summary, 1, "Public vendor comparison",
                                             content, payload[i]),
                               0);
@@ -742,7 +682,7 @@ typedef struct {
 static void *create_run_main(void *arg)
 {
     run_call *rc = arg;
-    sleep_ms((long)rc->delay_ms);
+    harness_sleep_ms((long)rc->delay_ms);
     charter_client *c = NULL;
     if (harness_client_open(rc->url, HARNESS_OPERATOR_TOKEN, 10000, &c) != 0) {
         rc->rc = -1000;
@@ -890,7 +830,7 @@ static void test_kill_9_of_charterd_and_its_database_loses_nothing_acknowledged(
     charter_client *c = NULL;
     CU_ASSERT_EQUAL_FATAL(harness_client_open(d.tcp_url, HARNESS_OPERATOR_TOKEN, 20000, &c), 0);
     char run_id[129], status[32];
-    CU_ASSERT_EQUAL_FATAL(create_run(c, "scripted", run_id, status), 0);
+    CU_ASSERT_EQUAL_FATAL(harness_create_run(c, "scripted", NULL, run_id, status, NULL), 0);
     CU_ASSERT_STRING_EQUAL(status, "blocked");
     Charter__V1__RecoverRunRequest rr = CHARTER__V1__RECOVER_RUN_REQUEST__INIT;
     rr.run_id = run_id;
@@ -913,7 +853,7 @@ static void test_kill_9_of_charterd_and_its_database_loses_nothing_acknowledged(
     harness_charterd_kill(&d);
     forget_daemon(&d);
     for (int i = 0; i < 200 && !process_gone(redis); i++)
-        sleep_ms(25);
+        harness_sleep_ms(25);
     CU_ASSERT_TRUE_FATAL(process_gone(redis));
 
     CU_ASSERT_EQUAL_FATAL(harness_charterd_start(&o, &d), 0);
@@ -970,9 +910,9 @@ static int limits_setup(void)
         harness_charterd_start(&narrow, &lim_narrow) != 0 ||
         harness_client_open(lim_daemon.tcp_url, HARNESS_OPERATOR_TOKEN, 60000, &lim_client) != 0)
         return -1;
-    if (create_run(lim_client, "external", lim_run, NULL) != 0 ||
-        open_step(lim_client, lim_run, "analyze", lim_ctx) != 0 ||
-        read_source(lim_client, lim_ctx, "budget", lim_src) != 0)
+    if (harness_create_run(lim_client, "external", NULL, lim_run, NULL, NULL) != 0 ||
+        harness_open_step(lim_client, lim_run, "analyze", lim_ctx) != 0 ||
+        harness_read_source(lim_client, lim_ctx, "budget", lim_src) != 0)
         return -1;
     return 0;
 }

@@ -39,12 +39,6 @@ static long long now_ms(void)
     return (long long)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
 }
 
-static void sleep_ms(long ms)
-{
-    struct timespec ts = {ms / 1000, (ms % 1000) * 1000000L};
-    nanosleep(&ts, NULL);
-}
-
 /* --- requests built byte by byte ---------------------------------------------------------- */
 
 typedef struct {
@@ -117,56 +111,6 @@ static bool contains(const char *s, const char *part)
 
 /* --- helpers over libcharter ---------------------------------------------------------------- */
 
-static int create_run(charter_client *c, const char *mode, const char *workflow, char run_id[129],
-                      charter_status *st)
-{
-    Charter__V1__CreateRunRequest req = CHARTER__V1__CREATE_RUN_REQUEST__INIT;
-    req.mode = (char *)mode;
-    req.workflow = (char *)(workflow ? workflow : "");
-    Charter__V1__RunView *view = NULL;
-    int rc = charter_create_run(c, &req, &view, st);
-    if (rc != 0)
-        return rc;
-    snprintf(run_id, 129, "%s", view->run->id);
-    charter__v1__run_view__free_unpacked(view, NULL);
-    return 0;
-}
-
-static int open_step(charter_client *c, const char *run_id, const char *step, char ctx[129])
-{
-    Charter__V1__OpenStepRequest req = CHARTER__V1__OPEN_STEP_REQUEST__INIT;
-    req.run_id = (char *)run_id;
-    req.step = (char *)step;
-    Charter__V1__StepContext *sc = NULL;
-    charter_status st;
-    int rc = charter_open_step(c, &req, &sc, &st);
-    if (rc != 0) {
-        fprintf(stderr, "OpenStep: %s: %s\n", charter_status_name(st.code), st.message);
-        return rc;
-    }
-    snprintf(ctx, 129, "%s", sc->context_id);
-    charter__v1__step_context__free_unpacked(sc, NULL);
-    return 0;
-}
-
-static int read_source(charter_client *c, const char *ctx, const char *resource, char id[129])
-{
-    Charter__V1__ReadSourceRequest req = CHARTER__V1__READ_SOURCE_REQUEST__INIT;
-    req.context_id = (char *)ctx;
-    req.resource_id = (char *)resource;
-    Charter__V1__ReadSourceResponse *r = NULL;
-    charter_status st;
-    if (charter_read_source(c, &req, &r, &st) != 0) {
-        fprintf(stderr, "ReadSource: %s: %s\n", charter_status_name(st.code), st.message);
-        return -1;
-    }
-    int ok = r->decision && r->decision->outcome == CHARTER__V1__OUTCOME__ALLOW && r->artifact;
-    if (ok)
-        snprintf(id, 129, "%s", r->artifact->id);
-    charter__v1__read_source_response__free_unpacked(r, NULL);
-    return ok ? 0 : -1;
-}
-
 static int record_output(charter_client *c, const char *ctx, char *input, const char *title,
                          const char *content, char id[129])
 {
@@ -199,12 +143,12 @@ typedef struct {
 static int honest_run_open(charter_client *c, honest_run *h)
 {
     charter_status st;
-    if (create_run(c, "external", NULL, h->run, &st) != 0) {
+    if (harness_create_run(c, "external", NULL, h->run, NULL, &st) != 0) {
         fprintf(stderr, "CreateRun: %s: %s\n", charter_status_name(st.code), st.message);
         return -1;
     }
-    if (open_step(c, h->run, "analyze", h->ctx) != 0 ||
-        read_source(c, h->ctx, "budget", h->src) != 0 ||
+    if (harness_open_step(c, h->run, "analyze", h->ctx) != 0 ||
+        harness_read_source(c, h->ctx, "budget", h->src) != 0 ||
         record_output(c, h->ctx, h->src, "Internal recommendation", "Pick vendor_b.", h->payload) !=
             0)
         return -1;
@@ -495,7 +439,7 @@ static void test_tampered_stored_workflow_is_named_as_altered(void)
     charter_client *c = NULL;
     CU_ASSERT_EQUAL_FATAL(harness_client_open(other.tcp_url, HARNESS_OPERATOR_TOKEN, 10000, &c), 0);
     char run[129];
-    CU_ASSERT_EQUAL(create_run(c, "external", version, run, &st), -CHARTER_INTERNAL);
+    CU_ASSERT_EQUAL(harness_create_run(c, "external", version, run, NULL, &st), -CHARTER_INTERNAL);
     printf("\n    CreateRun under the altered workflow: %s: %s\n", charter_status_name(st.code),
            st.message);
     CU_ASSERT_TRUE(contains(st.message, "altered"));
@@ -736,9 +680,9 @@ static void test_callers_arriving_during_shutdown_get_unavailable_shutting_down(
     slow_call s = {d.tcp_url, 8000, -1, -1};
     pthread_t th;
     CU_ASSERT_EQUAL_FATAL(pthread_create(&th, NULL, slow_call_main, &s), 0);
-    sleep_ms(300);
+    harness_sleep_ms(300);
     CU_ASSERT_EQUAL(kill(d.pid, SIGTERM), 0);
-    sleep_ms(300);
+    harness_sleep_ms(300);
     harness_response r;
     int rv = harness_rpc(d.tcp_url, HARNESS_HEALTH, NULL, NULL, 0, 3000, &r);
     CU_ASSERT_EQUAL(rv, 0);
@@ -829,7 +773,7 @@ static void test_large_frames_with_workers_stalled_keep_memory_bounded(void)
     CU_ASSERT_TRUE(joinable);
     if (!joinable)
         goto resume;
-    sleep_ms(300);
+    harness_sleep_ms(300);
 
     long long t0 = now_ms();
     for (int i = 0; i < FLOOD_FRAMES; i++) {
@@ -859,7 +803,7 @@ static void test_large_frames_with_workers_stalled_keep_memory_bounded(void)
             nng_msg_free(nng_aio_get_msg(aio[i]));
     }
     /* A send completes when the frame is handed to the connection: let it arrive. */
-    sleep_ms(2000);
+    harness_sleep_ms(2000);
     long sent_rss = mem_kib(d.pid, "VmRSS:");
     /* Answers to what was refused arrive at once; the rest waits for the worker. */
     int exhausted = 0;
@@ -959,14 +903,14 @@ static void test_garbage_flood_writes_a_bounded_number_of_log_lines(void)
     }
     long long took = now_ms() - t0;
     /* One more refusal in a later second writes the summary of the flood. */
-    sleep_ms(1100);
+    harness_sleep_ms(1100);
     void *buf = NULL;
     size_t sz = 0;
     if (nng_send(s, (void *)garbage, sizeof garbage, 0) == 0 &&
         nng_recv(s, &buf, &sz, NNG_FLAG_ALLOC) == 0)
         nng_free(buf, sz);
     nng_close(s);
-    sleep_ms(100);
+    harness_sleep_ms(100);
     long after = count_lines(d.log_path, &summaries);
     long seconds = took / 1000 + 2;
     printf("\n    %d garbage frames in %lld ms: %ld log lines, %ld summaries\n", answered, took,
@@ -1020,8 +964,8 @@ static void close_with_calls_in_flight(const char *url, const char *what)
     }
     /* Every thread is about to call (and, 300 ms later, waiting inside the call). */
     for (int i = 0; i < 1000 && atomic_load(&close_started) < CLOSE_THREADS; i++)
-        sleep_ms(10);
-    sleep_ms(300);
+        harness_sleep_ms(10);
+    harness_sleep_ms(300);
     long long t0 = now_ms();
     charter_client_close(c);
     long long took = now_ms() - t0;

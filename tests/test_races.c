@@ -128,40 +128,6 @@ static int create_external_run(charter_client *c, char run_id[129])
     return 0;
 }
 
-static int open_step(charter_client *c, const char *run_id, const char *step, char ctx[129])
-{
-    Charter__V1__OpenStepRequest req = CHARTER__V1__OPEN_STEP_REQUEST__INIT;
-    req.run_id = (char *)run_id;
-    req.step = (char *)step;
-    Charter__V1__StepContext *sc = NULL;
-    charter_status st;
-    if (charter_open_step(c, &req, &sc, &st) != 0) {
-        fprintf(stderr, "OpenStep: %s: %s\n", charter_status_name(st.code), st.message);
-        return -1;
-    }
-    snprintf(ctx, 129, "%s", sc->context_id);
-    charter__v1__step_context__free_unpacked(sc, NULL);
-    return 0;
-}
-
-static int read_source(charter_client *c, const char *ctx, const char *resource, char id[129])
-{
-    Charter__V1__ReadSourceRequest req = CHARTER__V1__READ_SOURCE_REQUEST__INIT;
-    req.context_id = (char *)ctx;
-    req.resource_id = (char *)resource;
-    Charter__V1__ReadSourceResponse *r = NULL;
-    charter_status st;
-    if (charter_read_source(c, &req, &r, &st) != 0) {
-        fprintf(stderr, "ReadSource: %s: %s\n", charter_status_name(st.code), st.message);
-        return -1;
-    }
-    int ok = r->decision && r->decision->outcome == CHARTER__V1__OUTCOME__ALLOW && r->artifact;
-    if (ok)
-        snprintf(id, 129, "%s", r->artifact->id);
-    charter__v1__read_source_response__free_unpacked(r, NULL);
-    return ok ? 0 : -1;
-}
-
 static int record_output(charter_client *c, const char *ctx, const char *input, const char *content,
                          char id[129])
 {
@@ -198,8 +164,9 @@ static int host_prepare(charter_client *c, const char *content_a, const char *co
                         host_setup *h)
 {
     memset(h, 0, sizeof *h);
-    if (create_external_run(c, h->run_id) != 0 || open_step(c, h->run_id, "analyze", h->ctx) != 0 ||
-        read_source(c, h->ctx, "budget", h->source) != 0 ||
+    if (create_external_run(c, h->run_id) != 0 ||
+        harness_open_step(c, h->run_id, "analyze", h->ctx) != 0 ||
+        harness_read_source(c, h->ctx, "budget", h->source) != 0 ||
         record_output(c, h->ctx, h->source, content_a, h->payload[0]) != 0)
         return -1;
     if (content_b && record_output(c, h->ctx, h->source, content_b, h->payload[1]) != 0)

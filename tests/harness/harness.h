@@ -230,8 +230,9 @@ int harness_graph_eval(const char *graph, const char *script, const char *const 
                        long long *out);
 
 /* Like harness_rpc_msg, with RpcRequest.timeout_ms = deadline_ms (the server's bound on the
- * whole call, shared by its database commands) independent of how long this side waits (timeout_ms): a call
- * whose commands time out inside charterd while its caller keeps waiting for the answer. */
+ * whole call, shared by its database commands) independent of how long this side waits
+ * (timeout_ms): a call whose commands time out inside charterd while its caller keeps waiting for
+ * the answer. */
 int harness_rpc_deadline(const char *url, const char *method, const char *token,
                          const ProtobufCMessage *msg, uint32_t deadline_ms, int timeout_ms,
                          harness_response *out);
@@ -251,8 +252,8 @@ void harness_sleep_ms(long ms);
  * it fails. CreateRun of mode under workflow (NULL or "": charterd's) into run_id, with the
  * run's status into status (NULL: not wanted); st, when not NULL, gets the call's status
  * (and nothing is printed). Returns 0 or libcharter's nonzero code. */
-int harness_create_run(charter_client *c, const char *mode, const char *workflow,
-                       char run_id[129], char status[32], charter_status *st);
+int harness_create_run(charter_client *c, const char *mode, const char *workflow, char run_id[129],
+                       char status[32], charter_status *st);
 
 /* OpenStep of step in run_id; the context id into ctx. Returns 0 or libcharter's code. */
 int harness_open_step(charter_client *c, const char *run_id, const char *step, char ctx[129]);

@@ -8,8 +8,8 @@
 #include "charter.h"
 #include "harness.h"
 
-int harness_create_run(charter_client *c, const char *mode, const char *workflow,
-                       char run_id[129], char status[32], charter_status *st)
+int harness_create_run(charter_client *c, const char *mode, const char *workflow, char run_id[129],
+                       char status[32], charter_status *st)
 {
     Charter__V1__CreateRunRequest req = CHARTER__V1__CREATE_RUN_REQUEST__INIT;
     req.mode = (char *)mode;
@@ -19,8 +19,7 @@ int harness_create_run(charter_client *c, const char *mode, const char *workflow
     int rc = charter_create_run(c, &req, &view, st ? st : &local);
     if (rc != 0) {
         if (!st)
-            fprintf(stderr, "CreateRun: %s: %s\n", charter_status_name(local.code),
-                    local.message);
+            fprintf(stderr, "CreateRun: %s: %s\n", charter_status_name(local.code), local.message);
         return rc;
     }
     snprintf(run_id, 129, "%s", view->run->id);
