@@ -282,32 +282,6 @@ static void grant(const char *id, bool revoke)
     }
 }
 
-/* Runs a shell command line (the charter CLI); returns its exit status or -1. */
-static int sh(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
-static int sh(const char *fmt, ...)
-{
-    char cmd[2048];
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(cmd, sizeof cmd, fmt, ap);
-    va_end(ap);
-    int rc = system(cmd);
-    return rc != -1 && WIFEXITED(rc) ? WEXITSTATUS(rc) : -1;
-}
-
-/* The whole file as a string (caller frees), or NULL. */
-static char *slurp(const char *path)
-{
-    FILE *f = fopen(path, "rb");
-    if (!f)
-        return NULL;
-    char *buf = calloc(1, 1 << 20);
-    size_t n = buf ? fread(buf, 1, (1 << 20) - 1, f) : 0;
-    (void)n;
-    fclose(f);
-    return buf;
-}
-
 /* --- canonical texts, by hand ---------------------------------------------------------------- */
 
 static void fill_delivery_receipt(Charter__V1__Receipt *r, char **chain)
@@ -807,18 +781,18 @@ static void test_cli_receipt_verifies_offline_and_fails_when_altered(void)
     snprintf(out, sizeof out, "%s/verify.out", tmpdir);
     setenv("CHARTER_URL", daemon_.ipc_url, 1);
     setenv("CHARTER_TOKEN", HARNESS_OPERATOR_TOKEN, 1);
-    CU_ASSERT_EQUAL(
-        sh("%s --json receipt %s %s:report:deliver > %s", CHARTER_CLI_PATH, run_id, run_id, file),
-        0);
-    /* offline: no server is named or reachable for the check */
-    CU_ASSERT_EQUAL(sh("CHARTER_URL=ipc:///nonexistent %s verify-receipt %s --key %s > %s",
-                       CHARTER_CLI_PATH, file, key_path, out),
+    CU_ASSERT_EQUAL(harness_sh("%s --json receipt %s %s:report:deliver > %s", CHARTER_CLI_PATH,
+                               run_id, run_id, file),
                     0);
-    char *text = slurp(out);
+    /* offline: no server is named or reachable for the check */
+    CU_ASSERT_EQUAL(harness_sh("CHARTER_URL=ipc:///nonexistent %s verify-receipt %s --key %s > %s",
+                               CHARTER_CLI_PATH, file, key_path, out),
+                    0);
+    char *text = harness_slurp(out);
     CU_ASSERT(text && strncmp(text, "valid:", 6) == 0);
     free(text);
 
-    char *json = slurp(file);
+    char *json = harness_slurp(file);
     CU_ASSERT_PTR_NOT_NULL_FATAL(json);
     char *at = strstr(json, "\"public\"");
     CU_ASSERT_PTR_NOT_NULL_FATAL(at);
@@ -826,18 +800,20 @@ static void test_cli_receipt_verifies_offline_and_fails_when_altered(void)
     CU_ASSERT_EQUAL(write_file(altered, json, 0600), 0);
     free(json);
     CU_ASSERT_EQUAL(
-        sh("%s verify-receipt %s --key %s > %s", CHARTER_CLI_PATH, altered, key_path, out), 1);
-    text = slurp(out);
+        harness_sh("%s verify-receipt %s --key %s > %s", CHARTER_CLI_PATH, altered, key_path, out),
+        1);
+    text = harness_slurp(out);
     CU_ASSERT(text && strstr(text, "invalid: the mac does not match") != NULL);
     free(text);
     /* the right receipt under another key is invalid too */
     CU_ASSERT_EQUAL(
-        sh("%s verify-receipt %s --key %s > %s", CHARTER_CLI_PATH, file, key2_path, out), 1);
+        harness_sh("%s verify-receipt %s --key %s > %s", CHARTER_CLI_PATH, file, key2_path, out),
+        1);
     /* and the run receipt verifies */
-    CU_ASSERT_EQUAL(sh("%s --json receipt %s > %s", CHARTER_CLI_PATH, run_id, file), 0);
-    CU_ASSERT_EQUAL(sh("%s verify-receipt %s --key %s > %s", CHARTER_CLI_PATH, file, key_path, out),
-                    0);
-    CU_ASSERT_EQUAL(sh("%s audit %s > %s", CHARTER_CLI_PATH, run_id, out), 0);
+    CU_ASSERT_EQUAL(harness_sh("%s --json receipt %s > %s", CHARTER_CLI_PATH, run_id, file), 0);
+    CU_ASSERT_EQUAL(
+        harness_sh("%s verify-receipt %s --key %s > %s", CHARTER_CLI_PATH, file, key_path, out), 0);
+    CU_ASSERT_EQUAL(harness_sh("%s audit %s > %s", CHARTER_CLI_PATH, run_id, out), 0);
 }
 
 static void test_audit_names_an_edited_event(void)
@@ -850,7 +826,7 @@ static void test_audit_names_an_edited_event(void)
     const char *edit[4] = {"HSET", key, "detail", "{\"step\":\"research\",\"note\":\"edited\"}"};
     rawdo(4, edit);
     expect_audit(false, 7, "event 7 was changed");
-    CU_ASSERT_EQUAL(sh("%s audit %s > /dev/null", CHARTER_CLI_PATH, run_id), 1);
+    CU_ASSERT_EQUAL(harness_sh("%s audit %s > /dev/null", CHARTER_CLI_PATH, run_id), 1);
     const char *back[4] = {"HSET", key, "detail", was};
     rawdo(4, back);
     expect_audit(true, 0, NULL);
@@ -1090,7 +1066,7 @@ static void test_key_never_reaches_redis_or_the_log(void)
     memcpy(half, key_text, 32);
     half[32] = '\0';
     assert_graph_lacks(graph, half);
-    char *log = slurp(daemon_.log_path);
+    char *log = harness_slurp(daemon_.log_path);
     CU_ASSERT_PTR_NOT_NULL_FATAL(log);
     CU_ASSERT_PTR_NULL(strstr(log, half));
     CU_ASSERT_PTR_NOT_NULL(strstr(log, "events sealed with the integrity key"));
@@ -1229,7 +1205,7 @@ static void test_two_charterd_writing_one_run_keep_one_chain(void)
     }
     CU_ASSERT_EQUAL(allowed, THREADS * EACH);
     if (allowed != THREADS * EACH) {
-        char *l1 = slurp(daemon_.log_path), *l2 = slurp(second.log_path);
+        char *l1 = harness_slurp(daemon_.log_path), *l2 = harness_slurp(second.log_path);
         fprintf(stderr, "charterd logs:\n%s\n%s\n", l1 ? l1 : "", l2 ? l2 : "");
         free(l1);
         free(l2);

@@ -36,31 +36,6 @@ static char d1_file[300], d2_file[300], run_file[300];
 
 /* --- small helpers ----------------------------------------------------------------------- */
 
-static int sh(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
-static int sh(const char *fmt, ...)
-{
-    char cmd[2048];
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(cmd, sizeof cmd, fmt, ap);
-    va_end(ap);
-    int rc = system(cmd);
-    return rc != -1 && WIFEXITED(rc) ? WEXITSTATUS(rc) : -1;
-}
-
-/* The whole file as a string (caller frees), or NULL. */
-static char *slurp(const char *path)
-{
-    FILE *f = fopen(path, "rb");
-    if (!f)
-        return NULL;
-    char *buf = calloc(1, 1 << 20);
-    size_t n = buf ? fread(buf, 1, (1 << 20) - 1, f) : 0;
-    (void)n;
-    fclose(f);
-    return buf;
-}
-
 static Charter__V1__Receipt *receipt(const char *inv)
 {
     Charter__V1__GetReceiptRequest req = CHARTER__V1__GET_RECEIPT_REQUEST__INIT;
@@ -81,9 +56,10 @@ static int cli_verify(const char *files, const char *pub, bool json, char *out, 
 {
     char path[300];
     snprintf(path, sizeof path, "%s/verify.out", tmpdir);
-    int rc = sh("CHARTER_URL=ipc:///nonexistent %s %s verify-receipt %s --public-key %s > %s",
-                CHARTER_CLI_PATH, json ? "--json" : "", files, pub, path);
-    char *text = slurp(path);
+    int rc =
+        harness_sh("CHARTER_URL=ipc:///nonexistent %s %s verify-receipt %s --public-key %s > %s",
+                   CHARTER_CLI_PATH, json ? "--json" : "", files, pub, path);
+    char *text = harness_slurp(path);
     snprintf(out, n, "%s", text ? text : "");
     free(text);
     return rc;
@@ -216,15 +192,18 @@ static int suite_init(void)
     snprintf(d2_file, sizeof d2_file, "%s/d2.json", tmpdir);
     snprintf(run_file, sizeof run_file, "%s/run.json", tmpdir);
     char err[300];
-    if (sh("umask 077 && openssl rand -hex 32 > %s", key_path) != 0 ||
-        sh("umask 077 && openssl genpkey -algorithm ed25519 -out %s 2>/dev/null", sign_path) != 0 ||
-        sh("openssl pkey -in %s -pubout -out %s 2>/dev/null", sign_path, pub_path) != 0 ||
-        sh("umask 077 && openssl genpkey -algorithm ed25519 2>/dev/null | openssl pkey -pubout "
-           "-out %s 2>/dev/null",
-           other_pub_path) != 0 ||
-        sh("umask 077 && openssl genpkey -algorithm EC -pkeyopt ec_paramgen_curve:P-256 -out %s "
-           "2>/dev/null",
-           ec_path) != 0 ||
+    if (harness_sh("umask 077 && openssl rand -hex 32 > %s", key_path) != 0 ||
+        harness_sh("umask 077 && openssl genpkey -algorithm ed25519 -out %s 2>/dev/null",
+                   sign_path) != 0 ||
+        harness_sh("openssl pkey -in %s -pubout -out %s 2>/dev/null", sign_path, pub_path) != 0 ||
+        harness_sh(
+            "umask 077 && openssl genpkey -algorithm ed25519 2>/dev/null | openssl pkey -pubout "
+            "-out %s 2>/dev/null",
+            other_pub_path) != 0 ||
+        harness_sh(
+            "umask 077 && openssl genpkey -algorithm EC -pkeyopt ec_paramgen_curve:P-256 -out %s "
+            "2>/dev/null",
+            ec_path) != 0 ||
         charter_receipt_key_load(key_path, key_bytes, sizeof key_bytes, &key_len, err,
                                  sizeof err) != 0)
         return -1;
@@ -256,7 +235,7 @@ static int suite_clean(void)
 
 static void test_receipt_key_is_the_public_half_of_the_signing_key(void)
 {
-    char *pem = slurp(pub_path);
+    char *pem = harness_slurp(pub_path);
     CU_ASSERT_PTR_NOT_NULL_FATAL(pem);
     char want_id[65], err[200];
     CU_ASSERT_EQUAL_FATAL(charter_receipt_key_id(pem, strlen(pem), want_id, err, sizeof err), 0);
@@ -274,10 +253,10 @@ static void test_receipt_key_is_the_public_half_of_the_signing_key(void)
     /* the CLI prints the key id and the PEM, which openssl reads back as the same key */
     char out[300], got[300];
     snprintf(out, sizeof out, "%s/receipt-key.out", tmpdir);
-    CU_ASSERT_EQUAL(sh("CHARTER_URL=%s CHARTER_TOKEN=%s %s receipt-key > %s", daemon_.ipc_url,
-                       HARNESS_VIEWER_TOKEN, CHARTER_CLI_PATH, out),
+    CU_ASSERT_EQUAL(harness_sh("CHARTER_URL=%s CHARTER_TOKEN=%s %s receipt-key > %s",
+                               daemon_.ipc_url, HARNESS_VIEWER_TOKEN, CHARTER_CLI_PATH, out),
                     0);
-    char *text = slurp(out);
+    char *text = harness_slurp(out);
     CU_ASSERT_PTR_NOT_NULL_FATAL(text);
     snprintf(got, sizeof got, "key_id ed25519 %s\n", want_id);
     CU_ASSERT_EQUAL(strncmp(text, got, strlen(got)), 0);
@@ -318,7 +297,7 @@ static void test_workflow_receipts_are_signed_and_chained(void)
     CU_ASSERT_PTR_NOT_NULL_FATAL(run);
     CU_ASSERT_STRING_EQUAL(run->status, "completed");
 
-    char *pem = slurp(pub_path);
+    char *pem = harness_slurp(pub_path);
     CU_ASSERT_PTR_NOT_NULL_FATAL(pem);
     char id[65], h1[65], h2[65], why[320];
     CU_ASSERT_EQUAL_FATAL(charter_receipt_key_id(pem, strlen(pem), id, why, sizeof why), 0);
@@ -378,7 +357,7 @@ static void test_workflow_receipts_are_signed_and_chained(void)
                     -CHARTER_UNAUTHENTICATED);
     CU_ASSERT_EQUAL(v, CHARTER_RECEIPT_ALTERED);
     d2->recipient = was;
-    char *other = slurp(other_pub_path);
+    char *other = harness_slurp(other_pub_path);
     CU_ASSERT_PTR_NOT_NULL_FATAL(other);
     CU_ASSERT_EQUAL(charter_receipt_verify_signed(d2, other, strlen(other), &v, why, sizeof why),
                     -CHARTER_UNAUTHENTICATED);
@@ -392,19 +371,21 @@ static void test_workflow_receipts_are_signed_and_chained(void)
 static void test_cli_verifies_the_run_with_only_the_public_key(void)
 {
     CU_ASSERT_FATAL(run_id[0] != '\0');
-    CU_ASSERT_EQUAL_FATAL(sh("CHARTER_URL=%s CHARTER_TOKEN=%s %s --json receipt %s %s:analyze:"
-                             "deliver > %s",
-                             daemon_.ipc_url, HARNESS_VIEWER_TOKEN, CHARTER_CLI_PATH, run_id,
-                             run_id, d1_file),
-                          0);
-    CU_ASSERT_EQUAL_FATAL(sh("CHARTER_URL=%s CHARTER_TOKEN=%s %s --json receipt %s %s:report:"
-                             "deliver > %s",
-                             daemon_.ipc_url, HARNESS_VIEWER_TOKEN, CHARTER_CLI_PATH, run_id,
-                             run_id, d2_file),
-                          0);
-    CU_ASSERT_EQUAL_FATAL(sh("CHARTER_URL=%s CHARTER_TOKEN=%s %s --json receipt %s > %s",
-                             daemon_.ipc_url, HARNESS_VIEWER_TOKEN, CHARTER_CLI_PATH, run_id,
-                             run_file),
+    CU_ASSERT_EQUAL_FATAL(
+        harness_sh("CHARTER_URL=%s CHARTER_TOKEN=%s %s --json receipt %s %s:analyze:"
+                   "deliver > %s",
+                   daemon_.ipc_url, HARNESS_VIEWER_TOKEN, CHARTER_CLI_PATH, run_id, run_id,
+                   d1_file),
+        0);
+    CU_ASSERT_EQUAL_FATAL(
+        harness_sh("CHARTER_URL=%s CHARTER_TOKEN=%s %s --json receipt %s %s:report:"
+                   "deliver > %s",
+                   daemon_.ipc_url, HARNESS_VIEWER_TOKEN, CHARTER_CLI_PATH, run_id, run_id,
+                   d2_file),
+        0);
+    CU_ASSERT_EQUAL_FATAL(harness_sh("CHARTER_URL=%s CHARTER_TOKEN=%s %s --json receipt %s > %s",
+                                     daemon_.ipc_url, HARNESS_VIEWER_TOKEN, CHARTER_CLI_PATH,
+                                     run_id, run_file),
                           0);
     char files[1000], out[4096];
     snprintf(files, sizeof files, "%s %s %s", d1_file, d2_file, run_file);
@@ -426,8 +407,8 @@ static void test_cli_verifies_the_run_with_only_the_public_key(void)
     /* the MAC of the same file still verifies with the integrity key, as before */
     char path[300];
     snprintf(path, sizeof path, "%s/mac.out", tmpdir);
-    CU_ASSERT_EQUAL(sh("CHARTER_URL=ipc:///nonexistent %s verify-receipt %s --key %s > %s",
-                       CHARTER_CLI_PATH, d2_file, key_path, path),
+    CU_ASSERT_EQUAL(harness_sh("CHARTER_URL=ipc:///nonexistent %s verify-receipt %s --key %s > %s",
+                               CHARTER_CLI_PATH, d2_file, key_path, path),
                     0);
 }
 
@@ -528,7 +509,7 @@ static void test_startup_refuses_a_signing_key_of_wrong_type_mode_or_owner(void)
 
     char lax[300];
     snprintf(lax, sizeof lax, "%s/lax.pem", tmpdir);
-    CU_ASSERT_EQUAL_FATAL(sh("cp %s %s && chmod 644 %s", sign_path, lax, lax), 0);
+    CU_ASSERT_EQUAL_FATAL(harness_sh("cp %s %s && chmod 644 %s", sign_path, lax, lax), 0);
     const char *open_key[4] = {"--integrity-key", key_path, "--signing-key", lax};
     expect_refused(open_key, 4, "mode 644");
 
@@ -538,9 +519,9 @@ static void test_startup_refuses_a_signing_key_of_wrong_type_mode_or_owner(void)
     if (geteuid() == 0) {
         char foreign[300];
         snprintf(foreign, sizeof foreign, "%s/foreign.pem", tmpdir);
-        CU_ASSERT_EQUAL_FATAL(
-            sh("cp %s %s && chmod 600 %s && chown nobody %s", sign_path, foreign, foreign, foreign),
-            0);
+        CU_ASSERT_EQUAL_FATAL(harness_sh("cp %s %s && chmod 600 %s && chown nobody %s", sign_path,
+                                         foreign, foreign, foreign),
+                              0);
         const char *theirs[4] = {"--integrity-key", key_path, "--signing-key", foreign};
         expect_refused(theirs, 4, "not by the user running charterd");
     } else {

@@ -262,6 +262,13 @@ int harness_open_step(charter_client *c, const char *run_id, const char *step, c
  * refusal or a failed call. */
 int harness_read_source(charter_client *c, const char *ctx, const char *resource, char id[129]);
 
+/* Runs a printf-formatted shell command line (e.g. the charter CLI); returns its exit status,
+ * or -1 when it could not run, did not exit, or the line is longer than 2047 bytes. */
+int harness_sh(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+
+/* The first MiB of a file as a NUL-terminated string (caller frees), or NULL. */
+char *harness_slurp(const char *path);
+
 /* True when codes (n of them) hold code. */
 bool harness_has_code(char *const *codes, size_t n, const char *code);
 

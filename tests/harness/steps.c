@@ -1,9 +1,12 @@
 /*
  * steps.c - the libcharter calls the multi-process suites repeat to set a run up: create a
- * run, open a step, read a source. Each prints what charterd said when it fails, so a suite's
- * setup failure names its cause.
+ * run, open a step, read a source (each prints what charterd said when it fails, so a suite's
+ * setup failure names its cause), and running the CLI through the shell.
  */
+#include <stdarg.h>
 #include <stdio.h>
+#include <stdlib.h>
+#include <sys/wait.h>
 
 #include "charter.h"
 #include "harness.h"
@@ -62,4 +65,29 @@ int harness_read_source(charter_client *c, const char *ctx, const char *resource
         snprintf(id, 129, "%s", r->artifact->id);
     charter__v1__read_source_response__free_unpacked(r, NULL);
     return ok ? 0 : -1;
+}
+
+int harness_sh(const char *fmt, ...)
+{
+    char cmd[2048];
+    va_list ap;
+    va_start(ap, fmt);
+    int n = vsnprintf(cmd, sizeof cmd, fmt, ap);
+    va_end(ap);
+    if (n < 0 || (size_t)n >= sizeof cmd)
+        return -1;
+    int rc = system(cmd);
+    return rc != -1 && WIFEXITED(rc) ? WEXITSTATUS(rc) : -1;
+}
+
+char *harness_slurp(const char *path)
+{
+    FILE *f = fopen(path, "rb");
+    if (!f)
+        return NULL;
+    char *buf = calloc(1, 1 << 20);
+    size_t n = buf ? fread(buf, 1, (1 << 20) - 1, f) : 0;
+    (void)n;
+    fclose(f);
+    return buf;
 }
