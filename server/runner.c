@@ -313,19 +313,37 @@ static bool step_ask_model(step_state *s, const id_list *inputs)
                          "model", s->mode, "inputs", id_list_json(&s->all)));
     if (!exec_check(s->x, CHECK_MODEL))
         return step_unknown(s, "the run stopped before its model request");
-    model_request req = {
-        .step = s->ws, .inputs = (const char *const *)s->contents, .n_inputs = s->all.n};
+    json_t *fallbacks = json_array();
+    if (!fallbacks)
+        return step_unknown(s, "out of memory");
+    model_request req = {.step = s->ws,
+                         .inputs = (const char *const *)s->contents,
+                         .n_inputs = s->all.n,
+                         .fallbacks = fallbacks};
     if (s->x) {
         req.abort = exec_abort;
         req.abort_arg = s->x;
         s->x->model_calls++;
+        if (s->x->max_wall_clock_ms > 0) {
+            long long left = s->x->max_wall_clock_ms - ms_since(&s->x->t0);
+            req.deadline_ms = left > 0 ? left : 1;
+        }
     }
     if (model_ask(s->mode, &req, &s->reply, s->err, sizeof s->err) != 0) {
         note_event(s->g, s->run_id, "model_error",
-                   json_pack("{s:s, s:s}", "step", s->ws->cap.step, "error", s->err));
+                   json_pack("{s:s, s:s, s:o}", "step", s->ws->cap.step, "error", s->err,
+                             "fallbacks", fallbacks));
         guard_decision_unknown(s->d, s->err);
         return false;
     }
+    /* Which live provider and model answered, after which failed and why. */
+    if (s->reply.provider)
+        note_event(s->g, s->run_id, "model_reply",
+                   json_pack("{s:s, s:s, s:s, s:o}", "step", s->ws->cap.step, "provider",
+                             s->reply.provider, "model", s->reply.model ? s->reply.model : "",
+                             "fallbacks", fallbacks));
+    else
+        json_decref(fallbacks);
     return true;
 }
 

@@ -349,7 +349,8 @@ static void test_live_mode_before_configuration_is_refused(void)
     CU_ASSERT_FALSE(provider_configured());
     CU_ASSERT_EQUAL(model_ask("live", &req, &r, err, sizeof err), -1);
     CU_ASSERT_STRING_EQUAL(err, "live models are not configured (set CHARTER_OPENAI_BASE_URL, "
-                                "CHARTER_OPENAI_API_KEY, CHARTER_OPENAI_MODEL)");
+                                "CHARTER_OPENAI_API_KEY, CHARTER_OPENAI_MODEL, or "
+                                "CHARTER_GEMINI_API_KEY, CHARTER_GEMINI_MODEL)");
     CU_ASSERT_PTR_NULL(r.content);
     CU_ASSERT_EQUAL(provider_ask(&req, &r, err, sizeof err), -1);
     CU_ASSERT_PTR_NOT_NULL(strstr(err, "live models are not configured"));
