@@ -39,7 +39,7 @@ typedef enum {
 } provider_kind;
 
 /* Where the live model is and how long to wait for it. Strings are owned by the config. */
-typedef struct {
+typedef struct provider_config {
     char *base_url;  /* e.g. "https://api.groq.com/openai/v1"; the API's path is appended */
     char *api_key;   /* sent only in the API's key header; never logged */
     char *model;     /* the provider's model name */

@@ -11,6 +11,8 @@
  */
 #include "provider_shape.h"
 
+#include "provider.h"
+
 #include <ctype.h>
 #include <stdbool.h>
 #include <stdio.h>

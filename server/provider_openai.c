@@ -8,6 +8,8 @@
  */
 #include "provider_shape.h"
 
+#include "provider.h"
+
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>

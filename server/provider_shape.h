@@ -13,7 +13,9 @@
 #include <jansson.h>
 #include <stddef.h>
 
-#include "provider.h"
+/* provider.h's configuration; named here so this header does not include provider.h, which
+ * the common provider includes beside it. */
+struct provider_config;
 
 #if defined(__GNUC__)
 #define PROVIDER_PRINTF(a, b) __attribute__((format(printf, a, b)))
@@ -24,20 +26,20 @@
 typedef struct {
     const char *name; /* "openai", "gemini" */
     /* The URL of cfg's call, malloc'd; NULL when out of memory. */
-    char *(*url)(const provider_config *cfg);
+    char *(*url)(const struct provider_config *cfg);
     /* The header line that carries cfg's key ("Name: value"), malloc'd; NULL when out of
      * memory. The caller wipes it before freeing. */
-    char *(*key_header)(const provider_config *cfg);
+    char *(*key_header)(const struct provider_config *cfg);
     /* The request body: the fixed instruction, the user text ({"inputs": [...]} as JSON) and
      * the step's strict reply schema (JSON Schema, borrowed). New reference, or NULL when out
      * of memory. */
-    json_t *(*body)(const provider_config *cfg, const char *instruction, const char *user,
+    json_t *(*body)(const struct provider_config *cfg, const char *instruction, const char *user,
                     json_t *schema);
     /* The model's answer text out of doc, a 200 reply parsed as JSON: 0 with *text malloc'd
      * (the caller frees it) and *len its length in bytes, or -1 with a reason (provider_fail)
      * that quotes none of the model's text. */
-    int (*answer)(const provider_config *cfg, json_t *doc, char **text, size_t *len, char *err,
-                  size_t errlen);
+    int (*answer)(const struct provider_config *cfg, json_t *doc, char **text, size_t *len,
+                  char *err, size_t errlen);
 } provider_shape;
 
 extern const provider_shape provider_openai_shape;

@@ -20,6 +20,7 @@
 #include "deliver.h"
 #include "evlog.h"
 #include "model.h"
+#include "provider.h"
 #include "receipt_issue.h"
 #include "registry.h"
 
@@ -308,9 +309,20 @@ static bool step_ask_model(step_state *s, const id_list *inputs)
         guard_decision_unknown(s->d, "the inputs could not be read for the model request");
         return false;
     }
+    /* Written before anything is sent: for a live request, the providers that may receive the
+     * gated inputs, in their fallback order. */
+    json_t *providers = NULL;
+    if (strcmp(s->mode, "live") == 0) {
+        const char *names[PROVIDER_MAX_CHAIN];
+        size_t n = provider_order(names, PROVIDER_MAX_CHAIN);
+        providers = json_array();
+        for (size_t i = 0; providers && i < n; i++)
+            json_array_append_new(providers, json_string(names[i]));
+    }
     note_event(s->g, s->run_id, "model_request",
-               json_pack("{s:s, s:s, s:s, s:o*}", "step", s->ws->cap.step, "context", s->ctx_id,
-                         "model", s->mode, "inputs", id_list_json(&s->all)));
+               json_pack("{s:s, s:s, s:s, s:o*, s:o*}", "step", s->ws->cap.step, "context",
+                         s->ctx_id, "model", s->mode, "inputs", id_list_json(&s->all), "providers",
+                         providers));
     if (!exec_check(s->x, CHECK_MODEL))
         return step_unknown(s, "the run stopped before its model request");
     json_t *fallbacks = json_array();

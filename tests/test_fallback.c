@@ -177,6 +177,9 @@ static void test_live_run_falls_back_from_openai_to_gemini_and_records_why(void)
     CU_ASSERT_PTR_NOT_NULL_FATAL(request);
     CU_ASSERT_PTR_NOT_NULL_FATAL(reply);
     CU_ASSERT_TRUE(req_seq < reply_seq); /* the request is recorded before anything is sent */
+    json_t *want_order = json_loads("[\"openai\",\"gemini\"]", 0, NULL);
+    CU_ASSERT_TRUE(json_equal(json_object_get(request, "providers"), want_order));
+    json_decref(want_order);
     CU_ASSERT_STRING_EQUAL(json_string_value(json_object_get(reply, "step")), "research");
     CU_ASSERT_STRING_EQUAL(json_string_value(json_object_get(reply, "provider")), "gemini");
     CU_ASSERT_STRING_EQUAL(json_string_value(json_object_get(reply, "model")), GEMINI_MODEL);
