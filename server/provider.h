@@ -21,10 +21,10 @@
 #define PROVIDER_DEFAULT_TIMEOUT_MS 30000L
 #define PROVIDER_MAX_TIMEOUT_MS 600000L
 #define PROVIDER_MAX_REPLY_BYTES (1024 * 1024) /* a larger HTTP body aborts the transfer */
-#define PROVIDER_MAX_RETRY_WAIT_S 10           /* longest Retry-After honoured on 429/503 */
-#define PROVIDER_DEFAULT_RETRY_WAIT_S 2        /* wait on 429/503 without a usable Retry-After */
-#define PROVIDER_EXCERPT_MAX 200 /* longest provider-written text quoted in a reason */
-#define PROVIDER_MAX_CHAIN 2     /* providers in a fallback order: openai, gemini */
+#define PROVIDER_MAX_RETRY_WAIT_S 10    /* longest Retry-After waited for; longer: fail at once */
+#define PROVIDER_DEFAULT_RETRY_WAIT_S 2 /* wait on 429/503 without a usable Retry-After */
+#define PROVIDER_EXCERPT_MAX 200        /* longest provider-written text quoted in a reason */
+#define PROVIDER_MAX_CHAIN 2            /* providers in a fallback order: openai, gemini */
 #define PROVIDER_GEMINI_DEFAULT_BASE_URL "https://generativelanguage.googleapis.com"
 
 /* The one reason live mode gives when no provider is configured. */

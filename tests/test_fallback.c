@@ -29,8 +29,10 @@
 static nng_http_server *server;
 static char root_url[64];
 static atomic_int openai_requests, gemini_requests;
+static atomic_int openai_quota;   /* 0: openai answers 500; 1: 429 with Retry-After: 5 */
+static atomic_int gemini_slow_ms; /* gemini answers after this long */
 
-static void answer(nng_aio *aio, uint16_t status, const char *body)
+static void answer(nng_aio *aio, uint16_t status, const char *body, const char *retry_after)
 {
     nng_http_res *res = NULL;
     if (nng_http_res_alloc(&res) != 0) {
@@ -39,6 +41,8 @@ static void answer(nng_aio *aio, uint16_t status, const char *body)
     }
     nng_http_res_set_status(res, status);
     nng_http_res_set_header(res, "Content-Type", "application/json");
+    if (retry_after != NULL)
+        nng_http_res_set_header(res, "Retry-After", retry_after);
     nng_http_res_copy_data(res, body, strlen(body));
     nng_aio_set_output(aio, 0, res);
     nng_aio_finish(aio, 0);
@@ -47,7 +51,11 @@ static void answer(nng_aio *aio, uint16_t status, const char *body)
 static void openai_handle(nng_aio *aio)
 {
     atomic_fetch_add(&openai_requests, 1);
-    answer(aio, 500, "{\"error\":{\"message\":\"upstream down\",\"type\":\"server_error\"}}");
+    if (atomic_load(&openai_quota))
+        answer(aio, 429, "{\"error\":{\"message\":\"Rate limit reached\"}}", "5");
+    else
+        answer(aio, 500, "{\"error\":{\"message\":\"upstream down\",\"type\":\"server_error\"}}",
+               NULL);
 }
 
 /* Answers the step named in the system instruction: the report step with its public fields,
@@ -55,6 +63,8 @@ static void openai_handle(nng_aio *aio)
 static void gemini_handle(nng_aio *aio)
 {
     atomic_fetch_add(&gemini_requests, 1);
+    if (atomic_load(&gemini_slow_ms) > 0)
+        nng_msleep(atomic_load(&gemini_slow_ms));
     nng_http_req *req = nng_aio_get_input(aio, 0);
     void *data = NULL;
     size_t len = 0;
@@ -78,7 +88,7 @@ static void gemini_handle(nng_aio *aio)
         nng_aio_finish(aio, NNG_ENOMEM);
         return;
     }
-    answer(aio, 200, body);
+    answer(aio, 200, body, NULL);
     free(body);
 }
 
@@ -127,7 +137,8 @@ static int suite_init(void)
     setenv("CHARTER_PROVIDERS", "openai,gemini", 1);
     setenv("CHARTER_MODEL_TIMEOUT_MS", "10000", 1);
     harness_graph_name(graph, sizeof graph, "fallback");
-    harness_charterd_opts o = {.graph = graph};
+    const char *extra[] = {"--runners", "1"};
+    harness_charterd_opts o = {.graph = graph, .extra_args = extra, .n_extra = 2};
     if (harness_charterd_start(&o, &daemon_) != 0)
         return -1;
     return harness_client_open(daemon_.ipc_url, HARNESS_OPERATOR_TOKEN, 30000, &op) == 0 ? 0 : -1;
@@ -203,6 +214,121 @@ static void test_live_run_falls_back_from_openai_to_gemini_and_records_why(void)
     charter__v1__run_view__free_unpacked(v, NULL);
 }
 
+static long long now_ms(void)
+{
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (long long)t.tv_sec * 1000 + t.tv_nsec / 1000000;
+}
+
+/* openai asks for 5 s; the run's wall clock budget leaves less: no wait, gemini at once. */
+static void test_retry_after_beyond_the_runs_deadline_falls_back_at_once(void)
+{
+    atomic_store(&openai_quota, 1);
+    Charter__V1__CreateRunRequest req = CHARTER__V1__CREATE_RUN_REQUEST__INIT;
+    Charter__V1__CreateRunRequest__BudgetEntry e;
+    charter__v1__create_run_request__budget_entry__init(&e);
+    e.key = "max_wall_clock_ms";
+    e.value = 4000;
+    Charter__V1__CreateRunRequest__BudgetEntry *ep = &e;
+    req.mode = "live";
+    req.n_budget = 1;
+    req.budget = &ep;
+    Charter__V1__RunView *v = NULL;
+    charter_status s;
+    long long t0 = now_ms();
+    int rc = charter_create_run(op, &req, &v, &s);
+    long long took = now_ms() - t0;
+    atomic_store(&openai_quota, 0);
+    CU_ASSERT_EQUAL_FATAL(rc, 0);
+    Charter__V1__GetRunRequest g = CHARTER__V1__GET_RUN_REQUEST__INIT;
+    g.run_id = v->run->id;
+    Charter__V1__RunView *full = NULL;
+    CU_ASSERT_EQUAL_FATAL(charter_get_run(op, &g, &full, &s), 0);
+    uint64_t seq = 0;
+    json_t *reply = first_event(full, "model_reply", &seq);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(reply);
+    CU_ASSERT_STRING_EQUAL(json_string_value(json_object_get(reply, "provider")), "gemini");
+    const char *why = json_string_value(
+        json_object_get(json_array_get(json_object_get(reply, "fallbacks"), 0), "reason"));
+    CU_ASSERT_PTR_NOT_NULL_FATAL(why);
+    CU_ASSERT_PTR_NOT_NULL(strstr(why, "HTTP 429 from the provider with Retry-After 5 s, beyond "
+                                       "the run's deadline"));
+    CU_ASSERT_TRUE(took < 3500); /* the 5 s were never waited */
+    json_decref(reply);
+    charter__v1__run_view__free_unpacked(full, NULL);
+    charter__v1__run_view__free_unpacked(v, NULL);
+}
+
+static const char *status_of(const char *id, Charter__V1__RunView **out)
+{
+    Charter__V1__GetRunRequest g = CHARTER__V1__GET_RUN_REQUEST__INIT;
+    g.run_id = (char *)id;
+    charter_status s;
+    *out = NULL;
+    return charter_get_run(op, &g, out, &s) == 0 ? (*out)->run->status : NULL;
+}
+
+/* openai fails, gemini is slow: a cancel while gemini's request is in flight aborts its
+ * transfer, and the run records both failures. */
+static void test_cancel_during_the_gemini_request_aborts_it(void)
+{
+    atomic_store(&gemini_slow_ms, 6000);
+    int before = atomic_load(&gemini_requests);
+    Charter__V1__CreateRunRequest req = CHARTER__V1__CREATE_RUN_REQUEST__INIT;
+    req.mode = "live";
+    req.async = true;
+    Charter__V1__RunView *v = NULL;
+    charter_status s;
+    CU_ASSERT_EQUAL_FATAL(charter_create_run(op, &req, &v, &s), 0);
+    char id[80];
+    snprintf(id, sizeof id, "%s", v->run->id);
+    charter__v1__run_view__free_unpacked(v, NULL);
+    long long until = now_ms() + 10000;
+    while (atomic_load(&gemini_requests) == before && now_ms() < until)
+        nng_msleep(20);
+    CU_ASSERT_FATAL(atomic_load(&gemini_requests) > before);
+    nng_msleep(200);
+    long long t0 = now_ms();
+    Charter__V1__CancelRunRequest creq = CHARTER__V1__CANCEL_RUN_REQUEST__INIT;
+    creq.run_id = id;
+    creq.reason = "operator stop";
+    Charter__V1__Run *r = NULL;
+    CU_ASSERT_EQUAL_FATAL(charter_cancel_run(op, &creq, &r, &s), 0);
+    charter__v1__run__free_unpacked(r, NULL);
+    Charter__V1__RunView *end = NULL;
+    const char *st = NULL;
+    while (now_ms() < t0 + 10000) {
+        st = status_of(id, &end);
+        if (st != NULL && strcmp(st, "cancelled") == 0)
+            break;
+        if (end != NULL)
+            charter__v1__run_view__free_unpacked(end, NULL);
+        end = NULL;
+        nng_msleep(50);
+    }
+    long long took = now_ms() - t0;
+    atomic_store(&gemini_slow_ms, 0);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(end);
+    CU_ASSERT_STRING_EQUAL(end->run->status, "cancelled");
+    CU_ASSERT_TRUE(took < 3000); /* well before gemini's 6 s answer */
+    uint64_t seq = 0;
+    json_t *err = first_event(end, "model_error", &seq);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(err);
+    json_t *fb = json_object_get(err, "fallbacks");
+    CU_ASSERT_EQUAL_FATAL(json_array_size(fb), 2);
+    CU_ASSERT_STRING_EQUAL(json_string_value(json_object_get(json_array_get(fb, 0), "provider")),
+                           "openai");
+    CU_ASSERT_STRING_EQUAL(json_string_value(json_object_get(json_array_get(fb, 1), "provider")),
+                           "gemini");
+    const char *why = json_string_value(json_object_get(json_array_get(fb, 1), "reason"));
+    CU_ASSERT_PTR_NOT_NULL(why ? strstr(why, "live model: aborted: cancelled") : NULL);
+    CU_ASSERT_PTR_NULL(first_event(end, "model_reply", &seq));
+    CU_ASSERT_EQUAL(atomic_load(&gemini_requests) - before, 1);
+    json_decref(err);
+    charter__v1__run_view__free_unpacked(end, NULL);
+}
+
 static void test_providers_naming_an_unconfigured_or_unknown_provider_stops_startup(void)
 {
     const char *args[] = {"--graph", "fallback-never-started"};
@@ -233,6 +359,10 @@ int main(void)
         return 1;
     CU_add_test(s, "a live run falls back from openai to gemini and records why",
                 test_live_run_falls_back_from_openai_to_gemini_and_records_why);
+    CU_add_test(s, "a Retry-After beyond the run's deadline falls back at once",
+                test_retry_after_beyond_the_runs_deadline_falls_back_at_once);
+    CU_add_test(s, "a cancel during the Gemini request aborts it",
+                test_cancel_during_the_gemini_request_aborts_it);
     CU_add_test(s, "CHARTER_PROVIDERS naming an unconfigured or unknown provider stops startup",
                 test_providers_naming_an_unconfigured_or_unknown_provider_stops_startup);
     CU_basic_set_mode(CU_BRM_VERBOSE);
