@@ -75,11 +75,11 @@ void provider_config_free(provider_config *c);
  * (provider_config_from_env, provider_gemini_config_from_env) into the process-wide fallback
  * order provider_ask uses. The order is CHARTER_PROVIDERS, a comma-separated list of provider
  * names ("openai,gemini", "gemini"), each configured and named once; unset, it is every
- * configured provider, openai first. Returns 0
- * (live models configured or simply not configured) or -1 with a one-line reason in err when
- * libcurl cannot be initialised or the configuration is partial or malformed; charterd should
- * refuse to start then. Calls after the first return the first call's result and change
- * nothing. */
+ * configured provider, openai first. Returns 0 (live models configured or simply not
+ * configured) or -1 with a one-line reason in err when libcurl cannot be initialised, a
+ * configuration is partial or malformed, or CHARTER_PROVIDERS names an unknown, unconfigured
+ * or repeated provider; charterd should refuse to start then. Calls after the first return the
+ * first call's result and change nothing. */
 int provider_global_init(char *err, size_t errlen);
 
 /* Process exit, after every thread that may ask a live model has ended: frees the process-wide
@@ -113,16 +113,16 @@ int provider_ask_chain(const provider_config *chain, size_t n, const model_reque
  * (cfg->kind), TLS verified, no redirects followed, each attempt bounded by cfg->timeout_ms.
  * On HTTP 429 or 503 it waits once (the Retry-After header in seconds or as an HTTP date;
  * PROVIDER_DEFAULT_RETRY_WAIT_S without one) and tries once more. A wait longer than
- * PROVIDER_MAX_RETRY_WAIT_S or than req->deadline_ms allows is not taken: the call fails at
- * once ("Retry-After ... exceeds ..."), because retrying earlier than the provider asked would
- * not honour it. The wait asks req->abort every 100 ms like a transfer does. Blocks the calling
- * thread meanwhile; safe to call from many threads at
- * once (one curl handle per call). Returns 0 with *out filled (caller frees with
- * model_reply_free; out->model is cfg->model, out->provider its kind's name), or -1 with *out
- * zeroed and a one-line reason in err that names the fault but quotes none of the model's
- * text and never the key (a
- * provider's own error message is quoted up to PROVIDER_EXCERPT_MAX characters, key removed).
- * Requires provider_global_init (or curl_global_init) to have run. */
+ * PROVIDER_MAX_RETRY_WAIT_S, or than req->deadline_ms leaves, is not taken: the call fails at
+ * once ("... with Retry-After N s, longer than ..." / "..., beyond the run's deadline"),
+ * because retrying earlier than the provider asked would not honour it. The wait asks
+ * req->abort every 100 ms as a transfer does. Blocks the calling thread meanwhile; safe to
+ * call from many threads at once (one curl handle per call). Returns 0 with *out filled
+ * (caller frees with model_reply_free; out->model is cfg->model, out->provider its kind's
+ * name), or -1 with *out zeroed and a one-line reason in err that names the fault but quotes
+ * none of the model's text and never the key (a provider's own error message is quoted up to
+ * PROVIDER_EXCERPT_MAX characters, key removed). Requires provider_global_init (or
+ * curl_global_init) to have run. */
 int provider_ask_with(const provider_config *cfg, const model_request *req, model_reply *out,
                       char *err, size_t errlen);
 

@@ -317,7 +317,10 @@ static bool step_ask_model(step_state *s, const id_list *inputs)
         size_t n = provider_order(names, PROVIDER_MAX_CHAIN);
         providers = json_array();
         for (size_t i = 0; providers && i < n; i++)
-            json_array_append_new(providers, json_string(names[i]));
+            if (json_array_append_new(providers, json_string(names[i])) != 0) {
+                json_decref(providers);
+                providers = NULL; /* the note goes without the list rather than not at all */
+            }
     }
     note_event(s->g, s->run_id, "model_request",
                json_pack("{s:s, s:s, s:s, s:o*, s:o*}", "step", s->ws->cap.step, "context",
@@ -342,8 +345,13 @@ static bool step_ask_model(step_state *s, const id_list *inputs)
         }
     }
     if (model_ask(s->mode, &req, &s->reply, s->err, sizeof s->err) != 0) {
+        /* The providers that failed, when a live request reached any. */
+        if (json_array_size(fallbacks) == 0) {
+            json_decref(fallbacks);
+            fallbacks = NULL;
+        }
         note_event(s->g, s->run_id, "model_error",
-                   json_pack("{s:s, s:s, s:o}", "step", s->ws->cap.step, "error", s->err,
+                   json_pack("{s:s, s:s, s:o*}", "step", s->ws->cap.step, "error", s->err,
                              "fallbacks", fallbacks));
         guard_decision_unknown(s->d, s->err);
         return false;
