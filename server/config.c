@@ -66,7 +66,12 @@ void config_usage(void)
         "  CHARTER_OPERATOR_TOKEN  required, at least 24 characters: full control\n"
         "  CHARTER_VIEWER_TOKEN    optional, at least 24 characters: read-only, redacted\n"
         "  CHARTER_OPENAI_BASE_URL, CHARTER_OPENAI_API_KEY, CHARTER_OPENAI_MODEL\n"
-        "                          all three, or none: the provider of live runs (docs/models.md)\n"
+        "                          all three, or none: the OpenAI-compatible provider of live "
+        "runs\n"
+        "  CHARTER_GEMINI_API_KEY, CHARTER_GEMINI_MODEL [, CHARTER_GEMINI_BASE_URL]\n"
+        "                          both, or neither: the Gemini provider of live runs\n"
+        "  CHARTER_PROVIDERS       fallback order, e.g. openai,gemini (default: every configured\n"
+        "                          provider, openai first; docs/models.md)\n"
         "  CHARTER_MODEL_TIMEOUT_MS  per model request (default 30000)\n");
 }
 

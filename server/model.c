@@ -4,8 +4,8 @@
  * "scripted" is the deterministic adversary of the reference workflow: it returns the reply
  * written in the step's script, whatever the inputs say, so a run always follows the injection
  * and the gates, not the model, are what stop it. The reply is copied out of the workflow, so it
- * stays valid after the workflow is freed. "live" hands the same gated request to the
- * OpenAI-compatible provider (provider.c) when the environment configures one.
+ * stays valid after the workflow is freed. "live" hands the same gated request to the live
+ * providers (provider.c: OpenAI-compatible, Gemini) the environment configures.
  */
 #include "model.h"
 
@@ -49,6 +49,7 @@ void model_reply_free(model_reply *r)
     }
     free(r->content);
     free(r->model);
+    free(r->provider);
     json_decref(r->fields);
     for (size_t i = 0; i < r->handoff.n; i++) {
         free(r->handoff.items[i]);
@@ -130,9 +131,7 @@ int model_ask(const char *mode, const model_request *req, model_reply *out, char
     }
     if (strcmp(mode, "live") == 0) {
         if (!provider_configured()) {
-            return model_fail(err, errlen,
-                              "live models are not configured (set CHARTER_OPENAI_BASE_URL, "
-                              "CHARTER_OPENAI_API_KEY, CHARTER_OPENAI_MODEL)");
+            return model_fail(err, errlen, "%s", PROVIDER_NOT_CONFIGURED);
         }
         return provider_ask(req, out, err, errlen);
     }

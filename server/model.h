@@ -24,6 +24,13 @@ typedef struct {
      * 128 bytes, in its buffer). NULL: never aborted. */
     int (*abort)(void *arg, char reason[128]);
     void *abort_arg;
+    /* Optional: milliseconds left before the run's deadline (its wall-clock budget) when the
+     * request is made; a live provider does not start a Retry-After wait that would outlast
+     * it. 0: no deadline. */
+    long long deadline_ms;
+    /* Optional, borrowed: a JSON array the live providers append one {"provider", "model",
+     * "reason"} to for each provider that failed (and handed the request to the next). */
+    json_t *fallbacks;
 } model_request;
 
 /* A model's reply. content is free text (never published as is); fields are the structured
@@ -33,12 +40,14 @@ typedef struct {
     char *content;
     json_t *fields; /* may be NULL */
     guard_strs handoff;
-    char *model; /* the live model that answered (CHARTER_OPENAI_MODEL); NULL for "scripted" */
+    char *model;    /* the live model that answered (CHARTER_*_MODEL); NULL for "scripted" */
+    char *provider; /* the live provider that answered ("openai", "gemini"); NULL for "scripted" */
 } model_reply;
 
 /* Asks the model named mode for the step's reply: "scripted" (the step's script) or "live"
- * (the OpenAI-compatible provider configured by provider_global_init; blocks for up to two
- * HTTP attempts of CHARTER_MODEL_TIMEOUT_MS each plus one wait of at most 10 s on 429/503).
+ * (the providers configured by provider_global_init, in their fallback order; blocks for up to
+ * two HTTP attempts of CHARTER_MODEL_TIMEOUT_MS each plus one wait of at most 10 s on 429/503,
+ * per provider).
  * Returns 0, or -1 with a one-line reason in err (unknown mode, the step has no script, live
  * models are not configured, the live reply failed the step's schema or the HTTP call failed).
  * *out is owned by the caller (model_reply_free) and zeroed on failure. */

@@ -1,14 +1,18 @@
 /*
- * provider.c - the live model provider: one OpenAI-compatible chat-completions call per model
- * request, over libcurl (one easy handle per attempt) with jansson for JSON.
+ * provider.c - the live model providers: one call per model request to each provider of the
+ * fallback order until one answers, over libcurl (one easy handle per attempt) with jansson
+ * for JSON. What differs between the APIs (URL, key header, body, where the answer lies) is in
+ * provider_openai.c and provider_gemini.c; everything else is here.
  *
  * The request carries nothing the host did not choose or gate: a fixed instruction built from
  * the step's definition and the gated inputs as strings inside a JSON document, so no input can
  * close its own delimiter. The reply must be a JSON object matching the step's strict schema;
- * every deviation fails closed. Reasons quote none of the model's text, because they are
- * recorded in run events that viewers read, and the model may have seen confidential inputs.
+ * every deviation fails that provider, and the last one's failure fails closed. Reasons quote
+ * none of the model's text, because they are recorded in run events that viewers read, and the
+ * model may have seen confidential inputs.
  */
 #include "provider.h"
+#include "provider_shape.h"
 
 #include <curl/curl.h>
 #include <errno.h>
@@ -24,17 +28,6 @@
 #ifndef CHARTER_VERSION
 #define CHARTER_VERSION "0"
 #endif
-
-#if defined(__GNUC__)
-#define PROVIDER_PRINTF(a, b) __attribute__((format(printf, a, b)))
-#else
-#define PROVIDER_PRINTF(a, b)
-#endif
-
-#define PROVIDER_NOT_CONFIGURED                                                                    \
-    "live models are not configured (set CHARTER_OPENAI_BASE_URL, CHARTER_OPENAI_API_KEY, "        \
-    "CHARTER_OPENAI_MODEL)"
-#define PROVIDER_SCHEMA_NAME "charter_step_reply"
 
 /* ---- one-line reasons ---------------------------------------------------------------------- */
 
@@ -88,11 +81,7 @@ static void scrub_key(char *err, size_t errlen, const char *key)
     }
 }
 
-static int provider_fail(char *err, size_t errlen, const char *key, const char *fmt, ...)
-    PROVIDER_PRINTF(4, 5);
-
-/* Writes "live model: <reason>" into err as one line without the key. Returns -1. */
-static int provider_fail(char *err, size_t errlen, const char *key, const char *fmt, ...)
+int provider_fail(char *err, size_t errlen, const char *key, const char *fmt, ...)
 {
     if (err == NULL || errlen == 0) {
         return -1;
@@ -133,6 +122,16 @@ static bool is_token(const char *s)
     return true;
 }
 
+const char *provider_kind_name(provider_kind kind)
+{
+    return kind == PROVIDER_GEMINI ? provider_gemini_shape.name : provider_openai_shape.name;
+}
+
+static const provider_shape *shape_of(const provider_config *cfg)
+{
+    return cfg->kind == PROVIDER_GEMINI ? &provider_gemini_shape : &provider_openai_shape;
+}
+
 void provider_config_free(provider_config *c)
 {
     if (c == NULL) {
@@ -150,7 +149,26 @@ void provider_config_free(provider_config *c)
     memset(c, 0, sizeof *c);
 }
 
-int provider_config_from_env(provider_config *out, char *err, size_t errlen)
+/* The environment's names for one provider's settings. */
+typedef struct {
+    provider_kind kind;
+    const char *url_var, *key_var, *model_var;
+    const char *default_url; /* used when url_var is unset; NULL: url_var is required */
+    const char *example_url;
+} env_names;
+
+static const env_names openai_env = {PROVIDER_OPENAI,
+                                     "CHARTER_OPENAI_BASE_URL",
+                                     "CHARTER_OPENAI_API_KEY",
+                                     "CHARTER_OPENAI_MODEL",
+                                     NULL,
+                                     "https://api.groq.com/openai/v1"};
+static const env_names gemini_env = {
+    PROVIDER_GEMINI,        "CHARTER_GEMINI_BASE_URL",        "CHARTER_GEMINI_API_KEY",
+    "CHARTER_GEMINI_MODEL", PROVIDER_GEMINI_DEFAULT_BASE_URL, PROVIDER_GEMINI_DEFAULT_BASE_URL};
+
+/* Reads one provider's settings (names in e) into *out: 0, 1 (not configured) or -1. */
+static int config_from_env(const env_names *e, provider_config *out, char *err, size_t errlen)
 {
     if (err != NULL && errlen > 0) {
         err[0] = '\0';
@@ -159,35 +177,51 @@ int provider_config_from_env(provider_config *out, char *err, size_t errlen)
         return provider_fail(err, errlen, NULL, "no place for the configuration");
     }
     memset(out, 0, sizeof *out);
-    const char *url = env_value("CHARTER_OPENAI_BASE_URL");
-    const char *key = env_value("CHARTER_OPENAI_API_KEY");
-    const char *model = env_value("CHARTER_OPENAI_MODEL");
+    const char *url = env_value(e->url_var);
+    const char *key = env_value(e->key_var);
+    const char *model = env_value(e->model_var);
     const char *timeout = env_value("CHARTER_MODEL_TIMEOUT_MS");
-    if (url == NULL && key == NULL && model == NULL) {
+    if (key == NULL && model == NULL && (url == NULL || e->default_url != NULL)) {
         return 1;
     }
-    const char *missing = url == NULL     ? "CHARTER_OPENAI_BASE_URL"
-                          : key == NULL   ? "CHARTER_OPENAI_API_KEY"
-                          : model == NULL ? "CHARTER_OPENAI_MODEL"
+    if (url == NULL) {
+        url = e->default_url;
+    }
+    const char *missing = url == NULL     ? e->url_var
+                          : key == NULL   ? e->key_var
+                          : model == NULL ? e->model_var
                                           : NULL;
     if (missing != NULL) {
+        if (e->default_url != NULL) {
+            return provider_fail(err, errlen, key,
+                                 "%s is not set (the %s provider needs %s and %s, or neither)",
+                                 missing, provider_kind_name(e->kind), e->key_var, e->model_var);
+        }
         return provider_fail(err, errlen, key,
-                             "%s is not set (live models need CHARTER_OPENAI_BASE_URL, "
-                             "CHARTER_OPENAI_API_KEY and CHARTER_OPENAI_MODEL, or none of them)",
-                             missing);
+                             "%s is not set (live models need %s, %s and %s, or none of them)",
+                             missing, e->url_var, e->key_var, e->model_var);
     }
     if ((strncmp(url, "https://", 8) != 0 && strncmp(url, "http://", 7) != 0) || !is_token(url) ||
         strlen(url) > 2048) {
         return provider_fail(err, errlen, key,
-                             "CHARTER_OPENAI_BASE_URL must be an http:// or https:// URL without "
-                             "spaces, e.g. https://api.groq.com/openai/v1");
+                             "%s must be an http:// or https:// URL without spaces, e.g. %s",
+                             e->url_var, e->example_url);
     }
     if (!is_token(key) || strlen(key) > 4096) {
-        return provider_fail(err, errlen, key,
-                             "CHARTER_OPENAI_API_KEY contains a space or control character");
+        return provider_fail(err, errlen, key, "%s contains a space or control character",
+                             e->key_var);
     }
     if (strlen(model) > 256) {
-        return provider_fail(err, errlen, key, "CHARTER_OPENAI_MODEL is longer than 256 bytes");
+        return provider_fail(err, errlen, key, "%s is longer than 256 bytes", e->model_var);
+    }
+    /* The Gemini model is a path segment of the URL. */
+    if (e->kind == PROVIDER_GEMINI &&
+        (strspn(model, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789-._") !=
+         strlen(model))) {
+        return provider_fail(err, errlen, key,
+                             "%s may hold only letters, digits, '-', '.' and '_' (e.g. "
+                             "gemini-2.5-flash)",
+                             e->model_var);
     }
     long timeout_ms = PROVIDER_DEFAULT_TIMEOUT_MS;
     if (timeout != NULL) {
@@ -207,6 +241,7 @@ int provider_config_from_env(provider_config *out, char *err, size_t errlen)
     out->api_key = strdup(key);
     out->model = strdup(model);
     out->timeout_ms = timeout_ms;
+    out->kind = e->kind;
     if (out->base_url == NULL || out->api_key == NULL || out->model == NULL) {
         provider_config_free(out);
         return provider_fail(err, errlen, NULL, "out of memory");
@@ -219,15 +254,88 @@ int provider_config_from_env(provider_config *out, char *err, size_t errlen)
     return 0;
 }
 
-/* ---- the process-wide provider ------------------------------------------------------------- */
+int provider_config_from_env(provider_config *out, char *err, size_t errlen)
+{
+    return config_from_env(&openai_env, out, err, errlen);
+}
+
+int provider_gemini_config_from_env(provider_config *out, char *err, size_t errlen)
+{
+    return config_from_env(&gemini_env, out, err, errlen);
+}
+
+/* ---- the process-wide fallback order ------------------------------------------------------- */
 
 /* Written once by global_init_once before any asking thread exists, read-only afterwards. */
 static pthread_once_t global_once = PTHREAD_ONCE_INIT;
 static int global_status = -1;
 static bool global_curl_ready;
-static bool global_has_config;
-static provider_config global_config;
+static provider_config global_chain[PROVIDER_MAX_CHAIN];
+static size_t global_n;
 static char global_err[512];
+
+/* Orders the configured providers (configured[kind], rc[kind] their config_from_env status)
+ * as CHARTER_PROVIDERS says, or openai then gemini when it is unset, into global_chain. */
+static int global_order(provider_config configured[PROVIDER_MAX_CHAIN],
+                        const int rc[PROVIDER_MAX_CHAIN])
+{
+    const char *order = env_value("CHARTER_PROVIDERS");
+    provider_kind kinds[PROVIDER_MAX_CHAIN];
+    size_t n = 0;
+    if (order == NULL) {
+        for (int k = 0; k < PROVIDER_MAX_CHAIN; k++) {
+            if (rc[k] == 0) {
+                kinds[n++] = (provider_kind)k;
+            }
+        }
+    } else {
+        const char *p = order;
+        while (*p != '\0') {
+            size_t len = strcspn(p, ",");
+            provider_kind k;
+            if (len == 6 && strncmp(p, "openai", 6) == 0) {
+                k = PROVIDER_OPENAI;
+            } else if (len == 6 && strncmp(p, "gemini", 6) == 0) {
+                k = PROVIDER_GEMINI;
+            } else {
+                return provider_fail(global_err, sizeof global_err, NULL,
+                                     "CHARTER_PROVIDERS names \"%.*s\"; known providers: openai, "
+                                     "gemini (comma-separated, e.g. openai,gemini)",
+                                     (int)(len > 32 ? 32 : len), p);
+            }
+            for (size_t i = 0; i < n; i++) {
+                if (kinds[i] == k) {
+                    return provider_fail(global_err, sizeof global_err, NULL,
+                                         "CHARTER_PROVIDERS names %s twice", provider_kind_name(k));
+                }
+            }
+            if (rc[k] != 0) {
+                return provider_fail(
+                    global_err, sizeof global_err, NULL,
+                    "CHARTER_PROVIDERS names %s, which is not configured (set %s and %s)",
+                    provider_kind_name(k),
+                    k == PROVIDER_GEMINI ? "CHARTER_GEMINI_API_KEY" : "CHARTER_OPENAI_BASE_URL",
+                    k == PROVIDER_GEMINI ? "CHARTER_GEMINI_MODEL"
+                                         : "CHARTER_OPENAI_API_KEY, CHARTER_OPENAI_MODEL");
+            }
+            kinds[n++] = k;
+            p += len;
+            if (*p == ',') {
+                p++;
+                if (*p == '\0') {
+                    return provider_fail(global_err, sizeof global_err, NULL,
+                                         "CHARTER_PROVIDERS ends with a comma");
+                }
+            }
+        }
+    }
+    for (size_t i = 0; i < n; i++) {
+        global_chain[i] = configured[kinds[i]];
+        memset(&configured[kinds[i]], 0, sizeof configured[kinds[i]]);
+    }
+    global_n = n;
+    return 0;
+}
 
 static void global_init_once(void)
 {
@@ -238,9 +346,30 @@ static void global_init_once(void)
         return;
     }
     global_curl_ready = true;
-    int rc = provider_config_from_env(&global_config, global_err, sizeof global_err);
-    global_has_config = rc == 0;
-    global_status = rc < 0 ? -1 : 0;
+    provider_config configured[PROVIDER_MAX_CHAIN];
+    int rc[PROVIDER_MAX_CHAIN];
+    rc[PROVIDER_OPENAI] =
+        provider_config_from_env(&configured[PROVIDER_OPENAI], global_err, sizeof global_err);
+    rc[PROVIDER_GEMINI] = rc[PROVIDER_OPENAI] < 0
+                              ? 1
+                              : provider_gemini_config_from_env(&configured[PROVIDER_GEMINI],
+                                                                global_err, sizeof global_err);
+    if (rc[PROVIDER_OPENAI] < 0 || rc[PROVIDER_GEMINI] < 0) {
+        global_status = -1;
+    } else {
+        global_status = global_order(configured, rc) == 0 ? 0 : -1;
+    }
+    for (int k = 0; k < PROVIDER_MAX_CHAIN; k++) {
+        if (rc[k] == 0) {
+            provider_config_free(&configured[k]); /* those left out of the order */
+        }
+    }
+    if (global_status != 0) {
+        for (size_t i = 0; i < global_n; i++) {
+            provider_config_free(&global_chain[i]);
+        }
+        global_n = 0;
+    }
 }
 
 int provider_global_init(char *err, size_t errlen)
@@ -256,8 +385,10 @@ int provider_global_init(char *err, size_t errlen)
 
 void provider_global_cleanup(void)
 {
-    provider_config_free(&global_config);
-    global_has_config = false;
+    for (size_t i = 0; i < global_n; i++) {
+        provider_config_free(&global_chain[i]);
+    }
+    global_n = 0;
     if (global_curl_ready) {
         curl_global_cleanup();
         global_curl_ready = false;
@@ -266,7 +397,18 @@ void provider_global_cleanup(void)
 
 bool provider_configured(void)
 {
-    return global_status == 0 && global_has_config;
+    return global_status == 0 && global_n > 0;
+}
+
+size_t provider_order(const char **names, size_t n)
+{
+    if (!provider_configured()) {
+        return 0;
+    }
+    for (size_t i = 0; i < global_n && i < n; i++) {
+        names[i] = provider_kind_name(global_chain[i].kind);
+    }
+    return global_n;
 }
 
 int provider_ask(const model_request *req, model_reply *out, char *err, size_t errlen)
@@ -280,7 +422,7 @@ int provider_ask(const model_request *req, model_reply *out, char *err, size_t e
         }
         return -1;
     }
-    return provider_ask_with(&global_config, req, out, err, errlen);
+    return provider_ask_chain(global_chain, global_n, req, out, err, errlen);
 }
 
 /* ---- the request --------------------------------------------------------------------------- */
@@ -417,8 +559,8 @@ fail:
     return NULL;
 }
 
-/* The chat-completions body: the model, the instruction, the gated inputs, the reply schema.
- * Returns a malloc'd compact JSON text, or -1 with a reason. */
+/* The body of cfg's API: the instruction, the gated inputs, the reply schema. Returns 0 with
+ * a malloc'd compact JSON text in *out, or -1 with a reason. */
 static int request_body(const provider_config *cfg, const model_request *req, char **out, char *err,
                         size_t errlen)
 {
@@ -444,11 +586,7 @@ static int request_body(const provider_config *cfg, const model_request *req, ch
     json_t *schema = step_schema(req->step);
     json_t *body = NULL;
     if (user != NULL && instruction != NULL && schema != NULL) {
-        body =
-            json_pack("{s:s, s:[{s:s, s:s}, {s:s, s:s}], s:{s:s, s:{s:s, s:b, s:O}}}", "model",
-                      cfg->model, "messages", "role", "system", "content", instruction, "role",
-                      "user", "content", user, "response_format", "type", "json_schema",
-                      "json_schema", "name", PROVIDER_SCHEMA_NAME, "strict", 1, "schema", schema);
+        body = shape_of(cfg)->body(cfg, instruction, user, schema);
     }
     json_decref(schema);
     free(instruction);
@@ -543,18 +681,18 @@ static int on_progress(void *arg, curl_off_t dltotal, curl_off_t dlnow, curl_off
     return 0;
 }
 
-/* POSTs body to <base_url>/chat/completions once. Returns 0 with the HTTP status in *status and
- * the body in *r (free r->data), or -1 with a reason (unreachable, timed out, over-size). */
+/* POSTs body to the URL of cfg's API once. Returns 0 with the HTTP status in *status and the
+ * body in *r (free r->data), or -1 with a reason (unreachable, timed out, over-size, aborted:
+ * *aborted is set then). */
 static int http_post(const provider_config *cfg, const model_request *req, const char *body,
-                     long *status, http_reply *r, char *err, size_t errlen)
+                     long *status, http_reply *r, bool *aborted, char *err, size_t errlen)
 {
     memset(r, 0, sizeof *r);
     *status = 0;
     const char *key = cfg->api_key;
-    size_t ulen = strlen(cfg->base_url) + sizeof "/chat/completions";
-    size_t alen = strlen(key) + sizeof "Authorization: Bearer ";
-    char *url = malloc(ulen);
-    char *auth = malloc(alen);
+    const provider_shape *shape = shape_of(cfg);
+    char *url = shape->url(cfg);
+    char *auth = shape->key_header(cfg);
     CURL *h = curl_easy_init();
     struct curl_slist *headers = NULL;
     int rc = -1;
@@ -562,8 +700,6 @@ static int http_post(const provider_config *cfg, const model_request *req, const
         provider_fail(err, errlen, key, "out of memory (or libcurl could not start a transfer)");
         goto out;
     }
-    snprintf(url, ulen, "%s/chat/completions", cfg->base_url);
-    snprintf(auth, alen, "Authorization: Bearer %s", key);
     const char *fixed[] = {"Content-Type: application/json", "Accept: application/json",
                            "Expect:", auth};
     for (size_t i = 0; i < sizeof fixed / sizeof fixed[0]; i++) {
@@ -621,6 +757,7 @@ static int http_post(const provider_config *cfg, const model_request *req, const
         }
         rc = 0;
     } else if (watch.aborted) {
+        *aborted = true;
         provider_fail(err, errlen, key, "aborted: %s", watch.reason);
     } else if (r->over) {
         provider_fail(err, errlen, key, "the provider's reply exceeds %d bytes",
@@ -653,8 +790,10 @@ out:
     return rc;
 }
 
-/* Seconds to wait before the one retry after a 429 or 503. */
-static unsigned retry_wait_s(const http_reply *r)
+/* Seconds the provider asked to wait before the one retry after a 429 or 503 (Retry-After in
+ * seconds or as an HTTP date); PROVIDER_DEFAULT_RETRY_WAIT_S without a usable one. At most
+ * 999999, so any longer request still reads as too long to wait for. */
+static long retry_wait_s(const http_reply *r)
 {
     const char *v = r->retry_after;
     if (*v == '\0') {
@@ -662,7 +801,7 @@ static unsigned retry_wait_s(const http_reply *r)
     }
     long s = -1;
     if (strspn(v, "0123456789") == strlen(v)) {
-        s = strlen(v) > 6 ? PROVIDER_MAX_RETRY_WAIT_S : strtol(v, NULL, 10);
+        s = strlen(v) > 6 ? 999999 : strtol(v, NULL, 10);
     } else {
         time_t at = curl_getdate(v, NULL);
         time_t now = time(NULL);
@@ -673,13 +812,34 @@ static unsigned retry_wait_s(const http_reply *r)
     if (s < 0) {
         return PROVIDER_DEFAULT_RETRY_WAIT_S;
     }
-    return s > PROVIDER_MAX_RETRY_WAIT_S ? PROVIDER_MAX_RETRY_WAIT_S : (unsigned)s;
+    return s > 999999 ? 999999 : s;
 }
 
-static void wait_s(unsigned s)
+static long long ms_since(const struct timespec *t0)
 {
-    struct timespec ts = {.tv_sec = (time_t)s, .tv_nsec = 0};
-    while (nanosleep(&ts, &ts) != 0 && errno == EINTR) {
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (long long)(t.tv_sec - t0->tv_sec) * 1000 + (t.tv_nsec - t0->tv_nsec) / 1000000;
+}
+
+/* Sleeps ms milliseconds, asking req->abort every 100 ms as a transfer does. Returns 0, or -1
+ * when the hook answered nonzero (its reason in reason). */
+static int wait_ms(const model_request *req, long long ms, char reason[128])
+{
+    struct timespec t0;
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    for (;;) {
+        if (req->abort != NULL && req->abort(req->abort_arg, reason) != 0) {
+            return -1;
+        }
+        long long left = ms - ms_since(&t0);
+        if (left <= 0) {
+            return 0;
+        }
+        long long slice = left < 100 ? left : 100;
+        struct timespec ts = {.tv_sec = 0, .tv_nsec = (long)slice * 1000000L};
+        while (nanosleep(&ts, &ts) != 0 && errno == EINTR) {
+        }
     }
 }
 
@@ -720,41 +880,21 @@ static void error_excerpt(const http_reply *r, const char *key, char *buf, size_
 
 /* ---- the reply ----------------------------------------------------------------------------- */
 
-/* The model's answer text out of a chat-completions reply (borrowed from *doc, which the
- * caller frees), or -1 with a reason. */
-static int answer_text(const provider_config *cfg, const http_reply *r, json_t **doc,
-                       const char **text_out, size_t *len_out, char *err, size_t errlen)
+/* The model's answer text out of a 200 reply r of cfg's API: 0 with *text malloc'd (*len
+ * bytes), or -1 with a reason. */
+static int answer_text(const provider_config *cfg, const http_reply *r, char **text, size_t *len,
+                       char *err, size_t errlen)
 {
     json_error_t jerr;
-    *doc = json_loadb(r->data ? r->data : "", r->len, JSON_REJECT_DUPLICATES, &jerr);
-    if (*doc == NULL) {
+    json_t *doc = json_loadb(r->data ? r->data : "", r->len, JSON_REJECT_DUPLICATES, &jerr);
+    if (doc == NULL) {
         return provider_fail(err, errlen, cfg->api_key,
                              "the provider's reply is not valid JSON (line %d, column %d)",
                              jerr.line, jerr.column);
     }
-    json_t *choice = json_array_get(json_object_get(*doc, "choices"), 0);
-    json_t *message = json_object_get(choice, "message");
-    if (!json_is_object(message)) {
-        return provider_fail(err, errlen, cfg->api_key,
-                             "the provider's reply has no choices[0].message");
-    }
-    const char *refusal = json_string_value(json_object_get(message, "refusal"));
-    if (refusal != NULL && *refusal != '\0') {
-        return provider_fail(err, errlen, cfg->api_key, "the model refused the request");
-    }
-    const char *finish = json_string_value(json_object_get(choice, "finish_reason"));
-    if (finish != NULL && strcmp(finish, "stop") != 0) {
-        return provider_fail(err, errlen, cfg->api_key,
-                             "the model's answer is incomplete (finish_reason \"%.32s\")", finish);
-    }
-    json_t *content = json_object_get(message, "content");
-    if (!json_is_string(content)) {
-        return provider_fail(err, errlen, cfg->api_key,
-                             "the provider's reply has no string choices[0].message.content");
-    }
-    *text_out = json_string_value(content);
-    *len_out = json_string_length(content);
-    return 0;
+    int rc = shape_of(cfg)->answer(cfg, doc, text, len, err, errlen);
+    json_decref(doc);
+    return rc;
 }
 
 /* Each check below looks at one part of the model's answer a (a JSON object) for step and
@@ -919,8 +1059,10 @@ static int answer_reply(const provider_config *cfg, const workflow_step *step, c
     size_t n = json_array_size(handoff);
     out->content = strdup(json_string_value(json_object_get(a, "content")));
     out->model = strdup(cfg->model);
+    out->provider = strdup(shape_of(cfg)->name);
     out->handoff.items = n > 0 ? calloc(n, sizeof *out->handoff.items) : NULL;
-    bool ok = out->content != NULL && out->model != NULL && (n == 0 || out->handoff.items != NULL);
+    bool ok = out->content != NULL && out->model != NULL && out->provider != NULL &&
+              (n == 0 || out->handoff.items != NULL);
     for (size_t i = 0; ok && i < n; i++) {
         out->handoff.items[i] = strdup(json_string_value(json_array_get(handoff, i)));
         ok = out->handoff.items[i] != NULL;
@@ -940,14 +1082,46 @@ static int answer_reply(const provider_config *cfg, const workflow_step *step, c
 
 /* ---- asking -------------------------------------------------------------------------------- */
 
-int provider_ask_with(const provider_config *cfg, const model_request *req, model_reply *out,
-                      char *err, size_t errlen)
+/* The one wait before the retry after status (429 or 503) in r: 0 once it has been waited out
+ * (*waited_s the seconds), or -1 with a reason when it is not taken (longer than
+ * PROVIDER_MAX_RETRY_WAIT_S or than the run's deadline leaves, measured from t0) or the run
+ * stopped meanwhile (*aborted set). */
+static int retry_wait(const provider_config *cfg, const model_request *req,
+                      const struct timespec *t0, long status, const http_reply *r, long *waited_s,
+                      bool *aborted, char *err, size_t errlen)
+{
+    long s = retry_wait_s(r);
+    *waited_s = s;
+    if (s > PROVIDER_MAX_RETRY_WAIT_S) {
+        return provider_fail(err, errlen, cfg->api_key,
+                             "HTTP %ld from the provider with Retry-After %ld s, longer than the "
+                             "%d s charterd waits",
+                             status, s, PROVIDER_MAX_RETRY_WAIT_S);
+    }
+    if (req->deadline_ms > 0) {
+        long long left = req->deadline_ms - ms_since(t0);
+        if ((long long)s * 1000 >= left) {
+            return provider_fail(err, errlen, cfg->api_key,
+                                 "HTTP %ld from the provider with Retry-After %ld s, beyond the "
+                                 "run's deadline (%lld ms left)",
+                                 status, s, left > 0 ? left : 0);
+        }
+    }
+    char reason[128] = "";
+    if (wait_ms(req, (long long)s * 1000, reason) != 0) {
+        *aborted = true;
+        return provider_fail(err, errlen, cfg->api_key, "aborted: %s", reason);
+    }
+    return 0;
+}
+
+/* One provider's turn: the request, the one wait and retry on 429/503, the strict check of
+ * the answer. *aborted tells the chain to stop: the run must end, no provider may be asked. */
+static int ask_one(const provider_config *cfg, const model_request *req, const struct timespec *t0,
+                   model_reply *out, bool *aborted, char *err, size_t errlen)
 {
     if (err != NULL && errlen > 0) {
         err[0] = '\0';
-    }
-    if (out == NULL) {
-        return provider_fail(err, errlen, NULL, "no place for the model reply");
     }
     memset(out, 0, sizeof *out);
     if (cfg == NULL || cfg->base_url == NULL || cfg->api_key == NULL || cfg->model == NULL) {
@@ -970,15 +1144,17 @@ int provider_ask_with(const provider_config *cfg, const model_request *req, mode
     int rc = -1;
     http_reply r;
     long status = 0;
-    unsigned waited = 0;
+    long waited = 0;
     for (int attempt = 0; attempt < 2; attempt++) {
-        if (http_post(cfg, req, body, &status, &r, err, errlen) != 0) {
+        if (http_post(cfg, req, body, &status, &r, aborted, err, errlen) != 0) {
             break;
         }
         if ((status == 429 || status == 503) && attempt == 0) {
-            waited = retry_wait_s(&r);
+            int w = retry_wait(cfg, req, t0, status, &r, &waited, aborted, err, errlen);
             free(r.data);
-            wait_s(waited);
+            if (w != 0) {
+                break;
+            }
             continue;
         }
         if (status != 200) {
@@ -986,12 +1162,12 @@ int provider_ask_with(const provider_config *cfg, const model_request *req, mode
             error_excerpt(&r, cfg->api_key, excerpt, sizeof excerpt);
             if (status == 401 || status == 403) {
                 provider_fail(err, errlen, cfg->api_key,
-                              "HTTP %ld: the provider refused the credentials (check "
-                              "CHARTER_OPENAI_API_KEY)",
-                              status);
+                              "HTTP %ld: the provider refused the credentials (check %s)", status,
+                              cfg->kind == PROVIDER_GEMINI ? "CHARTER_GEMINI_API_KEY"
+                                                           : "CHARTER_OPENAI_API_KEY");
             } else if (attempt == 1) {
                 provider_fail(err, errlen, cfg->api_key,
-                              "HTTP %ld from the provider after one retry (waited %u s)%s%s",
+                              "HTTP %ld from the provider after one retry (waited %ld s)%s%s",
                               status, waited, excerpt[0] ? ": " : "", excerpt);
             } else {
                 provider_fail(err, errlen, cfg->api_key, "HTTP %ld from the provider%s%s", status,
@@ -1000,16 +1176,103 @@ int provider_ask_with(const provider_config *cfg, const model_request *req, mode
             free(r.data);
             break;
         }
-        json_t *doc = NULL;
-        const char *answer = NULL;
+        char *answer = NULL;
         size_t alen = 0;
-        if (answer_text(cfg, &r, &doc, &answer, &alen, err, errlen) == 0) {
+        if (answer_text(cfg, &r, &answer, &alen, err, errlen) == 0) {
             rc = answer_reply(cfg, req->step, answer, alen, out, err, errlen);
         }
-        json_decref(doc);
+        free(answer);
         free(r.data);
         break;
     }
     free(body);
     return rc;
+}
+
+int provider_ask_with(const provider_config *cfg, const model_request *req, model_reply *out,
+                      char *err, size_t errlen)
+{
+    if (err != NULL && errlen > 0) {
+        err[0] = '\0';
+    }
+    if (out == NULL) {
+        return provider_fail(err, errlen, NULL, "no place for the model reply");
+    }
+    struct timespec t0;
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    bool aborted = false;
+    return ask_one(cfg, req, &t0, out, &aborted, err, errlen);
+}
+
+/* Appends {"provider", "model", "reason"} to req->fallbacks. A lost entry changes no decision
+ * (the request still fails or is answered as it would), so an allocation failure is let go. */
+static void note_fallback(const model_request *req, const provider_config *cfg, const char *reason)
+{
+    if (req == NULL || req->fallbacks == NULL) {
+        return;
+    }
+    (void)json_array_append_new(req->fallbacks,
+                                json_pack("{s:s, s:s, s:s}", "provider", shape_of(cfg)->name,
+                                          "model", cfg->model ? cfg->model : "", "reason", reason));
+}
+
+int provider_ask_chain(const provider_config *chain, size_t n, const model_request *req,
+                       model_reply *out, char *err, size_t errlen)
+{
+    if (err != NULL && errlen > 0) {
+        err[0] = '\0';
+    }
+    if (out == NULL) {
+        return provider_fail(err, errlen, NULL, "no place for the model reply");
+    }
+    memset(out, 0, sizeof *out);
+    if (chain == NULL || n == 0 || n > PROVIDER_MAX_CHAIN) {
+        if (err != NULL && errlen > 0) {
+            snprintf(err, errlen, "%s", PROVIDER_NOT_CONFIGURED);
+        }
+        return -1;
+    }
+    struct timespec t0;
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    char reasons[PROVIDER_MAX_CHAIN][256];
+    size_t tried = 0;
+    for (size_t i = 0; i < n; i++) {
+        bool aborted = false;
+        if (ask_one(&chain[i], req, &t0, out, &aborted, reasons[i], sizeof reasons[i]) == 0) {
+            return 0;
+        }
+        tried++;
+        note_fallback(req, &chain[i], reasons[i]);
+        if (aborted) {
+            break;
+        }
+    }
+    if (tried == 1) {
+        if (err != NULL && errlen > 0) {
+            snprintf(err, errlen, "%s", reasons[0]);
+        }
+        return -1;
+    }
+    /* Each reason without its own "live model: " prefix, cut to share the line. */
+    static const char prefix[] = "live model: ";
+    text t = {.ok = true};
+    for (size_t i = 0; i < tried; i++) {
+        const char *why = reasons[i];
+        if (strncmp(why, prefix, sizeof prefix - 1) == 0) {
+            why += sizeof prefix - 1;
+        }
+        char cut[101];
+        size_t k = strnlen(why, sizeof cut - 1);
+        memcpy(cut, why, k);
+        cut[k] = '\0';
+        trim_partial_utf8(cut);
+        text_add(&t, "%s%s: %s", i == 0 ? "" : "; ", shape_of(&chain[i])->name, cut);
+    }
+    if (!t.ok) {
+        free(t.s);
+        return provider_fail(err, errlen, NULL, "every provider failed");
+    }
+    provider_fail(err, errlen, NULL, "every provider failed (%s)", t.s);
+    free(t.s);
+    return -1;
 }

@@ -20,6 +20,7 @@
 #include "deliver.h"
 #include "evlog.h"
 #include "model.h"
+#include "provider.h"
 #include "receipt_issue.h"
 #include "registry.h"
 
@@ -308,24 +309,61 @@ static bool step_ask_model(step_state *s, const id_list *inputs)
         guard_decision_unknown(s->d, "the inputs could not be read for the model request");
         return false;
     }
+    /* Written before anything is sent: for a live request, the providers that may receive the
+     * gated inputs, in their fallback order. */
+    json_t *providers = NULL;
+    if (strcmp(s->mode, "live") == 0) {
+        const char *names[PROVIDER_MAX_CHAIN];
+        size_t n = provider_order(names, PROVIDER_MAX_CHAIN);
+        providers = json_array();
+        for (size_t i = 0; providers && i < n; i++)
+            if (json_array_append_new(providers, json_string(names[i])) != 0) {
+                json_decref(providers);
+                providers = NULL; /* the note goes without the list rather than not at all */
+            }
+    }
     note_event(s->g, s->run_id, "model_request",
-               json_pack("{s:s, s:s, s:s, s:o*}", "step", s->ws->cap.step, "context", s->ctx_id,
-                         "model", s->mode, "inputs", id_list_json(&s->all)));
+               json_pack("{s:s, s:s, s:s, s:o*, s:o*}", "step", s->ws->cap.step, "context",
+                         s->ctx_id, "model", s->mode, "inputs", id_list_json(&s->all), "providers",
+                         providers));
     if (!exec_check(s->x, CHECK_MODEL))
         return step_unknown(s, "the run stopped before its model request");
-    model_request req = {
-        .step = s->ws, .inputs = (const char *const *)s->contents, .n_inputs = s->all.n};
+    json_t *fallbacks = json_array();
+    if (!fallbacks)
+        return step_unknown(s, "out of memory");
+    model_request req = {.step = s->ws,
+                         .inputs = (const char *const *)s->contents,
+                         .n_inputs = s->all.n,
+                         .fallbacks = fallbacks};
     if (s->x) {
         req.abort = exec_abort;
         req.abort_arg = s->x;
         s->x->model_calls++;
+        if (s->x->max_wall_clock_ms > 0) {
+            long long left = s->x->max_wall_clock_ms - ms_since(&s->x->t0);
+            req.deadline_ms = left > 0 ? left : 1;
+        }
     }
     if (model_ask(s->mode, &req, &s->reply, s->err, sizeof s->err) != 0) {
+        /* The providers that failed, when a live request reached any. */
+        if (json_array_size(fallbacks) == 0) {
+            json_decref(fallbacks);
+            fallbacks = NULL;
+        }
         note_event(s->g, s->run_id, "model_error",
-                   json_pack("{s:s, s:s}", "step", s->ws->cap.step, "error", s->err));
+                   json_pack("{s:s, s:s, s:o*}", "step", s->ws->cap.step, "error", s->err,
+                             "fallbacks", fallbacks));
         guard_decision_unknown(s->d, s->err);
         return false;
     }
+    /* Which live provider and model answered, after which failed and why. */
+    if (s->reply.provider)
+        note_event(s->g, s->run_id, "model_reply",
+                   json_pack("{s:s, s:s, s:s, s:o}", "step", s->ws->cap.step, "provider",
+                             s->reply.provider, "model", s->reply.model ? s->reply.model : "",
+                             "fallbacks", fallbacks));
+    else
+        json_decref(fallbacks);
     return true;
 }
 

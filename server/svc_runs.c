@@ -131,9 +131,7 @@ static int create_run(call *c, const ProtobufCMessage *in, ProtobufCMessage **ou
     if (strcmp(mode, "live") == 0 && c->env->scripted_only)
         return call_fail(c, RPC_PERMISSION_DENIED, "mode: live runs are off (--scripted-only)");
     if (strcmp(mode, "live") == 0 && !provider_configured())
-        return call_fail(c, RPC_FAILED_PRECONDITION,
-                         "mode: live models are not configured (set CHARTER_OPENAI_BASE_URL, "
-                         "CHARTER_OPENAI_API_KEY, CHARTER_OPENAI_MODEL)");
+        return call_fail(c, RPC_FAILED_PRECONDITION, "mode: %s", PROVIDER_NOT_CONFIGURED);
     if (req->task && strlen(req->task) > 4096)
         return call_fail(c, RPC_INVALID_ARGUMENT, "task: longer than 4096 bytes");
     if ((rc = call_require_utf8(c, "task", req->task)) != RPC_OK)

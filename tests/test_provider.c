@@ -29,6 +29,9 @@
 #define PROCUREMENT_PATH CHARTER_SOURCE_DIR "/deploy/workflows/procurement.json"
 #define TEST_KEY "sk-test-4f9c2e7a1b8d6053e2c1"
 #define TEST_MODEL "test-model-1"
+#define GEMINI_KEY "AIzaTest-8c1d5e0f27b94a63"
+#define GEMINI_MODEL "gemini-test-flash"
+#define GEMINI_PATH "/v1beta/models/" GEMINI_MODEL ":generateContent"
 #define FAKE_MAX_REQUESTS 8
 #define FAKE_MAX_REPLIES 4
 
@@ -46,6 +49,7 @@ typedef struct {
     char *method;
     char *uri;
     char *authorization; /* NULL when absent */
+    char *goog_key;      /* x-goog-api-key, NULL when absent */
     char *content_type;
     char *body;
     size_t len;
@@ -55,7 +59,9 @@ static struct {
     nng_mtx *mtx;
     nng_http_server *server;
     nng_http_handler *handler;
+    nng_http_handler *gemini_handler; /* same queue and log, Gemini's path */
     char base_url[64];
+    char root_url[64]; /* the server's root: Gemini's base URL */
     fake_reply replies[FAKE_MAX_REPLIES];
     size_t n_replies, next_reply;
     fake_request requests[FAKE_MAX_REQUESTS];
@@ -80,6 +86,7 @@ static void fake_handle(nng_aio *aio)
         r->method = dup_or_null(nng_http_req_get_method(req));
         r->uri = dup_or_null(nng_http_req_get_uri(req));
         r->authorization = dup_or_null(nng_http_req_get_header(req, "Authorization"));
+        r->goog_key = dup_or_null(nng_http_req_get_header(req, "x-goog-api-key"));
         r->content_type = dup_or_null(nng_http_req_get_header(req, "Content-Type"));
         r->body = malloc(len + 1);
         if (r->body != NULL) {
@@ -141,6 +148,7 @@ static void fake_reset(void)
         free(r->method);
         free(r->uri);
         free(r->authorization);
+        free(r->goog_key);
         free(r->content_type);
         free(r->body);
         memset(r, 0, sizeof *r);
@@ -218,6 +226,10 @@ static int fake_start(void)
         nng_http_handler_set_method(fake.handler, "POST") != 0 ||
         nng_http_handler_collect_body(fake.handler, true, 4 * 1024 * 1024) != 0 ||
         nng_http_server_add_handler(fake.server, fake.handler) != 0 ||
+        nng_http_handler_alloc(&fake.gemini_handler, GEMINI_PATH, fake_handle) != 0 ||
+        nng_http_handler_set_method(fake.gemini_handler, "POST") != 0 ||
+        nng_http_handler_collect_body(fake.gemini_handler, true, 4 * 1024 * 1024) != 0 ||
+        nng_http_server_add_handler(fake.server, fake.gemini_handler) != 0 ||
         nng_http_server_start(fake.server) != 0) {
         fprintf(stderr, "test_provider: the fake provider could not start\n");
         return -1;
@@ -231,6 +243,7 @@ static int fake_start(void)
     unsigned port = ((unsigned)((const uint8_t *)&sa.s_in.sa_port)[0] << 8) |
                     ((const uint8_t *)&sa.s_in.sa_port)[1];
     snprintf(fake.base_url, sizeof fake.base_url, "http://127.0.0.1:%u/v1", port);
+    snprintf(fake.root_url, sizeof fake.root_url, "http://127.0.0.1:%u", port);
     return 0;
 }
 
@@ -349,7 +362,8 @@ static void test_live_mode_before_configuration_is_refused(void)
     CU_ASSERT_FALSE(provider_configured());
     CU_ASSERT_EQUAL(model_ask("live", &req, &r, err, sizeof err), -1);
     CU_ASSERT_STRING_EQUAL(err, "live models are not configured (set CHARTER_OPENAI_BASE_URL, "
-                                "CHARTER_OPENAI_API_KEY, CHARTER_OPENAI_MODEL)");
+                                "CHARTER_OPENAI_API_KEY, CHARTER_OPENAI_MODEL, or "
+                                "CHARTER_GEMINI_API_KEY, CHARTER_GEMINI_MODEL)");
     CU_ASSERT_PTR_NULL(r.content);
     CU_ASSERT_EQUAL(provider_ask(&req, &r, err, sizeof err), -1);
     CU_ASSERT_PTR_NOT_NULL(strstr(err, "live models are not configured"));
@@ -906,6 +920,457 @@ static void test_concurrent_asks_each_get_their_reply(void)
     CU_ASSERT_EQUAL(fake_request_count(), FAKE_MAX_REPLIES);
 }
 
+/* ---- Gemini and the fallback order --------------------------------------------------------- */
+
+/* Queues a 200 generateContent reply whose one text part is answer (' swapped for "), ending
+ * with finish ("STOP" for a whole answer). */
+static void fake_push_gemini(const char *answer, const char *finish, int delay_ms)
+{
+    char *a = strdup(answer);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(a);
+    for (char *p = a; *p; p++) {
+        if (*p == '\'') {
+            *p = '"';
+        }
+    }
+    json_t *env = json_pack("{s:[{s:{s:[{s:s}], s:s}, s:s, s:i}], s:{s:i, s:i}, s:s}", "candidates",
+                            "content", "parts", "text", a, "role", "model", "finishReason", finish,
+                            "index", 0, "usageMetadata", "promptTokenCount", 10,
+                            "candidatesTokenCount", 5, "modelVersion", GEMINI_MODEL);
+    free(a);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(env);
+    char *body = json_dumps(env, JSON_COMPACT);
+    json_decref(env);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(body);
+    fake_push_raw(200, body, strlen(body), NULL, delay_ms);
+    free(body);
+}
+
+static provider_config gemini_config(long timeout_ms)
+{
+    provider_config c = {.base_url = fake.root_url,
+                         .api_key = GEMINI_KEY,
+                         .model = GEMINI_MODEL,
+                         .timeout_ms = timeout_ms,
+                         .kind = PROVIDER_GEMINI};
+    return c;
+}
+
+static int ask_gemini_report(model_reply *r, char *err, size_t errlen)
+{
+    provider_config c = gemini_config(3000);
+    model_request req = {.step = report_step, .inputs = report_inputs, .n_inputs = 4};
+    return provider_ask_with(&c, &req, r, err, errlen);
+}
+
+static const char *fallback_at(json_t *fallbacks, size_t i, const char *member)
+{
+    return json_string_value(json_object_get(json_array_get(fallbacks, i), member));
+}
+
+static void test_gemini_config_from_env_needs_key_and_model(void)
+{
+    provider_config c;
+    char err[256];
+    unsetenv("CHARTER_GEMINI_BASE_URL");
+    unsetenv("CHARTER_GEMINI_API_KEY");
+    unsetenv("CHARTER_GEMINI_MODEL");
+    unsetenv("CHARTER_MODEL_TIMEOUT_MS");
+    CU_ASSERT_EQUAL(provider_gemini_config_from_env(&c, err, sizeof err), 1);
+
+    setenv("CHARTER_GEMINI_API_KEY", GEMINI_KEY, 1);
+    CU_ASSERT_EQUAL(provider_gemini_config_from_env(&c, err, sizeof err), -1);
+    CU_ASSERT_PTR_NOT_NULL(strstr(err, "CHARTER_GEMINI_MODEL is not set"));
+    CU_ASSERT_PTR_NULL(strstr(err, GEMINI_KEY));
+
+    setenv("CHARTER_GEMINI_MODEL", "../../admin", 1);
+    CU_ASSERT_EQUAL(provider_gemini_config_from_env(&c, err, sizeof err), -1);
+    CU_ASSERT_PTR_NOT_NULL(strstr(err, "CHARTER_GEMINI_MODEL may hold only letters"));
+
+    setenv("CHARTER_GEMINI_MODEL", GEMINI_MODEL, 1);
+    CU_ASSERT_EQUAL_FATAL(provider_gemini_config_from_env(&c, err, sizeof err), 0);
+    CU_ASSERT_STRING_EQUAL(c.base_url, "https://generativelanguage.googleapis.com");
+    CU_ASSERT_STRING_EQUAL(c.model, GEMINI_MODEL);
+    CU_ASSERT_EQUAL(c.kind, PROVIDER_GEMINI);
+    provider_config_free(&c);
+
+    setenv("CHARTER_GEMINI_BASE_URL", "http://127.0.0.1:8/", 1);
+    CU_ASSERT_EQUAL_FATAL(provider_gemini_config_from_env(&c, err, sizeof err), 0);
+    CU_ASSERT_STRING_EQUAL(c.base_url, "http://127.0.0.1:8");
+    provider_config_free(&c);
+    unsetenv("CHARTER_GEMINI_BASE_URL");
+    unsetenv("CHARTER_GEMINI_API_KEY");
+    unsetenv("CHARTER_GEMINI_MODEL");
+}
+
+static void test_gemini_request_has_the_generate_content_shape_and_key_header(void)
+{
+    fake_reset();
+    fake_push_gemini(GOOD_REPORT, "STOP", 0);
+    model_reply r;
+    char err[256] = "";
+    CU_ASSERT_EQUAL_FATAL(ask_gemini_report(&r, err, sizeof err), 0);
+    CU_ASSERT_STRING_EQUAL(r.content, "Brightline Office leads on price, delivery and warranty.");
+    CU_ASSERT_STRING_EQUAL(json_string_value(json_object_get(r.fields, "recommended_vendor")),
+                           "vendor_b");
+    CU_ASSERT_STRING_EQUAL(r.provider, "gemini");
+    CU_ASSERT_STRING_EQUAL(r.model, GEMINI_MODEL);
+    model_reply_free(&r);
+
+    CU_ASSERT_EQUAL_FATAL(fake_request_count(), 1);
+    const fake_request *q = &fake.requests[0];
+    CU_ASSERT_STRING_EQUAL(q->uri, "/v1beta/models/gemini-test-flash:generateContent");
+    CU_ASSERT_PTR_NOT_NULL_FATAL(q->goog_key);
+    CU_ASSERT_STRING_EQUAL(q->goog_key, GEMINI_KEY);
+    CU_ASSERT_PTR_NULL(q->authorization);
+    CU_ASSERT_PTR_NULL(strstr(q->body, GEMINI_KEY));
+    CU_ASSERT_PTR_NULL(strstr(q->body, "CEILING-48200"));
+
+    json_t *b = json_loadb(q->body, q->len, JSON_REJECT_DUPLICATES, NULL);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(b);
+    CU_ASSERT_EQUAL(json_object_size(b), 3); /* systemInstruction, contents, generationConfig */
+    const char *instr = json_string_value(json_object_get(
+        json_array_get(json_object_get(json_object_get(b, "systemInstruction"), "parts"), 0),
+        "text"));
+    CU_ASSERT_PTR_NOT_NULL_FATAL(instr);
+    CU_ASSERT_PTR_NOT_NULL(strstr(instr, "the step \"report\""));
+    CU_ASSERT_PTR_NULL(strstr(instr, "Northwind"));
+    json_t *contents = json_object_get(b, "contents");
+    CU_ASSERT_EQUAL_FATAL(json_array_size(contents), 1);
+    CU_ASSERT_STRING_EQUAL(json_string_value(json_object_get(json_array_get(contents, 0), "role")),
+                           "user");
+    const char *utext = json_string_value(json_object_get(
+        json_array_get(json_object_get(json_array_get(contents, 0), "parts"), 0), "text"));
+    CU_ASSERT_PTR_NOT_NULL_FATAL(utext);
+    json_t *u = json_loads(utext, JSON_REJECT_DUPLICATES, NULL);
+    json_t *inputs = json_object_get(u, "inputs");
+    CU_ASSERT_EQUAL_FATAL(json_array_size(inputs), 4);
+    CU_ASSERT_STRING_EQUAL(json_string_value(json_array_get(inputs, 2)), report_inputs[2]);
+    json_decref(u);
+
+    json_t *gc = json_object_get(b, "generationConfig");
+    CU_ASSERT_STRING_EQUAL(json_string_value(json_object_get(gc, "responseMimeType")),
+                           "application/json");
+    json_t *schema = json_object_get(gc, "responseSchema");
+    CU_ASSERT_STRING_EQUAL(json_string_value(json_object_get(schema, "type")), "OBJECT");
+    CU_ASSERT_PTR_NULL(json_object_get(schema, "additionalProperties"));
+    json_t *want_order = json_loads("[\"content\",\"handoff\",\"fields\"]", 0, NULL);
+    CU_ASSERT_TRUE(json_equal(json_object_get(schema, "required"), want_order));
+    CU_ASSERT_TRUE(json_equal(json_object_get(schema, "propertyOrdering"), want_order));
+    json_decref(want_order);
+    json_t *props = json_object_get(schema, "properties");
+    json_t *want_handoff = json_loads("{\"type\":\"ARRAY\",\"items\":{\"type\":\"STRING\","
+                                      "\"enum\":[\"output\",\"inputs\"],\"format\":\"enum\"}}",
+                                      0, NULL);
+    CU_ASSERT_TRUE(json_equal(json_object_get(props, "handoff"), want_handoff));
+    json_decref(want_handoff);
+    json_t *fields = json_object_get(props, "fields");
+    CU_ASSERT_STRING_EQUAL(json_string_value(json_object_get(fields, "type")), "OBJECT");
+    CU_ASSERT_PTR_NULL(json_object_get(fields, "additionalProperties"));
+    json_t *want_vendor = json_loads("{\"type\":\"STRING\",\"enum\":[\"vendor_a\",\"vendor_b\","
+                                     "\"vendor_c\"],\"format\":\"enum\"}",
+                                     0, NULL);
+    CU_ASSERT_TRUE(json_equal(
+        json_object_get(json_object_get(fields, "properties"), "recommended_vendor"), want_vendor));
+    json_decref(want_vendor);
+    json_decref(b);
+}
+
+/* Queues a Gemini reply, asks the report step through Gemini alone, checks it failed closed. */
+static void check_bad_gemini(const char *body, const char *want, const char *canary)
+{
+    fake_reset();
+    fake_push_raw(200, body, strlen(body), NULL, 0);
+    model_reply r;
+    char err[256] = "";
+    int rc = ask_gemini_report(&r, err, sizeof err);
+    assert_fails_closed(rc, &r, err, want, canary);
+    CU_ASSERT_PTR_NULL(strstr(err, GEMINI_KEY));
+    CU_ASSERT_EQUAL(fake_request_count(), 1);
+}
+
+static void test_gemini_off_schema_or_incomplete_answer_fails_closed(void)
+{
+    fake_reset();
+    fake_push_gemini("{'content':'c','handoff':[],'fields':{'recommended_vendor':'Northwind "
+                     "Desks','fastest_delivery':'vendor_b','longest_warranty':'vendor_b'}}",
+                     "STOP", 0);
+    model_reply r;
+    char err[256] = "";
+    int rc = ask_gemini_report(&r, err, sizeof err);
+    assert_fails_closed(rc, &r, err, "fields.recommended_vendor is not one of its allowed values",
+                        "Northwind");
+    /* Gemini's schema cannot forbid extra members; the strict check does. */
+    fake_reset();
+    fake_push_gemini("{'content':'c','handoff':[],'note':'CEILING-48200','fields':{"
+                     "'recommended_vendor':'vendor_b','fastest_delivery':'vendor_b',"
+                     "'longest_warranty':'vendor_b'}}",
+                     "STOP", 0);
+    rc = ask_gemini_report(&r, err, sizeof err);
+    assert_fails_closed(rc, &r, err, "a field outside the schema of step report", "CEILING");
+
+    check_bad_gemini("{\"candidates\":[{\"content\":{\"parts\":[{\"text\":\"{\\\"content\\\"\"}]},"
+                     "\"finishReason\":\"MAX_TOKENS\"}]}",
+                     "incomplete (finishReason \"MAX_TOKENS\")", NULL);
+    check_bad_gemini("{\"promptFeedback\":{\"blockReason\":\"SAFETY\"}}",
+                     "the provider blocked the request (blockReason \"SAFETY\")", NULL);
+    check_bad_gemini("{\"candidates\":[]}", "no candidates[0]", NULL);
+    check_bad_gemini("{\"candidates\":[{\"content\":{\"parts\":[{\"functionCall\":{}}]},"
+                     "\"finishReason\":\"STOP\"}]}",
+                     "candidates[0].content.parts[0] is not text", NULL);
+    check_bad_gemini("not json", "the provider's reply is not valid JSON", NULL);
+
+    /* A thought part is not the answer: the answer is the other part, whole. */
+    const char *thought =
+        "{\"candidates\":[{\"content\":{\"parts\":[{\"text\":\"Let me think about "
+        "CEILING\",\"thought\":true},{\"text\":\"{\\\"content\\\":\\\"c\\\",\\\"handoff\\\":[],"
+        "\\\"fields\\\":{\\\"recommended_vendor\\\":\\\"vendor_c\\\",\\\"fastest_delivery\\\":"
+        "\\\"vendor_b\\\",\\\"longest_warranty\\\":\\\"vendor_b\\\"}}\"}]},\"finishReason\":"
+        "\"STOP\"}]}";
+    fake_reset();
+    fake_push_raw(200, thought, strlen(thought), NULL, 0);
+    CU_ASSERT_EQUAL_FATAL(ask_gemini_report(&r, err, sizeof err), 0);
+    CU_ASSERT_STRING_EQUAL(json_string_value(json_object_get(r.fields, "recommended_vendor")),
+                           "vendor_c");
+    model_reply_free(&r);
+}
+
+static void test_gemini_429_then_success_honours_retry_after(void)
+{
+    const char *quota = "{\"error\":{\"code\":429,\"message\":\"Resource has been exhausted (e.g. "
+                        "check quota).\",\"status\":\"RESOURCE_EXHAUSTED\"}}";
+    fake_reset();
+    fake_push_raw(429, quota, strlen(quota), "1", 0);
+    fake_push_gemini(GOOD_REPORT, "STOP", 0);
+    model_reply r;
+    char err[256] = "";
+    double t0 = now_s();
+    CU_ASSERT_EQUAL_FATAL(ask_gemini_report(&r, err, sizeof err), 0);
+    double took = now_s() - t0;
+    CU_ASSERT_STRING_EQUAL(r.provider, "gemini");
+    model_reply_free(&r);
+    CU_ASSERT(took >= 1.0); /* Retry-After: 1 was honoured */
+    CU_ASSERT(took < 1.9);  /* and it was the header, not the 2 s default */
+    CU_ASSERT_EQUAL_FATAL(fake_request_count(), 2);
+    CU_ASSERT_STRING_EQUAL(fake.requests[0].body, fake.requests[1].body);
+
+    /* Retry-After as an HTTP date two seconds ahead: at least one whole second is waited. */
+    char date[64];
+    time_t at = time(NULL) + 2;
+    struct tm tm;
+    gmtime_r(&at, &tm);
+    strftime(date, sizeof date, "%a, %d %b %Y %H:%M:%S GMT", &tm);
+    fake_reset();
+    fake_push_raw(503, "{}", 2, date, 0);
+    fake_push_gemini(GOOD_REPORT, "STOP", 0);
+    t0 = now_s();
+    CU_ASSERT_EQUAL_FATAL(ask_gemini_report(&r, err, sizeof err), 0);
+    took = now_s() - t0;
+    model_reply_free(&r);
+    CU_ASSERT(took >= 1.0);
+    CU_ASSERT(took < 3.5);
+    CU_ASSERT_EQUAL(fake_request_count(), 2);
+}
+
+static void test_retry_after_beyond_the_limit_or_the_deadline_is_not_waited(void)
+{
+    const char *quota = "{\"error\":{\"code\":429,\"message\":\"quota\"}}";
+    model_reply r;
+    char err[256] = "";
+    fake_reset();
+    fake_push_raw(429, quota, strlen(quota), "30", 0);
+    double t0 = now_s();
+    int rc = ask_gemini_report(&r, err, sizeof err);
+    assert_fails_closed(rc, &r, err,
+                        "HTTP 429 from the provider with Retry-After 30 s, longer than the 10 s "
+                        "charterd waits",
+                        NULL);
+    CU_ASSERT(now_s() - t0 < 1.0);
+    CU_ASSERT_EQUAL(fake_request_count(), 1);
+
+    /* 2 s asked, 1.5 s left before the run's deadline: no wait, no retry. */
+    fake_reset();
+    fake_push_raw(429, quota, strlen(quota), "2", 0);
+    provider_config c = gemini_config(3000);
+    model_request req = {
+        .step = report_step, .inputs = report_inputs, .n_inputs = 4, .deadline_ms = 1500};
+    t0 = now_s();
+    rc = provider_ask_with(&c, &req, &r, err, sizeof err);
+    assert_fails_closed(rc, &r, err, "Retry-After 2 s, beyond the run's deadline", NULL);
+    CU_ASSERT(now_s() - t0 < 1.0);
+    CU_ASSERT_EQUAL(fake_request_count(), 1);
+
+    /* In a fallback order the next provider gets the request at once. */
+    fake_reset();
+    fake_push_raw(429, quota, strlen(quota), "30", 0);
+    fake_push_gemini(GOOD_REPORT, "STOP", 0);
+    provider_config chain[2] = {test_config(3000), gemini_config(3000)};
+    json_t *fallbacks = json_array();
+    req.fallbacks = fallbacks;
+    req.deadline_ms = 0;
+    t0 = now_s();
+    CU_ASSERT_EQUAL_FATAL(provider_ask_chain(chain, 2, &req, &r, err, sizeof err), 0);
+    CU_ASSERT(now_s() - t0 < 1.0);
+    CU_ASSERT_STRING_EQUAL(r.provider, "gemini");
+    model_reply_free(&r);
+    CU_ASSERT_EQUAL_FATAL(json_array_size(fallbacks), 1);
+    CU_ASSERT_STRING_EQUAL(fallback_at(fallbacks, 0, "provider"), "openai");
+    CU_ASSERT_PTR_NOT_NULL(strstr(fallback_at(fallbacks, 0, "reason"), "Retry-After 30 s"));
+    json_decref(fallbacks);
+}
+
+static void test_503_twice_fails_closed_alone_and_falls_back_in_an_order(void)
+{
+    fake_reset();
+    fake_push_raw(503, "{\"error\":{\"message\":\"overloaded\"}}", 34, "1", 0);
+    fake_push_raw(503, "{\"error\":{\"message\":\"overloaded\"}}", 34, "1", 0);
+    model_reply r;
+    char err[256] = "";
+    int rc = ask_gemini_report(&r, err, sizeof err);
+    assert_fails_closed(
+        rc, &r, err, "HTTP 503 from the provider after one retry (waited 1 s): overloaded", NULL);
+    CU_ASSERT_EQUAL(fake_request_count(), 2);
+
+    /* openai, then gemini: openai's two 503s hand the same gated request to gemini. */
+    fake_reset();
+    fake_push_raw(503, "{\"error\":{\"message\":\"overloaded\"}}", 34, "1", 0);
+    fake_push_raw(503, "{\"error\":{\"message\":\"overloaded\"}}", 34, "1", 0);
+    fake_push_gemini(GOOD_REPORT, "STOP", 0);
+    provider_config chain[2] = {test_config(3000), gemini_config(3000)};
+    json_t *fallbacks = json_array();
+    model_request req = {
+        .step = report_step, .inputs = report_inputs, .n_inputs = 4, .fallbacks = fallbacks};
+    CU_ASSERT_EQUAL_FATAL(provider_ask_chain(chain, 2, &req, &r, err, sizeof err), 0);
+    CU_ASSERT_STRING_EQUAL(r.provider, "gemini");
+    CU_ASSERT_STRING_EQUAL(r.model, GEMINI_MODEL);
+    model_reply_free(&r);
+    CU_ASSERT_EQUAL_FATAL(fake_request_count(), 3);
+    CU_ASSERT_STRING_EQUAL(fake.requests[0].uri, "/v1/chat/completions");
+    CU_ASSERT_STRING_EQUAL(fake.requests[1].uri, "/v1/chat/completions");
+    CU_ASSERT_STRING_EQUAL(fake.requests[2].uri, GEMINI_PATH);
+    CU_ASSERT_PTR_NULL(fake.requests[2].authorization); /* openai's key stays with openai */
+    CU_ASSERT_EQUAL_FATAL(json_array_size(fallbacks), 1);
+    CU_ASSERT_STRING_EQUAL(fallback_at(fallbacks, 0, "provider"), "openai");
+    CU_ASSERT_STRING_EQUAL(fallback_at(fallbacks, 0, "model"), TEST_MODEL);
+    CU_ASSERT_STRING_EQUAL(fallback_at(fallbacks, 0, "reason"),
+                           "live model: HTTP 503 from the provider after one retry (waited 1 s): "
+                           "overloaded");
+    /* The same gated inputs went to both. */
+    json_t *ob = json_loads(fake.requests[0].body, 0, NULL);
+    json_t *gb = json_loads(fake.requests[2].body, 0, NULL);
+    const char *ou = json_string_value(
+        json_object_get(json_array_get(json_object_get(ob, "messages"), 1), "content"));
+    const char *gu = json_string_value(json_object_get(
+        json_array_get(json_object_get(json_array_get(json_object_get(gb, "contents"), 0), "parts"),
+                       0),
+        "text"));
+    CU_ASSERT_PTR_NOT_NULL_FATAL(ou);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(gu);
+    CU_ASSERT_STRING_EQUAL(ou, gu);
+    json_decref(ob);
+    json_decref(gb);
+    json_decref(fallbacks);
+}
+
+static void test_fallback_on_a_schema_violation_is_recorded_with_its_reason(void)
+{
+    fake_reset();
+    fake_push_answer("{'content':'c','handoff':[],'fields':{'recommended_vendor':'Northwind "
+                     "Desks','fastest_delivery':'vendor_b','longest_warranty':'vendor_b'}}",
+                     0);
+    fake_push_gemini(GOOD_REPORT, "STOP", 0);
+    provider_config chain[2] = {test_config(3000), gemini_config(3000)};
+    json_t *fallbacks = json_array();
+    model_request req = {
+        .step = report_step, .inputs = report_inputs, .n_inputs = 4, .fallbacks = fallbacks};
+    model_reply r;
+    char err[256] = "";
+    CU_ASSERT_EQUAL_FATAL(provider_ask_chain(chain, 2, &req, &r, err, sizeof err), 0);
+    CU_ASSERT_STRING_EQUAL(r.provider, "gemini");
+    model_reply_free(&r);
+    CU_ASSERT_EQUAL_FATAL(json_array_size(fallbacks), 1);
+    const char *why = fallback_at(fallbacks, 0, "reason");
+    CU_ASSERT_PTR_NOT_NULL_FATAL(why);
+    CU_ASSERT_PTR_NOT_NULL(strstr(why, "fields.recommended_vendor is not one of its allowed"));
+    CU_ASSERT_PTR_NULL(strstr(why, "Northwind"));
+    json_decref(fallbacks);
+
+    /* Both fail: fail closed naming each, neither key, every failure recorded. */
+    fake_reset();
+    const char *down = "{\"error\":{\"message\":\"upstream down for " TEST_KEY "\"}}";
+    fake_push_raw(500, down, strlen(down), NULL, 0);
+    fake_push_gemini("{'content':'c'}", "STOP", 0);
+    fallbacks = json_array();
+    req.fallbacks = fallbacks;
+    int rc = provider_ask_chain(chain, 2, &req, &r, err, sizeof err);
+    assert_fails_closed(rc, &r, err,
+                        "live model: every provider failed (openai: HTTP 500 from the provider: "
+                        "upstream down for [redacted]; gemini: the model's answer is missing the "
+                        "field \"handoff\")",
+                        NULL);
+    CU_ASSERT_PTR_NULL(strstr(err, GEMINI_KEY));
+    CU_ASSERT_EQUAL(json_array_size(fallbacks), 2);
+    CU_ASSERT_STRING_EQUAL(fallback_at(fallbacks, 1, "provider"), "gemini");
+    json_decref(fallbacks);
+}
+
+static struct timespec abort_t0;
+
+/* An abort hook that answers "cancelled" from 300 ms after abort_t0 on. */
+static int abort_after_300ms(void *arg, char reason[128])
+{
+    (void)arg;
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    long ms = (t.tv_sec - abort_t0.tv_sec) * 1000 + (t.tv_nsec - abort_t0.tv_nsec) / 1000000;
+    if (ms < 300) {
+        return 0;
+    }
+    snprintf(reason, 128, "cancelled (by the test)");
+    return 1;
+}
+
+static void test_cancel_mid_gemini_request_aborts_it_and_asks_no_other_provider(void)
+{
+    fake_reset();
+    fake_push_gemini(GOOD_REPORT, "STOP", 4000);
+    fake_push_answer(GOOD_REPORT, 0); /* the next provider: never asked */
+    provider_config chain[2] = {gemini_config(10000), test_config(3000)};
+    json_t *fallbacks = json_array();
+    model_request req = {.step = report_step,
+                         .inputs = report_inputs,
+                         .n_inputs = 4,
+                         .abort = abort_after_300ms,
+                         .fallbacks = fallbacks};
+    model_reply r;
+    char err[256] = "";
+    clock_gettime(CLOCK_MONOTONIC, &abort_t0);
+    double t0 = now_s();
+    int rc = provider_ask_chain(chain, 2, &req, &r, err, sizeof err);
+    double took = now_s() - t0;
+    assert_fails_closed(rc, &r, err, "live model: aborted: cancelled (by the test)", NULL);
+    CU_ASSERT(took >= 0.3);
+    /* The transfer stopped well before the reply was due at 4 s (libcurl calls the progress
+     * hook about once a second while nothing moves). */
+    CU_ASSERT(took < 2.0);
+    CU_ASSERT_EQUAL(fake_request_count(), 1);
+    CU_ASSERT_EQUAL(json_array_size(fallbacks), 1);
+    nng_msleep(3900); /* let the slow handler finish before the next test */
+
+    /* A cancel during the Retry-After wait ends the wait. */
+    fake_reset();
+    fake_push_raw(429, "{}", 2, "5", 0);
+    fake_push_gemini(GOOD_REPORT, "STOP", 0);
+    clock_gettime(CLOCK_MONOTONIC, &abort_t0);
+    t0 = now_s();
+    rc = provider_ask_chain(chain, 1, &req, &r, err, sizeof err);
+    took = now_s() - t0;
+    assert_fails_closed(rc, &r, err, "live model: aborted: cancelled (by the test)", NULL);
+    CU_ASSERT(took < 1.0);
+    CU_ASSERT_EQUAL(fake_request_count(), 1);
+    json_decref(fallbacks);
+}
+
 /* ---- registration ------------------------------------------------------------------------- */
 
 static const struct {
@@ -938,6 +1403,21 @@ static const struct {
     {"503 without Retry-After waits two seconds", test_503_without_retry_after_waits_two_seconds},
     {"unreachable provider fails closed", test_unreachable_provider_fails_closed},
     {"concurrent asks each get their reply", test_concurrent_asks_each_get_their_reply},
+    {"gemini config from env needs key and model", test_gemini_config_from_env_needs_key_and_model},
+    {"gemini request has the generateContent shape and key header",
+     test_gemini_request_has_the_generate_content_shape_and_key_header},
+    {"gemini off-schema or incomplete answer fails closed",
+     test_gemini_off_schema_or_incomplete_answer_fails_closed},
+    {"gemini 429 then success honours Retry-After",
+     test_gemini_429_then_success_honours_retry_after},
+    {"Retry-After beyond the limit or the deadline is not waited",
+     test_retry_after_beyond_the_limit_or_the_deadline_is_not_waited},
+    {"503 twice fails closed alone and falls back in an order",
+     test_503_twice_fails_closed_alone_and_falls_back_in_an_order},
+    {"fallback on a schema violation is recorded with its reason",
+     test_fallback_on_a_schema_violation_is_recorded_with_its_reason},
+    {"cancel mid Gemini request aborts it and asks no other provider",
+     test_cancel_mid_gemini_request_aborts_it_and_asks_no_other_provider},
 };
 
 int main(void)

@@ -1043,7 +1043,8 @@ static void test_model_refuses_unknown_and_live_modes_and_missing_script(void)
     CU_ASSERT_PTR_NULL(r.content);
     CU_ASSERT_EQUAL(model_ask("live", &req, &r, err, sizeof err), -1);
     CU_ASSERT_STRING_EQUAL(err, "live models are not configured (set CHARTER_OPENAI_BASE_URL, "
-                                "CHARTER_OPENAI_API_KEY, CHARTER_OPENAI_MODEL)");
+                                "CHARTER_OPENAI_API_KEY, CHARTER_OPENAI_MODEL, or "
+                                "CHARTER_GEMINI_API_KEY, CHARTER_GEMINI_MODEL)");
     CU_ASSERT_EQUAL(model_ask(NULL, &req, &r, err, sizeof err), -1);
     CU_ASSERT_PTR_NOT_NULL(strstr(err, "unknown model mode"));
     req.step = NULL;

@@ -1,0 +1,373 @@
+/*
+ * test_fallback.c - the live providers' fallback order in a real charterd: a live run whose
+ * first provider fails hands the same gated request to the next, and the run's events say
+ * which provider and model answered and why the first did not.
+ *
+ * One NNG HTTP server in this process speaks both APIs: its OpenAI-compatible path answers
+ * HTTP 500, its Gemini generateContent path answers each step in that step's schema. charterd
+ * is configured through the environment exactly as in production (CHARTER_OPENAI_*,
+ * CHARTER_GEMINI_*, CHARTER_PROVIDERS), with the base URLs pointed at that server.
+ */
+#include <CUnit/Basic.h>
+#include <jansson.h>
+#include <nng/nng.h>
+#include <nng/supplemental/http/http.h>
+#include <nng/supplemental/util/platform.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "charter.h"
+#include "harness.h"
+
+#define OPENAI_MODEL "down-model"
+#define GEMINI_MODEL "gemini-test-flash"
+#define GEMINI_PATH "/v1beta/models/" GEMINI_MODEL ":generateContent"
+
+static nng_http_server *server;
+static char root_url[64];
+static atomic_int openai_requests, gemini_requests;
+static atomic_int openai_quota;   /* 0: openai answers 500; 1: 429 with Retry-After: 5 */
+static atomic_int gemini_slow_ms; /* gemini answers after this long */
+
+static void answer(nng_aio *aio, uint16_t status, const char *body, const char *retry_after)
+{
+    nng_http_res *res = NULL;
+    if (nng_http_res_alloc(&res) != 0) {
+        nng_aio_finish(aio, NNG_ENOMEM);
+        return;
+    }
+    nng_http_res_set_status(res, status);
+    nng_http_res_set_header(res, "Content-Type", "application/json");
+    if (retry_after != NULL)
+        nng_http_res_set_header(res, "Retry-After", retry_after);
+    nng_http_res_copy_data(res, body, strlen(body));
+    nng_aio_set_output(aio, 0, res);
+    nng_aio_finish(aio, 0);
+}
+
+static void openai_handle(nng_aio *aio)
+{
+    atomic_fetch_add(&openai_requests, 1);
+    if (atomic_load(&openai_quota))
+        answer(aio, 429, "{\"error\":{\"message\":\"Rate limit reached\"}}", "5");
+    else
+        answer(aio, 500, "{\"error\":{\"message\":\"upstream down\",\"type\":\"server_error\"}}",
+               NULL);
+}
+
+/* Answers the step named in the system instruction: the report step with its public fields,
+ * the others with their output handed on. */
+static void gemini_handle(nng_aio *aio)
+{
+    atomic_fetch_add(&gemini_requests, 1);
+    if (atomic_load(&gemini_slow_ms) > 0)
+        nng_msleep(atomic_load(&gemini_slow_ms));
+    nng_http_req *req = nng_aio_get_input(aio, 0);
+    void *data = NULL;
+    size_t len = 0;
+    nng_http_req_get_data(req, &data, &len);
+    json_t *b = json_loadb(data, len, 0, NULL);
+    const char *instr = json_string_value(json_object_get(
+        json_array_get(json_object_get(json_object_get(b, "systemInstruction"), "parts"), 0),
+        "text"));
+    bool report = instr != NULL && strstr(instr, "the step \"report\"") != NULL;
+    json_decref(b);
+    const char *text =
+        report ? "{\"content\":\"Brightline leads.\",\"handoff\":[],\"fields\":{"
+                 "\"recommended_vendor\":\"vendor_b\",\"fastest_delivery\":\"vendor_b\","
+                 "\"longest_warranty\":\"vendor_b\"}}"
+               : "{\"content\":\"Three vendors compared on price.\",\"handoff\":[\"output\"]}";
+    json_t *env = json_pack("{s:[{s:{s:[{s:s}], s:s}, s:s}]}", "candidates", "content", "parts",
+                            "text", text, "role", "model", "finishReason", "STOP");
+    char *body = env != NULL ? json_dumps(env, JSON_COMPACT) : NULL;
+    json_decref(env);
+    if (body == NULL) {
+        nng_aio_finish(aio, NNG_ENOMEM);
+        return;
+    }
+    answer(aio, 200, body, NULL);
+    free(body);
+}
+
+static int server_start(void)
+{
+    nng_url *url = NULL;
+    nng_http_handler *h1 = NULL, *h2 = NULL;
+    if (nng_url_parse(&url, "http://127.0.0.1:0") != 0)
+        return -1;
+    int rc = nng_http_server_hold(&server, url);
+    nng_url_free(url);
+    if (rc != 0 || nng_http_handler_alloc(&h1, "/v1/chat/completions", openai_handle) ||
+        nng_http_handler_set_method(h1, "POST") ||
+        nng_http_handler_collect_body(h1, true, 4 * 1024 * 1024) ||
+        nng_http_server_add_handler(server, h1) ||
+        nng_http_handler_alloc(&h2, GEMINI_PATH, gemini_handle) ||
+        nng_http_handler_set_method(h2, "POST") ||
+        nng_http_handler_collect_body(h2, true, 4 * 1024 * 1024) ||
+        nng_http_server_add_handler(server, h2) || nng_http_server_start(server))
+        return -1;
+    nng_sockaddr sa;
+    if (nng_http_server_get_addr(server, &sa) != 0 || sa.s_family != NNG_AF_INET)
+        return -1;
+    unsigned port = ((unsigned)((const uint8_t *)&sa.s_in.sa_port)[0] << 8) |
+                    ((const uint8_t *)&sa.s_in.sa_port)[1];
+    snprintf(root_url, sizeof root_url, "http://127.0.0.1:%u", port);
+    return 0;
+}
+
+static char graph[64];
+static harness_charterd daemon_;
+static charter_client *op;
+
+static int suite_init(void)
+{
+    if (server_start() != 0)
+        return -1;
+    char openai_url[96];
+    snprintf(openai_url, sizeof openai_url, "%s/v1", root_url);
+    setenv("CHARTER_OPENAI_BASE_URL", openai_url, 1);
+    setenv("CHARTER_OPENAI_API_KEY", "sk-test-openai-key", 1);
+    setenv("CHARTER_OPENAI_MODEL", OPENAI_MODEL, 1);
+    setenv("CHARTER_GEMINI_BASE_URL", root_url, 1);
+    setenv("CHARTER_GEMINI_API_KEY", "AIza-test-gemini-key", 1);
+    setenv("CHARTER_GEMINI_MODEL", GEMINI_MODEL, 1);
+    setenv("CHARTER_PROVIDERS", "openai,gemini", 1);
+    setenv("CHARTER_MODEL_TIMEOUT_MS", "10000", 1);
+    harness_graph_name(graph, sizeof graph, "fallback");
+    const char *extra[] = {"--runners", "1"};
+    harness_charterd_opts o = {.graph = graph, .extra_args = extra, .n_extra = 2};
+    if (harness_charterd_start(&o, &daemon_) != 0)
+        return -1;
+    return harness_client_open(daemon_.ipc_url, HARNESS_OPERATOR_TOKEN, 30000, &op) == 0 ? 0 : -1;
+}
+
+static int suite_clean(void)
+{
+    charter_client_close(op);
+    int rc = harness_charterd_stop(&daemon_);
+    harness_graph_drop(graph);
+    if (server != NULL) {
+        nng_http_server_stop(server);
+        nng_http_server_release(server);
+    }
+    return rc == 0 ? 0 : -1;
+}
+
+/* The detail of the run's first event of kind (parsed; caller frees), its seq in *seq. */
+static json_t *first_event(const Charter__V1__RunView *v, const char *kind, uint64_t *seq)
+{
+    for (size_t i = 0; i < v->n_events; i++) {
+        if (strcmp(v->events[i]->kind, kind) == 0) {
+            *seq = v->events[i]->seq;
+            return json_loads(v->events[i]->detail, 0, NULL);
+        }
+    }
+    return NULL;
+}
+
+static void test_live_run_falls_back_from_openai_to_gemini_and_records_why(void)
+{
+    Charter__V1__CreateRunRequest req = CHARTER__V1__CREATE_RUN_REQUEST__INIT;
+    req.mode = "live";
+    Charter__V1__RunView *v = NULL;
+    charter_status s;
+    int before_openai = atomic_load(&openai_requests);
+    CU_ASSERT_EQUAL_FATAL(charter_create_run(op, &req, &v, &s), 0);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(v);
+    Charter__V1__GetRunRequest g = CHARTER__V1__GET_RUN_REQUEST__INIT;
+    g.run_id = v->run->id;
+    Charter__V1__RunView *full = NULL;
+    CU_ASSERT_EQUAL_FATAL(charter_get_run(op, &g, &full, &s), 0);
+
+    uint64_t req_seq = 0, reply_seq = 0;
+    json_t *request = first_event(full, "model_request", &req_seq);
+    json_t *reply = first_event(full, "model_reply", &reply_seq);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(request);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(reply);
+    CU_ASSERT_TRUE(req_seq < reply_seq); /* the request is recorded before anything is sent */
+    json_t *want_order = json_loads("[\"openai\",\"gemini\"]", 0, NULL);
+    CU_ASSERT_TRUE(json_equal(json_object_get(request, "providers"), want_order));
+    json_decref(want_order);
+    CU_ASSERT_STRING_EQUAL(json_string_value(json_object_get(reply, "step")), "research");
+    CU_ASSERT_STRING_EQUAL(json_string_value(json_object_get(reply, "provider")), "gemini");
+    CU_ASSERT_STRING_EQUAL(json_string_value(json_object_get(reply, "model")), GEMINI_MODEL);
+    json_t *fb = json_object_get(reply, "fallbacks");
+    CU_ASSERT_EQUAL_FATAL(json_array_size(fb), 1);
+    json_t *f0 = json_array_get(fb, 0);
+    CU_ASSERT_STRING_EQUAL(json_string_value(json_object_get(f0, "provider")), "openai");
+    CU_ASSERT_STRING_EQUAL(json_string_value(json_object_get(f0, "model")), OPENAI_MODEL);
+    CU_ASSERT_STRING_EQUAL(json_string_value(json_object_get(f0, "reason")),
+                           "live model: HTTP 500 from the provider: upstream down");
+    /* No key in the evidence. */
+    for (size_t i = 0; i < full->n_events; i++) {
+        CU_ASSERT_PTR_NULL(strstr(full->events[i]->detail, "sk-test-openai-key"));
+        CU_ASSERT_PTR_NULL(strstr(full->events[i]->detail, "AIza-test-gemini-key"));
+    }
+    CU_ASSERT_TRUE(atomic_load(&openai_requests) > before_openai);
+    CU_ASSERT_TRUE(atomic_load(&gemini_requests) >= 1);
+    json_decref(request);
+    json_decref(reply);
+    charter__v1__run_view__free_unpacked(full, NULL);
+    charter__v1__run_view__free_unpacked(v, NULL);
+}
+
+static long long now_ms(void)
+{
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (long long)t.tv_sec * 1000 + t.tv_nsec / 1000000;
+}
+
+/* openai asks for 5 s; the run's wall clock budget leaves less: no wait, gemini at once. */
+static void test_retry_after_beyond_the_runs_deadline_falls_back_at_once(void)
+{
+    atomic_store(&openai_quota, 1);
+    Charter__V1__CreateRunRequest req = CHARTER__V1__CREATE_RUN_REQUEST__INIT;
+    Charter__V1__CreateRunRequest__BudgetEntry e;
+    charter__v1__create_run_request__budget_entry__init(&e);
+    e.key = "max_wall_clock_ms";
+    e.value = 4000;
+    Charter__V1__CreateRunRequest__BudgetEntry *ep = &e;
+    req.mode = "live";
+    req.n_budget = 1;
+    req.budget = &ep;
+    Charter__V1__RunView *v = NULL;
+    charter_status s;
+    long long t0 = now_ms();
+    int rc = charter_create_run(op, &req, &v, &s);
+    long long took = now_ms() - t0;
+    atomic_store(&openai_quota, 0);
+    CU_ASSERT_EQUAL_FATAL(rc, 0);
+    Charter__V1__GetRunRequest g = CHARTER__V1__GET_RUN_REQUEST__INIT;
+    g.run_id = v->run->id;
+    Charter__V1__RunView *full = NULL;
+    CU_ASSERT_EQUAL_FATAL(charter_get_run(op, &g, &full, &s), 0);
+    uint64_t seq = 0;
+    json_t *reply = first_event(full, "model_reply", &seq);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(reply);
+    CU_ASSERT_STRING_EQUAL(json_string_value(json_object_get(reply, "provider")), "gemini");
+    const char *why = json_string_value(
+        json_object_get(json_array_get(json_object_get(reply, "fallbacks"), 0), "reason"));
+    CU_ASSERT_PTR_NOT_NULL_FATAL(why);
+    CU_ASSERT_PTR_NOT_NULL(strstr(why, "HTTP 429 from the provider with Retry-After 5 s, beyond "
+                                       "the run's deadline"));
+    CU_ASSERT_TRUE(took < 3500); /* the 5 s were never waited */
+    json_decref(reply);
+    charter__v1__run_view__free_unpacked(full, NULL);
+    charter__v1__run_view__free_unpacked(v, NULL);
+}
+
+static const char *status_of(const char *id, Charter__V1__RunView **out)
+{
+    Charter__V1__GetRunRequest g = CHARTER__V1__GET_RUN_REQUEST__INIT;
+    g.run_id = (char *)id;
+    charter_status s;
+    *out = NULL;
+    return charter_get_run(op, &g, out, &s) == 0 ? (*out)->run->status : NULL;
+}
+
+/* openai fails, gemini is slow: a cancel while gemini's request is in flight aborts its
+ * transfer, and the run records both failures. */
+static void test_cancel_during_the_gemini_request_aborts_it(void)
+{
+    atomic_store(&gemini_slow_ms, 6000);
+    int before = atomic_load(&gemini_requests);
+    Charter__V1__CreateRunRequest req = CHARTER__V1__CREATE_RUN_REQUEST__INIT;
+    req.mode = "live";
+    req.async = true;
+    Charter__V1__RunView *v = NULL;
+    charter_status s;
+    CU_ASSERT_EQUAL_FATAL(charter_create_run(op, &req, &v, &s), 0);
+    char id[80];
+    snprintf(id, sizeof id, "%s", v->run->id);
+    charter__v1__run_view__free_unpacked(v, NULL);
+    long long until = now_ms() + 10000;
+    while (atomic_load(&gemini_requests) == before && now_ms() < until)
+        nng_msleep(20);
+    CU_ASSERT_FATAL(atomic_load(&gemini_requests) > before);
+    nng_msleep(200);
+    long long t0 = now_ms();
+    Charter__V1__CancelRunRequest creq = CHARTER__V1__CANCEL_RUN_REQUEST__INIT;
+    creq.run_id = id;
+    creq.reason = "operator stop";
+    Charter__V1__Run *r = NULL;
+    CU_ASSERT_EQUAL_FATAL(charter_cancel_run(op, &creq, &r, &s), 0);
+    charter__v1__run__free_unpacked(r, NULL);
+    Charter__V1__RunView *end = NULL;
+    const char *st = NULL;
+    while (now_ms() < t0 + 10000) {
+        st = status_of(id, &end);
+        if (st != NULL && strcmp(st, "cancelled") == 0)
+            break;
+        if (end != NULL)
+            charter__v1__run_view__free_unpacked(end, NULL);
+        end = NULL;
+        nng_msleep(50);
+    }
+    long long took = now_ms() - t0;
+    atomic_store(&gemini_slow_ms, 0);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(end);
+    CU_ASSERT_STRING_EQUAL(end->run->status, "cancelled");
+    CU_ASSERT_TRUE(took < 3000); /* well before gemini's 6 s answer */
+    uint64_t seq = 0;
+    json_t *err = first_event(end, "model_error", &seq);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(err);
+    json_t *fb = json_object_get(err, "fallbacks");
+    CU_ASSERT_EQUAL_FATAL(json_array_size(fb), 2);
+    CU_ASSERT_STRING_EQUAL(json_string_value(json_object_get(json_array_get(fb, 0), "provider")),
+                           "openai");
+    CU_ASSERT_STRING_EQUAL(json_string_value(json_object_get(json_array_get(fb, 1), "provider")),
+                           "gemini");
+    const char *why = json_string_value(json_object_get(json_array_get(fb, 1), "reason"));
+    CU_ASSERT_PTR_NOT_NULL(why ? strstr(why, "live model: aborted: cancelled") : NULL);
+    CU_ASSERT_PTR_NULL(first_event(end, "model_reply", &seq));
+    CU_ASSERT_EQUAL(atomic_load(&gemini_requests) - before, 1);
+    json_decref(err);
+    charter__v1__run_view__free_unpacked(end, NULL);
+}
+
+static void test_providers_naming_an_unconfigured_or_unknown_provider_stops_startup(void)
+{
+    const char *args[] = {"--graph", "fallback-never-started"};
+    char out[2048];
+    const char *env1[] = {"CHARTER_OPERATOR_TOKEN=" HARNESS_OPERATOR_TOKEN,
+                          "CHARTER_PROVIDERS=gemini", NULL};
+    CU_ASSERT_NOT_EQUAL(harness_charterd_run(args, 2, env1, 20000, out, sizeof out), 0);
+    CU_ASSERT_PTR_NOT_NULL(strstr(out, "CHARTER_PROVIDERS names gemini, which is not configured"));
+    const char *env2[] = {"CHARTER_OPERATOR_TOKEN=" HARNESS_OPERATOR_TOKEN,
+                          "CHARTER_GEMINI_API_KEY=AIza-test-gemini-key",
+                          "CHARTER_GEMINI_MODEL=" GEMINI_MODEL, "CHARTER_PROVIDERS=gemini,claude",
+                          NULL};
+    CU_ASSERT_NOT_EQUAL(harness_charterd_run(args, 2, env2, 20000, out, sizeof out), 0);
+    CU_ASSERT_PTR_NOT_NULL(strstr(out, "CHARTER_PROVIDERS names \"claude\""));
+    CU_ASSERT_PTR_NULL(strstr(out, "AIza-test-gemini-key"));
+    const char *env3[] = {"CHARTER_OPERATOR_TOKEN=" HARNESS_OPERATOR_TOKEN,
+                          "CHARTER_GEMINI_API_KEY=AIza-test-gemini-key", NULL};
+    CU_ASSERT_NOT_EQUAL(harness_charterd_run(args, 2, env3, 20000, out, sizeof out), 0);
+    CU_ASSERT_PTR_NOT_NULL(strstr(out, "CHARTER_GEMINI_MODEL is not set"));
+}
+
+int main(void)
+{
+    if (CU_initialize_registry() != CUE_SUCCESS)
+        return 1;
+    CU_pSuite s = CU_add_suite("live providers in a fallback order", suite_init, suite_clean);
+    if (!s)
+        return 1;
+    CU_add_test(s, "a live run falls back from openai to gemini and records why",
+                test_live_run_falls_back_from_openai_to_gemini_and_records_why);
+    CU_add_test(s, "a Retry-After beyond the run's deadline falls back at once",
+                test_retry_after_beyond_the_runs_deadline_falls_back_at_once);
+    CU_add_test(s, "a cancel during the Gemini request aborts it",
+                test_cancel_during_the_gemini_request_aborts_it);
+    CU_add_test(s, "CHARTER_PROVIDERS naming an unconfigured or unknown provider stops startup",
+                test_providers_naming_an_unconfigured_or_unknown_provider_stops_startup);
+    CU_basic_set_mode(CU_BRM_VERBOSE);
+    CU_basic_run_tests();
+    unsigned failed = CU_get_number_of_failures() + CU_get_number_of_suites_failed();
+    CU_cleanup_registry();
+    return failed ? 1 : 0;
+}
