@@ -529,7 +529,12 @@ static int request_build(charter_client *c, const char *method, const ProtobufCM
         e->value = (char *)metadata[2 * i + 1];
         meta[env.n_metadata++] = e;
     }
-    env.timeout_ms = c->timeout_ms;
+    /* charterd answers by the deadline it is sent, including "the effect is not known" when
+     * the database stalls: it gets the call's deadline minus a margin for the answer to travel
+     * back, so that answer arrives before this client gives up (a tenth, 50 ms to 1 s). */
+    uint32_t margin = c->timeout_ms / 10;
+    margin = margin < 50 ? 50 : margin > 1000 ? 1000 : margin;
+    env.timeout_ms = c->timeout_ms > 2 * margin ? c->timeout_ms - margin : c->timeout_ms / 2 + 1;
 
     size_t len = protobuf_c_message_get_packed_size(&env.base);
     if (len > c->max_message) {

@@ -52,8 +52,10 @@ typedef struct {
 typedef struct {
     /* Deadline of every call in milliseconds (0: CHARTER_DEFAULT_TIMEOUT_MS, at most
      * CHARTER_MAX_TIMEOUT_MS). It bounds the whole exchange on the client (waiting for a
-     * connection, sending, waiting for the answer) and is sent as RpcRequest.timeout_ms, which
-     * the server uses as its database command timeout. */
+     * connection, sending, waiting for the answer). charterd is sent this deadline less a
+     * margin (a tenth, 50 ms to 1 s) as RpcRequest.timeout_ms, so its own answer at its
+     * deadline (e.g. UNKNOWN with the effect not known) reaches the caller before the client
+     * gives up. */
     uint32_t timeout_ms;
     /* Largest encoded RpcRequest sent and RpcResponse accepted, in bytes (0:
      * CHARTER_DEFAULT_MAX_MESSAGE; else between CHARTER_MIN_MAX_MESSAGE and
