@@ -331,7 +331,7 @@ static int usage(const char *why, ...)
         "  --json             one JSON object on stdout instead of the text report\n"
         "  --no-ceiling       skip redis-benchmark (FCALL of a no-op function, -c N -n 100000)\n"
         "  --keep             keep the graph's keys and the temporary folder (daemon logs)\n"
-        "  --help\n"
+        "  --help, --version\n"
         "\n"
         "Environment: CHARTER_OPERATOR_TOKEN (required with --url; when starting charterd a\n"
         "random one is made if it is unset). The daemons get it through the environment.\n"
@@ -375,6 +375,19 @@ static bool graph_name_ok(const char *g)
     return true;
 }
 
+/* The options that take a value; any other "--" word is an unknown option. */
+static bool bench_option_takes_value(const char *opt)
+{
+    static const char *const names[] = {"--redis",    "--url",      "--pid",       "--graph",
+                                        "--charterd", "--workload", "--threads",   "--runs",
+                                        "--daemons",  "--workers",  "--depth",     "--rounds",
+                                        "--duration", "--count",    "--timeout-ms"};
+    for (size_t i = 0; i < sizeof names / sizeof names[0]; i++)
+        if (strcmp(opt, names[i]) == 0)
+            return true;
+    return false;
+}
+
 /* Returns -1 to go on, else the exit code. */
 static int parse_options(int argc, char **argv, bench_opts *o)
 {
@@ -404,8 +417,14 @@ static int parse_options(int argc, char **argv, bench_opts *o)
             o->keep = true;
             continue;
         }
+        if (strcmp(opt, "--version") == 0) {
+            printf("charter-bench %s\n", charter_version());
+            return 0;
+        }
         if (strncmp(opt, "--", 2) != 0)
             return usage("unexpected argument \"%s\"", opt);
+        if (!bench_option_takes_value(opt))
+            return usage("unknown option \"%s\"", opt);
         const char *val = i + 1 < argc ? argv[++i] : NULL;
         if (val == NULL)
             return usage("%s needs a value", opt);
@@ -478,7 +497,7 @@ static int parse_options(int argc, char **argv, bench_opts *o)
                 return usage("--timeout-ms is 1 to %u", CHARTER_MAX_TIMEOUT_MS);
             o->timeout_ms = (uint32_t)v;
         } else {
-            return usage("unknown option %s", opt);
+            return usage("unknown option \"%s\"", opt);
         }
     }
     if (duration_set && o->count > 0)

@@ -423,6 +423,13 @@ static int cmd_wait(cli *c, const cli_command *cmd, const cli_args *a)
     return rv;
 }
 
+/* Whether CancelRun acts on a run in this status (queries/executor.lua, request_cancel). */
+static bool cancel_applies(const char *status)
+{
+    return strcmp(status, "created") == 0 || strcmp(status, "queued") == 0 ||
+           strcmp(status, "running") == 0 || strcmp(status, "recovering") == 0;
+}
+
 static int cmd_cancel(cli *c, const cli_command *cmd, const cli_args *a)
 {
     (void)cmd;
@@ -434,10 +441,25 @@ static int cmd_cancel(cli *c, const cli_command *cmd, const cli_args *a)
     req.reason = (char *)(arg_option(a, "reason") ? arg_option(a, "reason") : "");
     if ((rv = cli_connect(c)) != 0)
         return rv;
+    /* The status before the call tells a run that had already ended (nothing is cancelled)
+     * from one this call cancelled. */
+    bool ended_before = false;
+    if (!c->json) {
+        Charter__V1__GetRunRequest g = CHARTER__V1__GET_RUN_REQUEST__INIT;
+        Charter__V1__RunView *v = NULL;
+        g.run_id = req.run_id;
+        g.limit = 1;
+        if (charter_get_run(c->client, &g, &v, &st) != 0)
+            return rpc_error(&st);
+        ended_before = !cancel_applies(v->run->status);
+        charter__v1__run_view__free_unpacked(v, NULL);
+    }
     if (charter_cancel_run(c->client, &req, &r, &st) != 0)
         return rpc_error(&st);
     if (c->json)
         rv = print_json(&r->base);
+    else if (ended_before || (!cancel_applies(r->status) && strcmp(r->status, "cancelled") != 0))
+        printf("run %s  %s  not queued or running: nothing was cancelled\n", r->id, r->status);
     else
         printf("run %s  %s%s%s\n", r->id, r->status,
                r->cancel_reason && *r->cancel_reason ? "  cancel requested: " : "",
@@ -1792,7 +1814,8 @@ static const cli_command commands[] = {
      "inserted",
      no_opts, 1, 1, cmd_audit},
     {"what-if", "--workflow NEW.json [--run RUN | --since SECONDS] [--limit N]",
-     "decide the recorded decisions (of RUN, or of runs created since SECONDS since the epoch) "
+     "decide the recorded decisions (of RUN, or of the runs of the candidate's workflow name "
+     "created since SECONDS since the epoch) "
      "again under a candidate workflow and list those that would change; writes nothing",
      what_if_opts, 0, 0, cmd_what_if},
     {"workflow", CLI_WORKFLOW_USAGE,

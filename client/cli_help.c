@@ -89,6 +89,7 @@ static const cli_help_entry entries[] = {
      "  --workflow FILE    the candidate workflow definition (JSON), required\n"
      "  --run RUN          only the decisions of RUN\n"
      "  --since SECONDS    only runs created at or after SECONDS since the epoch\n"
+     "Without --run, the runs of the candidate's workflow name are examined.\n"
      "  --limit N          at most N decisions examined (truncation is reported)\n",
      "charter what-if --workflow stricter.json --run RUN\n"
      "charter --json what-if --workflow stricter.json --since 1796000000"},

@@ -700,7 +700,8 @@ void cli_print_step_context(FILE *out, const Charter__V1__StepContext *s)
     fputc('\n', out);
     if (s->parent_context_id != NULL && s->parent_context_id[0] != '\0')
         fprintf(out, "parent      %s (narrowed from it)\n", s->parent_context_id);
-    fprintf(out, "workflow    %s\n", text(s->workflow));
+    char version[CLI_SHORT_HASH_LEN + 8];
+    fprintf(out, "workflow    %s\n", cli_short_hash(s->workflow, version, sizeof version));
 }
 
 void cli_print_health(FILE *out, const Charter__V1__HealthResponse *h)

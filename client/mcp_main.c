@@ -60,11 +60,12 @@ static bool mcp_token_given;
 /* What to set when charterd refused the call as unauthenticated: the same fallback as the CLI. */
 static const char *auth_advice(void)
 {
+    /* Every tool calls the Gate, which takes the operator token only. */
     return mcp_token_given
                ? " (the token was refused: set CHARTER_TOKEN or CHARTER_OPERATOR_TOKEN, or pass "
-                 "--token TOKEN, to charterd's CHARTER_OPERATOR_TOKEN or CHARTER_VIEWER_TOKEN)"
+                 "--token TOKEN, to charterd's CHARTER_OPERATOR_TOKEN: the Gate needs it)"
                : " (no token given: set CHARTER_TOKEN or CHARTER_OPERATOR_TOKEN, or pass --token "
-                 "TOKEN: charterd's CHARTER_OPERATOR_TOKEN or CHARTER_VIEWER_TOKEN)";
+                 "TOKEN: charterd's CHARTER_OPERATOR_TOKEN, which the Gate needs)";
 }
 
 /* Loads the workflow: a file is applied (so runs can name its version), a name is fetched. */

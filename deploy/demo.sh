@@ -9,9 +9,11 @@ t0=$(date +%s)
 if [ -x "$build/charterd" ]; then
   echo "demo: bringing the build in $build up to date"
 else
-  echo "demo: building charter into $build (the first build takes about a minute)"
+  echo "demo: building charter into $build (the first build compiles and links about 140 files:"
+  echo "demo: a few minutes on 2 cores; each is shown as it starts)"
 fi
-./deploy/build.sh >/dev/null
+# One line per file compiled or program linked; nothing when the build is up to date.
+./deploy/build.sh | awk '/^\[ *[0-9]+%\] (Building|Linking)/ { print "demo: " $0; fflush() }'
 echo "demo: built in $(($(date +%s) - t0)) s; starting charterd on an embedded Redis"
 
 tmp=$(mktemp -d -t charter-demo.XXXXXX)

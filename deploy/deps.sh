@@ -1,23 +1,35 @@
 #!/usr/bin/env bash
 # Installs the Debian packages charter builds and runs with, when they are missing.
+# Usage: deploy/deps.sh          the build and the demo (deploy/build.sh, deploy/demo.sh)
+#        deploy/deps.sh test     those, plus what the tests need (deploy/test.sh, sanitize.sh,
+#                                fuzz.sh): RediSearch, the fuzz and sanitizer toolchain, the
+#                                HTTP suites' node, protoc, promtool and chromium
 # As root it runs apt-get; otherwise it prints the apt-get line to run and exits 1.
 set -euo pipefail
 
 packages=(build-essential cmake pkg-config protobuf-c-compiler libprotobuf-c-dev libnng-dev
           libhiredis-dev libjansson-dev libssl-dev libcurl4-openssl-dev libcunit1-dev
-          redis-server redis-tools redis-redisearch jq openssl
-          libsystemd-dev help2man systemd
-          # the fuzz targets (clang, libFuzzer and the sanitizer runtimes) and readable stacks
-          clang libclang-rt-dev llvm
-          nodejs protobuf-compiler prometheus chromium) # the HTTP suites (tests/connect)
+          libsystemd-dev help2man redis-server redis-tools jq openssl)
+case ${1:-} in
+  "") ;;
+  test)
+    packages+=(redis-redisearch systemd # the retrieval suites; systemd-analyze (systemd_units)
+               # the fuzz targets (clang, libFuzzer and the sanitizer runtimes) and readable stacks
+               clang libclang-rt-dev llvm
+               nodejs protobuf-compiler prometheus chromium) # the HTTP suites (tests/connect)
+    ;;
+  *) echo "deps.sh: unknown set \"$1\" (none for the build, or test)" >&2; exit 2 ;;
+esac
 
 missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed' || missing+=("$p")
 done
 # Debian's nodejs comes without npm; the NodeSource build carries its own.
-command -v npm >/dev/null 2>&1 || dpkg-query -W -f='${Status}' npm 2>/dev/null | grep -q 'install ok installed' ||
-  missing+=(npm)
+if [ "${1:-}" = test ]; then
+  command -v npm >/dev/null 2>&1 || dpkg-query -W -f='${Status}' npm 2>/dev/null | grep -q 'install ok installed' ||
+    missing+=(npm)
+fi
 [ ${#missing[@]} -eq 0 ] && exit 0
 
 if [ "$(id -u)" -ne 0 ]; then

@@ -9,7 +9,7 @@
 # directly with libFuzzer's options (-jobs=N, -max_total_time=S) on the corpus folder.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-./deploy/deps.sh
+./deploy/deps.sh test
 seconds=${1:-60}
 shift || true
 targets=("$@")

@@ -10,7 +10,7 @@
 # Usage: deploy/sanitize.sh [asan|tsan]...   (both when none given)
 set -euo pipefail
 cd "$(dirname "$0")/.."
-./deploy/deps.sh
+./deploy/deps.sh test
 
 phases=("$@")
 [ ${#phases[@]} -gt 0 ] || phases=(asan tsan)

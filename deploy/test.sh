@@ -3,6 +3,7 @@
 # redis-server on a unix socket in a temporary folder, stopped afterwards.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+./deploy/deps.sh test
 ./deploy/build.sh
 build=${CHARTER_BUILD_DIR:-build}
 

@@ -46,8 +46,10 @@ static const char *const metrics_gate_names[METRICS_GATES] = {"input", "delivery
                                                               "output", "other"};
 static const char *const metrics_outcome_names[METRICS_OUTCOMES] = {"unspecified", "allow", "deny",
                                                                     "unknown"};
-static const char *const metrics_statuses[] = {"created",   "running", "blocked",     "recovering",
-                                               "completed", "error",   "interrupted", "other"};
+/* Every status a run can enter (RUN_STATUSES, queries/library.lua); "other" counts any other. */
+static const char *const metrics_statuses[] = {
+    "created", "queued",      "running",   "blocked",          "recovering", "completed",
+    "error",   "interrupted", "cancelled", "budget_exhausted", "other"};
 #define METRICS_STATUSES (sizeof metrics_statuses / sizeof metrics_statuses[0])
 
 static struct {

@@ -1,11 +1,12 @@
 /*
  * svc_whatif.c - Evidence/WhatIf: what a candidate workflow would have decided.
  *
- * The recorded decision events in scope (one run, or every run created since a time, oldest
- * first, at most limit of them) are decided again from their snapshots under the candidate's
- * step capabilities and labels (replay_whatif) and those whose outcome or codes would change
- * are reported, with counts by change. The candidate is validated by the workflow loader and
- * never stored; nothing is written and no model is asked, so a viewer may call it.
+ * The recorded decision events in scope (one run, or every run of the candidate's workflow name
+ * created since a time, oldest first, at most limit of them) are decided again from their snapshots
+ * under the candidate's step capabilities and labels (replay_whatif) and those whose outcome or
+ * codes would change are reported, with counts by change. The candidate is validated by the
+ * workflow loader and never stored; nothing is written and no model is asked, so a viewer may call
+ * it.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -184,9 +185,26 @@ static int scan_run(whatif_scan *s, const char *run_id)
     }
 }
 
-/* The ids of the runs created at or after since, oldest first, into *out (a JSON list, caller
- * decrefs). */
-static int runs_since(call *c, int64_t since, json_t **out)
+/* Whether the run r (a charter_list_runs entry) follows a workflow named name: a candidate is
+ * compared with the runs of its own workflow only. A run whose workflow cannot be loaded is not
+ * one of them. Returns RPC_OK and *same, or the failed call's code. */
+static int run_follows(call *c, const json_t *r, const char *name, bool *same)
+{
+    const char *version = json_string_value(json_object_get(r, "workflow"));
+    const workflow *wf = NULL;
+    *same = false;
+    if (version == NULL || *version == '\0')
+        return RPC_OK;
+    int rc = registry_get(c->st, version, &wf);
+    if (rc == STATUS_EUNAVAILABLE || rc == STATUS_ENOMEM)
+        return call_fail_status(c, rc, "workflow");
+    *same = rc == STATUS_OK && wf->name != NULL && strcmp(wf->name, name) == 0;
+    return RPC_OK;
+}
+
+/* The ids of the runs of workflow name created at or after since, oldest first, into *out (a
+ * JSON list, caller decrefs). */
+static int runs_since(call *c, int64_t since, const char *name, json_t **out)
 {
     const char *args[1] = {WHATIF_MAX_RUNS};
     json_t *j = NULL;
@@ -195,12 +213,16 @@ static int runs_since(call *c, int64_t since, json_t **out)
         return call_fail_status(c, rc, "runs");
     const json_t *runs = json_object_get(j, "runs");
     json_t *ids = json_array();
+    int status = RPC_OK;
     /* charter_list_runs answers newest first. */
-    for (size_t i = json_array_size(runs); ids != NULL && i-- > 0;) {
+    for (size_t i = json_array_size(runs); ids != NULL && status == RPC_OK && i-- > 0;) {
         const json_t *r = json_array_get(runs, i);
         const char *at = json_string_value(json_object_get(r, "created_at"));
         const char *id = json_string_value(json_object_get(r, "id"));
+        bool same = false;
         if (id == NULL || (since > 0 && (at == NULL || strtod(at, NULL) < (double)since)))
+            continue;
+        if ((status = run_follows(c, r, name, &same)) != RPC_OK || !same)
             continue;
         if (json_array_append_new(ids, json_string(id)) != 0) {
             json_decref(ids);
@@ -208,6 +230,10 @@ static int runs_since(call *c, int64_t since, json_t **out)
         }
     }
     json_decref(j);
+    if (status != RPC_OK) {
+        json_decref(ids);
+        return status;
+    }
     if (ids == NULL)
         return call_fail(c, RPC_INTERNAL, "out of memory");
     *out = ids;
@@ -277,7 +303,7 @@ int svc_whatif_handler(call *c, const ProtobufCMessage *in, ProtobufCMessage **o
         if (runs == NULL)
             status = call_fail(c, RPC_INTERNAL, "out of memory");
     } else {
-        status = runs_since(c, req->since, &runs);
+        status = runs_since(c, req->since, wf->name, &runs);
     }
     for (size_t i = 0; status == RPC_OK && !s.truncated && i < json_array_size(runs); i++)
         status = scan_run(&s, json_string_value(json_array_get(runs, i)));

@@ -36,6 +36,8 @@ dpkg-deb -f "$deb" Depends >"$tmp/depends"
 for d in libc6 libnng1 libhiredis0.14 libprotobuf-c1 libjansson4 libssl3 libcurl4 libsystemd0 redis-server adduser; do
   grep -q "\\b$d\\b" "$tmp/depends" || bad "Depends lacks $d"
 done
+dpkg-deb -f "$deb" Recommends | grep -q '\bredis-redisearch\b' || bad "Recommends lacks redis-redisearch"
+grep -q 'loadmodule' "$src/deploy/charter-redis.service" || bad "charter-redis.service does not load RediSearch"
 dpkg-deb -e "$deb" "$tmp/control"
 for s in postinst prerm postrm; do [ -x "$tmp/control/$s" ] || bad "no $s script"; done
 grep -q 'adduser --system' "$tmp/control/postinst" || bad "postinst does not create the charter user"

@@ -16,6 +16,7 @@
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/wait.h>
 #include <time.h>
 
 #include "charter.h"
@@ -442,6 +443,22 @@ static void test_cancel_during_the_model_request_aborts_it_and_names_the_step(vo
     charter__v1__run_view__free_unpacked(end, NULL);
 }
 
+/* Runs `charter cancel RUN --reason REASON` against url and expects its first line to be want
+ * and its exit status 0. */
+static void cli_cancel_says(const char *url, const char *run, const char *reason, const char *want)
+{
+    char cmd[1024], line[512] = "";
+    snprintf(cmd, sizeof cmd, "CHARTER_TOKEN=%s %s --url %s cancel %s --reason %s",
+             HARNESS_OPERATOR_TOKEN, CHARTER_CLI_PATH, url, run, reason);
+    FILE *p = popen(cmd, "r");
+    CU_ASSERT_PTR_NOT_NULL_FATAL(p);
+    if (fgets(line, sizeof line, p) == NULL)
+        line[0] = '\0';
+    int st = pclose(p);
+    CU_ASSERT_TRUE(WIFEXITED(st) && WEXITSTATUS(st) == 0);
+    CU_ASSERT_STRING_EQUAL(line, want);
+}
+
 static void test_a_queued_run_is_cancelled_at_once(void)
 {
     char g2[64];
@@ -459,6 +476,18 @@ static void test_a_queued_run_is_cancelled_at_once(void)
     CU_ASSERT_PTR_NOT_NULL_FATAL(r);
     CU_ASSERT_STRING_EQUAL(r->status, "cancelled");
     charter__v1__run__free_unpacked(r, NULL);
+
+    /* The CLI: a queued run is cancelled with the reason; one that has already ended is left
+     * as it is, and the line says so (exit 0 both times). */
+    Charter__V1__RunView *q = create(c, "scripted", true, NULL, NULL, 0, NULL);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(q);
+    char want[512];
+    snprintf(want, sizeof want, "run %s  cancelled  cancel requested: by hand\n", q->run->id);
+    cli_cancel_says(idle.ipc_url, q->run->id, "'by hand'", want);
+    snprintf(want, sizeof want, "run %s  cancelled  not queued or running: nothing was cancelled\n",
+             v->run->id);
+    cli_cancel_says(idle.ipc_url, v->run->id, "again", want);
+    charter__v1__run_view__free_unpacked(q, NULL);
     charter__v1__run_view__free_unpacked(v, NULL);
     charter_client_close(c);
     CU_ASSERT_EQUAL(harness_charterd_stop(&idle), 0);

@@ -535,6 +535,54 @@ static void test_narrowed_context_stays_narrowed_under_the_candidate(void)
     charter__v1__what_if_response__free_unpacked(r, NULL);
 }
 
+/* A scripted run of the support workflow: a procurement candidate examines only the
+ * procurement runs (the two of the suite and the external one above: 3 decisions), and the
+ * support definition only the support run, with no change in either. */
+static void test_candidate_examines_only_the_runs_of_its_own_workflow(void)
+{
+    FILE *f = fopen(CHARTER_SOURCE_DIR "/deploy/workflows/support.json", "rb");
+    CU_ASSERT_PTR_NOT_NULL_FATAL(f);
+    static char support[1 << 20];
+    size_t len = fread(support, 1, sizeof support - 1, f);
+    fclose(f);
+    support[len] = '\0';
+    Charter__V1__ApplyWorkflowRequest ar = CHARTER__V1__APPLY_WORKFLOW_REQUEST__INIT;
+    ar.definition.data = (uint8_t *)support;
+    ar.definition.len = len;
+    Charter__V1__WorkflowInfo *info = NULL;
+    charter_status st;
+    CU_ASSERT_EQUAL_FATAL(charter_apply_workflow(op, &ar, &info, &st), 0);
+    charter__v1__workflow_info__free_unpacked(info, NULL);
+    Charter__V1__CreateRunRequest cr = CHARTER__V1__CREATE_RUN_REQUEST__INIT;
+    cr.mode = "scripted";
+    cr.workflow = "support";
+    Charter__V1__RunView *view = NULL;
+    CU_ASSERT_EQUAL_FATAL(charter_create_run(op, &cr, &view, &st), 0);
+    char run4[129];
+    snprintf(run4, sizeof run4, "%s", view->run->id);
+    charter__v1__run_view__free_unpacked(view, NULL);
+
+    Charter__V1__WhatIfResponse *r = what_if(op, reference(), NULL, 0);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(r);
+    CU_ASSERT_EQUAL(r->n_changes, 0);
+    CU_ASSERT_EQUAL(r->examined, RUN1_DECISIONS + RUN2_DECISIONS + 3);
+    for (size_t i = 0; i < r->n_changes; i++)
+        CU_ASSERT_STRING_NOT_EQUAL(r->changes[i]->run_id, run4);
+    charter__v1__what_if_response__free_unpacked(r, NULL);
+
+    r = what_if_bytes(op, support, NULL, 0, 0, NULL);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(r);
+    CU_ASSERT_EQUAL(r->n_changes, 0);
+    uint64_t all_support = r->examined;
+    charter__v1__what_if_response__free_unpacked(r, NULL);
+    /* every decision examined is the support run's own */
+    r = what_if_bytes(op, support, run4, 0, 0, NULL);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(r);
+    CU_ASSERT(r->examined > 0);
+    CU_ASSERT_EQUAL(all_support, r->examined);
+    charter__v1__what_if_response__free_unpacked(r, NULL);
+}
+
 int main(void)
 {
     if (CU_initialize_registry() != CUE_SUCCESS)
@@ -560,9 +608,11 @@ int main(void)
                 test_viewer_may_ask_and_nothing_is_written);
     CU_add_test(s, "CLI prints each change and the counts",
                 test_cli_prints_each_change_and_the_counts);
-    /* last: it adds a run to the graph the tests above count over */
+    /* last two: they add runs to the graph the tests above count over */
     CU_add_test(s, "narrowed context stays narrowed under the candidate",
                 test_narrowed_context_stays_narrowed_under_the_candidate);
+    CU_add_test(s, "candidate examines only the runs of its own workflow",
+                test_candidate_examines_only_the_runs_of_its_own_workflow);
     CU_basic_set_mode(CU_BRM_VERBOSE);
     CU_basic_run_tests();
     unsigned failed = CU_get_number_of_failures() + CU_get_number_of_suites_failed();

@@ -65,6 +65,7 @@ test('a scripted run moves calls, decisions, codes, latency and run statuses by 
   assert.equal(moved('charter_decisions_total{gate="delivery",outcome="allow"}'), 1);
   assert.equal(moved('charter_decisions_total{gate="delivery",outcome="deny"}'), 0);
   assert.equal(moved('charter_run_status_changes_total{status="created"}'), 1);
+  assert.equal(moved('charter_run_status_changes_total{status="queued"}'), 1);
   assert.equal(moved('charter_run_status_changes_total{status="running"}'), 1);
   assert.equal(moved('charter_run_status_changes_total{status="blocked"}'), 1);
   assert.equal(value(after, 'charter_queue_depth'), 0);

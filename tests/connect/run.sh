@@ -13,7 +13,7 @@ suite=${1:?usage: run.sh setup|connect|metrics|console [CHARTERD BUILD_DIR]}
 case "$suite" in
 setup)
   for tool in node npm protoc; do
-    command -v "$tool" >/dev/null || { echo "run.sh: $tool is missing (run deploy/deps.sh as root)" >&2; exit 1; }
+    command -v "$tool" >/dev/null || { echo "run.sh: $tool is missing (run deploy/deps.sh test as root)" >&2; exit 1; }
   done
   npm ci --no-audit --no-fund --loglevel=error
   rm -rf gen
