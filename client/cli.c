@@ -34,6 +34,8 @@ enum {
     EXIT_USAGE = 2,
     EXIT_DENY = 3,
     EXIT_UNKNOWN = 4,
+    /* deliver: UNKNOWN with EFFECT_UNKNOWN, the delivery may have been committed. */
+    EXIT_EFFECT_UNKNOWN = 10,
     /* verify-receipt --public-key: one code per verdict. */
     EXIT_UNSIGNED = 5,
     EXIT_WRONG_KEY = 6,
@@ -877,6 +879,10 @@ static int cmd_deliver(cli *c, const cli_command *cmd, const cli_args *a)
     }
     if (rv == EXIT_OK)
         rv = decision_exit(r->decision);
+    /* Not "nothing happened": the caller must retry with the same invocation ID to learn. */
+    for (size_t k = 0; rv == EXIT_UNKNOWN && r->decision != NULL && k < r->decision->n_codes; k++)
+        if (strcmp(r->decision->codes[k], "EFFECT_UNKNOWN") == 0)
+            rv = EXIT_EFFECT_UNKNOWN;
     charter__v1__deliver_response__free_unpacked(r, NULL);
     return rv;
 }
@@ -1906,6 +1912,8 @@ static void print_help(FILE *out)
           "  7  verify-receipt --public-key: a receipt was altered (a changed byte)\n"
           "  8  verify-receipt --public-key: a receipt of the run is missing from the chain\n"
           "  9  verify-receipt --public-key: the receipts are not in their chain's order\n"
+          " 10  deliver: unknown with EFFECT_UNKNOWN: the delivery may have been committed;\n"
+          "     run the same deliver with the same invocation ID again to learn its outcome\n"
           "A deny or unknown from run, recover or chain is reported, not an error: exit 0.\n",
           out);
 }
