@@ -429,7 +429,9 @@ static int cmd_wait(cli *c, const cli_command *cmd, const cli_args *a)
 static bool cancel_applies(const char *status)
 {
     return strcmp(status, "created") == 0 || strcmp(status, "queued") == 0 ||
-           strcmp(status, "running") == 0 || strcmp(status, "recovering") == 0;
+           strcmp(status, "running") == 0 || strcmp(status, "recovering") == 0 ||
+           strcmp(status, "blocked") == 0 || strcmp(status, "error") == 0 ||
+           strcmp(status, "interrupted") == 0;
 }
 
 static int cmd_cancel(cli *c, const cli_command *cmd, const cli_args *a)
@@ -461,7 +463,7 @@ static int cmd_cancel(cli *c, const cli_command *cmd, const cli_args *a)
     if (c->json)
         rv = print_json(&r->base);
     else if (ended_before || (!cancel_applies(r->status) && strcmp(r->status, "cancelled") != 0))
-        printf("run %s  %s  not queued or running: nothing was cancelled\n", r->id, r->status);
+        printf("run %s  %s  already ended: nothing was cancelled\n", r->id, r->status);
     else
         printf("run %s  %s%s%s\n", r->id, r->status,
                r->cancel_reason && *r->cancel_reason ? "  cancel requested: " : "",

@@ -141,7 +141,9 @@ end
 keys: P. args: run_id, reason (text, may be empty).
 reply: {"status":"<current>","leased":bool}: the cancel reason is stored on the run when its
   status is created, queued, running or recovering (a leased run's executor observes it at its
-  next renewal); nothing is written for a run in any other status.
+  next renewal), or blocked, error or interrupted (resting, but recoverable: charterd then ends
+  it cancelled, so no recovery delivers); nothing is written for completed, cancelled or
+  budget_exhausted runs.
 errors: not_found (run), invalid. ]]
 local function charter_request_cancel(keys, args)
     local P = prefix(keys)
@@ -153,7 +155,8 @@ local function charter_request_cancel(keys, args)
         raise('not_found', 'run ' .. run_id .. ' not found')
     end
     local s = h.status or ''
-    if s == 'created' or s == 'queued' or s == 'running' or s == 'recovering' then
+    if s == 'created' or s == 'queued' or s == 'running' or s == 'recovering' or
+        s == 'blocked' or s == 'error' or s == 'interrupted' then
         if reason == '' then
             reason = 'cancelled'
         end

@@ -215,17 +215,22 @@ static int cancel_run(call *c, const ProtobufCMessage *in, ProtobufCMessage **ou
     if (rc != STATUS_OK)
         return call_fail_status_id(c, rc, "run", req->run_id);
     const char *st = json_string_value(json_object_get(j, "status"));
-    bool unclaimed = st && (strcmp(st, "created") == 0 || strcmp(st, "queued") == 0);
+    /* Nothing executes a created or queued run, nor one resting recoverable (blocked, error,
+     * interrupted): it is cancelled here, so no recovery delivers afterwards. */
+    bool unclaimed = st && (strcmp(st, "created") == 0 || strcmp(st, "queued") == 0 ||
+                            strcmp(st, "blocked") == 0 || strcmp(st, "error") == 0 ||
+                            strcmp(st, "interrupted") == 0);
     json_decref(j);
     if (unclaimed) {
-        /* No executor holds it: cancelled here. One that claimed it meanwhile sees the
-         * request at its first renewal. */
+        /* No executor holds it: cancelled here. One that claimed it meanwhile (or a recovery
+         * that started) sees the request at its first renewal or in the commit. */
         json_t *d = json_pack("{s:s, s:s, s:s}", "reason", reason, "step", "", "by", "CancelRun");
         char *text = d ? json_dumps(d, JSON_COMPACT) : NULL;
         json_decref(d);
         if (!text)
             return call_fail(c, RPC_INTERNAL, "out of memory");
-        rc = evlog_transition(c->st, req->run_id, "created,queued", "cancelled", text, NULL, NULL);
+        rc = evlog_transition(c->st, req->run_id, "created,queued,blocked,error,interrupted",
+                              "cancelled", text, NULL, NULL);
         free(text);
         if (rc != STATUS_OK && rc != STATUS_EREFUSED)
             return call_fail_status_id(c, rc, "run", req->run_id);

@@ -484,7 +484,7 @@ static void test_a_queued_run_is_cancelled_at_once(void)
     char want[512];
     snprintf(want, sizeof want, "run %s  cancelled  cancel requested: by hand\n", q->run->id);
     cli_cancel_says(idle.ipc_url, q->run->id, "'by hand'", want);
-    snprintf(want, sizeof want, "run %s  cancelled  not queued or running: nothing was cancelled\n",
+    snprintf(want, sizeof want, "run %s  cancelled  already ended: nothing was cancelled\n",
              v->run->id);
     cli_cancel_says(idle.ipc_url, v->run->id, "again", want);
     charter__v1__run_view__free_unpacked(q, NULL);
@@ -492,6 +492,36 @@ static void test_a_queued_run_is_cancelled_at_once(void)
     charter_client_close(c);
     CU_ASSERT_EQUAL(harness_charterd_stop(&idle), 0);
     harness_graph_drop(g2);
+}
+
+static void test_cancelling_a_blocked_run_ends_it_and_no_recovery_delivers(void)
+{
+    /* The reference workflow blocks at the poisoned handoff with the CFO delivery made;
+     * recovery would deliver to the public. Cancelled first, it never does. */
+    Charter__V1__RunView *v = create(op, "scripted", false, NULL, NULL, 0, NULL);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(v);
+    CU_ASSERT_STRING_EQUAL_FATAL(v->run->status, "blocked");
+    char id[80];
+    snprintf(id, sizeof id, "%s", v->run->id);
+    size_t delivered = v->n_deliveries;
+    charter__v1__run_view__free_unpacked(v, NULL);
+    Charter__V1__Run *r = cancel(op, id, "do not publish");
+    CU_ASSERT_PTR_NOT_NULL_FATAL(r);
+    CU_ASSERT_STRING_EQUAL(r->status, "cancelled");
+    CU_ASSERT_STRING_EQUAL(r->cancel_reason, "do not publish");
+    charter__v1__run__free_unpacked(r, NULL);
+    Charter__V1__RecoverRunRequest rreq = CHARTER__V1__RECOVER_RUN_REQUEST__INIT;
+    rreq.run_id = id;
+    Charter__V1__RecoverRunResponse *rr = NULL;
+    charter_status s;
+    CU_ASSERT_EQUAL(charter_recover_run(op, &rreq, &rr, &s), -CHARTER_FAILED_PRECONDITION);
+    if (rr)
+        charter__v1__recover_run_response__free_unpacked(rr, NULL);
+    Charter__V1__RunView *end = get_run(op, id);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(end);
+    CU_ASSERT_STRING_EQUAL(end->run->status, "cancelled");
+    CU_ASSERT_EQUAL(end->n_deliveries, delivered);
+    charter__v1__run_view__free_unpacked(end, NULL);
 }
 
 static void test_killed_executor_loses_its_lease_and_another_charterd_interrupts_the_run(void)
@@ -647,6 +677,8 @@ int main(void)
     CU_add_test(s, "a queued run is cancelled at once", test_a_queued_run_is_cancelled_at_once);
     CU_add_test(s, "kill -9 of the executor: lease lapses, run interrupted, RecoverRun works",
                 test_killed_executor_loses_its_lease_and_another_charterd_interrupts_the_run);
+    CU_add_test(s, "cancelling a blocked run ends it; no recovery delivers",
+                test_cancelling_a_blocked_run_ends_it_and_no_recovery_delivers);
     CU_add_test(s, "long waits hold at most half the workers",
                 test_long_waits_hold_at_most_half_the_workers);
     CU_basic_set_mode(CU_BRM_VERBOSE);
