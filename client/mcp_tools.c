@@ -299,18 +299,31 @@ static void shown_clear(mcp_session *s)
 }
 
 /* The session run's view (limit events); NULL and *fail set when charterd refuses. */
-static Charter__V1__RunView *run_view(mcp_server *srv, const char *run_id, uint32_t limit,
-                                      json_t **fail)
+/* What of the artifacts' content a view carries: none (metadata, hashes and edges), one
+ * artifact's (only that artifact), or every artifact's. */
+typedef enum { VIEW_NO_CONTENT, VIEW_ONE, VIEW_ALL } view_content;
+
+static Charter__V1__RunView *run_view_of(mcp_server *srv, const char *run_id, uint32_t limit,
+                                         view_content what, const char *only, json_t **fail)
 {
     Charter__V1__GetRunRequest req = CHARTER__V1__GET_RUN_REQUEST__INIT;
     req.run_id = (char *)run_id;
     req.limit = limit;
+    req.without_content = what == VIEW_NO_CONTENT;
+    req.artifact_id = what == VIEW_ONE && only ? (char *)only : "";
     Charter__V1__RunView *v = NULL;
     charter_status st;
     int rc = charter_get_run(srv->client, &req, &v, &st);
     if (rc != 0)
         *fail = mcp_rpc_refusal(rc, &st);
     return v;
+}
+
+/* The session run's view without artifact content (limit events). */
+static Charter__V1__RunView *run_view(mcp_server *srv, const char *run_id, uint32_t limit,
+                                      json_t **fail)
+{
+    return run_view_of(srv, run_id, limit, VIEW_NO_CONTENT, NULL, fail);
 }
 
 static const Charter__V1__Artifact *view_artifact(const Charter__V1__RunView *v, const char *id)
@@ -494,11 +507,11 @@ static json_t *t_read_artifact(mcp_server *srv, mcp_session *s, const json_t *ar
     if (r)
         return r;
     json_t *fail = NULL;
-    Charter__V1__RunView *v = run_view(srv, s->run_id, 1, &fail);
+    const char *wanted = json_string_value(json_object_get(args, "artifact_id"));
+    Charter__V1__RunView *v = run_view_of(srv, s->run_id, 1, VIEW_ONE, wanted, &fail);
     if (!v)
         return fail;
-    const Charter__V1__Artifact *a =
-        view_artifact(v, json_string_value(json_object_get(args, "artifact_id")));
+    const Charter__V1__Artifact *a = view_artifact(v, wanted);
     if (!a) {
         r = mcp_refusal("deny", "ARTIFACT_NOT_IN_RUN", "artifact_id names no artifact of this run");
     } else {
@@ -711,11 +724,11 @@ static json_t *t_trace_artifact(mcp_server *srv, mcp_session *s, const json_t *a
     if (r)
         return r;
     json_t *fail = NULL;
-    Charter__V1__RunView *v = run_view(srv, s->run_id, 1, &fail);
+    const char *wanted = json_string_value(json_object_get(args, "artifact_id"));
+    Charter__V1__RunView *v = run_view_of(srv, s->run_id, 1, VIEW_ONE, wanted, &fail);
     if (!v)
         return fail;
-    const Charter__V1__Artifact *a =
-        view_artifact(v, json_string_value(json_object_get(args, "artifact_id")));
+    const Charter__V1__Artifact *a = view_artifact(v, wanted);
     if (!a) {
         charter__v1__run_view__free_unpacked(v, NULL);
         return mcp_refusal("deny", "ARTIFACT_NOT_IN_RUN",
@@ -745,7 +758,7 @@ static json_t *t_recover(mcp_server *srv, mcp_session *s, const json_t *args)
     if (r)
         return r;
     json_t *fail = NULL;
-    Charter__V1__RunView *v = run_view(srv, s->run_id, 1, &fail);
+    Charter__V1__RunView *v = run_view_of(srv, s->run_id, 1, VIEW_ALL, NULL, &fail);
     if (!v)
         return fail;
     json_t *admitted = json_array(), *excluded = json_array();

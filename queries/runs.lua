@@ -105,17 +105,44 @@ local function charter_run_head(keys, args)
     return cjson.encode(head_table(P, run_id))
 end
 
+-- The artifact fields get_run returns without content: read with HMGET, so a large content
+-- is never copied into Lua.
+local ARTIFACT_META = {'run_id', 'kind', 'title', 'conf', 'integrity', 'input_ids', 'hash',
+                       'capture_complete', 'context_id', 'step', 'created_at'}
+
+local function artifact_meta(key)
+    local v = redis.call('HMGET', key, unpack(ARTIFACT_META))
+    if v[1] == false then
+        return nil
+    end
+    local h = {}
+    for i, f in ipairs(ARTIFACT_META) do
+        if v[i] then
+            h[f] = v[i]
+        end
+    end
+    return h
+end
+
 --[[ charter_get_run
-keys: P. args: run_id, after_seq (integer >= 0), limit (0: 1000; at most 100000).
+keys: P. args: run_id, after_seq (integer >= 0), limit (0: 1000; at most 100000), content
+  ("0": artifacts without content; anything else or absent: with it), only (an artifact id:
+  that artifact alone, when it belongs to the run; "" or absent: every artifact).
 reply: {"run":{...},"events":[...],"deliveries":[...],"artifacts":[...]}: the events with
-  seq > after_seq, ascending, at most limit; every delivery of the run (by event_seq); every
-  artifact of the run in creation order, with content and edges (callers redact).
+  seq > after_seq, ascending, at most limit; every delivery of the run (by event_seq); the
+  artifacts of the run in creation order, with edges and (unless content is "0") content
+  (callers redact).
 errors: not_found (run), invalid. ]]
 local function charter_get_run(keys, args)
     local P = prefix(keys)
     local run_id = check_id(args[1], 'run_id')
     local after = check_count(args[2], 'after_seq', 0, 1e15)
     local limit = check_limit(args[3], 'limit')
+    local with_content = args[4] ~= '0'
+    local only = args[5] or ''
+    if only ~= '' then
+        check_id(only, 'artifact_id')
+    end
     local base = P .. ':run:' .. run_id
     local h = hash(base)
     if not h then
@@ -141,10 +168,29 @@ local function charter_get_run(keys, args)
         return (a.event_seq or 0) < (b.event_seq or 0)
     end)
     local artifacts = {}
-    for _, id in ipairs(redis.call('ZRANGE', base .. ':artifacts', 0, -1)) do
-        local a = hash(P .. ':artifact:' .. id)
+    local ids
+    if only ~= '' then
+        ids = {}
+        if redis.call('ZSCORE', base .. ':artifacts', only) then
+            ids[1] = only
+        end
+    else
+        ids = redis.call('ZRANGE', base .. ':artifacts', 0, -1)
+    end
+    for _, id in ipairs(ids) do
+        local key = P .. ':artifact:' .. id
+        local a
+        if with_content then
+            a = hash(key)
+        else
+            a = artifact_meta(key)
+        end
         if a then
-            artifacts[#artifacts + 1] = artifact_object(P, id, a, true)
+            local o = artifact_object(P, id, a, true)
+            if not with_content then
+                o.content = nil
+            end
+            artifacts[#artifacts + 1] = o
         end
     end
     return cjson.encode({run = run_object(h), events = events, deliveries = deliveries,

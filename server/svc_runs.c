@@ -20,15 +20,15 @@
 #include "wire.h"
 
 /* The run view as charter_get_run returns it, converted in the call's arena. */
-static int load_view(call *c, const char *run_id, uint64_t after, uint32_t limit,
-                     Charter__V1__RunView **out)
+static int load_view_of(call *c, const char *run_id, uint64_t after, uint32_t limit, bool content,
+                        const char *only, Charter__V1__RunView **out)
 {
     char a[32], l[32];
     snprintf(a, sizeof a, "%llu", (unsigned long long)after);
     snprintf(l, sizeof l, "%u", limit ? (limit > 10000 ? 10000 : limit) : 1000);
-    const char *args[3] = {run_id, a, l};
+    const char *args[5] = {run_id, a, l, content ? "1" : "0", only ? only : ""};
     json_t *j = NULL;
-    int rc = store_call(c->st, "get_run", 3, args, &j);
+    int rc = store_call(c->st, "get_run", 5, args, &j);
     if (rc != STATUS_OK)
         return call_fail_status_id(c, rc, "run", run_id);
     *out = wire_run_view(c, j);
@@ -36,6 +36,13 @@ static int load_view(call *c, const char *run_id, uint64_t after, uint32_t limit
     if (!*out)
         return call_fail(c, RPC_INTERNAL, "the run could not be encoded");
     return RPC_OK;
+}
+
+/* The run view with every artifact's content. */
+static int load_view(call *c, const char *run_id, uint64_t after, uint32_t limit,
+                     Charter__V1__RunView **out)
+{
+    return load_view_of(c, run_id, after, limit, true, NULL, out);
 }
 
 static const char *const budget_names[] = {"max_wall_clock_ms", "max_model_calls", "max_steps",
@@ -95,9 +102,10 @@ static int await_run(call *c, const char *run_id, uint64_t after_seq, bool want_
     char a[32];
     snprintf(a, sizeof a, "%llu", (unsigned long long)after_seq);
     for (;;) {
-        const char *args[3] = {run_id, a, "1000"};
+        /* Artifacts without content: a long poll reads the run every 25 ms. */
+        const char *args[4] = {run_id, a, "1000", "0"};
         json_t *v = NULL;
-        int rc = store_call(c->st, "get_run", 3, args, &v);
+        int rc = store_call(c->st, "get_run", 4, args, &v);
         if (rc != STATUS_OK)
             return call_fail_status_id(c, rc, "run", run_id);
         const char *st = json_string_value(json_object_get(json_object_get(v, "run"), "status"));
@@ -248,8 +256,12 @@ static int get_run(call *c, const ProtobufCMessage *in, ProtobufCMessage **out)
     int rc = call_require_id(c, "run_id", req->run_id);
     if (rc != RPC_OK)
         return rc;
+    if (req->artifact_id && *req->artifact_id &&
+        (rc = call_require_id(c, "artifact_id", req->artifact_id)) != RPC_OK)
+        return rc;
     Charter__V1__RunView *view = NULL;
-    rc = load_view(c, req->run_id, req->after_seq, req->limit, &view);
+    rc = load_view_of(c, req->run_id, req->after_seq, req->limit, !req->without_content,
+                      req->artifact_id, &view);
     if (rc == RPC_OK)
         *out = &view->base;
     return rc;

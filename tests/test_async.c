@@ -524,6 +524,47 @@ static void test_cancelling_a_blocked_run_ends_it_and_no_recovery_delivers(void)
     charter__v1__run_view__free_unpacked(end, NULL);
 }
 
+static void test_get_run_without_content_or_for_one_artifact(void)
+{
+    Charter__V1__RunView *v = create(op, "scripted", false, NULL, NULL, 0, NULL);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(v);
+    CU_ASSERT_TRUE_FATAL(v->n_artifacts >= 2);
+    char id[80], one[130], content[4096];
+    snprintf(id, sizeof id, "%s", v->run->id);
+    snprintf(one, sizeof one, "%s", v->artifacts[1]->id);
+    snprintf(content, sizeof content, "%s", v->artifacts[1]->content);
+    size_t n = v->n_artifacts;
+    CU_ASSERT_TRUE(content[0] != '\0');
+    charter__v1__run_view__free_unpacked(v, NULL);
+
+    Charter__V1__GetRunRequest req = CHARTER__V1__GET_RUN_REQUEST__INIT;
+    req.run_id = id;
+    req.without_content = true;
+    Charter__V1__RunView *m = NULL;
+    charter_status s;
+    CU_ASSERT_EQUAL_FATAL(charter_get_run(op, &req, &m, &s), 0);
+    CU_ASSERT_EQUAL(m->n_artifacts, n);
+    for (size_t i = 0; i < m->n_artifacts; i++) {
+        CU_ASSERT_STRING_EQUAL(m->artifacts[i]->content, "");
+        CU_ASSERT_EQUAL(strlen(m->artifacts[i]->hash), 64);
+        CU_ASSERT_TRUE(m->artifacts[i]->title[0] != '\0');
+    }
+    charter__v1__run_view__free_unpacked(m, NULL);
+
+    req.without_content = false;
+    req.artifact_id = one;
+    CU_ASSERT_EQUAL_FATAL(charter_get_run(op, &req, &m, &s), 0);
+    CU_ASSERT_EQUAL_FATAL(m->n_artifacts, 1);
+    CU_ASSERT_STRING_EQUAL(m->artifacts[0]->id, one);
+    CU_ASSERT_STRING_EQUAL(m->artifacts[0]->content, content);
+    charter__v1__run_view__free_unpacked(m, NULL);
+
+    req.artifact_id = "a_not_of_this_run";
+    CU_ASSERT_EQUAL_FATAL(charter_get_run(op, &req, &m, &s), 0);
+    CU_ASSERT_EQUAL(m->n_artifacts, 0);
+    charter__v1__run_view__free_unpacked(m, NULL);
+}
+
 static void test_killed_executor_loses_its_lease_and_another_charterd_interrupts_the_run(void)
 {
     char g3[64];
@@ -679,6 +720,8 @@ int main(void)
                 test_killed_executor_loses_its_lease_and_another_charterd_interrupts_the_run);
     CU_add_test(s, "cancelling a blocked run ends it; no recovery delivers",
                 test_cancelling_a_blocked_run_ends_it_and_no_recovery_delivers);
+    CU_add_test(s, "GetRun without content, or for one artifact",
+                test_get_run_without_content_or_for_one_artifact);
     CU_add_test(s, "long waits hold at most half the workers",
                 test_long_waits_hold_at_most_half_the_workers);
     CU_basic_set_mode(CU_BRM_VERBOSE);
