@@ -40,7 +40,8 @@ cluster_start() {
     # shellcheck disable=SC2086
     redis-server --port "$port" --bind 127.0.0.1 --dir "$d" --cluster-enabled yes \
       --cluster-config-file nodes.conf --cluster-node-timeout 1000 \
-      --cluster-replica-validity-factor 0 --save '' --appendonly no --daemonize yes \
+      --cluster-replica-validity-factor 0 --repl-diskless-sync-delay 0 --save '' --appendonly no \
+      --daemonize yes \
       --pidfile "$d/redis.pid" --logfile "$d/redis.log" --maxclients 2000 $module ||
       { echo "cluster: redis-server on port $port did not start; see $d/redis.log" >&2; return 1; }
     addrs+=("127.0.0.1:$port")
@@ -53,13 +54,16 @@ cluster_start() {
   done
   redis-cli --cluster create "${addrs[@]}" --cluster-replicas 1 --cluster-yes >"$dir/create.log" 2>&1 ||
     { echo "cluster: redis-cli --cluster create failed; see $dir/create.log" >&2; cat "$dir/create.log" >&2; return 1; }
-  # Every node must see the whole cluster ok before a client relies on the slot map.
-  for _ in $(seq 200); do
-    local ok=0
+  # Every node must see the whole cluster ok, and every master have its replica in sync,
+  # before a client relies on the slot map (or on WAIT).
+  for _ in $(seq 300); do
+    local ok=0 synced=0
     for i in 0 1 2 3 4 5; do
       redis-cli -p $((base + i)) cluster info 2>/dev/null | grep -q '^cluster_state:ok' && ok=$((ok + 1))
+      redis-cli -p $((base + i)) info replication 2>/dev/null | tr -d '\r' |
+        grep -q '^slave0:.*state=online' && synced=$((synced + 1))
     done
-    if [ "$ok" = 6 ]; then
+    if [ "$ok" = 6 ] && [ "$synced" = 3 ]; then
       local IFS=,
       echo "cluster://${addrs[*]}"
       return 0

@@ -1156,15 +1156,35 @@ int store_wait_replicas(store *st, int replicas, int *confirmed)
         set_error(st, "WAIT: the connection of the write is gone");
         return STATUS_EUNAVAILABLE;
     }
-    /* WAIT's own timeout ends a little before the socket's, so its answer (how many did
-     * confirm) is read rather than lost; WAIT 0 would block forever, so never ask for 0. */
+    /* WAIT for more replicas than are connected would only spend the call's time: ROLE says
+     * how many there are (a master lists its connected replicas). */
+    const char *role_argv[1] = {"ROLE"};
+    size_t role_len[1] = {4};
+    redisReply *role = command(st, 1, role_argv, role_len);
+    st->effect_unknown = false; /* ROLE changes nothing */
+    if (!role)
+        return STATUS_EUNAVAILABLE;
+    bool is_master = role->type == REDIS_REPLY_ARRAY && role->elements >= 3 &&
+                     role->element[0]->type == REDIS_REPLY_STRING &&
+                     strcmp(role->element[0]->str, "master") == 0 &&
+                     role->element[2]->type == REDIS_REPLY_ARRAY;
+    size_t connected = is_master ? role->element[2]->elements : 0;
+    freeReplyObject(role);
+    if (!is_master) {
+        set_error(st, "WAIT: the node of the write is no master");
+        return STATUS_EPROTO;
+    }
+    if (connected < (size_t)replicas)
+        return STATUS_OK; /* *confirmed stays 0: not durable */
+    /* WAIT gets half of what remains of the deadline, so its answer (how many did confirm) is
+     * read and the call is still answered in time; WAIT 0 would block forever, never ask it. */
     int ms = budget_ms(st);
-    if (ms < 2) {
+    if (ms < 4) {
         st->deadline_passed = st->has_deadline;
         set_error(st, "WAIT: not sent, the call's deadline has passed");
         return STATUS_EUNAVAILABLE;
     }
-    int wait_ms = ms > 100 ? ms - 50 : ms / 2;
+    int wait_ms = ms / 2;
     char nbuf[16], tbuf[16];
     snprintf(nbuf, sizeof nbuf, "%d", replicas);
     snprintf(tbuf, sizeof tbuf, "%d", wait_ms);

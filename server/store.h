@@ -122,11 +122,12 @@ void store_note_error(store *st, const char *fmt, ...) __attribute__((format(pri
 int store_load_library(store *st, const char *source, size_t len);
 
 /* WAIT replicas: blocks until replicas replicas of the current connection's node (the one the
- * last call ran on) confirm every write sent on it, or until what remains of the budget (less
- * a few milliseconds, so the count is read) has passed. *confirmed is how many did (0 when
- * replicas <= 0: nothing is asked). Returns STATUS_OK (compare *confirmed with replicas),
- * STATUS_EUNAVAILABLE (no connection, deadline passed, or I/O failure: nothing is known of
- * the replicas; the write itself is unaffected) or STATUS_EPROTO. */
+ * last call ran on) confirm every write sent on it, or until half of what remains of the
+ * budget has passed (so the count is read and the call still answered in time). When fewer
+ * replicas are connected (ROLE), nothing waits. *confirmed is how many did (0 when
+ * replicas <= 0: nothing is asked, or fewer are connected). Returns STATUS_OK (compare *confirmed
+ * with replicas), STATUS_EUNAVAILABLE (no connection, deadline passed, or I/O failure: nothing is
+ * known of the replicas; the write itself is unaffected) or STATUS_EPROTO. */
 int store_wait_replicas(store *st, int replicas, int *confirmed);
 
 /* Whether Redis has the module name loaded (MODULE LIST; RediSearch 1.x is "ft"): *loaded.

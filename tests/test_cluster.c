@@ -190,7 +190,7 @@ static int deliver(charter_client *c, const cluster_graph *g, const char *inv, d
                  r->decision && r->decision->witness ? r->decision->witness : "");
         charter__v1__deliver_response__free_unpacked(r, NULL);
     } else {
-        snprintf(a->witness, sizeof a->witness, "%s", st.message);
+        snprintf(a->witness, sizeof a->witness, "%.190s", st.message);
     }
     return a->rv;
 }
@@ -207,8 +207,10 @@ static long run_deliveries(charter_client *c, const char *run_id, char ***ids)
     int rv = -1;
     for (int i = 0; i < 50 && (rv = charter_get_run(c, &req, &v, &st)) != 0; i++)
         sleep_ms(200);
-    if (rv != 0)
+    if (rv != 0) {
+        fprintf(stderr, "GetRun %s: %s: %s\n", run_id, charter_status_name(rv), st.message);
         return -1;
+    }
     *ids = calloc(v->n_deliveries + 1, sizeof **ids);
     for (size_t i = 0; *ids && i < v->n_deliveries; i++)
         (*ids)[i] = strdup(v->deliveries[i]->invocation_id);
