@@ -11,6 +11,7 @@
  */
 #include <CUnit/Basic.h>
 #include <hiredis/hiredis.h>
+#include <jansson.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdatomic.h>
@@ -343,6 +344,44 @@ static void test_graphs_spread_over_masters_and_deliveries_commit_durably(void)
     CU_ASSERT_TRUE(distinct >= 2);
 }
 
+/* RediSearch 1.x is not cluster-aware, but it needs not be: the index is named under the
+ * graph's prefix and the module's own keys (idx:, ft:, tag:) are named after the index, so they
+ * carry the graph's hash tag too and the whole index lives on the graph's master. */
+static void test_retrieval_index_lives_on_the_graphs_master(void)
+{
+    const cluster_graph *g = &graphs[1];
+    store *st = NULL;
+    CU_ASSERT_EQUAL_FATAL(store_open(cluster_url, g->graph, 5000, &st), STATUS_OK);
+    CU_ASSERT_TRUE(store_is_cluster(st));
+    bool loaded = false;
+    CU_ASSERT_EQUAL_FATAL(store_module_loaded(st, "ft", &loaded), STATUS_OK);
+    if (!loaded) {
+        printf("\n    (RediSearch is not installed: retrieval not checked)\n");
+        store_close(st);
+        return;
+    }
+    long long before = keys_in_slot(g->master_port, g->slot);
+    json_t *arg = json_pack("{s:[{s:s, s:s, s:s, s:s, s:i, s:s}]}", "chunks", "chunk_id", "c1",
+                            "resource_id", "vendor_a", "tenant", "acme", "visibility", "internal",
+                            "revision", 1, "text", "Northwind desks ship in six weeks");
+    json_t *out = NULL;
+    CU_ASSERT_EQUAL(store_call_json(st, "retrieval_ingest", arg, &out), STATUS_OK);
+    CU_ASSERT_EQUAL(json_integer_value(json_object_get(out, "indexed")), 1);
+    json_decref(out);
+    json_decref(arg);
+    store_close(st);
+    /* The chunk, the index and its term keys: all in the graph's slot, on its master. */
+    CU_ASSERT_TRUE(keys_in_slot(g->master_port, g->slot) >= before + 4);
+    redisContext *c = redisConnect("127.0.0.1", g->master_port);
+    CU_ASSERT_FATAL(c != NULL && !c->err);
+    redisReply *r =
+        redisCommand(c, "FT.SEARCH charter:{%s}:retrieval:index desks NOCONTENT", g->graph);
+    CU_ASSERT_TRUE(r && r->type == REDIS_REPLY_ARRAY && r->elements == 2 &&
+                   r->element[0]->integer == 1);
+    freeReplyObject(r);
+    redisFree(c);
+}
+
 /* --- failover under load ----------------------------------------------------------------- */
 
 typedef struct {
@@ -523,6 +562,8 @@ int main(void)
         CU_add_suite("Redis Cluster, 3 masters and 3 replicas", cluster_init, cluster_clean);
     CU_add_test(cl, "graphs spread over masters; deliveries commit durably",
                 test_graphs_spread_over_masters_and_deliveries_commit_durably);
+    CU_add_test(cl, "a graph's retrieval index lives on the graph's master",
+                test_retrieval_index_lives_on_the_graphs_master);
     CU_add_test(cl, "a master killed mid-load: no durable delivery lost, none committed twice",
                 test_master_killed_mid_load_loses_no_durable_delivery_and_commits_none_twice);
     CU_basic_set_mode(CU_BRM_VERBOSE);
