@@ -421,8 +421,11 @@ static int parse_options(int argc, char **argv, bench_opts *o)
             return usage("%s needs a value", opt);
         if (strcmp(opt, "--redis") == 0) {
             if (!((strncmp(val, "unix://", 7) == 0 && val[7] == '/') ||
-                  (strncmp(val, "tcp://", 6) == 0 && val[6] != '\0')))
-                return usage("--redis needs unix:///path or tcp://host:port, got \"%s\"", val);
+                  (strncmp(val, "tcp://", 6) == 0 && val[6] != '\0') ||
+                  (strncmp(val, "cluster://", 10) == 0 && val[10] != '\0')))
+                return usage("--redis needs unix:///path, tcp://host:port or "
+                             "cluster://host:port,..., got \"%s\"",
+                             val);
             o->redis_url = val;
         } else if (strcmp(opt, "--url") == 0) {
             if (charter_url_check(val) != 0)
