@@ -693,13 +693,15 @@ void store_note_error(store *st, const char *fmt, ...)
     va_end(ap);
 }
 
-/* Maps a Redis error reply to a status: the server being busy, loading or read-only is
- * transient (the command did not run); anything else is a protocol failure. */
+/* Maps a Redis error reply to a status: the server being busy, loading or read-only, or a
+ * cluster redirect left unfollowed (too many hops), is transient (the command did not run);
+ * anything else is a protocol failure. */
 static int map_redis_error(const char *msg)
 {
     metrics_db_error();
     static const char *const transient[] = {"LOADING",     "BUSY",     "MASTERDOWN", "TRYAGAIN",
-                                            "CLUSTERDOWN", "READONLY", "NOAUTH",     "NOPERM"};
+                                            "CLUSTERDOWN", "READONLY", "NOAUTH",     "NOPERM",
+                                            "MOVED",       "ASK"};
     for (size_t i = 0; i < sizeof transient / sizeof transient[0]; i++) {
         size_t n = strlen(transient[i]);
         if (strncmp(msg, transient[i], n) == 0 && (msg[n] == ' ' || msg[n] == '\0'))

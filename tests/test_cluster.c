@@ -222,23 +222,35 @@ static long run_deliveries(charter_client *c, const char *run_id, char ***ids)
 
 /* --- the cluster ------------------------------------------------------------------------- */
 
-static int cluster_init(void)
+static int cluster_clean(void);
+
+/* Starts the cluster and one charterd per graph. Returns 0 or -1. */
+static int cluster_start(void)
 {
     const char *shared = getenv("CHARTER_TEST_REDIS");
     snprintf(shared_redis, sizeof shared_redis, "%s", shared ? shared : "");
     snprintf(cluster_dir, sizeof cluster_dir, "/tmp/charter-cluster-%d", (int)getpid());
-    base_port = 21000 + (int)(getpid() % 700) * 8; /* bus ports (+10000) stay below 39000 */
-    char cmd[512];
-    snprintf(cmd, sizeof cmd, "%s/deploy/cluster.sh start %s %d", CHARTER_SOURCE_DIR, cluster_dir,
-             base_port);
-    FILE *p = popen(cmd, "r");
-    if (!p)
-        return -1;
-    if (!fgets(cluster_url, sizeof cluster_url, p)) {
-        pclose(p);
-        return -1;
+    /* Ports and cluster bus ports (+10000) below the kernel's ephemeral range (32768), where
+     * outgoing connections could hold them; another base is tried when one is taken. */
+    bool up = false;
+    for (int attempt = 0; attempt < 3 && !up; attempt++) {
+        base_port = 12000 + (int)((getpid() + attempt * 337) % 1000) * 8;
+        char cmd[512];
+        snprintf(cmd, sizeof cmd, "%s/deploy/cluster.sh start %s %d", CHARTER_SOURCE_DIR,
+                 cluster_dir, base_port);
+        FILE *p = popen(cmd, "r");
+        if (!p)
+            return -1;
+        bool got = fgets(cluster_url, sizeof cluster_url, p) != NULL;
+        up = pclose(p) == 0 && got;
+        if (!up) {
+            snprintf(cmd, sizeof cmd, "%s/deploy/cluster.sh stop %s; rm -rf %s", CHARTER_SOURCE_DIR,
+                     cluster_dir, cluster_dir);
+            if (system(cmd) != 0)
+                fprintf(stderr, "stopping the cluster failed\n");
+        }
     }
-    if (pclose(p) != 0)
+    if (!up)
         return -1;
     cluster_url[strcspn(cluster_url, "\n")] = '\0';
     /* charterd processes started from here use the cluster. */
@@ -272,6 +284,15 @@ static int cluster_init(void)
         graphs[i].started = true;
     }
     return 0;
+}
+
+/* CUnit runs no cleanup after a failed init: a half-started cluster is stopped here. */
+static int cluster_init(void)
+{
+    if (cluster_start() == 0)
+        return 0;
+    cluster_clean();
+    return -1;
 }
 
 static int cluster_clean(void)
@@ -380,6 +401,127 @@ static void test_retrieval_index_lives_on_the_graphs_master(void)
                    r->element[0]->integer == 1);
     freeReplyObject(r);
     redisFree(c);
+}
+
+/* The node id of the node at port (CLUSTER MYID) into id (64 bytes); 0 or -1. */
+static int node_id(int port, char id[64])
+{
+    redisContext *c = redisConnect("127.0.0.1", port);
+    if (!c || c->err) {
+        redisFree(c);
+        return -1;
+    }
+    redisReply *r = redisCommand(c, "CLUSTER MYID");
+    int rc = r && r->type == REDIS_REPLY_STRING && r->len < 64 ? 0 : -1;
+    if (rc == 0)
+        snprintf(id, 64, "%s", r->str);
+    freeReplyObject(r);
+    redisFree(c);
+    return rc;
+}
+
+/* Runs one command on the node at port; 0 when it answered no error (printed unless quiet). */
+static int node_do(int port, const char *const *argv, int argc, bool quiet)
+{
+    redisContext *c = redisConnect("127.0.0.1", port);
+    if (!c || c->err) {
+        redisFree(c);
+        return -1;
+    }
+    redisReply *r = redisCommandArgv(c, argc, (const char **)argv, NULL);
+    int rc = r && r->type != REDIS_REPLY_ERROR ? 0 : -1;
+    if (rc != 0 && !quiet)
+        fprintf(stderr, "%s %s at :%d: %s\n", argv[0], argc > 1 ? argv[1] : "", port,
+                r ? r->str : c->errstr);
+    freeReplyObject(r);
+    redisFree(c);
+    return rc;
+}
+
+/* Moves slot (with every key in it, in one MIGRATE) from the master at from to the master at
+ * to, and tells every master. Returns 0 or -1. */
+static int move_slot(int slot, int from, int to)
+{
+    char src[64], dst[64], sl[16], port[16];
+    if (node_id(from, src) != 0 || node_id(to, dst) != 0)
+        return -1;
+    snprintf(sl, sizeof sl, "%d", slot);
+    snprintf(port, sizeof port, "%d", to);
+    const char *importing[] = {"CLUSTER", "SETSLOT", sl, "IMPORTING", src};
+    const char *migrating[] = {"CLUSTER", "SETSLOT", sl, "MIGRATING", dst};
+    if (node_do(to, importing, 5, false) != 0 || node_do(from, migrating, 5, false) != 0)
+        return -1;
+    redisContext *c = redisConnect("127.0.0.1", from);
+    if (!c || c->err) {
+        redisFree(c);
+        return -1;
+    }
+    redisReply *keys = redisCommand(c, "CLUSTER GETKEYSINSLOT %d 100000", slot);
+    int rc = keys && keys->type == REDIS_REPLY_ARRAY ? 0 : -1;
+    if (rc == 0 && keys->elements > 0) {
+        size_t n = keys->elements + 8;
+        const char **argv = calloc(n, sizeof *argv);
+        size_t *lens = calloc(n, sizeof *lens);
+        rc = argv && lens ? 0 : -1;
+        if (rc == 0) {
+            const char *head[] = {"MIGRATE", "127.0.0.1", port, "", "0", "10000", "KEYS"};
+            for (size_t i = 0; i < 7; i++) {
+                argv[i] = head[i];
+                lens[i] = strlen(head[i]);
+            }
+            for (size_t i = 0; i < keys->elements; i++) {
+                argv[7 + i] = keys->element[i]->str;
+                lens[7 + i] = keys->element[i]->len;
+            }
+            redisReply *m = redisCommandArgv(c, (int)(7 + keys->elements), argv, lens);
+            rc = m && m->type != REDIS_REPLY_ERROR ? 0 : -1;
+            if (rc != 0)
+                fprintf(stderr, "MIGRATE: %s\n", m ? m->str : c->errstr);
+            freeReplyObject(m);
+        }
+        free(argv);
+        free(lens);
+    }
+    freeReplyObject(keys);
+    redisFree(c);
+    const char *node[] = {"CLUSTER", "SETSLOT", sl, "NODE", dst};
+    for (int i = 0; rc == 0 && i < 6; i++)
+        (void)node_do(base_port + i, node, 5, true); /* replicas refuse it */
+    if (rc == 0 && (node_do(to, node, 5, false) != 0 || node_do(from, node, 5, false) != 0))
+        rc = -1;
+    return rc;
+}
+
+/* The slot of a graph moves to another master while its charterd keeps its old map: the next
+ * calls get MOVED, follow it, and deliver on the new master. */
+static void test_a_moved_slot_is_followed_to_its_new_master(void)
+{
+    cluster_graph *g = &graphs[2];
+    int from = g->master_port;
+    int to = graphs[0].master_port != from ? graphs[0].master_port : graphs[1].master_port;
+    CU_ASSERT_EQUAL_FATAL(move_slot(g->slot, from, to), 0);
+    g->master_port = to;
+    CU_ASSERT_EQUAL(keys_in_slot(from, g->slot), 0);
+    long long moved = keys_in_slot(to, g->slot);
+    CU_ASSERT_TRUE(moved > 0);
+    charter_client *c = NULL;
+    CU_ASSERT_EQUAL_FATAL(harness_client_open(g->d.tcp_url, HARNESS_OPERATOR_TOKEN, 5000, &c), 0);
+    for (int k = 0; k < 4; k++) { /* both workers' stores meet the redirect */
+        char inv[64];
+        snprintf(inv, sizeof inv, "moved-%d", k);
+        deliver_answer a;
+        CU_ASSERT_EQUAL(deliver(c, g, inv, &a), 0);
+        CU_ASSERT_EQUAL(a.outcome, CHARTER__V1__OUTCOME__ALLOW);
+        CU_ASSERT_FALSE(a.acknowledged);
+    }
+    char **ids = NULL;
+    CU_ASSERT_EQUAL(run_deliveries(c, g->run_id, &ids), 3 + 4);
+    for (size_t k = 0; ids && ids[k]; k++)
+        free(ids[k]);
+    free(ids);
+    charter_client_close(c);
+    CU_ASSERT_EQUAL(keys_in_slot(from, g->slot), 0);
+    CU_ASSERT_TRUE(keys_in_slot(to, g->slot) > moved);
 }
 
 /* --- failover under load ----------------------------------------------------------------- */
@@ -564,6 +706,8 @@ int main(void)
                 test_graphs_spread_over_masters_and_deliveries_commit_durably);
     CU_add_test(cl, "a graph's retrieval index lives on the graph's master",
                 test_retrieval_index_lives_on_the_graphs_master);
+    CU_add_test(cl, "a moved slot is followed to its new master",
+                test_a_moved_slot_is_followed_to_its_new_master);
     CU_add_test(cl, "a master killed mid-load: no durable delivery lost, none committed twice",
                 test_master_killed_mid_load_loses_no_durable_delivery_and_commits_none_twice);
     CU_basic_set_mode(CU_BRM_VERBOSE);
