@@ -91,7 +91,8 @@ typedef struct {
     bool json;
     bool no_ceiling;
     bool keep;
-    unsigned runs; /* deliver: runs the threads are spread over (thread t uses run t % runs) */
+    unsigned runs;    /* deliver: runs the threads are spread over (thread t uses run t % runs) */
+    unsigned tenants; /* deliver: graphs, one charterd each (thread t uses graph t % tenants) */
 } bench_opts;
 
 /* One run the workload uses: its context and payload, set up through the API. */
@@ -169,14 +170,16 @@ struct bench {
     bench_opts o;
     char token[128];
     char graph[80];
-    char tag[64]; /* prefix of every invocation ID of this process */
+    char graphs[BENCH_MAX_DAEMONS][96]; /* per tenant: graph, or graph_t<i> with --tenants */
+    char tag[64];                       /* prefix of every invocation ID of this process */
     char tmpdir[PATH_MAX];
     char charterd[PATH_MAX];
     bench_daemon daemons[BENCH_MAX_DAEMONS];
     unsigned n_daemons;
     charter_client *clients[BENCH_MAX_DAEMONS];
     unsigned n_clients;    /* one per charterd: the daemons started, or 1 with --url */
-    charter_client *admin; /* setup and verification, long deadline */
+    charter_client *admin; /* setup and verification, long deadline (admins[0]) */
+    charter_client *admins[BENCH_MAX_DAEMONS]; /* one per tenant's charterd */
     unsigned server_workers;
 
     /* The run the workload uses. */
@@ -308,11 +311,17 @@ static int usage(const char *why, ...)
         "                 Check: every answer has its own input_checked event seq.\n"
         "  health         Health/Check: the transport ceiling.\n"
         "\n"
-        "Options:\n"
-        "  --redis URL        unix:///path or tcp://host:port of an existing Redis (required\n"
+        "Options:\n");
+    fprintf(
+        out,
+        "  --redis URL        unix:///path, tcp://host:port or cluster://host:port,... of an\n"
+        "                     existing Redis (required\n"
         "                     unless --url; with --url it enables the ceiling)\n"
         "  --daemons M        charterd processes to start (default 1); threads are spread over\n"
         "                     them round-robin\n"
+        "  --tenants N        deliver: N graphs (<graph>_t0 ...), one charterd each; thread t\n"
+        "                     uses graph t mod N (--runs defaults to N). With --redis\n"
+        "                     cluster://host:port,... the graphs spread over the masters\n"
         "  --workers W        --workers of each charterd (default 2 x online cores)\n"
         "  --graph NAME       graph of the charterd processes (default bench_<pid>); it must\n"
         "                     be empty, and its keys are deleted afterwards unless --keep\n"
@@ -399,6 +408,7 @@ static int parse_options(int argc, char **argv, bench_opts *o)
     o->rounds = 50;
     o->timeout_ms = 10000;
     o->runs = 1;
+    o->tenants = 1;
     bool duration_set = false;
     for (int i = 1; i < argc; i++) {
         const char *opt = argv[i];
@@ -430,8 +440,11 @@ static int parse_options(int argc, char **argv, bench_opts *o)
             return usage("%s needs a value", opt);
         if (strcmp(opt, "--redis") == 0) {
             if (!((strncmp(val, "unix://", 7) == 0 && val[7] == '/') ||
-                  (strncmp(val, "tcp://", 6) == 0 && val[6] != '\0')))
-                return usage("--redis needs unix:///path or tcp://host:port, got \"%s\"", val);
+                  (strncmp(val, "tcp://", 6) == 0 && val[6] != '\0') ||
+                  (strncmp(val, "cluster://", 10) == 0 && val[10] != '\0')))
+                return usage("--redis needs unix:///path, tcp://host:port or "
+                             "cluster://host:port,..., got \"%s\"",
+                             val);
             o->redis_url = val;
         } else if (strcmp(opt, "--url") == 0) {
             if (charter_url_check(val) != 0)
@@ -465,6 +478,10 @@ static int parse_options(int argc, char **argv, bench_opts *o)
             if (parse_ulong(val, 1, BENCH_MAX_THREADS, &v) != 0)
                 return usage("--runs is 1 to %u", BENCH_MAX_THREADS);
             o->runs = (unsigned)v;
+        } else if (strcmp(opt, "--tenants") == 0) {
+            if (parse_ulong(val, 1, BENCH_MAX_DAEMONS, &v) != 0)
+                return usage("--tenants is 1 to %u", BENCH_MAX_DAEMONS);
+            o->tenants = (unsigned)v;
         } else if (strcmp(opt, "--daemons") == 0) {
             if (parse_ulong(val, 1, BENCH_MAX_DAEMONS, &v) != 0)
                 return usage("--daemons is 1 to %u", BENCH_MAX_DAEMONS);
@@ -515,6 +532,16 @@ static int parse_options(int argc, char **argv, bench_opts *o)
         return usage("--pid goes with --url (started daemons are measured anyway)");
     if (o->runs > 1 && o->workload != WL_DELIVER)
         return usage("--runs applies to the deliver workload");
+    if (o->tenants > 1) {
+        if (o->workload != WL_DELIVER || o->url != NULL || o->daemons != 1)
+            return usage("--tenants starts one charterd per graph for the deliver workload: "
+                         "not with --url, --daemons or another workload");
+        o->daemons = o->tenants;
+        if (o->runs == 1)
+            o->runs = o->tenants;
+        if (o->runs % o->tenants != 0)
+            return usage("--runs must be a multiple of --tenants (%u)", o->tenants);
+    }
     if (o->runs > o->threads)
         return usage("--runs is at most --threads (%u)", o->threads);
     return -1;
@@ -578,6 +605,46 @@ static redisReply *redis_do(redisContext *rc, int argc, const char **argv, char 
         return NULL;
     }
     return r;
+}
+
+/* A connection to the server holding graph: url itself, or on a cluster:// URL the master
+ * of the graph's slot (asked of the first seed: CLUSTER KEYSLOT, CLUSTER SLOTS). NULL with err
+ * set on failure. */
+static redisContext *redis_open_graph(const char *url, const char *graph, char *err, size_t errlen)
+{
+    if (strncmp(url, "cluster://", 10) != 0)
+        return redis_open(url, err, errlen);
+    char seed[300];
+    snprintf(seed, sizeof seed, "tcp://%.*s", (int)strcspn(url + 10, ","), url + 10);
+    redisContext *rc = redis_open(seed, err, errlen);
+    if (rc == NULL)
+        return NULL;
+    char key[128];
+    snprintf(key, sizeof key, "charter:{%s}", graph);
+    const char *ks[3] = {"CLUSTER", "KEYSLOT", key};
+    redisReply *r = redis_do(rc, 3, ks, err, errlen);
+    long long slot = r && r->type == REDIS_REPLY_INTEGER ? r->integer : -1;
+    if (r)
+        freeReplyObject(r);
+    const char *sl[2] = {"CLUSTER", "SLOTS"};
+    r = slot >= 0 ? redis_do(rc, 2, sl, err, errlen) : NULL;
+    char node[300] = "";
+    for (size_t i = 0; r && r->type == REDIS_REPLY_ARRAY && i < r->elements; i++) {
+        const redisReply *e = r->element[i];
+        if (e->type == REDIS_REPLY_ARRAY && e->elements >= 3 && slot >= e->element[0]->integer &&
+            slot <= e->element[1]->integer && e->element[2]->type == REDIS_REPLY_ARRAY &&
+            e->element[2]->elements >= 2 && e->element[2]->element[0]->type == REDIS_REPLY_STRING)
+            snprintf(node, sizeof node, "tcp://%s:%lld", e->element[2]->element[0]->str,
+                     e->element[2]->element[1]->integer);
+    }
+    if (r)
+        freeReplyObject(r);
+    redisFree(rc);
+    if (node[0] == '\0') {
+        snprintf(err, errlen, "no master of graph %s's slot in %s", graph, url);
+        return NULL;
+    }
+    return redis_open(node, err, errlen);
 }
 
 /* SCAN for the graph's keys; with del, deletes them. *found counts them. */
@@ -799,10 +866,17 @@ static int daemon_start(bench *b, unsigned i)
         say(b, "cannot create %s: %s", d->log, strerror(errno));
         return -1;
     }
-    char *argv[] = {b->charterd, "--redis",   (char *)b->o.redis_url,
-                    "--graph",   b->graph,    "--listen",
-                    listen,      "--workers", workers,
-                    "--quiet",   NULL};
+    char *argv[] = {b->charterd,
+                    "--redis",
+                    (char *)b->o.redis_url,
+                    "--graph",
+                    b->graphs[b->o.tenants > 1 ? i : 0],
+                    "--listen",
+                    listen,
+                    "--workers",
+                    workers,
+                    "--quiet",
+                    NULL};
     pid_t pid = fork();
     if (pid < 0) {
         say(b, "cannot fork: %s", strerror(errno));
@@ -1041,8 +1115,9 @@ static int setup_failed(bench *b, const char *what, int rv, const charter_status
     return -1;
 }
 
-/* CreateRun external, OpenStep analyze, ReadSource vendor_a, RecordOutput from it. */
-static int setup_run(bench *b)
+/* CreateRun external, OpenStep analyze, ReadSource vendor_a, RecordOutput from it, through
+ * admin (the charterd of the run's graph). */
+static int setup_run(bench *b, charter_client *admin)
 {
     charter_status st;
     int rv;
@@ -1052,7 +1127,7 @@ static int setup_run(bench *b)
     cr.mode = "external";
     cr.task = "charter-bench load run";
     Charter__V1__RunView *view = NULL;
-    if ((rv = charter_create_run(b->admin, &cr, &view, &st)) != 0)
+    if ((rv = charter_create_run(admin, &cr, &view, &st)) != 0)
         return setup_failed(b, "CreateRun", rv, &st);
     snprintf(b->run_id, sizeof b->run_id, "%s", view->run && view->run->id ? view->run->id : "");
     charter__v1__run_view__free_unpacked(view, NULL);
@@ -1061,7 +1136,7 @@ static int setup_run(bench *b)
     os.run_id = b->run_id;
     os.step = "analyze";
     Charter__V1__StepContext *ctx = NULL;
-    if ((rv = charter_open_step(b->admin, &os, &ctx, &st)) != 0)
+    if ((rv = charter_open_step(admin, &os, &ctx, &st)) != 0)
         return setup_failed(b, "OpenStep analyze", rv, &st);
     snprintf(b->context_id, sizeof b->context_id, "%s", ctx->context_id ? ctx->context_id : "");
     charter__v1__step_context__free_unpacked(ctx, NULL);
@@ -1070,7 +1145,7 @@ static int setup_run(bench *b)
     rs.context_id = b->context_id;
     rs.resource_id = "vendor_a";
     Charter__V1__ReadSourceResponse *src = NULL;
-    if ((rv = charter_read_source(b->admin, &rs, &src, &st)) != 0)
+    if ((rv = charter_read_source(admin, &rs, &src, &st)) != 0)
         return setup_failed(b, "ReadSource vendor_a", rv, &st);
     if (!allowed(src->decision) || src->artifact == NULL) {
         char text[300];
@@ -1090,7 +1165,7 @@ static int setup_run(bench *b)
     ro.title = "Northwind summary";
     ro.content = "Northwind Desks: NW-200, 389 USD per unit, 6 weeks, 5-year warranty.";
     Charter__V1__RecordOutputResponse *out = NULL;
-    if ((rv = charter_record_output(b->admin, &ro, &out, &st)) != 0)
+    if ((rv = charter_record_output(admin, &ro, &out, &st)) != 0)
         return setup_failed(b, "RecordOutput", rv, &st);
     if (!allowed(out->decision) || out->artifact == NULL) {
         char text[300];
@@ -1115,7 +1190,7 @@ static int setup_runs(bench *b)
 {
     double total = 0;
     for (unsigned i = 0; i < b->o.runs; i++) {
-        if (setup_run(b) != 0)
+        if (setup_run(b, b->admins[i % b->o.tenants]) != 0)
             return -1;
         total += b->setup_ms;
         bench_run *r = &b->runs[i];
@@ -1521,7 +1596,8 @@ static int figures_compute(const bench *b, bench_figures *f)
 
 /* The run's committed deliveries through GetRun. *ids is an array of n strings (free each and
  * the array). */
-static int run_deliveries(bench *b, const char *run_id, char ***ids, size_t *n)
+static int run_deliveries(bench *b, charter_client *admin, const char *run_id, char ***ids,
+                          size_t *n)
 {
     *ids = NULL;
     *n = 0;
@@ -1535,7 +1611,7 @@ static int run_deliveries(bench *b, const char *run_id, char ***ids, size_t *n)
     unsigned retries = 0;
     long pause_ms = 100;
     int rv;
-    while ((rv = charter_get_run(b->admin, &req, &v, &st)) != 0 && !bench_interrupted &&
+    while ((rv = charter_get_run(admin, &req, &v, &st)) != 0 && !bench_interrupted &&
            (rv == -CHARTER_RESOURCE_EXHAUSTED || rv == -CHARTER_UNAVAILABLE ||
             rv == -CHARTER_DEADLINE_EXCEEDED) &&
            now_ms() + (double)pause_ms < until) {
@@ -1609,7 +1685,7 @@ static int all_deliveries(bench *b, char ***ids, size_t *n, unsigned **run_of)
     for (unsigned r = 0; r < b->o.runs; r++) {
         char **some = NULL;
         size_t k = 0;
-        if (run_deliveries(b, b->runs[r].run_id, &some, &k) != 0)
+        if (run_deliveries(b, b->admins[r % b->o.tenants], b->runs[r].run_id, &some, &k) != 0)
             goto fail;
         char **grown = realloc(*ids, (*n + k + 1) * sizeof *grown);
         if (grown != NULL)
@@ -1758,7 +1834,7 @@ static void verify_deliver_same(bench *b)
               "%zu rounds; %zu rounds otherwise%s%s; %zu answers not ALLOW", rounds, bad_answers,
               bad_answers ? ", first " : "", first_bad, other);
 
-    if (run_deliveries(b, b->run_id, &ids, &n) != 0)
+    if (run_deliveries(b, b->admin, b->run_id, &ids, &n) != 0)
         goto out;
     size_t foreign = 0;
     char first_foreign[160] = "";
@@ -2062,8 +2138,8 @@ static void report_text(const bench *b, const bench_figures *f)
     if (b->o.url != NULL)
         printf("charterd at %s (graph %s, %u workers)\n", b->o.url, b->graph, b->server_workers);
     else
-        printf("%u charterd (%u workers each) on %s, graph %s\n", b->n_daemons, b->server_workers,
-               b->o.redis_url, b->graph);
+        printf("%u charterd (%u workers each) on %s, graph %s%s\n", b->n_daemons, b->server_workers,
+               b->o.redis_url, b->graph, b->o.tenants > 1 ? "_t<i>, one charterd per tenant" : "");
     if (b->o.workload != WL_HEALTH)
         printf("setup         run %s, context %s, source %s, payload %s: %.1f ms\n", b->run_id,
                b->context_id, b->source_id, b->payload_id, b->setup_ms);
@@ -2300,12 +2376,15 @@ static int open_clients(bench *b, const char *token)
         }
     }
     o.timeout_ms = BENCH_VERIFY_TIMEOUT_MS;
-    const char *url = b->o.url ? b->o.url : b->daemons[0].url;
-    int rv = charter_client_open(url, token, &o, &b->admin);
-    if (rv != 0) {
-        say(b, "cannot connect to %s: %s", url, charter_status_name(rv));
-        return -1;
+    for (unsigned i = 0; i < b->o.tenants; i++) {
+        const char *url = b->o.url ? b->o.url : b->daemons[i].url;
+        int rv = charter_client_open(url, token, &o, &b->admins[i]);
+        if (rv != 0) {
+            say(b, "cannot connect to %s: %s", url, charter_status_name(rv));
+            return -1;
+        }
     }
+    b->admin = b->admins[0];
     return 0;
 }
 
@@ -2329,22 +2408,24 @@ static int probe_url(bench *b)
 static int start_daemons(bench *b)
 {
     char err[300];
-    redisContext *rc = redis_open(b->o.redis_url, err, sizeof err);
-    if (rc == NULL) {
-        say(b, "%s", err);
-        return -1;
-    }
-    unsigned long long found = 0;
-    int r = redis_graph_keys(rc, b->graph, false, true, &found, err, sizeof err);
-    redisFree(rc);
-    if (r != 0) {
-        say(b, "cannot scan graph %s: %s", b->graph, err);
-        return -1;
-    }
-    if (found > 0) {
-        say(b, "graph %s already holds data in %s; refusing to load it (pick another --graph)",
-            b->graph, b->o.redis_url);
-        return -1;
+    for (unsigned g = 0; g < b->o.tenants; g++) {
+        redisContext *rc = redis_open_graph(b->o.redis_url, b->graphs[g], err, sizeof err);
+        if (rc == NULL) {
+            say(b, "%s", err);
+            return -1;
+        }
+        unsigned long long found = 0;
+        int r = redis_graph_keys(rc, b->graphs[g], false, true, &found, err, sizeof err);
+        redisFree(rc);
+        if (r != 0) {
+            say(b, "cannot scan graph %s: %s", b->graphs[g], err);
+            return -1;
+        }
+        if (found > 0) {
+            say(b, "graph %s already holds data in %s; refusing to load it (pick another --graph)",
+                b->graphs[g], b->o.redis_url);
+            return -1;
+        }
     }
     if (find_charterd(b) != 0)
         return -1;
@@ -2368,17 +2449,19 @@ static int start_daemons(bench *b)
 static void delete_graph(bench *b)
 {
     char err[300];
-    redisContext *rc = redis_open(b->o.redis_url, err, sizeof err);
-    if (rc == NULL) {
-        say(b, "graph %s not deleted: %s", b->graph, err);
-        return;
+    for (unsigned g = 0; g < b->o.tenants; g++) {
+        redisContext *rc = redis_open_graph(b->o.redis_url, b->graphs[g], err, sizeof err);
+        if (rc == NULL) {
+            say(b, "graph %s not deleted: %s", b->graphs[g], err);
+            continue;
+        }
+        unsigned long long n = 0;
+        if (redis_graph_keys(rc, b->graphs[g], true, false, &n, err, sizeof err) != 0)
+            say(b, "graph %s not fully deleted: %s", b->graphs[g], err);
+        else if (!b->o.json)
+            say(b, "deleted %llu keys of graph %s", n, b->graphs[g]);
+        redisFree(rc);
     }
-    unsigned long long n = 0;
-    if (redis_graph_keys(rc, b->graph, true, false, &n, err, sizeof err) != 0)
-        say(b, "graph %s not fully deleted: %s", b->graph, err);
-    else if (!b->o.json)
-        say(b, "deleted %llu keys of graph %s", n, b->graph);
-    redisFree(rc);
 }
 
 int main(int argc, char **argv)
@@ -2418,6 +2501,15 @@ int main(int argc, char **argv)
         snprintf(b->graph, sizeof b->graph, "%s", b->o.graph);
     else
         snprintf(b->graph, sizeof b->graph, "bench_%ld", (long)getpid());
+    for (unsigned g = 0; g < b->o.tenants; g++) {
+        if (b->o.tenants == 1)
+            snprintf(b->graphs[g], sizeof b->graphs[g], "%.79s", b->graph);
+        else
+            snprintf(b->graphs[g], sizeof b->graphs[g], "%.79s_t%u", b->graph, g);
+    }
+    /* redis-benchmark and INFO speak to one server: no ceiling on a cluster. */
+    if (b->o.redis_url != NULL && strncmp(b->o.redis_url, "cluster://", 10) == 0)
+        b->o.no_ceiling = true;
     if (b->o.workers != 0) {
         b->server_workers = b->o.workers;
     } else {
@@ -2507,10 +2599,12 @@ close:
             charter_client_close(b->clients[i]);
             b->clients[i] = NULL;
         }
-    if (b->admin != NULL) {
-        charter_client_close(b->admin);
-        b->admin = NULL;
-    }
+    for (unsigned i = 0; i < BENCH_MAX_DAEMONS; i++)
+        if (b->admins[i] != NULL) {
+            charter_client_close(b->admins[i]);
+            b->admins[i] = NULL;
+        }
+    b->admin = NULL;
 stop:
     for (unsigned i = 0; i < b->n_daemons; i++)
         if (b->o.url == NULL && b->daemons[i].running)

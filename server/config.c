@@ -34,8 +34,11 @@ void config_usage(void)
         "  --runners N         executor threads for scripted and live runs, 0 to 64 (default 2;\n"
         "                      0: this charterd only serves calls, others execute its runs)\n"
         "  --redis URL         use the Redis at unix:///path or redis://host:port (also\n"
-        "                      tcp://host:port, unix:/path, redis+unix:///path)\n"
+        "                      tcp://host:port, unix:/path, redis+unix:///path), or the Redis\n"
+        "                      Cluster at cluster://host:port[,host:port...]\n"
         "                      (default: start an embedded redis-server in the data folder)\n"
+        "  --durable-ack N     a committed delivery waits for N replicas (WAIT) within its\n"
+        "                      deadline; fewer: the answer says not yet durable (default 0)\n"
         "  --data-dir DIR      data folder, mode 0700 (default " CONFIG_DEFAULT_DATA_DIR ")\n"
         "  --graph NAME        graph name, 1-64 of [A-Za-z0-9_.-] (default " CONFIG_DEFAULT_GRAPH
         ")\n"
@@ -338,6 +341,14 @@ int config_parse(int argc, char **argv, config *cfg, char *err, size_t errlen)
                                    v ? v : "");
             }
             cfg->timeout_ms = (int)n;
+        } else if (config_match(arg, "--durable-ack", &i, argc, argv, &v)) {
+            if (config_number(v, 0, 16, &n) != 0) {
+                return config_fail(err, errlen,
+                                   "--durable-ack needs a replica count from 0 to 16, got \"%s\" "
+                                   "(e.g. --durable-ack 1)",
+                                   v ? v : "");
+            }
+            cfg->durable_ack = (unsigned)n;
         } else if (config_match(arg, "--queue", &i, argc, argv, &v)) {
             if (config_number(v, 0, 65536, &n) != 0) {
                 return config_fail(err, errlen,
@@ -462,6 +473,7 @@ void config_limits_of(const config *cfg, config_limits *out)
     out->max_content = (size_t)1024 * 1024;
     out->default_timeout_ms = cfg->timeout_ms;
     out->max_timeout_ms = CONFIG_MAX_TIMEOUT_MS;
+    out->durable_ack = (int)cfg->durable_ack;
 }
 
 int config_parse_hostport(const char *addr, char *out, size_t n)

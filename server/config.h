@@ -46,7 +46,8 @@ typedef struct {
     const char *http; /* --http HOST:PORT (borrowed) or NULL: no HTTP/JSON listener */
     /* --http-allow-host NAME (borrowed): one more Host the HTTP listener accepts, or NULL */
     const char *http_allow_host;
-    bool scripted_only; /* --scripted-only: refuse live runs and grant controls (a shared demo) */
+    bool scripted_only;   /* --scripted-only: refuse live runs and grant controls (a shared demo) */
+    unsigned durable_ack; /* --durable-ack: replicas a committed delivery waits for (0: none) */
 } config;
 
 /* Limits every call and every gate operation is held to; set once at startup from the
@@ -59,6 +60,7 @@ typedef struct {
     size_t max_content;     /* bytes of one artifact's content (default 1 MiB) */
     int default_timeout_ms; /* when the request carries none (default 5000) */
     int max_timeout_ms;     /* upper bound on a request's timeout (default 60000) */
+    int durable_ack;        /* replicas a committed delivery waits for (WAIT); 0: none */
 } config_limits;
 
 enum {

@@ -49,6 +49,7 @@ void deliver_result_free(deliver_result *r)
     json_decref(r->delivery);
     r->delivery = NULL;
     r->acknowledged = false;
+    r->durable = false;
 }
 
 static int find_delivery(const gate_env *g, const char *inv, json_t **delivery)
@@ -384,6 +385,35 @@ static void answer_effect_unknown(deliver_result *out, const char *invocation_id
  * UNKNOWN EFFECT_UNKNOWN when any commit was sent unanswered, plain UNKNOWN GRAPH_ERROR (no
  * effect) only when none was. A refused write is UNKNOWN GRAPH_ERROR. Returns STATUS_OK or
  * STATUS_ENOMEM. */
+/* With --durable-ack N, waits (WAIT, on the connection the commit ran on, within what remains
+ * of the call's deadline) for N replicas to confirm the commit. The delivery stands either
+ * way (it is committed on the master); when fewer confirm, the answer says so in the witness
+ * and durable stays false: the effect is not yet known to survive the master's loss. */
+static void note_durability(const gate_env *g, deliver_result *out)
+{
+    int want = g->limits ? g->limits->durable_ack : 0;
+    if (want <= 0)
+        return;
+    int confirmed = 0;
+    int rc = store_wait_replicas(g->st, want, &confirmed);
+    out->durable = rc == STATUS_OK && confirmed >= want;
+    if (out->durable)
+        return;
+    char note[200];
+    if (rc == STATUS_OK)
+        snprintf(note, sizeof note,
+                 "committed, not yet durable: %d of %d replicas confirmed within the deadline",
+                 confirmed, want);
+    else
+        snprintf(note, sizeof note,
+                 "committed, not yet durable: the replicas could not be asked (%d wanted)", want);
+    char *w = strdup(note);
+    if (w) {
+        free(out->decision.witness);
+        out->decision.witness = w;
+    }
+}
+
 static int send_commit(send_state *s, deliver_result *out)
 {
     const gate_env *g = s->g;
@@ -433,6 +463,7 @@ static int send_commit(send_state *s, deliver_result *out)
         if (status && strcmp(status, "committed") == 0) {
             out->delivery = json_incref(json_object_get(reply, "delivery"));
             json_decref(reply);
+            note_durability(g, out);
             /* The receipt, signed right after the commit. A failure here loses nothing:
              * Evidence/GetReceipt issues it from the stored delivery later. */
             json_t *receipt = NULL;

@@ -34,6 +34,9 @@ typedef struct {
     guard_decision decision;
     json_t *delivery;  /* the committed (or acknowledged) delivery object, or NULL */
     bool acknowledged; /* an earlier delivery with the same invocation and fingerprint */
+    /* --durable-ack N > 0: this call's commit was confirmed by N replicas (WAIT) before the
+     * answer. False otherwise, including for an acknowledged earlier delivery. */
+    bool durable;
 } deliver_result;
 
 /* Attempts count of commit_delivery before giving up with GRAPH_ERROR. */

@@ -38,17 +38,27 @@ typedef struct store store;
  * named "charter.<graph>" (CLIENT SETNAME) so CLIENT LIST shows whose it is. On success *out
  * owns a new store (free with store_close). The graph name is 1..64 characters of
  * [A-Za-z0-9_.-]. Returns STATUS_OK, STATUS_EINVAL (bad url or graph), STATUS_EUNAVAILABLE,
- * STATUS_ENOMEM. */
+ * STATUS_ENOMEM.
+ *
+ * With "cluster://host:port[,...]" the store learns the slot map (CLUSTER SLOTS) from the first
+ * seed that answers and sends each call to the master owning the slot of the current graph's
+ * hash tag (CLUSTER KEYSLOT, cached per graph), with one connection per master it has talked
+ * to. A MOVED reply updates the map and the command is sent again on the named node; an ASK
+ * reply sends ASKING and the command once on the named node (a redirect means the command did
+ * not run). The map is learnt again after a MOVED and after a connection failure. Deadlines
+ * and effect-unknown are as on one server: a command sent and not answered is effect-unknown. */
 int store_open(const char *url, const char *graph, int timeout_ms, store **out);
 
-/* Largest canonical Redis URL, with its NUL: "unix://" and a unix socket path of 107 bytes, or
- * "tcp://" and a host of 255 bytes with its port. */
-#define STORE_URL_MAX 272
+/* Largest canonical Redis URL, with its NUL: "unix://" and a unix socket path of 107 bytes,
+ * "tcp://" and a host of 255 bytes with its port, or "cluster://" and up to 16 seeds. */
+#define STORE_URL_MAX 1024
 
 /* Writes the canonical form of a Redis URL to out (outlen bytes, at least STORE_URL_MAX):
  * "unix:///path" for unix:///path, unix:/path, redis+unix:///path and redis+unix:/path;
  * "tcp://host:port" for tcp://host:port and redis://host[:port][/0] (port 6379 when left out).
  * The forms users copy from Redis clients are accepted so the one they have works as given.
+ * "cluster://host:port[,host:port...]" (1..16 seeds of a Redis Cluster, each with its port) is
+ * kept as given.
  * Returns STATUS_OK, or STATUS_EINVAL for anything else (credentials, TLS, another database
  * number, a relative socket path). */
 int store_url_canonical(const char *url, char *out, size_t outlen);
@@ -59,6 +69,9 @@ int store_use_graph(store *st, const char *graph);
 
 /* The graph the following calls address (store_open's, or the last store_use_graph's). */
 const char *store_graph(const store *st);
+
+/* True when st talks to a Redis Cluster (a cluster:// URL). */
+bool store_is_cluster(const store *st);
 
 /* Closes the connection and frees st (NULL is ignored). */
 void store_close(store *st);
@@ -103,9 +116,19 @@ const char *store_last_error(const store *st);
 void store_note_error(store *st, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
 /* FUNCTION LOAD REPLACE the library source (len bytes), then FCALL charter_version and compare
- * with STORE_LIBRARY_VERSION. Returns STATUS_OK, STATUS_EUNAVAILABLE, STATUS_EPROTO (load failed
- * or version differs; store_last_error says which). */
+ * with STORE_LIBRARY_VERSION. On a cluster, on every master of the slot map. Returns STATUS_OK,
+ * STATUS_EUNAVAILABLE, STATUS_EPROTO (load failed or version differs; store_last_error says which).
+ */
 int store_load_library(store *st, const char *source, size_t len);
+
+/* WAIT replicas: blocks until replicas replicas of the current connection's node (the one the
+ * last call ran on) confirm every write sent on it, or until half of what remains of the
+ * budget has passed (so the count is read and the call still answered in time). When fewer
+ * replicas are connected (ROLE), nothing waits. *confirmed is how many did (0 when
+ * replicas <= 0: nothing is asked, or fewer are connected). Returns STATUS_OK (compare *confirmed
+ * with replicas), STATUS_EUNAVAILABLE (no connection, deadline passed, or I/O failure: nothing is
+ * known of the replicas; the write itself is unaffected) or STATUS_EPROTO. */
+int store_wait_replicas(store *st, int replicas, int *confirmed);
 
 /* Whether Redis has the module name loaded (MODULE LIST; RediSearch 1.x is "ft"): *loaded.
  * Returns STATUS_OK, STATUS_EUNAVAILABLE or STATUS_EPROTO. */

@@ -314,6 +314,7 @@ static int deliver(call *c, const ProtobufCMessage *in, ProtobufCMessage **out)
         resp->decision = wire_decision(c, &r.decision);
         resp->delivery = r.delivery ? wire_delivery(c, r.delivery) : NULL;
         resp->acknowledged = r.acknowledged;
+        resp->durable = r.durable;
     }
     deliver_result_free(&r);
     if (!resp || !resp->decision)
