@@ -36,6 +36,7 @@ struct charter_client {
     nng_dialer dialer;
     char *url;
     char *authorization; /* "Bearer <token>", or NULL to send none */
+    char *tenant;        /* metadata "tenant" sent with every call, or NULL */
     uint32_t timeout_ms;
     size_t max_message;
     nng_mtx *mtx; /* guards connections */
@@ -64,6 +65,7 @@ static const ProtobufCServiceDescriptor *const charter_services[] = {
     &charter__v1__grants__descriptor,      &charter__v1__health__descriptor,
     &charter__v1__evidence__descriptor,    &charter__v1__workflows__descriptor,
     &charter__v1__retrieval__descriptor,   &charter__v1__reflection__descriptor,
+    &charter__v1__tenants__descriptor,     &charter__v1__credentials__descriptor,
     &grpc__health__v1__health__descriptor,
 };
 
@@ -243,6 +245,7 @@ static void client_free(charter_client *c)
         nng_mtx_free(c->mtx);
     free(c->url);
     free(c->authorization);
+    free(c->tenant);
     free(c);
 }
 
@@ -288,6 +291,11 @@ int charter_client_open(const char *url, const char *token, const charter_option
     c->timeout_ms = o.timeout_ms;
     c->max_message = o.max_message;
     if ((c->url = strdup(url)) == NULL) {
+        client_free(c);
+        return -CHARTER_RESOURCE_EXHAUSTED;
+    }
+    if (opts != NULL && opts->tenant != NULL && opts->tenant[0] != '\0' &&
+        (c->tenant = strdup(opts->tenant)) == NULL) {
         client_free(c);
         return -CHARTER_RESOURCE_EXHAUSTED;
     }
@@ -493,8 +501,8 @@ static int request_build(charter_client *c, const char *method, const ProtobufCM
                          charter_status *st)
 {
     Charter__V1__RpcRequest env = CHARTER__V1__RPC_REQUEST__INIT;
-    Charter__V1__RpcRequest__MetadataEntry entries[1 + CHARTER_MAX_METADATA];
-    Charter__V1__RpcRequest__MetadataEntry *meta[1 + CHARTER_MAX_METADATA];
+    Charter__V1__RpcRequest__MetadataEntry entries[2 + CHARTER_MAX_METADATA];
+    Charter__V1__RpcRequest__MetadataEntry *meta[2 + CHARTER_MAX_METADATA];
     uint8_t *payload = NULL;
     size_t payload_len = protobuf_c_message_get_packed_size(req);
     nng_msg *msg = NULL;
@@ -521,6 +529,13 @@ static int request_build(charter_client *c, const char *method, const ProtobufCM
         entries[0].key = "authorization";
         entries[0].value = c->authorization;
         meta[env.n_metadata++] = &entries[0];
+    }
+    if (c->tenant != NULL) {
+        Charter__V1__RpcRequest__MetadataEntry *e = &entries[env.n_metadata];
+        charter__v1__rpc_request__metadata_entry__init(e);
+        e->key = "tenant";
+        e->value = c->tenant;
+        meta[env.n_metadata++] = e;
     }
     for (size_t i = 0; i < n_pairs; i++) {
         Charter__V1__RpcRequest__MetadataEntry *e = &entries[env.n_metadata];
@@ -872,3 +887,18 @@ CHARTER_TYPED(charter_get_receipt_key, charter__v1__evidence__descriptor,
 CHARTER_TYPED(charter_list_methods, charter__v1__reflection__descriptor,
               Charter__V1__ListMethodsRequest, list_methods_request,
               Charter__V1__ListMethodsResponse, list_methods_response)
+CHARTER_TYPED(charter_create_tenant, charter__v1__tenants__descriptor,
+              Charter__V1__CreateTenantRequest, create_tenant_request,
+              Charter__V1__CreateTenantResponse, create_tenant_response)
+CHARTER_TYPED(charter_list_tenants, charter__v1__tenants__descriptor,
+              Charter__V1__ListTenantsRequest, list_tenants_request,
+              Charter__V1__ListTenantsResponse, list_tenants_response)
+CHARTER_TYPED(charter_issue_credential, charter__v1__credentials__descriptor,
+              Charter__V1__IssueCredentialRequest, issue_credential_request,
+              Charter__V1__IssuedCredential, issued_credential)
+CHARTER_TYPED(charter_list_credentials, charter__v1__credentials__descriptor,
+              Charter__V1__ListCredentialsRequest, list_credentials_request,
+              Charter__V1__ListCredentialsResponse, list_credentials_response)
+CHARTER_TYPED(charter_revoke_credential, charter__v1__credentials__descriptor,
+              Charter__V1__RevokeCredentialRequest, revoke_credential_request,
+              Charter__V1__Credential, credential)

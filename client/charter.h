@@ -69,6 +69,10 @@ typedef struct {
      * milliseconds (0: 100 and 2000). */
     uint32_t reconnect_min_ms;
     uint32_t reconnect_max_ms;
+    /* The tenant (graph) every call names, sent as metadata "tenant" (copied at open); NULL or
+     * "": none, so the call acts on the tenant its credential is bound to, or on charterd's
+     * default graph. 1..64 of [A-Za-z0-9_.-]; charterd refuses anything else. */
+    const char *tenant;
 } charter_options;
 
 typedef struct charter_client charter_client;
@@ -284,6 +288,26 @@ int charter_list_methods(charter_client *c, const Charter__V1__ListMethodsReques
  * --signing-key. req may be NULL. */
 int charter_get_receipt_key(charter_client *c, const Charter__V1__GetReceiptKeyRequest *req,
                             Charter__V1__ReceiptKey **resp, charter_status *status);
+
+/* Tenants/CreateTenant (admin token only): a tenant with its quotas, and its first operator
+ * credential, whose secret resp->operator_credential->secret is returned this once. */
+int charter_create_tenant(charter_client *c, const Charter__V1__CreateTenantRequest *req,
+                          Charter__V1__CreateTenantResponse **resp, charter_status *status);
+/* Tenants/ListTenants (admin token only): the implicit default graph, then every tenant. */
+int charter_list_tenants(charter_client *c, const Charter__V1__ListTenantsRequest *req,
+                         Charter__V1__ListTenantsResponse **resp, charter_status *status);
+/* Credentials/IssueCredential (the tenant's operator): a credential of the call's tenant with
+ * a role (operator, viewer, host) and, for a host, the actors it acts for. The secret
+ * (resp->secret, "chc_<id>_<64 hex>") is returned this once; charterd keeps its SHA-256. */
+int charter_issue_credential(charter_client *c, const Charter__V1__IssueCredentialRequest *req,
+                             Charter__V1__IssuedCredential **resp, charter_status *status);
+/* Credentials/ListCredentials (the tenant's operator): the tenant's credentials, no secrets. */
+int charter_list_credentials(charter_client *c, const Charter__V1__ListCredentialsRequest *req,
+                             Charter__V1__ListCredentialsResponse **resp, charter_status *status);
+/* Credentials/RevokeCredential (the tenant's operator): the credential fails from its next
+ * call on (UNAUTHENTICATED). NOT_FOUND for an id that is not one of the tenant's. */
+int charter_revoke_credential(charter_client *c, const Charter__V1__RevokeCredentialRequest *req,
+                              Charter__V1__Credential **resp, charter_status *status);
 
 #ifdef __cplusplus
 }

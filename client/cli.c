@@ -51,6 +51,7 @@ enum {
 typedef struct {
     const char *url;
     const char *token;
+    const char *tenant; /* --tenant / $CHARTER_TENANT: metadata "tenant", or NULL */
     uint32_t timeout_ms;
     uint32_t connect_timeout_ms;
     bool json;
@@ -240,6 +241,7 @@ static int cli_connect(cli *c)
     charter_options o;
     charter_options_init(&o);
     o.timeout_ms = c->timeout_ms;
+    o.tenant = c->tenant;
     /* Waiting for a connection longer than the call's own deadline would be pointless. */
     o.connect_timeout_ms =
         c->connect_timeout_ms < c->timeout_ms ? c->connect_timeout_ms : c->timeout_ms;
@@ -1740,6 +1742,62 @@ static int cmd_retrieval_trace(cli *c, const cli_command *cmd, const cli_args *a
                           json_pack("{s:s}", "artifactId", a->pos[0]));
 }
 
+/* ---- Tenants and credentials ------------------------------------------------------------- */
+
+/* The value of option name as a count for a quota (0..10^15); -1 when it is not one. */
+static long long quota_option(const cli_args *a, const char *name)
+{
+    const char *v = arg_option(a, name);
+    uint64_t n = 0;
+    if (v == NULL)
+        return 0;
+    return parse_number(v, 1000000000000000ULL, &n) == 0 ? (long long)n : -1;
+}
+
+static int cmd_tenant(cli *c, const cli_command *cmd, const cli_args *a)
+{
+    const char *sub = a->pos[0];
+    if (strcmp(sub, "list") == 0 && a->n_pos == 1)
+        return retrieval_call(c, cmd, "/charter.v1.Tenants/ListTenants", json_object());
+    if (strcmp(sub, "create") != 0 || a->n_pos != 2)
+        return usage_error(cmd, "%s", "use tenant create NAME [quotas] or tenant list");
+    long long runs = quota_option(a, "max-runs"), arts = quota_option(a, "max-artifacts");
+    long long cps = quota_option(a, "calls-per-second");
+    if (runs < 0 || arts < 0 || cps < 0 || cps > 4294967295LL)
+        return usage_error(cmd, "%s", "a quota is a whole number (0: unlimited)");
+    return retrieval_call(c, cmd, "/charter.v1.Tenants/CreateTenant",
+                          json_pack("{s:s, s:{s:I, s:I, s:I}}", "name", a->pos[1], "quotas",
+                                    "maxRuns", (json_int_t)runs, "maxArtifacts", (json_int_t)arts,
+                                    "callsPerSecond", (json_int_t)cps));
+}
+
+static int cmd_credential(cli *c, const cli_command *cmd, const cli_args *a)
+{
+    const char *sub = a->pos[0];
+    if (strcmp(sub, "list") == 0 && a->n_pos == 1)
+        return retrieval_call(c, cmd, "/charter.v1.Credentials/ListCredentials", json_object());
+    if (strcmp(sub, "revoke") == 0 && a->n_pos == 2)
+        return retrieval_call(c, cmd, "/charter.v1.Credentials/RevokeCredential",
+                              json_pack("{s:s}", "credentialId", a->pos[1]));
+    if (strcmp(sub, "issue") != 0 || a->n_pos != 2)
+        return usage_error(cmd, "%s",
+                           "use credential issue ROLE [--actors A,B] [--label L], credential "
+                           "list or credential revoke ID");
+    json_t *actors = json_array();
+    const char *list = arg_option(a, "actors");
+    for (const char *p = list; actors != NULL && p != NULL && *p != '\0';) {
+        const char *comma = strchr(p, ',');
+        size_t n = comma != NULL ? (size_t)(comma - p) : strlen(p);
+        if (n > 0)
+            json_array_append_new(actors, json_stringn(p, n));
+        p = comma != NULL ? comma + 1 : p + n;
+    }
+    const char *label = arg_option(a, "label");
+    return retrieval_call(c, cmd, "/charter.v1.Credentials/IssueCredential",
+                          json_pack("{s:s, s:o, s:s}", "role", a->pos[1], "actors", actors, "label",
+                                    label != NULL ? label : ""));
+}
+
 /* ---- command table and main --------------------------------------------------------------- */
 
 static const char *const run_opts[] = {"task", "mode", "workflow", "async", "budget", NULL};
@@ -1759,6 +1817,9 @@ static const char *const search_opts[] = {"limit", NULL};
 static const char *const checkpoint_opts[] = {"principal", "task", NULL};
 static const char *const resume_opts[] = {"principal", "task", "authorized",
                                           "authorized-unrestricted", NULL};
+
+static const char *const tenant_opts[] = {"max-runs", "max-artifacts", "calls-per-second", NULL};
+static const char *const credential_opts[] = {"actors", "label", NULL};
 
 static int cmd_help(cli *c, const cli_command *cmd, const cli_args *a);
 
@@ -1855,6 +1916,14 @@ static const cli_command commands[] = {
      2, 2, cmd_scope_resume},
     {"retrieval-trace", "ARTIFACT", "the searches and scopes that retrieved an artifact", no_opts,
      1, 1, cmd_retrieval_trace},
+    {"tenant", "create NAME [--max-runs N] [--max-artifacts N] [--calls-per-second N] | list",
+     "create a tenant (a graph) with its quotas, printing its first operator credential once, "
+     "or list tenants (admin token)",
+     tenant_opts, 1, 2, cmd_tenant},
+    {"credential", "issue ROLE [--actors A,B] [--label L] | list | revoke ID",
+     "issue (operator, viewer or host acting for actors; the secret is printed once), list or "
+     "revoke a credential of the tenant (operator)",
+     credential_opts, 1, 2, cmd_credential},
     {"help", "[COMMAND]", "this help, or a command's usage, options and an example", no_opts, 0, 1,
      cmd_help},
     {"call", "METHOD [JSON|-]",
@@ -1882,6 +1951,9 @@ static void print_help(FILE *out)
             "                          else %s)\n"
             "  --token TOKEN           bearer token (default: $CHARTER_TOKEN, else\n"
             "                          $CHARTER_OPERATOR_TOKEN)\n"
+            "  --tenant NAME           the tenant (graph) to act on, sent as metadata \"tenant\"\n"
+            "                          (default: $CHARTER_TENANT, else the credential's or\n"
+            "                          charterd's default graph)\n"
             "  --timeout-ms N          deadline of the call in milliseconds (default %u)\n"
             "  --connect-timeout-ms N  wait at most N ms for a connection (default %u; 0: wait\n"
             "                          within the call's deadline)\n"
@@ -2023,7 +2095,8 @@ typedef struct {
 
 static int parse_global(int argc, char **argv, cli *c, cli_flags *fl, char **rest, int *n_rest)
 {
-    static const char *const valued[] = {"url", "token", "timeout-ms", "connect-timeout-ms"};
+    static const char *const valued[] = {"url", "token", "timeout-ms", "connect-timeout-ms",
+                                         "tenant"};
     bool only_positional = false;
     *n_rest = 0;
     for (int i = 1; i < argc; i++) {
@@ -2086,6 +2159,9 @@ static int parse_global(int argc, char **argv, cli *c, cli_flags *fl, char **res
                                    value);
             c->timeout_ms = (uint32_t)n;
             break;
+        case 4:
+            c->tenant = value;
+            break;
         default:
             if (parse_number(value, CHARTER_MAX_TIMEOUT_MS, &n) != 0)
                 return usage_error(NULL,
@@ -2114,6 +2190,7 @@ int main(int argc, char **argv)
     c.token = getenv("CHARTER_TOKEN");
     if (c.token == NULL || c.token[0] == '\0')
         c.token = getenv("CHARTER_OPERATOR_TOKEN");
+    c.tenant = getenv("CHARTER_TENANT");
     c.timeout_ms = CHARTER_DEFAULT_TIMEOUT_MS;
     c.connect_timeout_ms = DEFAULT_CONNECT_TIMEOUT_MS;
 

@@ -43,6 +43,18 @@ static const cli_help_entry entries[] = {
     {"list", "  --limit N          at most N runs, newest first\n", "charter list --limit 5"},
     {"recover", NULL, "charter recover RUN"},
     {"revoke", NULL, "charter revoke g_reporter"},
+    {"tenant",
+     "  --max-runs N          runs the tenant may create (0: unlimited)\n"
+     "  --max-artifacts N     artifacts it may write through ReadSource and RecordOutput\n"
+     "  --calls-per-second N  calls naming it per second of the database's clock\n",
+     "CHARTER_TOKEN=$CHARTER_ADMIN_TOKEN charter tenant create acme --max-runs 100\n"
+     "CHARTER_TOKEN=$CHARTER_ADMIN_TOKEN charter tenant list"},
+    {"credential",
+     "  --actors A,B       for a host: the actors whose contexts it may use\n"
+     "  --label L          a note kept with the credential (at most 128 bytes)\n",
+     "charter --token chc_... credential issue host --actors analyst --label 'analyst host'\n"
+     "charter credential list\n"
+     "charter credential revoke 3f9a0c1e5b7d2a44"},
     {"restore", NULL, "charter restore g_reporter\ncharter restore"},
     {"chain", NULL, "charter chain g_reporter"},
     {"trace", NULL, "charter trace a7"},

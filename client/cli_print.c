@@ -712,4 +712,10 @@ void cli_print_health(FILE *out, const Charter__V1__HealthResponse *h)
     fprintf(out, "version          %s\n", text(h->version));
     fprintf(out, "library_version  %s\n", text(h->library_version));
     fprintf(out, "workers          %u\n", (unsigned)h->workers);
+    /* Who the call was, when it was someone: the tenant it acted on and the caller events
+     * record. */
+    if (h->caller != NULL && h->caller[0] != '\0') {
+        fprintf(out, "tenant           %s\n", text(h->tenant));
+        fprintf(out, "caller           %s (%s)\n", h->caller, text(h->role));
+    }
 }

@@ -27,7 +27,8 @@ static void usage(FILE *f)
             "  --url URL               charterd, tcp://HOST:PORT or ipc:///PATH (default:\n"
             "                          $CHARTER_URL, else %s)\n"
             "  --token TOKEN           charterd bearer token (default: $CHARTER_TOKEN, else\n"
-            "                          $CHARTER_OPERATOR_TOKEN)\n"
+            "                          $CHARTER_OPERATOR_TOKEN); $CHARTER_TENANT names the\n"
+            "                          tenant every call acts on (default: the token's)\n"
             "  --http HOST:PORT        serve Streamable HTTP on a loopback address at /mcp\n"
             "                          instead of stdio\n"
             "  --http-token-file FILE  the bearer credential HTTP clients must present (default:\n"
@@ -265,6 +266,7 @@ int main(int argc, char **argv)
         return 1;
     charter_options opts;
     charter_options_init(&opts);
+    opts.tenant = getenv("CHARTER_TENANT");
     int rc = charter_client_open(url ? url : CHARTER_DEFAULT_URL, token, &opts, &srv.client);
     if (rc != 0) {
         fprintf(stderr, "charter-mcp: cannot open %s: %s\n", url ? url : CHARTER_DEFAULT_URL,

@@ -20,7 +20,8 @@ static int auth_digest(const char *token, size_t len, unsigned char out[32])
     return 0;
 }
 
-int auth_init(auth_tokens *a, const char *operator_token, const char *viewer_token)
+int auth_init(auth_tokens *a, const char *operator_token, const char *viewer_token,
+              const char *admin_token)
 {
     memset(a, 0, sizeof *a);
     if (operator_token == NULL ||
@@ -32,6 +33,12 @@ int auth_init(auth_tokens *a, const char *operator_token, const char *viewer_tok
             return -1;
         }
         a->has_viewer = true;
+    }
+    if (admin_token != NULL && admin_token[0] != '\0') {
+        if (auth_digest(admin_token, strlen(admin_token), a->admin_digest) != 0) {
+            return -1;
+        }
+        a->has_admin = true;
     }
     return 0;
 }
@@ -55,12 +62,17 @@ int auth_check(const auth_tokens *a, const char *authorization, call_role *role)
     }
     int is_operator = CRYPTO_memcmp(digest, a->operator_digest, sizeof digest) == 0;
     int is_viewer = CRYPTO_memcmp(digest, a->viewer_digest, sizeof digest) == 0;
+    int is_admin = CRYPTO_memcmp(digest, a->admin_digest, sizeof digest) == 0;
     if (is_operator) {
         *role = ROLE_OPERATOR;
         return AUTH_OK;
     }
     if (is_viewer && a->has_viewer) {
         *role = ROLE_VIEWER;
+        return AUTH_OK;
+    }
+    if (is_admin && a->has_admin) {
+        *role = ROLE_ADMIN;
         return AUTH_OK;
     }
     return AUTH_INVALID;

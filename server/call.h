@@ -74,6 +74,20 @@ typedef struct {
     const char *watch_last;
     /* The call holds one of the long-wait slots (call_wait_begin). */
     bool waiting;
+    /* The tenant (graph) the call acts on (tenant.h): metadata "tenant", the credential's, or
+     * env->graph. The worker's store points at it while the handler runs. */
+    char tenant[65];
+    /* Who called, as events record it: "credential:<id>", "env:operator", "env:viewer",
+     * "env:admin", or "" without a credential. Never a secret. */
+    char caller[64];
+    /* A stored credential's id ("" for the environment tokens). */
+    char credential_id[17];
+    /* For ROLE_HOST: the actors the credential acts for (owned by the call's arena). */
+    char **actors;
+    size_t n_actors;
+    /* The tenant's quotas (0: unlimited), as the registry reported them for this call. */
+    unsigned long long max_runs;
+    unsigned long long max_artifacts;
 } call;
 
 /* A handler: in is the unpacked request (owned by dispatch). On success it sets *out to a

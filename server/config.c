@@ -68,6 +68,7 @@ void config_usage(void)
         "Environment:\n"
         "  CHARTER_OPERATOR_TOKEN  required, at least 24 characters: full control\n"
         "  CHARTER_VIEWER_TOKEN    optional, at least 24 characters: read-only, redacted\n"
+        "  CHARTER_ADMIN_TOKEN     optional, at least 24 characters: creates and lists tenants\n"
         "  CHARTER_OPENAI_BASE_URL, CHARTER_OPENAI_API_KEY, CHARTER_OPENAI_MODEL\n"
         "                          all three, or none: the OpenAI-compatible provider of live "
         "runs\n"
@@ -195,8 +196,24 @@ static int config_tokens(config *cfg, char *err, size_t errlen)
                            "CHARTER_VIEWER_TOKEN equals CHARTER_OPERATOR_TOKEN (give the viewer "
                            "its own token, or unset it)");
     }
+    const char *admin = getenv("CHARTER_ADMIN_TOKEN");
+    if (admin != NULL && admin[0] == '\0') {
+        admin = NULL;
+    }
+    if (admin != NULL && strlen(admin) < AUTH_MIN_TOKEN_LEN) {
+        return config_fail(err, errlen,
+                           "CHARTER_ADMIN_TOKEN is shorter than 24 characters (use at least 24 "
+                           "random characters, or unset it)");
+    }
+    if (admin != NULL &&
+        (strcmp(admin, op) == 0 || (viewer != NULL && strcmp(admin, viewer) == 0))) {
+        return config_fail(err, errlen,
+                           "CHARTER_ADMIN_TOKEN equals another token (give the admin its own "
+                           "token, or unset it)");
+    }
     cfg->operator_token = op;
     cfg->viewer_token = viewer;
+    cfg->admin_token = admin;
     return CONFIG_OK;
 }
 

@@ -42,6 +42,7 @@ typedef struct {
     bool verbose;
     const char *operator_token;        /* CHARTER_OPERATOR_TOKEN (borrowed from the environment) */
     const char *viewer_token;          /* CHARTER_VIEWER_TOKEN or NULL */
+    const char *admin_token;           /* CHARTER_ADMIN_TOKEN or NULL: creates and lists tenants */
     char redis_url_buf[STORE_URL_MAX]; /* --redis as store_url_canonical wrote it */
     const char *http; /* --http HOST:PORT (borrowed) or NULL: no HTTP/JSON listener */
     /* --http-allow-host NAME (borrowed): one more Host the HTTP listener accepts, or NULL */

@@ -25,6 +25,7 @@
 #include "log.h"
 #include "nulbyte.h"
 #include "metrics.h"
+#include "tenant.h"
 
 /* Bytes the decoder may allocate per byte of request, and the floor for small requests. The
  * floor must cover every request the handlers accept: protobuf-c scans a repeated field into
@@ -45,6 +46,8 @@ static const dispatch_service dispatch_services[] = {
     {&charter__v1__workflows__descriptor, svc_workflows_methods, &svc_workflows_methods_len},
     {&charter__v1__retrieval__descriptor, svc_retrieval_methods, &svc_retrieval_methods_len},
     {&charter__v1__reflection__descriptor, svc_reflection_methods, &svc_reflection_methods_len},
+    {&charter__v1__tenants__descriptor, svc_tenants_methods, &svc_tenants_methods_len},
+    {&charter__v1__credentials__descriptor, svc_credentials_methods, &svc_credentials_methods_len},
     /* grpc.health.v1 (proto/health.proto) after charter.v1's services. */
     {&grpc__health__v1__health__descriptor, svc_grpc_health_methods, &svc_grpc_health_methods_len},
 };
@@ -222,7 +225,7 @@ int dispatch_check_service(const ProtobufCServiceDescriptor *desc, const svc_met
             return -1;
         }
         if (row->min_role != ROLE_NONE && row->min_role != ROLE_VIEWER &&
-            row->min_role != ROLE_OPERATOR) {
+            row->min_role != ROLE_OPERATOR && row->min_role != ROLE_ADMIN) {
             snprintf(err, errlen, "method %s/%s requires an unknown role %d (%s)", desc->name,
                      md->name, (int)row->min_role, fix);
             return -1;
@@ -402,6 +405,181 @@ static void dispatch_refuse_nul(call *c, const Charter__V1__RpcRequest *rq, cons
               h->path);
 }
 
+/* --- who is calling, for which tenant -------------------------------------------------- */
+
+/* "Gate/Deliver" for "/charter.v1.Gate/Deliver"; other packages keep their full name. */
+static const char *dispatch_short_method(const char *method)
+{
+    static const char own[] = "/charter.v1.";
+    if (strncmp(method, own, sizeof own - 1) == 0)
+        return method + sizeof own - 1;
+    return method[0] == '/' ? method + 1 : method;
+}
+
+static unsigned long long dispatch_json_count(const json_t *o, const char *key)
+{
+    const json_t *v = json_object_get(o, key);
+    return json_is_integer(v) && json_integer_value(v) > 0
+               ? (unsigned long long)json_integer_value(v)
+               : (json_is_real(v) && json_real_value(v) > 0 ? (unsigned long long)json_real_value(v)
+                                                            : 0);
+}
+
+/* The registry's answer for the call's tenant (charter_tenant_admit): a failure as its status
+ * ("tenant X not found" is NOT_FOUND), else the tenant's name and quotas on the call. */
+static int dispatch_admit(call *c, const char *named, const char *cred_id, json_t **reply)
+{
+    const char *args[] = {named != NULL ? named : "", cred_id, c->env->graph};
+    int rc = tenant_registry_call(c->st, "tenant_admit", 3, args, reply);
+    if (rc == STATUS_ENOTFOUND && named != NULL)
+        return call_fail(c, RPC_NOT_FOUND, "tenant %s not found", named);
+    if (rc == STATUS_ENOTFOUND)
+        return call_fail(c, RPC_UNAUTHENTICATED, "invalid token");
+    if (rc != STATUS_OK)
+        return call_fail_status(c, rc, "the tenant registry");
+    const json_t *t = json_object_get(*reply, "tenant");
+    const char *name = json_string_value(json_object_get(t, "name"));
+    if (name == NULL || strlen(name) >= sizeof c->tenant)
+        return call_fail(c, RPC_INTERNAL, "unexpected reply from the tenant registry");
+    snprintf(c->tenant, sizeof c->tenant, "%s", name);
+    c->max_runs = dispatch_json_count(t, "max_runs");
+    c->max_artifacts = dispatch_json_count(t, "max_artifacts");
+    return RPC_OK;
+}
+
+/* calls_per_second, checked once per call after the caller is known. */
+static int dispatch_rate(call *c, const json_t *reply)
+{
+    if (!json_is_true(json_object_get(reply, "cps_exceeded")))
+        return RPC_OK;
+    return call_fail(c, RPC_RESOURCE_EXHAUSTED,
+                     "quota calls_per_second of tenant %s exceeded (%llu calls per second)",
+                     c->tenant,
+                     dispatch_json_count(json_object_get(reply, "tenant"), "calls_per_second"));
+}
+
+/* A stored credential "chc_<id>_<secret>": one registry call finds it and the tenant; the
+ * digest is compared in constant time; revoked, unknown or another tenant's is refused. */
+static int dispatch_identify_stored(call *c, const char *token, const char *named)
+{
+    char id[TENANT_CREDENTIAL_ID_LEN + 1];
+    if (!tenant_credential_id(token, id))
+        return call_fail(c, RPC_UNAUTHENTICATED, "invalid token");
+    json_t *reply = NULL;
+    int rc = dispatch_admit(c, named, id, &reply);
+    if (rc != RPC_OK)
+        goto out;
+    const json_t *cred = json_object_get(reply, "credential");
+    if (!json_is_object(cred) ||
+        !tenant_credential_matches(token, json_string_value(json_object_get(cred, "hash")))) {
+        rc = call_fail(c, RPC_UNAUTHENTICATED, "invalid token");
+        goto out;
+    }
+    const char *revoked = json_string_value(json_object_get(cred, "revoked_at"));
+    if (revoked == NULL || revoked[0] != '\0') {
+        rc = call_fail(c, RPC_UNAUTHENTICATED, "credential %s was revoked", id);
+        goto out;
+    }
+    const char *bound = json_string_value(json_object_get(cred, "tenant"));
+    if (bound == NULL || strcmp(bound, c->tenant) != 0) {
+        rc = call_fail(c, RPC_PERMISSION_DENIED, "credential %s is bound to another tenant, not %s",
+                       id, c->tenant);
+        goto out;
+    }
+    c->role = tenant_role_of(json_string_value(json_object_get(cred, "role")));
+    if (c->role == ROLE_NONE) {
+        rc = call_fail(c, RPC_UNAUTHENTICATED, "credential %s has no known role", id);
+        goto out;
+    }
+    snprintf(c->credential_id, sizeof c->credential_id, "%s", id);
+    snprintf(c->caller, sizeof c->caller, "credential:%s", id);
+    const json_t *actors = json_object_get(cred, "actors");
+    size_t n = json_is_array(actors) ? json_array_size(actors) : 0;
+    if (n > 0 && (c->actors = call_alloc(c, n * sizeof *c->actors)) == NULL) {
+        rc = call_fail(c, RPC_INTERNAL, "out of memory");
+        goto out;
+    }
+    for (size_t i = 0; i < n; i++) {
+        const char *a = json_string_value(json_array_get(actors, i));
+        if (a != NULL && (c->actors[c->n_actors] = call_strdup(c, a)) != NULL)
+            c->n_actors++;
+    }
+    rc = dispatch_rate(c, reply);
+out:
+    json_decref(reply);
+    return rc;
+}
+
+/* Who calls and for which tenant, before the row's role is checked: metadata "tenant" (a
+ * tenant name, or the default graph), a stored credential (which implies its tenant) or an
+ * environment token (which acts for the default graph only). The default graph with an
+ * environment token costs no database call; anything else costs one (charter_tenant_admit). */
+static int dispatch_identify(const dispatch_ctx *d, const Charter__V1__RpcRequest *rq,
+                             const svc_method *row, call *c)
+{
+    const server_env *env = d->env;
+    const char *named = dispatch_metadata(rq, "tenant");
+    snprintf(c->tenant, sizeof c->tenant, "%s", env->graph);
+    if (named != NULL && strcmp(named, env->graph) != 0 && !tenant_name_ok(named)) {
+        char shown[80];
+        dispatch_printable(named, shown, sizeof shown);
+        return call_fail(c, RPC_INVALID_ARGUMENT,
+                         "tenant \"%s\": a tenant name is 1 to 64 of [A-Za-z0-9_.-], not "
+                         "beginning with \"_\"",
+                         shown);
+    }
+    const char *authz = dispatch_metadata(rq, "authorization");
+    static const char scheme[] = "Bearer ";
+    if (authz != NULL && strncasecmp(authz, scheme, sizeof scheme - 1) == 0 &&
+        tenant_is_credential(authz + sizeof scheme - 1))
+        return dispatch_identify_stored(c, authz + sizeof scheme - 1, named);
+
+    int a = auth_check(d->auth, authz, &c->role);
+    if (a != AUTH_OK && row->min_role != ROLE_NONE) {
+        if (a == AUTH_MISSING)
+            return call_fail(
+                c, RPC_UNAUTHENTICATED,
+                "missing credentials: send metadata \"authorization: Bearer <token>\"");
+        return call_fail(c, RPC_UNAUTHENTICATED, "invalid token");
+    }
+    snprintf(c->caller, sizeof c->caller, "%s",
+             c->role == ROLE_OPERATOR ? "env:operator"
+             : c->role == ROLE_VIEWER ? "env:viewer"
+             : c->role == ROLE_ADMIN  ? "env:admin"
+                                      : "");
+    if (named == NULL || strcmp(named, env->graph) == 0 || c->role == ROLE_ADMIN)
+        return RPC_OK;
+    json_t *reply = NULL;
+    int rc = dispatch_admit(c, named, "", &reply);
+    if (rc == RPC_OK && c->role != ROLE_NONE)
+        rc = call_fail(c, RPC_PERMISSION_DENIED,
+                       "the environment tokens act for the default tenant %s only: call tenant "
+                       "%s with one of its credentials",
+                       env->graph, named);
+    if (rc == RPC_OK)
+        rc = dispatch_rate(c, reply);
+    json_decref(reply);
+    return rc;
+}
+
+/* Why a caller of this role may not call the row's method. */
+static int dispatch_refuse_role(call *c, const svc_method *row)
+{
+    if (row->min_role == ROLE_ADMIN)
+        return call_fail(c, RPC_PERMISSION_DENIED,
+                         "this method needs the admin token (CHARTER_ADMIN_TOKEN)");
+    if (c->role == ROLE_ADMIN)
+        return call_fail(c, RPC_PERMISSION_DENIED,
+                         "the admin token creates and lists tenants only; call with a credential "
+                         "of the tenant");
+    if (c->role == ROLE_HOST)
+        return call_fail(c, RPC_PERMISSION_DENIED,
+                         "a host credential may call only Gate/OpenStep, ReadSource, RecordOutput, "
+                         "CheckInput and Deliver");
+    return call_fail(c, RPC_PERMISSION_DENIED, "this method needs the %s token",
+                     row->min_role == ROLE_OPERATOR ? "operator" : "viewer");
+}
+
 /* --- one call ----------------------------------------------------------------------------- */
 
 int dispatch_serve(const dispatch_ctx *d, store *st, const uint8_t *req, size_t len,
@@ -466,15 +644,7 @@ int dispatch_serve(const dispatch_ctx *d, store *st, const uint8_t *req, size_t 
         goto reply;
     }
 
-    const char *authz = dispatch_metadata(rq, "authorization");
-    int a = auth_check(d->auth, authz, &c.role);
-    if (a != AUTH_OK && row->min_role != ROLE_NONE) {
-        if (a == AUTH_MISSING) {
-            call_fail(&c, RPC_UNAUTHENTICATED,
-                      "missing credentials: send metadata \"authorization: Bearer <token>\"");
-        } else {
-            call_fail(&c, RPC_UNAUTHENTICATED, "invalid token");
-        }
+    if (dispatch_identify(d, rq, row, &c) != RPC_OK) {
         goto reply;
     }
 
@@ -506,14 +676,37 @@ int dispatch_serve(const dispatch_ctx *d, store *st, const uint8_t *req, size_t 
     store_set_deadline(st, c.timeout_ms);
 
     /* The row's role, before any of the handler's own checks run. */
-    if (c.role < row->min_role) {
-        call_fail(&c, RPC_PERMISSION_DENIED, "this method needs the %s token",
-                  row->min_role == ROLE_OPERATOR ? "operator" : "viewer");
+    const char *short_method = dispatch_short_method(rq->method);
+    if (!tenant_role_allows(c.role, row->min_role, short_method)) {
+        dispatch_refuse_role(&c, row);
+        goto reply;
+    }
+    /* A quota is taken before the write it bounds and given back when the call fails. */
+    const char *quota = tenant_quota_kind(short_method);
+    if (quota != NULL && (strcmp(quota, "runs") == 0 ? c.max_runs : c.max_artifacts) == 0)
+        quota = NULL;
+    if (quota != NULL) {
+        int qrc = tenant_quota_take(st, c.tenant, quota, 1);
+        if (qrc != STATUS_OK) {
+            if (qrc == STATUS_ELIMIT)
+                call_fail(&c, RPC_RESOURCE_EXHAUSTED, "%s", store_last_error(st));
+            else
+                call_fail_status(&c, qrc, "the tenant's quota");
+            goto reply;
+        }
+    }
+    if (store_use_graph(st, c.tenant) != STATUS_OK) {
+        call_fail(&c, RPC_INTERNAL, "tenant %s cannot be addressed", c.tenant);
         goto reply;
     }
     evlog_set_request_id(c.request_id);
+    evlog_set_caller(c.caller);
     int rc = row->handler(&c, in, &out);
     evlog_set_request_id(NULL);
+    evlog_set_caller(NULL);
+    (void)store_use_graph(st, env->graph);
+    if (quota != NULL && rc != RPC_OK)
+        tenant_quota_release(st, c.tenant, quota, 1);
     if (rc != RPC_OK) {
         c.status = rc;
         if (c.message[0] == '\0') {
@@ -535,6 +728,9 @@ int dispatch_serve(const dispatch_ctx *d, store *st, const uint8_t *req, size_t 
     protobuf_c_message_pack(out, payload);
 
 reply:;
+    /* The worker's store addresses the default graph between calls, whatever happened. */
+    if (st != NULL)
+        (void)store_use_graph(st, env->graph);
     if (c.request_id[0] == '\0') {
         (void)dispatch_request_id(NULL, c.request_id);
     }
@@ -553,7 +749,8 @@ reply:;
     }
     long us = dispatch_elapsed_us(&t0);
     metrics_call(md != NULL ? method : NULL, status, us);
-    log_call_fields lf = {method, dispatch_code_name(status), us, env->graph, c.request_id};
+    log_call_fields lf = {method, dispatch_code_name(status), us,
+                          c.tenant[0] != '\0' ? c.tenant : env->graph, c.request_id};
     log_set_call(&lf);
     if (status != RPC_OK) {
         log_refusal(status, dispatch_code_name(status), "call %s failed: %s (%d): %s [%ld us]",

@@ -12,6 +12,7 @@
 
 #include <openssl/crypto.h>
 #include <pthread.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -321,43 +322,55 @@ typedef struct {
 static int evlog_seal_event(const char *run_id, const evlog_event *ev, const evlog_head *head,
                             evlog_sealed *sealed, char **text);
 static _Thread_local const char *evlog_request_id_now;
+static _Thread_local const char *evlog_caller_now;
 
 void evlog_set_request_id(const char *request_id)
 {
     evlog_request_id_now = request_id;
 }
 
-/* detail with the thread's request id on it (evlog_set_request_id), into *out (caller frees;
- * NULL when there is none to add). A JSON object detail gets a "request_id" member, any other
- * text " (request_id <id>)" at its end, an empty one "request_id <id>". */
+void evlog_set_caller(const char *caller)
+{
+    evlog_caller_now = caller;
+}
+
+/* detail with the thread's request id and caller on it (evlog_set_request_id,
+ * evlog_set_caller), into *out (caller frees; NULL when there is none to add). A JSON object
+ * detail gets "request_id" and "caller" members, any other text " (request_id <id>, caller
+ * <caller>)" at its end, an empty one "request_id <id>, caller <caller>"; either part is left
+ * out when unset. */
 static int evlog_detail_with_request_id(const char *detail, char **out)
 {
     const char *id = evlog_request_id_now;
+    const char *who = evlog_caller_now;
+    bool has_id = id != NULL && id[0] != '\0';
+    bool has_who = who != NULL && who[0] != '\0';
     *out = NULL;
-    if (id == NULL || id[0] == '\0') {
+    if (!has_id && !has_who) {
         return STATUS_OK;
     }
-    if (detail == NULL || detail[0] == '\0') {
-        size_t n = strlen(id) + sizeof "request_id ";
-        if ((*out = malloc(n)) == NULL)
-            return STATUS_ENOMEM;
-        snprintf(*out, n, "request_id %s", id);
-        return STATUS_OK;
-    }
-    if (detail[0] == '{') {
+    if (detail != NULL && detail[0] == '{') {
         json_t *o = json_loads(detail, JSON_REJECT_DUPLICATES, NULL);
         if (json_is_object(o)) {
-            if (json_object_set_new(o, "request_id", json_string(id)) == 0)
+            if ((!has_id || json_object_set_new(o, "request_id", json_string(id)) == 0) &&
+                (!has_who || json_object_set_new(o, "caller", json_string(who)) == 0))
                 *out = evlog_json_text(o);
             json_decref(o);
             return *out != NULL ? STATUS_OK : STATUS_ENOMEM;
         }
         json_decref(o);
     }
-    size_t n = strlen(detail) + strlen(id) + sizeof " (request_id )";
+    char tail[320];
+    snprintf(tail, sizeof tail, "%s%s%s%s%s", has_id ? "request_id " : "", has_id ? id : "",
+             has_id && has_who ? ", " : "", has_who ? "caller " : "", has_who ? who : "");
+    bool empty = detail == NULL || detail[0] == '\0';
+    size_t n = (empty ? 0 : strlen(detail)) + strlen(tail) + sizeof " ()";
     if ((*out = malloc(n)) == NULL)
         return STATUS_ENOMEM;
-    snprintf(*out, n, "%s (request_id %s)", detail, id);
+    if (empty)
+        snprintf(*out, n, "%s", tail);
+    else
+        snprintf(*out, n, "%s (%s)", detail, tail);
     return STATUS_OK;
 }
 

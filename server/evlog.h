@@ -67,6 +67,13 @@ typedef struct {
  * "request_id" member, other text " (request_id <id>)" at its end. Thread-local. */
 void evlog_set_request_id(const char *request_id);
 
+/* Who made the call this thread serves (borrowed until evlog_set_caller(NULL)): a credential
+ * id as "credential:<id>" or "env:operator" / "env:viewer" for the environment tokens, never a
+ * secret. Every event the thread writes meanwhile carries it in its detail beside the request
+ * id: a JSON object detail as a "caller" member, other text as ", caller <caller>" inside the
+ * parentheses ("mode external (request_id r1, caller env:operator)"). Thread-local. */
+void evlog_set_caller(const char *caller);
+
 /* Fills o with an event of kind recording decision d (NULL: an event that records none, e.g.
  * a model request) made by the evaluator whose fingerprint is evaluator (NULL or "" for the
  * process's, evlog_evaluator; ignored without d), with detail and snapshot (either may be

@@ -5,7 +5,8 @@
  * the next queued run with a lease (charter_claim_run), execute it with runner_execute under
  * the workflow the run pinned, and when nothing waits, sleep one poll interval. Which process
  * executes a run is decided by the database alone; nothing here is shared between threads but
- * the stop flag.
+ * the stop flag. Every tenant's queue is served: the default graph's and those of the tenants
+ * in the registry (tenant.h), whose names are read again once a reap interval.
  */
 #include "executor.h"
 
@@ -26,6 +27,7 @@
 #include "runner.h"
 #include "status.h"
 #include "store.h"
+#include "tenant.h"
 
 #define EXECUTOR_POLL_MS 100  /* an idle thread looks for queued runs this often */
 #define EXECUTOR_REAP_MS 1000 /* and for lapsed leases this often */
@@ -34,6 +36,8 @@ typedef struct {
     executor *ex;
     store *st;
     char owner[96];
+    char graph[72];  /* the default graph the thread's store was opened on */
+    json_t *tenants; /* the registry's tenant names as last read (NULL before) */
     pthread_t thread;
     bool started;
 } executor_thread;
@@ -101,21 +105,57 @@ static bool executor_one(executor_thread *t)
     return true;
 }
 
+/* One pass over one graph's queue: reap when due, then claim and execute one run. Returns
+ * true when a run was claimed. The store addresses graph meanwhile, the default afterwards. */
+static bool executor_graph(executor_thread *t, const char *graph, bool reap)
+{
+    if (store_use_graph(t->st, graph) != STATUS_OK)
+        return false;
+    if (reap)
+        executor_reap(t);
+    bool claimed = executor_one(t);
+    (void)store_use_graph(t->st, t->graph);
+    return claimed;
+}
+
+/* The default graph, then every tenant of the registry; true when a run was claimed. */
+static bool executor_round(executor_thread *t, bool reap)
+{
+    if (reap) {
+        json_t *names = NULL;
+        /* A registry that cannot be read keeps the last list: queues are still served. */
+        if (tenant_names(t->st, &names) == STATUS_OK) {
+            json_decref(t->tenants);
+            t->tenants = names;
+        }
+    }
+    bool claimed = executor_graph(t, t->graph, reap);
+    size_t i;
+    json_t *v;
+    json_array_foreach(t->tenants, i, v)
+    {
+        const char *name = json_string_value(v);
+        if (name != NULL && strcmp(name, t->graph) != 0 && executor_graph(t, name, reap))
+            claimed = true;
+    }
+    return claimed;
+}
+
 static void *executor_main(void *arg)
 {
     executor_thread *t = arg;
     executor *ex = t->ex;
     struct timespec last_reap = {0, 0};
+    snprintf(t->graph, sizeof t->graph, "%s", store_graph(t->st));
     while (!atomic_load(&ex->stopping)) {
         struct timespec now;
         clock_gettime(CLOCK_MONOTONIC, &now);
         long since =
             (now.tv_sec - last_reap.tv_sec) * 1000 + (now.tv_nsec - last_reap.tv_nsec) / 1000000;
-        if (since >= EXECUTOR_REAP_MS) {
-            executor_reap(t);
+        bool reap = since >= EXECUTOR_REAP_MS;
+        if (reap)
             last_reap = now;
-        }
-        if (executor_one(t))
+        if (executor_round(t, reap))
             continue;
         struct timespec until;
         clock_gettime(CLOCK_REALTIME, &until);
@@ -129,6 +169,8 @@ static void *executor_main(void *arg)
             (void)pthread_cond_timedwait(&ex->cv, &ex->mu, &until);
         pthread_mutex_unlock(&ex->mu);
     }
+    json_decref(t->tenants);
+    t->tenants = NULL;
     return NULL;
 }
 

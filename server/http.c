@@ -513,12 +513,13 @@ static int http_envelope(http_server *s, nng_aio *aio, nng_http_req *req, const 
     protobuf_c_message_free_unpacked(in, &alloc);
 
     Charter__V1__RpcRequest env = CHARTER__V1__RPC_REQUEST__INIT;
-    /* The headers that are call metadata: the token, the request id and trace context, and
-     * the status a grpc.health.v1 Watch last saw. dispatch_serve validates each. */
+    /* The headers that are call metadata: the token, the request id and trace context, the
+     * status a grpc.health.v1 Watch last saw, and the tenant. dispatch_serve validates each. */
     static const char *const headers[][2] = {{"Authorization", "authorization"},
                                              {"X-Request-Id", "x-request-id"},
                                              {"traceparent", "traceparent"},
-                                             {"Grpc-Health-Last", "grpc-health-last"}};
+                                             {"Grpc-Health-Last", "grpc-health-last"},
+                                             {"Charter-Tenant", "tenant"}};
     enum { HTTP_META = sizeof headers / sizeof headers[0] };
     Charter__V1__RpcRequest__MetadataEntry entries[HTTP_META];
     Charter__V1__RpcRequest__MetadataEntry *meta[HTTP_META];

@@ -373,7 +373,7 @@ static void main_free_interrupted(main_state *m)
 /* The tokens and the environment every call is served with. */
 static int main_prepare_calls(main_state *m)
 {
-    if (auth_init(&m->auth, m->cfg.operator_token, m->cfg.viewer_token) != 0) {
+    if (auth_init(&m->auth, m->cfg.operator_token, m->cfg.viewer_token, m->cfg.admin_token) != 0) {
         log_fatal("cannot hash the tokens (check the OpenSSL installation)");
         return EXIT_STARTUP;
     }

@@ -3,11 +3,20 @@
  * method of the dispatch table requires (services.h).
  *
  * Kept apart from the RPC layer so that auth.h, and config.c through it, need nothing else.
- * Roles are ordered: a caller may use a method whose minimum role is at most its own.
+ * Viewer and operator are ordered: a caller may use a method whose minimum role is at most its
+ * own. Host and admin stand outside that order (tenant.h, tenant_role_allows): a host may call
+ * only the agent-facing methods through contexts of its actors, an admin only the methods whose
+ * row names ROLE_ADMIN (creating and listing tenants) and none of any tenant's graph data.
  */
 #ifndef CHARTER_ROLE_H
 #define CHARTER_ROLE_H
 
-typedef enum { ROLE_NONE = 0, ROLE_VIEWER = 1, ROLE_OPERATOR = 2 } call_role;
+typedef enum {
+    ROLE_NONE = 0,
+    ROLE_VIEWER = 1,
+    ROLE_OPERATOR = 2,
+    ROLE_HOST = 3,  /* a stored host credential: agent-facing methods, its actors' contexts */
+    ROLE_ADMIN = 4, /* CHARTER_ADMIN_TOKEN: the Tenants service only */
+} call_role;
 
 #endif

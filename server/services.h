@@ -50,5 +50,10 @@ extern const svc_method svc_retrieval_methods[]; /* IngestChunks, BindScope, Nar
                                                     Search, FollowUp, CheckpointScope,
                                                     ResumeScope, TraceRetrieval */
 extern const size_t svc_retrieval_methods_len;
+extern const svc_method svc_tenants_methods[]; /* CreateTenant, ListTenants (admin) */
+extern const size_t svc_tenants_methods_len;
+extern const svc_method svc_credentials_methods[]; /* IssueCredential, ListCredentials,
+                                                      RevokeCredential */
+extern const size_t svc_credentials_methods_len;
 
 #endif

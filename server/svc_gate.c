@@ -10,6 +10,7 @@
 
 #include "charter.pb-c.h"
 #include "deliver.h"
+#include "evlog.h"
 #include "facts.h"
 #include "gate.h"
 #include "registry.h"
@@ -88,6 +89,97 @@ static int names_ok(call *c, const char *field, char **names, size_t n, guard_st
     return RPC_OK;
 }
 
+/* --- host credentials: only through contexts owned by their actors ------------------------- */
+
+/* True when one of the context's OWNED_BY actors is among the host credential's actors. */
+static bool host_owns(const call *c, const guard_context *ctx)
+{
+    for (size_t i = 0; i < ctx->owners.n; i++)
+        for (size_t k = 0; k < c->n_actors; k++)
+            if (strcmp(ctx->owners.items[i], c->actors[k]) == 0)
+                return true;
+    return false;
+}
+
+/* "context c3 is owned by {agent_analyst}; credential <id> acts for {agent_reporter}" */
+static char *host_witness(const call *c, const char *what, const guard_strs *owners)
+{
+    size_t n = strlen(what) + strlen(c->credential_id) + 96;
+    for (size_t i = 0; i < owners->n; i++)
+        n += strlen(owners->items[i]) + 2;
+    for (size_t k = 0; k < c->n_actors; k++)
+        n += strlen(c->actors[k]) + 2;
+    char *w = malloc(n);
+    if (w == NULL)
+        return NULL;
+    size_t at = (size_t)snprintf(w, n, "%s is owned by {", what);
+    for (size_t i = 0; i < owners->n; i++)
+        at += (size_t)snprintf(w + at, n - at, "%s%s", i ? ", " : "", owners->items[i]);
+    at += (size_t)snprintf(w + at, n - at, "}; credential %s acts for {", c->credential_id);
+    for (size_t k = 0; k < c->n_actors; k++)
+        at += (size_t)snprintf(w + at, n - at, "%s%s", k ? ", " : "", c->actors[k]);
+    snprintf(w + at, n - at, "}");
+    return w;
+}
+
+/* Records the refusal on run_id as a decision event (kind identity_checked, DENY
+ * IDENTITY_MISMATCH with its witness) and fills d with it. Returns RPC_OK or a failure. */
+static int host_refuse(call *c, const char *run_id, const char *method, char *witness,
+                       guard_decision *d)
+{
+    memset(d, 0, sizeof *d);
+    d->outcome = GUARD_DENY;
+    d->codes = 1u << GUARD_IDENTITY_MISMATCH;
+    d->witness = witness;
+    json_t *detail = json_pack("{s:s, s:s}", "method", method, "credential", c->credential_id);
+    evlog_owned ev;
+    int rc = detail != NULL ? evlog_owned_event(&ev, "identity_checked", d, NULL, detail, NULL)
+                            : STATUS_ENOMEM;
+    if (rc == STATUS_OK)
+        rc = evlog_append(c->st, run_id, &ev.ev, NULL);
+    if (detail != NULL)
+        evlog_owned_free(&ev);
+    json_decref(detail);
+    /* The refusal stands whether or not it could be recorded; an unrecorded one is said. */
+    if (rc != STATUS_OK)
+        return call_fail_statusf(c, rc, "identity mismatch (%s) could not be recorded",
+                                 witness != NULL ? witness : "");
+    return RPC_OK;
+}
+
+/* For a host credential, the context must be owned by one of its actors. *refused is set when
+ * it is not: d then holds the recorded DENY IDENTITY_MISMATCH the method answers with. Other
+ * callers pass untouched. Returns RPC_OK or a failure (unknown context, database). */
+static int host_check_context(call *c, const char *method, const char *context_id,
+                              guard_decision *d, bool *refused)
+{
+    *refused = false;
+    if (c->role != ROLE_HOST)
+        return RPC_OK;
+    guard_context ctx;
+    memset(&ctx, 0, sizeof ctx);
+    int rc = store_context(c->st, context_id, &ctx);
+    if (rc == STATUS_ENOTFOUND)
+        return call_fail(c, RPC_NOT_FOUND, "context %s not found", context_id);
+    if (rc != STATUS_OK)
+        return call_fail_status_id(c, rc, "context", context_id);
+    if (host_owns(c, &ctx)) {
+        facts_context_free(&ctx);
+        return RPC_OK;
+    }
+    char what[192];
+    snprintf(what, sizeof what, "context %s", context_id);
+    char *witness = host_witness(c, what, &ctx.owners);
+    rc = host_refuse(c, ctx.run_id, method, witness, d);
+    facts_context_free(&ctx);
+    if (rc != RPC_OK) {
+        free(witness);
+        return rc;
+    }
+    *refused = true;
+    return RPC_OK;
+}
+
 static int open_step(call *c, const ProtobufCMessage *in, ProtobufCMessage **out)
 {
     const Charter__V1__OpenStepRequest *req = (const Charter__V1__OpenStepRequest *)in;
@@ -109,6 +201,17 @@ static int open_step(call *c, const ProtobufCMessage *in, ProtobufCMessage **out
     json_t *ctx = NULL;
     if (child) {
         REQUIRE_ID(c, "parent_context_id", req->parent_context_id);
+        guard_decision hd;
+        bool refused = false;
+        if ((rc = host_check_context(c, "OpenStep", req->parent_context_id, &hd, &refused)) !=
+            RPC_OK)
+            return rc;
+        if (refused) {
+            rc = call_fail(c, RPC_PERMISSION_DENIED, "IDENTITY_MISMATCH: %s",
+                           hd.witness != NULL ? hd.witness : "");
+            guard_decision_free(&hd);
+            return rc;
+        }
         char why[512];
         rc = gate_open_narrowed(&g, req->parent_context_id, req->run_id, req->step, &lists[0],
                                 &lists[1], &lists[2], &ctx, &ws, why, sizeof why);
@@ -130,6 +233,24 @@ static int open_step(call *c, const ProtobufCMessage *in, ProtobufCMessage **out
             return call_fail(c, RPC_NOT_FOUND, "step %s is not a step of workflow %s", req->step,
                              wf->name);
         g.wf = wf;
+        if (c->role == ROLE_HOST) {
+            bool mine = false;
+            for (size_t k = 0; k < c->n_actors; k++)
+                mine = mine || strcmp(c->actors[k], ws->cap.actor) == 0;
+            if (!mine) {
+                guard_strs owner = {(char **)&ws->cap.actor, 1};
+                char what[192];
+                snprintf(what, sizeof what, "step %s", req->step);
+                char *witness = host_witness(c, what, &owner);
+                guard_decision hd;
+                rc = host_refuse(c, req->run_id, "OpenStep", witness, &hd);
+                if (rc == RPC_OK)
+                    rc = call_fail(c, RPC_PERMISSION_DENIED, "IDENTITY_MISMATCH: %s",
+                                   witness != NULL ? witness : "");
+                free(witness);
+                return rc;
+            }
+        }
         rc = gate_open_step(&g, req->run_id, req->step, &ctx);
         if (rc != STATUS_OK)
             return call_fail_status_id(c, rc, "run", req->run_id);
@@ -171,7 +292,11 @@ static int read_source(call *c, const ProtobufCMessage *in, ProtobufCMessage **o
     gate_env g = call_gate_env(c);
     guard_decision d;
     json_t *artifact = NULL;
-    rc = gate_read_source(&g, req->context_id, req->resource_id, &d, &artifact);
+    bool refused = false;
+    if ((rc = host_check_context(c, "ReadSource", req->context_id, &d, &refused)) != RPC_OK)
+        return rc;
+    if (!refused)
+        rc = gate_read_source(&g, req->context_id, req->resource_id, &d, &artifact);
     if (rc != STATUS_OK) {
         guard_decision_free(&d);
         return gate_fail(c, rc, "context or resource", req->context_id);
@@ -234,14 +359,18 @@ static int record_output(call *c, const ProtobufCMessage *in, ProtobufCMessage *
         (rc = call_require_utf8(c, "content", req->content)) != RPC_OK)
         return rc;
     gate_env g = call_gate_env(c);
-    char *rendered = NULL;
-    if (req->n_fields > 0 && (rc = render_fields(c, &g, req, &rendered)) != RPC_OK)
-        return rc;
     guard_decision d;
     json_t *artifact = NULL;
-    rc = gate_record_output(&g, req->context_id, (const char *const *)req->input_ids,
-                            req->n_input_ids, req->title, rendered ? rendered : req->content, &d,
-                            &artifact);
+    bool refused = false;
+    if ((rc = host_check_context(c, "RecordOutput", req->context_id, &d, &refused)) != RPC_OK)
+        return rc;
+    char *rendered = NULL;
+    if (!refused && req->n_fields > 0 && (rc = render_fields(c, &g, req, &rendered)) != RPC_OK)
+        return rc;
+    if (!refused)
+        rc = gate_record_output(&g, req->context_id, (const char *const *)req->input_ids,
+                                req->n_input_ids, req->title, rendered ? rendered : req->content,
+                                &d, &artifact);
     free(rendered);
     if (rc != STATUS_OK) {
         guard_decision_free(&d);
@@ -271,8 +400,12 @@ static int check_input(call *c, const ProtobufCMessage *in, ProtobufCMessage **o
     gate_env g = call_gate_env(c);
     guard_decision d;
     uint64_t seq = 0;
-    rc = gate_check_input(&g, req->context_id, (const char *const *)req->artifact_ids,
-                          req->n_artifact_ids, &d, &seq);
+    bool refused = false;
+    if ((rc = host_check_context(c, "CheckInput", req->context_id, &d, &refused)) != RPC_OK)
+        return rc;
+    if (!refused)
+        rc = gate_check_input(&g, req->context_id, (const char *const *)req->artifact_ids,
+                              req->n_artifact_ids, &d, &seq);
     if (rc != STATUS_OK) {
         guard_decision_free(&d);
         return gate_fail(c, rc, "context or artifact", req->context_id);
@@ -302,8 +435,13 @@ static int deliver(call *c, const ProtobufCMessage *in, ProtobufCMessage **out)
         return call_fail(c, RPC_INVALID_ARGUMENT, "invocation_id: 1 to 128 of [A-Za-z0-9._:-]");
     gate_env g = call_gate_env(c);
     deliver_result r;
-    rc = deliver_send(&g, req->context_id, req->payload_id, req->recipient, req->tool,
-                      req->invocation_id, &r);
+    memset(&r, 0, sizeof r);
+    bool refused = false;
+    if ((rc = host_check_context(c, "Deliver", req->context_id, &r.decision, &refused)) != RPC_OK)
+        return rc;
+    if (!refused)
+        rc = deliver_send(&g, req->context_id, req->payload_id, req->recipient, req->tool,
+                          req->invocation_id, &r);
     if (rc != STATUS_OK) {
         deliver_result_free(&r);
         return gate_fail(c, rc, "context or payload", req->context_id);

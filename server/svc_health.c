@@ -32,11 +32,19 @@ static int svc_health_check(call *c, const ProtobufCMessage *in, ProtobufCMessag
         return call_fail(c, RPC_INTERNAL, "out of memory");
     }
     r->workers = c->env->workers;
-    static char operator_role[] = "operator", viewer_role[] = "viewer", no_role[] = "";
+    static char operator_role[] = "operator", viewer_role[] = "viewer", host_role[] = "host",
+                admin_role[] = "admin", no_role[] = "";
     r->role = c->role == ROLE_OPERATOR ? operator_role
               : c->role == ROLE_VIEWER ? viewer_role
+              : c->role == ROLE_HOST   ? host_role
+              : c->role == ROLE_ADMIN  ? admin_role
                                        : no_role;
     r->scripted_only = c->env->scripted_only;
+    /* The tenant the call addressed and who called (never a secret). */
+    if ((r->tenant = call_strdup(c, c->tenant)) == NULL ||
+        (r->caller = call_strdup(c, c->caller)) == NULL) {
+        return call_fail(c, RPC_INTERNAL, "out of memory");
+    }
     *out = &r->base;
     return RPC_OK;
 }

@@ -13,8 +13,12 @@
 
 static char *svc_reflection_role(call_role r)
 {
-    static char none[] = "none", viewer[] = "viewer", operator_role[] = "operator";
-    return r == ROLE_OPERATOR ? operator_role : r == ROLE_VIEWER ? viewer : none;
+    static char none[] = "none", viewer[] = "viewer", operator_role[] = "operator",
+                admin[] = "admin";
+    return r == ROLE_ADMIN      ? admin
+           : r == ROLE_OPERATOR ? operator_role
+           : r == ROLE_VIEWER   ? viewer
+                                : none;
 }
 
 static int svc_reflection_list(call *c, const ProtobufCMessage *in, ProtobufCMessage **out)

@@ -321,8 +321,9 @@ Charter__V1__Artifact *wire_artifact(call *c, const json_t *j)
         wire_list_field(c, j, "resources", &a->resources, &a->n_resources) != 0) {
         return NULL;
     }
-    /* A label that cannot be read is treated as confidential. */
-    if (c->role != ROLE_OPERATOR && (!conf_known || conf > 0)) {
+    /* A label that cannot be read is treated as confidential. A host sees the content of what
+     * its own actors' contexts read and wrote (it feeds their models). */
+    if (c->role != ROLE_OPERATOR && c->role != ROLE_HOST && (!conf_known || conf > 0)) {
         a->content = wire_empty;
         a->redacted = true;
     } else {

@@ -100,7 +100,7 @@ int LLVMFuzzerInitialize(int *argc, char ***argv)
         fprintf(stderr, "fuzz_request: the embedded workflow does not load: %s\n", err);
         abort();
     }
-    if (auth_init(&fuzz_auth, FUZZ_OPERATOR_TOKEN, FUZZ_VIEWER_TOKEN) != 0 ||
+    if (auth_init(&fuzz_auth, FUZZ_OPERATOR_TOKEN, FUZZ_VIEWER_TOKEN, NULL) != 0 ||
         fuzz_open_store() != 0) {
         fprintf(stderr, "fuzz_request: cannot set up the tokens or the store\n");
         abort();

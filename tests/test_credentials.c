@@ -1,0 +1,409 @@
+/*
+ * test_credentials.c - stored credentials on a real charterd and the test Redis: the default
+ * tenant's operator issues, lists and revokes them; the database holds only their SHA-256
+ * (no byte of a secret is in raw Redis); a revoked credential fails on its next call; a host
+ * credential acting through another actor's context is refused IDENTITY_MISMATCH, recorded as
+ * a decision event with its witness (the reproduction: the Reporter's host sending the
+ * Analyst's recommendation to the CFO through the Analyst's context); every event carries the
+ * caller that caused it, never a secret.
+ */
+#include <CUnit/Basic.h>
+#include <hiredis/hiredis.h>
+#include <openssl/evp.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "charter.h"
+#include "harness.h"
+
+static char graph[64];
+static harness_charterd daemon_;
+static charter_client *op;
+static char issued_ids[8][17];
+static size_t n_issued;
+
+static charter_client *client_for(const char *token)
+{
+    charter_options o;
+    charter_options_init(&o);
+    o.timeout_ms = 20000;
+    charter_client *c = NULL;
+    return charter_client_open(daemon_.tcp_url, token, &o, &c) == 0 ? c : NULL;
+}
+
+/* Issues a credential of role (actors for a host) on the default tenant; the secret into
+ * secret (128 bytes), the id into id (17 bytes). */
+static int issue(const char *role, const char *actor, char *secret, char *id)
+{
+    Charter__V1__IssueCredentialRequest rq = CHARTER__V1__ISSUE_CREDENTIAL_REQUEST__INIT;
+    char *actors[1] = {(char *)actor};
+    rq.role = (char *)role;
+    rq.actors = actor != NULL ? actors : NULL;
+    rq.n_actors = actor != NULL ? 1 : 0;
+    rq.label = "test";
+    Charter__V1__IssuedCredential *r = NULL;
+    charter_status st;
+    if (charter_issue_credential(op, &rq, &r, &st) != 0) {
+        fprintf(stderr, "\n  IssueCredential: %s\n", st.message);
+        return -1;
+    }
+    snprintf(secret, 128, "%s", r->secret);
+    snprintf(id, 17, "%s", r->credential->id);
+    if (n_issued < 8)
+        snprintf(issued_ids[n_issued++], 17, "%s", id);
+    int ok = strcmp(r->credential->role, role) == 0 && strcmp(r->credential->tenant, graph) == 0 &&
+             r->credential->revoked_at[0] == '\0';
+    charter__v1__issued_credential__free_unpacked(r, NULL);
+    return ok ? 0 : -1;
+}
+
+static redisContext *raw_redis(void)
+{
+    const char *url = harness_redis_url();
+    redisContext *r = strncmp(url, "unix://", 7) == 0 ? redisConnectUnix(url + 7) : NULL;
+    if (r != NULL && r->err) {
+        redisFree(r);
+        return NULL;
+    }
+    return r;
+}
+
+static int suite_init(void)
+{
+    harness_graph_name(graph, sizeof graph, "credentials");
+    store *st = harness_store_open(graph);
+    store_close(st);
+    harness_charterd_opts o = {.graph = graph};
+    if (harness_charterd_start(&o, &daemon_) != 0)
+        return -1;
+    op = client_for(HARNESS_OPERATOR_TOKEN);
+    return op != NULL ? 0 : -1;
+}
+
+static int suite_clean(void)
+{
+    charter_client_close(op);
+    int rc = harness_charterd_stop(&daemon_);
+    harness_graph_drop(graph);
+    redisContext *r = raw_redis();
+    for (size_t i = 0; r != NULL && i < n_issued; i++)
+        freeReplyObject(redisCommand(r, "DEL charter:{_tenants}:cred:%s", issued_ids[i]));
+    if (r != NULL) {
+        freeReplyObject(redisCommand(r, "DEL charter:{_tenants}:creds:%s", graph));
+        redisFree(r);
+    }
+    return rc == 0 ? 0 : -1;
+}
+
+static void test_issue_list_and_revoke_and_a_revoked_credential_fails_its_next_call(void)
+{
+    char secret[128], id[17];
+    CU_ASSERT_EQUAL_FATAL(issue("viewer", NULL, secret, id), 0);
+    CU_ASSERT_EQUAL(strlen(secret), 85);
+    CU_ASSERT_EQUAL(strncmp(secret + 4, id, 16), 0);
+    charter_client *v = client_for(secret);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(v);
+    charter_status st;
+    /* Who the credential is, as charterd sees it. */
+    Charter__V1__HealthRequest hq = CHARTER__V1__HEALTH_REQUEST__INIT;
+    Charter__V1__HealthResponse *h = NULL;
+    CU_ASSERT_EQUAL_FATAL(charter_health(v, &hq, &h, &st), 0);
+    CU_ASSERT_STRING_EQUAL(h->role, "viewer");
+    CU_ASSERT_STRING_EQUAL(h->tenant, graph);
+    char caller[64];
+    snprintf(caller, sizeof caller, "credential:%s", id);
+    CU_ASSERT_STRING_EQUAL(h->caller, caller);
+    charter__v1__health_response__free_unpacked(h, NULL);
+    Charter__V1__ListRunsRequest lr = CHARTER__V1__LIST_RUNS_REQUEST__INIT;
+    Charter__V1__ListRunsResponse *runs = NULL;
+    CU_ASSERT_EQUAL_FATAL(charter_list_runs(v, &lr, &runs, &st), 0);
+    charter__v1__list_runs_response__free_unpacked(runs, NULL);
+    /* A viewer neither writes nor manages credentials. */
+    Charter__V1__CreateRunRequest cr = CHARTER__V1__CREATE_RUN_REQUEST__INIT;
+    cr.mode = "external";
+    Charter__V1__RunView *rv = NULL;
+    CU_ASSERT_EQUAL(charter_create_run(v, &cr, &rv, &st), -CHARTER_PERMISSION_DENIED);
+    Charter__V1__ListCredentialsRequest lq = CHARTER__V1__LIST_CREDENTIALS_REQUEST__INIT;
+    Charter__V1__ListCredentialsResponse *l = NULL;
+    CU_ASSERT_EQUAL(charter_list_credentials(v, &lq, &l, &st), -CHARTER_PERMISSION_DENIED);
+
+    /* The list shows it, without any secret. */
+    CU_ASSERT_EQUAL_FATAL(charter_list_credentials(op, &lq, &l, &st), 0);
+    int found = 0;
+    for (size_t i = 0; i < l->n_credentials; i++) {
+        if (strcmp(l->credentials[i]->id, id) == 0) {
+            found++;
+            CU_ASSERT_STRING_EQUAL(l->credentials[i]->role, "viewer");
+            CU_ASSERT_STRING_EQUAL(l->credentials[i]->revoked_at, "");
+        }
+    }
+    CU_ASSERT_EQUAL(found, 1);
+    charter__v1__list_credentials_response__free_unpacked(l, NULL);
+
+    /* Bad requests. */
+    Charter__V1__IssueCredentialRequest bad = CHARTER__V1__ISSUE_CREDENTIAL_REQUEST__INIT;
+    Charter__V1__IssuedCredential *ic = NULL;
+    bad.role = "root";
+    CU_ASSERT_EQUAL(charter_issue_credential(op, &bad, &ic, &st), -CHARTER_INVALID_ARGUMENT);
+    bad.role = "host";
+    CU_ASSERT_EQUAL(charter_issue_credential(op, &bad, &ic, &st), -CHARTER_INVALID_ARGUMENT);
+
+    /* Revoked: the very next call fails. */
+    Charter__V1__RevokeCredentialRequest rq = CHARTER__V1__REVOKE_CREDENTIAL_REQUEST__INIT;
+    rq.credential_id = id;
+    Charter__V1__Credential *c = NULL;
+    CU_ASSERT_EQUAL_FATAL(charter_revoke_credential(op, &rq, &c, &st), 0);
+    CU_ASSERT_STRING_NOT_EQUAL(c->revoked_at, "");
+    charter__v1__credential__free_unpacked(c, NULL);
+    CU_ASSERT_EQUAL(charter_list_runs(v, &lr, &runs, &st), -CHARTER_UNAUTHENTICATED);
+    CU_ASSERT_PTR_NOT_NULL(strstr(st.message, "revoked"));
+    rq.credential_id = "0000000000000000";
+    CU_ASSERT_EQUAL(charter_revoke_credential(op, &rq, &c, &st), -CHARTER_NOT_FOUND);
+    charter_client_close(v);
+
+    /* The right id with another secret is no credential. */
+    char forged[128];
+    snprintf(forged, sizeof forged, "%.21s%064d", secret, 1);
+    charter_client *f = client_for(forged);
+    CU_ASSERT_EQUAL(charter_list_runs(f, &lr, &runs, &st), -CHARTER_UNAUTHENTICATED);
+    charter_client_close(f);
+}
+
+static void test_the_database_holds_only_the_sha256_of_a_secret(void)
+{
+    char secret[128], id[17];
+    CU_ASSERT_EQUAL_FATAL(issue("operator", NULL, secret, id), 0);
+    redisContext *r = raw_redis();
+    CU_ASSERT_PTR_NOT_NULL_FATAL(r);
+    /* Every key of the registry, every value: neither the token nor its secret part. */
+    redisReply *keys = redisCommand(r, "KEYS charter:{_tenants}:*");
+    CU_ASSERT_PTR_NOT_NULL_FATAL(keys);
+    size_t checked = 0;
+    for (size_t i = 0; i < keys->elements; i++) {
+        const char *k = keys->element[i]->str;
+        CU_ASSERT_PTR_NULL(strstr(k, secret + 21));
+        redisReply *t = redisCommand(r, "TYPE %s", k);
+        if (t != NULL && strcmp(t->str, "hash") == 0) {
+            redisReply *h = redisCommand(r, "HGETALL %s", k);
+            for (size_t j = 0; h != NULL && j < h->elements; j++) {
+                CU_ASSERT_PTR_NULL(strstr(h->element[j]->str, secret + 21));
+                checked++;
+            }
+            freeReplyObject(h);
+        }
+        freeReplyObject(t);
+    }
+    freeReplyObject(keys);
+    CU_ASSERT(checked > 0);
+    /* What is stored is the SHA-256 of the whole token. */
+    unsigned char md[32];
+    unsigned int n = 0;
+    CU_ASSERT_EQUAL_FATAL(EVP_Digest(secret, strlen(secret), md, &n, EVP_sha256(), NULL), 1);
+    char hex[65];
+    for (int i = 0; i < 32; i++)
+        snprintf(hex + 2 * i, 3, "%02x", md[i]);
+    redisReply *hv = redisCommand(r, "HGET charter:{_tenants}:cred:%s hash", id);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(hv);
+    CU_ASSERT_EQUAL(hv->type, REDIS_REPLY_STRING);
+    if (hv->type == REDIS_REPLY_STRING)
+        CU_ASSERT_STRING_EQUAL(hv->str, hex);
+    freeReplyObject(hv);
+    redisFree(r);
+}
+
+/* The detail of the last event of kind in run (into out), or -1. */
+static int last_event(const char *run, const char *kind, Charter__V1__Event *out_ev, char *detail,
+                      char *witness, size_t n)
+{
+    Charter__V1__GetRunRequest gr = CHARTER__V1__GET_RUN_REQUEST__INIT;
+    gr.run_id = (char *)run;
+    Charter__V1__RunView *v = NULL;
+    charter_status st;
+    if (charter_get_run(op, &gr, &v, &st) != 0)
+        return -1;
+    int rv = -1;
+    for (size_t i = 0; i < v->n_events; i++) {
+        if (strcmp(v->events[i]->kind, kind) == 0) {
+            out_ev->outcome = v->events[i]->outcome;
+            out_ev->n_codes = 0;
+            for (size_t k = 0; k < v->events[i]->n_codes; k++)
+                if (strcmp(v->events[i]->codes[k], "IDENTITY_MISMATCH") == 0)
+                    out_ev->n_codes = 1;
+            snprintf(detail, n, "%s", v->events[i]->detail);
+            snprintf(witness, n, "%s", v->events[i]->witness);
+            rv = 0;
+        }
+    }
+    out_ev->seq = v->n_deliveries;
+    charter__v1__run_view__free_unpacked(v, NULL);
+    return rv;
+}
+
+static void test_the_reporters_host_cannot_deliver_through_the_analysts_context(void)
+{
+    char analyst_secret[128], analyst_id[17], reporter_secret[128], reporter_id[17];
+    CU_ASSERT_EQUAL_FATAL(issue("host", "analyst", analyst_secret, analyst_id), 0);
+    CU_ASSERT_EQUAL_FATAL(issue("host", "reporter", reporter_secret, reporter_id), 0);
+    charter_client *analyst = client_for(analyst_secret);
+    charter_client *reporter = client_for(reporter_secret);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(analyst);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(reporter);
+    charter_status st;
+    Charter__V1__CreateRunRequest cr = CHARTER__V1__CREATE_RUN_REQUEST__INIT;
+    cr.mode = "external";
+    Charter__V1__RunView *v = NULL;
+    /* A host runs steps; it does not create runs. */
+    CU_ASSERT_EQUAL(charter_create_run(analyst, &cr, &v, &st), -CHARTER_PERMISSION_DENIED);
+    CU_ASSERT_EQUAL_FATAL(charter_create_run(op, &cr, &v, &st), 0);
+    char run[129];
+    snprintf(run, sizeof run, "%s", v->run->id);
+    charter__v1__run_view__free_unpacked(v, NULL);
+
+    /* The Analyst's host does its step: reads the budget, writes the recommendation. */
+    Charter__V1__OpenStepRequest os = CHARTER__V1__OPEN_STEP_REQUEST__INIT;
+    os.run_id = run;
+    os.step = "analyze";
+    Charter__V1__StepContext *ctx = NULL;
+    /* The Reporter's host cannot open the Analyst's step. */
+    CU_ASSERT_EQUAL(charter_open_step(reporter, &os, &ctx, &st), -CHARTER_PERMISSION_DENIED);
+    CU_ASSERT_PTR_NOT_NULL(strstr(st.message, "IDENTITY_MISMATCH"));
+    CU_ASSERT_EQUAL_FATAL(charter_open_step(analyst, &os, &ctx, &st), 0);
+    char context[129];
+    snprintf(context, sizeof context, "%s", ctx->context_id);
+    charter__v1__step_context__free_unpacked(ctx, NULL);
+    Charter__V1__ReadSourceRequest rs = CHARTER__V1__READ_SOURCE_REQUEST__INIT;
+    rs.context_id = context;
+    rs.resource_id = "budget";
+    Charter__V1__ReadSourceResponse *src = NULL;
+    CU_ASSERT_EQUAL_FATAL(charter_read_source(analyst, &rs, &src, &st), 0);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(src->artifact);
+    /* A host sees the content its own actor read (it feeds its model). */
+    CU_ASSERT_FALSE(src->artifact->redacted);
+    char budget[129];
+    snprintf(budget, sizeof budget, "%s", src->artifact->id);
+    charter__v1__read_source_response__free_unpacked(src, NULL);
+    Charter__V1__RecordOutputRequest ro = CHARTER__V1__RECORD_OUTPUT_REQUEST__INIT;
+    char *inputs[1] = {budget};
+    ro.context_id = context;
+    ro.input_ids = inputs;
+    ro.n_input_ids = 1;
+    ro.title = "Internal recommendation";
+    ro.content = "Recommendation: vendor_b, under CEILING-48200.";
+    Charter__V1__RecordOutputResponse *rec = NULL;
+    CU_ASSERT_EQUAL_FATAL(charter_record_output(analyst, &ro, &rec, &st), 0);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(rec->artifact);
+    char recommendation[129];
+    snprintf(recommendation, sizeof recommendation, "%s", rec->artifact->id);
+    charter__v1__record_output_response__free_unpacked(rec, NULL);
+
+    /* The Reporter's host, holding the Analyst's context id, sends it to the CFO: refused. */
+    Charter__V1__DeliverRequest dr = CHARTER__V1__DELIVER_REQUEST__INIT;
+    dr.context_id = context;
+    dr.payload_id = recommendation;
+    dr.recipient = "cfo";
+    dr.tool = "deliver_internal";
+    dr.invocation_id = "inv-identity-1";
+    Charter__V1__DeliverResponse *del = NULL;
+    CU_ASSERT_EQUAL_FATAL(charter_deliver(reporter, &dr, &del, &st), 0);
+    CU_ASSERT_EQUAL(del->decision->outcome, CHARTER__V1__OUTCOME__DENY);
+    CU_ASSERT_TRUE(
+        harness_has_code(del->decision->codes, del->decision->n_codes, "IDENTITY_MISMATCH"));
+    CU_ASSERT_PTR_NULL(del->delivery);
+    char expect[256];
+    snprintf(expect, sizeof expect,
+             "context %s is owned by {analyst}; credential %s acts for {reporter}", context,
+             reporter_id);
+    CU_ASSERT_STRING_EQUAL(del->decision->witness, expect);
+    charter__v1__deliver_response__free_unpacked(del, NULL);
+    /* Recorded as a decision event with its witness and its caller; nothing delivered. */
+    Charter__V1__Event ev = CHARTER__V1__EVENT__INIT;
+    char detail[512], witness[512];
+    CU_ASSERT_EQUAL_FATAL(last_event(run, "identity_checked", &ev, detail, witness, sizeof detail),
+                          0);
+    CU_ASSERT_EQUAL(ev.outcome, CHARTER__V1__OUTCOME__DENY);
+    CU_ASSERT_EQUAL(ev.n_codes, 1);
+    CU_ASSERT_STRING_EQUAL(witness, expect);
+    char caller[64];
+    snprintf(caller, sizeof caller, "credential:%s", reporter_id);
+    CU_ASSERT_PTR_NOT_NULL(strstr(detail, caller));
+    CU_ASSERT_PTR_NULL(strstr(detail, reporter_secret + 21));
+    CU_ASSERT_EQUAL(ev.seq, 0); /* deliveries of the run */
+    /* The same through CheckInput, RecordOutput and ReadSource. */
+    Charter__V1__CheckInputRequest ci = CHARTER__V1__CHECK_INPUT_REQUEST__INIT;
+    ci.context_id = context;
+    ci.artifact_ids = inputs;
+    ci.n_artifact_ids = 1;
+    Charter__V1__CheckInputResponse *cir = NULL;
+    CU_ASSERT_EQUAL_FATAL(charter_check_input(reporter, &ci, &cir, &st), 0);
+    CU_ASSERT_TRUE(
+        harness_has_code(cir->decision->codes, cir->decision->n_codes, "IDENTITY_MISMATCH"));
+    charter__v1__check_input_response__free_unpacked(cir, NULL);
+    CU_ASSERT_EQUAL_FATAL(charter_record_output(reporter, &ro, &rec, &st), 0);
+    CU_ASSERT_EQUAL(rec->decision->outcome, CHARTER__V1__OUTCOME__DENY);
+    CU_ASSERT_PTR_NULL(rec->artifact);
+    charter__v1__record_output_response__free_unpacked(rec, NULL);
+    CU_ASSERT_EQUAL_FATAL(charter_read_source(reporter, &rs, &src, &st), 0);
+    CU_ASSERT_EQUAL(src->decision->outcome, CHARTER__V1__OUTCOME__DENY);
+    CU_ASSERT_PTR_NULL(src->artifact);
+    charter__v1__read_source_response__free_unpacked(src, NULL);
+
+    /* The Analyst's own host, same request: allowed, so the refusal was about identity. */
+    CU_ASSERT_EQUAL_FATAL(charter_deliver(analyst, &dr, &del, &st), 0);
+    CU_ASSERT_EQUAL(del->decision->outcome, CHARTER__V1__OUTCOME__ALLOW);
+    charter__v1__deliver_response__free_unpacked(del, NULL);
+    CU_ASSERT_EQUAL_FATAL(last_event(run, "delivery_decided", &ev, detail, witness, sizeof detail),
+                          0);
+    snprintf(caller, sizeof caller, "credential:%s", analyst_id);
+    CU_ASSERT_PTR_NOT_NULL(strstr(detail, caller));
+    CU_ASSERT_EQUAL(ev.seq, 1);
+    charter_client_close(analyst);
+    charter_client_close(reporter);
+}
+
+static void test_events_carry_the_environment_callers_name(void)
+{
+    Charter__V1__CreateRunRequest cr = CHARTER__V1__CREATE_RUN_REQUEST__INIT;
+    cr.mode = "external";
+    Charter__V1__RunView *v = NULL;
+    charter_status st;
+    CU_ASSERT_EQUAL_FATAL(charter_create_run(op, &cr, &v, &st), 0);
+    CU_ASSERT_FATAL(v->n_events >= 1);
+    CU_ASSERT_STRING_EQUAL(v->events[0]->kind, "run_created");
+    CU_ASSERT_PTR_NOT_NULL(strstr(v->events[0]->detail, "caller env:operator"));
+    CU_ASSERT_PTR_NULL(strstr(v->events[0]->detail, HARNESS_OPERATOR_TOKEN));
+    charter__v1__run_view__free_unpacked(v, NULL);
+}
+
+int main(void)
+{
+    if (CU_initialize_registry() != CUE_SUCCESS)
+        return 1;
+    CU_pSuite s = CU_add_suite("credentials", suite_init, suite_clean);
+    struct {
+        const char *name;
+        CU_TestFunc fn;
+    } tests[] = {
+        {"issue, list and revoke; a revoked credential fails its next call",
+         test_issue_list_and_revoke_and_a_revoked_credential_fails_its_next_call},
+        {"the database holds only the SHA-256 of a secret",
+         test_the_database_holds_only_the_sha256_of_a_secret},
+        {"the Reporter's host cannot deliver through the Analyst's context",
+         test_the_reporters_host_cannot_deliver_through_the_analysts_context},
+        {"events carry the environment caller's name",
+         test_events_carry_the_environment_callers_name},
+    };
+    for (size_t i = 0; s && i < sizeof tests / sizeof tests[0]; i++)
+        if (!CU_add_test(s, tests[i].name, tests[i].fn))
+            s = NULL;
+    if (!s) {
+        CU_cleanup_registry();
+        return 1;
+    }
+    CU_basic_set_mode(CU_BRM_VERBOSE);
+    CU_basic_run_tests();
+    unsigned failed = CU_get_number_of_failures() + CU_get_number_of_suites_failed();
+    CU_cleanup_registry();
+    return failed ? 1 : 0;
+}

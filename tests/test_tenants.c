@@ -1,0 +1,543 @@
+/*
+ * test_tenants.c - one charterd serving many tenants, on the test Redis: only the admin token
+ * creates and lists tenants; a bad tenant name, an unknown tenant and a credential of another
+ * tenant are each refused with their own status and write nothing; nothing of tenant A is read
+ * or written through tenant B's credential, whatever ids B crafts (checked through every
+ * method that takes an id, with a digest of A's graph); each quota fires and names itself;
+ * an executor thread runs a tenant's queued run.
+ *
+ * Tenant names carry the process id: the registry (charter:{_tenants}) is shared by every
+ * test program on the same Redis.
+ */
+#include <CUnit/Basic.h>
+#include <hiredis/hiredis.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "charter.h"
+#include "harness.h"
+
+#ifndef CHARTER_SOURCE_DIR
+#error "CHARTER_SOURCE_DIR (the source tree's root) must be defined by the build"
+#endif
+
+#define ADMIN_TOKEN "test-admin-token-8d2b6f41c9e07a35"
+
+static char graph[64];
+static char tenant_a[64], tenant_b[64], tenant_q[64], tenant_r[64];
+static char secret_a[128], secret_b[128], secret_q[128], secret_r[128];
+static harness_charterd daemon_;
+static charter_client *admin, *op;
+static char *workflow_def;
+static char key_path[128];
+static size_t workflow_len;
+
+/* A client of the test charterd with token and (NULL: none) tenant metadata. */
+static charter_client *client_for(const char *token, const char *tenant)
+{
+    charter_options o;
+    charter_options_init(&o);
+    o.timeout_ms = 20000;
+    o.tenant = tenant;
+    charter_client *c = NULL;
+    if (charter_client_open(daemon_.tcp_url, token, &o, &c) != 0)
+        return NULL;
+    return c;
+}
+
+static char *read_file(const char *path, size_t *len)
+{
+    FILE *f = fopen(path, "rb");
+    if (f == NULL)
+        return NULL;
+    char *buf = malloc(1 << 20);
+    size_t n = buf != NULL ? fread(buf, 1, (1 << 20) - 1, f) : 0;
+    fclose(f);
+    if (buf != NULL)
+        buf[n] = '\0';
+    *len = n;
+    return buf;
+}
+
+/* Creates tenant name with quotas through the admin client; its operator secret into secret. */
+static int create_tenant(const char *name, uint64_t runs, uint64_t artifacts, uint32_t cps,
+                         char *secret, size_t n)
+{
+    Charter__V1__CreateTenantRequest rq = CHARTER__V1__CREATE_TENANT_REQUEST__INIT;
+    Charter__V1__TenantQuotas q = CHARTER__V1__TENANT_QUOTAS__INIT;
+    q.max_runs = runs;
+    q.max_artifacts = artifacts;
+    q.calls_per_second = cps;
+    rq.name = (char *)name;
+    rq.quotas = &q;
+    Charter__V1__CreateTenantResponse *r = NULL;
+    charter_status st;
+    if (charter_create_tenant(admin, &rq, &r, &st) != 0) {
+        fprintf(stderr, "\n  CreateTenant %s: %s\n", name, st.message);
+        return -1;
+    }
+    snprintf(secret, n, "%s", r->operator_credential->secret);
+    int ok = strcmp(r->tenant->name, name) == 0 && r->tenant->quotas->max_runs == runs &&
+             strcmp(r->operator_credential->credential->role, "operator") == 0 &&
+             strcmp(r->operator_credential->credential->tenant, name) == 0;
+    charter__v1__create_tenant_response__free_unpacked(r, NULL);
+    return ok ? 0 : -1;
+}
+
+static int apply_workflow(charter_client *c)
+{
+    Charter__V1__ApplyWorkflowRequest rq = CHARTER__V1__APPLY_WORKFLOW_REQUEST__INIT;
+    rq.definition.data = (uint8_t *)workflow_def;
+    rq.definition.len = workflow_len;
+    Charter__V1__WorkflowInfo *info = NULL;
+    charter_status st;
+    int rc = charter_apply_workflow(c, &rq, &info, &st);
+    if (info != NULL)
+        charter__v1__workflow_info__free_unpacked(info, NULL);
+    return rc;
+}
+
+/* Removes this program's tenants from the registry (their graphs are dropped apart). */
+static void registry_forget(const char *const *names, size_t n)
+{
+    const char *url = harness_redis_url();
+    redisContext *r = strncmp(url, "unix://", 7) == 0 ? redisConnectUnix(url + 7) : NULL;
+    if (r == NULL || r->err) {
+        if (r != NULL)
+            redisFree(r);
+        return;
+    }
+    for (size_t i = 0; i < n; i++) {
+        freeReplyObject(redisCommand(r, "SREM charter:{_tenants}:tenants %s", names[i]));
+        freeReplyObject(redisCommand(r, "DEL charter:{_tenants}:tenant:%s", names[i]));
+    }
+    redisFree(r);
+}
+
+static int suite_init(void)
+{
+    harness_graph_name(graph, sizeof graph, "tenants");
+    snprintf(tenant_a, sizeof tenant_a, "ta_%d", (int)getpid());
+    snprintf(tenant_b, sizeof tenant_b, "tb_%d", (int)getpid());
+    snprintf(tenant_q, sizeof tenant_q, "tq_%d", (int)getpid());
+    snprintf(tenant_r, sizeof tenant_r, "tr_%d", (int)getpid());
+    const char *names[] = {tenant_a, tenant_b, tenant_q, tenant_r};
+    for (size_t i = 0; i < 4; i++)
+        harness_graph_drop(names[i]);
+    registry_forget(names, 4);
+    store *st = harness_store_open(graph);
+    store_close(st);
+    char path[512];
+    snprintf(path, sizeof path, "%s/deploy/workflows/procurement.json", CHARTER_SOURCE_DIR);
+    if ((workflow_def = read_file(path, &workflow_len)) == NULL)
+        return -1;
+    setenv("CHARTER_ADMIN_TOKEN", ADMIN_TOKEN, 1);
+    /* Keyed, so receipts exist to be asked for across tenants. */
+    snprintf(key_path, sizeof key_path, "/tmp/charter_tenants_%d.key", (int)getpid());
+    FILE *kf = fopen(key_path, "w");
+    if (kf == NULL || chmod(key_path, 0600) != 0 ||
+        fprintf(kf, "%s\n", "5f1e0c9b7a6d4e3f2a1b0c9d8e7f6a5b4c3d2e1f0a9b8c7d6e5f4a3b2c1d0e9f") <
+            0) {
+        if (kf != NULL)
+            fclose(kf);
+        return -1;
+    }
+    fclose(kf);
+    const char *extra[2] = {"--integrity-key", key_path};
+    harness_charterd_opts o = {.graph = graph, .extra_args = extra, .n_extra = 2};
+    if (harness_charterd_start(&o, &daemon_) != 0)
+        return -1;
+    admin = client_for(ADMIN_TOKEN, NULL);
+    op = client_for(HARNESS_OPERATOR_TOKEN, NULL);
+    return admin != NULL && op != NULL ? 0 : -1;
+}
+
+static int suite_clean(void)
+{
+    charter_client_close(admin);
+    charter_client_close(op);
+    int rc = harness_charterd_stop(&daemon_);
+    const char *names[] = {tenant_a, tenant_b, tenant_q, tenant_r};
+    for (size_t i = 0; i < 4; i++)
+        harness_graph_drop(names[i]);
+    registry_forget(names, 4);
+    harness_graph_drop(graph);
+    free(workflow_def);
+    unlink(key_path);
+    return rc == 0 ? 0 : -1;
+}
+
+/* --- admin -------------------------------------------------------------------------------- */
+
+static void test_only_the_admin_token_creates_and_lists_tenants(void)
+{
+    Charter__V1__CreateTenantRequest rq = CHARTER__V1__CREATE_TENANT_REQUEST__INIT;
+    rq.name = tenant_a;
+    Charter__V1__CreateTenantResponse *r = NULL;
+    charter_status st;
+    /* The default tenant's operator is not an admin. */
+    CU_ASSERT_EQUAL(charter_create_tenant(op, &rq, &r, &st), -CHARTER_PERMISSION_DENIED);
+    CU_ASSERT_PTR_NOT_NULL(strstr(st.message, "admin token"));
+    charter_client *none = client_for(NULL, NULL);
+    CU_ASSERT_EQUAL(charter_create_tenant(none, &rq, &r, &st), -CHARTER_UNAUTHENTICATED);
+    charter_client_close(none);
+
+    CU_ASSERT_EQUAL_FATAL(create_tenant(tenant_a, 0, 0, 0, secret_a, sizeof secret_a), 0);
+    CU_ASSERT_EQUAL_FATAL(create_tenant(tenant_b, 0, 0, 0, secret_b, sizeof secret_b), 0);
+    CU_ASSERT_EQUAL(strncmp(secret_a, "chc_", 4), 0);
+    CU_ASSERT_EQUAL(strlen(secret_a), 85);
+    /* Again, or the default graph's own name: exists. */
+    CU_ASSERT_EQUAL(charter_create_tenant(admin, &rq, &r, &st), -CHARTER_ALREADY_EXISTS);
+    rq.name = graph;
+    CU_ASSERT_EQUAL(charter_create_tenant(admin, &rq, &r, &st), -CHARTER_ALREADY_EXISTS);
+    /* Hash-tag characters and reserved names. */
+    const char *bad[] = {"a{b}", "x}", "_tenants", "", "has space", "ü"};
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        rq.name = (char *)bad[i];
+        CU_ASSERT_EQUAL(charter_create_tenant(admin, &rq, &r, &st), -CHARTER_INVALID_ARGUMENT);
+    }
+
+    Charter__V1__ListTenantsRequest lq = CHARTER__V1__LIST_TENANTS_REQUEST__INIT;
+    Charter__V1__ListTenantsResponse *l = NULL;
+    CU_ASSERT_EQUAL(charter_list_tenants(op, &lq, &l, &st), -CHARTER_PERMISSION_DENIED);
+    CU_ASSERT_EQUAL_FATAL(charter_list_tenants(admin, &lq, &l, &st), 0);
+    CU_ASSERT_FATAL(l->n_tenants >= 3);
+    CU_ASSERT_STRING_EQUAL(l->tenants[0]->name, graph);
+    CU_ASSERT_TRUE(l->tenants[0]->implicit);
+    int seen = 0;
+    for (size_t i = 1; i < l->n_tenants; i++)
+        seen += strcmp(l->tenants[i]->name, tenant_a) == 0 ||
+                strcmp(l->tenants[i]->name, tenant_b) == 0;
+    CU_ASSERT_EQUAL(seen, 2);
+    charter__v1__list_tenants_response__free_unpacked(l, NULL);
+
+    /* The admin manages tenants; it reads no tenant's graph data. */
+    Charter__V1__ListRunsRequest lr = CHARTER__V1__LIST_RUNS_REQUEST__INIT;
+    Charter__V1__ListRunsResponse *runs = NULL;
+    CU_ASSERT_EQUAL(charter_list_runs(admin, &lr, &runs, &st), -CHARTER_PERMISSION_DENIED);
+}
+
+/* --- bad input ---------------------------------------------------------------------------- */
+
+static void test_bad_names_unknown_tenants_and_foreign_credentials_are_refused_writing_nothing(void)
+{
+    CU_ASSERT_FATAL(secret_a[0] != '\0');
+    char before_a[65], before_b[65], after_a[65], after_b[65];
+    CU_ASSERT_EQUAL_FATAL(harness_graph_digest(tenant_a, before_a), 0);
+    CU_ASSERT_EQUAL_FATAL(harness_graph_digest(tenant_b, before_b), 0);
+    Charter__V1__CreateRunRequest cr = CHARTER__V1__CREATE_RUN_REQUEST__INIT;
+    cr.mode = "external";
+    Charter__V1__RunView *v = NULL;
+    charter_status st;
+    struct {
+        const char *token, *tenant;
+        int code;
+        const char *says;
+    } cases[] = {
+        {HARNESS_OPERATOR_TOKEN, "a{b}", CHARTER_INVALID_ARGUMENT, "tenant name"},
+        {HARNESS_OPERATOR_TOKEN, "{x}", CHARTER_INVALID_ARGUMENT, "tenant name"},
+        {HARNESS_OPERATOR_TOKEN, "_tenants", CHARTER_INVALID_ARGUMENT, "tenant name"},
+        {secret_a, "a b", CHARTER_INVALID_ARGUMENT, "tenant name"},
+        {HARNESS_OPERATOR_TOKEN, "nosuch_tenant_x", CHARTER_NOT_FOUND,
+         "tenant nosuch_tenant_x not found"},
+        {secret_a, "nosuch_tenant_x", CHARTER_NOT_FOUND, "tenant nosuch_tenant_x not found"},
+        /* The environment tokens act for the default tenant only. */
+        {HARNESS_OPERATOR_TOKEN, tenant_a, CHARTER_PERMISSION_DENIED, "default tenant"},
+        /* A's credential naming B. */
+        {secret_a, tenant_b, CHARTER_PERMISSION_DENIED, "another tenant"},
+        {secret_b, tenant_a, CHARTER_PERMISSION_DENIED, "another tenant"},
+        /* A's credential id with another secret. */
+        {NULL, NULL, CHARTER_UNAUTHENTICATED, "invalid token"},
+    };
+    char forged[128];
+    snprintf(forged, sizeof forged, "%.21s%064d", secret_a, 7);
+    cases[9].token = forged;
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        charter_client *c = client_for(cases[i].token, cases[i].tenant);
+        CU_ASSERT_PTR_NOT_NULL_FATAL(c);
+        int rc = charter_create_run(c, &cr, &v, &st);
+        if (rc != -cases[i].code || strstr(st.message, cases[i].says) == NULL)
+            fprintf(stderr, "\n  case %zu: %d %s\n", i, rc, st.message);
+        CU_ASSERT_EQUAL(rc, -cases[i].code);
+        CU_ASSERT_PTR_NOT_NULL(strstr(st.message, cases[i].says));
+        charter_client_close(c);
+    }
+    CU_ASSERT_EQUAL(harness_graph_digest(tenant_a, after_a), 0);
+    CU_ASSERT_EQUAL(harness_graph_digest(tenant_b, after_b), 0);
+    CU_ASSERT_STRING_EQUAL(before_a, after_a);
+    CU_ASSERT_STRING_EQUAL(before_b, after_b);
+}
+
+/* --- isolation ---------------------------------------------------------------------------- */
+
+static void test_tenant_b_finds_nothing_of_tenant_a_through_every_method(void)
+{
+    charter_client *a = client_for(secret_a, NULL); /* the tenant is the credential's */
+    charter_client *b = client_for(secret_b, tenant_b);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(a);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(b);
+    CU_ASSERT_EQUAL_FATAL(apply_workflow(a), 0);
+    CU_ASSERT_EQUAL_FATAL(apply_workflow(b), 0);
+    charter_status st;
+
+    /* A: an external run with a context, a source artifact, a derived one and a delivery. */
+    Charter__V1__CreateRunRequest cr = CHARTER__V1__CREATE_RUN_REQUEST__INIT;
+    cr.mode = "external";
+    cr.workflow = "procurement";
+    Charter__V1__RunView *v = NULL;
+    CU_ASSERT_EQUAL_FATAL(charter_create_run(a, &cr, &v, &st), 0);
+    char run[129];
+    snprintf(run, sizeof run, "%s", v->run->id);
+    charter__v1__run_view__free_unpacked(v, NULL);
+    Charter__V1__OpenStepRequest os = CHARTER__V1__OPEN_STEP_REQUEST__INIT;
+    os.run_id = run;
+    os.step = "analyze";
+    Charter__V1__StepContext *ctx = NULL;
+    CU_ASSERT_EQUAL_FATAL(charter_open_step(a, &os, &ctx, &st), 0);
+    char context[129];
+    snprintf(context, sizeof context, "%s", ctx->context_id);
+    charter__v1__step_context__free_unpacked(ctx, NULL);
+    Charter__V1__ReadSourceRequest rs = CHARTER__V1__READ_SOURCE_REQUEST__INIT;
+    rs.context_id = context;
+    rs.resource_id = "budget";
+    Charter__V1__ReadSourceResponse *src = NULL;
+    CU_ASSERT_EQUAL_FATAL(charter_read_source(a, &rs, &src, &st), 0);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(src->artifact);
+    char source[129];
+    snprintf(source, sizeof source, "%s", src->artifact->id);
+    charter__v1__read_source_response__free_unpacked(src, NULL);
+    Charter__V1__RecordOutputRequest ro = CHARTER__V1__RECORD_OUTPUT_REQUEST__INIT;
+    char *inputs[1] = {source};
+    ro.context_id = context;
+    ro.input_ids = inputs;
+    ro.n_input_ids = 1;
+    ro.title = "Internal recommendation";
+    ro.content = "Recommendation under CEILING-48200.";
+    Charter__V1__RecordOutputResponse *rec = NULL;
+    CU_ASSERT_EQUAL_FATAL(charter_record_output(a, &ro, &rec, &st), 0);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(rec->artifact);
+    char derived[129];
+    snprintf(derived, sizeof derived, "%s", rec->artifact->id);
+    charter__v1__record_output_response__free_unpacked(rec, NULL);
+    Charter__V1__DeliverRequest dr = CHARTER__V1__DELIVER_REQUEST__INIT;
+    dr.context_id = context;
+    dr.payload_id = derived;
+    dr.recipient = "cfo";
+    dr.tool = "deliver_internal";
+    dr.invocation_id = "inv-a-1";
+    Charter__V1__DeliverResponse *del = NULL;
+    CU_ASSERT_EQUAL_FATAL(charter_deliver(a, &dr, &del, &st), 0);
+    CU_ASSERT_EQUAL(del->decision->outcome, CHARTER__V1__OUTCOME__ALLOW);
+    charter__v1__deliver_response__free_unpacked(del, NULL);
+
+    /* The same ids through B: nothing found, nothing of A's changed. */
+    char before[65], after[65];
+    CU_ASSERT_EQUAL_FATAL(harness_graph_digest(tenant_a, before), 0);
+    Charter__V1__GetRunRequest gr = CHARTER__V1__GET_RUN_REQUEST__INIT;
+    gr.run_id = run;
+    CU_ASSERT_EQUAL(charter_get_run(b, &gr, &v, &st), -CHARTER_NOT_FOUND);
+    Charter__V1__WaitRunRequest wr = CHARTER__V1__WAIT_RUN_REQUEST__INIT;
+    wr.run_id = run;
+    wr.timeout_ms = 100;
+    CU_ASSERT_EQUAL(charter_wait_run(b, &wr, &v, &st), -CHARTER_NOT_FOUND);
+    CU_ASSERT_EQUAL(charter_open_step(b, &os, &ctx, &st), -CHARTER_NOT_FOUND);
+    CU_ASSERT_EQUAL(charter_read_source(b, &rs, &src, &st), -CHARTER_NOT_FOUND);
+    CU_ASSERT_EQUAL(charter_record_output(b, &ro, &rec, &st), -CHARTER_NOT_FOUND);
+    Charter__V1__CheckInputRequest ci = CHARTER__V1__CHECK_INPUT_REQUEST__INIT;
+    ci.context_id = context;
+    char *ids[1] = {derived};
+    ci.artifact_ids = ids;
+    ci.n_artifact_ids = 1;
+    Charter__V1__CheckInputResponse *cir = NULL;
+    CU_ASSERT_EQUAL(charter_check_input(b, &ci, &cir, &st), -CHARTER_NOT_FOUND);
+    dr.invocation_id = "inv-b-1";
+    CU_ASSERT_EQUAL(charter_deliver(b, &dr, &del, &st), -CHARTER_NOT_FOUND);
+    Charter__V1__TraceArtifactRequest ta = CHARTER__V1__TRACE_ARTIFACT_REQUEST__INIT;
+    ta.artifact_id = derived;
+    Charter__V1__TraceArtifactResponse *tr = NULL;
+    CU_ASSERT_EQUAL(charter_trace_artifact(b, &ta, &tr, &st), -CHARTER_NOT_FOUND);
+    Charter__V1__GetReceiptRequest rq = CHARTER__V1__GET_RECEIPT_REQUEST__INIT;
+    rq.run_id = run;
+    rq.invocation_id = "inv-a-1";
+    Charter__V1__Receipt *receipt = NULL;
+    int grc = charter_get_receipt(b, &rq, &receipt, &st);
+    if (grc != -CHARTER_NOT_FOUND)
+        fprintf(stderr, "\n  GetReceipt: %d %s\n", grc, st.message);
+    CU_ASSERT_EQUAL(grc, -CHARTER_NOT_FOUND);
+    /* A gets it. */
+    CU_ASSERT_EQUAL(charter_get_receipt(a, &rq, &receipt, &st), 0);
+    if (receipt != NULL)
+        charter__v1__receipt__free_unpacked(receipt, NULL);
+    Charter__V1__AuditRunRequest ar = CHARTER__V1__AUDIT_RUN_REQUEST__INIT;
+    ar.run_id = run;
+    Charter__V1__AuditRunResponse *audit = NULL;
+    CU_ASSERT_EQUAL(charter_audit_run(b, &ar, &audit, &st), -CHARTER_NOT_FOUND);
+    Charter__V1__ReplayDecisionRequest rd = CHARTER__V1__REPLAY_DECISION_REQUEST__INIT;
+    rd.run_id = run;
+    rd.seq = 1;
+    Charter__V1__ReplayDecisionResponse *replay = NULL;
+    CU_ASSERT_EQUAL(charter_replay_decision(b, &rd, &replay, &st), -CHARTER_NOT_FOUND);
+    Charter__V1__RecoverRunRequest rr = CHARTER__V1__RECOVER_RUN_REQUEST__INIT;
+    rr.run_id = run;
+    Charter__V1__RecoverRunResponse *rec_run = NULL;
+    CU_ASSERT_EQUAL(charter_recover_run(b, &rr, &rec_run, &st), -CHARTER_NOT_FOUND);
+    Charter__V1__CancelRunRequest cn = CHARTER__V1__CANCEL_RUN_REQUEST__INIT;
+    cn.run_id = run;
+    Charter__V1__Run *cancelled = NULL;
+    CU_ASSERT_EQUAL(charter_cancel_run(b, &cn, &cancelled, &st), -CHARTER_NOT_FOUND);
+    /* Grants named alike live in each graph: B revoking its g_analyst leaves A's alone. */
+    Charter__V1__RevokeGrantRequest rg = CHARTER__V1__REVOKE_GRANT_REQUEST__INIT;
+    rg.grant_id = "g_analyst";
+    Charter__V1__Grant *g = NULL;
+    CU_ASSERT_EQUAL(charter_revoke_grant(b, &rg, &g, &st), 0);
+    if (g != NULL)
+        charter__v1__grant__free_unpacked(g, NULL);
+    Charter__V1__ListRunsRequest lr = CHARTER__V1__LIST_RUNS_REQUEST__INIT;
+    Charter__V1__ListRunsResponse *runs = NULL;
+    CU_ASSERT_EQUAL_FATAL(charter_list_runs(b, &lr, &runs, &st), 0);
+    CU_ASSERT_EQUAL(runs->n_runs, 0);
+    charter__v1__list_runs_response__free_unpacked(runs, NULL);
+    CU_ASSERT_EQUAL(harness_graph_digest(tenant_a, after), 0);
+    CU_ASSERT_STRING_EQUAL(before, after);
+
+    /* A still sees its run, and its grant unrevoked. */
+    CU_ASSERT_EQUAL_FATAL(charter_get_run(a, &gr, &v, &st), 0);
+    CU_ASSERT_STRING_EQUAL(v->run->id, run);
+    CU_ASSERT_EQUAL(v->n_deliveries, 1);
+    charter__v1__run_view__free_unpacked(v, NULL);
+    Charter__V1__ShowChainRequest sc = CHARTER__V1__SHOW_CHAIN_REQUEST__INIT;
+    sc.grant_id = "g_analyst";
+    Charter__V1__GrantChain *chain = NULL;
+    CU_ASSERT_EQUAL_FATAL(charter_show_chain(a, &sc, &chain, &st), 0);
+    CU_ASSERT_EQUAL(chain->decision->outcome, CHARTER__V1__OUTCOME__ALLOW);
+    charter__v1__grant_chain__free_unpacked(chain, NULL);
+    /* And the default tenant's operator does not reach A either. */
+    CU_ASSERT_EQUAL(charter_get_run(op, &gr, &v, &st), -CHARTER_NOT_FOUND);
+    charter_client_close(a);
+    charter_client_close(b);
+}
+
+/* --- quotas ------------------------------------------------------------------------------- */
+
+static void test_each_quota_fires_and_names_itself(void)
+{
+    CU_ASSERT_EQUAL_FATAL(create_tenant(tenant_q, 2, 1, 0, secret_q, sizeof secret_q), 0);
+    CU_ASSERT_EQUAL_FATAL(create_tenant(tenant_r, 0, 0, 3, secret_r, sizeof secret_r), 0);
+    charter_client *q = client_for(secret_q, NULL);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(q);
+    CU_ASSERT_EQUAL_FATAL(apply_workflow(q), 0);
+    charter_status st;
+    Charter__V1__CreateRunRequest cr = CHARTER__V1__CREATE_RUN_REQUEST__INIT;
+    cr.mode = "external";
+    cr.workflow = "procurement";
+    Charter__V1__RunView *v = NULL;
+    char run[129] = "";
+    for (int i = 0; i < 2; i++) {
+        CU_ASSERT_EQUAL_FATAL(charter_create_run(q, &cr, &v, &st), 0);
+        snprintf(run, sizeof run, "%s", v->run->id);
+        charter__v1__run_view__free_unpacked(v, NULL);
+    }
+    CU_ASSERT_EQUAL(charter_create_run(q, &cr, &v, &st), -CHARTER_RESOURCE_EXHAUSTED);
+    CU_ASSERT_PTR_NOT_NULL(strstr(st.message, "max_runs"));
+    /* A refused call takes nothing: still refused, and still two runs. */
+    CU_ASSERT_EQUAL(charter_create_run(q, &cr, &v, &st), -CHARTER_RESOURCE_EXHAUSTED);
+    Charter__V1__ListRunsRequest lr = CHARTER__V1__LIST_RUNS_REQUEST__INIT;
+    Charter__V1__ListRunsResponse *runs = NULL;
+    CU_ASSERT_EQUAL_FATAL(charter_list_runs(q, &lr, &runs, &st), 0);
+    CU_ASSERT_EQUAL(runs->n_runs, 2);
+    charter__v1__list_runs_response__free_unpacked(runs, NULL);
+
+    Charter__V1__OpenStepRequest os = CHARTER__V1__OPEN_STEP_REQUEST__INIT;
+    os.run_id = run;
+    os.step = "research";
+    Charter__V1__StepContext *ctx = NULL;
+    CU_ASSERT_EQUAL_FATAL(charter_open_step(q, &os, &ctx, &st), 0);
+    Charter__V1__ReadSourceRequest rs = CHARTER__V1__READ_SOURCE_REQUEST__INIT;
+    rs.context_id = ctx->context_id;
+    rs.resource_id = "vendor_a";
+    Charter__V1__ReadSourceResponse *src = NULL;
+    CU_ASSERT_EQUAL(charter_read_source(q, &rs, &src, &st), 0);
+    if (src != NULL)
+        charter__v1__read_source_response__free_unpacked(src, NULL);
+    rs.resource_id = "vendor_b";
+    CU_ASSERT_EQUAL(charter_read_source(q, &rs, &src, &st), -CHARTER_RESOURCE_EXHAUSTED);
+    CU_ASSERT_PTR_NOT_NULL(strstr(st.message, "max_artifacts"));
+    charter__v1__step_context__free_unpacked(ctx, NULL);
+    charter_client_close(q);
+
+    /* calls_per_second 3: a burst of 10 calls gets at most 3 per second of the database's
+     * clock (6 when it straddles a second), the rest RESOURCE_EXHAUSTED naming the quota. */
+    charter_client *r = client_for(secret_r, tenant_r);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(r);
+    int ok = 0, refused = 0;
+    for (int i = 0; i < 10; i++) {
+        int rc = charter_list_runs(r, &lr, &runs, &st);
+        if (rc == 0) {
+            ok++;
+            charter__v1__list_runs_response__free_unpacked(runs, NULL);
+        } else if (rc == -CHARTER_RESOURCE_EXHAUSTED &&
+                   strstr(st.message, "calls_per_second") != NULL) {
+            refused++;
+        }
+    }
+    CU_ASSERT(ok >= 3 && ok <= 6);
+    CU_ASSERT_EQUAL(ok + refused, 10);
+    charter_client_close(r);
+}
+
+/* --- executors ---------------------------------------------------------------------------- */
+
+static void test_an_executor_runs_a_tenants_scripted_run(void)
+{
+    charter_client *a = client_for(secret_a, NULL);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(a);
+    /* The test above revoked nothing of A's; the reference run blocks at the handoff. */
+    Charter__V1__CreateRunRequest cr = CHARTER__V1__CREATE_RUN_REQUEST__INIT;
+    cr.workflow = "procurement";
+    Charter__V1__RunView *v = NULL;
+    charter_status st;
+    CU_ASSERT_EQUAL_FATAL(charter_create_run(a, &cr, &v, &st), 0);
+    CU_ASSERT_STRING_EQUAL(v->run->status, "blocked");
+    int delivered = 0;
+    for (size_t i = 0; i < v->n_events; i++)
+        delivered += strcmp(v->events[i]->kind, "delivery_decided") == 0 &&
+                     v->events[i]->outcome == CHARTER__V1__OUTCOME__ALLOW;
+    CU_ASSERT_EQUAL(delivered, 1);
+    charter__v1__run_view__free_unpacked(v, NULL);
+    charter_client_close(a);
+}
+
+int main(void)
+{
+    if (CU_initialize_registry() != CUE_SUCCESS)
+        return 1;
+    CU_pSuite s = CU_add_suite("tenants", suite_init, suite_clean);
+    struct {
+        const char *name;
+        CU_TestFunc fn;
+    } tests[] = {
+        {"only the admin token creates and lists tenants",
+         test_only_the_admin_token_creates_and_lists_tenants},
+        {"bad names, unknown tenants and foreign credentials are refused writing nothing",
+         test_bad_names_unknown_tenants_and_foreign_credentials_are_refused_writing_nothing},
+        {"tenant B finds nothing of tenant A through every method",
+         test_tenant_b_finds_nothing_of_tenant_a_through_every_method},
+        {"each quota fires and names itself", test_each_quota_fires_and_names_itself},
+        {"an executor runs a tenant's scripted run", test_an_executor_runs_a_tenants_scripted_run},
+    };
+    for (size_t i = 0; s && i < sizeof tests / sizeof tests[0]; i++)
+        if (!CU_add_test(s, tests[i].name, tests[i].fn))
+            s = NULL;
+    if (!s) {
+        CU_cleanup_registry();
+        return 1;
+    }
+    CU_basic_set_mode(CU_BRM_VERBOSE);
+    CU_basic_run_tests();
+    unsigned failed = CU_get_number_of_failures() + CU_get_number_of_suites_failed();
+    CU_cleanup_registry();
+    return failed ? 1 : 0;
+}
