@@ -587,7 +587,14 @@ static int cmd_restore(cli *c, const cli_command *cmd, const cli_args *a)
     charter_status st;
     int rv = EXIT_OK;
 
-    (void)cmd;
+    bool all = arg_option(a, "all") != NULL;
+    if (a->n_pos > 0 && all)
+        return usage_error(cmd, "give a GRANT or --all, not both", NULL);
+    if (a->n_pos == 0 && !all)
+        return usage_error(cmd,
+                           "name the GRANT to restore, or pass --all to restore every revoked "
+                           "grant",
+                           NULL);
     if (a->n_pos > 0)
         req.grant_id = (char *)a->pos[0];
     if ((rv = cli_connect(c)) != 0)
@@ -1809,6 +1816,7 @@ static const char *const list_opts[] = {"limit", NULL};
 static const char *const record_opts[] = {"title", "content", "content-file", NULL};
 static const char *const verify_opts[] = {"key", "public-key", NULL};
 static const char *const no_opts[] = {NULL};
+static const char *const restore_opts[] = {"all", NULL};
 static const char *const what_if_opts[] = {"workflow", "run", "since", "limit", NULL};
 static const char *const scope_bind_opts[] = {
     "principal", "task", "filter", "unrestricted", "expires-in-ms", "max-follow-ups", NULL};
@@ -1843,8 +1851,8 @@ static const cli_command commands[] = {
     {"list", "[--limit N]", "runs, newest first", list_opts, 0, 0, cmd_list},
     {"recover", "RUN", "recover a blocked, interrupted or failed run", no_opts, 1, 1, cmd_recover},
     {"revoke", "GRANT", "revoke a grant (operator)", no_opts, 1, 1, cmd_revoke},
-    {"restore", "[GRANT]", "restore a revoked grant, or every revoked grant", no_opts, 0, 1,
-     cmd_restore},
+    {"restore", "GRANT | --all", "restore a revoked grant, or (--all) every revoked grant",
+     restore_opts, 0, 1, cmd_restore},
     {"chain", "GRANT", "a grant's delegation chain, leaf first, with the guard's verdict", no_opts,
      1, 1, cmd_chain},
     {"trace", "ARTIFACT", "an artifact's ancestry as a tree", no_opts, 1, 1, cmd_trace},
@@ -2057,8 +2065,8 @@ static int parse_command_args(const cli_command *cmd, char **words, int n, cli_a
             if (!takes_value(cmd, name))
                 return usage_error(cmd, "unknown option %s", w);
             const char *value = eq != NULL ? eq + 1 : NULL;
-            if (value == NULL && strcmp(name, "async") == 0) {
-                value = "1"; /* the one option that is a flag */
+            if (value == NULL && (strcmp(name, "async") == 0 || strcmp(name, "all") == 0)) {
+                value = "1"; /* the options that are flags */
             } else if (value == NULL) {
                 if (i + 1 >= n)
                     return usage_error(cmd, "%s needs a value", w);

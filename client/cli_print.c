@@ -70,10 +70,26 @@ static size_t display_width(const char *s)
 }
 
 /* Prints s and pads it with spaces to width columns. */
+/* Writes s with every control character (C0, DEL, and C1 as UTF-8) shown as '?': text that
+ * came from a host or a model (titles, witnesses) must not drive the operator's terminal. */
+static void put_safe(FILE *out, const char *s)
+{
+    for (const unsigned char *p = (const unsigned char *)s; p != NULL && *p != '\0'; p++) {
+        if (*p < 0x20 || *p == 0x7f) {
+            fputc('?', out);
+        } else if (*p == 0xc2 && p[1] >= 0x80 && p[1] <= 0x9f) {
+            fputc('?', out);
+            p++;
+        } else {
+            fputc(*p, out);
+        }
+    }
+}
+
 static void print_padded(FILE *out, const char *s, size_t width)
 {
     size_t w = display_width(s);
-    fputs(s, out);
+    put_safe(out, s);
     for (; w < width; w++)
         fputc(' ', out);
 }
@@ -121,8 +137,10 @@ static void print_codes_witness(FILE *out, char *const *codes, size_t n_codes, c
         fputs("  ", out);
         print_list(out, codes, n_codes, ",");
     }
-    if (witness != NULL && witness[0] != '\0')
-        fprintf(out, "  %s", witness);
+    if (witness != NULL && witness[0] != '\0') {
+        fputs("  ", out);
+        put_safe(out, witness);
+    }
 }
 
 /* A decision line with the action and target columns action_w and target_w wide. */
@@ -569,9 +587,10 @@ void cli_print_chain(FILE *out, const Charter__V1__GrantChain *c)
 
 void cli_print_artifact_line(FILE *out, const char *indent, const Charter__V1__Artifact *a)
 {
-    fprintf(out, "%s%s  %s  %s/%s  %s  \"%s\"", indent, text(a->id), text(a->kind),
-            conf_word(a->conf), integrity_word(a->integrity), text(a->step),
-            a->title != NULL ? a->title : "");
+    fprintf(out, "%s%s  %s  %s/%s  %s  \"", indent, text(a->id), text(a->kind), conf_word(a->conf),
+            integrity_word(a->integrity), text(a->step));
+    put_safe(out, a->title != NULL ? a->title : "");
+    fputc('"', out);
     if (a->n_resources > 0) {
         fputs("  ← ", out);
         print_list(out, a->resources, a->n_resources, ", ");

@@ -16,17 +16,24 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "mcp.h"
 
 #define MAX_SESSIONS 64
+/* A session unused this long is gone (its next request gets 404, and the client initializes
+ * anew, as the MCP transport specifies); with every slot taken, a new session replaces the one
+ * unused longest if that one has been idle at least SESSION_EVICT_S. Seconds. */
+#define SESSION_IDLE_S (30 * 60)
+#define SESSION_EVICT_S 60
 /* NNG answers 400 itself above this; between MCP_MAX_MESSAGE and this, a JSON-RPC error. */
 #define BODY_LIMIT (4 * MCP_MAX_MESSAGE)
 
 typedef struct {
     bool used;
     char id[33];
+    time_t last_used; /* CLOCK_MONOTONIC seconds of its last request */
     mcp_session s;
 } http_session;
 
@@ -80,16 +87,50 @@ static bool bearer_ok(const http_state *hs, const char *auth)
     return strlen(got) == n && CRYPTO_memcmp(got, hs->token, n) == 0;
 }
 
+static time_t mono_s(void)
+{
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return t.tv_sec;
+}
+
+static void session_end(http_session *h);
+
 static http_session *session_find(http_state *hs, const char *id)
 {
-    for (size_t i = 0; id && i < MAX_SESSIONS; i++)
-        if (hs->sessions[i].used && strcmp(hs->sessions[i].id, id) == 0)
-            return &hs->sessions[i];
+    time_t now = mono_s();
+    for (size_t i = 0; id && i < MAX_SESSIONS; i++) {
+        http_session *h = &hs->sessions[i];
+        if (!h->used || strcmp(h->id, id) != 0)
+            continue;
+        if (now - h->last_used >= SESSION_IDLE_S) {
+            session_end(h); /* expired */
+            return NULL;
+        }
+        h->last_used = now;
+        return h;
+    }
     return NULL;
 }
 
 static http_session *session_new(http_state *hs)
 {
+    time_t now = mono_s();
+    http_session *oldest = NULL;
+    for (size_t i = 0; i < MAX_SESSIONS; i++) {
+        http_session *h = &hs->sessions[i];
+        if (h->used && now - h->last_used >= SESSION_IDLE_S)
+            session_end(h);
+        if (h->used && (!oldest || h->last_used < oldest->last_used))
+            oldest = h;
+    }
+    if (oldest && now - oldest->last_used >= SESSION_EVICT_S) {
+        bool full = true;
+        for (size_t i = 0; i < MAX_SESSIONS && full; i++)
+            full = hs->sessions[i].used;
+        if (full)
+            session_end(oldest);
+    }
     for (size_t i = 0; i < MAX_SESSIONS; i++) {
         http_session *h = &hs->sessions[i];
         if (h->used)
@@ -101,6 +142,7 @@ static http_session *session_new(http_state *hs)
             snprintf(h->id + 2 * k, 3, "%02x", rnd[k]);
         memset(&h->s, 0, sizeof h->s);
         h->used = true;
+        h->last_used = now;
         return h;
     }
     return NULL;

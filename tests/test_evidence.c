@@ -816,6 +816,42 @@ static void test_cli_receipt_verifies_offline_and_fails_when_altered(void)
     CU_ASSERT_EQUAL(harness_sh("%s audit %s > %s", CHARTER_CLI_PATH, run_id, out), 0);
 }
 
+static void test_cli_restore_needs_a_grant_or_all_and_prints_no_control_characters(void)
+{
+    char out[300];
+    snprintf(out, sizeof out, "%s/cli.out", tmpdir);
+    setenv("CHARTER_URL", daemon_.ipc_url, 1);
+    setenv("CHARTER_TOKEN", HARNESS_OPERATOR_TOKEN, 1);
+    /* An empty variable must never restore every grant. */
+    CU_ASSERT_EQUAL(harness_sh("%s restore 2>/dev/null", CHARTER_CLI_PATH), 2);
+    CU_ASSERT_EQUAL(harness_sh("%s restore g_reporter --all 2>/dev/null", CHARTER_CLI_PATH), 2);
+    CU_ASSERT_EQUAL(harness_sh("%s restore --all > %s", CHARTER_CLI_PATH, out), 0);
+
+    /* A title a host chose, with terminal escape sequences, is printed defused. */
+    char run[129], ctx[129], src[129];
+    CU_ASSERT_EQUAL_FATAL(harness_create_run(op, "external", NULL, run, NULL, NULL), 0);
+    CU_ASSERT_EQUAL_FATAL(harness_open_step(op, run, "research", ctx), 0);
+    CU_ASSERT_EQUAL_FATAL(harness_read_source(op, ctx, "vendor_a", src), 0);
+    Charter__V1__RecordOutputRequest req = CHARTER__V1__RECORD_OUTPUT_REQUEST__INIT;
+    char *inputs[1] = {src};
+    req.context_id = ctx;
+    req.input_ids = inputs;
+    req.n_input_ids = 1;
+    req.title = "\x1b]0;owned\x07 summary \x1b[2J";
+    req.content = "Northwind 389 USD per desk.";
+    Charter__V1__RecordOutputResponse *r = NULL;
+    charter_status st;
+    CU_ASSERT_EQUAL_FATAL(charter_record_output(op, &req, &r, &st), 0);
+    charter__v1__record_output_response__free_unpacked(r, NULL);
+    CU_ASSERT_EQUAL(harness_sh("%s get %s > %s", CHARTER_CLI_PATH, run, out), 0);
+    char *text = harness_slurp(out);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(text);
+    CU_ASSERT_PTR_NULL(strchr(text, 0x1b));
+    CU_ASSERT_PTR_NULL(strchr(text, 0x07));
+    CU_ASSERT_PTR_NOT_NULL(strstr(text, "?]0;owned? summary ?[2J"));
+    free(text);
+}
+
 static void test_audit_names_an_edited_event(void)
 {
     CU_ASSERT_FATAL(run_id[0] != '\0');
@@ -1331,6 +1367,8 @@ int main(void)
                 test_replay_after_revocation_still_allows_the_public_delivery);
     CU_add_test(s, "CLI receipt verifies offline and fails when altered",
                 test_cli_receipt_verifies_offline_and_fails_when_altered);
+    CU_add_test(s, "CLI restore needs a grant or --all; no control characters printed",
+                test_cli_restore_needs_a_grant_or_all_and_prints_no_control_characters);
     CU_add_test(s, "audit names an edited event", test_audit_names_an_edited_event);
     CU_add_test(s, "audit names a removed event", test_audit_names_a_removed_event);
     CU_add_test(s, "audit names an inserted event", test_audit_names_an_inserted_event);
