@@ -21,7 +21,8 @@ keys: P. args: invocation_id, payload_id, grant_id, recipient_id, limit, context
 reply: every fact the delivery protocol reads, taken at one instant:
   {"delivery": the existing delivery of the invocation (absent when unused),
    "payload": the payload artifact object with its content,
-   "ancestry": as charter_ancestry (absent when the invocation exists),
+   "ancestry": as charter_ancestry, lineage records included (absent when the invocation
+     exists),
    "chain": as charter_grant_chain of "grant" (absent when the invocation exists or no grant
      is known), "grant": the grant whose chain was read,
    "recipient": {"id","clearance"} (absent when unknown), "now": "<t>",
@@ -64,7 +65,7 @@ local function charter_delivery_facts(keys, args)
         out.delivery = delivery_object(d)
         return cjson.encode(out)
     end
-    out.ancestry = ancestry_table(P, payload, limit)
+    local ancestry = ancestry_text(P, payload, limit)
     if grant ~= '' then
         out.chain = chain_table(P, grant)
     end
@@ -72,7 +73,8 @@ local function charter_delivery_facts(keys, args)
     if r then
         out.recipient = {id = recipient, clearance = tonumber(r.clearance)}
     end
-    return cjson.encode(out)
+    -- The ancestry is already text (its records were encoded as they were hashed).
+    return '{"ancestry":' .. ancestry .. ',' .. cjson.encode(out):sub(2)
 end
 
 -- The first reason the chain cannot carry the delivery at time tnum, or nil.

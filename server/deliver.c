@@ -20,6 +20,7 @@
 
 #include "evlog.h"
 #include "ids.h"
+#include "lineage.h"
 #include "receipt_issue.h"
 #include "replay.h"
 
@@ -210,19 +211,27 @@ static int gather(const gate_env *g, const char *context_id, const char *invocat
 
 /* Every fact the decision is made from, for replay: content_hash is the hex SHA-256 of the
  * payload's stored content as read ("" when there was none). */
-static json_t *snapshot_of(const send_facts *f, const guard_delivery_request *req,
-                           const char *payload_hash, const char *content_hash)
+static json_t *snapshot_of(const gate_env *g, const send_facts *f,
+                           const guard_delivery_request *req, const char *payload_hash,
+                           const char *content_hash)
 {
+    /* The ancestry by its lineage reference, its new records stored first (lineage.h); kept
+     * whole when they cannot be stored or the reply named no lineage. */
+    json_t *ancestry = NULL;
+    if (json_is_object(f->ancestry) && lineage_keep(g->st, f->ancestry) == STATUS_OK)
+        ancestry = lineage_ref(f->ancestry);
+    if (ancestry == NULL)
+        ancestry = json_incref(f->ancestry);
     json_t *owners = strs_json(&f->ctx.owners);
     return json_pack("{s:s, s:s, s:s, s:o*, s:{s:s, s:s, s:s, s:o*}, "
-                     "s:{s:s, s:s, s:s, s:i, s:s, s:s}, s:O, s:O, s:f, s:{s:s, s:s, s:s}}",
+                     "s:{s:s, s:s, s:s, s:i, s:s, s:s}, s:o, s:O, s:f, s:{s:s, s:s, s:s}}",
                      "gate", "delivery", "workflow", f->wf ? f->wf->version : "", "step",
                      f->step->cap.step, "cap", replay_cap_json(&f->step->cap), "context", "id",
                      f->ctx.id, "run_id", f->ctx.run_id, "step", f->ctx.step, "owners", owners,
                      "request", "run_id", req->run_id, "payload_id", req->payload_id, "recipient",
                      req->recipient, "recipient_clearance", req->recipient_clearance, "tool",
-                     req->tool, "grant", req->grant, "ancestry", f->ancestry, "chain", f->chain,
-                     "now", f->now, "payload", "id", req->payload_id, "hash", payload_hash,
+                     req->tool, "grant", req->grant, "ancestry", ancestry, "chain", f->chain, "now",
+                     f->now, "payload", "id", req->payload_id, "hash", payload_hash,
                      "content_sha256", content_hash);
 }
 
@@ -339,7 +348,8 @@ static int send_evaluate(send_state *s, deliver_result *out)
      * compares them). */
     if (s->content)
         gate_sha256_hex(s->content, strlen(s->content), s->actual);
-    s->snapshot = snapshot_of(&s->f, &s->req, s->payload_hash ? s->payload_hash : "", s->actual);
+    s->snapshot =
+        snapshot_of(s->g, &s->f, &s->req, s->payload_hash ? s->payload_hash : "", s->actual);
     if (!s->snapshot)
         return STATUS_ENOMEM;
     replay_delivery_decide(&s->f.step->cap, &s->f.ctx, &s->req, &s->f.anc, &s->f.gchain, s->f.now,
