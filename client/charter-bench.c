@@ -56,7 +56,7 @@
 
 #define BENCH_MAX_THREADS 1024u
 #define BENCH_MAX_DAEMONS 64u
-#define BENCH_MAX_DEPTH 9000u /* charterd walks at most 10000 ancestors */
+#define BENCH_MAX_DEPTH 9999u /* depth + 1 artifacts (with the source): charterd walks 10000 */
 #define BENCH_MAX_KINDS 16    /* distinct decision texts kept per thread */
 #define BENCH_CEILING_REQUESTS "100000"
 #define BENCH_STARTUP_MS 20000.0

@@ -21,7 +21,8 @@ keys: P. args: invocation_id, payload_id, grant_id, recipient_id, limit, context
 reply: every fact the delivery protocol reads, taken at one instant:
   {"delivery": the existing delivery of the invocation (absent when unused),
    "payload": the payload artifact object with its content,
-   "ancestry": as charter_ancestry (absent when the invocation exists),
+   "ancestry": as charter_ancestry, lineage records included (absent when the invocation
+     exists),
    "chain": as charter_grant_chain of "grant" (absent when the invocation exists or no grant
      is known), "grant": the grant whose chain was read,
    "recipient": {"id","clearance"} (absent when unknown), "now": "<t>",
@@ -64,7 +65,7 @@ local function charter_delivery_facts(keys, args)
         out.delivery = delivery_object(d)
         return cjson.encode(out)
     end
-    out.ancestry = ancestry_table(P, payload, limit)
+    local ancestry = ancestry_text(P, payload, limit)
     if grant ~= '' then
         out.chain = chain_table(P, grant)
     end
@@ -72,7 +73,8 @@ local function charter_delivery_facts(keys, args)
     if r then
         out.recipient = {id = recipient, clearance = tonumber(r.clearance)}
     end
-    return cjson.encode(out)
+    -- The ancestry is already text (its records were encoded as they were hashed).
+    return '{"ancestry":' .. ancestry .. ',' .. cjson.encode(out):sub(2)
 end
 
 -- The first reason the chain cannot carry the delivery at time tnum, or nil.
@@ -130,9 +132,12 @@ end
 
 --[[ charter_commit_delivery
 keys: P. args: JSON {run_id,invocation_id,fingerprint,payload_id,payload_hash,content_sha1,
-  recipient,tool,grant_chain:[leaf..root],sources:[...],content} (fingerprint: the delivery
-  fingerprint, the request's content identity), sealed event delivery_decided with outcome
-  "allow" (its evaluator is kept on the delivery as evaluator).
+  recipient,tool,grant_chain:[leaf..root],sources:[...],content,lineage} (fingerprint: the
+  delivery fingerprint, the request's content identity; lineage, optional: {"<sha1>":"<record>"},
+  the lineage records the event's snapshot names that charter_delivery_facts found unstored,
+  each hashing to its name, written with the delivery as charter_put_lineage does), sealed
+  event delivery_decided with outcome "allow" (its evaluator is kept on the delivery as
+  evaluator).
 reply: {"status":"committed","delivery":{...},"seq":n}, or {"status":"exists","delivery":{...}}
   when the invocation is taken (nothing written), or {"status":"refused","reason":"<check>",
   "detail":"<object>"} (nothing written). With the time t read from TIME inside the call, the
@@ -171,6 +176,20 @@ local function charter_commit_delivery(keys, args)
     end
     local sources = check_id_list(doc.sources, 'sources', true)
     local content = check_text(doc.content, 'content', '')
+    -- The lineage records the event's snapshot names, not stored when the facts were read.
+    local records = {}
+    if present(doc.lineage) then
+        if type(doc.lineage) ~= 'table' then
+            raise('invalid', 'lineage must be an object of sha1 to record')
+        end
+        for sha, text in pairs(doc.lineage) do
+            if type(sha) ~= 'string' or #sha ~= 40 or sha:find('[^0-9a-f]') or
+                type(text) ~= 'string' or redis.sha1hex(text) ~= sha then
+                raise('invalid', 'lineage: every record must hash to its 40-hex sha1 name')
+            end
+            records[#records + 1] = {sha, text}
+        end
+    end
     local ev = check_sealed(args[2], 'event', 'delivery_decided')
     if ev.outcome ~= 'allow' then
         raise('invalid', 'event.outcome must be allow: only an allowed delivery commits')
@@ -230,6 +249,9 @@ local function charter_commit_delivery(keys, args)
         return conflict
     end
 
+    for _, r in ipairs(records) do
+        redis.call('SET', P .. ':lineage:' .. r[1], r[2], 'NX')
+    end
     local seq = string.format('%d', ev.seq)
     redis.call('HSET', dkey, 'invocation_id', inv, 'run_id', run_id, 'fingerprint', fingerprint,
                'recipient', recipient, 'tool', tool, 'payload_id', payload_id, 'payload_hash',

@@ -100,15 +100,84 @@ end
 
 --[[ charter_ancestry
 keys: P. args: payload_id, limit (integer 1..100000).
-reply: {"root":id,"truncated":bool,"artifacts":[{id,run_id,kind,title,conf,integrity,
-  capture_complete,hash,input_ids,parents,resources:[{id,title,conf,integrity}],producers}]}:
+reply: {"root":id,"truncated":bool,"lineage":"<sha1>","new":{"<sha1>":"<record>",...},
+  "artifacts":[{id,run_id,kind,title,conf,integrity,capture_complete,hash,input_ids,parents,
+  refs,resources:[{id,title,conf,integrity}],producers,step}]}:
   breadth-first over derived_from from the payload (first), each artifact once. A label that is
   not stored is absent; a parent whose hash is missing stays under parents with no entry; a
   resource whose hash is missing is {id} alone. After limit artifacts the walk stops and
   truncated is true if any further artifact was reachable. Content is not included.
+  Each artifact's object is its lineage record: refs holds, per parent, the SHA-1 of the
+  parent's record, or "" when the parent is not in the walk or closes a cycle. lineage is the
+  SHA-1 of the payload's record, which so names every fact of the walk; new holds the records
+  not stored yet under P:lineage:<sha1> (charter_put_lineage stores them).
 errors: not_found (payload), invalid. ]]
--- The ancestry reply of charter_ancestry as a table (shared with charter_delivery_facts).
-local function ancestry_table(P, root, limit)
+-- The lineage records of a walk (out, in walk order, out[1] the root), hashed bottom-up: a
+-- depth-first walk from the root over the parents in the walk finishes every parent before
+-- its child, so a record names its parents' records by their SHA-1 (a parent still on the
+-- walk's path closes a cycle and is named by its id alone, under parents). The reply is put
+-- together from the records' own texts: each artifact is encoded once, as it is hashed.
+-- Only the records not stored yet are returned under new: a stored record's parents are
+-- stored too (charter_put_lineage stores a walk's new records together), so the search for
+-- them stops at the first stored one, and a lineage checked again costs one EXISTS.
+local function lineage_text(P, root, truncated, out)
+    local index = {}
+    for i, o in ipairs(out) do
+        index[o.id] = i
+    end
+    local texts, sha, state, next_parent = {}, {}, {[1] = 1}, {[1] = 1}
+    local stack = {1}
+    while #stack > 0 do
+        local i = stack[#stack]
+        local parents = out[i].parents
+        local k, pushed = next_parent[i], false
+        while k <= #parents do
+            local j = index[parents[k]]
+            k = k + 1
+            if j and not state[j] then
+                next_parent[i] = k
+                state[j], next_parent[j] = 1, 1
+                stack[#stack + 1] = j
+                pushed = true
+                break
+            end
+        end
+        if not pushed then
+            local o = out[i]
+            local refs = {}
+            for m, p in ipairs(o.parents) do
+                local j = index[p]
+                refs[m] = (j and state[j] == 2) and sha[j] or ''
+            end
+            o.refs = refs
+            texts[i] = cjson.encode(o)
+            sha[i] = redis.sha1hex(texts[i])
+            state[i] = 2
+            stack[#stack] = nil
+        end
+    end
+    local new, seen, todo = {}, {[1] = true}, {1}
+    while #todo > 0 do
+        local i = todo[#todo]
+        todo[#todo] = nil
+        if redis.call('EXISTS', P .. ':lineage:' .. sha[i]) == 0 then
+            new[sha[i]] = texts[i]
+            for m, p in ipairs(out[i].parents) do
+                local j = index[p]
+                if j and out[i].refs[m] ~= '' and not seen[j] then
+                    seen[j] = true
+                    todo[#todo + 1] = j
+                end
+            end
+        end
+    end
+    return '{"root":' .. cjson.encode(root) .. ',"truncated":' .. tostring(truncated) ..
+               ',"lineage":"' .. sha[1] .. '","new":' .. cjson.encode(new) .. ',"artifacts":[' ..
+               table.concat(texts, ',') .. ']}'
+end
+
+-- The ancestry reply of charter_ancestry as JSON text (shared with charter_delivery_facts).
+local function ancestry_text(P, root, limit)
     if not exists(P .. ':artifact:' .. root) then
         raise('not_found', 'artifact ' .. root .. ' not found')
     end
@@ -162,12 +231,12 @@ local function ancestry_table(P, root, limit)
             }
         end
     end
-    return {root = root, truncated = truncated, artifacts = out}
+    return lineage_text(P, root, truncated, out)
 end
 
 local function charter_ancestry(keys, args)
     local P = prefix(keys)
     local root = check_id(args[1], 'payload_id')
     local limit = check_count(args[2], 'limit', 1, MAX_LIMIT)
-    return cjson.encode(ancestry_table(P, root, limit))
+    return ancestry_text(P, root, limit)
 end

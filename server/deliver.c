@@ -20,6 +20,7 @@
 
 #include "evlog.h"
 #include "ids.h"
+#include "lineage.h"
 #include "receipt_issue.h"
 #include "replay.h"
 
@@ -211,19 +212,27 @@ static int gather(const gate_env *g, const char *context_id, const char *invocat
 
 /* Every fact the decision is made from, for replay: content_hash is the hex SHA-256 of the
  * payload's stored content as read ("" when there was none). */
+/* by_ref: the ancestry is named by its lineage reference (lineage.h), its new records stored
+ * before the event (with the commit, or by lineage_keep); else it is kept whole, as when the
+ * reply named no lineage. */
 static json_t *snapshot_of(const send_facts *f, const guard_delivery_request *req,
-                           const char *payload_hash, const char *content_hash)
+                           const char *payload_hash, const char *content_hash, bool by_ref)
 {
+    json_t *ancestry = NULL;
+    if (by_ref && json_is_object(f->ancestry))
+        ancestry = lineage_ref(f->ancestry);
+    if (ancestry == NULL)
+        ancestry = json_incref(f->ancestry);
     json_t *owners = strs_json(&f->ctx.owners);
     return json_pack("{s:s, s:s, s:s, s:o*, s:{s:s, s:s, s:s, s:o*}, "
-                     "s:{s:s, s:s, s:s, s:i, s:s, s:s}, s:O, s:O, s:f, s:{s:s, s:s, s:s}}",
+                     "s:{s:s, s:s, s:s, s:i, s:s, s:s}, s:o, s:O, s:f, s:{s:s, s:s, s:s}}",
                      "gate", "delivery", "workflow", f->wf ? f->wf->version : "", "step",
                      f->step->cap.step, "cap", replay_cap_json(&f->step->cap), "context", "id",
                      f->ctx.id, "run_id", f->ctx.run_id, "step", f->ctx.step, "owners", owners,
                      "request", "run_id", req->run_id, "payload_id", req->payload_id, "recipient",
                      req->recipient, "recipient_clearance", req->recipient_clearance, "tool",
-                     req->tool, "grant", req->grant, "ancestry", f->ancestry, "chain", f->chain,
-                     "now", f->now, "payload", "id", req->payload_id, "hash", payload_hash,
+                     req->tool, "grant", req->grant, "ancestry", ancestry, "chain", f->chain, "now",
+                     f->now, "payload", "id", req->payload_id, "hash", payload_hash,
                      "content_sha256", content_hash);
 }
 
@@ -340,11 +349,17 @@ static int send_evaluate(send_state *s, deliver_result *out)
      * compares them). */
     if (s->content)
         gate_sha256_hex(s->content, strlen(s->content), s->actual);
-    s->snapshot = snapshot_of(&s->f, &s->req, s->payload_hash ? s->payload_hash : "", s->actual);
-    if (!s->snapshot)
-        return STATUS_ENOMEM;
     replay_delivery_decide(&s->f.step->cap, &s->f.ctx, &s->req, &s->f.anc, &s->f.gchain, s->f.now,
                            s->payload_hash, s->actual, &out->decision);
+    /* An allowed send's new lineage records are written by its commit, in the same call as its
+     * event (no write ahead of the commit); a refusal's are stored before it is recorded. */
+    bool by_ref =
+        out->decision.outcome == GUARD_ALLOW ||
+        (json_is_object(s->f.ancestry) && lineage_keep(s->g->st, s->f.ancestry) == STATUS_OK);
+    s->snapshot =
+        snapshot_of(&s->f, &s->req, s->payload_hash ? s->payload_hash : "", s->actual, by_ref);
+    if (!s->snapshot)
+        return STATUS_ENOMEM;
     if (out->decision.outcome != GUARD_ALLOW) {
         record(s->g, s->f.ctx.run_id, s->f.fingerprint, &out->decision, s->detail, s->snapshot);
         s->done = true;
@@ -429,6 +444,13 @@ static int send_commit(send_state *s, deliver_result *out)
                        "content_sha1", sha1, "recipient", s->recipient, "tool", s->tool,
                        "grant_chain", strs_json(&out->decision.chain_order), "sources",
                        strs_json(&out->decision.sources), "content", s->content);
+    /* The lineage records the snapshot names that were not stored when the facts were read. */
+    const json_t *fresh = json_object_get(s->f.ancestry, "new");
+    if (s->arg && json_object_size(fresh) > 0 &&
+        json_object_set(s->arg, "lineage", (json_t *)fresh) != 0) {
+        json_decref(s->arg);
+        s->arg = NULL;
+    }
     if (!s->arg || erc != STATUS_OK) {
         guard_decision_free(&out->decision);
         return STATUS_ENOMEM;

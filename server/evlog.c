@@ -19,6 +19,7 @@
 
 #include "digest.h"
 #include "integrity.h"
+#include "lineage.h"
 #include "log.h"
 #include "metrics.h"
 
@@ -447,14 +448,44 @@ static int evlog_blob_out(store *st, const char *snapshot, char ref[96])
     return rc;
 }
 
-int evlog_snapshot_resolve(store *st, const char *snapshot, char **out)
+/* The lineage references of the snapshot text resolved (lineage.h); text is kept as it is when
+ * it holds none. */
+static int evlog_lineage_resolve(store *st, char **text, char *why, size_t n)
+{
+    if (strstr(*text, "\"lineage\":\"") == NULL)
+        return STATUS_OK;
+    json_t *snap = json_loads(*text, 0, NULL);
+    if (!json_is_object(snap)) {
+        json_decref(snap);
+        return STATUS_OK; /* not facts replay can decode: replay says so */
+    }
+    int rc = lineage_resolve(st, snap, why, n);
+    char *full = rc == STATUS_OK ? json_dumps(snap, JSON_COMPACT) : NULL;
+    if (rc == STATUS_OK && full == NULL)
+        rc = STATUS_ENOMEM;
+    json_decref(snap);
+    if (rc == STATUS_OK) {
+        free(*text);
+        *text = full;
+    }
+    return rc;
+}
+
+int evlog_snapshot_resolve(store *st, const char *snapshot, char **out, char *why, size_t n)
 {
     *out = NULL;
+    if (n > 0)
+        why[0] = '\0';
     size_t plen = strlen(EVLOG_BLOB_REF);
     if (snapshot == NULL || strncmp(snapshot, EVLOG_BLOB_REF, plen) != 0 ||
         strlen(snapshot) != plen + 64 + 2) {
         *out = strdup(snapshot != NULL ? snapshot : "");
-        return *out != NULL ? STATUS_OK : STATUS_ENOMEM;
+        int rc = *out != NULL ? evlog_lineage_resolve(st, out, why, n) : STATUS_ENOMEM;
+        if (rc != STATUS_OK) {
+            free(*out);
+            *out = NULL;
+        }
+        return rc;
     }
     char sha[65];
     memcpy(sha, snapshot + plen, 64);
@@ -463,18 +494,28 @@ int evlog_snapshot_resolve(store *st, const char *snapshot, char **out)
     json_t *r = NULL;
     int rc = store_call(st, "get_blob", 1, args, &r);
     const char *text = json_string_value(json_object_get(r, "text"));
-    if (rc == STATUS_OK && text == NULL)
+    if (rc == STATUS_OK && text == NULL) {
         rc = STATUS_ENOTFOUND; /* the facts the event names are gone */
+        snprintf(why, n, "snapshot blob %s is missing", sha);
+    }
     if (rc == STATUS_OK) {
         char actual[65];
-        if (digest_sha256_hex(text, strlen(text), actual) != 0)
+        if (digest_sha256_hex(text, strlen(text), actual) != 0) {
             rc = STATUS_ENOMEM;
-        else if (strcmp(actual, sha) != 0)
+        } else if (strcmp(actual, sha) != 0) {
             rc = STATUS_EPROTO; /* the blob was changed: its name no longer matches */
-        else if ((*out = strdup(text)) == NULL)
+            snprintf(why, n, "snapshot blob %s was altered", sha);
+        } else if ((*out = strdup(text)) == NULL) {
             rc = STATUS_ENOMEM;
+        }
     }
     json_decref(r);
+    if (rc == STATUS_OK)
+        rc = evlog_lineage_resolve(st, out, why, n);
+    if (rc != STATUS_OK) {
+        free(*out);
+        *out = NULL;
+    }
     return rc;
 }
 

@@ -201,11 +201,13 @@ int evlog_commit_delivery_at(store *st, const char *run_id, const json_t *doc,
  * Returns STATUS_OK or the first failure. */
 int evlog_interrupt_runs(store *st, json_t **ids);
 
-/* The snapshot text an event stored: its own text, or, when the event carries a blob
- * reference {"blob":"<sha256>"} (snapshots over 4 KiB are stored once by content), the blob's
- * text after checking it still hashes to its name. *out is malloc'd (caller frees). Returns
- * STATUS_OK, STATUS_ENOTFOUND (the blob is gone), STATUS_EPROTO (the blob was changed), or the
- * store's failure. */
-int evlog_snapshot_resolve(store *st, const char *snapshot, char **out);
+/* The facts an event's snapshot holds, as text replay decides from: its own text, or, when the
+ * event carries a blob reference {"blob":"<sha256>"} (snapshots over 4 KiB are stored once by
+ * content), the blob's text after checking it still hashes to its name; and with every lineage
+ * reference in it resolved from the lineage records it names (lineage_resolve). *out is
+ * malloc'd (caller frees). why (n bytes) names what is missing or altered. Returns STATUS_OK,
+ * STATUS_ENOTFOUND (the blob or a lineage record is gone), STATUS_EPROTO (one was changed), or
+ * the store's failure. */
+int evlog_snapshot_resolve(store *st, const char *snapshot, char **out, char *why, size_t n);
 
 #endif

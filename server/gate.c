@@ -17,6 +17,7 @@
 
 #include "evlog.h"
 #include "guard.h"
+#include "lineage.h"
 #include "registry.h"
 #include "replay.h"
 
@@ -406,11 +407,35 @@ static json_t *snapshot_base(const char *gate, const workflow *wf, const workflo
                      context_json(ctx));
 }
 
-static json_t *input_snapshot(const workflow *wf, const workflow_step *ws, const guard_context *ctx,
-                              json_t *raws)
+/* The ancestries as a snapshot keeps them: each one's lineage reference, its new records
+ * stored first (lineage.h), so what a decision stores does not grow with the lineage's depth.
+ * A null (a fact the graph could not supply) stays null; an ancestry whose records could not be
+ * stored is kept whole. Returns a new reference, or NULL when memory ran out. */
+static json_t *kept_ancestries(const gate_env *g, const json_t *raws)
+{
+    json_t *kept = json_array();
+    size_t i;
+    json_t *raw;
+    json_array_foreach(raws, i, raw)
+    {
+        json_t *ref = NULL;
+        if (json_is_object(raw) && lineage_keep(g->st, raw) == STATUS_OK)
+            ref = lineage_ref(raw);
+        if (ref == NULL)
+            ref = json_incref(raw);
+        if (kept == NULL || json_array_append_new(kept, ref) != 0) {
+            json_decref(kept);
+            return NULL;
+        }
+    }
+    return kept;
+}
+
+static json_t *input_snapshot(const gate_env *g, const workflow *wf, const workflow_step *ws,
+                              const guard_context *ctx, const json_t *raws)
 {
     json_t *snap = snapshot_base("input", wf, ws, ctx);
-    if (snap && json_object_set(snap, "ancestries", raws)) {
+    if (snap && json_object_set_new(snap, "ancestries", kept_ancestries(g, raws))) {
         json_decref(snap);
         return NULL;
     }
@@ -447,7 +472,7 @@ int gate_check_input(const gate_env *g, const char *context_id, const char *cons
     if (rc == STATUS_OK) {
         char fp[65];
         decision_evaluator(wf, fp);
-        json_t *snap = input_snapshot(wf, ws, &ctx, raws);
+        json_t *snap = input_snapshot(g, wf, ws, &ctx, raws);
         json_t *detail = input_detail(context_id, ws, ids, n);
         record_decision(g, ctx.run_id, "input_checked", fp, d, detail, snap, event_seq);
         json_decref(snap);
@@ -635,7 +660,7 @@ int gate_record_output(const gate_env *g, const char *context_id, const char *co
     }
     char fp[65];
     decision_evaluator(wf, fp);
-    json_t *snap = input_snapshot(wf, ws, &ctx, raws);
+    json_t *snap = input_snapshot(g, wf, ws, &ctx, raws);
     json_t *detail = json_pack("{s:s, s:s, s:s, s:o*}", "context", context_id, "step", ws->cap.step,
                                "title", title, "inputs", strings_json(input_ids, n));
     if (d->outcome != GUARD_ALLOW) {

@@ -50,8 +50,9 @@ static int replay_decision(call *c, const ProtobufCMessage *in, ProtobufCMessage
         return call_fail_status(c, rc, event_name);
     /* A large snapshot is stored once by content; replay decides from the facts themselves. */
     char *facts = NULL;
+    char gone[224];
     rc = evlog_snapshot_resolve(c->st, json_string_value(json_object_get(event, "snapshot")),
-                                &facts);
+                                &facts, gone, sizeof gone);
     if (rc == STATUS_OK && json_object_set_new(event, "snapshot", json_string(facts)) != 0)
         rc = STATUS_ENOMEM;
     free(facts);
@@ -59,8 +60,8 @@ static int replay_decision(call *c, const ProtobufCMessage *in, ProtobufCMessage
         json_decref(event);
         /* Facts that are gone or altered leave a snapshot replay cannot decode. */
         if (rc == STATUS_ENOTFOUND || rc == STATUS_EPROTO)
-            return call_fail_statusf(c, STATUS_ESNAPSHOT, "event %s: the facts it names are %s",
-                                     seq, rc == STATUS_ENOTFOUND ? "missing" : "altered");
+            return call_fail_statusf(c, STATUS_ESNAPSHOT, "event %s: the facts it names are %s: %s",
+                                     seq, rc == STATUS_ENOTFOUND ? "missing" : "altered", gone);
         return call_fail_status(c, rc, event_name);
     }
     replay_result res;

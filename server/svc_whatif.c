@@ -114,14 +114,16 @@ static int examine(whatif_scan *s, const char *run_id, json_t *event)
     unsigned long long seq = (unsigned long long)json_integer_value(json_object_get(event, "seq"));
     /* A large snapshot is stored once by content: decide from the facts themselves. */
     char *facts = NULL;
+    char gone[224];
     int rc = evlog_snapshot_resolve(c->st, json_string_value(json_object_get(event, "snapshot")),
-                                    &facts);
+                                    &facts, gone, sizeof gone);
     if (rc == STATUS_OK && json_object_set_new(event, "snapshot", json_string(facts)) != 0)
         rc = STATUS_ENOMEM;
     free(facts);
     if (rc == STATUS_ENOTFOUND || rc == STATUS_EPROTO)
-        return call_fail(c, RPC_FAILED_PRECONDITION, "run %s event %llu: the facts it names are %s",
-                         run_id, seq, rc == STATUS_ENOTFOUND ? "missing" : "altered");
+        return call_fail(c, RPC_FAILED_PRECONDITION,
+                         "run %s event %llu: the facts it names are %s: %s", run_id, seq,
+                         rc == STATUS_ENOTFOUND ? "missing" : "altered", gone);
     if (rc != STATUS_OK)
         return call_fail_status(c, rc, "event");
     /* The workflow it was recorded under tells whether its context was narrowed. */

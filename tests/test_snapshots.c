@@ -1,10 +1,12 @@
 /*
- * test_snapshots.c - large decision snapshots are stored once, by content, and still replay.
+ * test_snapshots.c - decision snapshots name lineage records stored once, by content, and large
+ * snapshots go to blobs stored once; both still replay, and altered or missing facts are refused.
  *
- * A snapshot over 4 KiB goes to a blob named by its SHA-256 and the event carries the name, so
- * checking one deep artifact again and again costs the database one copy of its ancestry. The
- * tests drive a real charterd over NNG: the blob is shared by identical decisions, replay
- * decides from the blob's facts, and a blob changed behind the server's back is refused.
+ * A snapshot names an ancestry by its lineage record (the SHA-1 of the payload's record, which
+ * names its parents' records), so checking a deep artifact stores no copy of its ancestry; a
+ * snapshot over 4 KiB goes to a blob named by its SHA-256. The tests drive a real charterd over
+ * NNG: records and blobs are shared by identical decisions, replay decides from them, and a
+ * record or blob changed or deleted behind the server's back is refused, naming it.
  */
 #include <CUnit/Basic.h>
 #include <stdio.h>
@@ -14,14 +16,16 @@
 #include "charter.h"
 #include "harness.h"
 
+#define DEPTH 60
+
 static char graph[64];
 static harness_charterd daemon_;
 static charter_client *op;
 static char deepest[64];
+static char lineage_ids[DEPTH + 1][64]; /* the source, then each note */
+static uint64_t seq_all;
 static char report_ctx[64];
 static uint64_t seq_first, seq_second;
-
-#define DEPTH 40
 
 static const char *COUNT_BLOBS = "local n, cursor = 0, '0' "
                                  "repeat "
@@ -31,12 +35,39 @@ static const char *COUNT_BLOBS = "local n, cursor = 0, '0' "
                                  "until cursor == '0' "
                                  "return n";
 
-static long long count_blobs(void)
+static const char *COUNT_RECORDS = "local n, cursor = 0, '0' "
+                                   "repeat "
+                                   "  local r = redis.call('SCAN', cursor, 'MATCH', KEYS[1] .. "
+                                   "':lineage:*', 'COUNT', 1000) "
+                                   "  cursor = r[1]; n = n + #r[2] "
+                                   "until cursor == '0' "
+                                   "return n";
+
+/* The longest snapshot text stored in an event of the graph, in bytes. */
+static const char *LONGEST_SNAPSHOT = "local n, cursor = 0, '0' "
+                                      "repeat "
+                                      "  local r = redis.call('SCAN', cursor, 'MATCH', KEYS[1] .. "
+                                      "':event:*', 'COUNT', 1000) "
+                                      "  cursor = r[1] "
+                                      "  for _, k in ipairs(r[2]) do "
+                                      "    if redis.call('TYPE', k).ok == 'hash' then "
+                                      "      n = math.max(n, redis.call('HSTRLEN', k, 'snapshot')) "
+                                      "    end "
+                                      "  end "
+                                      "until cursor == '0' "
+                                      "return n";
+
+static long long eval_count(const char *script)
 {
     long long n = -1;
-    if (harness_graph_eval(graph, COUNT_BLOBS, NULL, 0, &n) != 0)
+    if (harness_graph_eval(graph, script, NULL, 0, &n) != 0)
         return -1;
     return n;
+}
+
+static long long count_blobs(void)
+{
+    return eval_count(COUNT_BLOBS);
 }
 
 static int suite_init(void)
@@ -93,6 +124,7 @@ static void test_a_deep_lineage_is_recorded(void)
     CU_ASSERT_EQUAL_FATAL(charter_read_source(op, &rs, &src, &st), 0);
     CU_ASSERT_PTR_NOT_NULL_FATAL(src->artifact);
     snprintf(deepest, sizeof deepest, "%s", src->artifact->id);
+    snprintf(lineage_ids[0], sizeof lineage_ids[0], "%s", deepest);
     charter__v1__read_source_response__free_unpacked(src, NULL);
 
     for (int i = 0; i < DEPTH; i++) {
@@ -110,17 +142,18 @@ static void test_a_deep_lineage_is_recorded(void)
         CU_ASSERT_EQUAL_FATAL(charter_record_output(op, &ro, &rec, &st), 0);
         CU_ASSERT_EQUAL_FATAL(rec->decision->outcome, CHARTER__V1__OUTCOME__ALLOW);
         snprintf(deepest, sizeof deepest, "%s", rec->artifact->id);
+        snprintf(lineage_ids[i + 1], sizeof lineage_ids[i + 1], "%s", deepest);
         charter__v1__record_output_response__free_unpacked(rec, NULL);
     }
 }
 
-static uint64_t check_deepest(void)
+/* CheckInput of n artifacts for the report step: the event seq of an ALLOW, else 0. */
+static uint64_t check(char **ids, size_t n)
 {
-    char *ids[1] = {deepest};
     Charter__V1__CheckInputRequest req = CHARTER__V1__CHECK_INPUT_REQUEST__INIT;
     req.context_id = report_ctx;
     req.artifact_ids = ids;
-    req.n_artifact_ids = 1;
+    req.n_artifact_ids = n;
     Charter__V1__CheckInputResponse *resp = NULL;
     charter_status st;
     if (charter_check_input(op, &req, &resp, &st) != 0)
@@ -130,17 +163,46 @@ static uint64_t check_deepest(void)
     return seq;
 }
 
+static uint64_t check_deepest(void)
+{
+    char *ids[1] = {deepest};
+    return check(ids, 1);
+}
+
+static void test_a_decision_names_its_ancestry_without_copying_it(void)
+{
+    CU_ASSERT_FATAL(deepest[0] != '\0');
+    /* Recording the lineage stored one record per artifact (each output's input check). */
+    long long records = eval_count(COUNT_RECORDS);
+    CU_ASSERT_TRUE(records >= DEPTH);
+    CU_ASSERT_TRUE(records <= DEPTH + 1);
+    seq_first = check_deepest();
+    CU_ASSERT_TRUE_FATAL(seq_first > 0);
+    seq_second = check_deepest();
+    CU_ASSERT_TRUE_FATAL(seq_second > seq_first);
+    /* Checking again stores no record: every fact of the walk is stored already. */
+    CU_ASSERT_EQUAL(eval_count(COUNT_RECORDS), records > DEPTH ? records : DEPTH + 1);
+    /* The ancestry is 61 artifacts with titles of some 80 bytes: a copy would be over 12 KiB;
+     * every snapshot names it in well under 1 KiB. */
+    long long longest = eval_count(LONGEST_SNAPSHOT);
+    CU_ASSERT_TRUE(longest > 0);
+    CU_ASSERT_TRUE(longest < 1024);
+}
+
 static void test_identical_decisions_share_one_blob(void)
 {
     CU_ASSERT_FATAL(deepest[0] != '\0');
+    /* Every artifact of the lineage at once: 61 references make a snapshot over 4 KiB. */
+    char *ids[DEPTH + 1];
+    for (size_t i = 0; i <= DEPTH; i++)
+        ids[i] = lineage_ids[i];
     long long before = count_blobs();
     CU_ASSERT_TRUE_FATAL(before >= 0);
-    seq_first = check_deepest();
-    CU_ASSERT_TRUE_FATAL(seq_first > 0);
+    seq_all = check(ids, DEPTH + 1);
+    CU_ASSERT_TRUE_FATAL(seq_all > 0);
     long long after_one = count_blobs();
     CU_ASSERT_EQUAL(after_one, before + 1); /* this snapshot is new: one blob */
-    seq_second = check_deepest();
-    CU_ASSERT_TRUE_FATAL(seq_second > seq_first);
+    CU_ASSERT_TRUE_FATAL(check(ids, DEPTH + 1) > seq_all);
     CU_ASSERT_EQUAL(count_blobs(), after_one); /* the same facts again: no second copy */
 }
 
@@ -160,11 +222,10 @@ static Charter__V1__ReplayDecisionResponse *replay(uint64_t seq, charter_status 
     return rc == 0 ? resp : NULL;
 }
 
-static void test_replay_decides_from_the_blob(void)
+static void expect_replayed_allow(uint64_t seq)
 {
-    CU_ASSERT_FATAL(seq_first > 0 && seq_second > 0);
     charter_status st;
-    Charter__V1__ReplayDecisionResponse *r = replay(seq_second, &st);
+    Charter__V1__ReplayDecisionResponse *r = replay(seq, &st);
     CU_ASSERT_PTR_NOT_NULL_FATAL(r);
     CU_ASSERT_FALSE(r->no_snapshot);
     CU_ASSERT_TRUE(r->matches);
@@ -173,9 +234,71 @@ static void test_replay_decides_from_the_blob(void)
     charter__v1__replay_decision_response__free_unpacked(r, NULL);
 }
 
-static void test_an_altered_blob_is_refused(void)
+/* Replay of seq is refused as FAILED_PRECONDITION with a message holding both words. */
+static void expect_replay_refused(uint64_t seq, const char *word, const char *names)
+{
+    charter_status st;
+    Charter__V1__ReplayDecisionResponse *r = replay(seq, &st);
+    CU_ASSERT_PTR_NULL(r);
+    CU_ASSERT_EQUAL(st.code, CHARTER_FAILED_PRECONDITION);
+    CU_ASSERT_PTR_NOT_NULL(strstr(st.message, word));
+    CU_ASSERT_PTR_NOT_NULL(strstr(st.message, names));
+    if (r)
+        charter__v1__replay_decision_response__free_unpacked(r, NULL);
+}
+
+static void test_replay_decides_from_the_lineage_records_and_the_blob(void)
+{
+    CU_ASSERT_FATAL(seq_first > 0 && seq_second > 0 && seq_all > 0);
+    expect_replayed_allow(seq_first);
+    expect_replayed_allow(seq_second);
+    expect_replayed_allow(seq_all);
+}
+
+/* Rewrites (ARGV[2] "alter") or deletes ("delete") the lineage record whose text holds
+ * ARGV[1]; returns how many records it touched. */
+static const char *TOUCH_RECORD = "local n, cursor = 0, '0' "
+                                  "repeat "
+                                  "  local r = redis.call('SCAN', cursor, 'MATCH', KEYS[1] .. "
+                                  "':lineage:*', 'COUNT', 1000) "
+                                  "  cursor = r[1] "
+                                  "  for _, k in ipairs(r[2]) do "
+                                  "    local v = redis.call('GET', k) "
+                                  "    if v:find(ARGV[1], 1, true) then "
+                                  "      n = n + 1 "
+                                  "      if ARGV[2] == 'delete' then redis.call('DEL', k) "
+                                  "      else redis.call('SET', k, (v:gsub('\\\"conf\\\":0', "
+                                  "'\\\"conf\\\":2'))) end "
+                                  "    end "
+                                  "  end "
+                                  "until cursor == '0' "
+                                  "return n";
+
+static void test_an_altered_lineage_record_is_refused_naming_it(void)
 {
     CU_ASSERT_FATAL(seq_first > 0);
+    /* Relabel one note's record as confidential, as someone with redis-cli could. */
+    const char *args[2] = {"Research note 20,", "alter"};
+    long long touched = 0;
+    CU_ASSERT_EQUAL_FATAL(harness_graph_eval(graph, TOUCH_RECORD, args, 2, &touched), 0);
+    CU_ASSERT_EQUAL(touched, 1);
+    expect_replay_refused(seq_first, "altered", "lineage record");
+}
+
+static void test_a_missing_lineage_record_is_refused_naming_it(void)
+{
+    CU_ASSERT_FATAL(seq_second > 0);
+    /* A record nearer the payload than the altered one: the walk meets it first. */
+    const char *args[2] = {"Research note 30,", "delete"};
+    long long touched = 0;
+    CU_ASSERT_EQUAL_FATAL(harness_graph_eval(graph, TOUCH_RECORD, args, 2, &touched), 0);
+    CU_ASSERT_EQUAL(touched, 1);
+    expect_replay_refused(seq_second, "missing", "lineage record");
+}
+
+static void test_an_altered_blob_is_refused(void)
+{
+    CU_ASSERT_FATAL(seq_all > 0);
     /* Rewrite every blob of the graph with other facts, as someone with redis-cli could. */
     static const char *ALTER = "local n, cursor = 0, '0' "
                                "repeat "
@@ -190,13 +313,7 @@ static void test_an_altered_blob_is_refused(void)
     long long altered = 0;
     CU_ASSERT_EQUAL_FATAL(harness_graph_eval(graph, ALTER, NULL, 0, &altered), 0);
     CU_ASSERT_TRUE(altered >= 1);
-    charter_status st;
-    Charter__V1__ReplayDecisionResponse *r = replay(seq_first, &st);
-    CU_ASSERT_PTR_NULL(r);
-    CU_ASSERT_EQUAL(st.code, CHARTER_FAILED_PRECONDITION);
-    CU_ASSERT_PTR_NOT_NULL(strstr(st.message, "altered"));
-    if (r)
-        charter__v1__replay_decision_response__free_unpacked(r, NULL);
+    expect_replay_refused(seq_all, "altered", "blob");
 }
 
 int main(void)
@@ -207,8 +324,15 @@ int main(void)
     if (!s)
         return 1;
     CU_add_test(s, "a deep lineage is recorded", test_a_deep_lineage_is_recorded);
+    CU_add_test(s, "a decision names its ancestry without copying it",
+                test_a_decision_names_its_ancestry_without_copying_it);
     CU_add_test(s, "identical decisions share one blob", test_identical_decisions_share_one_blob);
-    CU_add_test(s, "replay decides from the blob", test_replay_decides_from_the_blob);
+    CU_add_test(s, "replay decides from the lineage records and the blob",
+                test_replay_decides_from_the_lineage_records_and_the_blob);
+    CU_add_test(s, "an altered lineage record is refused naming it",
+                test_an_altered_lineage_record_is_refused_naming_it);
+    CU_add_test(s, "a missing lineage record is refused naming it",
+                test_a_missing_lineage_record_is_refused_naming_it);
     CU_add_test(s, "an altered blob is refused", test_an_altered_blob_is_refused);
     CU_basic_set_mode(CU_BRM_VERBOSE);
     CU_basic_run_tests();
