@@ -55,7 +55,8 @@ static const cli_help_entry entries[] = {
      "charter --token chc_... credential issue host --actors analyst --label 'analyst host'\n"
      "charter credential list\n"
      "charter credential revoke 3f9a0c1e5b7d2a44"},
-    {"restore", NULL, "charter restore g_reporter\ncharter restore --all"},
+    {"restore", "  --all              restore every revoked grant of the graph\n",
+     "charter restore g_reporter\ncharter restore --all"},
     {"chain", NULL, "charter chain g_reporter"},
     {"trace", NULL, "charter trace a7"},
     {"health", NULL, "charter health\ncharter --url tcp://10.0.0.5:7433 health"},
