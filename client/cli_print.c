@@ -72,18 +72,24 @@ static size_t display_width(const char *s)
 /* Prints s and pads it with spaces to width columns. */
 /* Writes s with every control character (C0, DEL, and C1 as UTF-8) shown as '?': text that
  * came from a host or a model (titles, witnesses) must not drive the operator's terminal. */
-static void put_safe(FILE *out, const char *s)
+static void put_safe_n(FILE *out, const char *s, size_t n)
 {
-    for (const unsigned char *p = (const unsigned char *)s; p != NULL && *p != '\0'; p++) {
+    const unsigned char *p = (const unsigned char *)s, *end = p + n;
+    for (; s != NULL && p < end && *p != '\0'; p++) {
         if (*p < 0x20 || *p == 0x7f) {
             fputc('?', out);
-        } else if (*p == 0xc2 && p[1] >= 0x80 && p[1] <= 0x9f) {
+        } else if (*p == 0xc2 && p + 1 < end && p[1] >= 0x80 && p[1] <= 0x9f) {
             fputc('?', out);
             p++;
         } else {
             fputc(*p, out);
         }
     }
+}
+
+static void put_safe(FILE *out, const char *s)
+{
+    put_safe_n(out, s, s != NULL ? strlen(s) : 0);
 }
 
 static void print_padded(FILE *out, const char *s, size_t width)
@@ -337,7 +343,7 @@ static void print_wrapped(FILE *out, const char *s, size_t col, size_t indent)
     while (*s != '\0') {
         size_t len = strlen(s);
         if (display_width(s) <= avail) {
-            fputs(s, out);
+            put_safe(out, s);
             return;
         }
         /* The last space within the first avail columns, counted in code points. */
@@ -355,7 +361,7 @@ static void print_wrapped(FILE *out, const char *s, size_t col, size_t indent)
         size_t keep = cut;
         while (keep > 0 && s[keep - 1] == ' ')
             keep--;
-        fwrite(s, 1, keep, out);
+        put_safe_n(out, s, keep);
         s += cut;
         while (*s == ' ')
             s++;
