@@ -867,3 +867,9 @@ CHARTER_TYPED(charter_get_receipt_key, charter__v1__evidence__descriptor,
 CHARTER_TYPED(charter_list_methods, charter__v1__reflection__descriptor,
               Charter__V1__ListMethodsRequest, list_methods_request,
               Charter__V1__ListMethodsResponse, list_methods_response)
+CHARTER_TYPED(charter_list_approvals, charter__v1__approvals__descriptor,
+              Charter__V1__ListApprovalsRequest, list_approvals_request,
+              Charter__V1__ListApprovalsResponse, list_approvals_response)
+CHARTER_TYPED(charter_decide_approval, charter__v1__approvals__descriptor,
+              Charter__V1__DecideApprovalRequest, decide_approval_request,
+              Charter__V1__DecideApprovalResponse, decide_approval_response)

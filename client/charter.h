@@ -283,6 +283,18 @@ int charter_list_methods(charter_client *c, const Charter__V1__ListMethodsReques
 int charter_get_receipt_key(charter_client *c, const Charter__V1__GetReceiptKeyRequest *req,
                             Charter__V1__ReceiptKey **resp, charter_status *status);
 
+/* Approvals/ListApprovals (viewer): human approvals deliveries wait for or ended with, newest
+ * first, filtered by req->run_id and req->state when set. A pending approval past its deadline
+ * is listed "expired". */
+int charter_list_approvals(charter_client *c, const Charter__V1__ListApprovalsRequest *req,
+                           Charter__V1__ListApprovalsResponse **resp, charter_status *status);
+/* Approvals/DecideApproval (operator, on behalf of the approval's approver): req->decision
+ * "approve" commits the held delivery (re-checked on the database clock; a failed re-check is
+ * state "refused"), "deny" refuses it. PERMISSION_DENIED when req->actor is not the approver,
+ * FAILED_PRECONDITION naming the earlier outcome when it was decided before. */
+int charter_decide_approval(charter_client *c, const Charter__V1__DecideApprovalRequest *req,
+                            Charter__V1__DecideApprovalResponse **resp, charter_status *status);
+
 #ifdef __cplusplus
 }
 #endif

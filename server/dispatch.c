@@ -45,6 +45,7 @@ static const dispatch_service dispatch_services[] = {
     {&charter__v1__workflows__descriptor, svc_workflows_methods, &svc_workflows_methods_len},
     {&charter__v1__retrieval__descriptor, svc_retrieval_methods, &svc_retrieval_methods_len},
     {&charter__v1__reflection__descriptor, svc_reflection_methods, &svc_reflection_methods_len},
+    {&charter__v1__approvals__descriptor, svc_approvals_methods, &svc_approvals_methods_len},
     /* grpc.health.v1 (proto/health.proto) after charter.v1's services. */
     {&grpc__health__v1__health__descriptor, svc_grpc_health_methods, &svc_grpc_health_methods_len},
 };

@@ -50,5 +50,7 @@ extern const svc_method svc_retrieval_methods[]; /* IngestChunks, BindScope, Nar
                                                     Search, FollowUp, CheckpointScope,
                                                     ResumeScope, TraceRetrieval */
 extern const size_t svc_retrieval_methods_len;
+extern const svc_method svc_approvals_methods[]; /* ListApprovals, DecideApproval */
+extern const size_t svc_approvals_methods_len;
 
 #endif
