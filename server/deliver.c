@@ -411,6 +411,9 @@ static int send_prepare(send_state *s, deliver_result *out)
  * STATUS_ENOMEM. */
 static int send_hold(send_state *s, deliver_result *out)
 {
+    /* RULE-APPROVAL-GATE-FIRST: only an ALLOW of the gate reaches here (send_evaluate answered
+     * every refusal), so a refused send never becomes an approval. */
+    assert(out->decision.outcome == GUARD_ALLOW);
     const char *by = NULL;
     long long within_ms = 0;
     if (!workflow_approval_for(s->f.wf, s->tool, s->recipient, &by, &within_ms))

@@ -409,9 +409,17 @@ static void test_held_send_commits_only_when_its_human_approves(void)
     json_t *d = stored_delivery(inv);
     CU_ASSERT_PTR_NULL(d);
     json_decref(d);
-    /* A retry through the other charterd finds the same approval. */
+    /* RULE-APPROVAL-ONE-PER-INVOCATION: a retry through the other charterd finds the same
+     * approval; another run's send under the same invocation ID is a conflict. */
     CU_ASSERT_EQUAL_FATAL(deliver(clients[1], &h, inv, &r, &st), 0);
     CU_ASSERT_STRING_EQUAL(r->pending_approval, id);
+    charter__v1__deliver_response__free_unpacked(r, NULL);
+    host_setup other;
+    CU_ASSERT_EQUAL_FATAL(host_prepare(clients[1], version_long, &other), 0);
+    CU_ASSERT_EQUAL_FATAL(deliver(clients[0], &other, inv, &r, &st), 0);
+    CU_ASSERT_EQUAL(r->decision->outcome, CHARTER__V1__OUTCOME__DENY);
+    CU_ASSERT(harness_has_code(r->decision->codes, r->decision->n_codes, "DELIVERY_CONFLICT"));
+    CU_ASSERT(r->pending_approval == NULL || r->pending_approval[0] == '\0');
     charter__v1__deliver_response__free_unpacked(r, NULL);
     /* Visible through GetRun and ListApprovals. */
     Charter__V1__GetRunRequest gr = CHARTER__V1__GET_RUN_REQUEST__INIT;
@@ -431,7 +439,8 @@ static void test_held_send_commits_only_when_its_human_approves(void)
         listed |= strcmp(list->approvals[i]->id, id) == 0;
     CU_ASSERT(listed);
     charter__v1__list_approvals_response__free_unpacked(list, NULL);
-    /* Only the named human decides: an agent (or anyone else) is refused, nothing written. */
+    /* RULE-APPROVAL-BY-APPROVER: only the named human decides: an agent (or anyone else) is
+     * refused, nothing written. */
     Charter__V1__DecideApprovalResponse *dr = NULL;
     CU_ASSERT_NOT_EQUAL(decide(clients[0], id, "approve", "analyst", &dr, &st), 0);
     CU_ASSERT_EQUAL(st.code, CHARTER_PERMISSION_DENIED);
@@ -439,7 +448,8 @@ static void test_held_send_commits_only_when_its_human_approves(void)
     json_t *a = stored_approval(id);
     CU_ASSERT_STRING_EQUAL(json_string_value(json_object_get(a, "state")), "pending");
     json_decref(a);
-    /* The human approves: committed in the same conditional write as any delivery. */
+    /* RULE-APPROVAL-COMMIT: the human approves: committed in the same conditional write as
+     * any delivery, its event the delivery's. */
     CU_ASSERT_EQUAL_FATAL(decide(clients[1], id, "approve", "human_cfo", &dr, &st), 0);
     CU_ASSERT_EQUAL(dr->decision->outcome, CHARTER__V1__OUTCOME__ALLOW);
     CU_ASSERT_STRING_EQUAL(dr->approval->state, "approved");
@@ -451,7 +461,7 @@ static void test_held_send_commits_only_when_its_human_approves(void)
     d = stored_delivery(inv);
     CU_ASSERT_PTR_NOT_NULL(d);
     json_decref(d);
-    /* Final: a second decision names the first. */
+    /* RULE-APPROVAL-FINAL: a second decision names the first. */
     CU_ASSERT_NOT_EQUAL(decide(clients[2], id, "deny", "human_cfo", &dr, &st), 0);
     CU_ASSERT_EQUAL(st.code, CHARTER_FAILED_PRECONDITION);
     CU_ASSERT_PTR_NOT_NULL(strstr(st.message, "already decided: approved by human_cfo"));
@@ -520,6 +530,7 @@ static int restore_grants(charter_client *c)
     return rc;
 }
 
+/* RULE-APPROVAL-GATE-FIRST */
 static void test_gate_deny_never_becomes_an_approval(void)
 {
     host_setup h;
@@ -542,12 +553,19 @@ static void test_gate_deny_never_becomes_an_approval(void)
     charter__v1__list_approvals_response__free_unpacked(list, NULL);
 }
 
+/* RULE-APPROVAL-SILENCE-IS-NOT-CONSENT, RULE-APPROVAL-DEADLINE-DATABASE-CLOCK: the deadline is
+ * the database's, checked by the database at the decision. */
 static void test_silence_is_never_consent(void)
 {
     host_setup h;
     char id[64];
     const char *inv = "approval-silence-1";
     CU_ASSERT_EQUAL_FATAL(hold(clients[0], version_short, inv, &h, id), 0);
+    json_t *a = stored_approval(id);
+    CU_ASSERT_EQUAL(stored_us(json_string_value(json_object_get(a, "deadline"))) -
+                        stored_us(json_string_value(json_object_get(a, "requested_at"))),
+                    1000000);
+    json_decref(a);
     usleep(1200 * 1000);
     /* Undecided past its deadline: listed expired, nothing delivered, nothing written. */
     Charter__V1__ListApprovalsRequest lr = CHARTER__V1__LIST_APPROVALS_REQUEST__INIT;
@@ -670,9 +688,16 @@ static void test_approve_deny_and_revocation_race_to_one_outcome(void)
         CU_ASSERT_EQUAL_FATAL(hold(clients[round % N_CLIENTS], version_long, inv, &h, id), 0);
         racer rs[N_THREADS + 1];
         memset(rs, 0, sizeof rs);
+        /* The revocation goes first by 0..3 ms in most rounds, so each outcome gets its turn;
+         * the deciders start together. */
+        long long t0 = now_us() + 50000;
+        long long lead = (long long)(round % 4) * 1000;
         for (int i = 0; i < N_THREADS; i++)
-            rs[i] = (racer){.index = i, .id = id, .decision = i % 4 == 3 ? "deny" : "approve"};
-        rs[N_THREADS] = (racer){.index = round, .id = id, .decision = NULL};
+            rs[i] = (racer){.index = i,
+                            .id = id,
+                            .decision = i % 4 == 3 ? "deny" : "approve",
+                            .start_us = t0 + lead};
+        rs[N_THREADS] = (racer){.index = round, .id = id, .decision = NULL, .start_us = t0};
         int winners = 0, bad = 0;
         CU_ASSERT_EQUAL_FATAL(run_racers(rs, N_THREADS + 1, &winners, &bad), 0);
         CU_ASSERT_EQUAL(winners, 1);
@@ -722,15 +747,16 @@ static void test_approve_and_expiry_race_to_one_outcome(void)
         long long deadline = stored_us(json_string_value(json_object_get(a, "deadline")));
         json_decref(a);
         CU_ASSERT_FATAL(deadline > 0);
-        /* Approvals spread from 20 ms before to 20 ms after the deadline (the test Redis runs
-         * on this host's clock). */
+        /* Approvals spread over 4 ms around a point that moves from 6 ms before the deadline
+         * to 8 ms after it from round to round (the test Redis runs on this host's clock), so
+         * the deadline falls before, among and after them. */
         racer rs[N_THREADS];
+        long long centre = deadline - 6000 + (long long)(round % EXPIRY_ROUNDS) * 2000;
         for (int i = 0; i < N_THREADS; i++)
             rs[i] = (racer){.index = i,
                             .id = id,
                             .decision = "approve",
-                            .start_us = deadline - 20000 + (long long)i * 40000 / N_THREADS +
-                                        (round % 3 - 1) * 5000};
+                            .start_us = centre - 2000 + (long long)i * 4000 / N_THREADS};
         int winners = 0, bad = 0;
         CU_ASSERT_EQUAL_FATAL(run_racers(rs, N_THREADS, &winners, &bad), 0);
         CU_ASSERT_EQUAL(winners, 1);
