@@ -17,6 +17,7 @@
 #include <openssl/sha.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "approval.h"
 #include "evlog.h"
@@ -470,11 +471,18 @@ static int send_hold(send_state *s, deliver_result *out)
                  s->invocation_id);
         out->decision.witness = strdup(buf);
     } else if (status && json_is_object(approval) && strcmp(status, "pending") == 0) {
+        /* The deadline as the database stored it, "<seconds>.<6 digits>", shown in UTC. */
+        const char *dl = json_string_value(json_object_get(approval, "deadline"));
+        time_t t = (time_t)strtoll(dl ? dl : "0", NULL, 10);
+        struct tm tm;
+        char until[32];
+        if (gmtime_r(&t, &tm) == NULL ||
+            strftime(until, sizeof until, "%Y-%m-%dT%H:%M:%SZ", &tm) == 0)
+            snprintf(until, sizeof until, "%s", dl ? dl : "?");
         snprintf(buf, sizeof buf,
                  "awaiting approval %s by %s until %s: nothing is delivered "
                  "unless %s approves before then",
-                 json_string_value(json_object_get(approval, "id")), by,
-                 json_string_value(json_object_get(approval, "deadline")), by);
+                 json_string_value(json_object_get(approval, "id")), by, until, by);
         guard_decision_unknown(&out->decision, buf);
         out->decision.codes = 0;
         out->approval = json_incref(approval);
