@@ -146,16 +146,10 @@ local function charter_list_approvals(keys, args)
         raise('invalid', 'state must be pending, approved, denied, expired or refused')
     end
     local limit = check_limit(args[3], 'limit')
-    local ids
-    if run_id ~= '' then
-        ids = redis.call('SMEMBERS', P .. ':run:' .. run_id .. ':approvals')
-    else
-        ids = redis.call('ZREVRANGE', P .. ':approvals', 0, -1)
-    end
     local ts = now()
     local now_us = micros_of(ts)
     local out = {}
-    for _, id in ipairs(ids) do
+    local function take(id)
         local h = hash(P .. ':approval:' .. id)
         if h then
             local a = approval_object(h, now_us)
@@ -164,11 +158,31 @@ local function charter_list_approvals(keys, args)
             end
         end
     end
-    table.sort(out, function(x, y)
-        return (micros_of(x.requested_at) or 0) > (micros_of(y.requested_at) or 0)
-    end)
-    while #out > limit do
-        table.remove(out)
+    if run_id ~= '' then
+        for _, id in ipairs(redis.call('SMEMBERS', P .. ':run:' .. run_id .. ':approvals')) do
+            take(id)
+        end
+        table.sort(out, function(x, y)
+            return (micros_of(x.requested_at) or 0) > (micros_of(y.requested_at) or 0)
+        end)
+        while #out > limit do
+            table.remove(out)
+        end
+    else
+        -- Newest first from the index, a page at a time, until limit match.
+        local start = 0
+        while #out < limit do
+            local page = redis.call('ZREVRANGE', P .. ':approvals', start, start + 255)
+            if #page == 0 then
+                break
+            end
+            for _, id in ipairs(page) do
+                if #out < limit then
+                    take(id)
+                end
+            end
+            start = start + 256
+        end
     end
     if #out == 0 then
         return cjson.encode({approvals = {}, now = ts})
