@@ -902,3 +902,9 @@ CHARTER_TYPED(charter_list_credentials, charter__v1__credentials__descriptor,
 CHARTER_TYPED(charter_revoke_credential, charter__v1__credentials__descriptor,
               Charter__V1__RevokeCredentialRequest, revoke_credential_request,
               Charter__V1__Credential, credential)
+CHARTER_TYPED(charter_list_approvals, charter__v1__approvals__descriptor,
+              Charter__V1__ListApprovalsRequest, list_approvals_request,
+              Charter__V1__ListApprovalsResponse, list_approvals_response)
+CHARTER_TYPED(charter_decide_approval, charter__v1__approvals__descriptor,
+              Charter__V1__DecideApprovalRequest, decide_approval_request,
+              Charter__V1__DecideApprovalResponse, decide_approval_response)

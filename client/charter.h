@@ -308,6 +308,17 @@ int charter_list_credentials(charter_client *c, const Charter__V1__ListCredentia
  * call on (UNAUTHENTICATED). NOT_FOUND for an id that is not one of the tenant's. */
 int charter_revoke_credential(charter_client *c, const Charter__V1__RevokeCredentialRequest *req,
                               Charter__V1__Credential **resp, charter_status *status);
+/* Approvals/ListApprovals (viewer): human approvals deliveries wait for or ended with, newest
+ * first, filtered by req->run_id and req->state when set. A pending approval past its deadline
+ * is listed "expired". */
+int charter_list_approvals(charter_client *c, const Charter__V1__ListApprovalsRequest *req,
+                           Charter__V1__ListApprovalsResponse **resp, charter_status *status);
+/* Approvals/DecideApproval (operator, on behalf of the approval's approver): req->decision
+ * "approve" commits the held delivery (re-checked on the database clock; a failed re-check is
+ * state "refused"), "deny" refuses it. PERMISSION_DENIED when req->actor is not the approver,
+ * FAILED_PRECONDITION naming the earlier outcome when it was decided before. */
+int charter_decide_approval(charter_client *c, const Charter__V1__DecideApprovalRequest *req,
+                            Charter__V1__DecideApprovalResponse **resp, charter_status *status);
 
 #ifdef __cplusplus
 }

@@ -881,6 +881,11 @@ static int cmd_deliver(cli *c, const cli_command *cmd, const cli_args *a)
                    r->acknowledged ? "yes (an earlier delivery; nothing new was sent)" : "no");
             cli_print_deliveries(stdout, &r->delivery, 1);
         }
+        if (r->pending_approval != NULL && *r->pending_approval != '\0' && r->approval != NULL)
+            printf("approval      %s pending: nothing is delivered unless %s approves "
+                   "(charter approve %s --as %s)\n",
+                   r->pending_approval, r->approval->approver, r->pending_approval,
+                   r->approval->approver);
         for (size_t k = 0; r->decision != NULL && k < r->decision->n_codes; k++)
             if (strcmp(r->decision->codes[k], "EFFECT_UNKNOWN") == 0)
                 printf("effect        unknown: the delivery may have been committed; run this "
@@ -896,6 +901,99 @@ static int cmd_deliver(cli *c, const cli_command *cmd, const cli_args *a)
             rv = EXIT_EFFECT_UNKNOWN;
     charter__v1__deliver_response__free_unpacked(r, NULL);
     return rv;
+}
+
+/* ---- Approvals ---------------------------------------------------------------------------- */
+
+/* One approval per line: id, state, approver, the send, the deadline or who decided. */
+static void print_approvals(Charter__V1__Approval *const *a, size_t n)
+{
+    if (n == 0) {
+        puts("no approvals");
+        return;
+    }
+    printf("%-36s  %-8s  %-12s  %-24s  %s\n", "approval", "state", "approver", "run", "send");
+    for (size_t i = 0; i < n; i++) {
+        char when[32];
+        bool decided = a[i]->decided_by != NULL && *a[i]->decided_by != '\0';
+        cli_format_time(decided ? a[i]->decided_at : a[i]->deadline, when, sizeof when);
+        printf("%-36s  %-8s  %-12s  %-24s  %s %s to %s (%s)  %s %s%s%s\n", a[i]->id, a[i]->state,
+               a[i]->approver, a[i]->run_id, a[i]->tool, a[i]->payload_id, a[i]->recipient,
+               a[i]->invocation_id, decided ? "decided" : "deadline", when, decided ? " by " : "",
+               decided ? a[i]->decided_by : "");
+        if (a[i]->reason != NULL && *a[i]->reason != '\0')
+            printf("%-36s  reason: %s\n", "", a[i]->reason);
+    }
+}
+
+static int cmd_approvals(cli *c, const cli_command *cmd, const cli_args *a)
+{
+    (void)cmd;
+    Charter__V1__ListApprovalsRequest req = CHARTER__V1__LIST_APPROVALS_REQUEST__INIT;
+    Charter__V1__ListApprovalsResponse *r = NULL;
+    charter_status st;
+    int rv;
+    req.run_id = (char *)(arg_option(a, "run") ? arg_option(a, "run") : "");
+    req.state = (char *)(arg_option(a, "state") ? arg_option(a, "state") : "");
+    if ((rv = cli_connect(c)) != 0)
+        return rv;
+    if (charter_list_approvals(c->client, &req, &r, &st) != 0)
+        return rpc_error(&st);
+    if (c->json)
+        rv = print_json(&r->base);
+    else
+        print_approvals(r->approvals, r->n_approvals);
+    charter__v1__list_approvals_response__free_unpacked(r, NULL);
+    return rv;
+}
+
+/* `approve ID --as ACTOR` and `deny ID --as ACTOR [--reason TEXT]`. */
+static int decide_approval(cli *c, const cli_args *a, const char *decision)
+{
+    Charter__V1__DecideApprovalRequest req = CHARTER__V1__DECIDE_APPROVAL_REQUEST__INIT;
+    Charter__V1__DecideApprovalResponse *r = NULL;
+    charter_status st;
+    int rv;
+    req.approval_id = (char *)a->pos[0];
+    req.decision = (char *)decision;
+    req.actor = (char *)arg_option(a, "as");
+    req.reason = (char *)(arg_option(a, "reason") ? arg_option(a, "reason") : "");
+    if (req.actor == NULL || *req.actor == '\0') {
+        fprintf(stderr,
+                "%s: %s needs --as ACTOR: the human the approval names, on whose behalf you "
+                "decide\n",
+                progname, decision);
+        return EXIT_USAGE;
+    }
+    if ((rv = cli_connect(c)) != 0)
+        return rv;
+    if (charter_decide_approval(c->client, &req, &r, &st) != 0)
+        return rpc_error(&st);
+    if (c->json) {
+        rv = print_json(&r->base);
+    } else {
+        rv = EXIT_OK;
+        cli_print_decision(stdout, decision, r->approval->recipient, r->decision);
+        print_approvals(&r->approval, 1);
+        if (r->delivery != NULL)
+            cli_print_deliveries(stdout, &r->delivery, 1);
+    }
+    if (rv == EXIT_OK)
+        rv = decision_exit(r->decision);
+    charter__v1__decide_approval_response__free_unpacked(r, NULL);
+    return rv;
+}
+
+static int cmd_approve(cli *c, const cli_command *cmd, const cli_args *a)
+{
+    (void)cmd;
+    return decide_approval(c, a, "approve");
+}
+
+static int cmd_deny(cli *c, const cli_command *cmd, const cli_args *a)
+{
+    (void)cmd;
+    return decide_approval(c, a, "deny");
 }
 
 /* ---- Evidence ----------------------------------------------------------------------------- */
@@ -1818,6 +1916,8 @@ static const char *const verify_opts[] = {"key", "public-key", NULL};
 static const char *const no_opts[] = {NULL};
 static const char *const restore_opts[] = {"all", NULL};
 static const char *const what_if_opts[] = {"workflow", "run", "since", "limit", NULL};
+static const char *const approvals_opts[] = {"run", "state", NULL};
+static const char *const approve_opts[] = {"as", "reason", NULL};
 static const char *const scope_bind_opts[] = {
     "principal", "task", "filter", "unrestricted", "expires-in-ms", "max-follow-ups", NULL};
 static const char *const scope_narrow_opts[] = {"filter", "expires-in-ms", "max-follow-ups", NULL};
@@ -1932,6 +2032,15 @@ static const cli_command commands[] = {
      "issue (operator, viewer or host acting for actors; the secret is printed once), list or "
      "revoke a credential of the tenant (operator)",
      credential_opts, 1, 2, cmd_credential},
+    {"approvals", "[--run RUN] [--state STATE]",
+     "human approvals deliveries wait for or ended with, newest first", approvals_opts, 0, 0,
+     cmd_approvals},
+    {"approve", "APPROVAL --as ACTOR [--reason TEXT]",
+     "approve a held delivery on behalf of its human: it commits, re-checked now (operator)",
+     approve_opts, 1, 1, cmd_approve},
+    {"deny", "APPROVAL --as ACTOR [--reason TEXT]",
+     "deny a held delivery on behalf of its human: it is never delivered (operator)", approve_opts,
+     1, 1, cmd_deny},
     {"help", "[COMMAND]", "this help, or a command's usage, options and an example", no_opts, 0, 1,
      cmd_help},
     {"call", "METHOD [JSON|-]",

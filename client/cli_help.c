@@ -140,6 +140,19 @@ static const cli_help_entry entries[] = {
      "charter scope-resume k1 CTX --principal alice --task 'desk refit' "
      "--authorized tenant=vendors,finance"},
     {"retrieval-trace", NULL, "charter retrieval-trace a12"},
+    {"approvals",
+     "  --run RUN          only this run's approvals\n"
+     "  --state STATE      only pending, approved, denied, expired or refused ones\n",
+     "charter approvals --state pending\n"
+     "charter --json approvals --run RUN"},
+    {"approve",
+     "  --as ACTOR         the human the approval names (required): you decide for them\n"
+     "  --reason TEXT      recorded with the decision\n",
+     "charter approve ap-3f2a... --as human_cfo"},
+    {"deny",
+     "  --as ACTOR         the human the approval names (required): you decide for them\n"
+     "  --reason TEXT      recorded with the decision\n",
+     "charter deny ap-3f2a... --as human_cfo --reason 'not this quarter'"},
     {"call", NULL,
      "charter call /charter.v1.Health/Check\n"
      "charter call /charter.v1.Runs/GetRun '{\"runId\": \"RUN\"}'\n"

@@ -516,6 +516,19 @@ void cli_print_run_view(FILE *out, const Charter__V1__RunView *v)
     } else {
         fputs("\ndeliveries: none\n", out);
     }
+    /* Human approvals: only a run that has any gets the section. */
+    if (v->n_approvals > 0) {
+        fprintf(out, "\napprovals (%zu)\n", v->n_approvals);
+        for (size_t i = 0; i < v->n_approvals; i++) {
+            const Charter__V1__Approval *a = v->approvals[i];
+            bool decided = a->decided_by != NULL && *a->decided_by != '\0';
+            char when[32];
+            cli_format_time(decided ? a->decided_at : a->deadline, when, sizeof when);
+            fprintf(out, "%s  %s  %s %s to %s  approver %s  %s %s%s%s\n", a->id, a->state, a->tool,
+                    a->payload_id, a->recipient, a->approver, decided ? "decided" : "deadline",
+                    when, decided ? " by " : "", decided ? a->decided_by : "");
+        }
+    }
     if (v->n_artifacts > 0) {
         fprintf(out, "\nartifacts (%zu)\n", v->n_artifacts);
         cli_print_artifacts(out, v->artifacts, v->n_artifacts);

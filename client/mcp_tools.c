@@ -614,6 +614,13 @@ static json_t *t_deliver(mcp_server *srv, mcp_session *s, const json_t *args)
     bool ok = allowed(resp->decision);
     if (body)
         json_object_set_new(body, "acknowledged", json_boolean(resp->acknowledged));
+    /* A send held for a human: the model learns it waits, and who decides; no tool of this
+     * server can decide it. */
+    if (body && resp->pending_approval && *resp->pending_approval && resp->approval)
+        json_object_set_new(body, "pending_approval",
+                            json_pack("{s:s, s:s, s:f}", "id", resp->pending_approval, "approver",
+                                      resp->approval->approver, "deadline",
+                                      resp->approval->deadline));
     if (body && resp->delivery)
         json_object_set_new(
             body, "delivery",

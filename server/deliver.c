@@ -17,7 +17,9 @@
 #include <openssl/sha.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
+#include "approval.h"
 #include "evlog.h"
 #include "ids.h"
 #include "lineage.h"
@@ -51,6 +53,8 @@ void deliver_result_free(deliver_result *r)
     r->delivery = NULL;
     r->acknowledged = false;
     r->durable = false;
+    json_decref(r->approval);
+    r->approval = NULL;
 }
 
 static int find_delivery(const gate_env *g, const char *inv, json_t **delivery)
@@ -391,15 +395,6 @@ static void answer_effect_unknown(deliver_result *out, const char *invocation_id
     out->decision.codes |= 1u << GUARD_EFFECT_UNKNOWN;
 }
 
-/* 3. Commit with retry: the conditional write on the database clock, up to DELIVER_ATTEMPTS
- * times. Each commit gets what remains of the call's deadline minus a reserve; a commit whose
- * outcome is unknown (sent, no reply) is followed by a lookup of the invocation on a fresh
- * connection within that reserve: found, it answers (acknowledged); absent proves nothing (the
- * commit may still sit in a paused server's socket), so the commit is sent again (it is
- * idempotent: a second one answers "exists"). If no attempt learns the outcome, the answer is
- * UNKNOWN EFFECT_UNKNOWN when any commit was sent unanswered, plain UNKNOWN GRAPH_ERROR (no
- * effect) only when none was. A refused write is UNKNOWN GRAPH_ERROR. Returns STATUS_OK or
- * STATUS_ENOMEM. */
 /* With --durable-ack N, waits (WAIT, on the connection the commit ran on, within what remains
  * of the call's deadline) for N replicas to confirm the commit. The delivery stands either
  * way (it is committed on the master); when fewer confirm, the answer says so in the witness
@@ -429,9 +424,13 @@ static void note_durability(const gate_env *g, deliver_result *out)
     }
 }
 
-static int send_commit(send_state *s, deliver_result *out)
+
+/* The commit's argument and its delivery_decided event, into s->arg and s->ev. Returns
+ * STATUS_OK or STATUS_ENOMEM (out's decision freed). */
+static int send_prepare(send_state *s, deliver_result *out)
 {
-    const gate_env *g = s->g;
+    if (s->arg != NULL)
+        return STATUS_OK;
     /* ALLOW licenses the write only of bytes whose hash matched (replay_delivery_decide). */
     assert(out->decision.outcome == GUARD_ALLOW && s->content != NULL && s->payload_hash != NULL);
     char sha1[41];
@@ -455,6 +454,127 @@ static int send_commit(send_state *s, deliver_result *out)
         guard_decision_free(&out->decision);
         return STATUS_ENOMEM;
     }
+    return STATUS_OK;
+}
+
+/* 2b. Hold: a send the workflow asks a human to approve (workflow_approval_for) is stored as
+ * a pending approval with the commit it would make, and answers UNKNOWN (no effect yet) with
+ * the approval. A retry of the invocation finds its approval: still pending, the same answer;
+ * decided, the delivery (acknowledged) or DENY naming the outcome. Only an allowed send gets
+ * here: a gate's refusal never becomes an approval. Returns STATUS_OK (s->done when held) or
+ * STATUS_ENOMEM. */
+static int send_hold(send_state *s, deliver_result *out)
+{
+    /* RULE-APPROVAL-GATE-FIRST: only an ALLOW of the gate reaches here (send_evaluate answered
+     * every refusal), so a refused send never becomes an approval. */
+    assert(out->decision.outcome == GUARD_ALLOW);
+    const char *by = NULL;
+    long long within_ms = 0;
+    if (!workflow_approval_for(s->f.wf, s->tool, s->recipient, &by, &within_ms))
+        return STATUS_OK;
+    int rc = send_prepare(s, out);
+    if (rc != STATUS_OK)
+        return rc;
+    s->done = true;
+    char id[36];
+    approval_id_of(s->invocation_id, id);
+    json_t *ev = json_pack("{s:s, s:s, s:s, s:s, s:s, s:s, s:s}", "kind", s->ev.ev.kind, "outcome",
+                           s->ev.ev.outcome, "codes", s->ev.ev.codes ? s->ev.ev.codes : "",
+                           "witness", s->ev.ev.witness ? s->ev.ev.witness : "", "detail",
+                           s->ev.ev.detail ? s->ev.ev.detail : "", "snapshot",
+                           s->ev.ev.snapshot ? s->ev.ev.snapshot : "", "evaluator",
+                           s->ev.ev.evaluator ? s->ev.ev.evaluator : "");
+    json_t *doc =
+        json_pack("{s:s, s:s, s:s, s:s, s:s, s:I, s:s, s:s, s:s, s:s, s:s, s:O, s:o*}",
+                  "approval_id", id, "run_id", s->f.ctx.run_id, "invocation_id", s->invocation_id,
+                  "fingerprint", s->fingerprint, "approver", by, "within_ms", (json_int_t)within_ms,
+                  "tool", s->tool, "recipient", s->recipient, "payload_id", s->payload_id, "step",
+                  s->f.step->cap.step, "context_id", s->context_id, "commit", s->arg, "event", ev);
+    json_t *detail =
+        json_pack("{s:s, s:s, s:I, s:s, s:s, s:s, s:s}", "approval_id", id, "approver", by,
+                  "within_ms", (json_int_t)within_ms, "invocation_id", s->invocation_id, "payload",
+                  s->payload_id, "recipient", s->recipient, "tool", s->tool);
+    evlog_owned requested;
+    memset(&requested, 0, sizeof requested);
+    json_t *reply = NULL;
+    if (!doc || !detail ||
+        evlog_owned_event(&requested, "approval_requested", NULL, NULL, detail, NULL) != 0) {
+        rc = STATUS_ENOMEM;
+        goto out;
+    }
+    rc = approval_request(s->g->st, s->f.ctx.run_id, doc, &requested.ev, &reply);
+    guard_decision_free(&out->decision);
+    if (rc != STATUS_OK) {
+        guard_decision_unknown(&out->decision,
+                               "the approval request could not be stored (or its outcome is "
+                               "unknown): retry with the same invocation ID to learn it");
+        rc = STATUS_OK;
+        goto out;
+    }
+    const char *status = json_string_value(json_object_get(reply, "status"));
+    json_t *approval = json_object_get(reply, "approval");
+    char buf[512];
+    if (status && strcmp(status, "exists") == 0) {
+        answer_existing(out, json_incref(json_object_get(reply, "delivery")), s->fingerprint,
+                        s->f.ctx.run_id);
+    } else if (status && strcmp(status, "conflict") == 0) {
+        out->decision.outcome = GUARD_DENY;
+        out->decision.codes = 1u << GUARD_DELIVERY_CONFLICT;
+        snprintf(buf, sizeof buf, "invocation %s awaits approval of another send",
+                 s->invocation_id);
+        out->decision.witness = strdup(buf);
+    } else if (status && json_is_object(approval) && strcmp(status, "pending") == 0) {
+        /* The deadline as the database stored it, "<seconds>.<6 digits>", shown in UTC. */
+        const char *dl = json_string_value(json_object_get(approval, "deadline"));
+        time_t t = (time_t)strtoll(dl ? dl : "0", NULL, 10);
+        struct tm tm;
+        char until[32];
+        if (gmtime_r(&t, &tm) == NULL ||
+            strftime(until, sizeof until, "%Y-%m-%dT%H:%M:%SZ", &tm) == 0)
+            snprintf(until, sizeof until, "%s", dl ? dl : "?");
+        snprintf(buf, sizeof buf,
+                 "awaiting approval %s by %s until %s: nothing is delivered "
+                 "unless %s approves before then",
+                 json_string_value(json_object_get(approval, "id")), by, until, by);
+        guard_decision_unknown(&out->decision, buf);
+        out->decision.codes = 0;
+        out->approval = json_incref(approval);
+    } else if (status && json_is_object(approval) &&
+               (strcmp(status, "denied") == 0 || strcmp(status, "expired") == 0 ||
+                strcmp(status, "refused") == 0)) {
+        const char *r = json_string_value(json_object_get(approval, "reason"));
+        snprintf(buf, sizeof buf, "approval %s was %s%s%s",
+                 json_string_value(json_object_get(approval, "id")), status, r && *r ? ": " : "",
+                 r ? r : "");
+        out->decision.outcome = GUARD_DENY;
+        out->decision.witness = strdup(buf);
+        out->approval = json_incref(approval);
+    } else {
+        guard_decision_unknown(&out->decision, "the approval request got an unexpected reply");
+    }
+out:
+    json_decref(reply);
+    json_decref(doc);
+    json_decref(detail);
+    evlog_owned_free(&requested);
+    return rc;
+}
+
+/* 3. Commit with retry: the conditional write on the database clock, up to DELIVER_ATTEMPTS
+ * times. Each commit gets what remains of the call's deadline minus a reserve; a commit whose
+ * outcome is unknown (sent, no reply) is followed by a lookup of the invocation on a fresh
+ * connection within that reserve: found, it answers (acknowledged); absent proves nothing (the
+ * commit may still sit in a paused server's socket), so the commit is sent again (it is
+ * idempotent: a second one answers "exists"). If no attempt learns the outcome, the answer is
+ * UNKNOWN EFFECT_UNKNOWN when any commit was sent unanswered, plain UNKNOWN GRAPH_ERROR (no
+ * effect) only when none was. A refused write is UNKNOWN GRAPH_ERROR. Returns STATUS_OK or
+ * STATUS_ENOMEM. */
+static int send_commit(send_state *s, deliver_result *out)
+{
+    const gate_env *g = s->g;
+    int prc = send_prepare(s, out);
+    if (prc != STATUS_OK)
+        return prc;
     const char *why = "the commit failed 3 times";
     bool maybe_landed = false; /* a commit was sent and its reply never read */
     bool answered = false;
@@ -555,6 +675,8 @@ int deliver_send(const gate_env *g, const char *context_id, const char *payload_
     int rc = send_lookup(&s, out);
     if (rc == STATUS_OK && !s.done)
         rc = send_evaluate(&s, out);
+    if (rc == STATUS_OK && !s.done)
+        rc = send_hold(&s, out);
     if (rc == STATUS_OK && !s.done)
         rc = send_commit(&s, out);
     /* Whatever answered the send, an ALLOW stands on a delivery: committed or acknowledged. */

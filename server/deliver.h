@@ -11,6 +11,9 @@
  *    fingerprint is DENY DELIVERY_CONFLICT.
  * 2. Evaluate (send_evaluate): the guard over the facts (context owner, ancestry, grant chain,
  *    recipient), with the snapshot replay decides from; a refusal is recorded and answers.
+ * 2b. Hold (send_hold): when the workflow asks a human to approve a send with this tool or to
+ *    this recipient, an allowed send is not committed: its commit is stored as a pending
+ *    approval (approval.h) and answers UNKNOWN with the approval; approval_decide commits it.
  * 3. Commit with retry (send_commit): on ALLOW, commit_delivery: one conditional write on the
  *    database clock, its event sealed on the run head read in 1 (a moved head costs one
  *    conflict reply carrying the current head, then a new seal). Refused gives UNKNOWN
@@ -37,6 +40,9 @@ typedef struct {
     /* --durable-ack N > 0: this call's commit was confirmed by N replicas (WAIT) before the
      * answer. False otherwise, including for an acknowledged earlier delivery. */
     bool durable;
+    /* The human approval the send waits for or ended with (approval.h), or NULL: set, the
+     * decision is UNKNOWN (pending, no effect yet) or DENY (denied, expired, refused). */
+    json_t *approval;
 } deliver_result;
 
 /* Attempts count of commit_delivery before giving up with GRAPH_ERROR. */

@@ -48,6 +48,7 @@ static const dispatch_service dispatch_services[] = {
     {&charter__v1__reflection__descriptor, svc_reflection_methods, &svc_reflection_methods_len},
     {&charter__v1__tenants__descriptor, svc_tenants_methods, &svc_tenants_methods_len},
     {&charter__v1__credentials__descriptor, svc_credentials_methods, &svc_credentials_methods_len},
+    {&charter__v1__approvals__descriptor, svc_approvals_methods, &svc_approvals_methods_len},
     /* grpc.health.v1 (proto/health.proto) after charter.v1's services. */
     {&grpc__health__v1__health__descriptor, svc_grpc_health_methods, &svc_grpc_health_methods_len},
 };

@@ -318,7 +318,13 @@ typedef struct {
     const evlog_head *known; /* a head read already, or NULL to read it under the lock */
     evlog_adjust adjust;
     void *adjust_arg;
+    /* Alternatives to ev (evlog_write_one_of), each sealed on the same head and passed after
+     * it; the function stores at most one and says which. None when nalts is 0. */
+    const evlog_event *alts;
+    int nalts;
 } evlog_write_spec;
+
+#define EVLOG_MAX_ALTS 3
 
 static int evlog_seal_event(const char *run_id, const evlog_event *ev, const evlog_head *head,
                             evlog_sealed *sealed, char **text);
@@ -557,7 +563,7 @@ static int evlog_write(store *st, evlog_write_spec *w, json_t **reply, evlog_sea
     bool written = false;
     for (int attempt = 0; rc == STATUS_OK && attempt < EVLOG_ATTEMPTS; attempt++) {
         evlog_event ev = w->ev;
-        const char *args[5];
+        const char *args[5 + EVLOG_MAX_ALTS];
         memcpy(args, w->args, sizeof w->args);
         if (w->adjust != NULL && (rc = w->adjust(w->adjust_arg, &head, &ev, args)) != STATUS_OK)
             break;
@@ -565,9 +571,24 @@ static int evlog_write(store *st, evlog_write_spec *w, json_t **reply, evlog_sea
         if ((rc = evlog_seal(w->run_id, &ev, &head, sealed, &text)) != STATUS_OK)
             break;
         args[w->nargs] = text;
+        char *alt_text[EVLOG_MAX_ALTS] = {NULL};
+        for (int a = 0; rc == STATUS_OK && a < w->nalts; a++) {
+            evlog_sealed alt_sealed;
+            rc = evlog_seal(w->run_id, &w->alts[a], &head, &alt_sealed, &alt_text[a]);
+            args[w->nargs + 1 + a] = alt_text[a];
+        }
         json_t *r = NULL;
-        rc = store_call(st, w->fn, w->nargs + 1, args, &r);
+        if (rc == STATUS_OK)
+            rc = store_call(st, w->fn, w->nargs + 1 + w->nalts, args, &r);
         free(text);
+        for (int a = 0; a < w->nalts; a++)
+            free(alt_text[a]);
+        /* An alternative was written: this process's hint of the head is not known here. */
+        if (rc == STATUS_OK && json_integer_value(json_object_get(r, "event_index")) > 0 &&
+            hint != NULL) {
+            hint->run_id[0] = '\0';
+            hint = NULL;
+        }
         if (rc != STATUS_OK) {
             json_decref(r);
             break;
@@ -617,6 +638,27 @@ int evlog_append(store *st, const char *run_id, const evlog_event *ev, evlog_sea
         .run_must_exist = true,
     };
     return evlog_write(st, &w, NULL, sealed);
+}
+
+int evlog_write_one_of(store *st, const char *fn, const char *run_id, const char *arg,
+                       const evlog_event *evs, int nevs, json_t **reply)
+{
+    if (nevs < 1 || nevs > 1 + EVLOG_MAX_ALTS || arg == NULL)
+        return STATUS_EINVAL;
+    for (int a = 1; a < nevs; a++)
+        if (evs[a].snapshot != NULL && strlen(evs[a].snapshot) > EVLOG_BLOB_MIN)
+            return STATUS_EINVAL; /* only the first event's snapshot goes to a blob */
+    evlog_write_spec w = {
+        .fn = fn,
+        .run_id = run_id,
+        .args = {arg},
+        .nargs = 1,
+        .ev = evs[0],
+        .run_must_exist = true,
+        .alts = evs + 1,
+        .nalts = nevs - 1,
+    };
+    return evlog_write(st, &w, reply, NULL);
 }
 
 int evlog_create_run(store *st, const json_t *run_doc, json_t **reply)

@@ -196,6 +196,15 @@ int evlog_commit_delivery(store *st, const char *run_id, const json_t *doc, cons
 int evlog_commit_delivery_at(store *st, const char *run_id, const json_t *doc,
                              const evlog_event *ev, const evlog_head *head, json_t **reply);
 
+/* Calls fn (arg, then each of the nevs events sealed on one head) through the same
+ * seal-and-write loop: the function stores at most one of the events, whichever its outcome
+ * calls for, and answers "event_index" (0-based) for the one it wrote. Lets one atomic call
+ * choose between outcomes whose events are sealed here (a human approval: committed, denied,
+ * expired or refused). 1 <= nevs <= 4; only evs[0] may carry a snapshot over 4 KiB. *reply is
+ * the function's reply. Returns as evlog_append, STATUS_EINVAL for arguments out of range. */
+int evlog_write_one_of(store *st, const char *fn, const char *run_id, const char *arg,
+                       const evlog_event *evs, int nevs, json_t **reply);
+
 /* Marks every run left running or recovering as interrupted (one transition each, detail
  * "charterd restarted"). *ids (may be NULL) is a JSON list of the runs marked, caller decrefs.
  * Returns STATUS_OK or the first failure. */

@@ -55,5 +55,7 @@ extern const size_t svc_tenants_methods_len;
 extern const svc_method svc_credentials_methods[]; /* IssueCredential, ListCredentials,
                                                       RevokeCredential */
 extern const size_t svc_credentials_methods_len;
+extern const svc_method svc_approvals_methods[]; /* ListApprovals, DecideApproval */
+extern const size_t svc_approvals_methods_len;
 
 #endif

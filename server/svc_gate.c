@@ -423,6 +423,30 @@ static int check_input(call *c, const ProtobufCMessage *in, ProtobufCMessage **o
     return RPC_OK;
 }
 
+/* A send held for (or ended by) a human approval: the approval, its id while pending, and its
+ * code next to the decision's: APPROVAL_PENDING, or APPROVAL_DENIED, _EXPIRED, _REFUSED. */
+static int approval_answer(call *c, const json_t *approval, Charter__V1__DeliverResponse *resp)
+{
+    const char *state = json_string_value(json_object_get(approval, "state"));
+    if ((resp->approval = wire_approval(c, approval)) == NULL || state == NULL)
+        return RPC_INTERNAL;
+    if (strcmp(state, "pending") == 0)
+        resp->pending_approval = resp->approval->id;
+    char code[32];
+    snprintf(code, sizeof code, "APPROVAL_%s", state);
+    for (char *p = code; *p; p++)
+        *p = (char)(*p >= 'a' && *p <= 'z' ? *p - 32 : *p);
+    Charter__V1__Decision *m = resp->decision;
+    char **codes = call_alloc(c, (m->n_codes + 1) * sizeof *codes);
+    if (codes == NULL || (codes[0] = call_strdup(c, code)) == NULL)
+        return RPC_INTERNAL;
+    for (size_t i = 0; i < m->n_codes; i++)
+        codes[i + 1] = m->codes[i];
+    m->codes = codes;
+    m->n_codes++;
+    return RPC_OK;
+}
+
 static int deliver(call *c, const ProtobufCMessage *in, ProtobufCMessage **out)
 {
     const Charter__V1__DeliverRequest *req = (const Charter__V1__DeliverRequest *)in;
@@ -453,6 +477,9 @@ static int deliver(call *c, const ProtobufCMessage *in, ProtobufCMessage **out)
         resp->delivery = r.delivery ? wire_delivery(c, r.delivery) : NULL;
         resp->acknowledged = r.acknowledged;
         resp->durable = r.durable;
+        if (r.approval != NULL && resp->decision != NULL &&
+            approval_answer(c, r.approval, resp) != RPC_OK)
+            resp->decision = NULL;
     }
     deliver_result_free(&r);
     if (!resp || !resp->decision)

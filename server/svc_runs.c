@@ -35,6 +35,16 @@ static int load_view_of(call *c, const char *run_id, uint64_t after, uint32_t li
     json_decref(j);
     if (!*out)
         return call_fail(c, RPC_INTERNAL, "the run could not be encoded");
+    /* Its human approvals (approval.h), as of the database clock. */
+    const char *aargs[3] = {run_id, "", "0"};
+    json_t *ap = NULL;
+    rc = store_call(c->st, "list_approvals", 3, aargs, &ap);
+    if (rc == STATUS_OK && wire_approvals(c, json_object_get(ap, "approvals"), &(*out)->approvals,
+                                          &(*out)->n_approvals) != 0)
+        rc = STATUS_ENOMEM;
+    json_decref(ap);
+    if (rc != STATUS_OK)
+        return call_fail_status_id(c, rc, "run", run_id);
     return RPC_OK;
 }
 

@@ -564,3 +564,54 @@ Charter__V1__Decision *wire_event_decision(call *c, const json_t *event)
     }
     return d;
 }
+
+Charter__V1__Approval *wire_approval(call *c, const json_t *j)
+{
+    if (!json_is_object(j)) {
+        return NULL;
+    }
+    Charter__V1__Approval *a = call_alloc(c, sizeof *a);
+    if (a == NULL) {
+        return NULL;
+    }
+    charter__v1__approval__init(a);
+    bool failed = false;
+    a->id = wire_field(c, j, "id", &failed);
+    a->run_id = wire_field(c, j, "run_id", &failed);
+    a->invocation_id = wire_field(c, j, "invocation_id", &failed);
+    a->state = wire_field(c, j, "state", &failed);
+    a->approver = wire_field(c, j, "approver", &failed);
+    a->tool = wire_field(c, j, "tool", &failed);
+    a->recipient = wire_field(c, j, "recipient", &failed);
+    a->payload_id = wire_field(c, j, "payload_id", &failed);
+    a->step = wire_field(c, j, "step", &failed);
+    a->context_id = wire_field(c, j, "context_id", &failed);
+    a->decided_by = wire_field(c, j, "decided_by", &failed);
+    a->reason = wire_field(c, j, "reason", &failed);
+    a->fingerprint = wire_field(c, j, "fingerprint", &failed);
+    a->requested_at = wire_double(j, "requested_at");
+    a->deadline = wire_double(j, "deadline");
+    a->decided_at = wire_double(j, "decided_at");
+    a->event_seq = wire_u64(j, "event_seq");
+    return failed ? NULL : a;
+}
+
+int wire_approvals(call *c, const json_t *list, Charter__V1__Approval ***out, size_t *n)
+{
+    size_t count = json_is_array(list) ? json_array_size(list) : 0;
+    *n = 0;
+    *out = NULL;
+    if (count == 0) {
+        return 0;
+    }
+    if ((*out = call_alloc(c, count * sizeof **out)) == NULL) {
+        return -1;
+    }
+    for (size_t i = 0; i < count; i++) {
+        if (((*out)[i] = wire_approval(c, json_array_get(list, i))) == NULL) {
+            return -1;
+        }
+    }
+    *n = count;
+    return 0;
+}

@@ -33,4 +33,10 @@ Charter__V1__RunView *wire_run_view(call *c, const json_t *j);
  * as an empty list. Returns 0 or -1. */
 int wire_strings(call *c, const json_t *list, char ***out, size_t *n);
 
+/* An approval object (queries/approvals.lua) as a message in the call's arena, or NULL. */
+Charter__V1__Approval *wire_approval(call *c, const json_t *j);
+
+/* Every approval of the JSON list into *out (arena), *n its length. Returns 0 or -1. */
+int wire_approvals(call *c, const json_t *list, Charter__V1__Approval ***out, size_t *n);
+
 #endif

@@ -56,7 +56,7 @@ static int fail(werr *e, const char *path, const char *fmt, ...)
 
 /* ---- field specifications ---------------------------------------------------------------- */
 
-enum { T_STRING, T_LIST, T_OBJECT, T_BOOL };
+enum { T_STRING, T_LIST, T_OBJECT, T_BOOL, T_INT };
 
 typedef struct {
     const char *key;
@@ -69,7 +69,7 @@ typedef struct {
 static const field_spec top_spec[] = {
     {"name", T_STRING, true},     {"task", T_STRING, true},  {"resources", T_LIST, true},
     {"recipients", T_LIST, true}, {"actors", T_LIST, true},  {"grants", T_LIST, true},
-    {"steps", T_LIST, true},      {"expect", T_LIST, false},
+    {"steps", T_LIST, true},      {"expect", T_LIST, false}, {"tools", T_OBJECT, false},
 };
 static const field_spec resource_spec[] = {
     {"id", T_STRING, true},        {"title", T_STRING, true},   {"confidentiality", T_STRING, true},
@@ -78,6 +78,16 @@ static const field_spec resource_spec[] = {
 static const field_spec recipient_spec[] = {
     {"id", T_STRING, true},
     {"clearance", T_STRING, true},
+    {"approval", T_OBJECT, false},
+};
+/* A tool's properties (the top-level "tools" object maps a tool name to one) and a human
+ * approval a tool or a recipient asks for (docs/workflows.md, "Human approval"). */
+static const field_spec tool_spec[] = {
+    {"approval", T_OBJECT, true},
+};
+static const field_spec approval_spec[] = {
+    {"by", T_STRING, true},
+    {"within_ms", T_INT, true},
 };
 static const field_spec actor_spec[] = {
     {"id", T_STRING, true},
@@ -144,6 +154,8 @@ static const char *type_rule(int type)
         return "must be a list";
     case T_OBJECT:
         return "must be an object";
+    case T_INT:
+        return "must be an integer";
     default:
         return "must be true or false";
     }
@@ -158,6 +170,8 @@ static bool has_type(const json_t *v, int type)
         return json_is_array(v);
     case T_OBJECT:
         return json_is_object(v);
+    case T_INT:
+        return json_is_integer(v);
     default:
         return json_is_boolean(v);
     }
@@ -1227,6 +1241,128 @@ static int check_expect(const json_t *doc, const wdef *d, werr *e)
     return 0;
 }
 
+/* ---- human approval ---------------------------------------------------------------------- */
+
+/* An approval object at path p: {"by": a human actor of the workflow, "within_ms": the time the
+ * approver has, WORKFLOW_APPROVAL_MIN_MS..WORKFLOW_APPROVAL_MAX_MS}. */
+static int check_approval(const wdef *d, const json_t *a, const char *p, werr *e)
+{
+    char f[384];
+    if (check_object(a, p, approval_spec, N_SPEC(approval_spec), e) != 0) {
+        return -1;
+    }
+    snprintf(f, sizeof f, "%s.by", p);
+    const json_t *by = json_object_get(a, "by");
+    if (check_id(by, f, e) != 0) {
+        return -1;
+    }
+    long ai = find_entry(d->actors, "id", json_string_value(by));
+    if (ai < 0) {
+        return fail(e, f, "unknown actor \"%s\"", json_string_value(by));
+    }
+    const char *kind =
+        json_string_value(json_object_get(json_array_get(d->actors, (size_t)ai), "kind"));
+    if (kind == NULL || strcmp(kind, "human") != 0) {
+        return fail(e, f, "\"%s\" is not a human actor: only a human approves",
+                    json_string_value(by));
+    }
+    snprintf(f, sizeof f, "%s.within_ms", p);
+    json_int_t ms = json_integer_value(json_object_get(a, "within_ms"));
+    if (ms < WORKFLOW_APPROVAL_MIN_MS || ms > WORKFLOW_APPROVAL_MAX_MS) {
+        return fail(e, f, "%lld is outside %d..%d milliseconds", (long long)ms,
+                    WORKFLOW_APPROVAL_MIN_MS, WORKFLOW_APPROVAL_MAX_MS);
+    }
+    return 0;
+}
+
+/* True when some grant or step lists tool. */
+static bool tool_known(const wdef *d, const char *tool)
+{
+    for (size_t i = 0; i < json_array_size(d->grants); i++) {
+        if (list_has(json_object_get(json_array_get(d->grants, i), "tools"), tool)) {
+            return true;
+        }
+    }
+    for (size_t i = 0; i < json_array_size(d->steps); i++) {
+        if (list_has(json_object_get(json_array_get(d->steps, i), "tools"), tool)) {
+            return true;
+        }
+    }
+    return false;
+}
+
+/* The approval object tool or recipient asks for, or NULL. */
+static const json_t *approval_of(const json_t *doc, const json_t *recipients, const char *tool,
+                                 const char *recipient)
+{
+    if (tool != NULL) {
+        return json_object_get(json_object_get(json_object_get(doc, "tools"), tool), "approval");
+    }
+    long ri = find_entry(recipients, "id", recipient);
+    return ri < 0 ? NULL : json_object_get(json_array_get(recipients, (size_t)ri), "approval");
+}
+
+/* Every approval of the definition: recipients' and tools' (a tool named in "tools" must be
+ * one some grant or step lists). A step that may send with a tool and to a recipient that both
+ * ask for approval must name one approver in both: the approval of a send is one human's. */
+static int check_approvals(const json_t *doc, const wdef *d, werr *e)
+{
+    for (size_t i = 0; i < json_array_size(d->recipients); i++) {
+        const json_t *a = json_object_get(json_array_get(d->recipients, i), "approval");
+        char p[64];
+        snprintf(p, sizeof p, "recipients[%zu].approval", i);
+        if (a != NULL && check_approval(d, a, p, e) != 0) {
+            return -1;
+        }
+    }
+    const json_t *tools = json_object_get(doc, "tools");
+    const char *tool;
+    json_t *t;
+    json_object_foreach((json_t *)tools, tool, t)
+    {
+        char p[160];
+        snprintf(p, sizeof p, "tools.%.64s", tool);
+        json_t *name = json_string(tool);
+        int rc = name == NULL ? fail(e, p, "out of memory") : check_id(name, p, e);
+        json_decref(name);
+        if (rc != 0 || check_object(t, p, tool_spec, N_SPEC(tool_spec), e) != 0) {
+            return -1;
+        }
+        if (!tool_known(d, tool)) {
+            return fail(e, p, "no grant or step lists the tool \"%s\"", tool);
+        }
+        char f[192];
+        snprintf(f, sizeof f, "%s.approval", p);
+        if (check_approval(d, json_object_get(t, "approval"), f, e) != 0) {
+            return -1;
+        }
+    }
+    for (size_t i = 0; i < json_array_size(d->steps); i++) {
+        const json_t *s = json_array_get(d->steps, i);
+        const json_t *st = json_object_get(s, "tools"), *sr = json_object_get(s, "recipients");
+        for (size_t a = 0; a < json_array_size(st); a++) {
+            const json_t *ta =
+                approval_of(doc, d->recipients, json_string_value(json_array_get(st, a)), NULL);
+            for (size_t b = 0; ta != NULL && b < json_array_size(sr); b++) {
+                const json_t *ra =
+                    approval_of(doc, d->recipients, NULL, json_string_value(json_array_get(sr, b)));
+                const char *tb = json_string_value(json_object_get(ta, "by"));
+                const char *rb = json_string_value(json_object_get(ra, "by"));
+                if (ra != NULL && tb != NULL && rb != NULL && strcmp(tb, rb) != 0) {
+                    char p[64];
+                    snprintf(p, sizeof p, "steps[%zu]", i);
+                    return fail(e, p,
+                                "tool \"%s\" asks approval by %s and recipient \"%s\" by %s: "
+                                "a send is approved by one human",
+                                json_string_value(json_array_get(st, a)), tb,
+                                json_string_value(json_array_get(sr, b)), rb);
+                }
+            }
+        }
+    }
+    return 0;
+}
+
 static int check_definition(const json_t *doc, wdef *d, werr *e)
 {
     if (check_object(doc, "", top_spec, N_SPEC(top_spec), e) != 0) {
@@ -1242,7 +1378,8 @@ static int check_definition(const json_t *doc, wdef *d, werr *e)
     d->grants = json_object_get(doc, "grants");
     d->steps = json_object_get(doc, "steps");
     if (check_resources(d, e) != 0 || check_recipients(d, e) != 0 || check_actors(d, e) != 0 ||
-        check_grants(d, e) != 0 || check_steps(d, e) != 0 || check_expect(doc, d, e) != 0) {
+        check_grants(d, e) != 0 || check_steps(d, e) != 0 || check_approvals(doc, d, e) != 0 ||
+        check_expect(doc, d, e) != 0) {
         return -1;
     }
     return 0;
@@ -1476,6 +1613,30 @@ const workflow_step *workflow_step_find(const workflow *wf, const char *name)
         }
     }
     return NULL;
+}
+
+int workflow_approval_for(const workflow *wf, const char *tool, const char *recipient,
+                          const char **by, long long *within_ms)
+{
+    *by = NULL;
+    *within_ms = 0;
+    if (wf == NULL || wf->doc == NULL || tool == NULL || recipient == NULL) {
+        return 0;
+    }
+    const json_t *recipients = json_object_get(wf->doc, "recipients");
+    const json_t *both[2] = {approval_of(wf->doc, recipients, tool, NULL),
+                             approval_of(wf->doc, recipients, NULL, recipient)};
+    for (int i = 0; i < 2; i++) {
+        if (both[i] == NULL) {
+            continue;
+        }
+        long long ms = (long long)json_integer_value(json_object_get(both[i], "within_ms"));
+        if (*by == NULL || ms < *within_ms) {
+            *within_ms = ms;
+        }
+        *by = json_string_value(json_object_get(both[i], "by"));
+    }
+    return *by != NULL;
 }
 
 const workflow_step *workflow_recovery_step(const workflow *wf)

@@ -33,6 +33,8 @@
 #define WORKFLOW_MAX_PUBLIC_VALUES 64    /* allowed values per public field */
 #define WORKFLOW_ID_MAX 64               /* ids: 1..64 characters of [A-Za-z0-9._-] */
 #define WORKFLOW_MAX_EXPECT 64           /* expectations in expect */
+#define WORKFLOW_APPROVAL_MIN_MS 1000      /* a human approval's deadline, at least 1 s */
+#define WORKFLOW_APPROVAL_MAX_MS 604800000 /* and at most 7 days */
 
 /* One step of the workflow, in execution order. Every string and guard_strs is owned by the
  * workflow; json_t members are borrowed from workflow.doc. An empty list means deny-all; it has
@@ -80,6 +82,14 @@ void workflow_free(workflow *wf);
 
 /* The step named name, or NULL. */
 const workflow_step *workflow_step_find(const workflow *wf, const char *name);
+
+/* Whether a send with tool to recipient needs a human's approval (the tool's entry in the
+ * definition's "tools", or the recipient's "approval"): returns 1 with *by the approver (a human
+ * actor of wf, borrowed from wf) and *within_ms the time the approver has, in milliseconds (the
+ * shorter when both ask; validation made both name the same approver), or 0 when none is
+ * needed (*by NULL). */
+int workflow_approval_for(const workflow *wf, const char *tool, const char *recipient,
+                          const char **by, long long *within_ms);
 
 /* The step recovery re-runs (the last step with "recovery": true), or NULL. */
 const workflow_step *workflow_recovery_step(const workflow *wf);

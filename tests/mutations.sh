@@ -120,6 +120,18 @@ mutation "receipt chain continuity (verifier)" proto/receipt.c \
 mutation "receipt signature (verifier)" proto/receipt.c \
   'if (EVP_DigestVerify(ctx, sig, 64, (const unsigned char *)text, len) != 1) {' \
   'if (0) {'
+mutation "approval deadline (decide)" queries/approvals.lua \
+  'if now_us >= (micros_of(h.deadline) or 0) then' \
+  'if false then'
+mutation "approval by the approver only (decide)" queries/approvals.lua \
+  'if actor ~= h.approver then' \
+  'if false then'
+mutation "approval final (decide)" queries/approvals.lua \
+  "if h.state ~= 'pending' then" \
+  'if false then'
+mutation "approval holds the send (deliver)" server/deliver.c \
+  'rc = send_hold(&s, out);' \
+  '(void)send_hold;'
 
 # Applies one substitution to file: the text must occur exactly once. Prints the number of
 # occurrences on failure. Returns 0 when applied.
@@ -140,7 +152,7 @@ else
   # names what caught a mutation. test_races is left out for its running time (it races
   # hundreds of deliverers per round).
   suites=(test_guard test_evidence test_queries test_faults test_e2e test_mutation_gaps
-    test_signed_receipts test_ablation)
+    test_signed_receipts test_approval test_ablation)
   explicit=0
 fi
 

@@ -265,6 +265,7 @@
     if (!n) decisions.append(el('p', { class: 'muted', text: 'No gate decisions yet.' }));
     root.append(decisions);
     root.append(renderDeliveries(run, view.deliveries || []));
+    if ((view.approvals || []).length) root.append(renderApprovals(run, view.approvals));
     root.append(renderTimeline(view.events || []));
     root.append(renderArtifacts(view.artifacts || []));
   }
@@ -510,6 +511,37 @@
         el('td', { text: (dl.grantChain || []).join(' → ') }), el('td', { text: ts(dl.committedAt) }),
         el('td', {}, dl.redacted ? el('span', { class: 'muted', text: '(redacted)' }) : el('pre', { class: 'content', text: dl.content || '' })),
         el('td', {}, receipt, out)));
+    }
+    sec.append(t);
+    return sec;
+  }
+
+  /* Human approvals of the run. An operator decides a pending one on behalf of the human the
+   * workflow names (charterd refuses any other actor); a viewer only sees them. */
+  function renderApprovals(run, approvals) {
+    const sec = el('section', { class: 'card', id: 'approvals' }, el('h2', { text: 'Approvals' }));
+    const t = el('table', {}, el('tr', {}, ['approval', 'state', 'approver', 'send', 'invocation', 'deadline / decided', '']
+      .map((h) => el('th', { text: h }))));
+    for (const a of approvals) {
+      const out = el('div', { class: 'result', hidden: true });
+      const decide = (decision) => async (o) => {
+        o.hidden = false;
+        const r = await call('Approvals/DecideApproval', { approvalId: a.id, decision, actor: a.approver });
+        const d = r.decision || {};
+        o.replaceChildren(el('div', {}, badge(d.outcome || 'UNKNOWN'), ' ',
+          (d.codes || []).map((c) => el('span', { class: 'code', text: c })), ' ', (r.approval || {}).state || ''));
+        await openRun(run.id);
+      };
+      const decided = a.decidedBy ? ts(a.decidedAt) + ' by ' + a.decidedBy : 'until ' + ts(a.deadline);
+      const actions = role === 'operator' && a.state === 'pending'
+        ? [action('Approve as ' + a.approver, decide('approve'), out), action('Deny as ' + a.approver, decide('deny'), out, 'danger')]
+        : [];
+      t.append(el('tr', { 'data-approval': a.id, 'data-state': a.state },
+        el('td', { class: 'mono', text: a.id }), el('td', {}, badge(a.state)), el('td', { text: a.approver }),
+        el('td', { text: a.tool + ' ' + a.payloadId + ' → ' + a.recipient }),
+        el('td', { class: 'mono', text: a.invocationId }),
+        el('td', {}, decided, a.reason ? el('div', { class: 'muted', text: a.reason }) : null),
+        el('td', {}, ...actions, out)));
     }
     sec.append(t);
     return sec;

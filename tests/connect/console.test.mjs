@@ -3,12 +3,14 @@
 // sees the handoff denied with its witness drawn, revokes and recovers (denied), restores and
 // recovers (the public delivery allowed), replays it and audits the run; the viewer then
 // finds no form of the budget figure on any page or in any answer, and no action that works;
+// a delivery held for the CFO's approval is approved with one click;
 // the token is never in a URL, a cookie or storage. Screenshots go to the build directory.
 import { after, before, test } from 'node:test';
 import assert from 'node:assert/strict';
+import fs from 'node:fs';
 import path from 'node:path';
 import puppeteer from 'puppeteer-core';
-import { OPERATOR, VIEWER, startCharterd } from './charterd.mjs';
+import { OPERATOR, VIEWER, post, startCharterd } from './charterd.mjs';
 
 const CHROMIUM = process.env.CHROMIUM || '/usr/bin/chromium';
 const SHOTS = process.env.CHARTER_BUILD_DIR;
@@ -150,6 +152,46 @@ test('the public delivery replays to the same decision and the run audits intact
   const whatif = await resultText('#action-result', /What if .*decisions examined/);
   assert.match(whatif, /[1-9]\d* decisions examined, 0 would change/);
   await page.screenshot({ path: path.join(SHOTS, 'console-run-recovered.png'), fullPage: true });
+});
+
+test('a delivery held for the CFO is approved from the run page with one click', async () => {
+  // A host drives an external run of the approval workflow up to the held send.
+  const here = import.meta.dirname ?? path.dirname(new URL(import.meta.url).pathname);
+  const def = fs.readFileSync(path.join(here, '../workflows/approval.json'));
+  const call = async (m, body) => {
+    const r = await post(d.base, m, body, OPERATOR);
+    assert.equal(r.status, 200, `${m}: ${JSON.stringify(r.body)}`);
+    return r.body;
+  };
+  const wf = await call('Workflows/ApplyWorkflow', { definition: def.toString('base64') });
+  const run = (await call('Runs/CreateRun', { mode: 'external', workflow: wf.version })).run;
+  const ctx = (await call('Gate/OpenStep', { runId: run.id, step: 'analyze' })).contextId;
+  const src = (await call('Gate/ReadSource', { contextId: ctx, resourceId: 'budget' })).artifact.id;
+  const out = (await call('Gate/RecordOutput', { contextId: ctx, inputIds: [src], title: 'Internal recommendation',
+    content: 'Recommendation: vendor_b, within the approved ceiling.' })).artifact.id;
+  const held = await call('Gate/Deliver', { contextId: ctx, payloadId: out, recipient: 'cfo',
+    tool: 'deliver_internal', invocationId: `${run.id}:analyze:console` });
+  assert.equal(held.decision.outcome, 'UNKNOWN');
+  assert.deepEqual(held.decision.codes, ['APPROVAL_PENDING']);
+  assert.match(held.pendingApproval, /^ap-[0-9a-f]{32}$/);
+  assert.equal(held.delivery, undefined);
+  // The operator finds it on the run's page and approves it on behalf of human_cfo.
+  await page.click('#refresh-runs');
+  await page.waitForSelector(`#runs button[data-run="${run.id}"]`);
+  await page.click(`#runs button[data-run="${run.id}"]`);
+  const row = `#approvals tr[data-approval="${held.pendingApproval}"]`;
+  await page.waitForSelector(`${row}[data-state=pending]`);
+  await clickButton(row, 'Approve as human_cfo');
+  await page.waitForSelector(`#approvals tr[data-approval="${held.pendingApproval}"][data-state=approved]`, { timeout: 20000 });
+  const decided = await page.$eval('#approvals', (e) => e.textContent);
+  assert.match(decided, /by human_cfo/);
+  await page.waitForSelector(`#deliveries tr[data-invocation="${run.id}:analyze:console"]`);
+  // The server agrees, and a second decision is refused naming the first.
+  const again = await post(d.base, 'Approvals/DecideApproval', { approvalId: held.pendingApproval,
+    decision: 'deny', actor: 'human_cfo' }, OPERATOR);
+  assert.equal(again.status, 400);
+  assert.match(again.body.message, /already decided: approved by human_cfo/);
+  await page.screenshot({ path: path.join(SHOTS, 'console-approval.png'), fullPage: false });
 });
 
 test('the token is in no URL, cookie or storage', async () => {
