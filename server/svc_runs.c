@@ -74,6 +74,34 @@ static int budget_of(call *c, const Charter__V1__CreateRunRequest *req, json_t *
     return RPC_OK;
 }
 
+/* Budgets narrow like authority: a run may not ask more than the lowest ceiling any grant on
+ * its steps' delegation chains sets (PERMISSION_DENIED, SCOPE_WIDENING), and a budget it does
+ * not ask for is that ceiling. budget is completed in place. */
+static int budget_within_ceilings(call *c, const workflow *wf, json_t *budget)
+{
+    long long ceiling[WORKFLOW_N_BUDGETS];
+    const char *grant[WORKFLOW_N_BUDGETS];
+    if (workflow_budget_ceilings(wf, ceiling, grant) != 0)
+        return call_fail(c, RPC_INTERNAL, "the workflow's grant chains cannot be walked");
+    for (size_t k = 0; k < WORKFLOW_N_BUDGETS; k++) {
+        const char *name = workflow_budget_name(k);
+        json_t *asked = json_object_get(budget, name);
+        if (ceiling[k] == 0)
+            continue;
+        if (asked == NULL) {
+            if (json_object_set_new(budget, name, json_integer(ceiling[k])) != 0)
+                return call_fail(c, RPC_INTERNAL, "out of memory");
+        } else if (json_integer_value(asked) > ceiling[k]) {
+            return call_fail(c, RPC_PERMISSION_DENIED,
+                             "SCOPE_WIDENING: budget %s %lld is above the ceiling %lld of grant "
+                             "%s on the run's delegation chains",
+                             name, (long long)json_integer_value(asked), ceiling[k],
+                             grant[k] ? grant[k] : "?");
+        }
+    }
+    return RPC_OK;
+}
+
 static bool run_active(const char *status)
 {
     return status && (strcmp(status, "queued") == 0 || strcmp(status, "running") == 0 ||
@@ -160,6 +188,10 @@ static int create_run(call *c, const ProtobufCMessage *in, ProtobufCMessage **ou
     json_t *budget = NULL;
     if ((rc = budget_of(c, req, &budget)) != RPC_OK)
         return rc;
+    if (strcmp(mode, "external") != 0 && (rc = budget_within_ceilings(c, g.wf, budget)) != RPC_OK) {
+        json_decref(budget);
+        return rc;
+    }
     char run_id[65];
     rc = runner_submit(&g, req->task, mode, budget, run_id);
     json_decref(budget);

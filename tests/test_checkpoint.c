@@ -631,6 +631,132 @@ static void test_revocation_between_checkpoint_and_resume_stops_at_the_first_gat
     harness_graph_drop(g);
 }
 
+/* The reference workflow renamed, with budget ceilings set on grants by edit (a JSON object
+ * text per grant id, or NULL); the definition's text, malloc'd. */
+static char *procurement_with(const char *name, const char *root_budget, const char *analyst_budget)
+{
+    json_error_t err;
+    json_t *doc = json_load_file(CHARTER_SOURCE_DIR "/deploy/workflows/procurement.json", 0, &err);
+    if (doc == NULL)
+        return NULL;
+    json_object_set_new(doc, "name", json_string(name));
+    size_t i;
+    json_t *g;
+    json_array_foreach(json_object_get(doc, "grants"), i, g)
+    {
+        const char *id = json_string_value(json_object_get(g, "id"));
+        const char *b = strcmp(id, "g_root") == 0      ? root_budget
+                        : strcmp(id, "g_analyst") == 0 ? analyst_budget
+                                                       : NULL;
+        if (b != NULL)
+            json_object_set_new(g, "budget", json_loads(b, 0, NULL));
+    }
+    char *text = json_dumps(doc, JSON_INDENT(1));
+    json_decref(doc);
+    return text;
+}
+
+static int apply(charter_client *c, const char *text, char *msg, size_t n)
+{
+    Charter__V1__ApplyWorkflowRequest req = CHARTER__V1__APPLY_WORKFLOW_REQUEST__INIT;
+    req.definition.data = (uint8_t *)text;
+    req.definition.len = strlen(text);
+    Charter__V1__WorkflowInfo *w = NULL;
+    charter_status s;
+    int rc = charter_apply_workflow(c, &req, &w, &s);
+    snprintf(msg, n, "%s", rc == 0 ? "" : s.message);
+    if (w)
+        charter__v1__workflow_info__free_unpacked(w, NULL);
+    return rc == 0 ? 0 : s.code;
+}
+
+static Charter__V1__RunView *create_budgeted(charter_client *c, const char *workflow,
+                                             const char *key, int64_t value, int *code, char *msg,
+                                             size_t n)
+{
+    Charter__V1__CreateRunRequest req = CHARTER__V1__CREATE_RUN_REQUEST__INIT;
+    Charter__V1__CreateRunRequest__BudgetEntry e, *ptr = &e;
+    charter__v1__create_run_request__budget_entry__init(&e);
+    e.key = (char *)key;
+    e.value = value;
+    req.workflow = (char *)workflow;
+    req.n_budget = key ? 1 : 0;
+    req.budget = &ptr;
+    Charter__V1__RunView *v = NULL;
+    charter_status s;
+    int rc = charter_create_run(c, &req, &v, &s);
+    *code = rc == 0 ? 0 : s.code;
+    snprintf(msg, n, "%s", rc == 0 ? "" : s.message);
+    return v;
+}
+
+static void test_budget_ceilings_narrow_down_the_grant_chain_and_bound_the_run(void)
+{
+    char g[64], msg[512];
+    harness_graph_name(g, sizeof g, "ckpt_ceilings");
+    harness_charterd d;
+    charter_client *c = NULL;
+    CU_ASSERT_EQUAL_FATAL(start(g, true, "1", &d, &c), 0);
+    /* A delegated grant may lower a ceiling, never raise it. */
+    char *wide =
+        procurement_with("procurement_wide", "{\"max_model_calls\":4}", "{\"max_model_calls\":10}");
+    CU_ASSERT_PTR_NOT_NULL_FATAL(wide);
+    CU_ASSERT_EQUAL(apply(c, wide, msg, sizeof msg), CHARTER_INVALID_ARGUMENT);
+    CU_ASSERT_PTR_NOT_NULL(
+        strstr(msg, "budget.max_model_calls: 10 is above the grant g_root's ceiling 4 (widening)"));
+    free(wide);
+    char *unknown = procurement_with("procurement_unknown", "{\"max_tokens\":4}", NULL);
+    CU_ASSERT_EQUAL(apply(c, unknown, msg, sizeof msg), CHARTER_INVALID_ARGUMENT);
+    CU_ASSERT_PTR_NOT_NULL(strstr(msg, "budget.max_tokens: unknown budget"));
+    free(unknown);
+    char *zero = procurement_with("procurement_zero", "{\"max_steps\":0}", NULL);
+    CU_ASSERT_EQUAL(apply(c, zero, msg, sizeof msg), CHARTER_INVALID_ARGUMENT);
+    free(zero);
+    /* Narrowing: g_root allows 5 steps and 4 model calls, g_analyst (delegated) 2 steps. */
+    char *narrow = procurement_with("procurement_ceilings",
+                                    "{\"max_steps\":5,\"max_model_calls\":4}", "{\"max_steps\":2}");
+    CU_ASSERT_EQUAL_FATAL(apply(c, narrow, msg, sizeof msg), 0);
+    free(narrow);
+    int code = 0;
+    /* A run asking more than its chain allows is refused. */
+    CU_ASSERT_PTR_NULL(
+        create_budgeted(c, "procurement_ceilings", "max_steps", 3, &code, msg, sizeof msg));
+    CU_ASSERT_EQUAL(code, CHARTER_PERMISSION_DENIED);
+    CU_ASSERT_PTR_NOT_NULL(strstr(msg, "SCOPE_WIDENING: budget max_steps 3 is above the ceiling 2 "
+                                       "of grant g_analyst"));
+    CU_ASSERT_PTR_NULL(
+        create_budgeted(c, "procurement_ceilings", "max_model_calls", 5, &code, msg, sizeof msg));
+    CU_ASSERT_EQUAL(code, CHARTER_PERMISSION_DENIED);
+    CU_ASSERT_PTR_NOT_NULL(strstr(msg, "ceiling 4 of grant g_root"));
+    /* Asking less is fine; asking nothing gets the ceilings, and the step ceiling fires before
+     * the third step (the reference workflow has three). */
+    Charter__V1__RunView *v =
+        create_budgeted(c, "procurement_ceilings", "max_steps", 1, &code, msg, sizeof msg);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(v);
+    CU_ASSERT_STRING_EQUAL(v->run->status, "budget_exhausted");
+    CU_ASSERT_EQUAL(v->run->max_steps, 1);
+    CU_ASSERT_EQUAL(v->run->max_model_calls, 4);
+    charter__v1__run_view__free_unpacked(v, NULL);
+    v = create_budgeted(c, "procurement_ceilings", NULL, 0, &code, msg, sizeof msg);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(v);
+    CU_ASSERT_STRING_EQUAL(v->run->status, "budget_exhausted");
+    CU_ASSERT_EQUAL(v->run->max_steps, 2);
+    CU_ASSERT_EQUAL(v->run->max_model_calls, 4);
+    CU_ASSERT_EQUAL(v->run->steps, 2);
+    const char *last = v->events[v->n_events - 1]->detail;
+    CU_ASSERT_PTR_NOT_NULL(strstr(last, "\"budget\":\"max_steps\""));
+    CU_ASSERT_PTR_NOT_NULL(strstr(last, "\"step\":\"report\""));
+    charter__v1__run_view__free_unpacked(v, NULL);
+    /* The startup workflow carries no ceilings: the same request is fine there. */
+    v = create_budgeted(c, NULL, "max_steps", 3, &code, msg, sizeof msg);
+    CU_ASSERT_PTR_NOT_NULL(v);
+    if (v)
+        charter__v1__run_view__free_unpacked(v, NULL);
+    charter_client_close(c);
+    CU_ASSERT_EQUAL(harness_charterd_stop(&d), 0);
+    harness_graph_drop(g);
+}
+
 int main(void)
 {
     if (CU_initialize_registry() != CUE_SUCCESS)
@@ -648,6 +774,8 @@ int main(void)
                 test_killed_executor_then_resume_on_another_charterd_runs_to_the_end);
     CU_add_test(s, "revocation between checkpoint and resume stops at the first gate",
                 test_revocation_between_checkpoint_and_resume_stops_at_the_first_gate);
+    CU_add_test(s, "budget ceilings narrow down the grant chain and bound the run",
+                test_budget_ceilings_narrow_down_the_grant_chain_and_bound_the_run);
     CU_basic_set_mode(CU_BRM_VERBOSE);
     CU_basic_run_tests();
     unsigned failed = CU_get_number_of_failures() + CU_get_number_of_suites_failed();
