@@ -964,6 +964,10 @@ static void print_receipt(const Charter__V1__Receipt *r)
         printf("%-16s%llu\n", "last_seq", (unsigned long long)r->last_seq);
         printf("%-16s%s\n", "last_event_hash", r->last_event_hash);
         print_joined("deliveries", r->deliveries, r->n_deliveries, ", ");
+        if (r->counters != NULL && *r->counters != '\0') {
+            printf("%-16s%s\n", "budget", *r->budget ? r->budget : "-");
+            printf("%-16s%s\n", "counters", r->counters);
+        }
     }
     printf("%-16s%s (%s)\n", "time", when, r->time);
     printf("%-16s%s\n", "evaluator", r->evaluator);
@@ -1040,13 +1044,15 @@ static int receipt_list_field(const json_t *j, const char *name, char ***out, si
 static int receipt_from_json(const json_t *j, Charter__V1__Receipt *r, char *why, size_t n)
 {
     static const char *const texts[] = {
-        "kind", "run_id",    "invocation_id", "payload_hash", "recipient",
-        "tool", "time",      "evaluator",     "status",       "last_event_hash",
-        "mac",  "signature", "key_id",        "signed_text",  "prev_receipt_hash"};
+        "kind",   "run_id",    "invocation_id", "payload_hash", "recipient",
+        "tool",   "time",      "evaluator",     "status",       "last_event_hash",
+        "mac",    "signature", "key_id",        "signed_text",  "prev_receipt_hash",
+        "budget", "counters"};
     char **fields[] = {
-        &r->kind, &r->run_id,    &r->invocation_id, &r->payload_hash, &r->recipient,
-        &r->tool, &r->time,      &r->evaluator,     &r->status,       &r->last_event_hash,
-        &r->mac,  &r->signature, &r->key_id,        &r->signed_text,  &r->prev_receipt_hash};
+        &r->kind,   &r->run_id,    &r->invocation_id, &r->payload_hash, &r->recipient,
+        &r->tool,   &r->time,      &r->evaluator,     &r->status,       &r->last_event_hash,
+        &r->mac,    &r->signature, &r->key_id,        &r->signed_text,  &r->prev_receipt_hash,
+        &r->budget, &r->counters};
     const char *key;
     const json_t *v;
     if (!json_is_object(j)) {

@@ -746,6 +746,34 @@ static void test_budget_ceilings_narrow_down_the_grant_chain_and_bound_the_run(v
     const char *last = v->events[v->n_events - 1]->detail;
     CU_ASSERT_PTR_NOT_NULL(strstr(last, "\"budget\":\"max_steps\""));
     CU_ASSERT_PTR_NOT_NULL(strstr(last, "\"step\":\"report\""));
+    /* The run receipt records the budgets the run carried and the counters it ended with, in
+     * the MAC's text (format 2): changing them breaks the MAC. */
+    Charter__V1__GetReceiptRequest rq = CHARTER__V1__GET_RECEIPT_REQUEST__INIT;
+    rq.run_id = v->run->id;
+    Charter__V1__Receipt *r = NULL;
+    charter_status st;
+    CU_ASSERT_EQUAL_FATAL(charter_get_receipt(c, &rq, &r, &st), 0);
+    CU_ASSERT_STRING_EQUAL(r->status, "budget_exhausted");
+    CU_ASSERT_STRING_EQUAL(r->budget, "max_model_calls=4,max_steps=2");
+    CU_ASSERT_PTR_NOT_NULL(strstr(r->counters, ",model_calls=2,steps=2,deliveries=1"));
+    CU_ASSERT_EQUAL(strncmp(r->counters, "wall_clock_ms=", 14), 0);
+    char why[256];
+    char *text = NULL;
+    size_t tlen = 0;
+    CU_ASSERT_EQUAL(charter_receipt_text(r, &text, &tlen, why, sizeof why), 0);
+    CU_ASSERT_PTR_NOT_NULL(text ? strstr(text, "format=charter-receipt-2\n") : NULL);
+    CU_ASSERT_PTR_NOT_NULL(text ? strstr(text, "\nbudget=max_model_calls=4,max_steps=2\n") : NULL);
+    free(text);
+    CU_ASSERT_EQUAL(charter_receipt_verify(r, key_bytes, key_len, why, sizeof why), 0);
+    char *kept_counters = r->counters, *kept_budget = r->budget;
+    r->counters = "wall_clock_ms=1,model_calls=0,steps=0,deliveries=0";
+    CU_ASSERT_NOT_EQUAL(charter_receipt_verify(r, key_bytes, key_len, why, sizeof why), 0);
+    r->budget = "";
+    r->counters = ""; /* stripped back to a format 1 text: the MAC does not match either */
+    CU_ASSERT_NOT_EQUAL(charter_receipt_verify(r, key_bytes, key_len, why, sizeof why), 0);
+    r->counters = kept_counters;
+    r->budget = kept_budget;
+    charter__v1__receipt__free_unpacked(r, NULL);
     charter__v1__run_view__free_unpacked(v, NULL);
     /* The startup workflow carries no ceilings: the same request is fine there. */
     v = create_budgeted(c, NULL, "max_steps", 3, &code, msg, sizeof msg);
