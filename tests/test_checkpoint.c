@@ -176,6 +176,18 @@ static int make_key(const char *path)
     return rc;
 }
 
+/* Reads a small file into buf (n bytes, terminated); the bytes read, or -1. */
+static long slurp(const char *path, char *buf, size_t n)
+{
+    FILE *f = fopen(path, "rb");
+    if (f == NULL)
+        return -1;
+    size_t got = fread(buf, 1, n - 1, f);
+    fclose(f);
+    buf[got] = '\0';
+    return (long)got;
+}
+
 static int suite_init(void)
 {
     if (model_start() != 0 || !mkdtemp(tmpdir))
@@ -588,7 +600,7 @@ static void test_killed_executor_then_resume_on_another_charterd_runs_to_the_end
 
 static void test_revocation_between_checkpoint_and_resume_stops_at_the_first_gate(void)
 {
-    char g[64], id[80], msg[512], status[32];
+    char g[64], id[80], status[32];
     harness_graph_name(g, sizeof g, "ckpt_revoke");
     CU_ASSERT_TRUE_FATAL(interrupted_run(g, 0, id));
     harness_charterd y;
@@ -602,7 +614,32 @@ static void test_revocation_between_checkpoint_and_resume_stops_at_the_first_gat
     charter_status s;
     CU_ASSERT_EQUAL_FATAL(charter_revoke_grant(cy, &rreq, &gr, &s), 0);
     charter__v1__grant__free_unpacked(gr, NULL);
-    CU_ASSERT_EQUAL(resume(cy, k->token, msg, sizeof msg), 0);
+    /* Through the CLI, as an operator does it: the token kept in a file, resumed once. */
+    char file[300], out[300], err[300], cmd[2048];
+    snprintf(file, sizeof file, "%s/run.ckpt", tmpdir);
+    snprintf(out, sizeof out, "%s/out.txt", tmpdir);
+    snprintf(err, sizeof err, "%s/err.txt", tmpdir);
+    const char *envs = "CHARTER_URL=%s CHARTER_TOKEN=%s %s";
+    char pre[1024];
+    snprintf(pre, sizeof pre, envs, y.ipc_url, HARNESS_OPERATOR_TOKEN, CHARTER_CLI_PATH);
+    snprintf(cmd, sizeof cmd, "%s checkpoint %s > %s 2> %s", pre, id, file, err);
+    CU_ASSERT_EQUAL(system(cmd), 0);
+    char text[4096];
+    CU_ASSERT_TRUE(slurp(file, text, sizeof text) > 0);
+    CU_ASSERT_EQUAL(strncmp(text, k->token, strlen(k->token)), 0);
+    CU_ASSERT_TRUE(slurp(err, text, sizeof text) > 0);
+    CU_ASSERT_PTR_NOT_NULL(strstr(text, "before step research"));
+    snprintf(cmd, sizeof cmd, "%s resume %s > %s 2> %s", pre, file, out, err);
+    CU_ASSERT_EQUAL(system(cmd), 0);
+    CU_ASSERT_TRUE(slurp(out, text, sizeof text) > 0);
+    CU_ASSERT_PTR_NOT_NULL(strstr(text, "queued"));
+    snprintf(cmd, sizeof cmd, "%s --json resume - < %s > %s 2> %s", pre, file, out, err);
+    CU_ASSERT_NOT_EQUAL(system(cmd), 0);
+    CU_ASSERT_TRUE(slurp(err, text, sizeof text) > 0);
+    CU_ASSERT_PTR_NOT_NULL(strstr(text, "already consumed"));
+    unlink(file);
+    unlink(out);
+    unlink(err);
     CU_ASSERT_TRUE(wait_for_status(cy, id, "completed,blocked,error,budget_exhausted,cancelled",
                                    30000, status));
     CU_ASSERT_STRING_EQUAL(status, "blocked");
