@@ -553,12 +553,23 @@ static void test_killed_executor_then_resume_on_another_charterd_runs_to_the_end
     harness_charterd x, y;
     charter_client *cx = NULL, *cy = NULL;
     CU_ASSERT_EQUAL_FATAL(start(g, true, "1", &x, &cx), 0);
-    atomic_store(&model_ms, 150);
+    atomic_store(&model_ms, 1500);
     CU_ASSERT_TRUE_FATAL(create_live(cx, id));
     CU_ASSERT_TRUE_FATAL(wait_for_events(cx, id, "model_request", 1, 15000));
     atomic_store(&model_ms, 30000); /* the analyze step's request hangs */
+    /* The checkpoint before research, taken while the run goes on. */
+    Charter__V1__Checkpoint *first = checkpoint_of(cx, id, NULL, NULL, 0);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(first);
+    CU_ASSERT_STRING_EQUAL(first->step, "research");
     CU_ASSERT_TRUE_FATAL(wait_for_events(cx, id, "model_request", 2, 15000));
     nng_msleep(200);
+    /* A running run does not resume, and the refusal consumes nothing. */
+    Charter__V1__Checkpoint *now = checkpoint_of(cx, id, NULL, NULL, 0);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(now);
+    CU_ASSERT_STRING_EQUAL(now->step, "analyze");
+    CU_ASSERT_EQUAL(resume(cx, now->token, msg, sizeof msg), CHARTER_FAILED_PRECONDITION);
+    CU_ASSERT_PTR_NOT_NULL(strstr(msg, "is running: only an interrupted run resumes"));
+    charter__v1__checkpoint__free_unpacked(now, NULL);
     /* The second charterd starts while x holds the run's lease: it leaves the run alone. */
     CU_ASSERT_EQUAL_FATAL(start(g, true, "1", &y, &cy), 0);
     charter_client_close(cx);
@@ -573,6 +584,11 @@ static void test_killed_executor_then_resume_on_another_charterd_runs_to_the_end
     CU_ASSERT_EQUAL(k->model_calls, 1);
     CU_ASSERT_EQUAL(k->deliveries, 0);
     atomic_store(&model_ms, 100);
+    /* An older checkpoint of the run is not the one to resume from. */
+    CU_ASSERT_EQUAL(resume(cy, first->token, msg, sizeof msg), CHARTER_FAILED_PRECONDITION);
+    CU_ASSERT_PTR_NOT_NULL(strstr(msg, "is not run"));
+    CU_ASSERT_PTR_NOT_NULL(strstr(msg, "latest checkpoint"));
+    charter__v1__checkpoint__free_unpacked(first, NULL);
     CU_ASSERT_EQUAL(resume(cy, k->token, msg, sizeof msg), 0);
     CU_ASSERT_TRUE(wait_for_status(cy, id, "completed,blocked,error,budget_exhausted,cancelled",
                                    30000, status));
