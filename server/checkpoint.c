@@ -81,9 +81,9 @@ int checkpoint_open(const char *token, json_t **cursor)
         free(body);
         return STATUS_EINVAL;
     }
-    /* EVP_DecodeBlock counts the padding's zero bytes; the JSON ends before them. */
-    while (n > 0 && b64len >= 1 && body[n - 1] == '\0')
-        n--;
+    /* EVP_DecodeBlock counts the bytes the '=' padding stands for; the JSON ends before. */
+    int pad = (b64[b64len - 1] == '=') + (b64[b64len - 2] == '=');
+    n -= pad;
     json_error_t e;
     json_t *j = json_loadb((const char *)body, (size_t)n, JSON_REJECT_DUPLICATES, &e);
     free(body);
