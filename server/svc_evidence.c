@@ -167,8 +167,8 @@ static int get_receipt(call *c, const ProtobufCMessage *in, ProtobufCMessage **o
     if (rc == STATUS_ENOTENDED)
         return call_fail_statusf(
             c, rc,
-            "run %s is %s: its receipt is issued once it is completed, blocked or in "
-            "error",
+            "run %s is %s: its receipt is issued once it is completed, blocked, in error, "
+            "budget_exhausted or cancelled",
             req->run_id, *status ? status : "still moving");
     if (rc == STATUS_ENOKEY)
         return call_fail_statusf(
