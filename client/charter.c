@@ -840,6 +840,11 @@ CHARTER_TYPED(charter_wait_run, charter__v1__runs__descriptor, Charter__V1__Wait
               wait_run_request, Charter__V1__RunView, run_view)
 CHARTER_TYPED(charter_cancel_run, charter__v1__runs__descriptor, Charter__V1__CancelRunRequest,
               cancel_run_request, Charter__V1__Run, run)
+CHARTER_TYPED(charter_checkpoint_run, charter__v1__runs__descriptor,
+              Charter__V1__CheckpointRunRequest, checkpoint_run_request, Charter__V1__Checkpoint,
+              checkpoint)
+CHARTER_TYPED(charter_resume_run, charter__v1__runs__descriptor, Charter__V1__ResumeRunRequest,
+              resume_run_request, Charter__V1__Run, run)
 CHARTER_TYPED(charter_open_step, charter__v1__gate__descriptor, Charter__V1__OpenStepRequest,
               open_step_request, Charter__V1__StepContext, step_context)
 CHARTER_TYPED(charter_read_source, charter__v1__gate__descriptor, Charter__V1__ReadSourceRequest,

@@ -203,6 +203,14 @@ int charter_wait_run(charter_client *c, const Charter__V1__WaitRunRequest *req,
 /* Runs/CancelRun: asks the run to stop; the run as it is after the request. */
 int charter_cancel_run(charter_client *c, const Charter__V1__CancelRunRequest *req,
                        Charter__V1__Run **resp, charter_status *status);
+/* Runs/CheckpointRun: the run's latest checkpoint (its token for ResumeRun); NOT_FOUND when
+ * none was recorded, FAILED_PRECONDITION "INTEGRITY_KEY_REQUIRED" without an integrity key. */
+int charter_checkpoint_run(charter_client *c, const Charter__V1__CheckpointRunRequest *req,
+                           Charter__V1__Checkpoint **resp, charter_status *status);
+/* Runs/ResumeRun: consumes the checkpoint once and queues its interrupted run again; the run
+ * as it is after the call. Refusals as the proto's ResumeRunRequest lists them. */
+int charter_resume_run(charter_client *c, const Charter__V1__ResumeRunRequest *req,
+                       Charter__V1__Run **resp, charter_status *status);
 
 /* Gate/OpenStep: a fresh context of a step of the run, with its server-owned capability. */
 int charter_open_step(charter_client *c, const Charter__V1__OpenStepRequest *req,

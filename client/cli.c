@@ -474,6 +474,81 @@ static int cmd_cancel(cli *c, const cli_command *cmd, const cli_args *a)
     return rv;
 }
 
+static int cmd_checkpoint(cli *c, const cli_command *cmd, const cli_args *a)
+{
+    (void)cmd;
+    Charter__V1__CheckpointRunRequest req = CHARTER__V1__CHECKPOINT_RUN_REQUEST__INIT;
+    Charter__V1__Checkpoint *k = NULL;
+    charter_status st;
+    int rv;
+    req.run_id = (char *)a->pos[0];
+    if ((rv = cli_connect(c)) != 0)
+        return rv;
+    if (charter_checkpoint_run(c->client, &req, &k, &st) != 0)
+        return rpc_error(&st);
+    if (c->json) {
+        rv = print_json(&k->base);
+    } else {
+        /* The description goes to stderr, the token alone to stdout: `> FILE` keeps a file
+         * charter resume takes. */
+        fprintf(stderr,
+                "checkpoint %s of run %s: before step %s (index %u), workflow %s, graph %s; "
+                "steps %lld, model calls %lld, deliveries %lld, %lld ms%s\n",
+                k->checkpoint_id, k->run_id, *k->step ? k->step : "(end)", k->next_step,
+                k->workflow, k->graph, (long long)k->steps, (long long)k->model_calls,
+                (long long)k->deliveries, (long long)k->wall_clock_ms,
+                k->consumed ? "; already consumed" : "");
+        printf("%s\n", k->token);
+    }
+    charter__v1__checkpoint__free_unpacked(k, NULL);
+    return rv;
+}
+
+/* The token in text: charter checkpoint's plain output or its --json object alike hold one
+ * "ckpt1." word; it ends at the first byte outside base64, '.' and hex. */
+static char *checkpoint_token_in(char *text)
+{
+    char *t = strstr(text, "ckpt1.");
+    if (t == NULL)
+        return NULL;
+    size_t n = strspn(t, "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/=.");
+    t[n] = '\0';
+    return t;
+}
+
+static int cmd_resume(cli *c, const cli_command *cmd, const cli_args *a)
+{
+    char *text = NULL;
+    int rv = read_text_file(cmd, a->pos[0], 1048576, &text);
+    if (rv != 0)
+        return rv;
+    char *token = checkpoint_token_in(text);
+    if (token == NULL) {
+        fprintf(stderr, "%s: %s holds no checkpoint token (charter checkpoint RUN > FILE)\n",
+                progname, a->pos[0]);
+        free(text);
+        return EXIT_USAGE;
+    }
+    Charter__V1__ResumeRunRequest req = CHARTER__V1__RESUME_RUN_REQUEST__INIT;
+    Charter__V1__Run *r = NULL;
+    charter_status st;
+    req.checkpoint = token;
+    if ((rv = cli_connect(c)) != 0) {
+        free(text);
+        return rv;
+    }
+    int called = charter_resume_run(c->client, &req, &r, &st);
+    free(text);
+    if (called != 0)
+        return rpc_error(&st);
+    if (c->json)
+        rv = print_json(&r->base);
+    else
+        printf("run %s  %s  (resumed; follow it with charter wait %s)\n", r->id, r->status, r->id);
+    charter__v1__run__free_unpacked(r, NULL);
+    return rv;
+}
+
 static int cmd_get(cli *c, const cli_command *cmd, const cli_args *a)
 {
     Charter__V1__GetRunRequest req = CHARTER__V1__GET_RUN_REQUEST__INIT;
@@ -1026,6 +1101,10 @@ static void print_receipt(const Charter__V1__Receipt *r)
         printf("%-16s%llu\n", "last_seq", (unsigned long long)r->last_seq);
         printf("%-16s%s\n", "last_event_hash", r->last_event_hash);
         print_joined("deliveries", r->deliveries, r->n_deliveries, ", ");
+        if (r->counters != NULL && *r->counters != '\0') {
+            printf("%-16s%s\n", "budget", *r->budget ? r->budget : "-");
+            printf("%-16s%s\n", "counters", r->counters);
+        }
     }
     printf("%-16s%s (%s)\n", "time", when, r->time);
     printf("%-16s%s\n", "evaluator", r->evaluator);
@@ -1102,13 +1181,15 @@ static int receipt_list_field(const json_t *j, const char *name, char ***out, si
 static int receipt_from_json(const json_t *j, Charter__V1__Receipt *r, char *why, size_t n)
 {
     static const char *const texts[] = {
-        "kind", "run_id",    "invocation_id", "payload_hash", "recipient",
-        "tool", "time",      "evaluator",     "status",       "last_event_hash",
-        "mac",  "signature", "key_id",        "signed_text",  "prev_receipt_hash"};
+        "kind",   "run_id",    "invocation_id", "payload_hash", "recipient",
+        "tool",   "time",      "evaluator",     "status",       "last_event_hash",
+        "mac",    "signature", "key_id",        "signed_text",  "prev_receipt_hash",
+        "budget", "counters"};
     char **fields[] = {
-        &r->kind, &r->run_id,    &r->invocation_id, &r->payload_hash, &r->recipient,
-        &r->tool, &r->time,      &r->evaluator,     &r->status,       &r->last_event_hash,
-        &r->mac,  &r->signature, &r->key_id,        &r->signed_text,  &r->prev_receipt_hash};
+        &r->kind,   &r->run_id,    &r->invocation_id, &r->payload_hash, &r->recipient,
+        &r->tool,   &r->time,      &r->evaluator,     &r->status,       &r->last_event_hash,
+        &r->mac,    &r->signature, &r->key_id,        &r->signed_text,  &r->prev_receipt_hash,
+        &r->budget, &r->counters};
     const char *key;
     const json_t *v;
     if (!json_is_object(j)) {
@@ -1945,6 +2026,13 @@ static const cli_command commands[] = {
      "cancel a run: a queued one at once, a running one at its next step or during its model "
      "request; it never delivers afterwards",
      cancel_opts, 1, 1, cmd_cancel},
+    {"checkpoint", "RUN",
+     "a run's latest checkpoint: its token on stdout (keep it in a file for charter resume), "
+     "what it holds on stderr",
+     no_opts, 1, 1, cmd_checkpoint},
+    {"resume", "CHECKPOINT_FILE|-",
+     "resume an interrupted run from a checkpoint (charter checkpoint's output), once", no_opts, 1,
+     1, cmd_resume},
     {"get", "RUN [--after N] [--limit N]",
      "a run with its events (seq > --after, at most --limit), deliveries and artifacts", get_opts,
      1, 1, cmd_get},

@@ -34,6 +34,12 @@ static const cli_help_entry entries[] = {
      "charter --json wait RUN --timeout-ms 60000"},
     {"cancel", "  --reason TEXT      recorded with the run's cancellation\n",
      "charter cancel RUN --reason 'wrong vendor list'"},
+    {"checkpoint", NULL,
+     "charter checkpoint RUN > run.ckpt\n"
+     "charter --json checkpoint RUN | jq -r .token"},
+    {"resume", NULL,
+     "charter resume run.ckpt && charter wait RUN\n"
+     "charter checkpoint RUN | charter resume -"},
     {"get",
      "  --after N          only events with seq above N\n"
      "  --limit N          at most N events (default 1000)\n",

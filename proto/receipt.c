@@ -158,7 +158,9 @@ int charter_receipt_text(const Charter__V1__Receipt *r, char **text, size_t *len
             (rc = must_be_unset(r->last_seq == 0, kind, "last_seq", err, errlen)) != 0 ||
             (rc = must_be_unset(blank(r->last_event_hash), kind, "last_event_hash", err, errlen)) !=
                 0 ||
-            (rc = must_be_unset(r->n_deliveries == 0, kind, "deliveries", err, errlen)) != 0)
+            (rc = must_be_unset(r->n_deliveries == 0, kind, "deliveries", err, errlen)) != 0 ||
+            (rc = must_be_unset(blank(r->budget), kind, "budget", err, errlen)) != 0 ||
+            (rc = must_be_unset(blank(r->counters), kind, "counters", err, errlen)) != 0)
             return rc;
     } else {
         if (blank(r->status))
@@ -173,8 +175,11 @@ int charter_receipt_text(const Charter__V1__Receipt *r, char **text, size_t *len
             return rc;
     }
 
+    /* Budget and counters make it format 2; without them the text is format 1's, unchanged. */
+    bool v2 = !delivery && (!blank(r->budget) || !blank(r->counters));
     receipt_buf b = {NULL, 0, 0, false};
-    rc = add_line(&b, "format", CHARTER_RECEIPT_FORMAT, err, errlen);
+    rc =
+        add_line(&b, "format", v2 ? CHARTER_RECEIPT_FORMAT_2 : CHARTER_RECEIPT_FORMAT, err, errlen);
     if (rc == 0)
         rc = add_line(&b, "kind", kind, err, errlen);
     if (rc == 0)
@@ -201,6 +206,10 @@ int charter_receipt_text(const Charter__V1__Receipt *r, char **text, size_t *len
             rc = add_line(&b, "last_event_hash", r->last_event_hash, err, errlen);
         if (rc == 0)
             rc = add_list(&b, "deliveries", r->deliveries, r->n_deliveries, err, errlen);
+        if (rc == 0 && v2)
+            rc = add_line(&b, "budget", or_empty(r->budget), err, errlen);
+        if (rc == 0 && v2)
+            rc = add_line(&b, "counters", or_empty(r->counters), err, errlen);
     }
     if (rc == 0)
         rc = add_line(&b, "time", r->time, err, errlen);
@@ -331,7 +340,11 @@ int charter_receipt_signed_text(const Charter__V1__Receipt *r, char **text, size
     char seq[32];
     snprintf(seq, sizeof seq, "%llu", (unsigned long long)r->chain_seq);
     receipt_buf b = {NULL, 0, 0, false};
-    rc = add_line(&b, "format", CHARTER_RECEIPT_SIGNED_FORMAT, err, errlen);
+    bool v2 = strncmp(mac_text, "format=" CHARTER_RECEIPT_FORMAT_2 "\n",
+                      strlen("format=" CHARTER_RECEIPT_FORMAT_2 "\n")) == 0;
+    rc =
+        add_line(&b, "format", v2 ? CHARTER_RECEIPT_SIGNED_FORMAT_2 : CHARTER_RECEIPT_SIGNED_FORMAT,
+                 err, errlen);
     buf_add(&b, body, mac_len - (size_t)(body - mac_text));
     if (rc == 0)
         rc = add_line(&b, "chain_seq", seq, err, errlen);

@@ -60,6 +60,10 @@ extern "C" {
 
 /* The first line of every receipt's canonical text. */
 #define CHARTER_RECEIPT_FORMAT "charter-receipt-1"
+/* The first line of a run receipt that records budget and counters (two lines after
+ * deliveries: "budget=..." and "counters=..."); receipts without them keep format 1, so every
+ * receipt issued before still verifies. */
+#define CHARTER_RECEIPT_FORMAT_2 "charter-receipt-2"
 
 /* Builds the canonical text of r (layout above) into *text (malloc'd, NUL-terminated, the
  * caller frees) and its length in bytes into *len. Returns 0, -CHARTER_INVALID_ARGUMENT when r
@@ -89,6 +93,8 @@ int charter_receipt_verify(const Charter__V1__Receipt *r, const unsigned char *k
 
 /* The first line of every signed receipt's text. */
 #define CHARTER_RECEIPT_SIGNED_FORMAT "charter-signed-receipt-1"
+/* The signed text's first line for a charter-receipt-2 receipt. */
+#define CHARTER_RECEIPT_SIGNED_FORMAT_2 "charter-signed-receipt-2"
 
 /* The verdict of an offline signature or chain check, each with its own message. */
 typedef enum {

@@ -734,6 +734,27 @@ int evlog_transition(store *st, const char *run_id, const char *from, const char
     return rc;
 }
 
+int evlog_resume_run(store *st, const char *run_id, const char *checkpoint_id, const char *workflow,
+                     const char *counters, const char *detail, json_t **reply)
+{
+    evlog_transition_arg t = {"queued", detail != NULL ? detail : "", NULL};
+    evlog_write_spec w = {
+        .fn = "resume_run",
+        .run_id = run_id,
+        .args = {run_id, checkpoint_id, workflow, counters},
+        .nargs = 4,
+        .ev = {.kind = "status_changed"},
+        .run_must_exist = true,
+        .adjust = evlog_transition_adjust,
+        .adjust_arg = &t,
+    };
+    int rc = evlog_write(st, &w, reply, NULL);
+    free(t.text);
+    if (rc == STATUS_OK && json_is_true(json_object_get(*reply, "ok")))
+        metrics_run_status("queued");
+    return rc;
+}
+
 typedef struct {
     const char *run_id, *step, *actor;
     char *doc;

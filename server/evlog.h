@@ -173,6 +173,14 @@ int evlog_create_run(store *st, const json_t *run_doc, json_t **reply);
 int evlog_transition(store *st, const char *run_id, const char *from, const char *to,
                      const char *detail, evlog_sealed *sealed, char current[32]);
 
+/* Resumes an interrupted run from its checkpoint checkpoint_id in one call
+ * (charter_resume_run): the checkpoint is consumed, the run becomes queued and status_changed
+ * "interrupted -> queued: <detail>" is written. workflow is the version the checkpoint was
+ * taken under; counters the checkpoint's JSON counters. *reply is the function's reply (caller
+ * decrefs): {"ok":false,"reason":...} when it refused. Returns as evlog_append. */
+int evlog_resume_run(store *st, const char *run_id, const char *checkpoint_id, const char *workflow,
+                     const char *counters, const char *detail, json_t **reply);
+
 /* Opens a context of step owned by actor in run_id (charter_open_context), writing step_opened
  * with detail "step <step> context <id> actor <actor>". *reply as the function's reply.
  * Returns as evlog_append, STATUS_ENOTFOUND for the run or actor. */

@@ -76,6 +76,17 @@ int integrity_mac(const void *data, size_t len, char hex[65])
                : STATUS_EPROTO;
 }
 
+int integrity_mac_verify(const void *data, size_t len, const char *hex)
+{
+    char want[65];
+    int rc = integrity_mac(data, len, want);
+    if (rc != STATUS_OK)
+        return rc;
+    if (hex == NULL || strlen(hex) != 64)
+        return STATUS_EREFUSED;
+    return CRYPTO_memcmp(want, hex, 64) == 0 ? STATUS_OK : STATUS_EREFUSED;
+}
+
 #define INTEGRITY_KEY_CHECK_TEXT "charter integrity key check"
 
 int integrity_key_check(char hex[65])

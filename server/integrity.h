@@ -47,6 +47,11 @@ bool integrity_signing(void);
  * Returns STATUS_OK, STATUS_ENOKEY (no key; hex all zeros) or STATUS_EPROTO (OpenSSL failed). */
 int integrity_mac(const void *data, size_t len, char hex[65]);
 
+/* Checks that hex is integrity_mac of len bytes of data, comparing in constant time. Returns
+ * STATUS_OK, STATUS_ENOKEY (no key), STATUS_EREFUSED (it is not: forged, altered or made under
+ * another key) or STATUS_EPROTO (OpenSSL failed). */
+int integrity_mac_verify(const void *data, size_t len, const char *hex);
+
 /* integrity_mac of the fixed text "charter integrity key check": what the graph records so that
  * a later start with another key is refused. Returns as integrity_mac. */
 int integrity_key_check(char hex[65]);

@@ -57,6 +57,15 @@ json_t *receipt_issue_json(const Charter__V1__Receipt *r)
         }
         json_decref(sig);
     }
+    /* A charter-receipt-2 run receipt's budget and counters; absent from older receipts. */
+    if (j != NULL && ((r->budget != NULL && *r->budget != '\0') ||
+                      (r->counters != NULL && *r->counters != '\0'))) {
+        if (json_object_set_new(j, "budget", json_string(RI_S(r->budget))) != 0 ||
+            json_object_set_new(j, "counters", json_string(RI_S(r->counters))) != 0) {
+            json_decref(j);
+            j = NULL;
+        }
+    }
     return j;
 }
 
@@ -143,6 +152,10 @@ int receipt_issue_parse(const json_t *j, Charter__V1__Receipt *r)
         rc = parse_text(j, "signed_text", &r->signed_text);
     if (rc == STATUS_OK)
         rc = parse_text(j, "prev_receipt_hash", &r->prev_receipt_hash);
+    if (rc == STATUS_OK)
+        rc = parse_text(j, "budget", &r->budget);
+    if (rc == STATUS_OK)
+        rc = parse_text(j, "counters", &r->counters);
     const json_t *cseq = json_object_get(j, "chain_seq");
     if (rc == STATUS_OK && json_is_integer(cseq) && json_integer_value(cseq) >= 0)
         r->chain_seq = (uint64_t)json_integer_value(cseq);
@@ -372,6 +385,31 @@ static int cmp_str(const void *a, const void *b)
 }
 
 /* One attempt at the run's receipt. *again is set when the run moved on while it was built. */
+/* The run's budgets (those set) and counters as the receipt's "name=value,..." texts; both
+ * empty for a run no executor ran (external: no budget, every counter 0). */
+static void run_budget_text(const json_t *run, char *budget, size_t nb, char *counters, size_t nc)
+{
+    static const char *const budgets[] = {"max_wall_clock_ms", "max_model_calls", "max_steps",
+                                          "max_deliveries"};
+    static const char *const counted[] = {"wall_clock_ms", "model_calls", "steps", "deliveries"};
+    size_t ub = 0, uc = 0;
+    bool any = false;
+    budget[0] = counters[0] = '\0';
+    for (size_t i = 0; i < 4; i++) {
+        json_int_t b = json_integer_value(json_object_get(run, budgets[i]));
+        json_int_t k = json_integer_value(json_object_get(run, counted[i]));
+        any = any || b > 0 || k > 0;
+        if (b > 0 && ub < nb)
+            ub += (size_t)snprintf(budget + ub, nb - ub, "%s%s=%lld", ub ? "," : "", budgets[i],
+                                   (long long)b);
+        if (uc < nc)
+            uc += (size_t)snprintf(counters + uc, nc - uc, "%s%s=%lld", uc ? "," : "", counted[i],
+                                   (long long)k);
+    }
+    if (!any)
+        counters[0] = '\0';
+}
+
 static int run_receipt_once(store *st, const char *run_id, json_t **receipt, char status[32],
                             bool *again)
 {
@@ -436,6 +474,12 @@ static int run_receipt_once(store *st, const char *run_id, json_t **receipt, cha
     if (version == NULL || replay_fingerprint_of(version, evaluator) != 0 || strlen(version) != 64)
         snprintf(evaluator, sizeof evaluator, "%s", evlog_evaluator());
     r.evaluator = evaluator;
+    /* What the run was allowed and what it used: the budgets it carried, the counters its
+     * executor kept (an external run has neither: a format 1 receipt). */
+    char budget[256], counters[256];
+    run_budget_text(run, budget, sizeof budget, counters, sizeof counters);
+    r.budget = budget;
+    r.counters = counters;
     char mac[65];
     json_t *stored = NULL;
     if (rc == STATUS_OK)

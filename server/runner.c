@@ -17,6 +17,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "checkpoint.h"
 #include "deliver.h"
 #include "evlog.h"
 #include "model.h"
@@ -513,7 +514,82 @@ static void finish_stopped(const gate_env *g, const char *run_id, exec_state *x)
     }
 }
 
-static int drive(const gate_env *g, const char *run_id, const char *mode, exec_state *x)
+/* The cursor before step next: what the finished steps hand on, the counters, the budget,
+ * the workflow version and the graph. NULL when out of memory. */
+static json_t *cursor_of(const exec_state *x, size_t next, const id_list *handoffs)
+{
+    const workflow *wf = x->g->wf;
+    unsigned char rnd[8];
+    if (RAND_bytes(rnd, sizeof rnd) != 1)
+        return NULL;
+    char id[24];
+    snprintf(id, sizeof id, "c%02x%02x%02x%02x%02x%02x%02x%02x", rnd[0], rnd[1], rnd[2], rnd[3],
+             rnd[4], rnd[5], rnd[6], rnd[7]);
+    json_t *h = json_array();
+    for (size_t i = 0; h && i < next; i++)
+        if (json_array_append_new(h, id_list_json(&handoffs[i])) != 0) {
+            json_decref(h);
+            h = NULL;
+        }
+    if (!h)
+        return NULL;
+    return json_pack(
+        "{s:i, s:s, s:s, s:s, s:s, s:I, s:s, s:o, s:{s:I, s:I, s:I, s:I}, s:{s:I, s:I, s:I, s:I}}",
+        "v", 1, "id", id, "graph", store_graph(x->g->st), "run_id", x->run_id, "workflow",
+        wf->version, "next_step", (json_int_t)next, "step",
+        next < wf->n_steps ? wf->steps[next].cap.step : "", "handoffs", h, "counters", "steps",
+        (json_int_t)x->steps, "model_calls", (json_int_t)x->model_calls, "deliveries",
+        (json_int_t)x->deliveries, "wall_clock_ms", (json_int_t)ms_since(&x->t0), "budget",
+        "max_wall_clock_ms", (json_int_t)x->max_wall_clock_ms, "max_model_calls",
+        (json_int_t)x->max_model_calls, "max_steps", (json_int_t)x->max_steps, "max_deliveries",
+        (json_int_t)x->max_deliveries);
+}
+
+/* Records the run's checkpoint before step next, when charterd has an integrity key (without
+ * one nothing can be sealed, and no checkpoint is kept). A checkpoint that could not be
+ * written leaves the previous one in place: the run goes on, resumable from there. */
+static void exec_checkpoint(exec_state *x, size_t next, const id_list *handoffs)
+{
+    if (!evlog_keyed())
+        return;
+    json_t *c = cursor_of(x, next, handoffs);
+    char *token = NULL;
+    if (c && checkpoint_seal(c, &token) == STATUS_OK) {
+        const char *args[4] = {x->run_id, x->lease->owner,
+                               json_string_value(json_object_get(c, "id")), token};
+        json_t *reply = NULL;
+        (void)store_call(x->g->st, "save_checkpoint", 4, args, &reply);
+        json_decref(reply);
+    }
+    free(token);
+    json_decref(c);
+}
+
+/* Fills handoffs from a resumed cursor and returns the step to start at, or -1 when the
+ * cursor does not fit the workflow (its handoffs or its step index). */
+static long cursor_restore(const json_t *cursor, const workflow *wf, id_list *handoffs)
+{
+    json_int_t next = json_integer_value(json_object_get(cursor, "next_step"));
+    json_t *h = json_object_get(cursor, "handoffs");
+    if (next < 0 || (size_t)next > wf->n_steps || !json_is_array(h) ||
+        json_array_size(h) != (size_t)next)
+        return -1;
+    for (size_t i = 0; i < (size_t)next; i++) {
+        json_t *ids = json_array_get(h, i), *v;
+        size_t k;
+        if (!json_is_array(ids))
+            return -1;
+        json_array_foreach(ids, k, v)
+        {
+            if (!json_is_string(v) || id_list_add(&handoffs[i], json_string_value(v)) != 0)
+                return -1;
+        }
+    }
+    return (long)next;
+}
+
+static int drive(const gate_env *g, const char *run_id, const char *mode, exec_state *x,
+                 const json_t *cursor)
 {
     const workflow *wf = g->wf;
     id_list *handoffs = calloc(wf->n_steps ? wf->n_steps : 1, sizeof *handoffs);
@@ -522,11 +598,22 @@ static int drive(const gate_env *g, const char *run_id, const char *mode, exec_s
     step_end end = STEP_DONE;
     guard_decision d = {0};
     const char *last = "";
-    for (size_t i = 0; i < wf->n_steps && end == STEP_DONE; i++) {
+    size_t first = 0;
+    if (cursor) {
+        long at = cursor_restore(cursor, wf, handoffs);
+        if (at < 0) {
+            guard_decision_unknown(&d, "the checkpoint does not fit the run's workflow");
+            end = STEP_FAILED;
+        } else {
+            first = (size_t)at;
+        }
+    }
+    for (size_t i = first; i < wf->n_steps && end == STEP_DONE; i++) {
         const workflow_step *ws = &wf->steps[i];
         last = ws->cap.step;
         guard_decision_free(&d);
         if (x) {
+            exec_checkpoint(x, i, handoffs);
             x->step = ws->cap.step;
             if (!exec_check(x, CHECK_STEP)) {
                 guard_decision_unknown(&d, "the run stopped");
@@ -617,7 +704,7 @@ int runner_start(const gate_env *g, const char *task, const char *mode, char run
     rc = transition(g, run_id, "created", "running", "{\"by\":\"runner\"}", NULL);
     if (rc != STATUS_OK)
         return STATUS_OK; /* created but not started; the run's status says so */
-    return drive(g, run_id, mode, NULL);
+    return drive(g, run_id, mode, NULL, NULL);
 }
 
 int runner_submit(const gate_env *g, const char *task, const char *mode, const json_t *budget,
@@ -644,6 +731,61 @@ int runner_submit(const gate_env *g, const char *task, const char *mode, const j
     return rc;
 }
 
+/* The cursor a resume queued the run from (ResumeRun consumed it), opened again from the
+ * run's checkpoint under the integrity key; its counters become x's, its wall clock moves x's
+ * start back. *cursor stays NULL for a run not resumed. *why is set when the run was resumed
+ * but its checkpoint cannot be used here (no key, not its latest, altered since). */
+static int resume_cursor(const gate_env *g, const char *run_id, exec_state *x, json_t **cursor,
+                         const char **why)
+{
+    const char *args[1] = {run_id};
+    json_t *r = NULL;
+    int rc = store_call(g->st, "get_checkpoint", 1, args, &r);
+    if (rc != STATUS_OK) {
+        json_decref(r);
+        return rc;
+    }
+    const char *from = json_string_value(json_object_get(r, "resume_from"));
+    const char *id = json_string_value(json_object_get(r, "checkpoint_id"));
+    const char *token = json_string_value(json_object_get(r, "token"));
+    if (from == NULL || *from == '\0') {
+        json_decref(r);
+        return STATUS_OK;
+    }
+    json_t *c = NULL;
+    int orc = checkpoint_open(token, &c);
+    if (orc == STATUS_ENOKEY)
+        *why = "INTEGRITY_KEY_REQUIRED: the run was resumed from a checkpoint, and this charterd "
+               "has no integrity key to verify it";
+    else if (orc != STATUS_OK || id == NULL || strcmp(from, id) != 0 ||
+             !json_equal(json_object_get(c, "id"), json_object_get(r, "checkpoint_id")) ||
+             !json_equal(json_object_get(c, "run_id"), json_object_get(r, "run_id")) ||
+             !json_equal(json_object_get(c, "workflow"), json_object_get(r, "workflow")) ||
+             strcmp(json_string_value(json_object_get(c, "graph"))
+                        ? json_string_value(json_object_get(c, "graph"))
+                        : "",
+                    store_graph(g->st)) != 0)
+        *why = "the checkpoint the run was resumed from no longer verifies";
+    json_decref(r);
+    if (*why) {
+        json_decref(c);
+        return STATUS_OK;
+    }
+    json_t *k = json_object_get(c, "counters");
+    x->steps = json_integer_value(json_object_get(k, "steps"));
+    x->model_calls = json_integer_value(json_object_get(k, "model_calls"));
+    x->deliveries = json_integer_value(json_object_get(k, "deliveries"));
+    long long wall = json_integer_value(json_object_get(k, "wall_clock_ms"));
+    x->t0.tv_sec -= (time_t)(wall / 1000);
+    x->t0.tv_nsec -= (long)(wall % 1000) * 1000000L;
+    if (x->t0.tv_nsec < 0) {
+        x->t0.tv_sec--;
+        x->t0.tv_nsec += 1000000000L;
+    }
+    *cursor = c;
+    return STATUS_OK;
+}
+
 int runner_execute(const gate_env *g, const char *run_id, const runner_lease *lease)
 {
     exec_state x;
@@ -659,12 +801,27 @@ int runner_execute(const gate_env *g, const char *run_id, const runner_lease *le
     char mode[16];
     snprintf(mode, sizeof mode, "%s", m && strcmp(m, "live") == 0 ? "live" : "scripted");
     json_decref(view);
+    json_t *cursor = NULL;
+    const char *why = NULL;
     if (rc == STATUS_OK)
-        rc = transition(g, run_id, "queued", "running", "{\"by\":\"executor\"}", NULL);
-    if (rc == STATUS_OK) {
+        rc = resume_cursor(g, run_id, &x, &cursor, &why);
+    if (rc == STATUS_OK)
+        rc = transition(g, run_id, "queued", "running",
+                        cursor ? "{\"by\":\"executor\",\"from\":\"checkpoint\"}"
+                               : "{\"by\":\"executor\"}",
+                        NULL);
+    if (rc == STATUS_OK && why) {
+        /* A resume this process cannot verify or apply ends the run in error, saying why. */
+        json_t *d = json_pack("{s:s, s:s}", "by", "executor", "reason", why);
+        char *text = d ? json_dumps(d, JSON_COMPACT) : NULL;
+        json_decref(d);
+        (void)transition(g, run_id, "running", "error", text ? text : "", NULL);
+        free(text);
+    } else if (rc == STATUS_OK) {
         exec_renew(&x);
-        rc = drive(g, run_id, mode, &x);
+        rc = drive(g, run_id, mode, &x, cursor);
     }
+    json_decref(cursor);
     const char *args[2] = {run_id, lease->owner};
     json_t *reply = NULL;
     (void)store_call(g->st, "release_lease", 2, args, &reply); /* else it lapses */

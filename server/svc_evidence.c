@@ -134,6 +134,8 @@ static Charter__V1__Receipt *receipt_message(call *c, const json_t *j)
         r->key_id = call_strdup(c, parsed.key_id);
         r->signed_text = call_strdup(c, parsed.signed_text);
         r->chain_seq = parsed.chain_seq;
+        r->budget = call_strdup(c, parsed.budget);
+        r->counters = call_strdup(c, parsed.counters);
         r->prev_receipt_hash = call_strdup(c, parsed.prev_receipt_hash);
     }
     receipt_issue_clear(&parsed);

@@ -1,6 +1,7 @@
 /*
  * svc_runs.c - the Runs service: create and drive a run, read it back with its events,
- * list runs, recover a blocked run, wait for a run's events, cancel a run. Scripted and live
+ * list runs, recover a blocked run, wait for a run's events, cancel a run, hand out a run's
+ * checkpoint and resume an interrupted run from it exactly once. Scripted and live
  * runs execute on the executor threads (executor.c), never here: CreateRun queues them. Runs
  * and everything in them live in Redis, so any charterd serving the graph answers the same,
  * including after a restart.
@@ -11,6 +12,7 @@
 #include <time.h>
 
 #include "charter.pb-c.h"
+#include "checkpoint.h"
 #include "evlog.h"
 #include "gate.h"
 #include "registry.h"
@@ -86,6 +88,34 @@ static int budget_of(call *c, const Charter__V1__CreateRunRequest *req, json_t *
         }
     }
     *out = b;
+    return RPC_OK;
+}
+
+/* Budgets narrow like authority: a run may not ask more than the lowest ceiling any grant on
+ * its steps' delegation chains sets (PERMISSION_DENIED, SCOPE_WIDENING), and a budget it does
+ * not ask for is that ceiling. budget is completed in place. */
+static int budget_within_ceilings(call *c, const workflow *wf, json_t *budget)
+{
+    long long ceiling[WORKFLOW_N_BUDGETS];
+    const char *grant[WORKFLOW_N_BUDGETS];
+    if (workflow_budget_ceilings(wf, ceiling, grant) != 0)
+        return call_fail(c, RPC_INTERNAL, "the workflow's grant chains cannot be walked");
+    for (size_t k = 0; k < WORKFLOW_N_BUDGETS; k++) {
+        const char *name = workflow_budget_name(k);
+        json_t *asked = json_object_get(budget, name);
+        if (ceiling[k] == 0)
+            continue;
+        if (asked == NULL) {
+            if (json_object_set_new(budget, name, json_integer(ceiling[k])) != 0)
+                return call_fail(c, RPC_INTERNAL, "out of memory");
+        } else if (json_integer_value(asked) > ceiling[k]) {
+            return call_fail(c, RPC_PERMISSION_DENIED,
+                             "SCOPE_WIDENING: budget %s %lld is above the ceiling %lld of grant "
+                             "%s on the run's delegation chains",
+                             name, (long long)json_integer_value(asked), ceiling[k],
+                             grant[k] ? grant[k] : "?");
+        }
+    }
     return RPC_OK;
 }
 
@@ -174,6 +204,10 @@ static int create_run(call *c, const ProtobufCMessage *in, ProtobufCMessage **ou
     json_t *budget = NULL;
     if ((rc = budget_of(c, req, &budget)) != RPC_OK)
         return rc;
+    if (strcmp(mode, "external") != 0 && (rc = budget_within_ceilings(c, g.wf, budget)) != RPC_OK) {
+        json_decref(budget);
+        return rc;
+    }
     char run_id[65];
     rc = runner_submit(&g, req->task, mode, budget, run_id);
     json_decref(budget);
@@ -357,6 +391,166 @@ static int recover_run(call *c, const ProtobufCMessage *in, ProtobufCMessage **o
     return RPC_OK;
 }
 
+#define INTEGRITY_REQUIRED_CHECKPOINT                                                              \
+    "INTEGRITY_KEY_REQUIRED: checkpoints are sealed with the integrity key; start charterd "       \
+    "with --integrity-key"
+
+static int checkpoint_run(call *c, const ProtobufCMessage *in, ProtobufCMessage **out)
+{
+    const Charter__V1__CheckpointRunRequest *req = (const Charter__V1__CheckpointRunRequest *)in;
+    int rc = call_require_id(c, "run_id", req->run_id);
+    if (rc != RPC_OK)
+        return rc;
+    if (!evlog_keyed())
+        return call_fail(c, RPC_FAILED_PRECONDITION, INTEGRITY_REQUIRED_CHECKPOINT);
+    const char *args[1] = {req->run_id};
+    json_t *j = NULL, *cur = NULL;
+    rc = store_call(c->st, "get_checkpoint", 1, args, &j);
+    if (rc != STATUS_OK)
+        return call_fail_status_id(c, rc, "run", req->run_id);
+    const char *token = json_string_value(json_object_get(j, "token"));
+    if (token == NULL || *token == '\0') {
+        json_decref(j);
+        return call_fail(c, RPC_NOT_FOUND,
+                         "run %s has no checkpoint: the executor records one before each step "
+                         "of a scripted or live run",
+                         req->run_id);
+    }
+    int orc = checkpoint_open(token, &cur);
+    if (orc != STATUS_OK) {
+        json_decref(j);
+        return call_fail(c, RPC_INTERNAL,
+                         "run %s: its stored checkpoint does not verify under the integrity key",
+                         req->run_id);
+    }
+    Charter__V1__Checkpoint *resp = call_alloc(c, sizeof *resp);
+    if (resp) {
+        charter__v1__checkpoint__init(resp);
+        json_t *k = json_object_get(cur, "counters");
+        resp->run_id = call_strdup(c, req->run_id);
+        resp->checkpoint_id = call_strdup(c, json_string_value(json_object_get(cur, "id")));
+        resp->token = call_strdup(c, token);
+        resp->step = call_strdup(c, json_string_value(json_object_get(cur, "step")));
+        resp->next_step = (uint32_t)json_integer_value(json_object_get(cur, "next_step"));
+        resp->workflow = call_strdup(c, json_string_value(json_object_get(cur, "workflow")));
+        resp->graph = call_strdup(c, json_string_value(json_object_get(cur, "graph")));
+        resp->steps = json_integer_value(json_object_get(k, "steps"));
+        resp->model_calls = json_integer_value(json_object_get(k, "model_calls"));
+        resp->deliveries = json_integer_value(json_object_get(k, "deliveries"));
+        resp->wall_clock_ms = json_integer_value(json_object_get(k, "wall_clock_ms"));
+        resp->consumed = json_is_true(json_object_get(j, "consumed"));
+    }
+    json_decref(j);
+    json_decref(cur);
+    if (!resp || !resp->run_id || !resp->checkpoint_id || !resp->token || !resp->step ||
+        !resp->workflow || !resp->graph)
+        return call_fail(c, RPC_INTERNAL, "out of memory");
+    *out = &resp->base;
+    return RPC_OK;
+}
+
+static const char *budget_name(const json_t *r)
+{
+    const char *b = json_string_value(json_object_get(r, "budget"));
+    return b ? b : "";
+}
+
+/* Why charter_resume_run refused, as the caller's answer. */
+static int resume_refused(call *c, const json_t *r, const char *run_id, const char *ckpt_id,
+                          const char *workflow)
+{
+    const char *reason = json_string_value(json_object_get(r, "reason"));
+    const char *status = json_string_value(json_object_get(r, "status"));
+    const char *latest = json_string_value(json_object_get(r, "latest"));
+    const char *pinned = json_string_value(json_object_get(r, "workflow"));
+    reason = reason ? reason : "";
+    if (strcmp(reason, "consumed") == 0)
+        return call_fail(c, RPC_FAILED_PRECONDITION,
+                         "checkpoint %s was already consumed: a checkpoint resumes its run once",
+                         ckpt_id);
+    if (strcmp(reason, "workflow") == 0)
+        return call_fail(c, RPC_FAILED_PRECONDITION,
+                         "checkpoint %s was taken under workflow version %.128s; run %s follows "
+                         "version %.128s",
+                         ckpt_id, workflow, run_id, pinned ? pinned : "");
+    if (strcmp(reason, "status") == 0)
+        return call_fail(c, RPC_FAILED_PRECONDITION,
+                         "run %s is %s: only an interrupted run resumes from a checkpoint", run_id,
+                         status ? status : "");
+    if (strcmp(reason, "stale") == 0)
+        return call_fail(c, RPC_FAILED_PRECONDITION,
+                         "checkpoint %s is not run %s's latest checkpoint (%s)", ckpt_id, run_id,
+                         latest ? latest : "");
+    if (strcmp(reason, "budget") == 0)
+        return call_fail(c, RPC_FAILED_PRECONDITION,
+                         "run %s's budget %s is exhausted at checkpoint %s: nothing to resume",
+                         run_id, budget_name(r), ckpt_id);
+    return call_fail(c, RPC_INTERNAL, "unexpected database reply for the resume");
+}
+
+static int resume_run(call *c, const ProtobufCMessage *in, ProtobufCMessage **out)
+{
+    const Charter__V1__ResumeRunRequest *req = (const Charter__V1__ResumeRunRequest *)in;
+    if (!evlog_keyed())
+        return call_fail(c, RPC_FAILED_PRECONDITION, INTEGRITY_REQUIRED_CHECKPOINT);
+    if (req->checkpoint == NULL || *req->checkpoint == '\0')
+        return call_fail(c, RPC_INVALID_ARGUMENT, "checkpoint is required");
+    json_t *cur = NULL;
+    int rc = checkpoint_open(req->checkpoint, &cur);
+    if (rc == STATUS_EINVAL)
+        return call_fail(c, RPC_INVALID_ARGUMENT,
+                         "checkpoint: not a checkpoint token (ckpt1.<base64>.<mac>, as "
+                         "CheckpointRun returns it)");
+    if (rc == STATUS_EDENIED)
+        return call_fail(c, RPC_PERMISSION_DENIED,
+                         "checkpoint: MAC mismatch: the token was forged, altered, or sealed "
+                         "under another integrity key");
+    if (rc != STATUS_OK)
+        return call_fail_status(c, rc, "checkpoint");
+    const char *graph = json_string_value(json_object_get(cur, "graph"));
+    const char *run_id = json_string_value(json_object_get(cur, "run_id"));
+    const char *ckpt_id = json_string_value(json_object_get(cur, "id"));
+    const char *workflow = json_string_value(json_object_get(cur, "workflow"));
+    json_t *counters = json_object_get(cur, "counters");
+    char *ctext = json_is_object(counters) ? json_dumps(counters, JSON_COMPACT) : NULL;
+    json_t *r = NULL;
+    char run[72] = "";
+    if (!graph || !run_id || !ckpt_id || !workflow || !ctext) {
+        rc = call_fail(c, RPC_INVALID_ARGUMENT, "checkpoint: its cursor lacks a field");
+        goto out;
+    }
+    if (strcmp(graph, store_graph(c->st)) != 0) {
+        rc = call_fail(c, RPC_INVALID_ARGUMENT,
+                       "checkpoint: taken on graph %.64s; this charterd serves graph %.64s", graph,
+                       store_graph(c->st));
+        goto out;
+    }
+    snprintf(run, sizeof run, "%s", run_id);
+    char detail[160];
+    snprintf(detail, sizeof detail, "{\"by\":\"ResumeRun\",\"checkpoint\":\"%.40s\"}", ckpt_id);
+    int src = evlog_resume_run(c->st, run_id, ckpt_id, workflow, ctext, detail, &r);
+    if (src != STATUS_OK) {
+        rc = call_fail_status_id(c, src, "run", run_id);
+        goto out;
+    }
+    if (!json_is_true(json_object_get(r, "ok"))) {
+        rc = resume_refused(c, r, run_id, ckpt_id, workflow);
+        goto out;
+    }
+    rc = RPC_OK;
+out:
+    json_decref(r);
+    free(ctext);
+    json_decref(cur);
+    if (rc != RPC_OK)
+        return rc;
+    Charter__V1__RunView *view = NULL;
+    rc = load_view(c, run, 0, 1, &view);
+    if (rc == RPC_OK)
+        *out = &view->run->base;
+    return rc;
+}
+
 /* The Runs service: one row per method, checked against the generated descriptor at
  * startup (dispatch_check_tables); dispatch enforces each row's minimum role. */
 const svc_method svc_runs_methods[] = {
@@ -372,5 +566,9 @@ const svc_method svc_runs_methods[] = {
      ROLE_VIEWER, wait_run},
     {"CancelRun", &charter__v1__cancel_run_request__descriptor, &charter__v1__run__descriptor,
      ROLE_OPERATOR, cancel_run},
+    {"CheckpointRun", &charter__v1__checkpoint_run_request__descriptor,
+     &charter__v1__checkpoint__descriptor, ROLE_OPERATOR, checkpoint_run},
+    {"ResumeRun", &charter__v1__resume_run_request__descriptor, &charter__v1__run__descriptor,
+     ROLE_OPERATOR, resume_run},
 };
 const size_t svc_runs_methods_len = sizeof svc_runs_methods / sizeof svc_runs_methods[0];

@@ -98,7 +98,7 @@ static const field_spec grant_spec[] = {
     {"issuer", T_STRING, false},  {"delegated_from", T_STRING, false},
     {"tools", T_LIST, true},      {"recipients", T_LIST, true},
     {"resources", T_LIST, true},  {"valid_from", T_STRING, true},
-    {"valid_to", T_STRING, true},
+    {"valid_to", T_STRING, true}, {"budget", T_OBJECT, false},
 };
 static const field_spec step_spec[] = {
     {"name", T_STRING, true},
@@ -559,6 +559,39 @@ static int check_actors(const wdef *d, werr *e)
     return 0;
 }
 
+/* Budget ceilings a grant may carry, in workflow_budget_ceilings' order. */
+static const char *const budget_names[WORKFLOW_N_BUDGETS] = {"max_wall_clock_ms", "max_model_calls",
+                                                             "max_steps", "max_deliveries"};
+
+/* A grant's optional budget: an object of budget_names, each an integer 1..10^15. */
+static int check_grant_budget(const json_t *b, const char *p, werr *e)
+{
+    if (b == NULL) {
+        return 0;
+    }
+    const char *k;
+    const json_t *v;
+    char f[256];
+    json_object_foreach((json_t *)b, k, v)
+    {
+        bool known = false;
+        for (size_t i = 0; i < WORKFLOW_N_BUDGETS; i++) {
+            known = known || strcmp(k, budget_names[i]) == 0;
+        }
+        snprintf(f, sizeof f, "%s.budget.%.64s", p, k);
+        if (!known) {
+            return fail(e, f,
+                        "unknown budget (max_wall_clock_ms, max_model_calls, max_steps, "
+                        "max_deliveries)");
+        }
+        if (!json_is_integer(v) || json_integer_value(v) < 1 ||
+            json_integer_value(v) > 1000000000000000LL) {
+            return fail(e, f, "a budget ceiling is an integer from 1 to 10^15");
+        }
+    }
+    return 0;
+}
+
 /* One grant on its own: shape, ids, references to actors, recipients and resources, times. */
 static int check_grant_fields(const wdef *d, size_t i, werr *e)
 {
@@ -636,7 +669,7 @@ static int check_grant_fields(const wdef *d, size_t i, werr *e)
                     json_string_value(json_object_get(g, "valid_to")),
                     json_string_value(json_object_get(g, "valid_from")));
     }
-    return 0;
+    return check_grant_budget(json_object_get(g, "budget"), p, e);
 }
 
 /* The parent index of grant i, or -1 for a root grant (references already resolved). */
@@ -717,6 +750,24 @@ static int check_grant_widening(const wdef *d, size_t i, werr *e)
         snprintf(f, sizeof f, "grants[%zu].valid_to", i);
         return fail(e, f, "%s is after the parent grant %s's valid_to %s (widening)", sto, pid,
                     spto);
+    }
+    /* Budget ceilings only come down a chain: a stated ceiling may not exceed any ancestor's
+     * (a ceiling left out is the ancestors' lowest). */
+    for (size_t k = 0; k < WORKFLOW_N_BUDGETS; k++) {
+        const json_t *mine = json_object_get(json_object_get(g, "budget"), budget_names[k]);
+        if (mine == NULL) {
+            continue;
+        }
+        for (long at = pi; at >= 0; at = grant_parent(d, (size_t)at)) {
+            const json_t *up = json_object_get(
+                json_object_get(json_array_get(d->grants, (size_t)at), "budget"), budget_names[k]);
+            if (up != NULL && json_integer_value(mine) > json_integer_value(up)) {
+                snprintf(f, sizeof f, "grants[%zu].budget.%s", i, budget_names[k]);
+                return fail(e, f, "%lld is above the grant %s's ceiling %lld (widening)",
+                            (long long)json_integer_value(mine), grant_id(d, (size_t)at),
+                            (long long)json_integer_value(up));
+            }
+        }
     }
     return 0;
 }
@@ -1734,6 +1785,41 @@ static int fill_grant(json_t *o, const json_t *g)
         return -1;
     }
     return 0;
+}
+
+int workflow_budget_ceilings(const workflow *wf, long long ceiling[WORKFLOW_N_BUDGETS],
+                             const char *grant[WORKFLOW_N_BUDGETS])
+{
+    for (size_t k = 0; k < WORKFLOW_N_BUDGETS; k++) {
+        ceiling[k] = 0;
+        grant[k] = NULL;
+    }
+    const json_t *grants = json_object_get(wf->doc, "grants");
+    for (size_t s = 0; s < wf->n_steps; s++) {
+        const char *id = wf->steps[s].cap.grant;
+        /* Validation refused cycles, so every walk ends at a root; the bound is a guard. */
+        for (size_t hops = 0; id != NULL && hops <= WORKFLOW_MAX_GRANTS; hops++) {
+            long at = find_entry(grants, "id", id);
+            if (at < 0) {
+                return -1;
+            }
+            const json_t *g = json_array_get(grants, (size_t)at);
+            for (size_t k = 0; k < WORKFLOW_N_BUDGETS; k++) {
+                const json_t *v = json_object_get(json_object_get(g, "budget"), budget_names[k]);
+                if (v != NULL && (ceiling[k] == 0 || json_integer_value(v) < ceiling[k])) {
+                    ceiling[k] = json_integer_value(v);
+                    grant[k] = json_string_value(json_object_get(g, "id"));
+                }
+            }
+            id = json_string_value(json_object_get(g, "delegated_from"));
+        }
+    }
+    return 0;
+}
+
+const char *workflow_budget_name(size_t k)
+{
+    return k < WORKFLOW_N_BUDGETS ? budget_names[k] : NULL;
 }
 
 json_t *workflow_seed_json(const workflow *wf)

@@ -91,6 +91,20 @@ const workflow_step *workflow_step_find(const workflow *wf, const char *name);
 int workflow_approval_for(const workflow *wf, const char *tool, const char *recipient,
                           const char **by, long long *within_ms);
 
+/* The budgets a grant may carry a ceiling for: max_wall_clock_ms, max_model_calls, max_steps,
+ * max_deliveries, in that order (workflow_budget_name). */
+#define WORKFLOW_N_BUDGETS 4
+
+/* The k-th budget's name (k < WORKFLOW_N_BUDGETS), or NULL. */
+const char *workflow_budget_name(size_t k);
+
+/* The lowest ceiling of each budget over every grant on the delegation chain of every step's
+ * grant (0: no grant sets one), and the grant that sets it (borrowed from wf, or NULL): a run
+ * of wf may not ask more (budgets narrow like authority). Returns 0, or -1 when a step's grant
+ * is not in the definition (validation rules it out). */
+int workflow_budget_ceilings(const workflow *wf, long long ceiling[WORKFLOW_N_BUDGETS],
+                             const char *grant[WORKFLOW_N_BUDGETS]);
+
 /* The step recovery re-runs (the last step with "recovery": true), or NULL. */
 const workflow_step *workflow_recovery_step(const workflow *wf);
 

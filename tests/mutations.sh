@@ -132,6 +132,21 @@ mutation "approval final (decide)" queries/approvals.lua \
 mutation "approval holds the send (deliver)" server/deliver.c \
   'rc = send_hold(&s, out);' \
   '(void)send_hold;'
+mutation "checkpoint consumed once (resume)" queries/checkpoints.lua \
+  "if redis.call('SISMEMBER', P .. ':checkpoints:consumed', ckpt) == 1 then" \
+  'if false then'
+mutation "checkpoint MAC (resume)" server/checkpoint.c \
+  'int rc = integrity_mac_verify(token, plen + b64len, token + len - 64);' \
+  'int rc = STATUS_OK;'
+mutation "checkpoint graph (resume)" server/svc_runs.c \
+  'if (strcmp(graph, store_graph(c->st)) != 0) {' \
+  'if (0) {'
+mutation "budget ceiling (CreateRun)" server/svc_runs.c \
+  '} else if (json_integer_value(asked) > ceiling[k]) {' \
+  '} else if (0) {'
+mutation "budget ceiling narrowing (workflow)" server/workflow.c \
+  'if (up != NULL && json_integer_value(mine) > json_integer_value(up)) {' \
+  'if (up != NULL && json_integer_value(mine) < 0) {'
 
 # Applies one substitution to file: the text must occur exactly once. Prints the number of
 # occurrences on failure. Returns 0 when applied.
@@ -152,7 +167,7 @@ else
   # names what caught a mutation. test_races is left out for its running time (it races
   # hundreds of deliverers per round).
   suites=(test_guard test_evidence test_queries test_faults test_e2e test_mutation_gaps
-    test_signed_receipts test_approval test_ablation)
+    test_signed_receipts test_approval test_checkpoint test_ablation)
   explicit=0
 fi
 
