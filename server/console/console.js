@@ -291,6 +291,16 @@
       await openRun(run.id);
       await loadRuns();
     });
+    const reasonInput = el('input', { type: 'text', value: '', placeholder: 'reason', 'aria-label': 'cancel reason', id: 'cancel-reason' });
+    const cancel = wrap(async () => {
+      const r = await call('Runs/CancelRun', { runId: run.id, reason: reasonInput.value.trim() || 'cancelled from the console' });
+      show(el('div', { text: 'Run ' + r.id + ' is ' + r.status +
+        (r.status === 'cancelled' ? ' (' + (r.cancelReason || '') + ')' :
+          ['completed', 'budget_exhausted'].includes(r.status) ? ': it had already ended, nothing was cancelled' :
+            ': cancel requested, its executor stops it at its next check') }));
+      await openRun(run.id);
+      await loadRuns();
+    });
     const audit = wrap(async () => {
       const r = await call('Evidence/AuditRun', { runId: run.id });
       show(el('div', {}, 'Audit: ', badge(r.intact ? 'ALLOW' : 'DENY'), ' ',
@@ -321,6 +331,8 @@
       el('div', { class: 'actions' },
         action('Recover', recover, out),
         action('Audit run', audit, out, 'quiet'),
+        el('label', { for: 'cancel-reason', text: 'Cancel' }), reasonInput,
+        action('Cancel run', cancel, out, 'danger'),
         action('Refresh', async () => openRun(run.id), null, 'quiet')),
       el('div', { class: 'actions' }, el('label', { for: 'grant-id', text: 'Grant' }), grantInput,
         scriptedOnly ? el('span', { class: 'muted', text: 'grant controls are off on this server' }) : [

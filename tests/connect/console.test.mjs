@@ -194,6 +194,19 @@ test('a delivery held for the CFO is approved from the run page with one click',
   await page.screenshot({ path: path.join(SHOTS, 'console-approval.png'), fullPage: false });
 });
 
+test('the operator cancels a blocked run from its page, and recovery is then refused', async () => {
+  await clickButton('#run-actions', 'Start scripted run');
+  await page.waitForSelector('#run-head .badge.blocked', { timeout: 30000 });
+  await page.$eval('#cancel-reason', (e) => { e.value = 'do not publish'; });
+  await clickButton('#run-head', 'Cancel run');
+  assert.match(await resultText('#action-result', /Run .* is /), /is cancelled \(do not publish\)/);
+  await page.waitForSelector('#run-head .badge.cancelled');
+  await clickButton('#run-head', 'Recover');
+  await page.waitForSelector('#action-result .error', { timeout: 20000 });
+  const refused = await page.$eval('#action-result .error', (e) => e.textContent);
+  assert.match(refused, /cancelled/);
+});
+
 test('the token is in no URL, cookie or storage', async () => {
   for (const u of urls) {
     assert.ok(!u.includes(OPERATOR) && !u.includes(VIEWER), u);
@@ -238,7 +251,7 @@ test('the viewer sees no form of the budget figure on any page and has no action
       .map((b) => b.textContent.trim()));
     const allowed = new Set(['Sign out', 'Refresh', 'Receipt']); // reading a receipt is not an action
     for (const l of labels) {
-      assert.ok(allowed.has(l) || ids.includes(l.replace(/(completed|blocked|created|running|error|interrupted|recovering)$/, '')),
+      assert.ok(allowed.has(l) || ids.includes(l.replace(/(completed|blocked|created|running|error|interrupted|recovering|cancelled|queued|budget_exhausted)$/, '')),
         `viewer is offered "${l}"`);
     }
     assert.equal(await page.$('#grant-id'), null);
