@@ -9,9 +9,7 @@
  */
 #include <CUnit/Basic.h>
 #include <nng/nng.h>
-#include <nng/supplemental/http/http.h>
 #include <nng/supplemental/util/platform.h>
-#include <stdatomic.h>
 #include <stdio.h>
 #include <pthread.h>
 #include <stdlib.h>
@@ -22,93 +20,23 @@
 #include "charter.h"
 #include "harness.h"
 
-/* ---- a slow model server: every request is answered HTTP 500 after slow_ms --------------- */
+/* ---- a slow model server: every request is answered HTTP 500 after a delay --------------- */
 
-static nng_http_server *slow_server;
-static nng_http_handler *slow_handler;
-static atomic_int slow_ms;
-static atomic_int slow_requests;
-static char slow_url[64];
+static harness_model *slow;
 
-typedef struct slow_reply {
-    nng_aio *http; /* the request being answered */
-    nng_aio *timer;
-    struct slow_reply *next; /* every reply made, freed once the server has stopped */
-} slow_reply;
-
-static slow_reply *slow_replies;
-static pthread_mutex_t slow_replies_lock = PTHREAD_MUTEX_INITIALIZER;
-
-/* The timers' aios cannot be freed from their own callbacks: they are freed here, at the end. */
-static void slow_free_replies(void)
+static int slow_reply(void *arg, const char *path, const void *body, size_t len,
+                      harness_model_reply *out)
 {
-    if (slow_server != NULL) {
-        nng_http_server_stop(slow_server);
-        nng_http_server_release(slow_server);
-        slow_server = NULL;
-    }
-    pthread_mutex_lock(&slow_replies_lock);
-    while (slow_replies != NULL) {
-        slow_reply *r = slow_replies;
-        slow_replies = r->next;
-        nng_aio_free(r->timer);
-        free(r);
-    }
-    pthread_mutex_unlock(&slow_replies_lock);
-}
-
-static void slow_answer(void *arg)
-{
-    slow_reply *r = arg;
-    nng_http_res *res = NULL;
-    if (nng_http_res_alloc(&res) != 0) {
-        nng_aio_finish(r->http, NNG_ENOMEM);
-    } else {
-        nng_http_res_set_status(res, 500);
-        nng_http_res_copy_data(res, "{}", 2);
-        nng_aio_set_output(r->http, 0, res);
-        nng_aio_finish(r->http, 0);
-    }
-    /* The timer's own aio cannot be freed from its callback; it is left to the process. */
-}
-
-static void slow_handle(nng_aio *aio)
-{
-    atomic_fetch_add(&slow_requests, 1);
-    slow_reply *r = calloc(1, sizeof *r);
-    if (r == NULL || nng_aio_alloc(&r->timer, slow_answer, r) != 0) {
-        free(r);
-        nng_aio_finish(aio, NNG_ENOMEM);
-        return;
-    }
-    pthread_mutex_lock(&slow_replies_lock);
-    r->next = slow_replies;
-    slow_replies = r;
-    pthread_mutex_unlock(&slow_replies_lock);
-    r->http = aio;
-    nng_sleep_aio(atomic_load(&slow_ms), r->timer);
+    (void)arg, (void)path, (void)body, (void)len;
+    out->status = 500;
+    out->body = strdup("{}");
+    return out->body != NULL ? 0 : -1;
 }
 
 static int slow_start(void)
 {
-    nng_url *url = NULL;
-    if (nng_url_parse(&url, "http://127.0.0.1:0") != 0)
-        return -1;
-    int rc = nng_http_server_hold(&slow_server, url);
-    nng_url_free(url);
-    if (rc != 0 || nng_http_handler_alloc(&slow_handler, "/v1/chat/completions", slow_handle) ||
-        nng_http_handler_set_method(slow_handler, "POST") ||
-        nng_http_handler_collect_body(slow_handler, true, 4 * 1024 * 1024) ||
-        nng_http_server_add_handler(slow_server, slow_handler) ||
-        nng_http_server_start(slow_server))
-        return -1;
-    nng_sockaddr sa;
-    if (nng_http_server_get_addr(slow_server, &sa) != 0 || sa.s_family != NNG_AF_INET)
-        return -1;
-    unsigned port = ((unsigned)((const uint8_t *)&sa.s_in.sa_port)[0] << 8) |
-                    ((const uint8_t *)&sa.s_in.sa_port)[1];
-    snprintf(slow_url, sizeof slow_url, "http://127.0.0.1:%u/v1", port);
-    return 0;
+    const char *paths[] = {"/v1/chat/completions"};
+    return harness_model_start(paths, 1, slow_reply, NULL, &slow);
 }
 
 /* ---- charterd and helpers ------------------------------------------------------------------ */
@@ -128,7 +56,9 @@ static int suite_init(void)
 {
     if (slow_start() != 0)
         return -1;
-    atomic_store(&slow_ms, 8000);
+    harness_model_set_delay(slow, 8000);
+    char slow_url[96];
+    snprintf(slow_url, sizeof slow_url, "%s/v1", harness_model_url(slow));
     setenv("CHARTER_OPENAI_BASE_URL", slow_url, 1);
     setenv("CHARTER_OPENAI_API_KEY", "test-key", 1);
     setenv("CHARTER_OPENAI_MODEL", "slow-model", 1);
@@ -397,7 +327,7 @@ static void test_max_deliveries_fires_in_the_commit(void)
 
 static void test_max_wall_clock_ms_aborts_the_model_request(void)
 {
-    atomic_store(&slow_ms, 8000);
+    harness_model_set_delay(slow, 8000);
     char detail[1024] = "";
     long long t0 = now_ms();
     Charter__V1__RunView *v =
@@ -414,8 +344,8 @@ static void test_max_wall_clock_ms_aborts_the_model_request(void)
 
 static void test_cancel_during_the_model_request_aborts_it_and_names_the_step(void)
 {
-    atomic_store(&slow_ms, 8000);
-    int before = atomic_load(&slow_requests);
+    harness_model_set_delay(slow, 8000);
+    int before = harness_model_requests(slow);
     Charter__V1__RunView *v = create(op, "live", true, NULL, NULL, 0, NULL);
     CU_ASSERT_PTR_NOT_NULL_FATAL(v);
     char id[80];
@@ -439,7 +369,7 @@ static void test_cancel_during_the_model_request_aborts_it_and_names_the_step(vo
     CU_ASSERT_PTR_NOT_NULL(strstr(detail, "\"reason\":\"operator stop\""));
     CU_ASSERT_PTR_NOT_NULL(strstr(detail, "\"step\":\"research\""));
     CU_ASSERT_TRUE(took < 4000); /* well before the 8 s answer */
-    CU_ASSERT_EQUAL(atomic_load(&slow_requests) - before, 1);
+    CU_ASSERT_EQUAL(harness_model_requests(slow) - before, 1);
     charter__v1__run_view__free_unpacked(end, NULL);
 }
 
@@ -572,7 +502,7 @@ static void test_killed_executor_loses_its_lease_and_another_charterd_interrupts
     const char *extra[] = {"--runners", "1"};
     harness_charterd_opts o = {.graph = g3, .extra_args = extra, .n_extra = 2};
     harness_charterd x, y;
-    atomic_store(&slow_ms, 15000);
+    harness_model_set_delay(slow, 15000);
     CU_ASSERT_EQUAL_FATAL(harness_charterd_start(&o, &x), 0);
     charter_client *cx = NULL, *cy = NULL;
     CU_ASSERT_EQUAL_FATAL(harness_client_open(x.ipc_url, HARNESS_OPERATOR_TOKEN, 10000, &cx), 0);
@@ -606,7 +536,7 @@ static void test_killed_executor_loses_its_lease_and_another_charterd_interrupts
     CU_ASSERT_STRING_EQUAL(status, "interrupted");
     CU_ASSERT_TRUE(now_ms() - t0 >= 1000); /* not before the lease could lapse */
     /* RecoverRun still works on the interrupted run (the model now fails fast). */
-    atomic_store(&slow_ms, 0);
+    harness_model_set_delay(slow, 0);
     Charter__V1__RecoverRunRequest rreq = CHARTER__V1__RECOVER_RUN_REQUEST__INIT;
     rreq.run_id = id;
     Charter__V1__RecoverRunResponse *rr = NULL;
@@ -728,6 +658,6 @@ int main(void)
     CU_basic_run_tests();
     unsigned failed = CU_get_number_of_failures() + CU_get_number_of_suites_failed();
     CU_cleanup_registry();
-    slow_free_replies();
+    harness_model_stop(slow);
     return failed ? 1 : 0;
 }

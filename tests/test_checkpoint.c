@@ -13,7 +13,6 @@
 #include <CUnit/Basic.h>
 #include <fcntl.h>
 #include <nng/nng.h>
-#include <nng/supplemental/http/http.h>
 #include <nng/supplemental/util/platform.h>
 #include <openssl/evp.h>
 #include <openssl/rand.h>
@@ -32,116 +31,45 @@
 #include "harness.h"
 #include "receipt.h"
 
-/* ---- a model server: each request answered 200 after model_ms, as the step asks ---------- */
+/* ---- a model server: each request answered 200 after a delay, as the step asks ---------- */
 
-static nng_http_server *model_server;
-static nng_http_handler *model_handler;
-static atomic_int model_ms;
-static char model_url[64];
-
-typedef struct model_reply {
-    nng_aio *http;
-    nng_aio *timer;
-    bool report; /* the step with public fields (its schema names them) */
-    struct model_reply *next;
-} model_reply;
-
-static model_reply *model_replies;
-static pthread_mutex_t model_lock = PTHREAD_MUTEX_INITIALIZER;
-
-static void model_free_replies(void)
-{
-    if (model_server != NULL) {
-        nng_http_server_stop(model_server);
-        nng_http_server_release(model_server);
-        model_server = NULL;
-    }
-    pthread_mutex_lock(&model_lock);
-    while (model_replies != NULL) {
-        model_reply *r = model_replies;
-        model_replies = r->next;
-        nng_aio_free(r->timer);
-        free(r);
-    }
-    pthread_mutex_unlock(&model_lock);
-}
+static harness_model *model;
 
 /* The reference workflow's own script, as a live model would answer it: research and analyze
- * hand their output on, report fills its public fields. */
-static void model_answer(void *arg)
+ * hand their output on, report fills its public fields (the step whose schema names them). */
+static int model_reply(void *arg, const char *path, const void *body, size_t len,
+                       harness_model_reply *out)
 {
-    model_reply *r = arg;
+    (void)arg, (void)path;
+    bool report = false;
+    char *text = calloc(1, len + 1);
+    if (text != NULL) {
+        memcpy(text, body, len);
+        report = strstr(text, "recommended_vendor") != NULL;
+        free(text);
+    }
     const char *content =
-        r->report
-            ? "{\"content\":\"Brightline looks best.\",\"handoff\":[],\"fields\":{"
-              "\"recommended_vendor\":\"vendor_b\",\"fastest_delivery\":\"vendor_b\","
-              "\"longest_warranty\":\"vendor_b\"}}"
-            : "{\"content\":\"Brightline Office, 352 USD per unit.\",\"handoff\":[\"output\"]}";
+        report ? "{\"content\":\"Brightline looks best.\",\"handoff\":[],\"fields\":{"
+                 "\"recommended_vendor\":\"vendor_b\",\"fastest_delivery\":\"vendor_b\","
+                 "\"longest_warranty\":\"vendor_b\"}}"
+               : "{\"content\":\"Brightline Office, 352 USD per unit.\",\"handoff\":[\"output\"]}";
     json_t *env =
         json_pack("{s:s, s:s, s:s, s:[{s:i, s:{s:s, s:s, s:n}, s:s}]}", "id", "c1", "object",
                   "chat.completion", "model", "ckpt-model", "choices", "index", 0, "message",
                   "role", "assistant", "content", content, "refusal", "finish_reason", "stop");
-    char *body = env ? json_dumps(env, JSON_COMPACT) : NULL;
+    out->body = env ? json_dumps(env, JSON_COMPACT) : NULL;
     json_decref(env);
-    nng_http_res *res = NULL;
-    if (body == NULL || nng_http_res_alloc(&res) != 0) {
-        nng_aio_finish(r->http, NNG_ENOMEM);
-    } else {
-        nng_http_res_set_status(res, 200);
-        nng_http_res_set_header(res, "Content-Type", "application/json");
-        nng_http_res_copy_data(res, body, strlen(body));
-        nng_aio_set_output(r->http, 0, res);
-        nng_aio_finish(r->http, 0);
-    }
-    free(body);
-}
-
-static void model_handle(nng_aio *aio)
-{
-    nng_http_req *req = nng_aio_get_input(aio, 0);
-    void *data = NULL;
-    size_t len = 0;
-    nng_http_req_get_data(req, &data, &len);
-    model_reply *r = calloc(1, sizeof *r);
-    if (r == NULL || nng_aio_alloc(&r->timer, model_answer, r) != 0) {
-        free(r);
-        nng_aio_finish(aio, NNG_ENOMEM);
-        return;
-    }
-    char *text = calloc(1, len + 1);
-    if (text != NULL) {
-        memcpy(text, data, len);
-        r->report = strstr(text, "recommended_vendor") != NULL;
-        free(text);
-    }
-    pthread_mutex_lock(&model_lock);
-    r->next = model_replies;
-    model_replies = r;
-    pthread_mutex_unlock(&model_lock);
-    r->http = aio;
-    nng_sleep_aio(atomic_load(&model_ms), r->timer);
+    out->status = 200;
+    out->headers[0].name = "Content-Type";
+    out->headers[0].value = "application/json";
+    out->n_headers = 1;
+    return out->body != NULL ? 0 : -1;
 }
 
 static int model_start(void)
 {
-    nng_url *url = NULL;
-    if (nng_url_parse(&url, "http://127.0.0.1:0") != 0)
-        return -1;
-    int rc = nng_http_server_hold(&model_server, url);
-    nng_url_free(url);
-    if (rc != 0 || nng_http_handler_alloc(&model_handler, "/v1/chat/completions", model_handle) ||
-        nng_http_handler_set_method(model_handler, "POST") ||
-        nng_http_handler_collect_body(model_handler, true, 4 * 1024 * 1024) ||
-        nng_http_server_add_handler(model_server, model_handler) ||
-        nng_http_server_start(model_server))
-        return -1;
-    nng_sockaddr sa;
-    if (nng_http_server_get_addr(model_server, &sa) != 0 || sa.s_family != NNG_AF_INET)
-        return -1;
-    unsigned port = ((unsigned)((const uint8_t *)&sa.s_in.sa_port)[0] << 8) |
-                    ((const uint8_t *)&sa.s_in.sa_port)[1];
-    snprintf(model_url, sizeof model_url, "http://127.0.0.1:%u/v1", port);
-    return 0;
+    const char *paths[] = {"/v1/chat/completions"};
+    return harness_model_start(paths, 1, model_reply, NULL, &model);
 }
 
 /* ---- keys, charterd, helpers --------------------------------------------------------------- */
@@ -192,7 +120,9 @@ static int suite_init(void)
 {
     if (model_start() != 0 || !mkdtemp(tmpdir))
         return -1;
-    atomic_store(&model_ms, 100);
+    harness_model_set_delay(model, 100);
+    char model_url[96];
+    snprintf(model_url, sizeof model_url, "%s/v1", harness_model_url(model));
     setenv("CHARTER_OPENAI_BASE_URL", model_url, 1);
     setenv("CHARTER_OPENAI_API_KEY", "test-key", 1);
     setenv("CHARTER_OPENAI_MODEL", "ckpt-model", 1);
@@ -300,12 +230,12 @@ static bool interrupted_run(const char *graph, size_t model_calls, char id[80])
     charter_client *cx = NULL;
     if (start(graph, true, "1", &x, &cx) != 0)
         return false;
-    atomic_store(&model_ms, model_calls > 0 ? 150 : 30000);
+    harness_model_set_delay(model, model_calls > 0 ? 150 : 30000);
     bool ok = create_live(cx, id);
     for (size_t i = 0; ok && i < model_calls; i++)
         ok = wait_for_events(cx, id, "model_request", i + 1, 15000);
     if (ok && model_calls > 0) {
-        atomic_store(&model_ms, 30000);
+        harness_model_set_delay(model, 30000);
         ok = wait_for_events(cx, id, "model_request", model_calls + 1, 15000);
     }
     if (ok)
@@ -313,7 +243,7 @@ static bool interrupted_run(const char *graph, size_t model_calls, char id[80])
     charter_client_close(cx);
     if (harness_charterd_stop(&x) != 0)
         ok = false;
-    atomic_store(&model_ms, 100);
+    harness_model_set_delay(model, 100);
     return ok;
 }
 
@@ -553,10 +483,10 @@ static void test_killed_executor_then_resume_on_another_charterd_runs_to_the_end
     harness_charterd x, y;
     charter_client *cx = NULL, *cy = NULL;
     CU_ASSERT_EQUAL_FATAL(start(g, true, "1", &x, &cx), 0);
-    atomic_store(&model_ms, 1500);
+    harness_model_set_delay(model, 1500);
     CU_ASSERT_TRUE_FATAL(create_live(cx, id));
     CU_ASSERT_TRUE_FATAL(wait_for_events(cx, id, "model_request", 1, 15000));
-    atomic_store(&model_ms, 30000); /* the analyze step's request hangs */
+    harness_model_set_delay(model, 30000); /* the analyze step's request hangs */
     /* The checkpoint before research, taken while the run goes on. */
     Charter__V1__Checkpoint *first = checkpoint_of(cx, id, NULL, NULL, 0);
     CU_ASSERT_PTR_NOT_NULL_FATAL(first);
@@ -583,7 +513,7 @@ static void test_killed_executor_then_resume_on_another_charterd_runs_to_the_end
     CU_ASSERT_EQUAL(k->steps, 1);
     CU_ASSERT_EQUAL(k->model_calls, 1);
     CU_ASSERT_EQUAL(k->deliveries, 0);
-    atomic_store(&model_ms, 100);
+    harness_model_set_delay(model, 100);
     /* An older checkpoint of the run is not the one to resume from. */
     CU_ASSERT_EQUAL(resume(cy, first->token, msg, sizeof msg), CHARTER_FAILED_PRECONDITION);
     CU_ASSERT_PTR_NOT_NULL(strstr(msg, "is not run"));
@@ -861,6 +791,6 @@ int main(void)
     CU_basic_run_tests();
     unsigned failed = CU_get_number_of_failures() + CU_get_number_of_suites_failed();
     CU_cleanup_registry();
-    model_free_replies();
+    harness_model_stop(model);
     return failed ? 1 : 0;
 }

@@ -11,7 +11,6 @@
 #include <CUnit/Basic.h>
 #include <jansson.h>
 #include <nng/nng.h>
-#include <nng/supplemental/http/http.h>
 #include <nng/supplemental/util/platform.h>
 #include <stdatomic.h>
 #include <stdio.h>
@@ -26,49 +25,35 @@
 #define GEMINI_MODEL "gemini-test-flash"
 #define GEMINI_PATH "/v1beta/models/" GEMINI_MODEL ":generateContent"
 
-static nng_http_server *server;
-static char root_url[64];
+static harness_model *server;
 static atomic_int openai_requests, gemini_requests;
-static atomic_int openai_quota;   /* 0: openai answers 500; 1: 429 with Retry-After: 5 */
-static atomic_int gemini_slow_ms; /* gemini answers after this long */
+static atomic_int openai_quota; /* 0: openai answers 500; 1: 429 with Retry-After: 5 */
 
-static void answer(nng_aio *aio, uint16_t status, const char *body, const char *retry_after)
-{
-    nng_http_res *res = NULL;
-    if (nng_http_res_alloc(&res) != 0) {
-        nng_aio_finish(aio, NNG_ENOMEM);
-        return;
-    }
-    nng_http_res_set_status(res, status);
-    nng_http_res_set_header(res, "Content-Type", "application/json");
-    if (retry_after != NULL)
-        nng_http_res_set_header(res, "Retry-After", retry_after);
-    nng_http_res_copy_data(res, body, strlen(body));
-    nng_aio_set_output(aio, 0, res);
-    nng_aio_finish(aio, 0);
-}
-
-static void openai_handle(nng_aio *aio)
+static int openai_reply(harness_model_reply *out)
 {
     atomic_fetch_add(&openai_requests, 1);
-    if (atomic_load(&openai_quota))
-        answer(aio, 429, "{\"error\":{\"message\":\"Rate limit reached\"}}", "5");
-    else
-        answer(aio, 500, "{\"error\":{\"message\":\"upstream down\",\"type\":\"server_error\"}}",
-               NULL);
+    out->delay_ms = 0; /* only gemini is slow */
+    out->n_headers = 1;
+    out->headers[0].name = "Content-Type";
+    out->headers[0].value = "application/json";
+    if (atomic_load(&openai_quota)) {
+        out->status = 429;
+        out->headers[1].name = "Retry-After";
+        out->headers[1].value = "5";
+        out->n_headers = 2;
+        out->body = strdup("{\"error\":{\"message\":\"Rate limit reached\"}}");
+    } else {
+        out->status = 500;
+        out->body = strdup("{\"error\":{\"message\":\"upstream down\",\"type\":\"server_error\"}}");
+    }
+    return out->body != NULL ? 0 : -1;
 }
 
 /* Answers the step named in the system instruction: the report step with its public fields,
- * the others with their output handed on. */
-static void gemini_handle(nng_aio *aio)
+ * the others with their output handed on; after the server's delay. */
+static int gemini_reply(const void *data, size_t len, harness_model_reply *out)
 {
     atomic_fetch_add(&gemini_requests, 1);
-    if (atomic_load(&gemini_slow_ms) > 0)
-        nng_msleep(atomic_load(&gemini_slow_ms));
-    nng_http_req *req = nng_aio_get_input(aio, 0);
-    void *data = NULL;
-    size_t len = 0;
-    nng_http_req_get_data(req, &data, &len);
     json_t *b = json_loadb(data, len, 0, NULL);
     const char *instr = json_string_value(json_object_get(
         json_array_get(json_object_get(json_object_get(b, "systemInstruction"), "parts"), 0),
@@ -82,40 +67,26 @@ static void gemini_handle(nng_aio *aio)
                : "{\"content\":\"Three vendors compared on price.\",\"handoff\":[\"output\"]}";
     json_t *env = json_pack("{s:[{s:{s:[{s:s}], s:s}, s:s}]}", "candidates", "content", "parts",
                             "text", text, "role", "model", "finishReason", "STOP");
-    char *body = env != NULL ? json_dumps(env, JSON_COMPACT) : NULL;
+    out->body = env != NULL ? json_dumps(env, JSON_COMPACT) : NULL;
     json_decref(env);
-    if (body == NULL) {
-        nng_aio_finish(aio, NNG_ENOMEM);
-        return;
-    }
-    answer(aio, 200, body, NULL);
-    free(body);
+    out->status = 200;
+    out->headers[0].name = "Content-Type";
+    out->headers[0].value = "application/json";
+    out->n_headers = 1;
+    return out->body != NULL ? 0 : -1;
+}
+
+static int model_reply(void *arg, const char *path, const void *body, size_t len,
+                       harness_model_reply *out)
+{
+    (void)arg;
+    return strcmp(path, GEMINI_PATH) == 0 ? gemini_reply(body, len, out) : openai_reply(out);
 }
 
 static int server_start(void)
 {
-    nng_url *url = NULL;
-    nng_http_handler *h1 = NULL, *h2 = NULL;
-    if (nng_url_parse(&url, "http://127.0.0.1:0") != 0)
-        return -1;
-    int rc = nng_http_server_hold(&server, url);
-    nng_url_free(url);
-    if (rc != 0 || nng_http_handler_alloc(&h1, "/v1/chat/completions", openai_handle) ||
-        nng_http_handler_set_method(h1, "POST") ||
-        nng_http_handler_collect_body(h1, true, 4 * 1024 * 1024) ||
-        nng_http_server_add_handler(server, h1) ||
-        nng_http_handler_alloc(&h2, GEMINI_PATH, gemini_handle) ||
-        nng_http_handler_set_method(h2, "POST") ||
-        nng_http_handler_collect_body(h2, true, 4 * 1024 * 1024) ||
-        nng_http_server_add_handler(server, h2) || nng_http_server_start(server))
-        return -1;
-    nng_sockaddr sa;
-    if (nng_http_server_get_addr(server, &sa) != 0 || sa.s_family != NNG_AF_INET)
-        return -1;
-    unsigned port = ((unsigned)((const uint8_t *)&sa.s_in.sa_port)[0] << 8) |
-                    ((const uint8_t *)&sa.s_in.sa_port)[1];
-    snprintf(root_url, sizeof root_url, "http://127.0.0.1:%u", port);
-    return 0;
+    const char *paths[] = {"/v1/chat/completions", GEMINI_PATH};
+    return harness_model_start(paths, 2, model_reply, NULL, &server);
 }
 
 static char graph[64];
@@ -126,6 +97,7 @@ static int suite_init(void)
 {
     if (server_start() != 0)
         return -1;
+    const char *root_url = harness_model_url(server);
     char openai_url[96];
     snprintf(openai_url, sizeof openai_url, "%s/v1", root_url);
     setenv("CHARTER_OPENAI_BASE_URL", openai_url, 1);
@@ -149,10 +121,8 @@ static int suite_clean(void)
     charter_client_close(op);
     int rc = harness_charterd_stop(&daemon_);
     harness_graph_drop(graph);
-    if (server != NULL) {
-        nng_http_server_stop(server);
-        nng_http_server_release(server);
-    }
+    harness_model_stop(server);
+    server = NULL;
     return rc == 0 ? 0 : -1;
 }
 
@@ -273,7 +243,7 @@ static const char *status_of(const char *id, Charter__V1__RunView **out)
  * transfer, and the run records both failures. */
 static void test_cancel_during_the_gemini_request_aborts_it(void)
 {
-    atomic_store(&gemini_slow_ms, 6000);
+    harness_model_set_delay(server, 6000);
     int before = atomic_load(&gemini_requests);
     Charter__V1__CreateRunRequest req = CHARTER__V1__CREATE_RUN_REQUEST__INIT;
     req.mode = "live";
@@ -308,7 +278,7 @@ static void test_cancel_during_the_gemini_request_aborts_it(void)
         nng_msleep(50);
     }
     long long took = now_ms() - t0;
-    atomic_store(&gemini_slow_ms, 0);
+    harness_model_set_delay(server, 0);
     CU_ASSERT_PTR_NOT_NULL_FATAL(end);
     CU_ASSERT_STRING_EQUAL(end->run->status, "cancelled");
     CU_ASSERT_TRUE(took < 3000); /* well before gemini's 6 s answer */

@@ -280,4 +280,50 @@ bool harness_has_code(char *const *codes, size_t n, const char *code);
 int harness_suite_redis_start(harness_private_redis *r);
 void harness_suite_redis_stop(harness_private_redis *r);
 
+/* --- a fake model provider ---------------------------------------------------------------- */
+
+/* A real local HTTP server (NNG's) standing in for a remote model provider: charterd is
+ * pointed at it through CHARTER_*_BASE_URL and each suite decides what it answers. */
+typedef struct harness_model harness_model;
+
+#define HARNESS_MODEL_MAX_HEADERS 4
+
+/* What one request is answered with, filled by the suite's reply function. */
+typedef struct {
+    int status; /* HTTP status (e.g. 200, 429, 500) */
+    struct {
+        const char *name, *value; /* copied before the reply function returns */
+    } headers[HARNESS_MODEL_MAX_HEADERS];
+    size_t n_headers;
+    char *body;   /* malloc'd; the server takes and frees it; NULL: an empty body */
+    int delay_ms; /* preset to the server's delay; the function may change it (0: at once) */
+} harness_model_reply;
+
+/* Called once per request, on an NNG thread, as soon as it arrives: path is the registered
+ * path it came in on, body its bytes (len of them, not NUL-terminated). Returns 0 with *out
+ * filled, or nonzero (the request then fails with NNG_ENOMEM and out->body is still freed). */
+typedef int (*harness_model_fn)(void *arg, const char *path, const void *body, size_t len,
+                                harness_model_reply *out);
+
+/* Starts a server on 127.0.0.1 (a free port) that takes POST on each of paths (n of them;
+ * request bodies collected up to 4 MiB) and answers every request with what fn (given arg)
+ * says, after the reply's delay_ms (initially 0). Returns 0 with *out (stop it with
+ * harness_model_stop), or -1. */
+int harness_model_start(const char *const *paths, size_t n, harness_model_fn fn, void *arg,
+                        harness_model **out);
+
+/* Sets the delay, in milliseconds, preset in each later request's reply. Thread-safe. */
+void harness_model_set_delay(harness_model *m, int ms);
+
+/* How many requests have arrived so far (all paths). Thread-safe. */
+int harness_model_requests(harness_model *m);
+
+/* "http://127.0.0.1:<port>" (no trailing slash), valid until harness_model_stop. */
+const char *harness_model_url(const harness_model *m);
+
+/* Answers every delayed request still waiting (with an error), stops the server, and frees
+ * everything, including the delay timers that could not be freed from their own callbacks.
+ * m may be NULL. */
+void harness_model_stop(harness_model *m);
+
 #endif
