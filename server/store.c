@@ -823,6 +823,19 @@ static int redirect(store *st, const char *msg)
     return 1;
 }
 
+/* An error reply that means the server did not run the command and may later: BUSY (another
+ * script runs), LOADING, TRYAGAIN, MASTERDOWN, CLUSTERDOWN. */
+static bool store_refused_busy(const char *msg)
+{
+    static const char *const busy[] = {"BUSY", "LOADING", "TRYAGAIN", "MASTERDOWN", "CLUSTERDOWN"};
+    for (size_t i = 0; msg && i < sizeof busy / sizeof busy[0]; i++) {
+        size_t n = strlen(busy[i]);
+        if (strncmp(msg, busy[i], n) == 0 && (msg[n] == ' ' || msg[n] == '\0'))
+            return true;
+    }
+    return false;
+}
+
 int store_call(store *st, const char *fn, int nargs, const char *const *args, json_t **out)
 {
     if (out)
@@ -857,10 +870,21 @@ int store_call(store *st, const char *fn, int nargs, const char *const *args, js
         argvlen[i] = strlen(argv[i]);
 
     redisReply *r = NULL;
+    int pause_ms = 10;
     for (int hop = 0;; hop++) {
         r = command(st, 4 + nargs, argv, argvlen);
         if (!r)
             return STATUS_EUNAVAILABLE;
+        /* Refused as busy (a long script, a load, a failover): the command did not run, so
+         * it is sent again after a pause, within the call's deadline. */
+        if (r->type == REDIS_REPLY_ERROR && store_refused_busy(r->str) &&
+            budget_ms(st) > 2 * pause_ms) {
+            freeReplyObject(r);
+            struct timespec ts = {0, (long)pause_ms * 1000000L};
+            nanosleep(&ts, NULL);
+            pause_ms = pause_ms < 160 ? pause_ms * 2 : 160;
+            continue;
+        }
         if (!st->cluster || r->type != REDIS_REPLY_ERROR || hop == STORE_MAX_REDIRECTS)
             break;
         /* A redirect means the command did not run: it is sent again where it belongs. */

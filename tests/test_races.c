@@ -389,6 +389,9 @@ static void *many_main(void *arg)
 
 /* Checks one round of the many-deliverers race; returns the number of problems found, each
  * printed once. */
+/* Same-content answers UNKNOWN because the facts could not be read (no effect), all rounds. */
+static size_t many_unread;
+
 static int check_many_round(deliverer *ds, size_t n, int round)
 {
     int problems = 0;
@@ -409,8 +412,13 @@ static int check_many_round(deliverer *ds, size_t n, int round)
         if (d->rc != 0) {
             why = "RPC error";
         } else if (s_payload && strcmp(d->payload, s_payload) == 0) {
-            /* The committed content: this very delivery, committed or acknowledged. */
-            if (d->outcome != CHARTER__V1__OUTCOME__ALLOW || !d->has_delivery)
+            /* The committed content: this very delivery, committed or acknowledged. An
+             * UNKNOWN without effect (the facts could not be read in time on a loaded host) is
+             * honest, and counted: the run fails when they are more than one answer in 100. */
+            if (d->outcome == CHARTER__V1__OUTCOME__UNKNOWN && !d->has_delivery &&
+                strstr(d->message, "could not supply") != NULL)
+                many_unread++;
+            else if (d->outcome != CHARTER__V1__OUTCOME__ALLOW || !d->has_delivery)
                 why = "same content but not ALLOW with the delivery";
             else if (strcmp(d->d_inv, round_inv) != 0 || !s_fp ||
                      strcmp(d->d_fingerprint, s_fp) != 0 || strcmp(d->d_payload, s_payload) != 0 ||
@@ -494,9 +502,10 @@ static void test_two_hundred_deliverers_commit_one_invocation_once(void)
     CU_ASSERT_EQUAL_FATAL(store_call(graph_store, "get_run", 3, args, &view), STATUS_OK);
     CU_ASSERT_EQUAL(json_array_size(json_object_get(view, "deliveries")), MANY_ROUNDS);
     json_decref(view);
+    CU_ASSERT_TRUE(many_unread * 100 <= (size_t)MANY_ROUNDS * MANY_THREADS);
     printf("\n    %d rounds x %d deliverers on 2 charterd: %d rounds failed, other content won "
-           "%zu rounds, %lld ms\n",
-           MANY_ROUNDS, MANY_THREADS, failed_rounds, other_won, now_ms() - t0);
+           "%zu rounds, %zu answers UNKNOWN without effect (facts unread), %lld ms\n",
+           MANY_ROUNDS, MANY_THREADS, failed_rounds, other_won, many_unread, now_ms() - t0);
 }
 
 /* --- revocation racing delivery ----------------------------------------------------------- */
