@@ -82,8 +82,8 @@ static int build_events(const json_t *got, const char *actor, const char *reason
     static const char *const fmt[3] = {
         "approval %s was denied by %s",
         "approval %s expired: %s did not decide before its deadline (silence is never consent)",
-        "approval %s was approved by %s but the conditional write was refused on the database "
-        "clock (the approval's reason names the check)",
+        ("approval %s was approved by %s but the conditional write was refused on the database "
+         "clock (the approval's reason names the check)"),
     };
     for (int i = 0; i < 3; i++) {
         size_t n = strlen(fmt[i]) + strlen(id) + strlen(actor) + 1;
