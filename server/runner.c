@@ -904,6 +904,8 @@ int runner_recover(const gate_env *g, const char *run_id, runner_recovery *out)
         out->acknowledged = true;
         return STATUS_OK;
     }
+    if (rc == STATUS_EREFUSED)
+        snprintf(out->status, sizeof out->status, "%s", current);
     if (rc != STATUS_OK)
         return rc;
 

@@ -49,6 +49,7 @@ int runner_execute(const gate_env *g, const char *run_id, const runner_lease *le
 typedef struct {
     guard_decision decision; /* of the public delivery */
     bool acknowledged;       /* the run already had its delivery; nothing new was sent */
+    char status[32];         /* with STATUS_EREFUSED: the run's status then ("" if not read) */
 } runner_recovery;
 
 /* Recovers a blocked (or interrupted) run: claims it once, opens a fresh recovery-step context,

@@ -355,14 +355,7 @@ static int recover_run(call *c, const ProtobufCMessage *in, ProtobufCMessage **o
     rc = runner_recover(&g, req->run_id, &rec);
     if (rc == STATUS_EREFUSED) {
         guard_decision_free(&rec.decision);
-        /* Name the status it is in (cancelled, running, ...), read without content. */
-        Charter__V1__RunView *now = NULL;
-        const char *status = load_view_of(c, req->run_id, 0, 1, false, "none", &now) == RPC_OK &&
-                                     now->run && now->run->status
-                                 ? now->run->status
-                                 : "not blocked, interrupted or in error";
-        c->status = RPC_OK;
-        c->message[0] = '\0';
+        const char *status = rec.status[0] ? rec.status : "not blocked, interrupted or in error";
         return call_fail_statusf(c, STATUS_EREFUSED,
                                  "run %s is %s: only a blocked, interrupted or error run "
                                  "recovers; nothing to recover",
