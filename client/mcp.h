@@ -103,6 +103,12 @@ json_t *mcp_rpc_refusal(int rc, const charter_status *st);
 /* {seq, kind, codes, witness[, outcome]} of an event (new reference). */
 json_t *mcp_event_json(const Charter__V1__Event *e);
 
+/* Input schemas shared by the tools: an id string (1 to 128 characters) described by what, and
+ * a strict object of props (stolen) whose required fields are the NULL-terminated names
+ * (required NULL: every property). NULL when out of memory. */
+json_t *mcp_id_schema(const char *what);
+json_t *mcp_object_schema(json_t *props, const char *const *required);
+
 /* The async-run tools (mcp_async.c): schemas and calls, listed by mcp_tools.c's catalog. */
 json_t *mcp_async_start_schema(const mcp_server *srv);
 json_t *mcp_async_run_schema(const mcp_server *srv);

@@ -29,29 +29,13 @@ static const char *const budget_names[] = {"max_wall_clock_ms", "max_model_calls
 
 static json_t *run_id_schema(void)
 {
-    return json_pack("{s:s, s:i, s:i, s:s}", "type", "string", "minLength", 1, "maxLength", 128,
-                     "description", "A run this session started with start_async_run.");
+    return mcp_id_schema("A run this session started with start_async_run.");
 }
 
 static json_t *seq_schema(void)
 {
     return json_pack("{s:s, s:i, s:s}", "type", "integer", "minimum", 0, "description",
                      "Only events after this seq (0: from the first).");
-}
-
-/* An object schema with props (stolen) whose required fields are the NULL-terminated names. */
-static json_t *object_of(json_t *props, const char *const *required)
-{
-    json_t *req = json_array();
-    for (size_t i = 0; req && required && required[i]; i++)
-        json_array_append_new(req, json_string(required[i]));
-    if (!props || !req) {
-        json_decref(props);
-        json_decref(req);
-        return NULL;
-    }
-    return json_pack("{s:s, s:o, s:o, s:b}", "type", "object", "properties", props, "required", req,
-                     "additionalProperties", 0);
 }
 
 json_t *mcp_async_start_schema(const mcp_server *srv)
@@ -63,7 +47,7 @@ json_t *mcp_async_start_schema(const mcp_server *srv)
                             json_pack("{s:s, s:i, s:I}", "type", "integer", "minimum", 1, "maximum",
                                       (json_int_t)1000000000));
     static const char *const none[] = {NULL};
-    json_t *budget_schema = object_of(budget, none);
+    json_t *budget_schema = mcp_object_schema(budget, none);
     if (budget_schema)
         json_object_set_new(budget_schema, "description",
                             json_string("Optional budgets; the first exhausted ends the run "
@@ -74,42 +58,44 @@ json_t *mcp_async_start_schema(const mcp_server *srv)
                   "scripted: the built-in scripted agents; live: the configured model provider.",
                   "budget", budget_schema);
     static const char *const req[] = {"mode", NULL};
-    return object_of(props, req);
+    return mcp_object_schema(props, req);
 }
 
 json_t *mcp_async_run_schema(const mcp_server *srv)
 {
     (void)srv;
     static const char *const req[] = {"run_id", NULL};
-    return object_of(json_pack("{s:o}", "run_id", run_id_schema()), req);
+    return mcp_object_schema(json_pack("{s:o}", "run_id", run_id_schema()), req);
 }
 
 json_t *mcp_async_wait_schema(const mcp_server *srv)
 {
     (void)srv;
     static const char *const req[] = {"run_id", NULL};
-    return object_of(json_pack("{s:o, s:o, s:{s:s, s:i, s:i, s:s}}", "run_id", run_id_schema(),
-                               "after_seq", seq_schema(), "timeout_ms", "type", "integer",
-                               "minimum", 1, "maximum", WAIT_MAX_MS, "description",
-                               "How long to wait for news (default and most: 8000)."),
-                     req);
+    return mcp_object_schema(json_pack("{s:o, s:o, s:{s:s, s:i, s:i, s:s}}", "run_id",
+                                       run_id_schema(), "after_seq", seq_schema(), "timeout_ms",
+                                       "type", "integer", "minimum", 1, "maximum", WAIT_MAX_MS,
+                                       "description",
+                                       "How long to wait for news (default and most: 8000)."),
+                             req);
 }
 
 json_t *mcp_async_cancel_schema(const mcp_server *srv)
 {
     (void)srv;
     static const char *const req[] = {"run_id", "reason", NULL};
-    return object_of(json_pack("{s:o, s:{s:s, s:i, s:i}}", "run_id", run_id_schema(), "reason",
-                               "type", "string", "minLength", 1, "maxLength", REASON_MAX),
-                     req);
+    return mcp_object_schema(json_pack("{s:o, s:{s:s, s:i, s:i}}", "run_id", run_id_schema(),
+                                       "reason", "type", "string", "minLength", 1, "maxLength",
+                                       REASON_MAX),
+                             req);
 }
 
 json_t *mcp_async_events_schema(const mcp_server *srv)
 {
     (void)srv;
     static const char *const req[] = {"run_id", NULL};
-    return object_of(json_pack("{s:o, s:o}", "run_id", run_id_schema(), "after_seq", seq_schema()),
-                     req);
+    return mcp_object_schema(
+        json_pack("{s:o, s:o}", "run_id", run_id_schema(), "after_seq", seq_schema()), req);
 }
 
 /* ---- the session's runs ------------------------------------------------------------------ */

@@ -134,23 +134,39 @@ static json_t *receivers(const mcp_server *srv)
 
 /* ---- input schemas and their check -------------------------------------------------------- */
 
-static json_t *id_schema(const char *what)
+json_t *mcp_id_schema(const char *what)
 {
     return json_pack("{s:s, s:i, s:i, s:s}", "type", "string", "minLength", 1, "maxLength", 128,
                      "description", what);
 }
 
-/* An object schema of the given properties (stolen); every property is required. */
-static json_t *object_schema(json_t *props)
+static json_t *id_schema(const char *what)
 {
-    if (!props)
-        return NULL;
+    return mcp_id_schema(what);
+}
+
+/* An object schema of the given properties (stolen); every property is required. */
+json_t *mcp_object_schema(json_t *props, const char *const *required)
+{
     json_t *req = json_array();
+    if (!props || !req) {
+        json_decref(props);
+        json_decref(req);
+        return NULL;
+    }
     const char *k;
     json_t *v;
-    json_object_foreach(props, k, v) json_array_append_new(req, json_string(k));
+    if (required == NULL)
+        json_object_foreach(props, k, v) json_array_append_new(req, json_string(k));
+    for (size_t i = 0; required != NULL && required[i] != NULL; i++)
+        json_array_append_new(req, json_string(required[i]));
     return json_pack("{s:s, s:o, s:o, s:b}", "type", "object", "properties", props, "required", req,
                      "additionalProperties", 0);
+}
+
+static json_t *object_schema(json_t *props)
+{
+    return mcp_object_schema(props, NULL);
 }
 
 static json_t *ctx_props(void)
