@@ -5,8 +5,9 @@
  * every input through the input gate, asks the model, records the output and delivers through
  * gate.c and deliver.c. A handoff the gate refuses stops the run as "blocked" before the next
  * step's model is called. Status changes are atomic transitions in the database, so two
- * recoveries of one run (in one process or in two) cannot both proceed. Every event goes into
- * the run's hash chain through evlog.c; a run that ends gets its run receipt.
+ * recoveries of one run (in one process or in two) cannot both proceed. Under an executor's
+ * lease, a send held for a human approval is waited for here, never on an RPC worker. Every
+ * event goes into the run's hash chain through evlog.c; a run that ends gets its run receipt.
  */
 #include "runner.h"
 

@@ -39,7 +39,9 @@ typedef struct {
 
 /* Executes a claimed run: queued -> running, then every step as runner_start does, renewing
  * the lease with the run's counters before each step, model request and delivery and every
- * lease_ms/3 during a model request. A cancel request ends the run cancelled, an exhausted
+ * lease_ms/3 during a model request. A send held for a human approval (deliver.h) is waited
+ * for on this thread (status pending_approval, the lease renewed, the approval read every
+ * 200 ms), then sent again under its invocation ID: approved, acknowledged; otherwise refused. A cancel request ends the run cancelled, an exhausted
  * budget budget_exhausted (each naming the step; the model request in flight is aborted); a
  * lost lease stops it without a word (whoever reaped the lease marks it interrupted). The
  * lease is released at the end. g->wf must be the run's pinned workflow. Returns STATUS_OK,
