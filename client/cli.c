@@ -266,8 +266,9 @@ static int cli_connect(cli *c)
 
 static bool run_active(const char *status)
 {
-    return status != NULL && (strcmp(status, "queued") == 0 || strcmp(status, "running") == 0 ||
-                              strcmp(status, "recovering") == 0);
+    return status != NULL &&
+           (strcmp(status, "queued") == 0 || strcmp(status, "running") == 0 ||
+            strcmp(status, "recovering") == 0 || strcmp(status, "pending_approval") == 0);
 }
 
 /* Follows run_id with WaitRun until it is no longer queued, running or recovering, or
@@ -432,8 +433,8 @@ static bool cancel_applies(const char *status)
 {
     return strcmp(status, "created") == 0 || strcmp(status, "queued") == 0 ||
            strcmp(status, "running") == 0 || strcmp(status, "recovering") == 0 ||
-           strcmp(status, "blocked") == 0 || strcmp(status, "error") == 0 ||
-           strcmp(status, "interrupted") == 0;
+           strcmp(status, "pending_approval") == 0 || strcmp(status, "blocked") == 0 ||
+           strcmp(status, "error") == 0 || strcmp(status, "interrupted") == 0;
 }
 
 static int cmd_cancel(cli *c, const cli_command *cmd, const cli_args *a)
@@ -605,8 +606,11 @@ static int cmd_recover(cli *c, const cli_command *cmd, const cli_args *a)
     charter_status st;
     int rv = EXIT_OK;
 
-    (void)cmd;
     req.run_id = (char *)a->pos[0];
+    const char *async = arg_option(a, "async");
+    if (async != NULL && strcmp(async, "1") != 0)
+        return usage_error(cmd, "--async takes no value%s", "");
+    req.async = async != NULL;
     if ((rv = cli_connect(c)) != 0)
         return rv;
     if (charter_recover_run(c->client, &req, &r, &st) != 0)
@@ -617,7 +621,12 @@ static int cmd_recover(cli *c, const cli_command *cmd, const cli_args *a)
         const char *recipient = r->recipient && *r->recipient ? r->recipient : NULL;
         printf("run %s  %s\n", r->run != NULL ? r->run->id : a->pos[0],
                r->run != NULL ? r->run->status : "-");
-        cli_print_decision(stdout, "deliver", recipient, r->decision);
+        if (r->decision != NULL)
+            cli_print_decision(stdout, "deliver", recipient, r->decision);
+        else
+            /* Queued on an executor and not ended yet: no decision to show. */
+            printf("recovery      in progress on an executor: follow it with charter wait %s\n",
+                   r->run != NULL ? r->run->id : a->pos[0]);
         printf("acknowledged  %s\n", r->acknowledged ? "yes (nothing new was delivered)" : "no");
         if (r->n_deliveries > 0) {
             printf("\ndeliveries (%zu)\n", r->n_deliveries);
@@ -1995,6 +2004,7 @@ static const char *const list_opts[] = {"limit", NULL};
 static const char *const record_opts[] = {"title", "content", "content-file", NULL};
 static const char *const verify_opts[] = {"key", "public-key", NULL};
 static const char *const no_opts[] = {NULL};
+static const char *const recover_opts[] = {"async", NULL};
 static const char *const restore_opts[] = {"all", NULL};
 static const char *const what_if_opts[] = {"workflow", "run", "since", "limit", NULL};
 static const char *const approvals_opts[] = {"run", "state", NULL};
@@ -2037,7 +2047,10 @@ static const cli_command commands[] = {
      "a run with its events (seq > --after, at most --limit), deliveries and artifacts", get_opts,
      1, 1, cmd_get},
     {"list", "[--limit N]", "runs, newest first", list_opts, 0, 0, cmd_list},
-    {"recover", "RUN", "recover a blocked, interrupted or failed run", no_opts, 1, 1, cmd_recover},
+    {"recover", "RUN [--async]",
+     "recover a blocked, interrupted or failed run: an executor runs the recovery step; waits for "
+     "its decision unless --async",
+     recover_opts, 1, 1, cmd_recover},
     {"revoke", "GRANT", "revoke a grant (operator)", no_opts, 1, 1, cmd_revoke},
     {"restore", "GRANT | --all", "restore a revoked grant, or (--all) every revoked grant",
      restore_opts, 0, 1, cmd_restore},

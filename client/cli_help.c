@@ -47,7 +47,11 @@ static const cli_help_entry entries[] = {
      "charter get RUN --after 10 --limit 5\n"
      "charter --json get RUN | jq '.events[] | select(.outcome==\"DENY\")'"},
     {"list", "  --limit N          at most N runs, newest first\n", "charter list --limit 5"},
-    {"recover", NULL, "charter recover RUN"},
+    {"recover",
+     "  --async            return as soon as the recovery is queued (follow it with charter "
+     "wait)\n",
+     "charter recover RUN\n"
+     "charter recover --async RUN && charter wait RUN"},
     {"revoke", NULL, "charter revoke g_reporter"},
     {"tenant",
      "  --max-runs N          runs the tenant may create (0: unlimited)\n"

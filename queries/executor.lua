@@ -42,9 +42,11 @@ end
 
 --[[ charter_claim_run
 keys: P. args: owner (the executor's id), lease_ms (integer 100..600000).
-reply: {"run_id":"<id>","lease_until":<ms>} for the first queued run popped from P:runq, now
-  leased to owner until the database's time plus lease_ms (P:leases scores it); {"run_id":""}
-  when no queued run waits. Ids popped whose run is no longer queued are dropped.
+reply: {"run_id":"<id>","lease_until":<ms>,"status":"queued"|"recovering"} for the first run
+  popped from P:runq that is queued (to execute) or recovering without a holder (a recovery
+  charter_request_recovery queued), now leased to owner until the database's time plus
+  lease_ms (P:leases scores it); {"run_id":""} when none waits. Ids popped whose run is in
+  another status, or already held, are dropped.
 errors: invalid. ]]
 local function charter_claim_run(keys, args)
     local P = prefix(keys)
@@ -56,14 +58,37 @@ local function charter_claim_run(keys, args)
             return cjson.encode({run_id = ''})
         end
         local key = P .. ':run:' .. id
-        if redis.call('HGET', key, 'status') == 'queued' then
+        local st, holder = unpack(redis.call('HMGET', key, 'status', 'lease_owner'))
+        if st == 'queued' or (st == 'recovering' and not holder) then
             local untilms = now_ms() + lease
             redis.call('HSET', key, 'lease_owner', owner, 'lease_until',
                        string.format('%d', untilms))
             redis.call('ZADD', P .. ':leases', untilms, id)
-            return cjson.encode({run_id = id, lease_until = untilms})
+            return cjson.encode({run_id = id, lease_until = untilms, status = st})
         end
     end
+end
+
+--[[ charter_request_recovery
+keys: P. args: run_id, sealed event status_changed whose detail starts with
+  "<current status> -> recovering".
+reply: {"ok":true,"seq":n,"from":"<old>"} when the run was blocked, interrupted or error: in
+  this one call it becomes recovering (a recovery claims a run once), loses any holder, and is
+  pushed on P:runq, where an executor thread claims it with a lease (charter_claim_run) and
+  runs the recovery step; else {"ok":false,"status":"<current>"} and nothing is written; or
+  the conflict reply.
+errors: not_found (run), invalid. ]]
+local function charter_request_recovery(keys, args)
+    local P = prefix(keys)
+    local run_id = check_id(args[1], 'run_id')
+    local reply = charter_transition_run(keys, {run_id, 'blocked,interrupted,error',
+                                                'recovering', args[2]})
+    if cjson.decode(reply).ok == true then
+        redis.call('HDEL', P .. ':run:' .. run_id, 'lease_owner', 'lease_until')
+        redis.call('ZREM', P .. ':leases', run_id)
+        redis.call('RPUSH', P .. ':runq', run_id)
+    end
+    return reply
 end
 
 --[[ charter_renew_lease
@@ -140,10 +165,10 @@ end
 --[[ charter_request_cancel
 keys: P. args: run_id, reason (text, may be empty).
 reply: {"status":"<current>","leased":bool}: the cancel reason is stored on the run when its
-  status is created, queued, running or recovering (a leased run's executor observes it at its
-  next renewal), or blocked, error or interrupted (resting, but recoverable: charterd then ends
-  it cancelled, so no recovery delivers); nothing is written for completed, cancelled or
-  budget_exhausted runs.
+  status is created, queued, running, recovering or pending_approval (a leased run's executor
+  observes it at its next renewal), or blocked, error or interrupted (resting, but
+  recoverable: charterd then ends it cancelled, so no recovery delivers); nothing is written
+  for completed, cancelled or budget_exhausted runs.
 errors: not_found (run), invalid. ]]
 local function charter_request_cancel(keys, args)
     local P = prefix(keys)
@@ -156,7 +181,7 @@ local function charter_request_cancel(keys, args)
     end
     local s = h.status or ''
     if s == 'created' or s == 'queued' or s == 'running' or s == 'recovering' or
-        s == 'blocked' or s == 'error' or s == 'interrupted' then
+        s == 'pending_approval' or s == 'blocked' or s == 'error' or s == 'interrupted' then
         if reason == '' then
             reason = 'cancelled'
         end

@@ -36,5 +36,5 @@ local MAX_CHAIN = 64       -- grants one grant_chain walk returns, and a commit 
 local RUN_STATUSES = {
     created = true, running = true, blocked = true, recovering = true,
     completed = true, error = true, interrupted = true, queued = true, cancelled = true,
-    budget_exhausted = true,
+    budget_exhausted = true, pending_approval = true,
 }

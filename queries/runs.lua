@@ -76,10 +76,10 @@ end
 
 --[[ charter_unfinished_runs
 keys: P. args: none.
-reply: {"runs":[ids]}: every run whose status is running or recovering and whose executor
-  lease (charter_claim_run) is not live on the database's clock, oldest first (charterd marks
-  each interrupted at startup, one transition per run; a run another live charterd executes
-  keeps its status). errors: none. ]]
+reply: {"runs":[ids]}: every run whose status is running, recovering or pending_approval and
+  whose executor lease (charter_claim_run) is not live on the database's clock, oldest first
+  (charterd marks each interrupted at startup, one transition per run; a run another live
+  charterd executes keeps its status). errors: none. ]]
 local function charter_unfinished_runs(keys, args)
     local P = prefix(keys)
     local out = {}
@@ -87,7 +87,7 @@ local function charter_unfinished_runs(keys, args)
     for _, id in ipairs(redis.call('ZRANGE', P .. ':runs', 0, -1)) do
         local cur, lease = unpack(redis.call('HMGET', P .. ':run:' .. id, 'status', 'lease_until'))
         local live = lease and (tonumber(lease) or 0) > tnow * 1000
-        if (cur == 'running' or cur == 'recovering') and not live then
+        if (cur == 'running' or cur == 'recovering' or cur == 'pending_approval') and not live then
             out[#out + 1] = id
         end
     end

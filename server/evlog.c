@@ -704,15 +704,19 @@ static int evlog_transition_adjust(void *arg, const evlog_head *head, evlog_even
     return STATUS_OK;
 }
 
-int evlog_transition(store *st, const char *run_id, const char *from, const char *to,
-                     const char *detail, evlog_sealed *sealed, char current[32])
+/* One status transition through fn (charter_transition_run with args run_id, from, to, or
+ * charter_request_recovery with run_id alone): evlog_transition's contract. */
+static int evlog_transition_by(store *st, const char *fn, const char *run_id, const char *from,
+                               const char *to, const char *detail, evlog_sealed *sealed,
+                               char current[32])
 {
     evlog_transition_arg t = {to, detail != NULL ? detail : "", NULL};
+    bool claim = strcmp(fn, "request_recovery") == 0;
     evlog_write_spec w = {
-        .fn = "transition_run",
+        .fn = fn,
         .run_id = run_id,
-        .args = {run_id, from, to},
-        .nargs = 3,
+        .args = {run_id, claim ? NULL : from, claim ? NULL : to},
+        .nargs = claim ? 1 : 3,
         .ev = {.kind = "status_changed"},
         .run_must_exist = true,
         .adjust = evlog_transition_adjust,
@@ -732,6 +736,19 @@ int evlog_transition(store *st, const char *run_id, const char *from, const char
     if (rc == STATUS_OK)
         metrics_run_status(to);
     return rc;
+}
+
+int evlog_transition(store *st, const char *run_id, const char *from, const char *to,
+                     const char *detail, evlog_sealed *sealed, char current[32])
+{
+    return evlog_transition_by(st, "transition_run", run_id, from, to, detail, sealed, current);
+}
+
+int evlog_request_recovery(store *st, const char *run_id, const char *detail, evlog_sealed *sealed,
+                           char current[32])
+{
+    return evlog_transition_by(st, "request_recovery", run_id, "blocked,interrupted,error",
+                               "recovering", detail, sealed, current);
 }
 
 int evlog_resume_run(store *st, const char *run_id, const char *checkpoint_id, const char *workflow,
@@ -862,7 +879,7 @@ int evlog_interrupt_runs(store *st, json_t **ids)
         const char *id = json_string_value(v);
         if (id == NULL)
             continue;
-        int one = evlog_transition(st, id, "running,recovering", "interrupted",
+        int one = evlog_transition(st, id, "running,recovering,pending_approval", "interrupted",
                                    "charterd restarted", NULL, NULL);
         if (one == STATUS_OK) {
             if (json_array_append_new(done, json_string(id)) != 0)

@@ -173,6 +173,12 @@ int evlog_create_run(store *st, const json_t *run_doc, json_t **reply);
 int evlog_transition(store *st, const char *run_id, const char *from, const char *to,
                      const char *detail, evlog_sealed *sealed, char current[32]);
 
+/* Claims run_id for a recovery and queues it for the executor threads in one call
+ * (charter_request_recovery): blocked, interrupted or error -> recovering, detail as
+ * evlog_transition's. Same returns as evlog_transition. */
+int evlog_request_recovery(store *st, const char *run_id, const char *detail, evlog_sealed *sealed,
+                           char current[32]);
+
 /* Resumes an interrupted run from its checkpoint checkpoint_id in one call
  * (charter_resume_run): the checkpoint is consumed, the run becomes queued and status_changed
  * "interrupted -> queued: <detail>" is written. workflow is the version the checkpoint was

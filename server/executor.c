@@ -2,8 +2,9 @@
  * executor.c - the executor threads that drive scripted and live runs.
  *
  * Each thread loops: reap the graph's lapsed leases (marking those runs interrupted), claim
- * the next queued run with a lease (charter_claim_run), execute it with runner_execute under
- * the workflow the run pinned, and when nothing waits, sleep one poll interval. Which process
+ * the next queued run or recovery with a lease (charter_claim_run), execute it with
+ * runner_execute (or runner_execute_recovery) under the workflow the run pinned, and when
+ * nothing waits, sleep one poll interval. Which process
  * executes a run is decided by the database alone; nothing here is shared between threads but
  * the stop flag. Every tenant's queue is served: the default graph's and those of the tenants
  * in the registry (tenant.h), whose names are read again once a reap interval.
@@ -66,8 +67,10 @@ static void executor_reap(executor_thread *t)
         const char *id = json_string_value(v);
         if (id == NULL)
             continue;
-        int rc = evlog_transition(t->st, id, "queued,running", "interrupted",
-                                  "{\"by\":\"executor\",\"reason\":\"lease lapsed\"}", NULL, NULL);
+        /* A recovery's lease lapses the same way: the run becomes recoverable again. */
+        int rc =
+            evlog_transition(t->st, id, "queued,running,recovering,pending_approval", "interrupted",
+                             "{\"by\":\"executor\",\"reason\":\"lease lapsed\"}", NULL, NULL);
         if (rc == STATUS_OK)
             log_info("run %s: its executor's lease lapsed; marked interrupted", id);
     }
@@ -92,12 +95,15 @@ static bool executor_one(executor_thread *t)
     }
     char run_id[72];
     snprintf(run_id, sizeof run_id, "%s", id);
+    const char *status = json_string_value(json_object_get(reply, "status"));
+    bool recovery = status && strcmp(status, "recovering") == 0;
     json_decref(reply);
     gate_env g = {t->st, NULL, t->ex->limits};
     runner_lease lease = {t->owner, EXECUTOR_LEASE_MS, &t->ex->stopping};
     int rc = registry_run_workflow(t->st, run_id, &g.wf);
     if (rc == STATUS_OK)
-        rc = runner_execute(&g, run_id, &lease);
+        rc = recovery ? runner_execute_recovery(&g, run_id, &lease)
+                      : runner_execute(&g, run_id, &lease);
     if (rc != STATUS_OK && rc != STATUS_EREFUSED)
         log_error("run %s could not be executed (%s); its lease lapses and it becomes "
                   "interrupted",

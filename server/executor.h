@@ -1,11 +1,11 @@
 /*
  * executor.h - the executor threads that drive scripted and live runs.
  *
- * A run never occupies an RPC worker: CreateRun queues it in the database, and one executor
- * thread of whichever charterd serving the graph claims it first, under a lease on the
- * database's clock that it renews while the run executes. Each thread has its own store
- * connection. The same threads reap lapsed leases: a run whose holder died becomes
- * interrupted, whichever charterd notices first.
+ * A run never occupies an RPC worker: CreateRun (and RecoverRun, for a recovery) queues it in
+ * the database, and one executor thread of whichever charterd serving the graph claims it
+ * first, under a lease on the database's clock that it renews while the run executes. Each thread
+ * has its own store connection. The same threads reap lapsed leases: a run whose holder died
+ * becomes interrupted, whichever charterd notices first.
  */
 #ifndef CHARTER_EXECUTOR_H
 #define CHARTER_EXECUTOR_H

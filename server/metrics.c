@@ -48,8 +48,8 @@ static const char *const metrics_outcome_names[METRICS_OUTCOMES] = {"unspecified
                                                                     "unknown"};
 /* Every status a run can enter (RUN_STATUSES, queries/library.lua); "other" counts any other. */
 static const char *const metrics_statuses[] = {
-    "created", "queued",      "running",   "blocked",          "recovering", "completed",
-    "error",   "interrupted", "cancelled", "budget_exhausted", "other"};
+    "created", "queued",      "running",   "blocked",          "recovering",       "completed",
+    "error",   "interrupted", "cancelled", "budget_exhausted", "pending_approval", "other"};
 #define METRICS_STATUSES (sizeof metrics_statuses / sizeof metrics_statuses[0])
 
 static struct {

@@ -5,8 +5,9 @@
  * every input through the input gate, asks the model, records the output and delivers through
  * gate.c and deliver.c. A handoff the gate refuses stops the run as "blocked" before the next
  * step's model is called. Status changes are atomic transitions in the database, so two
- * recoveries of one run (in one process or in two) cannot both proceed. Every event goes into
- * the run's hash chain through evlog.c; a run that ends gets its run receipt.
+ * recoveries of one run (in one process or in two) cannot both proceed. Under an executor's
+ * lease, a send held for a human approval is waited for here, never on an RPC worker. Every
+ * event goes into the run's hash chain through evlog.c; a run that ends gets its run receipt.
  */
 #include "runner.h"
 
@@ -98,6 +99,8 @@ typedef struct {
     long long steps, model_calls, deliveries;
     long long max_wall_clock_ms, max_model_calls, max_steps, max_deliveries;
     const char *step; /* the step in progress */
+    const char *from; /* the status the run executes in: "running", or "recovering" */
+    bool recovery;    /* a recovery: outside the run's budgets, its counters left as they are */
     char stop[32];    /* "", "cancelled", "budget_exhausted", "interrupted" or "lost" */
     char reason[128]; /* the cancel reason, or the budget's name */
     struct timespec last_renew;
@@ -127,9 +130,11 @@ static void exec_renew(exec_state *x)
     char lease_ms[32];
     snprintf(lease_ms, sizeof lease_ms, "%d", x->lease->lease_ms);
     json_t *counters =
-        json_pack("{s:I, s:I, s:I, s:I}", "wall_clock_ms", (json_int_t)ms_since(&x->t0),
-                  "model_calls", (json_int_t)x->model_calls, "steps", (json_int_t)x->steps,
-                  "deliveries", (json_int_t)x->deliveries);
+        x->recovery
+            ? json_object()
+            : json_pack("{s:I, s:I, s:I, s:I}", "wall_clock_ms", (json_int_t)ms_since(&x->t0),
+                        "model_calls", (json_int_t)x->model_calls, "steps", (json_int_t)x->steps,
+                        "deliveries", (json_int_t)x->deliveries);
     char *text = counters ? json_dumps(counters, JSON_COMPACT) : NULL;
     json_decref(counters);
     json_t *reply = NULL;
@@ -146,7 +151,7 @@ static void exec_renew(exec_state *x)
         return;
     }
     const char *cancel = json_string_value(json_object_get(reply, "cancel"));
-    json_t *b = json_object_get(reply, "budget");
+    json_t *b = x->recovery ? NULL : json_object_get(reply, "budget");
     x->max_wall_clock_ms = json_integer_value(json_object_get(b, "max_wall_clock_ms"));
     x->max_model_calls = json_integer_value(json_object_get(b, "max_model_calls"));
     x->max_steps = json_integer_value(json_object_get(b, "max_steps"));
@@ -167,6 +172,8 @@ static bool exec_check(exec_state *x, check_point point)
         exec_renew(x);
     if (x->lease->stopping && atomic_load(x->lease->stopping))
         exec_stop(x, "interrupted", "charterd stopping");
+    if (x->recovery)
+        return x->stop[0] == '\0';
     if (x->max_wall_clock_ms > 0 && ms_since(&x->t0) >= x->max_wall_clock_ms)
         exec_stop(x, "budget_exhausted", "max_wall_clock_ms");
     if (point == CHECK_STEP && x->max_steps > 0 && x->steps >= x->max_steps)
@@ -394,7 +401,79 @@ static bool step_record_output(step_state *s)
     return true;
 }
 
-/* The step's delivery, if it has one, through the delivery protocol. */
+/* A status_changed detail naming the approval: {"approval_id","step",key:value}. */
+static char *approval_detail(const exec_state *x, const char *id, const char *key,
+                             const char *value)
+{
+    json_t *d = json_pack("{s:s, s:s, s:s}", "approval_id", id, "step", x->step ? x->step : "", key,
+                          value ? value : "");
+    char *text = d ? json_dumps(d, JSON_COMPACT) : NULL;
+    json_decref(d);
+    return text;
+}
+
+/* The approval's state as of the database clock ("pending", "approved", "denied", "expired",
+ * "refused"), in state (16 bytes); "" when it could not be read. */
+static void approval_state(const gate_env *g, const char *id, char state[16])
+{
+    const char *args[1] = {id};
+    json_t *r = NULL;
+    state[0] = '\0';
+    if (store_call(g->st, "get_approval", 1, args, &r) == STATUS_OK) {
+        const char *v = json_string_value(json_object_get(json_object_get(r, "approval"), "state"));
+        snprintf(state, 16, "%s", v ? v : "");
+    }
+    json_decref(r);
+}
+
+#define RUNNER_APPROVAL_POLL_MS 200 /* a waiting executor reads the approval this often */
+
+/* The executor waits for the human approval approval (held by deliver_send) to be decided:
+ * the run shows pending_approval meanwhile, and the thread keeps renewing its lease every
+ * poll, so a cancel request, charterd stopping, a lost lease or the wall clock budget end the
+ * wait as they end a model request. No RPC worker is held: DecideApproval commits (or refuses)
+ * the delivery on its own. Returns true when the approval was decided (the caller learns how
+ * by sending again under the same invocation ID), false when the run must stop (x->stop). */
+static bool exec_await_approval(exec_state *x, const json_t *approval)
+{
+    const char *id = json_string_value(json_object_get(approval, "id"));
+    if (id == NULL)
+        return false;
+    char *text = approval_detail(x, id, "approver",
+                                 json_string_value(json_object_get(approval, "approver")));
+    int rc =
+        text ? transition(x->g, x->run_id, x->from, "pending_approval", text, NULL) : STATUS_ENOMEM;
+    free(text);
+    if (rc != STATUS_OK) {
+        exec_stop(x, "lost", "the run could not be marked pending_approval");
+        return false;
+    }
+    char state[16] = "pending";
+    while (exec_check(x, CHECK_TICK)) {
+        struct timespec pause = {0, RUNNER_APPROVAL_POLL_MS * 1000000L};
+        nanosleep(&pause, NULL);
+        char now[16];
+        approval_state(x->g, id, now);
+        if (now[0] != '\0' && strcmp(now, "pending") != 0) {
+            snprintf(state, sizeof state, "%s", now);
+            break;
+        }
+    }
+    if (strcmp(x->stop, "lost") == 0)
+        return false; /* whoever reaped the lease marks the run interrupted */
+    text = approval_detail(x, id, "approval", x->stop[0] ? "still pending" : state);
+    rc =
+        text ? transition(x->g, x->run_id, "pending_approval", x->from, text, NULL) : STATUS_ENOMEM;
+    free(text);
+    if (rc != STATUS_OK)
+        exec_stop(x, "lost", "the run could not leave pending_approval");
+    return x->stop[0] == '\0';
+}
+
+/* The step's delivery, if it has one, through the delivery protocol. A send held for a human
+ * approval is waited for by the executor (exec_await_approval), then sent again under the
+ * same invocation ID: approved, the delivery DecideApproval committed is acknowledged;
+ * denied, expired or refused, the send is refused (DENY) as any refused send. */
 static bool step_deliver(step_state *s)
 {
     if (!s->ws->deliver_tool)
@@ -406,6 +485,12 @@ static bool step_deliver(step_state *s)
     deliver_result dr;
     int rc = deliver_send(s->g, s->ctx_id, s->out_id, s->ws->deliver_recipient, s->ws->deliver_tool,
                           inv, &dr);
+    if (rc == STATUS_OK && s->x && dr.approval && dr.decision.outcome == GUARD_UNKNOWN &&
+        exec_await_approval(s->x, dr.approval)) {
+        deliver_result_free(&dr);
+        rc = deliver_send(s->g, s->ctx_id, s->out_id, s->ws->deliver_recipient, s->ws->deliver_tool,
+                          inv, &dr);
+    }
     if (rc != STATUS_OK) {
         guard_decision_unknown(s->d, "the delivery could not be attempted");
     } else {
@@ -505,7 +590,7 @@ static void finish_stopped(const gate_env *g, const char *run_id, exec_state *x)
         (json_int_t)x->deliveries, "wall_clock_ms", (json_int_t)ms_since(&x->t0));
     char *text = detail ? json_dumps(detail, JSON_COMPACT) : NULL;
     json_decref(detail);
-    int rc = transition(g, run_id, "running", x->stop, text ? text : "", NULL);
+    int rc = transition(g, run_id, x->from, x->stop, text ? text : "", NULL);
     free(text);
     if (rc == STATUS_OK && evlog_keyed()) {
         json_t *receipt = NULL;
@@ -793,6 +878,7 @@ int runner_execute(const gate_env *g, const char *run_id, const runner_lease *le
     x.g = g;
     x.run_id = run_id;
     x.lease = lease;
+    x.from = "running";
     clock_gettime(CLOCK_MONOTONIC, &x.t0);
     x.last_renew = x.t0;
     json_t *view = NULL;
@@ -883,37 +969,20 @@ static int get_run(const gate_env *g, const char *run_id, json_t **view)
     return store_call(g->st, "get_run", 3, args, view);
 }
 
-int runner_recover(const gate_env *g, const char *run_id, runner_recovery *out)
+/* The recovery of a run already claimed (status recovering): opens a fresh recovery-step
+ * context, gathers the run's artifacts whose ancestry passes the step's input gate, asks the
+ * model, renders the public output and delivers it, then ends the run as the step ended. x is
+ * the executor's lease on the run, or NULL (the caller's own thread, no lease). */
+static void recover_claimed(const gate_env *g, const char *run_id, const workflow_step *ws,
+                            exec_state *x, runner_recovery *out)
 {
-    memset(out, 0, sizeof *out);
-    /* A run recovers under the workflow version it was created with, whatever g->wf is. */
-    gate_env pinned = *g;
-    int pin = registry_run_workflow(g->st, run_id, &pinned.wf);
-    if (pin != STATUS_OK)
-        return pin;
-    g = &pinned;
-    const workflow_step *ws = workflow_recovery_step(g->wf);
-    if (!ws)
-        return STATUS_EREFUSED;
-    char current[32] = "";
-    int rc = transition(g, run_id, "blocked,interrupted,error", "recovering",
-                        "{\"by\":\"recovery\"}", current);
-    if (rc == STATUS_EREFUSED && strcmp(current, "completed") == 0) {
-        /* Already delivered: acknowledge the receipt, deliver nothing. */
-        out->decision.outcome = GUARD_ALLOW;
-        out->acknowledged = true;
-        return STATUS_OK;
-    }
-    if (rc == STATUS_EREFUSED)
-        snprintf(out->status, sizeof out->status, "%s", current);
-    if (rc != STATUS_OK)
-        return rc;
-
     json_t *view = NULL;
     json_t *ctx = NULL;
     id_list cand = {0}, inputs = {0}, handoff = {0};
     step_end end = STEP_FAILED;
-    rc = get_run(g, run_id, &view);
+    if (x)
+        x->step = ws->cap.step;
+    int rc = get_run(g, run_id, &view);
     if (rc == STATUS_OK)
         rc = recovery_candidates(view, ws->cap.step, &cand);
     if (rc == STATUS_OK)
@@ -930,18 +999,107 @@ int runner_recover(const gate_env *g, const char *run_id, runner_recovery *out)
                    json_pack("{s:s, s:s, s:o*, s:O}", "step", ws->cap.step, "context", ctx_id,
                              "inputs", id_list_json(&inputs), "excluded", excluded));
         /* The permitted inputs were each checked; run_step checks them together again. */
-        end = run_step(g, run_id, mode, ws, ctx_id, &inputs, &out->decision, &handoff, NULL);
+        end = run_step(g, run_id, mode, ws, ctx_id, &inputs, &out->decision, &handoff, x);
     } else {
         guard_decision_unknown(&out->decision, inputs.n == 0 && rc == STATUS_OK
                                                    ? "no permitted inputs for the recovery step"
                                                    : "the graph could not supply the run");
     }
-    finish(g, run_id, "recovering", end, ws->cap.step, &out->decision);
+    if (x && !x->stop[0] && end != STEP_DONE)
+        exec_check(x, CHECK_TICK); /* a step that failed may have been stopped by a cancel */
+    if (x && x->stop[0])
+        finish_stopped(g, run_id, x);
+    else
+        finish(g, run_id, "recovering", end, ws->cap.step, &out->decision);
     json_decref(excluded);
     id_list_free(&cand);
     id_list_free(&inputs);
     id_list_free(&handoff);
     json_decref(ctx);
     json_decref(view);
+}
+
+/* Claims run_id for a recovery under its pinned workflow: through claim (evlog_transition to
+ * recovering, or evlog_request_recovery, which also queues it). A completed run is
+ * acknowledged. *ws gets the recovery step. */
+static int recovery_claim(gate_env *pinned, const char *run_id, bool queue,
+                          const workflow_step **ws, runner_recovery *out)
+{
+    memset(out, 0, sizeof *out);
+    /* A run recovers under the workflow version it was created with, whatever g->wf is. */
+    int pin = registry_run_workflow(pinned->st, run_id, &pinned->wf);
+    if (pin != STATUS_OK)
+        return pin;
+    *ws = workflow_recovery_step(pinned->wf);
+    if (!*ws)
+        return STATUS_EREFUSED;
+    char current[32] = "";
+    evlog_sealed sealed;
+    memset(&sealed, 0, sizeof sealed);
+    int rc = queue ? evlog_request_recovery(pinned->st, run_id, "{\"by\":\"recovery\"}", &sealed,
+                                            current)
+                   : evlog_transition(pinned->st, run_id, "blocked,interrupted,error", "recovering",
+                                      "{\"by\":\"recovery\"}", &sealed, current);
+    if (rc == STATUS_EREFUSED && strcmp(current, "completed") == 0) {
+        /* Already delivered: acknowledge the receipt, deliver nothing. */
+        out->decision.outcome = GUARD_ALLOW;
+        out->acknowledged = true;
+        return STATUS_OK;
+    }
+    if (rc == STATUS_EREFUSED)
+        snprintf(out->status, sizeof out->status, "%s", current);
+    if (rc == STATUS_OK)
+        out->claim_seq = sealed.seq;
+    return rc;
+}
+
+int runner_recover(const gate_env *g, const char *run_id, runner_recovery *out)
+{
+    gate_env pinned = *g;
+    const workflow_step *ws = NULL;
+    int rc = recovery_claim(&pinned, run_id, false, &ws, out);
+    if (rc == STATUS_OK && !out->acknowledged)
+        recover_claimed(&pinned, run_id, ws, NULL, out);
+    return rc;
+}
+
+int runner_request_recovery(const gate_env *g, const char *run_id, runner_recovery *out)
+{
+    gate_env pinned = *g;
+    const workflow_step *ws = NULL;
+    int rc = recovery_claim(&pinned, run_id, true, &ws, out);
+    if (rc == STATUS_OK && !out->acknowledged)
+        out->queued = true;
+    return rc;
+}
+
+int runner_execute_recovery(const gate_env *g, const char *run_id, const runner_lease *lease)
+{
+    exec_state x;
+    memset(&x, 0, sizeof x);
+    x.g = g;
+    x.run_id = run_id;
+    x.lease = lease;
+    x.from = "recovering";
+    x.recovery = true;
+    clock_gettime(CLOCK_MONOTONIC, &x.t0);
+    x.last_renew = x.t0;
+    runner_recovery rec;
+    memset(&rec, 0, sizeof rec);
+    const workflow_step *ws = workflow_recovery_step(g->wf);
+    if (!ws) {
+        guard_decision_unknown(&rec.decision, "the run's workflow has no recovery step");
+        finish(g, run_id, "recovering", STEP_FAILED, "", &rec.decision);
+    } else if (exec_check(&x, CHECK_STEP)) {
+        recover_claimed(g, run_id, ws, &x, &rec);
+    } else {
+        x.step = ws->cap.step;
+        finish_stopped(g, run_id, &x);
+    }
+    guard_decision_free(&rec.decision);
+    const char *args[2] = {run_id, lease->owner};
+    json_t *reply = NULL;
+    (void)store_call(g->st, "release_lease", 2, args, &reply); /* else it lapses */
+    json_decref(reply);
     return STATUS_OK;
 }

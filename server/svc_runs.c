@@ -2,7 +2,8 @@
  * svc_runs.c - the Runs service: create and drive a run, read it back with its events,
  * list runs, recover a blocked run, wait for a run's events, cancel a run, hand out a run's
  * checkpoint and resume an interrupted run from it exactly once. Scripted and live
- * runs execute on the executor threads (executor.c), never here: CreateRun queues them. Runs
+ * runs, and recoveries, execute on the executor threads (executor.c), never here: CreateRun
+ * and RecoverRun queue them. Runs
  * and everything in them live in Redis, so any charterd serving the graph answers the same,
  * including after a restart.
  */
@@ -122,7 +123,7 @@ static int budget_within_ceilings(call *c, const workflow *wf, json_t *budget)
 static bool run_active(const char *status)
 {
     return status && (strcmp(status, "queued") == 0 || strcmp(status, "running") == 0 ||
-                      strcmp(status, "recovering") == 0);
+                      strcmp(status, "recovering") == 0 || strcmp(status, "pending_approval") == 0);
 }
 
 static long long now_ms(void)
@@ -343,6 +344,72 @@ static int list_runs(call *c, const ProtobufCMessage *in, ProtobufCMessage **out
     return RPC_OK;
 }
 
+/* The decision of a recovery that ended, read back from the status_changed event that ended
+ * it ("recovering -> <status>: {step, codes, witness}", runner.c finish) among events (those
+ * after the claim): completed is ALLOW, blocked DENY, error UNKNOWN with the codes and the
+ * witness the runner recorded; a recovery stopped (cancelled, interrupted) is UNKNOWN naming
+ * how it ended. Returns STATUS_OK and *out (guard_decision_free), or
+ * STATUS_ENOTFOUND when no such event is among events (the recovery has not ended). */
+static int recovery_outcome(const json_t *events, guard_decision *out)
+{
+    memset(out, 0, sizeof *out);
+    const char *ended = NULL, *detail = NULL;
+    size_t i;
+    json_t *e;
+    json_array_foreach(events, i, e)
+    {
+        const char *kind = json_string_value(json_object_get(e, "kind"));
+        const char *d = json_string_value(json_object_get(e, "detail"));
+        const char *prefix = "recovering -> ";
+        if (!kind || strcmp(kind, "status_changed") != 0 || !d ||
+            strncmp(d, prefix, strlen(prefix)) != 0 ||
+            strncmp(d + strlen(prefix), "pending_approval", 16) == 0)
+            continue;
+        ended = d + strlen(prefix);
+        detail = strstr(ended, ": ");
+    }
+    if (ended == NULL)
+        return STATUS_ENOTFOUND;
+    json_t *j = detail ? json_loads(detail + 2, 0, NULL) : NULL;
+    const char *codes = json_string_value(json_object_get(j, "codes"));
+    const char *witness = json_string_value(json_object_get(j, "witness"));
+    char why[256];
+    if (strncmp(ended, "completed", 9) == 0) {
+        out->outcome = GUARD_ALLOW;
+    } else if (strncmp(ended, "blocked", 7) == 0) {
+        out->outcome = GUARD_DENY;
+    } else if (strncmp(ended, "error", 5) == 0) {
+        out->outcome = GUARD_UNKNOWN;
+    } else {
+        const char *reason = json_string_value(json_object_get(j, "reason"));
+        snprintf(why, sizeof why,
+                 "the recovery ended %.*s%s%.128s%s: the run's deliveries list what it delivered",
+                 (int)strcspn(ended, ":"), ended, reason ? " (" : "", reason ? reason : "",
+                 reason ? ")" : "");
+        witness = why;
+        codes = NULL;
+        out->outcome = GUARD_UNKNOWN;
+    }
+    char buf[256];
+    snprintf(buf, sizeof buf, "%s", codes ? codes : "");
+    for (char *save = NULL, *tok = strtok_r(buf, ",", &save); tok;
+         tok = strtok_r(NULL, ",", &save)) {
+        int code = guard_code_from_name(tok);
+        if (code >= 0)
+            out->codes |= 1u << code;
+    }
+    int rc = STATUS_OK;
+    if (witness && *witness && (out->witness = strdup(witness)) == NULL)
+        rc = STATUS_ENOMEM;
+    json_decref(j);
+    return rc;
+}
+
+/* RecoverRun claims the run for a recovery and queues it for the executor threads
+ * (runner_request_recovery); it never runs the recovery step itself. Without async it waits
+ * (a long-wait slot, within its deadline) until the recovery ends and answers its decision;
+ * with async, or when the wait ends first, it answers the run as it is (recovering or
+ * pending_approval) without a decision: follow it with WaitRun. */
 static int recover_run(call *c, const ProtobufCMessage *in, ProtobufCMessage **out)
 {
     const Charter__V1__RecoverRunRequest *req = (const Charter__V1__RecoverRunRequest *)in;
@@ -351,8 +418,7 @@ static int recover_run(call *c, const ProtobufCMessage *in, ProtobufCMessage **o
         return rc;
     gate_env g = call_gate_env(c);
     runner_recovery rec;
-    store_set_timeout(c->st, c->timeout_ms); /* as in create_run: a run is not cut off */
-    rc = runner_recover(&g, req->run_id, &rec);
+    rc = runner_request_recovery(&g, req->run_id, &rec);
     if (rc == STATUS_EREFUSED) {
         guard_decision_free(&rec.decision);
         const char *status = rec.status[0] ? rec.status : "not blocked, interrupted or in error";
@@ -371,9 +437,29 @@ static int recover_run(call *c, const ProtobufCMessage *in, ProtobufCMessage **o
         return call_fail(c, RPC_INTERNAL, "out of memory");
     }
     charter__v1__recover_run_response__init(resp);
-    resp->decision = wire_decision(c, &rec.decision);
     resp->acknowledged = rec.acknowledged;
-    guard_decision_free(&rec.decision);
+    if (!rec.queued) {
+        resp->decision = wire_decision(c, &rec.decision);
+        guard_decision_free(&rec.decision);
+        if (!resp->decision)
+            return call_fail(c, RPC_INTERNAL, "out of memory");
+    } else {
+        /* The recovery's own events only: those after its claim. */
+        json_t *j = NULL;
+        int wait = req->async ? 0 : call_wait_begin(c, wait_budget_ms(c, 600000));
+        rc = await_run(c, req->run_id, rec.claim_seq, false, wait, &j);
+        call_wait_end(c);
+        if (rc != RPC_OK)
+            return rc;
+        guard_decision d;
+        int orc = recovery_outcome(json_object_get(j, "events"), &d);
+        json_decref(j);
+        if (orc == STATUS_OK)
+            resp->decision = wire_decision(c, &d);
+        guard_decision_free(&d);
+        if (orc == STATUS_ENOMEM || (orc == STATUS_OK && !resp->decision))
+            return call_fail(c, RPC_INTERNAL, "out of memory");
+    }
     const workflow *wf = NULL;
     if (registry_run_workflow(c->st, req->run_id, &wf) != STATUS_OK)
         wf = NULL; /* the recovery ran; only the names of its step and recipient are missing */

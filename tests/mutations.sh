@@ -147,6 +147,12 @@ mutation "budget ceiling (CreateRun)" server/svc_runs.c \
 mutation "budget ceiling narrowing (workflow)" server/workflow.c \
   'if (up != NULL && json_integer_value(mine) > json_integer_value(up)) {' \
   'if (up != NULL && json_integer_value(mine) < 0) {'
+mutation "recovery lease lapse (executor reap)" server/executor.c \
+  '"queued,running,recovering,pending_approval",' \
+  '"queued,running",'
+mutation "approval waited for (runner)" server/runner.c \
+  'exec_await_approval(s->x, dr.approval)) {' \
+  '(0 && exec_await_approval(s->x, dr.approval))) {'
 
 # Applies one substitution to file: the text must occur exactly once. Prints the number of
 # occurrences on failure. Returns 0 when applied.
@@ -167,7 +173,7 @@ else
   # names what caught a mutation. test_races is left out for its running time (it races
   # hundreds of deliverers per round).
   suites=(test_guard test_evidence test_queries test_faults test_e2e test_mutation_gaps
-    test_signed_receipts test_approval test_checkpoint test_ablation)
+    test_signed_receipts test_approval test_checkpoint test_ablation test_async)
   explicit=0
 fi
 

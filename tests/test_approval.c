@@ -476,6 +476,194 @@ static void test_held_send_commits_only_when_its_human_approves(void)
     CU_ASSERT_EQUAL(others, 0);
 }
 
+/* --- a scripted run whose send is held: the executor waits for the approval ------------- */
+
+static long long mono_ms(void)
+{
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (long long)t.tv_sec * 1000 + t.tv_nsec / 1000000;
+}
+
+/* GetRun of run_id through c, or NULL. */
+static Charter__V1__RunView *run_view(charter_client *c, const char *run_id)
+{
+    Charter__V1__GetRunRequest req = CHARTER__V1__GET_RUN_REQUEST__INIT;
+    req.run_id = (char *)run_id;
+    Charter__V1__RunView *v = NULL;
+    charter_status st;
+    return charter_get_run(c, &req, &v, &st) == 0 ? v : NULL;
+}
+
+/* Polls run_id until its status is one of the comma list want (at most limit_ms); the last
+ * status seen into status. */
+static bool await_status(charter_client *c, const char *run_id, const char *want, int limit_ms,
+                         char status[32])
+{
+    long long until = mono_ms() + limit_ms;
+    char list[160];
+    snprintf(list, sizeof list, ",%s,", want);
+    status[0] = '\0';
+    while (mono_ms() < until) {
+        Charter__V1__RunView *v = run_view(c, run_id);
+        if (v) {
+            snprintf(status, 32, "%s", v->run->status);
+            charter__v1__run_view__free_unpacked(v, NULL);
+        }
+        char pat[40];
+        snprintf(pat, sizeof pat, ",%s,", status);
+        if (status[0] && strstr(list, pat))
+            return true;
+        harness_sleep_ms(50);
+    }
+    return false;
+}
+
+/* A scripted run of the approval workflow (10 minutes to decide), created through c and
+ * followed until its executor waits for the CFO's approval of analyze's send: the run's id and
+ * the approval's id. Returns 0, or -1 when the run never got there. */
+static int scripted_held(charter_client *c, char run_id[80], char approval_id[64])
+{
+    Charter__V1__CreateRunRequest req = CHARTER__V1__CREATE_RUN_REQUEST__INIT;
+    req.mode = "scripted";
+    req.workflow = version_long;
+    req.async = true;
+    Charter__V1__RunView *v = NULL;
+    charter_status st;
+    if (charter_create_run(c, &req, &v, &st) != 0) {
+        fprintf(stderr, "CreateRun: %s\n", st.message);
+        return -1;
+    }
+    snprintf(run_id, 80, "%s", v->run->id);
+    charter__v1__run_view__free_unpacked(v, NULL);
+    char status[32];
+    if (!await_status(c, run_id, "pending_approval", 15000, status)) {
+        fprintf(stderr, "run %s is %s, not pending_approval\n", run_id, status);
+        return -1;
+    }
+    v = run_view(c, run_id);
+    int rc = v && v->n_approvals == 1 && strcmp(v->approvals[0]->state, "pending") == 0 ? 0 : -1;
+    if (rc == 0)
+        snprintf(approval_id, 64, "%s", v->approvals[0]->id);
+    if (v)
+        charter__v1__run_view__free_unpacked(v, NULL);
+    return rc;
+}
+
+/* The detail of the run's last status_changed event into out (n bytes). */
+static void last_transition(const Charter__V1__RunView *v, char *out, size_t n)
+{
+    out[0] = '\0';
+    for (size_t i = 0; i < v->n_events; i++)
+        if (strcmp(v->events[i]->kind, "status_changed") == 0)
+            snprintf(out, n, "%s", v->events[i]->detail);
+}
+
+static void test_scripted_run_waits_for_approval_and_continues_when_approved(void)
+{
+    char run_id[80], id[64], status[32], last[1024];
+    CU_ASSERT_EQUAL_FATAL(scripted_held(clients[0], run_id, id), 0);
+    /* It waits on an executor: no delivery yet, and it stays pending while nobody decides. */
+    harness_sleep_ms(1500);
+    Charter__V1__RunView *v = run_view(clients[1], run_id);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(v);
+    CU_ASSERT_STRING_EQUAL(v->run->status, "pending_approval");
+    CU_ASSERT_EQUAL(v->n_deliveries, 0);
+    last_transition(v, last, sizeof last);
+    CU_ASSERT_PTR_NOT_NULL(strstr(last, "running -> pending_approval"));
+    CU_ASSERT_PTR_NOT_NULL(strstr(last, id));
+    charter__v1__run_view__free_unpacked(v, NULL);
+    Charter__V1__DecideApprovalResponse *dr = NULL;
+    charter_status st;
+    CU_ASSERT_EQUAL_FATAL(decide(clients[2], id, "approve", "human_cfo", &dr, &st), 0);
+    CU_ASSERT_EQUAL(dr->decision->outcome, CHARTER__V1__OUTCOME__ALLOW);
+    charter__v1__decide_approval_response__free_unpacked(dr, NULL);
+    /* The run goes on past analyze: the reference workflow's poisoned handoff then blocks the
+     * report step, with the CFO delivery (the approved one) committed once. */
+    CU_ASSERT_TRUE(
+        await_status(clients[0], run_id, "completed,blocked,error,cancelled", 15000, status));
+    CU_ASSERT_STRING_EQUAL(status, "blocked");
+    v = run_view(clients[1], run_id);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(v);
+    CU_ASSERT_EQUAL(v->n_deliveries, 1);
+    CU_ASSERT_EQUAL(v->run->deliveries, 1);
+    if (v->n_deliveries == 1)
+        CU_ASSERT_STRING_EQUAL(v->deliveries[0]->recipient, "cfo");
+    bool back = false;
+    for (size_t i = 0; i < v->n_events; i++)
+        back = back || strstr(v->events[i]->detail, "pending_approval -> running") != NULL;
+    CU_ASSERT_TRUE(back);
+    last_transition(v, last, sizeof last);
+    CU_ASSERT_PTR_NOT_NULL(strstr(last, "running -> blocked"));
+    CU_ASSERT_PTR_NOT_NULL(strstr(last, "\"step\":\"report\""));
+    charter__v1__run_view__free_unpacked(v, NULL);
+    long commits = -1, others = -1;
+    CU_ASSERT_EQUAL(count_decision_events(run_id, id, &commits, &others), 0);
+    CU_ASSERT_EQUAL(commits, 1);
+    CU_ASSERT_EQUAL(others, 0);
+}
+
+static void test_scripted_run_waiting_for_approval_is_refused_when_denied(void)
+{
+    char run_id[80], id[64], status[32], last[1024];
+    CU_ASSERT_EQUAL_FATAL(scripted_held(clients[1], run_id, id), 0);
+    Charter__V1__DecideApprovalResponse *dr = NULL;
+    charter_status st;
+    CU_ASSERT_EQUAL_FATAL(decide(clients[3], id, "deny", "human_cfo", &dr, &st), 0);
+    charter__v1__decide_approval_response__free_unpacked(dr, NULL);
+    /* Refused as any refused send: the run ends blocked at analyze, nothing delivered. */
+    CU_ASSERT_TRUE(
+        await_status(clients[0], run_id, "completed,blocked,error,cancelled", 15000, status));
+    CU_ASSERT_STRING_EQUAL(status, "blocked");
+    Charter__V1__RunView *v = run_view(clients[0], run_id);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(v);
+    CU_ASSERT_EQUAL(v->n_deliveries, 0);
+    last_transition(v, last, sizeof last);
+    CU_ASSERT_PTR_NOT_NULL(strstr(last, "running -> blocked"));
+    CU_ASSERT_PTR_NOT_NULL(strstr(last, "\"step\":\"analyze\""));
+    CU_ASSERT_PTR_NOT_NULL(strstr(last, "was denied"));
+    charter__v1__run_view__free_unpacked(v, NULL);
+    char inv[160];
+    snprintf(inv, sizeof inv, "%s:analyze:deliver", run_id); /* the runner's invocation ID */
+    json_t *d = stored_delivery(inv);
+    CU_ASSERT_PTR_NULL(d);
+    json_decref(d);
+}
+
+static void test_scripted_run_cancelled_while_waiting_for_approval_never_delivers(void)
+{
+    char run_id[80], id[64], status[32], last[1024];
+    CU_ASSERT_EQUAL_FATAL(scripted_held(clients[2], run_id, id), 0);
+    Charter__V1__CancelRunRequest cr = CHARTER__V1__CANCEL_RUN_REQUEST__INIT;
+    cr.run_id = run_id;
+    cr.reason = "vendor list changed";
+    Charter__V1__Run *r = NULL;
+    charter_status st;
+    CU_ASSERT_EQUAL_FATAL(charter_cancel_run(clients[3], &cr, &r, &st), 0);
+    charter__v1__run__free_unpacked(r, NULL);
+    /* The waiting executor sees the request at its next lease renewal. */
+    CU_ASSERT_TRUE(
+        await_status(clients[0], run_id, "completed,blocked,error,cancelled", 10000, status));
+    CU_ASSERT_STRING_EQUAL(status, "cancelled");
+    Charter__V1__RunView *v = run_view(clients[0], run_id);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(v);
+    last_transition(v, last, sizeof last);
+    CU_ASSERT_PTR_NOT_NULL(strstr(last, "running -> cancelled"));
+    CU_ASSERT_PTR_NOT_NULL(strstr(last, "vendor list changed"));
+    CU_ASSERT_PTR_NOT_NULL(strstr(last, "\"step\":\"analyze\""));
+    charter__v1__run_view__free_unpacked(v, NULL);
+    /* An approval after the cancel delivers nothing: the commit refuses the stopped run. */
+    Charter__V1__DecideApprovalResponse *dr = NULL;
+    CU_ASSERT_EQUAL_FATAL(decide(clients[0], id, "approve", "human_cfo", &dr, &st), 0);
+    CU_ASSERT_STRING_EQUAL(dr->approval->state, "refused");
+    CU_ASSERT_PTR_NULL(dr->delivery);
+    charter__v1__decide_approval_response__free_unpacked(dr, NULL);
+    v = run_view(clients[0], run_id);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(v);
+    CU_ASSERT_EQUAL(v->n_deliveries, 0);
+    charter__v1__run_view__free_unpacked(v, NULL);
+}
+
 static void test_denied_send_is_never_delivered_and_stays_denied(void)
 {
     host_setup h;
@@ -791,6 +979,12 @@ int main(void)
     CU_pSuite s = CU_add_suite("approval", suite_init, suite_clean);
     CU_add_test(s, "held_send_commits_only_when_its_human_approves",
                 test_held_send_commits_only_when_its_human_approves);
+    CU_add_test(s, "scripted_run_waits_for_approval_and_continues_when_approved",
+                test_scripted_run_waits_for_approval_and_continues_when_approved);
+    CU_add_test(s, "scripted_run_waiting_for_approval_is_refused_when_denied",
+                test_scripted_run_waiting_for_approval_is_refused_when_denied);
+    CU_add_test(s, "scripted_run_cancelled_while_waiting_for_approval_never_delivers",
+                test_scripted_run_cancelled_while_waiting_for_approval_never_delivers);
     CU_add_test(s, "denied_send_is_never_delivered_and_stays_denied",
                 test_denied_send_is_never_delivered_and_stays_denied);
     CU_add_test(s, "gate_deny_never_becomes_an_approval", test_gate_deny_never_becomes_an_approval);

@@ -6,6 +6,8 @@
  * WaitRun follows its events to the end. CancelRun stops a run during its model request (the
  * transfer is aborted) and between steps; each budget fires; a charterd killed mid-run loses
  * its lease and another charterd marks the run interrupted, after which RecoverRun works.
+ * RecoverRun queues the recovery for an executor the same way, and a recovery whose holder is
+ * killed becomes interrupted when its lease lapses, recoverable again on another charterd.
  */
 #include <CUnit/Basic.h>
 #include <nng/nng.h>
@@ -118,7 +120,7 @@ static Charter__V1__RunView *get_run(charter_client *c, const char *id)
 static bool active(const char *status)
 {
     return strcmp(status, "queued") == 0 || strcmp(status, "running") == 0 ||
-           strcmp(status, "recovering") == 0;
+           strcmp(status, "recovering") == 0 || strcmp(status, "pending_approval") == 0;
 }
 
 /* Follows the run with WaitRun until it ends (at most limit_ms): every event once, in order.
@@ -552,6 +554,153 @@ static void test_killed_executor_loses_its_lease_and_another_charterd_interrupts
     harness_graph_drop(g3);
 }
 
+/* RecoverRun of id through c (async or waiting); NULL on failure, with *code. */
+static Charter__V1__RecoverRunResponse *recover(charter_client *c, const char *id, bool async,
+                                                int *code)
+{
+    Charter__V1__RecoverRunRequest req = CHARTER__V1__RECOVER_RUN_REQUEST__INIT;
+    req.run_id = (char *)id;
+    req.async = async;
+    Charter__V1__RecoverRunResponse *r = NULL;
+    charter_status s;
+    int rc = charter_recover_run(c, &req, &r, &s);
+    if (code)
+        *code = rc == 0 ? 0 : s.code;
+    if (rc != 0)
+        fprintf(stderr, "\n  RecoverRun: %d %s\n", s.code, s.message);
+    return r;
+}
+
+/* The run's status, polled through c until it is want (at most limit_ms); into status. */
+static bool await_status(charter_client *c, const char *id, const char *want, int limit_ms,
+                         char status[32])
+{
+    long long t0 = now_ms();
+    status[0] = '\0';
+    while (now_ms() - t0 < limit_ms) {
+        Charter__V1__RunView *w = get_run(c, id);
+        if (w) {
+            snprintf(status, 32, "%s", w->run->status);
+            charter__v1__run_view__free_unpacked(w, NULL);
+        }
+        if (strcmp(status, want) == 0)
+            return true;
+        nng_msleep(100);
+    }
+    return false;
+}
+
+static void test_recover_run_queues_the_recovery_on_an_executor_and_returns_at_once(void)
+{
+    /* A scripted run blocks at the poisoned handoff; its recovery delivers the public report. */
+    Charter__V1__RunView *v = create(op, "scripted", false, NULL, NULL, 0, NULL);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(v);
+    CU_ASSERT_STRING_EQUAL_FATAL(v->run->status, "blocked");
+    char id[80], detail[1024] = "";
+    snprintf(id, sizeof id, "%s", v->run->id);
+    uint64_t seq = v->run->seq;
+    charter__v1__run_view__free_unpacked(v, NULL);
+    long long t0 = now_ms();
+    int code = -1;
+    Charter__V1__RecoverRunResponse *r = recover(op, id, true, &code);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(r);
+    CU_ASSERT_TRUE(now_ms() - t0 < 2000);
+    /* Claimed and queued; an executor may already have finished it, never an RPC worker. */
+    bool ended = strcmp(r->run->status, "completed") == 0;
+    CU_ASSERT_TRUE(ended || strcmp(r->run->status, "recovering") == 0);
+    CU_ASSERT_TRUE(r->decision == NULL); /* async: the decision is WaitRun's to show */
+    charter__v1__recover_run_response__free_unpacked(r, NULL);
+    /* A second recovery while it is claimed is refused. */
+    if (!ended) {
+        CU_ASSERT_PTR_NULL(recover(op, id, true, &code));
+    }
+    long calls = 0;
+    CU_ASSERT_TRUE(follow(op, id, 20000, detail, sizeof detail, &calls) > (long)seq);
+    CU_ASSERT_PTR_NOT_NULL(strstr(detail, "recovering -> completed"));
+    Charter__V1__RunView *end = get_run(op, id);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(end);
+    CU_ASSERT_STRING_EQUAL(end->run->status, "completed");
+    CU_ASSERT_EQUAL(end->n_deliveries, 2); /* the CFO's, then the recovery's public one */
+    /* The claim names RecoverRun's recovery; the executor's lease is gone once it ended. */
+    bool claimed = false;
+    for (size_t i = 0; i < end->n_events; i++)
+        claimed = claimed || strstr(end->events[i]->detail, "blocked -> recovering") != NULL;
+    CU_ASSERT_TRUE(claimed);
+    charter__v1__run_view__free_unpacked(end, NULL);
+    /* A completed run is acknowledged, nothing new queued or delivered. */
+    r = recover(op, id, false, &code);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(r);
+    CU_ASSERT_TRUE(r->acknowledged);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(r->decision);
+    CU_ASSERT_EQUAL(r->decision->outcome, CHARTER__V1__OUTCOME__ALLOW);
+    CU_ASSERT_EQUAL(r->n_deliveries, 2);
+    charter__v1__recover_run_response__free_unpacked(r, NULL);
+}
+
+static void test_killed_recovery_holder_leaves_the_run_interrupted_and_recoverable(void)
+{
+    char g5[64], id[80], status[32];
+    harness_graph_name(g5, sizeof g5, "async_recover_kill");
+    const char *extra[] = {"--runners", "1"};
+    harness_charterd_opts o = {.graph = g5, .extra_args = extra, .n_extra = 2};
+    harness_charterd x, y;
+    CU_ASSERT_EQUAL_FATAL(harness_charterd_start(&o, &x), 0);
+    charter_client *cx = NULL, *cy = NULL;
+    CU_ASSERT_EQUAL_FATAL(harness_client_open(x.ipc_url, HARNESS_OPERATOR_TOKEN, 10000, &cx), 0);
+    /* A live run whose model fails at once ends in error: recoverable. */
+    harness_model_set_delay(slow, 0);
+    Charter__V1__RunView *v = create(cx, "live", false, NULL, NULL, 0, NULL);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(v);
+    CU_ASSERT_STRING_EQUAL_FATAL(v->run->status, "error");
+    snprintf(id, sizeof id, "%s", v->run->id);
+    size_t delivered = v->n_deliveries;
+    charter__v1__run_view__free_unpacked(v, NULL);
+    /* The recovery's model request hangs on x's executor. */
+    harness_model_set_delay(slow, 15000);
+    int code = -1;
+    Charter__V1__RecoverRunResponse *r = recover(cx, id, true, &code);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(r);
+    CU_ASSERT_STRING_EQUAL(r->run->status, "recovering");
+    CU_ASSERT_PTR_NULL(r->decision);
+    charter__v1__recover_run_response__free_unpacked(r, NULL);
+    CU_ASSERT_TRUE_FATAL(wait_for_event(cx, id, "recovery_inputs", 10000));
+    /* A second charterd starting now leaves the recovery alone: its lease is live. */
+    CU_ASSERT_EQUAL_FATAL(harness_charterd_start(&o, &y), 0);
+    CU_ASSERT_EQUAL_FATAL(harness_client_open(y.ipc_url, HARNESS_OPERATOR_TOKEN, 30000, &cy), 0);
+    Charter__V1__RunView *mid = get_run(cy, id);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(mid);
+    CU_ASSERT_STRING_EQUAL(mid->run->status, "recovering");
+    charter__v1__run_view__free_unpacked(mid, NULL);
+    charter_client_close(cx);
+    harness_charterd_kill(&x);
+    long long t0 = now_ms();
+    /* Its lease lapses; y's executor marks the run interrupted, not recovering forever. */
+    CU_ASSERT_TRUE(await_status(cy, id, "interrupted", 15000, status));
+    CU_ASSERT_TRUE(now_ms() - t0 >= 1000);
+    Charter__V1__RunView *w = get_run(cy, id);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(w);
+    bool lapsed = false;
+    for (size_t i = 0; i < w->n_events; i++)
+        lapsed = lapsed || (strstr(w->events[i]->detail, "recovering -> interrupted") != NULL &&
+                            strstr(w->events[i]->detail, "lease lapsed") != NULL);
+    CU_ASSERT_TRUE(lapsed);
+    charter__v1__run_view__free_unpacked(w, NULL);
+    /* RecoverRun on the other charterd works: its executor runs the recovery step again and
+     * the call waits for the decision (the model now fails fast: UNKNOWN, run error). */
+    harness_model_set_delay(slow, 0);
+    r = recover(cy, id, false, &code);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(r);
+    CU_ASSERT_STRING_EQUAL(r->run->status, "error");
+    CU_ASSERT_PTR_NOT_NULL_FATAL(r->decision);
+    CU_ASSERT_EQUAL(r->decision->outcome, CHARTER__V1__OUTCOME__UNKNOWN);
+    CU_ASSERT_PTR_NOT_NULL(strstr(r->decision->witness, "live model"));
+    CU_ASSERT_EQUAL(r->n_deliveries, delivered);
+    charter__v1__recover_run_response__free_unpacked(r, NULL);
+    charter_client_close(cy);
+    CU_ASSERT_EQUAL(harness_charterd_stop(&y), 0);
+    harness_graph_drop(g5);
+}
+
 /* One WaitRun of timeout_ms on a queued run; the milliseconds it took, or -1. */
 typedef struct {
     charter_client *c;
@@ -657,6 +806,10 @@ int main(void)
                 test_cancelling_a_blocked_run_ends_it_and_no_recovery_delivers);
     CU_add_test(s, "GetRun without content, or for one artifact",
                 test_get_run_without_content_or_for_one_artifact);
+    CU_add_test(s, "RecoverRun queues the recovery on an executor and returns at once",
+                test_recover_run_queues_the_recovery_on_an_executor_and_returns_at_once);
+    CU_add_test(s, "kill -9 of a recovery's holder: run interrupted, recoverable on another",
+                test_killed_recovery_holder_leaves_the_run_interrupted_and_recoverable);
     CU_add_test(s, "long waits hold at most half the workers",
                 test_long_waits_hold_at_most_half_the_workers);
     CU_basic_set_mode(CU_BRM_VERBOSE);

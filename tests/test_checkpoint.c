@@ -614,6 +614,75 @@ static void test_revocation_between_checkpoint_and_resume_stops_at_the_first_gat
     harness_graph_drop(g);
 }
 
+/* Sets (value non-empty) or removes the budget field of run id on graph in the database
+ * itself: what lowering a run's budget since its checkpoint looks like to charterd. */
+static int set_run_budget(const char *graph, const char *id, const char *field, const char *value)
+{
+    static const char script[] =
+        "if ARGV[3] == '' then redis.call('HDEL', KEYS[1] .. ':run:' .. ARGV[1], ARGV[2]) "
+        "else redis.call('HSET', KEYS[1] .. ':run:' .. ARGV[1], ARGV[2], ARGV[3]) end "
+        "return 1";
+    const char *args[3] = {id, field, value};
+    return harness_graph_eval(graph, script, args, 3, NULL);
+}
+
+static void test_budget_used_up_at_resume_time_stops_the_resumed_run_at_once(void)
+{
+    char g[64], id[80], msg[512], status[32];
+    harness_graph_name(g, sizeof g, "ckpt_budget");
+    /* Interrupted in analyze's model request: the checkpoint before analyze counts 1 step and
+     * 1 model call, nothing delivered. */
+    CU_ASSERT_TRUE_FATAL(interrupted_run(g, 1, id));
+    harness_charterd y, z;
+    charter_client *cy = NULL, *cz = NULL;
+    CU_ASSERT_EQUAL_FATAL(start(g, true, "0", &y, &cy), 0); /* answers, executes nothing */
+    Charter__V1__Checkpoint *k = checkpoint_of(cy, id, NULL, NULL, 0);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(k);
+    CU_ASSERT_STRING_EQUAL(k->step, "analyze");
+    CU_ASSERT_EQUAL(k->steps, 1);
+    /* A budget lowered since the checkpoint to what the checkpoint already used: the resume is
+     * refused naming it, the checkpoint is not consumed, the run stays interrupted. */
+    CU_ASSERT_EQUAL_FATAL(set_run_budget(g, id, "max_steps", "1"), 0);
+    CU_ASSERT_EQUAL(resume(cy, k->token, msg, sizeof msg), CHARTER_FAILED_PRECONDITION);
+    CU_ASSERT_PTR_NOT_NULL(strstr(msg, "budget max_steps is exhausted at checkpoint"));
+    Charter__V1__RunView *v = get_run(cy, id);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(v);
+    CU_ASSERT_STRING_EQUAL(v->run->status, "interrupted");
+    charter__v1__run_view__free_unpacked(v, NULL);
+    /* Without the lowered budget the same checkpoint resumes (status queued: no executor on
+     * y); lowered again before an executor claims the run, the executor checks the budget
+     * before the step and stops the run at once: budget_exhausted naming max_steps and the
+     * step, no model request, nothing delivered. */
+    CU_ASSERT_EQUAL_FATAL(set_run_budget(g, id, "max_steps", ""), 0);
+    CU_ASSERT_EQUAL(resume(cy, k->token, msg, sizeof msg), 0);
+    CU_ASSERT_STRING_EQUAL(msg, "queued");
+    CU_ASSERT_EQUAL_FATAL(set_run_budget(g, id, "max_steps", "1"), 0);
+    CU_ASSERT_EQUAL_FATAL(start(g, true, "1", &z, &cz), 0);
+    CU_ASSERT_TRUE(wait_for_status(cz, id, "completed,blocked,error,budget_exhausted,cancelled",
+                                   15000, status));
+    CU_ASSERT_STRING_EQUAL(status, "budget_exhausted");
+    v = get_run(cz, id);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(v);
+    CU_ASSERT_EQUAL(v->n_deliveries, 0);
+    CU_ASSERT_EQUAL(v->run->deliveries, 0);
+    CU_ASSERT_EQUAL(v->run->model_calls, 1); /* research's, before the interruption */
+    size_t requests = 0;
+    for (size_t i = 0; i < v->n_events; i++)
+        requests += strcmp(v->events[i]->kind, "model_request") == 0;
+    CU_ASSERT_EQUAL(requests, 2); /* research's and analyze's, both before the interruption */
+    const char *last = v->events[v->n_events - 1]->detail;
+    CU_ASSERT_PTR_NOT_NULL(strstr(last, "running -> budget_exhausted"));
+    CU_ASSERT_PTR_NOT_NULL(strstr(last, "\"budget\":\"max_steps\""));
+    CU_ASSERT_PTR_NOT_NULL(strstr(last, "\"step\":\"analyze\""));
+    charter__v1__run_view__free_unpacked(v, NULL);
+    charter__v1__checkpoint__free_unpacked(k, NULL);
+    charter_client_close(cy);
+    charter_client_close(cz);
+    CU_ASSERT_EQUAL(harness_charterd_stop(&y), 0);
+    CU_ASSERT_EQUAL(harness_charterd_stop(&z), 0);
+    harness_graph_drop(g);
+}
+
 /* The reference workflow renamed, with budget ceilings set on grants by edit (a JSON object
  * text per grant id, or NULL); the definition's text, malloc'd. */
 static char *procurement_with(const char *name, const char *root_budget, const char *analyst_budget)
@@ -785,6 +854,8 @@ int main(void)
                 test_killed_executor_then_resume_on_another_charterd_runs_to_the_end);
     CU_add_test(s, "revocation between checkpoint and resume stops at the first gate",
                 test_revocation_between_checkpoint_and_resume_stops_at_the_first_gate);
+    CU_add_test(s, "a budget used up at resume time stops the resumed run at once",
+                test_budget_used_up_at_resume_time_stops_the_resumed_run_at_once);
     CU_add_test(s, "budget ceilings narrow down the grant chain and bound the run",
                 test_budget_ceilings_narrow_down_the_grant_chain_and_bound_the_run);
     CU_basic_set_mode(CU_BRM_VERBOSE);

@@ -220,7 +220,7 @@
     if (currentRun !== id) return;
     renderRun(view);
     const s = view.run && view.run.status;
-    if (s === 'running' || s === 'created' || s === 'recovering') {
+    if (['running', 'created', 'queued', 'recovering', 'pending_approval'].includes(s)) {
       say('Following run ' + id + '…');
       followTimer = setTimeout(() => openRun(id).then(loadRuns).catch((e) => say(failure(e))), 1000);
     } else {
@@ -283,7 +283,15 @@
     };
     const recover = wrap(async () => {
       const r = await call('Runs/RecoverRun', { runId: run.id });
-      const d = r.decision || {};
+      if (!r.decision) {
+        // Queued on an executor and not ended within the call: no decision to show yet.
+        show(el('div', { text: 'Recovery of run ' + run.id + ' is ' + ((r.run && r.run.status) || 'queued') +
+          ' on an executor: follow the run' }));
+        await openRun(run.id);
+        await loadRuns();
+        return;
+      }
+      const d = r.decision;
       show(el('div', {}, 'Recovery ', r.step ? 'step ' + r.step + ' → ' + (r.recipient || '?') + ': ' : '',
         badge(d.outcome || 'UNKNOWN'), ' ', (d.codes || []).map((c) => el('span', { class: 'code', text: c })),
         r.acknowledged ? ' (acknowledged: already delivered)' : ''),
