@@ -1104,8 +1104,10 @@ static const char *const expect_kinds[] = {"event", "recover", "status", "delive
 static const char *const expect_events[] = {"input_checked",   "delivery_decided", "source_read",
                                             "output_recorded", "output_refused",   NULL};
 static const char *const outcome_names[] = {"allow", "deny", "unknown", NULL};
-static const char *const status_names[] = {"created",   "running", "blocked",     "recovering",
-                                           "completed", "error",   "interrupted", NULL};
+/* Every status a run can enter (RUN_STATUSES, queries/library.lua). */
+static const char *const status_names[] = {
+    "created", "queued",      "running",   "blocked",          "recovering",       "completed",
+    "error",   "interrupted", "cancelled", "budget_exhausted", "pending_approval", NULL};
 
 /* outcome, codes and witness of an event or recover expectation at path p. */
 static int check_expected_decision(const json_t *x, const char *p, werr *e)
@@ -1248,7 +1250,8 @@ static int check_expectation(const json_t *doc, const wdef *d, size_t i, werr *e
         }
         snprintf(f, sizeof f, "%s.status", p);
         return check_enum(json_object_get(x, "status"), f, status_names,
-                          "created, running, blocked, recovering, completed, error, interrupted",
+                          "created, queued, running, blocked, recovering, completed, error, "
+                          "interrupted, cancelled, budget_exhausted, pending_approval",
                           e);
     default: {
         if (check_object(x, p, expect_delivery_spec, N_SPEC(expect_delivery_spec), e) != 0) {
