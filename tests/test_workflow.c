@@ -1197,7 +1197,7 @@ static void test_bad_expectations_are_refused(void)
     expect_refused(DEF_EXPECT("{'recover':false,'outcome':'allow'}"),
                    "expect[0].recover: must be true");
     expect_refused(DEF_EXPECT("{'status':'finished'}"),
-                   "expect[0].status: \"finished\" is not one of created, running, blocked");
+                   "expect[0].status: \"finished\" is not one of created, queued, running, blocked");
     expect_refused(DEF_EXPECT("{'delivery':'boss2'}"),
                    "expect[0].delivery: unknown recipient \"boss2\"");
     expect_refused(DEF_EXPECT("{'delivery':'pub','excludes':['x','x']}"),

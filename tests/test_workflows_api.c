@@ -472,7 +472,7 @@ static void test_bad_expectations_are_refused(void)
                             "'outcome':'allow','status':'blocked'}"),
                    "expect[1]: has both event and status");
     expect_refused(M_EXPECT("{'status':'done'}"),
-                   "expect[0].status: \"done\" is not one of created, running, blocked");
+                   "expect[0].status: \"done\" is not one of created, queued, running, blocked");
     expect_refused(M_EXPECT("{'delivery':'m_ceo'}"), "expect[0].delivery: unknown recipient "
                                                      "\"m_ceo\"");
     expect_refused(M_EXPECT("{'outcome':'allow'}"),
