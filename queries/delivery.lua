@@ -132,12 +132,16 @@ end
 
 --[[ charter_commit_delivery
 keys: P. args: JSON {run_id,invocation_id,fingerprint,payload_id,payload_hash,content_sha1,
-  recipient,tool,grant_chain:[leaf..root],sources:[...],content,lineage} (fingerprint: the
+  recipient,tool,grant_chain:[leaf..root],sources:[...],lineage} (fingerprint: the
   delivery fingerprint, the request's content identity; lineage, optional: {"<sha1>":"<record>"},
   the lineage records the event's snapshot names that charter_delivery_facts found unstored,
-  each hashing to its name, written with the delivery as charter_put_lineage does), sealed
+  each hashing to its name, written with the delivery as charter_put_lineage does), facts_sha
+  and facts ("" and "", or 64 lowercase hex digits and a non-empty text: the facts record the
+  event's snapshot names, written with the delivery as charter_put_blob writes P:blob:<sha>
+  unless one is stored; readers check it hashes to its name; both may be left out), sealed
   event delivery_decided with outcome "allow" (its evaluator is kept on the delivery as
-  evaluator).
+  evaluator). content, optional in the JSON: the delivery's content; without it, the payload's
+  stored content, whose SHA-1 the checks compare with content_sha1.
 reply: {"status":"committed","delivery":{...},"seq":n}, or {"status":"exists","delivery":{...}}
   when the invocation is taken (nothing written), or {"status":"refused","reason":"<check>",
   "detail":"<object>"} (nothing written). With the time t read from TIME inside the call, the
@@ -153,8 +157,9 @@ reply: {"status":"committed","delivery":{...},"seq":n}, or {"status":"exists","d
   (grant_revoked), valid_from <= t (grant_not_yet_valid), t < valid_to (grant_expired), lists
   the tool (grant_tool), the recipient (grant_recipient) and every source (grant_resource).
   When every check passes but the run's head moved, the conflict reply (nothing written).
-  On commit, in the same call: the Delivery hash (committed_at = t, event_seq = the event's
-  seq), its delivered and to edges, the run's deliveries edge and the event.
+  On commit, in the same call: the facts record, the Delivery hash (committed_at = t,
+  event_seq = the event's seq), its delivered and to edges, the run's deliveries edge and the
+  event.
 errors: invalid (arguments), nothing written. ]]
 local function charter_commit_delivery(keys, args)
     local P = prefix(keys)
@@ -175,7 +180,7 @@ local function charter_commit_delivery(keys, args)
         raise('invalid', 'grant_chain must hold 1..' .. MAX_CHAIN .. ' grants')
     end
     local sources = check_id_list(doc.sources, 'sources', true)
-    local content = check_text(doc.content, 'content', '')
+    local content = present(doc.content) and check_text(doc.content, 'content') or nil
     -- The lineage records the event's snapshot names, not stored when the facts were read.
     local records = {}
     if present(doc.lineage) then
@@ -190,26 +195,38 @@ local function charter_commit_delivery(keys, args)
             records[#records + 1] = {sha, text}
         end
     end
-    local ev = check_sealed(args[2], 'event', 'delivery_decided')
+    local nargs = #args
+    local facts_sha, facts = '', ''
+    if nargs == 4 then
+        facts_sha, facts = args[2], args[3]
+    end
+    if facts_sha ~= '' or facts ~= '' then
+        if not hex64(facts_sha) or type(facts) ~= 'string' or facts == '' then
+            raise('invalid', 'facts_sha and facts must be 64 lowercase hex digits and a text, ' ..
+                      'or both empty')
+        end
+    end
+    local ev = check_sealed(args[nargs], 'event', 'delivery_decided')
     if ev.outcome ~= 'allow' then
         raise('invalid', 'event.outcome must be allow: only an allowed delivery commits')
     end
 
     local dkey = P .. ':delivery:' .. inv
     -- RULE-COMMIT-INVOCATION-UNUSED: an invocation commits at most once.
-    local existing = hash(dkey)
-    if existing then
-        return cjson.encode({status = 'exists', delivery = delivery_object(existing)})
+    if exists(dkey) then
+        return cjson.encode({status = 'exists', delivery = delivery_object(hash(dkey))})
     end
     -- RULE-COMMIT-DATABASE-CLOCK: every time below is the database's, read inside this call.
     local ts, tnum = now()
     local function refuse(reason, detail)
         return cjson.encode({status = 'refused', reason = reason, detail = detail})
     end
-    local run = hash(P .. ':run:' .. run_id)
-    if not run then
+    local runkey = P .. ':run:' .. run_id
+    local rf = redis.call('HMGET', runkey, 'status', 'cancel_reason', 'max_deliveries')
+    if not rf[1] and not exists(runkey) then
         return refuse('run_not_found', run_id)
     end
+    local run = {status = rf[1], cancel_reason = rf[2] or nil, max_deliveries = rf[3] or nil}
     -- A stopped run never delivers: cancellation, budgets and a lapsed lease are final here.
     if run.status == 'cancelled' or run.status == 'budget_exhausted' or
         run.status == 'interrupted' then
@@ -222,10 +239,12 @@ local function charter_commit_delivery(keys, args)
     if maxd > 0 and redis.call('SCARD', P .. ':run:' .. run_id .. ':deliveries') >= maxd then
         return refuse('budget_deliveries', run_id .. ' max_deliveries ' .. string.format('%d', maxd))
     end
-    local payload = hash(P .. ':artifact:' .. payload_id)
-    if not payload then
+    local akey = P .. ':artifact:' .. payload_id
+    local pf = redis.call('HMGET', akey, 'run_id', 'hash', 'content')
+    if not pf[1] and not exists(akey) then
         return refuse('payload_not_found', payload_id)
     end
+    local payload = {run_id = pf[1] or nil, hash = pf[2] or nil, content = pf[3] or nil}
     if payload.run_id ~= run_id then
         return refuse('payload_other_run', payload_id)
     end
@@ -252,6 +271,10 @@ local function charter_commit_delivery(keys, args)
     for _, r in ipairs(records) do
         redis.call('SET', P .. ':lineage:' .. r[1], r[2], 'NX')
     end
+    if facts_sha ~= '' then
+        redis.call('SET', P .. ':blob:' .. facts_sha, facts, 'NX')
+    end
+    content = content or payload.content or ''
     local seq = string.format('%d', ev.seq)
     redis.call('HSET', dkey, 'invocation_id', inv, 'run_id', run_id, 'fingerprint', fingerprint,
                'recipient', recipient, 'tool', tool, 'payload_id', payload_id, 'payload_hash',
@@ -261,6 +284,9 @@ local function charter_commit_delivery(keys, args)
     redis.call('SADD', dkey .. ':to', recipient)
     redis.call('SADD', P .. ':run:' .. run_id .. ':deliveries', inv)
     write_event(P, run_id, ev)
-    return cjson.encode({status = 'committed', delivery = delivery_object(hash(dkey)),
-                         seq = ev.seq})
+    -- The delivery as delivery_object reads it back, from what was just written.
+    return cjson.encode({status = 'committed', seq = ev.seq, delivery = {
+        invocation_id = inv, run_id = run_id, fingerprint = fingerprint, recipient = recipient,
+        tool = tool, payload_id = payload_id, payload_hash = payload_hash, content = content,
+        grant_chain = chain, committed_at = ts, event_seq = ev.seq, evaluator = ev.evaluator}})
 end
