@@ -13,21 +13,21 @@ local function charter_find_delivery(keys, args)
     if not h then
         return nil
     end
-    return cjson.encode(delivery_object(h))
+    return cjson.encode(delivery_object(h, P))
 end
 
 --[[ charter_delivery_facts
 keys: P. args: invocation_id, payload_id, grant_id, recipient_id, limit, context_id (optional).
 reply: every fact the delivery protocol reads, taken at one instant:
   {"delivery": the existing delivery of the invocation (absent when unused),
-   "payload": the payload artifact object with its content,
+   "payload": {"id","hash","content"} of the payload artifact,
    "ancestry": as charter_ancestry, lineage records included (absent when the invocation
      exists),
    "chain": as charter_grant_chain of "grant" (absent when the invocation exists or no grant
      is known), "grant": the grant whose chain was read,
    "recipient": {"id","clearance"} (absent when unknown), "now": "<t>",
    with context_id also "context": as charter_context_owner, and "head": as charter_run_head
-     of the context's run (what the commit's event is sealed on)}.
+     of the context's run (what the commit's event is sealed on; next_context "")}.
   grant_id "" with context_id: the grant the context recorded (charter_scope_context).
   With context_id and an unknown payload: {"context":{...},"payload_missing":true}.
 errors: not_found (context; payload without context_id), invalid. ]]
@@ -48,21 +48,28 @@ local function charter_delivery_facts(keys, args)
     if grant ~= '' or not ctx then
         grant = check_id(grant, 'grant_id')
     end
-    local h = hash(P .. ':artifact:' .. payload)
-    if not h and ctx then
-        return cjson.encode({context = ctx, payload_missing = true})
-    end
-    if not h then
+    local akey = P .. ':artifact:' .. payload
+    local pf = redis.call('HMGET', akey, 'hash', 'content')
+    if not pf[1] and not exists(akey) then
+        if ctx then
+            return cjson.encode({context = ctx, payload_missing = true})
+        end
         raise('not_found', 'artifact ' .. payload .. ' not found')
     end
-    local out = {payload = artifact_object(P, payload, h, false), now = now(), context = ctx,
-                 grant = grant}
+    local ts = now()
+    local out = {payload = {id = payload, hash = pf[1] or nil, content = pf[2] or ''}, now = ts,
+                 context = ctx, grant = grant}
     if ctx and ctx.run_id ~= '' then
-        out.head = head_table(P, ctx.run_id)
+        -- The head the commit's event is sealed on, read as head_table does, at the same
+        -- instant as every other fact (a delivery opens no context: no next_context).
+        local runkey = P .. ':run:' .. ctx.run_id
+        local f = redis.call('HMGET', runkey, 'seq', 'head', 'status')
+        out.head = {exists = f[3] ~= false or exists(runkey), seq = f[1] and tonumber(f[1]) or 0,
+                    hash = f[2] or '', status = f[3] or '', now = ts, next_context = ''}
     end
     local d = hash(P .. ':delivery:' .. inv)
     if d then
-        out.delivery = delivery_object(d)
+        out.delivery = delivery_object(d, P)
         return cjson.encode(out)
     end
     local ancestry = ancestry_text(P, payload, limit)
@@ -139,8 +146,8 @@ keys: P. args: JSON {run_id,invocation_id,fingerprint,payload_id,payload_hash,co
   and facts ("" and "", or 64 lowercase hex digits and a non-empty text: the facts record the
   event's snapshot names, written with the delivery as charter_put_blob writes P:blob:<sha>
   unless one is stored; readers check it hashes to its name; both may be left out), sealed
-  event delivery_decided with outcome "allow" (its evaluator is kept on the delivery as
-  evaluator). content, optional in the JSON: the delivery's content; without it, the payload's
+  event delivery_decided with outcome "allow" (the delivery shows its evaluator, read from
+  the event). content, optional in the JSON: the delivery's content; without it, the payload's
   stored content, whose SHA-1 the checks compare with content_sha1.
 reply: {"status":"committed","delivery":{...},"seq":n}, or {"status":"exists","delivery":{...}}
   when the invocation is taken (nothing written), or {"status":"refused","reason":"<check>",
@@ -158,8 +165,8 @@ reply: {"status":"committed","delivery":{...},"seq":n}, or {"status":"exists","d
   the tool (grant_tool), the recipient (grant_recipient) and every source (grant_resource).
   When every check passes but the run's head moved, the conflict reply (nothing written).
   On commit, in the same call: the facts record, the Delivery hash (committed_at = t,
-  event_seq = the event's seq), its delivered and to edges, the run's deliveries edge and the
-  event.
+  event_seq = the event's seq; no copy of the event's evaluator), its delivered and to edges,
+  the run's deliveries edge and the event.
 errors: invalid (arguments), nothing written. ]]
 local function charter_commit_delivery(keys, args)
     local P = prefix(keys)
@@ -214,7 +221,7 @@ local function charter_commit_delivery(keys, args)
     local dkey = P .. ':delivery:' .. inv
     -- RULE-COMMIT-INVOCATION-UNUSED: an invocation commits at most once.
     if exists(dkey) then
-        return cjson.encode({status = 'exists', delivery = delivery_object(hash(dkey))})
+        return cjson.encode({status = 'exists', delivery = delivery_object(hash(dkey), P)})
     end
     -- RULE-COMMIT-DATABASE-CLOCK: every time below is the database's, read inside this call.
     local ts, tnum = now()
@@ -222,7 +229,8 @@ local function charter_commit_delivery(keys, args)
         return cjson.encode({status = 'refused', reason = reason, detail = detail})
     end
     local runkey = P .. ':run:' .. run_id
-    local rf = redis.call('HMGET', runkey, 'status', 'cancel_reason', 'max_deliveries')
+    local rf = redis.call('HMGET', runkey, 'status', 'cancel_reason', 'max_deliveries', 'seq',
+                          'head')
     if not rf[1] and not exists(runkey) then
         return refuse('run_not_found', run_id)
     end
@@ -263,7 +271,7 @@ local function charter_commit_delivery(keys, args)
     if reason then
         return refuse(reason, detail)
     end
-    local conflict = head_conflict(P, run_id, ev)
+    local conflict = head_conflict(P, run_id, ev, {rf[4], rf[5]})
     if conflict then
         return conflict
     end
@@ -279,7 +287,7 @@ local function charter_commit_delivery(keys, args)
     redis.call('HSET', dkey, 'invocation_id', inv, 'run_id', run_id, 'fingerprint', fingerprint,
                'recipient', recipient, 'tool', tool, 'payload_id', payload_id, 'payload_hash',
                payload_hash, 'content', content, 'grant_chain', encode_list(chain),
-               'committed_at', ts, 'event_seq', seq, 'evaluator', ev.evaluator)
+               'committed_at', ts, 'event_seq', seq)
     redis.call('SADD', dkey .. ':delivered', payload_id)
     redis.call('SADD', dkey .. ':to', recipient)
     redis.call('SADD', P .. ':run:' .. run_id .. ':deliveries', inv)
