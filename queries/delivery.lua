@@ -177,7 +177,8 @@ local function charter_commit_delivery(keys, args)
     local payload_id = check_id(doc.payload_id, 'payload_id')
     local payload_hash = check_text(doc.payload_hash, 'payload_hash')
     local content_sha1 = doc.content_sha1
-    if type(content_sha1) ~= 'string' or #content_sha1 ~= 40 or content_sha1:find('[^0-9a-f]') then
+    if type(content_sha1) ~= 'string' or #content_sha1 ~= 40 or
+        not content_sha1:find('^[0-9a-f]+$') then
         raise('invalid', 'content_sha1 must be 40 lowercase hex digits')
     end
     local recipient = check_id(doc.recipient, 'recipient')
@@ -195,7 +196,7 @@ local function charter_commit_delivery(keys, args)
             raise('invalid', 'lineage must be an object of sha1 to record')
         end
         for sha, text in pairs(doc.lineage) do
-            if type(sha) ~= 'string' or #sha ~= 40 or sha:find('[^0-9a-f]') or
+            if type(sha) ~= 'string' or #sha ~= 40 or not sha:find('^[0-9a-f]+$') or
                 type(text) ~= 'string' or redis.sha1hex(text) ~= sha then
                 raise('invalid', 'lineage: every record must hash to its 40-hex sha1 name')
             end

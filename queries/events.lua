@@ -37,7 +37,7 @@ local function check_sealed(s, what, kind)
     if kind and out.kind ~= kind then
         raise('invalid', what .. '.kind must be ' .. kind)
     end
-    if out.codes:find('[^%w_,]') then
+    if not out.codes:find('^[%w_,]*$') then
         raise('invalid', what .. '.codes must be a comma list of code names')
     end
     if out.evaluator ~= '' and not hex64(out.evaluator) then
