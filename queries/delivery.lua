@@ -221,8 +221,9 @@ local function charter_commit_delivery(keys, args)
 
     local dkey = P .. ':delivery:' .. inv
     -- RULE-COMMIT-INVOCATION-UNUSED: an invocation commits at most once.
-    if exists(dkey) then
-        return cjson.encode({status = 'exists', delivery = delivery_object(hash(dkey), P)})
+    local existing = hash(dkey)
+    if existing then
+        return cjson.encode({status = 'exists', delivery = delivery_object(existing, P)})
     end
     -- RULE-COMMIT-DATABASE-CLOCK: every time below is the database's, read inside this call.
     local ts, tnum = now()
