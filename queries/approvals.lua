@@ -74,7 +74,7 @@ local function charter_request_approval(keys, args)
     end
     local d = hash(P .. ':delivery:' .. inv)
     if d then
-        return cjson.encode({status = 'exists', delivery = delivery_object(d)})
+        return cjson.encode({status = 'exists', delivery = delivery_object(d, P)})
     end
     local ts, tnum = now()
     local now_us = micros_of(ts)

@@ -13,21 +13,21 @@ local function charter_find_delivery(keys, args)
     if not h then
         return nil
     end
-    return cjson.encode(delivery_object(h))
+    return cjson.encode(delivery_object(h, P))
 end
 
 --[[ charter_delivery_facts
 keys: P. args: invocation_id, payload_id, grant_id, recipient_id, limit, context_id (optional).
 reply: every fact the delivery protocol reads, taken at one instant:
   {"delivery": the existing delivery of the invocation (absent when unused),
-   "payload": the payload artifact object with its content,
+   "payload": {"id","hash","content"} of the payload artifact,
    "ancestry": as charter_ancestry, lineage records included (absent when the invocation
      exists),
    "chain": as charter_grant_chain of "grant" (absent when the invocation exists or no grant
      is known), "grant": the grant whose chain was read,
    "recipient": {"id","clearance"} (absent when unknown), "now": "<t>",
    with context_id also "context": as charter_context_owner, and "head": as charter_run_head
-     of the context's run (what the commit's event is sealed on)}.
+     of the context's run (what the commit's event is sealed on; next_context "")}.
   grant_id "" with context_id: the grant the context recorded (charter_scope_context).
   With context_id and an unknown payload: {"context":{...},"payload_missing":true}.
 errors: not_found (context; payload without context_id), invalid. ]]
@@ -48,21 +48,28 @@ local function charter_delivery_facts(keys, args)
     if grant ~= '' or not ctx then
         grant = check_id(grant, 'grant_id')
     end
-    local h = hash(P .. ':artifact:' .. payload)
-    if not h and ctx then
-        return cjson.encode({context = ctx, payload_missing = true})
-    end
-    if not h then
+    local akey = P .. ':artifact:' .. payload
+    local pf = redis.call('HMGET', akey, 'hash', 'content')
+    if not pf[1] and not exists(akey) then
+        if ctx then
+            return cjson.encode({context = ctx, payload_missing = true})
+        end
         raise('not_found', 'artifact ' .. payload .. ' not found')
     end
-    local out = {payload = artifact_object(P, payload, h, false), now = now(), context = ctx,
-                 grant = grant}
+    local ts = now()
+    local out = {payload = {id = payload, hash = pf[1] or nil, content = pf[2] or ''}, now = ts,
+                 context = ctx, grant = grant}
     if ctx and ctx.run_id ~= '' then
-        out.head = head_table(P, ctx.run_id)
+        -- The head the commit's event is sealed on, read as head_table does, at the same
+        -- instant as every other fact (a delivery opens no context: no next_context).
+        local runkey = P .. ':run:' .. ctx.run_id
+        local f = redis.call('HMGET', runkey, 'seq', 'head', 'status')
+        out.head = {exists = f[3] ~= false or exists(runkey), seq = f[1] and tonumber(f[1]) or 0,
+                    hash = f[2] or '', status = f[3] or '', now = ts, next_context = ''}
     end
     local d = hash(P .. ':delivery:' .. inv)
     if d then
-        out.delivery = delivery_object(d)
+        out.delivery = delivery_object(d, P)
         return cjson.encode(out)
     end
     local ancestry = ancestry_text(P, payload, limit)
@@ -132,12 +139,16 @@ end
 
 --[[ charter_commit_delivery
 keys: P. args: JSON {run_id,invocation_id,fingerprint,payload_id,payload_hash,content_sha1,
-  recipient,tool,grant_chain:[leaf..root],sources:[...],content,lineage} (fingerprint: the
+  recipient,tool,grant_chain:[leaf..root],sources:[...],lineage} (fingerprint: the
   delivery fingerprint, the request's content identity; lineage, optional: {"<sha1>":"<record>"},
   the lineage records the event's snapshot names that charter_delivery_facts found unstored,
-  each hashing to its name, written with the delivery as charter_put_lineage does), sealed
-  event delivery_decided with outcome "allow" (its evaluator is kept on the delivery as
-  evaluator).
+  each hashing to its name, written with the delivery as charter_put_lineage does), facts_sha
+  and facts ("" and "", or 64 lowercase hex digits and a non-empty text: the facts record the
+  event's snapshot names, written with the delivery as charter_put_blob writes P:blob:<sha>
+  unless one is stored; readers check it hashes to its name; both may be left out), sealed
+  event delivery_decided with outcome "allow" (the delivery shows its evaluator, read from
+  the event). content, optional in the JSON: the delivery's content; without it, the payload's
+  stored content, whose SHA-1 the checks compare with content_sha1.
 reply: {"status":"committed","delivery":{...},"seq":n}, or {"status":"exists","delivery":{...}}
   when the invocation is taken (nothing written), or {"status":"refused","reason":"<check>",
   "detail":"<object>"} (nothing written). With the time t read from TIME inside the call, the
@@ -153,8 +164,9 @@ reply: {"status":"committed","delivery":{...},"seq":n}, or {"status":"exists","d
   (grant_revoked), valid_from <= t (grant_not_yet_valid), t < valid_to (grant_expired), lists
   the tool (grant_tool), the recipient (grant_recipient) and every source (grant_resource).
   When every check passes but the run's head moved, the conflict reply (nothing written).
-  On commit, in the same call: the Delivery hash (committed_at = t, event_seq = the event's
-  seq), its delivered and to edges, the run's deliveries edge and the event.
+  On commit, in the same call: the facts record, the Delivery hash (committed_at = t,
+  event_seq = the event's seq; no copy of the event's evaluator), its delivered and to edges,
+  the run's deliveries edge and the event.
 errors: invalid (arguments), nothing written. ]]
 local function charter_commit_delivery(keys, args)
     local P = prefix(keys)
@@ -165,7 +177,8 @@ local function charter_commit_delivery(keys, args)
     local payload_id = check_id(doc.payload_id, 'payload_id')
     local payload_hash = check_text(doc.payload_hash, 'payload_hash')
     local content_sha1 = doc.content_sha1
-    if type(content_sha1) ~= 'string' or #content_sha1 ~= 40 or content_sha1:find('[^0-9a-f]') then
+    if type(content_sha1) ~= 'string' or #content_sha1 ~= 40 or
+        not content_sha1:find('^[0-9a-f]+$') then
         raise('invalid', 'content_sha1 must be 40 lowercase hex digits')
     end
     local recipient = check_id(doc.recipient, 'recipient')
@@ -175,7 +188,7 @@ local function charter_commit_delivery(keys, args)
         raise('invalid', 'grant_chain must hold 1..' .. MAX_CHAIN .. ' grants')
     end
     local sources = check_id_list(doc.sources, 'sources', true)
-    local content = check_text(doc.content, 'content', '')
+    local content = present(doc.content) and check_text(doc.content, 'content') or nil
     -- The lineage records the event's snapshot names, not stored when the facts were read.
     local records = {}
     if present(doc.lineage) then
@@ -183,14 +196,25 @@ local function charter_commit_delivery(keys, args)
             raise('invalid', 'lineage must be an object of sha1 to record')
         end
         for sha, text in pairs(doc.lineage) do
-            if type(sha) ~= 'string' or #sha ~= 40 or sha:find('[^0-9a-f]') or
+            if type(sha) ~= 'string' or #sha ~= 40 or not sha:find('^[0-9a-f]+$') or
                 type(text) ~= 'string' or redis.sha1hex(text) ~= sha then
                 raise('invalid', 'lineage: every record must hash to its 40-hex sha1 name')
             end
             records[#records + 1] = {sha, text}
         end
     end
-    local ev = check_sealed(args[2], 'event', 'delivery_decided')
+    local nargs = #args
+    local facts_sha, facts = '', ''
+    if nargs == 4 then
+        facts_sha, facts = args[2], args[3]
+    end
+    if facts_sha ~= '' or facts ~= '' then
+        if not hex64(facts_sha) or type(facts) ~= 'string' or facts == '' then
+            raise('invalid', 'facts_sha and facts must be 64 lowercase hex digits and a text, ' ..
+                      'or both empty')
+        end
+    end
+    local ev = check_sealed(args[nargs], 'event', 'delivery_decided')
     if ev.outcome ~= 'allow' then
         raise('invalid', 'event.outcome must be allow: only an allowed delivery commits')
     end
@@ -199,17 +223,20 @@ local function charter_commit_delivery(keys, args)
     -- RULE-COMMIT-INVOCATION-UNUSED: an invocation commits at most once.
     local existing = hash(dkey)
     if existing then
-        return cjson.encode({status = 'exists', delivery = delivery_object(existing)})
+        return cjson.encode({status = 'exists', delivery = delivery_object(existing, P)})
     end
     -- RULE-COMMIT-DATABASE-CLOCK: every time below is the database's, read inside this call.
     local ts, tnum = now()
     local function refuse(reason, detail)
         return cjson.encode({status = 'refused', reason = reason, detail = detail})
     end
-    local run = hash(P .. ':run:' .. run_id)
-    if not run then
+    local runkey = P .. ':run:' .. run_id
+    local rf = redis.call('HMGET', runkey, 'status', 'cancel_reason', 'max_deliveries', 'seq',
+                          'head')
+    if not rf[1] and not exists(runkey) then
         return refuse('run_not_found', run_id)
     end
+    local run = {status = rf[1], cancel_reason = rf[2] or nil, max_deliveries = rf[3] or nil}
     -- A stopped run never delivers: cancellation, budgets and a lapsed lease are final here.
     if run.status == 'cancelled' or run.status == 'budget_exhausted' or
         run.status == 'interrupted' then
@@ -222,10 +249,12 @@ local function charter_commit_delivery(keys, args)
     if maxd > 0 and redis.call('SCARD', P .. ':run:' .. run_id .. ':deliveries') >= maxd then
         return refuse('budget_deliveries', run_id .. ' max_deliveries ' .. string.format('%d', maxd))
     end
-    local payload = hash(P .. ':artifact:' .. payload_id)
-    if not payload then
+    local akey = P .. ':artifact:' .. payload_id
+    local pf = redis.call('HMGET', akey, 'run_id', 'hash', 'content')
+    if not pf[1] and not exists(akey) then
         return refuse('payload_not_found', payload_id)
     end
+    local payload = {run_id = pf[1] or nil, hash = pf[2] or nil, content = pf[3] or nil}
     if payload.run_id ~= run_id then
         return refuse('payload_other_run', payload_id)
     end
@@ -244,7 +273,7 @@ local function charter_commit_delivery(keys, args)
     if reason then
         return refuse(reason, detail)
     end
-    local conflict = head_conflict(P, run_id, ev)
+    local conflict = head_conflict(P, run_id, ev, {rf[4], rf[5]})
     if conflict then
         return conflict
     end
@@ -252,15 +281,22 @@ local function charter_commit_delivery(keys, args)
     for _, r in ipairs(records) do
         redis.call('SET', P .. ':lineage:' .. r[1], r[2], 'NX')
     end
+    if facts_sha ~= '' then
+        redis.call('SET', P .. ':blob:' .. facts_sha, facts, 'NX')
+    end
+    content = content or payload.content or ''
     local seq = string.format('%d', ev.seq)
     redis.call('HSET', dkey, 'invocation_id', inv, 'run_id', run_id, 'fingerprint', fingerprint,
                'recipient', recipient, 'tool', tool, 'payload_id', payload_id, 'payload_hash',
                payload_hash, 'content', content, 'grant_chain', encode_list(chain),
-               'committed_at', ts, 'event_seq', seq, 'evaluator', ev.evaluator)
+               'committed_at', ts, 'event_seq', seq)
     redis.call('SADD', dkey .. ':delivered', payload_id)
     redis.call('SADD', dkey .. ':to', recipient)
     redis.call('SADD', P .. ':run:' .. run_id .. ':deliveries', inv)
     write_event(P, run_id, ev)
-    return cjson.encode({status = 'committed', delivery = delivery_object(hash(dkey)),
-                         seq = ev.seq})
+    -- The delivery as delivery_object reads it back, from what was just written.
+    return cjson.encode({status = 'committed', seq = ev.seq, delivery = {
+        invocation_id = inv, run_id = run_id, fingerprint = fingerprint, recipient = recipient,
+        tool = tool, payload_id = payload_id, payload_hash = payload_hash, content = content,
+        grant_chain = chain, committed_at = ts, event_seq = ev.seq, evaluator = ev.evaluator}})
 end

@@ -37,7 +37,7 @@ local function check_sealed(s, what, kind)
     if kind and out.kind ~= kind then
         raise('invalid', what .. '.kind must be ' .. kind)
     end
-    if out.codes:find('[^%w_,]') then
+    if not out.codes:find('^[%w_,]*$') then
         raise('invalid', what .. '.codes must be a comma list of code names')
     end
     if out.evaluator ~= '' and not hex64(out.evaluator) then
@@ -70,9 +70,10 @@ end
 
 -- nil when ev is the run's next event (its head is (ev.seq - 1, ev.prev)), else the conflict
 -- reply. Called after every other check and before the first write. An event key already
--- present at ev.seq means the log was altered; nothing is written over it.
-local function head_conflict(P, run_id, ev)
-    local f = redis.call('HMGET', P .. ':run:' .. run_id, 'seq', 'head')
+-- present at ev.seq means the log was altered; nothing is written over it. f, optional: the
+-- run's {seq, head} fields as this call read them already.
+local function head_conflict(P, run_id, ev, f)
+    f = f or redis.call('HMGET', P .. ':run:' .. run_id, 'seq', 'head')
     local seq = f[1] and tonumber(f[1]) or 0
     if seq ~= ev.seq - 1 or (f[2] or '') ~= ev.prev then
         return cjson.encode({conflict = true, head = head_table(P, run_id)})

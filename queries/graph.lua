@@ -94,13 +94,21 @@ local function event_object(h)
     }
 end
 
-local function delivery_object(h)
+-- A delivery as the API shows it. Its evaluator is its delivery_decided event's (the event at
+-- event_seq, read from there unless the delivery kept a copy, as library version 11 and older
+-- did).
+local function delivery_object(h, P)
+    local evaluator = h.evaluator
+    if not evaluator and h.run_id and h.event_seq then
+        evaluator = redis.call('HGET', P .. ':event:' .. h.run_id .. ':' .. h.event_seq,
+                               'evaluator')
+    end
     return {
         invocation_id = h.invocation_id, run_id = h.run_id, fingerprint = h.fingerprint,
         recipient = h.recipient, tool = h.tool, payload_id = h.payload_id,
         payload_hash = h.payload_hash, content = h.content or '',
         grant_chain = decode_list(h.grant_chain), committed_at = h.committed_at,
-        event_seq = tonumber(h.event_seq), evaluator = h.evaluator or '',
+        event_seq = tonumber(h.event_seq), evaluator = evaluator or '',
         receipt = h.receipt or nil,
     }
 end

@@ -161,7 +161,7 @@ local function charter_get_run(keys, args)
     for _, inv in ipairs(members(base .. ':deliveries')) do
         local d = hash(P .. ':delivery:' .. inv)
         if d then
-            deliveries[#deliveries + 1] = delivery_object(d)
+            deliveries[#deliveries + 1] = delivery_object(d, P)
         end
     end
     table.sort(deliveries, function(a, b)
@@ -315,7 +315,7 @@ local function charter_get_receipt(keys, args)
     if not d or d.run_id ~= run_id then
         raise('not_found', 'delivery ' .. inv .. ' of run ' .. run_id .. ' not found')
     end
-    return cjson.encode({delivery = delivery_object(d)})
+    return cjson.encode({delivery = delivery_object(d, P)})
 end
 
 --[[ charter_attach_receipt

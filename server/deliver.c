@@ -243,11 +243,11 @@ static json_t *snapshot_of(const send_facts *f, const guard_delivery_request *re
 /* One conditional commit with its event, sealed on the head read with the facts (head NULL:
  * read it first). Returns STATUS_OK with *reply the function's answer, or the store's failure
  * (STATUS_EUNAVAILABLE: the effect is unknown). */
-static int commit(const gate_env *g, const char *run_id, json_t *arg, const evlog_event *ev,
-                  const evlog_head *head, json_t **reply)
+static int commit(const gate_env *g, const char *run_id, json_t *arg, const char *facts_sha,
+                  const char *facts, const evlog_event *ev, const evlog_head *head, json_t **reply)
 {
     *reply = NULL;
-    return evlog_commit_delivery_at(g->st, run_id, arg, ev, head, reply);
+    return evlog_commit_delivery_at(g->st, run_id, arg, facts_sha, facts, ev, head, reply);
 }
 
 /* One send in progress: the request, the facts and what the phases build from them. Every
@@ -265,7 +265,9 @@ typedef struct {
     json_t *snapshot;
     evlog_owned ev; /* the delivery_decided event the commit writes */
     json_t *arg;    /* the commit's argument */
-    bool done;      /* a phase answered the send: out is final */
+    char *facts;    /* the facts record ev's snapshot names (evlog_facts_split), or NULL */
+    char facts_sha[65];
+    bool done; /* a phase answered the send: out is final */
 } send_state;
 
 static void send_free(send_state *s, deliver_result *out)
@@ -277,6 +279,7 @@ static void send_free(send_state *s, deliver_result *out)
     memset(&out->decision.sources, 0, sizeof out->decision.sources);
     evlog_owned_free(&s->ev);
     json_decref(s->arg);
+    free(s->facts);
     json_decref(s->snapshot);
     json_decref(s->detail);
     facts_free(&s->f);
@@ -424,10 +427,12 @@ static void note_durability(const gate_env *g, deliver_result *out)
     }
 }
 
-
-/* The commit's argument and its delivery_decided event, into s->arg and s->ev. Returns
- * STATUS_OK or STATUS_ENOMEM (out's decision freed). */
-static int send_prepare(send_state *s, deliver_result *out)
+/* The commit's argument and its delivery_decided event, into s->arg and s->ev. by_ref: the
+ * event's snapshot names its facts record (s->facts, evlog_facts_split), which the commit
+ * stores with it; else the snapshot is kept whole (an approval's held commit). The payload's
+ * content is not sent: the commit stores the bytes it finds, once their SHA-1 is the one
+ * evaluated. Returns STATUS_OK or STATUS_ENOMEM (out's decision freed). */
+static int send_prepare(send_state *s, deliver_result *out, bool by_ref)
 {
     if (s->arg != NULL)
         return STATUS_OK;
@@ -435,14 +440,18 @@ static int send_prepare(send_state *s, deliver_result *out)
     assert(out->decision.outcome == GUARD_ALLOW && s->content != NULL && s->payload_hash != NULL);
     char sha1[41];
     (void)digest_sha1_hex(s->content, strlen(s->content), sha1); /* on failure never equal */
-    int erc = evlog_owned_event(&s->ev, "delivery_decided", &out->decision, s->f.fingerprint,
-                                s->detail, s->snapshot);
-    s->arg = json_pack("{s:s, s:s, s:s, s:s, s:s, s:s, s:s, s:s, s:o*, s:o*, s:s}", "run_id",
+    json_t *ref = NULL;
+    int erc = by_ref ? evlog_facts_split(s->snapshot, &s->facts, s->facts_sha, &ref) : STATUS_OK;
+    if (erc == STATUS_OK)
+        erc = evlog_owned_event(&s->ev, "delivery_decided", &out->decision, s->f.fingerprint,
+                                s->detail, ref != NULL ? ref : s->snapshot);
+    json_decref(ref);
+    s->arg = json_pack("{s:s, s:s, s:s, s:s, s:s, s:s, s:s, s:s, s:o*, s:o*}", "run_id",
                        s->f.ctx.run_id, "invocation_id", s->invocation_id, "fingerprint",
                        s->fingerprint, "payload_id", s->payload_id, "payload_hash", s->payload_hash,
                        "content_sha1", sha1, "recipient", s->recipient, "tool", s->tool,
                        "grant_chain", strs_json(&out->decision.chain_order), "sources",
-                       strs_json(&out->decision.sources), "content", s->content);
+                       strs_json(&out->decision.sources));
     /* The lineage records the snapshot names that were not stored when the facts were read. */
     const json_t *fresh = json_object_get(s->f.ancestry, "new");
     if (s->arg && json_object_size(fresh) > 0 &&
@@ -472,7 +481,7 @@ static int send_hold(send_state *s, deliver_result *out)
     long long within_ms = 0;
     if (!workflow_approval_for(s->f.wf, s->tool, s->recipient, &by, &within_ms))
         return STATUS_OK;
-    int rc = send_prepare(s, out);
+    int rc = send_prepare(s, out, false);
     if (rc != STATUS_OK)
         return rc;
     s->done = true;
@@ -572,7 +581,7 @@ out:
 static int send_commit(send_state *s, deliver_result *out)
 {
     const gate_env *g = s->g;
-    int prc = send_prepare(s, out);
+    int prc = send_prepare(s, out, true);
     if (prc != STATUS_OK)
         return prc;
     const char *why = "the commit failed 3 times";
@@ -581,8 +590,8 @@ static int send_commit(send_state *s, deliver_result *out)
     for (int attempt = 0; attempt < DELIVER_ATTEMPTS && !answered; attempt++) {
         json_t *reply = NULL;
         store_set_reserve(g->st, lookup_reserve(g->st));
-        int rc = commit(g, s->f.ctx.run_id, s->arg, &s->ev.ev, s->f.have_head ? &s->f.head : NULL,
-                        &reply);
+        int rc = commit(g, s->f.ctx.run_id, s->arg, s->facts != NULL ? s->facts_sha : NULL,
+                        s->facts, &s->ev.ev, s->f.have_head ? &s->f.head : NULL, &reply);
         bool unknown = rc != STATUS_OK && store_effect_unknown(g->st);
         store_set_reserve(g->st, 0);
         if (rc != STATUS_OK) {

@@ -433,6 +433,10 @@ static int evlog_seal_event(const char *run_id, const evlog_event *ev, const evl
  * SHA-256 of the blob, so the chain still commits to every byte of the facts. */
 #define EVLOG_BLOB_MIN 4096
 #define EVLOG_BLOB_REF "{\"blob\":\""
+/* A snapshot whose repeating facts are a record stored once (evlog_facts_split): its text, as
+ * evlog_json_text encodes it (keys sorted), opens with this. */
+#define EVLOG_FACTS_KEY "facts"
+#define EVLOG_FACTS_REF "{\"" EVLOG_FACTS_KEY "\":\""
 
 static int evlog_blob_out(store *st, const char *snapshot, char ref[96])
 {
@@ -477,6 +481,81 @@ static int evlog_lineage_resolve(store *st, char **text, char *why, size_t n)
     return rc;
 }
 
+int evlog_facts_split(const json_t *snap, char **record, char sha[65], json_t **ref)
+{
+    *record = NULL;
+    *ref = NULL;
+    sha[0] = '\0';
+    if (!json_is_object(snap) || json_object_get(snap, "now") == NULL)
+        return STATUS_EINVAL;
+    json_t *facts = json_copy((json_t *)snap);
+    if (facts == NULL || json_object_del(facts, "now") != 0) {
+        json_decref(facts);
+        return STATUS_ENOMEM;
+    }
+    *record = evlog_json_text(facts);
+    json_decref(facts);
+    if (*record == NULL || digest_sha256_hex(*record, strlen(*record), sha) != 0 ||
+        (*ref = json_pack("{s:s, s:O}", EVLOG_FACTS_KEY, sha, "now",
+                          json_object_get(snap, "now"))) == NULL) {
+        free(*record);
+        *record = NULL;
+        sha[0] = '\0';
+        return STATUS_ENOMEM;
+    }
+    return STATUS_OK;
+}
+
+/* The snapshot text with its facts reference ({"facts":"<sha256>","now":...}, evlog_facts_split)
+ * replaced by the snapshot it stands for: the record's facts with "now" put back, encoded as
+ * the snapshot would have been. text is kept as it is when it is no such reference. */
+static int evlog_facts_resolve(store *st, char **text, char *why, size_t n)
+{
+    size_t plen = strlen(EVLOG_FACTS_REF);
+    if (strncmp(*text, EVLOG_FACTS_REF, plen) != 0)
+        return STATUS_OK;
+    json_t *ref = json_loads(*text, 0, NULL);
+    const char *sha = json_string_value(json_object_get(ref, EVLOG_FACTS_KEY));
+    json_t *now = json_object_get(ref, "now");
+    if (!json_is_object(ref) || json_object_size(ref) != 2 || !evlog_hex64(sha) ||
+        !json_is_number(now)) {
+        json_decref(ref);
+        return STATUS_OK; /* not a reference: replay says what it is */
+    }
+    const char *args[1] = {sha};
+    json_t *r = NULL, *facts = NULL;
+    char *full = NULL;
+    int rc = store_call(st, "get_blob", 1, args, &r);
+    const char *record = json_string_value(json_object_get(r, "text"));
+    char actual[65];
+    if (rc == STATUS_OK && record == NULL) {
+        rc = STATUS_ENOTFOUND;
+        snprintf(why, n, "facts record %s is missing", sha);
+    } else if (rc == STATUS_OK && digest_sha256_hex(record, strlen(record), actual) != 0) {
+        rc = STATUS_ENOMEM;
+    } else if (rc == STATUS_OK && strcmp(actual, sha) != 0) {
+        rc = STATUS_EPROTO;
+        snprintf(why, n, "facts record %s was altered", sha);
+    } else if (rc == STATUS_OK) {
+        facts = json_loads(record, 0, NULL);
+        if (!json_is_object(facts) || json_object_get(facts, "now") != NULL) {
+            rc = STATUS_EPROTO;
+            snprintf(why, n, "facts record %s is not a decision's facts", sha);
+        } else if (json_object_set(facts, "now", now) != 0 ||
+                   (full = evlog_json_text(facts)) == NULL) {
+            rc = STATUS_ENOMEM;
+        }
+    }
+    json_decref(facts);
+    json_decref(r);
+    json_decref(ref);
+    if (rc == STATUS_OK) {
+        free(*text);
+        *text = full;
+    }
+    return rc;
+}
+
 int evlog_snapshot_resolve(store *st, const char *snapshot, char **out, char *why, size_t n)
 {
     *out = NULL;
@@ -486,7 +565,9 @@ int evlog_snapshot_resolve(store *st, const char *snapshot, char **out, char *wh
     if (snapshot == NULL || strncmp(snapshot, EVLOG_BLOB_REF, plen) != 0 ||
         strlen(snapshot) != plen + 64 + 2) {
         *out = strdup(snapshot != NULL ? snapshot : "");
-        int rc = *out != NULL ? evlog_lineage_resolve(st, out, why, n) : STATUS_ENOMEM;
+        int rc = *out != NULL ? evlog_facts_resolve(st, out, why, n) : STATUS_ENOMEM;
+        if (rc == STATUS_OK)
+            rc = evlog_lineage_resolve(st, out, why, n);
         if (rc != STATUS_OK) {
             free(*out);
             *out = NULL;
@@ -837,20 +918,23 @@ int evlog_create_artifact(store *st, const char *run_id, const json_t *doc, cons
 int evlog_commit_delivery(store *st, const char *run_id, const json_t *doc, const evlog_event *ev,
                           json_t **reply)
 {
-    return evlog_commit_delivery_at(st, run_id, doc, ev, NULL, reply);
+    return evlog_commit_delivery_at(st, run_id, doc, NULL, NULL, ev, NULL, reply);
 }
 
 int evlog_commit_delivery_at(store *st, const char *run_id, const json_t *doc,
-                             const evlog_event *ev, const evlog_head *head, json_t **reply)
+                             const char *facts_sha, const char *facts, const evlog_event *ev,
+                             const evlog_head *head, json_t **reply)
 {
+    if ((facts_sha == NULL) != (facts == NULL) || (facts_sha != NULL && !evlog_hex64(facts_sha)))
+        return STATUS_EINVAL;
     char *text = evlog_json_text(doc);
     if (text == NULL)
         return STATUS_ENOMEM;
     evlog_write_spec w = {
         .fn = "commit_delivery",
         .run_id = run_id,
-        .args = {text},
-        .nargs = 1,
+        .args = {text, facts_sha != NULL ? facts_sha : "", facts != NULL ? facts : ""},
+        .nargs = 3,
         .ev = *ev,
         .known = head,
     };

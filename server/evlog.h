@@ -206,9 +206,22 @@ int evlog_commit_delivery(store *st, const char *run_id, const json_t *doc, cons
 /* evlog_commit_delivery sealed on head (may be NULL: read it first), the run's head as read
  * with the facts (charter_delivery_facts), or on the last event this process wrote to the run
  * when that is later: no head read of its own. A moved head costs one conflict reply, which
- * carries the current head, and a new seal. Same returns. */
+ * carries the current head, and a new seal. facts_sha and facts (both NULL, or both given):
+ * the facts record ev's snapshot names (evlog_facts_split), stored by the commit in the same
+ * call unless stored already. Same returns, and STATUS_EINVAL for a facts_sha that is not 64
+ * lowercase hex digits or only one of the two given. */
 int evlog_commit_delivery_at(store *st, const char *run_id, const json_t *doc,
-                             const evlog_event *ev, const evlog_head *head, json_t **reply);
+                             const char *facts_sha, const char *facts, const evlog_event *ev,
+                             const evlog_head *head, json_t **reply);
+
+/* Splits the decision snapshot snap into the facts that repeat from one decision to the next
+ * (everything but its "now"), encoded as one record (*record, malloc'd, caller frees) named by
+ * its SHA-256 (sha), and the snapshot the event keeps in its place, {"facts":"<sha>","now":..}
+ * (*ref, a new reference the caller decrefs). The record is stored once, by content, as a blob
+ * (charter_put_blob's key); evlog_snapshot_resolve puts the snapshot together again and fails
+ * when the record is gone or altered. Returns STATUS_OK, STATUS_EINVAL (snap is no object with
+ * a "now") or STATUS_ENOMEM. */
+int evlog_facts_split(const json_t *snap, char **record, char sha[65], json_t **ref);
 
 /* Calls fn (arg, then each of the nevs events sealed on one head) through the same
  * seal-and-write loop: the function stores at most one of the events, whichever its outcome
@@ -226,7 +239,9 @@ int evlog_interrupt_runs(store *st, json_t **ids);
 
 /* The facts an event's snapshot holds, as text replay decides from: its own text, or, when the
  * event carries a blob reference {"blob":"<sha256>"} (snapshots over 4 KiB are stored once by
- * content), the blob's text after checking it still hashes to its name; and with every lineage
+ * content), the blob's text after checking it still hashes to its name; with a facts reference
+ * (evlog_facts_split) replaced by the snapshot it stands for, after the same check of its
+ * record; and with every lineage
  * reference in it resolved from the lineage records it names (lineage_resolve). *out is
  * malloc'd (caller frees). why (n bytes) names what is missing or altered. Returns STATUS_OK,
  * STATUS_ENOTFOUND (the blob or a lineage record is gone), STATUS_EPROTO (one was changed), or

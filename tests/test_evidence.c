@@ -772,6 +772,74 @@ static void test_replay_after_revocation_still_allows_the_public_delivery(void)
     charter__v1__run_view__free_unpacked(v, NULL);
 }
 
+/* An allowed delivery's event names the facts that repeat from delivery to delivery by a record
+ * stored once ({"facts":"<sha256>","now":..}); replay puts the snapshot together from it, and a
+ * record altered or deleted behind the server's back fails the replay, naming the record. */
+static void test_a_delivery_facts_record_altered_or_missing_fails_its_replay(void)
+{
+    CU_ASSERT_FATAL(run_id[0] != '\0');
+    uint64_t seq =
+        find_event("delivery_decided", CHARTER__V1__OUTCOME__ALLOW, "recipient", "public");
+    CU_ASSERT_FATAL(seq > 0);
+    char key[256], snap[256];
+    event_key(key, sizeof key, graph, run_id, seq);
+    hget(key, "snapshot", snap, sizeof snap);
+    const char *open = "{\"facts\":\"";
+    CU_ASSERT_EQUAL_FATAL(strncmp(snap, open, strlen(open)), 0);
+    char sha[65];
+    snprintf(sha, sizeof sha, "%.64s", snap + strlen(open));
+    char blob[160];
+    snprintf(blob, sizeof blob, "charter:{%s}:blob:%s", graph, sha);
+    const char *get[2] = {"GET", blob};
+    redisReply *r = rawv(2, get);
+    CU_ASSERT_FATAL(r != NULL && r->type == REDIS_REPLY_STRING);
+    char *was = strdup(r->str);
+    freeReplyObject(r);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(was);
+    /* The record holds the facts that decided: the gate, the chain, the request. */
+    CU_ASSERT_PTR_NOT_NULL(strstr(was, "\"gate\":\"delivery\""));
+    CU_ASSERT_PTR_NOT_NULL(strstr(was, "\"chain\":"));
+    CU_ASSERT_PTR_NULL(strstr(was, "\"now\":"));
+
+    /* The recipient's clearance raised in the record, as someone with redis-cli could. */
+    char *altered = strdup(was);
+    char *cl = altered ? strstr(altered, "\"recipient_clearance\":") : NULL;
+    CU_ASSERT_PTR_NOT_NULL_FATAL(cl);
+    cl += strlen("\"recipient_clearance\":");
+    *cl = *cl == '2' ? '3' : '2';
+    const char *set[3] = {"SET", blob, altered};
+    rawdo(3, set);
+    charter_status st;
+    Charter__V1__ReplayDecisionResponse *bad = replay(seq, &st);
+    CU_ASSERT_PTR_NULL(bad);
+    CU_ASSERT_EQUAL(st.code, CHARTER_FAILED_PRECONDITION);
+    CU_ASSERT_PTR_NOT_NULL(strstr(st.message, "altered"));
+    CU_ASSERT_PTR_NOT_NULL(strstr(st.message, sha));
+    if (bad)
+        charter__v1__replay_decision_response__free_unpacked(bad, NULL);
+
+    const char *del[2] = {"DEL", blob};
+    rawdo(2, del);
+    bad = replay(seq, &st);
+    CU_ASSERT_PTR_NULL(bad);
+    CU_ASSERT_EQUAL(st.code, CHARTER_FAILED_PRECONDITION);
+    CU_ASSERT_PTR_NOT_NULL(strstr(st.message, "missing"));
+    CU_ASSERT_PTR_NOT_NULL(strstr(st.message, sha));
+    if (bad)
+        charter__v1__replay_decision_response__free_unpacked(bad, NULL);
+
+    /* Put back, the record decides again as it did. */
+    const char *back[3] = {"SET", blob, was};
+    rawdo(3, back);
+    Charter__V1__ReplayDecisionResponse *ok = replay(seq, NULL);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(ok);
+    CU_ASSERT_EQUAL(ok->replayed->outcome, CHARTER__V1__OUTCOME__ALLOW);
+    CU_ASSERT_TRUE(ok->matches);
+    charter__v1__replay_decision_response__free_unpacked(ok, NULL);
+    free(altered);
+    free(was);
+}
+
 static void test_cli_receipt_verifies_offline_and_fails_when_altered(void)
 {
     CU_ASSERT_FATAL(run_id[0] != '\0');
@@ -1365,6 +1433,8 @@ int main(void)
                 test_run_receipt_pins_the_last_event_and_every_delivery);
     CU_add_test(s, "replay after revocation still allows the public delivery",
                 test_replay_after_revocation_still_allows_the_public_delivery);
+    CU_add_test(s, "a delivery's facts record altered or missing fails its replay",
+                test_a_delivery_facts_record_altered_or_missing_fails_its_replay);
     CU_add_test(s, "CLI receipt verifies offline and fails when altered",
                 test_cli_receipt_verifies_offline_and_fails_when_altered);
     CU_add_test(s, "CLI restore needs a grant or --all; no control characters printed",
