@@ -7,14 +7,20 @@
  */
 #include "lineage.h"
 
+#include <pthread.h>
 #include <stdbool.h>
+#include <stdint.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "digest.h"
 
 #define LINEAGE_BATCH 16          /* records per charter_put_lineage call (2 arguments each) */
 #define LINEAGE_READ_MAX "100000" /* records one resolution reads at most */
+#define LINEAGE_GET_MAX 32        /* names per charter_lineage_get call */
+#define CACHE_SLOTS 32768u        /* open addressing, a power of two */
+#define CACHE_MAX 16384u          /* records held at most; the cache is emptied when full */
 
 int lineage_keep(store *st, const json_t *ancestry)
 {
@@ -252,5 +258,484 @@ int lineage_resolve(store *st, json_t *snap, char *why, size_t n)
         if (rc == STATUS_OK && json_array_set_new(list, i, resolved) != 0)
             rc = STATUS_ENOMEM;
     }
+    return rc;
+}
+
+/* ---- the record cache ------------------------------------------------------------------ */
+
+/* Decoded records by name, shared by every worker. A record enters only after its text was
+ * hashed here and found to hash to its name, so an entry is the record its name says: the
+ * name is the content, and no graph change can make an entry wrong, only unused. When full,
+ * the cache is emptied (bounded memory; a check then reads its records again). */
+typedef struct {
+    char sha[41];
+    json_t *rec;
+} cache_slot;
+
+static pthread_mutex_t cache_mu = PTHREAD_MUTEX_INITIALIZER;
+static cache_slot cache_slots[CACHE_SLOTS];
+static size_t cache_used;
+
+static size_t cache_home(const char *sha)
+{
+    uint32_t h = 0;
+    for (int i = 0; i < 8; i++) {
+        char c = sha[i];
+        h = (h << 4) | (uint32_t)(c <= '9' ? c - '0' : c - 'a' + 10);
+    }
+    return h & (CACHE_SLOTS - 1);
+}
+
+/* A new reference to the record named sha, or NULL. */
+static json_t *cache_get(const char *sha)
+{
+    json_t *rec = NULL;
+    pthread_mutex_lock(&cache_mu);
+    for (size_t i = cache_home(sha), k = 0; k < CACHE_SLOTS; i = (i + 1) & (CACHE_SLOTS - 1), k++) {
+        if (cache_slots[i].rec == NULL)
+            break;
+        if (memcmp(cache_slots[i].sha, sha, 40) == 0) {
+            rec = json_incref(cache_slots[i].rec);
+            break;
+        }
+    }
+    pthread_mutex_unlock(&cache_mu);
+    return rec;
+}
+
+/* Holds rec (a verified record, borrowed: the cache takes its own reference) under sha. */
+static void cache_put(const char *sha, json_t *rec)
+{
+    pthread_mutex_lock(&cache_mu);
+    if (cache_used >= CACHE_MAX) {
+        for (size_t i = 0; i < CACHE_SLOTS; i++) {
+            json_decref(cache_slots[i].rec);
+            cache_slots[i].rec = NULL;
+        }
+        cache_used = 0;
+    }
+    size_t i = cache_home(sha);
+    while (cache_slots[i].rec != NULL && memcmp(cache_slots[i].sha, sha, 40) != 0)
+        i = (i + 1) & (CACHE_SLOTS - 1);
+    if (cache_slots[i].rec == NULL) {
+        memcpy(cache_slots[i].sha, sha, 40);
+        cache_slots[i].sha[40] = '\0';
+        cache_slots[i].rec = json_incref(rec);
+        cache_used++;
+    }
+    pthread_mutex_unlock(&cache_mu);
+}
+
+static bool is_sha1_hex(const char *s, size_t len)
+{
+    if (s == NULL || len != 40)
+        return false;
+    for (size_t i = 0; i < 40; i++)
+        if (!((s[i] >= '0' && s[i] <= '9') || (s[i] >= 'a' && s[i] <= 'f')))
+            return false;
+    return true;
+}
+
+/* Hashes each record of records ({"<sha1>":"<text>"}) and caches the ones that hash to their
+ * name and decode to an object; the others are left out (the check then walks the graph). */
+static void cache_records(const json_t *records)
+{
+    const char *sha;
+    json_t *text;
+    json_object_foreach((json_t *)records, sha, text)
+    {
+        char actual[41];
+        const char *t = json_string_value(text);
+        if (t == NULL || !is_sha1_hex(sha, strlen(sha)) ||
+            digest_sha1_hex(t, json_string_length(text), actual) != 0 || strcmp(actual, sha) != 0)
+            continue;
+        json_t *rec = json_loadb(t, json_string_length(text), 0, NULL);
+        if (json_is_object(rec))
+            cache_put(sha, rec);
+        json_decref(rec);
+    }
+}
+
+/* ---- a check against the records ------------------------------------------------------- */
+
+/* The strings of a charter_lineage_state reply's text, split at its NUL bytes: each one is a
+ * NUL-terminated string in buf, a copy of the text that tokens own. */
+typedef struct {
+    char *buf;
+    const char **s;
+    size_t *len;
+    size_t n;
+} tokens;
+
+static const char *tok_get(const tokens *t, size_t i, size_t *len)
+{
+    if (len)
+        *len = i < t->n ? t->len[i] : 0;
+    return i < t->n ? t->s[i] : NULL;
+}
+
+/* Splits text (len bytes) into t, which must then hold exactly n strings: a NUL byte inside a
+ * stored value would add one, so no value can pass for the strings after it. */
+static int tokens_split(const char *text, size_t len, size_t n, tokens *t)
+{
+    t->n = 0;
+    t->buf = malloc(len + 1);
+    t->s = calloc(n ? n : 1, sizeof *t->s);
+    t->len = calloc(n ? n : 1, sizeof *t->len);
+    if (t->buf == NULL || t->s == NULL || t->len == NULL)
+        return STATUS_ENOMEM;
+    memcpy(t->buf, text, len);
+    t->buf[len] = '\0';
+    const char *at = t->buf, *end = t->buf + len;
+    for (;;) {
+        const char *nul = memchr(at, '\0', (size_t)(end - at));
+        if (t->n == n)
+            return STATUS_EPROTO;
+        t->s[t->n] = at;
+        t->len[t->n++] = (size_t)((nul ? nul : end) - at);
+        if (nul == NULL)
+            break;
+        at = nul + 1;
+    }
+    return t->n == n ? STATUS_OK : STATUS_EPROTO;
+}
+
+static void tokens_free(tokens *t)
+{
+    free(t->buf);
+    free(t->s);
+    free(t->len);
+}
+
+/* One artifact of a charter_lineage_state reply: the index of its id in the list, of its
+ * parent count, resource count and producer count, and its record. */
+typedef struct {
+    size_t at, np_at, nr_at, nc_at, np, nr, nc;
+    json_t *rec;
+} state_item;
+
+enum {
+    F_RUN_ID = 1,
+    F_KIND,
+    F_TITLE,
+    F_CONF,
+    F_INTEGRITY,
+    F_CAPTURE,
+    F_HASH,
+    F_INPUTS,
+    F_STEP,
+    F_LINEAGE,
+    F_COUNT
+};
+
+#define STATE_MISMATCH 1 /* the graph is not what the records say: walk it instead */
+
+static int count_at(const tokens *l, size_t i, size_t *n)
+{
+    size_t len;
+    const char *s = i < l->n ? tok_get(l, i, &len) : NULL;
+    if (s == NULL || len == 0 || len > 6)
+        return STATUS_EPROTO;
+    *n = 0;
+    for (size_t k = 0; k < len; k++) {
+        if (s[k] < '0' || s[k] > '9')
+            return STATUS_EPROTO;
+        *n = *n * 10 + (size_t)(s[k] - '0');
+    }
+    return STATUS_OK;
+}
+
+/* The artifacts of the strings l (the layout charter_lineage_state documents). */
+static int state_items(const tokens *l, state_item **out, size_t *n_out)
+{
+    size_t size = l->n, cap = 0, n = 0;
+    state_item *items = NULL;
+    int rc = STATUS_OK;
+    for (size_t i = 0; rc == STATUS_OK && i < size;) {
+        if (n == cap) {
+            cap = cap ? 2 * cap : 64;
+            state_item *grown = realloc(items, cap * sizeof *items);
+            if (grown == NULL) {
+                rc = STATUS_ENOMEM;
+                break;
+            }
+            items = grown;
+        }
+        state_item *it = &items[n];
+        memset(it, 0, sizeof *it);
+        it->at = i;
+        it->np_at = i + F_COUNT;
+        if ((rc = count_at(l, it->np_at, &it->np)) != STATUS_OK)
+            break;
+        it->nr_at = it->np_at + 1 + it->np;
+        if ((rc = count_at(l, it->nr_at, &it->nr)) != STATUS_OK)
+            break;
+        it->nc_at = it->nr_at + 1 + 4 * it->nr;
+        if ((rc = count_at(l, it->nc_at, &it->nc)) != STATUS_OK)
+            break;
+        i = it->nc_at + 1 + it->nc;
+        if (i > size || tok_get(l, it->at, NULL) == NULL)
+            rc = STATUS_EPROTO;
+        n++;
+    }
+    if (rc == STATUS_OK && n == 0)
+        rc = STATUS_EPROTO;
+    if (rc != STATUS_OK) {
+        free(items);
+        return rc;
+    }
+    *out = items;
+    *n_out = n;
+    return STATUS_OK;
+}
+
+/* A text fact: absent from the record exactly when the graph has none, else the same bytes. */
+static bool same_text(const json_t *v, const char *s, size_t len)
+{
+    if (s == NULL)
+        return v == NULL;
+    return json_is_string(v) && json_string_length(v) == len &&
+           memcmp(json_string_value(v), s, len) == 0;
+}
+
+/* A label: the record holds the integer the stored decimal text reads as (tonumber), and the
+ * text is that integer's own spelling; anything else is a mismatch. */
+static bool same_label(const json_t *v, const char *s, size_t len)
+{
+    if (s == NULL)
+        return v == NULL;
+    if (!json_is_integer(v))
+        return false;
+    char buf[32];
+    int w = snprintf(buf, sizeof buf, "%" JSON_INTEGER_FORMAT, json_integer_value(v));
+    return w > 0 && (size_t)w == len && memcmp(buf, s, len) == 0;
+}
+
+/* A list of the record: an array, or {} (cjson's empty list). */
+static bool record_list(const json_t *v, size_t *n)
+{
+    if (json_is_array(v)) {
+        *n = json_array_size(v);
+        return true;
+    }
+    *n = 0;
+    return json_is_object(v) && json_object_size(v) == 0;
+}
+
+/* The recorded input_ids against the stored JSON text: the text must be the list's plain
+ * encoding, each id of characters JSON writes as they are (so the text decodes to exactly the
+ * list). */
+static bool same_inputs(const json_t *v, const char *s, size_t len)
+{
+    size_t n;
+    if (s == NULL || !record_list(v, &n))
+        return false;
+    size_t at = 0;
+    if (len < 2 || s[at++] != '[')
+        return false;
+    for (size_t i = 0; i < n; i++) {
+        const json_t *e = json_array_get(v, i);
+        if (!json_is_string(e))
+            return false;
+        const char *id = json_string_value(e);
+        size_t idlen = json_string_length(e);
+        for (size_t k = 0; k < idlen; k++) {
+            unsigned char c = (unsigned char)id[k];
+            if (c <= 0x20 || c >= 0x7f || c == '"' || c == '\\' || c == '/')
+                return false;
+        }
+        if ((i > 0 && (at >= len || s[at++] != ',')) || at + idlen + 2 > len || s[at] != '"' ||
+            memcmp(s + at + 1, id, idlen) != 0 || s[at + 1 + idlen] != '"')
+            return false;
+        at += idlen + 2;
+    }
+    return at + 1 == len && s[at] == ']';
+}
+
+/* The list of strings of the record against the n strings of l from index from. */
+static bool same_strings(const json_t *v, const tokens *l, size_t from, size_t n)
+{
+    size_t m;
+    if (!record_list(v, &m) || m != n)
+        return false;
+    for (size_t i = 0; i < n; i++) {
+        size_t len;
+        const char *s = tok_get(l, from + i, &len);
+        if (s == NULL || !same_text(json_array_get(v, i), s, len))
+            return false;
+    }
+    return true;
+}
+
+/* Item it of the state against its record: every fact the walk would put in the record, and
+ * each ref the record of the parent the graph holds now (by_id: artifact id to item). */
+static bool item_matches(const tokens *l, const state_item *items, const state_item *it,
+                         const json_t *by_id)
+{
+    const json_t *rec = it->rec;
+    size_t len[F_COUNT];
+    const char *f[F_COUNT];
+    for (size_t k = 0; k < F_COUNT; k++)
+        f[k] = tok_get(l, it->at + k, &len[k]);
+    static const char *const text_keys[4] = {"id", "run_id", "kind", "title"};
+    for (size_t k = 0; k < 4; k++)
+        if (!same_text(json_object_get(rec, text_keys[k]), f[k], len[k]))
+            return false;
+    const json_t *cc = json_object_get(rec, "capture_complete");
+    bool captured = f[F_CAPTURE] != NULL && len[F_CAPTURE] == 1 && f[F_CAPTURE][0] == '1';
+    if (!same_label(json_object_get(rec, "conf"), f[F_CONF], len[F_CONF]) ||
+        !same_label(json_object_get(rec, "integrity"), f[F_INTEGRITY], len[F_INTEGRITY]) ||
+        !json_is_boolean(cc) || json_is_true(cc) != captured ||
+        !same_text(json_object_get(rec, "hash"), f[F_HASH], len[F_HASH]) ||
+        !same_inputs(json_object_get(rec, "input_ids"), f[F_INPUTS], len[F_INPUTS]) ||
+        !same_text(json_object_get(rec, "step"), f[F_STEP], len[F_STEP]) ||
+        !same_strings(json_object_get(rec, "parents"), l, it->np_at + 1, it->np) ||
+        !same_strings(json_object_get(rec, "producers"), l, it->nc_at + 1, it->nc))
+        return false;
+    const json_t *res = json_object_get(rec, "resources");
+    size_t nr;
+    if (!record_list(res, &nr) || nr != it->nr)
+        return false;
+    for (size_t r = 0; r < nr; r++) {
+        const json_t *o = json_array_get(res, r);
+        size_t at = it->nr_at + 1 + 4 * r, rl[4];
+        const char *rv[4];
+        for (size_t k = 0; k < 4; k++)
+            rv[k] = tok_get(l, at + k, &rl[k]);
+        if (!json_is_object(o) || rv[0] == NULL ||
+            !same_text(json_object_get(o, "id"), rv[0], rl[0]) ||
+            !same_text(json_object_get(o, "title"), rv[1], rl[1]) ||
+            !same_label(json_object_get(o, "conf"), rv[2], rl[2]) ||
+            !same_label(json_object_get(o, "integrity"), rv[3], rl[3]))
+            return false;
+    }
+    const json_t *refs = json_object_get(rec, "refs");
+    size_t nrefs;
+    if (!record_list(refs, &nrefs) || nrefs != it->np)
+        return false;
+    for (size_t m = 0; m < it->np; m++) {
+        const char *pid = tok_get(l, it->np_at + 1 + m, NULL);
+        const json_t *j = pid ? json_object_get(by_id, pid) : NULL;
+        if (!json_is_integer(j))
+            return false;
+        const state_item *parent = &items[json_integer_value(j)];
+        size_t plen;
+        const char *psha = tok_get(l, parent->at + F_LINEAGE, &plen);
+        if (!same_text(json_array_get(refs, m), psha, plen))
+            return false;
+    }
+    return true;
+}
+
+/* Reads the records the cache lacks (the n names of missing) into the cache: one
+ * charter_lineage_get when they are few, else every record reachable from top. */
+static int fetch_records(store *st, const char **missing, size_t n, const char *top)
+{
+    json_t *reply = NULL;
+    int rc;
+    if (n <= LINEAGE_GET_MAX) {
+        rc = store_call(st, "lineage_get", (int)n, missing, &reply);
+    } else {
+        const char *args[2] = {top, LINEAGE_READ_MAX};
+        rc = store_call(st, "lineage_records", 2, args, &reply);
+    }
+    if (rc == STATUS_OK)
+        cache_records(json_object_get(reply, "records"));
+    json_decref(reply);
+    return rc;
+}
+
+/* The ancestry of the state l, built from the records it matches (*out), or STATE_MISMATCH. */
+static int from_state(store *st, const char *payload, const tokens *l, json_t **out)
+{
+    state_item *items = NULL;
+    size_t n = 0;
+    int rc = state_items(l, &items, &n);
+    if (rc != STATUS_OK)
+        return rc;
+    json_t *by_id = json_object();
+    const char **missing = calloc(n, sizeof *missing);
+    size_t n_missing = 0;
+    if (by_id == NULL || missing == NULL)
+        rc = STATUS_ENOMEM;
+    for (size_t i = 0; rc == STATUS_OK && i < n; i++) {
+        size_t len;
+        const char *sha = tok_get(l, items[i].at + F_LINEAGE, &len);
+        if (!is_sha1_hex(sha, len)) {
+            rc = STATE_MISMATCH;
+            break;
+        }
+        if (json_object_set_new(by_id, tok_get(l, items[i].at, NULL),
+                                json_integer((json_int_t)i)) != 0)
+            rc = STATUS_ENOMEM;
+        else if ((items[i].rec = cache_get(sha)) == NULL)
+            missing[n_missing++] = sha;
+    }
+    if (rc == STATUS_OK && n_missing > 0) {
+        rc = fetch_records(st, missing, n_missing, tok_get(l, items[0].at + F_LINEAGE, NULL));
+        for (size_t i = 0; rc == STATUS_OK && i < n; i++)
+            if (items[i].rec == NULL &&
+                (items[i].rec = cache_get(tok_get(l, items[i].at + F_LINEAGE, NULL))) == NULL)
+                rc = STATE_MISMATCH; /* not stored, or altered: the walk stores it again */
+    }
+    if (rc == STATUS_OK && strcmp(tok_get(l, items[0].at, NULL), payload) != 0)
+        rc = STATUS_EPROTO;
+    for (size_t i = 0; rc == STATUS_OK && i < n; i++)
+        if (!item_matches(l, items, &items[i], by_id))
+            rc = STATE_MISMATCH;
+    json_t *artifacts = rc == STATUS_OK ? json_array() : NULL;
+    if (rc == STATUS_OK && artifacts == NULL)
+        rc = STATUS_ENOMEM;
+    for (size_t i = 0; rc == STATUS_OK && i < n; i++)
+        if (json_array_append(artifacts, items[i].rec) != 0)
+            rc = STATUS_ENOMEM;
+    if (rc == STATUS_OK) {
+        *out = json_pack("{s:s, s:b, s:s, s:{}, s:O}", "root", payload, "truncated", 0, "lineage",
+                         tok_get(l, items[0].at + F_LINEAGE, NULL), "new", "artifacts", artifacts);
+        if (*out == NULL)
+            rc = STATUS_ENOMEM;
+    }
+    json_decref(artifacts);
+    for (size_t i = 0; i < n; i++)
+        json_decref(items[i].rec);
+    free(items);
+    free(missing);
+    json_decref(by_id);
+    return rc;
+}
+
+int lineage_ancestry(store *st, const char *payload, const char *limit, json_t **out)
+{
+    *out = NULL;
+    const char *args[2] = {payload, limit};
+    json_t *full = NULL;
+    store_list *state = NULL;
+    int rc = store_call_list(st, "lineage_state", 2, args, &full, &state);
+    if (rc == STATUS_OK && full == NULL && state == NULL)
+        rc = STATUS_EPROTO;
+    if (rc != STATUS_OK || full != NULL) {
+        *out = full;
+        return rc;
+    }
+    size_t len, count_len, text_len;
+    const char *tag = store_list_size(state) == 3 ? store_list_get(state, 0, &len) : NULL;
+    const char *count = tag ? store_list_get(state, 1, &count_len) : NULL;
+    const char *text = tag ? store_list_get(state, 2, &text_len) : NULL;
+    char *end = NULL;
+    unsigned long long n = count ? strtoull(count, &end, 10) : 0;
+    tokens t = {0};
+    if (tag == NULL || len != 5 || memcmp(tag, "state", 5) != 0 || text == NULL ||
+        end != count + count_len || count_len == 0 || n == 0 || n > text_len + 1)
+        rc = STATUS_EPROTO;
+    if (rc == STATUS_OK)
+        rc = tokens_split(text, text_len, (size_t)n, &t);
+    if (rc == STATUS_OK)
+        rc = from_state(st, payload, &t, out);
+    tokens_free(&t);
+    store_list_free(state);
+    /* The graph is not what its records say (an edge deleted, a label changed, a record
+     * missing): decide from the graph as it is, walked in full. */
+    if (rc == STATE_MISMATCH)
+        rc = store_call(st, "ancestry", 2, args, out);
     return rc;
 }
