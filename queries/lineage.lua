@@ -282,12 +282,13 @@ reply: when the payload carries a lineage record (field lineage, stored at creat
   by NUL bytes: per artifact, breadth-first from the payload over derived_from (each once),
   id, run_id, kind, title, conf, integrity, capture_complete, hash, input_ids, step, lineage,
   the count of parents and the parents (sorted), the count of resources and per resource id,
-  title, conf, integrity, the count of producers and the producers (sorted). Nothing is
+  title, conf, integrity (a derived artifact's resources are checked to be none with one
+  EXISTS over many), the count of producers and the producers (sorted). Nothing is
   encoded or hashed (one text, not an array of strings: converting thousands of strings into
   a reply costs more than the walk's reads): the caller compares each artifact with the
   record its field lineage names. Otherwise (an artifact of the walk that is missing, has no
-  record or lacks one of those fields, a resource that lacks one, or a walk that would pass
-  limit artifacts): the charter_ancestry reply (a JSON text), from the same instant.
+  record or lacks one of those fields, a resource that lacks one, a derived artifact with a
+  FROM_RESOURCE set, or a walk that would pass limit artifacts): the charter_ancestry reply (a JSON text), from the same instant.
 errors: not_found (payload), invalid. ]]
 local function charter_lineage_state(keys, args)
     local P = prefix(keys)
@@ -297,7 +298,7 @@ local function charter_lineage_state(keys, args)
     if not top or redis.call('EXISTS', P .. ':lineage:' .. top) == 0 then
         return ancestry_text(P, root, limit)
     end
-    local out, n = {}, 0
+    local out, n, none = {}, 0, {}
     local seen, queue, head = {[root] = true}, {root}, 1
     local rescache = {}
     while head <= #queue do
@@ -328,7 +329,14 @@ local function charter_lineage_state(keys, args)
                 queue[#queue + 1] = p
             end
         end
-        local resources = members(base .. ':from_resource')
+        -- A derived artifact has no FROM_RESOURCE edge: its sets are checked to be absent
+        -- together below, one EXISTS per 512 artifacts instead of one SMEMBERS each.
+        local resources = {}
+        if f[2] == 'derived' then
+            none[#none + 1] = base .. ':from_resource'
+        else
+            resources = members(base .. ':from_resource')
+        end
         n = n + 1
         out[n] = #resources
         for _, r in ipairs(resources) do
@@ -349,6 +357,11 @@ local function charter_lineage_state(keys, args)
         for _, c in ipairs(producers) do
             n = n + 1
             out[n] = c
+        end
+    end
+    for i = 1, #none, 512 do
+        if redis.call('EXISTS', unpack(none, i, math.min(i + 511, #none))) > 0 then
+            return ancestry_text(P, root, limit)
         end
     end
     return {'state', tostring(n), table.concat(out, '\0')}

@@ -261,6 +261,203 @@ int lineage_resolve(store *st, json_t *snap, char *why, size_t n)
     return rc;
 }
 
+/* ---- a record as the graph spells it ---------------------------------------------------- */
+
+/* The strings charter_lineage_state sends for an artifact that matches a record, joined by NUL
+ * bytes as it joins them: head from id to step (10 strings), tail from the parent count to the
+ * last producer. Records hold no NUL byte (the decoder refuses \u0000), so each string of the
+ * record is one string of the state. */
+typedef struct {
+    char *head, *tail;
+    size_t head_len, tail_len;
+} lineage_expect;
+
+typedef struct {
+    char *p;
+    size_t n, cap;
+    bool bad; /* out of memory, or a fact the state cannot spell */
+} spell;
+
+static void spell_put(spell *b, const char *s, size_t len)
+{
+    if (b->bad)
+        return;
+    size_t need = b->n + len + 2;
+    if (need > b->cap) {
+        size_t cap = b->cap ? 2 * b->cap : 256;
+        while (cap < need)
+            cap *= 2;
+        char *p = realloc(b->p, cap);
+        if (p == NULL) {
+            b->bad = true;
+            return;
+        }
+        b->p = p;
+        b->cap = cap;
+    }
+    if (b->n > 0)
+        b->p[b->n++] = '\0';
+    memcpy(b->p + b->n, s, len);
+    b->n += len;
+}
+
+/* A text fact; absent means the state cannot spell it (charter_lineage_state sends no
+ * artifact that lacks a field: it walks in full instead). */
+static void spell_text(spell *b, const json_t *v)
+{
+    if (!json_is_string(v))
+        b->bad = true;
+    else
+        spell_put(b, json_string_value(v), json_string_length(v));
+}
+
+/* A label as the stored decimal text tonumber read it from: the integer's own spelling. */
+static void spell_label(spell *b, const json_t *v)
+{
+    char buf[32];
+    int w = json_is_integer(v)
+                ? snprintf(buf, sizeof buf, "%" JSON_INTEGER_FORMAT, json_integer_value(v))
+                : -1;
+    if (w <= 0 || (size_t)w >= sizeof buf)
+        b->bad = true;
+    else
+        spell_put(b, buf, (size_t)w);
+}
+
+static void spell_count(spell *b, size_t n)
+{
+    char buf[32];
+    int w = snprintf(buf, sizeof buf, "%zu", n);
+    spell_put(b, buf, (size_t)w);
+}
+
+/* A list of the record: an array, or {} (cjson's empty list). */
+static bool record_list(const json_t *v, size_t *n)
+{
+    if (json_is_array(v)) {
+        *n = json_array_size(v);
+        return true;
+    }
+    *n = 0;
+    return json_is_object(v) && json_object_size(v) == 0;
+}
+
+/* input_ids as the stored JSON text it was decoded from: the list's plain encoding, each id
+ * of characters JSON writes as they are (so that text decodes to exactly the list). */
+static void spell_inputs(spell *b, const json_t *v)
+{
+    size_t n;
+    if (!record_list(v, &n)) {
+        b->bad = true;
+        return;
+    }
+    /* built in one: the list's text is a single string of the state */
+    char *text = NULL;
+    size_t len = 2, at = 0;
+    for (size_t i = 0; i < n; i++) {
+        const json_t *e = json_array_get(v, i);
+        if (!json_is_string(e)) {
+            b->bad = true;
+            return;
+        }
+        len += json_string_length(e) + 3;
+    }
+    text = malloc(len + 1);
+    if (text == NULL) {
+        b->bad = true;
+        return;
+    }
+    text[at++] = '[';
+    for (size_t i = 0; i < n; i++) {
+        const json_t *e = json_array_get(v, i);
+        const char *id = json_string_value(e);
+        size_t idlen = json_string_length(e);
+        for (size_t k = 0; k < idlen; k++) {
+            unsigned char c = (unsigned char)id[k];
+            if (c <= 0x20 || c >= 0x7f || c == '"' || c == '\\' || c == '/')
+                b->bad = true;
+        }
+        if (i > 0)
+            text[at++] = ',';
+        text[at++] = '"';
+        memcpy(text + at, id, idlen);
+        at += idlen;
+        text[at++] = '"';
+    }
+    text[at++] = ']';
+    spell_put(b, text, at);
+    free(text);
+}
+
+static void spell_strings(spell *b, const json_t *v)
+{
+    size_t n;
+    if (!record_list(v, &n)) {
+        b->bad = true;
+        return;
+    }
+    spell_count(b, n);
+    for (size_t i = 0; i < n; i++)
+        spell_text(b, json_array_get(v, i));
+}
+
+static void expect_free(lineage_expect *e)
+{
+    if (e == NULL)
+        return;
+    free(e->head);
+    free(e->tail);
+    free(e);
+}
+
+/* How the state spells rec, or NULL when it cannot (the record then never matches). */
+static lineage_expect *expect_of(const json_t *rec)
+{
+    spell h = {0}, t = {0};
+    static const char *const heads[] = {"id", "run_id", "kind", "title"};
+    for (size_t k = 0; k < 4; k++)
+        spell_text(&h, json_object_get(rec, heads[k]));
+    spell_label(&h, json_object_get(rec, "conf"));
+    spell_label(&h, json_object_get(rec, "integrity"));
+    const json_t *cc = json_object_get(rec, "capture_complete");
+    if (!json_is_boolean(cc))
+        h.bad = true;
+    spell_put(&h, json_is_true(cc) ? "1" : "0", 1);
+    spell_text(&h, json_object_get(rec, "hash"));
+    spell_inputs(&h, json_object_get(rec, "input_ids"));
+    spell_text(&h, json_object_get(rec, "step"));
+
+    spell_strings(&t, json_object_get(rec, "parents"));
+    const json_t *res = json_object_get(rec, "resources");
+    size_t nr;
+    if (!record_list(res, &nr))
+        t.bad = true;
+    spell_count(&t, nr);
+    for (size_t r = 0; r < nr; r++) {
+        const json_t *o = json_array_get(res, r);
+        spell_text(&t, json_object_get(o, "id"));
+        spell_text(&t, json_object_get(o, "title"));
+        spell_label(&t, json_object_get(o, "conf"));
+        spell_label(&t, json_object_get(o, "integrity"));
+    }
+    spell_strings(&t, json_object_get(rec, "producers"));
+    size_t nrefs, np;
+    if (!record_list(json_object_get(rec, "refs"), &nrefs) ||
+        !record_list(json_object_get(rec, "parents"), &np) || nrefs != np)
+        t.bad = true;
+    lineage_expect *e = h.bad || t.bad ? NULL : calloc(1, sizeof *e);
+    if (e == NULL) {
+        free(h.p);
+        free(t.p);
+        return NULL;
+    }
+    e->head = h.p;
+    e->head_len = h.n;
+    e->tail = t.p;
+    e->tail_len = t.n;
+    return e;
+}
+
 /* ---- the record cache ------------------------------------------------------------------ */
 
 /* Decoded records by name, shared by every worker. A record enters only after its text was
@@ -269,7 +466,7 @@ int lineage_resolve(store *st, json_t *snap, char *why, size_t n)
  * the cache is emptied (bounded memory; a check then reads its records again). */
 typedef struct {
     char sha[41];
-    json_t *rec;
+    json_t *rec; /* {"rec": the record, "head", "tail": its spelling (absent: it has none)} */
 } cache_slot;
 
 static pthread_mutex_t cache_mu = PTHREAD_MUTEX_INITIALIZER;
@@ -286,7 +483,7 @@ static size_t cache_home(const char *sha)
     return h & (CACHE_SLOTS - 1);
 }
 
-/* A new reference to the record named sha, or NULL. */
+/* A new reference to the cache entry of the record named sha, or NULL. */
 static json_t *cache_get(const char *sha)
 {
     json_t *rec = NULL;
@@ -303,8 +500,8 @@ static json_t *cache_get(const char *sha)
     return rec;
 }
 
-/* Holds rec (a verified record, borrowed: the cache takes its own reference) under sha. */
-static void cache_put(const char *sha, json_t *rec)
+/* Holds entry (of a verified record, borrowed: the cache takes its own reference) under sha. */
+static void cache_put(const char *sha, json_t *entry)
 {
     pthread_mutex_lock(&cache_mu);
     if (cache_used >= CACHE_MAX) {
@@ -320,7 +517,7 @@ static void cache_put(const char *sha, json_t *rec)
     if (cache_slots[i].rec == NULL) {
         memcpy(cache_slots[i].sha, sha, 40);
         cache_slots[i].sha[40] = '\0';
-        cache_slots[i].rec = json_incref(rec);
+        cache_slots[i].rec = json_incref(entry);
         cache_used++;
     }
     pthread_mutex_unlock(&cache_mu);
@@ -350,8 +547,17 @@ static void cache_records(const json_t *records)
             digest_sha1_hex(t, json_string_length(text), actual) != 0 || strcmp(actual, sha) != 0)
             continue;
         json_t *rec = json_loadb(t, json_string_length(text), 0, NULL);
-        if (json_is_object(rec))
-            cache_put(sha, rec);
+        json_t *entry = json_is_object(rec) ? json_pack("{s:O}", "rec", rec) : NULL;
+        lineage_expect *e = entry ? expect_of(rec) : NULL;
+        if (e && (json_object_set_new(entry, "head", json_stringn(e->head, e->head_len)) ||
+                  json_object_set_new(entry, "tail", json_stringn(e->tail, e->tail_len)))) {
+            json_decref(entry);
+            entry = NULL;
+        }
+        if (entry)
+            cache_put(sha, entry);
+        expect_free(e);
+        json_decref(entry);
         json_decref(rec);
     }
 }
@@ -489,139 +695,38 @@ static int state_items(const tokens *l, state_item **out, size_t *n_out)
     return STATUS_OK;
 }
 
-/* A text fact: absent from the record exactly when the graph has none, else the same bytes. */
-static bool same_text(const json_t *v, const char *s, size_t len)
-{
-    if (s == NULL)
-        return v == NULL;
-    return json_is_string(v) && json_string_length(v) == len &&
-           memcmp(json_string_value(v), s, len) == 0;
-}
-
-/* A label: the record holds the integer the stored decimal text reads as (tonumber), and the
- * text is that integer's own spelling; anything else is a mismatch. */
-static bool same_label(const json_t *v, const char *s, size_t len)
-{
-    if (s == NULL)
-        return v == NULL;
-    if (!json_is_integer(v))
-        return false;
-    char buf[32];
-    int w = snprintf(buf, sizeof buf, "%" JSON_INTEGER_FORMAT, json_integer_value(v));
-    return w > 0 && (size_t)w == len && memcmp(buf, s, len) == 0;
-}
-
-/* A list of the record: an array, or {} (cjson's empty list). */
-static bool record_list(const json_t *v, size_t *n)
-{
-    if (json_is_array(v)) {
-        *n = json_array_size(v);
-        return true;
-    }
-    *n = 0;
-    return json_is_object(v) && json_object_size(v) == 0;
-}
-
-/* The recorded input_ids against the stored JSON text: the text must be the list's plain
- * encoding, each id of characters JSON writes as they are (so the text decodes to exactly the
- * list). */
-static bool same_inputs(const json_t *v, const char *s, size_t len)
-{
-    size_t n;
-    if (s == NULL || !record_list(v, &n))
-        return false;
-    size_t at = 0;
-    if (len < 2 || s[at++] != '[')
-        return false;
-    for (size_t i = 0; i < n; i++) {
-        const json_t *e = json_array_get(v, i);
-        if (!json_is_string(e))
-            return false;
-        const char *id = json_string_value(e);
-        size_t idlen = json_string_length(e);
-        for (size_t k = 0; k < idlen; k++) {
-            unsigned char c = (unsigned char)id[k];
-            if (c <= 0x20 || c >= 0x7f || c == '"' || c == '\\' || c == '/')
-                return false;
-        }
-        if ((i > 0 && (at >= len || s[at++] != ',')) || at + idlen + 2 > len || s[at] != '"' ||
-            memcmp(s + at + 1, id, idlen) != 0 || s[at + 1 + idlen] != '"')
-            return false;
-        at += idlen + 2;
-    }
-    return at + 1 == len && s[at] == ']';
-}
-
-/* The list of strings of the record against the n strings of l from index from. */
-static bool same_strings(const json_t *v, const tokens *l, size_t from, size_t n)
-{
-    size_t m;
-    if (!record_list(v, &m) || m != n)
-        return false;
-    for (size_t i = 0; i < n; i++) {
-        size_t len;
-        const char *s = tok_get(l, from + i, &len);
-        if (s == NULL || !same_text(json_array_get(v, i), s, len))
-            return false;
-    }
-    return true;
-}
-
-/* Item it of the state against its record: every fact the walk would put in the record, and
- * each ref the record of the parent the graph holds now (by_id: artifact id to item). */
+/* Item it of the state against its cache entry: the strings from id to step and from the
+ * parent count to the last producer are the record's spelling byte for byte, and each ref of
+ * the record is the record the parent the graph holds now names (by_id: artifact id to item). */
 static bool item_matches(const tokens *l, const state_item *items, const state_item *it,
                          const json_t *by_id)
 {
-    const json_t *rec = it->rec;
-    size_t len[F_COUNT];
-    const char *f[F_COUNT];
-    for (size_t k = 0; k < F_COUNT; k++)
-        f[k] = tok_get(l, it->at + k, &len[k]);
-    static const char *const text_keys[4] = {"id", "run_id", "kind", "title"};
-    for (size_t k = 0; k < 4; k++)
-        if (!same_text(json_object_get(rec, text_keys[k]), f[k], len[k]))
-            return false;
-    const json_t *cc = json_object_get(rec, "capture_complete");
-    bool captured = f[F_CAPTURE] != NULL && len[F_CAPTURE] == 1 && f[F_CAPTURE][0] == '1';
-    if (!same_label(json_object_get(rec, "conf"), f[F_CONF], len[F_CONF]) ||
-        !same_label(json_object_get(rec, "integrity"), f[F_INTEGRITY], len[F_INTEGRITY]) ||
-        !json_is_boolean(cc) || json_is_true(cc) != captured ||
-        !same_text(json_object_get(rec, "hash"), f[F_HASH], len[F_HASH]) ||
-        !same_inputs(json_object_get(rec, "input_ids"), f[F_INPUTS], len[F_INPUTS]) ||
-        !same_text(json_object_get(rec, "step"), f[F_STEP], len[F_STEP]) ||
-        !same_strings(json_object_get(rec, "parents"), l, it->np_at + 1, it->np) ||
-        !same_strings(json_object_get(rec, "producers"), l, it->nc_at + 1, it->nc))
+    const json_t *head = json_object_get(it->rec, "head");
+    const json_t *tail = json_object_get(it->rec, "tail");
+    const json_t *refs = json_object_get(json_object_get(it->rec, "rec"), "refs");
+    if (head == NULL || tail == NULL)
         return false;
-    const json_t *res = json_object_get(rec, "resources");
-    size_t nr;
-    if (!record_list(res, &nr) || nr != it->nr)
+    /* The strings of the state are contiguous in l's buffer, one NUL between each two. */
+    const char *h0 = l->s[it->at], *h1 = l->s[it->at + F_STEP] + l->len[it->at + F_STEP];
+    size_t last = it->nc_at + it->nc;
+    const char *t0 = l->s[it->np_at], *t1 = l->s[last] + l->len[last];
+    if ((size_t)(h1 - h0) != json_string_length(head) ||
+        memcmp(h0, json_string_value(head), (size_t)(h1 - h0)) != 0 ||
+        (size_t)(t1 - t0) != json_string_length(tail) ||
+        memcmp(t0, json_string_value(tail), (size_t)(t1 - t0)) != 0)
         return false;
-    for (size_t r = 0; r < nr; r++) {
-        const json_t *o = json_array_get(res, r);
-        size_t at = it->nr_at + 1 + 4 * r, rl[4];
-        const char *rv[4];
-        for (size_t k = 0; k < 4; k++)
-            rv[k] = tok_get(l, at + k, &rl[k]);
-        if (!json_is_object(o) || rv[0] == NULL ||
-            !same_text(json_object_get(o, "id"), rv[0], rl[0]) ||
-            !same_text(json_object_get(o, "title"), rv[1], rl[1]) ||
-            !same_label(json_object_get(o, "conf"), rv[2], rl[2]) ||
-            !same_label(json_object_get(o, "integrity"), rv[3], rl[3]))
-            return false;
-    }
-    const json_t *refs = json_object_get(rec, "refs");
-    size_t nrefs;
-    if (!record_list(refs, &nrefs) || nrefs != it->np)
+    size_t nrefs = json_is_array(refs) ? json_array_size(refs) : 0;
+    if (nrefs != it->np)
         return false;
     for (size_t m = 0; m < it->np; m++) {
-        const char *pid = tok_get(l, it->np_at + 1 + m, NULL);
-        const json_t *j = pid ? json_object_get(by_id, pid) : NULL;
+        const json_t *j = json_object_get(by_id, l->s[it->np_at + 1 + m]);
         if (!json_is_integer(j))
             return false;
         const state_item *parent = &items[json_integer_value(j)];
-        size_t plen;
-        const char *psha = tok_get(l, parent->at + F_LINEAGE, &plen);
-        if (!same_text(json_array_get(refs, m), psha, plen))
+        const json_t *ref = json_array_get(refs, m);
+        size_t plen = l->len[parent->at + F_LINEAGE];
+        if (!json_is_string(ref) || json_string_length(ref) != plen ||
+            memcmp(json_string_value(ref), l->s[parent->at + F_LINEAGE], plen) != 0)
             return false;
     }
     return true;
@@ -687,7 +792,7 @@ static int from_state(store *st, const char *payload, const tokens *l, json_t **
     if (rc == STATUS_OK && artifacts == NULL)
         rc = STATUS_ENOMEM;
     for (size_t i = 0; rc == STATUS_OK && i < n; i++)
-        if (json_array_append(artifacts, items[i].rec) != 0)
+        if (json_array_append(artifacts, json_object_get(items[i].rec, "rec")) != 0)
             rc = STATUS_ENOMEM;
     if (rc == STATUS_OK) {
         *out = json_pack("{s:s, s:b, s:s, s:{}, s:O}", "root", payload, "truncated", 0, "lineage",
