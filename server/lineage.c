@@ -274,7 +274,7 @@ typedef struct {
 
 typedef struct {
     char *p;
-    size_t n, cap;
+    size_t n, cap, strings;
     bool bad; /* out of memory, or a fact the state cannot spell */
 } spell;
 
@@ -295,7 +295,7 @@ static void spell_put(spell *b, const char *s, size_t len)
         b->p = p;
         b->cap = cap;
     }
-    if (b->n > 0)
+    if (b->strings++ > 0)
         b->p[b->n++] = '\0';
     memcpy(b->p + b->n, s, len);
     b->n += len;
