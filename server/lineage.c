@@ -1,9 +1,11 @@
 /*
- * lineage.c - lineage records kept once by content and resolved for replay (see lineage.h).
+ * lineage.c - lineage records kept once by content, resolved for replay, and compared with the
+ * graph by the input gate (see lineage.h).
  *
  * The records are named by SHA-1 because the query library computes the names while it walks
  * (redis.sha1hex is the hash its function engine offers); every name is checked here again
- * with OpenSSL before a record's facts or its references are used.
+ * with OpenSSL before a record's facts or its references are used, and only a checked record
+ * enters the process-wide cache the gate compares the graph with.
  */
 #include "lineage.h"
 
