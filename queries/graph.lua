@@ -24,7 +24,9 @@ end
 -- Set members, sorted so replies (and the snapshots built from them) are deterministic.
 local function members(key)
     local m = redis.call('SMEMBERS', key)
-    table.sort(m)
+    if #m > 1 then
+        table.sort(m)
+    end
     return m
 end
 

@@ -1,6 +1,58 @@
 -- queries/lineage.lua - artifacts and their DERIVED_FROM lineage: creating an artifact with its
 -- edges and event, reading one, and the ancestry walk the input and delivery gates decide from.
 
+-- An artifact's facts as its lineage record holds them (refs aside): f is the HMGET of its nine
+-- fields in the walk's order, the edges are read here, a resource's fields through rescache
+-- (one read per resource per call). The walk and charter_create_artifact build records with
+-- this one function, so the record stored at creation is the one a later walk computes.
+local function record_object(P, id, f, rescache)
+    local base = P .. ':artifact:' .. id
+    local parents = members(base .. ':derived_from')
+    local resources = {}
+    for _, r in ipairs(members(base .. ':from_resource')) do
+        local res = rescache[r]
+        if not res then
+            local g = redis.call('HMGET', P .. ':resource:' .. r, 'title', 'conf', 'integrity')
+            res = {id = r, title = g[1] or nil, conf = tonumber(g[2]), integrity = tonumber(g[3])}
+            rescache[r] = res
+        end
+        resources[#resources + 1] = res
+    end
+    return {
+        id = id, run_id = f[1] or nil, kind = f[2] or nil, title = f[3] or nil,
+        conf = tonumber(f[4]), integrity = tonumber(f[5]),
+        capture_complete = f[6] == '1', hash = f[7] or nil,
+        input_ids = decode_list(f[8] or nil), parents = parents,
+        resources = resources, producers = members(base .. ':produced_by'),
+        step = f[9] or nil,
+    }
+end
+
+-- The lineage record of artifact id (key its hash), just created with its edges: its facts as
+-- a walk reads them, its refs the records its parents carry (field lineage). Stored once
+-- (SET NX, named by its SHA-1) and named in the artifact's field lineage, so a later check
+-- compares the graph with it instead of encoding and hashing the walk again. A parent without
+-- a record (written before records were kept at creation, or by hand) leaves the artifact
+-- without one: its checks walk the whole ancestry as before.
+local function keep_record(P, id, key)
+    local f = redis.call('HMGET', key, 'run_id', 'kind', 'title', 'conf', 'integrity',
+                         'capture_complete', 'hash', 'input_ids', 'step')
+    local o = record_object(P, id, f, {})
+    local refs = {}
+    for m, p in ipairs(o.parents) do
+        local sha = redis.call('HGET', P .. ':artifact:' .. p, 'lineage')
+        if not sha then
+            return
+        end
+        refs[m] = sha
+    end
+    o.refs = refs
+    local text = cjson.encode(o)
+    local sha = redis.sha1hex(text)
+    redis.call('SET', P .. ':lineage:' .. sha, text, 'NX')
+    redis.call('HSET', key, 'lineage', sha)
+end
+
 --[[ charter_create_artifact
 keys: P. args: JSON {run_id,context_id,kind,title,conf,integrity,hash,content,input_ids,resource,
   capture_complete}, sealed event (any kind, e.g. source_read, output_recorded). kind is
@@ -80,6 +132,7 @@ local function charter_create_artifact(keys, args)
     redis.call('SADD', key .. ':produced_by', context_id)
     redis.call('SADD', P .. ':context:' .. context_id .. ':produced', id)
     redis.call('ZADD', P .. ':run:' .. run_id .. ':artifacts', n, id)
+    keep_record(P, id, key)
     local seq = write_event(P, run_id, ev)
     return cjson.encode({artifact = artifact_object(P, id, hash(key), true), seq = seq})
 end
@@ -202,33 +255,14 @@ local function ancestry_text(P, root, limit)
                 truncated = true
                 break
             end
-            local parents = members(base .. ':derived_from')
-            for _, p in ipairs(parents) do
+            local o = record_object(P, id, f, rescache)
+            for _, p in ipairs(o.parents) do
                 if not seen[p] then
                     seen[p] = true
                     queue[#queue + 1] = p
                 end
             end
-            local resources = {}
-            for _, r in ipairs(members(base .. ':from_resource')) do
-                local res = rescache[r]
-                if not res then
-                    local f = redis.call('HMGET', P .. ':resource:' .. r, 'title', 'conf',
-                                         'integrity')
-                    res = {id = r, title = f[1] or nil, conf = tonumber(f[2]),
-                           integrity = tonumber(f[3])}
-                    rescache[r] = res
-                end
-                resources[#resources + 1] = res
-            end
-            out[#out + 1] = {
-                id = id, run_id = f[1] or nil, kind = f[2] or nil, title = f[3] or nil,
-                conf = tonumber(f[4]), integrity = tonumber(f[5]),
-                capture_complete = f[6] == '1', hash = f[7] or nil,
-                input_ids = decode_list(f[8] or nil), parents = parents,
-                resources = resources, producers = members(base .. ':produced_by'),
-                step = f[9] or nil,
-            }
+            out[#out + 1] = o
         end
     end
     return lineage_text(P, root, truncated, out)
@@ -239,4 +273,96 @@ local function charter_ancestry(keys, args)
     local root = check_id(args[1], 'payload_id')
     local limit = check_count(args[2], 'limit', 1, MAX_LIMIT)
     return ancestry_text(P, root, limit)
+end
+
+--[[ charter_lineage_state
+keys: P. args: payload_id, limit (integer 1..100000).
+reply: when the payload carries a lineage record (field lineage, stored at creation) and that
+  record is stored, the graph as it stands: ["state", n, text], text being n strings joined
+  by NUL bytes: per artifact, breadth-first from the payload over derived_from (each once),
+  id, run_id, kind, title, conf, integrity, capture_complete, hash, input_ids, step, lineage,
+  the count of parents and the parents (sorted), the count of resources and per resource id,
+  title, conf, integrity (a derived artifact's resources are checked to be none with one
+  EXISTS over many), the count of producers and the producers (sorted). Nothing is
+  encoded or hashed (one text, not an array of strings: converting thousands of strings into
+  a reply costs more than the walk's reads): the caller compares each artifact with the
+  record its field lineage names. Otherwise (an artifact of the walk that is missing, has no
+  record or lacks one of those fields, a resource that lacks one, a derived artifact with a
+  FROM_RESOURCE set, or a walk that would pass limit artifacts): the charter_ancestry reply (a JSON text), from the same instant.
+errors: not_found (payload), invalid. ]]
+local function charter_lineage_state(keys, args)
+    local P = prefix(keys)
+    local root = check_id(args[1], 'payload_id')
+    local limit = check_count(args[2], 'limit', 1, MAX_LIMIT)
+    local top = redis.call('HGET', P .. ':artifact:' .. root, 'lineage')
+    if not top or redis.call('EXISTS', P .. ':lineage:' .. top) == 0 then
+        return ancestry_text(P, root, limit)
+    end
+    local out, n, none = {}, 0, {}
+    local seen, queue, head = {[root] = true}, {root}, 1
+    local rescache = {}
+    while head <= #queue do
+        if head > limit then
+            return ancestry_text(P, root, limit)
+        end
+        local id = queue[head]
+        head = head + 1
+        local base = P .. ':artifact:' .. id
+        local f = redis.call('HMGET', base, 'run_id', 'kind', 'title', 'conf', 'integrity',
+                             'capture_complete', 'hash', 'input_ids', 'step', 'lineage')
+        out[n + 1] = id
+        for i = 1, 10 do
+            if not f[i] then
+                return ancestry_text(P, root, limit)
+            end
+            out[n + 1 + i] = f[i]
+        end
+        n = n + 11
+        local parents = members(base .. ':derived_from')
+        out[n + 1] = #parents
+        n = n + 1
+        for _, p in ipairs(parents) do
+            n = n + 1
+            out[n] = p
+            if not seen[p] then
+                seen[p] = true
+                queue[#queue + 1] = p
+            end
+        end
+        -- A derived artifact has no FROM_RESOURCE edge: its sets are checked to be absent
+        -- together below, one EXISTS per 512 artifacts instead of one SMEMBERS each.
+        local resources = {}
+        if f[2] == 'derived' then
+            none[#none + 1] = base .. ':from_resource'
+        else
+            resources = members(base .. ':from_resource')
+        end
+        n = n + 1
+        out[n] = #resources
+        for _, r in ipairs(resources) do
+            local g = rescache[r]
+            if not g then
+                g = redis.call('HMGET', P .. ':resource:' .. r, 'title', 'conf', 'integrity')
+                if not (g[1] and g[2] and g[3]) then
+                    return ancestry_text(P, root, limit)
+                end
+                rescache[r] = g
+            end
+            out[n + 1], out[n + 2], out[n + 3], out[n + 4] = r, g[1], g[2], g[3]
+            n = n + 4
+        end
+        local producers = members(base .. ':produced_by')
+        n = n + 1
+        out[n] = #producers
+        for _, c in ipairs(producers) do
+            n = n + 1
+            out[n] = c
+        end
+    end
+    for i = 1, #none, 512 do
+        if redis.call('EXISTS', unpack(none, i, math.min(i + 511, #none))) > 0 then
+            return ancestry_text(P, root, limit)
+        end
+    end
+    return {'state', tostring(n), table.concat(out, '\0')}
 end

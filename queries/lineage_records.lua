@@ -69,5 +69,26 @@ local function charter_lineage_records(keys, args)
     return cjson.encode({records = records, missing = missing})
 end
 
+--[[ charter_lineage_get
+keys: P. args: sha1, sha1, ... (1..32 names).
+reply: {"records":{"<sha1>":"<record>",...}}: each named record that is stored, as stored (the
+  reader hashes each one before using it); a name not stored is absent.
+errors: invalid (a name that is not 40 lowercase hex digits). ]]
+local function charter_lineage_get(keys, args)
+    local P = prefix(keys)
+    local records = {}
+    for _, sha in ipairs(args) do
+        if type(sha) ~= 'string' or #sha ~= 40 or sha:find('[^0-9a-f]') then
+            raise('invalid', 'sha1 must be 40 lowercase hex digits')
+        end
+        local text = redis.call('GET', P .. ':lineage:' .. sha)
+        if text then
+            records[sha] = text
+        end
+    end
+    return cjson.encode({records = records})
+end
+
 register('charter_put_lineage', charter_put_lineage, false)
 register('charter_lineage_records', charter_lineage_records, true)
+register('charter_lineage_get', charter_lineage_get, true)

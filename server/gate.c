@@ -368,9 +368,8 @@ static int check_inputs(const gate_env *g, const workflow_step *ws, const guard_
     char limit[32];
     snprintf(limit, sizeof limit, "%zu", g->limits->max_ancestry);
     for (size_t i = 0; i < n; i++) {
-        const char *args[2] = {ids[i], limit};
         json_t *raw = NULL;
-        int rc = store_call(g->st, "ancestry", 2, args, &raw);
+        int rc = lineage_ancestry(g->st, ids[i], limit, &raw);
         if (rc == STATUS_ENOTFOUND || rc == STATUS_ENOMEM) {
             json_decref(raws);
             return rc;

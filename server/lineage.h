@@ -11,9 +11,11 @@
  * reference: every record is hashed again and a record that is missing or does not hash to its
  * name fails the replay, naming it.
  *
- * The gate still walks the current edges for every decision: a record is never read in place
- * of the graph, only written from what the walk read, so deleting an edge changes the walk's
- * records (and their names) and the decision made from them.
+ * The gate still reads the current graph for every decision: a record is never read in place
+ * of the graph, only compared with it (lineage_ancestry) or written from what a walk read, so
+ * deleting an edge changes the walk's records (and their names) and the decision made from
+ * them. Records are also written at creation (charter_create_artifact), and named in the
+ * artifact's field lineage.
  */
 #ifndef CHARTER_LINEAGE_H
 #define CHARTER_LINEAGE_H
@@ -23,6 +25,18 @@
 
 #include "status.h"
 #include "store.h"
+
+/* The ancestry of payload as charter_ancestry replies it (limit: its decimal limit), read
+ * through the records stored at creation: charter_lineage_state reads the graph as it stands
+ * (every artifact's fields and edges, nothing encoded or hashed) and each artifact is compared
+ * here with the record its field lineage names, decoded once per process and held by name in a
+ * bounded cache after its SHA-1 was checked. When every fact and every parent's record agree,
+ * the reply is made of those records (its "new" empty: all are stored). Any difference (an
+ * edge deleted, a label changed, a record missing or altered, an artifact without a record)
+ * takes the full walk of the graph as it is (charter_ancestry), so a record never stands for a
+ * graph that changed. On success *out is a new reference. Returns STATUS_OK, STATUS_ENOTFOUND
+ * (no such payload), STATUS_ENOMEM, or the store's failure. */
+int lineage_ancestry(store *st, const char *payload, const char *limit, json_t **out);
 
 /* Stores the records of ancestry (an ancestry reply) that were not stored when it was read
  * (its "new" object), in calls of at most 16 records. Returns STATUS_OK (also when there is

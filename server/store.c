@@ -836,11 +836,13 @@ static bool store_refused_busy(const char *msg)
     return false;
 }
 
-int store_call(store *st, const char *fn, int nargs, const char *const *args, json_t **out)
+/* Sends FCALL charter_<fn> (name receives that name, STORE_MAX_FN + 16 bytes) and waits for its
+ * reply, sending it again while Redis refuses it as busy and, on a cluster, where a redirect
+ * names. *reply is the reply (the caller frees it) on STATUS_OK; else NULL. */
+static int fcall(store *st, const char *fn, int nargs, const char *const *args, char *name,
+                 redisReply **reply)
 {
-    if (out)
-        *out = NULL;
-    st->err[0] = '\0';
+    *reply = NULL;
     st->effect_unknown = false;
     if (!fn_valid(fn) || nargs < 0 || nargs > STORE_MAX_ARGS || (nargs > 0 && !args)) {
         set_error(st, "store_call: bad function name or arguments");
@@ -856,8 +858,7 @@ int store_call(store *st, const char *fn, int nargs, const char *const *args, js
     if (rc != STATUS_OK)
         return rc;
 
-    char name[STORE_MAX_FN + 16];
-    snprintf(name, sizeof name, "charter_%s", fn);
+    snprintf(name, STORE_MAX_FN + 16, "charter_%s", fn);
     const char *argv[STORE_MAX_ARGS + 4];
     size_t argvlen[STORE_MAX_ARGS + 4];
     argv[0] = "FCALL";
@@ -895,6 +896,14 @@ int store_call(store *st, const char *fn, int nargs, const char *const *args, js
         if (moved < 0)
             return moved;
     }
+    *reply = r;
+    return STATUS_OK;
+}
+
+/* The status and JSON document of a reply r of function name (not freed here). */
+static int reply_json(store *st, const char *name, const redisReply *r, json_t **out)
+{
+    int rc = STATUS_OK;
     switch (r->type) {
     case REDIS_REPLY_NIL:
         rc = STATUS_OK;
@@ -935,8 +944,79 @@ int store_call(store *st, const char *fn, int nargs, const char *const *args, js
         rc = STATUS_EPROTO;
         break;
     }
+    return rc;
+}
+
+int store_call(store *st, const char *fn, int nargs, const char *const *args, json_t **out)
+{
+    if (out)
+        *out = NULL;
+    st->err[0] = '\0';
+    char name[STORE_MAX_FN + 16];
+    redisReply *r = NULL;
+    int rc = fcall(st, fn, nargs, args, name, &r);
+    if (rc == STATUS_OK)
+        rc = reply_json(st, name, r, out);
     freeReplyObject(r);
     return rc;
+}
+
+struct store_list {
+    redisReply *reply; /* an array of strings and nils */
+};
+
+int store_call_list(store *st, const char *fn, int nargs, const char *const *args, json_t **out,
+                    store_list **list)
+{
+    *out = NULL;
+    *list = NULL;
+    st->err[0] = '\0';
+    char name[STORE_MAX_FN + 16];
+    redisReply *r = NULL;
+    int rc = fcall(st, fn, nargs, args, name, &r);
+    if (rc != STATUS_OK)
+        return rc;
+    if (r->type != REDIS_REPLY_ARRAY) {
+        rc = reply_json(st, name, r, out);
+        freeReplyObject(r);
+        return rc;
+    }
+    for (size_t i = 0; i < r->elements; i++) {
+        int t = r->element[i]->type;
+        if (t != REDIS_REPLY_STRING && t != REDIS_REPLY_NIL) {
+            set_error(st, "%s: element %zu of the reply is of type %d", name, i, t);
+            freeReplyObject(r);
+            return STATUS_EPROTO;
+        }
+    }
+    *list = malloc(sizeof **list);
+    if (*list == NULL) {
+        freeReplyObject(r);
+        return STATUS_ENOMEM;
+    }
+    (*list)->reply = r;
+    return STATUS_OK;
+}
+
+size_t store_list_size(const store_list *list)
+{
+    return list->reply->elements;
+}
+
+const char *store_list_get(const store_list *list, size_t i, size_t *len)
+{
+    const redisReply *e = list->reply->element[i];
+    if (len)
+        *len = e->type == REDIS_REPLY_STRING ? e->len : 0;
+    return e->type == REDIS_REPLY_STRING ? e->str : NULL;
+}
+
+void store_list_free(store_list *list)
+{
+    if (list == NULL)
+        return;
+    freeReplyObject(list->reply);
+    free(list);
 }
 
 int store_call_json(store *st, const char *fn, const json_t *arg, json_t **out)

@@ -149,6 +149,23 @@ int store_ping(store *st);
  * issued. */
 int store_call(store *st, const char *fn, int nargs, const char *const *args, json_t **out);
 
+/* A reply that is a flat array of strings and nils (hiredis stays inside store.c). */
+typedef struct store_list store_list;
+
+/* store_call for a function that replies either a JSON text (*out, as store_call, with the
+ * same error mapping) or a flat array of strings and nils (*list: free with store_list_free).
+ * On STATUS_OK exactly one of *out and *list is set (or neither, for a nil reply). An array
+ * holding anything else is STATUS_EPROTO. */
+int store_call_list(store *st, const char *fn, int nargs, const char *const *args, json_t **out,
+                    store_list **list);
+/* The number of elements of list. */
+size_t store_list_size(const store_list *list);
+/* Element i (< store_list_size) of list, borrowed until store_list_free, or NULL for a nil; *len
+ * (may be NULL) its length in bytes (0 for a nil). */
+const char *store_list_get(const store_list *list, size_t i, size_t *len);
+/* Frees list (NULL is ignored). */
+void store_list_free(store_list *list);
+
 /* Same, with one argument that is a JSON document (encoded compactly). */
 int store_call_json(store *st, const char *fn, const json_t *arg, json_t **out);
 

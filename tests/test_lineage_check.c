@@ -1,0 +1,262 @@
+/*
+ * test_lineage_check.c - the input gate compares the graph with the lineage records stored at
+ * creation, and a graph changed behind the server's back is still refused.
+ *
+ * Every artifact recorded through the API carries its lineage record (field lineage), and a
+ * CheckInput reads the graph as it stands and compares it with those records, which charterd
+ * holds decoded by name once it has hashed them. The tests drive a real charterd over NNG: a
+ * lineage is allowed (twice, the second time from records charterd holds), then an edge is
+ * deleted, a label changed, a producer removed, a FROM_RESOURCE edge added to a derived
+ * artifact, a resource relabelled, each directly in Redis: every one turns the same check into
+ * a refusal with the code a full walk gives, and undoing it allows the check again.
+ */
+#include <CUnit/Basic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "charter.h"
+#include "harness.h"
+
+#define DEPTH 20
+
+static char graph[64];
+static harness_charterd daemon_;
+static charter_client *op;
+static char research[64];
+static char report_ctx[64];
+static char ids[DEPTH + 1][64]; /* the source, then each note */
+
+/* Runs one Redis command on the graph: ARGV[1] the command, ARGV[2] the key's suffix after the
+ * prefix, the rest its arguments. Replies 1. */
+static const char *COMMAND = "local a = {ARGV[1], KEYS[1] .. ARGV[2]} "
+                             "for i = 3, #ARGV do a[#a + 1] = ARGV[i] end "
+                             "redis.call(unpack(a)) return 1";
+
+/* How many artifacts of the graph carry a lineage record that is stored. */
+static const char *WITH_RECORDS =
+    "local n, cursor = 0, '0' "
+    "repeat "
+    "  local r = redis.call('SCAN', cursor, 'MATCH', KEYS[1] .. "
+    "':artifact:*', 'COUNT', 1000) "
+    "  cursor = r[1] "
+    "  for _, k in ipairs(r[2]) do "
+    "    if redis.call('TYPE', k).ok == 'hash' then "
+    "      local s = redis.call('HGET', k, 'lineage') "
+    "      if s and redis.call('EXISTS', KEYS[1] .. ':lineage:' .. s) "
+    "          == 1 then n = n + 1 end "
+    "    end "
+    "  end "
+    "until cursor == '0' "
+    "return n";
+
+static void redis_do(const char *cmd, const char *suffix, const char *a, const char *b)
+{
+    const char *args[4] = {cmd, suffix, a, b};
+    size_t n = b ? 4 : a ? 3 : 2;
+    long long one = 0;
+    CU_ASSERT_EQUAL_FATAL(harness_graph_eval(graph, COMMAND, args, n, &one), 0);
+    CU_ASSERT_EQUAL(one, 1);
+}
+
+static int suite_init(void)
+{
+    harness_graph_name(graph, sizeof graph, "lineage_check");
+    store *st = harness_store_open(graph);
+    store_close(st);
+    harness_charterd_opts o = {.graph = graph};
+    if (harness_charterd_start(&o, &daemon_) != 0)
+        return -1;
+    return harness_client_open(daemon_.ipc_url, HARNESS_OPERATOR_TOKEN, 30000, &op);
+}
+
+static int suite_clean(void)
+{
+    charter_client_close(op);
+    int rc = harness_charterd_stop(&daemon_);
+    harness_graph_drop(graph);
+    return rc == 0 ? 0 : -1;
+}
+
+static int open_step(const char *run, const char *step, char *out, size_t n)
+{
+    Charter__V1__OpenStepRequest req = CHARTER__V1__OPEN_STEP_REQUEST__INIT;
+    req.run_id = (char *)run;
+    req.step = (char *)step;
+    Charter__V1__StepContext *ctx = NULL;
+    charter_status st;
+    if (charter_open_step(op, &req, &ctx, &st) != 0)
+        return -1;
+    snprintf(out, n, "%s", ctx->context_id);
+    charter__v1__step_context__free_unpacked(ctx, NULL);
+    return 0;
+}
+
+/* CheckInput of the deepest note for the report step: its outcome; codes (n bytes) the
+ * decision's codes joined by spaces. */
+static int check_deepest(char *codes, size_t n)
+{
+    char *req_ids[1] = {ids[DEPTH]};
+    Charter__V1__CheckInputRequest req = CHARTER__V1__CHECK_INPUT_REQUEST__INIT;
+    req.context_id = report_ctx;
+    req.artifact_ids = req_ids;
+    req.n_artifact_ids = 1;
+    Charter__V1__CheckInputResponse *resp = NULL;
+    charter_status st;
+    codes[0] = '\0';
+    if (charter_check_input(op, &req, &resp, &st) != 0 || resp->decision == NULL)
+        return -1;
+    int outcome = resp->decision->outcome;
+    size_t used = 0;
+    for (size_t i = 0; i < resp->decision->n_codes && used < n; i++)
+        used += (size_t)snprintf(codes + used, n - used, "%s ", resp->decision->codes[i]);
+    charter__v1__check_input_response__free_unpacked(resp, NULL);
+    return outcome;
+}
+
+static void expect_allowed(void)
+{
+    char codes[256];
+    CU_ASSERT_EQUAL(check_deepest(codes, sizeof codes), CHARTER__V1__OUTCOME__ALLOW);
+}
+
+static void expect_refused(const char *code)
+{
+    char codes[256];
+    int outcome = check_deepest(codes, sizeof codes);
+    CU_ASSERT_TRUE(outcome == CHARTER__V1__OUTCOME__DENY ||
+                   outcome == CHARTER__V1__OUTCOME__UNKNOWN);
+    CU_ASSERT_PTR_NOT_NULL(strstr(codes, code));
+}
+
+/* A public lineage DEPTH notes deep over vendor_a, recorded through the API, in scope of the
+ * report step. */
+static void test_a_lineage_recorded_through_the_api_carries_its_records(void)
+{
+    Charter__V1__CreateRunRequest cr = CHARTER__V1__CREATE_RUN_REQUEST__INIT;
+    cr.mode = "external";
+    Charter__V1__RunView *run = NULL;
+    charter_status st;
+    CU_ASSERT_EQUAL_FATAL(charter_create_run(op, &cr, &run, &st), 0);
+    CU_ASSERT_EQUAL_FATAL(open_step(run->run->id, "research", research, sizeof research), 0);
+    CU_ASSERT_EQUAL_FATAL(open_step(run->run->id, "report", report_ctx, sizeof report_ctx), 0);
+    charter__v1__run_view__free_unpacked(run, NULL);
+
+    Charter__V1__ReadSourceRequest rs = CHARTER__V1__READ_SOURCE_REQUEST__INIT;
+    rs.context_id = research;
+    rs.resource_id = "vendor_a";
+    Charter__V1__ReadSourceResponse *src = NULL;
+    CU_ASSERT_EQUAL_FATAL(charter_read_source(op, &rs, &src, &st), 0);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(src->artifact);
+    snprintf(ids[0], sizeof ids[0], "%s", src->artifact->id);
+    charter__v1__read_source_response__free_unpacked(src, NULL);
+    for (int i = 1; i <= DEPTH; i++) {
+        char title[64];
+        snprintf(title, sizeof title, "Note %d", i);
+        char *inputs[1] = {ids[i - 1]};
+        Charter__V1__RecordOutputRequest ro = CHARTER__V1__RECORD_OUTPUT_REQUEST__INIT;
+        ro.context_id = research;
+        ro.input_ids = inputs;
+        ro.n_input_ids = 1;
+        ro.title = title;
+        ro.content = "a note";
+        Charter__V1__RecordOutputResponse *rec = NULL;
+        CU_ASSERT_EQUAL_FATAL(charter_record_output(op, &ro, &rec, &st), 0);
+        CU_ASSERT_EQUAL_FATAL(rec->decision->outcome, CHARTER__V1__OUTCOME__ALLOW);
+        snprintf(ids[i], sizeof ids[i], "%s", rec->artifact->id);
+        charter__v1__record_output_response__free_unpacked(rec, NULL);
+    }
+    long long with = -1;
+    CU_ASSERT_EQUAL(harness_graph_eval(graph, WITH_RECORDS, NULL, 0, &with), 0);
+    CU_ASSERT_EQUAL(with, DEPTH + 1);
+    /* Twice: the second check compares the graph with records charterd already holds. */
+    expect_allowed();
+    expect_allowed();
+}
+
+static void test_a_deleted_derived_from_edge_is_refused(void)
+{
+    char key[128];
+    snprintf(key, sizeof key, ":artifact:%s:derived_from", ids[DEPTH / 2]);
+    redis_do("SREM", key, ids[DEPTH / 2 - 1], NULL);
+    expect_refused("PROVENANCE_INCOMPLETE");
+    redis_do("SADD", key, ids[DEPTH / 2 - 1], NULL);
+    expect_allowed();
+}
+
+static void test_a_relabelled_artifact_is_refused(void)
+{
+    char key[128];
+    snprintf(key, sizeof key, ":artifact:%s", ids[3]);
+    redis_do("HSET", key, "conf", "2");
+    expect_refused("LABEL_MISMATCH");
+    redis_do("HSET", key, "conf", "0");
+    expect_allowed();
+}
+
+static void test_a_deleted_producer_is_refused(void)
+{
+    char key[128];
+    snprintf(key, sizeof key, ":artifact:%s:produced_by", ids[DEPTH - 1]);
+    redis_do("DEL", key, NULL, NULL);
+    expect_refused("PROVENANCE_INCOMPLETE");
+    redis_do("SADD", key, research, NULL);
+    expect_allowed();
+}
+
+static void test_a_resource_edge_added_to_a_derived_artifact_is_refused(void)
+{
+    char key[128];
+    snprintf(key, sizeof key, ":artifact:%s:from_resource", ids[DEPTH]);
+    redis_do("SADD", key, "vendor_a", NULL);
+    expect_refused("PROVENANCE_INCOMPLETE");
+    redis_do("DEL", key, NULL, NULL);
+    expect_allowed();
+}
+
+static void test_a_relabelled_resource_is_refused(void)
+{
+    redis_do("HSET", ":resource:vendor_a", "conf", "2");
+    expect_refused("LABEL_MISMATCH");
+    redis_do("HSET", ":resource:vendor_a", "conf", "0");
+    expect_allowed();
+}
+
+/* An artifact whose record is not named (as one written before records were kept at creation)
+ * is checked by the full walk, with the same verdict. */
+static void test_an_artifact_without_a_record_is_walked_in_full(void)
+{
+    char key[128];
+    snprintf(key, sizeof key, ":artifact:%s", ids[1]);
+    redis_do("HDEL", key, "lineage", NULL);
+    expect_allowed();
+    char edge[160];
+    snprintf(edge, sizeof edge, ":artifact:%s:derived_from", ids[1]);
+    redis_do("DEL", edge, NULL, NULL);
+    expect_refused("PROVENANCE_INCOMPLETE");
+}
+
+int main(void)
+{
+    if (CU_initialize_registry() != CUE_SUCCESS)
+        return CU_get_error();
+    CU_pSuite s = CU_add_suite("lineage checked against its records", suite_init, suite_clean);
+    if (!s)
+        return 1;
+    CU_add_test(s, "a lineage recorded through the API carries its records",
+                test_a_lineage_recorded_through_the_api_carries_its_records);
+    CU_add_test(s, "a deleted DERIVED_FROM edge is refused",
+                test_a_deleted_derived_from_edge_is_refused);
+    CU_add_test(s, "a relabelled artifact is refused", test_a_relabelled_artifact_is_refused);
+    CU_add_test(s, "a deleted producer is refused", test_a_deleted_producer_is_refused);
+    CU_add_test(s, "a resource edge added to a derived artifact is refused",
+                test_a_resource_edge_added_to_a_derived_artifact_is_refused);
+    CU_add_test(s, "a relabelled resource is refused", test_a_relabelled_resource_is_refused);
+    CU_add_test(s, "an artifact without a record is walked in full",
+                test_an_artifact_without_a_record_is_walked_in_full);
+    CU_basic_set_mode(CU_BRM_VERBOSE);
+    CU_basic_run_tests();
+    unsigned failed = CU_get_number_of_failures() + CU_get_number_of_suites_failed();
+    CU_cleanup_registry();
+    return failed ? 1 : 0;
+}
