@@ -115,6 +115,20 @@ static long long ms_since(const struct timespec *t0)
     return (long long)(t.tv_sec - t0->tv_sec) * 1000 + (t.tv_nsec - t0->tv_nsec) / 1000000;
 }
 
+/* x set up for one execution of run_id under lease, from status from ("running" or
+ * "recovering"), its wall clock starting now. */
+static void exec_init(exec_state *x, const gate_env *g, const char *run_id,
+                      const runner_lease *lease, const char *from)
+{
+    memset(x, 0, sizeof *x);
+    x->g = g;
+    x->run_id = run_id;
+    x->lease = lease;
+    x->from = from;
+    clock_gettime(CLOCK_MONOTONIC, &x->t0);
+    x->last_renew = x->t0;
+}
+
 static void exec_stop(exec_state *x, const char *stop, const char *reason)
 {
     if (x->stop[0])
@@ -874,13 +888,7 @@ static int resume_cursor(const gate_env *g, const char *run_id, exec_state *x, j
 int runner_execute(const gate_env *g, const char *run_id, const runner_lease *lease)
 {
     exec_state x;
-    memset(&x, 0, sizeof x);
-    x.g = g;
-    x.run_id = run_id;
-    x.lease = lease;
-    x.from = "running";
-    clock_gettime(CLOCK_MONOTONIC, &x.t0);
-    x.last_renew = x.t0;
+    exec_init(&x, g, run_id, lease, "running");
     json_t *view = NULL;
     int rc = get_run(g, run_id, &view);
     const char *m = json_string_value(json_object_get(json_object_get(view, "run"), "mode"));
@@ -1076,14 +1084,8 @@ int runner_request_recovery(const gate_env *g, const char *run_id, runner_recove
 int runner_execute_recovery(const gate_env *g, const char *run_id, const runner_lease *lease)
 {
     exec_state x;
-    memset(&x, 0, sizeof x);
-    x.g = g;
-    x.run_id = run_id;
-    x.lease = lease;
-    x.from = "recovering";
+    exec_init(&x, g, run_id, lease, "recovering");
     x.recovery = true;
-    clock_gettime(CLOCK_MONOTONIC, &x.t0);
-    x.last_renew = x.t0;
     runner_recovery rec;
     memset(&rec, 0, sizeof rec);
     const workflow_step *ws = workflow_recovery_step(g->wf);

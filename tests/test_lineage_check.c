@@ -23,8 +23,8 @@
 static char graph[64];
 static harness_charterd daemon_;
 static charter_client *op;
-static char research[64];
-static char report_ctx[64];
+static char research[129];
+static char report_ctx[129];
 static char ids[DEPTH + 1][64]; /* the source, then each note */
 
 /* Runs one Redis command on the graph: ARGV[1] the command, ARGV[2] the key's suffix after the
@@ -78,20 +78,6 @@ static int suite_clean(void)
     return rc == 0 ? 0 : -1;
 }
 
-static int open_step(const char *run, const char *step, char *out, size_t n)
-{
-    Charter__V1__OpenStepRequest req = CHARTER__V1__OPEN_STEP_REQUEST__INIT;
-    req.run_id = (char *)run;
-    req.step = (char *)step;
-    Charter__V1__StepContext *ctx = NULL;
-    charter_status st;
-    if (charter_open_step(op, &req, &ctx, &st) != 0)
-        return -1;
-    snprintf(out, n, "%s", ctx->context_id);
-    charter__v1__step_context__free_unpacked(ctx, NULL);
-    return 0;
-}
-
 /* CheckInput of the deepest note for the report step: its outcome; codes (n bytes) the
  * decision's codes joined by spaces. */
 static int check_deepest(char *codes, size_t n)
@@ -138,8 +124,8 @@ static void test_a_lineage_recorded_through_the_api_carries_its_records(void)
     Charter__V1__RunView *run = NULL;
     charter_status st;
     CU_ASSERT_EQUAL_FATAL(charter_create_run(op, &cr, &run, &st), 0);
-    CU_ASSERT_EQUAL_FATAL(open_step(run->run->id, "research", research, sizeof research), 0);
-    CU_ASSERT_EQUAL_FATAL(open_step(run->run->id, "report", report_ctx, sizeof report_ctx), 0);
+    CU_ASSERT_EQUAL_FATAL(harness_open_step(op, run->run->id, "research", research), 0);
+    CU_ASSERT_EQUAL_FATAL(harness_open_step(op, run->run->id, "report", report_ctx), 0);
     charter__v1__run_view__free_unpacked(run, NULL);
 
     Charter__V1__ReadSourceRequest rs = CHARTER__V1__READ_SOURCE_REQUEST__INIT;

@@ -37,20 +37,6 @@ static int suite_clean(void)
     return rc == 0 ? 0 : -1;
 }
 
-static int open_step(const char *step, char *ctx_out)
-{
-    Charter__V1__OpenStepRequest req = CHARTER__V1__OPEN_STEP_REQUEST__INIT;
-    req.run_id = run_id;
-    req.step = (char *)step;
-    Charter__V1__StepContext *c = NULL;
-    int rc = charter_open_step(op, &req, &c, NULL);
-    if (rc == 0) {
-        snprintf(ctx_out, 130, "%s", c->context_id);
-        charter__v1__step_context__free_unpacked(c, NULL);
-    }
-    return rc;
-}
-
 /* An external run whose research step has read vendor_a and recorded a summary from it. */
 static void setup(void)
 {
@@ -60,7 +46,7 @@ static void setup(void)
     CU_ASSERT_EQUAL_FATAL(charter_create_run(op, &cr, &v, NULL), 0);
     snprintf(run_id, sizeof run_id, "%s", v->run->id);
     charter__v1__run_view__free_unpacked(v, NULL);
-    CU_ASSERT_EQUAL_FATAL(open_step("research", research_ctx), 0);
+    CU_ASSERT_EQUAL_FATAL(harness_open_step(op, run_id, "research", research_ctx), 0);
     Charter__V1__ReadSourceRequest rs = CHARTER__V1__READ_SOURCE_REQUEST__INIT;
     rs.context_id = research_ctx;
     rs.resource_id = "vendor_a";
@@ -79,7 +65,7 @@ static void setup(void)
     snprintf(research_out, sizeof research_out, "%s", out->artifact->id);
     charter__v1__record_output_response__free_unpacked(out, NULL);
     charter__v1__read_source_response__free_unpacked(src, NULL);
-    CU_ASSERT_EQUAL_FATAL(open_step("report", report_ctx), 0);
+    CU_ASSERT_EQUAL_FATAL(harness_open_step(op, run_id, "report", report_ctx), 0);
 }
 
 /* RecordOutput in ctx from research_out with the three public fields (recommended, fastest,

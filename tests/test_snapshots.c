@@ -24,7 +24,7 @@ static charter_client *op;
 static char deepest[64];
 static char lineage_ids[DEPTH + 1][64]; /* the source, then each note */
 static uint64_t seq_all;
-static char report_ctx[64];
+static char report_ctx[129];
 static uint64_t seq_first, seq_second;
 
 static const char *COUNT_BLOBS = "local n, cursor = 0, '0' "
@@ -89,20 +89,6 @@ static int suite_clean(void)
     return rc == 0 ? 0 : -1;
 }
 
-static int open_step(const char *run, const char *step, char *out, size_t n)
-{
-    Charter__V1__OpenStepRequest req = CHARTER__V1__OPEN_STEP_REQUEST__INIT;
-    req.run_id = (char *)run;
-    req.step = (char *)step;
-    Charter__V1__StepContext *ctx = NULL;
-    charter_status st;
-    if (charter_open_step(op, &req, &ctx, &st) != 0)
-        return -1;
-    snprintf(out, n, "%s", ctx->context_id);
-    charter__v1__step_context__free_unpacked(ctx, NULL);
-    return 0;
-}
-
 /* A public lineage DEPTH artifacts deep, each derived from the one before, in an external run;
  * then the report step's context, for which the whole lineage is in scope. */
 static void test_a_deep_lineage_is_recorded(void)
@@ -112,9 +98,9 @@ static void test_a_deep_lineage_is_recorded(void)
     Charter__V1__RunView *run = NULL;
     charter_status st;
     CU_ASSERT_EQUAL_FATAL(charter_create_run(op, &cr, &run, &st), 0);
-    char research[64];
-    CU_ASSERT_EQUAL_FATAL(open_step(run->run->id, "research", research, sizeof research), 0);
-    CU_ASSERT_EQUAL_FATAL(open_step(run->run->id, "report", report_ctx, sizeof report_ctx), 0);
+    char research[129];
+    CU_ASSERT_EQUAL_FATAL(harness_open_step(op, run->run->id, "research", research), 0);
+    CU_ASSERT_EQUAL_FATAL(harness_open_step(op, run->run->id, "report", report_ctx), 0);
     charter__v1__run_view__free_unpacked(run, NULL);
 
     Charter__V1__ReadSourceRequest rs = CHARTER__V1__READ_SOURCE_REQUEST__INIT;
