@@ -54,6 +54,7 @@ typedef struct {
     const char *tenant; /* --tenant / $CHARTER_TENANT: metadata "tenant", or NULL */
     uint32_t timeout_ms;
     uint32_t connect_timeout_ms;
+    bool timeout_given; /* --timeout-ms was on the command line */
     bool json;
     bool verbose; /* --verbose: the call's request id on stderr */
     charter_client *client;
@@ -278,6 +279,7 @@ static bool run_active(const char *status)
 static int follow_run(cli *c, const char *run_id, uint64_t limit_ms, FILE *out)
 {
     bool progress = out == NULL && !c->json && isatty(STDERR_FILENO);
+    bool header_done = false;
     uint64_t after = 0;
     struct timespec t0, t;
     clock_gettime(CLOCK_MONOTONIC, &t0);
@@ -293,8 +295,8 @@ static int follow_run(cli *c, const char *run_id, uint64_t limit_ms, FILE *out)
         req.timeout_ms = poll;
         if (charter_wait_run(c->client, &req, &v, &st) != 0)
             return rpc_error(&st);
-        if (out != NULL && v->n_events > 0)
-            cli_print_events(out, v->events, v->n_events);
+        if (out != NULL)
+            cli_print_events_follow(out, v->events, v->n_events, &header_done);
         for (size_t i = 0; i < v->n_events; i++) {
             if (progress)
                 fprintf(stderr, "  %llu %s %s\n", (unsigned long long)v->events[i]->seq,
@@ -405,10 +407,10 @@ static int cmd_run(cli *c, const cli_command *cmd, const cli_args *a)
 
 static int cmd_wait(cli *c, const cli_command *cmd, const cli_args *a)
 {
-    uint64_t limit;
+    (void)cmd;
+    /* --timeout-ms, when given, bounds the whole wait as well as each call in it. */
+    uint64_t limit = c->timeout_given ? c->timeout_ms : 0;
     int rv;
-    if ((rv = number_option(cmd, a, "timeout-ms", UINT64_MAX, &limit)) != 0)
-        return rv;
     if ((rv = cli_connect(c)) != 0)
         return rv;
     rv = follow_run(c, a->pos[0], limit, c->json ? NULL : stdout);
@@ -1996,7 +1998,7 @@ static int cmd_credential(cli *c, const cli_command *cmd, const cli_args *a)
 /* ---- command table and main --------------------------------------------------------------- */
 
 static const char *const run_opts[] = {"task", "mode", "workflow", "async", "budget", NULL};
-static const char *const wait_opts[] = {"timeout-ms", NULL};
+static const char *const wait_opts[] = {NULL};
 static const char *const cancel_opts[] = {"reason", NULL};
 static const char *const open_step_opts[] = {"parent", "tools", "recipients", "resources", NULL};
 static const char *const get_opts[] = {"after", "limit", NULL};
@@ -2376,6 +2378,7 @@ static int parse_global(int argc, char **argv, cli *c, cli_flags *fl, char **res
                                    "3600000, not \"%s\"",
                                    value);
             c->timeout_ms = (uint32_t)n;
+            c->timeout_given = true;
             break;
         case 4:
             c->tenant = value;

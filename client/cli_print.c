@@ -371,23 +371,20 @@ static void print_wrapped(FILE *out, const char *s, size_t col, size_t indent)
     }
 }
 
-void cli_print_events(FILE *out, Charter__V1__Event *const *events, size_t n)
+/* The event rows with SEQ and KIND columns seq_w and kind_w wide, under a header if header. */
+static void print_events(FILE *out, Charter__V1__Event *const *events, size_t n, size_t seq_w,
+                         size_t kind_w, bool header)
 {
-    size_t seq_w = 3, kind_w = 4;
-    for (size_t i = 0; i < n; i++) {
-        char seq[24];
-        snprintf(seq, sizeof(seq), "%llu", (unsigned long long)events[i]->seq);
-        fit(&seq_w, seq);
-        fit(&kind_w, events[i]->kind);
-    }
     /* SEQ  TIME(20)  KIND  OUTCOME(7)  then the rest, wrapped under its own column. */
     size_t col = seq_w + 2 + 20 + 2 + kind_w + 2 + 7 + 2;
-    print_padded(out, "SEQ", seq_w);
-    fputs("  ", out);
-    print_padded(out, "TIME", 20);
-    fputs("  ", out);
-    print_padded(out, "KIND", kind_w);
-    fputs("  OUTCOME  CODES  WITNESS | DETAIL\n", out);
+    if (header) {
+        print_padded(out, "SEQ", seq_w);
+        fputs("  ", out);
+        print_padded(out, "TIME", 20);
+        fputs("  ", out);
+        print_padded(out, "KIND", kind_w);
+        fputs("  OUTCOME  CODES  WITNESS | DETAIL\n", out);
+    }
     for (size_t i = 0; i < n; i++) {
         const Charter__V1__Event *e = events[i];
         char ts[32], seq[24];
@@ -424,6 +421,29 @@ void cli_print_events(FILE *out, Charter__V1__Event *const *events, size_t n)
         }
         fputc('\n', out);
     }
+}
+
+void cli_print_events(FILE *out, Charter__V1__Event *const *events, size_t n)
+{
+    size_t seq_w = 3, kind_w = 4;
+    for (size_t i = 0; i < n; i++) {
+        char seq[24];
+        snprintf(seq, sizeof(seq), "%llu", (unsigned long long)events[i]->seq);
+        fit(&seq_w, seq);
+        fit(&kind_w, events[i]->kind);
+    }
+    print_events(out, events, n, seq_w, kind_w, true);
+}
+
+void cli_print_events_follow(FILE *out, Charter__V1__Event *const *events, size_t n,
+                             bool *header_done)
+{
+    if (n == 0)
+        return;
+    /* Fixed widths, so batches printed as they arrive line up under one header: SEQ 5, KIND 18
+     * (the longest kind, approval_requested, fits; a longer one pushes its row only). */
+    print_events(out, events, n, 5, 18, !*header_done);
+    *header_done = true;
 }
 
 void cli_print_deliveries(FILE *out, Charter__V1__Delivery *const *d, size_t n)

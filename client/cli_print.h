@@ -8,6 +8,7 @@
 #ifndef CHARTER_CLI_PRINT_H
 #define CHARTER_CLI_PRINT_H
 
+#include <stdbool.h>
 #include <stdio.h>
 
 #include "charter.h"
@@ -43,6 +44,11 @@ void cli_print_run(FILE *out, const Charter__V1__Run *r);
 /* Events as a table sized to its content: seq, time, kind, outcome, then codes and witness, or
  * the detail (a JSON object shown as "key value" pairs), wrapped under its column. */
 void cli_print_events(FILE *out, Charter__V1__Event *const *events, size_t n);
+/* The events of one batch of a followed run (WaitRun answers as they arrive), in fixed-width
+ * columns; the header only before the first batch (*header_done false), then *header_done is
+ * set. n == 0 prints nothing. */
+void cli_print_events_follow(FILE *out, Charter__V1__Event *const *events, size_t n,
+                             bool *header_done);
 void cli_print_deliveries(FILE *out, Charter__V1__Delivery *const *d, size_t n);
 void cli_print_artifacts(FILE *out, Charter__V1__Artifact *const *a, size_t n);
 /* Run, events, deliveries and artifacts of a RunView. */

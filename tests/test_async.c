@@ -413,6 +413,24 @@ static void test_a_queued_run_is_cancelled_at_once(void)
      * as it is, and the line says so (exit 0 both times). */
     Charter__V1__RunView *q = create(c, "scripted", true, NULL, NULL, 0, NULL);
     CU_ASSERT_PTR_NOT_NULL_FATAL(q);
+    /* `charter wait --timeout-ms` bounds the whole wait: the queued run never ends here, and
+     * the command gives up after 1.5 s with exit 1, saying so. */
+    char cmd[1024], out[512] = "";
+    snprintf(cmd, sizeof cmd,
+             "CHARTER_TOKEN=%s timeout 30 %s --url %s wait %s --timeout-ms 1500 2>&1",
+             HARNESS_OPERATOR_TOKEN, CHARTER_CLI_PATH, idle.ipc_url, q->run->id);
+    long long w0 = now_ms();
+    FILE *p = popen(cmd, "r");
+    CU_ASSERT_PTR_NOT_NULL_FATAL(p);
+    char line[512];
+    while (fgets(line, sizeof line, p) != NULL)
+        if (strstr(line, "has not ended after") != NULL)
+            snprintf(out, sizeof out, "%s", line);
+    int wst = pclose(p);
+    long long waited = now_ms() - w0;
+    CU_ASSERT_TRUE(WIFEXITED(wst) && WEXITSTATUS(wst) == 1);
+    CU_ASSERT_TRUE(waited >= 1400 && waited < 10000);
+    CU_ASSERT_PTR_NOT_NULL(strstr(out, "has not ended after"));
     char want[512];
     snprintf(want, sizeof want, "run %s  cancelled  cancel requested: by hand\n", q->run->id);
     cli_cancel_says(idle.ipc_url, q->run->id, "'by hand'", want);
