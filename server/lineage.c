@@ -465,7 +465,11 @@ static lineage_expect *expect_of(const json_t *rec)
 /* Decoded records by name, shared by every worker. A record enters only after its text was
  * hashed here and found to hash to its name, so an entry is the record its name says: the
  * name is the content, and no graph change can make an entry wrong, only unused. When full,
- * the cache is emptied (bounded memory; a check then reads its records again). */
+ * the cache is emptied (bounded memory; a check then reads its records again).
+ * Entries are shared between threads, and jansson counts references without locking
+ * (its json_incref reads the count plainly): every reference count change of an entry happens
+ * under cache_mu (cache_get, cache_put, cache_release), an entry is only read in between, and
+ * what leaves a check is a deep copy. */
 typedef struct {
     char sha[41];
     json_t *rec; /* {"rec": the record, "head", "tail": its spelling (absent: it has none)} */
@@ -502,7 +506,18 @@ static json_t *cache_get(const char *sha)
     return rec;
 }
 
-/* Holds entry (of a verified record, borrowed: the cache takes its own reference) under sha. */
+/* Gives up a reference cache_get handed out (NULL: nothing). */
+static void cache_release(json_t *entry)
+{
+    if (entry == NULL)
+        return;
+    pthread_mutex_lock(&cache_mu);
+    json_decref(entry);
+    pthread_mutex_unlock(&cache_mu);
+}
+
+/* Holds entry (of a verified record, stolen: the caller's only reference, never used by it
+ * again) under sha. */
 static void cache_put(const char *sha, json_t *entry)
 {
     pthread_mutex_lock(&cache_mu);
@@ -519,8 +534,10 @@ static void cache_put(const char *sha, json_t *entry)
     if (cache_slots[i].rec == NULL) {
         memcpy(cache_slots[i].sha, sha, 40);
         cache_slots[i].sha[40] = '\0';
-        cache_slots[i].rec = json_incref(entry);
+        cache_slots[i].rec = entry;
         cache_used++;
+    } else {
+        json_decref(entry); /* held already */
     }
     pthread_mutex_unlock(&cache_mu);
 }
@@ -556,11 +573,10 @@ static void cache_records(const json_t *records)
             json_decref(entry);
             entry = NULL;
         }
+        expect_free(e);
+        json_decref(rec); /* entry holds it */
         if (entry)
             cache_put(sha, entry);
-        expect_free(e);
-        json_decref(entry);
-        json_decref(rec);
     }
 }
 
@@ -794,7 +810,8 @@ static int from_state(store *st, const char *payload, const tokens *l, json_t **
     if (rc == STATUS_OK && artifacts == NULL)
         rc = STATUS_ENOMEM;
     for (size_t i = 0; rc == STATUS_OK && i < n; i++)
-        if (json_array_append(artifacts, json_object_get(items[i].rec, "rec")) != 0)
+        if (json_array_append_new(artifacts,
+                                  json_deep_copy(json_object_get(items[i].rec, "rec"))) != 0)
             rc = STATUS_ENOMEM;
     if (rc == STATUS_OK) {
         *out = json_pack("{s:s, s:b, s:s, s:{}, s:O}", "root", payload, "truncated", 0, "lineage",
@@ -803,8 +820,8 @@ static int from_state(store *st, const char *payload, const tokens *l, json_t **
             rc = STATUS_ENOMEM;
     }
     json_decref(artifacts);
-    for (size_t i = 0; i < n; i++)
-        json_decref(items[i].rec);
+    for (size_t i = 0; items != NULL && i < n; i++)
+        cache_release(items[i].rec);
     free(items);
     free(missing);
     json_decref(by_id);
