@@ -21,8 +21,8 @@
 #define LINEAGE_BATCH 16          /* records per charter_put_lineage call (2 arguments each) */
 #define LINEAGE_READ_MAX "100000" /* records one resolution reads at most */
 #define LINEAGE_GET_MAX 32        /* names per charter_lineage_get call */
-#define CACHE_SLOTS 32768u        /* open addressing, a power of two */
-#define CACHE_MAX 16384u          /* records held at most; the cache is emptied when full */
+#define CACHE_SLOTS 16384u        /* per thread; open addressing, a power of two */
+#define CACHE_MAX 8192u           /* records a thread holds at most; emptied when full */
 
 int lineage_keep(store *st, const json_t *ancestry)
 {
@@ -462,22 +462,53 @@ static lineage_expect *expect_of(const json_t *rec)
 
 /* ---- the record cache ------------------------------------------------------------------ */
 
-/* Decoded records by name, shared by every worker. A record enters only after its text was
- * hashed here and found to hash to its name, so an entry is the record its name says: the
- * name is the content, and no graph change can make an entry wrong, only unused. When full,
- * the cache is emptied (bounded memory; a check then reads its records again).
- * Entries are shared between threads, and jansson counts references without locking
- * (its json_incref reads the count plainly): every reference count change of an entry happens
- * under cache_mu (cache_get, cache_put, cache_release), an entry is only read in between, and
- * what leaves a check is a deep copy. */
+/* Decoded records by name, one cache per thread (a call is served by one worker thread from
+ * start to end). A record enters only after its text was hashed here and found to hash to its
+ * name, so an entry is the record its name says: the name is the content, and no graph change
+ * can make an entry wrong, only unused. When full, the cache is emptied (bounded memory; a
+ * check then reads its records again). Per thread, because jansson counts references without
+ * locking (its json_incref reads the count plainly): no entry is ever shared between threads,
+ * so a check hands the guard the entries themselves, with no lock and no copy. */
 typedef struct {
     char sha[41];
     json_t *rec; /* {"rec": the record, "head", "tail": its spelling (absent: it has none)} */
 } cache_slot;
 
-static pthread_mutex_t cache_mu = PTHREAD_MUTEX_INITIALIZER;
-static cache_slot cache_slots[CACHE_SLOTS];
-static size_t cache_used;
+typedef struct {
+    size_t used;
+    cache_slot slots[CACHE_SLOTS];
+} record_cache;
+
+static pthread_key_t cache_key;
+static pthread_once_t cache_once = PTHREAD_ONCE_INIT;
+static bool cache_key_ok;
+
+/* The thread's cache at its exit. */
+static void cache_free(void *p)
+{
+    record_cache *c = p;
+    for (size_t i = 0; i < CACHE_SLOTS; i++)
+        json_decref(c->slots[i].rec);
+    free(c);
+}
+
+static void cache_key_make(void)
+{
+    cache_key_ok = pthread_key_create(&cache_key, cache_free) == 0;
+}
+
+/* This thread's cache, made on first use; NULL without memory (nothing is cached then). */
+static record_cache *cache_mine(void)
+{
+    if (pthread_once(&cache_once, cache_key_make) != 0 || !cache_key_ok)
+        return NULL;
+    record_cache *c = pthread_getspecific(cache_key);
+    if (c == NULL && (c = calloc(1, sizeof *c)) != NULL && pthread_setspecific(cache_key, c) != 0) {
+        free(c);
+        c = NULL;
+    }
+    return c;
+}
 
 static size_t cache_home(const char *sha)
 {
@@ -489,57 +520,47 @@ static size_t cache_home(const char *sha)
     return h & (CACHE_SLOTS - 1);
 }
 
-/* A new reference to the cache entry of the record named sha, or NULL. */
+/* A new reference to this thread's cache entry of the record named sha, or NULL. */
 static json_t *cache_get(const char *sha)
 {
-    json_t *rec = NULL;
-    pthread_mutex_lock(&cache_mu);
+    record_cache *c = cache_mine();
+    if (c == NULL)
+        return NULL;
     for (size_t i = cache_home(sha), k = 0; k < CACHE_SLOTS; i = (i + 1) & (CACHE_SLOTS - 1), k++) {
-        if (cache_slots[i].rec == NULL)
+        if (c->slots[i].rec == NULL)
             break;
-        if (memcmp(cache_slots[i].sha, sha, 40) == 0) {
-            rec = json_incref(cache_slots[i].rec);
-            break;
-        }
+        if (memcmp(c->slots[i].sha, sha, 40) == 0)
+            return json_incref(c->slots[i].rec);
     }
-    pthread_mutex_unlock(&cache_mu);
-    return rec;
+    return NULL;
 }
 
-/* Gives up a reference cache_get handed out (NULL: nothing). */
-static void cache_release(json_t *entry)
-{
-    if (entry == NULL)
-        return;
-    pthread_mutex_lock(&cache_mu);
-    json_decref(entry);
-    pthread_mutex_unlock(&cache_mu);
-}
-
-/* Holds entry (of a verified record, stolen: the caller's only reference, never used by it
- * again) under sha. */
+/* Holds entry (of a verified record, stolen) under sha in this thread's cache. */
 static void cache_put(const char *sha, json_t *entry)
 {
-    pthread_mutex_lock(&cache_mu);
-    if (cache_used >= CACHE_MAX) {
+    record_cache *c = cache_mine();
+    if (c == NULL) {
+        json_decref(entry);
+        return;
+    }
+    if (c->used >= CACHE_MAX) {
         for (size_t i = 0; i < CACHE_SLOTS; i++) {
-            json_decref(cache_slots[i].rec);
-            cache_slots[i].rec = NULL;
+            json_decref(c->slots[i].rec);
+            c->slots[i].rec = NULL;
         }
-        cache_used = 0;
+        c->used = 0;
     }
     size_t i = cache_home(sha);
-    while (cache_slots[i].rec != NULL && memcmp(cache_slots[i].sha, sha, 40) != 0)
+    while (c->slots[i].rec != NULL && memcmp(c->slots[i].sha, sha, 40) != 0)
         i = (i + 1) & (CACHE_SLOTS - 1);
-    if (cache_slots[i].rec == NULL) {
-        memcpy(cache_slots[i].sha, sha, 40);
-        cache_slots[i].sha[40] = '\0';
-        cache_slots[i].rec = entry;
-        cache_used++;
+    if (c->slots[i].rec == NULL) {
+        memcpy(c->slots[i].sha, sha, 40);
+        c->slots[i].sha[40] = '\0';
+        c->slots[i].rec = entry;
+        c->used++;
     } else {
         json_decref(entry); /* held already */
     }
-    pthread_mutex_unlock(&cache_mu);
 }
 
 static bool is_sha1_hex(const char *s, size_t len)
@@ -810,8 +831,7 @@ static int from_state(store *st, const char *payload, const tokens *l, json_t **
     if (rc == STATUS_OK && artifacts == NULL)
         rc = STATUS_ENOMEM;
     for (size_t i = 0; rc == STATUS_OK && i < n; i++)
-        if (json_array_append_new(artifacts,
-                                  json_deep_copy(json_object_get(items[i].rec, "rec"))) != 0)
+        if (json_array_append(artifacts, json_object_get(items[i].rec, "rec")) != 0)
             rc = STATUS_ENOMEM;
     if (rc == STATUS_OK) {
         *out = json_pack("{s:s, s:b, s:s, s:{}, s:O}", "root", payload, "truncated", 0, "lineage",
@@ -821,7 +841,7 @@ static int from_state(store *st, const char *payload, const tokens *l, json_t **
     }
     json_decref(artifacts);
     for (size_t i = 0; items != NULL && i < n; i++)
-        cache_release(items[i].rec);
+        json_decref(items[i].rec);
     free(items);
     free(missing);
     json_decref(by_id);
