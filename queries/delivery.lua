@@ -153,7 +153,7 @@ reply: {"status":"committed","delivery":{...},"seq":n}, or {"status":"exists","d
   when the invocation is taken (nothing written), or {"status":"refused","reason":"<check>",
   "detail":"<object>"} (nothing written). With the time t read from TIME inside the call, the
   checks, in order, and their reasons: run exists (run_not_found), is not cancelled,
-  budget_exhausted, interrupted, completed, blocked or error (run_stopped), has no cancel request
+  budget_exhausted or interrupted (run_stopped), has no cancel request
   (run_cancelled), has fewer deliveries than its
   max_deliveries budget (budget_deliveries); payload exists
   (payload_not_found), is of the run (payload_other_run), its hash equals payload_hash
@@ -238,11 +238,8 @@ local function charter_commit_delivery(keys, args)
     end
     local run = {status = rf[1], cancel_reason = rf[2] or nil, max_deliveries = rf[3] or nil}
     -- A stopped run never delivers: cancellation, budgets and a lapsed lease are final here.
-    -- Nor does one that has ended (completed, blocked, error): a send held for approval by an
-    -- attempt that is over (its executor gone, the run recovered since) must not land after it.
     if run.status == 'cancelled' or run.status == 'budget_exhausted' or
-        run.status == 'interrupted' or run.status == 'completed' or run.status == 'blocked' or
-        run.status == 'error' then
+        run.status == 'interrupted' then
         return refuse('run_stopped', run_id .. ' ' .. run.status)
     end
     if (run.cancel_reason or '') ~= '' then
