@@ -63,9 +63,9 @@ reply: {"ok":true,"seq":n} when the checkpoint was not consumed before, the run 
   follows that workflow version, has this checkpoint as its latest and its budget is not
   exhausted by the counters: the checkpoint id joins P:checkpoints:consumed, the run becomes
   queued with resume_from = checkpoint_id (a cancel request on it kept) and is pushed on
-  P:runq, and the event is written, all in this one call. Else {"ok":false,"reason":"consumed"|"status"|"workflow"|"stale"|
-  "budget","status":"<s>","latest":"<id>","workflow":"<run's version>","budget":"<name>"}
-  and nothing is written; or the conflict reply.
+  P:runq, and the event is written, all in this one call. Else {"ok":false,"reason":
+  "consumed"|"status"|"workflow"|"stale"|"budget","status":"<s>","latest":"<id>",
+  "workflow":"<run's version>","budget":"<name>"} and nothing is written; or the conflict reply.
 errors: not_found (run), invalid. ]]
 local function charter_resume_run(keys, args)
     local P = prefix(keys)
