@@ -199,7 +199,8 @@ reply: {"status":...,"approval":{...},"event_index":i} with i the event written:
   the approval as it stands, nothing written), "expired" (TIME >= deadline: the approval is
   marked expired, event 2), "denied" (event 1), "approved" with "delivery" (committed through
   charter_commit_delivery in this call, event 0), "refused" with "refusal":{reason,detail} (the
-  commit's re-check failed, or the invocation was taken: marked refused, event 3); or the
+  run has ended: completed, blocked or error, reason run_stopped; the commit's re-check failed,
+  or the invocation was taken: marked refused, event 3); or the
   conflict reply (nothing written).
 errors: not_found (approval), invalid. ]]
 local function charter_decide_approval(keys, args)
@@ -254,6 +255,14 @@ local function charter_decide_approval(keys, args)
     end
     if decision == 'deny' then
         return mark('denied', ev_denied, 1)
+    end
+    -- A run that has ended (completed, blocked, error) takes no held send: the attempt that
+    -- held it is over (its executor stopped, the run recovered since), so it never lands after.
+    local run_status = redis.call('HGET', P .. ':run:' .. h.run_id, 'status')
+    if run_status == 'completed' or run_status == 'blocked' or run_status == 'error' then
+        local detail = h.run_id .. ' ' .. run_status
+        reason = 'run_stopped ' .. detail
+        return mark('refused', ev_refused, 3, {refusal = {reason = 'run_stopped', detail = detail}})
     end
     -- RULE-APPROVAL-COMMIT: the same one conditional write as any delivery.
     local res = cjson.decode(charter_commit_delivery(keys, {h.commit, ev_commit}))

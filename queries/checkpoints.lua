@@ -62,10 +62,10 @@ keys: P. args: run_id, checkpoint_id, workflow (the version the checkpoint was t
 reply: {"ok":true,"seq":n} when the checkpoint was not consumed before, the run is interrupted,
   follows that workflow version, has this checkpoint as its latest and its budget is not
   exhausted by the counters: the checkpoint id joins P:checkpoints:consumed, the run becomes
-  queued with resume_from = checkpoint_id and is pushed on P:runq, and the event is written,
-  all in this one call. Else {"ok":false,"reason":"consumed"|"status"|"workflow"|"stale"|
-  "budget","status":"<s>","latest":"<id>","workflow":"<run's version>","budget":"<name>"}
-  and nothing is written; or the conflict reply.
+  queued with resume_from = checkpoint_id (a cancel request on it kept) and is pushed on
+  P:runq, and the event is written, all in this one call. Else {"ok":false,"reason":
+  "consumed"|"status"|"workflow"|"stale"|"budget","status":"<s>","latest":"<id>",
+  "workflow":"<run's version>","budget":"<name>"} and nothing is written; or the conflict reply.
 errors: not_found (run), invalid. ]]
 local function charter_resume_run(keys, args)
     local P = prefix(keys)
@@ -119,7 +119,8 @@ local function charter_resume_run(keys, args)
     end
     redis.call('SADD', P .. ':checkpoints:consumed', ckpt)
     redis.call('HSET', key, 'status', 'queued', 'resume_from', ckpt)
-    redis.call('HDEL', key, 'cancel_reason')
+    -- A cancel request stays: one made before the executor died (the run interrupted with it)
+    -- ends the resumed run cancelled at its executor's first check, never forgotten.
     redis.call('RPUSH', P .. ':runq', run_id)
     local seq = write_event(P, run_id, ev)
     return cjson.encode({ok = true, seq = seq})

@@ -77,7 +77,8 @@ end
 --[[ charter_unfinished_runs
 keys: P. args: none.
 reply: {"runs":[ids]}: every run whose status is running, recovering or pending_approval and
-  whose executor lease (charter_claim_run) is not live on the database's clock, oldest first
+  whose executor lease (charter_claim_run) is not live on the database's clock, but for a
+  recovery still on P:runq (charter_request_recovery queued it for an executor), oldest first
   (charterd marks each interrupted at startup, one transition per run; a run another live
   charterd executes keeps its status). errors: none. ]]
 local function charter_unfinished_runs(keys, args)
@@ -87,6 +88,10 @@ local function charter_unfinished_runs(keys, args)
     for _, id in ipairs(redis.call('ZRANGE', P .. ':runs', 0, -1)) do
         local cur, lease = unpack(redis.call('HMGET', P .. ':run:' .. id, 'status', 'lease_until'))
         local live = lease and (tonumber(lease) or 0) > tnow * 1000
+        -- A recovery on P:runq, not claimed yet, waits for an executor: it is not unfinished.
+        if cur == 'recovering' and not lease and redis.call('LPOS', P .. ':runq', id) then
+            live = true
+        end
         if (cur == 'running' or cur == 'recovering' or cur == 'pending_approval') and not live then
             out[#out + 1] = id
         end

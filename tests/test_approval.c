@@ -664,6 +664,72 @@ static void test_scripted_run_cancelled_while_waiting_for_approval_never_deliver
     charter__v1__run_view__free_unpacked(v, NULL);
 }
 
+/* A send held by an attempt that is over must not land after the run ended: the charterd
+ * waiting for the approval stops (the run interrupted, the approval still pending), another
+ * charterd recovers the run to completed, and only then does the human approve. The approval
+ * is refused (run_stopped) and the completed run keeps the one delivery its recovery made. */
+static void test_approval_of_an_earlier_attempt_never_delivers_into_an_ended_run(void)
+{
+    char g[64], v[65], run_id[80], status[32];
+    harness_graph_name(g, sizeof g, "approval_ended");
+    const char *extra[] = {"--runners", "1"};
+    harness_charterd_opts o = {.graph = g, .extra_args = extra, .n_extra = 2};
+    harness_charterd x, y;
+    charter_client *cx = NULL, *cy = NULL;
+    CU_ASSERT_EQUAL_FATAL(harness_charterd_start(&o, &x), 0);
+    CU_ASSERT_EQUAL_FATAL(harness_client_open(x.ipc_url, HARNESS_OPERATOR_TOKEN, 30000, &cx), 0);
+    char *text = definition_text();
+    CU_ASSERT_PTR_NOT_NULL_FATAL(text);
+    int applied = apply(cx, text, v);
+    free(text);
+    CU_ASSERT_EQUAL_FATAL(applied, 0);
+    Charter__V1__CreateRunRequest req = CHARTER__V1__CREATE_RUN_REQUEST__INIT;
+    req.mode = "scripted";
+    req.workflow = v;
+    req.async = true;
+    Charter__V1__RunView *rv = NULL;
+    charter_status st;
+    CU_ASSERT_EQUAL_FATAL(charter_create_run(cx, &req, &rv, &st), 0);
+    snprintf(run_id, sizeof run_id, "%s", rv->run->id);
+    charter__v1__run_view__free_unpacked(rv, NULL);
+    CU_ASSERT_TRUE_FATAL(await_status(cx, run_id, "pending_approval", 15000, status));
+    rv = run_view(cx, run_id);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(rv);
+    CU_ASSERT_EQUAL_FATAL(rv->n_approvals, 1);
+    char id[64];
+    snprintf(id, sizeof id, "%s", rv->approvals[0]->id);
+    charter__v1__run_view__free_unpacked(rv, NULL);
+    /* y starts once x holds the run; x stops while waiting: the run is interrupted. */
+    CU_ASSERT_EQUAL_FATAL(harness_charterd_start(&o, &y), 0);
+    CU_ASSERT_EQUAL_FATAL(harness_client_open(y.ipc_url, HARNESS_OPERATOR_TOKEN, 30000, &cy), 0);
+    charter_client_close(cx);
+    CU_ASSERT_EQUAL(harness_charterd_stop(&x), 0);
+    CU_ASSERT_TRUE_FATAL(await_status(cy, run_id, "interrupted", 15000, status));
+    /* y recovers it: the report step delivers to public and the run is completed. */
+    Charter__V1__RecoverRunRequest rr = CHARTER__V1__RECOVER_RUN_REQUEST__INIT;
+    rr.run_id = run_id;
+    Charter__V1__RecoverRunResponse *rec = NULL;
+    CU_ASSERT_EQUAL_FATAL(charter_recover_run(cy, &rr, &rec, &st), 0);
+    CU_ASSERT_STRING_EQUAL(rec->run->status, "completed");
+    charter__v1__recover_run_response__free_unpacked(rec, NULL);
+    /* The CFO approves the earlier attempt's send now: refused, nothing delivered. */
+    Charter__V1__DecideApprovalResponse *dr = NULL;
+    CU_ASSERT_EQUAL_FATAL(decide(cy, id, "approve", "human_cfo", &dr, &st), 0);
+    CU_ASSERT_STRING_EQUAL(dr->approval->state, "refused");
+    CU_ASSERT_PTR_NULL(dr->delivery);
+    charter__v1__decide_approval_response__free_unpacked(dr, NULL);
+    rv = run_view(cy, run_id);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(rv);
+    CU_ASSERT_STRING_EQUAL(rv->run->status, "completed");
+    CU_ASSERT_EQUAL(rv->n_deliveries, 1);
+    if (rv->n_deliveries == 1)
+        CU_ASSERT_STRING_EQUAL(rv->deliveries[0]->recipient, "public");
+    charter__v1__run_view__free_unpacked(rv, NULL);
+    charter_client_close(cy);
+    CU_ASSERT_EQUAL(harness_charterd_stop(&y), 0);
+    harness_graph_drop(g);
+}
+
 static void test_denied_send_is_never_delivered_and_stays_denied(void)
 {
     host_setup h;
@@ -985,6 +1051,8 @@ int main(void)
                 test_scripted_run_waiting_for_approval_is_refused_when_denied);
     CU_add_test(s, "scripted_run_cancelled_while_waiting_for_approval_never_delivers",
                 test_scripted_run_cancelled_while_waiting_for_approval_never_delivers);
+    CU_add_test(s, "approval_of_an_earlier_attempt_never_delivers_into_an_ended_run",
+                test_approval_of_an_earlier_attempt_never_delivers_into_an_ended_run);
     CU_add_test(s, "denied_send_is_never_delivered_and_stays_denied",
                 test_denied_send_is_never_delivered_and_stays_denied);
     CU_add_test(s, "gate_deny_never_becomes_an_approval", test_gate_deny_never_becomes_an_approval);

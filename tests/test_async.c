@@ -719,6 +719,53 @@ static void test_killed_recovery_holder_leaves_the_run_interrupted_and_recoverab
     harness_graph_drop(g5);
 }
 
+/* A recovery queued behind busy (here: absent) executors is not an unfinished run: a charterd
+ * starting meanwhile leaves it recovering, and an executor that comes later runs it. */
+static void test_queued_recovery_survives_another_charterd_starting(void)
+{
+    char g6[64], id[80], status[32];
+    harness_graph_name(g6, sizeof g6, "async_recover_queued");
+    const char *one[] = {"--runners", "1"};
+    const char *none[] = {"--runners", "0"};
+    harness_charterd_opts o1 = {.graph = g6, .extra_args = one, .n_extra = 2};
+    harness_charterd_opts o0 = {.graph = g6, .extra_args = none, .n_extra = 2};
+    harness_charterd x, y, z;
+    charter_client *cx = NULL, *cy = NULL;
+    /* A scripted run of the reference workflow ends blocked at report: recoverable. */
+    CU_ASSERT_EQUAL_FATAL(harness_charterd_start(&o1, &x), 0);
+    CU_ASSERT_EQUAL_FATAL(harness_client_open(x.ipc_url, HARNESS_OPERATOR_TOKEN, 30000, &cx), 0);
+    Charter__V1__RunView *v = create(cx, "scripted", false, NULL, NULL, 0, NULL);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(v);
+    CU_ASSERT_STRING_EQUAL_FATAL(v->run->status, "blocked");
+    snprintf(id, sizeof id, "%s", v->run->id);
+    charter__v1__run_view__free_unpacked(v, NULL);
+    charter_client_close(cx);
+    CU_ASSERT_EQUAL_FATAL(harness_charterd_stop(&x), 0);
+    /* No executor serves the graph now: the recovery waits on the queue. */
+    CU_ASSERT_EQUAL_FATAL(harness_charterd_start(&o0, &y), 0);
+    CU_ASSERT_EQUAL_FATAL(harness_client_open(y.ipc_url, HARNESS_OPERATOR_TOKEN, 30000, &cy), 0);
+    int code = -1;
+    Charter__V1__RecoverRunResponse *r = recover(cy, id, true, &code);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(r);
+    CU_ASSERT_STRING_EQUAL(r->run->status, "recovering");
+    charter__v1__recover_run_response__free_unpacked(r, NULL);
+    /* Another charterd starts: the queued recovery is not marked interrupted. */
+    CU_ASSERT_EQUAL_FATAL(harness_charterd_start(&o0, &z), 0);
+    Charter__V1__RunView *w = get_run(cy, id);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(w);
+    CU_ASSERT_STRING_EQUAL(w->run->status, "recovering");
+    charter__v1__run_view__free_unpacked(w, NULL);
+    CU_ASSERT_EQUAL(harness_charterd_stop(&z), 0);
+    /* An executor arrives and runs it to its end. */
+    CU_ASSERT_EQUAL_FATAL(harness_charterd_start(&o1, &x), 0);
+    CU_ASSERT_TRUE(await_status(cy, id, "completed", 15000, status));
+    CU_ASSERT_STRING_EQUAL(status, "completed");
+    charter_client_close(cy);
+    CU_ASSERT_EQUAL(harness_charterd_stop(&x), 0);
+    CU_ASSERT_EQUAL(harness_charterd_stop(&y), 0);
+    harness_graph_drop(g6);
+}
+
 /* One WaitRun of timeout_ms on a queued run; the milliseconds it took, or -1. */
 typedef struct {
     charter_client *c;
@@ -828,6 +875,8 @@ int main(void)
                 test_recover_run_queues_the_recovery_on_an_executor_and_returns_at_once);
     CU_add_test(s, "kill -9 of a recovery's holder: run interrupted, recoverable on another",
                 test_killed_recovery_holder_leaves_the_run_interrupted_and_recoverable);
+    CU_add_test(s, "a queued recovery survives another charterd starting",
+                test_queued_recovery_survives_another_charterd_starting);
     CU_add_test(s, "long waits hold at most half the workers",
                 test_long_waits_hold_at_most_half_the_workers);
     CU_basic_set_mode(CU_BRM_VERBOSE);

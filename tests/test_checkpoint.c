@@ -17,6 +17,7 @@
 #include <openssl/evp.h>
 #include <openssl/rand.h>
 #include <pthread.h>
+#include <signal.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -544,6 +545,56 @@ static void test_killed_executor_then_resume_on_another_charterd_runs_to_the_end
     harness_graph_drop(g);
 }
 
+/* A cancel request outlives the executor that never saw it: the run is cancelled while its
+ * executor is frozen (SIGSTOP, so no renewal reads the request), the executor is then killed,
+ * its lease lapses and the run is interrupted with the request on it. Resuming its checkpoint
+ * must not forget the request: the resumed run ends cancelled before any step, delivering
+ * nothing. */
+static void test_cancel_requested_before_the_executor_died_survives_a_resume(void)
+{
+    char g[64], id[80], msg[512], status[32];
+    harness_graph_name(g, sizeof g, "ckpt_cancel");
+    harness_charterd x, y;
+    charter_client *cx = NULL, *cy = NULL;
+    CU_ASSERT_EQUAL_FATAL(start(g, true, "1", &x, &cx), 0);
+    harness_model_set_delay(model, 1500);
+    CU_ASSERT_TRUE_FATAL(create_live(cx, id));
+    CU_ASSERT_TRUE_FATAL(wait_for_events(cx, id, "model_request", 1, 15000));
+    harness_model_set_delay(model, 30000); /* the analyze step's request hangs */
+    CU_ASSERT_TRUE_FATAL(wait_for_events(cx, id, "model_request", 2, 15000));
+    CU_ASSERT_EQUAL_FATAL(start(g, true, "1", &y, &cy), 0);
+    charter_client_close(cx);
+    CU_ASSERT_EQUAL_FATAL(kill(x.pid, SIGSTOP), 0);
+    Charter__V1__CancelRunRequest cr = CHARTER__V1__CANCEL_RUN_REQUEST__INIT;
+    cr.run_id = id;
+    cr.reason = "stop this run";
+    Charter__V1__Run *r = NULL;
+    charter_status st;
+    CU_ASSERT_EQUAL_FATAL(charter_cancel_run(cy, &cr, &r, &st), 0);
+    CU_ASSERT_STRING_EQUAL(r->status, "running");
+    charter__v1__run__free_unpacked(r, NULL);
+    harness_charterd_kill(&x);
+    CU_ASSERT_TRUE_FATAL(wait_for_status(cy, id, "interrupted,cancelled", 15000, status));
+    if (strcmp(status, "interrupted") == 0) {
+        Charter__V1__Checkpoint *k = checkpoint_of(cy, id, NULL, NULL, 0);
+        CU_ASSERT_PTR_NOT_NULL_FATAL(k);
+        harness_model_set_delay(model, 100);
+        CU_ASSERT_EQUAL(resume(cy, k->token, msg, sizeof msg), 0);
+        charter__v1__checkpoint__free_unpacked(k, NULL);
+        CU_ASSERT_TRUE(wait_for_status(cy, id, "completed,blocked,error,budget_exhausted,cancelled",
+                                       30000, status));
+    }
+    CU_ASSERT_STRING_EQUAL(status, "cancelled");
+    Charter__V1__RunView *v = get_run(cy, id);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(v);
+    CU_ASSERT_EQUAL(v->n_deliveries, 0);
+    CU_ASSERT_EQUAL(v->run->model_calls, 1); /* nothing asked after the cancel */
+    charter__v1__run_view__free_unpacked(v, NULL);
+    charter_client_close(cy);
+    CU_ASSERT_EQUAL(harness_charterd_stop(&y), 0);
+    harness_graph_drop(g);
+}
+
 static void test_revocation_between_checkpoint_and_resume_stops_at_the_first_gate(void)
 {
     char g[64], id[80], status[32];
@@ -852,6 +903,8 @@ int main(void)
                 test_forged_altered_other_graph_and_other_version_checkpoints_are_refused);
     CU_add_test(s, "kill -9 of the executor, resume on another charterd, run ends",
                 test_killed_executor_then_resume_on_another_charterd_runs_to_the_end);
+    CU_add_test(s, "a cancel requested before the executor died survives a resume",
+                test_cancel_requested_before_the_executor_died_survives_a_resume);
     CU_add_test(s, "revocation between checkpoint and resume stops at the first gate",
                 test_revocation_between_checkpoint_and_resume_stops_at_the_first_gate);
     CU_add_test(s, "a budget used up at resume time stops the resumed run at once",
