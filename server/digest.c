@@ -7,6 +7,14 @@
 #include <openssl/evp.h>
 #include <string.h>
 
+bool digest_is_hex(const char *s, size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        if (!((s[i] >= '0' && s[i] <= '9') || (s[i] >= 'a' && s[i] <= 'f')))
+            return false;
+    return true;
+}
+
 void digest_hex(const unsigned char *md, size_t n, char *hex)
 {
     static const char digits[] = "0123456789abcdef";

@@ -6,7 +6,11 @@
 #ifndef CHARTER_DIGEST_H
 #define CHARTER_DIGEST_H
 
+#include <stdbool.h>
 #include <stddef.h>
+
+/* True when the n bytes at s are all lowercase hex digits (the form digest_hex writes). */
+bool digest_is_hex(const char *s, size_t n);
 
 /* Lowercase hex of n bytes of md into hex, which holds 2n + 1 bytes (terminated). */
 void digest_hex(const unsigned char *md, size_t n, char *hex);

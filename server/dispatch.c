@@ -21,6 +21,7 @@
 
 #include "charter.pb-c.h"
 #include "health.pb-c.h"
+#include "digest.h"
 #include "evlog.h"
 #include "log.h"
 #include "nulbyte.h"
@@ -336,14 +337,12 @@ static bool dispatch_request_id_ok(const char *v)
 /* True when s holds n lowercase hex digits, not all zero unless zero_ok. */
 static bool dispatch_lower_hex(const char *s, size_t n, bool zero_ok)
 {
-    bool nonzero = false;
-    for (size_t i = 0; i < n; i++) {
-        if (!((s[i] >= '0' && s[i] <= '9') || (s[i] >= 'a' && s[i] <= 'f'))) {
-            return false;
-        }
-        nonzero = nonzero || s[i] != '0';
-    }
-    return nonzero || zero_ok;
+    if (!digest_is_hex(s, n))
+        return false;
+    for (size_t i = 0; i < n && !zero_ok; i++)
+        if (s[i] != '0')
+            return true;
+    return zero_ok;
 }
 
 /* The trace-id of a W3C traceparent "vv-<32 hex trace-id>-<16 hex parent-id>-<2 hex flags>"

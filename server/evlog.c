@@ -31,12 +31,7 @@ static struct {
 
 static bool evlog_hex64(const char *s)
 {
-    if (s == NULL || strlen(s) != 64)
-        return false;
-    for (size_t i = 0; i < 64; i++)
-        if (!((s[i] >= '0' && s[i] <= '9') || (s[i] >= 'a' && s[i] <= 'f')))
-            return false;
-    return true;
+    return s != NULL && strlen(s) == 64 && digest_is_hex(s, 64);
 }
 
 int evlog_configure(const char *evaluator)

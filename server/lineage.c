@@ -565,12 +565,7 @@ static void cache_put(const char *sha, json_t *entry)
 
 static bool is_sha1_hex(const char *s, size_t len)
 {
-    if (s == NULL || len != 40)
-        return false;
-    for (size_t i = 0; i < 40; i++)
-        if (!((s[i] >= '0' && s[i] <= '9') || (s[i] >= 'a' && s[i] <= 'f')))
-            return false;
-    return true;
+    return s != NULL && len == 40 && digest_is_hex(s, 40);
 }
 
 /* Hashes each record of records ({"<sha1>":"<text>"}) and caches the ones that hash to their

@@ -13,15 +13,6 @@
 
 #include "digest.h"
 
-static bool tenant_lower_hex(const char *s, size_t n)
-{
-    for (size_t i = 0; i < n; i++) {
-        if (!((s[i] >= '0' && s[i] <= '9') || (s[i] >= 'a' && s[i] <= 'f')))
-            return false;
-    }
-    return true;
-}
-
 bool tenant_name_ok(const char *name)
 {
     size_t n = name != NULL ? strlen(name) : 0;
@@ -45,8 +36,8 @@ bool tenant_credential_id(const char *token, char id[TENANT_CREDENTIAL_ID_LEN + 
 {
     if (!tenant_is_credential(token) || strlen(token) != TENANT_SECRET_LEN ||
         token[4 + TENANT_CREDENTIAL_ID_LEN] != '_' ||
-        !tenant_lower_hex(token + 4, TENANT_CREDENTIAL_ID_LEN) ||
-        !tenant_lower_hex(token + 5 + TENANT_CREDENTIAL_ID_LEN, 64))
+        !digest_is_hex(token + 4, TENANT_CREDENTIAL_ID_LEN) ||
+        !digest_is_hex(token + 5 + TENANT_CREDENTIAL_ID_LEN, 64))
         return false;
     memcpy(id, token + 4, TENANT_CREDENTIAL_ID_LEN);
     id[TENANT_CREDENTIAL_ID_LEN] = '\0';
