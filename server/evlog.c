@@ -501,6 +501,33 @@ int evlog_facts_split(const json_t *snap, char **record, char sha[65], json_t **
     return STATUS_OK;
 }
 
+/* The blob named sha (P:blob:<sha256>) into *text (the caller frees it), once its bytes still
+ * hash to that name. STATUS_ENOTFOUND when it is gone, STATUS_EPROTO when it was altered, each
+ * named in why as "<what> <sha> is missing" / "was altered"; else the store's failure. */
+static int evlog_blob_get(store *st, const char *sha, const char *what, char **text, char *why,
+                          size_t n)
+{
+    *text = NULL;
+    const char *args[1] = {sha};
+    json_t *r = NULL;
+    int rc = store_call(st, "get_blob", 1, args, &r);
+    const char *stored = json_string_value(json_object_get(r, "text"));
+    char actual[65];
+    if (rc == STATUS_OK && stored == NULL) {
+        rc = STATUS_ENOTFOUND;
+        snprintf(why, n, "%s %s is missing", what, sha);
+    } else if (rc == STATUS_OK && digest_sha256_hex(stored, strlen(stored), actual) != 0) {
+        rc = STATUS_ENOMEM;
+    } else if (rc == STATUS_OK && strcmp(actual, sha) != 0) {
+        rc = STATUS_EPROTO; /* changed since: its name no longer matches */
+        snprintf(why, n, "%s %s was altered", what, sha);
+    } else if (rc == STATUS_OK && (*text = strdup(stored)) == NULL) {
+        rc = STATUS_ENOMEM;
+    }
+    json_decref(r);
+    return rc;
+}
+
 /* The snapshot text with its facts reference ({"facts":"<sha256>","now":...}, evlog_facts_split)
  * replaced by the snapshot it stands for: the record's facts with "now" put back, encoded as
  * the snapshot would have been. text is kept as it is when it is no such reference. */
@@ -517,21 +544,10 @@ static int evlog_facts_resolve(store *st, char **text, char *why, size_t n)
         json_decref(ref);
         return STATUS_OK; /* not a reference: replay says what it is */
     }
-    const char *args[1] = {sha};
-    json_t *r = NULL, *facts = NULL;
-    char *full = NULL;
-    int rc = store_call(st, "get_blob", 1, args, &r);
-    const char *record = json_string_value(json_object_get(r, "text"));
-    char actual[65];
-    if (rc == STATUS_OK && record == NULL) {
-        rc = STATUS_ENOTFOUND;
-        snprintf(why, n, "facts record %s is missing", sha);
-    } else if (rc == STATUS_OK && digest_sha256_hex(record, strlen(record), actual) != 0) {
-        rc = STATUS_ENOMEM;
-    } else if (rc == STATUS_OK && strcmp(actual, sha) != 0) {
-        rc = STATUS_EPROTO;
-        snprintf(why, n, "facts record %s was altered", sha);
-    } else if (rc == STATUS_OK) {
+    json_t *facts = NULL;
+    char *full = NULL, *record = NULL;
+    int rc = evlog_blob_get(st, sha, "facts record", &record, why, n);
+    if (rc == STATUS_OK) {
         facts = json_loads(record, 0, NULL);
         if (!json_is_object(facts) || json_object_get(facts, "now") != NULL) {
             rc = STATUS_EPROTO;
@@ -542,7 +558,7 @@ static int evlog_facts_resolve(store *st, char **text, char *why, size_t n)
         }
     }
     json_decref(facts);
-    json_decref(r);
+    free(record);
     json_decref(ref);
     if (rc == STATUS_OK) {
         free(*text);
@@ -572,26 +588,7 @@ int evlog_snapshot_resolve(store *st, const char *snapshot, char **out, char *wh
     char sha[65];
     memcpy(sha, snapshot + plen, 64);
     sha[64] = '\0';
-    const char *args[1] = {sha};
-    json_t *r = NULL;
-    int rc = store_call(st, "get_blob", 1, args, &r);
-    const char *text = json_string_value(json_object_get(r, "text"));
-    if (rc == STATUS_OK && text == NULL) {
-        rc = STATUS_ENOTFOUND; /* the facts the event names are gone */
-        snprintf(why, n, "snapshot blob %s is missing", sha);
-    }
-    if (rc == STATUS_OK) {
-        char actual[65];
-        if (digest_sha256_hex(text, strlen(text), actual) != 0) {
-            rc = STATUS_ENOMEM;
-        } else if (strcmp(actual, sha) != 0) {
-            rc = STATUS_EPROTO; /* the blob was changed: its name no longer matches */
-            snprintf(why, n, "snapshot blob %s was altered", sha);
-        } else if ((*out = strdup(text)) == NULL) {
-            rc = STATUS_ENOMEM;
-        }
-    }
-    json_decref(r);
+    int rc = evlog_blob_get(st, sha, "snapshot blob", out, why, n);
     if (rc == STATUS_OK)
         rc = evlog_lineage_resolve(st, out, why, n);
     if (rc != STATUS_OK) {
