@@ -565,8 +565,13 @@ static void test_calls_past_the_bound_are_refused_at_once(void)
 
 /* --- the suite ---------------------------------------------------------------------------- */
 
+/* The suite pauses the database: on a redis-server of its own (harness_suite_redis_start). */
+static harness_private_redis g_redis;
+
 static int suite_init(void)
 {
+    if (harness_suite_redis_start(&g_redis) != 0)
+        return -1;
     harness_graph_name(g_graph, sizeof g_graph, "http");
     int port = free_port();
     if (port < 0) {
@@ -587,8 +592,10 @@ static int suite_init(void)
 
 static int suite_clean(void)
 {
+    harness_redis_unpause();
     int rc = harness_charterd_stop(&g_d);
     harness_graph_drop(g_graph);
+    harness_suite_redis_stop(&g_redis);
     return rc == 0 ? 0 : -1;
 }
 

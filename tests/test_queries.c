@@ -21,6 +21,7 @@
 #include <unistd.h>
 
 #include "evlog.h"
+#include "harness.h"
 #include "store.h"
 
 extern const char embedded_queries[];
@@ -356,6 +357,32 @@ static void graph_close(tgraph *g)
     }
     store_close(g->st);
     memset(g, 0, sizeof *g);
+}
+
+/* A test that replaces the query library or keeps the server busy does so on a redis-server
+ * of its own: the library is one per server, and other test programs may be using the shared
+ * one at the same moment (deploy/sanitize.sh runs them in parallel). Returns true with redis_url
+ * pointing at it; private_redis_end puts the shared URL back and stops it. */
+static harness_private_redis private_redis;
+static const char *shared_redis_url;
+
+static bool private_redis_begin(void)
+{
+    memset(&private_redis, 0, sizeof private_redis);
+    private_redis.no_persistence = true;
+    if (harness_private_redis_start(&private_redis) != 0) {
+        CU_FAIL("a private redis-server did not start");
+        return false;
+    }
+    shared_redis_url = redis_url;
+    redis_url = private_redis.url;
+    return true;
+}
+
+static void private_redis_end(void)
+{
+    redis_url = shared_redis_url;
+    harness_private_redis_stop(&private_redis);
 }
 
 static json_t *call_ok(tgraph *g, const char *fn, int n, const char *const *args)
@@ -2132,8 +2159,12 @@ static void test_store_reconnects_after_its_connection_is_killed(void)
 static void test_store_timeout_drops_the_connection_and_the_late_reply(void)
 {
     tgraph g;
-    if (!graph_open(&g, "timeout"))
+    if (!private_redis_begin())
         return;
+    if (!graph_open(&g, "timeout")) {
+        private_redis_end();
+        return;
+    }
     /* Keep the server busy for 400 ms with a script sent from the raw connection. */
     const char *busy = "local t = redis.call('TIME') local s = t[1] * 1000000 + t[2] "
                        "repeat local n = redis.call('TIME') until n[1] * 1000000 + n[2] - s "
@@ -2164,6 +2195,7 @@ static void test_store_timeout_drops_the_connection_and_the_late_reply(void)
     CU_ASSERT_STRING_EQUAL(jstr(out, "leaf"), "g404");
     json_decref(out);
     graph_close(&g);
+    private_redis_end();
 }
 
 static void test_store_open_rejects_bad_urls_and_graphs(void)
@@ -2187,8 +2219,12 @@ static void test_store_open_rejects_bad_urls_and_graphs(void)
 
     /* a library of another version is refused */
     tgraph g;
-    if (!graph_open(&g, "version"))
+    if (!private_redis_begin())
         return;
+    if (!graph_open(&g, "version")) {
+        private_redis_end();
+        return;
+    }
     const char *other = "#!lua name=charter\n"
                         "redis.register_function('charter_version', function() return "
                         "cjson.encode({version='0'}) end)\n";
@@ -2203,6 +2239,7 @@ static void test_store_open_rejects_bad_urls_and_graphs(void)
     CU_ASSERT_EQUAL(store_call(g.st, "no_such_function", 0, NULL, &out), STATUS_EPROTO);
     CU_ASSERT_EQUAL(store_call(g.st, "Bad-Name", 0, NULL, &out), STATUS_EINVAL);
     graph_close(&g);
+    private_redis_end();
 }
 
 static void test_decoders_accept_empty_objects_and_string_times(void)

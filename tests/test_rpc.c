@@ -591,8 +591,13 @@ static void *slow_health(void *arg)
     return NULL;
 }
 
+/* The suite pauses the database: on a redis-server of its own (harness_suite_redis_start). */
+static harness_private_redis limits_redis;
+
 static int limits_init(void)
 {
+    if (harness_suite_redis_start(&limits_redis) != 0)
+        return -1;
     harness_graph_name(limits_graph, sizeof limits_graph, "rpc_limits");
     limits_store = harness_store_open(limits_graph);
     static const char *const extra[] = {"--workers", "1", "--queue", "0"};
@@ -606,6 +611,7 @@ static int limits_cleanup(void)
     harness_charterd_kill(&limits_server);
     store_close(limits_store);
     harness_graph_drop(limits_graph);
+    harness_suite_redis_stop(&limits_redis);
     return 0;
 }
 
