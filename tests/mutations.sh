@@ -52,105 +52,108 @@ fatal() {
 }
 show_log() { echo "----- $1 (last 40 lines)" >&2; tail -n 40 "$1" >&2; echo "-----" >&2; }
 
-# --- the mutations: name, file, the exact text, its replacement ("\n" is a newline) ---------
-names=() files=() froms=() tos=()
-mutation() { names+=("$1"); files+=("$2"); froms+=("$3"); tos+=("$4"); }
+# --- the mutations: name, the suite to try first, file, the exact text, its replacement ("\n" is
+# a newline) ---------------------------------------------------------------------------------
+# Each names the suite expected to catch it: that suite is built and run first, and only when
+# it passes are the others built and run, in order. A wrong guess costs time, never a verdict.
+names=() firsts=() files=() froms=() tos=()
+mutation() { names+=("$1"); firsts+=("$2"); files+=("$3"); froms+=("$4"); tos+=("$5"); }
 
-mutation "clearance (guard)" server/guard.c \
+mutation "clearance (guard)" test_guard server/guard.c \
   'if (at != NO_INDEX && flag_begin(&v, GUARD_CLEARANCE_EXCEEDED, &b)) {' \
   'if (0 && at != NO_INDEX && flag_begin(&v, GUARD_CLEARANCE_EXCEEDED, &b)) {'
-mutation "input scope (guard)" server/guard.c \
+mutation "input scope (guard)" test_guard server/guard.c \
   'if (at != NO_INDEX && flag_begin(&v, GUARD_INPUT_OUT_OF_SCOPE, &b)) {' \
   'if (0 && at != NO_INDEX && flag_begin(&v, GUARD_INPUT_OUT_OF_SCOPE, &b)) {'
-mutation "revocation (guard)" server/guard.c \
+mutation "revocation (guard)" test_guard server/guard.c \
   'if (g->revoked_at > 0 || g->revoked_at != g->revoked_at)' \
   'if (0 && (g->revoked_at > 0 || g->revoked_at != g->revoked_at))'
-mutation "revocation (commit)" queries/delivery.lua \
+mutation "revocation (commit)" test_queries queries/delivery.lua \
   "if h.revoked_at and h.revoked_at ~= '' then" \
   "if false and h.revoked_at and h.revoked_at ~= '' then"
-mutation "expiry (guard)" server/guard.c \
+mutation "expiry (guard)" test_guard server/guard.c \
   'if (!(now < g->valid_to))' \
   'if (0 && !(now < g->valid_to))'
-mutation "expiry (commit)" queries/delivery.lua \
+mutation "expiry (commit)" test_queries queries/delivery.lua \
   'if not to or tnum >= to then' \
   'if not to then'
-mutation "identity: grantee is the actor (guard)" server/guard.c \
+mutation "identity: grantee is the actor (guard)" test_guard server/guard.c \
   'if (!mine && flag_begin(v, GUARD_IDENTITY_MISMATCH, &b)) {' \
   'if (0 && !mine && flag_begin(v, GUARD_IDENTITY_MISMATCH, &b)) {'
-mutation "identity: context owner (guard)" server/guard.c \
+mutation "identity: context owner (guard)" test_guard server/guard.c \
   'if (!owned && flag_begin(v, GUARD_IDENTITY_MISMATCH, &b)) {' \
   'if (0 && !owned && flag_begin(v, GUARD_IDENTITY_MISMATCH, &b)) {'
-mutation "payload hash (commit)" queries/delivery.lua \
+mutation "payload hash (commit)" test_queries queries/delivery.lua \
   'if payload.hash ~= payload_hash then' \
   'if false then'
-mutation "payload bytes, content_sha1 (commit)" queries/delivery.lua \
+mutation "payload bytes, content_sha1 (commit)" test_queries queries/delivery.lua \
   "if redis.sha1hex(payload.content or '') ~= content_sha1 then" \
   'if false then'
-mutation "payload bytes vs hash (delivery gate)" server/replay.c \
+mutation "payload bytes vs hash (delivery gate)" test_mutation_gaps server/replay.c \
   '*content_hash == '"'"'\0'"'"' || strcmp(payload_hash, content_hash) != 0) {' \
   '*content_hash == '"'"'\0'"'"') {'
-mutation "database clock: the epoch (commit)" queries/delivery.lua \
+mutation "database clock: the epoch (commit)" test_evidence queries/delivery.lua \
   'local ts, tnum = now()\n    local function refuse(reason, detail)' \
   'local ts, tnum = now(), 0\n    local function refuse(reason, detail)'
 # 2026-01-01T00:00:01Z: inside every reference grant's validity, long before today.
-mutation "database clock: frozen in the past (commit)" queries/delivery.lua \
+mutation "database clock: frozen in the past (commit)" test_mutation_gaps queries/delivery.lua \
   'local ts, tnum = now()\n    local function refuse(reason, detail)' \
   'local ts, tnum = now(), 1767225601\n    local function refuse(reason, detail)'
-mutation "unique invocation (commit)" queries/delivery.lua \
+mutation "unique invocation (commit)" test_queries queries/delivery.lua \
   'local existing = hash(dkey)' \
   'local existing = nil'
-mutation "label recomputation (guard)" server/guard.c \
+mutation "label recomputation (guard)" test_guard server/guard.c \
   'if (a->conf != lin->conf[i] || a->integrity != lin->integrity[i])' \
   'if (0 && (a->conf != lin->conf[i] || a->integrity != lin->integrity[i]))'
-mutation "provenance: parent outside inputs (guard)" server/guard.c \
+mutation "provenance: parent outside inputs (guard)" test_guard server/guard.c \
   'if (hidden != NULL)' \
   'if (0 && hidden != NULL)'
-mutation "provenance: input without edge (guard)" server/guard.c \
+mutation "provenance: input without edge (guard)" test_guard server/guard.c \
   'if (unlinked != NULL)' \
   'if (0 && unlinked != NULL)'
-mutation "public rendering (runner)" server/runner.c \
+mutation "public rendering (runner)" test_e2e server/runner.c \
   's->rendered ? s->rendered : s->reply.content' \
   's->reply.content'
-mutation "receipt chain head (attach)" queries/runs.lua \
+mutation "receipt chain head (attach)" test_signed_receipts queries/runs.lua \
   'if chain.prev ~= head or chain.seq ~= n + 1 then' \
   'if false then'
-mutation "receipt chain continuity (verifier)" proto/receipt.c \
+mutation "receipt chain continuity (verifier)" test_signed_receipts proto/receipt.c \
   'if (strcmp(or_empty(r->prev_receipt_hash), link_hash) != 0 || r->chain_seq != want_seq) {' \
   'if (0 && (strcmp(or_empty(r->prev_receipt_hash), link_hash) != 0 || r->chain_seq != want_seq)) {'
-mutation "receipt signature (verifier)" proto/receipt.c \
+mutation "receipt signature (verifier)" test_signed_receipts proto/receipt.c \
   'if (EVP_DigestVerify(ctx, sig, 64, (const unsigned char *)text, len) != 1) {' \
   'if (0) {'
-mutation "approval deadline (decide)" queries/approvals.lua \
+mutation "approval deadline (decide)" test_approval queries/approvals.lua \
   'if now_us >= (micros_of(h.deadline) or 0) then' \
   'if false then'
-mutation "approval by the approver only (decide)" queries/approvals.lua \
+mutation "approval by the approver only (decide)" test_approval queries/approvals.lua \
   'if actor ~= h.approver then' \
   'if false then'
-mutation "approval final (decide)" queries/approvals.lua \
+mutation "approval final (decide)" test_approval queries/approvals.lua \
   "if h.state ~= 'pending' then" \
   'if false then'
-mutation "approval holds the send (deliver)" server/deliver.c \
+mutation "approval holds the send (deliver)" test_approval server/deliver.c \
   'rc = send_hold(&s, out);' \
   '(void)send_hold;'
-mutation "checkpoint consumed once (resume)" queries/checkpoints.lua \
+mutation "checkpoint consumed once (resume)" test_checkpoint queries/checkpoints.lua \
   "if redis.call('SISMEMBER', P .. ':checkpoints:consumed', ckpt) == 1 then" \
   'if false then'
-mutation "checkpoint MAC (resume)" server/checkpoint.c \
+mutation "checkpoint MAC (resume)" test_checkpoint server/checkpoint.c \
   'int rc = integrity_mac_verify(token, plen + b64len, token + len - 64);' \
   'int rc = STATUS_OK;'
-mutation "checkpoint graph (resume)" server/svc_runs.c \
+mutation "checkpoint graph (resume)" test_checkpoint server/svc_runs.c \
   'if (strcmp(graph, store_graph(c->st)) != 0) {' \
   'if (0) {'
-mutation "budget ceiling (CreateRun)" server/svc_runs.c \
+mutation "budget ceiling (CreateRun)" test_checkpoint server/svc_runs.c \
   '} else if (json_integer_value(asked) > ceiling[k]) {' \
   '} else if (0) {'
-mutation "budget ceiling narrowing (workflow)" server/workflow.c \
+mutation "budget ceiling narrowing (workflow)" test_checkpoint server/workflow.c \
   'if (up != NULL && json_integer_value(mine) > json_integer_value(up)) {' \
   'if (up != NULL && json_integer_value(mine) < 0) {'
-mutation "recovery lease lapse (executor reap)" server/executor.c \
+mutation "recovery lease lapse (executor reap)" test_async server/executor.c \
   '"queued,running,recovering,pending_approval",' \
   '"queued,running",'
-mutation "approval waited for (runner)" server/runner.c \
+mutation "approval waited for (runner)" test_approval server/runner.c \
   'exec_await_approval(s->x, dr.approval)) {' \
   '(0 && exec_await_approval(s->x, dr.approval))) {'
 
@@ -207,11 +210,13 @@ cmake --build "$build" -j"$jobs" --target "${chosen[@]}" >"$logs/build.log" 2>&1
   { show_log "$logs/build.log"; fatal "the unmutated tree does not build"; }
 progress "mutations: built in $(elapsed "$t") s; running the baseline"
 
-# Runs the chosen suites in order; stops at the first that fails and prints its name, or
-# prints nothing when all pass. log_prefix names each suite's log.
+# Runs the named suites (default: the chosen ones) in order; stops at the first that fails and
+# prints its name, or prints nothing when all pass. prefix names each suite's log.
 run_suites() {
   local prefix=$1 s
-  for s in "${chosen[@]}"; do
+  shift
+  [ "$#" -gt 0 ] || set -- "${chosen[@]}"
+  for s in "$@"; do
     if ! (cd "$build" && timeout "$suite_timeout" "./$s") >"$logs/$prefix.$s.log" 2>&1; then
       echo "$s"
       return 1
@@ -246,13 +251,30 @@ for i in "${!names[@]}"; do
     results[i]=ERROR caught_by[i]="(could not save $file)"
   elif ! apply "$target" "${froms[$i]}" "${tos[$i]}"; then
     results[i]=ERROR caught_by[i]="(text matches $(tail -n 1 "$work/apply.err") times, not 1)"
-  elif ! cmake --build "$build" -j"$jobs" --target "${chosen[@]}" >"$logs/m$i.build.log" 2>&1; then
-    show_log "$logs/m$i.build.log"
-    results[i]=ERROR caught_by[i]="(the mutated tree does not build)"
-  elif failed=$(run_suites "m$i"); then
-    results[i]=SURVIVED caught_by[i]="-"
   else
-    results[i]=caught caught_by[i]=$failed
+    # The expected catcher first (when it is among the chosen suites), then the rest.
+    first=() rest=()
+    for s in "${chosen[@]}"; do
+      if [ "$s" = "${firsts[$i]}" ]; then first=("$s"); else rest+=("$s"); fi
+    done
+    [ "${#first[@]}" -gt 0 ] || { first=("${rest[0]}"); rest=("${rest[@]:1}"); }
+    if ! cmake --build "$build" -j"$jobs" --target "${first[@]}" >"$logs/m$i.build.log" 2>&1; then
+      show_log "$logs/m$i.build.log"
+      results[i]=ERROR caught_by[i]="(the mutated tree does not build)"
+    elif failed=$(run_suites "m$i" "${first[@]}"); then
+      if [ "${#rest[@]}" -eq 0 ]; then
+        results[i]=SURVIVED caught_by[i]="-"
+      elif ! cmake --build "$build" -j"$jobs" --target "${rest[@]}" >>"$logs/m$i.build.log" 2>&1; then
+        show_log "$logs/m$i.build.log"
+        results[i]=ERROR caught_by[i]="(the mutated tree does not build)"
+      elif failed=$(run_suites "m$i" "${rest[@]}"); then
+        results[i]=SURVIVED caught_by[i]="-"
+      else
+        results[i]=caught caught_by[i]=$failed
+      fi
+    else
+      results[i]=caught caught_by[i]=$failed
+    fi
   fi
   [ -f "$saved" ] && cp "$saved" "$target" && touch "$target"
   case ${results[$i]} in
