@@ -190,6 +190,32 @@ local function charter_request_cancel(keys, args)
     return cjson.encode({status = s, leased = (h.lease_owner or '') ~= ''})
 end
 
+--[[ charter_cancel_unclaimed
+keys: P. args: run_id, sealed event status_changed whose detail starts with
+  "<current status> -> cancelled".
+reply: {"ok":true,"seq":n,"from":"<old>"} when nothing executes the run: it is created, queued,
+  blocked, error or interrupted, or recovering without a holder (a recovery
+  charter_request_recovery queued that no executor has claimed yet); in this one call it
+  becomes cancelled and leaves P:runq, so no executor claims it afterwards. Else
+  {"ok":false,"status":"<current>"} and nothing is written (a held run's executor observes
+  charter_request_cancel's reason at its next renewal); or the conflict reply.
+errors: not_found (run), invalid. ]]
+local function charter_cancel_unclaimed(keys, args)
+    local P = prefix(keys)
+    local run_id = check_id(args[1], 'run_id')
+    local st, holder = unpack(redis.call('HMGET', P .. ':run:' .. run_id, 'status',
+                                         'lease_owner'))
+    if st == 'recovering' and holder then
+        return cjson.encode({ok = false, status = st})
+    end
+    local reply = charter_transition_run(keys, {run_id,
+        'created,queued,blocked,error,interrupted,recovering', 'cancelled', args[2]})
+    if cjson.decode(reply).ok == true then
+        redis.call('LREM', P .. ':runq', 0, run_id)
+    end
+    return reply
+end
+
 --[[ charter_list_leases
 keys: P. args: none.
 reply: {"leases":[{"run_id":"<id>","owner":"<owner>","lease_until":<ms>}]}: every run held

@@ -778,18 +778,19 @@ static int evlog_transition_adjust(void *arg, const evlog_head *head, evlog_even
 }
 
 /* One status transition through fn (charter_transition_run with args run_id, from, to, or
- * charter_request_recovery with run_id alone): evlog_transition's contract. */
+ * charter_request_recovery or charter_cancel_unclaimed with run_id alone, their statuses
+ * fixed in the function): evlog_transition's contract. */
 static int evlog_transition_by(store *st, const char *fn, const char *run_id, const char *from,
                                const char *to, const char *detail, evlog_sealed *sealed,
                                char current[32])
 {
     evlog_transition_arg t = {to, detail != NULL ? detail : "", NULL};
-    bool claim = strcmp(fn, "request_recovery") == 0;
+    bool fixed = strcmp(fn, "transition_run") != 0;
     evlog_write_spec w = {
         .fn = fn,
         .run_id = run_id,
-        .args = {run_id, claim ? NULL : from, claim ? NULL : to},
-        .nargs = claim ? 1 : 3,
+        .args = {run_id, fixed ? NULL : from, fixed ? NULL : to},
+        .nargs = fixed ? 1 : 3,
         .ev = {.kind = "status_changed"},
         .run_must_exist = true,
         .adjust = evlog_transition_adjust,
@@ -822,6 +823,13 @@ int evlog_request_recovery(store *st, const char *run_id, const char *detail, ev
 {
     return evlog_transition_by(st, "request_recovery", run_id, "blocked,interrupted,error",
                                "recovering", detail, sealed, current);
+}
+
+int evlog_cancel_unclaimed(store *st, const char *run_id, const char *detail, evlog_sealed *sealed,
+                           char current[32])
+{
+    return evlog_transition_by(st, "cancel_unclaimed", run_id, "", "cancelled", detail, sealed,
+                               current);
 }
 
 int evlog_resume_run(store *st, const char *run_id, const char *checkpoint_id, const char *workflow,

@@ -179,6 +179,13 @@ int evlog_transition(store *st, const char *run_id, const char *from, const char
 int evlog_request_recovery(store *st, const char *run_id, const char *detail, evlog_sealed *sealed,
                            char current[32]);
 
+/* Cancels run_id when nothing executes it, in one call (charter_cancel_unclaimed): created,
+ * queued, blocked, error, interrupted, or recovering with no executor holding it -> cancelled,
+ * off the run queue; detail as evlog_transition's. Same returns as evlog_transition
+ * (STATUS_EREFUSED for a run in another status or a recovery an executor holds). */
+int evlog_cancel_unclaimed(store *st, const char *run_id, const char *detail, evlog_sealed *sealed,
+                           char current[32]);
+
 /* Resumes an interrupted run from its checkpoint checkpoint_id in one call
  * (charter_resume_run): the checkpoint is consumed, the run becomes queued and status_changed
  * "interrupted -> queued: <detail>" is written. workflow is the version the checkpoint was

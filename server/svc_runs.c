@@ -268,22 +268,25 @@ static int cancel_run(call *c, const ProtobufCMessage *in, ProtobufCMessage **ou
     if (rc != STATUS_OK)
         return call_fail_status_id(c, rc, "run", req->run_id);
     const char *st = json_string_value(json_object_get(j, "status"));
-    /* Nothing executes a created or queued run, nor one resting recoverable (blocked, error,
-     * interrupted): it is cancelled here, so no recovery delivers afterwards. */
+    /* Nothing executes a created or queued run, one resting recoverable (blocked, error,
+     * interrupted), nor a recovery still waiting for an executor: it is cancelled here, so no
+     * recovery delivers afterwards. */
     bool unclaimed = st && (strcmp(st, "created") == 0 || strcmp(st, "queued") == 0 ||
                             strcmp(st, "blocked") == 0 || strcmp(st, "error") == 0 ||
-                            strcmp(st, "interrupted") == 0);
+                            strcmp(st, "interrupted") == 0 ||
+                            (strcmp(st, "recovering") == 0 &&
+                             !json_is_true(json_object_get(j, "leased"))));
     json_decref(j);
     if (unclaimed) {
-        /* No executor holds it: cancelled here. One that claimed it meanwhile (or a recovery
-         * that started) sees the request at its first renewal or in the commit. */
+        /* No executor holds it: cancelled here, in one call that also takes it off the queue.
+         * One that claimed it meanwhile sees the request at its first renewal or in the
+         * commit (the call then changes nothing). */
         json_t *d = json_pack("{s:s, s:s, s:s}", "reason", reason, "step", "", "by", "CancelRun");
         char *text = d ? json_dumps(d, JSON_COMPACT) : NULL;
         json_decref(d);
         if (!text)
             return call_fail(c, RPC_INTERNAL, "out of memory");
-        rc = evlog_transition(c->st, req->run_id, "created,queued,blocked,error,interrupted",
-                              "cancelled", text, NULL, NULL);
+        rc = evlog_cancel_unclaimed(c->st, req->run_id, text, NULL, NULL);
         free(text);
         if (rc != STATUS_OK && rc != STATUS_EREFUSED)
             return call_fail_status_id(c, rc, "run", req->run_id);

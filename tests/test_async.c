@@ -720,10 +720,11 @@ static void test_killed_recovery_holder_leaves_the_run_interrupted_and_recoverab
 }
 
 /* A recovery queued behind busy (here: absent) executors is not an unfinished run: a charterd
- * starting meanwhile leaves it recovering, and an executor that comes later runs it. */
+ * starting meanwhile leaves it recovering, and an executor that comes later runs it. One
+ * cancelled while it waits ends cancelled at once, and no executor runs it afterwards. */
 static void test_queued_recovery_survives_another_charterd_starting(void)
 {
-    char g6[64], id[80], status[32];
+    char g6[64], id[80], id2[80], status[32];
     harness_graph_name(g6, sizeof g6, "async_recover_queued");
     const char *one[] = {"--runners", "1"};
     const char *none[] = {"--runners", "0"};
@@ -739,6 +740,11 @@ static void test_queued_recovery_survives_another_charterd_starting(void)
     CU_ASSERT_STRING_EQUAL_FATAL(v->run->status, "blocked");
     snprintf(id, sizeof id, "%s", v->run->id);
     charter__v1__run_view__free_unpacked(v, NULL);
+    v = create(cx, "scripted", false, NULL, NULL, 0, NULL);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(v);
+    CU_ASSERT_STRING_EQUAL_FATAL(v->run->status, "blocked");
+    snprintf(id2, sizeof id2, "%s", v->run->id);
+    charter__v1__run_view__free_unpacked(v, NULL);
     charter_client_close(cx);
     CU_ASSERT_EQUAL_FATAL(harness_charterd_stop(&x), 0);
     /* No executor serves the graph now: the recovery waits on the queue. */
@@ -749,6 +755,27 @@ static void test_queued_recovery_survives_another_charterd_starting(void)
     CU_ASSERT_PTR_NOT_NULL_FATAL(r);
     CU_ASSERT_STRING_EQUAL(r->run->status, "recovering");
     charter__v1__recover_run_response__free_unpacked(r, NULL);
+    /* The second run's recovery is queued too, then cancelled before any executor took it:
+     * cancelled at once, with the reason, not left recovering. */
+    r = recover(cy, id2, true, &code);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(r);
+    CU_ASSERT_STRING_EQUAL(r->run->status, "recovering");
+    charter__v1__recover_run_response__free_unpacked(r, NULL);
+    Charter__V1__Run *cr = cancel(cy, id2, "not wanted now");
+    CU_ASSERT_PTR_NOT_NULL_FATAL(cr);
+    CU_ASSERT_STRING_EQUAL(cr->status, "cancelled");
+    charter__v1__run__free_unpacked(cr, NULL);
+    Charter__V1__RunView *c2 = get_run(cy, id2);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(c2);
+    size_t deliveries_before = c2->n_deliveries;
+    uint64_t events_before = c2->n_events > 0 ? c2->events[c2->n_events - 1]->seq : 0;
+    bool said = false;
+    for (size_t i = 0; i < c2->n_events; i++)
+        if (strstr(c2->events[i]->detail, "recovering -> cancelled") != NULL &&
+            strstr(c2->events[i]->detail, "not wanted now") != NULL)
+            said = true;
+    CU_ASSERT_TRUE(said);
+    charter__v1__run_view__free_unpacked(c2, NULL);
     /* Another charterd starts: the queued recovery is not marked interrupted. */
     CU_ASSERT_EQUAL_FATAL(harness_charterd_start(&o0, &z), 0);
     Charter__V1__RunView *w = get_run(cy, id);
@@ -760,6 +787,14 @@ static void test_queued_recovery_survives_another_charterd_starting(void)
     CU_ASSERT_EQUAL_FATAL(harness_charterd_start(&o1, &x), 0);
     CU_ASSERT_TRUE(await_status(cy, id, "completed", 15000, status));
     CU_ASSERT_STRING_EQUAL(status, "completed");
+    /* The executor took the first recovery off the queue and ran it; the cancelled one it
+     * never ran: still cancelled, no event and no delivery since. */
+    c2 = get_run(cy, id2);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(c2);
+    CU_ASSERT_STRING_EQUAL(c2->run->status, "cancelled");
+    CU_ASSERT_EQUAL(c2->n_deliveries, deliveries_before);
+    CU_ASSERT_EQUAL(c2->n_events > 0 ? c2->events[c2->n_events - 1]->seq : 0, events_before);
+    charter__v1__run_view__free_unpacked(c2, NULL);
     charter_client_close(cy);
     CU_ASSERT_EQUAL(harness_charterd_stop(&x), 0);
     CU_ASSERT_EQUAL(harness_charterd_stop(&y), 0);
@@ -875,7 +910,7 @@ int main(void)
                 test_recover_run_queues_the_recovery_on_an_executor_and_returns_at_once);
     CU_add_test(s, "kill -9 of a recovery's holder: run interrupted, recoverable on another",
                 test_killed_recovery_holder_leaves_the_run_interrupted_and_recoverable);
-    CU_add_test(s, "a queued recovery survives another charterd starting",
+    CU_add_test(s, "a queued recovery survives another charterd starting; cancelled, it ends",
                 test_queued_recovery_survives_another_charterd_starting);
     CU_add_test(s, "long waits hold at most half the workers",
                 test_long_waits_hold_at_most_half_the_workers);
