@@ -92,12 +92,13 @@ static int audit_entry_holds(const json_t *e, const char *run_id, bool *holds)
 
 /* Checks one place of the log. Returns 0 to go on, 1 when the first bad event was found, or a
  * negative STATUS_E* failure. head_seq may grow: an event appended during the audit (beyond the
- * head read at its start, sealed and chained) is accepted.
+ * head read at its start, sealed and chained) is accepted. An event that holds whose snapshot
+ * names records that are gone or altered is the first bad event too.
  *
  * next is the entry of the following place when the page holds it (NULL otherwise): an event
  * that does not hold is an insertion when the event sealed for its place follows it. */
-static int audit_place(const json_t *e, const json_t *next, const char *run_id, uint64_t *head_seq,
-                       audit_hashes *verified, audit_result *out)
+static int audit_place(store *st, const json_t *e, const json_t *next, const char *run_id,
+                       uint64_t *head_seq, audit_hashes *verified, audit_result *out)
 {
     json_t *atj = json_object_get(e, "at");
     if (!json_is_integer(atj) || json_integer_value(atj) < 1)
@@ -180,6 +181,20 @@ static int audit_place(const json_t *e, const json_t *next, const char *run_id, 
                           "event %llu was removed: the event at seq %llu was sealed after "
                           "an event no longer in the log",
                           (unsigned long long)at, (unsigned long long)at);
+    }
+    /* The event holds; the records its snapshot names (a snapshot blob, a delivery's facts
+     * record, lineage records) must still be there and hash to their names, or its decision
+     * can no longer be replayed. */
+    const char *snapshot = audit_str(e, "snapshot");
+    if (*snapshot != '\0') {
+        char *resolved = NULL, why[200];
+        rc = evlog_snapshot_resolve(st, snapshot, &resolved, why, sizeof why);
+        free(resolved);
+        if (rc == STATUS_ENOTFOUND || rc == STATUS_EPROTO)
+            return audit_fail(out, at, "event %llu's recorded facts cannot be read back: %s",
+                              (unsigned long long)at, why);
+        if (rc != STATUS_OK)
+            return rc;
     }
     return audit_hashes_add(verified, stored) == STATUS_OK ? 0 : STATUS_ENOMEM;
 }
@@ -270,8 +285,8 @@ int audit_chain(store *st, const char *run_id, audit_result *out)
         {
             n++;
             after = (uint64_t)json_integer_value(json_object_get(e, "at"));
-            found =
-                audit_place(e, json_array_get(events, i + 1), run_id, &head_seq, &verified, out);
+            found = audit_place(st, e, json_array_get(events, i + 1), run_id, &head_seq, &verified,
+                                out);
             if (found != 0)
                 break;
         }

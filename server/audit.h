@@ -27,7 +27,9 @@ typedef struct {
  * (a place up to the run's seq holds no event or is missing from the index; an event whose
  * own hash holds but whose prev is an earlier event's hash; the run's receipt or a delivery
  * names a seq beyond the head) or inserted (an event beyond the run's head; an event whose
- * prev links to no event before it). A run receipt is only trusted when its MAC checks under
+ * prev links to no event before it), or whose recorded facts cannot be read back (a snapshot
+ * blob, facts record or lineage record its snapshot names is gone or no longer hashes to its
+ * name: evlog_snapshot_resolve). A run receipt is only trusted when its MAC checks under
  * the integrity key (integrity_receipt_check). Returns STATUS_OK with *out filled,
  * STATUS_ENOTFOUND, or the store's failure. */
 int audit_chain(store *st, const char *run_id, audit_result *out);

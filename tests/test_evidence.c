@@ -817,9 +817,23 @@ static void test_a_delivery_facts_record_altered_or_missing_fails_its_replay(voi
     CU_ASSERT_PTR_NOT_NULL(strstr(st.message, sha));
     if (bad)
         charter__v1__replay_decision_response__free_unpacked(bad, NULL);
+    /* The audit names the event whose facts can no longer be read back, and the record. */
+    Charter__V1__AuditRunResponse *a = audit();
+    CU_ASSERT_PTR_NOT_NULL_FATAL(a);
+    CU_ASSERT_FALSE(a->intact);
+    CU_ASSERT_EQUAL(a->first_bad_seq, seq);
+    CU_ASSERT_PTR_NOT_NULL(strstr(a->problem, "altered"));
+    CU_ASSERT_PTR_NOT_NULL(strstr(a->problem, sha));
+    charter__v1__audit_run_response__free_unpacked(a, NULL);
 
     const char *del[2] = {"DEL", blob};
     rawdo(2, del);
+    a = audit();
+    CU_ASSERT_PTR_NOT_NULL_FATAL(a);
+    CU_ASSERT_FALSE(a->intact);
+    CU_ASSERT_EQUAL(a->first_bad_seq, seq);
+    CU_ASSERT_PTR_NOT_NULL(strstr(a->problem, "missing"));
+    charter__v1__audit_run_response__free_unpacked(a, NULL);
     bad = replay(seq, &st);
     CU_ASSERT_PTR_NULL(bad);
     CU_ASSERT_EQUAL(st.code, CHARTER_FAILED_PRECONDITION);
@@ -836,6 +850,7 @@ static void test_a_delivery_facts_record_altered_or_missing_fails_its_replay(voi
     CU_ASSERT_EQUAL(ok->replayed->outcome, CHARTER__V1__OUTCOME__ALLOW);
     CU_ASSERT_TRUE(ok->matches);
     charter__v1__replay_decision_response__free_unpacked(ok, NULL);
+    expect_audit(true, 0, NULL);
     free(altered);
     free(was);
 }
@@ -1433,7 +1448,7 @@ int main(void)
                 test_run_receipt_pins_the_last_event_and_every_delivery);
     CU_add_test(s, "replay after revocation still allows the public delivery",
                 test_replay_after_revocation_still_allows_the_public_delivery);
-    CU_add_test(s, "a delivery's facts record altered or missing fails its replay",
+    CU_add_test(s, "a delivery's facts record altered or missing fails its replay and audit",
                 test_a_delivery_facts_record_altered_or_missing_fails_its_replay);
     CU_add_test(s, "CLI receipt verifies offline and fails when altered",
                 test_cli_receipt_verifies_offline_and_fails_when_altered);
