@@ -39,7 +39,8 @@ end
 keys: P. args: run_id.
 reply: {"run_id":"<id>","status":"<s>","workflow":"<version>","checkpoint_id":"<id or empty>","token":"<token
   or empty>","resume_from":"<checkpoint id a resume queued the run from, or empty>",
-  "consumed":bool (the latest checkpoint was consumed)}.
+  "consumed":bool (the latest checkpoint was consumed),"model_calls":n (the model requests the
+  run's executors counted before sending them, which may be more than its checkpoint's)}.
 errors: not_found (run), invalid. ]]
 local function charter_get_checkpoint(keys, args)
     local P = prefix(keys)
@@ -52,7 +53,8 @@ local function charter_get_checkpoint(keys, args)
     local consumed = id ~= '' and redis.call('SISMEMBER', P .. ':checkpoints:consumed', id) == 1
     return cjson.encode({run_id = run_id, status = h.status or '', workflow = h.workflow or '',
                          checkpoint_id = id, token = h.checkpoint or '',
-                         resume_from = h.resume_from or '', consumed = consumed})
+                         resume_from = h.resume_from or '', consumed = consumed,
+                         model_calls = tonumber(h.model_calls or '0') or 0})
 end
 
 --[[ charter_resume_run
@@ -61,7 +63,8 @@ keys: P. args: run_id, checkpoint_id, workflow (the version the checkpoint was t
   status_changed whose detail starts with "interrupted -> queued".
 reply: {"ok":true,"seq":n} when the checkpoint was not consumed before, the run is interrupted,
   follows that workflow version, has this checkpoint as its latest and its budget is not
-  exhausted by the counters: the checkpoint id joins P:checkpoints:consumed, the run becomes
+  exhausted by the counters (model calls: the checkpoint's, or the run's when more were sent
+  after it, e.g. the request in flight when its executor stopped): the checkpoint id joins P:checkpoints:consumed, the run becomes
   queued with resume_from = checkpoint_id (a cancel request on it kept) and is pushed on
   P:runq, and the event is written, all in this one call. Else {"ok":false,"reason":
   "consumed"|"status"|"workflow"|"stale"|"budget","status":"<s>","latest":"<id>",
@@ -105,6 +108,10 @@ local function charter_resume_run(keys, args)
     for _, p in ipairs(pairs_) do
         local max = tonumber(h[p[1]] or '0') or 0
         local used = check_count(counters[p[2]] or 0, p[2], 0, 1e15)
+        if p[2] == 'model_calls' then
+            -- A request sent after the checkpoint was paid for: resuming sends it again.
+            used = math.max(used, tonumber(h.model_calls or '0') or 0)
+        end
         if max > 0 and used >= max then
             return no('budget', {budget = p[1]})
         end

@@ -56,9 +56,8 @@ int call_wait_begin(call *c, int want_ms)
 {
     if (c->waiting || want_ms <= 0)
         return want_ms > 0 ? want_ms : 0;
+    /* A single worker has no half to spare: its calls never wait, so none holds it. */
     int most = (int)(c->env->workers / 2);
-    if (most < 1)
-        most = 1;
     int now = atomic_load(&call_waiting);
     do {
         if (now >= most)

@@ -350,6 +350,12 @@ static bool step_ask_model(step_state *s, const id_list *inputs)
                          providers));
     if (!exec_check(s->x, CHECK_MODEL))
         return step_unknown(s, "the run stopped before its model request");
+    if (s->x) {
+        /* Counted on the run before anything is sent, so a resume from an earlier checkpoint
+         * counts this request too (a stop the renewal finds aborts it at once). */
+        s->x->model_calls++;
+        exec_renew(s->x);
+    }
     json_t *fallbacks = json_array();
     if (!fallbacks)
         return step_unknown(s, "out of memory");
@@ -360,7 +366,6 @@ static bool step_ask_model(step_state *s, const id_list *inputs)
     if (s->x) {
         req.abort = exec_abort;
         req.abort_arg = s->x;
-        s->x->model_calls++;
         if (s->x->max_wall_clock_ms > 0) {
             long long left = s->x->max_wall_clock_ms - ms_since(&s->x->t0);
             req.deadline_ms = left > 0 ? left : 1;
@@ -865,6 +870,7 @@ static int resume_cursor(const gate_env *g, const char *run_id, exec_state *x, j
                         : "",
                     store_graph(g->st)) != 0)
         *why = "the checkpoint the run was resumed from no longer verifies";
+    json_int_t sent = json_integer_value(json_object_get(r, "model_calls"));
     json_decref(r);
     if (*why) {
         json_decref(c);
@@ -873,6 +879,9 @@ static int resume_cursor(const gate_env *g, const char *run_id, exec_state *x, j
     json_t *k = json_object_get(c, "counters");
     x->steps = json_integer_value(json_object_get(k, "steps"));
     x->model_calls = json_integer_value(json_object_get(k, "model_calls"));
+    /* Requests sent after the checkpoint (one in flight when the executor stopped) count. */
+    if (sent > x->model_calls)
+        x->model_calls = sent;
     x->deliveries = json_integer_value(json_object_get(k, "deliveries"));
     long long wall = json_integer_value(json_object_get(k, "wall_clock_ms"));
     x->t0.tv_sec -= (time_t)(wall / 1000);

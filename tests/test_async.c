@@ -878,6 +878,50 @@ static void test_long_waits_hold_at_most_half_the_workers(void)
     harness_graph_drop(g4);
 }
 
+static void test_with_one_worker_a_long_wait_never_holds_it(void)
+{
+    /* One worker has no half to spare: a WaitRun (any caller may send one) must not keep the
+     * operator's CancelRun waiting for its timeout. The run stays queued (no executor). */
+    char g5[64];
+    harness_graph_name(g5, sizeof g5, "async_one_worker");
+    const char *extra[] = {"--runners", "0", "--workers", "1"};
+    harness_charterd_opts o = {.graph = g5, .extra_args = extra, .n_extra = 4};
+    harness_charterd d;
+    CU_ASSERT_EQUAL_FATAL(harness_charterd_start(&o, &d), 0);
+    charter_client *c1 = NULL, *c2 = NULL;
+    CU_ASSERT_EQUAL_FATAL(harness_client_open(d.ipc_url, HARNESS_OPERATOR_TOKEN, 10000, &c1), 0);
+    CU_ASSERT_EQUAL_FATAL(harness_client_open(d.tcp_url, HARNESS_OPERATOR_TOKEN, 10000, &c2), 0);
+    Charter__V1__RunView *v = create(c1, "scripted", true, NULL, NULL, 0, NULL);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(v);
+    CU_ASSERT_STRING_EQUAL(v->run->status, "queued");
+    char id[80];
+    snprintf(id, sizeof id, "%s", v->run->id);
+    waiter w = {c1, id, v->run->seq, 0};
+    charter__v1__run_view__free_unpacked(v, NULL);
+    pthread_t t;
+    CU_ASSERT_EQUAL_FATAL(pthread_create(&t, NULL, waiter_main, &w), 0);
+    nng_msleep(300);
+    Charter__V1__CancelRunRequest creq = CHARTER__V1__CANCEL_RUN_REQUEST__INIT;
+    creq.run_id = id;
+    creq.reason = "operator stops it";
+    Charter__V1__Run *r = NULL;
+    charter_status s;
+    long long t0 = now_ms();
+    CU_ASSERT_EQUAL(charter_cancel_run(c2, &creq, &r, &s), 0);
+    long long took = now_ms() - t0;
+    CU_ASSERT_TRUE(took < 1500);
+    if (r) {
+        CU_ASSERT_STRING_EQUAL(r->status, "cancelled");
+        charter__v1__run__free_unpacked(r, NULL);
+    }
+    pthread_join(t, NULL);
+    CU_ASSERT_TRUE(w.took_ms >= 0 && w.took_ms < 1500); /* answered at once, not after 3 s */
+    charter_client_close(c1);
+    charter_client_close(c2);
+    CU_ASSERT_EQUAL(harness_charterd_stop(&d), 0);
+    harness_graph_drop(g5);
+}
+
 int main(void)
 {
     if (CU_initialize_registry() != CUE_SUCCESS)
@@ -914,6 +958,8 @@ int main(void)
                 test_queued_recovery_survives_another_charterd_starting);
     CU_add_test(s, "long waits hold at most half the workers",
                 test_long_waits_hold_at_most_half_the_workers);
+    CU_add_test(s, "with one worker, a long wait never holds it",
+                test_with_one_worker_a_long_wait_never_holds_it);
     CU_basic_set_mode(CU_BRM_VERBOSE);
     CU_basic_run_tests();
     unsigned failed = CU_get_number_of_failures() + CU_get_number_of_suites_failed();

@@ -530,9 +530,9 @@ static void test_killed_executor_then_resume_on_another_charterd_runs_to_the_end
     CU_ASSERT_PTR_NOT_NULL_FATAL(v);
     CU_ASSERT_EQUAL(v->n_deliveries, 1);
     CU_ASSERT_EQUAL(v->run->steps, 3); /* research before, analyze and report after */
-    /* 1 before the kill, analyze's again after the resume; report stops at its input gate
-     * before its model request. */
-    CU_ASSERT_EQUAL(v->run->model_calls, 2);
+    /* research's and analyze's (in flight at the kill) before, analyze's again after the
+     * resume; report stops at its input gate before its model request. */
+    CU_ASSERT_EQUAL(v->run->model_calls, 3);
     size_t research_steps = 0;
     for (size_t i = 0; i < v->n_events; i++)
         research_steps += strcmp(v->events[i]->kind, "step_opened") == 0 &&
@@ -588,7 +588,7 @@ static void test_cancel_requested_before_the_executor_died_survives_a_resume(voi
     Charter__V1__RunView *v = get_run(cy, id);
     CU_ASSERT_PTR_NOT_NULL_FATAL(v);
     CU_ASSERT_EQUAL(v->n_deliveries, 0);
-    CU_ASSERT_EQUAL(v->run->model_calls, 1); /* nothing asked after the cancel */
+    CU_ASSERT_EQUAL(v->run->model_calls, 2); /* both before the cancel, none after */
     charter__v1__run_view__free_unpacked(v, NULL);
     charter_client_close(cy);
     CU_ASSERT_EQUAL(harness_charterd_stop(&y), 0);
@@ -716,7 +716,7 @@ static void test_budget_used_up_at_resume_time_stops_the_resumed_run_at_once(voi
     CU_ASSERT_PTR_NOT_NULL_FATAL(v);
     CU_ASSERT_EQUAL(v->n_deliveries, 0);
     CU_ASSERT_EQUAL(v->run->deliveries, 0);
-    CU_ASSERT_EQUAL(v->run->model_calls, 1); /* research's, before the interruption */
+    CU_ASSERT_EQUAL(v->run->model_calls, 2); /* research's and analyze's, as sent */
     size_t requests = 0;
     for (size_t i = 0; i < v->n_events; i++)
         requests += strcmp(v->events[i]->kind, "model_request") == 0;
@@ -725,6 +725,57 @@ static void test_budget_used_up_at_resume_time_stops_the_resumed_run_at_once(voi
     CU_ASSERT_PTR_NOT_NULL(strstr(last, "running -> budget_exhausted"));
     CU_ASSERT_PTR_NOT_NULL(strstr(last, "\"budget\":\"max_steps\""));
     CU_ASSERT_PTR_NOT_NULL(strstr(last, "\"step\":\"analyze\""));
+    charter__v1__run_view__free_unpacked(v, NULL);
+    charter__v1__checkpoint__free_unpacked(k, NULL);
+    charter_client_close(cy);
+    charter_client_close(cz);
+    CU_ASSERT_EQUAL(harness_charterd_stop(&y), 0);
+    CU_ASSERT_EQUAL(harness_charterd_stop(&z), 0);
+    harness_graph_drop(g);
+}
+
+static void test_a_model_request_sent_after_the_checkpoint_counts_against_the_budget(void)
+{
+    char g[64], id[80], msg[512];
+    harness_graph_name(g, sizeof g, "ckpt_inflight");
+    /* Interrupted in analyze's model request: the checkpoint before analyze counts 1 model
+     * call, but 2 requests went to the provider (research's, and analyze's in flight). */
+    CU_ASSERT_TRUE_FATAL(interrupted_run(g, 1, id));
+    harness_charterd y;
+    charter_client *cy = NULL;
+    CU_ASSERT_EQUAL_FATAL(start(g, true, "0", &y, &cy), 0);
+    Charter__V1__Checkpoint *k = checkpoint_of(cy, id, NULL, NULL, 0);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(k);
+    CU_ASSERT_STRING_EQUAL(k->step, "analyze");
+    CU_ASSERT_EQUAL(k->model_calls, 1);
+    Charter__V1__RunView *v = get_run(cy, id);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(v);
+    CU_ASSERT_EQUAL(v->run->model_calls, 2); /* the run counts what was sent */
+    charter__v1__run_view__free_unpacked(v, NULL);
+    /* With max_model_calls 2, both are used up: resuming would send a third request. */
+    CU_ASSERT_EQUAL_FATAL(set_run_budget(g, id, "max_model_calls", "2"), 0);
+    CU_ASSERT_EQUAL(resume(cy, k->token, msg, sizeof msg), CHARTER_FAILED_PRECONDITION);
+    CU_ASSERT_PTR_NOT_NULL(strstr(msg, "budget max_model_calls is exhausted at checkpoint"));
+    v = get_run(cy, id);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(v);
+    CU_ASSERT_STRING_EQUAL(v->run->status, "interrupted");
+    charter__v1__run_view__free_unpacked(v, NULL);
+    /* With 3 the resume goes on, and the resumed run counts from 2: analyze's request again
+     * is the third and last (report stops at its input gate, as in the reference run). */
+    CU_ASSERT_EQUAL_FATAL(set_run_budget(g, id, "max_model_calls", "3"), 0);
+    CU_ASSERT_EQUAL(resume(cy, k->token, msg, sizeof msg), 0);
+    harness_charterd z;
+    charter_client *cz = NULL;
+    int before = harness_model_requests(model);
+    CU_ASSERT_EQUAL_FATAL(start(g, true, "1", &z, &cz), 0);
+    char status[32];
+    CU_ASSERT_TRUE(wait_for_status(cz, id, "completed,blocked,error,budget_exhausted,cancelled",
+                                   15000, status));
+    CU_ASSERT_STRING_EQUAL(status, "blocked");
+    CU_ASSERT_EQUAL(harness_model_requests(model) - before, 1);
+    v = get_run(cz, id);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(v);
+    CU_ASSERT_EQUAL(v->run->model_calls, 3);
     charter__v1__run_view__free_unpacked(v, NULL);
     charter__v1__checkpoint__free_unpacked(k, NULL);
     charter_client_close(cy);
@@ -909,6 +960,8 @@ int main(void)
                 test_revocation_between_checkpoint_and_resume_stops_at_the_first_gate);
     CU_add_test(s, "a budget used up at resume time stops the resumed run at once",
                 test_budget_used_up_at_resume_time_stops_the_resumed_run_at_once);
+    CU_add_test(s, "a model request sent after the checkpoint counts against the budget",
+                test_a_model_request_sent_after_the_checkpoint_counts_against_the_budget);
     CU_add_test(s, "budget ceilings narrow down the grant chain and bound the run",
                 test_budget_ceilings_narrow_down_the_grant_chain_and_bound_the_run);
     CU_basic_set_mode(CU_BRM_VERBOSE);
