@@ -293,8 +293,19 @@ static int follow_run(cli *c, const char *run_id, uint64_t limit_ms, FILE *out)
         req.run_id = (char *)run_id;
         req.after_seq = after;
         req.timeout_ms = poll;
+        struct timespec w0, w1;
+        clock_gettime(CLOCK_MONOTONIC, &w0);
         if (charter_wait_run(c->client, &req, &v, &st) != 0)
             return rpc_error(&st);
+        clock_gettime(CLOCK_MONOTONIC, &w1);
+        /* A charterd with no wait slot free (or a single worker) answers at once with the run
+         * as it is: pause before asking again rather than spin on it. */
+        long waited_ms = (long)(w1.tv_sec - w0.tv_sec) * 1000 + (w1.tv_nsec - w0.tv_nsec) / 1000000;
+        bool nothing_new = v->n_events == 0 && v->run != NULL && run_active(v->run->status);
+        if (nothing_new && waited_ms < 100) {
+            struct timespec pause = {0, 250 * 1000000L};
+            nanosleep(&pause, NULL);
+        }
         if (out != NULL)
             cli_print_events_follow(out, v->events, v->n_events, &header_done);
         for (size_t i = 0; i < v->n_events; i++) {
