@@ -826,26 +826,36 @@ static void *waiter_main(void *arg)
     return NULL;
 }
 
+/* A charterd on a fresh graph named after name with workers workers and no executor, two
+ * operator clients on it (*c1 over IPC, *c2 over TCP), and a scripted run that stays queued
+ * (its id into id). Returns the run's seq. */
+static uint64_t idle_run(char g[64], const char *name, const char *workers, harness_charterd *d,
+                         charter_client **c1, charter_client **c2, char id[80])
+{
+    harness_graph_name(g, 64, name);
+    const char *extra[] = {"--runners", "0", "--workers", workers};
+    harness_charterd_opts o = {.graph = g, .extra_args = extra, .n_extra = 4};
+    CU_ASSERT_EQUAL_FATAL(harness_charterd_start(&o, d), 0);
+    CU_ASSERT_EQUAL_FATAL(harness_client_open(d->ipc_url, HARNESS_OPERATOR_TOKEN, 10000, c1), 0);
+    CU_ASSERT_EQUAL_FATAL(harness_client_open(d->tcp_url, HARNESS_OPERATOR_TOKEN, 10000, c2), 0);
+    Charter__V1__RunView *v = create(*c1, "scripted", true, NULL, NULL, 0, NULL);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(v);
+    CU_ASSERT_STRING_EQUAL(v->run->status, "queued");
+    snprintf(id, 80, "%s", v->run->id);
+    uint64_t seq = v->run->seq;
+    charter__v1__run_view__free_unpacked(v, NULL);
+    return seq;
+}
+
 static void test_long_waits_hold_at_most_half_the_workers(void)
 {
     /* Two workers: one long-wait slot. Runs stay queued (no executor), so waits wait. */
-    char g4[64];
-    harness_graph_name(g4, sizeof g4, "async_waits");
-    const char *extra[] = {"--runners", "0", "--workers", "2"};
-    harness_charterd_opts o = {.graph = g4, .extra_args = extra, .n_extra = 4};
+    char g4[64], id[80];
     harness_charterd d;
-    CU_ASSERT_EQUAL_FATAL(harness_charterd_start(&o, &d), 0);
     charter_client *c1 = NULL, *c2 = NULL;
-    CU_ASSERT_EQUAL_FATAL(harness_client_open(d.ipc_url, HARNESS_OPERATOR_TOKEN, 10000, &c1), 0);
-    CU_ASSERT_EQUAL_FATAL(harness_client_open(d.tcp_url, HARNESS_OPERATOR_TOKEN, 10000, &c2), 0);
-    Charter__V1__RunView *v = create(c1, "scripted", true, NULL, NULL, 0, NULL);
-    CU_ASSERT_PTR_NOT_NULL_FATAL(v);
-    CU_ASSERT_STRING_EQUAL(v->run->status, "queued");
-    char id[80];
-    snprintf(id, sizeof id, "%s", v->run->id);
-    waiter first = {c1, id, v->run->seq, 0};
-    waiter second = {c2, id, v->run->seq, 0};
-    charter__v1__run_view__free_unpacked(v, NULL);
+    uint64_t seq = idle_run(g4, "async_waits", "2", &d, &c1, &c2, id);
+    waiter first = {c1, id, seq, 0};
+    waiter second = {c2, id, seq, 0};
     /* Two waits at once, one slot: one waits its 3 s out, the other answers the run as it is
      * (whichever reaches charterd first holds the slot). */
     pthread_t t1, t2;
@@ -882,22 +892,11 @@ static void test_with_one_worker_a_long_wait_never_holds_it(void)
 {
     /* One worker has no half to spare: a WaitRun (any caller may send one) must not keep the
      * operator's CancelRun waiting for its timeout. The run stays queued (no executor). */
-    char g5[64];
-    harness_graph_name(g5, sizeof g5, "async_one_worker");
-    const char *extra[] = {"--runners", "0", "--workers", "1"};
-    harness_charterd_opts o = {.graph = g5, .extra_args = extra, .n_extra = 4};
+    char g5[64], id[80];
     harness_charterd d;
-    CU_ASSERT_EQUAL_FATAL(harness_charterd_start(&o, &d), 0);
     charter_client *c1 = NULL, *c2 = NULL;
-    CU_ASSERT_EQUAL_FATAL(harness_client_open(d.ipc_url, HARNESS_OPERATOR_TOKEN, 10000, &c1), 0);
-    CU_ASSERT_EQUAL_FATAL(harness_client_open(d.tcp_url, HARNESS_OPERATOR_TOKEN, 10000, &c2), 0);
-    Charter__V1__RunView *v = create(c1, "scripted", true, NULL, NULL, 0, NULL);
-    CU_ASSERT_PTR_NOT_NULL_FATAL(v);
-    CU_ASSERT_STRING_EQUAL(v->run->status, "queued");
-    char id[80];
-    snprintf(id, sizeof id, "%s", v->run->id);
-    waiter w = {c1, id, v->run->seq, 0};
-    charter__v1__run_view__free_unpacked(v, NULL);
+    uint64_t seq = idle_run(g5, "async_one_worker", "1", &d, &c1, &c2, id);
+    waiter w = {c1, id, seq, 0};
     pthread_t t;
     CU_ASSERT_EQUAL_FATAL(pthread_create(&t, NULL, waiter_main, &w), 0);
     nng_msleep(300);

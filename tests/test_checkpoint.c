@@ -263,6 +263,22 @@ static Charter__V1__Checkpoint *checkpoint_of(charter_client *c, const char *id,
     return k;
 }
 
+/* A run of a fresh graph named after name interrupted in analyze's model request (research
+ * done: the checkpoint before analyze), and a charterd y on it that answers but executes
+ * nothing (client *cy). Returns the run's checkpoint (caller frees), asserted to be analyze's;
+ * g and id name the graph and the run. */
+static Charter__V1__Checkpoint *interrupted_in_analyze(const char *name, char g[64], char id[80],
+                                                       harness_charterd *y, charter_client **cy)
+{
+    harness_graph_name(g, 64, name);
+    CU_ASSERT_TRUE_FATAL(interrupted_run(g, 1, id));
+    CU_ASSERT_EQUAL_FATAL(start(g, true, "0", y, cy), 0);
+    Charter__V1__Checkpoint *k = checkpoint_of(*cy, id, NULL, NULL, 0);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(k);
+    CU_ASSERT_STRING_EQUAL(k->step, "analyze");
+    return k;
+}
+
 /* ResumeRun: the code (0 on success) and the message. */
 static int resume(charter_client *c, const char *token, char *msg, size_t n)
 {
@@ -422,14 +438,9 @@ static void test_twenty_resumers_over_two_charterd_exactly_one_wins(void)
 static void test_forged_altered_other_graph_and_other_version_checkpoints_are_refused(void)
 {
     char g[64], id[80], msg[512];
-    harness_graph_name(g, sizeof g, "ckpt_forged");
-    CU_ASSERT_TRUE_FATAL(interrupted_run(g, 1, id));
     harness_charterd y;
     charter_client *cy = NULL;
-    CU_ASSERT_EQUAL_FATAL(start(g, true, "0", &y, &cy), 0);
-    Charter__V1__Checkpoint *k = checkpoint_of(cy, id, NULL, NULL, 0);
-    CU_ASSERT_PTR_NOT_NULL_FATAL(k);
-    CU_ASSERT_STRING_EQUAL(k->step, "analyze");
+    Charter__V1__Checkpoint *k = interrupted_in_analyze("ckpt_forged", g, id, &y, &cy);
     CU_ASSERT_EQUAL(k->next_step, 1);
     CU_ASSERT_EQUAL(k->steps, 1);
     CU_ASSERT_EQUAL(k->model_calls, 1);
@@ -680,16 +691,11 @@ static int set_run_budget(const char *graph, const char *id, const char *field, 
 static void test_budget_used_up_at_resume_time_stops_the_resumed_run_at_once(void)
 {
     char g[64], id[80], msg[512], status[32];
-    harness_graph_name(g, sizeof g, "ckpt_budget");
     /* Interrupted in analyze's model request: the checkpoint before analyze counts 1 step and
-     * 1 model call, nothing delivered. */
-    CU_ASSERT_TRUE_FATAL(interrupted_run(g, 1, id));
+     * 1 model call, nothing delivered. y answers, executes nothing. */
     harness_charterd y, z;
     charter_client *cy = NULL, *cz = NULL;
-    CU_ASSERT_EQUAL_FATAL(start(g, true, "0", &y, &cy), 0); /* answers, executes nothing */
-    Charter__V1__Checkpoint *k = checkpoint_of(cy, id, NULL, NULL, 0);
-    CU_ASSERT_PTR_NOT_NULL_FATAL(k);
-    CU_ASSERT_STRING_EQUAL(k->step, "analyze");
+    Charter__V1__Checkpoint *k = interrupted_in_analyze("ckpt_budget", g, id, &y, &cy);
     CU_ASSERT_EQUAL(k->steps, 1);
     /* A budget lowered since the checkpoint to what the checkpoint already used: the resume is
      * refused naming it, the checkpoint is not consumed, the run stays interrupted. */
@@ -737,16 +743,11 @@ static void test_budget_used_up_at_resume_time_stops_the_resumed_run_at_once(voi
 static void test_a_model_request_sent_after_the_checkpoint_counts_against_the_budget(void)
 {
     char g[64], id[80], msg[512];
-    harness_graph_name(g, sizeof g, "ckpt_inflight");
     /* Interrupted in analyze's model request: the checkpoint before analyze counts 1 model
      * call, but 2 requests went to the provider (research's, and analyze's in flight). */
-    CU_ASSERT_TRUE_FATAL(interrupted_run(g, 1, id));
     harness_charterd y;
     charter_client *cy = NULL;
-    CU_ASSERT_EQUAL_FATAL(start(g, true, "0", &y, &cy), 0);
-    Charter__V1__Checkpoint *k = checkpoint_of(cy, id, NULL, NULL, 0);
-    CU_ASSERT_PTR_NOT_NULL_FATAL(k);
-    CU_ASSERT_STRING_EQUAL(k->step, "analyze");
+    Charter__V1__Checkpoint *k = interrupted_in_analyze("ckpt_inflight", g, id, &y, &cy);
     CU_ASSERT_EQUAL(k->model_calls, 1);
     Charter__V1__RunView *v = get_run(cy, id);
     CU_ASSERT_PTR_NOT_NULL_FATAL(v);
