@@ -233,12 +233,16 @@ static bool interrupted_run(const char *graph, size_t model_calls, char id[80])
         return false;
     harness_model_set_delay(model, model_calls > 0 ? 150 : 30000);
     bool ok = create_live(cx, id);
+    /* Generous limits: under a sanitizer, with other suites beside it, a step can be slow. */
     for (size_t i = 0; ok && i < model_calls; i++)
-        ok = wait_for_events(cx, id, "model_request", i + 1, 15000);
+        ok = wait_for_events(cx, id, "model_request", i + 1, 30000);
     if (ok && model_calls > 0) {
         harness_model_set_delay(model, 30000);
-        ok = wait_for_events(cx, id, "model_request", model_calls + 1, 15000);
+        ok = wait_for_events(cx, id, "model_request", model_calls + 1, 30000);
     }
+    if (!ok)
+        fprintf(stderr, "\n  run %s of %s did not reach the model request it should stop in\n", id,
+                graph);
     if (ok)
         nng_msleep(200); /* the request is on the wire */
     charter_client_close(cx);
