@@ -64,9 +64,10 @@ keys: P. args: run_id, checkpoint_id, workflow (the version the checkpoint was t
 reply: {"ok":true,"seq":n} when the checkpoint was not consumed before, the run is interrupted,
   follows that workflow version, has this checkpoint as its latest and its budget is not
   exhausted by the counters (model calls: the checkpoint's, or the run's when more were sent
-  after it, e.g. the request in flight when its executor stopped): the checkpoint id joins P:checkpoints:consumed, the run becomes
-  queued with resume_from = checkpoint_id (a cancel request on it kept) and is pushed on
-  P:runq, and the event is written, all in this one call. Else {"ok":false,"reason":
+  after it, e.g. the request in flight when its executor stopped): the checkpoint id joins
+  P:checkpoints:consumed, the run becomes queued with resume_from = checkpoint_id (a cancel
+  request on it kept) and is pushed on P:runq, and the event is written, all in this one call.
+  Else {"ok":false,"reason":
   "consumed"|"status"|"workflow"|"stale"|"budget","status":"<s>","latest":"<id>",
   "workflow":"<run's version>","budget":"<name>"} and nothing is written; or the conflict reply.
 errors: not_found (run), invalid. ]]

@@ -104,9 +104,9 @@ void call_release(call *c);
 
 /* Long waits (WaitRun, grpc Health/Watch, a CreateRun that waits for its run to end) may hold
  * at most half of the workers at once (none when there is only one), so callers that wait
- * never starve the ones that act. Returns the milliseconds this call may wait: want_ms when a slot is free (the
- * call holds it until call_wait_end or call_release), 0 when none is (the handler then answers
- * what is true now, as a wait that timed out would). */
+ * never starve the ones that act. Returns the milliseconds this call may wait: want_ms when a
+ * slot is free (the call holds it until call_wait_end or call_release), 0 when none is (the
+ * handler then answers what is true now, as a wait that timed out would). */
 int call_wait_begin(call *c, int want_ms);
 /* Gives the call's slot back (nothing when it holds none). */
 void call_wait_end(call *c);
