@@ -98,7 +98,8 @@ static int audit_entry_holds(const json_t *e, const char *run_id, bool *holds)
  * next is the entry of the following place when the page holds it (NULL otherwise): an event
  * that does not hold is an insertion when the event sealed for its place follows it. */
 static int audit_place(store *st, const json_t *e, const json_t *next, const char *run_id,
-                       uint64_t *head_seq, audit_hashes *verified, audit_result *out)
+                       uint64_t *head_seq, audit_hashes *verified, json_t *records,
+                       audit_result *out)
 {
     json_t *atj = json_object_get(e, "at");
     if (!json_is_integer(atj) || json_integer_value(atj) < 1)
@@ -184,9 +185,12 @@ static int audit_place(store *st, const json_t *e, const json_t *next, const cha
     }
     /* The event holds; the records its snapshot names (a snapshot blob, a delivery's facts
      * record, lineage records) must still be there and hash to their names, or its decision
-     * can no longer be replayed. */
+     * can no longer be replayed. A record shared by many events (one delivery facts record
+     * for every delivery with the same facts) is read once per audit (records). */
     const char *snapshot = audit_str(e, "snapshot");
-    if (*snapshot != '\0') {
+    char key[72];
+    bool keyed = evlog_snapshot_record(snapshot, key);
+    if (*snapshot != '\0' && !(keyed && json_object_get(records, key) != NULL)) {
         char *resolved = NULL, why[200];
         rc = evlog_snapshot_resolve(st, snapshot, &resolved, why, sizeof why);
         free(resolved);
@@ -195,6 +199,8 @@ static int audit_place(store *st, const json_t *e, const json_t *next, const cha
                               (unsigned long long)at, why);
         if (rc != STATUS_OK)
             return rc;
+        if (keyed && json_object_set_new(records, key, json_true()) != 0)
+            return STATUS_ENOMEM;
     }
     return audit_hashes_add(verified, stored) == STATUS_OK ? 0 : STATUS_ENOMEM;
 }
@@ -256,6 +262,9 @@ int audit_chain(store *st, const char *run_id, audit_result *out)
     out->intact = true;
     out->keyed = evlog_keyed();
     audit_hashes verified = {NULL, 0, 0};
+    json_t *records = json_object(); /* the snapshot records verified so far, by key */
+    if (records == NULL)
+        return STATUS_ENOMEM;
     json_t *first = NULL;
     uint64_t head_seq = 0, after = 0, upper = 0;
     int rc = STATUS_OK, found = 0;
@@ -286,7 +295,7 @@ int audit_chain(store *st, const char *run_id, audit_result *out)
             n++;
             after = (uint64_t)json_integer_value(json_object_get(e, "at"));
             found = audit_place(st, e, json_array_get(events, i + 1), run_id, &head_seq, &verified,
-                                out);
+                                records, out);
             if (found != 0)
                 break;
         }
@@ -304,6 +313,7 @@ int audit_chain(store *st, const char *run_id, audit_result *out)
                    run_id, &verified, out);
     json_decref(first);
     free(verified.items);
+    json_decref(records);
     if (rc != STATUS_OK)
         memset(out, 0, sizeof *out);
     return rc;

@@ -567,6 +567,21 @@ static int evlog_facts_resolve(store *st, char **text, char *why, size_t n)
     return rc;
 }
 
+bool evlog_snapshot_record(const char *snapshot, char key[72])
+{
+    key[0] = '\0';
+    if (snapshot == NULL)
+        return false;
+    size_t bl = strlen(EVLOG_BLOB_REF), fl = strlen(EVLOG_FACTS_REF), len = strlen(snapshot);
+    if (strncmp(snapshot, EVLOG_BLOB_REF, bl) == 0 && len == bl + 64 + 2 &&
+        digest_is_hex(snapshot + bl, 64))
+        snprintf(key, 72, "blob:%.64s", snapshot + bl);
+    else if (strncmp(snapshot, EVLOG_FACTS_REF, fl) == 0 && len > fl + 64 &&
+             digest_is_hex(snapshot + fl, 64) && snapshot[fl + 64] == '"')
+        snprintf(key, 72, "facts:%.64s", snapshot + fl);
+    return key[0] != '\0';
+}
+
 int evlog_snapshot_resolve(store *st, const char *snapshot, char **out, char *why, size_t n)
 {
     *out = NULL;

@@ -255,4 +255,9 @@ int evlog_interrupt_runs(store *st, json_t **ids);
  * the store's failure. */
 int evlog_snapshot_resolve(store *st, const char *snapshot, char **out, char *why, size_t n);
 
+/* The content-addressed record snapshot stands on, as key "blob:<sha256>" (a snapshot blob) or
+ * "facts:<sha256>" (a delivery's facts record); every snapshot naming the same key resolves
+ * from the same bytes. Returns false (key "") for a snapshot that names neither. */
+bool evlog_snapshot_record(const char *snapshot, char key[72]);
+
 #endif
