@@ -569,6 +569,24 @@ out:
     return rc;
 }
 
+/* The witness of a commit the conditional write refused (reply {"status":"refused","reason",
+ * "detail"}), into buf: "the conditional write was refused: <check>". The delivery budget is
+ * said in words: the run has used it up, so no send of the run commits any more. */
+static void refusal_witness(const json_t *reply, const char *run_id, char *buf, size_t n)
+{
+    const char *reason = json_string_value(json_object_get(reply, "reason"));
+    const char *detail = json_string_value(json_object_get(reply, "detail"));
+    const char *max = detail ? strstr(detail, " max_deliveries ") : NULL;
+    if (reason && strcmp(reason, "budget_deliveries") == 0 && max)
+        snprintf(buf, n,
+                 "the conditional write was refused: budget_deliveries: run %.64s has used up "
+                 "its max_deliveries budget of %.20s; nothing was delivered",
+                 run_id ? run_id : "", max + strlen(" max_deliveries "));
+    else
+        snprintf(buf, n, "the conditional write was refused: %s",
+                 reason ? reason : "unknown reason");
+}
+
 /* 3. Commit with retry: the conditional write on the database clock, up to DELIVER_ATTEMPTS
  * times. Each commit gets what remains of the call's deadline minus a reserve; a commit whose
  * outcome is unknown (sent, no reply) is followed by a lookup of the invocation on a fresh
@@ -638,8 +656,8 @@ static int send_commit(send_state *s, deliver_result *out)
          * is not known to have been: say so. */
         const char *reason = json_string_value(json_object_get(reply, "reason"));
         char buf[256];
-        snprintf(buf, sizeof buf, "the conditional write was refused: %s",
-                 reason ? reason : "unknown reason");
+        refusal_witness(reply, s->f.ctx.run_id, buf, sizeof buf);
+        snprintf(out->refused, sizeof out->refused, "%s", reason ? reason : "");
         guard_decision_free(&out->decision);
         if (maybe_landed)
             answer_effect_unknown(out, s->invocation_id);

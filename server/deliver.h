@@ -43,6 +43,11 @@ typedef struct {
     /* The human approval the send waits for or ended with (approval.h), or NULL: set, the
      * decision is UNKNOWN (pending, no effect yet) or DENY (denied, expired, refused). */
     json_t *approval;
+    /* The check charter_commit_delivery refused the commit with ("budget_deliveries",
+     * "grant_revoked", ...; queries/delivery.lua), "" when no commit was refused. Set, the
+     * decision is UNKNOWN and nothing was delivered. An executor ends a run whose commit was
+     * refused for "budget_deliveries" budget_exhausted (runner.c). */
+    char refused[32];
 } deliver_result;
 
 /* Attempts count of commit_delivery before giving up with GRAPH_ERROR. */

@@ -38,7 +38,7 @@ static void registry_err(char *err, size_t errlen, const char *fmt, const char *
         snprintf(err, errlen, fmt, arg != NULL ? arg : "");
 }
 
-static bool registry_is_version(const char *s)
+bool registry_is_version(const char *s)
 {
     if (s == NULL || strlen(s) != 64)
         return false;
@@ -208,12 +208,14 @@ int registry_apply(store *st, const char *definition, size_t len, json_t **info,
     return registry_install(st, wf, info, NULL, err, errlen);
 }
 
-int registry_get(store *st, const char *ref, const workflow **out)
+/* registry_get and registry_held: cached_ok lets a version this process has loaded answer
+ * without asking the graph. */
+static int registry_lookup(store *st, const char *ref, bool cached_ok, const workflow **out)
 {
     *out = NULL;
     if (ref == NULL || *ref == '\0' || strlen(ref) > 128)
         return STATUS_EINVAL;
-    if (registry_is_version(ref) && (*out = registry_find(ref)) != NULL)
+    if (cached_ok && registry_is_version(ref) && (*out = registry_find(ref)) != NULL)
         return STATUS_OK;
     const char *args[1] = {ref};
     json_t *reply = NULL;
@@ -255,6 +257,16 @@ int registry_get(store *st, const char *ref, const workflow **out)
         return STATUS_EPROTO;
     }
     return registry_keep(wf, out);
+}
+
+int registry_get(store *st, const char *ref, const workflow **out)
+{
+    return registry_lookup(st, ref, true, out);
+}
+
+int registry_held(store *st, const char *ref, const workflow **out)
+{
+    return registry_lookup(st, ref, false, out);
 }
 
 int registry_run_workflow(store *st, const char *run_id, const workflow **out)

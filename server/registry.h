@@ -12,6 +12,7 @@
 #define CHARTER_REGISTRY_H
 
 #include <jansson.h>
+#include <stdbool.h>
 #include <stddef.h>
 
 #include "guard.h"
@@ -39,12 +40,22 @@ int registry_install(store *st, workflow *wf, json_t **info, const workflow **ou
 int registry_apply(store *st, const char *definition, size_t len, json_t **info, char *err,
                    size_t errlen);
 
+/* Whether s is spelled as a workflow version: 64 lowercase hex digits. */
+bool registry_is_version(const char *s);
+
 /* The workflow ref names: a version (64 lowercase hex digits) or a name (the latest version
  * applied under it). Loaded from the graph the first time; the stored bytes must hash to the
  * version. Returns STATUS_OK and *out (kept until registry_shutdown), STATUS_ENOTFOUND,
  * STATUS_EINVAL (ref is neither), STATUS_EPROTO (the stored definition is not valid or not the
  * version it is stored as), STATUS_EUNAVAILABLE, STATUS_ENOMEM. */
 int registry_get(store *st, const char *ref, const workflow **out);
+
+/* As registry_get, but the graph of st is always asked, even for a version this process has
+ * loaded already (for another graph, or before): STATUS_ENOTFOUND means st's graph holds no
+ * such workflow. A process serves many graphs (tenants), and a workflow applied to one is not
+ * in another; a run may only pin a version its own graph holds (CreateRun). Costs one call
+ * (charter_get_workflow, whose reply carries the definition). */
+int registry_held(store *st, const char *ref, const workflow **out);
 
 /* The workflow run run_id follows (the version stored on the run). Returns as registry_get;
  * STATUS_ENOTFOUND for an unknown run too. */

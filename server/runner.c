@@ -517,6 +517,11 @@ static bool step_deliver(step_state *s)
         memset(&dr.decision, 0, sizeof dr.decision);
         if (s->x && s->d->outcome == GUARD_ALLOW)
             s->x->deliveries++;
+        /* The commit itself found the run's delivery budget used up (deliveries made outside
+         * this executor's count: another recovery, Gate calls, a resumed run): that ends the
+         * run budget_exhausted, as the executor's own check does, recoveries included. */
+        if (s->x && strcmp(dr.refused, "budget_deliveries") == 0)
+            exec_stop(s->x, "budget_exhausted", "max_deliveries");
     }
     deliver_result_free(&dr);
     return s->d->outcome == GUARD_ALLOW;
@@ -596,17 +601,22 @@ static void finish(const gate_env *g, const char *run_id, const char *from, step
 }
 
 /* Ends a run the executor had to stop: cancelled (with the reason) or budget_exhausted (with
- * the budget), naming the step it was in and the counters. A run whose lease was lost is left
- * to whoever reaped the lease (it is marked interrupted there). */
+ * the budget), naming the step it was in and the counters. A recovery counts nothing (its
+ * counters are the run's, left as they were), so it names none. A run whose lease was lost is
+ * left to whoever reaped the lease (it is marked interrupted there). */
 static void finish_stopped(const gate_env *g, const char *run_id, exec_state *x)
 {
     if (strcmp(x->stop, "lost") == 0)
         return;
-    json_t *detail = json_pack(
-        "{s:s, s:s, s:s, s:I, s:I, s:I, s:I}", "step", x->step ? x->step : "",
-        strcmp(x->stop, "budget_exhausted") == 0 ? "budget" : "reason", x->reason, "by", "executor",
-        "steps", (json_int_t)x->steps, "model_calls", (json_int_t)x->model_calls, "deliveries",
-        (json_int_t)x->deliveries, "wall_clock_ms", (json_int_t)ms_since(&x->t0));
+    const char *why = strcmp(x->stop, "budget_exhausted") == 0 ? "budget" : "reason";
+    json_t *detail =
+        x->recovery
+            ? json_pack("{s:s, s:s, s:s}", "step", x->step ? x->step : "", why, x->reason, "by",
+                        "executor")
+            : json_pack("{s:s, s:s, s:s, s:I, s:I, s:I, s:I}", "step", x->step ? x->step : "", why,
+                        x->reason, "by", "executor", "steps", (json_int_t)x->steps, "model_calls",
+                        (json_int_t)x->model_calls, "deliveries", (json_int_t)x->deliveries,
+                        "wall_clock_ms", (json_int_t)ms_since(&x->t0));
     char *text = detail ? json_dumps(detail, JSON_COMPACT) : NULL;
     json_decref(detail);
     int rc = transition(g, run_id, x->from, x->stop, text ? text : "", NULL);

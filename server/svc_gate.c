@@ -252,6 +252,16 @@ static int open_step(call *c, const ProtobufCMessage *in, ProtobufCMessage **out
             }
         }
         rc = gate_open_step(&g, req->run_id, req->step, &ctx);
+        /* The run was found above, and runs are never deleted: what the graph lacks is the
+         * step's actor, so the run's workflow was never applied to this tenant (a run created
+         * before CreateRun checked that). Never reported as a missing run. */
+        if (rc == STATUS_ENOTFOUND)
+            return call_fail(c, RPC_FAILED_PRECONDITION,
+                             "tenant %.64s does not hold actor %.64s of step %.64s: run %.64s "
+                             "follows workflow %.64s (version %.12s), which was not applied to "
+                             "it; apply it with `charter workflow apply FILE`",
+                             c->tenant, ws->cap.actor, ws->cap.step, req->run_id, wf->name,
+                             wf->version);
         if (rc != STATUS_OK)
             return call_fail_status_id(c, rc, "run", req->run_id);
     }

@@ -169,6 +169,35 @@ static int wait_budget_ms(const call *c, uint32_t asked)
     return room < 0 ? 0 : (want < room ? want : room);
 }
 
+/* The workflow a new run pins for good (applying another one later never changes it): the one
+ * ref names, else charterd's startup workflow. Either must be held by the call's graph: every
+ * step of the run finds its actors, grants and resources there, and a tenant holds only what
+ * was applied to it (the startup workflow is applied to the default graph alone). A run that
+ * could not be driven is never created: NOT_FOUND for a workflow the call names, and
+ * FAILED_PRECONDITION for the startup one it implies, each saying what to apply. */
+static int run_workflow_of(call *c, const char *ref, const workflow **out)
+{
+    bool named = ref != NULL && *ref != '\0';
+    int rc = registry_held(c->st, named ? ref : c->env->wf->version, out);
+    if (rc == STATUS_ENOTFOUND && named) /* what the call names is not there */
+        return call_fail(c, RPC_NOT_FOUND,
+                         "tenant %.64s holds no workflow %s %.128s: apply one with `charter "
+                         "workflow apply FILE` first",
+                         c->tenant, registry_is_version(ref) ? "version" : "named", ref);
+    if (rc == STATUS_ENOTFOUND)
+        return call_fail(c, RPC_FAILED_PRECONDITION,
+                         "tenant %.64s holds no workflow named %.128s (charterd's startup "
+                         "workflow, version %.12s): apply it with `charter workflow apply FILE` "
+                         "first, or name one the tenant holds",
+                         c->tenant, c->env->wf->name, c->env->wf->version);
+    if (rc == STATUS_EINVAL)
+        return call_fail_statusf(c, rc,
+                                 "workflow: a version or a name, 1 to 128 of [A-Za-z0-9._-]");
+    if (rc != STATUS_OK)
+        return call_fail_status_id(c, rc, "workflow", named ? ref : c->env->wf->version);
+    return RPC_OK;
+}
+
 static int create_run(call *c, const ProtobufCMessage *in, ProtobufCMessage **out)
 {
     const Charter__V1__CreateRunRequest *req = (const Charter__V1__CreateRunRequest *)in;
@@ -186,19 +215,8 @@ static int create_run(call *c, const ProtobufCMessage *in, ProtobufCMessage **ou
     if ((rc = call_require_utf8(c, "task", req->task)) != RPC_OK)
         return rc;
     gate_env g = call_gate_env(c);
-    /* The run pins this version for good: applying another one later never changes it. */
-    if (req->workflow && *req->workflow) {
-        rc = registry_get(c->st, req->workflow, &g.wf);
-        if (rc == STATUS_ENOTFOUND)
-            return call_fail_statusf(
-                c, rc, "workflow %.128s is not applied to this graph (see ApplyWorkflow)",
-                req->workflow);
-        if (rc == STATUS_EINVAL)
-            return call_fail_statusf(c, rc,
-                                     "workflow: a version or a name, 1 to 128 of [A-Za-z0-9._-]");
-        if (rc != STATUS_OK)
-            return call_fail_status_id(c, rc, "workflow", req->workflow);
-    }
+    if ((rc = run_workflow_of(c, req->workflow, &g.wf)) != RPC_OK)
+        return rc;
     if (req->n_budget > 0 && strcmp(mode, "external") == 0)
         return call_fail(c, RPC_INVALID_ARGUMENT,
                          "budget: only scripted and live runs carry budgets");
@@ -271,11 +289,11 @@ static int cancel_run(call *c, const ProtobufCMessage *in, ProtobufCMessage **ou
     /* Nothing executes a created or queued run, one resting recoverable (blocked, error,
      * interrupted), nor a recovery still waiting for an executor: it is cancelled here, so no
      * recovery delivers afterwards. */
-    bool unclaimed = st && (strcmp(st, "created") == 0 || strcmp(st, "queued") == 0 ||
-                            strcmp(st, "blocked") == 0 || strcmp(st, "error") == 0 ||
-                            strcmp(st, "interrupted") == 0 ||
-                            (strcmp(st, "recovering") == 0 &&
-                             !json_is_true(json_object_get(j, "leased"))));
+    bool unclaimed =
+        st &&
+        (strcmp(st, "created") == 0 || strcmp(st, "queued") == 0 || strcmp(st, "blocked") == 0 ||
+         strcmp(st, "error") == 0 || strcmp(st, "interrupted") == 0 ||
+         (strcmp(st, "recovering") == 0 && !json_is_true(json_object_get(j, "leased"))));
     json_decref(j);
     if (unclaimed) {
         /* No executor holds it: cancelled here, in one call that also takes it off the queue.
@@ -350,9 +368,10 @@ static int list_runs(call *c, const ProtobufCMessage *in, ProtobufCMessage **out
 /* The decision of a recovery that ended, read back from the status_changed event that ended
  * it ("recovering -> <status>: {step, codes, witness}", runner.c finish) among events (those
  * after the claim): completed is ALLOW, blocked DENY, error UNKNOWN with the codes and the
- * witness the runner recorded; a recovery stopped (cancelled, interrupted) is UNKNOWN naming
- * how it ended. Returns STATUS_OK and *out (guard_decision_free), or
- * STATUS_ENOTFOUND when no such event is among events (the recovery has not ended). */
+ * witness the runner recorded; a recovery stopped (cancelled, interrupted, budget_exhausted)
+ * is UNKNOWN naming how it ended and why (the reason, or the budget). Returns STATUS_OK and *out
+ * (guard_decision_free), or STATUS_ENOTFOUND when no such event is among events (the recovery has
+ * not ended). */
 static int recovery_outcome(const json_t *events, guard_decision *out)
 {
     memset(out, 0, sizeof *out);
@@ -385,6 +404,8 @@ static int recovery_outcome(const json_t *events, guard_decision *out)
         out->outcome = GUARD_UNKNOWN;
     } else {
         const char *reason = json_string_value(json_object_get(j, "reason"));
+        if (reason == NULL) /* budget_exhausted names its budget */
+            reason = json_string_value(json_object_get(j, "budget"));
         snprintf(why, sizeof why,
                  "the recovery ended %.*s%s%.128s%s: the run's deliveries list what it delivered",
                  (int)strcspn(ended, ":"), ended, reason ? " (" : "", reason ? reason : "",

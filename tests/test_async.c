@@ -5,7 +5,8 @@
  * CreateRun queues a run and returns at once; an executor thread claims it with a lease and
  * WaitRun follows its events to the end. CancelRun stops a run during its model request (the
  * transfer is aborted) and between steps; each budget fires; a charterd killed mid-run loses
- * its lease and another charterd marks the run interrupted, after which RecoverRun works.
+ * its lease and another charterd marks the run interrupted, after which RecoverRun works. A
+ * recovery whose send the commit refuses for max_deliveries ends the run budget_exhausted.
  * RecoverRun queues the recovery for an executor the same way, and a recovery whose holder is
  * killed becomes interrupted when its lease lapses, recoverable again on another charterd.
  */
@@ -316,11 +317,18 @@ static void test_max_deliveries_fires_in_the_commit(void)
     Charter__V1__DeliverResponse *dr = NULL;
     CU_ASSERT_EQUAL_FATAL(charter_deliver(op, &dreq, &dr, &s), 0);
     CU_ASSERT_EQUAL(dr->decision->outcome, CHARTER__V1__OUTCOME__UNKNOWN);
-    CU_ASSERT_PTR_NOT_NULL(strstr(dr->decision->witness, "budget_deliveries"));
+    char want[256];
+    snprintf(want, sizeof want,
+             "the conditional write was refused: budget_deliveries: run %s has used up its "
+             "max_deliveries budget of 1; nothing was delivered",
+             v->run->id);
+    CU_ASSERT_STRING_EQUAL(dr->decision->witness, want);
     CU_ASSERT_PTR_NULL(dr->delivery);
     Charter__V1__RunView *after = get_run(op, v->run->id);
     CU_ASSERT_PTR_NOT_NULL_FATAL(after);
     CU_ASSERT_EQUAL(after->n_deliveries, 1);
+    /* A Gate call changes no run's status: the run rests blocked. */
+    CU_ASSERT_STRING_EQUAL(after->run->status, "blocked");
     charter__v1__run_view__free_unpacked(after, NULL);
     charter__v1__deliver_response__free_unpacked(dr, NULL);
     charter__v1__step_context__free_unpacked(ctx, NULL);
@@ -606,6 +614,156 @@ static bool await_status(charter_client *c, const char *id, const char *want, in
         nng_msleep(100);
     }
     return false;
+}
+
+/* ---- max_deliveries met by a recovery --------------------------------------------------- */
+
+/* deploy/workflows/<name>.json applied to the suite's graph. */
+static int apply_file(const char *name)
+{
+    char path[512];
+    snprintf(path, sizeof path, "%s/deploy/workflows/%s.json", CHARTER_SOURCE_DIR, name);
+    FILE *f = fopen(path, "rb");
+    if (f == NULL)
+        return -1;
+    static char def[256 * 1024];
+    size_t n = fread(def, 1, sizeof def, f);
+    fclose(f);
+    Charter__V1__ApplyWorkflowRequest req = CHARTER__V1__APPLY_WORKFLOW_REQUEST__INIT;
+    req.definition.data = (uint8_t *)def;
+    req.definition.len = n;
+    Charter__V1__WorkflowInfo *info = NULL;
+    charter_status s;
+    int rc = charter_apply_workflow(op, &req, &info, &s);
+    if (info != NULL)
+        charter__v1__workflow_info__free_unpacked(info, NULL);
+    return rc;
+}
+
+/* A scripted run of workflow with max_deliveries 1, followed to its end (async: CreateRun
+ * returns at once and WaitRun follows it); the ended run, or NULL. */
+static Charter__V1__RunView *run_max_deliveries_1(const char *workflow, bool async)
+{
+    Charter__V1__CreateRunRequest req = CHARTER__V1__CREATE_RUN_REQUEST__INIT;
+    Charter__V1__CreateRunRequest__BudgetEntry e, *ep = &e;
+    charter__v1__create_run_request__budget_entry__init(&e);
+    e.key = "max_deliveries";
+    e.value = 1;
+    req.mode = "scripted";
+    req.workflow = (char *)workflow;
+    req.async = async;
+    req.n_budget = 1;
+    req.budget = &ep;
+    Charter__V1__RunView *v = NULL;
+    charter_status s;
+    if (charter_create_run(op, &req, &v, &s) != 0) {
+        fprintf(stderr, "\n  CreateRun: %d %s\n", s.code, s.message);
+        return NULL;
+    }
+    if (!async)
+        return v;
+    char id[80], detail[1024];
+    snprintf(id, sizeof id, "%s", v->run->id);
+    charter__v1__run_view__free_unpacked(v, NULL);
+    long calls = 0;
+    return follow(op, id, 20000, detail, sizeof detail, &calls) > 0 ? get_run(op, id) : NULL;
+}
+
+/* The run id after a recovery that met its max_deliveries budget of 1 in the commit: ended
+ * budget_exhausted by the recovery naming the budget and its step, the recovery's send
+ * refused UNKNOWN with the budget in words, the one delivery of the run only; and it does not
+ * recover again. */
+static void assert_ended_by_max_deliveries(const char *id, const char *step)
+{
+    Charter__V1__RunView *v = get_run(op, id);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(v);
+    CU_ASSERT_STRING_EQUAL(v->run->status, "budget_exhausted");
+    CU_ASSERT_EQUAL(v->n_deliveries, 1);
+    CU_ASSERT_EQUAL(v->run->max_deliveries, 1);
+    CU_ASSERT_FATAL(v->n_events > 0);
+    const Charter__V1__Event *last = v->events[v->n_events - 1];
+    char want[256];
+    CU_ASSERT_STRING_EQUAL(last->kind, "status_changed");
+    snprintf(want, sizeof want,
+             "recovering -> budget_exhausted: {\"step\":\"%s\",\"budget\":\"max_deliveries\","
+             "\"by\":\"executor\"}",
+             step);
+    CU_ASSERT_PTR_NOT_NULL(strstr(last->detail, want));
+    size_t refused = 0;
+    snprintf(want, sizeof want,
+             "the conditional write was refused: budget_deliveries: run %s has used up its "
+             "max_deliveries budget of 1; nothing was delivered",
+             id);
+    for (size_t i = 0; i < v->n_events; i++) {
+        const Charter__V1__Event *e = v->events[i];
+        if (strcmp(e->kind, "delivery_decided") != 0 || e->outcome != CHARTER__V1__OUTCOME__UNKNOWN)
+            continue;
+        refused++;
+        CU_ASSERT_STRING_EQUAL(e->witness, want);
+    }
+    CU_ASSERT_EQUAL(refused, 1);
+    charter__v1__run_view__free_unpacked(v, NULL);
+    int code = 0;
+    CU_ASSERT_PTR_NULL(recover(op, id, false, &code));
+    CU_ASSERT_EQUAL(code, CHARTER_FAILED_PRECONDITION);
+}
+
+/* max_deliveries 1 on a workflow with two sends (procurement: the CFO, then the public report;
+ * support: billing, then the customer). The run delivers once and blocks at its poisoned
+ * handoff, as it does without a budget. RecoverRun's recovery then sends, and the commit
+ * refuses it for the budget: the recovery ends the run budget_exhausted naming max_deliveries
+ * (not error, not GRAPH_ERROR), with nothing more delivered. */
+static void test_max_deliveries_ends_a_recovery_budget_exhausted_delivering_nothing_more(void)
+{
+    CU_ASSERT_EQUAL_FATAL(apply_file("support"), 0);
+    const struct {
+        const char *workflow, *first, *recovery_step;
+    } cases[] = {{"procurement", "cfo", "report"}, {"support", "billing", "reply"}};
+    for (size_t i = 0; i < 2; i++) {
+        Charter__V1__RunView *v = run_max_deliveries_1(cases[i].workflow, false);
+        CU_ASSERT_PTR_NOT_NULL_FATAL(v);
+        CU_ASSERT_STRING_EQUAL(v->run->status, "blocked");
+        CU_ASSERT_EQUAL_FATAL(v->n_deliveries, 1);
+        CU_ASSERT_STRING_EQUAL(v->deliveries[0]->recipient, cases[i].first);
+        char id[80];
+        snprintf(id, sizeof id, "%s", v->run->id);
+        charter__v1__run_view__free_unpacked(v, NULL);
+        int code = -1;
+        Charter__V1__RecoverRunResponse *r = recover(op, id, false, &code);
+        CU_ASSERT_PTR_NOT_NULL_FATAL(r);
+        CU_ASSERT_STRING_EQUAL(r->run->status, "budget_exhausted");
+        CU_ASSERT_EQUAL(r->n_deliveries, 1);
+        CU_ASSERT_PTR_NOT_NULL_FATAL(r->decision);
+        CU_ASSERT_EQUAL(r->decision->outcome, CHARTER__V1__OUTCOME__UNKNOWN);
+        CU_ASSERT_EQUAL(r->decision->n_codes, 0);
+        CU_ASSERT_STRING_EQUAL(r->decision->witness,
+                               "the recovery ended budget_exhausted (max_deliveries): the run's "
+                               "deliveries list what it delivered");
+        charter__v1__recover_run_response__free_unpacked(r, NULL);
+        assert_ended_by_max_deliveries(id, cases[i].recovery_step);
+    }
+}
+
+/* The same through the asynchronous calls: CreateRun async and WaitRun, RecoverRun async and
+ * WaitRun. */
+static void test_max_deliveries_ends_an_async_recovery_budget_exhausted(void)
+{
+    Charter__V1__RunView *v = run_max_deliveries_1("procurement", true);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(v);
+    CU_ASSERT_STRING_EQUAL(v->run->status, "blocked");
+    CU_ASSERT_EQUAL(v->n_deliveries, 1);
+    char id[80], detail[1024] = "";
+    snprintf(id, sizeof id, "%s", v->run->id);
+    charter__v1__run_view__free_unpacked(v, NULL);
+    int code = -1;
+    Charter__V1__RecoverRunResponse *r = recover(op, id, true, &code);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(r);
+    CU_ASSERT_TRUE(r->decision == NULL); /* async: WaitRun shows how it ends */
+    charter__v1__recover_run_response__free_unpacked(r, NULL);
+    long calls = 0;
+    CU_ASSERT_TRUE(follow(op, id, 20000, detail, sizeof detail, &calls) > 0);
+    CU_ASSERT_PTR_NOT_NULL(strstr(detail, "recovering -> budget_exhausted"));
+    assert_ended_by_max_deliveries(id, "report");
 }
 
 static void test_recover_run_queues_the_recovery_on_an_executor_and_returns_at_once(void)
@@ -949,6 +1107,10 @@ int main(void)
                 test_cancelling_a_blocked_run_ends_it_and_no_recovery_delivers);
     CU_add_test(s, "GetRun without content, or for one artifact",
                 test_get_run_without_content_or_for_one_artifact);
+    CU_add_test(s, "max_deliveries ends a recovery budget_exhausted, delivering nothing more",
+                test_max_deliveries_ends_a_recovery_budget_exhausted_delivering_nothing_more);
+    CU_add_test(s, "max_deliveries ends an async recovery budget_exhausted",
+                test_max_deliveries_ends_an_async_recovery_budget_exhausted);
     CU_add_test(s, "RecoverRun queues the recovery on an executor and returns at once",
                 test_recover_run_queues_the_recovery_on_an_executor_and_returns_at_once);
     CU_add_test(s, "kill -9 of a recovery's holder: run interrupted, recoverable on another",

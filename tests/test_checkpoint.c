@@ -8,7 +8,8 @@
  * forged, altered, other-graph or other-version checkpoint is refused with its own message; a
  * charterd without a key refuses both calls; a charterd killed mid-run leaves an interrupted
  * run that another charterd resumes from its checkpoint to the end; a grant revoked between
- * checkpoint and resume stops the resumed run at the first gate it meets, with the witness.
+ * checkpoint and resume stops the resumed run at the first gate it meets, with the witness; a
+ * delivery budget used up after the checkpoint ends the resumed run budget_exhausted.
  */
 #include <CUnit/Basic.h>
 #include <fcntl.h>
@@ -744,6 +745,92 @@ static void test_budget_used_up_at_resume_time_stops_the_resumed_run_at_once(voi
     harness_graph_drop(g);
 }
 
+/* A send made through the Gate API while a resumed run waits on the queue uses up its
+ * max_deliveries budget of 1: the checkpoint counted no delivery (ResumeRun takes it) and the
+ * executor's own count lets analyze send, so the commit itself refuses analyze's send for the
+ * budget. The resumed run ends budget_exhausted naming max_deliveries and analyze (not error),
+ * and the Gate's send is the run's only delivery. */
+static void test_a_delivery_budget_used_up_after_the_checkpoint_ends_the_resumed_run(void)
+{
+    char g[64], id[80], msg[512], status[32];
+    harness_charterd y, z;
+    charter_client *cy = NULL, *cz = NULL;
+    Charter__V1__Checkpoint *k = interrupted_in_analyze("ckpt_deliveries", g, id, &y, &cy);
+    CU_ASSERT_EQUAL(k->deliveries, 0);
+    CU_ASSERT_EQUAL_FATAL(set_run_budget(g, id, "max_deliveries", "1"), 0);
+    CU_ASSERT_EQUAL_FATAL(resume(cy, k->token, msg, sizeof msg), 0);
+    CU_ASSERT_STRING_EQUAL(msg, "queued"); /* y executes nothing */
+    /* The Analyst's send to the CFO through the Gate, in a context of the run. */
+    charter_status s;
+    Charter__V1__OpenStepRequest os = CHARTER__V1__OPEN_STEP_REQUEST__INIT;
+    os.run_id = id;
+    os.step = "analyze";
+    Charter__V1__StepContext *ctx = NULL;
+    CU_ASSERT_EQUAL_FATAL(charter_open_step(cy, &os, &ctx, &s), 0);
+    Charter__V1__ReadSourceRequest rs = CHARTER__V1__READ_SOURCE_REQUEST__INIT;
+    rs.context_id = ctx->context_id;
+    rs.resource_id = "budget";
+    Charter__V1__ReadSourceResponse *src = NULL;
+    CU_ASSERT_EQUAL_FATAL(charter_read_source(cy, &rs, &src, &s), 0);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(src->artifact);
+    char *inputs[1] = {src->artifact->id};
+    Charter__V1__RecordOutputRequest ro = CHARTER__V1__RECORD_OUTPUT_REQUEST__INIT;
+    ro.context_id = ctx->context_id;
+    ro.input_ids = inputs;
+    ro.n_input_ids = 1;
+    ro.title = "Internal recommendation";
+    ro.content = "Recommendation under CEILING-48200.";
+    Charter__V1__RecordOutputResponse *rec = NULL;
+    CU_ASSERT_EQUAL_FATAL(charter_record_output(cy, &ro, &rec, &s), 0);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(rec->artifact);
+    Charter__V1__DeliverRequest dr = CHARTER__V1__DELIVER_REQUEST__INIT;
+    dr.context_id = ctx->context_id;
+    dr.payload_id = rec->artifact->id;
+    dr.recipient = "cfo";
+    dr.tool = "deliver_internal";
+    dr.invocation_id = "gate-send";
+    Charter__V1__DeliverResponse *del = NULL;
+    CU_ASSERT_EQUAL_FATAL(charter_deliver(cy, &dr, &del, &s), 0);
+    CU_ASSERT_EQUAL(del->decision->outcome, CHARTER__V1__OUTCOME__ALLOW);
+    charter__v1__deliver_response__free_unpacked(del, NULL);
+    charter__v1__record_output_response__free_unpacked(rec, NULL);
+    charter__v1__read_source_response__free_unpacked(src, NULL);
+    charter__v1__step_context__free_unpacked(ctx, NULL);
+
+    CU_ASSERT_EQUAL_FATAL(start(g, true, "1", &z, &cz), 0);
+    CU_ASSERT_TRUE(wait_for_status(cz, id, "completed,blocked,error,budget_exhausted,cancelled",
+                                   30000, status));
+    CU_ASSERT_STRING_EQUAL(status, "budget_exhausted");
+    Charter__V1__RunView *v = get_run(cz, id);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(v);
+    CU_ASSERT_EQUAL_FATAL(v->n_deliveries, 1);
+    CU_ASSERT_STRING_EQUAL(v->deliveries[0]->invocation_id, "gate-send");
+    char want[256];
+    snprintf(want, sizeof want,
+             "the conditional write was refused: budget_deliveries: run %s has used up its "
+             "max_deliveries budget of 1; nothing was delivered",
+             id);
+    size_t refused = 0;
+    for (size_t i = 0; i < v->n_events; i++)
+        if (strcmp(v->events[i]->kind, "delivery_decided") == 0 &&
+            v->events[i]->outcome == CHARTER__V1__OUTCOME__UNKNOWN) {
+            refused++;
+            CU_ASSERT_STRING_EQUAL(v->events[i]->witness, want);
+        }
+    CU_ASSERT_EQUAL(refused, 1);
+    const char *last = v->events[v->n_events - 1]->detail;
+    CU_ASSERT_PTR_NOT_NULL(strstr(last, "running -> budget_exhausted"));
+    CU_ASSERT_PTR_NOT_NULL(strstr(last, "\"budget\":\"max_deliveries\""));
+    CU_ASSERT_PTR_NOT_NULL(strstr(last, "\"step\":\"analyze\""));
+    charter__v1__run_view__free_unpacked(v, NULL);
+    charter__v1__checkpoint__free_unpacked(k, NULL);
+    charter_client_close(cy);
+    charter_client_close(cz);
+    CU_ASSERT_EQUAL(harness_charterd_stop(&y), 0);
+    CU_ASSERT_EQUAL(harness_charterd_stop(&z), 0);
+    harness_graph_drop(g);
+}
+
 static void test_a_model_request_sent_after_the_checkpoint_counts_against_the_budget(void)
 {
     char g[64], id[80], msg[512];
@@ -965,6 +1052,8 @@ int main(void)
                 test_revocation_between_checkpoint_and_resume_stops_at_the_first_gate);
     CU_add_test(s, "a budget used up at resume time stops the resumed run at once",
                 test_budget_used_up_at_resume_time_stops_the_resumed_run_at_once);
+    CU_add_test(s, "a delivery budget used up after the checkpoint ends the resumed run",
+                test_a_delivery_budget_used_up_after_the_checkpoint_ends_the_resumed_run);
     CU_add_test(s, "a model request sent after the checkpoint counts against the budget",
                 test_a_model_request_sent_after_the_checkpoint_counts_against_the_budget);
     CU_add_test(s, "budget ceilings narrow down the grant chain and bound the run",

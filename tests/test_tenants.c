@@ -4,7 +4,9 @@
  * tenant are each refused with their own status and write nothing; nothing of tenant A is read
  * or written through tenant B's credential, whatever ids B crafts (checked through every
  * method that takes an id, with a digest of A's graph); each quota fires and names itself;
- * an executor thread runs a tenant's queued run.
+ * an executor thread runs a tenant's queued run; a tenant holding no workflow refuses a run at
+ * creation saying what to apply, and a run whose workflow its tenant lacks is never reported
+ * as a missing run.
  *
  * Tenant names carry the process id: the registry (charter:{_tenants}) is shared by every
  * test program on the same Redis.
@@ -27,8 +29,8 @@
 #define ADMIN_TOKEN "test-admin-token-8d2b6f41c9e07a35"
 
 static char graph[64];
-static char tenant_a[64], tenant_b[64], tenant_q[64], tenant_r[64];
-static char secret_a[128], secret_b[128], secret_q[128], secret_r[128];
+static char tenant_a[64], tenant_b[64], tenant_q[64], tenant_r[64], tenant_w[64];
+static char secret_a[128], secret_b[128], secret_q[128], secret_r[128], secret_w[128];
 static harness_charterd daemon_;
 static charter_client *admin, *op;
 static char *workflow_def;
@@ -124,10 +126,11 @@ static int suite_init(void)
     snprintf(tenant_b, sizeof tenant_b, "tb_%d", (int)getpid());
     snprintf(tenant_q, sizeof tenant_q, "tq_%d", (int)getpid());
     snprintf(tenant_r, sizeof tenant_r, "tr_%d", (int)getpid());
-    const char *names[] = {tenant_a, tenant_b, tenant_q, tenant_r};
-    for (size_t i = 0; i < 4; i++)
+    snprintf(tenant_w, sizeof tenant_w, "tw_%d", (int)getpid());
+    const char *names[] = {tenant_a, tenant_b, tenant_q, tenant_r, tenant_w};
+    for (size_t i = 0; i < 5; i++)
         harness_graph_drop(names[i]);
-    registry_forget(names, 4);
+    registry_forget(names, 5);
     store *st = harness_store_open(graph);
     store_close(st);
     char path[512];
@@ -160,10 +163,10 @@ static int suite_clean(void)
     charter_client_close(admin);
     charter_client_close(op);
     int rc = harness_charterd_stop(&daemon_);
-    const char *names[] = {tenant_a, tenant_b, tenant_q, tenant_r};
-    for (size_t i = 0; i < 4; i++)
+    const char *names[] = {tenant_a, tenant_b, tenant_q, tenant_r, tenant_w};
+    for (size_t i = 0; i < 5; i++)
         harness_graph_drop(names[i]);
-    registry_forget(names, 4);
+    registry_forget(names, 5);
     harness_graph_drop(graph);
     free(workflow_def);
     unlink(key_path);
@@ -510,6 +513,146 @@ static void test_an_executor_runs_a_tenants_scripted_run(void)
     charter_client_close(a);
 }
 
+/* --- runs of a tenant that holds no workflow --------------------------------------------- */
+
+/* CreateRun through c with mode and workflow (NULL: none): 0, or -code with st's message. */
+static int create_run_of(charter_client *c, const char *mode, const char *workflow, char run[129],
+                         charter_status *st)
+{
+    Charter__V1__CreateRunRequest cr = CHARTER__V1__CREATE_RUN_REQUEST__INIT;
+    cr.mode = (char *)mode;
+    cr.workflow = (char *)workflow;
+    Charter__V1__RunView *v = NULL;
+    int rc = charter_create_run(c, &cr, &v, st);
+    if (rc == 0) {
+        snprintf(run, 129, "%s", v->run->id);
+        charter__v1__run_view__free_unpacked(v, NULL);
+    }
+    return rc;
+}
+
+/* The version of the startup workflow (the built-in procurement one), as the default graph
+ * holds it, into version. */
+static int startup_version(char version[65])
+{
+    Charter__V1__GetWorkflowRequest rq = CHARTER__V1__GET_WORKFLOW_REQUEST__INIT;
+    rq.workflow = "procurement";
+    Charter__V1__WorkflowDefinition *d = NULL;
+    charter_status st;
+    if (charter_get_workflow(op, &rq, &d, &st) != 0)
+        return -1;
+    snprintf(version, 65, "%s", d->info->version);
+    charter__v1__workflow_definition__free_unpacked(d, NULL);
+    return strlen(version) == 64 ? 0 : -1;
+}
+
+/* A new tenant holds no workflow, not even charterd's startup one (applied to the default
+ * graph only): a run of it could not be driven (its steps' actors, grants and resources are
+ * not in the tenant's graph), so CreateRun refuses it, names what is missing and says how to
+ * apply it, and writes nothing: FAILED_PRECONDITION when no workflow is named (the startup
+ * one is implied), NOT_FOUND for one the call names. A version this charterd has loaded for
+ * another graph is not the tenant's either. */
+static void test_a_tenant_holding_no_workflow_refuses_a_run_saying_to_apply_one(void)
+{
+    CU_ASSERT_EQUAL_FATAL(create_tenant(tenant_w, 0, 0, 0, secret_w, sizeof secret_w), 0);
+    charter_client *w = client_for(secret_w, NULL);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(w);
+    char version[65], before[65], after[65], run[129], want[512];
+    CU_ASSERT_EQUAL_FATAL(startup_version(version), 0);
+    CU_ASSERT_EQUAL_FATAL(harness_graph_digest(tenant_w, before), 0);
+    charter_status st;
+    /* No workflow named: the startup workflow, which the tenant does not hold. */
+    snprintf(want, sizeof want,
+             "tenant %s holds no workflow named procurement (charterd's startup workflow, "
+             "version %.12s): apply it with `charter workflow apply FILE` first, or name one the "
+             "tenant holds",
+             tenant_w, version);
+    const char *modes[] = {"external", "scripted"};
+    for (size_t i = 0; i < 2; i++) {
+        CU_ASSERT_EQUAL(create_run_of(w, modes[i], NULL, run, &st), -CHARTER_FAILED_PRECONDITION);
+        CU_ASSERT_STRING_EQUAL(st.message, want);
+    }
+    /* Named, by name or by the version charterd runs the default graph with, or unknown. */
+    const char *named[][2] = {
+        {"procurement", "named procurement"}, {version, NULL}, {"nosuch", "named nosuch"}};
+    for (size_t i = 0; i < 3; i++) {
+        char what[128];
+        snprintf(what, sizeof what, "%s", named[i][1] ? named[i][1] : "");
+        if (named[i][1] == NULL)
+            snprintf(what, sizeof what, "version %s", version);
+        snprintf(want, sizeof want,
+                 "tenant %s holds no workflow %s: apply one with `charter workflow apply FILE` "
+                 "first",
+                 tenant_w, what);
+        CU_ASSERT_EQUAL(create_run_of(w, "external", named[i][0], run, &st), -CHARTER_NOT_FOUND);
+        CU_ASSERT_STRING_EQUAL(st.message, want);
+    }
+    CU_ASSERT_EQUAL(harness_graph_digest(tenant_w, after), 0);
+    CU_ASSERT_STRING_EQUAL(before, after);
+    /* The default graph holds its startup workflow: a run of it is created as ever, and a
+     * workflow it does not hold is refused the same way. */
+    CU_ASSERT_EQUAL(create_run_of(op, "external", NULL, run, &st), 0);
+    snprintf(want, sizeof want,
+             "tenant %s holds no workflow named nosuch: apply one with `charter workflow apply "
+             "FILE` first",
+             graph);
+    CU_ASSERT_EQUAL(create_run_of(op, "external", "nosuch", run, &st), -CHARTER_NOT_FOUND);
+    CU_ASSERT_STRING_EQUAL(st.message, want);
+    charter_client_close(w);
+}
+
+/* A run that names a workflow its tenant does not hold (as CreateRun made them before it
+ * checked: written here as such a run is stored) exists: GetRun finds it, and OpenStep says
+ * the tenant lacks the step's actor because the workflow was never applied to it, never that
+ * the run is not found. Once the tenant applies the workflow, as its README example does
+ * first, a new run without a workflow named is created and driven. */
+static void test_open_step_says_the_tenant_lacks_the_workflow_not_that_the_run_is_missing(void)
+{
+    CU_ASSERT_FATAL(secret_w[0] != '\0');
+    charter_client *w = client_for(secret_w, NULL);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(w);
+    char version[65];
+    CU_ASSERT_EQUAL_FATAL(startup_version(version), 0);
+    const char *args[2] = {"r00000000000000aa", version};
+    CU_ASSERT_EQUAL_FATAL(
+        harness_graph_eval(tenant_w,
+                           "redis.call('HSET', KEYS[1] .. ':run:' .. ARGV[1], 'id', ARGV[1], "
+                           "'task', 'earlier run', 'mode', 'external', 'status', 'created', "
+                           "'seq', 0, 'workflow', ARGV[2], 'created_at', "
+                           "'2026-01-01T00:00:00.000Z') "
+                           "redis.call('ZADD', KEYS[1] .. ':runs', 1, ARGV[1]) return 1",
+                           args, 2, NULL),
+        0);
+    charter_status st;
+    Charter__V1__GetRunRequest gr = CHARTER__V1__GET_RUN_REQUEST__INIT;
+    gr.run_id = "r00000000000000aa";
+    Charter__V1__RunView *v = NULL;
+    CU_ASSERT_EQUAL_FATAL(charter_get_run(w, &gr, &v, &st), 0);
+    charter__v1__run_view__free_unpacked(v, NULL);
+    Charter__V1__OpenStepRequest os = CHARTER__V1__OPEN_STEP_REQUEST__INIT;
+    os.run_id = "r00000000000000aa";
+    os.step = "research";
+    Charter__V1__StepContext *ctx = NULL;
+    char want[512];
+    snprintf(want, sizeof want,
+             "tenant %s does not hold actor researcher of step research: run r00000000000000aa "
+             "follows workflow procurement (version %.12s), which was not applied to it; apply "
+             "it with `charter workflow apply FILE`",
+             tenant_w, version);
+    CU_ASSERT_EQUAL(charter_open_step(w, &os, &ctx, &st), -CHARTER_FAILED_PRECONDITION);
+    CU_ASSERT_STRING_EQUAL(st.message, want);
+
+    /* charter workflow apply deploy/workflows/procurement.json, then charter run. */
+    CU_ASSERT_EQUAL_FATAL(apply_workflow(w), 0);
+    char run[129];
+    CU_ASSERT_EQUAL_FATAL(create_run_of(w, "external", NULL, run, &st), 0);
+    os.run_id = run;
+    CU_ASSERT_EQUAL_FATAL(charter_open_step(w, &os, &ctx, &st), 0);
+    CU_ASSERT_STRING_EQUAL(ctx->actor, "researcher");
+    charter__v1__step_context__free_unpacked(ctx, NULL);
+    charter_client_close(w);
+}
+
 int main(void)
 {
     if (CU_initialize_registry() != CUE_SUCCESS)
@@ -527,6 +670,10 @@ int main(void)
          test_tenant_b_finds_nothing_of_tenant_a_through_every_method},
         {"each quota fires and names itself", test_each_quota_fires_and_names_itself},
         {"an executor runs a tenant's scripted run", test_an_executor_runs_a_tenants_scripted_run},
+        {"a tenant holding no workflow refuses a run, saying to apply one",
+         test_a_tenant_holding_no_workflow_refuses_a_run_saying_to_apply_one},
+        {"OpenStep says the tenant lacks the workflow, not that the run is missing",
+         test_open_step_says_the_tenant_lacks_the_workflow_not_that_the_run_is_missing},
     };
     for (size_t i = 0; s && i < sizeof tests / sizeof tests[0]; i++)
         if (!CU_add_test(s, tests[i].name, tests[i].fn))
