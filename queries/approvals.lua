@@ -8,6 +8,18 @@
 -- decided_by, decided_at, reason, commit (JSON text), event (JSON text)), P:approvals (zset of
 -- ids by request time), P:run:<id>:approvals (set), P:approval_inv:<invocation> (the id).
 
+local approvals = {}
+do -- the file's scope: its locals end at the last line; what later files use is exported there
+local raise, check_id = validation.raise, validation.check_id
+local check_invocation, check_text = validation.check_invocation, validation.check_text
+local check_count, json_arg = validation.check_count, validation.json_arg
+local prefix = validation.prefix
+local now, hash, exists = graph.now, graph.hash, graph.exists
+local delivery_object, check_limit = graph.delivery_object, graph.check_limit
+local check_sealed, head_conflict = events.check_sealed, events.head_conflict
+local write_event = events.write_event
+local charter_commit_delivery = delivery.charter_commit_delivery
+
 -- Microseconds since the epoch of a database time "<seconds>.<6 digits>".
 local function micros_of(ts)
     local sec, usec = string.match(ts or '', '^(%d+)%.(%d%d%d%d%d%d)$')
@@ -285,4 +297,11 @@ local function charter_decide_approval(keys, args)
     end
     reason = why .. (detail ~= '' and (' ' .. detail) or '')
     return mark('refused', ev_refused, 3, {refusal = {reason = why, detail = detail}})
+end
+
+-- Exported: what later files and the registry use.
+approvals.charter_request_approval = charter_request_approval
+approvals.charter_get_approval = charter_get_approval
+approvals.charter_list_approvals = charter_list_approvals
+approvals.charter_decide_approval = charter_decide_approval
 end

@@ -1,5 +1,10 @@
 -- queries/blobs.lua - large snapshots stored once, by content (the event names them by SHA-256).
 
+local blobs = {}
+do -- the file's scope: its locals end at the last line; what later files use is exported there
+local raise, prefix, hex64 = validation.raise, validation.prefix, validation.hex64
+local exists = graph.exists
+
 --[[ charter_blob_exists
 keys: P. args: sha (64 lowercase hex digits).
 reply: {"exists":bool}: whether P:blob:<sha> is stored. errors: invalid. ]]
@@ -45,4 +50,10 @@ local function charter_get_blob(keys, args)
         return nil
     end
     return cjson.encode({text = v})
+end
+
+-- Exported: what later files and the registry use.
+blobs.charter_blob_exists = charter_blob_exists
+blobs.charter_put_blob = charter_put_blob
+blobs.charter_get_blob = charter_get_blob
 end

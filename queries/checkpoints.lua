@@ -4,6 +4,15 @@
 -- Resuming consumes a checkpoint exactly once across every charterd: the checkpoint's id joins
 -- P:checkpoints:consumed in the same call that moves the run from interrupted to queued.
 
+local checkpoints = {}
+do -- the file's scope: its locals end at the last line; what later files use is exported there
+local raise, check_id, check_text = validation.raise, validation.check_id, validation.check_text
+local check_count, json_arg = validation.check_count, validation.json_arg
+local prefix = validation.prefix
+local hash = graph.hash
+local check_sealed, head_conflict = events.check_sealed, events.head_conflict
+local write_event = events.write_event
+
 local CHECKPOINT_TOKEN_MAX = 1048576 -- a token is base64 of a small JSON cursor and a MAC
 
 --[[ charter_save_checkpoint
@@ -132,4 +141,10 @@ local function charter_resume_run(keys, args)
     redis.call('RPUSH', P .. ':runq', run_id)
     local seq = write_event(P, run_id, ev)
     return cjson.encode({ok = true, seq = seq})
+end
+
+-- Exported: what later files and the registry use.
+checkpoints.charter_save_checkpoint = charter_save_checkpoint
+checkpoints.charter_get_checkpoint = charter_get_checkpoint
+checkpoints.charter_resume_run = charter_resume_run
 end

@@ -2,6 +2,22 @@
 -- delivery, the facts the delivery gate decides from, and the one conditional write that
 -- re-checks every fact on the database's clock before committing (RULE-COMMIT-* in README.md).
 
+local delivery = {}
+do -- the file's scope: its locals end at the last line; what later files use is exported there
+local MAX_LIMIT, MAX_CHAIN = library.MAX_LIMIT, library.MAX_CHAIN
+local raise, present, check_id = validation.raise, validation.present, validation.check_id
+local check_invocation, check_text = validation.check_invocation, validation.check_text
+local check_id_list, check_count = validation.check_id_list, validation.check_count
+local json_arg, prefix, hex64 = validation.json_arg, validation.prefix, validation.hex64
+local now, hash, exists, decode_list = graph.now, graph.hash, graph.exists, graph.decode_list
+local encode_list, contains = graph.encode_list, graph.contains
+local delivery_object = graph.delivery_object
+local check_sealed, head_conflict = events.check_sealed, events.head_conflict
+local write_event = events.write_event
+local context_table = runs.context_table
+local ancestry_text = lineage.ancestry_text
+local chain_table = grants.chain_table
+
 --[[ charter_find_delivery
 keys: P. args: invocation_id.
 reply: the delivery {invocation_id,run_id,fingerprint,recipient,tool,payload_id,payload_hash,
@@ -299,4 +315,10 @@ local function charter_commit_delivery(keys, args)
         invocation_id = inv, run_id = run_id, fingerprint = fingerprint, recipient = recipient,
         tool = tool, payload_id = payload_id, payload_hash = payload_hash, content = content,
         grant_chain = chain, committed_at = ts, event_seq = ev.seq, evaluator = ev.evaluator}})
+end
+
+-- Exported: what later files and the registry use.
+delivery.charter_find_delivery = charter_find_delivery
+delivery.charter_delivery_facts = charter_delivery_facts
+delivery.charter_commit_delivery = charter_commit_delivery
 end

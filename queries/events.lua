@@ -2,6 +2,14 @@
 -- event is sealed on, the write itself, and reading the log back (one event, or a page for the
 -- audit walk). charterd computes every hash; nothing here hashes or checks one.
 
+local events = {}
+do -- the file's scope: its locals end at the last line; what later files use is exported there
+local raise, present, check_id = validation.raise, validation.present, validation.check_id
+local check_text, check_count = validation.check_text, validation.check_count
+local json_arg, prefix, hex64 = validation.json_arg, validation.prefix, validation.hex64
+local now, hash, members, exists = graph.now, graph.hash, graph.members, graph.exists
+local event_object = graph.event_object
+
 -- The snapshot: the JSON text charterd encoded with jansson (which emits UTF-8 only, with NUL
 -- escaped), often kilobytes. Only what that leaves to check is checked here, at memchr speed:
 -- a string without NUL. A byte-wise UTF-8 walk of it cost 40-70 us per delivery.
@@ -188,4 +196,14 @@ local function charter_audit_events(keys, args)
     return cjson.encode({run = {seq = head, head = h.head or '', status = h.status or '',
                                 receipt = h.receipt or nil},
                          upper = upper, events = events, deliveries = deliveries})
+end
+
+-- Exported: what later files and the registry use.
+events.check_sealed = check_sealed
+events.head_table = head_table
+events.head_conflict = head_conflict
+events.write_event = write_event
+events.charter_append_event = charter_append_event
+events.charter_get_event = charter_get_event
+events.charter_audit_events = charter_audit_events
 end

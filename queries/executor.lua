@@ -4,6 +4,14 @@
 -- holder died is found by any charterd (its lease lapsed) and marked interrupted. Cancellation
 -- requests and the run's budget counters travel with the renewal.
 
+local executor = {}
+do -- the file's scope: its locals end at the last line; what later files use is exported there
+local raise, check_id, check_text = validation.raise, validation.check_id, validation.check_text
+local check_count, json_arg = validation.check_count, validation.json_arg
+local prefix = validation.prefix
+local hash = graph.hash
+local charter_transition_run = runs.charter_transition_run
+
 local BUDGETS = {'max_wall_clock_ms', 'max_model_calls', 'max_steps', 'max_deliveries'}
 local COUNTERS = {'wall_clock_ms', 'model_calls', 'steps', 'deliveries'}
 
@@ -232,4 +240,16 @@ local function charter_list_leases(keys, args)
         end
     end
     return cjson.encode({leases = out})
+end
+
+-- Exported: what later files and the registry use.
+executor.charter_enqueue_run = charter_enqueue_run
+executor.charter_claim_run = charter_claim_run
+executor.charter_request_recovery = charter_request_recovery
+executor.charter_renew_lease = charter_renew_lease
+executor.charter_release_lease = charter_release_lease
+executor.charter_reap_leases = charter_reap_leases
+executor.charter_request_cancel = charter_request_cancel
+executor.charter_cancel_unclaimed = charter_cancel_unclaimed
+executor.charter_list_leases = charter_list_leases
 end

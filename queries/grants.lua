@@ -1,6 +1,13 @@
 -- queries/grants.lua - grants and the delegation chain: the upward walk the guard checks,
 -- revocation stamped with the database clock, and restoring revoked grants.
 
+local grants = {}
+do -- the file's scope: its locals end at the last line; what later files use is exported there
+local MAX_CHAIN = library.MAX_CHAIN
+local raise, check_id, prefix = validation.raise, validation.check_id, validation.prefix
+local now, hash, members, exists = graph.now, graph.hash, graph.members, graph.exists
+local grant_object = graph.grant_object
+
 --[[ charter_grant_chain
 keys: P. args: grant_id.
 reply: {"leaf":id,"grants":[{id,root,tools,recipients,resources,valid_from,valid_to,revoked_at,
@@ -84,4 +91,11 @@ local function charter_restore_grants(keys, args)
         end
     end
     return cjson.encode({restored = out})
+end
+
+-- Exported: what later files and the registry use.
+grants.chain_table = chain_table
+grants.charter_grant_chain = charter_grant_chain
+grants.charter_revoke_grant = charter_revoke_grant
+grants.charter_restore_grants = charter_restore_grants
 end

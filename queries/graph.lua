@@ -2,6 +2,17 @@
 -- the functions over the graph as a whole: version, clock, seeding the reference nodes, stats,
 -- the integrity mode, resources and recipients.
 
+local graph = {}
+do -- the file's scope: its locals end at the last line; what later files use is exported there
+local LIBRARY_VERSION, MAX_LIMIT = library.LIBRARY_VERSION, library.MAX_LIMIT
+local DEFAULT_LIMIT = library.DEFAULT_LIMIT
+local raise, check_id, check_text = validation.raise, validation.check_id, validation.check_text
+local check_id_list, check_object_list = validation.check_id_list, validation.check_object_list
+local check_count, check_bool = validation.check_count, validation.check_bool
+local CONF_NAMES, INTEGRITY_NAMES = validation.CONF_NAMES, validation.INTEGRITY_NAMES
+local check_label, check_time = validation.check_label, validation.check_time
+local json_arg, prefix, hex64 = validation.json_arg, validation.prefix, validation.hex64
+
 -- The database time as the stored string and as a number.
 local function now()
     local t = redis.call('TIME')
@@ -363,4 +374,27 @@ local function charter_get_recipient(keys, args)
         raise('not_found', 'recipient ' .. id .. ' not found')
     end
     return cjson.encode({id = id, clearance = tonumber(h.clearance)})
+end
+
+-- Exported: what later files and the registry use.
+graph.now = now
+graph.hash = hash
+graph.members = members
+graph.exists = exists
+graph.decode_list = decode_list
+graph.encode_list = encode_list
+graph.contains = contains
+graph.run_object = run_object
+graph.event_object = event_object
+graph.delivery_object = delivery_object
+graph.artifact_object = artifact_object
+graph.grant_object = grant_object
+graph.check_limit = check_limit
+graph.charter_version = charter_version
+graph.charter_time = charter_time
+graph.charter_seed = charter_seed
+graph.charter_graph_stats = charter_graph_stats
+graph.charter_integrity = charter_integrity
+graph.charter_get_resource = charter_get_resource
+graph.charter_get_recipient = charter_get_recipient
 end

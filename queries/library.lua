@@ -5,8 +5,12 @@ the graph.
 
 One Redis Functions library, built from one source per concern (queries/*.lua) concatenated in
 the order CHARTER_QUERY_SOURCES lists in CMakeLists.txt, this file first (it carries the
-library's name line) and registry.lua last. The files share one Lua chunk: a local defined in
-one is visible in every later one. Each function takes exactly one key, the graph prefix
+library's name line) and registry.lua last. Each file is its own scope: one top-level local,
+the file's module table, then a `do ... end` block holding everything else. A file takes what it
+uses from an earlier file by name at the head of its block (`local raise = validation.raise`) and
+exports at its foot what later files and the registry use, so the chunk's top level holds one
+local per file, far below Lua's 200 (tests/lua_scopes.sh checks it). Each function takes exactly
+one key, the graph prefix
 `charter:{G}` (P below), derives every other key of the graph from it (all share the hash tag
 {G}, so one cluster slot), runs atomically, and replies with one JSON text or nil. The key schema
 and the reply shapes are in queries/README.md.
@@ -29,6 +33,9 @@ Conventions every function follows:
 - Empty lists encode as {} (Redis's cjson has no empty-array marker); readers accept both.
 ]]
 
+local library = {}
+do -- the file's scope: its locals end at the last line; what later files use is exported there
+
 local LIBRARY_VERSION = '13'
 local MAX_LIMIT = 100000  -- upper bound of any limit argument
 local DEFAULT_LIMIT = 1000 -- a limit of 0 means this
@@ -38,3 +45,11 @@ local RUN_STATUSES = {
     completed = true, error = true, interrupted = true, queued = true, cancelled = true,
     budget_exhausted = true, pending_approval = true,
 }
+
+-- Exported: what later files and the registry use.
+library.LIBRARY_VERSION = LIBRARY_VERSION
+library.MAX_LIMIT = MAX_LIMIT
+library.DEFAULT_LIMIT = DEFAULT_LIMIT
+library.MAX_CHAIN = MAX_CHAIN
+library.RUN_STATUSES = RUN_STATUSES
+end

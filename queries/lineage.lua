@@ -1,6 +1,20 @@
 -- queries/lineage.lua - artifacts and their DERIVED_FROM lineage: creating an artifact with its
 -- edges and event, reading one, and the ancestry walk the input and delivery gates decide from.
 
+local lineage = {}
+do -- the file's scope: its locals end at the last line; what later files use is exported there
+local MAX_LIMIT = library.MAX_LIMIT
+local raise, present, check_id = validation.raise, validation.present, validation.check_id
+local check_text, check_id_list = validation.check_text, validation.check_id_list
+local check_count, check_bool = validation.check_count, validation.check_bool
+local check_label, json_arg = validation.check_label, validation.json_arg
+local prefix = validation.prefix
+local now, hash, members, exists = graph.now, graph.hash, graph.members, graph.exists
+local decode_list, encode_list = graph.decode_list, graph.encode_list
+local artifact_object = graph.artifact_object
+local check_sealed, head_conflict = events.check_sealed, events.head_conflict
+local write_event = events.write_event
+
 -- An artifact's facts as its lineage record holds them (refs aside): f is the HMGET of its nine
 -- fields in the walk's order, the edges are read here, a resource's fields through rescache
 -- (one read per resource per call). The walk and charter_create_artifact build records with
@@ -365,4 +379,12 @@ local function charter_lineage_state(keys, args)
         end
     end
     return {'state', tostring(n), table.concat(out, '\0')}
+end
+
+-- Exported: what later files and the registry use.
+lineage.charter_create_artifact = charter_create_artifact
+lineage.charter_get_artifact = charter_get_artifact
+lineage.ancestry_text = ancestry_text
+lineage.charter_ancestry = charter_ancestry
+lineage.charter_lineage_state = charter_lineage_state
 end

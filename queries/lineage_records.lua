@@ -2,6 +2,11 @@
 -- facts as an ancestry walk read them, named by their SHA-1 (the hash the function engine
 -- offers), so a decision's snapshot names its whole ancestry with one record's name.
 
+local lineage_records = {}
+do -- the file's scope: its locals end at the last line; what later files use is exported there
+local MAX_LIMIT = library.MAX_LIMIT
+local raise, check_count, prefix = validation.raise, validation.check_count, validation.prefix
+
 --[[ charter_put_lineage
 keys: P. args: sha1, record, sha1, record, ... (pairs; the "new" of a charter_ancestry reply).
 reply: {"stored":n}: each record is stored under P:lineage:<sha1> unless one is there already
@@ -89,6 +94,8 @@ local function charter_lineage_get(keys, args)
     return cjson.encode({records = records})
 end
 
-register('charter_put_lineage', charter_put_lineage, false)
-register('charter_lineage_records', charter_lineage_records, true)
-register('charter_lineage_get', charter_lineage_get, true)
+-- Exported: what later files and the registry use.
+lineage_records.charter_put_lineage = charter_put_lineage
+lineage_records.charter_lineage_records = charter_lineage_records
+lineage_records.charter_lineage_get = charter_lineage_get
+end

@@ -43,7 +43,7 @@ for my $path (@sources) {
     ($about = $1) =~ s/\n/ /g;
   }
   $version = $1 if $text =~ /^local LIBRARY_VERSION = '([^']*)'/m;
-  while ($text =~ /^register\('(\w+)', \w+, (true|false)\)/mg) {
+  while ($text =~ /^    \{'(\w+)', \w+\.\w+, (true|false)\},$/mg) {
     push @registered, $1;
     $flag{$1} = $2 eq 'true' ? 'read only' : 'writes';
   }

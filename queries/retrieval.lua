@@ -1,6 +1,6 @@
 -- queries/retrieval.lua - scoped retrieval: the search index of a graph, its scopes, searches
--- and checkpoints. Concatenated after the rest of the library (one Lua chunk), so it uses the
--- helpers defined there and registers its own functions at its end.
+-- and checkpoints. It takes the validation and graph helpers it uses from their modules at the
+-- head of its block; registry.lua registers its functions.
 --
 -- Every graph has its own RediSearch index, P:retrieval:index (RediSearch 1.x keeps its own keys
 -- under that name, so they share the graph's hash tag), over the chunk documents P:chunk:<id>. A
@@ -9,6 +9,15 @@
 -- of [a-z0-9] joined by this file, so no query syntax a caller writes can change the filters;
 -- the hits are checked against the filters once more here, byte for byte, before they are
 -- returned.
+
+local retrieval = {}
+do -- the file's scope: its locals end at the last line; what later files use is exported there
+local raise, present, check_id = validation.raise, validation.present, validation.check_id
+local check_text, check_id_list = validation.check_text, validation.check_id_list
+local check_object_list, check_count = validation.check_object_list, validation.check_count
+local check_bool, json_arg, prefix = validation.check_bool, validation.json_arg, validation.prefix
+local now, hash, members, exists = graph.now, graph.hash, graph.members, graph.exists
+local encode_list, contains = graph.encode_list, graph.contains
 
 local RETRIEVAL_FIELDS = {tenant = true, resource_id = true, visibility = true}
 local RETRIEVAL_MAX_WORDS = 32
@@ -446,12 +455,14 @@ local function charter_retrieval_get_checkpoint(keys, args)
     }})
 end
 
-register('charter_retrieval_ingest', charter_retrieval_ingest, false)
-register('charter_retrieval_bind_scope', charter_retrieval_bind_scope, false)
-register('charter_retrieval_get_scope', charter_retrieval_get_scope, true)
-register('charter_retrieval_search', charter_retrieval_search, false)
-register('charter_retrieval_get_search', charter_retrieval_get_search, true)
-register('charter_retrieval_link', charter_retrieval_link, false)
-register('charter_retrieval_trace', charter_retrieval_trace, true)
-register('charter_retrieval_checkpoint', charter_retrieval_checkpoint, false)
-register('charter_retrieval_get_checkpoint', charter_retrieval_get_checkpoint, true)
+-- Exported: what later files and the registry use.
+retrieval.charter_retrieval_ingest = charter_retrieval_ingest
+retrieval.charter_retrieval_bind_scope = charter_retrieval_bind_scope
+retrieval.charter_retrieval_get_scope = charter_retrieval_get_scope
+retrieval.charter_retrieval_search = charter_retrieval_search
+retrieval.charter_retrieval_get_search = charter_retrieval_get_search
+retrieval.charter_retrieval_link = charter_retrieval_link
+retrieval.charter_retrieval_trace = charter_retrieval_trace
+retrieval.charter_retrieval_checkpoint = charter_retrieval_checkpoint
+retrieval.charter_retrieval_get_checkpoint = charter_retrieval_get_checkpoint
+end

@@ -1,6 +1,20 @@
 -- queries/runs.lua - runs, their status transitions, contexts and the receipts attached to a
 -- run or one of its deliveries.
 
+local runs = {}
+do -- the file's scope: its locals end at the last line; what later files use is exported there
+local RUN_STATUSES = library.RUN_STATUSES
+local raise, present, check_id = validation.raise, validation.present, validation.check_id
+local check_invocation, check_text = validation.check_invocation, validation.check_text
+local check_count, json_arg = validation.check_count, validation.json_arg
+local prefix = validation.prefix
+local now, hash, members, exists = graph.now, graph.hash, graph.members, graph.exists
+local decode_list, run_object = graph.decode_list, graph.run_object
+local event_object, delivery_object = graph.event_object, graph.delivery_object
+local artifact_object, check_limit = graph.artifact_object, graph.check_limit
+local check_sealed, head_table = events.check_sealed, events.head_table
+local head_conflict, write_event = events.head_conflict, events.write_event
+
 --[[ charter_create_run
 keys: P. args: JSON {id,task,mode,workflow}, sealed event run_created (seq 1, prev "").
 reply: {"run":{id,task,mode,status,workflow,seq,created_at,head},"seq":1}: the run (status
@@ -411,4 +425,18 @@ local function charter_attach_receipt(keys, args)
     end
     redis.call('HSET', runkey, 'receipt', text)
     return cjson.encode({attached = true, receipt = text})
+end
+
+-- Exported: what later files and the registry use.
+runs.charter_create_run = charter_create_run
+runs.charter_transition_run = charter_transition_run
+runs.charter_unfinished_runs = charter_unfinished_runs
+runs.charter_run_head = charter_run_head
+runs.charter_get_run = charter_get_run
+runs.charter_list_runs = charter_list_runs
+runs.charter_open_context = charter_open_context
+runs.context_table = context_table
+runs.charter_context_owner = charter_context_owner
+runs.charter_get_receipt = charter_get_receipt
+runs.charter_attach_receipt = charter_attach_receipt
 end

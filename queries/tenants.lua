@@ -9,6 +9,15 @@
 -- label, hash, created_at, revoked_at), R:creds:<tenant> (set of ids), R:cps:<tenant>:<second>
 -- (counter expiring after 2 s). Secrets never reach Redis: charterd stores their SHA-256.
 
+local tenants = {}
+do -- the file's scope: its locals end at the last line; what later files use is exported there
+local raise, present, check_id = validation.raise, validation.present, validation.check_id
+local check_text, check_id_list = validation.check_text, validation.check_id_list
+local check_count, json_arg = validation.check_count, validation.json_arg
+local prefix, hex64 = validation.prefix, validation.hex64
+local now, hash, members, exists = graph.now, graph.hash, graph.members, graph.exists
+local decode_list, encode_list = graph.decode_list, graph.encode_list
+
 local QUOTA_KINDS = {runs = 'max_runs', artifacts = 'max_artifacts'}
 local CREDENTIAL_ROLES = {operator = true, viewer = true, host = true}
 
@@ -302,12 +311,14 @@ local function charter_quota_release(keys, args)
     return cjson.encode({used = used})
 end
 
-register('charter_tenant_create', charter_tenant_create, false)
-register('charter_tenant_list', charter_tenant_list, true)
-register('charter_tenant_names', charter_tenant_names, true)
-register('charter_tenant_admit', charter_tenant_admit, false)
-register('charter_credential_issue', charter_credential_issue, false)
-register('charter_credential_list', charter_credential_list, true)
-register('charter_credential_revoke', charter_credential_revoke, false)
-register('charter_quota_take', charter_quota_take, false)
-register('charter_quota_release', charter_quota_release, false)
+-- Exported: what later files and the registry use.
+tenants.charter_tenant_create = charter_tenant_create
+tenants.charter_tenant_list = charter_tenant_list
+tenants.charter_tenant_names = charter_tenant_names
+tenants.charter_tenant_admit = charter_tenant_admit
+tenants.charter_credential_issue = charter_credential_issue
+tenants.charter_credential_list = charter_credential_list
+tenants.charter_credential_revoke = charter_credential_revoke
+tenants.charter_quota_take = charter_quota_take
+tenants.charter_quota_release = charter_quota_release
+end

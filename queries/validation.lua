@@ -2,6 +2,9 @@
 -- The library validates every argument before its first write; these helpers raise the
 -- {"err":...} reply (turned into JSON by the registry's wrapper) and never write.
 
+local validation = {}
+do -- the file's scope: its locals end at the last line; what later files use is exported there
+
 -- Raises a reply-level error; register() turns it into {"err":code,"msg":msg}. Only raised
 -- before the first write of a function, so an error reply always means nothing was written.
 local function raise(code, msg)
@@ -263,4 +266,23 @@ end
 -- A SHA-256 in hex as the library stores it: 64 lowercase hex digits.
 local function hex64(s)
     return type(s) == 'string' and #s == 64 and s:find('^[0-9a-f]+$') ~= nil
+end
+
+-- Exported: what later files and the registry use.
+validation.raise = raise
+validation.present = present
+validation.check_id = check_id
+validation.check_invocation = check_invocation
+validation.check_text = check_text
+validation.check_id_list = check_id_list
+validation.check_object_list = check_object_list
+validation.check_count = check_count
+validation.check_bool = check_bool
+validation.CONF_NAMES = CONF_NAMES
+validation.INTEGRITY_NAMES = INTEGRITY_NAMES
+validation.check_label = check_label
+validation.check_time = check_time
+validation.json_arg = json_arg
+validation.prefix = prefix
+validation.hex64 = hex64
 end

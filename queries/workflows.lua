@@ -1,6 +1,18 @@
 -- queries/workflows.lua - workflow definitions as data, and the workflow and narrowed scope of
 -- a context.
 
+local workflows = {}
+do -- the file's scope: its locals end at the last line; what later files use is exported there
+local raise, present, check_id = validation.raise, validation.present, validation.check_id
+local check_text, check_id_list = validation.check_text, validation.check_id_list
+local check_object_list, check_bool = validation.check_object_list, validation.check_bool
+local CONF_NAMES, INTEGRITY_NAMES = validation.CONF_NAMES, validation.INTEGRITY_NAMES
+local check_label, check_time = validation.check_label, validation.check_time
+local json_arg, prefix, hex64 = validation.json_arg, validation.prefix, validation.hex64
+local now, hash, members, exists = graph.now, graph.hash, graph.members, graph.exists
+local decode_list, encode_list = graph.decode_list, graph.encode_list
+local charter_seed = graph.charter_seed
+
 -- A stored workflow version (hash P:workflow:<version>) as the API shows it.
 local function workflow_info(h)
     return {
@@ -281,4 +293,12 @@ local function charter_scope_context(keys, args)
     end
     return cjson.encode({context = {id = id, run_id = run_id, step = h.step or '',
                                     workflow = workflow, parent = parent or ''}})
+end
+
+-- Exported: what later files and the registry use.
+workflows.charter_put_workflow = charter_put_workflow
+workflows.charter_get_workflow = charter_get_workflow
+workflows.charter_list_workflows = charter_list_workflows
+workflows.charter_run_workflow = charter_run_workflow
+workflows.charter_scope_context = charter_scope_context
 end
