@@ -29,7 +29,7 @@ Conventions every function follows:
 - Empty lists encode as {} (Redis's cjson has no empty-array marker); readers accept both.
 ]]
 
-local LIBRARY_VERSION = '13'
+local LIBRARY_VERSION = '14'
 local MAX_LIMIT = 100000  -- upper bound of any limit argument
 local DEFAULT_LIMIT = 1000 -- a limit of 0 means this
 local MAX_CHAIN = 64       -- grants one grant_chain walk returns, and a commit accepts
