@@ -329,7 +329,8 @@ keys: P. args: mode ("keyed" or "keyless"), key_check (64 hex digits for keyed, 
 reply: {"mode":"<m>","key_check":"<hex or empty>","recorded":bool}: the graph's integrity mode
   and key check as stored in P:meta. The first call on a graph records the given ones
   (recorded true); later calls only read them, and charterd refuses to start when they differ
-  from its own. errors: invalid. ]]
+  from its own. errors: refused (the graph was claimed for a tenant, P:tenant: it is not a
+  charterd's default graph; nothing written), invalid. ]]
 local function charter_integrity(keys, args)
     local P = prefix(keys)
     local mode = args[1]
@@ -339,6 +340,11 @@ local function charter_integrity(keys, args)
     end
     if (mode == 'keyed' and not hex64(check)) or (mode == 'keyless' and check ~= '') then
         raise('invalid', 'key_check must be 64 lowercase hex digits when keyed, empty when keyless')
+    end
+    if exists(P .. ':tenant') then
+        raise('refused', 'the graph is a tenant created with CreateTenant (' .. P ..
+              ':tenant), so no charterd may serve it as its default graph: its credentials ' ..
+              'alone reach it (start charterd with another --graph)')
     end
     local key = P .. ':meta'
     local f = redis.call('HMGET', key, 'integrity', 'key_check')

@@ -9,7 +9,7 @@ library's name line) and registry.lua last. Each file is its own scope: one top-
 the file's module table, then a `do ... end` block holding everything else. A file takes what it
 uses from an earlier file by name at the head of its block (`local raise = validation.raise`) and
 exports at its foot what later files and the registry use, so the chunk's top level holds one
-local per file, far below Lua's 200 (tests/lua_scopes.sh checks it). Each function takes exactly
+local per file, far below Lua's 200 (tests/lua_scopes.pl checks it). Each function takes exactly
 one key, the graph prefix
 `charter:{G}` (P below), derives every other key of the graph from it (all share the hash tag
 {G}, so one cluster slot), runs atomically, and replies with one JSON text or nil. The key schema
@@ -36,7 +36,7 @@ Conventions every function follows:
 local library = {}
 do -- the file's scope: its locals end at the last line; what later files use is exported there
 
-local LIBRARY_VERSION = '13'
+local LIBRARY_VERSION = '14'
 local MAX_LIMIT = 100000  -- upper bound of any limit argument
 local DEFAULT_LIMIT = 1000 -- a limit of 0 means this
 local MAX_CHAIN = 64       -- grants one grant_chain walk returns, and a commit accepts

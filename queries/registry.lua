@@ -90,6 +90,7 @@ local FUNCTIONS = {
     {'charter_retrieval_trace', retrieval.charter_retrieval_trace, true},
     {'charter_retrieval_checkpoint', retrieval.charter_retrieval_checkpoint, false},
     {'charter_retrieval_get_checkpoint', retrieval.charter_retrieval_get_checkpoint, true},
+    {'charter_graph_claim', tenants.charter_graph_claim, false},
     {'charter_tenant_create', tenants.charter_tenant_create, false},
     {'charter_tenant_list', tenants.charter_tenant_list, true},
     {'charter_tenant_names', tenants.charter_tenant_names, true},

@@ -8,6 +8,10 @@
 -- calls_per_second, created_at, runs, artifacts), R:cred:<id> (hash: tenant, role, actors,
 -- label, hash, created_at, revoked_at), R:creds:<tenant> (set of ids), R:cps:<tenant>:<second>
 -- (counter expiring after 2 s). Secrets never reach Redis: charterd stores their SHA-256.
+-- In a tenant's own graph (prefix P = charter:{<name>}, the graph's slot) P:tenant (hash: name,
+-- claimed_at) marks a graph claimed for a tenant by charter_graph_claim before it is
+-- registered: the registry and the graph are in different cluster slots, so no one function
+-- can check the one and write the other.
 
 local tenants = {}
 do -- the file's scope: its locals end at the last line; what later files use is exported there
@@ -96,7 +100,9 @@ keys: R (charter:{_tenants}). args: name, JSON quotas {max_runs,max_artifacts,ca
   operator credential; hash is the SHA-256 of its secret).
 reply: {"tenant":{name,implicit,created_at,max_runs,max_artifacts,calls_per_second,runs,
   artifacts},"credential":{id,tenant,role,actors,label,created_at,revoked_at}}.
-errors: exists (the tenant, the default graph's name, or the credential id), invalid. ]]
+errors: exists (the tenant, the default graph's name, or the credential id), invalid.
+  charterd first claims the tenant's graph (charter_graph_claim), which refuses a graph that
+  holds data. ]]
 local function charter_tenant_create(keys, args)
     local R = prefix(keys)
     local name = check_tenant_name(args[1], 'tenant')
@@ -128,17 +134,50 @@ local function charter_tenant_create(keys, args)
     return cjson.encode({tenant = tenant_object(name, hash(key)), credential = cred})
 end
 
+-- The keys of a graph at least one of which exists once it holds any data (see queries/README.md).
+local GRAPH_HEADS = {'meta', 'counter', 'runs', 'grants', 'workflows', 'workflow_names', 'leases',
+                     'runq', 'approvals', 'checkpoints:consumed'}
+
+--[[ charter_graph_claim
+keys: P (charter:{<name>}, the tenant's own graph). args: name (the tenant; P must be its
+  prefix).
+reply: {"claimed":true}: the graph holds none of the keys every graph with data has (P:meta,
+  written by the first charterd that serves a graph, P:counter, P:runs, P:grants,
+  P:workflows, P:workflow_names, P:leases, P:runq, P:approvals, P:checkpoints:consumed), and
+  P:tenant now names it. Claiming again a graph that holds only P:tenant succeeds (a creation
+  that did not finish, or one racing for the same name: the registry decides which one
+  registers). From then on charter_integrity refuses it as a charterd's default graph.
+errors: exists (the graph holds data: another charterd's default graph, a tenant's graph, or
+  an older graph; nothing written), invalid. ]]
+local function charter_graph_claim(keys, args)
+    local P = prefix(keys)
+    local name = check_tenant_name(args[1], 'name')
+    if P ~= 'charter:{' .. name .. '}' then
+        raise('invalid', 'the key must be the prefix of graph ' .. name)
+    end
+    for _, head in ipairs(GRAPH_HEADS) do
+        if exists(P .. ':' .. head) then
+            raise('exists', 'graph ' .. name .. ' already holds data (' .. P .. ':' .. head ..
+                  '): a tenant gets a graph of its own, choose another name')
+        end
+    end
+    redis.call('HSET', P .. ':tenant', 'name', name, 'claimed_at', (now()))
+    return cjson.encode({claimed = true})
+end
+
 --[[ charter_tenant_list
 keys: R. args: default_graph.
 reply: {"tenants":[{name,implicit,created_at,max_runs,max_artifacts,calls_per_second,runs,
-  artifacts}...]}: the implicit default graph first, then every created tenant by name.
+  artifacts}...]}: the implicit default graph first, then every other created tenant by name
+  (a registry entry named like the default graph, left by an older charterd, is not listed
+  twice: calls naming it act on the implicit default, as charter_tenant_admit does).
 errors: invalid. ]]
 local function charter_tenant_list(keys, args)
     local R = prefix(keys)
     local default_graph = check_text(args[1], 'default_graph')
     local out = {implicit_tenant(default_graph)}
     for _, name in ipairs(members(R .. ':tenants')) do
-        local h = hash(R .. ':tenant:' .. name)
+        local h = name ~= default_graph and hash(R .. ':tenant:' .. name)
         if h then
             out[#out + 1] = tenant_object(name, h)
         end
@@ -157,28 +196,38 @@ end
 
 --[[ charter_tenant_admit
 keys: R. args: tenant (may be "": the credential's), credential_id (may be "": none),
-  default_graph.
+  default_graph, token_hash (with a credential_id: the hex SHA-256 of the token the caller
+  presented; "" without one).
 reply: {"tenant":{...as tenant_list},"credential":{id,tenant,role,actors,label,created_at,
-  revoked_at,hash}|absent,"cps_exceeded":bool}. The credential is returned whatever its tenant
-  or revocation (charterd compares its hash in constant time, then the binding). When the
-  tenant has calls_per_second > 0 and the credential (if any) is bound to it, this call counts
-  in R:cps:<tenant>:<second> and cps_exceeded says whether the count passed the quota.
-errors: not_found (tenant, or a credential naming no tenant and none given), invalid. ]]
+  revoked_at,hash}|absent,"cps_exceeded":bool}. With a credential_id whose credential is
+  unknown or whose stored hash is not token_hash the reply is {"verified":false} and nothing
+  else is read or counted, whatever tenant is named (charterd answers "invalid token"), so an
+  unauthenticated caller learns nothing of the tenants. A verified credential is returned
+  whatever its tenant or revocation (charterd compares its hash again in constant time, then
+  the binding). Only a verified, unrevoked credential of a known role bound to the tenant counts
+  the call in R:cps:<tenant>:<second> when the tenant has calls_per_second > 0, and
+  cps_exceeded says whether the count passed the quota; a call without one counts nothing.
+errors: not_found (tenant, for a verified credential or none), invalid. ]]
 local function charter_tenant_admit(keys, args)
     local R = prefix(keys)
     local tenant = check_text(args[1], 'tenant', '')
     local cred_id = check_text(args[2], 'credential_id', '')
     local default_graph = check_text(args[3], 'default_graph')
+    local token_hash = check_text(args[4], 'token_hash', '')
     local cred = nil
     if cred_id ~= '' then
-        local h = hash(R .. ':cred:' .. cred_id)
-        if h then
-            cred = credential_object(cred_id, h, true)
+        if not hex64(token_hash) then
+            raise('invalid', 'token_hash must be 64 lowercase hex digits with a credential_id')
         end
+        local h = hash(R .. ':cred:' .. cred_id)
+        if not h or h.hash ~= token_hash then
+            return cjson.encode({verified = false})
+        end
+        cred = credential_object(cred_id, h, true)
     end
     if tenant == '' then
         if not cred then
-            raise('not_found', 'credential ' .. cred_id .. ' not found')
+            raise('invalid', 'tenant or credential_id is required')
         end
         tenant = cred.tenant
     end
@@ -193,7 +242,8 @@ local function charter_tenant_admit(keys, args)
         t = tenant_object(tenant, h)
     end
     local exceeded = false
-    if t.calls_per_second > 0 and (cred == nil or cred.tenant == tenant) then
+    if t.calls_per_second > 0 and cred ~= nil and cred.tenant == tenant and
+            cred.revoked_at == '' and CREDENTIAL_ROLES[cred.role] then
         local sec = redis.call('TIME')[1]
         local key = R .. ':cps:' .. tenant .. ':' .. sec
         local n = redis.call('INCR', key)
@@ -312,6 +362,7 @@ local function charter_quota_release(keys, args)
 end
 
 -- Exported: what later files and the registry use.
+tenants.charter_graph_claim = charter_graph_claim
 tenants.charter_tenant_create = charter_tenant_create
 tenants.charter_tenant_list = charter_tenant_list
 tenants.charter_tenant_names = charter_tenant_names

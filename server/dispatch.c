@@ -425,18 +425,24 @@ static unsigned long long dispatch_json_count(const json_t *o, const char *key)
                                                             : 0);
 }
 
-/* The registry's answer for the call's tenant (charter_tenant_admit): a failure as its status
- * ("tenant X not found" is NOT_FOUND), else the tenant's name and quotas on the call. */
-static int dispatch_admit(call *c, const char *named, const char *cred_id, json_t **reply)
+/* The registry's answer for the call's tenant (charter_tenant_admit), with the stored
+ * credential cred_id and the SHA-256 of the token presented for it (both "" for none): a
+ * failure as its status ("tenant X not found" is NOT_FOUND, for a verified credential or an
+ * environment token only; a credential that does not verify is "invalid token" whatever the
+ * tenant), else the tenant's name and quotas on the call. */
+static int dispatch_admit(call *c, const char *named, const char *cred_id, const char *token_hash,
+                          json_t **reply)
 {
-    const char *args[] = {named != NULL ? named : "", cred_id, c->env->graph};
-    int rc = tenant_registry_call(c->st, "tenant_admit", 3, args, reply);
+    const char *args[] = {named != NULL ? named : "", cred_id, c->env->graph, token_hash};
+    int rc = tenant_registry_call(c->st, "tenant_admit", 4, args, reply);
     if (rc == STATUS_ENOTFOUND && named != NULL)
         return call_fail(c, RPC_NOT_FOUND, "tenant %s not found", named);
     if (rc == STATUS_ENOTFOUND)
         return call_fail(c, RPC_UNAUTHENTICATED, "invalid token");
     if (rc != STATUS_OK)
         return call_fail_status(c, rc, "the tenant registry");
+    if (json_is_false(json_object_get(*reply, "verified")))
+        return call_fail(c, RPC_UNAUTHENTICATED, "invalid token");
     const json_t *t = json_object_get(*reply, "tenant");
     const char *name = json_string_value(json_object_get(t, "name"));
     if (name == NULL || strlen(name) >= sizeof c->tenant)
@@ -458,15 +464,19 @@ static int dispatch_rate(call *c, const json_t *reply)
                      dispatch_json_count(json_object_get(reply, "tenant"), "calls_per_second"));
 }
 
-/* A stored credential "chc_<id>_<secret>": one registry call finds it and the tenant; the
- * digest is compared in constant time; revoked, unknown or another tenant's is refused. */
+/* A stored credential "chc_<id>_<secret>": one registry call finds it and the tenant, and
+ * counts the call against the tenant's calls_per_second only when the token's SHA-256 is the
+ * stored one (so a forged token spends nothing of a tenant's quota); the digest is compared
+ * again here in constant time; revoked, unknown or another tenant's is refused. */
 static int dispatch_identify_stored(call *c, const char *token, const char *named)
 {
-    char id[TENANT_CREDENTIAL_ID_LEN + 1];
+    char id[TENANT_CREDENTIAL_ID_LEN + 1], token_hash[65];
     if (!tenant_credential_id(token, id))
         return call_fail(c, RPC_UNAUTHENTICATED, "invalid token");
+    if (tenant_credential_hash(token, token_hash) != STATUS_OK)
+        return call_fail(c, RPC_INTERNAL, "cannot digest the token");
     json_t *reply = NULL;
-    int rc = dispatch_admit(c, named, id, &reply);
+    int rc = dispatch_admit(c, named, id, token_hash, &reply);
     if (rc != RPC_OK)
         goto out;
     const json_t *cred = json_object_get(reply, "credential");
@@ -513,7 +523,10 @@ out:
 /* Who calls and for which tenant, before the row's role is checked: metadata "tenant" (a
  * tenant name, or the default graph), a stored credential (which implies its tenant) or an
  * environment token (which acts for the default graph only). The default graph with an
- * environment token costs no database call; anything else costs one (charter_tenant_admit). */
+ * environment token costs no database call; a stored credential, or an environment token
+ * naming another tenant, costs one (charter_tenant_admit). A caller with no valid token that
+ * names another tenant is refused without one, with the same answer whether the tenant exists
+ * or not: it neither learns which tenants exist nor spends their quotas. */
 static int dispatch_identify(const dispatch_ctx *d, const Charter__V1__RpcRequest *rq,
                              const svc_method *row, call *c)
 {
@@ -549,15 +562,17 @@ static int dispatch_identify(const dispatch_ctx *d, const Charter__V1__RpcReques
                                       : "");
     if (named == NULL || strcmp(named, env->graph) == 0 || c->role == ROLE_ADMIN)
         return RPC_OK;
+    if (c->role == ROLE_NONE)
+        return call_fail(c, RPC_UNAUTHENTICATED,
+                         "a call naming a tenant needs a credential of that tenant: send "
+                         "metadata \"authorization: Bearer chc_...\"");
     json_t *reply = NULL;
-    int rc = dispatch_admit(c, named, "", &reply);
-    if (rc == RPC_OK && c->role != ROLE_NONE)
+    int rc = dispatch_admit(c, named, "", "", &reply);
+    if (rc == RPC_OK)
         rc = call_fail(c, RPC_PERMISSION_DENIED,
                        "the environment tokens act for the default tenant %s only: call tenant "
                        "%s with one of its credentials",
                        env->graph, named);
-    if (rc == RPC_OK)
-        rc = dispatch_rate(c, reply);
     json_decref(reply);
     return rc;
 }
@@ -644,6 +659,19 @@ int dispatch_serve(const dispatch_ctx *d, store *st, const uint8_t *req, size_t 
         goto reply;
     }
 
+    /* The call's deadline is set before anything of the call touches the database (the tenant
+     * admission included): the wait in the queue counts against it, and no command of this
+     * call runs under another call's deadline. */
+    c.timeout_ms = dispatch_timeout(env, rq->timeout_ms);
+    if (waited_ms >= (unsigned)c.timeout_ms) {
+        call_fail(&c, RPC_DEADLINE_EXCEEDED,
+                  "the call waited %u ms for a worker, past its %d ms deadline", waited_ms,
+                  c.timeout_ms);
+        goto reply;
+    }
+    c.timeout_ms -= (int)waited_ms;
+    store_set_deadline(st, c.timeout_ms);
+
     if (dispatch_identify(d, rq, row, &c) != RPC_OK) {
         goto reply;
     }
@@ -664,16 +692,6 @@ int dispatch_serve(const dispatch_ctx *d, store *st, const uint8_t *req, size_t 
                   md->input->name, nul.path);
         goto reply;
     }
-
-    c.timeout_ms = dispatch_timeout(env, rq->timeout_ms);
-    if (waited_ms >= (unsigned)c.timeout_ms) {
-        call_fail(&c, RPC_DEADLINE_EXCEEDED,
-                  "the call waited %u ms for a worker, past its %d ms deadline", waited_ms,
-                  c.timeout_ms);
-        goto reply;
-    }
-    c.timeout_ms -= (int)waited_ms;
-    store_set_deadline(st, c.timeout_ms);
 
     /* The row's role, before any of the handler's own checks run. */
     const char *short_method = dispatch_short_method(rq->method);
@@ -728,9 +746,12 @@ int dispatch_serve(const dispatch_ctx *d, store *st, const uint8_t *req, size_t 
     protobuf_c_message_pack(out, payload);
 
 reply:;
-    /* The worker's store addresses the default graph between calls, whatever happened. */
-    if (st != NULL)
+    /* The worker's store addresses the default graph between calls, whatever happened, and
+     * carries no deadline into the next call: it ends with this one. */
+    if (st != NULL) {
         (void)store_use_graph(st, env->graph);
+        store_set_timeout(st, env->limits.default_timeout_ms);
+    }
     if (c.request_id[0] == '\0') {
         (void)dispatch_request_id(NULL, c.request_id);
     }

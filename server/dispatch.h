@@ -2,10 +2,11 @@
  * dispatch.h - one RPC from request bytes to response bytes (DESIGN.md "The RPC envelope").
  *
  * Decodes the RpcRequest envelope under a size cap and an allocation budget, finds the method
- * in protobuf-c's generated service descriptors (one table, no hand-kept switch), checks the
- * bearer token, decodes the method's request, sets the call's database deadline, runs the
- * handler from services.h and packs its response into an RpcResponse. Transport-agnostic: the
- * transport hands bytes in and sends the bytes it gets back.
+ * in protobuf-c's generated service descriptors (one table, no hand-kept switch), sets the
+ * call's database deadline, checks the bearer token and the tenant, decodes the method's
+ * request, runs the handler from services.h and packs its response into an RpcResponse. The
+ * worker's store keeps no deadline between calls. Transport-agnostic: the transport hands
+ * bytes in and sends the bytes it gets back.
  */
 #ifndef CHARTER_DISPATCH_H
 #define CHARTER_DISPATCH_H

@@ -3,8 +3,10 @@
  * (the admin token only) and a tenant's own credentials (its operator).
  *
  * A credential's secret is made here from RAND_bytes, returned once in the reply and never
- * stored: the registry keeps its SHA-256 (tenant.h). Each service acts on the tenant dispatch
- * resolved for the call (call.tenant), so an operator of one tenant cannot name another's.
+ * stored: the registry keeps its SHA-256 (tenant.h). A tenant is created on a graph that holds
+ * no data: its graph is claimed (in its own slot) before it is registered. Each service acts on the
+ * tenant dispatch resolved for the call (call.tenant), so an operator of one tenant cannot name
+ * another's.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -119,6 +121,12 @@ static int svc_tenants_create(call *c, const ProtobufCMessage *in, ProtobufCMess
                          "\"_\"");
     if (strcmp(rq->name, c->env->graph) == 0)
         return call_fail(c, RPC_ALREADY_EXISTS, "tenant %s exists (the default graph)", rq->name);
+    /* The graph first, in its own slot: a name whose graph holds data (another charterd's
+     * default graph, an older graph) is refused before anything is registered, so the admin
+     * never gets a credential for data it did not create. */
+    rc = tenant_claim_graph(c->st, rq->name);
+    if (rc != STATUS_OK)
+        return call_fail_statusf(c, rc, "tenant %s: %s", rq->name, store_last_error(c->st));
     char id[TENANT_CREDENTIAL_ID_LEN + 1], secret[TENANT_SECRET_LEN + 1], hash[65];
     if (tenant_credential_new(id, secret, hash) != STATUS_OK)
         return call_fail(c, RPC_INTERNAL, "no random bytes for a credential");

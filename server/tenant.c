@@ -3,6 +3,8 @@
  *
  * The registry is reached by pointing the worker's store at the reserved graph "_tenants" for
  * one FCALL and back at once: the store's connection stays, so a call costs one round trip.
+ * A new tenant's graph is claimed the same way in its own slot, which on a Redis Cluster is
+ * not the registry's: no one function could both check the graph and register the tenant.
  */
 #include "tenant.h"
 
@@ -58,6 +60,13 @@ int tenant_credential_new(char id[TENANT_CREDENTIAL_ID_LEN + 1], char secret[TEN
     snprintf(secret, TENANT_SECRET_LEN + 1, "chc_%.16s_%.64s", hex, hex + 16);
     OPENSSL_cleanse(hex, sizeof hex);
     if (digest_sha256_hex(secret, strlen(secret), hash_hex) != 0)
+        return STATUS_ENOMEM;
+    return STATUS_OK;
+}
+
+int tenant_credential_hash(const char *token, char hash_hex[65])
+{
+    if (token == NULL || digest_sha256_hex(token, strlen(token), hash_hex) != 0)
         return STATUS_ENOMEM;
     return STATUS_OK;
 }
@@ -120,20 +129,35 @@ bool tenant_role_allows(call_role role, call_role min_role, const char *method)
     return role >= min_role && min_role <= ROLE_OPERATOR;
 }
 
-int tenant_registry_call(store *st, const char *fn, int nargs, const char *const *args,
-                         json_t **out)
+/* store_call of fn on graph target, then st points back at the graph it addressed. */
+static int tenant_call_on(store *st, const char *target, const char *fn, int nargs,
+                          const char *const *args, json_t **out)
 {
     char graph[TENANT_NAME_MAX + 1];
     snprintf(graph, sizeof graph, "%s", store_graph(st));
     if (out != NULL)
         *out = NULL;
-    int rc = store_use_graph(st, TENANT_REGISTRY);
+    int rc = store_use_graph(st, target);
     if (rc != STATUS_OK)
         return rc;
     rc = store_call(st, fn, nargs, args, out);
     /* The graph was valid when it was set, so pointing back cannot fail. */
     (void)store_use_graph(st, graph);
     return rc;
+}
+
+int tenant_registry_call(store *st, const char *fn, int nargs, const char *const *args,
+                         json_t **out)
+{
+    return tenant_call_on(st, TENANT_REGISTRY, fn, nargs, args, out);
+}
+
+int tenant_claim_graph(store *st, const char *name)
+{
+    if (!tenant_name_ok(name))
+        return STATUS_EINVAL;
+    const char *args[] = {name};
+    return tenant_call_on(st, name, "graph_claim", 1, args, NULL);
 }
 
 int tenant_quota_take(store *st, const char *tenant, const char *kind, unsigned n)

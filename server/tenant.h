@@ -47,6 +47,11 @@ int tenant_credential_new(char id[TENANT_CREDENTIAL_ID_LEN + 1], char secret[TEN
 /* True when the SHA-256 of token equals hash_hex (64 hex digits), compared in constant time. */
 bool tenant_credential_matches(const char *token, const char *hash_hex);
 
+/* The hex SHA-256 of token into hash_hex (65 bytes with its NUL): what the registry stores for
+ * a credential, sent with charter_tenant_admit so only a verified credential is counted.
+ * Returns STATUS_OK or STATUS_ENOMEM when no digest could be had. */
+int tenant_credential_hash(const char *token, char hash_hex[65]);
+
 /* The role a stored credential's role name gives ("operator", "viewer", "host"), or
  * ROLE_NONE for anything else. */
 call_role tenant_role_of(const char *name);
@@ -71,6 +76,13 @@ const char *tenant_quota_kind(const char *method);
  * does, then points st back at the graph it addressed. Same returns as store_call. */
 int tenant_registry_call(store *st, const char *fn, int nargs, const char *const *args,
                          json_t **out);
+
+/* Claims graph name for a new tenant (charter_graph_claim, in the graph's own slot) before it
+ * is registered: refused when the graph already holds data (another charterd's default graph,
+ * a tenant's graph, an older graph), so the admin token never obtains a credential for data it
+ * did not create. Points st back at the graph it addressed. Returns STATUS_OK, STATUS_EEXISTS
+ * (the graph holds data; store_last_error says which key), or the store's failure. */
+int tenant_claim_graph(store *st, const char *name);
 
 /* Takes n of quota kind ("runs" or "artifacts") of tenant (charter_quota_take). Returns
  * STATUS_OK, STATUS_ELIMIT (the quota would be exceeded; store_last_error names it), or the

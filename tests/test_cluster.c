@@ -8,6 +8,8 @@
  * no invocation is committed twice, and with --durable-ack 1 every answer that said ALLOW and
  * durable finds its delivery after the failover. On one Redis without replicas,
  * --durable-ack 1 answers ALLOW, not durable. Threads only record; the main thread asserts.
+ * A tenant is created with its graph claimed in the graph's slot and registered in the
+ * registry's, on different masters, and a graph that holds data is not taken as a tenant.
  */
 #include <CUnit/Basic.h>
 #include <hiredis/hiredis.h>
@@ -27,6 +29,7 @@
 #include "store.h"
 
 #define N_GRAPHS 3
+#define ADMIN_TOKEN "test-admin-token-5b0e8c2f71d94a63"
 #define LOADERS 2
 #define MAX_SAMPLES 20000
 
@@ -229,6 +232,7 @@ static int cluster_start(void)
 {
     const char *shared = getenv("CHARTER_TEST_REDIS");
     snprintf(shared_redis, sizeof shared_redis, "%s", shared ? shared : "");
+    setenv("CHARTER_ADMIN_TOKEN", ADMIN_TOKEN, 1);
     snprintf(cluster_dir, sizeof cluster_dir, "/tmp/charter-cluster-%d", (int)getpid());
     /* Ports and cluster bus ports (+10000) below the kernel's ephemeral range (32768), where
      * outgoing connections could hold them; another base is tried when one is taken. */
@@ -368,6 +372,85 @@ static void test_graphs_spread_over_masters_and_deliveries_commit_durably(void)
 /* RediSearch 1.x is not cluster-aware, but it needs not be: the index is named under the
  * graph's prefix and the module's own keys (idx:, ft:, tag:) are named after the index, so they
  * carry the graph's hash tag too and the whole index lives on the graph's master. */
+/* CreateTenant claims the tenant's graph in its own slot and registers it in the registry's
+ * (charter:{_tenants}), here on another master; the tenant's credential then serves it. The
+ * name of a graph that holds data (another charterd's default graph) is ALREADY_EXISTS, and
+ * nothing of that graph or the registry changes. */
+static void test_tenants_are_claimed_and_registered_across_slots(void)
+{
+    int registry_master = master_of_slot(base_port, keyslot("_tenants"));
+    CU_ASSERT_FATAL(registry_master > 0);
+    char name[64] = "";
+    int slot = -1, master = 0;
+    for (int k = 0; k < 200 && master == 0; k++) {
+        snprintf(name, sizeof name, "ct_%d_%d", (int)getpid(), k);
+        slot = keyslot(name);
+        int port = slot >= 0 ? master_of_slot(base_port, slot) : 0;
+        if (port > 0 && port != registry_master)
+            master = port;
+    }
+    CU_ASSERT_FATAL(master > 0);
+    charter_options o;
+    charter_options_init(&o);
+    o.timeout_ms = 20000;
+    charter_client *admin = NULL;
+    CU_ASSERT_EQUAL_FATAL(charter_client_open(graphs[0].d.tcp_url, ADMIN_TOKEN, &o, &admin), 0);
+    Charter__V1__CreateTenantRequest rq = CHARTER__V1__CREATE_TENANT_REQUEST__INIT;
+    rq.name = name;
+    Charter__V1__CreateTenantResponse *r = NULL;
+    charter_status st;
+    long long in_slot = keys_in_slot(master, slot);
+    CU_ASSERT_FATAL(in_slot >= 0);
+    int rc = charter_create_tenant(admin, &rq, &r, &st);
+    if (rc != 0)
+        fprintf(stderr, "\n  CreateTenant %s: %s\n", name, st.message);
+    CU_ASSERT_EQUAL_FATAL(rc, 0);
+    /* The claim, on the tenant's master, and nothing else there. */
+    CU_ASSERT_EQUAL(keys_in_slot(master, slot), in_slot + 1);
+    charter_client *op = NULL;
+    CU_ASSERT_EQUAL_FATAL(
+        charter_client_open(graphs[1].d.tcp_url, r->operator_credential->secret, &o, &op), 0);
+    charter__v1__create_tenant_response__free_unpacked(r, NULL);
+    Charter__V1__ListRunsRequest lr = CHARTER__V1__LIST_RUNS_REQUEST__INIT;
+    Charter__V1__ListRunsResponse *runs = NULL;
+    CU_ASSERT_EQUAL(charter_list_runs(op, &lr, &runs, &st), 0);
+    if (runs != NULL) {
+        CU_ASSERT_EQUAL(runs->n_runs, 0);
+        charter__v1__list_runs_response__free_unpacked(runs, NULL);
+    }
+    Charter__V1__HealthRequest hq = CHARTER__V1__HEALTH_REQUEST__INIT;
+    Charter__V1__HealthResponse *h = NULL;
+    CU_ASSERT_EQUAL(charter_health(op, &hq, &h, &st), 0);
+    if (h != NULL) {
+        CU_ASSERT_STRING_EQUAL(h->tenant, name);
+        charter__v1__health_response__free_unpacked(h, NULL);
+    }
+    charter_client_close(op);
+
+    /* graphs[1] is another charterd's default graph, with runs. */
+    long long before = keys_in_slot(graphs[1].master_port, graphs[1].slot);
+    CU_ASSERT_FATAL(before > 0);
+    rq.name = graphs[1].graph;
+    rc = charter_create_tenant(admin, &rq, &r, &st);
+    if (rc != -CHARTER_ALREADY_EXISTS)
+        fprintf(stderr, "\n  CreateTenant %s: %d %s\n", graphs[1].graph, rc, st.message);
+    CU_ASSERT_EQUAL(rc, -CHARTER_ALREADY_EXISTS);
+    CU_ASSERT_PTR_NOT_NULL(strstr(st.message, "already holds data"));
+    CU_ASSERT_EQUAL(keys_in_slot(graphs[1].master_port, graphs[1].slot), before);
+    Charter__V1__ListTenantsRequest lq = CHARTER__V1__LIST_TENANTS_REQUEST__INIT;
+    Charter__V1__ListTenantsResponse *l = NULL;
+    CU_ASSERT_EQUAL_FATAL(charter_list_tenants(admin, &lq, &l, &st), 0);
+    int named = 0, taken = 0;
+    for (size_t i = 0; i < l->n_tenants; i++) {
+        named += strcmp(l->tenants[i]->name, name) == 0;
+        taken += strcmp(l->tenants[i]->name, graphs[1].graph) == 0;
+    }
+    CU_ASSERT_EQUAL(named, 1);
+    CU_ASSERT_EQUAL(taken, 0);
+    charter__v1__list_tenants_response__free_unpacked(l, NULL);
+    charter_client_close(admin);
+}
+
 static void test_retrieval_index_lives_on_the_graphs_master(void)
 {
     const cluster_graph *g = &graphs[1];
@@ -706,6 +789,8 @@ int main(void)
                 test_graphs_spread_over_masters_and_deliveries_commit_durably);
     CU_add_test(cl, "a graph's retrieval index lives on the graph's master",
                 test_retrieval_index_lives_on_the_graphs_master);
+    CU_add_test(cl, "tenants are claimed and registered across slots",
+                test_tenants_are_claimed_and_registered_across_slots);
     CU_add_test(cl, "a moved slot is followed to its new master",
                 test_a_moved_slot_is_followed_to_its_new_master);
     CU_add_test(cl, "a master killed mid-load: no durable delivery lost, none committed twice",

@@ -6,7 +6,10 @@
  * method that takes an id, with a digest of A's graph); each quota fires and names itself;
  * an executor thread runs a tenant's queued run; a tenant holding no workflow refuses a run at
  * creation saying what to apply, and a run whose workflow its tenant lacks is never reported
- * as a missing run.
+ * as a missing run. A graph that holds data (another charterd's default graph, on the same
+ * Redis) is never taken as a tenant, and a tenant's graph is no charterd's default graph. A
+ * caller without a credential of a tenant neither spends its calls_per_second nor learns
+ * whether it exists, over NNG and HTTP alike.
  *
  * Tenant names carry the process id: the registry (charter:{_tenants}) is shared by every
  * test program on the same Redis.
@@ -28,9 +31,12 @@
 
 #define ADMIN_TOKEN "test-admin-token-8d2b6f41c9e07a35"
 
-static char graph[64];
-static char tenant_a[64], tenant_b[64], tenant_q[64], tenant_r[64], tenant_w[64];
-static char secret_a[128], secret_b[128], secret_q[128], secret_r[128], secret_w[128];
+static char graph[64], graph2[64];
+static char tenant_a[64], tenant_b[64], tenant_q[64], tenant_r[64], tenant_w[64], tenant_f[64],
+    tenant_c[64];
+static char secret_a[128], secret_b[128], secret_q[128], secret_r[128], secret_w[128],
+    secret_f[128], secret_c[128];
+static char http_addr[32]; /* the test charterd's --http */
 static harness_charterd daemon_;
 static charter_client *admin, *op;
 static char *workflow_def;
@@ -102,21 +108,52 @@ static int apply_workflow(charter_client *c)
     return rc;
 }
 
-/* Removes this program's tenants from the registry (their graphs are dropped apart). */
-static void registry_forget(const char *const *names, size_t n)
+/* A connection to the test Redis (a unix socket), or NULL. */
+static redisContext *redis_open(void)
 {
     const char *url = harness_redis_url();
     redisContext *r = strncmp(url, "unix://", 7) == 0 ? redisConnectUnix(url + 7) : NULL;
-    if (r == NULL || r->err) {
-        if (r != NULL)
-            redisFree(r);
-        return;
+    if (r != NULL && r->err) {
+        redisFree(r);
+        r = NULL;
     }
+    return r;
+}
+
+/* Removes this program's tenants from the registry (their graphs are dropped apart). */
+static void registry_forget(const char *const *names, size_t n)
+{
+    redisContext *r = redis_open();
+    if (r == NULL)
+        return;
     for (size_t i = 0; i < n; i++) {
         freeReplyObject(redisCommand(r, "SREM charter:{_tenants}:tenants %s", names[i]));
         freeReplyObject(redisCommand(r, "DEL charter:{_tenants}:tenant:%s", names[i]));
     }
     redisFree(r);
+}
+
+/* The number of keys matching pattern in the test Redis (a SCAN), or -1. */
+static long redis_count(const char *pattern)
+{
+    redisContext *r = redis_open();
+    if (r == NULL)
+        return -1;
+    long n = 0;
+    char cursor[32] = "0";
+    do {
+        redisReply *rep = redisCommand(r, "SCAN %s MATCH %s COUNT 1000", cursor, pattern);
+        if (rep == NULL || rep->type != REDIS_REPLY_ARRAY || rep->elements != 2) {
+            freeReplyObject(rep);
+            redisFree(r);
+            return -1;
+        }
+        snprintf(cursor, sizeof cursor, "%s", rep->element[0]->str);
+        n += (long)rep->element[1]->elements;
+        freeReplyObject(rep);
+    } while (strcmp(cursor, "0") != 0);
+    redisFree(r);
+    return n;
 }
 
 static int suite_init(void)
@@ -127,10 +164,14 @@ static int suite_init(void)
     snprintf(tenant_q, sizeof tenant_q, "tq_%d", (int)getpid());
     snprintf(tenant_r, sizeof tenant_r, "tr_%d", (int)getpid());
     snprintf(tenant_w, sizeof tenant_w, "tw_%d", (int)getpid());
-    const char *names[] = {tenant_a, tenant_b, tenant_q, tenant_r, tenant_w};
-    for (size_t i = 0; i < 5; i++)
+    snprintf(tenant_f, sizeof tenant_f, "tf_%d", (int)getpid());
+    snprintf(tenant_c, sizeof tenant_c, "tc_%d", (int)getpid());
+    harness_graph_name(graph2, sizeof graph2, "tenants2");
+    const char *names[] = {tenant_a, tenant_b, tenant_q, tenant_r,
+                           tenant_w, tenant_f, tenant_c, graph2};
+    for (size_t i = 0; i < 8; i++)
         harness_graph_drop(names[i]);
-    registry_forget(names, 5);
+    registry_forget(names, 8);
     store *st = harness_store_open(graph);
     store_close(st);
     char path[512];
@@ -149,8 +190,10 @@ static int suite_init(void)
         return -1;
     }
     fclose(kf);
-    const char *extra[2] = {"--integrity-key", key_path};
-    harness_charterd_opts o = {.graph = graph, .extra_args = extra, .n_extra = 2};
+    if (harness_http_listen_addr(http_addr, sizeof http_addr) != 0)
+        return -1;
+    const char *extra[4] = {"--integrity-key", key_path, "--http", http_addr};
+    harness_charterd_opts o = {.graph = graph, .extra_args = extra, .n_extra = 4};
     if (harness_charterd_start(&o, &daemon_) != 0)
         return -1;
     admin = client_for(ADMIN_TOKEN, NULL);
@@ -163,10 +206,11 @@ static int suite_clean(void)
     charter_client_close(admin);
     charter_client_close(op);
     int rc = harness_charterd_stop(&daemon_);
-    const char *names[] = {tenant_a, tenant_b, tenant_q, tenant_r, tenant_w};
-    for (size_t i = 0; i < 5; i++)
+    const char *names[] = {tenant_a, tenant_b, tenant_q, tenant_r,
+                           tenant_w, tenant_f, tenant_c, graph2};
+    for (size_t i = 0; i < 8; i++)
         harness_graph_drop(names[i]);
-    registry_forget(names, 5);
+    registry_forget(names, 8);
     harness_graph_drop(graph);
     free(workflow_def);
     unlink(key_path);
@@ -491,6 +535,262 @@ static void test_each_quota_fires_and_names_itself(void)
     charter_client_close(r);
 }
 
+/* --- graphs that hold data ---------------------------------------------------------------- */
+
+/* How many of the tenants ListTenants (through admin client c) names name; -1 on failure. */
+static int listed(charter_client *c, const char *name)
+{
+    Charter__V1__ListTenantsRequest lq = CHARTER__V1__LIST_TENANTS_REQUEST__INIT;
+    Charter__V1__ListTenantsResponse *l = NULL;
+    charter_status st;
+    if (charter_list_tenants(c, &lq, &l, &st) != 0)
+        return -1;
+    int n = 0;
+    for (size_t i = 0; i < l->n_tenants; i++)
+        n += strcmp(l->tenants[i]->name, name) == 0;
+    charter__v1__list_tenants_response__free_unpacked(l, NULL);
+    return n;
+}
+
+/* The admin token of one charterd names a tenant like the default graph of another charterd
+ * on the same Redis, which holds a run: ALREADY_EXISTS (the name is taken: its graph exists
+ * with data, as when it names its own default graph), nothing written in that graph or the
+ * registry. The admin token reaches no tenant's data through either charterd. */
+static void test_a_graph_that_holds_data_is_not_taken_as_a_tenant(void)
+{
+    harness_charterd other;
+    harness_charterd_opts o = {.graph = graph2};
+    CU_ASSERT_EQUAL_FATAL(harness_charterd_start(&o, &other), 0);
+    charter_options copt;
+    charter_options_init(&copt);
+    copt.timeout_ms = 20000;
+    charter_client *other_op = NULL, *other_admin = NULL;
+    CU_ASSERT_EQUAL_FATAL(
+        charter_client_open(other.tcp_url, HARNESS_OPERATOR_TOKEN, &copt, &other_op), 0);
+    CU_ASSERT_EQUAL_FATAL(charter_client_open(other.tcp_url, ADMIN_TOKEN, &copt, &other_admin), 0);
+    char run[129], status[32];
+    CU_ASSERT_EQUAL_FATAL(harness_create_run(other_op, "external", NULL, run, status, NULL), 0);
+
+    char before[65], after[65];
+    CU_ASSERT_EQUAL_FATAL(harness_graph_digest(graph2, before), 0);
+    Charter__V1__CreateTenantRequest rq = CHARTER__V1__CREATE_TENANT_REQUEST__INIT;
+    rq.name = graph2;
+    Charter__V1__CreateTenantResponse *r = NULL;
+    charter_status st;
+    /* Through this charterd's admin (graph2 is not its default graph) and the other's. */
+    int rc = charter_create_tenant(admin, &rq, &r, &st);
+    if (rc != -CHARTER_ALREADY_EXISTS)
+        fprintf(stderr, "\n  CreateTenant %s: %d %s\n", graph2, rc, st.message);
+    CU_ASSERT_EQUAL(rc, -CHARTER_ALREADY_EXISTS);
+    CU_ASSERT_PTR_NOT_NULL(strstr(st.message, "already holds data"));
+    CU_ASSERT_PTR_NULL(r);
+    CU_ASSERT_EQUAL(charter_create_tenant(other_admin, &rq, &r, &st), -CHARTER_ALREADY_EXISTS);
+    char key[128];
+    snprintf(key, sizeof key, "charter:{_tenants}:tenant:%s", graph2);
+    CU_ASSERT_EQUAL(redis_count(key), 0);
+    CU_ASSERT_EQUAL(listed(admin, graph2), 0);
+    CU_ASSERT_EQUAL(harness_graph_digest(graph2, after), 0);
+    CU_ASSERT_STRING_EQUAL(before, after);
+
+    /* The admin token acts on no tenant's data: not the other charterd's default graph, not a
+     * created tenant's. */
+    Charter__V1__ListRunsRequest lr = CHARTER__V1__LIST_RUNS_REQUEST__INIT;
+    Charter__V1__ListRunsResponse *runs = NULL;
+    Charter__V1__RevokeGrantRequest rg = CHARTER__V1__REVOKE_GRANT_REQUEST__INIT;
+    rg.grant_id = "g_analyst";
+    Charter__V1__Grant *g = NULL;
+    Charter__V1__GetRunRequest gr = CHARTER__V1__GET_RUN_REQUEST__INIT;
+    gr.run_id = run;
+    Charter__V1__RunView *v = NULL;
+    charter_client *admin_a = client_for(ADMIN_TOKEN, tenant_a);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(admin_a);
+    charter_client *as_admin[] = {other_admin, admin, admin_a};
+    for (size_t i = 0; i < 3; i++) {
+        CU_ASSERT_EQUAL(charter_list_runs(as_admin[i], &lr, &runs, &st),
+                        -CHARTER_PERMISSION_DENIED);
+        CU_ASSERT_EQUAL(charter_get_run(as_admin[i], &gr, &v, &st), -CHARTER_PERMISSION_DENIED);
+        CU_ASSERT_EQUAL(charter_revoke_grant(as_admin[i], &rg, &g, &st),
+                        -CHARTER_PERMISSION_DENIED);
+        CU_ASSERT_PTR_NOT_NULL(strstr(st.message, "admin token"));
+    }
+    charter_client_close(admin_a);
+    CU_ASSERT_EQUAL(harness_graph_digest(graph2, after), 0);
+    CU_ASSERT_STRING_EQUAL(before, after);
+
+    /* A registry entry named like the default graph (an older charterd could make one) is
+     * listed once: as the implicit default. */
+    redisContext *rc2 = redis_open();
+    CU_ASSERT_PTR_NOT_NULL_FATAL(rc2);
+    freeReplyObject(redisCommand(rc2, "SADD charter:{_tenants}:tenants %s", graph2));
+    freeReplyObject(redisCommand(rc2,
+                                 "HSET charter:{_tenants}:tenant:%s max_runs 0 max_artifacts 0 "
+                                 "calls_per_second 0 created_at 1.000000 runs 0 artifacts 0",
+                                 graph2));
+    redisFree(rc2);
+    CU_ASSERT_EQUAL(listed(other_admin, graph2), 1);
+    const char *forget[] = {graph2};
+    registry_forget(forget, 1);
+
+    charter_client_close(other_op);
+    charter_client_close(other_admin);
+    CU_ASSERT_EQUAL(harness_charterd_stop(&other), 0);
+}
+
+/* A created tenant's graph, even before it holds anything, is refused as a charterd's default
+ * graph: only the tenant's credentials reach it. */
+static void test_a_tenants_graph_is_no_charterds_default_graph(void)
+{
+    CU_ASSERT_EQUAL_FATAL(create_tenant(tenant_c, 0, 0, 0, secret_c, sizeof secret_c), 0);
+    char before[65], after[65];
+    CU_ASSERT_EQUAL_FATAL(harness_graph_digest(tenant_c, before), 0);
+    const char *args[] = {"--redis", harness_redis_url(), "--graph",
+                          tenant_c,  "--listen",          "tcp://127.0.0.1:0"};
+    const char *env[] = {"CHARTER_OPERATOR_TOKEN=" HARNESS_OPERATOR_TOKEN, NULL};
+    char out[2048];
+    int status = harness_charterd_run(args, 6, env, 20000, out, sizeof out);
+    if (status == 0 || strstr(out, "CreateTenant") == NULL)
+        fprintf(stderr, "\n  charterd --graph %s: %d %s\n", tenant_c, status, out);
+    CU_ASSERT_NOT_EQUAL(status, 0);
+    CU_ASSERT_PTR_NOT_NULL(strstr(out, "CreateTenant"));
+    CU_ASSERT_EQUAL(harness_graph_digest(tenant_c, after), 0);
+    CU_ASSERT_STRING_EQUAL(before, after);
+    /* Its operator still reaches it. */
+    charter_client *c = client_for(secret_c, NULL);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(c);
+    Charter__V1__ListRunsRequest lr = CHARTER__V1__LIST_RUNS_REQUEST__INIT;
+    Charter__V1__ListRunsResponse *runs = NULL;
+    charter_status st;
+    CU_ASSERT_EQUAL(charter_list_runs(c, &lr, &runs, &st), 0);
+    if (runs != NULL)
+        charter__v1__list_runs_response__free_unpacked(runs, NULL);
+    charter_client_close(c);
+}
+
+/* --- callers without a credential of the tenant --------------------------------------------- */
+
+/* code and message of one NNG call of method naming tenant named with token (NULL: none). */
+static void answer_of(const char *token, const char *named, bool health, int *code, char msg[256])
+{
+    charter_client *c = client_for(token, named);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(c);
+    charter_status st;
+    if (health) {
+        Charter__V1__HealthRequest hq = CHARTER__V1__HEALTH_REQUEST__INIT;
+        Charter__V1__HealthResponse *h = NULL;
+        *code = charter_health(c, &hq, &h, &st);
+        if (h != NULL)
+            charter__v1__health_response__free_unpacked(h, NULL);
+    } else {
+        Charter__V1__ListRunsRequest lr = CHARTER__V1__LIST_RUNS_REQUEST__INIT;
+        Charter__V1__ListRunsResponse *runs = NULL;
+        *code = charter_list_runs(c, &lr, &runs, &st);
+        if (runs != NULL)
+            charter__v1__list_runs_response__free_unpacked(runs, NULL);
+    }
+    snprintf(msg, 256, "%s", *code != 0 ? st.message : "");
+    charter_client_close(c);
+}
+
+/* The HTTP answer to path naming tenant named with token (NULL: none). */
+static void http_answer_of(const char *path, const char *token, const char *named,
+                           harness_http_reply *r)
+{
+    char auth[160], ten[96];
+    snprintf(auth, sizeof auth, "Authorization: Bearer %s", token != NULL ? token : "");
+    snprintf(ten, sizeof ten, "Charter-Tenant: %s", named);
+    const char *headers[2] = {ten, auth};
+    CU_ASSERT_EQUAL_FATAL(
+        harness_http_post(http_addr, path, headers, token != NULL ? 2 : 1, "{}", r), 0);
+}
+
+static void test_callers_without_a_credential_of_a_tenant_neither_spend_nor_probe_it(void)
+{
+    /* 20 calls per second: more than its operator makes below, far fewer than the flood. */
+    CU_ASSERT_EQUAL_FATAL(create_tenant(tenant_f, 0, 0, 20, secret_f, sizeof secret_f), 0);
+    char nosuch[64], bogus[128];
+    snprintf(nosuch, sizeof nosuch, "nosuch_%d", (int)getpid());
+    /* Well formed, unknown id; and tenant F's id with another secret. */
+    snprintf(bogus, sizeof bogus, "chc_%016d_%064d", 42, 7);
+    char forged[128];
+    snprintf(forged, sizeof forged, "%.21s%064d", secret_f, 9);
+
+    /* The same answer, code and message, whether the named tenant exists or not. */
+    struct {
+        const char *token;
+        bool health;
+    } probes[] = {{NULL, true}, {NULL, false}, {bogus, true}, {bogus, false}, {forged, false}};
+    for (size_t i = 0; i < sizeof probes / sizeof probes[0]; i++) {
+        int code_f = 0, code_n = 0;
+        char msg_f[256], msg_n[256];
+        answer_of(probes[i].token, tenant_f, probes[i].health, &code_f, msg_f);
+        answer_of(probes[i].token, nosuch, probes[i].health, &code_n, msg_n);
+        if (code_f != code_n || strcmp(msg_f, msg_n) != 0 || code_f != -CHARTER_UNAUTHENTICATED)
+            fprintf(stderr, "\n  probe %zu: existing %d \"%s\", unknown %d \"%s\"\n", i, code_f,
+                    msg_f, code_n, msg_n);
+        CU_ASSERT_EQUAL(code_f, -CHARTER_UNAUTHENTICATED);
+        CU_ASSERT_EQUAL(code_f, code_n);
+        CU_ASSERT_STRING_EQUAL(msg_f, msg_n);
+    }
+    const char *paths[] = {"/charter.v1.Health/Check", "/grpc.health.v1.Health/Check",
+                           "/charter.v1.Runs/ListRuns"};
+    for (size_t i = 0; i < 3; i++) {
+        const char *tokens[] = {NULL, bogus};
+        for (size_t t = 0; t < 2; t++) {
+            harness_http_reply rf, rn;
+            http_answer_of(paths[i], tokens[t], tenant_f, &rf);
+            http_answer_of(paths[i], tokens[t], nosuch, &rn);
+            if (rf.status != rn.status || strcmp(rf.body, rn.body) != 0 || rf.status != 401)
+                fprintf(stderr, "\n  HTTP %s: existing %d %s, unknown %d %s\n", paths[i], rf.status,
+                        rf.body, rn.status, rn.body);
+            CU_ASSERT_EQUAL(rf.status, 401);
+            CU_ASSERT_EQUAL(rf.status, rn.status);
+            CU_ASSERT_STRING_EQUAL(rf.body, rn.body);
+        }
+    }
+
+    /* A flood of such calls counts nothing against F's calls_per_second: no counter exists
+     * before F's operator calls, and each of its calls after a flood succeeds. */
+    char counters[128];
+    snprintf(counters, sizeof counters, "charter:{_tenants}:cps:%s:*", tenant_f);
+    charter_client *none = client_for(NULL, tenant_f);
+    charter_client *fake = client_for(bogus, tenant_f);
+    charter_client *forger = client_for(forged, tenant_f);
+    charter_client *owner = client_for(secret_f, tenant_f);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(none);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(fake);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(forger);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(owner);
+    Charter__V1__HealthRequest hq = CHARTER__V1__HEALTH_REQUEST__INIT;
+    Charter__V1__HealthResponse *h = NULL;
+    Charter__V1__ListRunsRequest lr = CHARTER__V1__LIST_RUNS_REQUEST__INIT;
+    Charter__V1__ListRunsResponse *runs = NULL;
+    charter_status st;
+    int refused = 0;
+    for (int round = 0; round < 5; round++) {
+        for (int i = 0; i < 30; i++) {
+            refused += charter_health(none, &hq, &h, &st) == -CHARTER_UNAUTHENTICATED;
+            refused += charter_list_runs(none, &lr, &runs, &st) == -CHARTER_UNAUTHENTICATED;
+            refused += charter_health(fake, &hq, &h, &st) == -CHARTER_UNAUTHENTICATED;
+            refused += charter_list_runs(forger, &lr, &runs, &st) == -CHARTER_UNAUTHENTICATED;
+        }
+        if (round == 0)
+            CU_ASSERT_EQUAL(redis_count(counters), 0);
+        int rc = charter_list_runs(owner, &lr, &runs, &st);
+        if (rc != 0)
+            fprintf(stderr, "\n  round %d: F's operator: %d %s\n", round, rc, st.message);
+        CU_ASSERT_EQUAL(rc, 0);
+        if (runs != NULL) {
+            charter__v1__list_runs_response__free_unpacked(runs, NULL);
+            runs = NULL;
+        }
+    }
+    CU_ASSERT_EQUAL(refused, 5 * 30 * 4);
+    charter_client_close(none);
+    charter_client_close(fake);
+    charter_client_close(forger);
+    charter_client_close(owner);
+}
+
 /* --- executors ---------------------------------------------------------------------------- */
 
 static void test_an_executor_runs_a_tenants_scripted_run(void)
@@ -674,6 +974,12 @@ int main(void)
          test_a_tenant_holding_no_workflow_refuses_a_run_saying_to_apply_one},
         {"OpenStep says the tenant lacks the workflow, not that the run is missing",
          test_open_step_says_the_tenant_lacks_the_workflow_not_that_the_run_is_missing},
+        {"a graph that holds data is not taken as a tenant",
+         test_a_graph_that_holds_data_is_not_taken_as_a_tenant},
+        {"a tenant's graph is no charterd's default graph",
+         test_a_tenants_graph_is_no_charterds_default_graph},
+        {"callers without a credential of a tenant neither spend nor probe it",
+         test_callers_without_a_credential_of_a_tenant_neither_spend_nor_probe_it},
     };
     for (size_t i = 0; s && i < sizeof tests / sizeof tests[0]; i++)
         if (!CU_add_test(s, tests[i].name, tests[i].fn))

@@ -280,6 +280,23 @@ bool harness_has_code(char *const *codes, size_t n, const char *code);
 int harness_suite_redis_start(harness_private_redis *r);
 void harness_suite_redis_stop(harness_private_redis *r);
 
+/* --- HTTP/JSON (http.c) -------------------------------------------------------------------- */
+
+/* An address "127.0.0.1:<free port>" for charterd --http into hostport (n bytes). Returns 0 or
+ * -1. */
+int harness_http_listen_addr(char *hostport, size_t n);
+
+typedef struct {
+    int status;      /* the HTTP status */
+    char body[4096]; /* the reply's body (cut at 4095 bytes) */
+} harness_http_reply;
+
+/* POSTs body (NULL: "{}") as application/json to http://<hostport><path> with the curl
+ * program, with n_headers (at most 8) more "Name: value" headers, waiting at most 30 s.
+ * Returns 0 with *out filled, or -1 when curl failed (no reply). */
+int harness_http_post(const char *hostport, const char *path, const char *const *headers,
+                      size_t n_headers, const char *body, harness_http_reply *out);
+
 /* --- a fake model provider ---------------------------------------------------------------- */
 
 /* A real local HTTP server (NNG's) standing in for a remote model provider: charterd is
