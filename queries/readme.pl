@@ -65,7 +65,7 @@ if (@bare || !defined $version) {
 }
 
 my $out = "$BEGIN\n\n## Functions\n\nLibrary version **$version** (`charter_version` replies it; "
-  . "`STORE_LIBRARY_VERSION` in\n`server/store.h` must equal it). " . scalar(@registered)
+  . "`STORE_LIBRARY_VERSION` in\n`server/db/store.h` must equal it). " . scalar(@registered)
   . " functions, each registered in `registry.lua`. Every function takes\nthe graph prefix "
   . "`P` as its only key; the arguments follow it (\"JSON\" is one argument holding a JSON\n"
   . "object). \"read only\" functions carry the `no-writes` flag.\n\n";

@@ -1,79 +1,84 @@
 #!/usr/bin/env bash
-# Checks the include structure of server/: no include cycle between files, no cycle between
-# modules (x.c and x.h are one module) beyond the known ones listed below, and the domain never
-# reaches the RPC layer (call.h, dispatch.h, services.h, wire.h, transport.h), directly or
-# through another header. Prints every violation; exits 1 when there is one.
+# Checks server/ against its room table (docs/ARCHITECTURE.md): every file lives in a room, and
+# every #include "room/file.h" of a file reaches only its own room or a room below it. Also: no
+# include cycle between files or modules (x.c and x.h are one module), only db/ includes
+# hiredis, and policy/ (the pure rules) includes no I/O header (hiredis, NNG, curl, sockets, the
+# clock). Prints the include graph by room and every violation; exits 1 when there is one.
 # Usage: tests/layers.sh [SOURCE_DIR]
 set -euo pipefail
 cd "${1:-$(dirname "$0")/..}/server"
 
-# Module cycles being taken apart where they live (the model's provider types).
-# An entry that no longer occurs is reported so it can be removed.
-known_cycle_edges=("model provider")
+# The rooms, lowest first: a room may include only itself and the rooms before it.
+rooms=(core policy db workflow evidence gates runs rpc main)
+declare -A rank
+for i in "${!rooms[@]}"; do rank[${rooms[$i]}]=$i; done
 
-# The domain: these must not include the RPC layer, even indirectly.
-domain=(status.h role.h ids.h ids.c config.h config.c guard.h guard.c gate.h gate.c deliver.h
-        deliver.c runner.h runner.c replay.h registry.h store.h workflow.h evlog.h)
-rpc=(call.h dispatch.h services.h wire.h transport.h)
+# Headers only db/ may include, and headers policy/ may not include.
+db_only='^(hiredis/|hiredis\.h)'
+io_headers='^(hiredis/|nng/|curl/|systemd/|time\.h$|sys/time\.h$|sys/socket\.h$|netdb\.h$|unistd\.h$|fcntl\.h$|signal\.h$|pthread\.h$|sys/stat\.h$)'
+# The evaluator's fingerprint prefix is computed once (pthread_once); that is no I/O.
+policy_allowed='^policy/evaluator\.c pthread\.h$'
 
 failed=0
-declare -A deps
+fail() { echo "layers: $*" >&2; failed=1; }
 edges=""
-for f in *.c *.h; do
-  list=""
-  while read -r h; do
-    [ -f "$h" ] || continue
-    list+="$h "
-    edges+="$f $h"$'\n'
-  done < <(sed -n 's/^#include "\([^"]*\)".*/\1/p' "$f")
-  deps[$f]=$list
+declare -A room_edges
+
+shopt -s nullglob
+for f in *; do
+  [ -d "$f" ] || fail "$f is not in a room (server/ holds only the rooms)"
+  [ -d "$f" ] && [ -z "${rank[$f]:-}" ] && fail "server/$f/ is not a room of the table (${rooms[*]})"
+done
+for room in "${rooms[@]}"; do
+  [ -d "$room" ] || { fail "the room $room/ is missing"; continue; }
+  for path in "$room"/*.c "$room"/*.h; do
+    while read -r inc; do
+      case $inc in
+      */*)
+        to=${inc%%/*}
+        if [ -n "${rank[$to]:-}" ]; then
+          [ -f "$inc" ] || fail "$path includes $inc, which does not exist"
+          edges+="$path $inc"$'\n'
+          [ "$to" != "$room" ] && room_edges["$room -> $to"]=$((${room_edges["$room -> $to"]:-0} + 1))
+          if [ "${rank[$to]}" -gt "${rank[$room]}" ]; then
+            fail "$path ($room) includes $inc: $to is above $room"
+          fi
+        fi
+        ;;
+      *)
+        # A bare name must be a generated or proto/ header, never a file of a room.
+        for r in "${rooms[@]}"; do
+          [ -f "$r/$inc" ] && fail "$path includes \"$inc\": write \"$r/$inc\" (the include names the room)"
+        done
+        ;;
+      esac
+    done < <(sed -n 's/^#include "\([^"]*\)".*/\1/p' "$path")
+    while read -r sys; do
+      if [[ $sys =~ $db_only ]] && [ "$room" != db ]; then
+        fail "$path includes <$sys>: only db/ talks to Redis"
+      fi
+      if [ "$room" = policy ] && [[ $sys =~ $io_headers ]] && ! [[ "$path $sys" =~ $policy_allowed ]]; then
+        fail "$path includes <$sys>: policy/ is pure (facts in, decisions out; no I/O or clock)"
+      fi
+    done < <(sed -n 's/^#include <\([^>]*\)>.*/\1/p' "$path")
+  done
 done
 
-# 1. File cycles: tsort names the files of a loop.
+# No include cycle between files, nor between modules (x.c and x.h are one module).
 if ! out=$(printf '%s' "$edges" | tsort 2>&1 >/dev/null) || [ -n "$out" ]; then
-  echo "layers: include cycle between files:" >&2
-  echo "$out" >&2
-  failed=1
+  fail "include cycle between files:"$'\n'"$out"
 fi
-
-# 2. Module cycles, the known ones aside.
 mods=$(printf '%s' "$edges" | sed 's/\.[ch]\( \|$\)/\1/g' | awk '$1 != $2' | sort -u)
-for e in "${known_cycle_edges[@]}"; do
-  if ! grep -qx "$e" <<<"$mods"; then
-    echo "layers: note: the known module edge \"$e\" is gone; remove it from tests/layers.sh"
-  fi
-  mods=$(grep -vx "$e" <<<"$mods" || true)
-done
 if ! out=$(printf '%s\n' "$mods" | tsort 2>&1 >/dev/null) || [ -n "$out" ]; then
-  echo "layers: include cycle between modules:" >&2
-  echo "$out" >&2
-  failed=1
+  fail "include cycle between modules:"$'\n'"$out"
 fi
 
-# 3. The domain does not depend on the RPC layer.
-for f in "${domain[@]}"; do
-  [ -f "$f" ] || continue
-  declare -A seen=()
-  todo=("$f")
-  while [ ${#todo[@]} -gt 0 ]; do
-    cur=${todo[0]}
-    todo=("${todo[@]:1}")
-    for h in ${deps[$cur]:-}; do
-      [ -n "${seen[$h]:-}" ] && continue
-      seen[$h]=$cur
-      todo+=("$h")
-    done
-  done
-  for r in "${rpc[@]}"; do
-    if [ -n "${seen[$r]:-}" ]; then
-      echo "layers: $f reaches the RPC layer: $r (included by ${seen[$r]})" >&2
-      failed=1
-    fi
-  done
-  unset seen
+echo "layers: includes between rooms (room -> room it reaches: includes)"
+for e in $(printf '%s\n' "${!room_edges[@]}" | sed 's/ -> /->/' | sort -t'>' -k1,1); do
+  printf '  %-22s %3d\n' "${e/->/ -> }" "${room_edges[${e/->/ -> }]}"
 done
-
 if [ $failed -eq 0 ]; then
-  echo "layers: no include cycle; the domain (${#domain[@]} files) does not include the RPC layer"
+  n=$(find "${rooms[@]}" -name '*.[ch]' | wc -l)
+  echo "layers: $n files in ${#rooms[@]} rooms (${rooms[*]}); no upward include, no cycle; only db/ includes hiredis; policy/ includes no I/O header"
 fi
 exit $failed

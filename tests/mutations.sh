@@ -59,28 +59,28 @@ show_log() { echo "----- $1 (last 40 lines)" >&2; tail -n 40 "$1" >&2; echo "---
 names=() firsts=() files=() froms=() tos=()
 mutation() { names+=("$1"); firsts+=("$2"); files+=("$3"); froms+=("$4"); tos+=("$5"); }
 
-mutation "clearance (guard)" test_guard server/guard.c \
+mutation "clearance (guard)" test_guard server/policy/guard.c \
   'if (at != NO_INDEX && flag_begin(&v, GUARD_CLEARANCE_EXCEEDED, &b)) {' \
   'if (0 && at != NO_INDEX && flag_begin(&v, GUARD_CLEARANCE_EXCEEDED, &b)) {'
-mutation "input scope (guard)" test_guard server/guard.c \
+mutation "input scope (guard)" test_guard server/policy/guard.c \
   'if (at != NO_INDEX && flag_begin(&v, GUARD_INPUT_OUT_OF_SCOPE, &b)) {' \
   'if (0 && at != NO_INDEX && flag_begin(&v, GUARD_INPUT_OUT_OF_SCOPE, &b)) {'
-mutation "revocation (guard)" test_guard server/guard.c \
+mutation "revocation (guard)" test_guard server/policy/guard.c \
   'if (g->revoked_at > 0 || g->revoked_at != g->revoked_at)' \
   'if (0 && (g->revoked_at > 0 || g->revoked_at != g->revoked_at))'
 mutation "revocation (commit)" test_queries queries/delivery.lua \
   "if h.revoked_at and h.revoked_at ~= '' then" \
   "if false and h.revoked_at and h.revoked_at ~= '' then"
-mutation "expiry (guard)" test_guard server/guard.c \
+mutation "expiry (guard)" test_guard server/policy/guard.c \
   'if (!(now < g->valid_to))' \
   'if (0 && !(now < g->valid_to))'
 mutation "expiry (commit)" test_queries queries/delivery.lua \
   'if not to or tnum >= to then' \
   'if not to then'
-mutation "identity: grantee is the actor (guard)" test_guard server/guard.c \
+mutation "identity: grantee is the actor (guard)" test_guard server/policy/guard.c \
   'if (!mine && flag_begin(v, GUARD_IDENTITY_MISMATCH, &b)) {' \
   'if (0 && !mine && flag_begin(v, GUARD_IDENTITY_MISMATCH, &b)) {'
-mutation "identity: context owner (guard)" test_guard server/guard.c \
+mutation "identity: context owner (guard)" test_guard server/policy/guard.c \
   'if (!owned && flag_begin(v, GUARD_IDENTITY_MISMATCH, &b)) {' \
   'if (0 && !owned && flag_begin(v, GUARD_IDENTITY_MISMATCH, &b)) {'
 mutation "payload hash (commit)" test_queries queries/delivery.lua \
@@ -89,7 +89,7 @@ mutation "payload hash (commit)" test_queries queries/delivery.lua \
 mutation "payload bytes, content_sha1 (commit)" test_queries queries/delivery.lua \
   "if redis.sha1hex(payload.content or '') ~= content_sha1 then" \
   'if false then'
-mutation "payload bytes vs hash (delivery gate)" test_mutation_gaps server/replay.c \
+mutation "payload bytes vs hash (delivery gate)" test_mutation_gaps server/policy/evaluator.c \
   '*content_hash == '"'"'\0'"'"' || strcmp(payload_hash, content_hash) != 0) {' \
   '*content_hash == '"'"'\0'"'"') {'
 mutation "database clock: the epoch (commit)" test_evidence queries/delivery.lua \
@@ -102,16 +102,16 @@ mutation "database clock: frozen in the past (commit)" test_mutation_gaps querie
 mutation "unique invocation (commit)" test_queries queries/delivery.lua \
   'local existing = hash(dkey)' \
   'local existing = nil'
-mutation "label recomputation (guard)" test_guard server/guard.c \
+mutation "label recomputation (guard)" test_guard server/policy/guard.c \
   'if (a->conf != lin->conf[i] || a->integrity != lin->integrity[i])' \
   'if (0 && (a->conf != lin->conf[i] || a->integrity != lin->integrity[i]))'
-mutation "provenance: parent outside inputs (guard)" test_guard server/guard.c \
+mutation "provenance: parent outside inputs (guard)" test_guard server/policy/guard.c \
   'if (hidden != NULL)' \
   'if (0 && hidden != NULL)'
-mutation "provenance: input without edge (guard)" test_guard server/guard.c \
+mutation "provenance: input without edge (guard)" test_guard server/policy/guard.c \
   'if (unlinked != NULL)' \
   'if (0 && unlinked != NULL)'
-mutation "public rendering (runner)" test_e2e server/runner.c \
+mutation "public rendering (runner)" test_e2e server/runs/runner.c \
   's->rendered ? s->rendered : s->reply.content' \
   's->reply.content'
 mutation "receipt chain head (attach)" test_signed_receipts queries/runs.lua \
@@ -132,28 +132,28 @@ mutation "approval by the approver only (decide)" test_approval queries/approval
 mutation "approval final (decide)" test_approval queries/approvals.lua \
   "if h.state ~= 'pending' then" \
   'if false then'
-mutation "approval holds the send (deliver)" test_approval server/deliver.c \
+mutation "approval holds the send (deliver)" test_approval server/gates/deliver.c \
   'rc = send_hold(&s, out);' \
   '(void)send_hold;'
 mutation "checkpoint consumed once (resume)" test_checkpoint queries/checkpoints.lua \
   "if redis.call('SISMEMBER', P .. ':checkpoints:consumed', ckpt) == 1 then" \
   'if false then'
-mutation "checkpoint MAC (resume)" test_checkpoint server/checkpoint.c \
+mutation "checkpoint MAC (resume)" test_checkpoint server/evidence/checkpoint.c \
   'int rc = integrity_mac_verify(token, plen + b64len, token + len - 64);' \
   'int rc = STATUS_OK;'
-mutation "checkpoint graph (resume)" test_checkpoint server/svc_runs.c \
+mutation "checkpoint graph (resume)" test_checkpoint server/rpc/svc_runs.c \
   'if (strcmp(graph, store_graph(c->st)) != 0) {' \
   'if (0) {'
-mutation "budget ceiling (CreateRun)" test_checkpoint server/svc_runs.c \
+mutation "budget ceiling (CreateRun)" test_checkpoint server/rpc/svc_runs.c \
   '} else if (json_integer_value(asked) > ceiling[k]) {' \
   '} else if (0) {'
-mutation "budget ceiling narrowing (workflow)" test_checkpoint server/workflow.c \
+mutation "budget ceiling narrowing (workflow)" test_checkpoint server/policy/workflow.c \
   'if (up != NULL && json_integer_value(mine) > json_integer_value(up)) {' \
   'if (up != NULL && json_integer_value(mine) < 0) {'
-mutation "recovery lease lapse (executor reap)" test_async server/executor.c \
+mutation "recovery lease lapse (executor reap)" test_async server/runs/executor.c \
   '"queued,running,recovering,pending_approval",' \
   '"queued,running",'
-mutation "approval waited for (runner)" test_approval server/runner.c \
+mutation "approval waited for (runner)" test_approval server/runs/runner.c \
   'exec_await_approval(s->x, dr.approval)) {' \
   '(0 && exec_await_approval(s->x, dr.approval))) {'
 

@@ -20,7 +20,7 @@ if [ "${#ids[@]}" -eq 0 ]; then
   exit 2
 fi
 
-code=(server/*.c server/*.h queries/*.lua)
+code=(server/*/*.c server/*/*.h queries/*.lua)
 tests=(tests/*.c tests/harness/*.c)
 bad=0
 # has ID FILES...: whether ID occurs whole (not as the prefix of a longer ID) in one of FILES.

@@ -7,11 +7,11 @@
  * The null gate allows every input, source read, output capture and delivery, and records the
  * model's own text instead of the server-rendered public text. It exists in this program only:
  * the build links this program with --wrap on the deciding half of the gates
- * (replay_input_decide, replay_source_decide, replay_delivery_decide: every decision gate.c and
- * deliver.c make goes through one of them) and on workflow_render_public, so charterd carries
- * no evaluation switch. Everything else is the product's code: facts are gathered, decisions
- * recorded and the delivery committed by charter_commit_delivery, a real conditional write,
- * given the grant chain and no source list (the null gate computed none).
+ * (evaluator_input_decide, evaluator_source_decide, evaluator_delivery_decide: every decision
+ * gate.c and deliver.c make goes through one of them) and on workflow_render_public, so charterd
+ * carries no evaluation switch. Everything else is the product's code: facts are gathered,
+ * decisions recorded and the delivery committed by charter_commit_delivery, a real conditional
+ * write, given the grant chain and no source list (the null gate computed none).
  */
 #include <CUnit/Basic.h>
 #include <jansson.h>
@@ -20,14 +20,14 @@
 #include <string.h>
 #include <time.h>
 
-#include "evlog.h"
-#include "gate.h"
+#include "evidence/evlog.h"
+#include "gates/gate.h"
 #include "harness.h"
 #include "oracle.h"
-#include "registry.h"
-#include "replay.h"
-#include "runner.h"
-#include "workflow.h"
+#include "workflow/registry.h"
+#include "policy/evaluator.h"
+#include "runs/runner.h"
+#include "policy/workflow.h"
 
 extern const char embedded_workflow[];
 extern const size_t embedded_workflow_len;
@@ -40,24 +40,24 @@ static bool null_gate;
 static unsigned null_decisions; /* decisions the null gate made instead of the real one */
 static unsigned null_renders;   /* public texts it left unrendered */
 
-int __real_replay_input_decide(const guard_stepcap *cap, const guard_context *ctx,
-                               const json_t *ancestries, const char *const *ids, guard_decision *d,
-                               int *conf, int *integrity);
-int __wrap_replay_input_decide(const guard_stepcap *cap, const guard_context *ctx,
-                               const json_t *ancestries, const char *const *ids, guard_decision *d,
-                               int *conf, int *integrity);
-int __real_replay_source_decide(const guard_stepcap *cap, const char *resource_id,
-                                guard_decision *d);
-int __wrap_replay_source_decide(const guard_stepcap *cap, const char *resource_id,
-                                guard_decision *d);
-int __real_replay_delivery_decide(const guard_stepcap *cap, const guard_context *ctx,
-                                  const guard_delivery_request *req, const guard_ancestry *anc,
-                                  const guard_chain *chain, double now, const char *payload_hash,
-                                  const char *content_hash, guard_decision *d);
-int __wrap_replay_delivery_decide(const guard_stepcap *cap, const guard_context *ctx,
-                                  const guard_delivery_request *req, const guard_ancestry *anc,
-                                  const guard_chain *chain, double now, const char *payload_hash,
-                                  const char *content_hash, guard_decision *d);
+int __real_evaluator_input_decide(const guard_stepcap *cap, const guard_context *ctx,
+                                  const json_t *ancestries, const char *const *ids,
+                                  guard_decision *d, int *conf, int *integrity);
+int __wrap_evaluator_input_decide(const guard_stepcap *cap, const guard_context *ctx,
+                                  const json_t *ancestries, const char *const *ids,
+                                  guard_decision *d, int *conf, int *integrity);
+int __real_evaluator_source_decide(const guard_stepcap *cap, const char *resource_id,
+                                   guard_decision *d);
+int __wrap_evaluator_source_decide(const guard_stepcap *cap, const char *resource_id,
+                                   guard_decision *d);
+int __real_evaluator_delivery_decide(const guard_stepcap *cap, const guard_context *ctx,
+                                     const guard_delivery_request *req, const guard_ancestry *anc,
+                                     const guard_chain *chain, double now, const char *payload_hash,
+                                     const char *content_hash, guard_decision *d);
+int __wrap_evaluator_delivery_decide(const guard_stepcap *cap, const guard_context *ctx,
+                                     const guard_delivery_request *req, const guard_ancestry *anc,
+                                     const guard_chain *chain, double now, const char *payload_hash,
+                                     const char *content_hash, guard_decision *d);
 int __real_workflow_render_public(const workflow_step *step, const json_t *fields, char **out,
                                   char *err, size_t errlen);
 int __wrap_workflow_render_public(const workflow_step *step, const json_t *fields, char **out,
@@ -72,12 +72,12 @@ static int label_of(const json_t *v, int missing)
 
 /* Allows every input. The labels of the output are the stored labels of the inputs (max
  * confidentiality, min integrity), read from the gathered facts, not recomputed. */
-int __wrap_replay_input_decide(const guard_stepcap *cap, const guard_context *ctx,
-                               const json_t *ancestries, const char *const *ids, guard_decision *d,
-                               int *conf, int *integrity)
+int __wrap_evaluator_input_decide(const guard_stepcap *cap, const guard_context *ctx,
+                                  const json_t *ancestries, const char *const *ids,
+                                  guard_decision *d, int *conf, int *integrity)
 {
     if (!null_gate)
-        return __real_replay_input_decide(cap, ctx, ancestries, ids, d, conf, integrity);
+        return __real_evaluator_input_decide(cap, ctx, ancestries, ids, d, conf, integrity);
     null_decisions++;
     memset(d, 0, sizeof *d);
     d->outcome = GUARD_ALLOW;
@@ -97,11 +97,11 @@ int __wrap_replay_input_decide(const guard_stepcap *cap, const guard_context *ct
 }
 
 /* Allows every source read. */
-int __wrap_replay_source_decide(const guard_stepcap *cap, const char *resource_id,
-                                guard_decision *d)
+int __wrap_evaluator_source_decide(const guard_stepcap *cap, const char *resource_id,
+                                   guard_decision *d)
 {
     if (!null_gate)
-        return __real_replay_source_decide(cap, resource_id, d);
+        return __real_evaluator_source_decide(cap, resource_id, d);
     null_decisions++;
     memset(d, 0, sizeof *d);
     d->outcome = GUARD_ALLOW;
@@ -111,14 +111,14 @@ int __wrap_replay_source_decide(const guard_stepcap *cap, const char *resource_i
 /* Allows every delivery. The conditional write needs the chain leaf first: it is read off the
  * gathered chain facts by following each grant's first parent, nothing judged. The source
  * list is left empty (the commit then checks none). deliver.c frees the list's array. */
-int __wrap_replay_delivery_decide(const guard_stepcap *cap, const guard_context *ctx,
-                                  const guard_delivery_request *req, const guard_ancestry *anc,
-                                  const guard_chain *chain, double now, const char *payload_hash,
-                                  const char *content_hash, guard_decision *d)
+int __wrap_evaluator_delivery_decide(const guard_stepcap *cap, const guard_context *ctx,
+                                     const guard_delivery_request *req, const guard_ancestry *anc,
+                                     const guard_chain *chain, double now, const char *payload_hash,
+                                     const char *content_hash, guard_decision *d)
 {
     if (!null_gate)
-        return __real_replay_delivery_decide(cap, ctx, req, anc, chain, now, payload_hash,
-                                             content_hash, d);
+        return __real_evaluator_delivery_decide(cap, ctx, req, anc, chain, now, payload_hash,
+                                                content_hash, d);
     null_decisions++;
     memset(d, 0, sizeof *d);
     d->outcome = GUARD_ALLOW;
@@ -211,7 +211,7 @@ static int ablation_drive(ablation_run *r)
         store_close(st);
         return -1;
     }
-    const config_limits limits = {
+    const service_limits limits = {
         .max_message = 4u << 20,
         .max_ancestry = 10000,
         .max_ids = 1000,
@@ -472,7 +472,7 @@ int main(void)
     workflow *wf = NULL;
     char err[512], evaluator[65];
     if (workflow_load_buffer(embedded_workflow, embedded_workflow_len, &wf, err, sizeof err) != 0 ||
-        replay_fingerprint(wf, evaluator) != 0 || evlog_configure(evaluator) != 0) {
+        evaluator_fingerprint(wf, evaluator) != 0 || evlog_configure(evaluator) != 0) {
         fprintf(stderr, "test_ablation: cannot load the built-in workflow: %s\n", err);
         workflow_free(wf);
         return 2;

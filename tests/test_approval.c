@@ -19,7 +19,7 @@
 
 #include "charter.h"
 #include "harness.h"
-#include "workflow.h"
+#include "policy/workflow.h"
 
 #define N_CLIENTS 8
 #define N_THREADS 16

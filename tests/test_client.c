@@ -22,7 +22,7 @@
 
 /* The converter is part of the CLI, not of libcharter: compile it into this test as the CLI
  * compiles it. */
-#include "../client/cli_json.c"
+#include "../cmd/charter/cli_json.c"
 
 #define RESPONDER_WORKERS 4
 #define CALL_THREADS 32

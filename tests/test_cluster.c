@@ -26,7 +26,7 @@
 
 #include "charter.h"
 #include "harness.h"
-#include "store.h"
+#include "db/store.h"
 
 #define N_GRAPHS 3
 #define ADMIN_TOKEN "test-admin-token-5b0e8c2f71d94a63"

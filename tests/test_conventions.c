@@ -23,7 +23,7 @@
 #include <jansson.h>
 
 #include "charter.h"
-#include "dispatch.h"
+#include "rpc/dispatch.h"
 #include "harness.h"
 #include "health.pb-c.h"
 

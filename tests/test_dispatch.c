@@ -11,8 +11,8 @@
 #include <CUnit/Basic.h>
 
 #include "charter.pb-c.h"
-#include "dispatch.h"
-#include "services.h"
+#include "rpc/dispatch.h"
+#include "rpc/services.h"
 
 /* ---------------------------------------------------------------------------------------- */
 /* The README's table                                                                        */

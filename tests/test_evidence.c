@@ -25,9 +25,9 @@
 #include <unistd.h>
 
 #include "charter.h"
-#include "evlog.h"
+#include "evidence/evlog.h"
 #include "harness.h"
-#include "integrity.h"
+#include "evidence/integrity.h"
 #include "receipt.h"
 
 static const char *HANDOFF_WITNESS =

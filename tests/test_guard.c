@@ -13,7 +13,7 @@
 
 #include <CUnit/Basic.h>
 
-#include "guard.h"
+#include "policy/guard.h"
 
 #define RUN "r1"
 #define HASH "9f86d081884c7d659a2feaa0c55ad015a3bf4f1b2b0b822cd15d6c15b0f00a08"
@@ -358,9 +358,9 @@ static void expect(const guard_decision *d, guard_outcome outcome, unsigned code
     guard_codes_format(d->codes, got, sizeof got);
     guard_codes_format(codes, want, sizeof want);
     if (d->outcome != outcome || d->codes != codes)
-        fprintf(stderr, "\n  got %s [%s] %s\n  want %s [%s] %s\n", guard_outcome_name(d->outcome),
-                got, d->witness ? d->witness : "(none)", guard_outcome_name(outcome), want,
-                witness ? witness : "(any)");
+        fprintf(stderr, "\n  got %s [%s] %s\n  want %s [%s] %s\n",
+                decision_outcome_name(d->outcome), got, d->witness ? d->witness : "(none)",
+                decision_outcome_name(outcome), want, witness ? witness : "(any)");
     CU_ASSERT_EQUAL(d->outcome, outcome);
     CU_ASSERT_EQUAL(d->codes, codes);
     if (witness != NULL) {
@@ -1412,17 +1412,17 @@ static void test_wide_ancestry_witness_takes_the_shortest_path(void)
 
 static void test_code_and_outcome_names_round_trip(void)
 {
-    CU_ASSERT_STRING_EQUAL(guard_code_name(GUARD_INPUT_OUT_OF_SCOPE), "INPUT_OUT_OF_SCOPE");
-    CU_ASSERT_STRING_EQUAL(guard_code_name(GUARD_GRAPH_ERROR), "GRAPH_ERROR");
-    CU_ASSERT_EQUAL(guard_code_from_name("DELIVERY_CONFLICT"), GUARD_DELIVERY_CONFLICT);
-    CU_ASSERT_EQUAL(guard_code_from_name("GRANT_NOT_FOUND"), GUARD_GRANT_NOT_FOUND);
-    CU_ASSERT_EQUAL(guard_code_from_name("grant_invalid"), -1);
-    CU_ASSERT_EQUAL(guard_code_from_name(NULL), -1);
+    CU_ASSERT_STRING_EQUAL(decision_code_name(GUARD_INPUT_OUT_OF_SCOPE), "INPUT_OUT_OF_SCOPE");
+    CU_ASSERT_STRING_EQUAL(decision_code_name(GUARD_GRAPH_ERROR), "GRAPH_ERROR");
+    CU_ASSERT_EQUAL(decision_code_from_name("DELIVERY_CONFLICT"), GUARD_DELIVERY_CONFLICT);
+    CU_ASSERT_EQUAL(decision_code_from_name("GRANT_NOT_FOUND"), GUARD_GRANT_NOT_FOUND);
+    CU_ASSERT_EQUAL(decision_code_from_name("grant_invalid"), -1);
+    CU_ASSERT_EQUAL(decision_code_from_name(NULL), -1);
     for (int c = 0; c < GUARD_CODE_COUNT; c++)
-        CU_ASSERT_EQUAL(guard_code_from_name(guard_code_name((guard_code)c)), c);
-    CU_ASSERT_STRING_EQUAL(guard_outcome_name(GUARD_ALLOW), "allow");
-    CU_ASSERT_STRING_EQUAL(guard_outcome_name(GUARD_DENY), "deny");
-    CU_ASSERT_STRING_EQUAL(guard_outcome_name(GUARD_UNKNOWN), "unknown");
+        CU_ASSERT_EQUAL(decision_code_from_name(decision_code_name((guard_code)c)), c);
+    CU_ASSERT_STRING_EQUAL(decision_outcome_name(GUARD_ALLOW), "allow");
+    CU_ASSERT_STRING_EQUAL(decision_outcome_name(GUARD_DENY), "deny");
+    CU_ASSERT_STRING_EQUAL(decision_outcome_name(GUARD_UNKNOWN), "unknown");
 }
 
 static void test_codes_format_writes_whole_names(void)

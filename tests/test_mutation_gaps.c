@@ -15,14 +15,14 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "deliver.h"
-#include "evlog.h"
-#include "gate.h"
+#include "gates/deliver.h"
+#include "evidence/evlog.h"
+#include "gates/gate.h"
 #include "harness.h"
-#include "registry.h"
-#include "replay.h"
-#include "runner.h"
-#include "workflow.h"
+#include "workflow/registry.h"
+#include "policy/evaluator.h"
+#include "runs/runner.h"
+#include "policy/workflow.h"
 
 extern const char embedded_workflow[];
 extern const size_t embedded_workflow_len;
@@ -31,7 +31,7 @@ static char graph[64];
 static store *st;
 static const workflow *wf;
 static char run_id[65];
-static const config_limits limits = {
+static const service_limits limits = {
     .max_message = 4u << 20,
     .max_ancestry = 10000,
     .max_ids = 1000,
@@ -228,7 +228,7 @@ int main(void)
     char err[512], evaluator[65];
     if (workflow_load_buffer(embedded_workflow, embedded_workflow_len, &loaded, err, sizeof err) !=
             0 ||
-        replay_fingerprint(loaded, evaluator) != 0 || evlog_configure(evaluator) != 0) {
+        evaluator_fingerprint(loaded, evaluator) != 0 || evlog_configure(evaluator) != 0) {
         fprintf(stderr, "test_mutation_gaps: cannot load the built-in workflow: %s\n", err);
         workflow_free(loaded);
         return 2;

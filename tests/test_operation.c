@@ -21,7 +21,7 @@
 
 #include "charter.h"
 #include "harness.h"
-#include "store.h"
+#include "db/store.h"
 
 static char tmpdir[64];
 

@@ -18,9 +18,10 @@
 #include <string.h>
 #include <time.h>
 
-#include "model.h"
-#include "provider.h"
-#include "workflow.h"
+#include "runs/ask.h"
+#include "runs/model.h"
+#include "runs/provider.h"
+#include "policy/workflow.h"
 
 #ifndef CHARTER_SOURCE_DIR
 #error "CHARTER_SOURCE_DIR (the source tree's root) must be defined by the build"
@@ -360,7 +361,7 @@ static void test_live_mode_before_configuration_is_refused(void)
     model_reply r;
     char err[256];
     CU_ASSERT_FALSE(provider_configured());
-    CU_ASSERT_EQUAL(model_ask("live", &req, &r, err, sizeof err), -1);
+    CU_ASSERT_EQUAL(ask_model("live", &req, &r, err, sizeof err), -1);
     CU_ASSERT_STRING_EQUAL(err, "live models are not configured (set CHARTER_OPENAI_BASE_URL, "
                                 "CHARTER_OPENAI_API_KEY, CHARTER_OPENAI_MODEL, or "
                                 "CHARTER_GEMINI_API_KEY, CHARTER_GEMINI_MODEL)");
@@ -421,7 +422,7 @@ static void test_config_from_env_needs_all_three_and_a_sane_timeout(void)
 }
 
 /* Configures the process-wide provider from the environment, pointing at the fake, and asks
- * through model_ask("live") exactly as the runner does. */
+ * through ask_model("live") exactly as the runner does. */
 static void test_live_mode_asks_the_configured_provider(void)
 {
     char err[256];
@@ -439,7 +440,7 @@ static void test_live_mode_asks_the_configured_provider(void)
     fake_push_answer(GOOD_REPORT, 0);
     model_request req = {.step = report_step, .inputs = report_inputs, .n_inputs = 4};
     model_reply r;
-    CU_ASSERT_EQUAL_FATAL(model_ask("live", &req, &r, err, sizeof err), 0);
+    CU_ASSERT_EQUAL_FATAL(ask_model("live", &req, &r, err, sizeof err), 0);
     CU_ASSERT_STRING_EQUAL(r.content, "Brightline Office leads on price, delivery and warranty.");
     CU_ASSERT_STRING_EQUAL(r.model, TEST_MODEL);
     CU_ASSERT_EQUAL(fake_request_count(), 1);

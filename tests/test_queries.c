@@ -1,6 +1,6 @@
 /*
  * test_queries.c - the query library (the queries/ sources, as built and embedded) and the store
- * (server/store.c) against a real Redis named by CHARTER_TEST_REDIS.
+ * (server/db/store.c) against a real Redis named by CHARTER_TEST_REDIS.
  *
  * The reference tests build a random lineage graph and random delegation chains through the
  * library, keep a plain C model of what they created, and require the ancestry and grant-chain
@@ -20,9 +20,9 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "evlog.h"
+#include "evidence/evlog.h"
 #include "harness.h"
-#include "store.h"
+#include "db/store.h"
 
 extern const char embedded_queries[];
 extern const size_t embedded_queries_len;

@@ -16,8 +16,8 @@
 
 #include "charter.h"
 #include "harness.h"
-#include "scope.h"
-#include "status.h"
+#include "policy/scope.h"
+#include "core/status.h"
 
 static char graph[64];
 static harness_charterd daemon_;

@@ -12,8 +12,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "model.h"
-#include "workflow.h"
+#include "runs/ask.h"
+#include "runs/model.h"
+#include "policy/workflow.h"
 
 #ifndef CHARTER_SOURCE_DIR
 #error "CHARTER_SOURCE_DIR (the source tree's root) must be defined by the build"
@@ -985,7 +986,7 @@ static void test_scripted_model_answers_each_step_from_its_script(void)
     model_reply r;
     char err[256] = "";
 
-    CU_ASSERT_EQUAL_FATAL(model_ask("scripted", &req, &r, err, sizeof err), 0);
+    CU_ASSERT_EQUAL_FATAL(ask_model("scripted", &req, &r, err, sizeof err), 0);
     CU_ASSERT_PTR_NOT_NULL(strstr(r.content, "Brightline 352 USD/unit"));
     CU_ASSERT_PTR_NULL(r.fields);
     CU_ASSERT_TRUE(strs_are(&r.handoff, 2, (const char *const[]){"output", "inputs"}));
@@ -994,13 +995,13 @@ static void test_scripted_model_answers_each_step_from_its_script(void)
 
     /* The analyst follows the injection: its reply carries the canary and hands off output. */
     req.step = workflow_step_find(wf, "analyze");
-    CU_ASSERT_EQUAL_FATAL(model_ask("scripted", &req, &r, err, sizeof err), 0);
+    CU_ASSERT_EQUAL_FATAL(ask_model("scripted", &req, &r, err, sizeof err), 0);
     CU_ASSERT_PTR_NOT_NULL(strstr(r.content, "CEILING-48200"));
     CU_ASSERT_TRUE(strs_are(&r.handoff, 1, (const char *const[]){"output"}));
     model_reply_free(&r);
 
     req.step = workflow_step_find(wf, "report");
-    CU_ASSERT_EQUAL_FATAL(model_ask("scripted", &req, &r, err, sizeof err), 0);
+    CU_ASSERT_EQUAL_FATAL(ask_model("scripted", &req, &r, err, sizeof err), 0);
     CU_ASSERT_EQUAL(r.handoff.n, 0);
     CU_ASSERT_PTR_NOT_NULL_FATAL(r.fields);
     CU_ASSERT_TRUE(
@@ -1023,8 +1024,8 @@ static void test_scripted_model_is_deterministic(void)
     model_request b = {.step = workflow_step_find(wf, "analyze"), .inputs = in2, .n_inputs = 2};
     model_reply ra, rb;
     char err[256];
-    CU_ASSERT_EQUAL_FATAL(model_ask("scripted", &a, &ra, err, sizeof err), 0);
-    CU_ASSERT_EQUAL_FATAL(model_ask("scripted", &b, &rb, err, sizeof err), 0);
+    CU_ASSERT_EQUAL_FATAL(ask_model("scripted", &a, &ra, err, sizeof err), 0);
+    CU_ASSERT_EQUAL_FATAL(ask_model("scripted", &b, &rb, err, sizeof err), 0);
     CU_ASSERT_STRING_EQUAL(ra.content, rb.content);
     model_reply_free(&ra);
     model_reply_free(&rb);
@@ -1038,23 +1039,23 @@ static void test_model_refuses_unknown_and_live_modes_and_missing_script(void)
     model_request req = {.step = workflow_step_find(wf, "research"), .inputs = NULL, .n_inputs = 0};
     model_reply r;
     char err[256] = "";
-    CU_ASSERT_EQUAL(model_ask("oracle", &req, &r, err, sizeof err), -1);
+    CU_ASSERT_EQUAL(ask_model("oracle", &req, &r, err, sizeof err), -1);
     CU_ASSERT_PTR_NOT_NULL(strstr(err, "unknown model mode"));
     CU_ASSERT_PTR_NULL(r.content);
-    CU_ASSERT_EQUAL(model_ask("live", &req, &r, err, sizeof err), -1);
+    CU_ASSERT_EQUAL(ask_model("live", &req, &r, err, sizeof err), -1);
     CU_ASSERT_STRING_EQUAL(err, "live models are not configured (set CHARTER_OPENAI_BASE_URL, "
                                 "CHARTER_OPENAI_API_KEY, CHARTER_OPENAI_MODEL, or "
                                 "CHARTER_GEMINI_API_KEY, CHARTER_GEMINI_MODEL)");
-    CU_ASSERT_EQUAL(model_ask(NULL, &req, &r, err, sizeof err), -1);
+    CU_ASSERT_EQUAL(ask_model(NULL, &req, &r, err, sizeof err), -1);
     CU_ASSERT_PTR_NOT_NULL(strstr(err, "unknown model mode"));
     req.step = NULL;
-    CU_ASSERT_EQUAL(model_ask("scripted", &req, &r, err, sizeof err), -1);
+    CU_ASSERT_EQUAL(ask_model("scripted", &req, &r, err, sizeof err), -1);
     workflow_free(wf);
 
     wf = load_ok(DEF_STEPS(STEP("one", "", "", "", "", "", "")));
     CU_ASSERT_PTR_NOT_NULL_FATAL(wf);
     req.step = &wf->steps[0];
-    CU_ASSERT_EQUAL(model_ask("scripted", &req, &r, err, sizeof err), -1);
+    CU_ASSERT_EQUAL(ask_model("scripted", &req, &r, err, sizeof err), -1);
     CU_ASSERT_STRING_EQUAL(err, "step one has no scripted reply");
     CU_ASSERT_PTR_NULL(r.content);
     workflow_free(wf);
@@ -1196,8 +1197,9 @@ static void test_bad_expectations_are_refused(void)
                    "expect[0].witness: must not be empty");
     expect_refused(DEF_EXPECT("{'recover':false,'outcome':'allow'}"),
                    "expect[0].recover: must be true");
-    expect_refused(DEF_EXPECT("{'status':'finished'}"),
-                   "expect[0].status: \"finished\" is not one of created, queued, running, blocked");
+    expect_refused(
+        DEF_EXPECT("{'status':'finished'}"),
+        "expect[0].status: \"finished\" is not one of created, queued, running, blocked");
     expect_refused(DEF_EXPECT("{'delivery':'boss2'}"),
                    "expect[0].delivery: unknown recipient \"boss2\"");
     expect_refused(DEF_EXPECT("{'delivery':'pub','excludes':['x','x']}"),

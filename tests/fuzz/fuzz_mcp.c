@@ -1,6 +1,6 @@
 /*
  * fuzz_mcp.c - libFuzzer target for charter-mcp's JSON-RPC and MCP message handling
- * (client/mcp_jsonrpc.c, client/mcp_tools.c) up to the first call to charterd.
+ * (cmd/charter-mcp/mcp_jsonrpc.c, cmd/charter-mcp/mcp_tools.c) up to the first call to charterd.
  *
  * The server serves the report step of the reference workflow (deploy/workflows/procurement.json)
  * with a client whose charterd never answers (an ipc address nobody listens on, a 1 ms

@@ -20,13 +20,13 @@
 #include <sys/un.h>
 #include <unistd.h>
 
-#include "auth.h"
-#include "call.h"
+#include "rpc/auth.h"
+#include "rpc/call.h"
 #include "charter.pb-c.h"
-#include "dispatch.h"
-#include "log.h"
-#include "store.h"
-#include "workflow.h"
+#include "rpc/dispatch.h"
+#include "core/log.h"
+#include "db/store.h"
+#include "policy/workflow.h"
 
 /* The tokens the seeds in tests/fuzz/corpus/fuzz_request carry. */
 #define FUZZ_OPERATOR_TOKEN "fuzz-operator-token-0123456789abcdef"

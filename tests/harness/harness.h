@@ -33,7 +33,7 @@
 
 #include "charter.h"
 #include "charter.pb-c.h"
-#include "store.h"
+#include "db/store.h"
 
 /* Fixed tokens every test charterd is started with (>= 24 characters, different). */
 #define HARNESS_OPERATOR_TOKEN "test-operator-token-6c1f0e2a9b7d4e55"

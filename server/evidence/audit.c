@@ -1,0 +1,320 @@
+/*
+ * audit.c - the walk over a run's event hash chain (see audit.h).
+ *
+ * Each place of the log is checked against the events verified before it, so the problem
+ * named is the first one in seq order and says which of changed, removed or inserted explains
+ * it. The run receipt's MAC is checked by integrity.c, which holds the key.
+ */
+#include "evidence/audit.h"
+
+#include <jansson.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "evidence/evlog.h"
+#include "evidence/integrity.h"
+#include "evidence/receipt_issue.h"
+#include "core/status.h"
+
+#define AUDIT_PAGE "500"
+
+static int audit_fail(audit_result *out, uint64_t seq, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+
+static int audit_fail(audit_result *out, uint64_t seq, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(out->problem, sizeof out->problem, fmt, ap);
+    va_end(ap);
+    out->intact = false;
+    out->first_bad_seq = seq;
+    return 1;
+}
+
+static const char *audit_str(const json_t *o, const char *k)
+{
+    const char *s = json_string_value(json_object_get(o, k));
+    return s != NULL ? s : "";
+}
+
+/* The hashes of the events verified so far, by seq (index seq - 1). */
+typedef struct {
+    char (*items)[65];
+    size_t n, cap;
+} audit_hashes;
+
+static int audit_hashes_add(audit_hashes *h, const char *hash)
+{
+    if (h->n == h->cap) {
+        size_t cap = h->cap ? h->cap * 2 : 256;
+        char(*grown)[65] = realloc(h->items, cap * sizeof *grown);
+        if (grown == NULL)
+            return STATUS_ENOMEM;
+        h->items = grown;
+        h->cap = cap;
+    }
+    snprintf(h->items[h->n++], 65, "%s", hash);
+    return STATUS_OK;
+}
+
+/* The 1-based seq of the verified event whose hash is hash, or 0. */
+static uint64_t audit_hashes_find(const audit_hashes *h, const char *hash)
+{
+    for (size_t i = 0; i < h->n; i++)
+        if (strcmp(h->items[i], hash) == 0)
+            return (uint64_t)i + 1;
+    return 0;
+}
+
+/* Whether the stored event e (an audit_events entry) hashes to its stored hash. */
+static int audit_entry_holds(const json_t *e, const char *run_id, bool *holds)
+{
+    evlog_fields f = {run_id,
+                      audit_str(e, "stored_seq"),
+                      audit_str(e, "ts"),
+                      audit_str(e, "kind"),
+                      audit_str(e, "outcome"),
+                      audit_str(e, "codes"),
+                      audit_str(e, "witness"),
+                      audit_str(e, "detail"),
+                      audit_str(e, "snapshot"),
+                      audit_str(e, "evaluator"),
+                      audit_str(e, "prev")};
+    char hash[65];
+    int rc = evlog_event_hash(&f, hash);
+    *holds = rc == STATUS_OK && strcmp(hash, audit_str(e, "hash")) == 0 &&
+             strcmp(audit_str(e, "run_id"), run_id) == 0;
+    return rc;
+}
+
+/* Checks one place of the log. Returns 0 to go on, 1 when the first bad event was found, or a
+ * negative STATUS_E* failure. head_seq may grow: an event appended during the audit (beyond the
+ * head read at its start, sealed and chained) is accepted. An event that holds whose snapshot
+ * names records that are gone or altered is the first bad event too.
+ *
+ * next is the entry of the following place when the page holds it (NULL otherwise): an event
+ * that does not hold is an insertion when the event sealed for its place follows it. */
+static int audit_place(store *st, const json_t *e, const json_t *next, const char *run_id,
+                       uint64_t *head_seq, audit_hashes *verified, json_t *records,
+                       audit_result *out)
+{
+    json_t *atj = json_object_get(e, "at");
+    if (!json_is_integer(atj) || json_integer_value(atj) < 1)
+        return STATUS_EPROTO;
+    uint64_t at = (uint64_t)json_integer_value(atj);
+    bool missing = json_is_true(json_object_get(e, "missing"));
+    bool indexed = json_is_true(json_object_get(e, "indexed"));
+    if (missing) {
+        if (at > *head_seq)
+            return indexed ? audit_fail(out, at,
+                                        "event %llu was inserted: the run's index lists "
+                                        "it beyond the run's last event %llu",
+                                        (unsigned long long)at, (unsigned long long)*head_seq)
+                           : 0;
+        return audit_fail(out, at, "event %llu was removed: no event is stored at seq %llu",
+                          (unsigned long long)at, (unsigned long long)at);
+    }
+    out->events++;
+    if (!indexed && at <= *head_seq)
+        return audit_fail(out, at,
+                          "event %llu was removed from the run's index (its event is "
+                          "stored, but the run no longer lists it)",
+                          (unsigned long long)at);
+    const char *stored_seq = audit_str(e, "stored_seq");
+    const char *stored = audit_str(e, "hash");
+    const char *prev = audit_str(e, "prev");
+    bool holds = false;
+    int rc = audit_entry_holds(e, run_id, &holds);
+    if (rc != STATUS_OK)
+        return rc;
+    const char *expected_prev = verified->n > 0 ? verified->items[verified->n - 1] : "";
+    bool links = strcmp(prev, expected_prev) == 0;
+    char want_seq[24];
+    snprintf(want_seq, sizeof want_seq, "%llu", (unsigned long long)at);
+    bool in_place = strcmp(stored_seq, want_seq) == 0;
+
+    if (at > *head_seq) {
+        if (holds && links && in_place && at == *head_seq + 1) {
+            *head_seq = at; /* appended while the audit ran */
+        } else {
+            return audit_fail(out, at,
+                              "event %llu was inserted: it lies beyond the run's last "
+                              "event %llu",
+                              (unsigned long long)at, (unsigned long long)*head_seq);
+        }
+    } else if (!holds) {
+        bool next_holds = false;
+        if (next != NULL && !json_is_true(json_object_get(next, "missing")) &&
+            strcmp(audit_str(next, "stored_seq"), want_seq) == 0 &&
+            (rc = audit_entry_holds(next, run_id, &next_holds)) != STATUS_OK)
+            return rc;
+        if (next_holds)
+            return audit_fail(out, at,
+                              "event %llu was inserted: the event sealed as %llu now lies "
+                              "after it",
+                              (unsigned long long)at, (unsigned long long)at);
+        return audit_fail(out, at,
+                          "event %llu was changed: its fields no longer hash to the hash "
+                          "it was sealed with",
+                          (unsigned long long)at);
+    } else if (!in_place) {
+        unsigned long long was = strtoull(stored_seq, NULL, 10);
+        return was > at ? audit_fail(out, at,
+                                     "event %llu was removed: event %llu was moved into "
+                                     "its place",
+                                     (unsigned long long)at, was)
+                        : audit_fail(out, was + 1,
+                                     "event %llu was inserted: event %llu was moved "
+                                     "behind it",
+                                     was + 1, was);
+    } else if (!links) {
+        uint64_t j = *prev ? audit_hashes_find(verified, prev) : 0;
+        if (j > 0 && j + 1 < at)
+            return audit_fail(out, j + 1,
+                              "event %llu was inserted: event %llu was sealed right after "
+                              "event %llu",
+                              (unsigned long long)(j + 1), (unsigned long long)at,
+                              (unsigned long long)j);
+        return audit_fail(out, at,
+                          "event %llu was removed: the event at seq %llu was sealed after "
+                          "an event no longer in the log",
+                          (unsigned long long)at, (unsigned long long)at);
+    }
+    /* The event holds; the records its snapshot names (a snapshot blob, a delivery's facts
+     * record, lineage records) must still be there and hash to their names, or its decision
+     * can no longer be replayed. A record shared by many events (one delivery facts record
+     * for every delivery with the same facts) is read once per audit (records). */
+    const char *snapshot = audit_str(e, "snapshot");
+    char key[72];
+    bool keyed = evlog_snapshot_record(snapshot, key);
+    if (*snapshot != '\0' && !(keyed && json_object_get(records, key) != NULL)) {
+        char *resolved = NULL, why[200];
+        rc = evlog_snapshot_resolve(st, snapshot, &resolved, why, sizeof why);
+        free(resolved);
+        if (rc == STATUS_ENOTFOUND || rc == STATUS_EPROTO)
+            return audit_fail(out, at, "event %llu's recorded facts cannot be read back: %s",
+                              (unsigned long long)at, why);
+        if (rc != STATUS_OK)
+            return rc;
+        if (keyed && json_object_set_new(records, key, json_true()) != 0)
+            return STATUS_ENOMEM;
+    }
+    return audit_hashes_add(verified, stored) == STATUS_OK ? 0 : STATUS_ENOMEM;
+}
+
+/* The checks after the walk: the run's head, its receipt, its deliveries. */
+static void audit_tail(const json_t *run, const json_t *deliveries, uint64_t head_seq,
+                       const char *run_id, const audit_hashes *verified, audit_result *out)
+{
+    const char *head = audit_str(run, "head");
+    const char *last = verified->n > 0 ? verified->items[verified->n - 1] : "";
+    if (verified->n == head_seq && strcmp(head, last) != 0) {
+        audit_fail(out, head_seq, "event %llu was changed: the run's head records another hash",
+                   (unsigned long long)head_seq);
+        return;
+    }
+    size_t i;
+    json_t *d;
+    json_array_foreach(deliveries, i, d)
+    {
+        json_t *s = json_object_get(d, "event_seq");
+        uint64_t seq = json_is_integer(s) ? (uint64_t)json_integer_value(s) : 0;
+        if (seq > head_seq) {
+            audit_fail(out, head_seq + 1,
+                       "event %llu was removed: delivery %s was recorded by event %llu, "
+                       "beyond the run's last event %llu",
+                       (unsigned long long)head_seq + 1, audit_str(d, "invocation_id"),
+                       (unsigned long long)seq, (unsigned long long)head_seq);
+            return;
+        }
+    }
+    const char *text = json_string_value(json_object_get(run, "receipt"));
+    if (text == NULL || !evlog_keyed())
+        return;
+    json_t *rj = json_loads(text, 0, NULL);
+    Charter__V1__Receipt r;
+    char reason[160];
+    bool parsed = rj != NULL && receipt_issue_parse(rj, &r) == STATUS_OK;
+    if (!parsed || strcmp(r.kind, "run") != 0 || strcmp(r.run_id, run_id) != 0 ||
+        integrity_receipt_check(&r, reason, sizeof reason) != STATUS_OK) {
+        audit_fail(out, head_seq, "the run's receipt was altered: it does not verify");
+    } else if (r.last_seq > head_seq) {
+        audit_fail(out, head_seq + 1,
+                   "event %llu was removed: the run's receipt covers events up to %llu",
+                   (unsigned long long)head_seq + 1, (unsigned long long)r.last_seq);
+    } else if (r.last_seq >= 1 && r.last_seq <= verified->n &&
+               strcmp(verified->items[r.last_seq - 1], r.last_event_hash) != 0) {
+        audit_fail(out, r.last_seq,
+                   "event %llu was changed: the run's receipt records another hash",
+                   (unsigned long long)r.last_seq);
+    }
+    if (parsed)
+        receipt_issue_clear(&r);
+    json_decref(rj);
+}
+
+int audit_chain(store *st, const char *run_id, audit_result *out)
+{
+    memset(out, 0, sizeof *out);
+    out->intact = true;
+    out->keyed = evlog_keyed();
+    audit_hashes verified = {NULL, 0, 0};
+    json_t *records = json_object(); /* the snapshot records verified so far, by key */
+    if (records == NULL)
+        return STATUS_ENOMEM;
+    json_t *first = NULL;
+    uint64_t head_seq = 0, after = 0, upper = 0;
+    int rc = STATUS_OK, found = 0;
+    do {
+        char a[24];
+        snprintf(a, sizeof a, "%llu", (unsigned long long)after);
+        const char *args[3] = {run_id, a, AUDIT_PAGE};
+        json_t *page = NULL;
+        if ((rc = store_call(st, "audit_events", 3, args, &page)) != STATUS_OK)
+            break;
+        json_t *u = json_object_get(page, "upper");
+        json_t *events = json_object_get(page, "events");
+        if (!json_is_integer(u) || json_integer_value(u) < 0) {
+            json_decref(page);
+            rc = STATUS_EPROTO;
+            break;
+        }
+        if (first == NULL) {
+            first = page;
+            json_t *s = json_object_get(json_object_get(page, "run"), "seq");
+            head_seq = json_is_integer(s) ? (uint64_t)json_integer_value(s) : 0;
+        }
+        upper = (uint64_t)json_integer_value(u);
+        size_t i, n = 0;
+        json_t *e;
+        json_array_foreach(events, i, e)
+        {
+            n++;
+            after = (uint64_t)json_integer_value(json_object_get(e, "at"));
+            found = audit_place(st, e, json_array_get(events, i + 1), run_id, &head_seq, &verified,
+                                records, out);
+            if (found != 0)
+                break;
+        }
+        if (page != first)
+            json_decref(page);
+        if (found < 0) {
+            rc = found;
+            break;
+        }
+        if (n == 0)
+            break;
+    } while (found == 0 && after < upper);
+    if (rc == STATUS_OK && found == 0)
+        audit_tail(json_object_get(first, "run"), json_object_get(first, "deliveries"), head_seq,
+                   run_id, &verified, out);
+    json_decref(first);
+    free(verified.items);
+    json_decref(records);
+    if (rc != STATUS_OK)
+        memset(out, 0, sizeof *out);
+    return rc;
+}

@@ -1,0 +1,37 @@
+/*
+ * audit.h - checking a run's event hash chain and its run receipt against the graph, as an
+ * auditor would after the fact: the first event that was changed, removed or inserted is
+ * named, with the seq where the chain stops holding.
+ *
+ * The walk reads pages of the run's events (charter_audit_events), recomputes each event's hash
+ * over its canonical text (evlog_event_hash) and follows the prev links; it writes nothing.
+ */
+#ifndef CHARTER_AUDIT_H
+#define CHARTER_AUDIT_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "db/store.h"
+
+typedef struct {
+    bool intact;
+    uint64_t events;        /* events examined */
+    uint64_t first_bad_seq; /* 0 when intact */
+    char problem[256];      /* "" when intact */
+    bool keyed;             /* hashes are HMACs under the integrity key */
+} audit_result;
+
+/* Walks run_id's chain page by page (charter_audit_events) and names the first event that was
+ * changed (its stored hash is not the hash of its fields, or its head hash differs), removed
+ * (a place up to the run's seq holds no event or is missing from the index; an event whose
+ * own hash holds but whose prev is an earlier event's hash; the run's receipt or a delivery
+ * names a seq beyond the head) or inserted (an event beyond the run's head; an event whose
+ * prev links to no event before it), or whose recorded facts cannot be read back (a snapshot
+ * blob, facts record or lineage record its snapshot names is gone or no longer hashes to its
+ * name: evlog_snapshot_resolve). A run receipt is only trusted when its MAC checks under
+ * the integrity key (integrity_receipt_check). Returns STATUS_OK with *out filled,
+ * STATUS_ENOTFOUND, or the store's failure. */
+int audit_chain(store *st, const char *run_id, audit_result *out);
+
+#endif

@@ -1,0 +1,713 @@
+/*
+ * deliver.c - the delivery protocol: look the invocation up, evaluate, commit conditionally.
+ *
+ * The database decides, not this process: the guard's ALLOW only licenses an attempt at
+ * charter_commit_delivery, which re-checks the payload bytes, the grant chain and the
+ * invocation ID on the database clock inside one atomic call. Any number of charterd processes
+ * may run this code against one Redis; no process-local lock decides anything. The deciding
+ * half is evaluator_delivery_decide, which replay runs again over the recorded snapshot. A
+ * committed delivery gets its receipt (when charterd has an integrity key) right after the
+ * commit.
+ */
+#include "gates/deliver.h"
+#include "core/digest.h"
+
+#include <assert.h>
+#include <openssl/evp.h>
+#include <openssl/sha.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "gates/approval.h"
+#include "evidence/evlog.h"
+#include "core/ids.h"
+#include "db/lineage.h"
+#include "evidence/receipt_issue.h"
+#include "policy/evaluator.h"
+
+void deliver_fingerprint(const char *run_id, const char *payload_hash, const char *recipient,
+                         const char *tool, const char *grant, char hex[65])
+{
+    const char *parts[5] = {run_id, payload_hash, recipient, tool, grant};
+    size_t total = 0;
+    for (int i = 0; i < 5; i++)
+        total += 12 + strlen(parts[i]);
+    char *buf = malloc(total + 1);
+    if (!buf) {
+        memset(hex, '0', 64);
+        hex[64] = '\0';
+        return;
+    }
+    size_t off = 0;
+    for (int i = 0; i < 5; i++)
+        off += (size_t)snprintf(buf + off, total + 1 - off, "%zu:%s", strlen(parts[i]), parts[i]);
+    gate_sha256_hex(buf, off, hex);
+    free(buf);
+}
+
+void deliver_result_free(deliver_result *r)
+{
+    guard_decision_free(&r->decision);
+    json_decref(r->delivery);
+    r->delivery = NULL;
+    r->acknowledged = false;
+    r->durable = false;
+    json_decref(r->approval);
+    r->approval = NULL;
+}
+
+static int find_delivery(const gate_env *g, const char *inv, json_t **delivery)
+{
+    const char *args[1] = {inv};
+    *delivery = NULL;
+    int rc = store_call(g->st, "find_delivery", 1, args, delivery);
+    if (rc == STATUS_OK && *delivery && !json_is_object(*delivery)) {
+        json_decref(*delivery);
+        *delivery = NULL;
+    }
+    return rc;
+}
+
+/* An existing delivery answers the send: acknowledged when it is this very send (same run and
+ * fingerprint), DELIVERY_CONFLICT otherwise: another run's delivery under the same invocation
+ * ID never counts as this run's send. Takes the reference to existing. */
+static void answer_existing(deliver_result *out, json_t *existing, const char *fingerprint,
+                            const char *run_id)
+{
+    const char *fp = json_string_value(json_object_get(existing, "fingerprint"));
+    const char *owner = json_string_value(json_object_get(existing, "run_id"));
+    bool same_run = owner && run_id && strcmp(owner, run_id) == 0;
+    guard_decision_free(&out->decision);
+    if (same_run && fp && strcmp(fp, fingerprint) == 0) {
+        out->decision.outcome = GUARD_ALLOW;
+        out->delivery = existing;
+        out->acknowledged = true;
+    } else {
+        out->decision.outcome = GUARD_DENY;
+        out->decision.codes = 1u << GUARD_DELIVERY_CONFLICT;
+        const char *inv = json_string_value(json_object_get(existing, "invocation_id"));
+        char buf[256];
+        if (same_run)
+            snprintf(buf, sizeof buf, "invocation %s was committed with other content",
+                     inv ? inv : "?");
+        else
+            snprintf(buf, sizeof buf, "invocation %s was committed by another run",
+                     inv ? inv : "?");
+        out->decision.witness = strdup(buf);
+        json_decref(existing);
+    }
+}
+
+static double number_of(const json_t *j)
+{
+    if (json_is_string(j))
+        return strtod(json_string_value(j), NULL);
+    return json_number_value(j);
+}
+
+static json_t *strs_json(const guard_strs *s)
+{
+    json_t *list = json_array();
+    for (size_t i = 0; list && i < s->n; i++)
+        if (json_array_append_new(list, json_string(s->items[i]))) {
+            json_decref(list);
+            return NULL;
+        }
+    return list;
+}
+
+/* Records a decision that has no effect. If it cannot be recorded, it becomes UNKNOWN. */
+static void record(const gate_env *g, const char *run_id, const char *fingerprint,
+                   guard_decision *d, json_t *detail, json_t *snapshot)
+{
+    evlog_owned ev;
+    int rc = evlog_owned_event(&ev, "delivery_decided", d, fingerprint, detail, snapshot);
+    if (rc == STATUS_OK)
+        rc = evlog_append(g->st, run_id, &ev.ev, NULL);
+    evlog_owned_free(&ev);
+    if (rc != STATUS_OK && d->outcome != GUARD_UNKNOWN) {
+        guard_decision_free(d);
+        guard_decision_unknown(d, "the decision could not be recorded");
+    }
+}
+
+/* The facts of one send: the context, the run's head and everything else in one
+ * charter_delivery_facts call, read by the database at one instant. */
+typedef struct {
+    guard_context ctx;
+    const workflow *wf;        /* the workflow the context acts under */
+    const workflow_step *step; /* its step, narrowed to the context's scope */
+    char fingerprint[65];      /* the evaluator's under wf ("" when unknown) */
+    json_t *reply;             /* the delivery_facts reply; the json_t below borrow from it */
+    json_t *payload;           /* the payload artifact, with content */
+    json_t *existing;          /* the invocation's delivery, or NULL */
+    json_t *ancestry;          /* raw ancestry */
+    json_t *chain;             /* raw grant chain */
+    json_t *recipient;         /* or NULL when unknown */
+    double now;
+    guard_ancestry anc;
+    guard_chain gchain;
+    evlog_head head; /* the context's run's head, as read with the facts */
+    bool have_head;
+} send_facts;
+
+static void facts_free(send_facts *f)
+{
+    facts_context_free(&f->ctx);
+    json_decref(f->reply);
+    facts_ancestry_free(&f->anc);
+    facts_chain_free(&f->gchain);
+}
+
+/* Fetches every fact of the send in one read: the context (checked as gate_context_of does),
+ * the run's head, the payload, the invocation's delivery, the ancestry, the chain of grant
+ * ("": the grant the context recorded, a hint checked here against its step) and the
+ * recipient. *ctx_ok tells whether the context was read and usable; *regrant that the chain
+ * read is not of the step's grant, so the read must be made again naming it. Returns
+ * STATUS_OK, STATUS_ENOTFOUND (context or payload), STATUS_EREFUSED (a completed run), or the
+ * failure of the store or of gate_context_from. */
+static int gather(const gate_env *g, const char *context_id, const char *invocation_id,
+                  const char *payload_id, const char *recipient, const char *grant, send_facts *f,
+                  bool *ctx_ok, bool *regrant)
+{
+    *ctx_ok = false;
+    *regrant = false;
+    facts_free(f);
+    memset(f, 0, sizeof *f);
+    char limit[32];
+    snprintf(limit, sizeof limit, "%zu", g->limits->max_ancestry);
+    const char *args[6] = {invocation_id, payload_id, grant, recipient, limit, context_id};
+    int rc = store_call(g->st, "delivery_facts", 6, args, &f->reply);
+    if (rc != STATUS_OK)
+        return rc;
+    json_t *raw = json_object_get(f->reply, "context");
+    rc = gate_context_from(g, json_incref(raw), &f->wf, &f->step, &f->ctx);
+    if (rc != STATUS_OK)
+        return rc;
+    *ctx_ok = true;
+    if (json_is_true(json_object_get(f->reply, "payload_missing")))
+        return STATUS_ENOTFOUND;
+    f->have_head = evlog_head_parse(json_object_get(f->reply, "head"), &f->head) == STATUS_OK;
+    f->payload = json_object_get(f->reply, "payload");
+    if (!json_is_object(f->payload))
+        return STATUS_EPROTO;
+    f->existing = json_object_get(f->reply, "delivery");
+    if (!json_is_object(f->existing))
+        f->existing = NULL;
+    f->now = number_of(json_object_get(f->reply, "now"));
+    if (f->existing)
+        return STATUS_OK;
+    f->ancestry = json_object_get(f->reply, "ancestry");
+    f->chain = json_object_get(f->reply, "chain");
+    f->recipient = json_object_get(f->reply, "recipient");
+    if (!json_is_object(f->recipient))
+        f->recipient = NULL;
+    const char *read = json_string_value(json_object_get(f->reply, "grant"));
+    if (!read || strcmp(read, f->step->cap.grant) != 0) {
+        *regrant = true;
+        return STATUS_OK;
+    }
+    rc = facts_ancestry_from_json(f->ancestry, payload_id, &f->anc);
+    if (rc == STATUS_OK)
+        rc = facts_chain_from_json(f->chain, f->step->cap.grant, &f->gchain);
+    return rc;
+}
+
+/* Every fact the decision is made from, for replay: content_hash is the hex SHA-256 of the
+ * payload's stored content as read ("" when there was none). */
+/* by_ref: the ancestry is named by its lineage reference (lineage.h), its new records stored
+ * before the event (with the commit, or by lineage_keep); else it is kept whole, as when the
+ * reply named no lineage. */
+static json_t *snapshot_of(const send_facts *f, const guard_delivery_request *req,
+                           const char *payload_hash, const char *content_hash, bool by_ref)
+{
+    json_t *ancestry = NULL;
+    if (by_ref && json_is_object(f->ancestry))
+        ancestry = lineage_ref(f->ancestry);
+    if (ancestry == NULL)
+        ancestry = json_incref(f->ancestry);
+    json_t *owners = strs_json(&f->ctx.owners);
+    return json_pack("{s:s, s:s, s:s, s:o*, s:{s:s, s:s, s:s, s:o*}, "
+                     "s:{s:s, s:s, s:s, s:i, s:s, s:s}, s:o, s:O, s:f, s:{s:s, s:s, s:s}}",
+                     "gate", "delivery", "workflow", f->wf ? f->wf->version : "", "step",
+                     f->step->cap.step, "cap", evaluator_cap_json(&f->step->cap), "context", "id",
+                     f->ctx.id, "run_id", f->ctx.run_id, "step", f->ctx.step, "owners", owners,
+                     "request", "run_id", req->run_id, "payload_id", req->payload_id, "recipient",
+                     req->recipient, "recipient_clearance", req->recipient_clearance, "tool",
+                     req->tool, "grant", req->grant, "ancestry", ancestry, "chain", f->chain, "now",
+                     f->now, "payload", "id", req->payload_id, "hash", payload_hash,
+                     "content_sha256", content_hash);
+}
+
+/* One conditional commit with its event, sealed on the head read with the facts (head NULL:
+ * read it first). Returns STATUS_OK with *reply the function's answer, or the store's failure
+ * (STATUS_EUNAVAILABLE: the effect is unknown). */
+static int commit(const gate_env *g, const char *run_id, json_t *arg, const char *facts_sha,
+                  const char *facts, const evlog_event *ev, const evlog_head *head, json_t **reply)
+{
+    *reply = NULL;
+    return evlog_commit_delivery_at(g->st, run_id, arg, facts_sha, facts, ev, head, reply);
+}
+
+/* One send in progress: the request, the facts and what the phases build from them. Every
+ * pointer is owned here (or borrowed from f.reply) and released by send_free alone. */
+typedef struct {
+    const gate_env *g;
+    const char *context_id, *payload_id, *recipient, *tool, *invocation_id;
+    send_facts f;
+    json_t *detail;           /* the event detail every record of this send carries */
+    const char *payload_hash; /* the payload's recorded hash (borrowed from f.reply), or NULL */
+    const char *content;      /* its stored bytes (borrowed from f.reply), or NULL */
+    char fingerprint[65];     /* the send's fingerprint (deliver_fingerprint) */
+    guard_delivery_request req;
+    char actual[65]; /* hex SHA-256 of content as read ("" without content) */
+    json_t *snapshot;
+    evlog_owned ev; /* the delivery_decided event the commit writes */
+    json_t *arg;    /* the commit's argument */
+    char *facts;    /* the facts record ev's snapshot names (evlog_facts_split), or NULL */
+    char facts_sha[65];
+    bool done; /* a phase answered the send: out is final */
+} send_state;
+
+static void send_free(send_state *s, deliver_result *out)
+{
+    /* chain_order and sources borrow from the facts freed below; nobody reads them later. */
+    free(out->decision.chain_order.items);
+    free(out->decision.sources.items);
+    memset(&out->decision.chain_order, 0, sizeof out->decision.chain_order);
+    memset(&out->decision.sources, 0, sizeof out->decision.sources);
+    evlog_owned_free(&s->ev);
+    json_decref(s->arg);
+    free(s->facts);
+    json_decref(s->snapshot);
+    json_decref(s->detail);
+    facts_free(&s->f);
+}
+
+/* 1. Lookup: every fact in one read (the context with them, and the run's head the commit
+ * seals on; a second read only when the context recorded no grant or another one than its
+ * step's); an invocation already committed answers for itself, even after a revocation.
+ * Returns STATUS_OK (s->done when out is final) or the failure deliver_send returns. */
+static int send_lookup(send_state *s, deliver_result *out)
+{
+    const gate_env *g = s->g;
+    bool ctx_ok = false, regrant = false;
+    int rc = gather(g, s->context_id, s->invocation_id, s->payload_id, s->recipient, "", &s->f,
+                    &ctx_ok, &regrant);
+    if (rc == STATUS_OK && regrant)
+        rc = gather(g, s->context_id, s->invocation_id, s->payload_id, s->recipient,
+                    s->f.step->cap.grant, &s->f, &ctx_ok, &regrant);
+    if (rc == STATUS_OK && regrant)
+        rc = STATUS_EPROTO; /* the chain read was not of the grant named */
+    if (!ctx_ok && (rc == STATUS_ENOTFOUND || rc == STATUS_ENOMEM || rc == STATUS_EREFUSED))
+        return rc;
+    if (!ctx_ok) {
+        guard_decision_unknown(&out->decision, "the graph could not supply the context");
+        s->done = true;
+        return STATUS_OK;
+    }
+    if (s->f.wf == NULL || evaluator_fingerprint(s->f.wf, s->f.fingerprint) != 0)
+        s->f.fingerprint[0] = '\0';
+    s->detail = json_pack("{s:s, s:s, s:s, s:s, s:s, s:s}", "context", s->context_id, "step",
+                          s->f.step->cap.step, "payload", s->payload_id, "recipient", s->recipient,
+                          "tool", s->tool, "invocation_id", s->invocation_id);
+    if (!s->detail)
+        return STATUS_ENOMEM;
+    if (rc == STATUS_ENOTFOUND || rc == STATUS_ENOMEM)
+        return rc;
+    if (rc != STATUS_OK) {
+        /* An operational failure: no facts, so no snapshot to replay. */
+        guard_decision_unknown(&out->decision, "the graph could not supply the facts");
+        record(g, s->f.ctx.run_id, s->f.fingerprint, &out->decision, s->detail, NULL);
+        s->done = true;
+        return STATUS_OK;
+    }
+    s->payload_hash = json_string_value(json_object_get(s->f.payload, "hash"));
+    s->content = json_string_value(json_object_get(s->f.payload, "content"));
+    deliver_fingerprint(s->f.ctx.run_id, s->payload_hash ? s->payload_hash : "", s->recipient,
+                        s->tool, s->f.step->cap.grant, s->fingerprint);
+    if (s->f.existing) {
+        answer_existing(out, json_incref(s->f.existing), s->fingerprint, s->f.ctx.run_id);
+        s->done = true;
+    }
+    return STATUS_OK;
+}
+
+/* 2. Evaluate: the guard over the facts, with the snapshot replay decides from. A refusal is
+ * recorded with its snapshot and answers the send. Returns STATUS_OK or STATUS_ENOMEM. */
+static int send_evaluate(send_state *s, deliver_result *out)
+{
+    s->req = (guard_delivery_request){
+        .run_id = s->f.ctx.run_id,
+        .payload_id = (char *)s->payload_id,
+        .recipient = (char *)s->recipient,
+        .recipient_clearance = -1,
+        .tool = (char *)s->tool,
+        .grant = s->f.step->cap.grant,
+    };
+    if (s->f.recipient) {
+        json_t *cl = json_object_get(s->f.recipient, "clearance");
+        s->req.recipient_clearance = (int)number_of(cl);
+        if (!json_is_string(cl) && !json_is_number(cl))
+            s->req.recipient_clearance = -1;
+    }
+    /* The stored bytes must still be the ones the hash was taken of (evaluator_delivery_decide
+     * compares them). */
+    if (s->content)
+        gate_sha256_hex(s->content, strlen(s->content), s->actual);
+    evaluator_delivery_decide(&s->f.step->cap, &s->f.ctx, &s->req, &s->f.anc, &s->f.gchain,
+                              s->f.now, s->payload_hash, s->actual, &out->decision);
+    /* An allowed send's new lineage records are written by its commit, in the same call as its
+     * event (no write ahead of the commit); a refusal's are stored before it is recorded. */
+    bool by_ref =
+        out->decision.outcome == GUARD_ALLOW ||
+        (json_is_object(s->f.ancestry) && lineage_keep(s->g->st, s->f.ancestry) == STATUS_OK);
+    s->snapshot =
+        snapshot_of(&s->f, &s->req, s->payload_hash ? s->payload_hash : "", s->actual, by_ref);
+    if (!s->snapshot)
+        return STATUS_ENOMEM;
+    if (out->decision.outcome != GUARD_ALLOW) {
+        record(s->g, s->f.ctx.run_id, s->f.fingerprint, &out->decision, s->detail, s->snapshot);
+        s->done = true;
+    }
+    return STATUS_OK;
+}
+
+/* Milliseconds of the call's deadline held back from each commit for the lookup that follows a
+ * commit whose outcome is unknown: a fifth of what remains, at most DELIVER_LOOKUP_RESERVE_MS. */
+static int lookup_reserve(const store *st)
+{
+    int left = store_remaining_ms(st);
+    int r = left / 5;
+    return r < DELIVER_LOOKUP_RESERVE_MS ? r : DELIVER_LOOKUP_RESERVE_MS;
+}
+
+/* Sets out to UNKNOWN GRAPH_ERROR EFFECT_UNKNOWN: a commit was sent and its outcome is not
+ * known. Never a claim of no effect. */
+static void answer_effect_unknown(deliver_result *out, const char *invocation_id)
+{
+    char buf[320];
+    snprintf(buf, sizeof buf,
+             "the commit of invocation %s was sent and its outcome is unknown; it may have "
+             "landed: retry with the same invocation ID to learn its outcome (an identical "
+             "retry is acknowledged, never delivered twice)",
+             invocation_id);
+    guard_decision_free(&out->decision);
+    guard_decision_unknown(&out->decision, buf);
+    out->decision.codes |= 1u << GUARD_EFFECT_UNKNOWN;
+}
+
+/* With --durable-ack N, waits (WAIT, on the connection the commit ran on, within what remains
+ * of the call's deadline) for N replicas to confirm the commit. The delivery stands either
+ * way (it is committed on the master); when fewer confirm, the answer says so in the witness
+ * and durable stays false: the effect is not yet known to survive the master's loss. */
+static void note_durability(const gate_env *g, deliver_result *out)
+{
+    int want = g->limits ? g->limits->durable_ack : 0;
+    if (want <= 0)
+        return;
+    int confirmed = 0;
+    int rc = store_wait_replicas(g->st, want, &confirmed);
+    out->durable = rc == STATUS_OK && confirmed >= want;
+    if (out->durable)
+        return;
+    char note[200];
+    if (rc == STATUS_OK)
+        snprintf(note, sizeof note,
+                 "committed, not yet durable: %d of %d replicas confirmed within the deadline",
+                 confirmed, want);
+    else
+        snprintf(note, sizeof note,
+                 "committed, not yet durable: the replicas could not be asked (%d wanted)", want);
+    char *w = strdup(note);
+    if (w) {
+        free(out->decision.witness);
+        out->decision.witness = w;
+    }
+}
+
+/* The commit's argument and its delivery_decided event, into s->arg and s->ev. by_ref: the
+ * event's snapshot names its facts record (s->facts, evlog_facts_split), which the commit
+ * stores with it; else the snapshot is kept whole (an approval's held commit). The payload's
+ * content is not sent: the commit stores the bytes it finds, once their SHA-1 is the one
+ * evaluated. Returns STATUS_OK or STATUS_ENOMEM (out's decision freed). */
+static int send_prepare(send_state *s, deliver_result *out, bool by_ref)
+{
+    if (s->arg != NULL)
+        return STATUS_OK;
+    /* ALLOW licenses the write only of bytes whose hash matched (evaluator_delivery_decide). */
+    assert(out->decision.outcome == GUARD_ALLOW && s->content != NULL && s->payload_hash != NULL);
+    char sha1[41];
+    (void)digest_sha1_hex(s->content, strlen(s->content), sha1); /* on failure never equal */
+    json_t *ref = NULL;
+    int erc = by_ref ? evlog_facts_split(s->snapshot, &s->facts, s->facts_sha, &ref) : STATUS_OK;
+    if (erc == STATUS_OK)
+        erc = evlog_owned_event(&s->ev, "delivery_decided", &out->decision, s->f.fingerprint,
+                                s->detail, ref != NULL ? ref : s->snapshot);
+    json_decref(ref);
+    s->arg = json_pack("{s:s, s:s, s:s, s:s, s:s, s:s, s:s, s:s, s:o*, s:o*}", "run_id",
+                       s->f.ctx.run_id, "invocation_id", s->invocation_id, "fingerprint",
+                       s->fingerprint, "payload_id", s->payload_id, "payload_hash", s->payload_hash,
+                       "content_sha1", sha1, "recipient", s->recipient, "tool", s->tool,
+                       "grant_chain", strs_json(&out->decision.chain_order), "sources",
+                       strs_json(&out->decision.sources));
+    /* The lineage records the snapshot names that were not stored when the facts were read. */
+    const json_t *fresh = json_object_get(s->f.ancestry, "new");
+    if (s->arg && json_object_size(fresh) > 0 &&
+        json_object_set(s->arg, "lineage", (json_t *)fresh) != 0) {
+        json_decref(s->arg);
+        s->arg = NULL;
+    }
+    if (!s->arg || erc != STATUS_OK) {
+        guard_decision_free(&out->decision);
+        return STATUS_ENOMEM;
+    }
+    return STATUS_OK;
+}
+
+/* 2b. Hold: a send the workflow asks a human to approve (workflow_approval_for) is stored as
+ * a pending approval with the commit it would make, and answers UNKNOWN (no effect yet) with
+ * the approval. A retry of the invocation finds its approval: still pending, the same answer;
+ * decided, the delivery (acknowledged) or DENY naming the outcome. Only an allowed send gets
+ * here: a gate's refusal never becomes an approval. Returns STATUS_OK (s->done when held) or
+ * STATUS_ENOMEM. */
+static int send_hold(send_state *s, deliver_result *out)
+{
+    /* RULE-APPROVAL-GATE-FIRST: only an ALLOW of the gate reaches here (send_evaluate answered
+     * every refusal), so a refused send never becomes an approval. */
+    assert(out->decision.outcome == GUARD_ALLOW);
+    const char *by = NULL;
+    long long within_ms = 0;
+    if (!workflow_approval_for(s->f.wf, s->tool, s->recipient, &by, &within_ms))
+        return STATUS_OK;
+    int rc = send_prepare(s, out, false);
+    if (rc != STATUS_OK)
+        return rc;
+    s->done = true;
+    char id[36];
+    approval_id_of(s->invocation_id, id);
+    json_t *ev = json_pack("{s:s, s:s, s:s, s:s, s:s, s:s, s:s}", "kind", s->ev.ev.kind, "outcome",
+                           s->ev.ev.outcome, "codes", s->ev.ev.codes ? s->ev.ev.codes : "",
+                           "witness", s->ev.ev.witness ? s->ev.ev.witness : "", "detail",
+                           s->ev.ev.detail ? s->ev.ev.detail : "", "snapshot",
+                           s->ev.ev.snapshot ? s->ev.ev.snapshot : "", "evaluator",
+                           s->ev.ev.evaluator ? s->ev.ev.evaluator : "");
+    json_t *doc =
+        json_pack("{s:s, s:s, s:s, s:s, s:s, s:I, s:s, s:s, s:s, s:s, s:s, s:O, s:o*}",
+                  "approval_id", id, "run_id", s->f.ctx.run_id, "invocation_id", s->invocation_id,
+                  "fingerprint", s->fingerprint, "approver", by, "within_ms", (json_int_t)within_ms,
+                  "tool", s->tool, "recipient", s->recipient, "payload_id", s->payload_id, "step",
+                  s->f.step->cap.step, "context_id", s->context_id, "commit", s->arg, "event", ev);
+    json_t *detail =
+        json_pack("{s:s, s:s, s:I, s:s, s:s, s:s, s:s}", "approval_id", id, "approver", by,
+                  "within_ms", (json_int_t)within_ms, "invocation_id", s->invocation_id, "payload",
+                  s->payload_id, "recipient", s->recipient, "tool", s->tool);
+    evlog_owned requested;
+    memset(&requested, 0, sizeof requested);
+    json_t *reply = NULL;
+    if (!doc || !detail ||
+        evlog_owned_event(&requested, "approval_requested", NULL, NULL, detail, NULL) != 0) {
+        rc = STATUS_ENOMEM;
+        goto out;
+    }
+    rc = approval_request(s->g->st, s->f.ctx.run_id, doc, &requested.ev, &reply);
+    guard_decision_free(&out->decision);
+    if (rc != STATUS_OK) {
+        guard_decision_unknown(&out->decision,
+                               "the approval request could not be stored (or its outcome is "
+                               "unknown): retry with the same invocation ID to learn it");
+        rc = STATUS_OK;
+        goto out;
+    }
+    const char *status = json_string_value(json_object_get(reply, "status"));
+    json_t *approval = json_object_get(reply, "approval");
+    char buf[512];
+    if (status && strcmp(status, "exists") == 0) {
+        answer_existing(out, json_incref(json_object_get(reply, "delivery")), s->fingerprint,
+                        s->f.ctx.run_id);
+    } else if (status && strcmp(status, "conflict") == 0) {
+        out->decision.outcome = GUARD_DENY;
+        out->decision.codes = 1u << GUARD_DELIVERY_CONFLICT;
+        snprintf(buf, sizeof buf, "invocation %s awaits approval of another send",
+                 s->invocation_id);
+        out->decision.witness = strdup(buf);
+    } else if (status && json_is_object(approval) && strcmp(status, "pending") == 0) {
+        /* The deadline as the database stored it, "<seconds>.<6 digits>", shown in UTC. */
+        const char *dl = json_string_value(json_object_get(approval, "deadline"));
+        time_t t = (time_t)strtoll(dl ? dl : "0", NULL, 10);
+        struct tm tm;
+        char until[32];
+        if (gmtime_r(&t, &tm) == NULL ||
+            strftime(until, sizeof until, "%Y-%m-%dT%H:%M:%SZ", &tm) == 0)
+            snprintf(until, sizeof until, "%s", dl ? dl : "?");
+        snprintf(buf, sizeof buf,
+                 "awaiting approval %s by %s until %s: nothing is delivered "
+                 "unless %s approves before then",
+                 json_string_value(json_object_get(approval, "id")), by, until, by);
+        guard_decision_unknown(&out->decision, buf);
+        out->decision.codes = 0;
+        out->approval = json_incref(approval);
+    } else if (status && json_is_object(approval) &&
+               (strcmp(status, "denied") == 0 || strcmp(status, "expired") == 0 ||
+                strcmp(status, "refused") == 0)) {
+        const char *r = json_string_value(json_object_get(approval, "reason"));
+        snprintf(buf, sizeof buf, "approval %s was %s%s%s",
+                 json_string_value(json_object_get(approval, "id")), status, r && *r ? ": " : "",
+                 r ? r : "");
+        out->decision.outcome = GUARD_DENY;
+        out->decision.witness = strdup(buf);
+        out->approval = json_incref(approval);
+    } else {
+        guard_decision_unknown(&out->decision, "the approval request got an unexpected reply");
+    }
+out:
+    json_decref(reply);
+    json_decref(doc);
+    json_decref(detail);
+    evlog_owned_free(&requested);
+    return rc;
+}
+
+/* The witness of a commit the conditional write refused (reply {"status":"refused","reason",
+ * "detail"}), into buf: "the conditional write was refused: <check>". The delivery budget is
+ * said in words: the run has used it up, so no send of the run commits any more. */
+static void refusal_witness(const json_t *reply, const char *run_id, char *buf, size_t n)
+{
+    const char *reason = json_string_value(json_object_get(reply, "reason"));
+    const char *detail = json_string_value(json_object_get(reply, "detail"));
+    const char *max = detail ? strstr(detail, " max_deliveries ") : NULL;
+    if (reason && strcmp(reason, "budget_deliveries") == 0 && max)
+        snprintf(buf, n,
+                 "the conditional write was refused: budget_deliveries: run %.64s has used up "
+                 "its max_deliveries budget of %.20s; nothing was delivered",
+                 run_id ? run_id : "", max + strlen(" max_deliveries "));
+    else
+        snprintf(buf, n, "the conditional write was refused: %s",
+                 reason ? reason : "unknown reason");
+}
+
+/* 3. Commit with retry: the conditional write on the database clock, up to DELIVER_ATTEMPTS
+ * times. Each commit gets what remains of the call's deadline minus a reserve; a commit whose
+ * outcome is unknown (sent, no reply) is followed by a lookup of the invocation on a fresh
+ * connection within that reserve: found, it answers (acknowledged); absent proves nothing (the
+ * commit may still sit in a paused server's socket), so the commit is sent again (it is
+ * idempotent: a second one answers "exists"). If no attempt learns the outcome, the answer is
+ * UNKNOWN EFFECT_UNKNOWN when any commit was sent unanswered, plain UNKNOWN GRAPH_ERROR (no
+ * effect) only when none was. A refused write is UNKNOWN GRAPH_ERROR. Returns STATUS_OK or
+ * STATUS_ENOMEM. */
+static int send_commit(send_state *s, deliver_result *out)
+{
+    const gate_env *g = s->g;
+    int prc = send_prepare(s, out, true);
+    if (prc != STATUS_OK)
+        return prc;
+    const char *why = "the commit failed 3 times";
+    bool maybe_landed = false; /* a commit was sent and its reply never read */
+    bool answered = false;
+    for (int attempt = 0; attempt < DELIVER_ATTEMPTS && !answered; attempt++) {
+        json_t *reply = NULL;
+        store_set_reserve(g->st, lookup_reserve(g->st));
+        int rc = commit(g, s->f.ctx.run_id, s->arg, s->facts != NULL ? s->facts_sha : NULL,
+                        s->facts, &s->ev.ev, s->f.have_head ? &s->f.head : NULL, &reply);
+        bool unknown = rc != STATUS_OK && store_effect_unknown(g->st);
+        store_set_reserve(g->st, 0);
+        if (rc != STATUS_OK) {
+            json_decref(reply);
+            if (!unknown)
+                continue; /* not sent, or refused by a transient error reply: no effect */
+            maybe_landed = true;
+            /* Learn the outcome on a fresh connection (the store reconnects). What is found
+             * is a delivery of this invocation (ours or an identical caller's, which cannot
+             * be told apart): acknowledged, never written twice. */
+            json_t *existing = NULL;
+            if (find_delivery(g, s->invocation_id, &existing) == STATUS_OK && existing) {
+                guard_decision_free(&out->decision);
+                answer_existing(out, existing, s->fingerprint, s->f.ctx.run_id);
+                answered = true;
+            }
+            continue;
+        }
+        const char *status = json_string_value(json_object_get(reply, "status"));
+        if (status && strcmp(status, "committed") == 0) {
+            out->delivery = json_incref(json_object_get(reply, "delivery"));
+            json_decref(reply);
+            note_durability(g, out);
+            /* The receipt, signed right after the commit. A failure here loses nothing:
+             * Evidence/GetReceipt issues it from the stored delivery later. */
+            json_t *receipt = NULL;
+            if (evlog_keyed() && out->delivery != NULL)
+                (void)receipt_issue_delivery(g->st, out->delivery, &receipt);
+            json_decref(receipt);
+            break;
+        }
+        if (status && strcmp(status, "exists") == 0) {
+            /* Another deliverer (or an earlier attempt of ours) committed this invocation. */
+            json_t *d = json_incref(json_object_get(reply, "delivery"));
+            json_decref(reply);
+            guard_decision_free(&out->decision);
+            answer_existing(out, d, s->fingerprint, s->f.ctx.run_id);
+            break;
+        }
+        /* Refused: the facts changed between evaluation and commit (revocation, expiry,
+         * altered payload). Fail closed; this is an operational outcome, no snapshot. An
+         * earlier attempt of ours that may still land later would be refused the same way
+         * by the database (the facts it re-checks only move one way until restored), but it
+         * is not known to have been: say so. */
+        const char *reason = json_string_value(json_object_get(reply, "reason"));
+        char buf[256];
+        refusal_witness(reply, s->f.ctx.run_id, buf, sizeof buf);
+        snprintf(out->refused, sizeof out->refused, "%s", reason ? reason : "");
+        guard_decision_free(&out->decision);
+        if (maybe_landed)
+            answer_effect_unknown(out, s->invocation_id);
+        else
+            guard_decision_unknown(&out->decision, buf);
+        record(g, s->f.ctx.run_id, s->f.fingerprint, &out->decision, s->detail, NULL);
+        json_decref(reply);
+        why = NULL;
+        break;
+    }
+    if (out->decision.outcome == GUARD_ALLOW && !out->delivery) {
+        /* The event says so too: an effect-unknown record never contradicts an allow that
+         * lands later; a plain UNKNOWN is recorded only when no commit was sent unanswered. */
+        if (maybe_landed) {
+            answer_effect_unknown(out, s->invocation_id);
+        } else {
+            guard_decision_free(&out->decision);
+            guard_decision_unknown(&out->decision, why);
+        }
+        record(g, s->f.ctx.run_id, s->f.fingerprint, &out->decision, s->detail, NULL);
+    }
+    return STATUS_OK;
+}
+
+int deliver_send(const gate_env *g, const char *context_id, const char *payload_id,
+                 const char *recipient, const char *tool, const char *invocation_id,
+                 deliver_result *out)
+{
+    memset(out, 0, sizeof *out);
+    if (!ids_invocation_ok(invocation_id) || !payload_id || !*payload_id || !recipient ||
+        !*recipient || !tool || !*tool)
+        return STATUS_EINVAL;
+    send_state s;
+    memset(&s, 0, sizeof s);
+    s.g = g;
+    s.context_id = context_id;
+    s.payload_id = payload_id;
+    s.recipient = recipient;
+    s.tool = tool;
+    s.invocation_id = invocation_id;
+
+    int rc = send_lookup(&s, out);
+    if (rc == STATUS_OK && !s.done)
+        rc = send_evaluate(&s, out);
+    if (rc == STATUS_OK && !s.done)
+        rc = send_hold(&s, out);
+    if (rc == STATUS_OK && !s.done)
+        rc = send_commit(&s, out);
+    /* Whatever answered the send, an ALLOW stands on a delivery: committed or acknowledged. */
+    assert(rc != STATUS_OK || out->decision.outcome != GUARD_ALLOW || out->delivery != NULL);
+    send_free(&s, out);
+    return rc;
+}

@@ -1,0 +1,702 @@
+/*
+ * gate.c - the input gate and the step operations around it.
+ *
+ * Every operation reads its facts through the query library, decides with the functions of
+ * evaluator.h (which call the guard), and records the decision as an event of the run (sealed into
+ * the run's hash chain by evlog.c) in the same database call as its effect (a new artifact) or,
+ * when there is no effect, in one event append. The snapshot of a decision holds the facts
+ * exactly as the queries returned them, so the decision can be replayed later without asking
+ * the graph again.
+ */
+#include "gates/gate.h"
+#include "core/digest.h"
+
+#include <openssl/evp.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "evidence/evlog.h"
+#include "policy/guard.h"
+#include "db/lineage.h"
+#include "workflow/registry.h"
+#include "policy/evaluator.h"
+
+void gate_sha256_hex(const char *data, size_t len, char hex[65])
+{
+    /* On failure the hash is all zeros, which never matches a stored one: callers fail
+     * closed. */
+    (void)digest_sha256_hex(data, len, hex);
+}
+
+/* Records d as an event; a decision that cannot be recorded does not stand: it becomes UNKNOWN
+ * GRAPH_ERROR (every decision is recorded with its facts, or it is not a decision). snapshot
+ * may be NULL (an operational failure records no facts). */
+static void record_decision(const gate_env *g, const char *run_id, const char *kind,
+                            const char *evaluator, guard_decision *d, json_t *detail,
+                            json_t *snapshot, uint64_t *seq)
+{
+    evlog_owned ev;
+    evlog_sealed sealed;
+    int rc = evlog_owned_event(&ev, kind, d, evaluator, detail, snapshot);
+    if (rc == STATUS_OK)
+        rc = evlog_append(g->st, run_id, &ev.ev, &sealed);
+    evlog_owned_free(&ev);
+    if (seq)
+        *seq = rc == STATUS_OK ? sealed.seq : 0;
+    if (rc != STATUS_OK) {
+        guard_decision_free(d);
+        guard_decision_unknown(d, "the decision could not be recorded");
+    }
+}
+
+static json_t *strings_json(const char *const *items, size_t n)
+{
+    json_t *list = json_array();
+    for (size_t i = 0; list && i < n; i++) {
+        if (json_array_append_new(list, json_string(items[i]))) {
+            json_decref(list);
+            return NULL;
+        }
+    }
+    return list;
+}
+
+static json_t *context_json(const guard_context *ctx)
+{
+    json_t *owners = strings_json((const char *const *)ctx->owners.items, ctx->owners.n);
+    if (!owners)
+        return NULL;
+    return json_pack("{s:s, s:s, s:s, s:o}", "id", ctx->id ? ctx->id : "", "run_id",
+                     ctx->run_id ? ctx->run_id : "", "step", ctx->step ? ctx->step : "", "owners",
+                     owners);
+}
+
+static bool unavailable(int rc)
+{
+    return rc == STATUS_EUNAVAILABLE || rc == STATUS_EPROTO || rc == STATUS_ELIMIT;
+}
+
+/* Stores the context's workflow (and, for a narrowed context, its parent and lists) with
+ * charter_scope_context. lists is NULL for a context that is not narrowed. */
+static int scope_context(const gate_env *g, const char *context_id, const char *run_id,
+                         const workflow *wf, const workflow_step *ws, const char *parent,
+                         json_t *lists)
+{
+    json_t *doc = json_pack("{s:s, s:s, s:s, s:s}", "context_id", context_id, "run_id", run_id,
+                            "workflow", wf->version, "grant", ws->cap.grant);
+    if (!doc || (parent && (json_object_set_new(doc, "parent", json_string(parent)) ||
+                            json_object_update(doc, lists)))) {
+        json_decref(doc);
+        return STATUS_ENOMEM;
+    }
+    json_t *reply = NULL;
+    int rc = store_call_json(g->st, "scope_context", doc, &reply);
+    json_decref(doc);
+    json_decref(reply);
+    return rc;
+}
+
+/* Opens a context of step ws (of workflow wf) in run_id and completes it with its workflow
+ * and, when parent is set, its parent and narrowed lists. */
+static int open_context(const gate_env *g, const workflow *wf, const workflow_step *ws,
+                        const char *run_id, const char *parent, json_t *lists, json_t **context)
+{
+    *context = NULL;
+    json_t *reply = NULL;
+    int rc = evlog_open_context(g->st, run_id, ws->cap.step, ws->cap.actor, &reply);
+    if (rc != STATUS_OK)
+        return rc;
+    json_t *c = json_object_get(reply, "context");
+    const char *id = json_string_value(json_object_get(c, "id"));
+    if (!json_is_object(c) || !id) {
+        json_decref(reply);
+        return STATUS_EPROTO;
+    }
+    rc = scope_context(g, id, run_id, wf, ws, parent, lists);
+    if (rc == STATUS_OK && (json_object_set_new(c, "workflow", json_string(wf->version)) ||
+                            (parent && json_object_set_new(c, "parent", json_string(parent)))))
+        rc = STATUS_ENOMEM;
+    if (rc == STATUS_OK)
+        *context = json_incref(c);
+    json_decref(reply);
+    return rc;
+}
+
+int gate_open_step(const gate_env *g, const char *run_id, const char *step, json_t **context)
+{
+    *context = NULL;
+    const workflow_step *ws = workflow_step_find(g->wf, step);
+    if (!ws)
+        return STATUS_ENOTFOUND;
+    return open_context(g, g->wf, ws, run_id, NULL, NULL, context);
+}
+
+/* The JSON lists of a context's stored scope ({} reads as an empty list) into s. Returns
+ * STATUS_OK, STATUS_EPROTO or STATUS_ENOMEM. */
+static int scope_list(const json_t *scope, const char *key, guard_strs *s)
+{
+    const json_t *list = json_object_get(scope, key);
+    memset(s, 0, sizeof *s);
+    if (json_is_object(list) && json_object_size(list) == 0)
+        return STATUS_OK;
+    if (!json_is_array(list))
+        return STATUS_EPROTO;
+    size_t n = json_array_size(list);
+    if (n == 0)
+        return STATUS_OK;
+    if (!(s->items = calloc(n, sizeof *s->items)))
+        return STATUS_ENOMEM;
+    for (size_t i = 0; i < n; i++) {
+        const char *v = json_string_value(json_array_get(list, i));
+        if (!v)
+            return STATUS_EPROTO;
+        s->items[i] = (char *)v; /* borrowed from scope */
+        s->n = i + 1;
+    }
+    return STATUS_OK;
+}
+
+int gate_context_of(const gate_env *g, const char *context_id, const workflow **wf,
+                    const workflow_step **step, guard_context *ctx)
+{
+    memset(ctx, 0, sizeof *ctx);
+    *step = NULL;
+    if (wf)
+        *wf = NULL;
+    const char *args[1] = {context_id};
+    json_t *raw = NULL;
+    int rc = store_call(g->st, "context_owner", 1, args, &raw);
+    if (rc == STATUS_OK && !raw)
+        rc = STATUS_EPROTO;
+    if (rc != STATUS_OK) {
+        json_decref(raw);
+        return rc;
+    }
+    return gate_context_from(g, raw, wf, step, ctx);
+}
+
+int gate_context_from(const gate_env *g, json_t *raw, const workflow **wf,
+                      const workflow_step **step, guard_context *ctx)
+{
+    memset(ctx, 0, sizeof *ctx);
+    *step = NULL;
+    if (wf)
+        *wf = NULL;
+    int rc = raw ? facts_context_from_json(raw, ctx) : STATUS_EPROTO;
+    if (rc != STATUS_OK) {
+        json_decref(raw);
+        return rc;
+    }
+    /* A completed run's record is closed: its receipt signs its last event, and no host may
+     * add to it through a context it kept. */
+    const char *run_status = json_string_value(json_object_get(raw, "run_status"));
+    if (run_status && strcmp(run_status, "completed") == 0) {
+        json_decref(raw);
+        facts_context_free(ctx);
+        return STATUS_EREFUSED;
+    }
+    /* The context acts under its run's workflow version, never the one charterd started
+     * with; a context that records none was never completed and is not usable. */
+    const char *version = json_string_value(json_object_get(raw, "workflow"));
+    const workflow *w = NULL;
+    rc = version && *version ? registry_get(g->st, version, &w) : STATUS_EPROTO;
+    if (rc == STATUS_ENOTFOUND || rc == STATUS_EINVAL)
+        rc = STATUS_EPROTO;
+    const workflow_step *base =
+        rc == STATUS_OK && ctx->step ? workflow_step_find(w, ctx->step) : NULL;
+    if (rc == STATUS_OK && !base)
+        rc = STATUS_ENOTFOUND;
+    const json_t *scope = json_object_get(raw, "scope");
+    if (rc == STATUS_OK && scope && !json_is_null(scope)) {
+        guard_strs lists[3];
+        static const char *const keys[3] = {"tools", "recipients", "resources"};
+        memset(lists, 0, sizeof lists);
+        for (size_t k = 0; k < 3 && rc == STATUS_OK; k++)
+            rc = scope_list(scope, keys[k], &lists[k]);
+        if (rc == STATUS_OK)
+            rc = registry_narrowed(w, base, &lists[0], &lists[1], &lists[2], step);
+        /* A stored scope wider than its step is not a fact to act on. */
+        if (rc == STATUS_EREFUSED)
+            rc = STATUS_EPROTO;
+        for (size_t k = 0; k < 3; k++)
+            free(lists[k].items);
+    } else if (rc == STATUS_OK) {
+        *step = base;
+    }
+    json_decref(raw);
+    if (rc != STATUS_OK) {
+        *step = NULL;
+        facts_context_free(ctx);
+        return rc;
+    }
+    if (wf)
+        *wf = w;
+    return STATUS_OK;
+}
+
+int gate_context(const gate_env *g, const char *context_id, const workflow_step **step,
+                 guard_context *ctx)
+{
+    return gate_context_of(g, context_id, NULL, step, ctx);
+}
+
+/* "a, b, c" of s into buf. */
+static void strs_join(const guard_strs *s, char *buf, size_t size)
+{
+    size_t used = 0;
+    buf[0] = '\0';
+    for (size_t i = 0; i < s->n && used < size; i++)
+        used += (size_t)snprintf(buf + used, size - used, "%s%s", i ? ", " : "", s->items[i]);
+}
+
+static bool strs_holds(const guard_strs *s, const char *x)
+{
+    for (size_t i = 0; i < s->n; i++)
+        if (strcmp(s->items[i], x) == 0)
+            return true;
+    return false;
+}
+
+int gate_open_narrowed(const gate_env *g, const char *parent_id, const char *run_id,
+                       const char *step, const guard_strs *tools, const guard_strs *recipients,
+                       const guard_strs *resources, json_t **context, const workflow_step **out,
+                       char *why, size_t whylen)
+{
+    *context = NULL;
+    *out = NULL;
+    if (whylen > 0)
+        why[0] = '\0';
+    const workflow *wf = NULL;
+    const workflow_step *ps = NULL;
+    guard_context pctx;
+    int rc = gate_context_of(g, parent_id, &wf, &ps, &pctx);
+    if (rc != STATUS_OK)
+        return rc;
+    if (run_id && *run_id && strcmp(run_id, pctx.run_id) != 0) {
+        snprintf(why, whylen, "run_id: context %s is of run %s, not %s", parent_id, pctx.run_id,
+                 run_id);
+        facts_context_free(&pctx);
+        return STATUS_EINVAL;
+    }
+    if (step && *step && strcmp(step, ps->cap.step) != 0) {
+        snprintf(why, whylen, "step: context %s is of step %s, not %s", parent_id, ps->cap.step,
+                 step);
+        facts_context_free(&pctx);
+        return STATUS_EINVAL;
+    }
+    /* Scopes only narrow: every name asked for must be in the parent's list; an empty list
+     * keeps the parent's, never "unrestricted". */
+    static const char *const names[3] = {"tools", "recipients", "resources"};
+    const guard_strs *want[3] = {tools, recipients, resources};
+    const guard_strs *have[3] = {&ps->cap.tools, &ps->cap.recipients, &ps->cap.resources};
+    json_t *lists = json_object();
+    for (size_t k = 0; k < 3 && lists && rc == STATUS_OK; k++) {
+        json_t *list = json_array();
+        for (size_t i = 0; list && i < have[k]->n; i++) {
+            const char *x = have[k]->items[i];
+            if ((want[k]->n == 0 || strs_holds(want[k], x)) &&
+                json_array_append_new(list, json_string(x))) {
+                json_decref(list);
+                list = NULL;
+            }
+        }
+        for (size_t i = 0; list && i < want[k]->n; i++) {
+            if (!strs_holds(have[k], want[k]->items[i])) {
+                char parent_list[1024];
+                strs_join(have[k], parent_list, sizeof parent_list);
+                snprintf(why, whylen,
+                         "SCOPE_WIDENING: %s: \"%s\" is not in the parent context %s's %s {%s}",
+                         names[k], want[k]->items[i], parent_id, names[k], parent_list);
+                rc = STATUS_EDENIED;
+                break;
+            }
+        }
+        if (!list || json_object_set_new(lists, names[k], list))
+            rc = rc == STATUS_OK ? STATUS_ENOMEM : rc;
+    }
+    if (!lists)
+        rc = STATUS_ENOMEM;
+    const workflow_step *base = rc == STATUS_OK ? workflow_step_find(wf, ps->cap.step) : NULL;
+    guard_strs eff[3];
+    memset(eff, 0, sizeof eff);
+    for (size_t k = 0; k < 3 && rc == STATUS_OK; k++)
+        rc = scope_list(lists, names[k], &eff[k]);
+    if (rc == STATUS_OK && !base)
+        rc = STATUS_ENOTFOUND;
+    if (rc == STATUS_OK)
+        rc = registry_narrowed(wf, base, &eff[0], &eff[1], &eff[2], out);
+    if (rc == STATUS_OK)
+        rc = open_context(g, wf, base, pctx.run_id, parent_id, lists, context);
+    if (rc == STATUS_OK) {
+        /* The narrowing is in the graph already (the context's scope); the event tells it in
+         * the run's story. It records no decision, so losing it changes none. */
+        json_t *detail = json_pack("{s:s, s:s, s:s, s:O}", "context",
+                                   json_string_value(json_object_get(*context, "id")), "parent",
+                                   parent_id, "step", base->cap.step, "scope", lists);
+        evlog_owned ev;
+        if (detail &&
+            evlog_owned_event(&ev, "context_narrowed", NULL, NULL, detail, NULL) == STATUS_OK)
+            (void)evlog_append(g->st, pctx.run_id, &ev.ev, NULL);
+        if (detail)
+            evlog_owned_free(&ev);
+        json_decref(detail);
+    }
+    for (size_t k = 0; k < 3; k++)
+        free(eff[k].items);
+    json_decref(lists);
+    facts_context_free(&pctx);
+    if (rc != STATUS_OK)
+        *out = NULL;
+    return rc;
+}
+
+/* Input gate over ids without recording. Gathers each artifact's raw ancestry (null where the
+ * graph could not supply it) into *snapshot (a JSON list, caller decrefs) and decides from them
+ * with evaluator_input_decide: d is the worst verdict over all ids (DENY before UNKNOWN before
+ * ALLOW, codes merged, the first witness kept, UNKNOWN when any fact was missing) and, when
+ * every input is allowed, *conf and *integrity are the recomputed labels of an output derived
+ * from all of them. Returns STATUS_OK, STATUS_ENOTFOUND (an unknown artifact) or STATUS_ENOMEM.
+ * Graph failures give STATUS_OK with UNKNOWN GRAPH_ERROR. */
+static int check_inputs(const gate_env *g, const workflow_step *ws, const guard_context *ctx,
+                        const char *const *ids, size_t n, guard_decision *d, json_t **snapshot,
+                        int *conf, int *integrity)
+{
+    memset(d, 0, sizeof *d);
+    json_t *raws = json_array();
+    if (!raws)
+        return STATUS_ENOMEM;
+    char limit[32];
+    snprintf(limit, sizeof limit, "%zu", g->limits->max_ancestry);
+    for (size_t i = 0; i < n; i++) {
+        json_t *raw = NULL;
+        int rc = lineage_ancestry(g->st, ids[i], limit, &raw);
+        if (rc == STATUS_ENOTFOUND || rc == STATUS_ENOMEM) {
+            json_decref(raws);
+            return rc;
+        }
+        /* A fact the graph could not supply is recorded as null: replay sees the same gap. */
+        if (json_array_append_new(raws, rc == STATUS_OK && raw ? raw : json_null())) {
+            json_decref(raws);
+            return STATUS_ENOMEM;
+        }
+    }
+    if (evaluator_input_decide(&ws->cap, ctx, raws, ids, d, conf, integrity) != 0) {
+        json_decref(raws);
+        return STATUS_ENOMEM;
+    }
+    *snapshot = raws;
+    return STATUS_OK;
+}
+
+/* The evaluator fingerprint of a decision made under workflow wf (fp, 65 bytes; "" when it
+ * cannot be computed: the process's default is recorded then). */
+static void decision_evaluator(const workflow *wf, char fp[65])
+{
+    if (wf == NULL || evaluator_fingerprint(wf, fp) != 0)
+        fp[0] = '\0';
+}
+
+/* The facts every snapshot starts with: the gate, the workflow version and the (possibly
+ * narrowed) step capability the decision was made under, and the context. */
+static json_t *snapshot_base(const char *gate, const workflow *wf, const workflow_step *ws,
+                             const guard_context *ctx)
+{
+    return json_pack("{s:s, s:s, s:s, s:o*, s:o*}", "gate", gate, "workflow", wf ? wf->version : "",
+                     "step", ws->cap.step, "cap", evaluator_cap_json(&ws->cap), "context",
+                     context_json(ctx));
+}
+
+/* The ancestries as a snapshot keeps them: each one's lineage reference, its new records
+ * stored first (lineage.h), so what a decision stores does not grow with the lineage's depth.
+ * A null (a fact the graph could not supply) stays null; an ancestry whose records could not be
+ * stored is kept whole. Returns a new reference, or NULL when memory ran out. */
+static json_t *kept_ancestries(const gate_env *g, const json_t *raws)
+{
+    json_t *kept = json_array();
+    size_t i;
+    json_t *raw;
+    json_array_foreach(raws, i, raw)
+    {
+        json_t *ref = NULL;
+        if (json_is_object(raw) && lineage_keep(g->st, raw) == STATUS_OK)
+            ref = lineage_ref(raw);
+        if (ref == NULL)
+            ref = json_incref(raw);
+        if (kept == NULL || json_array_append_new(kept, ref) != 0) {
+            json_decref(kept);
+            return NULL;
+        }
+    }
+    return kept;
+}
+
+static json_t *input_snapshot(const gate_env *g, const workflow *wf, const workflow_step *ws,
+                              const guard_context *ctx, const json_t *raws)
+{
+    json_t *snap = snapshot_base("input", wf, ws, ctx);
+    if (snap && json_object_set_new(snap, "ancestries", kept_ancestries(g, raws))) {
+        json_decref(snap);
+        return NULL;
+    }
+    return snap;
+}
+
+static json_t *input_detail(const char *context_id, const workflow_step *ws, const char *const *ids,
+                            size_t n)
+{
+    return json_pack("{s:s, s:s, s:o*}", "context", context_id, "step", ws->cap.step, "artifacts",
+                     strings_json(ids, n));
+}
+
+int gate_check_input(const gate_env *g, const char *context_id, const char *const *ids, size_t n,
+                     guard_decision *d, uint64_t *event_seq)
+{
+    memset(d, 0, sizeof *d);
+    *event_seq = 0;
+    if (n == 0 || n > g->limits->max_ids)
+        return STATUS_EINVAL;
+    const workflow_step *ws = NULL;
+    const workflow *wf = NULL;
+    guard_context ctx;
+    int rc = gate_context_of(g, context_id, &wf, &ws, &ctx);
+    if (unavailable(rc)) {
+        guard_decision_unknown(d, "the graph could not supply the context");
+        return STATUS_OK;
+    }
+    if (rc != STATUS_OK)
+        return rc;
+    json_t *raws = NULL;
+    int conf, integrity;
+    rc = check_inputs(g, ws, &ctx, ids, n, d, &raws, &conf, &integrity);
+    if (rc == STATUS_OK) {
+        char fp[65];
+        decision_evaluator(wf, fp);
+        json_t *snap = input_snapshot(g, wf, ws, &ctx, raws);
+        json_t *detail = input_detail(context_id, ws, ids, n);
+        record_decision(g, ctx.run_id, "input_checked", fp, d, detail, snap, event_seq);
+        json_decref(snap);
+        json_decref(detail);
+    }
+    json_decref(raws);
+    facts_context_free(&ctx);
+    return rc;
+}
+
+int gate_evaluate_input(const gate_env *g, const char *context_id, const char *const *ids, size_t n,
+                        guard_decision *d)
+{
+    memset(d, 0, sizeof *d);
+    if (n == 0 || n > g->limits->max_ids)
+        return STATUS_EINVAL;
+    const workflow_step *ws = NULL;
+    guard_context ctx;
+    int rc = gate_context(g, context_id, &ws, &ctx);
+    if (unavailable(rc)) {
+        guard_decision_unknown(d, "the graph could not supply the context");
+        return STATUS_OK;
+    }
+    if (rc != STATUS_OK)
+        return rc;
+    json_t *raws = NULL;
+    int conf, integrity;
+    rc = check_inputs(g, ws, &ctx, ids, n, d, &raws, &conf, &integrity);
+    json_decref(raws);
+    facts_context_free(&ctx);
+    return rc;
+}
+
+/* Creates an artifact of run_id with its edges and its event ev in one database call. */
+static int create_artifact(const gate_env *g, const char *run_id, json_t *arg,
+                           const evlog_event *ev, json_t **artifact)
+{
+    json_t *reply = NULL;
+    int rc = evlog_create_artifact(g->st, run_id, arg, ev, &reply);
+    if (rc != STATUS_OK)
+        return rc;
+    json_t *a = json_object_get(reply, "artifact");
+    if (!json_is_object(a)) {
+        json_decref(reply);
+        return STATUS_EPROTO;
+    }
+    *artifact = json_incref(a);
+    json_decref(reply);
+    return STATUS_OK;
+}
+
+/* gate_read_source, or with chunk set, gate_read_chunk: the artifact's title and content are
+ * the chunk's and its detail names the chunk and the search. */
+static int read_source(const gate_env *g, const char *context_id, const char *resource_id,
+                       const gate_chunk *chunk, guard_decision *d, json_t **artifact)
+{
+    memset(d, 0, sizeof *d);
+    *artifact = NULL;
+    const workflow_step *ws = NULL;
+    const workflow *wf = NULL;
+    guard_context ctx;
+    int rc = gate_context_of(g, context_id, &wf, &ws, &ctx);
+    if (unavailable(rc)) {
+        guard_decision_unknown(d, "the graph could not supply the context");
+        return STATUS_OK;
+    }
+    if (rc != STATUS_OK)
+        return rc;
+
+    json_t *detail = json_pack("{s:s, s:s, s:s}", "context", context_id, "step", ws->cap.step,
+                               "resource", resource_id);
+    if (detail && chunk &&
+        (json_object_set_new(detail, "chunk", json_string(chunk->chunk_id)) ||
+         json_object_set_new(detail, "search", json_string(chunk->search_id)))) {
+        json_decref(detail);
+        detail = NULL;
+    }
+    if (!detail) {
+        facts_context_free(&ctx);
+        return STATUS_ENOMEM;
+    }
+    /* The step, not the model, says what may be read: a resource outside it is refused before
+     * anything is fetched. */
+    char fp[65];
+    decision_evaluator(wf, fp);
+    json_t *snap = snapshot_base("source", wf, ws, &ctx);
+    if (snap && json_object_set_new(snap, "resource", json_string(resource_id))) {
+        json_decref(snap);
+        snap = NULL;
+    }
+    if (!snap) {
+        json_decref(detail);
+        facts_context_free(&ctx);
+        return STATUS_ENOMEM;
+    }
+    evaluator_source_decide(&ws->cap, resource_id, d);
+    if (d->outcome != GUARD_ALLOW) {
+        record_decision(g, ctx.run_id, "source_read", fp, d, detail, snap, NULL);
+        json_decref(snap);
+        json_decref(detail);
+        facts_context_free(&ctx);
+        return STATUS_OK;
+    }
+
+    const char *args[1] = {resource_id};
+    json_t *res = NULL;
+    rc = store_call(g->st, "get_resource", 1, args, &res);
+    if (rc == STATUS_OK && !json_is_object(res))
+        rc = STATUS_EPROTO;
+    if (rc == STATUS_OK) {
+        const char *content =
+            chunk ? chunk->text : json_string_value(json_object_get(res, "content"));
+        const char *title = chunk ? chunk->title : json_string_value(json_object_get(res, "title"));
+        json_t *jconf = json_object_get(res, "conf"), *jint = json_object_get(res, "integrity");
+        long long conf =
+            json_is_string(jconf) ? atoll(json_string_value(jconf)) : json_integer_value(jconf);
+        long long integ =
+            json_is_string(jint) ? atoll(json_string_value(jint)) : json_integer_value(jint);
+        char hash[65];
+        gate_sha256_hex(content ? content : "", content ? strlen(content) : 0, hash);
+        evlog_owned ev = {0};
+        json_t *arg = json_pack("{s:s, s:s, s:s, s:s, s:I, s:I, s:s, s:s, s:[], s:s, s:b}",
+                                "run_id", ctx.run_id, "context_id", context_id, "kind", "source",
+                                "title", title ? title : resource_id, "conf", conf, "integrity",
+                                integ, "hash", hash, "content", content ? content : "", "input_ids",
+                                "resource", resource_id, "capture_complete", 1);
+        rc = arg ? evlog_owned_event(&ev, "source_read", d, fp, detail, snap) : STATUS_ENOMEM;
+        if (rc == STATUS_OK)
+            rc = create_artifact(g, ctx.run_id, arg, &ev.ev, artifact);
+        evlog_owned_free(&ev);
+        json_decref(arg);
+        if (rc != STATUS_OK && rc != STATUS_ENOMEM && rc != STATUS_ENOTFOUND) {
+            guard_decision_free(d);
+            guard_decision_unknown(d, "the source could not be registered");
+            rc = STATUS_OK;
+        }
+    } else if (unavailable(rc)) {
+        guard_decision_unknown(d, "the graph could not supply the resource");
+        rc = STATUS_OK;
+    }
+    json_decref(res);
+    json_decref(snap);
+    json_decref(detail);
+    facts_context_free(&ctx);
+    return rc;
+}
+
+int gate_read_source(const gate_env *g, const char *context_id, const char *resource_id,
+                     guard_decision *d, json_t **artifact)
+{
+    return read_source(g, context_id, resource_id, NULL, d, artifact);
+}
+
+int gate_read_chunk(const gate_env *g, const char *context_id, const char *resource_id,
+                    const gate_chunk *chunk, guard_decision *d, json_t **artifact)
+{
+    return read_source(g, context_id, resource_id, chunk, d, artifact);
+}
+
+int gate_record_output(const gate_env *g, const char *context_id, const char *const *input_ids,
+                       size_t n, const char *title, const char *content, guard_decision *d,
+                       json_t **artifact)
+{
+    memset(d, 0, sizeof *d);
+    *artifact = NULL;
+    if (n == 0 || n > g->limits->max_ids || !title || !*title || strlen(title) > 256 || !content ||
+        strlen(content) > g->limits->max_content)
+        return STATUS_EINVAL;
+    const workflow_step *ws = NULL;
+    const workflow *wf = NULL;
+    guard_context ctx;
+    int rc = gate_context_of(g, context_id, &wf, &ws, &ctx);
+    if (unavailable(rc)) {
+        guard_decision_unknown(d, "the graph could not supply the context");
+        return STATUS_OK;
+    }
+    if (rc != STATUS_OK)
+        return rc;
+    json_t *raws = NULL;
+    int conf, integrity;
+    rc = check_inputs(g, ws, &ctx, input_ids, n, d, &raws, &conf, &integrity);
+    if (rc != STATUS_OK) {
+        facts_context_free(&ctx);
+        return rc;
+    }
+    char fp[65];
+    decision_evaluator(wf, fp);
+    json_t *snap = input_snapshot(g, wf, ws, &ctx, raws);
+    json_t *detail = json_pack("{s:s, s:s, s:s, s:o*}", "context", context_id, "step", ws->cap.step,
+                               "title", title, "inputs", strings_json(input_ids, n));
+    if (d->outcome != GUARD_ALLOW) {
+        record_decision(g, ctx.run_id, "output_refused", fp, d, detail, snap, NULL);
+    } else {
+        /* Provenance is captured here, by the host: the parents are exactly the inputs that
+         * passed the gate, and the labels are recomputed from them, never taken from a caller. */
+        char hash[65];
+        gate_sha256_hex(content, strlen(content), hash);
+        evlog_owned ev = {0};
+        json_t *arg =
+            json_pack("{s:s, s:s, s:s, s:s, s:i, s:i, s:s, s:s, s:o*, s:b}", "run_id", ctx.run_id,
+                      "context_id", context_id, "kind", "derived", "title", title, "conf", conf,
+                      "integrity", integrity, "hash", hash, "content", content, "input_ids",
+                      strings_json(input_ids, n), "capture_complete", 1);
+        rc = arg ? evlog_owned_event(&ev, "output_recorded", d, fp, detail, snap) : STATUS_ENOMEM;
+        if (rc == STATUS_OK)
+            rc = create_artifact(g, ctx.run_id, arg, &ev.ev, artifact);
+        evlog_owned_free(&ev);
+        json_decref(arg);
+        if (rc != STATUS_OK && rc != STATUS_ENOMEM && rc != STATUS_ENOTFOUND) {
+            guard_decision_free(d);
+            guard_decision_unknown(d, "the output could not be recorded");
+            rc = STATUS_OK;
+        }
+    }
+    json_decref(snap);
+    json_decref(detail);
+    json_decref(raws);
+    facts_context_free(&ctx);
+    return rc;
+}
+
+int gate_trace(const gate_env *g, const char *artifact_id, json_t **ancestry)
+{
+    char limit[32];
+    snprintf(limit, sizeof limit, "%zu", g->limits->max_ancestry);
+    const char *args[2] = {artifact_id, limit};
+    return store_call(g->st, "ancestry", 2, args, ancestry);
+}

@@ -1,0 +1,82 @@
+/*
+ * config.h - charterd's command line and environment.
+ *
+ * Everything charterd is told at startup is read and checked here, before any socket or
+ * database is touched, so a wrong option ends the process with one line naming the option and
+ * how to fix it. The result is read-only once parsing is done.
+ */
+#ifndef CHARTER_CONFIG_H
+#define CHARTER_CONFIG_H
+
+#include <stdbool.h>
+#include <stddef.h>
+
+#include "core/limits.h"
+#include "db/store.h"
+
+#define CONFIG_DEFAULT_TCP_URL "tcp://127.0.0.1:7433"
+#define CONFIG_DEFAULT_DATA_DIR "./var/charter"
+#define CONFIG_DEFAULT_GRAPH "charter"
+#define CONFIG_DEFAULT_MAX_MESSAGE ((size_t)4 * 1024 * 1024)
+#define CONFIG_DEFAULT_TIMEOUT_MS 5000
+#define CONFIG_MAX_TIMEOUT_MS 60000
+#define CONFIG_DEFAULT_QUEUE 256
+#define CONFIG_MAX_LISTEN 16
+
+typedef struct {
+    char *listen[CONFIG_MAX_LISTEN]; /* owned copies; the defaults when no --listen was given */
+    size_t n_listen;
+    bool listen_default;       /* no --listen: listen[] is filled by config_prepare_data_dir */
+    unsigned workers;          /* worker threads (default 2 x online cores) */
+    unsigned runners;          /* executor threads for scripted and live runs (default 2) */
+    const char *redis_url;     /* --redis in canonical form (redis_url_buf), NULL: embedded */
+    char *data_dir;            /* owned; absolute after config_prepare_data_dir */
+    const char *graph;         /* --graph (borrowed) */
+    const char *workflow;      /* --workflow path (borrowed), NULL: the embedded workflow */
+    const char *integrity_key; /* --integrity-key path (borrowed), NULL: none */
+    const char *signing_key;   /* --signing-key path (borrowed), NULL: none */
+    size_t max_message;        /* bytes of one encoded RpcRequest */
+    int timeout_ms;            /* default per-call deadline, milliseconds */
+    unsigned queue;            /* requests allowed to wait beyond the workers */
+    bool quiet;
+    bool log_json; /* --log-format json */
+    bool verbose;
+    const char *operator_token;        /* CHARTER_OPERATOR_TOKEN (borrowed from the environment) */
+    const char *viewer_token;          /* CHARTER_VIEWER_TOKEN or NULL */
+    const char *admin_token;           /* CHARTER_ADMIN_TOKEN or NULL: creates and lists tenants */
+    char redis_url_buf[STORE_URL_MAX]; /* --redis as store_url_canonical wrote it */
+    const char *http; /* --http HOST:PORT (borrowed) or NULL: no HTTP/JSON listener */
+    /* --http-allow-host NAME (borrowed): one more Host the HTTP listener accepts, or NULL */
+    const char *http_allow_host;
+    bool scripted_only;   /* --scripted-only: refuse live runs and grant controls (a shared demo) */
+    unsigned durable_ack; /* --durable-ack: replicas a committed delivery waits for (0: none) */
+} config;
+
+enum {
+    CONFIG_OK = 0,
+    CONFIG_EXIT = 1,    /* --help or --version was printed: exit 0 */
+    CONFIG_EUSAGE = -1, /* err holds "<what is wrong> (<how to fix>)" */
+};
+
+/* Parses argv and the token variables of the environment into cfg. Returns CONFIG_OK,
+ * CONFIG_EXIT, or CONFIG_EUSAGE with a one-line reason in err (errlen bytes). Free with
+ * config_free in every case. */
+int config_parse(int argc, char **argv, config *cfg, char *err, size_t errlen);
+
+/* Creates the data folder (mkdir -p; the folder itself mode 0700), makes cfg->data_dir
+ * absolute and, when no --listen was given, fills the default listen URLs (the TCP default and
+ * ipc://<data-dir>/charterd.sock). Returns 0 or -1 with a reason in err. */
+int config_prepare_data_dir(config *cfg, char *err, size_t errlen);
+
+/* True when the data folder is needed: embedded database or default listen URLs. */
+bool config_needs_data_dir(const config *cfg);
+
+void config_free(config *cfg);
+
+/* The limits of a parsed configuration: --max-message and --timeout-ms, the rest fixed. */
+void config_limits_of(const config *cfg, service_limits *out);
+
+/* The usage text printed by --help. */
+void config_usage(void);
+
+#endif

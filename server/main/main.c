@@ -1,0 +1,598 @@
+/*
+ * main.c - charterd: start up, serve until SIGINT/SIGTERM, stop gracefully.
+ *
+ * Startup is a table of steps (main_steps) walked forward; shutdown walks the steps that
+ * started backward, on success and on failure alike, so every resource has one place that
+ * releases it. The order matters for the one-line failure promise: options and tokens, the
+ * method tables, the workflow and the evaluator's fingerprint, the integrity key, the data
+ * folder, the database (embedded or --redis), the query library, the graph's integrity mode,
+ * the static graph, then the transport. Nothing is logged before the service is up, so any
+ * failure on the way is exactly one line "charterd: <what is wrong> (<how to fix>)".
+ * Signals are blocked in every thread and taken synchronously here with sigtimedwait, so no
+ * work ever runs in a signal handler.
+ */
+#include <assert.h>
+#include <errno.h>
+#include <jansson.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "rpc/auth.h"
+#include "rpc/call.h"
+#include "main/config.h"
+#include "core/hostport.h"
+#include "db/dbproc.h"
+#include "rpc/dispatch.h"
+#include "evidence/evlog.h"
+#include "runs/executor.h"
+#include "evidence/integrity.h"
+#include "rpc/http.h"
+#include "runs/provider.h"
+#include "core/log.h"
+#include "main/notify.h"
+#include "main/preflight.h"
+#include "workflow/registry.h"
+#include "policy/evaluator.h"
+#include "db/store.h"
+#include "rpc/transport.h"
+#include "policy/workflow.h"
+
+extern const char embedded_queries[];
+extern const size_t embedded_queries_len;
+extern const char embedded_workflow[];
+extern const size_t embedded_workflow_len;
+
+/* Exit statuses: 2 for a wrong command line or environment, 1 for everything else. */
+enum { EXIT_USAGE = 2, EXIT_STARTUP = 1 };
+
+static const char *main_store_error(int rc)
+{
+    switch (rc) {
+    case STATUS_ENOMEM:
+        return "out of memory";
+    case STATUS_EUNAVAILABLE:
+        return "unreachable";
+    case STATUS_EINVAL:
+        return "invalid URL or graph name";
+    case STATUS_EPROTO:
+        return "unexpected reply";
+    default:
+        return "error";
+    }
+}
+
+/* "a, b, c" of a JSON list of strings into buf. */
+static void main_join(const json_t *list, char *buf, size_t n)
+{
+    size_t used = 0;
+    size_t i;
+    const json_t *v;
+    buf[0] = '\0';
+    json_array_foreach(list, i, v)
+    {
+        if (!json_is_string(v)) {
+            continue;
+        }
+        int w = snprintf(buf + used, n - used, "%s%s", used ? ", " : "", json_string_value(v));
+        if (w < 0 || (size_t)w >= n - used) {
+            break;
+        }
+        used += (size_t)w;
+    }
+}
+
+/* Everything charterd holds between startup and shutdown. */
+typedef struct {
+    config cfg;
+    sigset_t sigs;           /* SIGINT, SIGTERM, SIGCHLD: blocked everywhere, taken in main */
+    workflow *wf;            /* the loaded workflow until the registry takes it */
+    char evaluator[65];      /* the evaluator's fingerprint under wf */
+    dbproc *db;              /* the embedded redis-server, or NULL with --redis */
+    const char *url;         /* the database's URL (cfg.redis_url or the embedded one's) */
+    store *st;               /* main's own connection; workers open theirs */
+    const workflow *startup; /* the startup workflow, kept by the registry */
+    json_t *interrupted;     /* ids of the runs marked interrupted at startup */
+    auth_tokens auth;
+    server_env env;
+    dispatch_ctx dctx;
+    transport *tr;
+    char http_rpc_url[64]; /* the in-process listener HTTP/JSON calls reach the workers by */
+    http_server *hs;       /* --http, or NULL */
+    executor *ex;          /* the executor threads (--runners), or NULL */
+} main_state;
+
+/* One step of startup and its undoing. start returns 0, or the exit status after logging
+ * exactly one line; stop (NULL: nothing to undo) runs only when start returned 0. */
+typedef struct {
+    int (*start)(main_state *m);
+    void (*stop)(main_state *m);
+} main_step;
+
+/* Before any thread exists (NNG starts its own on first use), so all of them inherit it. */
+static int main_block_signals(main_state *m)
+{
+    sigemptyset(&m->sigs);
+    sigaddset(&m->sigs, SIGINT);
+    sigaddset(&m->sigs, SIGTERM);
+    sigaddset(&m->sigs, SIGCHLD);
+    if (pthread_sigmask(SIG_BLOCK, &m->sigs, NULL) != 0) {
+        log_fatal("cannot block signals (check the environment charterd runs in)");
+        return EXIT_STARTUP;
+    }
+    signal(SIGPIPE, SIG_IGN); /* a caller that hangs up is an error code, not a crash */
+    return 0;
+}
+
+/* libcurl's global state is set up once, before any worker exists; a half-configured live
+ * provider stops startup rather than leaving live runs to fail one by one. */
+static int main_provider_start(main_state *m)
+{
+    (void)m;
+    char perr[512];
+    if (provider_global_init(perr, sizeof perr) != 0) {
+        log_fatal("%s", perr);
+        return EXIT_STARTUP;
+    }
+    return 0;
+}
+
+static void main_provider_stop(main_state *m)
+{
+    (void)m;
+    provider_global_cleanup();
+}
+
+static int main_check_tables(main_state *m)
+{
+    (void)m;
+    char err[1024];
+    if (dispatch_check_tables(err, sizeof err) != 0) {
+        log_fatal("%s", err);
+        return EXIT_STARTUP;
+    }
+    return 0;
+}
+
+static void main_free_workflow(main_state *m);
+
+static int main_load_workflow(main_state *m)
+{
+    char werr[512];
+    int rc;
+    if (m->cfg.workflow != NULL) {
+        rc = workflow_load_file(m->cfg.workflow, &m->wf, werr, sizeof werr);
+    } else {
+        rc = workflow_load_buffer(embedded_workflow, embedded_workflow_len, &m->wf, werr,
+                                  sizeof werr);
+    }
+    if (rc != 0) {
+        log_fatal("cannot load the workflow %s: %s (fix the definition, or omit --workflow to "
+                  "use the built-in one)",
+                  m->cfg.workflow ? m->cfg.workflow : "(built in)", werr);
+        return m->cfg.workflow ? EXIT_USAGE : EXIT_STARTUP;
+    }
+    if (evaluator_fingerprint(m->wf, m->evaluator) != 0 ||
+        evlog_configure(m->evaluator) != STATUS_OK) {
+        log_fatal("cannot compute the evaluator's fingerprint (check the OpenSSL installation)");
+        main_free_workflow(m);
+        return EXIT_STARTUP;
+    }
+    return 0;
+}
+
+static void main_free_workflow(main_state *m)
+{
+    workflow_free(m->wf); /* NULL once the registry took it */
+    m->wf = NULL;
+}
+
+/* The keys are read once into integrity.c, which alone holds them; they never reach a log
+ * line. */
+static int main_load_key(main_state *m)
+{
+    char err[1024];
+    int rc = STATUS_OK;
+    if (m->cfg.signing_key != NULL && m->cfg.integrity_key == NULL) {
+        snprintf(err, sizeof err,
+                 "--signing-key needs --integrity-key: receipts are signed in addition to their "
+                 "HMAC (add --integrity-key FILE)");
+        rc = STATUS_EINVAL;
+    }
+    if (rc == STATUS_OK && m->cfg.integrity_key != NULL)
+        rc = integrity_load_key(m->cfg.integrity_key, err, sizeof err);
+    if (rc == STATUS_OK && m->cfg.signing_key != NULL)
+        rc = integrity_load_signing_key(m->cfg.signing_key, err, sizeof err);
+    if (rc != STATUS_OK) {
+        log_fatal("%s", err);
+        integrity_forget();
+        return EXIT_USAGE;
+    }
+    return 0;
+}
+
+static void main_forget_key(main_state *m)
+{
+    (void)m;
+    integrity_forget();
+}
+
+/* A listen address that is taken fails here, before a data folder or a database exists. */
+static int main_preflight(main_state *m)
+{
+    char err[1024];
+    if (preflight_listen(&m->cfg, err, sizeof err) != 0) {
+        log_fatal("%s", err);
+        return EXIT_STARTUP;
+    }
+    return 0;
+}
+
+static int main_prepare_data_dir(main_state *m)
+{
+    char err[1024];
+    if (config_needs_data_dir(&m->cfg) && config_prepare_data_dir(&m->cfg, err, sizeof err) != 0) {
+        log_fatal("%s", err);
+        return EXIT_STARTUP;
+    }
+    return 0;
+}
+
+static int main_start_database(main_state *m)
+{
+    char err[1024];
+    m->url = m->cfg.redis_url;
+    if (m->url == NULL) {
+        if (dbproc_start(m->cfg.data_dir, 10000, &m->db, err, sizeof err) != 0) {
+            m->db = NULL;
+            log_fatal("%s", err);
+            return EXIT_STARTUP;
+        }
+        m->url = dbproc_url(m->db);
+    }
+    return 0;
+}
+
+static void main_stop_database(main_state *m)
+{
+    if (m->db != NULL) {
+        dbproc_stop(m->db);
+        m->db = NULL;
+    }
+}
+
+static int main_open_store(main_state *m)
+{
+    int rc = store_open(m->url, m->cfg.graph, m->cfg.timeout_ms, &m->st);
+    if (rc != STATUS_OK) {
+        m->st = NULL;
+        log_fatal("cannot reach Redis at %s: %s (start redis-server, or pass the right --redis "
+                  "URL)",
+                  m->url, main_store_error(rc));
+        return EXIT_STARTUP;
+    }
+    rc = store_load_library(m->st, embedded_queries, embedded_queries_len);
+    if (rc == STATUS_EUNAVAILABLE) {
+        log_fatal("cannot reach Redis at %s: %s (start redis-server, or pass the right --redis "
+                  "URL)",
+                  m->url, store_last_error(m->st));
+        store_close(m->st);
+        m->st = NULL;
+        return EXIT_STARTUP;
+    }
+    if (rc != STATUS_OK) {
+        log_fatal("cannot load the query library into Redis at %s: %s (use Redis 7 or newer with "
+                  "Functions enabled, and a charterd built from one tree)",
+                  m->url, store_last_error(m->st));
+        store_close(m->st);
+        m->st = NULL;
+        return EXIT_STARTUP;
+    }
+    return 0;
+}
+
+static void main_close_store(main_state *m)
+{
+    if (m->st != NULL) {
+        store_close(m->st);
+        m->st = NULL;
+    }
+}
+
+static int main_claim_integrity(main_state *m)
+{
+    char ierr[512];
+    int rc = evlog_claim_integrity(m->st, ierr, sizeof ierr);
+    if (rc == STATUS_EREFUSED) {
+        log_fatal("graph %s: %s", m->cfg.graph, ierr);
+        return EXIT_STARTUP;
+    }
+    if (rc != STATUS_OK) {
+        log_fatal("cannot read the integrity mode of graph %s: %s (check that Redis at %s accepts "
+                  "writes)",
+                  m->cfg.graph, ierr, m->url);
+        return EXIT_STARTUP;
+    }
+    return 0;
+}
+
+/* The startup workflow is applied like any other (ApplyWorkflow): stored with its nodes,
+ * refused when its ids name nodes of the graph with other content. The registry owns it from
+ * here on, whether or not it could be applied. */
+static int main_install_workflow(main_state *m)
+{
+    char wf_name[WORKFLOW_ID_MAX + 1];
+    char aerr[512];
+    snprintf(wf_name, sizeof wf_name, "%s", m->wf->name);
+    int rc = registry_install(m->st, m->wf, NULL, &m->startup, aerr, sizeof aerr);
+    m->wf = NULL;
+    if (rc != STATUS_OK) {
+        log_fatal("cannot apply workflow %s to graph %s: %s (%s)", wf_name, m->cfg.graph, aerr,
+                  rc == STATUS_EREFUSED
+                      ? "the graph holds other nodes under these ids: fix the definition or use "
+                        "another --graph"
+                      : "check the workflow and that Redis accepts writes");
+        registry_shutdown();
+        return EXIT_STARTUP;
+    }
+    return 0;
+}
+
+static void main_registry_stop(main_state *m)
+{
+    (void)m;
+    registry_shutdown();
+}
+
+static int main_interrupt_runs(main_state *m)
+{
+    /* A run whose lease another live charterd holds is left alone; one held by a dead
+     * charterd of this host is released first, so it is marked below. */
+    int rc = executor_release_dead_local(m->st, NULL);
+    if (rc == STATUS_OK)
+        rc = evlog_interrupt_runs(m->st, &m->interrupted);
+    if (rc != STATUS_OK) {
+        log_fatal("cannot mark interrupted runs in graph %s: %s (check that Redis at %s accepts "
+                  "writes)",
+                  m->cfg.graph, store_last_error(m->st), m->url);
+        json_decref(m->interrupted);
+        m->interrupted = NULL;
+        return EXIT_STARTUP;
+    }
+    return 0;
+}
+
+static void main_free_interrupted(main_state *m)
+{
+    json_decref(m->interrupted);
+    m->interrupted = NULL;
+}
+
+/* The tokens and the environment every call is served with. */
+static int main_prepare_calls(main_state *m)
+{
+    if (auth_init(&m->auth, m->cfg.operator_token, m->cfg.viewer_token, m->cfg.admin_token) != 0) {
+        log_fatal("cannot hash the tokens (check the OpenSSL installation)");
+        return EXIT_STARTUP;
+    }
+    /* Calls act under the startup workflow, which the steps before installed. */
+    assert(m->startup != NULL);
+    server_env *env = &m->env;
+    memset(env, 0, sizeof *env);
+    env->wf = m->startup;
+    env->graph = m->cfg.graph;
+    env->version = CHARTER_VERSION;
+    env->workers = m->cfg.workers;
+    snprintf(env->evaluator, sizeof env->evaluator, "%s", m->evaluator);
+    env->keyed = evlog_keyed();
+    env->scripted_only = m->cfg.scripted_only;
+    config_limits_of(&m->cfg, &env->limits);
+    m->dctx = (dispatch_ctx){env, &m->auth};
+    return 0;
+}
+
+static int main_start_transport(main_state *m)
+{
+    char err[1024];
+    transport_opts topts;
+    memset(&topts, 0, sizeof topts);
+    topts.urls = (const char *const *)m->cfg.listen;
+    topts.n_urls = m->cfg.n_listen;
+    /* HTTP/JSON calls reach the same workers through an in-process listener of their own. */
+    const char *urls_with_http[CONFIG_MAX_LISTEN + 1];
+    if (m->cfg.http != NULL) {
+        snprintf(m->http_rpc_url, sizeof m->http_rpc_url, "inproc://charterd-http-%ld",
+                 (long)getpid());
+        for (size_t i = 0; i < m->cfg.n_listen; i++) {
+            urls_with_http[i] = m->cfg.listen[i];
+        }
+        urls_with_http[m->cfg.n_listen] = m->http_rpc_url;
+        topts.urls = urls_with_http;
+        topts.n_urls = m->cfg.n_listen + 1;
+    }
+    topts.workers = m->cfg.workers;
+    topts.queue = m->cfg.queue;
+    topts.max_message = m->cfg.max_message;
+    topts.redis_url = m->url;
+    topts.graph = m->cfg.graph;
+    topts.timeout_ms = m->cfg.timeout_ms;
+    topts.dispatch = &m->dctx;
+    int db_failure = 0;
+    if (transport_start(&topts, &m->tr, &db_failure, err, sizeof err) != 0) {
+        m->tr = NULL;
+        log_fatal("%s", err);
+        return EXIT_STARTUP;
+    }
+    return 0;
+}
+
+static void main_stop_transport(main_state *m)
+{
+    transport_stop(m->tr);
+    m->tr = NULL;
+}
+
+/* Scripted and live runs execute here, never on an RPC worker. */
+static int main_start_executor(main_state *m)
+{
+    char err[512];
+    executor_opts o = {m->url, m->cfg.graph, m->cfg.timeout_ms, m->cfg.runners, &m->env.limits};
+    if (executor_start(&o, &m->ex, err, sizeof err) != STATUS_OK) {
+        m->ex = NULL;
+        log_fatal("%s", err);
+        return EXIT_STARTUP;
+    }
+    return 0;
+}
+
+static void main_stop_executor(main_state *m)
+{
+    executor_stop(m->ex);
+    m->ex = NULL;
+}
+
+static int main_start_http(main_state *m)
+{
+    if (m->cfg.http == NULL) {
+        return 0;
+    }
+    char err[1024];
+    http_opts hopts;
+    memset(&hopts, 0, sizeof hopts);
+    hopts.addr = m->cfg.http;
+    hopts.rpc_url = m->http_rpc_url;
+    hopts.max_message = m->cfg.max_message;
+    hopts.max_inflight = m->cfg.workers + m->cfg.queue;
+    hopts.max_timeout_ms = CONFIG_MAX_TIMEOUT_MS;
+    hopts.allow_host = m->cfg.http_allow_host;
+    if (http_start(&hopts, &m->hs, err, sizeof err) != 0) {
+        m->hs = NULL;
+        log_fatal("%s", err);
+        return EXIT_STARTUP;
+    }
+    char hp[300];
+    log_info("serving HTTP/JSON on http://%s",
+             hostport_parse(m->cfg.http, hp, sizeof hp) == 0 ? hp : m->cfg.http);
+    return 0;
+}
+
+static void main_stop_http(main_state *m)
+{
+    http_stop(m->hs);
+    m->hs = NULL;
+}
+
+static const main_step main_steps[] = {
+    {main_block_signals, NULL},
+    {main_provider_start, main_provider_stop},
+    {main_check_tables, NULL},
+    {main_load_workflow, main_free_workflow},
+    {main_load_key, main_forget_key},
+    {main_preflight, NULL},
+    {main_prepare_data_dir, NULL},
+    {main_start_database, main_stop_database},
+    {main_open_store, main_close_store},
+    {main_claim_integrity, NULL},
+    {main_install_workflow, main_registry_stop},
+    {main_interrupt_runs, main_free_interrupted},
+    {main_prepare_calls, NULL},
+    {main_start_executor, main_stop_executor},
+    {main_start_transport, main_stop_transport},
+    {main_start_http, main_stop_http},
+};
+#define MAIN_N_STEPS (sizeof main_steps / sizeof main_steps[0])
+
+/* Says where charterd serves, then waits for SIGINT or SIGTERM, watching the embedded
+ * database once a second. */
+static void main_serve(main_state *m)
+{
+    char urls[1024];
+    size_t used = 0;
+    urls[0] = '\0';
+    for (size_t i = 0; i < m->cfg.n_listen; i++) {
+        int w = snprintf(urls + used, sizeof urls - used, "%s%s", i ? ", " : "", m->cfg.listen[i]);
+        if (w < 0 || (size_t)w >= sizeof urls - used) {
+            break;
+        }
+        used += (size_t)w;
+    }
+    log_info("serving graph %s on %s with %u workers (redis %s%s, query library %s, workflow %s, "
+             "%s%s)",
+             m->cfg.graph, urls, m->cfg.workers, m->url, m->db ? " embedded" : "",
+             STORE_LIBRARY_VERSION, m->startup->name,
+             m->env.keyed ? (integrity_signing() ? "events sealed with the integrity key, receipts "
+                                                   "signed with key "
+                                                 : "events sealed with the integrity key")
+                          : "no integrity key",
+             integrity_signing() ? integrity_key_id() : "");
+    if (notify_ready("serving") != 0) {
+        log_error("cannot tell systemd that charterd is ready (check NOTIFY_SOCKET)");
+    }
+    const json_t *ids = m->interrupted;
+    if (json_array_size(ids) > 0) {
+        char list[512];
+        main_join(ids, list, sizeof list);
+        log_info("marked %zu runs interrupted: %s", json_array_size(ids), list);
+    }
+
+    int sig = 0;
+    for (;;) {
+        struct timespec tick = {1, 0};
+        sig = sigtimedwait(&m->sigs, NULL, &tick);
+        if (sig == SIGINT || sig == SIGTERM) {
+            break;
+        }
+        char what[64];
+        if (m->db != NULL && dbproc_check(m->db, what, sizeof what)) {
+            log_error("embedded redis-server %s; calls fail with UNAVAILABLE until charterd is "
+                      "restarted (see %s/redis.log)",
+                      what, m->cfg.data_dir);
+        }
+    }
+    log_info("stopping on %s: finishing calls in flight", sig == SIGINT ? "SIGINT" : "SIGTERM");
+    (void)notify_stopping();
+}
+
+int main(int argc, char **argv)
+{
+    static main_state m;
+    char err[1024];
+    int rc = config_parse(argc, argv, &m.cfg, err, sizeof err);
+    if (rc == CONFIG_EXIT) {
+        config_free(&m.cfg);
+        return 0;
+    }
+    if (rc != CONFIG_OK) {
+        log_fatal("%s", err);
+        config_free(&m.cfg);
+        return EXIT_USAGE;
+    }
+    log_init(m.cfg.quiet, m.cfg.verbose);
+    log_set_json(m.cfg.log_json);
+
+    /* Forward through startup; a step that fails has logged its one line. */
+    int status = 0;
+    size_t started = 0;
+    while (started < MAIN_N_STEPS && (status = main_steps[started].start(&m)) == 0) {
+        started++;
+    }
+    if (status == 0) {
+        assert(started == MAIN_N_STEPS && m.tr != NULL);
+        main_serve(&m);
+    }
+    /* Backward through the steps that started. */
+    while (started > 0) {
+        const main_step *step = &main_steps[--started];
+        if (step->stop != NULL) {
+            step->stop(&m);
+        }
+    }
+    if (status == 0) {
+        log_info("stopped");
+    }
+    config_free(&m.cfg);
+    return status;
+}

@@ -1,0 +1,682 @@
+/*
+ * evaluator.c - the evaluator: the deciding half of the gates (facts in, decision out), its
+ * fingerprint, and the replay of a recorded decision from its snapshot (see evaluator.h).
+ *
+ * Snapshots are the facts exactly as the gate had them, each with the workflow version and the
+ * step capability it acted under ({workflow, cap, ...}): input gate {gate:"input", step,
+ * context, ancestries:[raw charter_ancestry replies]}, source gate {gate:"source", step,
+ * context, resource}, delivery gate {gate:"delivery", step, context, request, ancestry, chain,
+ * now, payload:{id,hash,content_sha256}}. They are decoded with the facts codec the store decodes
+ * replies with (facts.h) and handed to the same functions the live gates call.
+ */
+#include "policy/evaluator.h"
+#include "core/digest.h"
+
+#include <openssl/evp.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+extern const char embedded_guard_source[];
+extern const size_t embedded_guard_source_len;
+extern const char embedded_queries[];
+extern const size_t embedded_queries_len;
+
+/* --- the fingerprint ---------------------------------------------------------------------- */
+
+static int replay_digest_part(EVP_MD_CTX *md, const char *name, const char *data, size_t len)
+{
+    char head[64];
+    int n = snprintf(head, sizeof head, "%s=%zu:", name, len);
+    return EVP_DigestUpdate(md, head, (size_t)n) == 1 && EVP_DigestUpdate(md, data, len) == 1 &&
+                   EVP_DigestUpdate(md, "\n", 1) == 1
+               ? 0
+               : -1;
+}
+
+/* The digest state after the guard and the query library, computed once: both are compiled
+ * in, only the workflow differs between fingerprints. */
+static EVP_MD_CTX *replay_prefix;
+static pthread_once_t replay_prefix_once = PTHREAD_ONCE_INIT;
+
+static void replay_prefix_init(void)
+{
+    static const char format[] = "charter-evaluator-1\n";
+    EVP_MD_CTX *md = EVP_MD_CTX_new();
+    if (md == NULL || EVP_DigestInit_ex(md, EVP_sha256(), NULL) != 1 ||
+        EVP_DigestUpdate(md, format, sizeof format - 1) != 1 ||
+        replay_digest_part(md, "guard", embedded_guard_source, embedded_guard_source_len) != 0 ||
+        replay_digest_part(md, "queries", embedded_queries, embedded_queries_len) != 0) {
+        EVP_MD_CTX_free(md);
+        return;
+    }
+    replay_prefix = md;
+}
+
+int evaluator_fingerprint_of(const char *version, char hex[65])
+{
+    unsigned char out[EVP_MAX_MD_SIZE];
+    unsigned int len = 0;
+    memset(hex, '0', 64);
+    hex[64] = '\0';
+    if (version == NULL || pthread_once(&replay_prefix_once, replay_prefix_init) != 0 ||
+        replay_prefix == NULL)
+        return -1;
+    EVP_MD_CTX *md = EVP_MD_CTX_new();
+    char line[160];
+    int n = snprintf(line, sizeof line, "workflow=%.128s\n", version);
+    int ok = md != NULL && EVP_MD_CTX_copy_ex(md, replay_prefix) == 1 &&
+             EVP_DigestUpdate(md, line, (size_t)n) == 1 && EVP_DigestFinal_ex(md, out, &len) == 1 &&
+             len == 32;
+    EVP_MD_CTX_free(md);
+    if (!ok)
+        return -1;
+    digest_hex(out, 32, hex);
+    return 0;
+}
+
+int evaluator_fingerprint(const workflow *wf, char hex[65])
+{
+    return evaluator_fingerprint_of(wf != NULL ? wf->version : NULL, hex);
+}
+
+static json_t *strs_json(const guard_strs *s)
+{
+    json_t *list = json_array();
+    for (size_t i = 0; list != NULL && i < s->n; i++)
+        if (json_array_append_new(list, json_string(s->items[i])) != 0) {
+            json_decref(list);
+            return NULL;
+        }
+    return list;
+}
+
+json_t *evaluator_cap_json(const guard_stepcap *cap)
+{
+    return json_pack("{s:s, s:s, s:s, s:o*, s:o*, s:o*}", "step", cap->step ? cap->step : "",
+                     "actor", cap->actor ? cap->actor : "", "grant", cap->grant ? cap->grant : "",
+                     "tools", strs_json(&cap->tools), "recipients", strs_json(&cap->recipients),
+                     "resources", strs_json(&cap->resources));
+}
+
+/* --- a candidate's labels ---------------------------------------------------------------- */
+
+/* The label key of the entry id of the candidate's list part ("resources" or "recipients" of
+ * workflow_seed_json), or -1 (a missing fact) when the candidate does not define it. */
+static int candidate_label(const json_t *labels, const char *part, const char *id, const char *key)
+{
+    const json_t *list = json_object_get(labels, part);
+    for (size_t i = 0; i < json_array_size(list); i++) {
+        const json_t *e = json_array_get(list, i);
+        const char *eid = json_string_value(json_object_get(e, "id"));
+        const json_t *v = json_object_get(e, key);
+        if (eid != NULL && strcmp(eid, id) == 0)
+            return json_is_integer(v) ? (int)json_integer_value(v) : -1;
+    }
+    return -1;
+}
+
+/* The ancestry as it would stand under the candidate's labels: every source resource takes
+ * the candidate's, and every artifact whose stored labels were the ones recomputed from the
+ * recorded facts takes the ones recomputed under the candidate's, so that a relabelling is not
+ * mistaken for tampering while a label that disagreed before still disagrees. Returns
+ * STATUS_OK or STATUS_ENOMEM. */
+static int relabel(guard_ancestry *anc, const json_t *labels)
+{
+    bool *agreed = calloc(anc->n ? anc->n : 1, sizeof *agreed);
+    if (agreed == NULL)
+        return STATUS_ENOMEM;
+    for (size_t i = 0; i < anc->n; i++) {
+        int c = -1, in = -1;
+        const guard_artifact *a = &anc->items[i];
+        agreed[i] =
+            guard_recompute_labels(anc, a->id, &c, &in) == 0 && c == a->conf && in == a->integrity;
+    }
+    for (size_t i = 0; i < anc->n; i++)
+        for (size_t k = 0; k < anc->items[i].n_resources; k++) {
+            guard_resource *r = &anc->items[i].resources[k];
+            r->conf = candidate_label(labels, "resources", r->id, "conf");
+            r->integrity = candidate_label(labels, "resources", r->id, "integrity");
+        }
+    for (size_t i = 0; i < anc->n; i++) {
+        int c = -1, in = -1;
+        guard_artifact *a = &anc->items[i];
+        if (agreed[i] && guard_recompute_labels(anc, a->id, &c, &in) == 0) {
+            a->conf = c;
+            a->integrity = in;
+        }
+    }
+    free(agreed);
+    return STATUS_OK;
+}
+
+/* --- the deciding half of each gate ------------------------------------------------------- */
+
+static int outcome_rank(guard_outcome o)
+{
+    return o == GUARD_DENY ? 2 : o == GUARD_UNKNOWN ? 1 : 0;
+}
+
+/* The lists an allowed decision borrows from the facts: dropped once the facts are freed. */
+static void drop_borrowed(guard_decision *d)
+{
+    free(d->chain_order.items);
+    free(d->sources.items);
+    memset(&d->chain_order, 0, sizeof d->chain_order);
+    memset(&d->sources, 0, sizeof d->sources);
+}
+
+/* evaluator_input_decide, each ancestry relabelled under labels first when labels is not NULL
+ * (what if). */
+static int input_decide(const guard_stepcap *cap, const guard_context *ctx,
+                        const json_t *ancestries, const char *const *ids, const json_t *labels,
+                        guard_decision *d, int *conf, int *integrity)
+{
+    memset(d, 0, sizeof *d);
+    d->outcome = GUARD_ALLOW;
+    *conf = GUARD_CONF_PUBLIC;
+    *integrity = GUARD_INTEGRITY_TRUSTED;
+    size_t n = json_array_size(ancestries);
+    if (!json_is_array(ancestries) || n == 0) {
+        guard_decision_unknown(d, "no ancestry was gathered");
+        return 0;
+    }
+    for (size_t i = 0; i < n; i++) {
+        const json_t *raw = json_array_get(ancestries, i);
+        guard_ancestry anc = {0};
+        guard_decision one = {0};
+        int rc = json_is_object(raw)
+                     ? facts_ancestry_from_json(raw, ids != NULL ? ids[i] : NULL, &anc)
+                     : STATUS_EUNAVAILABLE;
+        if (rc == STATUS_OK && labels != NULL)
+            rc = relabel(&anc, labels);
+        if (rc == STATUS_ENOMEM) {
+            guard_decision_free(d);
+            return STATUS_ENOMEM;
+        }
+        if (rc != STATUS_OK) {
+            guard_decision_unknown(&one, "the graph could not supply the ancestry");
+        } else if (guard_check_input(cap, ctx, ctx->run_id, &anc, &one) != 0) {
+            guard_decision_free(&one);
+            guard_decision_unknown(&one, "out of memory");
+        } else if (one.outcome == GUARD_ALLOW) {
+            int c = -1, in = -1;
+            if (guard_recompute_labels(&anc, anc.root, &c, &in) != 0) {
+                guard_decision_free(&one);
+                guard_decision_unknown(&one, "labels could not be recomputed");
+            } else {
+                *conf = c > *conf ? c : *conf;
+                *integrity = in < *integrity ? in : *integrity;
+            }
+        }
+        drop_borrowed(&one);
+        facts_ancestry_free(&anc);
+        /* Keep the worst verdict: DENY, then UNKNOWN, then ALLOW. */
+        unsigned merged = d->codes | one.codes;
+        if (outcome_rank(one.outcome) > outcome_rank(d->outcome)) {
+            guard_decision_free(d);
+            *d = one;
+            memset(&one, 0, sizeof one);
+        }
+        d->codes = merged;
+        /* As in the guard: a fact that could not be had makes the whole verdict UNKNOWN. */
+        if (merged & (1u << GUARD_GRAPH_ERROR))
+            d->outcome = GUARD_UNKNOWN;
+        guard_decision_free(&one);
+    }
+    return 0;
+}
+
+int evaluator_input_decide(const guard_stepcap *cap, const guard_context *ctx,
+                           const json_t *ancestries, const char *const *ids, guard_decision *d,
+                           int *conf, int *integrity)
+{
+    return input_decide(cap, ctx, ancestries, ids, NULL, d, conf, integrity);
+}
+
+static bool strs_contain(const guard_strs *s, const char *v)
+{
+    for (size_t i = 0; i < s->n; i++)
+        if (strcmp(s->items[i], v) == 0)
+            return true;
+    return false;
+}
+
+int evaluator_source_decide(const guard_stepcap *cap, const char *resource_id, guard_decision *d)
+{
+    memset(d, 0, sizeof *d);
+    /* The step, not the model, says what may be read. */
+    bool tool = strs_contain(&cap->tools, "read_source");
+    if (tool && strs_contain(&cap->resources, resource_id)) {
+        d->outcome = GUARD_ALLOW;
+        return 0;
+    }
+    d->outcome = GUARD_DENY;
+    d->codes = 1u << (tool ? GUARD_RESOURCE_OUT_OF_SCOPE : GUARD_STEP_MISMATCH);
+    /* The witness names the context's own list, which for a narrowed context is narrower
+     * than the step's definition. */
+    const guard_strs *list = tool ? &cap->resources : &cap->tools;
+    char buf[1024];
+    size_t off = (size_t)snprintf(buf, sizeof buf, "%s is outside %s step {",
+                                  tool ? resource_id : "read_source", cap->step);
+    for (size_t i = 0; i < list->n && off < sizeof buf; i++)
+        off += (size_t)snprintf(buf + off, sizeof buf - off, "%s%s", i ? ", " : "", list->items[i]);
+    if (off < sizeof buf)
+        snprintf(buf + off, sizeof buf - off, "}");
+    if ((d->witness = strdup(buf)) == NULL) {
+        guard_decision_unknown(d, NULL);
+        return -1;
+    }
+    return 0;
+}
+
+int evaluator_delivery_decide(const guard_stepcap *cap, const guard_context *ctx,
+                              const guard_delivery_request *req, const guard_ancestry *anc,
+                              const guard_chain *chain, double now, const char *payload_hash,
+                              const char *content_hash, guard_decision *d)
+{
+    memset(d, 0, sizeof *d);
+    /* RULE-DELIVERY-PROVENANCE: the payload's bytes against its hash. */
+    /* The stored bytes must still be the ones the hash was taken of. */
+    if (payload_hash == NULL || content_hash == NULL || *payload_hash == '\0' ||
+        *content_hash == '\0' || strcmp(payload_hash, content_hash) != 0) {
+        d->outcome = GUARD_DENY;
+        d->codes = 1u << GUARD_PROVENANCE_INCOMPLETE;
+        if ((d->witness = strdup("the payload's content does not match its hash")) == NULL) {
+            guard_decision_unknown(d, NULL);
+            return -1;
+        }
+        return 0;
+    }
+    if (guard_check_delivery(cap, ctx, req, anc, chain, now, d) != 0) {
+        guard_decision_free(d);
+        guard_decision_unknown(d, "out of memory");
+        return -1;
+    }
+    return 0;
+}
+
+/* --- replay ------------------------------------------------------------------------------ */
+
+void evaluator_replay_result_free(evaluator_replay_result *r)
+{
+    guard_decision_free(&r->replayed);
+    r->no_snapshot = false;
+    r->matches = false;
+}
+
+static const char *text_of(const json_t *o, const char *k)
+{
+    const char *s = json_string_value(json_object_get(o, k));
+    return s != NULL ? s : "";
+}
+
+static int snapshot_fail(char *why, size_t n, const char *what)
+{
+    snprintf(why, n, "the snapshot cannot be decoded: %s", what);
+    return STATUS_ESNAPSHOT;
+}
+
+/* A list of the recorded capability, its strings borrowed from the snapshot. */
+static int cap_list(const json_t *cap, const char *key, guard_strs *out)
+{
+    const json_t *v = json_object_get(cap, key);
+    memset(out, 0, sizeof *out);
+    if (json_is_object(v) && json_object_size(v) == 0)
+        return STATUS_OK;
+    if (!json_is_array(v))
+        return STATUS_EPROTO;
+    size_t n = json_array_size(v);
+    if (n == 0)
+        return STATUS_OK;
+    if ((out->items = calloc(n, sizeof *out->items)) == NULL)
+        return STATUS_ENOMEM;
+    for (size_t i = 0; i < n; i++) {
+        const char *s = json_string_value(json_array_get(v, i));
+        if (s == NULL)
+            return STATUS_EPROTO;
+        out->items[out->n++] = (char *)s;
+    }
+    return STATUS_OK;
+}
+
+static void cap_free(guard_stepcap *cap)
+{
+    free(cap->tools.items);
+    free(cap->recipients.items);
+    free(cap->resources.items);
+    memset(cap, 0, sizeof *cap);
+}
+
+/* The capability the gate acted under, as the snapshot records it (strings borrowed). */
+static int cap_from(const json_t *snap, guard_stepcap *cap, char *why, size_t n)
+{
+    const json_t *j = json_object_get(snap, "cap");
+    memset(cap, 0, sizeof *cap);
+    cap->step = (char *)json_string_value(json_object_get(j, "step"));
+    cap->actor = (char *)json_string_value(json_object_get(j, "actor"));
+    cap->grant = (char *)json_string_value(json_object_get(j, "grant"));
+    if (!json_is_object(j) || cap->step == NULL || cap->actor == NULL || cap->grant == NULL)
+        return snapshot_fail(why, n, "cap");
+    int rc = cap_list(j, "tools", &cap->tools);
+    if (rc == STATUS_OK)
+        rc = cap_list(j, "recipients", &cap->recipients);
+    if (rc == STATUS_OK)
+        rc = cap_list(j, "resources", &cap->resources);
+    if (rc != STATUS_OK) {
+        cap_free(cap);
+        return rc == STATUS_ENOMEM ? rc : snapshot_fail(why, n, "cap lists");
+    }
+    return STATUS_OK;
+}
+
+static int replay_input(const guard_stepcap *cap, const json_t *snap, const json_t *labels,
+                        guard_decision *d, char *why, size_t n)
+{
+    guard_context ctx;
+    int rc = facts_context_from_json(json_object_get(snap, "context"), &ctx);
+    if (rc == STATUS_ENOMEM)
+        return rc;
+    if (rc != STATUS_OK)
+        return snapshot_fail(why, n, "context");
+    const json_t *ancestries = json_object_get(snap, "ancestries");
+    if (!json_is_array(ancestries)) {
+        facts_context_free(&ctx);
+        return snapshot_fail(why, n, "ancestries");
+    }
+    int conf, integrity;
+    rc = input_decide(cap, &ctx, ancestries, NULL, labels, d, &conf, &integrity);
+    facts_context_free(&ctx);
+    return rc;
+}
+
+static int replay_source(const guard_stepcap *cap, const json_t *snap, guard_decision *d, char *why,
+                         size_t n)
+{
+    const char *resource = json_string_value(json_object_get(snap, "resource"));
+    if (resource == NULL)
+        return snapshot_fail(why, n, "resource");
+    return evaluator_source_decide(cap, resource, d) == 0 ? STATUS_OK : STATUS_ENOMEM;
+}
+
+static int replay_delivery(const guard_stepcap *cap, const json_t *snap, const json_t *labels,
+                           guard_decision *d, char *why, size_t n)
+{
+    const json_t *rq = json_object_get(snap, "request");
+    const json_t *payload = json_object_get(snap, "payload");
+    const json_t *now = json_object_get(snap, "now");
+    const json_t *clearance = json_object_get(rq, "recipient_clearance");
+    if (!json_is_object(rq) || !json_is_object(payload) || !json_is_number(now) ||
+        !json_is_integer(clearance))
+        return snapshot_fail(why, n, "request, payload or now");
+    guard_delivery_request req = {
+        .run_id = (char *)text_of(rq, "run_id"),
+        .payload_id = (char *)text_of(rq, "payload_id"),
+        .recipient = (char *)text_of(rq, "recipient"),
+        .recipient_clearance = (int)json_integer_value(clearance),
+        .tool = (char *)text_of(rq, "tool"),
+        .grant = (char *)text_of(rq, "grant"),
+    };
+    guard_context ctx;
+    guard_ancestry anc = {0};
+    guard_chain chain = {0};
+    int rc = facts_context_from_json(json_object_get(snap, "context"), &ctx);
+    if (rc != STATUS_OK)
+        return rc == STATUS_ENOMEM ? rc : snapshot_fail(why, n, "context");
+    rc = facts_ancestry_from_json(json_object_get(snap, "ancestry"), req.payload_id, &anc);
+    if (rc == STATUS_OK && labels != NULL) {
+        /* What if: the recipient's clearance and the sources' labels are the candidate's. */
+        req.recipient_clearance = candidate_label(labels, "recipients", req.recipient, "clearance");
+        rc = relabel(&anc, labels);
+    }
+    if (rc == STATUS_OK)
+        rc = facts_chain_from_json(json_object_get(snap, "chain"), cap->grant, &chain);
+    if (rc == STATUS_OK) {
+        if (evaluator_delivery_decide(cap, &ctx, &req, &anc, &chain, json_number_value(now),
+                                      text_of(payload, "hash"), text_of(payload, "content_sha256"),
+                                      d) != 0)
+            rc = STATUS_ENOMEM;
+        drop_borrowed(d);
+    } else if (rc != STATUS_ENOMEM) {
+        rc = snapshot_fail(why, n, "ancestry or chain");
+    }
+    facts_ancestry_free(&anc);
+    facts_chain_free(&chain);
+    facts_context_free(&ctx);
+    return rc;
+}
+
+/* The gate the snapshot records, decided again under cap (and labels, for a what if). */
+static int decide_snapshot(const guard_stepcap *cap, const json_t *snap, const json_t *labels,
+                           guard_decision *d, char *why, size_t n)
+{
+    const char *gate = text_of(snap, "gate");
+    if (strcmp(gate, "input") == 0)
+        return replay_input(cap, snap, labels, d, why, n);
+    if (strcmp(gate, "delivery") == 0)
+        return replay_delivery(cap, snap, labels, d, why, n);
+    if (strcmp(gate, "source") == 0)
+        return replay_source(cap, snap, d, why, n);
+    return snapshot_fail(why, n, "unknown gate");
+}
+
+int evaluator_replay(const char *evaluator, const json_t *event, evaluator_replay_result *out,
+                     char *why, size_t n)
+{
+    memset(out, 0, sizeof *out);
+    if (n > 0)
+        why[0] = '\0';
+    const char *outcome = text_of(event, "outcome");
+    if (*outcome == '\0') {
+        snprintf(why, n, "it is a %s event, not a decision", text_of(event, "kind"));
+        return STATUS_ENOTDECISION;
+    }
+    const char *text = text_of(event, "snapshot");
+    if (*text == '\0') {
+        out->no_snapshot = true; /* no facts: nothing is evaluated, by any evaluator */
+        return STATUS_OK;
+    }
+    json_error_t jerr;
+    json_t *snap = json_loads(text, 0, &jerr);
+    if (!json_is_object(snap)) {
+        json_decref(snap);
+        return snapshot_fail(why, n, "not a JSON object");
+    }
+    /* The evaluator it must have been decided by: this build's guard and queries under the
+     * workflow version the decision recorded. */
+    char expected[65] = "";
+    const char *version = json_string_value(json_object_get(snap, "workflow"));
+    if (version != NULL) {
+        if (evaluator_fingerprint_of(version, expected) != 0)
+            expected[0] = '\0';
+    } else if (evaluator != NULL) {
+        snprintf(expected, sizeof expected, "%s", evaluator);
+    }
+    const char *recorded_by = text_of(event, "evaluator");
+    if (*expected == '\0' || strcmp(recorded_by, expected) != 0) {
+        snprintf(why, n, "decided by evaluator %s, this charterd runs evaluator %s",
+                 *recorded_by ? recorded_by : "(none recorded)", *expected ? expected : "(none)");
+        json_decref(snap);
+        return STATUS_EFINGERPRINT;
+    }
+    guard_stepcap cap;
+    int rc = cap_from(snap, &cap, why, n);
+    if (rc == STATUS_OK) {
+        rc = decide_snapshot(&cap, snap, NULL, &out->replayed, why, n);
+        cap_free(&cap);
+    }
+    json_decref(snap);
+    if (rc != STATUS_OK) {
+        evaluator_replay_result_free(out);
+        return rc;
+    }
+    char codes[512];
+    guard_codes_format(out->replayed.codes, codes, sizeof codes);
+    const char *witness = out->replayed.witness != NULL ? out->replayed.witness : "";
+    out->matches = strcmp(outcome, decision_outcome_name(out->replayed.outcome)) == 0 &&
+                   strcmp(text_of(event, "codes"), codes) == 0 &&
+                   strcmp(text_of(event, "witness"), witness) == 0;
+    return STATUS_OK;
+}
+
+/* --- what if ------------------------------------------------------------------------------ */
+
+int evaluator_candidate_init(const workflow *wf, evaluator_candidate *cand)
+{
+    cand->wf = wf;
+    cand->labels = workflow_seed_json(wf);
+    return cand->labels != NULL ? STATUS_OK : STATUS_ENOMEM;
+}
+
+void evaluator_candidate_free(evaluator_candidate *cand)
+{
+    json_decref(cand->labels);
+    memset(cand, 0, sizeof *cand);
+}
+
+void evaluator_whatif_result_free(evaluator_whatif_result *r)
+{
+    guard_decision_free(&r->decided);
+    memset(r, 0, sizeof *r);
+}
+
+/* The snapshot of event as a JSON object (new reference), NULL when there is none; *bad is set
+ * when there is text that is not an object. */
+static json_t *snapshot_of(const json_t *event, bool *bad)
+{
+    const char *text = text_of(event, "snapshot");
+    *bad = false;
+    if (*text == '\0')
+        return NULL;
+    json_t *snap = json_loads(text, 0, NULL);
+    if (!json_is_object(snap)) {
+        json_decref(snap);
+        *bad = true;
+        return NULL;
+    }
+    return snap;
+}
+
+int evaluator_replay_workflow(const json_t *event, char version[65])
+{
+    bool bad;
+    json_t *snap = snapshot_of(event, &bad);
+    const char *v = json_string_value(json_object_get(snap, "workflow"));
+    int rc = v != NULL && *v != '\0' && strlen(v) < 65 ? STATUS_OK : STATUS_ENOTFOUND;
+    snprintf(version, 65, "%s", rc == STATUS_OK ? v : "");
+    json_decref(snap);
+    return rc;
+}
+
+static bool strs_same_set(const guard_strs *a, const guard_strs *b)
+{
+    if (a->n != b->n)
+        return false;
+    for (size_t i = 0; i < a->n; i++)
+        if (!strs_contain(b, a->items[i]))
+            return false;
+    return true;
+}
+
+/* The items of have that bound holds (strings borrowed from have). */
+static int strs_within(const guard_strs *have, const guard_strs *bound, guard_strs *out)
+{
+    memset(out, 0, sizeof *out);
+    if (have->n == 0)
+        return STATUS_OK;
+    if ((out->items = calloc(have->n, sizeof *out->items)) == NULL)
+        return STATUS_ENOMEM;
+    for (size_t i = 0; i < have->n; i++)
+        if (strs_contain(bound, have->items[i]))
+            out->items[out->n++] = have->items[i];
+    return STATUS_OK;
+}
+
+/* The capability the candidate gives the recorded one's step (strings borrowed from the
+ * candidate; lists owned, freed with cap_free). *found is false when the candidate has no
+ * such step. */
+static int candidate_cap(const evaluator_candidate *cand, const workflow *recorded,
+                         const guard_stepcap *was, guard_stepcap *cap, bool *found)
+{
+    memset(cap, 0, sizeof *cap);
+    const workflow_step *ws = workflow_step_find(cand->wf, was->step);
+    const workflow_step *rs = recorded != NULL ? workflow_step_find(recorded, was->step) : NULL;
+    *found = ws != NULL;
+    if (ws == NULL)
+        return STATUS_OK;
+    /* A context narrowed below its step stays narrowed: a scope never widens, whatever the
+     * candidate gives the step. */
+    bool narrowed = rs == NULL || !strs_same_set(&was->tools, &rs->cap.tools) ||
+                    !strs_same_set(&was->recipients, &rs->cap.recipients) ||
+                    !strs_same_set(&was->resources, &rs->cap.resources);
+    cap->step = ws->cap.step;
+    cap->actor = ws->cap.actor;
+    cap->grant = ws->cap.grant;
+    int rc = strs_within(&ws->cap.tools, narrowed ? &was->tools : &ws->cap.tools, &cap->tools);
+    if (rc == STATUS_OK)
+        rc = strs_within(&ws->cap.recipients, narrowed ? &was->recipients : &ws->cap.recipients,
+                         &cap->recipients);
+    if (rc == STATUS_OK)
+        rc = strs_within(&ws->cap.resources, narrowed ? &was->resources : &ws->cap.resources,
+                         &cap->resources);
+    if (rc != STATUS_OK)
+        cap_free(cap);
+    return rc;
+}
+
+int evaluator_whatif(const evaluator_candidate *cand, const workflow *recorded, const json_t *event,
+                     evaluator_whatif_result *out, char *why, size_t n)
+{
+    memset(out, 0, sizeof *out);
+    if (n > 0)
+        why[0] = '\0';
+    const char *outcome = text_of(event, "outcome");
+    if (*outcome == '\0') {
+        snprintf(why, n, "it is a %s event, not a decision", text_of(event, "kind"));
+        return STATUS_ENOTDECISION;
+    }
+    bool bad;
+    json_t *snap = snapshot_of(event, &bad);
+    if (snap == NULL) {
+        if (bad)
+            return snapshot_fail(why, n, "not a JSON object");
+        out->no_snapshot = true;
+        return STATUS_OK;
+    }
+    const json_t *rq = json_object_get(snap, "request");
+    snprintf(out->gate, sizeof out->gate, "%s", text_of(snap, "gate"));
+    snprintf(out->subject, sizeof out->subject, "%s",
+             json_is_object(rq) ? text_of(rq, "recipient") : text_of(snap, "resource"));
+    guard_stepcap was, cap;
+    bool found = false;
+    int rc = cap_from(snap, &was, why, n);
+    if (rc != STATUS_OK)
+        goto out;
+    snprintf(out->step, sizeof out->step, "%s", was.step);
+    rc = candidate_cap(cand, recorded, &was, &cap, &found);
+    if (rc == STATUS_OK && found) {
+        rc = decide_snapshot(&cap, snap, cand->labels, &out->decided, why, n);
+        cap_free(&cap);
+    } else if (rc == STATUS_OK) {
+        /* The candidate does not have the step: nothing may be done in it. */
+        out->decided.outcome = GUARD_DENY;
+        out->decided.codes = 1u << GUARD_STEP_MISMATCH;
+        char w[160];
+        snprintf(w, sizeof w, "%s step is not in workflow %s", was.step, cand->wf->name);
+        if ((out->decided.witness = strdup(w)) == NULL)
+            rc = STATUS_ENOMEM;
+    }
+    cap_free(&was);
+out:
+    json_decref(snap);
+    if (rc != STATUS_OK) {
+        evaluator_whatif_result_free(out);
+        return rc;
+    }
+    char codes[512];
+    guard_codes_format(out->decided.codes, codes, sizeof codes);
+    out->changed = strcmp(outcome, decision_outcome_name(out->decided.outcome)) != 0 ||
+                   strcmp(text_of(event, "codes"), codes) != 0;
+    return STATUS_OK;
+}

@@ -1,0 +1,131 @@
+/*
+ * evaluator.h - the evaluator: the decision functions the live gates and replay share, its
+ * fingerprint, and the replay of one recorded decision event from the facts it recorded.
+ *
+ * A gate decides in two halves: gathering facts from the graph, then turning facts into a
+ * decision. The second half lives here and is called by gate.c and deliver.c as they decide
+ * and by replay as it decides again from an event's snapshot, so a replay runs the very code
+ * that decided, never a graph query. The step capability the gate acted under (narrowed or
+ * not) is one of the recorded facts. A replay is refused when the event was decided by another
+ * evaluator: another guard source, query library or workflow definition.
+ */
+#ifndef CHARTER_EVALUATOR_H
+#define CHARTER_EVALUATOR_H
+
+#include <jansson.h>
+#include <stdbool.h>
+
+#include "policy/guard.h"
+#include "policy/facts.h"
+#include "policy/workflow.h"
+
+#include "core/status.h"
+
+/* The fingerprint of the evaluator that decides under the workflow whose version (the hex
+ * SHA-256 of its definition's bytes) is version: hex SHA-256 over the text
+ * "charter-evaluator-1\n", then "guard=<length>:<guard.c as compiled in>\n",
+ * "queries=<length>:<the query library as compiled in>\n" and "workflow=<version>\n". Into hex (65
+ * bytes). Thread-safe; the guard and query part is hashed once. Returns 0, or -1 when OpenSSL
+ * failed or version is NULL (hex is then all zeros). */
+int evaluator_fingerprint_of(const char *version, char hex[65]);
+
+/* evaluator_fingerprint_of(wf->version). */
+int evaluator_fingerprint(const workflow *wf, char hex[65]);
+
+/* The capability cap as the "cap" of a snapshot: {step,actor,grant,tools,recipients,resources}
+ * (new reference, or NULL when memory ran out). */
+json_t *evaluator_cap_json(const guard_stepcap *cap);
+
+/* --- the deciding half of each gate (shared with the live gates) -------------------------- */
+
+/* The input gate over raw ancestry replies (a JSON list, one charter_ancestry reply per
+ * artifact, null where the graph could not supply it) for capability cap in context ctx: the worst
+ * verdict over all of them (DENY before UNKNOWN before ALLOW), codes merged, the first
+ * witness of the worst kept; when every one is allowed, *conf and *integrity are the labels
+ * of an output derived from all of them (max, min). ids (may be NULL) names each ancestry's
+ * root; NULL takes the reply's own root. d is overwritten. Returns 0 or STATUS_ENOMEM. */
+int evaluator_input_decide(const guard_stepcap *cap, const guard_context *ctx,
+                           const json_t *ancestries, const char *const *ids, guard_decision *d,
+                           int *conf, int *integrity);
+
+/* The source gate: resource_id may be read under capability cap only when it has the read_source
+ * tool (else DENY STEP_MISMATCH) and lists the resource (else DENY RESOURCE_OUT_OF_SCOPE).
+ * d is overwritten. Returns 0, or -1 when the witness could not be allocated (d is then
+ * UNKNOWN). */
+int evaluator_source_decide(const guard_stepcap *cap, const char *resource_id, guard_decision *d);
+
+/* The delivery gate: DENY PROVENANCE_INCOMPLETE when the payload's stored content does not
+ * hash to its stored hash (content_hash is the hex SHA-256 of the content as read, "" when
+ * there was none), else guard_check_delivery. d is overwritten. Returns 0, or -1 on allocation
+ * failure (d is then UNKNOWN). */
+int evaluator_delivery_decide(const guard_stepcap *cap, const guard_context *ctx,
+                              const guard_delivery_request *req, const guard_ancestry *anc,
+                              const guard_chain *chain, double now, const char *payload_hash,
+                              const char *content_hash, guard_decision *d);
+
+/* --- replay ------------------------------------------------------------------------------ */
+
+typedef struct {
+    guard_decision replayed; /* unset (zero) when no_snapshot */
+    bool no_snapshot;        /* the event records no facts: nothing to replay */
+    bool matches;            /* same outcome, codes and witness as recorded */
+} evaluator_replay_result;
+
+/* Decides event (an event object as charter_get_event returns it) again from its snapshot,
+ * under the capability the snapshot records. The evaluator it must have been decided by is
+ * evaluator_fingerprint_of the workflow version the snapshot records (evaluator, this process's
+ * default, when it records none). An event without a snapshot is answered no_snapshot: there
+ * are no facts, so nothing is evaluated. Returns STATUS_OK with *out filled (free with
+ * evaluator_replay_result_free); STATUS_ENOTDECISION; STATUS_EFINGERPRINT (why names both
+ * fingerprints); STATUS_ESNAPSHOT (why says what is malformed); STATUS_ENOMEM. why has n
+ * bytes. */
+int evaluator_replay(const char *evaluator, const json_t *event, evaluator_replay_result *out,
+                     char *why, size_t n);
+
+void evaluator_replay_result_free(evaluator_replay_result *r);
+
+/* --- what if: recorded facts decided under a candidate workflow -------------------------- */
+
+/* A candidate workflow as a what-if decides under it: its step capabilities and its labels
+ * (resource confidentiality and integrity, recipient clearance). */
+typedef struct {
+    const workflow *wf; /* borrowed: kept alive by the caller while the candidate is used */
+    json_t *labels;     /* workflow_seed_json(wf) (owned) */
+} evaluator_candidate;
+
+/* Prepares *cand for wf. Returns STATUS_OK or STATUS_ENOMEM; free with evaluator_candidate_free
+ * (safe on a zeroed candidate). */
+int evaluator_candidate_init(const workflow *wf, evaluator_candidate *cand);
+void evaluator_candidate_free(evaluator_candidate *cand);
+
+/* The workflow version the snapshot of event records into version (65 bytes). Returns
+ * STATUS_OK, or STATUS_ENOTFOUND when the event has no snapshot or the snapshot names none. */
+int evaluator_replay_workflow(const json_t *event, char version[65]);
+
+typedef struct {
+    guard_decision decided; /* under the candidate; unset (zero) when no_snapshot */
+    bool no_snapshot;       /* the event records no facts: nothing is decided */
+    bool changed;           /* outcome or codes differ from the recorded decision */
+    char gate[16];          /* "input", "source" or "delivery" */
+    char step[72];          /* the step the decision was made for */
+    char subject[136];      /* the delivery's recipient, the source's resource, or "" */
+} evaluator_whatif_result;
+
+/* Decides event (as charter_get_event returns it, snapshot resolved) again from its snapshot
+ * under the candidate, with the current guard: the capability is the candidate's step of the
+ * same name (DENY STEP_MISMATCH when it has none), still narrowed to the recorded lists when
+ * the recorded capability was narrower than recorded's step of that name (or recorded is
+ * NULL: the recording workflow is unknown, so the recorded lists bound it); a delivery's
+ * recipient clearance and every source resource's labels are the candidate's (-1, a missing
+ * fact, for a recipient or resource it does not define), and an artifact label that agreed with
+ * the recorded facts is recomputed under the candidate's (one that disagreed still disagrees).
+ * The grant chain, the context, the payload and the database time are the recorded ones. No
+ * fingerprint check: a what-if asks what this evaluator would decide. Returns STATUS_OK with
+ * *out filled (free with evaluator_whatif_result_free); STATUS_ENOTDECISION; STATUS_ESNAPSHOT
+ * (why says what is malformed); STATUS_ENOMEM. why has n bytes. */
+int evaluator_whatif(const evaluator_candidate *cand, const workflow *recorded, const json_t *event,
+                     evaluator_whatif_result *out, char *why, size_t n);
+
+void evaluator_whatif_result_free(evaluator_whatif_result *r);
+
+#endif

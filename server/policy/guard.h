@@ -1,0 +1,220 @@
+/*
+ * guard.h - the policy evaluator: facts in, a decision out.
+ *
+ * The guard is pure: it includes no I/O header, reads no clock and allocates only the decision
+ * it returns. Every fact it decides from (ancestry, grant chain, context owners, the database
+ * time) is handed in by the caller, fetched through the query library. Missing or malformed
+ * facts never become ALLOW: they give UNKNOWN or DENY with a code.
+ *
+ * Labels are recomputed, never trusted: a source artifact's confidentiality and integrity are
+ * those of its one registered resource; a derived artifact's confidentiality is the maximum of
+ * its parents', its integrity the minimum. A stored label that disagrees is LABEL_MISMATCH.
+ *
+ * A gate collects every code that applies. The outcome is UNKNOWN when GRAPH_ERROR is among
+ * them (facts missing, truncated or of the wrong object), else DENY when any code applies,
+ * else ALLOW. The witness is that of the first collected code in this order: GRAPH_ERROR,
+ * STEP_MISMATCH, IDENTITY_MISMATCH, GRANT_NOT_FOUND, PROVENANCE_INCOMPLETE, LABEL_MISMATCH,
+ * INPUT_OUT_OF_SCOPE, CLEARANCE_EXCEEDED, RESOURCE_OUT_OF_SCOPE, GRANT_INVALID,
+ * DELIVERY_CONFLICT; within one code, the first fault found (lineage breadth-first from the
+ * payload, the chain from its leaf up). A path witness is written source first, the resource
+ * standing for its source artifact, then the titles (ids when untitled) up to the payload,
+ * along a shortest DERIVED_FROM path.
+ *
+ * Every gate overwrites *out without freeing it: free a decision before reusing it.
+ */
+#ifndef CHARTER_GUARD_H
+#define CHARTER_GUARD_H
+
+#include <stdbool.h>
+#include <stddef.h>
+
+#include "core/decision.h"
+
+/* Confidentiality levels (Resource.conf, Artifact.conf, Recipient.clearance). */
+enum { GUARD_CONF_PUBLIC = 0, GUARD_CONF_INTERNAL = 1, GUARD_CONF_CONFIDENTIAL = 2 };
+/* Integrity levels. */
+enum { GUARD_INTEGRITY_UNTRUSTED = 0, GUARD_INTEGRITY_TRUSTED = 1 };
+
+/* A list of strings; the guard never frees or changes one it is given. */
+typedef struct {
+    char **items;
+    size_t n;
+} guard_strs;
+
+/* A registered resource as seen through a FROM_RESOURCE edge. */
+typedef struct {
+    char *id;
+    char *title;
+    int conf;      /* GUARD_CONF_* ; -1 when the fact is missing */
+    int integrity; /* GUARD_INTEGRITY_* ; -1 when missing */
+} guard_resource;
+
+/* One artifact of an ancestry with every edge around it (full collections, so the guard sees
+ * missing parents, extra parents and wrong cardinalities). */
+typedef struct {
+    char *id;
+    char *run_id;
+    char *title;
+    bool is_source;            /* kind == "source" */
+    bool kind_known;           /* false when kind is missing or neither source nor derived */
+    int conf;                  /* stored label; -1 when missing */
+    int integrity;             /* stored label; -1 when missing */
+    bool capture_complete;     /* the host recorded exactly the model request's inputs */
+    char *hash;                /* hex SHA-256 of content as stored */
+    guard_strs input_ids;      /* recorded at capture: the model request's inputs */
+    guard_strs parents;        /* DERIVED_FROM edges */
+    guard_resource *resources; /* FROM_RESOURCE edges */
+    size_t n_resources;
+    guard_strs producers; /* contexts with a PRODUCED edge to it */
+} guard_artifact;
+
+/* Every artifact reachable from root through DERIVED_FROM, root included. An ancestry whose
+ * root is absent (items has no artifact with id == root) is PROVENANCE_INCOMPLETE; one that
+ * is truncated is UNKNOWN GRAPH_ERROR (a cut-off lineage proves nothing either way). */
+typedef struct {
+    char *root;
+    guard_artifact *items;
+    size_t n;
+    bool truncated; /* the query stopped at its size limit: facts incomplete */
+} guard_ancestry;
+
+typedef struct {
+    char *id;
+    char *kind; /* "human" or "agent" */
+} guard_actor_ref;
+
+/* One grant of a delegation chain with its edges. */
+typedef struct {
+    char *id;
+    bool root;
+    guard_strs tools;
+    guard_strs recipients;
+    guard_strs resources;
+    double valid_from;  /* seconds since the epoch */
+    double valid_to;    /* seconds since the epoch; the grant is valid while now < valid_to */
+    double revoked_at;  /* 0 when not revoked */
+    guard_strs parents; /* DELEGATED_FROM edges */
+    guard_actor_ref *grantees; /* GRANTED_TO edges */
+    size_t n_grantees;
+    guard_actor_ref *issuers; /* ISSUED_BY edges (root grants) */
+    size_t n_issuers;
+} guard_grant;
+
+/* The leaf grant and every grant reachable above it through DELEGATED_FROM, in any order. */
+typedef struct {
+    char *leaf;
+    guard_grant *items;
+    size_t n;
+} guard_chain;
+
+/* The server-owned capability of a step (the model never chooses any of it). */
+typedef struct {
+    char *step;
+    char *actor;
+    char *grant;
+    guard_strs tools;
+    guard_strs recipients;
+    guard_strs resources;
+} guard_stepcap;
+
+/* The acting context as stored: its run, its step and its OWNED_BY actors. */
+typedef struct {
+    char *id;
+    char *run_id;
+    char *step;
+    guard_strs owners;
+} guard_context;
+
+/* A delivery request after the server resolved it. */
+typedef struct {
+    char *run_id;
+    char *payload_id;
+    char *recipient;
+    int recipient_clearance; /* -1 when the recipient is unknown */
+    char *tool;
+    char *grant; /* the grant the request acts under (the step's) */
+} guard_delivery_request;
+
+/* The verdict. codes is a bit set over guard_code; witness is a heap string (may be NULL for
+ * ALLOW) owned by the decision and freed by guard_decision_free. */
+typedef struct {
+    guard_outcome outcome;
+    unsigned codes;
+    char *witness;
+    /* For an allowed delivery: the chain leaf-first (ids borrowed from the chain facts) and
+     * the payload's source resources (borrowed from the ancestry facts), which the
+     * conditional commit re-checks on the database clock. */
+    guard_strs chain_order;
+    guard_strs sources;
+} guard_decision;
+
+/* Labels recomputed from the ancestry for artifact id (conf = max over sources, integrity = min).
+ * Returns 0 and writes *conf, *integrity; -1 when the ancestry cannot supply them (missing
+ * artifact, missing resource labels, a cycle), in which case nothing is written. */
+int guard_recompute_labels(const guard_ancestry *anc, const char *id, int *conf, int *integrity);
+
+/* Input gate (DESIGN.md "Input gate"): may the artifact whose ancestry is anc enter a model
+ * request of the step cap in context ctx of run run_id?
+ * ALLOW when the ancestry is complete, well formed, of this run, correctly labelled and every
+ * source resource is in cap->resources; DENY INPUT_OUT_OF_SCOPE with a witness such as
+ * "budget (confidential) → Internal recommendation → report step {vendor_a, vendor_b}" when a
+ * source is outside; DENY IDENTITY_MISMATCH / STEP_MISMATCH when ctx is not owned by exactly
+ * cap->actor, not of cap->step or of another run.
+ * Well formed lineage (else PROVENANCE_INCOMPLETE): the root is present, ids are unique, every
+ * artifact is of run_id, of a known kind, with a 64-hex-digit hash, and reachable from the
+ * root; a source has no parents, no recorded inputs, exactly one FROM_RESOURCE resource with
+ * valid labels and at most one producer; a derived artifact has no resource, at least one
+ * parent, capture_complete, exactly one producer, DERIVED_FROM parents equal as a set to its
+ * input_ids, and every parent present; there is no DERIVED_FROM cycle.
+ * A missing ancestry, a truncated one, or cap / ctx / run_id NULL gives UNKNOWN GRAPH_ERROR.
+ * On ALLOW, out->sources holds the distinct source resource ids, sorted (borrowed from anc).
+ * Returns 0, or -1 on allocation failure (out is then UNKNOWN GRAPH_ERROR). */
+int guard_check_input(const guard_stepcap *cap, const guard_context *ctx, const char *run_id,
+                      const guard_ancestry *anc, guard_decision *out);
+
+/* Delivery gate (DESIGN.md "Delivery gate"): may the payload be sent?
+ * Checks the request against the step (tool in cap->tools, recipient in cap->recipients,
+ * req->grant == cap->grant: else STEP_MISMATCH), the context as the input gate does (of
+ * req->run_id), the ancestry as the input gate does (anc->root must be req->payload_id),
+ * clearance (no source above the recipient's clearance: CLEARANCE_EXCEEDED, witness like
+ * "budget (confidential) → Internal recommendation → public (clearance public)"), resources
+ * (every source in cap->resources and in every grant of the chain: RESOURCE_OUT_OF_SCOPE,
+ * witness ending "→ report step {...}" or "→ grant g_reporter {...}"), and the chain
+ * (guard_check_chain with actor cap->actor at time now, seconds since the epoch), every grant
+ * on it listing the tool and the recipient (else GRANT_INVALID, "g_analyst does not cover tool
+ * deliver_public"). UNKNOWN GRAPH_ERROR when the recipient's clearance is -1, the ancestry is
+ * missing, truncated or of another payload, or the chain facts are of another grant.
+ * All failing codes are collected; the witness follows the order above. On ALLOW,
+ * out->chain_order (leaf first) and out->sources (sorted) are set for the conditional commit.
+ * Returns 0, or -1 on allocation failure (out is then UNKNOWN GRAPH_ERROR). */
+int guard_check_delivery(const guard_stepcap *cap, const guard_context *ctx,
+                         const guard_delivery_request *req, const guard_ancestry *anc,
+                         const guard_chain *chain, double now, guard_decision *out);
+
+/* Delegation chain validation: from chain->leaf up to a root, exactly one DELEGATED_FROM parent
+ * per non-root grant (else branched), that parent present in the chain facts (else the chain
+ * is incomplete), no grant seen twice (cycle), the root has root = true and exactly one issuer
+ * whose kind is "human", no parent above the root, every grant unrevoked (revoked_at 0) and
+ * valid_from <= now < valid_to (now in seconds since the epoch), the leaf's grantees are
+ * exactly {actor}. Any failure is DENY GRANT_INVALID (GRANT_NOT_FOUND when the leaf is absent;
+ * IDENTITY_MISMATCH for the grantee) with a witness naming the grant ("g_reporter revoked",
+ * "g_x expired", "g_x not yet valid", "delegation cycle at g_x", ...). Grants in the facts but
+ * off the walked chain are ignored. chain NULL gives UNKNOWN GRAPH_ERROR. On ALLOW,
+ * out->chain_order holds the grants leaf first (ids borrowed from chain).
+ * Returns 0, or -1 on allocation failure (out is then UNKNOWN GRAPH_ERROR). */
+int guard_check_chain(const guard_chain *chain, const char *actor, double now, guard_decision *out);
+
+/* Frees what a decision owns and zeroes it. Safe on a zeroed decision. */
+void guard_decision_free(guard_decision *d);
+
+/* Sets d to UNKNOWN GRAPH_ERROR with the given witness (copied; may be NULL). Used by callers
+ * when facts could not be fetched. d is overwritten, not freed. Returns 0, -1 if the copy
+ * failed (d is still UNKNOWN, without a witness). */
+int guard_decision_unknown(guard_decision *d, const char *witness);
+
+/* Codes as a comma-separated list of names ("PROVENANCE_INCOMPLETE,LABEL_MISMATCH", in code
+ * order, no spaces) into buf (size bytes, always terminated when size > 0). Only whole names
+ * are written: names that do not fit are left out. */
+void guard_codes_format(unsigned codes, char *buf, size_t size);
+
+#endif

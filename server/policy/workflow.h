@@ -1,0 +1,129 @@
+/*
+ * workflow.h - a workflow definition: the resources, recipients, actors, grants and steps the
+ * guard works with, loaded from JSON (deploy/workflows/procurement.json is the reference; any
+ * number more are applied through the Workflows service and kept by registry.h).
+ *
+ * The definition is validated before anything is stored and then never changes. Its static
+ * part (resources, recipients, actors, grants) is seeded into the graph; its steps are the
+ * server-owned step capabilities (StepCap) the model never chooses; its optional expect list
+ * says which decisions a scripted run of it must reach (`charter workflow test`). version is
+ * the hex SHA-256 of the file's bytes. A loaded workflow is never modified, so any number of
+ * threads may read it at once (find steps, render, seed, ask the model).
+ */
+#ifndef CHARTER_WORKFLOW_H
+#define CHARTER_WORKFLOW_H
+
+#include <jansson.h>
+#include <stddef.h>
+
+#include "policy/guard.h"
+
+/* Limits a definition must stay within (docs/workflows.md); larger definitions are refused. */
+#define WORKFLOW_MAX_FILE_BYTES (1024 * 1024)
+#define WORKFLOW_MAX_RESOURCES 256
+#define WORKFLOW_MAX_RECIPIENTS 64
+#define WORKFLOW_MAX_ACTORS 64
+#define WORKFLOW_MAX_GRANTS 64
+#define WORKFLOW_MAX_STEPS 32
+#define WORKFLOW_MAX_TOOLS 64              /* per grant or step */
+#define WORKFLOW_MAX_CONTENT_BYTES 65536   /* resource content, scripted reply content */
+#define WORKFLOW_MAX_TITLE_BYTES 256       /* resource titles, output titles, public values */
+#define WORKFLOW_MAX_TEXT_BYTES 4096       /* task, public_template */
+#define WORKFLOW_MAX_PUBLIC_FIELDS 32      /* per step; also script fields */
+#define WORKFLOW_MAX_PUBLIC_VALUES 64      /* allowed values per public field */
+#define WORKFLOW_ID_MAX 64                 /* ids: 1..64 characters of [A-Za-z0-9._-] */
+#define WORKFLOW_MAX_EXPECT 64             /* expectations in expect */
+#define WORKFLOW_APPROVAL_MIN_MS 1000      /* a human approval's deadline, at least 1 s */
+#define WORKFLOW_APPROVAL_MAX_MS 604800000 /* and at most 7 days */
+
+/* One step of the workflow, in execution order. Every string and guard_strs is owned by the
+ * workflow; json_t members are borrowed from workflow.doc. An empty list means deny-all; it has
+ * n == 0 and items may be NULL. */
+typedef struct {
+    guard_stepcap cap;   /* cap.step is the step's name */
+    guard_strs reads;    /* resources the built-in runner reads as sources in this step */
+    guard_strs receives; /* steps whose handed-off artifacts this step receives */
+    char *output_title;  /* title of the artifact the step's model output becomes */
+    char *deliver_tool;  /* the step's send, or NULL when it sends nothing */
+    char *deliver_recipient;
+    /* Public rendering: when set, the step's output is rendered by the server from
+     * public_fields only; the model's free text never reaches the recipient. */
+    json_t *public_fields; /* {"field": ["allowed", "values"], ...} or NULL (borrowed from doc) */
+    char *public_template; /* text with {field} placeholders */
+    json_t *script;        /* the scripted model's reply for this step (borrowed from doc) */
+    bool recovery;         /* the step recovery re-runs from permitted inputs */
+} workflow_step;
+
+typedef struct {
+    char *name;
+    char *task;
+    char version[65]; /* hex SHA-256 of the definition's bytes */
+    json_t *doc;      /* the parsed definition (owned) */
+    char *definition; /* the definition's bytes exactly as loaded, NUL-terminated (owned) */
+    size_t definition_len;
+    workflow_step *steps;
+    size_t n_steps;
+} workflow;
+
+/* Loads and validates the definition at path (at most WORKFLOW_MAX_FILE_BYTES). On success
+ * returns 0 and *out owns a new workflow (free with workflow_free). On failure returns -1,
+ * leaves *out NULL and writes a one-line reason naming the field path and the rule into err
+ * (errlen bytes, always terminated), e.g.
+ * "grants[2].tools: \"deliver_public\" is not in the parent grant g_analyst's tools (widening)".
+ * The rules are those of docs/workflows.md; the first violation found is reported. */
+int workflow_load_file(const char *path, workflow **out, char *err, size_t errlen);
+
+/* Same from bytes already in memory (len bytes, not necessarily NUL-terminated); version is
+ * the hex SHA-256 of exactly these bytes. */
+int workflow_load_buffer(const char *buf, size_t len, workflow **out, char *err, size_t errlen);
+
+/* Frees the workflow and everything it owns; NULL is accepted. */
+void workflow_free(workflow *wf);
+
+/* The step named name, or NULL. */
+const workflow_step *workflow_step_find(const workflow *wf, const char *name);
+
+/* Whether a send with tool to recipient needs a human's approval (the tool's entry in the
+ * definition's "tools", or the recipient's "approval"): returns 1 with *by the approver (a human
+ * actor of wf, borrowed from wf) and *within_ms the time the approver has, in milliseconds (the
+ * shorter when both ask; validation made both name the same approver), or 0 when none is
+ * needed (*by NULL). */
+int workflow_approval_for(const workflow *wf, const char *tool, const char *recipient,
+                          const char **by, long long *within_ms);
+
+/* The budgets a grant may carry a ceiling for: max_wall_clock_ms, max_model_calls, max_steps,
+ * max_deliveries, in that order (workflow_budget_name). */
+#define WORKFLOW_N_BUDGETS 4
+
+/* The k-th budget's name (k < WORKFLOW_N_BUDGETS), or NULL. */
+const char *workflow_budget_name(size_t k);
+
+/* The lowest ceiling of each budget over every grant on the delegation chain of every step's
+ * grant (0: no grant sets one), and the grant that sets it (borrowed from wf, or NULL): a run
+ * of wf may not ask more (budgets narrow like authority). Returns 0, or -1 when a step's grant
+ * is not in the definition (validation rules it out). */
+int workflow_budget_ceilings(const workflow *wf, long long ceiling[WORKFLOW_N_BUDGETS],
+                             const char *grant[WORKFLOW_N_BUDGETS]);
+
+/* The step recovery re-runs (the last step with "recovery": true), or NULL. */
+const workflow_step *workflow_recovery_step(const workflow *wf);
+
+/* The argument of charter_seed (queries/README.md):
+ *   {"resources":[{id,title,conf,integrity,content}], "recipients":[{id,clearance}],
+ *    "actors":[{id,kind}], "grants":[{id,root,grantee,issuer,delegated_from,tools,recipients,
+ *    resources,valid_from,valid_to}]}
+ * conf, clearance: 0 public, 1 internal, 2 confidential; integrity: 0 untrusted, 1 trusted;
+ * root: a JSON boolean; valid_from, valid_to: integer seconds since the epoch. A root grant has
+ * "issuer" and no "delegated_from" key; a delegated grant has "delegated_from" and no "issuer"
+ * key (absent keys are omitted, never null). New reference owned by the caller, or NULL on
+ * allocation failure. */
+json_t *workflow_seed_json(const workflow *wf);
+
+/* Renders the public text of step from the model's fields: every placeholder of the template
+ * replaced by its field's value, each value checked against the field's allowed values. A field
+ * that is missing, not a string, or not allowed, or a field the step does not declare, is
+ * refused. Returns 0 and sets *out (malloc'd, caller frees) or -1 with a reason in err. */
+int workflow_render_public(const workflow_step *step, const json_t *fields, char **out, char *err,
+                           size_t errlen);
+
+#endif

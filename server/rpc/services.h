@@ -1,0 +1,61 @@
+/*
+ * services.h - the method tables of charter.v1's services.
+ *
+ * Each row declares a method once: its name in proto/charter.proto, its request and response
+ * messages, the minimum role that may call it, and its handler. dispatch.c checks every row
+ * against protobuf-c's generated service descriptors at startup (same names, same messages,
+ * every method present once), so a row that names the wrong method or message stops charterd,
+ * and it enforces the row's role before the handler runs, so no handler checks roles itself.
+ */
+#ifndef CHARTER_SERVICES_H
+#define CHARTER_SERVICES_H
+
+#include <protobuf-c/protobuf-c.h>
+#include <stddef.h>
+
+#include "rpc/call.h"
+#include "core/role.h"
+
+typedef struct {
+    const char *name;                           /* the method, e.g. "CreateRun" */
+    const ProtobufCMessageDescriptor *request;  /* its input message */
+    const ProtobufCMessageDescriptor *response; /* its output message */
+    call_role min_role;                         /* ROLE_NONE: callable without a token */
+    call_handler handler;
+} svc_method;
+
+extern const svc_method svc_runs_methods[]; /* CreateRun, GetRun, ListRuns, RecoverRun */
+extern const size_t svc_runs_methods_len;
+extern const svc_method svc_gate_methods[]; /* OpenStep, ReadSource, RecordOutput, CheckInput,
+                                               Deliver, TraceArtifact */
+extern const size_t svc_gate_methods_len;
+extern const svc_method svc_grants_methods[]; /* RevokeGrant, RestoreGrants, ShowChain */
+extern const size_t svc_grants_methods_len;
+extern const svc_method svc_health_methods[]; /* Check */
+extern const size_t svc_health_methods_len;
+extern const svc_method svc_evidence_methods[]; /* ReplayDecision, GetReceipt, AuditRun,
+                                                   WhatIf, GetReceiptKey */
+extern const size_t svc_evidence_methods_len;
+extern const svc_method svc_workflows_methods[]; /* ApplyWorkflow, ListWorkflows, GetWorkflow */
+extern const size_t svc_workflows_methods_len;
+extern const svc_method svc_grpc_health_methods[]; /* grpc.health.v1.Health: Check, Watch */
+extern const size_t svc_grpc_health_methods_len;
+extern const svc_method svc_reflection_methods[]; /* ListMethods */
+extern const size_t svc_reflection_methods_len;
+
+/* Evidence/WhatIf (svc_whatif.c): the recorded decisions decided again under a candidate
+ * workflow. */
+int svc_whatif_handler(call *c, const ProtobufCMessage *in, ProtobufCMessage **out);
+extern const svc_method svc_retrieval_methods[]; /* IngestChunks, BindScope, NarrowScope,
+                                                    Search, FollowUp, CheckpointScope,
+                                                    ResumeScope, TraceRetrieval */
+extern const size_t svc_retrieval_methods_len;
+extern const svc_method svc_tenants_methods[]; /* CreateTenant, ListTenants (admin) */
+extern const size_t svc_tenants_methods_len;
+extern const svc_method svc_credentials_methods[]; /* IssueCredential, ListCredentials,
+                                                      RevokeCredential */
+extern const size_t svc_credentials_methods_len;
+extern const svc_method svc_approvals_methods[]; /* ListApprovals, DecideApproval */
+extern const size_t svc_approvals_methods_len;
+
+#endif
