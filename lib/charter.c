@@ -8,6 +8,7 @@
  */
 #include "charter.h"
 #include "health.pb-c.h"
+#include "unpack_budget.h"
 
 #include <nng/nng.h>
 #include <nng/protocol/reqrep0/req.h>
@@ -435,36 +436,13 @@ int charter_client_connections(charter_client *c)
 
 /* ---- unpacking under a budget ------------------------------------------------------------ */
 
-/* Allocates with malloc, so a message unpacked here is freed with the default allocator
- * (protobuf_c_message_free_unpacked(m, NULL)); only the running total is limited. */
-typedef struct {
-    size_t used;
-    size_t limit;
-} unpack_budget;
-
-static void *budget_alloc(void *data, size_t size)
-{
-    unpack_budget *b = data;
-    if (size > b->limit - b->used)
-        return NULL;
-    b->used += size;
-    return malloc(size);
-}
-
-static void budget_free(void *data, void *ptr)
-{
-    (void)data;
-    free(ptr);
-}
-
 static ProtobufCMessage *unpack_budgeted(const ProtobufCMessageDescriptor *desc, size_t len,
                                          const uint8_t *data)
 {
-    unpack_budget b = {0, UNPACK_FLOOR};
-    if (len > (SIZE_MAX - UNPACK_FLOOR) / UNPACK_FACTOR)
-        return NULL;
-    b.limit += len * UNPACK_FACTOR;
-    ProtobufCAllocator a = {budget_alloc, budget_free, &b};
+    /* The message is malloc's memory (unpack_budget.h): callers free it with a NULL allocator. */
+    unpack_budget b;
+    unpack_budget_init(&b, len, UNPACK_FACTOR, UNPACK_FLOOR);
+    ProtobufCAllocator a = unpack_budget_allocator(&b);
     return protobuf_c_message_unpack(desc, &a, len, data);
 }
 

@@ -2,8 +2,8 @@
 # Checks server/ against its room table (docs/ARCHITECTURE.md): every file lives in a room, and
 # every #include "room/file.h" of a file reaches only its own room or a room below it. Also: no
 # include cycle between files or modules (x.c and x.h are one module), only db/ includes
-# hiredis, and policy/ (the pure rules) includes no I/O header (hiredis, NNG, curl, sockets, the
-# clock). Prints the include graph by room and every violation; exits 1 when there is one.
+# hiredis, policy/ (the pure rules) includes no I/O header (hiredis, NNG, curl, sockets, the
+# clock), and no file calls assert() (compiled out under NDEBUG; INVARIANT stays on). Prints the include graph by room and every violation; exits 1 when there is one.
 # Usage: tests/layers.sh [SOURCE_DIR]
 set -euo pipefail
 cd "${1:-$(dirname "$0")/..}/server"
@@ -53,6 +53,10 @@ for room in "${rooms[@]}"; do
         ;;
       esac
     done < <(sed -n 's/^#include "\([^"]*\)".*/\1/p' "$path")
+    # assert() checks nothing under NDEBUG, which the shipped builds define: INVARIANT stays on.
+    if grep -nE '(^|[^_[:alnum:]])assert\(' "$path" | grep -v '^[0-9]*: *\*' >/dev/null; then
+      fail "$path calls assert(): use INVARIANT (core/invariant.h), which stays on in every build"
+    fi
     while read -r sys; do
       if [[ $sys =~ $db_only ]] && [ "$room" != db ]; then
         fail "$path includes <$sys>: only db/ talks to Redis"
@@ -79,6 +83,6 @@ for e in $(printf '%s\n' "${!room_edges[@]}" | sed 's/ -> /->/' | sort -t'>' -k1
 done
 if [ $failed -eq 0 ]; then
   n=$(find "${rooms[@]}" -name '*.[ch]' | wc -l)
-  echo "layers: $n files in ${#rooms[@]} rooms (${rooms[*]}); no upward include, no cycle; only db/ includes hiredis; policy/ includes no I/O header"
+  echo "layers: $n files in ${#rooms[@]} rooms (${rooms[*]}); no upward include, no cycle; only db/ includes hiredis; policy/ includes no I/O header; no assert()"
 fi
 exit $failed

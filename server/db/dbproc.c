@@ -7,7 +7,6 @@
  */
 #include "db/dbproc.h"
 
-#include <assert.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <hiredis/hiredis.h>
@@ -24,6 +23,8 @@
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
+
+#include "core/invariant.h"
 
 /* Where Debian's redis-redisearch package installs the module (dpkg -L redis-redisearch). */
 #define DBPROC_REDISEARCH "/usr/lib/redis/modules/redisearch.so"
@@ -227,7 +228,7 @@ int dbproc_start(const char *data_dir, int wait_ms, dbproc **out, char *err, siz
         NULL,
         NULL,
     };
-    assert(argv[21] == NULL && argv[23] == NULL);
+    INVARIANT(argv[21] == NULL && argv[23] == NULL);
     /* RediSearch (Debian's redis-redisearch) serves Retrieval; without it everything else
      * still works and Retrieval says how to install it. */
     if (access(DBPROC_REDISEARCH, R_OK) == 0) {

@@ -22,6 +22,7 @@
 #include "db/lineage.h"
 #include "core/log.h"
 #include "core/metrics.h"
+#include "core/invariant.h"
 
 /* --- configuration ------------------------------------------------------------------------ */
 
@@ -683,6 +684,10 @@ static int evlog_write(store *st, evlog_write_spec *w, json_t **reply, evlog_sea
         }
         if (!json_is_true(json_object_get(r, "conflict"))) {
             written = true;
+            /* The database writes an event only at the head it was sealed on (seq - 1, prev):
+             * a write it reports at another sequence number would break the chain. */
+            const json_t *wseq = json_object_get(r, "seq");
+            INVARIANT(!json_is_integer(wseq) || (uint64_t)json_integer_value(wseq) == sealed->seq);
             if (hint != NULL && strlen(w->run_id) < sizeof hint->run_id) {
                 snprintf(hint->run_id, sizeof hint->run_id, "%s", w->run_id);
                 hint->seq = sealed->seq;

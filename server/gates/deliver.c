@@ -12,7 +12,6 @@
 #include "gates/deliver.h"
 #include "core/digest.h"
 
-#include <assert.h>
 #include <openssl/evp.h>
 #include <openssl/sha.h>
 #include <stdlib.h>
@@ -25,6 +24,7 @@
 #include "db/lineage.h"
 #include "evidence/receipt_issue.h"
 #include "policy/evaluator.h"
+#include "core/invariant.h"
 
 void deliver_fingerprint(const char *run_id, const char *payload_hash, const char *recipient,
                          const char *tool, const char *grant, char hex[65])
@@ -427,6 +427,13 @@ static void note_durability(const gate_env *g, deliver_result *out)
     }
 }
 
+/* True when the string field key of obj is exactly want. */
+static bool deliver_same(const json_t *obj, const char *key, const char *want)
+{
+    const char *v = json_string_value(json_object_get(obj, key));
+    return v != NULL && want != NULL && strcmp(v, want) == 0;
+}
+
 /* The commit's argument and its delivery_decided event, into s->arg and s->ev. by_ref: the
  * event's snapshot names its facts record (s->facts, evlog_facts_split), which the commit
  * stores with it; else the snapshot is kept whole (an approval's held commit). The payload's
@@ -437,7 +444,8 @@ static int send_prepare(send_state *s, deliver_result *out, bool by_ref)
     if (s->arg != NULL)
         return STATUS_OK;
     /* ALLOW licenses the write only of bytes whose hash matched (evaluator_delivery_decide). */
-    assert(out->decision.outcome == GUARD_ALLOW && s->content != NULL && s->payload_hash != NULL);
+    INVARIANT(out->decision.outcome == GUARD_ALLOW && s->content != NULL &&
+              s->payload_hash != NULL);
     char sha1[41];
     (void)digest_sha1_hex(s->content, strlen(s->content), sha1); /* on failure never equal */
     json_t *ref = NULL;
@@ -476,7 +484,7 @@ static int send_hold(send_state *s, deliver_result *out)
 {
     /* RULE-APPROVAL-GATE-FIRST: only an ALLOW of the gate reaches here (send_evaluate answered
      * every refusal), so a refused send never becomes an approval. */
-    assert(out->decision.outcome == GUARD_ALLOW);
+    INVARIANT(out->decision.outcome == GUARD_ALLOW);
     const char *by = NULL;
     long long within_ms = 0;
     if (!workflow_approval_for(s->f.wf, s->tool, s->recipient, &by, &within_ms))
@@ -632,6 +640,11 @@ static int send_commit(send_state *s, deliver_result *out)
         if (status && strcmp(status, "committed") == 0) {
             out->delivery = json_incref(json_object_get(reply, "delivery"));
             json_decref(reply);
+            /* The other half of the commit's own check: what the database wrote is this
+             * invocation, with the fingerprint that was evaluated. */
+            INVARIANT(out->delivery != NULL &&
+                      deliver_same(out->delivery, "invocation_id", s->invocation_id) &&
+                      deliver_same(out->delivery, "fingerprint", s->fingerprint));
             note_durability(g, out);
             /* The receipt, signed right after the commit. A failure here loses nothing:
              * Evidence/GetReceipt issues it from the stored delivery later. */
@@ -707,7 +720,7 @@ int deliver_send(const gate_env *g, const char *context_id, const char *payload_
     if (rc == STATUS_OK && !s.done)
         rc = send_commit(&s, out);
     /* Whatever answered the send, an ALLOW stands on a delivery: committed or acknowledged. */
-    assert(rc != STATUS_OK || out->decision.outcome != GUARD_ALLOW || out->delivery != NULL);
+    INVARIANT(rc != STATUS_OK || out->decision.outcome != GUARD_ALLOW || out->delivery != NULL);
     send_free(&s, out);
     return rc;
 }

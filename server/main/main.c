@@ -11,7 +11,6 @@
  * Signals are blocked in every thread and taken synchronously here with sigtimedwait, so no
  * work ever runs in a signal handler.
  */
-#include <assert.h>
 #include <errno.h>
 #include <jansson.h>
 #include <signal.h>
@@ -40,6 +39,7 @@
 #include "db/store.h"
 #include "rpc/transport.h"
 #include "policy/workflow.h"
+#include "core/invariant.h"
 
 extern const char embedded_queries[];
 extern const size_t embedded_queries_len;
@@ -379,7 +379,7 @@ static int main_prepare_calls(main_state *m)
         return EXIT_STARTUP;
     }
     /* Calls act under the startup workflow, which the steps before installed. */
-    assert(m->startup != NULL);
+    INVARIANT(m->startup != NULL);
     server_env *env = &m->env;
     memset(env, 0, sizeof *env);
     env->wf = m->startup;
@@ -580,7 +580,7 @@ int main(int argc, char **argv)
         started++;
     }
     if (status == 0) {
-        assert(started == MAIN_N_STEPS && m.tr != NULL);
+        INVARIANT(started == MAIN_N_STEPS && m.tr != NULL);
         main_serve(&m);
     }
     /* Backward through the steps that started. */

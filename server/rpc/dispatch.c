@@ -8,7 +8,6 @@
  */
 #include "rpc/dispatch.h"
 
-#include <assert.h>
 #include <stdalign.h>
 #include <stdbool.h>
 #include <stdio.h>
@@ -21,12 +20,14 @@
 
 #include "charter.pb-c.h"
 #include "health.pb-c.h"
+#include "unpack_budget.h"
 #include "core/digest.h"
 #include "evidence/evlog.h"
 #include "core/log.h"
 #include "core/nulbyte.h"
 #include "core/metrics.h"
 #include "db/tenant.h"
+#include "core/invariant.h"
 
 /* Bytes the decoder may allocate per byte of request, and the floor for small requests. The
  * floor must cover every request the handlers accept: protobuf-c scans a repeated field into
@@ -54,48 +55,6 @@ static const dispatch_service dispatch_services[] = {
     {&grpc__health__v1__health__descriptor, svc_grpc_health_methods, &svc_grpc_health_methods_len},
 };
 #define DISPATCH_N_SERVICES (sizeof dispatch_services / sizeof dispatch_services[0])
-
-/* --- the decoding budget ------------------------------------------------------------------ */
-
-typedef struct {
-    size_t used;
-    size_t limit;
-    bool exhausted;
-} dispatch_budget;
-
-/* Each block starts with its size so free can give the bytes back to the budget. */
-typedef union {
-    size_t size;
-    max_align_t align;
-} dispatch_block_head;
-
-static void *dispatch_budget_alloc(void *data, size_t size)
-{
-    dispatch_budget *b = data;
-    size_t need = size + sizeof(dispatch_block_head);
-    if (size > b->limit || need > b->limit - b->used) {
-        b->exhausted = true;
-        return NULL;
-    }
-    dispatch_block_head *h = malloc(need);
-    if (h == NULL) {
-        return NULL;
-    }
-    h->size = need;
-    b->used += need;
-    return h + 1;
-}
-
-static void dispatch_budget_free(void *data, void *ptr)
-{
-    dispatch_budget *b = data;
-    if (ptr == NULL) {
-        return;
-    }
-    dispatch_block_head *h = (dispatch_block_head *)ptr - 1;
-    b->used -= h->size;
-    free(h);
-}
 
 /* --- names and responses ------------------------------------------------------------------ */
 
@@ -277,7 +236,7 @@ static int dispatch_route(const char *method, const ProtobufCMethodDescriptor **
         for (size_t r = 0; r < *svc->n_methods; r++) {
             if (strcmp(svc->methods[r].name, md->name) == 0) {
                 /* What the startup check established, relied on by the unpack and the handler. */
-                assert(svc->methods[r].request == md->input);
+                INVARIANT(svc->methods[r].request == md->input);
                 *mdp = md;
                 *rowp = &svc->methods[r];
                 return 0;
@@ -613,13 +572,9 @@ int dispatch_serve(const dispatch_ctx *d, store *st, const uint8_t *req, size_t 
     c.role = ROLE_NONE;
     c.status = RPC_OK;
 
-    dispatch_budget budget = {0, 0, false};
-    budget.limit =
-        len <= SIZE_MAX / DISPATCH_BUDGET_FACTOR ? len * DISPATCH_BUDGET_FACTOR : SIZE_MAX;
-    if (budget.limit < DISPATCH_BUDGET_MIN) {
-        budget.limit = DISPATCH_BUDGET_MIN;
-    }
-    ProtobufCAllocator alloc = {dispatch_budget_alloc, dispatch_budget_free, &budget};
+    unpack_budget budget;
+    unpack_budget_init(&budget, len, DISPATCH_BUDGET_FACTOR, DISPATCH_BUDGET_MIN);
+    ProtobufCAllocator alloc = unpack_budget_allocator(&budget);
 
     Charter__V1__RpcRequest *rq = NULL;
     ProtobufCMessage *in = NULL;

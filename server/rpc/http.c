@@ -31,6 +31,7 @@
 #include "core/log.h"
 #include "core/metrics.h"
 #include "protojson.h"
+#include "unpack_budget.h"
 
 /* Bytes the JSON decoder may allocate per byte of body, and the floor (as dispatch.c). */
 #define HTTP_BUDGET_FACTOR 8
@@ -232,47 +233,6 @@ static bool http_json_content_type(const char *ct)
         rest++;
     }
     return *rest == '\0' || *rest == ';';
-}
-
-/* --- the decoding budget ------------------------------------------------------------------ */
-
-typedef struct {
-    size_t used;
-    size_t limit;
-    bool exhausted;
-} http_budget;
-
-typedef union {
-    size_t size;
-    max_align_t align;
-} http_block_head;
-
-static void *http_budget_alloc(void *data, size_t size)
-{
-    http_budget *b = data;
-    size_t need = size + sizeof(http_block_head);
-    if (size > b->limit || need > b->limit - b->used) {
-        b->exhausted = true;
-        return NULL;
-    }
-    http_block_head *h = malloc(need);
-    if (h == NULL) {
-        return NULL;
-    }
-    h->size = need;
-    b->used += need;
-    return h + 1;
-}
-
-static void http_budget_free(void *data, void *ptr)
-{
-    http_budget *b = data;
-    if (ptr == NULL) {
-        return;
-    }
-    http_block_head *h = (http_block_head *)ptr - 1;
-    b->used -= h->size;
-    free(h);
 }
 
 /* --- jobs --------------------------------------------------------------------------------- */
@@ -483,11 +443,9 @@ static int http_envelope(http_server *s, nng_aio *aio, nng_http_req *req, const 
         }
     }
 
-    http_budget budget = {0, len * HTTP_BUDGET_FACTOR, false};
-    if (budget.limit < HTTP_BUDGET_MIN) {
-        budget.limit = HTTP_BUDGET_MIN;
-    }
-    ProtobufCAllocator alloc = {http_budget_alloc, http_budget_free, &budget};
+    unpack_budget budget;
+    unpack_budget_init(&budget, len, HTTP_BUDGET_FACTOR, HTTP_BUDGET_MIN);
+    ProtobufCAllocator alloc = unpack_budget_allocator(&budget);
     protojson_limits limits = {s->max_message, 0};
     ProtobufCMessage *in = NULL;
     char err[256];

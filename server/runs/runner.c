@@ -11,7 +11,6 @@
  */
 #include "runs/runner.h"
 
-#include <assert.h>
 #include <openssl/rand.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -26,6 +25,7 @@
 #include "runs/provider.h"
 #include "evidence/receipt_issue.h"
 #include "workflow/registry.h"
+#include "core/invariant.h"
 
 /* Artifact ids handed from one step to the next, by step index. */
 typedef struct {
@@ -565,7 +565,7 @@ static step_end run_step(const gate_env *g, const char *run_id, const char *mode
         if (d->outcome == 0)
             d->outcome = GUARD_ALLOW;
         /* Only an allowed step hands anything on. */
-        assert(d->outcome == GUARD_ALLOW);
+        INVARIANT(d->outcome == GUARD_ALLOW);
     }
     step_free(&s);
     return end_of(d);
@@ -751,7 +751,7 @@ static int drive(const gate_env *g, const char *run_id, const char *mode, exec_s
         for (size_t r = 0; r < ws->receives.n && gathered; r++) {
             int from = step_index(wf, ws->receives.items[r]);
             /* A step receives only from steps before it (workflow.c checks the order). */
-            assert(from < 0 || (size_t)from < i);
+            INVARIANT(from < 0 || (size_t)from < i);
             for (size_t k = 0; from >= 0 && k < handoffs[from].n && gathered; k++)
                 gathered = id_list_add(&inputs, handoffs[from].ids[k]) == 0;
         }
