@@ -429,8 +429,7 @@ static unsigned long long dispatch_json_count(const json_t *o, const char *key)
  * ("tenant X not found" is NOT_FOUND), else the tenant's name and quotas on the call. */
 static int dispatch_admit(call *c, const char *named, const char *cred_id, json_t **reply)
 {
-    const char *args[] = {named != NULL ? named : "", cred_id, c->env->graph};
-    int rc = tenant_registry_call(c->st, "tenant_admit", 3, args, reply);
+    int rc = q_tenant_admit(c->st, named != NULL ? named : "", cred_id, c->env->graph, reply);
     if (rc == STATUS_ENOTFOUND && named != NULL)
         return call_fail(c, RPC_NOT_FOUND, "tenant %s not found", named);
     if (rc == STATUS_ENOTFOUND)

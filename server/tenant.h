@@ -20,7 +20,9 @@
 #include "role.h"
 #include "store.h"
 
-/* The graph name whose prefix holds the registry; tenant names never begin with "_". */
+/* The graph name whose prefix holds the registry; tenant names never begin with "_". The
+ * functions of queries/tenants.lua are called on it by their stubs (queries.h: their call
+ * lines say "on graph _tenants"). */
 #define TENANT_REGISTRY "_tenants"
 /* A tenant name: 1..TENANT_NAME_MAX of [A-Za-z0-9_.-], not beginning with "_". */
 #define TENANT_NAME_MAX 64
@@ -66,11 +68,6 @@ bool tenant_host_method(const char *method);
 /* The quota a call of method ("<Service>/<Method>") takes one of before it runs: "runs" for
  * Runs/CreateRun, "artifacts" for Gate/ReadSource and Gate/RecordOutput, NULL for the rest. */
 const char *tenant_quota_kind(const char *method);
-
-/* FCALLs query fn of queries/tenants.lua on the registry with nargs arguments, as store_call
- * does, then points st back at the graph it addressed. Same returns as store_call. */
-int tenant_registry_call(store *st, const char *fn, int nargs, const char *const *args,
-                         json_t **out);
 
 /* Takes n of quota kind ("runs" or "artifacts") of tenant (charter_quota_take). Returns
  * STATUS_OK, STATUS_ELIMIT (the quota would be exceeded; store_last_error names it), or the

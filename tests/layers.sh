@@ -2,10 +2,15 @@
 # Checks the include structure of server/: no include cycle between files, no cycle between
 # modules (x.c and x.h are one module) beyond the known ones listed below, and the domain never
 # reaches the RPC layer (call.h, dispatch.h, services.h, wire.h, transport.h), directly or
-# through another header. Prints every violation; exits 1 when there is one.
+# through another header. And the database layer's boundary: the raw call by name
+# (server/store_raw.h) is included only by server/store.c and tests/ (the generated stubs live in
+# the build's gen folder), no other server/ or client/ file calls it, and none names a query
+# function by a "charter_<name>" string literal (the stubs of queries.h are the way to call one).
+# Prints every violation; exits 1 when there is one.
 # Usage: tests/layers.sh [SOURCE_DIR]
 set -euo pipefail
-cd "${1:-$(dirname "$0")/..}/server"
+root=$(cd "${1:-$(dirname "$0")/..}" && pwd)
+cd "$root/server"
 
 # Module cycles being taken apart where they live (the model's provider types).
 # An entry that no longer occurs is reported so it can be removed.
@@ -73,7 +78,41 @@ for f in "${domain[@]}"; do
   unset seen
 done
 
+# 4. The raw call by name stays in the database layer.
+cd "$root"
+shopt -s nullglob
+outside=(server/*.c server/*.h client/*.c client/*.h proto/*.c proto/*.h)
+n_raw=0
+for f in "${outside[@]}"; do
+  case $f in server/store.c | server/store_raw.h) continue ;; esac
+  if grep -qE '^[[:space:]]*#[[:space:]]*include[[:space:]]*[<"]([^">]*/)?store_raw\.h[">]' "$f"; then
+    echo "layers: $f includes store_raw.h, the raw call private to server/store.c and the stubs" >&2
+    failed=1
+  fi
+  while IFS= read -r hit; do
+    echo "layers: $f:$hit: a raw call by name; call the function's stub (queries.h)" >&2
+    failed=1
+    n_raw=$((n_raw + 1))
+  done < <(grep -nE '\b(store_call|store_call_list|store_call_json|store_call_on)[[:space:]]*\(' "$f" |
+    cut -d: -f1)
+done
+mapfile -t fns < <(sed -n "s/^    {'\(charter_[a-z0-9_]*\)', .*/\1/p" queries/registry.lua)
+if [ "${#fns[@]}" -eq 0 ]; then
+  echo "layers: no function found in queries/registry.lua's FUNCTIONS" >&2
+  failed=1
+fi
+pattern="\"($(IFS='|'; echo "${fns[*]}"))\""
+for f in "${outside[@]}"; do
+  case $f in server/store.c | server/store_raw.h) continue ;; esac
+  while IFS= read -r hit; do
+    echo "layers: $f:$hit: names a query function by a string literal; call its stub (queries.h)" >&2
+    failed=1
+  done < <(grep -noE "$pattern" "$f" | cut -d: -f1,2)
+done
+
 if [ $failed -eq 0 ]; then
-  echo "layers: no include cycle; the domain (${#domain[@]} files) does not include the RPC layer"
+  echo "layers: no include cycle; the domain (${#domain[@]} files) does not include the RPC layer;"
+  echo "layers: store_raw.h is included by server/store.c and tests only; no server/ or client/ file"
+  echo "layers: calls a query function by name (${#fns[@]} functions registered)"
 fi
 exit $failed
