@@ -49,6 +49,7 @@ local function approval_object(h, now_us)
 end
 
 --[[ charter_request_approval
+call: request_approval(request, event)
 keys: P. args: JSON {approval_id,run_id,invocation_id,fingerprint,approver,within_ms,tool,
   recipient,payload_id,step,context_id,commit:{the argument of charter_commit_delivery},
   event:{kind,outcome,codes,witness,detail,snapshot,evaluator}: the delivery_decided event the
@@ -124,6 +125,7 @@ local function charter_request_approval(keys, args)
 end
 
 --[[ charter_get_approval
+call: get_approval(approval_id)
 keys: P. args: approval_id.
 reply: {"approval":{...},"commit":{...},"event":{...},"now":"<t>"}: the approval (state as of
   now), and the commit argument and unsealed event it holds for its decision.
@@ -141,6 +143,7 @@ local function charter_get_approval(keys, args)
 end
 
 --[[ charter_list_approvals
+call: list_approvals(run_id, state, limit)
 keys: P. args: run_id ("" for every run), state ("" for any: pending, approved, denied,
   expired, refused), limit (0 = 1000).
 reply: {"approvals":[...],"now":"<t>"}: newest first; a pending approval past its deadline
@@ -203,6 +206,7 @@ local function charter_list_approvals(keys, args)
 end
 
 --[[ charter_decide_approval
+call: decide_approval(decision, committed_event, denied_event, expired_event, refused_event)
 keys: P. args: JSON {approval_id,decision:"approve"|"deny",actor,reason}, then four events
   sealed on one head: delivery_decided (outcome allow, the approval's event: the commit's),
   approval_decided for a denial, for an expiry and for a refused commit.

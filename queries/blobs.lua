@@ -6,6 +6,7 @@ local raise, prefix, hex64 = validation.raise, validation.prefix, validation.hex
 local exists = graph.exists
 
 --[[ charter_blob_exists
+call: blob_exists(sha)
 keys: P. args: sha (64 lowercase hex digits).
 reply: {"exists":bool}: whether P:blob:<sha> is stored. errors: invalid. ]]
 local function charter_blob_exists(keys, args)
@@ -18,6 +19,7 @@ local function charter_blob_exists(keys, args)
 end
 
 --[[ charter_put_blob
+call: put_blob(sha, text)
 keys: P. args: sha, text.
 reply: {"stored":bool}: the text is stored under P:blob:<sha> unless a blob is there already
   (SET NX: a blob never changes). The library cannot hash with SHA-256: readers check that the
@@ -37,8 +39,9 @@ local function charter_put_blob(keys, args)
 end
 
 --[[ charter_get_blob
-keys: P. args: sha. reply: the stored text as it is (not JSON-encoded), or nil.
-errors: invalid. ]]
+call: get_blob(sha)
+keys: P. args: sha. reply: {"text":"<the stored text>"}, or nil (readers check that the text
+  hashes to sha). errors: invalid. ]]
 local function charter_get_blob(keys, args)
     local P = prefix(keys)
     local sha = args[1]

@@ -16,6 +16,7 @@ local write_event = events.write_event
 local CHECKPOINT_TOKEN_MAX = 1048576 -- a token is base64 of a small JSON cursor and a MAC
 
 --[[ charter_save_checkpoint
+call: save_checkpoint(run_id, owner, checkpoint_id, token)
 keys: P. args: run_id, owner (the executor's lease owner id), checkpoint_id, token (1 to
   1048576 bytes).
 reply: {"saved":true} when owner holds the run's lease: the token and its id become the run's
@@ -45,6 +46,7 @@ local function charter_save_checkpoint(keys, args)
 end
 
 --[[ charter_get_checkpoint
+call: get_checkpoint(run_id)
 keys: P. args: run_id.
 reply: {"run_id":"<id>","status":"<s>","workflow":"<version>","checkpoint_id":"<id or empty>","token":"<token
   or empty>","resume_from":"<checkpoint id a resume queued the run from, or empty>",
@@ -67,6 +69,7 @@ local function charter_get_checkpoint(keys, args)
 end
 
 --[[ charter_resume_run
+call: resume_run(run_id, checkpoint_id, workflow, counters, event)
 keys: P. args: run_id, checkpoint_id, workflow (the version the checkpoint was taken under),
   JSON counters {wall_clock_ms,model_calls,steps,deliveries} (the checkpoint's), sealed event
   status_changed whose detail starts with "interrupted -> queued".

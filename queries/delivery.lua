@@ -19,6 +19,7 @@ local ancestry_text = lineage.ancestry_text
 local chain_table = grants.chain_table
 
 --[[ charter_find_delivery
+call: find_delivery(invocation_id)
 keys: P. args: invocation_id.
 reply: the delivery {invocation_id,run_id,fingerprint,recipient,tool,payload_id,payload_hash,
   content,grant_chain,committed_at,event_seq}, or nil. errors: invalid. ]]
@@ -33,6 +34,7 @@ local function charter_find_delivery(keys, args)
 end
 
 --[[ charter_delivery_facts
+call: delivery_facts(invocation_id, payload_id, grant_id, recipient_id, limit, context_id)
 keys: P. args: invocation_id, payload_id, grant_id, recipient_id, limit, context_id (optional).
 reply: every fact the delivery protocol reads, taken at one instant:
   {"delivery": the existing delivery of the invocation (absent when unused),
@@ -154,6 +156,7 @@ local function chain_refusal(P, chain, tool, recipient, sources, tnum)
 end
 
 --[[ charter_commit_delivery
+call: commit_delivery(delivery, facts_sha, facts, event)
 keys: P. args: JSON {run_id,invocation_id,fingerprint,payload_id,payload_hash,content_sha1,
   recipient,tool,grant_chain:[leaf..root],sources:[...],lineage} (fingerprint: the
   delivery fingerprint, the request's content identity; lineage, optional: {"<sha1>":"<record>"},

@@ -106,6 +106,7 @@ local function write_event(P, run_id, ev)
 end
 
 --[[ charter_append_event
+call: append_event(run_id, event)
 keys: P. args: run_id, sealed event.
 reply: {"seq":n,"ts":"<t>"}: the run's next event, with the ts it was sealed with; or the
   conflict reply.
@@ -126,6 +127,7 @@ local function charter_append_event(keys, args)
 end
 
 --[[ charter_get_event
+call: get_event(run_id, seq)
 keys: P. args: run_id, seq.
 reply: the event {run_id,seq,kind,outcome,codes,witness,detail,snapshot,ts,evaluator,prev,
   hash}. errors: not_found (no such event), invalid. ]]
@@ -142,6 +144,7 @@ local function charter_get_event(keys, args)
 end
 
 --[[ charter_audit_events
+call: audit_events(run_id, after_seq, limit)
 keys: P. args: run_id, after_seq (integer >= 0), limit (1..1000).
 reply: {"run":{"seq":n,"head":"<hex>","status":"<s>","receipt":"<json text>"|absent},
   "upper":n, "events":[...], "deliveries":[{"invocation_id","event_seq"}]}: one page of a run's

@@ -21,6 +21,7 @@ local function now_ms()
 end
 
 --[[ charter_enqueue_run
+call: enqueue_run(run_id, budget)
 keys: P. args: run_id, JSON budget {max_wall_clock_ms,max_model_calls,max_steps,
   max_deliveries} (each optional, an integer >= 1).
 reply: {"queued":true} when the run is queued (its status must be "queued": charterd moves
@@ -49,6 +50,7 @@ local function charter_enqueue_run(keys, args)
 end
 
 --[[ charter_claim_run
+call: claim_run(owner, lease_ms)
 keys: P. args: owner (the executor's id), lease_ms (integer 100..600000).
 reply: {"run_id":"<id>","lease_until":<ms>,"status":"queued"|"recovering"} for the first run
   popped from P:runq that is queued (to execute) or recovering without a holder (a recovery
@@ -78,6 +80,7 @@ local function charter_claim_run(keys, args)
 end
 
 --[[ charter_request_recovery
+call: request_recovery(run_id, event)
 keys: P. args: run_id, sealed event status_changed whose detail starts with
   "<current status> -> recovering".
 reply: {"ok":true,"seq":n,"from":"<old>"} when the run was blocked, interrupted or error: in
@@ -100,6 +103,7 @@ local function charter_request_recovery(keys, args)
 end
 
 --[[ charter_renew_lease
+call: renew_lease(run_id, owner, lease_ms, counters)
 keys: P. args: run_id, owner, lease_ms (integer 100..600000), JSON counters {wall_clock_ms,
   model_calls,steps,deliveries} (each optional, integer >= 0, stored on the run).
 reply: {"held":true,"status":"<s>","cancel":"<reason or empty>","budget":{...}} when owner
@@ -137,6 +141,7 @@ local function charter_renew_lease(keys, args)
 end
 
 --[[ charter_release_lease
+call: release_lease(run_id, owner)
 keys: P. args: run_id, owner.
 reply: {"released":bool}: true when owner held the lease, which is now gone.
 errors: invalid. ]]
@@ -154,6 +159,7 @@ local function charter_release_lease(keys, args)
 end
 
 --[[ charter_reap_leases
+call: reap_leases()
 keys: P. args: none.
 reply: {"runs":[ids]}: the runs whose lease lapsed (lease_until <= the database's time), each
   now without a holder, oldest lapse first, at most 100; charterd marks each interrupted (one
@@ -171,6 +177,7 @@ local function charter_reap_leases(keys, args)
 end
 
 --[[ charter_request_cancel
+call: request_cancel(run_id, reason)
 keys: P. args: run_id, reason (text, may be empty).
 reply: {"status":"<current>","leased":bool}: the cancel reason is stored on the run when its
   status is created, queued, running, recovering or pending_approval (a leased run's executor
@@ -199,6 +206,7 @@ local function charter_request_cancel(keys, args)
 end
 
 --[[ charter_cancel_unclaimed
+call: cancel_unclaimed(run_id, event)
 keys: P. args: run_id, sealed event status_changed whose detail starts with
   "<current status> -> cancelled".
 reply: {"ok":true,"seq":n,"from":"<old>"} when nothing executes the run: it is created, queued,
@@ -225,6 +233,7 @@ local function charter_cancel_unclaimed(keys, args)
 end
 
 --[[ charter_list_leases
+call: list_leases()
 keys: P. args: none.
 reply: {"leases":[{"run_id":"<id>","owner":"<owner>","lease_until":<ms>}]}: every run held
   by an executor, soonest lapse first, at most 1000 (a starting charterd releases those of

@@ -9,6 +9,7 @@ local now, hash, members, exists = graph.now, graph.hash, graph.members, graph.e
 local grant_object = graph.grant_object
 
 --[[ charter_grant_chain
+call: grant_chain(grant_id)
 keys: P. args: grant_id.
 reply: {"leaf":id,"grants":[{id,root,tools,recipients,resources,valid_from,valid_to,revoked_at,
   parents,grantees:[{id,kind}],issuers:[{id,kind}]}]}: the leaf first, then every grant
@@ -47,6 +48,7 @@ local function charter_grant_chain(keys, args)
 end
 
 --[[ charter_revoke_grant
+call: revoke_grant(grant_id)
 keys: P. args: grant_id.
 reply: the grant object (as in grant_chain) with revoked_at = TIME, or the earlier revoked_at
   when it was revoked already. errors: not_found, invalid. ]]
@@ -67,6 +69,7 @@ local function charter_revoke_grant(keys, args)
 end
 
 --[[ charter_restore_grants
+call: restore_grants(grant_id)
 keys: P. args: grant_id, or "" for every grant of the graph.
 reply: {"restored":[ids]}: the grants whose revoked_at was removed (sorted).
 errors: not_found (a named grant), invalid. ]]

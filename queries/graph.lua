@@ -178,12 +178,14 @@ local function check_limit(v, what)
 end
 
 --[[ charter_version
+call: version()
 keys: P. args: none. reply: {"version":"<library version>"}. errors: none. ]]
 local function charter_version(keys, args)
     return cjson.encode({version = LIBRARY_VERSION})
 end
 
 --[[ charter_time
+call: time()
 keys: P. args: none. reply: {"now":"<sec>.<usec>"}, the database clock. errors: none. ]]
 local function charter_time(keys, args)
     local t = now()
@@ -191,6 +193,7 @@ local function charter_time(keys, args)
 end
 
 --[[ charter_seed
+call: seed(seed)
 keys: P. args: JSON {resources:[{id,title,conf,integrity,content}], recipients:[{id,clearance}],
   actors:[{id,kind}], grants:[{id,root,grantee,issuer,delegated_from,tools,recipients,resources,
   valid_from,valid_to}]}. Labels are integers or names (public/internal/confidential,
@@ -299,6 +302,7 @@ local function charter_seed(keys, args)
 end
 
 --[[ charter_graph_stats
+call: graph_stats()
 keys: P. args: none. reply: {"keys":n,"runs":n,"artifacts":n,"deliveries":n}, counted by a SCAN
   of the prefix (tests and health; linear in the database's size). errors: none. ]]
 local function charter_graph_stats(keys, args)
@@ -324,6 +328,7 @@ local function charter_graph_stats(keys, args)
 end
 
 --[[ charter_integrity
+call: integrity(mode, key_check)
 keys: P. args: mode ("keyed" or "keyless"), key_check (64 hex digits for keyed, "" for keyless:
   HMAC-SHA256 of a fixed text under the integrity key, never the key).
 reply: {"mode":"<m>","key_check":"<hex or empty>","recorded":bool}: the graph's integrity mode
@@ -356,6 +361,7 @@ local function charter_integrity(keys, args)
 end
 
 --[[ charter_get_resource
+call: get_resource(resource_id)
 keys: P. args: resource_id.
 reply: {id,title,conf,integrity,content} (labels as numbers). errors: not_found, invalid. ]]
 local function charter_get_resource(keys, args)
@@ -370,6 +376,7 @@ local function charter_get_resource(keys, args)
 end
 
 --[[ charter_get_recipient
+call: get_recipient(recipient_id)
 keys: P. args: recipient_id.
 reply: {"id","clearance"} (clearance a number). errors: not_found, invalid. ]]
 local function charter_get_recipient(keys, args)

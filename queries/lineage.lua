@@ -68,6 +68,7 @@ local function keep_record(P, id, key)
 end
 
 --[[ charter_create_artifact
+call: create_artifact(artifact, event)
 keys: P. args: JSON {run_id,context_id,kind,title,conf,integrity,hash,content,input_ids,resource,
   capture_complete}, sealed event (any kind, e.g. source_read, output_recorded). kind is
   "source" or "derived"; conf 0..2 and integrity 0..1 are the labels the caller computed; hash
@@ -152,6 +153,7 @@ local function charter_create_artifact(keys, args)
 end
 
 --[[ charter_get_artifact
+call: get_artifact(artifact_id)
 keys: P. args: artifact_id.
 reply: the artifact object with parents, resources (ids) and producers. errors: not_found,
   invalid. ]]
@@ -166,6 +168,7 @@ local function charter_get_artifact(keys, args)
 end
 
 --[[ charter_ancestry
+call: ancestry(payload_id, limit)
 keys: P. args: payload_id, limit (integer 1..100000).
 reply: {"root":id,"truncated":bool,"lineage":"<sha1>","new":{"<sha1>":"<record>",...},
   "artifacts":[{id,run_id,kind,title,conf,integrity,capture_complete,hash,input_ids,parents,
@@ -290,6 +293,7 @@ local function charter_ancestry(keys, args)
 end
 
 --[[ charter_lineage_state
+call: lineage_state(payload_id, limit) -> list
 keys: P. args: payload_id, limit (integer 1..100000).
 reply: when the payload carries a lineage record (field lineage, stored at creation) and that
   record is stored, the graph as it stands: ["state", n, text], text being n strings joined

@@ -8,6 +8,7 @@ local MAX_LIMIT = library.MAX_LIMIT
 local raise, check_count, prefix = validation.raise, validation.check_count, validation.prefix
 
 --[[ charter_put_lineage
+call: put_lineage(pairs...)
 keys: P. args: sha1, record, sha1, record, ... (pairs; the "new" of a charter_ancestry reply).
 reply: {"stored":n}: each record is stored under P:lineage:<sha1> unless one is there already
   (SET NX: a record never changes; its name is its content's hash).
@@ -37,6 +38,7 @@ local function charter_put_lineage(keys, args)
 end
 
 --[[ charter_lineage_records
+call: lineage_records(sha1, limit)
 keys: P. args: sha1 (the lineage a snapshot names), limit (integer 1..100000).
 reply: {"records":{"<sha1>":"<record>",...},"missing":["<sha1>",...]}: every record reachable
   from the named one through the refs of the records, each once, as stored (not checked here:
@@ -75,6 +77,7 @@ local function charter_lineage_records(keys, args)
 end
 
 --[[ charter_lineage_get
+call: lineage_get(sha1...)
 keys: P. args: sha1, sha1, ... (1..32 names).
 reply: {"records":{"<sha1>":"<record>",...}}: each named record that is stored, as stored (the
   reader hashes each one before using it); a name not stored is absent.

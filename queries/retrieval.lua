@@ -91,6 +91,7 @@ local function retrieval_load_scope(P, id)
 end
 
 --[[ charter_retrieval_ingest
+call: retrieval_ingest(json ingest)
 keys: P. args: JSON {chunks:[{chunk_id,resource_id,tenant,visibility,revision,text}]}: each
   chunk a piece of a registered resource (its labels come from the resource), indexed for BM25
   under P:chunk:<chunk_id>; an existing chunk id is replaced (a new revision). The index is
@@ -133,6 +134,7 @@ local function charter_retrieval_ingest(keys, args)
 end
 
 --[[ charter_retrieval_bind_scope
+call: retrieval_bind_scope(json scope)
 keys: P. args: JSON {context_id,principal,task,filters:{field:[ids]},unrestricted,expires_in_ms,
   max_follow_ups,parent,resumed_from}. charterd has already checked that the scope lies within
   the context's step and grant chain and, for a child (parent set), within the parent (scope.c);
@@ -198,6 +200,7 @@ local function charter_retrieval_bind_scope(keys, args)
 end
 
 --[[ charter_retrieval_get_scope
+call: retrieval_get_scope(scope_id)
 keys: P. args: scope_id. reply: {"scope":{...}} as bind_scope. errors: not_found, invalid. ]]
 local function charter_retrieval_get_scope(keys, args)
     local P = prefix(keys)
@@ -246,6 +249,7 @@ local function retrieval_engine_query(words, filters)
 end
 
 --[[ charter_retrieval_search
+call: retrieval_search(json search)
 keys: P. args: JSON {scope_id,words:[a-z0-9 words],query,limit,parent,resources:[the step's
   resources, from charterd]}. Checks, on the database's clock just before the search, that the
   scope has not expired (refused "SCOPE_EXPIRED: ...") and, for a follow-up (parent set: a search
@@ -355,6 +359,7 @@ local function charter_retrieval_search(keys, args)
 end
 
 --[[ charter_retrieval_get_search
+call: retrieval_get_search(search_id)
 keys: P. args: search_id. reply: {"search":{id,scope_id,parent,query,chunks,created_at}}
   (chunks a JSON text). errors: invalid, not_found. ]]
 local function charter_retrieval_get_search(keys, args)
@@ -370,6 +375,7 @@ local function charter_retrieval_get_search(keys, args)
 end
 
 --[[ charter_retrieval_link
+call: retrieval_link(search_id, artifact_ids)
 keys: P. args: search_id, JSON list of artifact ids: the source artifacts a search's results
   became (P:search:<id>:artifacts, and P:artifact:<a>:retrieved_by the search).
 reply: {"linked":n}. errors: invalid, not_found. ]]
@@ -397,6 +403,7 @@ local function charter_retrieval_link(keys, args)
 end
 
 --[[ charter_retrieval_trace
+call: retrieval_trace(artifact_id)
 keys: P. args: artifact_id. reply: {"artifact_id":id,"searches":[{search_id,scope_id,parent,
   query,scope:{...}}]}: the search that retrieved the artifact and every search above it, each
   with its scope. errors: invalid, not_found (an artifact no search retrieved). ]]
@@ -419,6 +426,7 @@ local function charter_retrieval_trace(keys, args)
 end
 
 --[[ charter_retrieval_checkpoint
+call: retrieval_checkpoint(json checkpoint)
 keys: P. args: JSON {scope_id,principal,task}: saves the scope bound to a trusted binding; the
   principal must be the scope's. reply: {"checkpoint_id":id}. errors: invalid, not_found. ]]
 local function charter_retrieval_checkpoint(keys, args)
@@ -439,6 +447,7 @@ local function charter_retrieval_checkpoint(keys, args)
 end
 
 --[[ charter_retrieval_get_checkpoint
+call: retrieval_get_checkpoint(checkpoint_id)
 keys: P. args: checkpoint_id. reply: {"checkpoint":{id,scope_id,principal,task,filters,
   unrestricted,max_follow_ups,created_at}} (filters a JSON text). errors: invalid, not_found. ]]
 local function charter_retrieval_get_checkpoint(keys, args)

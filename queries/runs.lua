@@ -16,6 +16,7 @@ local check_sealed, head_table = events.check_sealed, events.head_table
 local head_conflict, write_event = events.head_conflict, events.write_event
 
 --[[ charter_create_run
+call: create_run(run, event)
 keys: P. args: JSON {id,task,mode,workflow}, sealed event run_created (seq 1, prev "").
 reply: {"run":{id,task,mode,status,workflow,seq,created_at,head},"seq":1}: the run (status
   "created") and its first event, in P:runs scored by created_at; or the conflict reply.
@@ -45,6 +46,7 @@ local function charter_create_run(keys, args)
 end
 
 --[[ charter_transition_run
+call: transition_run(run_id, from, to, event)
 keys: P. args: run_id, from (comma list of statuses), to (a status), sealed event
   status_changed whose detail starts with "<current status> -> <to>".
 reply: {"ok":true,"seq":n,"from":"<old>"} when the status was one of from: the status becomes
@@ -89,6 +91,7 @@ local function charter_transition_run(keys, args)
 end
 
 --[[ charter_unfinished_runs
+call: unfinished_runs()
 keys: P. args: none.
 reply: {"runs":[ids]}: every run whose status is running, recovering or pending_approval and
   whose executor lease (charter_claim_run) is not live on the database's clock, but for a
@@ -114,6 +117,7 @@ local function charter_unfinished_runs(keys, args)
 end
 
 --[[ charter_run_head
+call: run_head(run_id)
 keys: P. args: run_id.
 reply: {"exists":bool,"seq":n,"hash":"<hex>","status":"<s>","now":"<t>","next_context":"c<n>"}:
   what charterd seals the run's next event from (seq 0 and hash "" for a run without events or
@@ -144,6 +148,7 @@ local function artifact_meta(key)
 end
 
 --[[ charter_get_run
+call: get_run(run_id, after_seq, limit, content?, only?)
 keys: P. args: run_id, after_seq (integer >= 0), limit (0: 1000; at most 100000), content
   ("0": artifacts without content; anything else or absent: with it), only (an artifact id:
   that artifact alone, when it belongs to the run; "" or absent: every artifact).
@@ -217,6 +222,7 @@ local function charter_get_run(keys, args)
 end
 
 --[[ charter_list_runs
+call: list_runs(limit)
 keys: P. args: limit (0: 1000; at most 100000).
 reply: {"runs":[{...}]}, newest first. errors: invalid. ]]
 local function charter_list_runs(keys, args)
@@ -233,6 +239,7 @@ local function charter_list_runs(keys, args)
 end
 
 --[[ charter_open_context
+call: open_context(context, event)
 keys: P. args: JSON {run_id,step,actor,id}, sealed event step_opened. id is the context id
   the call is to create, next_context of charter_run_head (the event's detail names it).
 reply: {"context":{id,run_id,step,owners:[actor]},"seq":n}: the new context of the run, its
@@ -295,6 +302,7 @@ local function context_table(P, id)
 end
 
 --[[ charter_context_owner
+call: context_owner(context_id)
 keys: P. args: context_id.
 reply: {"id","run_id","step","owners":[...],"workflow","parent","scope","run_status","grant"}:
   workflow is the version the context's run follows ("" until charter_scope_context), parent
@@ -309,6 +317,7 @@ local function charter_context_owner(keys, args)
 end
 
 --[[ charter_get_receipt
+call: get_receipt(run_id, invocation_id)
 keys: P. args: run_id, invocation_id or "" for the run itself.
 reply: for a delivery, {"delivery":{...delivery object, with receipt (the stored receipt's JSON
   text) when one is attached}}; for the run, {"run":{...run object, with receipt when
@@ -338,6 +347,7 @@ local function charter_get_receipt(keys, args)
 end
 
 --[[ charter_attach_receipt
+call: attach_receipt(json receipt)
 keys: P. args: JSON {run_id, invocation_id (absent or "" for the run), last_seq (run receipts),
   receipt (the receipt's JSON text), chain (signed receipts only: {prev, hash, seq})}.
 reply: {"attached":bool,"receipt":"<the receipt now stored, or absent>"}. A delivery's receipt

@@ -94,6 +94,7 @@ local function store_credential(R, tenant, d, actors, label, ts)
 end
 
 --[[ charter_tenant_create
+call: tenant_create(tenant, quotas, default_graph, credential) on graph _tenants
 keys: R (charter:{_tenants}). args: name, JSON quotas {max_runs,max_artifacts,calls_per_second}
   (each optional, an integer >= 0; 0 is unlimited), default_graph (the charterd's --graph, an
   implicit tenant), JSON credential {id,hash,role:"operator",label} (the tenant's first
@@ -139,6 +140,7 @@ local GRAPH_HEADS = {'meta', 'counter', 'runs', 'grants', 'workflows', 'workflow
                      'runq', 'approvals', 'checkpoints:consumed'}
 
 --[[ charter_graph_claim
+call: graph_claim(name)
 keys: P (charter:{<name>}, the tenant's own graph). args: name (the tenant; P must be its
   prefix).
 reply: {"claimed":true}: the graph holds none of the keys every graph with data has (P:meta,
@@ -166,6 +168,7 @@ local function charter_graph_claim(keys, args)
 end
 
 --[[ charter_tenant_list
+call: tenant_list(default_graph) on graph _tenants
 keys: R. args: default_graph.
 reply: {"tenants":[{name,implicit,created_at,max_runs,max_artifacts,calls_per_second,runs,
   artifacts}...]}: the implicit default graph first, then every other created tenant by name
@@ -186,6 +189,7 @@ local function charter_tenant_list(keys, args)
 end
 
 --[[ charter_tenant_names
+call: tenant_names() on graph _tenants
 keys: R. args: none.
 reply: {"tenants":["<name>",...]}: every created tenant, sorted (executors poll their queues).
 errors: invalid. ]]
@@ -195,6 +199,7 @@ local function charter_tenant_names(keys, args)
 end
 
 --[[ charter_tenant_admit
+call: tenant_admit(tenant, credential_id, default_graph, token_hash) on graph _tenants
 keys: R. args: tenant (may be "": the credential's), credential_id (may be "": none),
   default_graph, token_hash (with a credential_id: the hex SHA-256 of the token the caller
   presented; "" without one).
@@ -256,6 +261,7 @@ local function charter_tenant_admit(keys, args)
 end
 
 --[[ charter_credential_issue
+call: credential_issue(tenant, credential, default_graph) on graph _tenants
 keys: R. args: tenant, JSON credential {id,hash,role,actors,label} (role operator, viewer or
   host; a host lists 1.. actor ids, the others none; label at most 128 bytes), default_graph.
 reply: {"credential":{id,tenant,role,actors,label,created_at,revoked_at}}.
@@ -274,6 +280,7 @@ local function charter_credential_issue(keys, args)
 end
 
 --[[ charter_credential_list
+call: credential_list(tenant) on graph _tenants
 keys: R. args: tenant.
 reply: {"credentials":[{id,tenant,role,actors,label,created_at,revoked_at}...]} of the tenant,
   by id (never a hash).
@@ -292,6 +299,7 @@ local function charter_credential_list(keys, args)
 end
 
 --[[ charter_credential_revoke
+call: credential_revoke(tenant, credential_id) on graph _tenants
 keys: R. args: tenant, credential_id.
 reply: {"credential":{...}} with revoked_at the database time (kept when already revoked).
 errors: not_found (no such credential of this tenant), invalid. ]]
@@ -311,6 +319,7 @@ local function charter_credential_revoke(keys, args)
 end
 
 --[[ charter_quota_take
+call: quota_take(tenant, kind, count) on graph _tenants
 keys: R. args: tenant, kind ("runs" or "artifacts"), n (1..1000000).
 reply: {"used":<count after>,"max":<quota>} when the tenant's counter plus n stays within its
   quota (0: unlimited), the counter then raised by n; a tenant not in the registry (the
@@ -338,6 +347,7 @@ local function charter_quota_take(keys, args)
 end
 
 --[[ charter_quota_release
+call: quota_release(tenant, kind, count) on graph _tenants
 keys: R. args: tenant, kind ("runs" or "artifacts"), n (1..1000000).
 reply: {"used":<count after>}: gives back what a call took when its write did not happen
   (never below 0).

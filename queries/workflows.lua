@@ -132,6 +132,7 @@ local function seed_clash(P, seed)
 end
 
 --[[ charter_put_workflow
+call: put_workflow(workflow, definition, seed)
 keys: P. args: JSON {version,name,task,steps}, definition (the definition's bytes, UTF-8
   text), seed (charter_seed's argument, derived from the definition by charterd).
   version is the hex SHA-256 of the definition, computed and checked by charterd.
@@ -174,6 +175,7 @@ local function charter_put_workflow(keys, args)
 end
 
 --[[ charter_get_workflow
+call: get_workflow(version_or_name)
 keys: P. args: a version (64 hex digits) or a name (the latest version applied under it).
 reply: {"workflow":{name,version,task,steps,applied_at},"definition":"<the bytes>"}.
 errors: not_found, invalid. ]]
@@ -195,6 +197,7 @@ local function charter_get_workflow(keys, args)
 end
 
 --[[ charter_list_workflows
+call: list_workflows()
 keys: P. args: none.
 reply: {"workflows":[{name,version,task,steps,applied_at}]}, in the order first applied.
 errors: none. ]]
@@ -211,6 +214,7 @@ local function charter_list_workflows(keys, args)
 end
 
 --[[ charter_run_workflow
+call: run_workflow(run_id)
 keys: P. args: run_id.
 reply: {"run_id":id,"workflow":"<the version the run follows>","status":"<status>"}.
 errors: not_found, invalid. ]]
@@ -225,6 +229,7 @@ local function charter_run_workflow(keys, args)
 end
 
 --[[ charter_scope_context
+call: scope_context(json scope)
 keys: P. args: JSON {context_id,run_id,workflow,grant,parent,tools,recipients,resources}.
   Completes a context just opened, once: its workflow (the version its run follows), the grant
   its step acts under in that workflow (optional: a hint charter_delivery_facts reads the chain

@@ -3,10 +3,16 @@
 # every #include "room/file.h" of a file reaches only its own room or a room below it. Also: no
 # include cycle between files or modules (x.c and x.h are one module), only db/ includes
 # hiredis, policy/ (the pure rules) includes no I/O header (hiredis, NNG, curl, sockets, the
-# clock), and no file calls assert() (compiled out under NDEBUG; INVARIANT stays on). Prints the include graph by room and every violation; exits 1 when there is one.
+# clock), and no file calls assert() (compiled out under NDEBUG; INVARIANT stays on). And the
+# database boundary: the raw call by name (db/store_raw.h) is included only by db/store.c (the
+# generated stubs live in the build's gen folder) and tests/, no other file of server/, lib/,
+# cmd/ or proto/ calls it, and none names a query function by a "charter_<name>" string literal
+# (the stubs of queries.h are the way to call one). Prints the include graph by room and every
+# violation; exits 1 when there is one.
 # Usage: tests/layers.sh [SOURCE_DIR]
 set -euo pipefail
-cd "${1:-$(dirname "$0")/..}/server"
+root=$(cd "${1:-$(dirname "$0")/..}" && pwd)
+cd "$root/server"
 
 # The rooms, lowest first: a room may include only itself and the rooms before it.
 rooms=(core policy db workflow evidence gates runs rpc main)
@@ -77,12 +83,36 @@ if ! out=$(printf '%s\n' "$mods" | tsort 2>&1 >/dev/null) || [ -n "$out" ]; then
   fail "include cycle between modules:"$'\n'"$out"
 fi
 
+# The raw call by name stays in the database layer.
+cd "$root"
+outside=(server/*/*.c server/*/*.h lib/*.c lib/*.h cmd/*/*.c cmd/*/*.h proto/*.c proto/*.h)
+for f in "${outside[@]}"; do
+  case $f in server/db/store.c | server/db/store_raw.h) continue ;; esac
+  if grep -qE '^[[:space:]]*#[[:space:]]*include[[:space:]]*[<"]([^">]*/)?store_raw\.h[">]' "$f"; then
+    fail "$f includes store_raw.h, the raw call private to db/store.c and the stubs"
+  fi
+  while IFS= read -r hit; do
+    fail "$f:$hit: a raw call by name; call the function's stub (queries.h)"
+  done < <(grep -nE '\b(store_call|store_call_list|store_call_json|store_call_on)[[:space:]]*\(' "$f" |
+    cut -d: -f1)
+done
+mapfile -t fns < <(sed -n "s/^    {'\(charter_[a-z0-9_]*\)', .*/\1/p" queries/registry.lua)
+[ "${#fns[@]}" -gt 0 ] || fail "no function found in queries/registry.lua's FUNCTIONS"
+pattern="\"($(IFS='|'; echo "${fns[*]}"))\""
+for f in "${outside[@]}"; do
+  case $f in server/db/store.c | server/db/store_raw.h) continue ;; esac
+  while IFS= read -r hit; do
+    fail "$f:$hit: names a query function by a string literal; call its stub (queries.h)"
+  done < <(grep -noE "$pattern" "$f" | cut -d: -f1,2)
+done
+
 echo "layers: includes between rooms (room -> room it reaches: includes)"
 for e in $(printf '%s\n' "${!room_edges[@]}" | sed 's/ -> /->/' | sort -t'>' -k1,1); do
   printf '  %-22s %3d\n' "${e/->/ -> }" "${room_edges[${e/->/ -> }]}"
 done
 if [ $failed -eq 0 ]; then
-  n=$(find "${rooms[@]}" -name '*.[ch]' | wc -l)
+  n=$(find "${rooms[@]/#/server/}" -name '*.[ch]' | wc -l)
   echo "layers: $n files in ${#rooms[@]} rooms (${rooms[*]}); no upward include, no cycle; only db/ includes hiredis; policy/ includes no I/O header; no assert()"
+  echo "layers: the raw call by name stays in db/ (${#fns[@]} query functions, each called through its stub)"
 fi
 exit $failed

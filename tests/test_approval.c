@@ -4,7 +4,7 @@
  * charterd processes on one graph in the test Redis): approve against approve and deny, against
  * a revocation of a chain grant, and against the deadline. Whatever wins, exactly one outcome is
  * recorded, once: the oracle reads the approval, the deliveries key and the event log straight
- * from the database (store_call), not through charterd. Threads only record what they got;
+ * from the database (the query stubs), not through charterd. Threads only record what they got;
  * every assertion runs on the main thread (CUnit is not thread-safe).
  */
 #include <CUnit/Basic.h>
@@ -338,9 +338,8 @@ static int hold(charter_client *c, const char *version, const char *inv, host_se
 
 static json_t *stored_approval(const char *id)
 {
-    const char *args[1] = {id};
     json_t *j = NULL;
-    if (store_call(graph_store, "get_approval", 1, args, &j) != STATUS_OK)
+    if (q_get_approval(graph_store, id, &j) != STATUS_OK)
         return NULL;
     json_t *a = json_incref(json_object_get(j, "approval"));
     json_decref(j);
@@ -349,9 +348,8 @@ static json_t *stored_approval(const char *id)
 
 static json_t *stored_delivery(const char *inv)
 {
-    const char *args[1] = {inv};
     json_t *j = NULL;
-    if (store_call(graph_store, "find_delivery", 1, args, &j) != STATUS_OK)
+    if (q_find_delivery(graph_store, inv, &j) != STATUS_OK)
         return NULL;
     return json_is_object(j) ? j : (json_decref(j), NULL);
 }
@@ -360,10 +358,9 @@ static json_t *stored_delivery(const char *inv)
  * approval_decided (a denial, an expiry, a refusal). Returns 0, or -1 when unreadable. */
 static int count_decision_events(const char *run_id, const char *id, long *commits, long *others)
 {
-    const char *args[3] = {run_id, "0", "100000"};
     json_t *view = NULL;
     *commits = *others = 0;
-    if (store_call(graph_store, "get_run", 3, args, &view) != STATUS_OK)
+    if (q_get_run(graph_store, run_id, "0", "100000", NULL, NULL, &view) != STATUS_OK)
         return -1;
     size_t i;
     json_t *e;
@@ -963,9 +960,8 @@ static void test_approve_deny_and_revocation_race_to_one_outcome(void)
             outcomes[0]++;
             /* Committed before the revocation, on the database clock. */
             json_t *d = stored_delivery(inv);
-            const char *args[1] = {"g_analyst"};
             json_t *chain = NULL;
-            CU_ASSERT_EQUAL(store_call(graph_store, "grant_chain", 1, args, &chain), STATUS_OK);
+            CU_ASSERT_EQUAL(q_grant_chain(graph_store, "g_analyst", &chain), STATUS_OK);
             const char *revoked = json_string_value(
                 json_object_get(json_array_get(json_object_get(chain, "grants"), 0), "revoked_at"));
             CU_ASSERT(stored_us(json_string_value(json_object_get(d, "committed_at"))) <

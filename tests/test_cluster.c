@@ -469,7 +469,7 @@ static void test_retrieval_index_lives_on_the_graphs_master(void)
                             "resource_id", "vendor_a", "tenant", "acme", "visibility", "internal",
                             "revision", 1, "text", "Northwind desks ship in six weeks");
     json_t *out = NULL;
-    CU_ASSERT_EQUAL(store_call_json(st, "retrieval_ingest", arg, &out), STATUS_OK);
+    CU_ASSERT_EQUAL(q_retrieval_ingest(st, arg, &out), STATUS_OK);
     CU_ASSERT_EQUAL(json_integer_value(json_object_get(out, "indexed")), 1);
     json_decref(out);
     json_decref(arg);

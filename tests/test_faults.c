@@ -168,9 +168,8 @@ static int deliver_outcome(charter_client *c, const char *ctx, const char *paylo
 
 static json_t *stored_delivery(store *st, const char *inv)
 {
-    const char *args[1] = {inv};
     json_t *j = NULL;
-    if (store_call(st, "find_delivery", 1, args, &j) != STATUS_OK)
+    if (q_find_delivery(st, inv, &j) != STATUS_OK)
         return NULL;
     return j;
 }
@@ -178,7 +177,7 @@ static json_t *stored_delivery(store *st, const char *inv)
 static long stat_of(store *st, const char *what)
 {
     json_t *j = NULL;
-    if (store_call(st, "graph_stats", 0, NULL, &j) != STATUS_OK)
+    if (q_graph_stats(st, &j) != STATUS_OK)
         return -1;
     json_t *v = json_object_get(j, what);
     long n = json_is_integer(v)  ? (long)json_integer_value(v)
@@ -516,9 +515,8 @@ static void test_redis_killed_mid_run_fails_closed_and_recovers_without_restart(
     json_t *before = stored_delivery(db_store, "db-before");
     CU_ASSERT_PTR_NOT_NULL(before);
     json_decref(before);
-    const char *args[3] = {run_id, "0", "1"};
     json_t *view = NULL;
-    CU_ASSERT_EQUAL_FATAL(store_call(db_store, "get_run", 3, args, &view), STATUS_OK);
+    CU_ASSERT_EQUAL_FATAL(q_get_run(db_store, run_id, "0", "1", NULL, NULL, &view), STATUS_OK);
     CU_ASSERT_EQUAL(json_array_size(json_object_get(view, "deliveries")), 2);
     json_decref(view);
     CU_ASSERT_EQUAL(kill(db_daemon.pid, 0), 0); /* the same process, never restarted */
@@ -727,9 +725,8 @@ static void test_kill_9_mid_run_leaves_the_run_interrupted_with_its_history(void
         }
         forget_daemon(&d);
         /* The run may still have ended between the look and the pause: then try again. */
-        const char *args[3] = {run_id, "0", "1"};
         json_t *j = NULL;
-        CU_ASSERT_EQUAL_FATAL(store_call(crash_store, "get_run", 3, args, &j), STATUS_OK);
+        CU_ASSERT_EQUAL_FATAL(q_get_run(crash_store, run_id, "0", "1", NULL, NULL, &j), STATUS_OK);
         const char *status =
             json_string_value(json_object_get(json_object_get(j, "run"), "status"));
         if (!status || strcmp(status, "running") != 0)
@@ -740,9 +737,9 @@ static void test_kill_9_mid_run_leaves_the_run_interrupted_with_its_history(void
     }
     CU_ASSERT_EQUAL_FATAL(caught, 0);
 
-    const char *args[3] = {run_id, "0", "100000"};
     json_t *before = NULL;
-    CU_ASSERT_EQUAL_FATAL(store_call(crash_store, "get_run", 3, args, &before), STATUS_OK);
+    CU_ASSERT_EQUAL_FATAL(q_get_run(crash_store, run_id, "0", "100000", NULL, NULL, &before),
+                          STATUS_OK);
     CU_ASSERT_STRING_EQUAL(text_of(json_object_get(json_object_get(before, "run"), "status")),
                            "running");
     json_t *ev_before = json_object_get(before, "events");

@@ -444,7 +444,7 @@ static long long db_now_us(store **st)
         if (*st == NULL && store_open(redis.url, graph, 2000, st) != STATUS_OK)
             *st = NULL;
         json_t *j = NULL;
-        if (*st != NULL && store_call(*st, "time", 0, NULL, &j) == STATUS_OK) {
+        if (*st != NULL && q_time(*st, &j) == STATUS_OK) {
             long long t = stored_time_us(json_string_value(json_object_get(j, "now")));
             json_decref(j);
             if (t > 0)
@@ -667,13 +667,27 @@ static void violation(int kind, const char *fmt, const char *a, const char *b)
     }
 }
 
-/* store_call, tried again while the connection is being re-established (the store drops a
- * connection on its first failure and reconnects on the next call). */
-static int db_call(store *st, const char *fn, int nargs, const char *const *args, json_t **out)
+/* Every run of the graph (charter_list_runs), as db_call calls it. */
+static int db_list_runs(store *st, const char *unused, json_t **out)
+{
+    (void)unused;
+    return q_list_runs(st, "100000", out);
+}
+
+/* Every event, delivery and artifact of run id (charter_get_run), as db_call calls it. */
+static int db_get_run(store *st, const char *id, json_t **out)
+{
+    return q_get_run(st, id, "0", "100000", NULL, NULL, out);
+}
+
+/* read(st, arg, out), tried again while the connection is being re-established (the store
+ * drops a connection on its first failure and reconnects on the next call). */
+static int db_call(store *st, int (*read)(store *, const char *, json_t **), const char *arg,
+                   json_t **out)
 {
     int rc = STATUS_EUNAVAILABLE;
     for (int attempt = 0; attempt < 50; attempt++) {
-        rc = store_call(st, fn, nargs, args, out);
+        rc = read(st, arg, out);
         if (rc != STATUS_EUNAVAILABLE)
             break;
         sleep_ms(100);
@@ -709,9 +723,8 @@ static void check_history(store *st, long *n_deliveries, long *n_runs)
     json_t *counts = json_object();
     json_t *stored = json_object(); /* inv -> delivery */
     CU_ASSERT_PTR_NOT_NULL_FATAL(counts);
-    const char *largs[1] = {"100000"};
     json_t *list = NULL;
-    CU_ASSERT_EQUAL_FATAL(db_call(st, "list_runs", 1, largs, &list), STATUS_OK);
+    CU_ASSERT_EQUAL_FATAL(db_call(st, db_list_runs, NULL, &list), STATUS_OK);
     size_t i;
     json_t *run;
     *n_runs = 0;
@@ -723,9 +736,8 @@ static void check_history(store *st, long *n_deliveries, long *n_runs)
         (*n_runs)++;
         if (status && (!strcmp(status, "running") || !strcmp(status, "recovering")))
             violation(V_RUNNING, "run %s is %s", id, status);
-        const char *args[3] = {id, "0", "100000"};
         json_t *view = NULL;
-        if (db_call(st, "get_run", 3, args, &view) != STATUS_OK) {
+        if (db_call(st, db_get_run, id, &view) != STATUS_OK) {
             CU_FAIL("get_run failed");
             continue;
         }

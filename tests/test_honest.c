@@ -229,9 +229,8 @@ static void test_invocation_ids_differing_after_a_nul_are_refused_and_write_noth
         harness_response_free(&r);
     }
     assert_graph_unchanged();
-    const char *args[1] = {"X"};
     json_t *j = NULL;
-    CU_ASSERT_EQUAL(store_call(nul_store, "find_delivery", 1, args, &j), STATUS_OK);
+    CU_ASSERT_EQUAL(q_find_delivery(nul_store, "X", &j), STATUS_OK);
     CU_ASSERT_TRUE(j == NULL || json_is_null(j)); /* no delivery "X" either */
     json_decref(j);
 }
@@ -569,10 +568,9 @@ static bool has_code(const Charter__V1__Decision *d, const char *code)
  * effect (deny, or unknown without EFFECT_UNKNOWN). Returns 0, or -1 when unreadable. */
 static int decided_events(const char *run_id, const char *inv, int *allow, int *no_effect)
 {
-    const char *args[3] = {run_id, "0", "100000"};
     json_t *view = NULL;
     *allow = *no_effect = 0;
-    if (store_call(dl_store, "get_run", 3, args, &view) != STATUS_OK)
+    if (q_get_run(dl_store, run_id, "0", "100000", NULL, NULL, &view) != STATUS_OK)
         return -1;
     size_t i;
     json_t *e;
@@ -627,9 +625,8 @@ static void test_delivery_whose_commit_went_unanswered_never_claims_no_effect(vo
     /* The retry learns the outcome: acknowledged when the commit landed (it may run once writes
      * resume), else committed now; either way one delivery. A paused server drops a command
      * whose client left, so both happen. */
-    const char *fargs[1] = {inv};
     json_t *found = NULL;
-    CU_ASSERT_EQUAL_FATAL(store_call(dl_store, "find_delivery", 1, fargs, &found), STATUS_OK);
+    CU_ASSERT_EQUAL_FATAL(q_find_delivery(dl_store, inv, &found), STATUS_OK);
     bool landed = json_is_object(found);
     json_decref(found);
     Charter__V1__DeliverResponse *again = NULL;

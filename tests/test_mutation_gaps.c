@@ -98,9 +98,8 @@ static void graph_set(const char *script, const char *arg)
 
 static bool delivered(const char *inv)
 {
-    const char *args[1] = {inv};
     json_t *found = NULL;
-    CU_ASSERT_EQUAL(store_call(st, "find_delivery", 1, args, &found), STATUS_OK);
+    CU_ASSERT_EQUAL(q_find_delivery(st, inv, &found), STATUS_OK);
     bool yes = json_is_object(found);
     json_decref(found);
     return yes;
@@ -200,7 +199,7 @@ static void test_commit_refuses_grant_expired_a_minute_ago_by_database_clock(voi
     analyst_output("Recommendation: vendor_b.", ctx, out, &artifact);
 
     json_t *t = NULL;
-    CU_ASSERT_EQUAL_FATAL(store_call(st, "time", 0, NULL, &t), STATUS_OK);
+    CU_ASSERT_EQUAL_FATAL(q_time(st, &t), STATUS_OK);
     double now = strtod(text_of(t, "now"), NULL);
     json_decref(t);
     CU_ASSERT_FATAL(now > 1767225600.0 + 3600); /* after the reference grants' valid_from */

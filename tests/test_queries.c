@@ -23,6 +23,9 @@
 #include "evidence/evlog.h"
 #include "harness.h"
 #include "db/store.h"
+/* The raw call by name: this suite drives the library function by function, with malformed and
+ * missing arguments on purpose, which the typed stubs do not let it pass. */
+#include "db/store_raw.h"
 
 extern const char embedded_queries[];
 extern const size_t embedded_queries_len;
@@ -328,7 +331,7 @@ static bool graph_open(tgraph *g, const char *name)
         return false;
     }
     json_t *stats = NULL;
-    rc = store_call(g->st, "graph_stats", 0, NULL, &stats);
+    rc = q_graph_stats(g->st, &stats);
     long long keys = rc == STATUS_OK ? jint(stats, "keys") : -1;
     json_decref(stats);
     if (keys != 0) {
@@ -2133,7 +2136,7 @@ static void test_store_reconnects_after_its_connection_is_killed(void)
     CU_ASSERT_EQUAL(store_ping(g.st), STATUS_OK);
     CU_ASSERT_EQUAL(kill_store_connections(&g), 1);
     json_t *out = NULL;
-    int rc = store_call(g.st, "time", 0, NULL, &out);
+    int rc = q_time(g.st, &out);
     CU_ASSERT(rc == STATUS_EUNAVAILABLE || rc == STATUS_OK);
     if (rc == STATUS_EUNAVAILABLE) {
         CU_ASSERT_PTR_NULL(out);
@@ -2141,7 +2144,7 @@ static void test_store_reconnects_after_its_connection_is_killed(void)
     }
     json_decref(out);
     out = NULL;
-    CU_ASSERT_EQUAL(store_call(g.st, "time", 0, NULL, &out), STATUS_OK);
+    CU_ASSERT_EQUAL(q_time(g.st, &out), STATUS_OK);
     CU_ASSERT(time_string_ok(jstr(out, "now")));
     json_decref(out);
     /* again, on a call with arguments */
@@ -2178,7 +2181,7 @@ static void test_store_timeout_drops_the_connection_and_the_late_reply(void)
     store_set_timeout(g.st, 100);
     json_t *out = NULL;
     double t0 = now_ms();
-    int rc = store_call(g.st, "time", 0, NULL, &out);
+    int rc = q_time(g.st, &out);
     double t1 = now_ms();
     CU_ASSERT_EQUAL(rc, STATUS_EUNAVAILABLE);
     CU_ASSERT_PTR_NULL(out);
@@ -2190,8 +2193,7 @@ static void test_store_timeout_drops_the_connection_and_the_late_reply(void)
         freeReplyObject(reply);
     /* the next call reads its own reply, not the late one */
     store_set_timeout(g.st, 5000);
-    const char *args[1] = {"g404"};
-    CU_ASSERT_EQUAL(store_call(g.st, "grant_chain", 1, args, &out), STATUS_OK);
+    CU_ASSERT_EQUAL(q_grant_chain(g.st, "g404", &out), STATUS_OK);
     CU_ASSERT_STRING_EQUAL(jstr(out, "leaf"), "g404");
     json_decref(out);
     graph_close(&g);
@@ -2238,6 +2240,80 @@ static void test_store_open_rejects_bad_urls_and_graphs(void)
     json_t *out = NULL;
     CU_ASSERT_EQUAL(store_call(g.st, "no_such_function", 0, NULL, &out), STATUS_EPROTO);
     CU_ASSERT_EQUAL(store_call(g.st, "Bad-Name", 0, NULL, &out), STATUS_EINVAL);
+    graph_close(&g);
+    private_redis_end();
+}
+
+/* The library text with the one occurrence of from replaced by to (caller frees), or NULL when
+ * from does not occur exactly once. */
+static char *library_with(const char *from, const char *to)
+{
+    const char *at = strstr(library_src, from);
+    if (at == NULL || strstr(at + 1, from) != NULL)
+        return NULL;
+    size_t head = (size_t)(at - library_src), n = strlen(from), m = strlen(to);
+    char *text = malloc(library_len - n + m + 1);
+    if (text == NULL)
+        return NULL;
+    memcpy(text, library_src, head);
+    memcpy(text + head, to, m);
+    memcpy(text + head + m, at + n, library_len - head - n + 1);
+    return text;
+}
+
+/* Loads the library with from replaced by to (its version unchanged, so the load passes) and
+ * expects store_check_functions to refuse it with the error want. */
+static void expect_functions_refused(tgraph *g, const char *from, const char *to, const char *want)
+{
+    char *text = library_with(from, to);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(text);
+    CU_ASSERT_EQUAL(store_load_library(g->st, text, strlen(text)), STATUS_OK);
+    CU_ASSERT_EQUAL(store_check_functions(g->st), STATUS_EPROTO);
+    CU_ASSERT_STRING_EQUAL(store_last_error(g->st), want);
+    if (strcmp(store_last_error(g->st), want) != 0)
+        fprintf(stderr, "\n  got:  %s\n  want: %s\n", store_last_error(g->st), want);
+    free(text);
+}
+
+/* charterd's startup check (main.c): the functions FUNCTION LIST reports against the stubs'
+ * table, names and no-writes flags, generated from registry.lua. */
+static void test_library_check_refuses_functions_that_differ_from_the_stubs(void)
+{
+    tgraph g;
+    if (!private_redis_begin())
+        return;
+    if (!graph_open(&g, "functions")) {
+        private_redis_end();
+        return;
+    }
+    CU_ASSERT_EQUAL(store_check_functions(g.st), STATUS_OK); /* the library built with them */
+    expect_functions_refused(
+        &g, "{'charter_time', graph.charter_time, true},",
+        "{'charter_time', graph.charter_time, false},",
+        "the query library loaded registers charter_time without the no-writes flag, charterd's "
+        "stubs with it; rebuild charterd so its typed stubs match queries/, or find why the "
+        "library text it loaded differs from queries/");
+    expect_functions_refused(
+        &g, "{'charter_seed', graph.charter_seed, false},",
+        "{'charter_seed', graph.charter_seed, true},",
+        "the query library loaded registers charter_seed with the no-writes flag, charterd's "
+        "stubs without it; rebuild charterd so its typed stubs match queries/, or find why the "
+        "library text it loaded differs from queries/");
+    expect_functions_refused(
+        &g, "    {'charter_graph_stats', graph.charter_graph_stats, true},\n", "",
+        "the query library loaded has no charter_graph_stats, which charterd's stubs call; "
+        "rebuild charterd so its typed stubs match queries/, or find why the library text it "
+        "loaded differs from queries/");
+    expect_functions_refused(
+        &g, "    {'charter_time', graph.charter_time, true},\n",
+        "    {'charter_time', graph.charter_time, true},\n"
+        "    {'charter_time_again', graph.charter_time, true},\n",
+        "the query library loaded registers charter_time_again, which charterd's stubs do not "
+        "know; rebuild charterd so its typed stubs match queries/, or find why the library text "
+        "it loaded differs from queries/");
+    /* The real library passes again. */
+    CU_ASSERT_EQUAL(store_load_library(g.st, library_src, library_len), STATUS_OK);
+    CU_ASSERT_EQUAL(store_check_functions(g.st), STATUS_OK);
     graph_close(&g);
     private_redis_end();
 }
@@ -2375,6 +2451,8 @@ int main(void)
         {"store timeout drops the connection and the late reply",
          test_store_timeout_drops_the_connection_and_the_late_reply},
         {"store_open rejects bad urls and graphs", test_store_open_rejects_bad_urls_and_graphs},
+        {"library check refuses functions that differ from the stubs",
+         test_library_check_refuses_functions_that_differ_from_the_stubs},
         {"decoders accept empty objects and string times",
          test_decoders_accept_empty_objects_and_string_times},
     };

@@ -192,11 +192,10 @@ static int deliver(charter_client *c, const char *ctx, const char *payload, cons
  * known about the delivery, which is not the same as its absence. */
 static int lookup_delivery(store *st, const char *inv, json_t **out)
 {
-    const char *args[1] = {inv};
     int rc = STATUS_EUNAVAILABLE;
     for (int attempt = 0; attempt < 20; attempt++) {
         *out = NULL;
-        rc = store_call(st, "find_delivery", 1, args, out);
+        rc = q_find_delivery(st, inv, out);
         if (rc != STATUS_EUNAVAILABLE)
             break;
         usleep(100 * 1000);
@@ -220,9 +219,8 @@ static json_t *stored_delivery(store *st, const char *inv)
  * over every event of the run. Returns -1 when the run could not be read. */
 static long count_decisions(store *st, const char *run_id, const char *inv, const char *outcome)
 {
-    const char *args[3] = {run_id, "0", "100000"};
     json_t *view = NULL;
-    if (store_call(st, "get_run", 3, args, &view) != STATUS_OK)
+    if (q_get_run(st, run_id, "0", "100000", NULL, NULL, &view) != STATUS_OK)
         return -1;
     long n = 0;
     size_t i;
@@ -511,9 +509,9 @@ static void test_two_hundred_deliverers_commit_one_invocation_once(void)
     pthread_barrier_destroy(&round_end);
 
     /* One delivery per round, and the run holds exactly those. */
-    const char *args[3] = {host.run_id, "0", "1"};
     json_t *view = NULL;
-    CU_ASSERT_EQUAL_FATAL(store_call(graph_store, "get_run", 3, args, &view), STATUS_OK);
+    CU_ASSERT_EQUAL_FATAL(q_get_run(graph_store, host.run_id, "0", "1", NULL, NULL, &view),
+                          STATUS_OK);
     CU_ASSERT_EQUAL(json_array_size(json_object_get(view, "deliveries")), MANY_ROUNDS);
     json_decref(view);
     CU_ASSERT_TRUE(many_unread * 100 <= (size_t)MANY_ROUNDS * MANY_THREADS);
@@ -607,9 +605,8 @@ static void *revoker_main(void *arg)
 /* g_analyst's revoked_at as stored, in microseconds; -1 when absent. */
 static long long stored_revoked_at(void)
 {
-    const char *args[1] = {"g_analyst"};
     json_t *j = NULL;
-    if (store_call(graph_store, "grant_chain", 1, args, &j) != STATUS_OK)
+    if (q_grant_chain(graph_store, "g_analyst", &j) != STATUS_OK)
         return -1;
     long long at = -1;
     size_t i;
@@ -997,9 +994,9 @@ static void test_concurrent_recoveries_claim_a_blocked_run_once(void)
         CU_ASSERT_EQUAL(claimed + acknowledged + refused, RECOVER_THREADS);
 
         /* The run: completed, one public delivery, claimed (-> recovering) exactly once. */
-        const char *args[3] = {run_id, "0", "100000"};
         json_t *j = NULL;
-        CU_ASSERT_EQUAL_FATAL(store_call(graph_store, "get_run", 3, args, &j), STATUS_OK);
+        CU_ASSERT_EQUAL_FATAL(q_get_run(graph_store, run_id, "0", "100000", NULL, NULL, &j),
+                              STATUS_OK);
         CU_ASSERT_STRING_EQUAL(text_of(json_object_get(json_object_get(j, "run"), "status")),
                                "completed");
         size_t public_deliveries = 0, claims = 0, public_allows = 0;
@@ -1201,8 +1198,7 @@ int main(void)
     CU_pSuite expiry = CU_add_suite("expiry between check and commit", expiry_init, expiry_clean);
     CU_add_test(expiry, "grant expiring between evaluation and commit is refused at commit",
                 test_grant_expiring_between_evaluation_and_commit_is_refused_at_commit);
-    CU_pSuite retry =
-        CU_add_suite("lost replies and concurrent recovery", retry_init, retry_clean);
+    CU_pSuite retry = CU_add_suite("lost replies and concurrent recovery", retry_init, retry_clean);
     CU_add_test(retry, "retry after a lost reply acknowledges instead of delivering twice",
                 test_retry_after_a_lost_reply_acknowledges_instead_of_delivering_twice);
     CU_add_test(retry, "a retry that finds another caller's commit answers acknowledged",

@@ -41,13 +41,13 @@ int lineage_keep(store *st, const json_t *ancestry)
         args[n++] = sha;
         args[n++] = json_string_value(text);
         if (n == 2 * LINEAGE_BATCH) {
-            if ((rc = store_call(st, "put_lineage", n, args, NULL)) != STATUS_OK)
+            if ((rc = q_put_lineage(st, (size_t)n, args, NULL)) != STATUS_OK)
                 return rc;
             n = 0;
         }
     }
     if (n > 0)
-        rc = store_call(st, "put_lineage", n, args, NULL);
+        rc = q_put_lineage(st, (size_t)n, args, NULL);
     return rc;
 }
 
@@ -201,9 +201,8 @@ static int resolve_one(store *st, const json_t *ref, json_t **out, char *why, si
     const char *root = json_string_value(json_object_get(ref, "root"));
     if (root == NULL)
         return fail(why, n, STATUS_EPROTO, "lineage reference %s names no root%s", sha, "");
-    const char *args[2] = {sha, LINEAGE_READ_MAX};
     json_t *reply = NULL;
-    int rc = store_call(st, "lineage_records", 2, args, &reply);
+    int rc = q_lineage_records(st, sha, LINEAGE_READ_MAX, &reply);
     if (rc != STATUS_OK) {
         if (rc == STATUS_EINVAL)
             rc = fail(why, n, STATUS_EPROTO, "lineage reference %s of %s is malformed", sha, root);
@@ -773,10 +772,9 @@ static int fetch_records(store *st, const char **missing, size_t n, const char *
     json_t *reply = NULL;
     int rc;
     if (n <= LINEAGE_GET_MAX) {
-        rc = store_call(st, "lineage_get", (int)n, missing, &reply);
+        rc = q_lineage_get(st, n, missing, &reply);
     } else {
-        const char *args[2] = {top, LINEAGE_READ_MAX};
-        rc = store_call(st, "lineage_records", 2, args, &reply);
+        rc = q_lineage_records(st, top, LINEAGE_READ_MAX, &reply);
     }
     if (rc == STATUS_OK)
         cache_records(json_object_get(reply, "records"));
@@ -846,10 +844,9 @@ static int from_state(store *st, const char *payload, const tokens *l, json_t **
 int lineage_ancestry(store *st, const char *payload, const char *limit, json_t **out)
 {
     *out = NULL;
-    const char *args[2] = {payload, limit};
     json_t *full = NULL;
     store_list *state = NULL;
-    int rc = store_call_list(st, "lineage_state", 2, args, &full, &state);
+    int rc = q_lineage_state(st, payload, limit, &full, &state);
     if (rc == STATUS_OK && full == NULL && state == NULL)
         rc = STATUS_EPROTO;
     if (rc != STATUS_OK || full != NULL) {
@@ -875,6 +872,6 @@ int lineage_ancestry(store *st, const char *payload, const char *limit, json_t *
     /* The graph is not what its records say (an edge deleted, a label changed, a record
      * missing): decide from the graph as it is, walked in full. */
     if (rc == STATE_MISMATCH)
-        rc = store_call(st, "ancestry", 2, args, out);
+        rc = q_ancestry(st, payload, limit, out);
     return rc;
 }

@@ -4,10 +4,13 @@
  * Every call is one FCALL of the query library (queries/, built into one) with the graph prefix as
  * its only key; the JSON reply is parsed with jansson. A command that fails on I/O or times out
  * drops the context (a late reply must never be read as the answer to the next command) and
- * the next call reconnects. The replies of the fact queries are decoded by facts.c.
+ * the next call reconnects. The replies of the fact queries are decoded by facts.c. The raw
+ * call by name (store_raw.h) is for the typed stubs generated from the function headers
+ * (queries.h); at startup the functions Redis loaded are compared with the stubs' table.
  */
 #include "db/store.h"
 #include "core/metrics.h"
+#include "db/store_raw.h"
 
 #include <errno.h>
 #include <hiredis/hiredis.h>
@@ -24,7 +27,6 @@
 #define STORE_DEFAULT_TIMEOUT_MS 5000
 #define STORE_MAX_GRAPH 64
 #define STORE_MAX_FN 64
-#define STORE_MAX_ARGS 32
 #define STORE_MAX_NODES 64    /* cluster nodes one store keeps (masters and seeds) */
 #define STORE_SLOTS 16384     /* Redis Cluster's hash slots */
 #define STORE_SLOT_CACHE 32   /* graph slots remembered per store */
@@ -69,8 +71,8 @@ struct store {
     bool deadline_passed;     /* a command was cut short or not sent because of it */
     int reserve_ms;           /* held back from each command's budget (store_set_reserve) */
     bool effect_unknown;      /* the last call's command was sent and its reply not read */
-    char err[256];
-    bool connected_before; /* a later connection is a reconnect (metrics) */
+    char err[512];            /* room for a function-list mismatch with its node and its fix */
+    bool connected_before;    /* a later connection is a reconnect (metrics) */
 };
 
 static void set_error(store *st, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
@@ -844,7 +846,7 @@ static int fcall(store *st, const char *fn, int nargs, const char *const *args, 
 {
     *reply = NULL;
     st->effect_unknown = false;
-    if (!fn_valid(fn) || nargs < 0 || nargs > STORE_MAX_ARGS || (nargs > 0 && !args)) {
+    if (!fn_valid(fn) || nargs < 0 || nargs > STORE_CALL_MAX_ARGS || (nargs > 0 && !args)) {
         set_error(st, "store_call: bad function name or arguments");
         return STATUS_EINVAL;
     }
@@ -859,8 +861,8 @@ static int fcall(store *st, const char *fn, int nargs, const char *const *args, 
         return rc;
 
     snprintf(name, STORE_MAX_FN + 16, "charter_%s", fn);
-    const char *argv[STORE_MAX_ARGS + 4];
-    size_t argvlen[STORE_MAX_ARGS + 4];
+    const char *argv[STORE_CALL_MAX_ARGS + 4];
+    size_t argvlen[STORE_CALL_MAX_ARGS + 4];
     argv[0] = "FCALL";
     argv[1] = name;
     argv[2] = "1";
@@ -1039,11 +1041,29 @@ int store_call_json(store *st, const char *fn, const json_t *arg, json_t **out)
     return rc;
 }
 
+int store_call_on(store *st, const char *graph, const char *fn, int nargs, const char *const *args,
+                  json_t **out)
+{
+    if (out)
+        *out = NULL;
+    char was[STORE_MAX_GRAPH + 1];
+    snprintf(was, sizeof was, "%s", st->graph);
+    int rc = store_use_graph(st, graph);
+    if (rc != STATUS_OK) {
+        set_error(st, "charter_%s: bad graph name", fn ? fn : "?");
+        return rc;
+    }
+    rc = store_call(st, fn, nargs, args, out);
+    /* The graph was valid when it was set, so pointing back cannot fail. */
+    (void)store_use_graph(st, was);
+    return rc;
+}
+
 /* Compares the library version in a charter_version reply. */
 static int check_version(store *st)
 {
     json_t *j = NULL;
-    int rc = store_call(st, "version", 0, NULL, &j);
+    int rc = q_version(st, &j);
     if (rc != STATUS_OK) {
         if (rc != STATUS_EUNAVAILABLE)
             rc = STATUS_EPROTO;
@@ -1117,6 +1137,163 @@ static int load_library_everywhere(store *st, const char *source, size_t len)
         done[n] = true;
         if ((rc = use_node(st, n)) != STATUS_OK || (rc = load_here(st, source, len)) != STATUS_OK ||
             (rc = version_here(st)) != STATUS_OK)
+            return rc;
+    }
+    return route(st);
+}
+
+/* The value of field key in r, a flat field/value list (FUNCTION LIST's library and function
+ * entries, as RESP2 encodes them), or NULL. */
+static const redisReply *reply_field(const redisReply *r, const char *key)
+{
+    if (r == NULL || r->type != REDIS_REPLY_ARRAY)
+        return NULL;
+    for (size_t i = 0; i + 1 < r->elements; i += 2) {
+        const redisReply *k = r->element[i];
+        if ((k->type == REDIS_REPLY_STRING || k->type == REDIS_REPLY_STATUS) &&
+            strcmp(k->str, key) == 0)
+            return r->element[i + 1];
+    }
+    return NULL;
+}
+
+/* Whether the function entry f of FUNCTION LIST carries the no-writes flag. */
+static bool reply_no_writes(const redisReply *f)
+{
+    const redisReply *flags = reply_field(f, "flags");
+    if (flags == NULL || flags->type != REDIS_REPLY_ARRAY)
+        return false;
+    for (size_t i = 0; i < flags->elements; i++) {
+        const redisReply *e = flags->element[i];
+        if ((e->type == REDIS_REPLY_STRING || e->type == REDIS_REPLY_STATUS) &&
+            strcmp(e->str, "no-writes") == 0)
+            return true;
+    }
+    return false;
+}
+
+/* How to mend a library that differs from the stubs, at the end of every mismatch line. */
+#define STORE_FUNCTIONS_FIX                                                                        \
+    "rebuild charterd so its typed stubs match queries/, or find why the library text it "         \
+    "loaded differs from queries/"
+
+/* The function entry named name in fns (FUNCTION LIST's "functions"), or NULL. */
+static const redisReply *reply_function(const redisReply *fns, const char *name)
+{
+    for (size_t i = 0; i < fns->elements; i++) {
+        const redisReply *n = reply_field(fns->element[i], "name");
+        if (n != NULL && n->type == REDIS_REPLY_STRING && strcmp(n->str, name) == 0)
+            return fns->element[i];
+    }
+    return NULL;
+}
+
+/* True when queries_functions lists name. */
+static bool stubs_know(const char *name)
+{
+    for (size_t i = 0; i < queries_functions_len; i++)
+        if (strcmp(queries_functions[i].name, name) == 0)
+            return true;
+    return false;
+}
+
+/* The first difference between fns (the library's "functions") and queries_functions, as the
+ * store's error: one the stubs call that is missing or whose flag differs, in registry.lua's
+ * order, then one the stubs do not know. where is "" or " at <node>". */
+static int functions_compare(store *st, const redisReply *fns, const char *where)
+{
+    for (size_t i = 0; i < queries_functions_len; i++) {
+        const queries_function *q = &queries_functions[i];
+        const redisReply *f = reply_function(fns, q->name);
+        if (f == NULL) {
+            set_error(st, "the query library loaded%s has no %s, which charterd's stubs call; %s",
+                      where, q->name, STORE_FUNCTIONS_FIX);
+            return STATUS_EPROTO;
+        }
+        if (reply_no_writes(f) != q->readonly) {
+            set_error(st,
+                      "the query library loaded%s registers %s %s the no-writes flag, charterd's "
+                      "stubs %s it; %s",
+                      where, q->name, q->readonly ? "without" : "with",
+                      q->readonly ? "with" : "without", STORE_FUNCTIONS_FIX);
+            return STATUS_EPROTO;
+        }
+    }
+    for (size_t i = 0; i < fns->elements; i++) {
+        const redisReply *n = reply_field(fns->element[i], "name");
+        if (n == NULL || n->type != REDIS_REPLY_STRING) {
+            set_error(st, "FUNCTION LIST%s: a function entry without a name", where);
+            return STATUS_EPROTO;
+        }
+        if (!stubs_know(n->str)) {
+            set_error(st,
+                      "the query library loaded%s registers %.64s, which charterd's stubs do not "
+                      "know; %s",
+                      where, n->str, STORE_FUNCTIONS_FIX);
+            return STATUS_EPROTO;
+        }
+    }
+    return STATUS_OK;
+}
+
+/* FUNCTION LIST LIBRARYNAME charter on the current connection, compared with the stubs' table.
+ * where names the node in the error ("" on one server). */
+static int functions_here(store *st, const char *where)
+{
+    const char *argv[4] = {"FUNCTION", "LIST", "LIBRARYNAME", "charter"};
+    size_t argvlen[4] = {8, 4, 11, 7};
+    redisReply *r = command(st, 4, argv, argvlen);
+    st->effect_unknown = false; /* FUNCTION LIST changes nothing */
+    if (!r)
+        return STATUS_EUNAVAILABLE;
+    int rc = STATUS_EPROTO;
+    const redisReply *fns = NULL;
+    if (r->type == REDIS_REPLY_ERROR) {
+        rc = map_redis_error(r->str) == STATUS_EUNAVAILABLE ? STATUS_EUNAVAILABLE : STATUS_EPROTO;
+        set_error(st, "FUNCTION LIST%s: %.200s", where, r->str);
+    } else if (r->type != REDIS_REPLY_ARRAY) {
+        set_error(st, "FUNCTION LIST%s: unexpected reply type %d", where, r->type);
+    } else {
+        /* The pattern "charter" has no wildcard, yet the name is compared all the same. */
+        for (size_t i = 0; fns == NULL && i < r->elements; i++) {
+            const redisReply *name = reply_field(r->element[i], "library_name");
+            if (name != NULL && name->type == REDIS_REPLY_STRING &&
+                strcmp(name->str, "charter") == 0)
+                fns = reply_field(r->element[i], "functions");
+        }
+        if (fns == NULL || fns->type != REDIS_REPLY_ARRAY)
+            set_error(st,
+                      "the query library is not loaded%s (FUNCTION LIST has no library "
+                      "charter); load it first",
+                      where);
+        else
+            rc = functions_compare(st, fns, where);
+    }
+    freeReplyObject(r);
+    return rc;
+}
+
+int store_check_functions(store *st)
+{
+    st->err[0] = '\0';
+    int rc;
+    if (!st->cluster) {
+        if ((rc = ensure_connected(st)) != STATUS_OK)
+            return rc;
+        return functions_here(st, "");
+    }
+    /* The library is loaded on every master (load_library_everywhere): each is checked. */
+    if ((rc = refresh_map(st)) != STATUS_OK)
+        return rc;
+    bool done[STORE_MAX_NODES] = {false};
+    for (int s = 0; s < STORE_SLOTS; s++) {
+        int n = st->slot_node[s];
+        if (n < 0 || done[n])
+            continue;
+        done[n] = true;
+        char where[300];
+        snprintf(where, sizeof where, " at %s:%d", st->nodes[n].host, st->nodes[n].port);
+        if ((rc = use_node(st, n)) != STATUS_OK || (rc = functions_here(st, where)) != STATUS_OK)
             return rc;
     }
     return route(st);
@@ -1198,9 +1375,8 @@ int store_ancestry(store *st, const char *payload_id, size_t limit, guard_ancest
     memset(out, 0, sizeof *out);
     char lim[32];
     snprintf(lim, sizeof lim, "%zu", limit);
-    const char *args[2] = {payload_id, lim};
     json_t *j = NULL;
-    int rc = store_call(st, "ancestry", 2, args, &j);
+    int rc = q_ancestry(st, payload_id, lim, &j);
     if (rc != STATUS_OK)
         return rc;
     if (!j) {
@@ -1217,9 +1393,8 @@ int store_ancestry(store *st, const char *payload_id, size_t limit, guard_ancest
 int store_grant_chain(store *st, const char *grant_id, guard_chain *out)
 {
     memset(out, 0, sizeof *out);
-    const char *args[1] = {grant_id};
     json_t *j = NULL;
-    int rc = store_call(st, "grant_chain", 1, args, &j);
+    int rc = q_grant_chain(st, grant_id, &j);
     if (rc != STATUS_OK)
         return rc;
     if (!j) {
@@ -1236,9 +1411,8 @@ int store_grant_chain(store *st, const char *grant_id, guard_chain *out)
 int store_context(store *st, const char *context_id, guard_context *out)
 {
     memset(out, 0, sizeof *out);
-    const char *args[1] = {context_id};
     json_t *j = NULL;
-    int rc = store_call(st, "context_owner", 1, args, &j);
+    int rc = q_context_owner(st, context_id, &j);
     if (rc != STATUS_OK)
         return rc;
     if (!j) {

@@ -2,9 +2,10 @@
  * store.h - charterd's only way to the database.
  *
  * A store is one hiredis context bound to one graph (every key carries the hash tag {graph}).
- * Every read and write is an FCALL of a function of the query library (queries/, built into one);
- * no graph key is named in C. Functions reply with one JSON document (Redis cjson), which the
- * store parses with jansson.
+ * Every read and write is an FCALL of a function of the query library (queries/, built into one),
+ * made by that function's typed stub (queries.h, generated from the function headers; included
+ * at the end); no graph key is named in C. Functions reply with one JSON document (Redis cjson),
+ * which the store parses with jansson.
  *
  * A store is used by one thread at a time (each worker owns one). A command that fails on I/O
  * or times out leaves a synchronous hiredis context unusable (a late reply would be read as the
@@ -100,7 +101,7 @@ int store_remaining_ms(const store *st);
  * keep time for a lookup after a command whose outcome may be unknown. */
 void store_set_reserve(store *st, int reserve_ms);
 
-/* True when the last store_call / store_call_json failed after its command was written to
+/* True when the last query call (a stub of queries.h) failed after its command was written to
  * Redis with no reply read (an I/O error or timeout): the command may have run, or may still
  * run later (a command queued in a paused server's socket runs once it resumes). False after
  * a success, a failure before sending (deadline passed, no connection) or an error reply. */
@@ -137,27 +138,10 @@ int store_module_loaded(store *st, const char *name, bool *loaded);
 /* STATUS_OK when Redis answers and the library answers with the expected version. */
 int store_ping(store *st);
 
-/* Calls query function fn (without the "charter_" prefix, e.g. "get_run") with the graph's key
- * prefix as its only key and nargs (0..32) NUL-terminated string arguments. On success *out
- * (may be NULL to discard) is the decoded JSON object (caller frees with json_decref), or NULL
- * for a nil reply; on any failure *out is NULL. A reply {"err": "not_found"|...} maps to the
- * matching STATUS_E* code (not_found ENOTFOUND, exists EEXISTS, refused EREFUSED, invalid
- * EINVAL, limit ELIMIT) with its msg in store_last_error. A Redis error reply is
- * STATUS_EUNAVAILABLE when transient (LOADING, BUSY, READONLY, ...: the command did not run),
- * else STATUS_EPROTO. An I/O error or timeout drops the connection (the next call reconnects)
- * and is STATUS_EUNAVAILABLE: the effect is unknown. This is the one place where FCALL is
- * issued. */
-int store_call(store *st, const char *fn, int nargs, const char *const *args, json_t **out);
-
-/* A reply that is a flat array of strings and nils (hiredis stays inside store.c). */
+/* A reply that is a flat array of strings and nils (hiredis stays inside store.c): what the
+ * stub of a function whose call line says "-> list" sets (queries.h). */
 typedef struct store_list store_list;
 
-/* store_call for a function that replies either a JSON text (*out, as store_call, with the
- * same error mapping) or a flat array of strings and nils (*list: free with store_list_free).
- * On STATUS_OK exactly one of *out and *list is set (or neither, for a nil reply). An array
- * holding anything else is STATUS_EPROTO. */
-int store_call_list(store *st, const char *fn, int nargs, const char *const *args, json_t **out,
-                    store_list **list);
 /* The number of elements of list. */
 size_t store_list_size(const store_list *list);
 /* Element i (< store_list_size) of list, borrowed until store_list_free, or NULL for a nil; *len
@@ -166,8 +150,15 @@ const char *store_list_get(const store_list *list, size_t i, size_t *len);
 /* Frees list (NULL is ignored). */
 void store_list_free(store_list *list);
 
-/* Same, with one argument that is a JSON document (encoded compactly). */
-int store_call_json(store *st, const char *fn, const json_t *arg, json_t **out);
+/* Compares the functions of the loaded library (FUNCTION LIST LIBRARYNAME charter) with the
+ * table the typed stubs were generated with (queries_functions, from registry.lua): every
+ * function there, none more, each with the same no-writes flag. Call it after
+ * store_load_library; charterd refuses to start unless it passes, as the method table is
+ * checked against the proto descriptors. On a cluster, on every master of the slot map. Returns
+ * STATUS_OK; STATUS_EPROTO with store_last_error naming the first mismatch (in registry.lua's
+ * order: a function missing or its flag differing; then one the stubs do not know) and what to
+ * do; STATUS_EUNAVAILABLE. */
+int store_check_functions(store *st);
 
 /* --- facts for the guard: each result owned by the caller, decoded and freed as facts.h says
  * (facts_ancestry_free, facts_chain_free, facts_context_free). --- */
@@ -184,5 +175,9 @@ int store_grant_chain(store *st, const char *grant_id, guard_chain *out);
 /* The context, its run, its step and its owners (query "context_owner"). STATUS_ENOTFOUND when
  * the context does not exist. */
 int store_context(store *st, const char *context_id, guard_context *out);
+
+/* The typed stubs of every query function (generated from the function headers in queries/): the
+ * only way to call one. */
+#include "queries.h"
 
 #endif

@@ -129,59 +129,43 @@ bool tenant_role_allows(call_role role, call_role min_role, const char *method)
     return role >= min_role && min_role <= ROLE_OPERATOR;
 }
 
-/* store_call of fn on graph target, then st points back at the graph it addressed. */
-static int tenant_call_on(store *st, const char *target, const char *fn, int nargs,
-                          const char *const *args, json_t **out)
-{
-    char graph[TENANT_NAME_MAX + 1];
-    snprintf(graph, sizeof graph, "%s", store_graph(st));
-    if (out != NULL)
-        *out = NULL;
-    int rc = store_use_graph(st, target);
-    if (rc != STATUS_OK)
-        return rc;
-    rc = store_call(st, fn, nargs, args, out);
-    /* The graph was valid when it was set, so pointing back cannot fail. */
-    (void)store_use_graph(st, graph);
-    return rc;
-}
-
-int tenant_registry_call(store *st, const char *fn, int nargs, const char *const *args,
-                         json_t **out)
-{
-    return tenant_call_on(st, TENANT_REGISTRY, fn, nargs, args, out);
-}
-
 int tenant_claim_graph(store *st, const char *name)
 {
     if (!tenant_name_ok(name))
         return STATUS_EINVAL;
-    const char *args[] = {name};
-    return tenant_call_on(st, name, "graph_claim", 1, args, NULL);
+    char graph[TENANT_NAME_MAX + 1];
+    snprintf(graph, sizeof graph, "%s", store_graph(st));
+    int rc = store_use_graph(st, name);
+    if (rc != STATUS_OK)
+        return rc;
+    json_t *reply = NULL;
+    rc = q_graph_claim(st, name, &reply);
+    json_decref(reply);
+    /* The graph was valid when it was set, so pointing back cannot fail. */
+    (void)store_use_graph(st, graph);
+    return rc;
 }
 
 int tenant_quota_take(store *st, const char *tenant, const char *kind, unsigned n)
 {
     char num[16];
     snprintf(num, sizeof num, "%u", n);
-    const char *args[] = {tenant, kind, num};
-    return tenant_registry_call(st, "quota_take", 3, args, NULL);
+    return q_quota_take(st, tenant, kind, num, NULL);
 }
 
 void tenant_quota_release(store *st, const char *tenant, const char *kind, unsigned n)
 {
     char num[16];
     snprintf(num, sizeof num, "%u", n);
-    const char *args[] = {tenant, kind, num};
     /* A release that fails leaves the count one high: the quota errs toward refusing. */
-    (void)tenant_registry_call(st, "quota_release", 3, args, NULL);
+    (void)q_quota_release(st, tenant, kind, num, NULL);
 }
 
 int tenant_names(store *st, json_t **names)
 {
     json_t *j = NULL;
     *names = NULL;
-    int rc = tenant_registry_call(st, "tenant_names", 0, NULL, &j);
+    int rc = q_tenant_names(st, &j);
     if (rc != STATUS_OK)
         return rc;
     json_t *list = json_object_get(j, "tenants");

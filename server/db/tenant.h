@@ -20,7 +20,9 @@
 #include "core/role.h"
 #include "db/store.h"
 
-/* The graph name whose prefix holds the registry; tenant names never begin with "_". */
+/* The graph name whose prefix holds the registry; tenant names never begin with "_". The
+ * functions of queries/tenants.lua are called on it by their stubs (queries.h: their call
+ * lines say "on graph _tenants"). */
 #define TENANT_REGISTRY "_tenants"
 /* A tenant name: 1..TENANT_NAME_MAX of [A-Za-z0-9_.-], not beginning with "_". */
 #define TENANT_NAME_MAX 64
@@ -71,11 +73,6 @@ bool tenant_host_method(const char *method);
 /* The quota a call of method ("<Service>/<Method>") takes one of before it runs: "runs" for
  * Runs/CreateRun, "artifacts" for Gate/ReadSource and Gate/RecordOutput, NULL for the rest. */
 const char *tenant_quota_kind(const char *method);
-
-/* FCALLs query fn of queries/tenants.lua on the registry with nargs arguments, as store_call
- * does, then points st back at the graph it addressed. Same returns as store_call. */
-int tenant_registry_call(store *st, const char *fn, int nargs, const char *const *args,
-                         json_t **out);
 
 /* Claims graph name for a new tenant (charter_graph_claim, in the graph's own slot) before it
  * is registered: refused when the graph already holds data (another charterd's default graph,

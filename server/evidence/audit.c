@@ -271,9 +271,8 @@ int audit_chain(store *st, const char *run_id, audit_result *out)
     do {
         char a[24];
         snprintf(a, sizeof a, "%llu", (unsigned long long)after);
-        const char *args[3] = {run_id, a, AUDIT_PAGE};
         json_t *page = NULL;
-        if ((rc = store_call(st, "audit_events", 3, args, &page)) != STATUS_OK)
+        if ((rc = q_audit_events(st, run_id, a, AUDIT_PAGE, &page)) != STATUS_OK)
             break;
         json_t *u = json_object_get(page, "upper");
         json_t *events = json_object_get(page, "events");

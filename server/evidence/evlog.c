@@ -64,9 +64,8 @@ int evlog_claim_integrity(store *st, char *err, size_t errlen)
                  "installation)");
         return STATUS_EPROTO;
     }
-    const char *args[2] = {mode, check};
     json_t *reply = NULL;
-    int rc = store_call(st, "integrity", 2, args, &reply);
+    int rc = q_integrity(st, mode, check, &reply);
     if (rc != STATUS_OK) {
         snprintf(err, errlen, "%s", store_last_error(st));
         return rc;
@@ -288,10 +287,9 @@ int evlog_head_parse(const json_t *j, evlog_head *head)
 
 int evlog_read_head(store *st, const char *run_id, evlog_head *head)
 {
-    const char *args[1] = {run_id};
     json_t *reply = NULL;
     memset(head, 0, sizeof *head);
-    int rc = store_call(st, "run_head", 1, args, &reply);
+    int rc = q_run_head(st, run_id, &reply);
     if (rc == STATUS_OK)
         rc = evlog_head_from(reply, head);
     json_decref(reply);
@@ -305,7 +303,7 @@ int evlog_read_head(store *st, const char *run_id, evlog_head *head)
 typedef int (*evlog_adjust)(void *arg, const evlog_head *head, evlog_event *ev, const char **args);
 
 typedef struct {
-    const char *fn;
+    evlog_call call; /* the function's typed stub, through an adapter below */
     const char *run_id;
     const char *args[4]; /* the function's arguments before the event */
     int nargs;
@@ -321,6 +319,54 @@ typedef struct {
 } evlog_write_spec;
 
 #define EVLOG_MAX_ALTS 3
+
+/* The functions that write a sealed event, each an adapter from the argument list the
+ * seal-and-write loop builds (the function's arguments, then the sealed event) to its typed
+ * stub; a count that is not the function's is a caller's mistake, refused. */
+static int evlog_call_append_event(store *st, int nargs, const char *const *a, json_t **out)
+{
+    return nargs == 2 ? q_append_event(st, a[0], a[1], out) : STATUS_EINVAL;
+}
+
+static int evlog_call_create_run(store *st, int nargs, const char *const *a, json_t **out)
+{
+    return nargs == 2 ? q_create_run(st, a[0], a[1], out) : STATUS_EINVAL;
+}
+
+static int evlog_call_transition_run(store *st, int nargs, const char *const *a, json_t **out)
+{
+    return nargs == 4 ? q_transition_run(st, a[0], a[1], a[2], a[3], out) : STATUS_EINVAL;
+}
+
+static int evlog_call_request_recovery(store *st, int nargs, const char *const *a, json_t **out)
+{
+    return nargs == 2 ? q_request_recovery(st, a[0], a[1], out) : STATUS_EINVAL;
+}
+
+static int evlog_call_cancel_unclaimed(store *st, int nargs, const char *const *a, json_t **out)
+{
+    return nargs == 2 ? q_cancel_unclaimed(st, a[0], a[1], out) : STATUS_EINVAL;
+}
+
+static int evlog_call_resume_run(store *st, int nargs, const char *const *a, json_t **out)
+{
+    return nargs == 5 ? q_resume_run(st, a[0], a[1], a[2], a[3], a[4], out) : STATUS_EINVAL;
+}
+
+static int evlog_call_open_context(store *st, int nargs, const char *const *a, json_t **out)
+{
+    return nargs == 2 ? q_open_context(st, a[0], a[1], out) : STATUS_EINVAL;
+}
+
+static int evlog_call_create_artifact(store *st, int nargs, const char *const *a, json_t **out)
+{
+    return nargs == 2 ? q_create_artifact(st, a[0], a[1], out) : STATUS_EINVAL;
+}
+
+static int evlog_call_commit_delivery(store *st, int nargs, const char *const *a, json_t **out)
+{
+    return nargs == 4 ? q_commit_delivery(st, a[0], a[1], a[2], a[3], out) : STATUS_EINVAL;
+}
 
 static int evlog_seal_event(const char *run_id, const evlog_event *ev, const evlog_head *head,
                             evlog_sealed *sealed, char **text);
@@ -439,14 +485,13 @@ static int evlog_blob_out(store *st, const char *snapshot, char ref[96])
     char sha[65];
     if (digest_sha256_hex(snapshot, strlen(snapshot), sha) != 0)
         return STATUS_ENOMEM;
-    const char *args[2] = {sha, snapshot};
     json_t *r = NULL;
-    int rc = store_call(st, "blob_exists", 1, args, &r);
+    int rc = q_blob_exists(st, sha, &r);
     bool have = rc == STATUS_OK && json_is_true(json_object_get(r, "exists"));
     json_decref(r);
     if (rc == STATUS_OK && !have) {
         r = NULL;
-        rc = store_call(st, "put_blob", 2, args, &r);
+        rc = q_put_blob(st, sha, snapshot, &r);
         json_decref(r);
     }
     if (rc == STATUS_OK)
@@ -509,9 +554,8 @@ static int evlog_blob_get(store *st, const char *sha, const char *what, char **t
                           size_t n)
 {
     *text = NULL;
-    const char *args[1] = {sha};
     json_t *r = NULL;
-    int rc = store_call(st, "get_blob", 1, args, &r);
+    int rc = q_get_blob(st, sha, &r);
     const char *stored = json_string_value(json_object_get(r, "text"));
     char actual[65];
     if (rc == STATUS_OK && stored == NULL) {
@@ -668,7 +712,7 @@ static int evlog_write(store *st, evlog_write_spec *w, json_t **reply, evlog_sea
         }
         json_t *r = NULL;
         if (rc == STATUS_OK)
-            rc = store_call(st, w->fn, w->nargs + 1 + w->nalts, args, &r);
+            rc = w->call(st, w->nargs + 1 + w->nalts, args, &r);
         free(text);
         for (int a = 0; a < w->nalts; a++)
             free(alt_text[a]);
@@ -723,7 +767,7 @@ static int evlog_write(store *st, evlog_write_spec *w, json_t **reply, evlog_sea
 int evlog_append(store *st, const char *run_id, const evlog_event *ev, evlog_sealed *sealed)
 {
     evlog_write_spec w = {
-        .fn = "append_event",
+        .call = evlog_call_append_event,
         .run_id = run_id,
         .args = {run_id},
         .nargs = 1,
@@ -733,16 +777,16 @@ int evlog_append(store *st, const char *run_id, const evlog_event *ev, evlog_sea
     return evlog_write(st, &w, NULL, sealed);
 }
 
-int evlog_write_one_of(store *st, const char *fn, const char *run_id, const char *arg,
+int evlog_write_one_of(store *st, evlog_call call, const char *run_id, const char *arg,
                        const evlog_event *evs, int nevs, json_t **reply)
 {
-    if (nevs < 1 || nevs > 1 + EVLOG_MAX_ALTS || arg == NULL)
+    if (nevs < 1 || nevs > 1 + EVLOG_MAX_ALTS || arg == NULL || call == NULL)
         return STATUS_EINVAL;
     for (int a = 1; a < nevs; a++)
         if (evs[a].snapshot != NULL && strlen(evs[a].snapshot) > EVLOG_BLOB_MIN)
             return STATUS_EINVAL; /* only the first event's snapshot goes to a blob */
     evlog_write_spec w = {
-        .fn = fn,
+        .call = call,
         .run_id = run_id,
         .args = {arg},
         .nargs = 1,
@@ -764,7 +808,7 @@ int evlog_create_run(store *st, const json_t *run_doc, json_t **reply)
     if (doc == NULL)
         return STATUS_ENOMEM;
     evlog_write_spec w = {
-        .fn = "create_run",
+        .call = evlog_call_create_run,
         .run_id = id,
         .args = {doc},
         .nargs = 1,
@@ -797,17 +841,17 @@ static int evlog_transition_adjust(void *arg, const evlog_head *head, evlog_even
     return STATUS_OK;
 }
 
-/* One status transition through fn (charter_transition_run with args run_id, from, to, or
+/* One status transition through call (charter_transition_run with args run_id, from, to, or
  * charter_request_recovery or charter_cancel_unclaimed with run_id alone, their statuses
  * fixed in the function): evlog_transition's contract. */
-static int evlog_transition_by(store *st, const char *fn, const char *run_id, const char *from,
+static int evlog_transition_by(store *st, evlog_call call, const char *run_id, const char *from,
                                const char *to, const char *detail, evlog_sealed *sealed,
                                char current[32])
 {
     evlog_transition_arg t = {to, detail != NULL ? detail : "", NULL};
-    bool fixed = strcmp(fn, "transition_run") != 0;
+    bool fixed = call != evlog_call_transition_run;
     evlog_write_spec w = {
-        .fn = fn,
+        .call = call,
         .run_id = run_id,
         .args = {run_id, fixed ? NULL : from, fixed ? NULL : to},
         .nargs = fixed ? 1 : 3,
@@ -835,21 +879,22 @@ static int evlog_transition_by(store *st, const char *fn, const char *run_id, co
 int evlog_transition(store *st, const char *run_id, const char *from, const char *to,
                      const char *detail, evlog_sealed *sealed, char current[32])
 {
-    return evlog_transition_by(st, "transition_run", run_id, from, to, detail, sealed, current);
+    return evlog_transition_by(st, evlog_call_transition_run, run_id, from, to, detail, sealed,
+                               current);
 }
 
 int evlog_request_recovery(store *st, const char *run_id, const char *detail, evlog_sealed *sealed,
                            char current[32])
 {
-    return evlog_transition_by(st, "request_recovery", run_id, "blocked,interrupted,error",
+    return evlog_transition_by(st, evlog_call_request_recovery, run_id, "blocked,interrupted,error",
                                "recovering", detail, sealed, current);
 }
 
 int evlog_cancel_unclaimed(store *st, const char *run_id, const char *detail, evlog_sealed *sealed,
                            char current[32])
 {
-    return evlog_transition_by(st, "cancel_unclaimed", run_id, "", "cancelled", detail, sealed,
-                               current);
+    return evlog_transition_by(st, evlog_call_cancel_unclaimed, run_id, "", "cancelled", detail,
+                               sealed, current);
 }
 
 int evlog_resume_run(store *st, const char *run_id, const char *checkpoint_id, const char *workflow,
@@ -857,7 +902,7 @@ int evlog_resume_run(store *st, const char *run_id, const char *checkpoint_id, c
 {
     evlog_transition_arg t = {"queued", detail != NULL ? detail : "", NULL};
     evlog_write_spec w = {
-        .fn = "resume_run",
+        .call = evlog_call_resume_run,
         .run_id = run_id,
         .args = {run_id, checkpoint_id, workflow, counters},
         .nargs = 4,
@@ -902,7 +947,7 @@ int evlog_open_context(store *st, const char *run_id, const char *step, const ch
 {
     evlog_context_arg c = {run_id, step, actor, NULL, ""};
     evlog_write_spec w = {
-        .fn = "open_context",
+        .call = evlog_call_open_context,
         .run_id = run_id,
         .args = {NULL},
         .nargs = 1,
@@ -923,7 +968,7 @@ int evlog_create_artifact(store *st, const char *run_id, const json_t *doc, cons
     if (text == NULL)
         return STATUS_ENOMEM;
     evlog_write_spec w = {
-        .fn = "create_artifact",
+        .call = evlog_call_create_artifact,
         .run_id = run_id,
         .args = {text},
         .nargs = 1,
@@ -951,7 +996,7 @@ int evlog_commit_delivery_at(store *st, const char *run_id, const json_t *doc,
     if (text == NULL)
         return STATUS_ENOMEM;
     evlog_write_spec w = {
-        .fn = "commit_delivery",
+        .call = evlog_call_commit_delivery,
         .run_id = run_id,
         .args = {text, facts_sha != NULL ? facts_sha : "", facts != NULL ? facts : ""},
         .nargs = 3,
@@ -968,7 +1013,7 @@ int evlog_interrupt_runs(store *st, json_t **ids)
     if (ids != NULL)
         *ids = NULL;
     json_t *reply = NULL;
-    int rc = store_call(st, "unfinished_runs", 0, NULL, &reply);
+    int rc = q_unfinished_runs(st, &reply);
     if (rc != STATUS_OK)
         return rc;
     json_t *done = json_array();

@@ -230,13 +230,18 @@ int evlog_commit_delivery_at(store *st, const char *run_id, const json_t *doc,
  * a "now") or STATUS_ENOMEM. */
 int evlog_facts_split(const json_t *snap, char **record, char sha[65], json_t **ref);
 
-/* Calls fn (arg, then each of the nevs events sealed on one head) through the same
+/* A query function that writes sealed events, called with nargs strings: its arguments, then
+ * the sealed event(s); an adapter that passes them to the function's typed stub (queries.h) and
+ * refuses another count with STATUS_EINVAL. */
+typedef int (*evlog_call)(store *st, int nargs, const char *const *args, json_t **out);
+
+/* Calls call (arg, then each of the nevs events sealed on one head) through the same
  * seal-and-write loop: the function stores at most one of the events, whichever its outcome
  * calls for, and answers "event_index" (0-based) for the one it wrote. Lets one atomic call
  * choose between outcomes whose events are sealed here (a human approval: committed, denied,
  * expired or refused). 1 <= nevs <= 4; only evs[0] may carry a snapshot over 4 KiB. *reply is
  * the function's reply. Returns as evlog_append, STATUS_EINVAL for arguments out of range. */
-int evlog_write_one_of(store *st, const char *fn, const char *run_id, const char *arg,
+int evlog_write_one_of(store *st, evlog_call call, const char *run_id, const char *arg,
                        const evlog_event *evs, int nevs, json_t **reply);
 
 /* Marks every run left running or recovering as interrupted (one transition each, detail

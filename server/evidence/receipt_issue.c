@@ -241,7 +241,7 @@ static int attach_once(store *st, const Charter__V1__Receipt *r, bool for_run,
         rc = json_object_set_new(arg, "chain",
                                  json_pack("{s:s, s:s, s:I}", "prev", s->prev, "hash", s->hash,
                                            "seq", (json_int_t)s->seq));
-    rc = rc == 0 ? store_call_json(st, "attach_receipt", arg, reply) : STATUS_ENOMEM;
+    rc = rc == 0 ? q_attach_receipt(st, arg, reply) : STATUS_ENOMEM;
     json_decref(arg);
     return rc;
 }
@@ -368,9 +368,8 @@ int receipt_issue_for_invocation(store *st, const char *run_id, const char *invo
     *receipt = NULL;
     if (!evlog_keyed())
         return STATUS_ENOKEY;
-    const char *args[2] = {run_id, invocation_id};
     json_t *reply = NULL;
-    int rc = store_call(st, "get_receipt", 2, args, &reply);
+    int rc = q_get_receipt(st, run_id, invocation_id, &reply);
     if (rc == STATUS_OK) {
         const json_t *d = json_object_get(reply, "delivery");
         rc = json_is_object(d) ? receipt_issue_delivery(st, d, receipt) : STATUS_EPROTO;
@@ -413,10 +412,9 @@ static void run_budget_text(const json_t *run, char *budget, size_t nb, char *co
 static int run_receipt_once(store *st, const char *run_id, json_t **receipt, char status[32],
                             bool *again)
 {
-    const char *args[2] = {run_id, ""};
     json_t *reply = NULL;
     *again = false;
-    int rc = store_call(st, "get_receipt", 2, args, &reply);
+    int rc = q_get_receipt(st, run_id, "", &reply);
     if (rc != STATUS_OK)
         return rc;
     const json_t *run = json_object_get(reply, "run");

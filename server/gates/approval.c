@@ -14,6 +14,18 @@
 #include "evidence/receipt_issue.h"
 #include "core/status.h"
 
+/* charter_request_approval: the request, then its approval_requested event. */
+static int approval_request_call(store *st, int nargs, const char *const *a, json_t **out)
+{
+    return nargs == 2 ? q_request_approval(st, a[0], a[1], out) : STATUS_EINVAL;
+}
+
+/* charter_decide_approval: the decision, then its four events (evs of approval_decide). */
+static int approval_decide_call(store *st, int nargs, const char *const *a, json_t **out)
+{
+    return nargs == 5 ? q_decide_approval(st, a[0], a[1], a[2], a[3], a[4], out) : STATUS_EINVAL;
+}
+
 void approval_id_of(const char *invocation_id, char id[36])
 {
     char hex[65];
@@ -28,7 +40,7 @@ int approval_request(store *st, const char *run_id, const json_t *doc, const evl
     char *text = evlog_json_text(doc);
     if (text == NULL)
         return STATUS_ENOMEM;
-    int rc = evlog_write_one_of(st, "request_approval", run_id, text, requested, 1, reply);
+    int rc = evlog_write_one_of(st, approval_request_call, run_id, text, requested, 1, reply);
     free(text);
     return rc;
 }
@@ -128,8 +140,7 @@ int approval_decide(store *st, const char *id, const char *decision, const char 
     evlog_event evs[4];
     if (reason == NULL)
         reason = "";
-    const char *args[1] = {id};
-    int rc = store_call(st, "get_approval", 1, args, &got);
+    int rc = q_get_approval(st, id, &got);
     if (rc != STATUS_OK)
         goto out;
     const char *run_id = str_of(json_object_get(got, "approval"), "run_id");
@@ -141,7 +152,7 @@ int approval_decide(store *st, const char *id, const char *decision, const char 
         rc = STATUS_ENOMEM;
         goto out;
     }
-    rc = evlog_write_one_of(st, "decide_approval", run_id, text, evs, 4, reply);
+    rc = evlog_write_one_of(st, approval_decide_call, run_id, text, evs, 4, reply);
     if (rc != STATUS_OK)
         goto out;
     const char *status = str_of(*reply, "status");

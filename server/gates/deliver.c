@@ -59,9 +59,8 @@ void deliver_result_free(deliver_result *r)
 
 static int find_delivery(const gate_env *g, const char *inv, json_t **delivery)
 {
-    const char *args[1] = {inv};
     *delivery = NULL;
-    int rc = store_call(g->st, "find_delivery", 1, args, delivery);
+    int rc = q_find_delivery(g->st, inv, delivery);
     if (rc == STATUS_OK && *delivery && !json_is_object(*delivery)) {
         json_decref(*delivery);
         *delivery = NULL;
@@ -177,8 +176,8 @@ static int gather(const gate_env *g, const char *context_id, const char *invocat
     memset(f, 0, sizeof *f);
     char limit[32];
     snprintf(limit, sizeof limit, "%zu", g->limits->max_ancestry);
-    const char *args[6] = {invocation_id, payload_id, grant, recipient, limit, context_id};
-    int rc = store_call(g->st, "delivery_facts", 6, args, &f->reply);
+    int rc = q_delivery_facts(g->st, invocation_id, payload_id, grant, recipient, limit, context_id,
+                              &f->reply);
     if (rc != STATUS_OK)
         return rc;
     json_t *raw = json_object_get(f->reply, "context");

@@ -90,7 +90,7 @@ static int scope_context(const gate_env *g, const char *context_id, const char *
         return STATUS_ENOMEM;
     }
     json_t *reply = NULL;
-    int rc = store_call_json(g->st, "scope_context", doc, &reply);
+    int rc = q_scope_context(g->st, doc, &reply);
     json_decref(doc);
     json_decref(reply);
     return rc;
@@ -163,9 +163,8 @@ int gate_context_of(const gate_env *g, const char *context_id, const workflow **
     *step = NULL;
     if (wf)
         *wf = NULL;
-    const char *args[1] = {context_id};
     json_t *raw = NULL;
-    int rc = store_call(g->st, "context_owner", 1, args, &raw);
+    int rc = q_context_owner(g->st, context_id, &raw);
     if (rc == STATUS_OK && !raw)
         rc = STATUS_EPROTO;
     if (rc != STATUS_OK) {
@@ -576,9 +575,8 @@ static int read_source(const gate_env *g, const char *context_id, const char *re
         return STATUS_OK;
     }
 
-    const char *args[1] = {resource_id};
     json_t *res = NULL;
-    rc = store_call(g->st, "get_resource", 1, args, &res);
+    rc = q_get_resource(g->st, resource_id, &res);
     if (rc == STATUS_OK && !json_is_object(res))
         rc = STATUS_EPROTO;
     if (rc == STATUS_OK) {
@@ -697,6 +695,5 @@ int gate_trace(const gate_env *g, const char *artifact_id, json_t **ancestry)
 {
     char limit[32];
     snprintf(limit, sizeof limit, "%zu", g->limits->max_ancestry);
-    const char *args[2] = {artifact_id, limit};
-    return store_call(g->st, "ancestry", 2, args, ancestry);
+    return q_ancestry(g->st, artifact_id, limit, ancestry);
 }

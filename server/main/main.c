@@ -291,6 +291,16 @@ static int main_open_store(main_state *m)
         m->st = NULL;
         return EXIT_STARTUP;
     }
+    /* The functions Redis now holds against the stubs charterd calls them through, as the
+     * method table is checked against the proto descriptors. */
+    rc = store_check_functions(m->st);
+    if (rc != STATUS_OK) {
+        log_fatal("cannot use the query library in Redis at %s: %s", m->url,
+                  store_last_error(m->st));
+        store_close(m->st);
+        m->st = NULL;
+        return EXIT_STARTUP;
+    }
     return 0;
 }
 

@@ -392,8 +392,8 @@ static unsigned long long dispatch_json_count(const json_t *o, const char *key)
 static int dispatch_admit(call *c, const char *named, const char *cred_id, const char *token_hash,
                           json_t **reply)
 {
-    const char *args[] = {named != NULL ? named : "", cred_id, c->env->graph, token_hash};
-    int rc = tenant_registry_call(c->st, "tenant_admit", 4, args, reply);
+    int rc = q_tenant_admit(c->st, named != NULL ? named : "", cred_id, c->env->graph,
+                            token_hash, reply);
     if (rc == STATUS_ENOTFOUND && named != NULL)
         return call_fail(c, RPC_NOT_FOUND, "tenant %s not found", named);
     if (rc == STATUS_ENOTFOUND)

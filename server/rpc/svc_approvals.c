@@ -37,9 +37,8 @@ static int list_approvals(call *c, const ProtobufCMessage *in, ProtobufCMessage 
                          "state: one of pending, approved, denied, expired, refused");
     char limit[16];
     snprintf(limit, sizeof limit, "%u", req->limit > 1000 ? 1000u : req->limit);
-    const char *args[3] = {run, state, limit};
     json_t *j = NULL;
-    int rc = store_call(c->st, "list_approvals", 3, args, &j);
+    int rc = q_list_approvals(c->st, run, state, limit, &j);
     if (rc != STATUS_OK)
         return call_fail_status_id(c, rc, "approvals of run", run);
     Charter__V1__ListApprovalsResponse *resp = call_alloc(c, sizeof *resp);

@@ -41,11 +41,10 @@ static int replay_decision(call *c, const ProtobufCMessage *in, ProtobufCMessage
         return call_fail(c, RPC_INVALID_ARGUMENT, "seq: the decision event's seq, 1 or more");
     char seq[24];
     snprintf(seq, sizeof seq, "%llu", (unsigned long long)req->seq);
-    const char *args[2] = {req->run_id, seq};
     char event_name[192];
     snprintf(event_name, sizeof event_name, "event %s of run %.128s", seq, req->run_id);
     json_t *event = NULL;
-    int rc = store_call(c->st, "get_event", 2, args, &event);
+    int rc = q_get_event(c->st, req->run_id, seq, &event);
     if (rc != STATUS_OK)
         return call_fail_status(c, rc, event_name);
     /* A large snapshot is stored once by content; replay decides from the facts themselves. */

@@ -28,9 +28,8 @@ static int svc_grants_revoke(call *c, const ProtobufCMessage *in, ProtobufCMessa
     }
     char what[160];
     snprintf(what, sizeof what, "grant %s", rq->grant_id);
-    const char *args[] = {rq->grant_id};
     json_t *j = NULL;
-    rc = store_call(c->st, "revoke_grant", 1, args, &j);
+    rc = q_revoke_grant(c->st, rq->grant_id, &j);
     if (rc != STATUS_OK) {
         return call_fail_status(c, rc, what);
     }
@@ -63,9 +62,8 @@ static int svc_grants_restore(call *c, const ProtobufCMessage *in, ProtobufCMess
     } else {
         snprintf(what, sizeof what, "revoked grants");
     }
-    const char *args[] = {id};
     json_t *j = NULL;
-    rc = store_call(c->st, "restore_grants", 1, args, &j);
+    rc = q_restore_grants(c->st, id, &j);
     if (rc != STATUS_OK) {
         return call_fail_status(c, rc, what);
     }
@@ -143,9 +141,8 @@ static int svc_grants_show_chain(call *c, const ProtobufCMessage *in, ProtobufCM
     }
     char what[160];
     snprintf(what, sizeof what, "grant %s", rq->grant_id);
-    const char *args[] = {rq->grant_id};
     json_t *j = NULL;
-    rc = store_call(c->st, "grant_chain", 1, args, &j);
+    rc = q_grant_chain(c->st, rq->grant_id, &j);
     if (rc != STATUS_OK) {
         return call_fail_status(c, rc, what);
     }
@@ -156,7 +153,7 @@ static int svc_grants_show_chain(call *c, const ProtobufCMessage *in, ProtobufCM
     }
 
     json_t *tj = NULL;
-    rc = store_call(c->st, "time", 0, NULL, &tj);
+    rc = q_time(c->st, &tj);
     if (rc != STATUS_OK) {
         json_decref(j);
         return call_fail_status(c, rc, "database time");

@@ -207,8 +207,7 @@ static Charter__V1__RetrievalScope *retrieval_scope_out(call *c, const json_t *s
 /* The stored scope scope_id: *j (caller decrefs) is the scope object. */
 static int retrieval_get_scope(call *c, const char *scope_id, json_t **reply, const json_t **scope)
 {
-    const char *args[1] = {scope_id};
-    int rc = store_call(c->st, "retrieval_get_scope", 1, args, reply);
+    int rc = q_retrieval_get_scope(c->st, scope_id, reply);
     if (rc != STATUS_OK)
         return retrieval_fail(c, rc, "scope");
     *scope = json_object_get(*reply, "scope");
@@ -281,7 +280,7 @@ static int retrieval_bind(call *c, json_t *doc, const scope_filters *f, Protobuf
         json_decref(doc);
         return call_fail(c, RPC_INTERNAL, "out of memory");
     }
-    int st = store_call_json(c->st, "retrieval_bind_scope", doc, &reply);
+    int st = q_retrieval_bind_scope(c->st, doc, &reply);
     json_decref(doc);
     if (st != STATUS_OK) {
         json_decref(reply);
@@ -331,7 +330,7 @@ static int retrieval_ingest(call *c, const ProtobufCMessage *in, ProtobufCMessag
     if (!doc)
         return call_fail(c, RPC_INTERNAL, "out of memory");
     json_t *reply = NULL;
-    rc = store_call_json(c->st, "retrieval_ingest", doc, &reply);
+    rc = q_retrieval_ingest(c->st, doc, &reply);
     json_decref(doc);
     if (rc != STATUS_OK)
         return retrieval_fail(c, rc, "chunks");
@@ -445,7 +444,7 @@ static int retrieval_run(call *c, const char *scope_id, const char *query, unsig
     if (!doc)
         return call_fail(c, RPC_INTERNAL, "out of memory");
     json_t *reply = NULL;
-    rc = store_call_json(c->st, "retrieval_search", doc, &reply);
+    rc = q_retrieval_search(c->st, doc, &reply);
     json_decref(doc);
     if (rc != STATUS_OK)
         return retrieval_fail(c, rc, "search");
@@ -520,8 +519,7 @@ static int retrieval_run(call *c, const char *scope_id, const char *query, unsig
     }
     if (json_array_size(artifact_ids) > 0) {
         char *ids = json_dumps(artifact_ids, JSON_COMPACT);
-        const char *args[2] = {r->search_id, ids};
-        rc = ids ? store_call(c->st, "retrieval_link", 2, args, NULL) : STATUS_ENOMEM;
+        rc = ids ? q_retrieval_link(c->st, r->search_id, ids, NULL) : STATUS_ENOMEM;
         free(ids);
         if (rc != STATUS_OK) {
             json_decref(artifact_ids);
@@ -576,9 +574,8 @@ static int retrieval_follow_up(call *c, const ProtobufCMessage *in, ProtobufCMes
     if (!q)
         return call_fail(c, RPC_INTERNAL, "out of memory");
     /* The child searches its parent's scope: the parent search names it. */
-    const char *args[1] = {rq->parent_search_id};
     json_t *reply = NULL;
-    rc = store_call(c->st, "retrieval_get_search", 1, args, &reply);
+    rc = q_retrieval_get_search(c->st, rq->parent_search_id, &reply);
     if (rc != STATUS_OK)
         return retrieval_fail(c, rc, "search");
     char *scope_id = call_strdup(
@@ -601,7 +598,7 @@ static int retrieval_checkpoint(call *c, const ProtobufCMessage *in, ProtobufCMe
     json_t *doc = json_pack("{s:s, s:s, s:s}", "scope_id", rq->scope_id, "principal", rq->principal,
                             "task", rq->task ? rq->task : "");
     json_t *reply = NULL;
-    rc = doc ? store_call_json(c->st, "retrieval_checkpoint", doc, &reply) : STATUS_ENOMEM;
+    rc = doc ? q_retrieval_checkpoint(c->st, doc, &reply) : STATUS_ENOMEM;
     json_decref(doc);
     if (rc != STATUS_OK)
         return retrieval_fail(c, rc, "checkpoint");
@@ -635,9 +632,8 @@ static int retrieval_resume(call *c, const ProtobufCMessage *in, ProtobufCMessag
         return rc;
     if (scope_check_bound(&authorized, why, sizeof why) != STATUS_OK)
         return call_fail(c, RPC_INVALID_ARGUMENT, "authorized: %s", why);
-    const char *args[1] = {rq->checkpoint_id};
     json_t *reply = NULL;
-    rc = store_call(c->st, "retrieval_get_checkpoint", 1, args, &reply);
+    rc = q_retrieval_get_checkpoint(c->st, rq->checkpoint_id, &reply);
     if (rc != STATUS_OK)
         return retrieval_fail(c, rc, "checkpoint");
     const json_t *k = json_object_get(reply, "checkpoint");
@@ -679,9 +675,8 @@ static int retrieval_trace(call *c, const ProtobufCMessage *in, ProtobufCMessage
     int rc;
     if ((rc = call_require_id(c, "artifact_id", rq->artifact_id)) != RPC_OK)
         return rc;
-    const char *args[1] = {rq->artifact_id};
     json_t *reply = NULL;
-    rc = store_call(c->st, "retrieval_trace", 1, args, &reply);
+    rc = q_retrieval_trace(c->st, rq->artifact_id, &reply);
     if (rc != STATUS_OK)
         return retrieval_fail(c, rc, "artifact");
     const json_t *list = json_object_get(reply, "searches");

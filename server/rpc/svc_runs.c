@@ -29,9 +29,8 @@ static int load_view_of(call *c, const char *run_id, uint64_t after, uint32_t li
     char a[32], l[32];
     snprintf(a, sizeof a, "%llu", (unsigned long long)after);
     snprintf(l, sizeof l, "%u", limit ? (limit > 10000 ? 10000 : limit) : 1000);
-    const char *args[5] = {run_id, a, l, content ? "1" : "0", only ? only : ""};
     json_t *j = NULL;
-    int rc = store_call(c->st, "get_run", 5, args, &j);
+    int rc = q_get_run(c->st, run_id, a, l, content ? "1" : "0", only ? only : "", &j);
     if (rc != STATUS_OK)
         return call_fail_status_id(c, rc, "run", run_id);
     *out = wire_run_view(c, j);
@@ -39,9 +38,8 @@ static int load_view_of(call *c, const char *run_id, uint64_t after, uint32_t li
     if (!*out)
         return call_fail(c, RPC_INTERNAL, "the run could not be encoded");
     /* Its human approvals (approval.h), as of the database clock. */
-    const char *aargs[3] = {run_id, "", "0"};
     json_t *ap = NULL;
-    rc = store_call(c->st, "list_approvals", 3, aargs, &ap);
+    rc = q_list_approvals(c->st, run_id, "", "0", &ap);
     if (rc == STATUS_OK && wire_approvals(c, json_object_get(ap, "approvals"), &(*out)->approvals,
                                           &(*out)->n_approvals) != 0)
         rc = STATUS_ENOMEM;
@@ -144,9 +142,8 @@ static int await_run(call *c, const char *run_id, uint64_t after_seq, bool want_
     snprintf(a, sizeof a, "%llu", (unsigned long long)after_seq);
     for (;;) {
         /* Artifacts without content: a long poll reads the run every 25 ms. */
-        const char *args[4] = {run_id, a, "1000", "0"};
         json_t *v = NULL;
-        int rc = store_call(c->st, "get_run", 4, args, &v);
+        int rc = q_get_run(c->st, run_id, a, "1000", "0", NULL, &v);
         if (rc != STATUS_OK)
             return call_fail_status_id(c, rc, "run", run_id);
         const char *st = json_string_value(json_object_get(json_object_get(v, "run"), "status"));
@@ -280,9 +277,8 @@ static int cancel_run(call *c, const ProtobufCMessage *in, ProtobufCMessage **ou
     const char *reason = req->reason && *req->reason ? req->reason : "cancelled";
     if (strlen(reason) > 512)
         return call_fail(c, RPC_INVALID_ARGUMENT, "reason: longer than 512 bytes");
-    const char *args[2] = {req->run_id, reason};
     json_t *j = NULL;
-    rc = store_call(c->st, "request_cancel", 2, args, &j);
+    rc = q_request_cancel(c->st, req->run_id, reason, &j);
     if (rc != STATUS_OK)
         return call_fail_status_id(c, rc, "run", req->run_id);
     const char *st = json_string_value(json_object_get(j, "status"));
@@ -338,9 +334,8 @@ static int list_runs(call *c, const ProtobufCMessage *in, ProtobufCMessage **out
     const Charter__V1__ListRunsRequest *req = (const Charter__V1__ListRunsRequest *)in;
     char l[32];
     snprintf(l, sizeof l, "%u", req->limit ? (req->limit > 1000 ? 1000 : req->limit) : 100);
-    const char *args[1] = {l};
     json_t *j = NULL;
-    int rc = store_call(c->st, "list_runs", 1, args, &j);
+    int rc = q_list_runs(c->st, l, &j);
     if (rc != STATUS_OK)
         return call_fail_status(c, rc, "runs");
     Charter__V1__ListRunsResponse *resp = call_alloc(c, sizeof *resp);
@@ -515,9 +510,8 @@ static int checkpoint_run(call *c, const ProtobufCMessage *in, ProtobufCMessage 
         return rc;
     if (!evlog_keyed())
         return call_fail(c, RPC_FAILED_PRECONDITION, INTEGRITY_REQUIRED_CHECKPOINT);
-    const char *args[1] = {req->run_id};
     json_t *j = NULL, *cur = NULL;
-    rc = store_call(c->st, "get_checkpoint", 1, args, &j);
+    rc = q_get_checkpoint(c->st, req->run_id, &j);
     if (rc != STATUS_OK)
         return call_fail_status_id(c, rc, "run", req->run_id);
     const char *token = json_string_value(json_object_get(j, "token"));

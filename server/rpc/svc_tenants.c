@@ -143,10 +143,9 @@ static int svc_tenants_create(call *c, const ProtobufCMessage *in, ProtobufCMess
         rc = call_fail(c, RPC_INTERNAL, "out of memory");
         goto out;
     }
-    const char *args[] = {rq->name, qtext, c->env->graph, dtext};
     char what[96];
     snprintf(what, sizeof what, "tenant %s", rq->name);
-    rc = tenant_registry_call(c->st, "tenant_create", 4, args, &j);
+    rc = q_tenant_create(c->st, rq->name, qtext, c->env->graph, dtext, &j);
     if (rc != STATUS_OK) {
         rc = call_fail_statusf(c, rc, "%s", store_last_error(c->st));
         goto out;
@@ -178,9 +177,8 @@ out:
 static int svc_tenants_list(call *c, const ProtobufCMessage *in, ProtobufCMessage **out)
 {
     (void)in;
-    const char *args[] = {c->env->graph};
     json_t *j = NULL;
-    int rc = tenant_registry_call(c->st, "tenant_list", 1, args, &j);
+    int rc = q_tenant_list(c->st, c->env->graph, &j);
     if (rc != STATUS_OK)
         return call_fail_status(c, rc, "the tenant registry");
     const json_t *list = json_object_get(j, "tenants");
@@ -235,8 +233,7 @@ static int svc_credentials_issue(call *c, const ProtobufCMessage *in, ProtobufCM
         rc = call_fail(c, RPC_INTERNAL, "out of memory");
         goto out;
     }
-    const char *args[] = {c->tenant, dtext, c->env->graph};
-    rc = tenant_registry_call(c->st, "credential_issue", 3, args, &j);
+    rc = q_credential_issue(c->st, c->tenant, dtext, c->env->graph, &j);
     if (rc != STATUS_OK) {
         rc = call_fail_statusf(c, rc, "%s", store_last_error(c->st));
         goto out;
@@ -260,9 +257,8 @@ out:
 static int svc_credentials_list(call *c, const ProtobufCMessage *in, ProtobufCMessage **out)
 {
     (void)in;
-    const char *args[] = {c->tenant};
     json_t *j = NULL;
-    int rc = tenant_registry_call(c->st, "credential_list", 1, args, &j);
+    int rc = q_credential_list(c->st, c->tenant, &j);
     if (rc != STATUS_OK)
         return call_fail_status(c, rc, "the tenant registry");
     const json_t *list = json_object_get(j, "credentials");
@@ -292,9 +288,8 @@ static int svc_credentials_revoke(call *c, const ProtobufCMessage *in, ProtobufC
     int rc = call_require_id(c, "credential_id", rq->credential_id);
     if (rc != RPC_OK)
         return rc;
-    const char *args[] = {c->tenant, rq->credential_id};
     json_t *j = NULL;
-    rc = tenant_registry_call(c->st, "credential_revoke", 2, args, &j);
+    rc = q_credential_revoke(c->st, c->tenant, rq->credential_id, &j);
     if (rc != STATUS_OK)
         return call_fail_status_id(c, rc, "credential", rq->credential_id);
     Charter__V1__Credential *r = svc_tenants_credential(c, json_object_get(j, "credential"));

@@ -160,9 +160,8 @@ static int scan_run(whatif_scan *s, const char *run_id)
         char a[32], page[16];
         snprintf(a, sizeof a, "%llu", after);
         snprintf(page, sizeof page, "%d", WHATIF_PAGE);
-        const char *args[3] = {run_id, a, page};
         json_t *view = NULL;
-        int rc = store_call(s->c->st, "get_run", 3, args, &view);
+        int rc = q_get_run(s->c->st, run_id, a, page, NULL, NULL, &view);
         if (rc != STATUS_OK)
             return call_fail_status(s->c, rc, "run");
         const json_t *events = json_object_get(view, "events");
@@ -208,9 +207,8 @@ static int run_follows(call *c, const json_t *r, const char *name, bool *same)
  * JSON list, caller decrefs). */
 static int runs_since(call *c, int64_t since, const char *name, json_t **out)
 {
-    const char *args[1] = {WHATIF_MAX_RUNS};
     json_t *j = NULL;
-    int rc = store_call(c->st, "list_runs", 1, args, &j);
+    int rc = q_list_runs(c->st, WHATIF_MAX_RUNS, &j);
     if (rc != STATUS_OK)
         return call_fail_status(c, rc, "runs");
     const json_t *runs = json_object_get(j, "runs");

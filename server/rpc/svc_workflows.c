@@ -88,7 +88,7 @@ static int list_workflows(call *c, const ProtobufCMessage *in, ProtobufCMessage 
 {
     (void)in;
     json_t *j = NULL;
-    int rc = store_call(c->st, "list_workflows", 0, NULL, &j);
+    int rc = q_list_workflows(c->st, &j);
     if (rc != STATUS_OK)
         return call_fail_status(c, rc, "workflows");
     json_t *list = json_object_get(j, "workflows");
@@ -121,9 +121,8 @@ static int get_workflow(call *c, const ProtobufCMessage *in, ProtobufCMessage **
     if (!ref_ok(req->workflow))
         return call_fail(c, RPC_INVALID_ARGUMENT,
                          "workflow: a version or a name, 1 to 128 of [A-Za-z0-9._-]");
-    const char *args[1] = {req->workflow};
     json_t *j = NULL;
-    int rc = store_call(c->st, "get_workflow", 1, args, &j);
+    int rc = q_get_workflow(c->st, req->workflow, &j);
     if (rc == STATUS_ENOTFOUND)
         return call_fail_statusf(c, rc, "workflow %s is not applied to this graph", req->workflow);
     if (rc != STATUS_OK)

@@ -56,7 +56,7 @@ struct executor {
 static void executor_reap(executor_thread *t)
 {
     json_t *reply = NULL;
-    if (store_call(t->st, "reap_leases", 0, NULL, &reply) != STATUS_OK) {
+    if (q_reap_leases(t->st, &reply) != STATUS_OK) {
         json_decref(reply);
         return; /* the next round tries again */
     }
@@ -82,9 +82,8 @@ static bool executor_one(executor_thread *t)
 {
     char lease_ms[16];
     snprintf(lease_ms, sizeof lease_ms, "%d", EXECUTOR_LEASE_MS);
-    const char *args[2] = {t->owner, lease_ms};
     json_t *reply = NULL;
-    if (store_call(t->st, "claim_run", 2, args, &reply) != STATUS_OK) {
+    if (q_claim_run(t->st, t->owner, lease_ms, &reply) != STATUS_OK) {
         json_decref(reply);
         return false;
     }
@@ -252,7 +251,7 @@ int executor_release_dead_local(store *st, size_t *n_released)
         snprintf(me, sizeof me, "host");
     me[sizeof me - 1] = '\0';
     json_t *reply = NULL;
-    int rc = store_call(st, "list_leases", 0, NULL, &reply);
+    int rc = q_list_leases(st, &reply);
     if (rc != STATUS_OK) {
         json_decref(reply);
         return rc;
@@ -272,9 +271,8 @@ int executor_release_dead_local(store *st, size_t *n_released)
             continue;
         if (kill((pid_t)pid, 0) == 0 || errno != ESRCH)
             continue; /* alive, or not ours to judge */
-        const char *args[2] = {id, owner};
         json_t *r = NULL;
-        if (store_call(st, "release_lease", 2, args, &r) == STATUS_OK && n_released != NULL &&
+        if (q_release_lease(st, id, owner, &r) == STATUS_OK && n_released != NULL &&
             json_is_true(json_object_get(r, "released")))
             (*n_released)++;
         json_decref(r);

@@ -154,10 +154,8 @@ static void exec_renew(exec_state *x)
     json_decref(counters);
     json_t *reply = NULL;
     int rc = STATUS_ENOMEM;
-    if (text) {
-        const char *args[4] = {x->run_id, x->lease->owner, lease_ms, text};
-        rc = store_call(x->g->st, "renew_lease", 4, args, &reply);
-    }
+    if (text)
+        rc = q_renew_lease(x->g->st, x->run_id, x->lease->owner, lease_ms, text, &reply);
     free(text);
     clock_gettime(CLOCK_MONOTONIC, &x->last_renew);
     if (rc != STATUS_OK || !json_is_true(json_object_get(reply, "held"))) {
@@ -224,9 +222,8 @@ static int contents_of(const gate_env *g, const id_list *ids, char ***out)
     if (!c)
         return STATUS_ENOMEM;
     for (size_t i = 0; i < ids->n; i++) {
-        const char *args[1] = {ids->ids[i]};
         json_t *a = NULL;
-        int rc = store_call(g->st, "get_artifact", 1, args, &a);
+        int rc = q_get_artifact(g->st, ids->ids[i], &a);
         const char *s = rc == STATUS_OK ? json_string_value(json_object_get(a, "content")) : NULL;
         c[i] = s ? strdup(s) : NULL;
         json_decref(a);
@@ -436,10 +433,9 @@ static char *approval_detail(const exec_state *x, const char *id, const char *ke
  * "refused"), in state (16 bytes); "" when it could not be read. */
 static void approval_state(const gate_env *g, const char *id, char state[16])
 {
-    const char *args[1] = {id};
     json_t *r = NULL;
     state[0] = '\0';
-    if (store_call(g->st, "get_approval", 1, args, &r) == STATUS_OK) {
+    if (q_get_approval(g->st, id, &r) == STATUS_OK) {
         const char *v = json_string_value(json_object_get(json_object_get(r, "approval"), "state"));
         snprintf(state, 16, "%s", v ? v : "");
     }
@@ -670,10 +666,9 @@ static void exec_checkpoint(exec_state *x, size_t next, const id_list *handoffs)
     json_t *c = cursor_of(x, next, handoffs);
     char *token = NULL;
     if (c && checkpoint_seal(c, &token) == STATUS_OK) {
-        const char *args[4] = {x->run_id, x->lease->owner,
-                               json_string_value(json_object_get(c, "id")), token};
         json_t *reply = NULL;
-        (void)store_call(x->g->st, "save_checkpoint", 4, args, &reply);
+        (void)q_save_checkpoint(x->g->st, x->run_id, x->lease->owner,
+                                json_string_value(json_object_get(c, "id")), token, &reply);
         json_decref(reply);
     }
     free(token);
@@ -838,9 +833,8 @@ int runner_submit(const gate_env *g, const char *task, const char *mode, const j
     json_decref(empty);
     if (!text)
         return STATUS_ENOMEM;
-    const char *args[2] = {run_id, text};
     json_t *reply = NULL;
-    rc = store_call(g->st, "enqueue_run", 2, args, &reply);
+    rc = q_enqueue_run(g->st, run_id, text, &reply);
     free(text);
     json_decref(reply);
     return rc;
@@ -853,9 +847,8 @@ int runner_submit(const gate_env *g, const char *task, const char *mode, const j
 static int resume_cursor(const gate_env *g, const char *run_id, exec_state *x, json_t **cursor,
                          const char **why)
 {
-    const char *args[1] = {run_id};
     json_t *r = NULL;
-    int rc = store_call(g->st, "get_checkpoint", 1, args, &r);
+    int rc = q_get_checkpoint(g->st, run_id, &r);
     if (rc != STATUS_OK) {
         json_decref(r);
         return rc;
@@ -936,9 +929,8 @@ int runner_execute(const gate_env *g, const char *run_id, const runner_lease *le
         rc = drive(g, run_id, mode, &x, cursor);
     }
     json_decref(cursor);
-    const char *args[2] = {run_id, lease->owner};
     json_t *reply = NULL;
-    (void)store_call(g->st, "release_lease", 2, args, &reply); /* else it lapses */
+    (void)q_release_lease(g->st, run_id, lease->owner, &reply); /* else it lapses */
     json_decref(reply);
     return rc;
 }
@@ -993,8 +985,7 @@ static int permitted_inputs(const gate_env *g, const char *ctx_id, const id_list
 
 static int get_run(const gate_env *g, const char *run_id, json_t **view)
 {
-    const char *args[3] = {run_id, "0", "1"};
-    return store_call(g->st, "get_run", 3, args, view);
+    return q_get_run(g->st, run_id, "0", "1", NULL, NULL, view);
 }
 
 /* The recovery of a run already claimed (status recovering): opens a fresh recovery-step
@@ -1119,9 +1110,8 @@ int runner_execute_recovery(const gate_env *g, const char *run_id, const runner_
         finish_stopped(g, run_id, &x);
     }
     guard_decision_free(&rec.decision);
-    const char *args[2] = {run_id, lease->owner};
     json_t *reply = NULL;
-    (void)store_call(g->st, "release_lease", 2, args, &reply); /* else it lapses */
+    (void)q_release_lease(g->st, run_id, lease->owner, &reply); /* else it lapses */
     json_decref(reply);
     return STATUS_OK;
 }

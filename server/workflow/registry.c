@@ -156,9 +156,8 @@ int registry_install(store *st, workflow *wf, json_t **info, const workflow **ou
         registry_err(err, errlen, "%s", "out of memory");
         return STATUS_ENOMEM;
     }
-    const char *args[3] = {meta_text, wf->definition, seed_text};
     json_t *reply = NULL;
-    int rc = store_call(st, "put_workflow", 3, args, &reply);
+    int rc = q_put_workflow(st, meta_text, wf->definition, seed_text, &reply);
     free(seed_text);
     free(meta_text);
     if (rc != STATUS_OK) {
@@ -217,9 +216,8 @@ static int registry_lookup(store *st, const char *ref, bool cached_ok, const wor
         return STATUS_EINVAL;
     if (cached_ok && registry_is_version(ref) && (*out = registry_find(ref)) != NULL)
         return STATUS_OK;
-    const char *args[1] = {ref};
     json_t *reply = NULL;
-    int rc = store_call(st, "get_workflow", 1, args, &reply);
+    int rc = q_get_workflow(st, ref, &reply);
     if (rc != STATUS_OK)
         return rc;
     const char *version =
@@ -272,9 +270,8 @@ int registry_held(store *st, const char *ref, const workflow **out)
 int registry_run_workflow(store *st, const char *run_id, const workflow **out)
 {
     *out = NULL;
-    const char *args[1] = {run_id};
     json_t *reply = NULL;
-    int rc = store_call(st, "run_workflow", 1, args, &reply);
+    int rc = q_run_workflow(st, run_id, &reply);
     if (rc != STATUS_OK)
         return rc;
     const char *version = json_string_value(json_object_get(reply, "workflow"));

@@ -119,7 +119,7 @@ store *harness_store_open(const char *graph)
 void harness_require_empty_graph(store *st)
 {
     json_t *j = NULL;
-    int rc = store_call(st, "graph_stats", 0, NULL, &j);
+    int rc = q_graph_stats(st, &j);
     if (rc != STATUS_OK) {
         fprintf(stderr, "harness: charter_graph_stats failed (%d): %s\n", rc, store_last_error(st));
         exit(1);
