@@ -7,7 +7,10 @@
  * slow calls leave the listener responsive, and every error class answers its
  * Connect code with the matching status: bad JSON, unknown field, wrong type, unknown method,
  * missing or wrong token, a viewer calling an operator method, an unknown run, oversized body,
- * wrong content type, a foreign Origin or Host, a malformed Connect-Timeout-Ms.
+ * wrong content type, a foreign Origin or Host, a malformed Connect-Timeout-Ms. And the
+ * listener's own limits, with a raw client where curl cannot say it: the token and the
+ * declared length judged before the body is read, chunked bodies read and counted, total
+ * deadlines for headers and body, the connection cap.
  */
 #include <arpa/inet.h>
 #include <fcntl.h>
@@ -276,10 +279,10 @@ static long now_ms(void)
     return (long)t.tv_sec * 1000L + t.tv_nsec / 1000000L;
 }
 
-/* Calls held up by the database hold workers, never NNG's HTTP threads: with 16 calls stuck
- * behind a paused Redis (more than NNG has threads: twice the cores, at least 2), /healthz
- * still answers while they are stuck, and every stuck call is answered once the pause ends.
- * Were a handler to wait for its call, /healthz would wait for the pause to end. */
+/* Calls held up by the database hold workers, never libmicrohttpd's threads: with 16 calls
+ * stuck behind a paused Redis (more than the listener has threads: 2 to 4), /healthz still
+ * answers while they are stuck, and every stuck call is answered once the pause ends. Were a
+ * handler to wait for its call, /healthz would wait for the pause to end. */
 static void test_slow_calls_do_not_hold_the_http_threads(void)
 {
     enum { N = 16, PAUSE_MS = 5000 };
@@ -322,7 +325,9 @@ static void test_slow_calls_do_not_hold_the_http_threads(void)
     CU_ASSERT(now_ms() - t0 >= PAUSE_MS - 100); /* they were held up by the pause */
 }
 
-static void test_chunked_body_is_refused(void)
+/* A chunked body (Transfer-Encoding: chunked, as @connectrpc/connect-node sends) is read and
+ * decoded like one with Content-Length; NNG's server read it as empty. */
+static void test_chunked_body_is_read(void)
 {
     http_reply r;
     char url[128];
@@ -336,13 +341,216 @@ static void test_chunked_body_is_refused(void)
                           "-H",
                           "Authorization: Bearer " HARNESS_OPERATOR_TOKEN,
                           "--data-binary",
-                          "{\"mode\":\"external\"}",
+                          "{\"mode\":\"external\",\"task\":\"sent in chunks\"}",
                           url,
                           NULL};
     CU_ASSERT_EQUAL(curl_run(args, &r), 0);
-    expect(&r, 400,
-           "{\"code\":\"invalid_argument\",\"message\":\"send the body with Content-Length "
-           "(chunked bodies are not read)\"}");
+    CU_ASSERT_EQUAL(r.status, 200);
+    CU_ASSERT_PTR_NOT_NULL(strstr(r.body, "\"task\":\"sent in chunks\",\"mode\":\"external\""));
+}
+
+/* A chunked body has no length to refuse on the headers: it is counted as it arrives, kept up
+ * to the limit, and answered resource_exhausted once it ends past it; past twice the limit the
+ * connection is closed without reading on. */
+static void test_chunked_body_over_the_limit_is_refused(void)
+{
+    char url[128];
+    snprintf(url, sizeof url, "%s/charter.v1.Runs/ListRuns", g_base);
+    size_t sizes[] = {MAX_MESSAGE + 100, 3 * MAX_MESSAGE};
+    for (size_t k = 0; k < 2; k++) {
+        size_t n = sizes[k];
+        char *body = malloc(n + 1);
+        CU_ASSERT_PTR_NOT_NULL_FATAL(body);
+        memset(body, ' ', n);
+        body[0] = '{';
+        body[n - 1] = '}';
+        body[n] = '\0';
+        const char *args[] = {"-X",
+                              "POST",
+                              "-H",
+                              "Content-Type: application/json",
+                              "-H",
+                              "Transfer-Encoding: chunked",
+                              "-H",
+                              "Authorization: Bearer " HARNESS_OPERATOR_TOKEN,
+                              "--data-binary",
+                              body,
+                              url,
+                              NULL};
+        http_reply r;
+        int rc = curl_run(args, &r);
+        if (k == 0) {
+            CU_ASSERT_EQUAL(rc, 0);
+            char want[160];
+            snprintf(want, sizeof want,
+                     "{\"code\":\"resource_exhausted\",\"message\":\"request body exceeds the "
+                     "%d byte limit\"}",
+                     MAX_MESSAGE);
+            expect(&r, 429, want);
+        } else {
+            CU_ASSERT_EQUAL(r.status, 0); /* closed, no answer */
+        }
+        free(body);
+    }
+    http_reply r;
+    char hz[128];
+    snprintf(hz, sizeof hz, "%s/healthz", g_base);
+    const char *args[] = {hz, NULL};
+    CU_ASSERT_EQUAL(curl_run(args, &r), 0);
+    CU_ASSERT_EQUAL(r.status, 200);
+}
+
+/* The token and the declared length are judged on the headers: a request that sends its
+ * headers and no body is answered at once, where a listener that reads the body first would
+ * wait for bytes that never come. Within the limit without a token, far beyond it without one,
+ * with a token that is no token of this charterd, and beyond it with the operator's. */
+static void test_body_is_not_read_before_the_token_and_length_are_checked(void)
+{
+    static const struct {
+        const char *auth;
+        const char *length;
+        int status;
+        const char *body;
+    } cases[] = {
+        {NULL, "60000", 401,
+         "{\"code\":\"unauthenticated\",\"message\":\"missing credentials: send metadata "
+         "\\\"authorization: Bearer <token>\\\"\"}"},
+        {NULL, "100000000", 401,
+         "{\"code\":\"unauthenticated\",\"message\":\"missing credentials: send metadata "
+         "\\\"authorization: Bearer <token>\\\"\"}"},
+        {"not-the-token-at-all-0123456789", "60000", 401,
+         "{\"code\":\"unauthenticated\",\"message\":\"invalid token\"}"},
+        {"chc_0123", "60000", 401, "{\"code\":\"unauthenticated\",\"message\":\"invalid token\"}"},
+        {HARNESS_OPERATOR_TOKEN, "100000000", 429,
+         "{\"code\":\"resource_exhausted\",\"message\":\"request of 100000000 bytes exceeds the "
+         "65536 byte limit\"}"},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        int fd = harness_http_connect(g_hostport);
+        CU_ASSERT_FATAL(fd >= 0);
+        char req[512], auth[160] = "";
+        if (cases[i].auth != NULL) {
+            snprintf(auth, sizeof auth, "Authorization: Bearer %s\r\n", cases[i].auth);
+        }
+        snprintf(req, sizeof req,
+                 "POST /charter.v1.Runs/ListRuns HTTP/1.1\r\nHost: %s\r\nContent-Type: "
+                 "application/json\r\n%sContent-Length: %s\r\n\r\n",
+                 g_hostport, auth, cases[i].length);
+        CU_ASSERT_EQUAL(harness_http_send(fd, req, strlen(req)), 0);
+        char body[1024];
+        int status = harness_http_response(fd, 10000, body, sizeof body);
+        if (status != cases[i].status || strcmp(body, cases[i].body) != 0) {
+            fprintf(stderr, "\n  case %zu: got %d %s\n", i, status, body);
+        }
+        CU_ASSERT_EQUAL(status, cases[i].status);
+        CU_ASSERT_STRING_EQUAL(body, cases[i].body);
+        close(fd);
+    }
+}
+
+/* A charterd of this suite's own with extra options; its HTTP address into hostport. */
+static int start_own(const char *name, const char *const *extra, size_t n_extra,
+                     harness_charterd *d, char *graph, size_t graph_n, char *hostport, size_t hp_n)
+{
+    harness_graph_name(graph, graph_n, name);
+    snprintf(hostport, hp_n, "127.0.0.1:%d", free_port());
+    const char *args[16];
+    size_t n = 0;
+    args[n++] = "--http";
+    args[n++] = hostport;
+    for (size_t i = 0; i < n_extra && n < 16; i++) {
+        args[n++] = extra[i];
+    }
+    harness_charterd_opts o;
+    memset(&o, 0, sizeof o);
+    o.graph = graph;
+    o.extra_args = args;
+    o.n_extra = n;
+    return harness_charterd_start(&o, d);
+}
+
+/* Slow clients are bounded by totals, not by inactivity: one byte every 200 ms keeps
+ * libmicrohttpd's inactivity timer from firing, yet a request whose headers are not in within
+ * --http-header-timeout, or whose body is not in within --http-body-timeout after them, has its
+ * connection closed, unanswered. Each trickle would go on for 15 s. */
+static void test_slow_headers_and_bodies_are_closed_at_their_deadlines(void)
+{
+    char graph[64], hostport[32];
+    harness_charterd d;
+    const char *extra[] = {"--http-header-timeout", "1", "--http-body-timeout", "1"};
+    CU_ASSERT_EQUAL_FATAL(
+        start_own("httpslow", extra, 4, &d, graph, sizeof graph, hostport, sizeof hostport), 0);
+    char head[256];
+    snprintf(head, sizeof head, "GET /healthz HTTP/1.1\r\nHost: %s\r\nX-Slow: ", hostport);
+    int fd = harness_http_connect(hostport);
+    CU_ASSERT_FATAL(fd >= 0);
+    CU_ASSERT_EQUAL(harness_http_send(fd, head, strlen(head)), 0);
+    bool answered = true;
+    int sent = harness_http_trickle(fd, "abcdefgh", 200, 75, &answered);
+    printf("\n    slow headers: closed after %d more bytes\n", sent);
+    CU_ASSERT(sent >= 0);
+    CU_ASSERT_FALSE(answered);
+    close(fd);
+
+    char req[512];
+    snprintf(req, sizeof req,
+             "POST /charter.v1.Runs/ListRuns HTTP/1.1\r\nHost: %s\r\nContent-Type: "
+             "application/json\r\nAuthorization: Bearer " HARNESS_OPERATOR_TOKEN
+             "\r\nContent-Length: 1000\r\n\r\n{",
+             hostport);
+    fd = harness_http_connect(hostport);
+    CU_ASSERT_FATAL(fd >= 0);
+    CU_ASSERT_EQUAL(harness_http_send(fd, req, strlen(req)), 0);
+    sent = harness_http_trickle(fd, " ", 200, 75, &answered);
+    printf("    slow body: closed after %d more bytes\n", sent);
+    CU_ASSERT(sent >= 0);
+    CU_ASSERT_FALSE(answered);
+    close(fd);
+    CU_ASSERT_EQUAL(harness_charterd_stop(&d), 0);
+    harness_graph_drop(graph);
+}
+
+/* One GET /healthz on fd, kept alive; its status. */
+static int healthz_on(int fd, const char *hostport, int wait_ms)
+{
+    char req[160];
+    snprintf(req, sizeof req, "GET /healthz HTTP/1.1\r\nHost: %s\r\n\r\n", hostport);
+    if (harness_http_send(fd, req, strlen(req)) != 0) {
+        return -1;
+    }
+    char body[256];
+    return harness_http_response(fd, wait_ms, body, sizeof body);
+}
+
+/* With --http-max-connections 2 and two connections open (each answered once, so accepted),
+ * a third is not served while they stay: its request is answered only after one of them
+ * closes. */
+static void test_a_connection_past_the_cap_waits_for_a_free_one(void)
+{
+    char graph[64], hostport[32];
+    harness_charterd d;
+    const char *extra[] = {"--http-max-connections", "2"};
+    CU_ASSERT_EQUAL_FATAL(
+        start_own("httpcap", extra, 2, &d, graph, sizeof graph, hostport, sizeof hostport), 0);
+    int a = harness_http_connect(hostport);
+    int b = harness_http_connect(hostport);
+    CU_ASSERT_FATAL(a >= 0 && b >= 0);
+    CU_ASSERT_EQUAL(healthz_on(a, hostport, 10000), 200);
+    CU_ASSERT_EQUAL(healthz_on(b, hostport, 10000), 200);
+    int c = harness_http_connect(hostport); /* completed by the kernel, held in the backlog */
+    CU_ASSERT_FATAL(c >= 0);
+    char req[160];
+    snprintf(req, sizeof req, "GET /healthz HTTP/1.1\r\nHost: %s\r\n\r\n", hostport);
+    CU_ASSERT_EQUAL(harness_http_send(c, req, strlen(req)), 0);
+    CU_ASSERT_FALSE(harness_http_readable(c, 1000)); /* not served while a and b are open */
+    close(a);
+    char body[256];
+    CU_ASSERT_EQUAL(harness_http_response(c, 10000, body, sizeof body), 200);
+    CU_ASSERT_STRING_EQUAL(body, "{\"status\":\"serving\"}");
+    close(b);
+    close(c);
+    CU_ASSERT_EQUAL(harness_charterd_stop(&d), 0);
+    harness_graph_drop(graph);
 }
 
 /* --- every error class -------------------------------------------------------------------- */
@@ -563,6 +771,61 @@ static void test_calls_past_the_bound_are_refused_at_once(void)
     harness_graph_drop(graph2);
 }
 
+/* charter_workers_busy from the /metrics of the charterd at hostport, or -1. */
+static int workers_busy(const char *hostport)
+{
+    int fd = harness_http_connect(hostport);
+    if (fd < 0) {
+        return -1;
+    }
+    char req[128];
+    snprintf(req, sizeof req, "GET /metrics HTTP/1.1\r\nHost: %s\r\n\r\n", hostport);
+    static char body[60000];
+    int status = harness_http_send(fd, req, strlen(req)) == 0
+                     ? harness_http_response(fd, 10000, body, sizeof body)
+                     : 0;
+    close(fd);
+    const char *g = status == 200 ? strstr(body, "\ncharter_workers_busy ") : NULL;
+    return g != NULL ? atoi(g + strlen("\ncharter_workers_busy ")) : -1;
+}
+
+/* A stop answers the HTTP calls in progress before charterd exits: a call sent chunked (as
+ * connect-node sends) is held at a worker by a paused Redis (seen on charter_workers_busy)
+ * when SIGTERM comes, and its caller still gets its answer. libmicrohttpd may stop only with
+ * no connection suspended, so the listener waits for the answers to go out, not only for the
+ * calls to come back. */
+static void test_stop_answers_a_chunked_call_in_progress(void)
+{
+    char graph[64], hostport[32];
+    harness_charterd d;
+    CU_ASSERT_EQUAL_FATAL(
+        start_own("httpstop", NULL, 0, &d, graph, sizeof graph, hostport, sizeof hostport), 0);
+    int fd = harness_http_connect(hostport);
+    CU_ASSERT_FATAL(fd >= 0);
+    char req[512];
+    snprintf(req, sizeof req,
+             "POST /charter.v1.Runs/ListRuns HTTP/1.1\r\nHost: %s\r\nContent-Type: "
+             "application/json\r\nAuthorization: Bearer " HARNESS_OPERATOR_TOKEN
+             "\r\nTransfer-Encoding: chunked\r\n\r\nb\r\n{\"limit\":1}\r\n0\r\n\r\n",
+             hostport);
+    CU_ASSERT_EQUAL_FATAL(harness_redis_pause(3000), 0);
+    CU_ASSERT_EQUAL(harness_http_send(fd, req, strlen(req)), 0);
+    int busy = -1;
+    for (int i = 0; i < 100 && busy != 1; i++) {
+        if ((busy = workers_busy(hostport)) != 1) {
+            harness_sleep_ms(20);
+        }
+    }
+    CU_ASSERT_EQUAL(busy, 1);
+    CU_ASSERT_EQUAL(harness_charterd_stop(&d), 0); /* SIGTERM, then waits for the exit */
+    char body[256];
+    CU_ASSERT_EQUAL(harness_http_response(fd, 5000, body, sizeof body), 200);
+    CU_ASSERT_STRING_EQUAL(body, "{}");
+    close(fd);
+    harness_redis_unpause();
+    harness_graph_drop(graph);
+}
+
 /* --- the suite ---------------------------------------------------------------------------- */
 
 /* The suite pauses the database: on a redis-server of its own (harness_suite_redis_start). */
@@ -625,7 +888,12 @@ static const struct {
     T(test_foreign_origin_is_refused),
     T(test_foreign_host_is_refused),
     T(test_malformed_timeout_header_is_invalid_argument),
-    T(test_chunked_body_is_refused),
+    T(test_chunked_body_is_read),
+    T(test_chunked_body_over_the_limit_is_refused),
+    T(test_body_is_not_read_before_the_token_and_length_are_checked),
+    T(test_slow_headers_and_bodies_are_closed_at_their_deadlines),
+    T(test_a_connection_past_the_cap_waits_for_a_free_one),
+    T(test_stop_answers_a_chunked_call_in_progress),
     T(test_calls_past_the_bound_are_refused_at_once),
 };
 

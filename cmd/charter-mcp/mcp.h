@@ -7,7 +7,7 @@
  *
  * Files: mcp_main.c (options, workflow, stdio loop), mcp_jsonrpc.c (JSON-RPC 2.0 and the MCP
  * lifecycle), mcp_tools.c (the tools of a step), mcp_async.c (runs charterd executes: start,
- * wait, cancel, events, receipt), mcp_http.c (Streamable HTTP on NNG's server).
+ * wait, cancel, events, receipt), mcp_http.c (Streamable HTTP on libmicrohttpd).
  */
 #ifndef CHARTER_MCP_H
 #define CHARTER_MCP_H
@@ -46,8 +46,10 @@ typedef struct {
     bool first_step;       /* may start runs */
     const char *next_step; /* the step that receives this one's output, or NULL */
     bool public_render;    /* output is rendered from public_fields */
-    pthread_mutex_t lock;  /* serializes tool calls (HTTP handlers run on NNG threads) */
 } mcp_server;
+/* Everything in mcp_server is set before serving starts and only read afterwards, and
+ * libcharter's client takes calls from any number of threads at once: HTTP sessions call tools
+ * concurrently, each holding only its own mcp_session. */
 
 /* What one MCP session holds. Everything here was set by charter-mcp from charterd's answers;
  * nothing is taken from the model. */
@@ -121,8 +123,27 @@ json_t *mcp_async_cancel(mcp_server *srv, mcp_session *s, const json_t *args);
 json_t *mcp_async_events(mcp_server *srv, mcp_session *s, const json_t *args);
 json_t *mcp_async_receipt(mcp_server *srv, mcp_session *s, const json_t *args);
 
-/* Serves Streamable HTTP on addr ("127.0.0.1:PORT") until SIGINT/SIGTERM. token, when not
- * NULL, is the bearer credential HTTP clients must present. Returns 0 or -1 (printed). */
-int mcp_http_serve(mcp_server *srv, const char *addr, const char *token);
+/* Defaults of the HTTP transport's limits (the --http-* options). */
+#define MCP_HTTP_DEFAULT_MAX_CONNECTIONS 64
+#define MCP_HTTP_DEFAULT_MAX_SESSIONS 64
+#define MCP_HTTP_DEFAULT_SESSIONS_PER_CREDENTIAL 16
+#define MCP_HTTP_DEFAULT_HEADER_TIMEOUT_S 10
+#define MCP_HTTP_DEFAULT_BODY_TIMEOUT_S 30
+#define MCP_HTTP_DEFAULT_IDLE_TIMEOUT_S 30
+
+typedef struct {
+    const char *addr;                 /* "127.0.0.1:PORT", "localhost:PORT" or "[::1]:PORT" */
+    const char *const *tokens;        /* the bearer credentials clients may present (borrowed) */
+    size_t n_tokens;                  /* 0: no credential required (--http-no-auth) */
+    unsigned max_connections;         /* connections open at once (each its own thread) */
+    unsigned max_sessions;            /* sessions held at once */
+    unsigned sessions_per_credential; /* sessions one credential may hold at once */
+    unsigned header_timeout_s;        /* seconds for a request's line and headers (0: no limit) */
+    unsigned body_timeout_s;          /* seconds for its body once the headers are in (0: none) */
+    unsigned idle_timeout_s;          /* seconds without a byte either way closes (0: none) */
+} mcp_http_opts;
+
+/* Serves Streamable HTTP until SIGINT/SIGTERM. Returns 0 or -1 (printed). */
+int mcp_http_serve(mcp_server *srv, const mcp_http_opts *o);
 
 #endif

@@ -1,16 +1,30 @@
 /*
  * mcp_http.c - the Streamable HTTP transport of charter-mcp (MCP revision 2025-11-25, also
- * 2025-06-18 and 2025-03-26) on NNG's HTTP server: one endpoint, /mcp. POST carries one
- * JSON-RPC message and gets its answer as JSON (or as one SSE event when the client accepts
- * only text/event-stream); initialize issues an Mcp-Session-Id; DELETE ends a session; GET is
- * 405 since the server offers no stream of its own. Host and Origin must be loopback names (DNS
+ * 2025-06-18 and 2025-03-26) on libmicrohttpd: one endpoint, /mcp. POST carries one JSON-RPC
+ * message and gets its answer as JSON (or as one SSE event when the client accepts only
+ * text/event-stream); initialize issues an Mcp-Session-Id; DELETE ends a session; GET is 405
+ * since the server offers no stream of its own. Host and Origin must be loopback names (DNS
  * rebinding), and a bearer credential is required unless --http-no-auth was given.
+ *
+ * Everything that needs no body is decided on the headers, before a byte of the body is read:
+ * Host, Origin, the credential, the method, Accept, Content-Type, and a declared length above
+ * MCP_HTTP_BODY_LIMIT (413). A body is kept up to MCP_MAX_MESSAGE; a longer one (up to the body
+ * limit, and only from a client holding a credential) is counted and dropped, and answered with
+ * the JSON-RPC error a longer stdio line gets. Each connection has its own libmicrohttpd thread
+ * (tool calls wait for charterd), at most --http-max-connections of them; headers and body have
+ * total deadlines (server/rpc/http_guard.h).
+ *
+ * Sessions live in a table under one short lock (find, create, end); each session's requests
+ * are serialized by the session's own lock, so one session's slow tool call never holds
+ * another's. charterd is reached through one libcharter client, which is thread-safe (a context
+ * per call). A session belongs to the credential that opened it: another credential's requests
+ * do not find it, and each credential holds at most --http-sessions-per-credential sessions.
  */
 #include <ctype.h>
-#include <nng/nng.h>
-#include <nng/supplemental/http/http.h>
+#include <microhttpd.h>
 #include <openssl/crypto.h>
 #include <openssl/rand.h>
+#include <openssl/sha.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -19,38 +33,59 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "rpc/http_guard.h"
 #include "mcp.h"
 
-#define MAX_SESSIONS 64
 /* A session unused this long is gone (its next request gets 404, and the client initializes
  * anew, as the MCP transport specifies); with every slot taken, a new session replaces the one
  * unused longest if that one has been idle at least SESSION_EVICT_S. Seconds. */
 #define SESSION_IDLE_S (30 * 60)
 #define SESSION_EVICT_S 60
-/* NNG answers 400 itself above this; between MCP_MAX_MESSAGE and this, a JSON-RPC error. */
-#define BODY_LIMIT (4 * MCP_MAX_MESSAGE)
+/* Bodies above this are refused on their headers (413); between MCP_MAX_MESSAGE and this, a
+ * client holding a credential gets the JSON-RPC error for an oversized message. */
+#define MCP_HTTP_BODY_LIMIT (4 * MCP_MAX_MESSAGE)
+/* A request refused on its headers with a body of at most this many bytes (or a chunked one)
+ * has the body drained, never kept, before the answer; a larger one is not read at all. */
+#define MCP_HTTP_DRAIN_MAX ((size_t)16 * 1024)
+/* libmicrohttpd's memory per connection: the request line and headers must fit (else 431). */
+#define MCP_HTTP_CONNECTION_MEMORY ((size_t)64 * 1024)
+/* Descriptors kept free besides those open at start: the connection to charterd, stdio. */
+#define MCP_HTTP_FD_RESERVE 64
 
 typedef struct {
-    bool used;
+    bool used;   /* the slot holds a session (live, or ending while busy) */
+    bool ending; /* ended (DELETE, eviction): not found any more; reset when idle */
     char id[33];
-    time_t last_used; /* CLOCK_MONOTONIC seconds of its last request */
+    size_t cred;        /* the credential that opened it */
+    time_t last_used;   /* CLOCK_MONOTONIC seconds of its last request */
+    unsigned busy;      /* requests holding it now */
+    pthread_mutex_t mu; /* serializes the session's requests: s is not shared */
     mcp_session s;
 } http_session;
 
 typedef struct {
     mcp_server *srv;
-    const char *token; /* NULL: no credential required */
-    char port[8];
-    http_session sessions[MAX_SESSIONS];
+    const mcp_http_opts *o;
+    unsigned char (*digests)[SHA256_DIGEST_LENGTH]; /* of the credentials; none: no auth */
+    size_t n_creds;
+    pthread_mutex_t mu; /* guards the table's slots (not the sessions' contents) */
+    http_session *sessions;
+    size_t n_sessions;
 } http_state;
 
-static volatile sig_atomic_t stop;
+typedef enum { REQ_POST, REQ_DELETE } http_req_kind;
 
-static void on_signal(int sig)
-{
-    (void)sig;
-    stop = 1;
-}
+/* One request from its headers to its completion. */
+typedef struct {
+    http_req_kind kind;
+    size_t cred;
+    unsigned refused;     /* refused on the headers with this status: drained, then answered */
+    const char *why;      /* the refusal's message (static) */
+    bool json_ok, sse_ok; /* what the client accepts */
+    char *body;
+    size_t len, cap;
+    size_t dropped; /* > 0: the body passed MCP_MAX_MESSAGE; its length so far */
+} http_req;
 
 /* Whether a Host or an Origin's host[:port] names this machine's loopback. */
 static bool loopback_host(const char *h, size_t n)
@@ -76,15 +111,27 @@ static bool origin_ok(const char *origin)
     return loopback_host(p, n);
 }
 
-static bool bearer_ok(const http_state *hs, const char *auth)
+/* The index of the credential an Authorization header presents in *cred; false when none
+ * matches. Every credential is compared (digests, constant time), so the time taken does not
+ * tell which came close. */
+static bool bearer_ok(const http_state *hs, const char *auth, size_t *cred)
 {
-    if (!hs->token)
+    *cred = 0;
+    if (hs->n_creds == 0)
         return true;
     if (!auth || strncasecmp(auth, "Bearer ", 7) != 0)
         return false;
-    const char *got = auth + 7;
-    size_t n = strlen(hs->token);
-    return strlen(got) == n && CRYPTO_memcmp(got, hs->token, n) == 0;
+    unsigned char d[SHA256_DIGEST_LENGTH];
+    if (!SHA256((const unsigned char *)auth + 7, strlen(auth + 7), d))
+        return false;
+    bool found = false;
+    for (size_t i = 0; i < hs->n_creds; i++) {
+        bool eq = CRYPTO_memcmp(d, hs->digests[i], sizeof d) == 0;
+        if (eq && !found)
+            *cred = i;
+        found |= eq;
+    }
+    return found;
 }
 
 static time_t mono_s(void)
@@ -94,114 +141,166 @@ static time_t mono_s(void)
     return t.tv_sec;
 }
 
-static void session_end(http_session *h);
+/* --- sessions (every function here is called with hs->mu held) --------------------------- */
 
-static http_session *session_find(http_state *hs, const char *id)
+/* Ends h now if nothing holds it, else when the last request holding it is done. */
+static void session_end(http_session *h)
+{
+    h->ending = true;
+    if (h->busy > 0)
+        return;
+    mcp_session_reset(&h->s);
+    h->used = false;
+    h->ending = false;
+    h->id[0] = '\0';
+}
+
+/* The live session id of credential cred, taken (busy); NULL when unknown, ended, expired or
+ * another credential's. */
+static http_session *session_take(http_state *hs, const char *id, size_t cred)
 {
     time_t now = mono_s();
-    for (size_t i = 0; id && i < MAX_SESSIONS; i++) {
+    for (size_t i = 0; id && i < hs->n_sessions; i++) {
         http_session *h = &hs->sessions[i];
-        if (!h->used || strcmp(h->id, id) != 0)
+        if (!h->used || h->ending || h->cred != cred || strcmp(h->id, id) != 0)
             continue;
-        if (now - h->last_used >= SESSION_IDLE_S) {
+        if (h->busy == 0 && now - h->last_used >= SESSION_IDLE_S) {
             session_end(h); /* expired */
             return NULL;
         }
+        h->busy++;
         h->last_used = now;
         return h;
     }
     return NULL;
 }
 
-static http_session *session_new(http_state *hs)
+static void session_give(http_session *h)
 {
-    time_t now = mono_s();
+    h->busy--;
+    h->last_used = mono_s();
+    if (h->ending)
+        session_end(h);
+}
+
+/* The least recently used session that may be replaced: not busy, idle at least
+ * SESSION_EVICT_S, of credential cred (or of any when any). */
+static http_session *session_victim(http_state *hs, size_t cred, bool any, time_t now)
+{
     http_session *oldest = NULL;
-    for (size_t i = 0; i < MAX_SESSIONS; i++) {
+    for (size_t i = 0; i < hs->n_sessions; i++) {
         http_session *h = &hs->sessions[i];
-        if (h->used && now - h->last_used >= SESSION_IDLE_S)
-            session_end(h);
-        if (h->used && (!oldest || h->last_used < oldest->last_used))
+        if (!h->used || h->ending || h->busy > 0 || (!any && h->cred != cred) ||
+            now - h->last_used < SESSION_EVICT_S)
+            continue;
+        if (!oldest || h->last_used < oldest->last_used)
             oldest = h;
     }
-    if (oldest && now - oldest->last_used >= SESSION_EVICT_S) {
-        bool full = true;
-        for (size_t i = 0; i < MAX_SESSIONS && full; i++)
-            full = hs->sessions[i].used;
-        if (full)
-            session_end(oldest);
+    return oldest;
+}
+
+/* A new session of credential cred, taken (busy); NULL with *why when the credential holds
+ * its share of sessions, or every slot is held, none idle long enough to be replaced. */
+static http_session *session_new(http_state *hs, size_t cred, const char **why)
+{
+    time_t now = mono_s();
+    size_t mine = 0, live = 0;
+    for (size_t i = 0; i < hs->n_sessions; i++) {
+        http_session *h = &hs->sessions[i];
+        if (h->used && !h->ending && h->busy == 0 && now - h->last_used >= SESSION_IDLE_S)
+            session_end(h);
+        if (h->used && !h->ending) {
+            live++;
+            mine += h->cred == cred;
+        }
     }
-    for (size_t i = 0; i < MAX_SESSIONS; i++) {
+    /* Without credentials (--http-no-auth) there is no one to count sessions for. */
+    if (hs->n_creds > 0 && mine >= hs->o->sessions_per_credential) {
+        http_session *v = session_victim(hs, cred, false, now);
+        if (!v) {
+            *why = "too many sessions for this credential (end one with DELETE)";
+            return NULL;
+        }
+        session_end(v);
+    } else if (live >= hs->n_sessions) {
+        http_session *v = session_victim(hs, cred, true, now);
+        if (v)
+            session_end(v);
+    }
+    for (size_t i = 0; i < hs->n_sessions; i++) {
         http_session *h = &hs->sessions[i];
         if (h->used)
             continue;
         unsigned char rnd[16];
-        if (RAND_bytes(rnd, sizeof rnd) != 1)
+        if (RAND_bytes(rnd, sizeof rnd) != 1) {
+            *why = "no random bytes for a session id";
             return NULL;
+        }
         for (size_t k = 0; k < sizeof rnd; k++)
             snprintf(h->id + 2 * k, 3, "%02x", rnd[k]);
         memset(&h->s, 0, sizeof h->s);
         h->used = true;
+        h->ending = false;
+        h->cred = cred;
+        h->busy = 1;
         h->last_used = now;
         return h;
     }
+    *why = "too many sessions";
     return NULL;
 }
 
-static void session_end(http_session *h)
-{
-    mcp_session_reset(&h->s);
-    h->used = false;
-    h->id[0] = '\0';
-}
+/* --- answers ------------------------------------------------------------------------------ */
 
-/* Finishes the exchange with status and, when body is not NULL, a JSON (or SSE) body. */
-static void answer(nng_aio *aio, uint16_t status, const char *body, bool sse, const char *session)
+/* Queues an answer with status and, when body is not NULL, a JSON (or SSE) body. */
+static enum MHD_Result answer(struct MHD_Connection *mc, unsigned status, const char *body,
+                              bool sse, const char *session)
 {
-    nng_http_res *res = NULL;
-    if (nng_http_res_alloc(&res) != 0) {
-        nng_aio_finish(aio, NNG_ENOMEM);
-        return;
-    }
-    int rv = nng_http_res_set_status(res, status);
-    if (rv == 0 && session)
-        rv = nng_http_res_set_header(res, "Mcp-Session-Id", session);
-    if (rv == 0 && status == 405)
-        rv = nng_http_res_set_header(res, "Allow", "POST, DELETE");
-    if (rv == 0 && status == 401)
-        rv = nng_http_res_set_header(res, "WWW-Authenticate", "Bearer");
-    if (rv == 0 && body && sse) {
+    char *ev = NULL;
+    const char *data = body ? body : "";
+    if (body && sse) {
         size_t n = strlen(body) + 32;
-        char *ev = malloc(n);
-        rv = ev ? 0 : NNG_ENOMEM;
-        if (ev) {
-            snprintf(ev, n, "event: message\ndata: %s\n\n", body);
-            rv = nng_http_res_set_header(res, "Content-Type", "text/event-stream");
-            if (rv == 0)
-                rv = nng_http_res_copy_data(res, ev, strlen(ev));
-            free(ev);
-        }
-    } else if (rv == 0 && body) {
-        rv = nng_http_res_set_header(res, "Content-Type", "application/json");
-        if (rv == 0)
-            rv = nng_http_res_copy_data(res, body, strlen(body));
-    } else if (rv == 0) {
-        rv = nng_http_res_set_data(res, NULL, 0); /* sets Content-Length: 0 */
+        if (!(ev = malloc(n)))
+            return MHD_NO;
+        snprintf(ev, n, "event: message\ndata: %s\n\n", body);
+        data = ev;
     }
-    if (rv != 0) {
-        nng_http_res_free(res);
-        nng_aio_finish(aio, rv);
-        return;
-    }
-    nng_aio_set_output(aio, 0, res);
-    nng_aio_finish(aio, 0);
+    struct MHD_Response *res =
+        MHD_create_response_from_buffer(strlen(data), (void *)data, MHD_RESPMEM_MUST_COPY);
+    free(ev);
+    if (!res)
+        return MHD_NO;
+    bool ok = true;
+    if (session)
+        ok = MHD_add_response_header(res, "Mcp-Session-Id", session) == MHD_YES;
+    if (ok && status == 405)
+        ok = MHD_add_response_header(res, "Allow", "POST, DELETE") == MHD_YES;
+    if (ok && status == 401)
+        ok = MHD_add_response_header(res, "WWW-Authenticate", "Bearer") == MHD_YES;
+    if (ok && body)
+        ok = MHD_add_response_header(res, "Content-Type",
+                                     sse ? "text/event-stream" : "application/json") == MHD_YES;
+    enum MHD_Result rc = ok ? MHD_queue_response(mc, status, res) : MHD_NO;
+    MHD_destroy_response(res);
+    return rc;
 }
 
-static void answer_error(nng_aio *aio, uint16_t status, int code, const char *message)
+static enum MHD_Result answer_error(struct MHD_Connection *mc, unsigned status, int code,
+                                    const char *message)
 {
     char *text = mcp_jsonrpc_error_text(NULL, code, message);
-    answer(aio, status, text, false, NULL);
+    if (!text)
+        return MHD_NO;
+    enum MHD_Result rc = answer(mc, status, text, false, NULL);
     free(text);
+    return rc;
+}
+
+/* --- requests ----------------------------------------------------------------------------- */
+
+static const char *header(struct MHD_Connection *mc, const char *name)
+{
+    return MHD_lookup_connection_value(mc, MHD_HEADER_KIND, name);
 }
 
 /* Whether the message (raw) is an initialize request; no parse of ours, jansson's. */
@@ -214,164 +313,374 @@ static bool is_initialize(const void *body, size_t len)
     return yes;
 }
 
-static void post(http_state *hs, nng_aio *aio, nng_http_req *req)
+/* The checks of the headers, in the order the answer names the first failure: 0 with r filled
+ * in, or the status of the refusal with its message in *why. */
+static unsigned check_headers(http_state *hs, struct MHD_Connection *mc, const char *method,
+                              http_req *r, const char **why)
 {
-    const char *accept = nng_http_req_get_header(req, "Accept");
-    const char *ctype = nng_http_req_get_header(req, "Content-Type");
-    bool json_ok = !accept || strstr(accept, "application/json") || strstr(accept, "*/*");
-    bool sse_ok = accept && strstr(accept, "text/event-stream");
-    if (!json_ok && !sse_ok) {
-        answer_error(aio, 406, MCP_INVALID_REQUEST,
-                     "Not Acceptable: accept application/json or text/event-stream");
-        return;
+    const char *host = header(mc, "Host");
+    if (!host || !loopback_host(host, strlen(host)) || !origin_ok(header(mc, "Origin"))) {
+        *why = "Forbidden: Host or Origin not allowed";
+        return 403;
+    }
+    if (!bearer_ok(hs, header(mc, "Authorization"), &r->cred)) {
+        *why = "Unauthorized: bearer credential required";
+        return 401;
+    }
+    bool post = strcmp(method, "POST") == 0;
+    if (!post && strcmp(method, "DELETE") != 0) {
+        *why = "Method Not Allowed: no server stream";
+        return 405;
+    }
+    r->kind = post ? REQ_POST : REQ_DELETE;
+    const char *te = header(mc, "Transfer-Encoding");
+    const char *cl = header(mc, "Content-Length");
+    unsigned long long declared = cl && !te ? strtoull(cl, NULL, 10) : 0;
+    if (!post) {
+        *why = "Bad Request: DELETE takes no body";
+        return declared > 0 || te ? 400 : 0;
+    }
+    const char *accept = header(mc, "Accept");
+    const char *ctype = header(mc, "Content-Type");
+    r->json_ok = !accept || strstr(accept, "application/json") || strstr(accept, "*/*");
+    r->sse_ok = accept && strstr(accept, "text/event-stream");
+    if (!r->json_ok && !r->sse_ok) {
+        *why = "Not Acceptable: accept application/json or text/event-stream";
+        return 406;
     }
     if (!ctype || strncasecmp(ctype, "application/json", 16) != 0) {
-        answer_error(aio, 415, MCP_INVALID_REQUEST,
-                     "Unsupported Media Type: Content-Type must be application/json");
-        return;
+        *why = "Unsupported Media Type: Content-Type must be application/json";
+        return 415;
     }
-    void *body = NULL;
-    size_t len = 0;
-    nng_http_req_get_data(req, &body, &len);
-    const char *sid = nng_http_req_get_header(req, "Mcp-Session-Id");
+    if (declared > MCP_HTTP_BODY_LIMIT) {
+        _Static_assert(MCP_MAX_MESSAGE == 1048576, "the message below names the limit");
+        *why = "Content Too Large: message larger than 1048576 bytes";
+        return 413;
+    }
+    if (declared > MCP_MAX_MESSAGE)
+        r->dropped = 1; /* counted and dropped from the first byte */
+    return 0;
+}
+
+/* The first call, headers only. Returns the request to go on with, or NULL after queueing the
+ * answer in *rc. A request refused here never has its body kept: when it declares more than
+ * MCP_HTTP_DRAIN_MAX bytes the answer goes out at once (and libmicrohttpd closes the
+ * connection, the body unread); a smaller or chunked body is drained, counted and dropped, and
+ * the refusal answered when it ends, because clients that write their whole body before
+ * reading (Node's fetch, say) lose an answer sent while they still write. */
+static http_req *begin(http_state *hs, struct MHD_Connection *mc, const char *method,
+                       enum MHD_Result *rc)
+{
+    http_req *r = calloc(1, sizeof *r);
+    if (!r) {
+        *rc = MHD_NO;
+        return NULL;
+    }
+    const char *why = NULL;
+    unsigned status = check_headers(hs, mc, method, r, &why);
+    if (status == 0)
+        return r;
+    const char *te = header(mc, "Transfer-Encoding");
+    const char *cl = header(mc, "Content-Length");
+    if (!te && cl && strtoull(cl, NULL, 10) > MCP_HTTP_DRAIN_MAX) {
+        free(r);
+        *rc = answer_error(mc, status, MCP_INVALID_REQUEST, why);
+        return NULL;
+    }
+    r->refused = status;
+    r->why = why;
+    r->dropped = 0;
+    return r;
+}
+
+/* One piece of the body: kept up to MCP_MAX_MESSAGE, then counted. Returns 0, or -1 to drop
+ * the connection (out of memory, or a chunked body past MCP_HTTP_BODY_LIMIT). */
+static int take(http_req *r, const char *data, size_t n)
+{
+    if (r->dropped == 0 && n > MCP_MAX_MESSAGE - r->len) {
+        r->dropped = r->len;
+        free(r->body);
+        r->body = NULL;
+        r->len = r->cap = 0;
+    }
+    if (r->dropped > 0) {
+        r->dropped += n;
+        return r->dropped > MCP_HTTP_BODY_LIMIT ? -1 : 0;
+    }
+    if (r->len + n > r->cap) {
+        size_t cap = r->cap ? r->cap : 4096;
+        while (cap < r->len + n)
+            cap = cap > MCP_MAX_MESSAGE / 2 ? MCP_MAX_MESSAGE : cap * 2;
+        char *b = realloc(r->body, cap);
+        if (!b)
+            return -1;
+        r->body = b;
+        r->cap = cap;
+    }
+    memcpy(r->body + r->len, data, n);
+    r->len += n;
+    return 0;
+}
+
+/* POST: one JSON-RPC message, in a session (its lock held while it is handled) or, for
+ * initialize, in a new one. */
+static enum MHD_Result post(http_state *hs, struct MHD_Connection *mc, http_req *r)
+{
+    const char *body = r->body ? r->body : "";
+    size_t len = r->dropped > 0 ? r->dropped : r->len;
+    const char *sid = header(mc, "Mcp-Session-Id");
+    const char *why = NULL;
     http_session *h = NULL;
     bool fresh = false;
     if (sid) {
-        h = session_find(hs, sid);
-        if (!h) {
-            answer_error(aio, 404, MCP_INVALID_REQUEST, "Session not found");
-            return;
-        }
+        pthread_mutex_lock(&hs->mu);
+        h = session_take(hs, sid, r->cred);
+        pthread_mutex_unlock(&hs->mu);
+        if (!h)
+            return answer_error(mc, 404, MCP_INVALID_REQUEST, "Session not found");
         /* Unsupported versions are refused (400); absent means 2025-03-26. A supported one
          * other than the negotiated one is served, as the official SDK's server does. */
-        const char *pv = nng_http_req_get_header(req, "MCP-Protocol-Version");
+        const char *pv = header(mc, "MCP-Protocol-Version");
         if (pv && !mcp_protocol_supported(pv)) {
-            answer_error(aio, 400, MCP_INVALID_REQUEST,
-                         "Bad Request: unsupported MCP-Protocol-Version");
-            return;
+            pthread_mutex_lock(&hs->mu);
+            session_give(h);
+            pthread_mutex_unlock(&hs->mu);
+            return answer_error(mc, 400, MCP_INVALID_REQUEST,
+                                "Bad Request: unsupported MCP-Protocol-Version");
         }
     } else if (is_initialize(body, len)) {
-        h = session_new(hs);
-        if (!h) {
-            answer_error(aio, 503, MCP_INTERNAL_ERROR, "too many sessions");
-            return;
-        }
+        pthread_mutex_lock(&hs->mu);
+        h = session_new(hs, r->cred, &why);
+        pthread_mutex_unlock(&hs->mu);
+        if (!h)
+            return answer_error(mc, 503, MCP_INTERNAL_ERROR, why);
         fresh = true;
     }
     /* No session: the message is still checked (its error is the answer), never served. */
     mcp_session scratch = {0};
     char *reply = NULL;
     bool was_init = false;
-    int rc = mcp_jsonrpc_handle(hs->srv, h ? &h->s : &scratch, body, len, &reply, &was_init);
-    if (rc != 0) {
-        if (fresh)
-            session_end(h);
-        answer_error(aio, 500, MCP_INTERNAL_ERROR, "out of memory");
-        return;
+    int rc;
+    if (h) {
+        pthread_mutex_lock(&h->mu);
+        rc = mcp_jsonrpc_handle(hs->srv, &h->s, body, len, &reply, &was_init);
+        pthread_mutex_unlock(&h->mu);
+    } else {
+        rc = mcp_jsonrpc_handle(hs->srv, &scratch, body, len, &reply, &was_init);
+        mcp_session_reset(&scratch);
     }
+    char id[sizeof h->id] = "";
+    if (h) {
+        pthread_mutex_lock(&hs->mu);
+        if ((rc != 0 && fresh) || (fresh && !was_init))
+            session_end(h);
+        else
+            snprintf(id, sizeof id, "%s", h->id);
+        session_give(h);
+        pthread_mutex_unlock(&hs->mu);
+        if (fresh && !was_init)
+            h = NULL;
+    }
+    if (rc != 0)
+        return answer_error(mc, 500, MCP_INTERNAL_ERROR, "out of memory");
     if (!h && reply && strstr(reply, "\"error\"") == NULL) {
         /* Only ping gets here with a result: still a request outside any session. */
         free(reply);
         reply = NULL;
     }
-    if (!h && !reply) {
-        answer_error(aio, 400, MCP_INVALID_REQUEST, "Bad Request: Mcp-Session-Id header required");
-        return;
-    }
-    if (fresh && !was_init) {
-        session_end(h);
-        h = NULL;
-    }
-    uint16_t status = reply ? (h ? 200 : 400) : 202;
-    answer(aio, status, reply, reply && sse_ok && !json_ok, was_init ? h->id : NULL);
+    if (!h && !reply)
+        return answer_error(mc, 400, MCP_INVALID_REQUEST,
+                            "Bad Request: Mcp-Session-Id header required");
+    /* A tool call may have waited on charterd longer than the inactivity timeout: the answer
+     * still goes out (the option restarts libmicrohttpd's timer). */
+    MHD_set_connection_option(mc, MHD_CONNECTION_OPTION_TIMEOUT, hs->o->idle_timeout_s);
+    unsigned status = reply ? (h ? 200 : 400) : 202;
+    enum MHD_Result ret =
+        answer(mc, status, reply, reply && r->sse_ok && !r->json_ok, was_init ? id : NULL);
     free(reply);
+    return ret;
 }
 
-static void on_request(nng_aio *aio)
+static enum MHD_Result delete_session(http_state *hs, struct MHD_Connection *mc, http_req *r)
 {
-    nng_http_req *req = nng_aio_get_input(aio, 0);
-    nng_http_handler *handler = nng_aio_get_input(aio, 1);
-    http_state *hs = nng_http_handler_get_data(handler);
-    const char *host = nng_http_req_get_header(req, "Host");
-    const char *method = nng_http_req_get_method(req);
-    if (!host || !loopback_host(host, strlen(host)) ||
-        !origin_ok(nng_http_req_get_header(req, "Origin"))) {
-        answer_error(aio, 403, MCP_INVALID_REQUEST, "Forbidden: Host or Origin not allowed");
-        return;
+    const char *sid = header(mc, "Mcp-Session-Id");
+    pthread_mutex_lock(&hs->mu);
+    http_session *h = session_take(hs, sid, r->cred);
+    if (h) {
+        session_end(h);
+        session_give(h);
     }
-    if (!bearer_ok(hs, nng_http_req_get_header(req, "Authorization"))) {
-        answer_error(aio, 401, MCP_INVALID_REQUEST, "Unauthorized: bearer credential required");
-        return;
-    }
-    pthread_mutex_lock(&hs->srv->lock);
-    if (strcmp(method, "POST") == 0) {
-        post(hs, aio, req);
-    } else if (strcmp(method, "DELETE") == 0) {
-        const char *sid = nng_http_req_get_header(req, "Mcp-Session-Id");
-        http_session *h = session_find(hs, sid);
-        if (h)
-            session_end(h);
-        if (h)
-            answer(aio, 200, NULL, false, NULL);
-        else
-            answer_error(aio, sid ? 404 : 400, MCP_INVALID_REQUEST,
-                         sid ? "Session not found" : "Mcp-Session-Id header required");
-    } else {
-        answer_error(aio, 405, MCP_INVALID_REQUEST, "Method Not Allowed: no server stream");
-    }
-    pthread_mutex_unlock(&hs->srv->lock);
+    pthread_mutex_unlock(&hs->mu);
+    if (h)
+        return answer(mc, 200, NULL, false, NULL);
+    return answer_error(mc, sid ? 404 : 400, MCP_INVALID_REQUEST,
+                        sid ? "Session not found" : "Mcp-Session-Id header required");
 }
 
-int mcp_http_serve(mcp_server *srv, const char *addr, const char *token)
+static enum MHD_Result on_request(void *cls, struct MHD_Connection *mc, const char *url,
+                                  const char *method, const char *version, const char *upload,
+                                  size_t *upload_size, void **con_cls)
+{
+    http_state *hs = cls;
+    http_req *r = *con_cls;
+    (void)url;
+    (void)version;
+    if (!r) {
+        http_guard_body(mc);
+        enum MHD_Result rc = MHD_NO;
+        if (!(r = begin(hs, mc, method, &rc)))
+            return rc;
+        *con_cls = r;
+        return MHD_YES;
+    }
+    if (*upload_size > 0) {
+        int rc = 0;
+        if (r->refused) {
+            r->dropped += *upload_size;
+            rc = r->dropped > MCP_HTTP_DRAIN_MAX ? -1 : 0;
+        } else {
+            rc = take(r, upload, *upload_size);
+        }
+        *upload_size = 0;
+        return rc == 0 ? MHD_YES : MHD_NO;
+    }
+    if (r->refused) {
+        unsigned status = r->refused;
+        r->refused = 0;
+        return answer_error(mc, status, MCP_INVALID_REQUEST, r->why);
+    }
+    http_guard_busy(mc);
+    return r->kind == REQ_POST ? post(hs, mc, r) : delete_session(hs, mc, r);
+}
+
+static void on_completed(void *cls, struct MHD_Connection *mc, void **con_cls,
+                         enum MHD_RequestTerminationCode toe)
+{
+    (void)cls;
+    (void)toe;
+    http_guard_idle(mc);
+    http_req *r = *con_cls;
+    if (r) {
+        free(r->body);
+        free(r);
+        *con_cls = NULL;
+    }
+}
+
+static void on_deadline(void *arg, const char *phase, unsigned limit_s)
+{
+    (void)arg;
+    fprintf(stderr, "charter-mcp: closed an HTTP connection whose request's %s took over %u s\n",
+            phase, limit_s);
+}
+
+/* The credentials' digests and the session table. Returns 0 or -1 (printed). */
+static int state_init(http_state *hs, mcp_server *srv, const mcp_http_opts *o)
+{
+    memset(hs, 0, sizeof *hs);
+    hs->srv = srv;
+    hs->o = o;
+    if (pthread_mutex_init(&hs->mu, NULL) != 0)
+        return -1;
+    hs->n_creds = o->n_tokens;
+    hs->digests = o->n_tokens ? calloc(o->n_tokens, sizeof *hs->digests) : NULL;
+    hs->sessions = calloc(o->max_sessions, sizeof *hs->sessions);
+    if ((o->n_tokens && !hs->digests) || !hs->sessions) {
+        fprintf(stderr, "charter-mcp: out of memory\n");
+        return -1;
+    }
+    for (size_t i = 0; i < o->n_tokens; i++)
+        if (!SHA256((const unsigned char *)o->tokens[i], strlen(o->tokens[i]), hs->digests[i]))
+            return -1;
+    /* n_sessions counts the slots whose lock exists, so state_free destroys only those. */
+    for (; hs->n_sessions < o->max_sessions; hs->n_sessions++)
+        if (pthread_mutex_init(&hs->sessions[hs->n_sessions].mu, NULL) != 0)
+            return -1;
+    return 0;
+}
+
+static void state_free(http_state *hs)
+{
+    for (size_t i = 0; i < hs->n_sessions; i++) {
+        mcp_session_reset(&hs->sessions[i].s);
+        pthread_mutex_destroy(&hs->sessions[i].mu);
+    }
+    free(hs->sessions);
+    free(hs->digests);
+    pthread_mutex_destroy(&hs->mu);
+}
+
+int mcp_http_serve(mcp_server *srv, const mcp_http_opts *o)
 {
     static http_state hs;
-    char urltext[128];
-    nng_url *url = NULL;
-    nng_http_server *server = NULL;
-    nng_http_handler *handler = NULL;
-    int ret = -1, rv;
-    const char *colon = strrchr(addr, ':');
-    if (!colon || !loopback_host(addr, strlen(addr)) || strlen(colon + 1) >= sizeof hs.port) {
+    char err[512];
+    const char *colon = strrchr(o->addr, ':');
+    if (!colon || !loopback_host(o->addr, strlen(o->addr)) || strlen(colon + 1) > 5) {
         fprintf(stderr, "charter-mcp: --http takes 127.0.0.1:PORT, localhost:PORT or "
                         "[::1]:PORT (loopback only)\n");
         return -1;
     }
-    hs.srv = srv;
-    hs.token = token;
-    snprintf(urltext, sizeof urltext, "http://%s/mcp", addr);
-    if ((rv = nng_url_parse(&url, urltext)) != 0 ||
-        (rv = nng_http_server_hold(&server, url)) != 0 ||
-        (rv = nng_http_handler_alloc(&handler, "/mcp", on_request)) != 0 ||
-        (rv = nng_http_handler_set_method(handler, NULL)) != 0 ||
-        (rv = nng_http_handler_collect_body(handler, true, BODY_LIMIT)) != 0 ||
-        (rv = nng_http_handler_set_data(handler, &hs, NULL)) != 0) {
-        fprintf(stderr, "charter-mcp: cannot set up HTTP on %s: %s\n", addr, nng_strerror(rv));
+    if (state_init(&hs, srv, o) != 0) {
+        state_free(&hs);
+        return -1;
+    }
+    unsigned max_conn = o->max_connections;
+    int ret = -1, fd = -1;
+    http_guard *guard = NULL;
+    struct MHD_Daemon *d = NULL;
+    if (http_guard_fit_descriptors(&max_conn, MCP_HTTP_FD_RESERVE, 1, err, sizeof err) != 0) {
+        fprintf(stderr, "charter-mcp: %s\n", err);
         goto out;
     }
-    if ((rv = nng_http_server_add_handler(server, handler)) != 0) {
-        fprintf(stderr, "charter-mcp: %s\n", nng_strerror(rv));
+    if (err[0])
+        fprintf(stderr, "charter-mcp: %s (--http-max-connections)\n", err);
+    http_guard_opts go = {o->header_timeout_s, o->body_timeout_s, on_deadline, NULL};
+    if (http_guard_start(&go, &guard) != 0) {
+        fprintf(stderr, "charter-mcp: cannot start the HTTP watchdog\n");
         goto out;
     }
-    handler = NULL; /* the server owns it now */
-    if ((rv = nng_http_server_start(server)) != 0) {
-        fprintf(stderr, "charter-mcp: cannot listen on %s: %s\n", addr, nng_strerror(rv));
+    char host[128], what[160];
+    snprintf(host, sizeof host, "%.*s", (int)(colon - o->addr), o->addr);
+    snprintf(what, sizeof what, "charter-mcp: cannot listen on %s", o->addr);
+    if ((fd = http_guard_listen(host, colon + 1, what, err, sizeof err)) < 0) {
+        fprintf(stderr, "%s\n", err);
         goto out;
     }
-    signal(SIGINT, on_signal);
-    signal(SIGTERM, on_signal);
-    fprintf(stderr, "charter-mcp: serving step %s on http://%s/mcp\n", srv->step_name, addr);
-    while (!stop)
-        pause();
-    nng_http_server_stop(server);
+    /* SIGINT and SIGTERM are taken by sigwait below; blocked before libmicrohttpd's threads
+     * exist, so every one of them inherits the mask and none takes the signal. */
+    sigset_t sigs;
+    sigemptyset(&sigs);
+    sigaddset(&sigs, SIGINT);
+    sigaddset(&sigs, SIGTERM);
+    if (pthread_sigmask(SIG_BLOCK, &sigs, NULL) != 0) {
+        fprintf(stderr, "charter-mcp: cannot block signals\n");
+        close(fd);
+        goto out;
+    }
+    /* A thread per connection: a tool call waits for charterd on its connection's thread. */
+    d = MHD_start_daemon(
+        MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_THREAD_PER_CONNECTION | MHD_USE_AUTO, 0, NULL,
+        NULL, on_request, &hs, MHD_OPTION_LISTEN_SOCKET, fd, MHD_OPTION_CONNECTION_LIMIT, max_conn,
+        MHD_OPTION_CONNECTION_TIMEOUT, o->idle_timeout_s, MHD_OPTION_CONNECTION_MEMORY_LIMIT,
+        MCP_HTTP_CONNECTION_MEMORY, MHD_OPTION_NOTIFY_CONNECTION, http_guard_notify, guard,
+        MHD_OPTION_NOTIFY_COMPLETED, on_completed, &hs, MHD_OPTION_END);
+    if (!d) {
+        fprintf(stderr, "charter-mcp: cannot start the HTTP server on %s\n", o->addr);
+        close(fd);
+        goto out;
+    }
+    fprintf(stderr,
+            "charter-mcp: serving step %s on http://%s/mcp (at most %u connections, %zu "
+            "sessions, %u per credential)\n",
+            srv->step_name, o->addr, max_conn, hs.n_sessions, o->sessions_per_credential);
+    int sig = 0;
+    while (sigwait(&sigs, &sig) != 0) {
+    }
     ret = 0;
 out:
-    if (handler)
-        nng_http_handler_free(handler);
-    if (server)
-        nng_http_server_release(server);
-    nng_url_free(url);
-    for (size_t i = 0; i < MAX_SESSIONS; i++)
-        if (hs.sessions[i].used)
-            session_end(&hs.sessions[i]);
+    if (d)
+        MHD_stop_daemon(d);
+    http_guard_stop(guard);
+    state_free(&hs);
     return ret;
 }

@@ -5,6 +5,7 @@
  * the charter CLI) and holds no database access.
  */
 #include <errno.h>
+#include <stddef.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -31,11 +32,27 @@ static void usage(FILE *f)
             "                          tenant every call acts on (default: the token's)\n"
             "  --http HOST:PORT        serve Streamable HTTP on a loopback address at /mcp\n"
             "                          instead of stdio\n"
-            "  --http-token-file FILE  the bearer credential HTTP clients must present (default:\n"
+            "  --http-token-file FILE  the bearer credentials HTTP clients must present, one per\n"
+            "                          line, each at least 16 characters (default: the one in\n"
             "                          $CHARTER_MCP_HTTP_TOKEN); required with --http unless\n"
             "  --http-no-auth          is given (loopback Host and Origin are still checked)\n"
+            "  --http-max-connections N\n"
+            "                          HTTP connections open at once, 1 to 100000, each with its\n"
+            "                          own thread; more wait in the listen backlog (default %u)\n"
+            "  --http-max-sessions N   MCP sessions held at once, 1 to 100000 (default %u)\n"
+            "  --http-sessions-per-credential N\n"
+            "                          sessions one credential may hold at once (default %u;\n"
+            "                          not counted with --http-no-auth)\n"
+            "  --http-header-timeout S\n"
+            "                          seconds for a request's line and headers (default %u;\n"
+            "                          0: no limit)\n"
+            "  --http-body-timeout S   seconds for its body once the headers are in (default %u)\n"
+            "  --http-idle-timeout S   seconds without a byte either way closes a connection\n"
+            "                          (default %u)\n"
             "  --help, --version\n",
-            CHARTER_DEFAULT_URL);
+            CHARTER_DEFAULT_URL, MCP_HTTP_DEFAULT_MAX_CONNECTIONS, MCP_HTTP_DEFAULT_MAX_SESSIONS,
+            MCP_HTTP_DEFAULT_SESSIONS_PER_CREDENTIAL, MCP_HTTP_DEFAULT_HEADER_TIMEOUT_S,
+            MCP_HTTP_DEFAULT_BODY_TIMEOUT_S, MCP_HTTP_DEFAULT_IDLE_TIMEOUT_S);
 }
 
 static char *read_file(const char *path, size_t limit, size_t *len)
@@ -169,6 +186,70 @@ static long read_line(char *buf, bool *oversized)
     return (long)n;
 }
 
+/* The credentials of a token file: one per line, blank lines skipped, each at least 16
+ * characters. text is split in place; *n gets how many (at most max). Returns 0, or -1 with a
+ * message printed. */
+static int parse_credentials(char *text, const char *path, const char **out, size_t max, size_t *n)
+{
+    *n = 0;
+    for (char *line = strtok(text, "\r\n"); line; line = strtok(NULL, "\r\n")) {
+        if (line[0] == '\0')
+            continue;
+        if (strlen(line) < 16) {
+            fprintf(stderr, "charter-mcp: %s holds a credential shorter than 16 characters\n",
+                    path);
+            return -1;
+        }
+        if (*n == max) {
+            fprintf(stderr, "charter-mcp: %s holds more than %zu credentials\n", path, max);
+            return -1;
+        }
+        out[(*n)++] = line;
+    }
+    return 0;
+}
+
+/* A --http-* number option's value in [min, max] into *out; -1 (printed) when it is not. */
+static int http_number(const char *name, const char *v, unsigned long min, unsigned long max,
+                       unsigned *out)
+{
+    char *end = NULL;
+    unsigned long n = v && *v >= '0' && *v <= '9' ? strtoul(v, &end, 10) : 0;
+    if (!end || *end != '\0' || n < min || n > max) {
+        fprintf(stderr, "charter-mcp: %s needs a number from %lu to %lu, got \"%s\"\n", name, min,
+                max, v ? v : "");
+        return -1;
+    }
+    *out = (unsigned)n;
+    return 0;
+}
+
+/* Whether a is one of the --http-* number options; its value is then checked into o. */
+static bool http_limit_option(const char *a, const char *v, mcp_http_opts *o, int *bad)
+{
+    static const struct {
+        const char *name;
+        unsigned long min, max;
+        size_t field;
+    } opts[] = {
+        {"--http-max-connections", 1, 100000, offsetof(mcp_http_opts, max_connections)},
+        {"--http-max-sessions", 1, 100000, offsetof(mcp_http_opts, max_sessions)},
+        {"--http-sessions-per-credential", 1, 100000,
+         offsetof(mcp_http_opts, sessions_per_credential)},
+        {"--http-header-timeout", 0, 86400, offsetof(mcp_http_opts, header_timeout_s)},
+        {"--http-body-timeout", 0, 86400, offsetof(mcp_http_opts, body_timeout_s)},
+        {"--http-idle-timeout", 0, 86400, offsetof(mcp_http_opts, idle_timeout_s)},
+    };
+    for (size_t i = 0; i < sizeof opts / sizeof opts[0]; i++) {
+        if (strcmp(a, opts[i].name) == 0) {
+            *bad = http_number(a, v, opts[i].min, opts[i].max,
+                               (unsigned *)((char *)o + opts[i].field));
+            return true;
+        }
+    }
+    return false;
+}
+
 static int serve_stdio(mcp_server *srv)
 {
     char *buf = malloc(MCP_MAX_MESSAGE + 2);
@@ -205,6 +286,15 @@ int main(int argc, char **argv)
     const char *url = getenv("CHARTER_URL"), *token = getenv("CHARTER_TOKEN");
     const char *http_token = getenv("CHARTER_MCP_HTTP_TOKEN");
     bool no_auth = false;
+    mcp_http_opts hopts = {NULL,
+                           NULL,
+                           0,
+                           MCP_HTTP_DEFAULT_MAX_CONNECTIONS,
+                           MCP_HTTP_DEFAULT_MAX_SESSIONS,
+                           MCP_HTTP_DEFAULT_SESSIONS_PER_CREDENTIAL,
+                           MCP_HTTP_DEFAULT_HEADER_TIMEOUT_S,
+                           MCP_HTTP_DEFAULT_BODY_TIMEOUT_S,
+                           MCP_HTTP_DEFAULT_IDLE_TIMEOUT_S};
     if (token == NULL || *token == '\0') /* as the CLI: --token, $CHARTER_TOKEN, then this */
         token = getenv("CHARTER_OPERATOR_TOKEN");
     for (int i = 1; i < argc; i++) {
@@ -218,6 +308,15 @@ int main(int argc, char **argv)
             return 0;
         } else if (strcmp(a, "--http-no-auth") == 0) {
             no_auth = true;
+            continue;
+        }
+        int bad = 0;
+        if (http_limit_option(a, v, &hopts, &bad)) {
+            if (bad) {
+                usage(stderr);
+                return 2;
+            }
+            i++;
             continue;
         }
         const char **slot = strcmp(a, "--role") == 0              ? &role
@@ -241,29 +340,36 @@ int main(int argc, char **argv)
         usage(stderr);
         return 2;
     }
-    char tokbuf[512];
+    /* The HTTP clients' credentials: the token file's lines, or the one variable. */
+    enum { MAX_CREDENTIALS = 256 };
+    static const char *creds[MAX_CREDENTIALS];
+    size_t n_creds = 0;
+    char *tokfile = NULL;
     if (http_token_file) {
         size_t len = 0;
-        char *t = read_file(http_token_file, sizeof tokbuf - 1, &len);
-        if (!t) {
-            fprintf(stderr, "charter-mcp: cannot read %s\n", http_token_file);
+        if (!(tokfile = read_file(http_token_file, (size_t)64 * 1024, &len))) {
+            fprintf(stderr, "charter-mcp: cannot read %s (at most 64 KiB)\n", http_token_file);
             return 2;
         }
-        len = strcspn(t, "\r\n");
-        snprintf(tokbuf, sizeof tokbuf, "%.*s", (int)len, t);
-        free(t);
-        http_token = tokbuf;
+        if (parse_credentials(tokfile, http_token_file, creds, MAX_CREDENTIALS, &n_creds) != 0) {
+            free(tokfile);
+            return 2;
+        }
+    } else if (http_token && strlen(http_token) >= 16) {
+        creds[n_creds++] = http_token;
     }
-    if (http && !no_auth && (!http_token || strlen(http_token) < 16)) {
+    if (http && !no_auth && n_creds == 0) {
         fprintf(stderr, "charter-mcp: --http needs a bearer credential of at least 16 characters "
                         "(--http-token-file or $CHARTER_MCP_HTTP_TOKEN), or --http-no-auth\n");
+        free(tokfile);
         return 2;
     }
+    hopts.addr = http;
+    hopts.tokens = no_auth ? NULL : creds;
+    hopts.n_tokens = no_auth ? 0 : n_creds;
     signal(SIGPIPE, SIG_IGN);
     static mcp_server srv;
     int ret = 1;
-    if (pthread_mutex_init(&srv.lock, NULL) != 0)
-        return 1;
     charter_options opts;
     charter_options_init(&opts);
     opts.tenant = getenv("CHARTER_TENANT");
@@ -271,18 +377,17 @@ int main(int argc, char **argv)
     if (rc != 0) {
         fprintf(stderr, "charter-mcp: cannot open %s: %s\n", url ? url : CHARTER_DEFAULT_URL,
                 charter_status_name(rc));
+        free(tokfile);
         return 1;
     }
     if (load_workflow(&srv, wf) != 0 || pick_step(&srv, role) != 0) {
         ret = 2;
         goto out;
     }
-    ret = (http ? mcp_http_serve(&srv, http, no_auth ? NULL : http_token) : serve_stdio(&srv)) == 0
-              ? 0
-              : 1;
+    ret = (http ? mcp_http_serve(&srv, &hopts) : serve_stdio(&srv)) == 0 ? 0 : 1;
 out:
     json_decref(srv.workflow);
     charter_client_close(srv.client);
-    pthread_mutex_destroy(&srv.lock);
+    free(tokfile);
     return ret;
 }

@@ -9,6 +9,7 @@
 
 #include <errno.h>
 #include <limits.h>
+#include <stddef.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -60,6 +61,21 @@ void config_usage(void)
         "                      (PORT alone: 127.0.0.1:PORT); see README \"HTTP/JSON\"\n"
         "  --http-allow-host NAME\n"
         "                      accept this Host name too (default: loopback names only)\n"
+        "  --http-max-connections N\n"
+        "                      HTTP connections open at once, 1 to 1000000; more wait in the\n"
+        "                      listen backlog (default 512; lowered at start, with a log line,\n"
+        "                      when the open file limit cannot hold them besides 256 kept for\n"
+        "                      NNG and the database)\n"
+        "  --http-header-timeout S\n"
+        "                      seconds for a request's line and headers, from the connection's\n"
+        "                      opening or the previous answer (default 10; 0: no limit)\n"
+        "  --http-body-timeout S\n"
+        "                      seconds for a request's body once its headers are in (default\n"
+        "                      30; 0: no limit)\n"
+        "  --http-idle-timeout S\n"
+        "                      seconds without a byte either way closes a connection (default\n"
+        "                      30; 0: no limit)\n");
+    printf(
         "  --scripted-only     refuse live runs and revoking or restoring grants (a shared demo)\n"
         "  --quiet             log errors only\n"
         "  --verbose           also log every successful call\n"
@@ -170,6 +186,30 @@ static bool config_match(const char *arg, const char *name, int *i, int argc, ch
     return true;
 }
 
+/* True when arg is one of the --http-*-timeout options; its value (seconds, 0 to 86400) is
+ * stored in cfg, or *n is ULLONG_MAX when it is missing or out of range. */
+static bool config_http_timeout(const char *arg, int *i, int argc, char **argv, config *cfg,
+                                const char **v, unsigned long long *n)
+{
+    static const struct {
+        const char *name;
+        size_t field;
+    } opts[] = {{"--http-header-timeout", offsetof(config, http_header_timeout_s)},
+                {"--http-body-timeout", offsetof(config, http_body_timeout_s)},
+                {"--http-idle-timeout", offsetof(config, http_idle_timeout_s)}};
+    for (size_t k = 0; k < sizeof opts / sizeof opts[0]; k++) {
+        if (config_match(arg, opts[k].name, i, argc, argv, v)) {
+            if (config_number(*v, 0, 86400, n) != 0) {
+                *n = ULLONG_MAX;
+            } else {
+                *(unsigned *)((char *)cfg + opts[k].field) = (unsigned)*n;
+            }
+            return true;
+        }
+    }
+    return false;
+}
+
 static int config_tokens(config *cfg, char *err, size_t errlen)
 {
     const char *op = getenv("CHARTER_OPERATOR_TOKEN");
@@ -227,6 +267,10 @@ int config_parse(int argc, char **argv, config *cfg, char *err, size_t errlen)
     cfg->max_message = CONFIG_DEFAULT_MAX_MESSAGE;
     cfg->timeout_ms = CONFIG_DEFAULT_TIMEOUT_MS;
     cfg->queue = CONFIG_DEFAULT_QUEUE;
+    cfg->http_max_connections = CONFIG_DEFAULT_HTTP_MAX_CONNECTIONS;
+    cfg->http_header_timeout_s = CONFIG_DEFAULT_HTTP_HEADER_TIMEOUT_S;
+    cfg->http_body_timeout_s = CONFIG_DEFAULT_HTTP_BODY_TIMEOUT_S;
+    cfg->http_idle_timeout_s = CONFIG_DEFAULT_HTTP_IDLE_TIMEOUT_S;
     const char *data_dir = CONFIG_DEFAULT_DATA_DIR;
 
     for (int i = 1; i < argc; i++) {
@@ -282,6 +326,20 @@ int config_parse(int argc, char **argv, config *cfg, char *err, size_t errlen)
                                    v ? v : "");
             }
             cfg->http_allow_host = v;
+        } else if (config_match(arg, "--http-max-connections", &i, argc, argv, &v)) {
+            if (config_number(v, 1, 1000000, &n) != 0) {
+                return config_fail(err, errlen,
+                                   "--http-max-connections needs a number from 1 to 1000000, got "
+                                   "\"%s\" (e.g. --http-max-connections 512)",
+                                   v ? v : "");
+            }
+            cfg->http_max_connections = (unsigned)n;
+        } else if (config_http_timeout(arg, &i, argc, argv, cfg, &v, &n)) {
+            if (n == ULLONG_MAX) {
+                return config_fail(
+                    err, errlen, "%.*s needs seconds from 0 to 86400, got \"%s\" (e.g. %.*s 30)",
+                    (int)strcspn(arg, "="), arg, v ? v : "", (int)strcspn(arg, "="), arg);
+            }
         } else if (config_match(arg, "--workers", &i, argc, argv, &v)) {
             if (config_number(v, 1, 1024, &n) != 0) {
                 return config_fail(err, errlen,

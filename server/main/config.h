@@ -22,6 +22,12 @@
 #define CONFIG_MAX_TIMEOUT_MS 60000
 #define CONFIG_DEFAULT_QUEUE 256
 #define CONFIG_MAX_LISTEN 16
+/* The HTTP listener's limits (--http-max-connections, --http-header-timeout,
+ * --http-body-timeout, --http-idle-timeout): connections, then seconds. */
+#define CONFIG_DEFAULT_HTTP_MAX_CONNECTIONS 512
+#define CONFIG_DEFAULT_HTTP_HEADER_TIMEOUT_S 10
+#define CONFIG_DEFAULT_HTTP_BODY_TIMEOUT_S 30
+#define CONFIG_DEFAULT_HTTP_IDLE_TIMEOUT_S 30
 
 typedef struct {
     char *listen[CONFIG_MAX_LISTEN]; /* owned copies; the defaults when no --listen was given */
@@ -48,6 +54,10 @@ typedef struct {
     const char *http; /* --http HOST:PORT (borrowed) or NULL: no HTTP/JSON listener */
     /* --http-allow-host NAME (borrowed): one more Host the HTTP listener accepts, or NULL */
     const char *http_allow_host;
+    unsigned http_max_connections;  /* connections the HTTP listener holds open at once */
+    unsigned http_header_timeout_s; /* a request's line and headers, seconds (0: no limit) */
+    unsigned http_body_timeout_s;   /* its body once the headers are in, seconds (0: no limit) */
+    unsigned http_idle_timeout_s;   /* no byte either way for this long closes, seconds */
     bool scripted_only;   /* --scripted-only: refuse live runs and grant controls (a shared demo) */
     unsigned durable_ack; /* --durable-ack: replicas a committed delivery waits for (0: none) */
 } config;

@@ -478,6 +478,11 @@ static int main_start_http(main_state *m)
     hopts.max_inflight = m->cfg.workers + m->cfg.queue;
     hopts.max_timeout_ms = CONFIG_MAX_TIMEOUT_MS;
     hopts.allow_host = m->cfg.http_allow_host;
+    hopts.auth = &m->auth;
+    hopts.max_connections = m->cfg.http_max_connections;
+    hopts.header_timeout_s = m->cfg.http_header_timeout_s;
+    hopts.body_timeout_s = m->cfg.http_body_timeout_s;
+    hopts.idle_timeout_s = m->cfg.http_idle_timeout_s;
     if (http_start(&hopts, &m->hs, err, sizeof err) != 0) {
         m->hs = NULL;
         log_fatal("%s", err);

@@ -392,8 +392,8 @@ static unsigned long long dispatch_json_count(const json_t *o, const char *key)
 static int dispatch_admit(call *c, const char *named, const char *cred_id, const char *token_hash,
                           json_t **reply)
 {
-    int rc = q_tenant_admit(c->st, named != NULL ? named : "", cred_id, c->env->graph,
-                            token_hash, reply);
+    int rc = q_tenant_admit(c->st, named != NULL ? named : "", cred_id, c->env->graph, token_hash,
+                            reply);
     if (rc == STATUS_ENOTFOUND && named != NULL)
         return call_fail(c, RPC_NOT_FOUND, "tenant %s not found", named);
     if (rc == STATUS_ENOTFOUND)
@@ -421,6 +421,68 @@ static int dispatch_rate(call *c, const json_t *reply)
                      "quota calls_per_second of tenant %s exceeded (%llu calls per second)",
                      c->tenant,
                      dispatch_json_count(json_object_get(reply, "tenant"), "calls_per_second"));
+}
+
+/* dispatch_token's answer for a well-formed stored credential: the registry decides. */
+#define DISPATCH_TOKEN_STORED (-1)
+
+/* The part of identifying a caller that needs no database, shared by dispatch_identify and the
+ * HTTP listener's check on headers (dispatch_precheck), so the rule is written once: a bearer
+ * token of the stored-credential form is DISPATCH_TOKEN_STORED when well-formed, else invalid;
+ * any other authorization must be an environment token (auth_check, constant time) unless the
+ * row's minimum role is ROLE_NONE. Returns RPC_OK with *role (ROLE_NONE when no token was
+ * needed and none valid was sent), DISPATCH_TOKEN_STORED, or RPC_UNAUTHENTICATED with *why, a
+ * static message. */
+static int dispatch_token(const auth_tokens *auth, const svc_method *row, const char *authz,
+                          call_role *role, const char **why)
+{
+    static const char scheme[] = "Bearer ";
+    *role = ROLE_NONE;
+    if (authz != NULL && strncasecmp(authz, scheme, sizeof scheme - 1) == 0 &&
+        tenant_is_credential(authz + sizeof scheme - 1)) {
+        char id[TENANT_CREDENTIAL_ID_LEN + 1];
+        if (tenant_credential_id(authz + sizeof scheme - 1, id))
+            return DISPATCH_TOKEN_STORED;
+        *why = "invalid token";
+        return RPC_UNAUTHENTICATED;
+    }
+    int a = auth_check(auth, authz, role);
+    if (a != AUTH_OK && row->min_role != ROLE_NONE) {
+        *why = a == AUTH_MISSING
+                   ? "missing credentials: send metadata \"authorization: Bearer <token>\""
+                   : "invalid token";
+        return RPC_UNAUTHENTICATED;
+    }
+    return RPC_OK;
+}
+
+int dispatch_precheck(const auth_tokens *auth, const char *method, const char *authorization,
+                      const char **why)
+{
+    struct timespec t0;
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    const ProtobufCMethodDescriptor *md = NULL;
+    const svc_method *row = NULL;
+    *why = NULL;
+    if (dispatch_route(method, &md, &row) != 0) {
+        *why = "unknown method";
+        return RPC_UNIMPLEMENTED;
+    }
+    call_role role = ROLE_NONE;
+    int t = dispatch_token(auth, row, authorization, &role, why);
+    if (t == RPC_OK || t == DISPATCH_TOKEN_STORED)
+        return RPC_OK;
+    /* Counted and logged as dispatch_serve counts and logs the refusals it answers. */
+    long us = dispatch_elapsed_us(&t0);
+    metrics_call(method, t, us);
+    char request_id[DISPATCH_REQUEST_ID_MAX + 1] = "";
+    (void)dispatch_request_id(NULL, request_id);
+    log_call_fields lf = {method, dispatch_code_name(t), us, "", request_id};
+    log_set_call(&lf);
+    log_refusal(t, dispatch_code_name(t), "call %s failed: %s (%d): %s [%ld us]", method,
+                dispatch_code_name(t), t, *why, us);
+    log_set_call(NULL);
+    return t;
 }
 
 /* A stored credential "chc_<id>_<secret>": one registry call finds it and the tenant, and
@@ -501,19 +563,12 @@ static int dispatch_identify(const dispatch_ctx *d, const Charter__V1__RpcReques
                          shown);
     }
     const char *authz = dispatch_metadata(rq, "authorization");
-    static const char scheme[] = "Bearer ";
-    if (authz != NULL && strncasecmp(authz, scheme, sizeof scheme - 1) == 0 &&
-        tenant_is_credential(authz + sizeof scheme - 1))
-        return dispatch_identify_stored(c, authz + sizeof scheme - 1, named);
-
-    int a = auth_check(d->auth, authz, &c->role);
-    if (a != AUTH_OK && row->min_role != ROLE_NONE) {
-        if (a == AUTH_MISSING)
-            return call_fail(
-                c, RPC_UNAUTHENTICATED,
-                "missing credentials: send metadata \"authorization: Bearer <token>\"");
-        return call_fail(c, RPC_UNAUTHENTICATED, "invalid token");
-    }
+    const char *why = NULL;
+    int t = dispatch_token(d->auth, row, authz, &c->role, &why);
+    if (t == DISPATCH_TOKEN_STORED)
+        return dispatch_identify_stored(c, authz + strlen("Bearer "), named);
+    if (t != RPC_OK)
+        return call_fail(c, t, "%s", why);
     snprintf(c->caller, sizeof c->caller, "%s",
              c->role == ROLE_OPERATOR ? "env:operator"
              : c->role == ROLE_VIEWER ? "env:viewer"

@@ -70,6 +70,18 @@ int dispatch_error_reply(int code, const char *message, uint8_t **resp, size_t *
  * themselves (HTTP/JSON) before handing the envelope to dispatch_serve. */
 const ProtobufCMethodDescriptor *dispatch_method(const char *method);
 
+/* What a surface may decide from a call's method and authorization alone, before it reads the
+ * request body (the HTTP listener, on the headers): the method exists, and its authorization
+ * could still authenticate. The rule is dispatch_serve's own (one function serves both): a
+ * bearer token of the stored-credential form passes when well-formed (the registry decides
+ * later), anything else must be an environment token unless the method's row needs no role
+ * (Health/Check). Returns RPC_OK (read the body and hand the call over; dispatch_serve checks
+ * everything again), RPC_UNIMPLEMENTED (no such method) or RPC_UNAUTHENTICATED; *why is then
+ * a static message for the answer. An UNAUTHENTICATED refusal is counted (metrics_call) and
+ * logged (log_refusal) as dispatch_serve does for the refusals it answers. */
+int dispatch_precheck(const auth_tokens *auth, const char *method, const char *authorization,
+                      const char **why);
+
 /* The gRPC name of an RPC_* code ("NOT_FOUND"), or "UNKNOWN". */
 const char *dispatch_code_name(int code);
 

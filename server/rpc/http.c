@@ -1,19 +1,25 @@
 /*
- * http.c - Connect unary calls over NNG's HTTP server, handed to the transport (see http.h).
+ * http.c - Connect unary calls over libmicrohttpd, handed to the transport (see http.h).
  *
- * Shaped like NNG's demo/rest/server.c: a fixed pool of jobs, each an nng_ctx on one req0
- * socket dialed to the transport over inproc, carries one call from the HTTP handler to the
- * rep0 workers and back. The HTTP request's aio is completed from the job's callback, or from
- * the cancel routine when the connection goes away first; a mutex per job makes sure exactly
- * one of the two completes it.
+ * libmicrohttpd calls the access handler with the headers first (*con_cls NULL), then with each
+ * piece of the body, then once more with none. Everything that needs no body is decided on the
+ * first call (Host, Origin, method, content type, Connect-Timeout-Ms, the token, the declared
+ * length, a free job), so a refused request's body is never read: the answer is queued at once
+ * and libmicrohttpd closes the connection after it. A body is kept up to max_message bytes (a
+ * chunked one is counted as it arrives). On the last call the JSON becomes the envelope, the
+ * connection is suspended and the envelope sent on the job's nng_ctx (a fixed pool of jobs on
+ * one req0 socket dialed to the transport over inproc, as in NNG's demo/rest/server.c); the
+ * job's callback stores the answer and resumes the connection, and the handler's next call
+ * queues it. No libmicrohttpd thread waits for a worker. Deadlines of headers and body and the
+ * descriptor budget are http_guard.c's.
  */
 #include "rpc/http.h"
 
 #include <ctype.h>
 #include <jansson.h>
+#include <microhttpd.h>
 #include <nng/nng.h>
 #include <nng/protocol/reqrep0/req.h>
-#include <nng/supplemental/http/http.h>
 #include <pthread.h>
 #include <stdalign.h>
 #include <stdarg.h>
@@ -23,15 +29,18 @@
 #include <string.h>
 #include <strings.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "rpc/call.h"
 #include "core/hostport.h"
 #include "charter.pb-c.h"
 #include "rpc/dispatch.h"
+#include "rpc/http_guard.h"
 #include "core/log.h"
 #include "core/metrics.h"
 #include "protojson.h"
 #include "unpack_budget.h"
+#include "core/invariant.h"
 
 /* Bytes the JSON decoder may allocate per byte of body, and the floor (as dispatch.c). */
 #define HTTP_BUDGET_FACTOR 8
@@ -41,35 +50,76 @@
 /* Time on top of a call's deadline before the listener gives up on the worker's answer. */
 #define HTTP_DEADLINE_MARGIN_MS 5000
 #define HTTP_HOST_MAX 256
+/* libmicrohttpd's memory per connection, bytes: the request line and headers must fit in it
+ * (a larger head is answered 431 by libmicrohttpd), and body bytes pass through it. */
+#define HTTP_CONNECTION_MEMORY ((size_t)64 * 1024)
+/* Descriptors kept free for the rest of charterd besides those open when the listener starts:
+ * clients of the NNG listener, database reconnects, the embedded redis-server's pipes. */
+#define HTTP_FD_RESERVE 256
+/* A request refused on its headers with a body of at most this many bytes (or a chunked one)
+ * has the body drained, never kept, before the answer; a larger one is not read at all. */
+#define HTTP_DRAIN_MAX ((size_t)16 * 1024)
+/* The cap is not lowered below this to fit the open file limit; below it startup stops. */
+#define HTTP_MIN_CONNECTIONS 16
 
 typedef enum { JOB_FREE = 0, JOB_SEND, JOB_RECV } http_job_state;
+
+typedef struct http_req http_req;
 
 typedef struct http_job {
     http_server *s;
     nng_ctx ctx;
     nng_aio *aio;
-    pthread_mutex_t mu;
-    nng_aio *http_aio; /* the HTTP request to complete; NULL once completed or cancelled */
-    const ProtobufCMethodDescriptor *md;
-    bool readyz; /* the call is /readyz's Health/Check: answer readiness, not the message */
+    http_req *req; /* the suspended request waiting for this job's answer, or NULL */
     http_job_state state;
     struct http_job *next;
 } http_job;
 
+/* An answer to queue: status and a response libmicrohttpd copies from (NULL: out of memory,
+ * the connection is dropped). */
+typedef struct {
+    unsigned status;
+    struct MHD_Response *res;
+} http_answer;
+
+typedef enum { REQ_CALL, REQ_HEALTHZ, REQ_READYZ, REQ_METRICS, REQ_CONSOLE } http_req_kind;
+
+/* One request, from its headers to its completion (MHD_OPTION_NOTIFY_COMPLETED frees it). */
+struct http_req {
+    http_server *s;
+    struct MHD_Connection *mc;
+    http_req_kind kind;
+    char path[256];
+    const ProtobufCMethodDescriptor *md; /* REQ_CALL: the routed method */
+    http_job *job;                       /* taken on the headers; NULL once sent */
+    uint32_t timeout_ms;                 /* Connect-Timeout-Ms, capped; 0: none */
+    char *body;
+    size_t len, cap;
+    bool over;      /* a chunked body passed max_message: the rest is counted, not kept */
+    size_t dropped; /* bytes counted past max_message */
+    bool answered;  /* the job's callback set answer and resumed the connection */
+    bool refused;   /* refused on the headers: answer goes out once the body is drained */
+    bool owed;      /* counted in the server's owed until the request completes */
+    http_answer answer;
+};
+
 struct http_server {
-    nng_http_server *srv;
-    bool started;
+    struct MHD_Daemon *d;
+    http_guard *guard;
     nng_socket req;
     bool req_open;
     http_job *jobs;
     unsigned n_jobs;
     http_job *free_jobs;
-    unsigned busy;
-    bool stopping; /* http_stop began: new calls are answered 503 "shutting down" */
+    unsigned taken; /* jobs out of the free list */
+    unsigned owed;  /* requests that took a job and whose answer has not gone out yet */
+    unsigned sent;  /* jobs whose call is at the transport (their connection suspended) */
+    bool stopping;  /* http_stop began: new calls are answered 503 "shutting down" */
     pthread_mutex_t mu;
     pthread_cond_t idle_cv;
     size_t max_message;
     int max_timeout_ms;
+    const auth_tokens *auth;
     char listen_host[HTTP_HOST_MAX];
     char *allow_host;
 };
@@ -78,11 +128,11 @@ struct http_server {
 
 /* Connect's name and HTTP status for a gRPC status number (connectrpc.com/docs/protocol,
  * "Error Codes"). */
-static const char *http_connect_code(int code, uint16_t *status)
+static const char *http_connect_code(int code, unsigned *status)
 {
     static const struct {
         const char *name;
-        uint16_t status;
+        unsigned status;
     } t[] = {
         {"ok", 200},
         {"canceled", 499},
@@ -109,31 +159,36 @@ static const char *http_connect_code(int code, uint16_t *status)
     return t[code].name;
 }
 
-/* --- responses ---------------------------------------------------------------------------- */
+/* --- answers ------------------------------------------------------------------------------ */
 
-/* A response with status and a JSON body (body may be NULL for none). NULL when out of
- * memory, which the caller turns into a dropped connection. */
-static nng_http_res *http_res(uint16_t status, const char *body)
+/* A response with a copy of len bytes of body and the headers every answer carries; NULL when
+ * out of memory. */
+static struct MHD_Response *http_response(const char *type, const char *body, size_t len)
 {
-    nng_http_res *res = NULL;
-    if (nng_http_res_alloc(&res) != 0) {
+    struct MHD_Response *res =
+        MHD_create_response_from_buffer(len, (void *)body, MHD_RESPMEM_MUST_COPY);
+    if (res == NULL) {
         return NULL;
     }
-    if (nng_http_res_set_status(res, status) != 0 ||
-        nng_http_res_set_header(res, "Content-Type", "application/json") != 0 ||
-        nng_http_res_set_header(res, "Cache-Control", "no-store") != 0 ||
-        nng_http_res_set_header(res, "X-Content-Type-Options", "nosniff") != 0 ||
-        (body != NULL && nng_http_res_copy_data(res, body, strlen(body)) != 0)) {
-        nng_http_res_free(res);
+    if (MHD_add_response_header(res, "Content-Type", type) != MHD_YES ||
+        MHD_add_response_header(res, "Cache-Control", "no-store") != MHD_YES ||
+        MHD_add_response_header(res, "X-Content-Type-Options", "nosniff") != MHD_YES) {
+        MHD_destroy_response(res);
         return NULL;
     }
     return res;
 }
 
-/* A Connect error body for gRPC status code with message. */
-static nng_http_res *http_error_res(int code, const char *message)
+static http_answer http_json(unsigned status, const char *body)
 {
-    uint16_t status = 500;
+    http_answer a = {status, http_response("application/json", body, strlen(body))};
+    return a;
+}
+
+/* A Connect error body for gRPC status code with message. */
+static http_answer http_error_text(int code, const char *message)
+{
+    unsigned status = 500;
     const char *name = http_connect_code(code, &status);
     json_t *msg = json_string(message != NULL ? message : "");
     if (msg == NULL) {
@@ -147,32 +202,33 @@ static nng_http_res *http_error_res(int code, const char *message)
     }
     json_decref(msg);
     json_decref(o);
-    nng_http_res *res = http_res(status, text != NULL ? text : "{\"code\":\"internal\"}");
+    http_answer a = http_json(status, text != NULL ? text : "{\"code\":\"internal\"}");
     free(text);
-    return res;
+    return a;
 }
 
-static void http_finish(nng_aio *aio, nng_http_res *res)
-{
-    if (res == NULL) {
-        nng_aio_finish(aio, NNG_ENOMEM);
-        return;
-    }
-    nng_aio_set_output(aio, 0, res);
-    nng_aio_finish(aio, 0);
-}
+static http_answer http_error(int code, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
-static void http_fail(nng_aio *aio, int code, const char *fmt, ...)
-    __attribute__((format(printf, 3, 4)));
-
-static void http_fail(nng_aio *aio, int code, const char *fmt, ...)
+static http_answer http_error(int code, const char *fmt, ...)
 {
     char msg[512];
     va_list ap;
     va_start(ap, fmt);
     vsnprintf(msg, sizeof msg, fmt, ap);
     va_end(ap);
-    http_finish(aio, http_error_res(code, msg));
+    return http_error_text(code, msg);
+}
+
+/* Queues a and releases the caller's reference to its response. A NULL response (out of
+ * memory) drops the connection. */
+static enum MHD_Result http_queue(struct MHD_Connection *mc, http_answer a)
+{
+    if (a.res == NULL) {
+        return MHD_NO;
+    }
+    enum MHD_Result rc = MHD_queue_response(mc, a.status, a.res);
+    MHD_destroy_response(a.res);
+    return rc;
 }
 
 /* --- Host and Origin ---------------------------------------------------------------------- */
@@ -235,84 +291,86 @@ static bool http_json_content_type(const char *ct)
     return *rest == '\0' || *rest == ';';
 }
 
+static const char *http_header(struct MHD_Connection *mc, const char *name)
+{
+    return MHD_lookup_connection_value(mc, MHD_HEADER_KIND, name);
+}
+
+/* The declared body length: 0 with *known false for a chunked body, 0 with *known true for
+ * none. */
+static unsigned long long http_declared_length(struct MHD_Connection *mc, bool *known)
+{
+    const char *te = http_header(mc, "Transfer-Encoding");
+    const char *cl = http_header(mc, "Content-Length");
+    *known = te == NULL;
+    if (te != NULL || cl == NULL) {
+        return 0;
+    }
+    /* libmicrohttpd refused a malformed Content-Length before the handler ran. */
+    return strtoull(cl, NULL, 10);
+}
+
 /* --- jobs --------------------------------------------------------------------------------- */
 
-static http_job *http_job_take(http_server *s)
+/* A free job, or NULL when every one is taken or the listener is stopping (*stopping says
+ * which). */
+static http_job *http_job_take(http_server *s, bool *stopping)
 {
     pthread_mutex_lock(&s->mu);
+    *stopping = s->stopping;
     http_job *j = s->stopping ? NULL : s->free_jobs;
     if (j != NULL) {
         s->free_jobs = j->next;
-        s->busy++;
+        s->taken++;
     }
     pthread_mutex_unlock(&s->mu);
     return j;
 }
 
-static void http_job_give(http_job *j)
+/* Back to the free list; sent says the job's call had gone to the transport. */
+static void http_job_give(http_job *j, bool sent)
 {
     http_server *s = j->s;
     j->state = JOB_FREE;
-    j->md = NULL;
-    j->readyz = false;
+    j->req = NULL;
     pthread_mutex_lock(&s->mu);
     j->next = s->free_jobs;
     s->free_jobs = j;
-    s->busy--;
+    s->taken--;
+    if (sent) {
+        s->sent--;
+    }
     pthread_cond_broadcast(&s->idle_cv);
     pthread_mutex_unlock(&s->mu);
 }
 
-/* Completes the job's HTTP request with res unless the connection went away first. */
-static void http_job_complete(http_job *j, nng_http_res *res)
+/* Counts r among the requests whose answer is owed (it took a job), or settles it. http_stop
+ * waits for the owed answers to go out, not only for the calls to come back. */
+static void http_owe(http_req *r, bool owe)
 {
-    pthread_mutex_lock(&j->mu);
-    nng_aio *a = j->http_aio;
-    j->http_aio = NULL;
-    pthread_mutex_unlock(&j->mu);
-    if (a != NULL) {
-        http_finish(a, res);
-    } else if (res != NULL) {
-        nng_http_res_free(res);
+    if (r->owed == owe) {
+        return;
     }
+    http_server *s = r->s;
+    r->owed = owe;
+    pthread_mutex_lock(&s->mu);
+    if (owe) {
+        s->owed++;
+    } else {
+        s->owed--;
+        pthread_cond_broadcast(&s->idle_cv);
+    }
+    pthread_mutex_unlock(&s->mu);
 }
 
-/* The HTTP connection was closed or the server is stopping: complete the request now; the
- * call goes on and its answer is dropped. */
-static void http_cancel(nng_aio *aio, void *arg, int rv)
-{
-    http_job *j = arg;
-    pthread_mutex_lock(&j->mu);
-    bool mine = j->http_aio == aio;
-    if (mine) {
-        j->http_aio = NULL;
-    }
-    pthread_mutex_unlock(&j->mu);
-    if (mine) {
-        nng_aio_finish(aio, rv);
-    }
-}
-
-/* res with an X-Request-Id header when request_id is not empty; NULL (nothing sendable)
- * when the header cannot be added. */
-static nng_http_res *http_request_id_header(nng_http_res *res, const char *request_id)
-{
-    if (res != NULL && request_id[0] != '\0' &&
-        nng_http_res_set_header(res, "X-Request-Id", request_id) != 0) {
-        nng_http_res_free(res);
-        return NULL;
-    }
-    return res;
-}
-
-/* The answer of the transport as an HTTP response. */
-static nng_http_res *http_answer(const ProtobufCMethodDescriptor *md, nng_msg *m)
+/* The answer of the transport as an HTTP answer. */
+static http_answer http_reply(const ProtobufCMethodDescriptor *md, nng_msg *m)
 {
     char err[256];
     Charter__V1__RpcResponse *r =
         charter__v1__rpc_response__unpack(NULL, nng_msg_len(m), nng_msg_body(m));
     if (r == NULL) {
-        return http_error_res(RPC_INTERNAL, "the answer is not an RpcResponse");
+        return http_error_text(RPC_INTERNAL, "the answer is not an RpcResponse");
     }
     /* The call's request id (reply metadata) as the X-Request-Id response header. */
     char request_id[129] = "";
@@ -322,35 +380,41 @@ static nng_http_res *http_answer(const ProtobufCMethodDescriptor *md, nng_msg *m
             snprintf(request_id, sizeof request_id, "%s", r->metadata[i]->value);
         }
     }
-    nng_http_res *res = NULL;
+    http_answer a;
     if (r->code != RPC_OK) {
-        res = http_error_res(r->code, r->message);
+        a = http_error_text(r->code, r->message);
         charter__v1__rpc_response__free_unpacked(r, NULL);
-        return http_request_id_header(res, request_id);
+    } else {
+        ProtobufCMessage *out =
+            protobuf_c_message_unpack(md->output, NULL, r->payload.len, r->payload.data);
+        charter__v1__rpc_response__free_unpacked(r, NULL);
+        if (out == NULL) {
+            return http_error_text(RPC_INTERNAL,
+                                   "the answer's payload is not its response message");
+        }
+        char *text = NULL;
+        int rc = protojson_encode_text(out, NULL, &text, err, sizeof err);
+        protobuf_c_message_free_unpacked(out, NULL);
+        if (rc != PROTOJSON_OK) {
+            return http_error_text(RPC_INTERNAL, err);
+        }
+        a = http_json(200, text);
+        free(text);
     }
-    ProtobufCMessage *out =
-        protobuf_c_message_unpack(md->output, NULL, r->payload.len, r->payload.data);
-    charter__v1__rpc_response__free_unpacked(r, NULL);
-    if (out == NULL) {
-        return http_error_res(RPC_INTERNAL, "the answer's payload is not its response message");
+    if (a.res != NULL && request_id[0] != '\0' &&
+        MHD_add_response_header(a.res, "X-Request-Id", request_id) != MHD_YES) {
+        MHD_destroy_response(a.res);
+        a.res = NULL;
     }
-    char *text = NULL;
-    int rc = protojson_encode_text(out, NULL, &text, err, sizeof err);
-    protobuf_c_message_free_unpacked(out, NULL);
-    if (rc != PROTOJSON_OK) {
-        return http_error_res(RPC_INTERNAL, err);
-    }
-    res = http_res(200, text);
-    free(text);
-    return http_request_id_header(res, request_id);
+    return a;
 }
 
 /* /readyz from the answer of Health/Check: ready when the database answered and the query
  * library it holds is the one this charterd needs (Health reports its version then). */
-static nng_http_res *http_readiness(nng_msg *m)
+static http_answer http_readiness(nng_msg *m)
 {
     Charter__V1__RpcResponse *r =
-        charter__v1__rpc_response__unpack(NULL, nng_msg_len(m), nng_msg_body(m));
+        m != NULL ? charter__v1__rpc_response__unpack(NULL, nng_msg_len(m), nng_msg_body(m)) : NULL;
     Charter__V1__HealthResponse *h = NULL;
     if (r != NULL && r->code == RPC_OK) {
         h = charter__v1__health_response__unpack(NULL, r->payload.len, r->payload.data);
@@ -372,91 +436,98 @@ static nng_http_res *http_readiness(nng_msg *m)
     if (r != NULL) {
         charter__v1__rpc_response__free_unpacked(r, NULL);
     }
-    return http_res(db && lib ? 200 : 503, body);
+    return http_json(db && lib ? 200 : 503, body);
+}
+
+/* Hands a to the suspended request and resumes its connection: the handler's next call
+ * queues it. The request is libmicrohttpd's again from the resume on; the job is given back
+ * after it. */
+static void http_job_answer(http_job *j, http_answer a)
+{
+    http_req *r = j->req;
+    INVARIANT(r != NULL && r->job == NULL && !r->answered);
+    r->answer = a;
+    r->answered = true;
+    MHD_resume_connection(r->mc);
+    http_job_give(j, true);
 }
 
 static void http_job_cb(void *arg)
 {
     http_job *j = arg;
     int rv = nng_aio_result(j->aio);
+    bool readyz = j->req->kind == REQ_READYZ;
     if (j->state == JOB_SEND) {
         if (rv != 0) {
             nng_msg_free(nng_aio_get_msg(j->aio));
             nng_aio_set_msg(j->aio, NULL);
-            http_job_complete(j, j->readyz ? http_res(503, "{\"ready\":false}")
-                                           : http_error_res(RPC_UNAVAILABLE, "the server is not "
-                                                                             "serving calls (retry "
-                                                                             "later)"));
-            http_job_give(j);
+            http_job_answer(j, readyz ? http_json(503, "{\"ready\":false}")
+                                      : http_error_text(RPC_UNAVAILABLE,
+                                                        "the server is not serving calls (retry "
+                                                        "later)"));
             return;
         }
         j->state = JOB_RECV;
         nng_ctx_recv(j->ctx, j->aio);
         return;
     }
-    nng_http_res *res;
+    http_answer a;
     if (rv == 0) {
         nng_msg *m = nng_aio_get_msg(j->aio);
         nng_aio_set_msg(j->aio, NULL);
-        res = j->readyz ? http_readiness(m) : http_answer(j->md, m);
+        a = readyz ? http_readiness(m) : http_reply(j->req->md, m);
         nng_msg_free(m);
-    } else if (j->readyz) {
-        res = http_res(503, "{\"ready\":false}");
+    } else if (readyz) {
+        a = http_readiness(NULL);
     } else if (rv == NNG_ETIMEDOUT) {
-        res = http_error_res(RPC_DEADLINE_EXCEEDED, "no answer within the call's deadline");
+        a = http_error_text(RPC_DEADLINE_EXCEEDED, "no answer within the call's deadline");
     } else {
-        res = http_error_res(RPC_UNAVAILABLE, "the server stopped before answering");
+        a = http_error_text(RPC_UNAVAILABLE, "the server stopped before answering");
     }
-    http_job_complete(j, res);
-    http_job_give(j);
+    http_job_answer(j, a);
+}
+
+/* Suspends r's connection and sends m on r's job; its callback answers. */
+static enum MHD_Result http_send(http_req *r, nng_msg *m, nng_duration timeout_ms)
+{
+    http_server *s = r->s;
+    http_job *j = r->job;
+    r->job = NULL;
+    j->req = r;
+    j->state = JOB_SEND;
+    pthread_mutex_lock(&s->mu);
+    s->sent++;
+    pthread_mutex_unlock(&s->mu);
+    /* Suspended before the send, so the callback always finds the connection suspended. */
+    MHD_suspend_connection(r->mc);
+    nng_aio_set_timeout(j->aio, timeout_ms);
+    nng_aio_set_msg(j->aio, m);
+    nng_ctx_send(j->ctx, j->aio);
+    return MHD_YES;
 }
 
 /* --- one call ----------------------------------------------------------------------------- */
 
-/* The RpcRequest of a Connect call, as an NNG message in *out; on failure the HTTP request is
- * answered here and -1 returned. */
-static int http_envelope(http_server *s, nng_aio *aio, nng_http_req *req, const char *path,
-                         const ProtobufCMethodDescriptor *md, uint32_t *timeout_ms, nng_msg **out)
+/* The RpcRequest of a Connect call, as an NNG message in *out; otherwise the answer in *a and
+ * -1. */
+static int http_envelope(http_req *r, http_answer *a, nng_msg **out)
 {
-    void *body = NULL;
-    size_t len = 0;
-    nng_http_req_get_data(req, &body, &len);
-    if (len > s->max_message) {
-        http_fail(aio, RPC_RESOURCE_EXHAUSTED, "request of %zu bytes exceeds the %zu byte limit",
-                  len, s->max_message);
-        return -1;
-    }
-    const char *tm = nng_http_req_get_header(req, "Connect-Timeout-Ms");
-    *timeout_ms = 0;
-    if (tm != NULL) {
-        size_t n = strlen(tm);
-        if (n == 0 || n > 10 || strspn(tm, "0123456789") != n) {
-            http_fail(aio, RPC_INVALID_ARGUMENT,
-                      "Connect-Timeout-Ms must be a positive whole number of milliseconds");
-            return -1;
-        }
-        unsigned long long v = strtoull(tm, NULL, 10);
-        *timeout_ms =
-            v > (unsigned long long)s->max_timeout_ms ? (uint32_t)s->max_timeout_ms : (uint32_t)v;
-        if (*timeout_ms == 0) {
-            *timeout_ms = 1;
-        }
-    }
-
+    http_server *s = r->s;
+    const ProtobufCMethodDescriptor *md = r->md;
     unpack_budget budget;
-    unpack_budget_init(&budget, len, HTTP_BUDGET_FACTOR, HTTP_BUDGET_MIN);
+    unpack_budget_init(&budget, r->len, HTTP_BUDGET_FACTOR, HTTP_BUDGET_MIN);
     ProtobufCAllocator alloc = unpack_budget_allocator(&budget);
     protojson_limits limits = {s->max_message, 0};
     ProtobufCMessage *in = NULL;
     char err[256];
-    int rc = protojson_decode(md->input, len > 0 ? body : "{}", len > 0 ? len : 2, &alloc, &limits,
-                              &in, err, sizeof err);
+    int rc = protojson_decode(md->input, r->len > 0 ? r->body : "{}", r->len > 0 ? r->len : 2,
+                              &alloc, &limits, &in, err, sizeof err);
     if (rc != PROTOJSON_OK) {
         if (budget.exhausted || rc == PROTOJSON_ELIMIT) {
-            http_fail(aio, RPC_RESOURCE_EXHAUSTED, "%s: %s", md->input->name,
-                      budget.exhausted ? "decoding needs more memory than the limit" : err);
+            *a = http_error(RPC_RESOURCE_EXHAUSTED, "%s: %s", md->input->name,
+                            budget.exhausted ? "decoding needs more memory than the limit" : err);
         } else {
-            http_fail(aio, RPC_INVALID_ARGUMENT, "%s: %s", md->input->name, err);
+            *a = http_error(RPC_INVALID_ARGUMENT, "%s: %s", md->input->name, err);
         }
         return -1;
     }
@@ -464,7 +535,7 @@ static int http_envelope(http_server *s, nng_aio *aio, nng_http_req *req, const 
     uint8_t *payload = malloc(plen > 0 ? plen : 1);
     if (payload == NULL) {
         protobuf_c_message_free_unpacked(in, &alloc);
-        http_fail(aio, RPC_RESOURCE_EXHAUSTED, "out of memory");
+        *a = http_error_text(RPC_RESOURCE_EXHAUSTED, "out of memory");
         return -1;
     }
     protobuf_c_message_pack(in, payload);
@@ -481,12 +552,12 @@ static int http_envelope(http_server *s, nng_aio *aio, nng_http_req *req, const 
     enum { HTTP_META = sizeof headers / sizeof headers[0] };
     Charter__V1__RpcRequest__MetadataEntry entries[HTTP_META];
     Charter__V1__RpcRequest__MetadataEntry *meta[HTTP_META];
-    env.method = (char *)path;
+    env.method = r->path;
     env.payload.data = payload;
     env.payload.len = plen;
     env.metadata = meta;
     for (size_t h = 0; h < HTTP_META; h++) {
-        const char *v = nng_http_req_get_header(req, headers[h][0]);
+        const char *v = http_header(r->mc, headers[h][0]);
         if (v == NULL) {
             continue;
         }
@@ -496,12 +567,12 @@ static int http_envelope(http_server *s, nng_aio *aio, nng_http_req *req, const 
         meta[env.n_metadata] = &entries[env.n_metadata];
         env.n_metadata++;
     }
-    env.timeout_ms = *timeout_ms;
+    env.timeout_ms = r->timeout_ms;
     size_t n = charter__v1__rpc_request__get_packed_size(&env);
     nng_msg *m = NULL;
     if (nng_msg_alloc(&m, n) != 0) {
         free(payload);
-        http_fail(aio, RPC_RESOURCE_EXHAUSTED, "out of memory");
+        *a = http_error_text(RPC_RESOURCE_EXHAUSTED, "out of memory");
         return -1;
     }
     charter__v1__rpc_request__pack(&env, nng_msg_body(m));
@@ -510,224 +581,413 @@ static int http_envelope(http_server *s, nng_aio *aio, nng_http_req *req, const 
     return 0;
 }
 
-static void http_call(http_server *s, nng_aio *aio, nng_http_req *req, const char *path)
+/* Connect-Timeout-Ms into *timeout_ms (0 when absent), capped at the listener's maximum. */
+static int http_timeout_header(const http_server *s, const char *tm, uint32_t *timeout_ms)
 {
-    const ProtobufCMethodDescriptor *md = dispatch_method(path);
-    if (md == NULL) {
+    *timeout_ms = 0;
+    if (tm == NULL) {
+        return 0;
+    }
+    size_t n = strlen(tm);
+    if (n == 0 || n > 10 || strspn(tm, "0123456789") != n) {
+        return -1;
+    }
+    unsigned long long v = strtoull(tm, NULL, 10);
+    *timeout_ms =
+        v > (unsigned long long)s->max_timeout_ms ? (uint32_t)s->max_timeout_ms : (uint32_t)v;
+    if (*timeout_ms == 0) {
+        *timeout_ms = 1;
+    }
+    return 0;
+}
+
+/* The checks of a Connect call that need no body, in the order the answer names the first
+ * failure; 0 when the body is worth reading (r->job then holds a job), else *a. */
+static int http_call_headers(http_req *r, const char *verb, http_answer *a)
+{
+    http_server *s = r->s;
+    struct MHD_Connection *mc = r->mc;
+    r->md = dispatch_method(r->path);
+    if (r->md == NULL) {
         char shown[129];
         size_t k = 0;
-        for (const char *p = path; *p != '\0' && k + 1 < sizeof shown; p++) {
+        for (const char *p = r->path; *p != '\0' && k + 1 < sizeof shown; p++) {
             shown[k++] = isprint((unsigned char)*p) ? *p : '?';
         }
         shown[k] = '\0';
-        http_fail(aio, RPC_UNIMPLEMENTED, "unknown method \"%s\"", shown);
-        return;
+        *a = http_error(RPC_UNIMPLEMENTED, "unknown method \"%s\"", shown);
+        return -1;
     }
-    if (strcmp(nng_http_req_get_method(req), "POST") != 0) {
-        http_fail(aio, RPC_UNIMPLEMENTED, "%s takes POST (a Connect unary call)", path);
-        return;
+    if (strcmp(verb, "POST") != 0) {
+        *a = http_error(RPC_UNIMPLEMENTED, "%s takes POST (a Connect unary call)", r->path);
+        return -1;
     }
-    if (!http_json_content_type(nng_http_req_get_header(req, "Content-Type"))) {
-        nng_http_res *res = http_error_res(
-            RPC_INVALID_ARGUMENT, "send Content-Type: application/json (the proto3 JSON mapping)");
-        if (res != NULL && (nng_http_res_set_status(res, 415) != 0 ||
-                            nng_http_res_set_header(res, "Accept-Post", "application/json") != 0)) {
-            nng_http_res_free(res);
-            res = NULL;
+    if (!http_json_content_type(http_header(mc, "Content-Type"))) {
+        *a = http_error_text(RPC_INVALID_ARGUMENT,
+                             "send Content-Type: application/json (the proto3 JSON mapping)");
+        a->status = 415;
+        if (a->res != NULL &&
+            MHD_add_response_header(a->res, "Accept-Post", "application/json") != MHD_YES) {
+            MHD_destroy_response(a->res);
+            a->res = NULL;
         }
-        http_finish(aio, res);
-        return;
+        return -1;
     }
-    if (nng_http_req_get_header(req, "Transfer-Encoding") != NULL) {
-        /* NNG reads only Content-Length bodies: a chunked one would arrive empty. */
-        http_fail(aio, RPC_INVALID_ARGUMENT,
-                  "send the body with Content-Length (chunked bodies are not read)");
-        return;
+    if (http_timeout_header(s, http_header(mc, "Connect-Timeout-Ms"), &r->timeout_ms) != 0) {
+        *a = http_error_text(RPC_INVALID_ARGUMENT,
+                             "Connect-Timeout-Ms must be a positive whole number of milliseconds");
+        return -1;
     }
-    http_job *j = http_job_take(s);
-    if (j == NULL) {
-        pthread_mutex_lock(&s->mu);
-        bool stopping = s->stopping;
-        pthread_mutex_unlock(&s->mu);
-        if (stopping)
-            http_fail(aio, RPC_UNAVAILABLE, "server is shutting down (retry on another charterd)");
-        else
-            http_fail(aio, RPC_RESOURCE_EXHAUSTED,
-                      "server busy: %u HTTP calls in progress (retry later)", s->n_jobs);
-        return;
+    /* A token that can never authenticate is refused before a byte of the body is read. */
+    const char *why = NULL;
+    int pre = dispatch_precheck(s->auth, r->path, http_header(mc, "Authorization"), &why);
+    if (pre != RPC_OK) {
+        *a = http_error_text(pre, why);
+        return -1;
     }
-    uint32_t timeout_ms = 0;
+    bool known = false;
+    unsigned long long declared = http_declared_length(mc, &known);
+    if (known && declared > s->max_message) {
+        *a = http_error(RPC_RESOURCE_EXHAUSTED, "request of %llu bytes exceeds the %zu byte limit",
+                        declared, s->max_message);
+        return -1;
+    }
+    bool stopping = false;
+    if ((r->job = http_job_take(s, &stopping)) == NULL) {
+        *a = stopping
+                 ? http_error_text(RPC_UNAVAILABLE,
+                                   "server is shutting down (retry on another charterd)")
+                 : http_error(RPC_RESOURCE_EXHAUSTED,
+                              "server busy: %u HTTP calls in progress (retry later)", s->n_jobs);
+        return -1;
+    }
+    if (known && declared > 0) {
+        /* Declared and within the limit: one allocation of the right size. */
+        if ((r->body = malloc((size_t)declared)) == NULL) {
+            *a = http_error_text(RPC_RESOURCE_EXHAUSTED, "out of memory");
+            return -1;
+        }
+        r->cap = (size_t)declared;
+    }
+    return 0;
+}
+
+/* One piece of the body: kept while within max_message; past it (a chunked body) counted
+ * and dropped. Returns 0, or -1 to drop the connection: out of memory, or more than
+ * max_message bytes past the limit (the rest is not waited for). */
+static int http_take(http_req *r, const char *data, size_t n)
+{
+    size_t max = r->s->max_message;
+    if (!r->over && n > max - r->len) {
+        r->over = true;
+        r->dropped = r->len;
+        free(r->body);
+        r->body = NULL;
+        r->len = r->cap = 0;
+    }
+    if (r->over) {
+        r->dropped += n;
+        return r->dropped - max > max ? -1 : 0;
+    }
+    if (r->len + n > r->cap) {
+        size_t cap = r->cap > 0 ? r->cap : 4096;
+        while (cap < r->len + n) {
+            cap = cap > max / 2 ? max : cap * 2;
+        }
+        char *b = realloc(r->body, cap);
+        if (b == NULL) {
+            return -1;
+        }
+        r->body = b;
+        r->cap = cap;
+    }
+    memcpy(r->body + r->len, data, n);
+    r->len += n;
+    return 0;
+}
+
+static enum MHD_Result http_call(http_req *r)
+{
+    if (r->over) {
+        return http_queue(r->mc,
+                          http_error(RPC_RESOURCE_EXHAUSTED,
+                                     "request body exceeds the %zu byte limit", r->s->max_message));
+    }
+    http_answer a;
     nng_msg *m = NULL;
-    if (http_envelope(s, aio, req, path, md, &timeout_ms, &m) != 0) {
-        http_job_give(j);
-        return;
+    if (http_envelope(r, &a, &m) != 0) {
+        return http_queue(r->mc, a);
     }
-    j->md = md;
-    j->state = JOB_SEND;
-    pthread_mutex_lock(&j->mu);
-    j->http_aio = aio;
-    pthread_mutex_unlock(&j->mu);
-    nng_aio_defer(aio, http_cancel, j);
-    nng_aio_set_timeout(j->aio,
-                        (nng_duration)(timeout_ms > 0 ? timeout_ms : (uint32_t)s->max_timeout_ms) +
-                            HTTP_DEADLINE_MARGIN_MS);
-    nng_aio_set_msg(j->aio, m);
-    nng_ctx_send(j->ctx, j->aio);
+    uint32_t t = r->timeout_ms > 0 ? r->timeout_ms : (uint32_t)r->s->max_timeout_ms;
+    return http_send(r, m, (nng_duration)t + HTTP_DEADLINE_MARGIN_MS);
 }
 
 /* GET /readyz: a Health/Check through the same queue and workers as every call, so "ready"
  * means a worker reached the database and found the query library, within 2 s. */
-static void http_readyz(http_server *s, nng_aio *aio)
+static enum MHD_Result http_readyz(http_req *r)
 {
-    http_job *j = http_job_take(s);
-    if (j == NULL) {
-        http_finish(aio, http_res(503, "{\"ready\":false,\"reason\":\"busy\"}"));
-        return;
-    }
     Charter__V1__RpcRequest env = CHARTER__V1__RPC_REQUEST__INIT;
     env.method = "/charter.v1.Health/Check";
     env.timeout_ms = 2000;
     nng_msg *m = NULL;
     if (nng_msg_alloc(&m, charter__v1__rpc_request__get_packed_size(&env)) != 0) {
-        http_job_give(j);
-        http_finish(aio, NULL);
-        return;
+        return MHD_NO;
     }
     charter__v1__rpc_request__pack(&env, nng_msg_body(m));
-    j->md = dispatch_method(env.method);
-    j->readyz = true;
-    j->state = JOB_SEND;
-    pthread_mutex_lock(&j->mu);
-    j->http_aio = aio;
-    pthread_mutex_unlock(&j->mu);
-    nng_aio_defer(aio, http_cancel, j);
-    nng_aio_set_timeout(j->aio, 2000 + HTTP_DEADLINE_MARGIN_MS);
-    nng_aio_set_msg(j->aio, m);
-    nng_ctx_send(j->ctx, j->aio);
+    return http_send(r, m, 2000 + HTTP_DEADLINE_MARGIN_MS);
 }
 
 /* GET /metrics: the process's counters (metrics.h) in the Prometheus text format. */
-static void http_metrics(nng_aio *aio)
+static http_answer http_metrics(void)
 {
     char *text = NULL;
     size_t len = 0;
-    nng_http_res *res = NULL;
-    if (metrics_render(&text, &len) == 0 && nng_http_res_alloc(&res) == 0) {
-        if (nng_http_res_set_header(res, "Content-Type",
-                                    "text/plain; version=0.0.4; "
-                                    "charset=utf-8") != 0 ||
-            nng_http_res_set_header(res, "Cache-Control", "no-store") != 0 ||
-            nng_http_res_set_header(res, "X-Content-Type-Options", "nosniff") != 0 ||
-            nng_http_res_copy_data(res, text, len) != 0) {
-            nng_http_res_free(res);
-            res = NULL;
-        }
+    http_answer a = {200, NULL};
+    if (metrics_render(&text, &len) == 0) {
+        a.res = http_response("text/plain; version=0.0.4; charset=utf-8", text, len);
     }
     free(text);
-    http_finish(aio, res);
+    return a;
 }
 
 /* The console's files, compiled in (CMakeLists.txt, charter_embed). */
 extern const char console_html[], console_js[], console_css[];
 extern const size_t console_html_len, console_js_len, console_css_len;
 
+/* A console file's bytes and type; false when path is none of them. */
+static bool http_console_file(const char *path, const char **data, size_t *len, const char **type)
+{
+    if (strcmp(path, "/") == 0 || strcmp(path, "/index.html") == 0) {
+        *data = console_html, *len = console_html_len, *type = "text/html; charset=utf-8";
+    } else if (strcmp(path, "/console.js") == 0) {
+        *data = console_js, *len = console_js_len, *type = "text/javascript; charset=utf-8";
+    } else if (strcmp(path, "/console.css") == 0) {
+        *data = console_css, *len = console_css_len, *type = "text/css; charset=utf-8";
+    } else {
+        return false;
+    }
+    return true;
+}
+
 /* A console file with the headers that keep a page of it to itself: no script but its own
  * files (so no inline script can run), no framing, no referrer, nothing sniffed or cached. */
-static void http_console(nng_aio *aio, const char *path)
+static http_answer http_console(const char *path)
 {
     const char *data = NULL, *type = NULL;
     size_t len = 0;
-    if (strcmp(path, "/") == 0 || strcmp(path, "/index.html") == 0) {
-        data = console_html, len = console_html_len, type = "text/html; charset=utf-8";
-    } else if (strcmp(path, "/console.js") == 0) {
-        data = console_js, len = console_js_len, type = "text/javascript; charset=utf-8";
-    } else if (strcmp(path, "/console.css") == 0) {
-        data = console_css, len = console_css_len, type = "text/css; charset=utf-8";
+    if (!http_console_file(path, &data, &len, &type)) {
+        return http_error_text(RPC_NOT_FOUND, "no such page");
     }
-    nng_http_res *res = NULL;
-    if (data == NULL) {
-        http_fail(aio, RPC_NOT_FOUND, "no such page");
-        return;
-    }
-    if (nng_http_res_alloc(&res) == 0 &&
-        (nng_http_res_set_header(res, "Content-Type", type) != 0 ||
-         nng_http_res_set_header(res, "Content-Security-Policy",
+    http_answer a = {200, http_response(type, data, len)};
+    if (a.res != NULL &&
+        (MHD_add_response_header(a.res, "Content-Security-Policy",
                                  "default-src 'none'; script-src 'self'; style-src 'self'; "
                                  "img-src 'self'; connect-src 'self'; base-uri 'none'; "
-                                 "form-action 'none'; frame-ancestors 'none'") != 0 ||
-         nng_http_res_set_header(res, "X-Content-Type-Options", "nosniff") != 0 ||
-         nng_http_res_set_header(res, "X-Frame-Options", "DENY") != 0 ||
-         nng_http_res_set_header(res, "Referrer-Policy", "no-referrer") != 0 ||
-         nng_http_res_set_header(res, "Cache-Control", "no-store") != 0 ||
-         nng_http_res_copy_data(res, data, len) != 0)) {
-        nng_http_res_free(res);
-        res = NULL;
+                                 "form-action 'none'; frame-ancestors 'none'") != MHD_YES ||
+         MHD_add_response_header(a.res, "X-Frame-Options", "DENY") != MHD_YES ||
+         MHD_add_response_header(a.res, "Referrer-Policy", "no-referrer") != MHD_YES)) {
+        MHD_destroy_response(a.res);
+        a.res = NULL;
     }
-    http_finish(aio, res);
+    return a;
 }
 
-static void http_handle(nng_aio *aio)
+/* --- the access handler ------------------------------------------------------------------- */
+
+/* The checks of the first call, in the order the answer names the first failure; 0 when the
+ * request goes on, else *a. */
+static int http_route(http_req *r, const char *url, const char *verb, http_answer *a)
 {
-    nng_http_req *req = nng_aio_get_input(aio, 0);
-    nng_http_handler *h = nng_aio_get_input(aio, 1);
-    http_server *s = nng_http_handler_get_data(h);
-    const char *host = nng_http_req_get_header(req, "Host");
+    http_server *s = r->s;
+    struct MHD_Connection *mc = r->mc;
+    const char *host = http_header(mc, "Host");
     if (!http_host_ok(s, host)) {
-        http_fail(aio, RPC_PERMISSION_DENIED,
-                  "Host \"%.64s\" is not this server (call it by a loopback name, or start "
-                  "charterd with --http-allow-host NAME)",
-                  host != NULL ? host : "");
-        return;
+        *a = http_error(RPC_PERMISSION_DENIED,
+                        "Host \"%.64s\" is not this server (call it by a loopback name, or start "
+                        "charterd with --http-allow-host NAME)",
+                        host != NULL ? host : "");
+        return -1;
     }
-    if (!http_origin_ok(nng_http_req_get_header(req, "Origin"), host)) {
-        http_fail(aio, RPC_PERMISSION_DENIED, "cross-origin calls are refused");
-        return;
+    if (!http_origin_ok(http_header(mc, "Origin"), host)) {
+        *a = http_error_text(RPC_PERMISSION_DENIED, "cross-origin calls are refused");
+        return -1;
     }
-    char path[256];
-    const char *uri = nng_http_req_get_uri(req);
-    size_t n = strcspn(uri, "?#");
-    if (n >= sizeof path) {
-        http_fail(aio, RPC_UNIMPLEMENTED, "unknown path");
-        return;
+    size_t n = strcspn(url, "?#");
+    if (n >= sizeof r->path) {
+        *a = http_error_text(RPC_UNIMPLEMENTED, "unknown path");
+        return -1;
     }
-    memcpy(path, uri, n);
-    path[n] = '\0';
-    if (strcmp(path, "/healthz") == 0) {
-        const char *m = nng_http_req_get_method(req);
-        if (strcmp(m, "GET") != 0 && strcmp(m, "HEAD") != 0) {
-            http_fail(aio, RPC_UNIMPLEMENTED, "/healthz takes GET");
-            return;
-        }
-        http_finish(aio, http_res(200, "{\"status\":\"serving\"}"));
-        return;
-    }
-    const char *verb = nng_http_req_get_method(req);
+    memcpy(r->path, url, n);
+    r->path[n] = '\0';
     bool get = strcmp(verb, "GET") == 0 || strcmp(verb, "HEAD") == 0;
-    if (get && strcmp(path, "/readyz") == 0) {
-        http_readyz(s, aio);
+    bool stopping = false;
+    if (strcmp(r->path, "/healthz") == 0) {
+        r->kind = REQ_HEALTHZ;
+        if (!get) {
+            *a = http_error_text(RPC_UNIMPLEMENTED, "/healthz takes GET");
+            return -1;
+        }
+    } else if (get && strcmp(r->path, "/readyz") == 0) {
+        r->kind = REQ_READYZ;
+        if ((r->job = http_job_take(s, &stopping)) == NULL) {
+            *a = http_json(503, "{\"ready\":false,\"reason\":\"busy\"}");
+            return -1;
+        }
+    } else if (get && strcmp(r->path, "/metrics") == 0) {
+        r->kind = REQ_METRICS;
+    } else if (get && strncmp(r->path, "/charter.v1.", 12) != 0) {
+        r->kind = REQ_CONSOLE;
+    } else {
+        r->kind = REQ_CALL;
+        return http_call_headers(r, verb, a);
+    }
+    /* A page takes no body. */
+    bool known = false;
+    if (http_declared_length(mc, &known) > 0 || !known) {
+        *a = http_error(RPC_INVALID_ARGUMENT, "%s takes no request body", r->path);
+        return -1;
+    }
+    return 0;
+}
+
+/* The first call, headers only: routes the request and makes every check that needs no body.
+ * Returns the request to go on with, or NULL with an answer in *a to queue at once. A request
+ * refused here never has its body kept: when it declares more than HTTP_DRAIN_MAX bytes the
+ * answer goes out at once (and libmicrohttpd closes the connection, the body unread); a
+ * smaller or chunked body is drained, counted and dropped, and the refusal answered when it
+ * ends, because clients that write their whole body before reading (Node's http, say) lose an
+ * answer sent while they still write. */
+static http_req *http_begin(http_server *s, struct MHD_Connection *mc, const char *url,
+                            const char *verb, http_answer *a)
+{
+    http_req *r = calloc(1, sizeof *r);
+    if (r == NULL) {
+        *a = (http_answer){0, NULL};
+        return NULL;
+    }
+    r->s = s;
+    r->mc = mc;
+    if (http_route(r, url, verb, a) == 0) {
+        if (r->job != NULL) {
+            http_owe(r, true);
+        }
+        return r;
+    }
+    if (r->job != NULL) {
+        http_job_give(r->job, false);
+        r->job = NULL;
+    }
+    free(r->body);
+    r->body = NULL;
+    r->len = r->cap = 0;
+    bool known = false;
+    if (http_declared_length(mc, &known) > HTTP_DRAIN_MAX) {
+        free(r);
+        return NULL;
+    }
+    r->refused = true;
+    r->answer = *a;
+    return r;
+}
+
+/* The last call: the whole request is in. */
+static enum MHD_Result http_serve(http_req *r)
+{
+    switch (r->kind) {
+    case REQ_HEALTHZ:
+        return http_queue(r->mc, http_json(200, "{\"status\":\"serving\"}"));
+    case REQ_READYZ:
+        return http_readyz(r);
+    case REQ_METRICS:
+        return http_queue(r->mc, http_metrics());
+    case REQ_CONSOLE:
+        return http_queue(r->mc, http_console(r->path));
+    case REQ_CALL:
+        break;
+    }
+    return http_call(r);
+}
+
+static enum MHD_Result http_access(void *cls, struct MHD_Connection *mc, const char *url,
+                                   const char *verb, const char *version, const char *upload,
+                                   size_t *upload_size, void **con_cls)
+{
+    http_server *s = cls;
+    http_req *r = *con_cls;
+    (void)version;
+    if (r == NULL) {
+        http_guard_body(mc);
+        http_answer a;
+        if ((r = http_begin(s, mc, url, verb, &a)) == NULL) {
+            return http_queue(mc, a);
+        }
+        *con_cls = r;
+        return MHD_YES;
+    }
+    if (*upload_size > 0) {
+        int rc = 0;
+        if (r->refused) {
+            r->dropped += *upload_size;
+            rc = r->dropped > HTTP_DRAIN_MAX ? -1 : 0;
+        } else {
+            rc = http_take(r, upload, *upload_size);
+        }
+        *upload_size = 0;
+        return rc == 0 ? MHD_YES : MHD_NO;
+    }
+    if (r->answered || r->refused) {
+        /* Refused on the headers and drained, or answered by the job's callback, which
+         * resumed the connection. */
+        http_answer a = r->answer;
+        r->answer.res = NULL;
+        r->refused = r->answered = false;
+        return http_queue(mc, a);
+    }
+    http_guard_busy(mc);
+    return http_serve(r);
+}
+
+/* The request is over (answered, or its connection closed): its job, if it never sent a call,
+ * goes back, and the next request on the connection has a headers deadline again. */
+static void http_completed(void *cls, struct MHD_Connection *mc, void **con_cls,
+                           enum MHD_RequestTerminationCode toe)
+{
+    (void)cls;
+    (void)toe;
+    http_guard_idle(mc);
+    http_req *r = *con_cls;
+    if (r == NULL) {
         return;
     }
-    if (get && strcmp(path, "/metrics") == 0) {
-        http_metrics(aio);
-        return;
+    *con_cls = NULL;
+    if (r->job != NULL) {
+        http_job_give(r->job, false);
     }
-    if (get && strncmp(path, "/charter.v1.", 12) != 0) {
-        http_console(aio, path);
-        return;
+    http_owe(r, false);
+    if (r->answer.res != NULL) {
+        MHD_destroy_response(r->answer.res);
     }
-    http_call(s, aio, req, path);
+    free(r->body);
+    free(r);
+}
+
+static void http_deadline_passed(void *arg, const char *phase, unsigned limit_s)
+{
+    (void)arg;
+    log_refusal(RPC_DEADLINE_EXCEEDED, "DEADLINE_EXCEEDED",
+                "HTTP connection closed: its request's %s did not arrive within %u s "
+                "(--http-%s-timeout)",
+                phase, limit_s, strcmp(phase, "headers") == 0 ? "header" : "body");
 }
 
 /* --- setup and teardown ------------------------------------------------------------------- */
 
 static void http_free(http_server *s)
 {
-    if (s->srv != NULL) {
-        if (s->started) {
-            nng_http_server_stop(s->srv);
-        }
-        nng_http_server_release(s->srv);
+    if (s->d != NULL) {
+        MHD_stop_daemon(s->d);
     }
+    http_guard_stop(s->guard);
     if (s->req_open) {
         nng_close(s->req);
     }
@@ -736,7 +996,6 @@ static void http_free(http_server *s)
             nng_aio_stop(s->jobs[i].aio);
             nng_aio_free(s->jobs[i].aio);
         }
-        pthread_mutex_destroy(&s->jobs[i].mu);
     }
     free(s->jobs);
     free(s->allow_host);
@@ -745,45 +1004,33 @@ static void http_free(http_server *s)
     free(s);
 }
 
-int http_start(const http_opts *o, http_server **out, char *err, size_t errlen)
+static int http_fail_start(http_server *s, char *err, size_t errlen, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
+
+static int http_fail_start(http_server *s, char *err, size_t errlen, const char *fmt, ...)
 {
-    *out = NULL;
-    char hostport[HTTP_HOST_MAX + 8];
-    if (hostport_parse(o->addr, hostport, sizeof hostport) != 0) {
-        snprintf(err, errlen, "--http needs HOST:PORT or PORT, got \"%s\" (e.g. 127.0.0.1:8080)",
-                 o->addr != NULL ? o->addr : "");
-        return -1;
-    }
-    http_server *s = calloc(1, sizeof *s);
-    if (s == NULL) {
-        snprintf(err, errlen, "out of memory starting the HTTP listener (free some memory)");
-        return -1;
-    }
-    pthread_mutex_init(&s->mu, NULL);
-    pthread_cond_init(&s->idle_cv, NULL);
-    s->max_message = o->max_message;
-    s->max_timeout_ms = o->max_timeout_ms > 0 ? o->max_timeout_ms : 60000;
-    http_host_part(hostport, s->listen_host, sizeof s->listen_host);
-    if (o->allow_host != NULL && (s->allow_host = strdup(o->allow_host)) == NULL) {
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(err, errlen, fmt, ap);
+    va_end(ap);
+    if (s != NULL) {
         http_free(s);
-        snprintf(err, errlen, "out of memory starting the HTTP listener (free some memory)");
-        return -1;
     }
+    return -1;
+}
+
+/* The req0 socket to the transport and the jobs on it. */
+static int http_start_jobs(http_server *s, const http_opts *o, char *err, size_t errlen)
+{
     s->n_jobs = o->max_inflight > 0 ? o->max_inflight : 1;
     s->jobs = calloc(s->n_jobs, sizeof *s->jobs);
     if (s->jobs == NULL) {
         s->n_jobs = 0;
-        http_free(s);
         snprintf(err, errlen, "out of memory starting the HTTP listener (lower --queue)");
         return -1;
     }
-    for (unsigned i = 0; i < s->n_jobs; i++) {
-        pthread_mutex_init(&s->jobs[i].mu, NULL);
-    }
-
     int rv;
     if ((rv = nng_req0_open(&s->req)) != 0) {
-        http_free(s);
         snprintf(err, errlen, "cannot open the HTTP listener's socket: %s (check NNG)",
                  nng_strerror(rv));
         return -1;
@@ -793,7 +1040,6 @@ int http_start(const http_opts *o, http_server **out, char *err, size_t errlen)
     if ((rv = nng_socket_set_ms(s->req, NNG_OPT_REQ_RESENDTIME, NNG_DURATION_INFINITE)) != 0 ||
         (rv = nng_socket_set_size(s->req, NNG_OPT_RECVMAXSZ, HTTP_MAX_REPLY)) != 0 ||
         (rv = nng_dial(s->req, o->rpc_url, NULL, 0)) != 0) {
-        http_free(s);
         snprintf(err, errlen, "cannot connect the HTTP listener to %s: %s (check NNG)", o->rpc_url,
                  nng_strerror(rv));
         return -1;
@@ -803,7 +1049,6 @@ int http_start(const http_opts *o, http_server **out, char *err, size_t errlen)
         j->s = s;
         if ((rv = nng_aio_alloc(&j->aio, http_job_cb, j)) != 0 ||
             (rv = nng_ctx_open(&j->ctx, s->req)) != 0) {
-            http_free(s);
             snprintf(err, errlen, "cannot create the HTTP listener's contexts: %s (lower --queue)",
                      nng_strerror(rv));
             return -1;
@@ -811,52 +1056,106 @@ int http_start(const http_opts *o, http_server **out, char *err, size_t errlen)
         j->next = s->free_jobs;
         s->free_jobs = j;
     }
+    return 0;
+}
 
-    char url[HTTP_HOST_MAX + 16];
-    snprintf(url, sizeof url, "http://%s", hostport);
-    nng_url *u = NULL;
-    nng_http_handler *h = NULL;
-    if ((rv = nng_url_parse(&u, url)) != 0) {
+/* Worker threads of libmicrohttpd: the handler only decodes and hands over, so a few. */
+static unsigned http_threads(unsigned max_connections)
+{
+    long cores = sysconf(_SC_NPROCESSORS_ONLN);
+    unsigned n = cores < 2 ? 2 : cores > 4 ? 4 : (unsigned)cores;
+    return n > max_connections ? max_connections : n;
+}
+
+int http_start(const http_opts *o, http_server **out, char *err, size_t errlen)
+{
+    *out = NULL;
+    char hostport[HTTP_HOST_MAX + 8];
+    if (hostport_parse(o->addr, hostport, sizeof hostport) != 0) {
+        return http_fail_start(NULL, err, errlen,
+                               "--http needs HOST:PORT or PORT, got \"%s\" (e.g. 127.0.0.1:8080)",
+                               o->addr != NULL ? o->addr : "");
+    }
+    http_server *s = calloc(1, sizeof *s);
+    if (s == NULL) {
+        return http_fail_start(NULL, err, errlen,
+                               "out of memory starting the HTTP listener (free some memory)");
+    }
+    pthread_mutex_init(&s->mu, NULL);
+    pthread_cond_init(&s->idle_cv, NULL);
+    s->max_message = o->max_message;
+    s->max_timeout_ms = o->max_timeout_ms > 0 ? o->max_timeout_ms : 60000;
+    s->auth = o->auth;
+    http_host_part(hostport, s->listen_host, sizeof s->listen_host);
+    if (o->allow_host != NULL && (s->allow_host = strdup(o->allow_host)) == NULL) {
+        return http_fail_start(s, err, errlen,
+                               "out of memory starting the HTTP listener (free some memory)");
+    }
+    if (http_start_jobs(s, o, err, errlen) != 0) {
         http_free(s);
-        snprintf(err, errlen, "--http %s is not a listen address: %s (use HOST:PORT)", o->addr,
-                 nng_strerror(rv));
         return -1;
     }
-    rv = nng_http_server_hold(&s->srv, u);
-    nng_url_free(u);
-    if (rv != 0) {
-        s->srv = NULL;
+
+    unsigned max_conn = o->max_connections > 0 ? o->max_connections : 1;
+    unsigned threads = http_threads(max_conn);
+    char note[512];
+    if (http_guard_fit_descriptors(&max_conn, HTTP_FD_RESERVE + 4 * threads, HTTP_MIN_CONNECTIONS,
+                                   note, sizeof note) != 0) {
+        return http_fail_start(s, err, errlen, "%s", note);
+    }
+    if (note[0] != '\0') {
+        log_info("%s (--http-max-connections)", note);
+    }
+    threads = http_threads(max_conn);
+    http_guard_opts go = {o->header_timeout_s, o->body_timeout_s, http_deadline_passed, NULL};
+    if (http_guard_start(&go, &s->guard) != 0) {
+        return http_fail_start(s, err, errlen,
+                               "cannot start the HTTP listener's watchdog (free some memory)");
+    }
+    char what[HTTP_HOST_MAX + 32];
+    snprintf(what, sizeof what, "cannot serve HTTP on %s", hostport);
+    const char *colon = strrchr(hostport, ':');
+    char host[HTTP_HOST_MAX];
+    snprintf(host, sizeof host, "%.*s", (int)(colon - hostport), hostport);
+    int fd = http_guard_listen(host, colon + 1, what, err, errlen);
+    if (fd < 0) {
         http_free(s);
-        snprintf(err, errlen, "cannot create the HTTP server on %s: %s (check --http)", hostport,
-                 nng_strerror(rv));
         return -1;
     }
-    /* One handler for the whole tree, every method: it answers unknown paths and wrong
-     * methods itself, with Connect error bodies. Bodies up to twice the limit are read so the
-     * answer can say RESOURCE_EXHAUSTED; NNG refuses larger ones with 400 before reading. */
-    if ((rv = nng_http_handler_alloc(&h, "/", http_handle)) != 0 ||
-        (rv = nng_http_handler_set_method(h, NULL)) != 0 ||
-        (rv = nng_http_handler_set_tree(h)) != 0 ||
-        (rv = nng_http_handler_collect_body(h, true, s->max_message * 2)) != 0 ||
-        (rv = nng_http_handler_set_data(h, s, NULL)) != 0 ||
-        (rv = nng_http_server_add_handler(s->srv, h)) != 0) {
-        if (h != NULL) {
-            nng_http_handler_free(h);
-        }
-        http_free(s);
-        snprintf(err, errlen, "cannot set up the HTTP handler: %s (check NNG)", nng_strerror(rv));
-        return -1;
+    /* poll(2), not epoll: libmicrohttpd 0.9.75's epoll loop calls epoll_wait again, with the
+     * full timeout, after a batch of exactly 128 events, and sits on the events of the first
+     * batch meanwhile; under a flood of slow connections that held closed connections (and the
+     * listen socket) for up to --http-idle-timeout. poll is level-triggered and bounded here by
+     * the connection cap. */
+    s->d = MHD_start_daemon(
+        MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_POLL | MHD_ALLOW_SUSPEND_RESUME, 0, NULL, NULL,
+        http_access, s, MHD_OPTION_LISTEN_SOCKET, fd, MHD_OPTION_THREAD_POOL_SIZE,
+        threads >= 2 ? threads : 0, MHD_OPTION_CONNECTION_LIMIT, max_conn,
+        MHD_OPTION_CONNECTION_TIMEOUT, o->idle_timeout_s, MHD_OPTION_CONNECTION_MEMORY_LIMIT,
+        HTTP_CONNECTION_MEMORY, MHD_OPTION_NOTIFY_CONNECTION, http_guard_notify, s->guard,
+        MHD_OPTION_NOTIFY_COMPLETED, http_completed, s, MHD_OPTION_END);
+    if (s->d == NULL) {
+        close(fd);
+        return http_fail_start(s, err, errlen,
+                               "cannot start the HTTP server on %s (check --http and the "
+                               "--http-* limits)",
+                               hostport);
     }
-    if ((rv = nng_http_server_start(s->srv)) != 0) {
-        http_free(s);
-        snprintf(err, errlen,
-                 "cannot listen for HTTP on %s: %s (is the port taken? pick another --http)",
-                 hostport, nng_strerror(rv));
-        return -1;
-    }
-    s->started = true;
+    log_info("HTTP listener: at most %u connections, headers within %u s, body within %u s, "
+             "idle %u s",
+             max_conn, o->header_timeout_s, o->body_timeout_s, o->idle_timeout_s);
     *out = s;
     return 0;
+}
+
+/* Waits on idle_cv until *count is 0 or the deadline passes; with s->mu held. */
+static void http_wait_zero(http_server *s, const unsigned *count, const struct timespec *deadline)
+{
+    while (*count > 0) {
+        if (pthread_cond_timedwait(&s->idle_cv, &s->mu, deadline) != 0) {
+            break;
+        }
+    }
 }
 
 void http_stop(http_server *s)
@@ -866,27 +1165,34 @@ void http_stop(http_server *s)
     }
     /* Calls already accepted are answered before the connections close (a caller must learn
      * whether its call took effect); calls arriving meanwhile get 503 "shutting down". The wait
-     * is bounded: past it, the answers still owed are dropped and logged. */
+     * is bounded: past it, the calls still at the transport are cancelled (answered "stopped
+     * before answering"), since libmicrohttpd may only stop with no connection suspended. */
     struct timespec deadline;
     clock_gettime(CLOCK_REALTIME, &deadline);
     deadline.tv_sec += 10;
     pthread_mutex_lock(&s->mu);
     s->stopping = true;
-    while (s->busy > 0) {
-        if (pthread_cond_timedwait(&s->idle_cv, &s->mu, &deadline) != 0) {
-            break;
+    http_wait_zero(s, &s->owed, &deadline);
+    unsigned left = s->sent;
+    while (s->sent > 0) {
+        pthread_mutex_unlock(&s->mu);
+        for (unsigned i = 0; i < s->n_jobs; i++) {
+            nng_aio_cancel(s->jobs[i].aio);
         }
-    }
-    pthread_mutex_unlock(&s->mu);
-    nng_http_server_stop(s->srv);
-    s->started = false;
-    pthread_mutex_lock(&s->mu);
-    while (s->busy > 0) {
-        if (pthread_cond_timedwait(&s->idle_cv, &s->mu, &deadline) != 0) {
-            break;
+        pthread_mutex_lock(&s->mu);
+        struct timespec tick;
+        clock_gettime(CLOCK_REALTIME, &tick);
+        tick.tv_nsec += 100 * 1000000L;
+        if (tick.tv_nsec >= 1000000000L) {
+            tick.tv_sec++;
+            tick.tv_nsec -= 1000000000L;
         }
+        http_wait_zero(s, &s->sent, &tick);
     }
-    unsigned left = s->busy;
+    /* The cancelled calls' answers, and any still going out, get a moment to leave. */
+    clock_gettime(CLOCK_REALTIME, &deadline);
+    deadline.tv_sec += 2;
+    http_wait_zero(s, &s->owed, &deadline);
     pthread_mutex_unlock(&s->mu);
     if (left > 0) {
         log_error("stopping the HTTP listener with %u calls unanswered", left);

@@ -1,35 +1,19 @@
 // connect.test.mjs - charterd's HTTP listener called by a real Connect client: @connectrpc/connect
-// with the client generated from proto/charter.proto by protoc-gen-es, over HTTP/1.1 with JSON
-// (Connect unary). Each case states its verdict by hand: several methods succeed, an external
-// run delivers through the gate, and refusals arrive as ConnectError with the right Code.
+// with the client generated from proto/charter.proto by protoc-gen-es and connect-node's stock
+// transport, over HTTP/1.1 with JSON (Connect unary, bodies chunked). Each case states its verdict
+// by hand: several methods succeed, an external run delivers through the gate, and refusals arrive
+// as ConnectError with the right Code.
 import { after, before, test } from 'node:test';
 import assert from 'node:assert/strict';
 import { createClient, Code, ConnectError } from '@connectrpc/connect';
-import { createNodeHttpClient } from '@connectrpc/connect-node';
-import { createTransport } from '@connectrpc/connect/protocol-connect';
-import { validateReadWriteMaxBytes } from '@connectrpc/connect/protocol';
+import { createConnectTransport } from '@connectrpc/connect-node';
 import { Evidence, Gate, Grants, Health, Outcome, Runs } from './gen/charter_pb.js';
 import { OPERATOR, VIEWER, startCharterd } from './charterd.mjs';
 
-// connect-node over HTTP/1.1 streams a request body (Transfer-Encoding: chunked), which NNG's
-// HTTP server cannot read, so charterd refuses it with a clear message. A unary body is one
-// message anyway: this transport is connect-node's, with an HTTP client that sends the body
-// whole, with Content-Length, as connect-web (fetch) and most Connect clients do.
-function createConnectTransport({ baseUrl }) {
-  const inner = createNodeHttpClient({ httpVersion: '1.1' });
-  const httpClient = async (req) => {
-    if (req.body !== undefined) {
-      const parts = [];
-      for await (const p of req.body) parts.push(p);
-      const whole = Buffer.concat(parts);
-      req.header.set('Content-Length', String(whole.length));
-      req = { ...req, body: (async function* () { yield new Uint8Array(whole); })() };
-    }
-    return inner(req);
-  };
-  return createTransport({ baseUrl, httpClient, useBinaryFormat: false, interceptors: [],
-    acceptCompression: [], sendCompression: null, ...validateReadWriteMaxBytes() });
-}
+// connect-node's own transport, as a Node caller would use it: over HTTP/1.1 it streams each
+// request body (Transfer-Encoding: chunked), which charterd reads as it arrives.
+const transportOf = (baseUrl) =>
+  createConnectTransport({ baseUrl, httpVersion: '1.1', useBinaryFormat: false });
 
 let d;
 let runs, gate, grants, health, evidence;
@@ -37,7 +21,7 @@ const as = (token) => ({ headers: { Authorization: `Bearer ${token}` } });
 
 before(async () => {
   d = await startCharterd({ name: 'connect' });
-  const transport = createConnectTransport({ baseUrl: d.base });
+  const transport = transportOf(d.base);
   runs = createClient(Runs, transport);
   gate = createClient(Gate, transport);
   grants = createClient(Grants, transport);
@@ -123,7 +107,7 @@ test('refusals arrive as ConnectError with the Connect code', async () => {
 test('--scripted-only refuses live runs and grant controls but runs scripted ones', async () => {
   const demo = await startCharterd({ name: 'demo', extra: ['--scripted-only'] });
   try {
-    const t = createConnectTransport({ baseUrl: demo.base });
+    const t = transportOf(demo.base);
     const h = await createClient(Health, t).check({}, as(OPERATOR));
     assert.equal(h.scriptedOnly, true);
     let e = await refusal(createClient(Runs, t).createRun({ mode: 'live' }, as(OPERATOR)));

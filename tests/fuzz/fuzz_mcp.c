@@ -45,8 +45,6 @@ static int fuzz_mcp_setup(void)
         return -1;
     snprintf(srv.version, sizeof srv.version, "%064d", 0);
     srv.next_step = NULL;
-    if (pthread_mutex_init(&srv.lock, NULL) != 0)
-        return -1;
     charter_options opts;
     charter_options_init(&opts);
     opts.timeout_ms = 1;

@@ -297,6 +297,37 @@ typedef struct {
 int harness_http_post(const char *hostport, const char *path, const char *const *headers,
                       size_t n_headers, const char *body, harness_http_reply *out);
 
+/* --- raw HTTP (rawhttp.c): a client that sends exactly the bytes it is given ------------- */
+
+/* A TCP connection to "127.0.0.1:PORT". Returns the socket, or -1. */
+int harness_http_connect(const char *hostport);
+
+/* Sends len bytes of text. Returns 0, or -1 when the server closed the connection. */
+int harness_http_send(int fd, const char *text, size_t len);
+
+/* Waits at most wait_ms for one whole response (its head, then its body by Content-Length, or
+ * until the server closes) and returns its status, with up to n-1 bytes of the body in body
+ * ("" when n is 0 or none). Returns 0 when the connection closed, or nothing whole came in
+ * time, before a status line. */
+int harness_http_response(int fd, int wait_ms, char *body, size_t n);
+
+/* harness_http_response that also keeps the response's status line and headers (each line
+ * ending in CRLF) in head (head_n bytes; 0: not wanted). */
+int harness_http_read(int fd, int wait_ms, char *head, size_t head_n, char *body, size_t n);
+
+/* The value of header name (case-insensitive) in a head from harness_http_read into out ("" when
+ * absent). */
+void harness_http_header(const char *head, const char *name, char *out, size_t n);
+
+/* True when fd has data or an end of file to read within wait_ms (0: look without waiting). */
+bool harness_http_readable(int fd, int wait_ms);
+
+/* The slow client: sends one byte of bytes (cycled) every every_ms milliseconds, at most max of
+ * them, and stops when the server closes the connection. Returns how many were sent before it
+ * closed, or -1 when it was still open after max; *answered is set when the server sent any
+ * byte back (a response) instead of only closing. */
+int harness_http_trickle(int fd, const char *bytes, int every_ms, int max, bool *answered);
+
 /* --- a fake model provider ---------------------------------------------------------------- */
 
 /* A real local HTTP server (NNG's) standing in for a remote model provider: charterd is
