@@ -2,17 +2,16 @@
  * svc_grants.c - charter.v1.Grants: revoke and restore grants, show a delegation chain.
  *
  * Revocation and restore are operator-only writes stamped by the database clock inside the
- * query library. ShowChain evaluates the chain with the same guard function the delivery gate
- * uses (guard_check_chain), for the leaf grant's grantee at the database time, so what an
- * operator sees is what a delivery would be judged by.
+ * query library. ShowChain only translates: the chain is judged in gates/chain.c with the guard
+ * function the delivery gate uses (guard_check_chain), for the leaf grant's grantee at the
+ * database time, so what an operator sees is what a delivery would be judged by.
  */
 #include <stdbool.h>
 #include <stdio.h>
-#include <stdlib.h>
 #include <string.h>
 
 #include "charter.pb-c.h"
-#include "policy/guard.h"
+#include "gates/chain.h"
 #include "rpc/services.h"
 #include "rpc/wire.h"
 
@@ -143,65 +142,25 @@ static int svc_grants_show_chain(call *c, const ProtobufCMessage *in, ProtobufCM
     }
     char what[160];
     snprintf(what, sizeof what, "grant %s", rq->grant_id);
-    const char *args[] = {rq->grant_id};
-    json_t *j = NULL;
-    rc = store_call(c->st, "grant_chain", 1, args, &j);
-    if (rc != STATUS_OK) {
-        return call_fail_status(c, rc, what);
-    }
-    const json_t *grants = json_object_get(j, "grants");
-    if (!json_is_array(grants) || json_array_size(grants) == 0) {
-        json_decref(j);
-        return call_fail(c, RPC_NOT_FOUND, "%s not found", what);
-    }
-
-    json_t *tj = NULL;
-    rc = store_call(c->st, "time", 0, NULL, &tj);
-    if (rc != STATUS_OK) {
-        json_decref(j);
-        return call_fail_status(c, rc, "database time");
-    }
-    const json_t *nowj = json_object_get(tj, "now");
-    double now = 0;
-    if (json_is_string(nowj)) {
-        char *end = NULL;
-        now = strtod(json_string_value(nowj), &end);
-        if (end == json_string_value(nowj)) {
-            now = 0;
-        }
-    } else if (json_is_number(nowj)) {
-        now = json_number_value(nowj);
-    }
-    json_decref(tj);
-    if (now <= 0) {
-        json_decref(j);
-        return call_fail(c, RPC_INTERNAL, "unexpected database reply for the database time");
-    }
-
-    guard_chain chain;
-    memset(&chain, 0, sizeof chain);
-    rc = facts_chain_from_json(j, rq->grant_id, &chain);
-    if (rc != STATUS_OK) {
-        facts_chain_free(&chain);
-        json_decref(j);
-        return call_fail_status(c, rc, what);
-    }
-    const char *actor = "";
-    for (size_t i = 0; i < chain.n; i++) {
-        const guard_grant *g = &chain.items[i];
-        if (g->id != NULL && strcmp(g->id, rq->grant_id) == 0 && g->n_grantees > 0 &&
-            g->grantees[0].id != NULL) {
-            actor = g->grantees[0].id;
-            break;
-        }
-    }
+    json_t *grants = NULL;
     guard_decision d;
-    memset(&d, 0, sizeof d);
-    int grc = guard_check_chain(&chain, actor, now, &d);
-
+    chain_stage at;
+    rc = chain_show(c->st, rq->grant_id, &grants, &d, &at);
+    if (rc != STATUS_OK) {
+        switch (at) {
+        case CHAIN_AT_TIME:
+            return call_fail_status(c, rc, "database time");
+        case CHAIN_AT_TIME_REPLY:
+            return call_fail(c, RPC_INTERNAL, "unexpected database reply for the database time");
+        case CHAIN_AT_GUARD:
+            return call_fail(c, RPC_INTERNAL, "out of memory evaluating %s", what);
+        default:
+            return call_fail_status(c, rc, what);
+        }
+    }
     Charter__V1__GrantChain *r = call_alloc(c, sizeof *r);
     int status = RPC_OK;
-    if (r == NULL || grc != 0) {
+    if (r == NULL) {
         status = call_fail(c, RPC_INTERNAL, "out of memory evaluating %s", what);
     } else {
         charter__v1__grant_chain__init(r);
@@ -211,8 +170,7 @@ static int svc_grants_show_chain(call *c, const ProtobufCMessage *in, ProtobufCM
         }
     }
     guard_decision_free(&d);
-    facts_chain_free(&chain);
-    json_decref(j);
+    json_decref(grants);
     if (status != RPC_OK) {
         return status;
     }
