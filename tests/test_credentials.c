@@ -4,8 +4,10 @@
  * (no byte of a secret is in raw Redis); a revoked credential fails on its next call; a host
  * credential acting through another actor's context is refused IDENTITY_MISMATCH, recorded as
  * a decision event with its witness (the reproduction: the Reporter's host sending the
- * Analyst's recommendation to the CFO through the Analyst's context); every event carries the
- * caller that caused it, never a secret.
+ * Analyst's recommendation to the CFO through the Analyst's context) and replays from its
+ * facts; what the method table's rows refuse before a handler runs (a host credential outside
+ * the host-callable rows, --scripted-only's live runs and grant controls); every event carries
+ * the caller that caused it, never a secret.
  */
 #include <CUnit/Basic.h>
 #include <hiredis/hiredis.h>
@@ -543,6 +545,93 @@ static void test_a_host_identity_refusal_is_recorded_with_its_facts_and_replays_
     charter_client_close(reporter);
 }
 
+/* What dispatch refuses before a handler runs comes from the method table's rows: a host
+ * credential calling a method whose row is not host-callable is refused with the list of those
+ * that are (the Gate service's agent-facing methods), read from the table. */
+static void test_a_host_credential_is_refused_methods_its_row_does_not_open_to_hosts(void)
+{
+    char secret[128], id[17];
+    CU_ASSERT_EQUAL_FATAL(issue("host", "analyst", secret, id), 0);
+    charter_client *h = client_for(secret);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(h);
+    static const char refusal[] = "a host credential may call only Gate/OpenStep, ReadSource, "
+                                  "RecordOutput, CheckInput and Deliver";
+    charter_status st;
+    Charter__V1__CreateRunRequest cr = CHARTER__V1__CREATE_RUN_REQUEST__INIT;
+    cr.mode = "external";
+    Charter__V1__RunView *v = NULL;
+    CU_ASSERT_EQUAL(charter_create_run(h, &cr, &v, &st), -CHARTER_PERMISSION_DENIED);
+    CU_ASSERT_STRING_EQUAL(st.message, refusal);
+    /* Of the Gate service, but a viewer's method: not a host's either. */
+    Charter__V1__TraceArtifactRequest tr = CHARTER__V1__TRACE_ARTIFACT_REQUEST__INIT;
+    tr.artifact_id = "a1";
+    Charter__V1__TraceArtifactResponse *t = NULL;
+    CU_ASSERT_EQUAL(charter_trace_artifact(h, &tr, &t, &st), -CHARTER_PERMISSION_DENIED);
+    CU_ASSERT_STRING_EQUAL(st.message, refusal);
+    Charter__V1__RevokeGrantRequest rg = CHARTER__V1__REVOKE_GRANT_REQUEST__INIT;
+    rg.grant_id = "g_reporter";
+    Charter__V1__Grant *g = NULL;
+    CU_ASSERT_EQUAL(charter_revoke_grant(h, &rg, &g, &st), -CHARTER_PERMISSION_DENIED);
+    CU_ASSERT_STRING_EQUAL(st.message, refusal);
+    /* A row open to all stays open to a host. */
+    Charter__V1__HealthRequest hq = CHARTER__V1__HEALTH_REQUEST__INIT;
+    Charter__V1__HealthResponse *hr = NULL;
+    CU_ASSERT_EQUAL_FATAL(charter_health(h, &hq, &hr, &st), 0);
+    CU_ASSERT_STRING_EQUAL(hr->role, "host");
+    charter__v1__health_response__free_unpacked(hr, NULL);
+    charter_client_close(h);
+}
+
+/* --scripted-only refuses, from the rows' scripted column, live runs (CreateRun with mode live)
+ * and the grant controls (RevokeGrant, RestoreGrants), each PERMISSION_DENIED with its words,
+ * after the role check; other runs and reads are served. A second charterd on the same graph. */
+static void test_scripted_only_refuses_live_runs_and_grant_controls_from_the_rows(void)
+{
+    static const char *const extra[] = {"--scripted-only"};
+    harness_charterd demo;
+    harness_charterd_opts o = {.graph = graph, .extra_args = extra, .n_extra = 1};
+    CU_ASSERT_EQUAL_FATAL(harness_charterd_start(&o, &demo), 0);
+    charter_options opt;
+    charter_options_init(&opt);
+    opt.timeout_ms = 20000;
+    charter_client *dop = NULL, *dview = NULL;
+    CU_ASSERT_EQUAL_FATAL(charter_client_open(demo.tcp_url, HARNESS_OPERATOR_TOKEN, &opt, &dop), 0);
+    CU_ASSERT_EQUAL_FATAL(charter_client_open(demo.tcp_url, HARNESS_VIEWER_TOKEN, &opt, &dview), 0);
+    charter_status st;
+    Charter__V1__CreateRunRequest cr = CHARTER__V1__CREATE_RUN_REQUEST__INIT;
+    cr.mode = "live";
+    Charter__V1__RunView *v = NULL;
+    CU_ASSERT_EQUAL(charter_create_run(dop, &cr, &v, &st), -CHARTER_PERMISSION_DENIED);
+    CU_ASSERT_STRING_EQUAL(st.message, "mode: live runs are off (--scripted-only)");
+    Charter__V1__RevokeGrantRequest rg = CHARTER__V1__REVOKE_GRANT_REQUEST__INIT;
+    rg.grant_id = "g_reporter";
+    Charter__V1__Grant *g = NULL;
+    CU_ASSERT_EQUAL(charter_revoke_grant(dop, &rg, &g, &st), -CHARTER_PERMISSION_DENIED);
+    CU_ASSERT_STRING_EQUAL(st.message, "grant controls are off (--scripted-only)");
+    Charter__V1__RestoreGrantsRequest rr = CHARTER__V1__RESTORE_GRANTS_REQUEST__INIT;
+    rr.grant_id = "g_reporter";
+    Charter__V1__RestoreGrantsResponse *rres = NULL;
+    CU_ASSERT_EQUAL(charter_restore_grants(dop, &rr, &rres, &st), -CHARTER_PERMISSION_DENIED);
+    CU_ASSERT_STRING_EQUAL(st.message, "grant controls are off (--scripted-only)");
+    /* The role is checked first: a viewer hears that it needs the operator token. */
+    CU_ASSERT_EQUAL(charter_revoke_grant(dview, &rg, &g, &st), -CHARTER_PERMISSION_DENIED);
+    CU_ASSERT_STRING_EQUAL(st.message, "this method needs the operator token");
+    /* The grant is as it was, and other runs are served. */
+    Charter__V1__ShowChainRequest sc = CHARTER__V1__SHOW_CHAIN_REQUEST__INIT;
+    sc.grant_id = "g_reporter";
+    Charter__V1__GrantChain *gc = NULL;
+    CU_ASSERT_EQUAL_FATAL(charter_show_chain(dview, &sc, &gc, &st), 0);
+    CU_ASSERT_EQUAL(gc->decision->outcome, CHARTER__V1__OUTCOME__ALLOW);
+    charter__v1__grant_chain__free_unpacked(gc, NULL);
+    cr.mode = "external";
+    CU_ASSERT_EQUAL_FATAL(charter_create_run(dop, &cr, &v, &st), 0);
+    CU_ASSERT_STRING_EQUAL(v->run->mode, "external");
+    charter__v1__run_view__free_unpacked(v, NULL);
+    charter_client_close(dop);
+    charter_client_close(dview);
+    CU_ASSERT_EQUAL(harness_charterd_stop(&demo), 0);
+}
+
 static void test_events_carry_the_environment_callers_name(void)
 {
     Charter__V1__CreateRunRequest cr = CHARTER__V1__CREATE_RUN_REQUEST__INIT;
@@ -574,6 +663,10 @@ int main(void)
          test_the_reporters_host_cannot_deliver_through_the_analysts_context},
         {"a host identity refusal is recorded with its facts and replays as DENY",
          test_a_host_identity_refusal_is_recorded_with_its_facts_and_replays_as_deny},
+        {"a host credential is refused methods its row does not open to hosts",
+         test_a_host_credential_is_refused_methods_its_row_does_not_open_to_hosts},
+        {"--scripted-only refuses live runs and grant controls from the rows",
+         test_scripted_only_refuses_live_runs_and_grant_controls_from_the_rows},
         {"events carry the environment caller's name",
          test_events_carry_the_environment_callers_name},
     };

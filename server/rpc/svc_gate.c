@@ -518,19 +518,25 @@ static int trace_artifact(call *c, const ProtobufCMessage *in, ProtobufCMessage 
 }
 
 /* The Gate service: one row per method, checked against the generated descriptor at
- * startup (dispatch_check_tables); dispatch enforces each row's minimum role. */
+ * startup (dispatch_check_tables); dispatch enforces each row's columns (services.h). */
 const svc_method svc_gate_methods[] = {
     {"OpenStep", &charter__v1__open_step_request__descriptor,
-     &charter__v1__step_context__descriptor, ROLE_OPERATOR, open_step},
+     &charter__v1__step_context__descriptor, ROLE_OPERATOR, SVC_HOST, SVC_QUOTA_NONE,
+     SVC_SCRIPTED_SERVED, open_step},
     {"ReadSource", &charter__v1__read_source_request__descriptor,
-     &charter__v1__read_source_response__descriptor, ROLE_OPERATOR, read_source},
+     &charter__v1__read_source_response__descriptor, ROLE_OPERATOR, SVC_HOST, SVC_QUOTA_ARTIFACTS,
+     SVC_SCRIPTED_SERVED, read_source},
     {"RecordOutput", &charter__v1__record_output_request__descriptor,
-     &charter__v1__record_output_response__descriptor, ROLE_OPERATOR, record_output},
+     &charter__v1__record_output_response__descriptor, ROLE_OPERATOR, SVC_HOST, SVC_QUOTA_ARTIFACTS,
+     SVC_SCRIPTED_SERVED, record_output},
     {"CheckInput", &charter__v1__check_input_request__descriptor,
-     &charter__v1__check_input_response__descriptor, ROLE_OPERATOR, check_input},
+     &charter__v1__check_input_response__descriptor, ROLE_OPERATOR, SVC_HOST, SVC_QUOTA_NONE,
+     SVC_SCRIPTED_SERVED, check_input},
     {"Deliver", &charter__v1__deliver_request__descriptor,
-     &charter__v1__deliver_response__descriptor, ROLE_OPERATOR, deliver},
+     &charter__v1__deliver_response__descriptor, ROLE_OPERATOR, SVC_HOST, SVC_QUOTA_NONE,
+     SVC_SCRIPTED_SERVED, deliver},
     {"TraceArtifact", &charter__v1__trace_artifact_request__descriptor,
-     &charter__v1__trace_artifact_response__descriptor, ROLE_VIEWER, trace_artifact},
+     &charter__v1__trace_artifact_response__descriptor, ROLE_VIEWER, SVC_NO_HOST, SVC_QUOTA_NONE,
+     SVC_SCRIPTED_SERVED, trace_artifact},
 };
 const size_t svc_gate_methods_len = sizeof svc_gate_methods / sizeof svc_gate_methods[0];

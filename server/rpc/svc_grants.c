@@ -2,9 +2,10 @@
  * svc_grants.c - charter.v1.Grants: revoke and restore grants, show a delegation chain.
  *
  * Revocation and restore are operator-only writes stamped by the database clock inside the
- * query library. ShowChain only translates: the chain is judged in gates/chain.c with the guard
- * function the delivery gate uses (guard_check_chain), for the leaf grant's grantee at the
- * database time, so what an operator sees is what a delivery would be judged by.
+ * query library, refused under --scripted-only by their rows (SVC_SCRIPTED_GRANT_CONTROL).
+ * ShowChain only translates: the chain is judged in gates/chain.c with the guard function the
+ * delivery gate uses (guard_check_chain), for the leaf grant's grantee at the database time, so
+ * what an operator sees is what a delivery would be judged by.
  */
 #include <stdbool.h>
 #include <stdio.h>
@@ -19,9 +20,6 @@ static int svc_grants_revoke(call *c, const ProtobufCMessage *in, ProtobufCMessa
 {
     const Charter__V1__RevokeGrantRequest *rq = (const Charter__V1__RevokeGrantRequest *)in;
     int rc;
-    if (c->env->scripted_only) {
-        return call_fail(c, RPC_PERMISSION_DENIED, "grant controls are off (--scripted-only)");
-    }
     if ((rc = call_require_id(c, "grant_id", rq->grant_id)) != RPC_OK) {
         return rc;
     }
@@ -49,9 +47,6 @@ static int svc_grants_restore(call *c, const ProtobufCMessage *in, ProtobufCMess
 {
     const Charter__V1__RestoreGrantsRequest *rq = (const Charter__V1__RestoreGrantsRequest *)in;
     int rc;
-    if (c->env->scripted_only) {
-        return call_fail(c, RPC_PERMISSION_DENIED, "grant controls are off (--scripted-only)");
-    }
     const char *id = rq->grant_id != NULL ? rq->grant_id : "";
     if (id[0] != '\0' && (rc = call_require_id(c, "grant_id", id)) != RPC_OK) {
         return rc;
@@ -179,13 +174,15 @@ static int svc_grants_show_chain(call *c, const ProtobufCMessage *in, ProtobufCM
 }
 
 /* The Grants service: one row per method, checked against the generated descriptor at
- * startup (dispatch_check_tables); dispatch enforces each row's minimum role. */
+ * startup (dispatch_check_tables); dispatch enforces each row's columns (services.h). */
 const svc_method svc_grants_methods[] = {
     {"RevokeGrant", &charter__v1__revoke_grant_request__descriptor, &charter__v1__grant__descriptor,
-     ROLE_OPERATOR, svc_grants_revoke},
+     ROLE_OPERATOR, SVC_NO_HOST, SVC_QUOTA_NONE, SVC_SCRIPTED_GRANT_CONTROL, svc_grants_revoke},
     {"RestoreGrants", &charter__v1__restore_grants_request__descriptor,
-     &charter__v1__restore_grants_response__descriptor, ROLE_OPERATOR, svc_grants_restore},
+     &charter__v1__restore_grants_response__descriptor, ROLE_OPERATOR, SVC_NO_HOST, SVC_QUOTA_NONE,
+     SVC_SCRIPTED_GRANT_CONTROL, svc_grants_restore},
     {"ShowChain", &charter__v1__show_chain_request__descriptor,
-     &charter__v1__grant_chain__descriptor, ROLE_VIEWER, svc_grants_show_chain},
+     &charter__v1__grant_chain__descriptor, ROLE_VIEWER, SVC_NO_HOST, SVC_QUOTA_NONE,
+     SVC_SCRIPTED_SERVED, svc_grants_show_chain},
 };
 const size_t svc_grants_methods_len = sizeof svc_grants_methods / sizeof svc_grants_methods[0];
