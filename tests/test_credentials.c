@@ -4,8 +4,10 @@
  * (no byte of a secret is in raw Redis); a revoked credential fails on its next call; a host
  * credential acting through another actor's context is refused IDENTITY_MISMATCH, recorded as
  * a decision event with its witness (the reproduction: the Reporter's host sending the
- * Analyst's recommendation to the CFO through the Analyst's context); every event carries the
- * caller that caused it, never a secret.
+ * Analyst's recommendation to the CFO through the Analyst's context) and replays from its
+ * facts; what the method table's rows refuse before a handler runs (a host credential outside
+ * the host-callable rows, --scripted-only's live runs and grant controls); every event carries
+ * the caller that caused it, never a secret.
  */
 #include <CUnit/Basic.h>
 #include <hiredis/hiredis.h>
@@ -16,7 +18,9 @@
 #include <unistd.h>
 
 #include "charter.h"
+#include "evidence/evlog.h"
 #include "harness.h"
+#include "policy/evaluator.h"
 
 static char graph[64];
 static harness_charterd daemon_;
@@ -362,6 +366,271 @@ static void test_the_reporters_host_cannot_deliver_through_the_analysts_context(
     charter_client_close(reporter);
 }
 
+/* The seq of the last event of kind in run, or 0. */
+static uint64_t event_seq_of(const char *run, const char *kind)
+{
+    Charter__V1__GetRunRequest gr = CHARTER__V1__GET_RUN_REQUEST__INIT;
+    gr.run_id = (char *)run;
+    Charter__V1__RunView *v = NULL;
+    charter_status st;
+    if (charter_get_run(op, &gr, &v, &st) != 0)
+        return 0;
+    uint64_t seq = 0;
+    for (size_t i = 0; i < v->n_events; i++)
+        if (strcmp(v->events[i]->kind, kind) == 0)
+            seq = v->events[i]->seq;
+    charter__v1__run_view__free_unpacked(v, NULL);
+    return seq;
+}
+
+/* RULE-HOST-IDENTITY: a host credential bound to the Reporter, acting through the Analyst's
+ * context, is refused DENY IDENTITY_MISMATCH with its witness; the identity_checked event
+ * keeps the facts it was decided from, and Evidence/ReplayDecision decides it again from them
+ * alone: DENY, the same code and witness. The same recorded facts with the credential bound
+ * to the Analyst replay as ALLOW, so the replay reads the facts rather than the verdict; and
+ * a what-if in which the Analyst's step is the Reporter's lets the refused OpenStep through. */
+static void test_a_host_identity_refusal_is_recorded_with_its_facts_and_replays_as_deny(void)
+{
+    char analyst_secret[128], analyst_id[17], reporter_secret[128], reporter_id[17];
+    CU_ASSERT_EQUAL_FATAL(issue("host", "analyst", analyst_secret, analyst_id), 0);
+    CU_ASSERT_EQUAL_FATAL(issue("host", "reporter", reporter_secret, reporter_id), 0);
+    charter_client *analyst = client_for(analyst_secret);
+    charter_client *reporter = client_for(reporter_secret);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(analyst);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(reporter);
+    charter_status st;
+    Charter__V1__CreateRunRequest cr = CHARTER__V1__CREATE_RUN_REQUEST__INIT;
+    cr.mode = "external";
+    Charter__V1__RunView *v = NULL;
+    CU_ASSERT_EQUAL_FATAL(charter_create_run(op, &cr, &v, &st), 0);
+    char run[129];
+    snprintf(run, sizeof run, "%s", v->run->id);
+    charter__v1__run_view__free_unpacked(v, NULL);
+    Charter__V1__OpenStepRequest os = CHARTER__V1__OPEN_STEP_REQUEST__INIT;
+    os.run_id = run;
+    os.step = "analyze";
+    Charter__V1__StepContext *ctx = NULL;
+    /* The Reporter's host opening the Analyst's step: refused, and recorded with its facts. */
+    CU_ASSERT_EQUAL(charter_open_step(reporter, &os, &ctx, &st), -CHARTER_PERMISSION_DENIED);
+    char expect_step[256];
+    snprintf(expect_step, sizeof expect_step,
+             "IDENTITY_MISMATCH: step analyze is owned by {analyst}; credential %s acts for "
+             "{reporter}",
+             reporter_id);
+    CU_ASSERT_STRING_EQUAL(st.message, expect_step);
+    uint64_t step_seq = event_seq_of(run, "identity_checked");
+    CU_ASSERT_FATAL(step_seq > 0);
+    CU_ASSERT_EQUAL_FATAL(charter_open_step(analyst, &os, &ctx, &st), 0);
+    char context[129];
+    snprintf(context, sizeof context, "%s", ctx->context_id);
+    charter__v1__step_context__free_unpacked(ctx, NULL);
+
+    /* The Reporter's host reads the budget through the Analyst's context: refused. */
+    Charter__V1__ReadSourceRequest rs = CHARTER__V1__READ_SOURCE_REQUEST__INIT;
+    rs.context_id = context;
+    rs.resource_id = "budget";
+    Charter__V1__ReadSourceResponse *src = NULL;
+    CU_ASSERT_EQUAL_FATAL(charter_read_source(reporter, &rs, &src, &st), 0);
+    CU_ASSERT_EQUAL(src->decision->outcome, CHARTER__V1__OUTCOME__DENY);
+    CU_ASSERT_EQUAL_FATAL(src->decision->n_codes, 1);
+    CU_ASSERT_STRING_EQUAL(src->decision->codes[0], "IDENTITY_MISMATCH");
+    char expect[256];
+    snprintf(expect, sizeof expect,
+             "context %s is owned by {analyst}; credential %s acts for {reporter}", context,
+             reporter_id);
+    CU_ASSERT_STRING_EQUAL(src->decision->witness, expect);
+    CU_ASSERT_PTR_NULL(src->artifact);
+    charter__v1__read_source_response__free_unpacked(src, NULL);
+
+    /* The event keeps its facts: the gate, the owners and the credential's actors. */
+    uint64_t seq = event_seq_of(run, "identity_checked");
+    CU_ASSERT_FATAL(seq > 0);
+    redisContext *r = raw_redis();
+    CU_ASSERT_PTR_NOT_NULL_FATAL(r);
+    redisReply *snap = redisCommand(r, "HGET charter:{%s}:event:%s:%llu snapshot", graph, run,
+                                    (unsigned long long)seq);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(snap);
+    CU_ASSERT_EQUAL_FATAL(snap->type, REDIS_REPLY_STRING);
+    CU_ASSERT_PTR_NOT_NULL(strstr(snap->str, "\"gate\":\"identity\""));
+    CU_ASSERT_PTR_NOT_NULL(strstr(snap->str, "\"actors\":[\"reporter\"]"));
+    CU_ASSERT_PTR_NOT_NULL(strstr(snap->str, "\"owners\":[\"analyst\"]"));
+    freeReplyObject(snap);
+    redisFree(r);
+
+    /* Replayed from those facts alone: DENY IDENTITY_MISMATCH, the same witness. */
+    Charter__V1__ReplayDecisionRequest rq = CHARTER__V1__REPLAY_DECISION_REQUEST__INIT;
+    rq.run_id = run;
+    rq.seq = seq;
+    Charter__V1__ReplayDecisionResponse *rp = NULL;
+    CU_ASSERT_EQUAL_FATAL(charter_replay_decision(op, &rq, &rp, &st), 0);
+    CU_ASSERT_FALSE(rp->no_snapshot);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(rp->replayed);
+    CU_ASSERT_EQUAL(rp->recorded->outcome, CHARTER__V1__OUTCOME__DENY);
+    CU_ASSERT_EQUAL(rp->replayed->outcome, CHARTER__V1__OUTCOME__DENY);
+    CU_ASSERT_EQUAL_FATAL(rp->replayed->n_codes, 1);
+    CU_ASSERT_STRING_EQUAL(rp->replayed->codes[0], "IDENTITY_MISMATCH");
+    CU_ASSERT_STRING_EQUAL(rp->replayed->witness, expect);
+    CU_ASSERT_TRUE(rp->matches);
+    charter__v1__replay_decision_response__free_unpacked(rp, NULL);
+
+    /* The same recorded facts, the credential bound to the Analyst: the replay allows. */
+    store *sto = NULL;
+    CU_ASSERT_EQUAL_FATAL(store_open(harness_redis_url(), graph, 5000, &sto), STATUS_OK);
+    char seqtext[24];
+    snprintf(seqtext, sizeof seqtext, "%llu", (unsigned long long)seq);
+    json_t *event = NULL;
+    CU_ASSERT_EQUAL_FATAL(q_get_event(sto, run, seqtext, &event), STATUS_OK);
+    char *facts = NULL, why[224];
+    CU_ASSERT_EQUAL_FATAL(
+        evlog_snapshot_resolve(sto, json_string_value(json_object_get(event, "snapshot")), &facts,
+                               why, sizeof why),
+        STATUS_OK);
+    json_t *facts_json = json_loads(facts, 0, NULL);
+    free(facts);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(facts_json);
+    CU_ASSERT_EQUAL(json_object_set_new(facts_json, "actors", json_pack("[s]", "analyst")), 0);
+    char *allowed = json_dumps(facts_json, JSON_COMPACT);
+    json_decref(facts_json);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(allowed);
+    CU_ASSERT_EQUAL(json_object_set_new(event, "snapshot", json_string(allowed)), 0);
+    free(allowed);
+    evaluator_replay_result res;
+    CU_ASSERT_EQUAL_FATAL(evaluator_replay(NULL, event, &res, why, sizeof why), STATUS_OK);
+    CU_ASSERT_FALSE(res.no_snapshot);
+    CU_ASSERT_EQUAL(res.replayed.outcome, GUARD_ALLOW);
+    CU_ASSERT_EQUAL(res.replayed.codes, 0u);
+    CU_ASSERT_FALSE(res.matches); /* recorded DENY, these facts ALLOW */
+    evaluator_replay_result_free(&res);
+    json_decref(event);
+    store_close(sto);
+
+    /* What if the analyze step were the Reporter's: the step it was refused now opens; the
+     * context stays the Analyst's, so that refusal stands. */
+    json_error_t jerr;
+    json_t *wf = json_load_file(CHARTER_SOURCE_DIR "/deploy/workflows/procurement.json", 0, &jerr);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(wf);
+    json_t *steps = json_object_get(wf, "steps");
+    for (size_t i = 0; i < json_array_size(steps); i++) {
+        json_t *one = json_array_get(steps, i);
+        if (strcmp(json_string_value(json_object_get(one, "name")), "analyze") == 0)
+            json_object_set_new(one, "actor", json_string("reporter"));
+    }
+    json_t *grants = json_object_get(wf, "grants");
+    for (size_t i = 0; i < json_array_size(grants); i++) {
+        json_t *one = json_array_get(grants, i);
+        if (strcmp(json_string_value(json_object_get(one, "id")), "g_analyst") == 0)
+            json_object_set_new(one, "grantee", json_string("reporter"));
+    }
+    char *candidate = json_dumps(wf, JSON_INDENT(2));
+    json_decref(wf);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(candidate);
+    Charter__V1__WhatIfRequest wq = CHARTER__V1__WHAT_IF_REQUEST__INIT;
+    wq.workflow.data = (uint8_t *)candidate;
+    wq.workflow.len = strlen(candidate);
+    wq.run_id = run;
+    Charter__V1__WhatIfResponse *wr = NULL;
+    CU_ASSERT_EQUAL_FATAL(charter_what_if(op, &wq, &wr, &st), 0);
+    free(candidate);
+    CU_ASSERT_EQUAL(wr->examined, 2);
+    CU_ASSERT_EQUAL(wr->no_snapshot, 0);
+    CU_ASSERT_EQUAL_FATAL(wr->n_changes, 1);
+    CU_ASSERT_EQUAL(wr->changes[0]->seq, step_seq);
+    CU_ASSERT_STRING_EQUAL(wr->changes[0]->gate, "identity");
+    CU_ASSERT_STRING_EQUAL(wr->changes[0]->step, "analyze");
+    CU_ASSERT_STRING_EQUAL(wr->changes[0]->subject, reporter_id);
+    CU_ASSERT_STRING_EQUAL(wr->changes[0]->change, "deny IDENTITY_MISMATCH -> allow");
+    charter__v1__what_if_response__free_unpacked(wr, NULL);
+    charter_client_close(analyst);
+    charter_client_close(reporter);
+}
+
+/* What dispatch refuses before a handler runs comes from the method table's rows: a host
+ * credential calling a method whose row is not host-callable is refused with the list of those
+ * that are (the Gate service's agent-facing methods), read from the table. */
+static void test_a_host_credential_is_refused_methods_its_row_does_not_open_to_hosts(void)
+{
+    char secret[128], id[17];
+    CU_ASSERT_EQUAL_FATAL(issue("host", "analyst", secret, id), 0);
+    charter_client *h = client_for(secret);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(h);
+    static const char refusal[] = "a host credential may call only Gate/OpenStep, ReadSource, "
+                                  "RecordOutput, CheckInput and Deliver";
+    charter_status st;
+    Charter__V1__CreateRunRequest cr = CHARTER__V1__CREATE_RUN_REQUEST__INIT;
+    cr.mode = "external";
+    Charter__V1__RunView *v = NULL;
+    CU_ASSERT_EQUAL(charter_create_run(h, &cr, &v, &st), -CHARTER_PERMISSION_DENIED);
+    CU_ASSERT_STRING_EQUAL(st.message, refusal);
+    /* Of the Gate service, but a viewer's method: not a host's either. */
+    Charter__V1__TraceArtifactRequest tr = CHARTER__V1__TRACE_ARTIFACT_REQUEST__INIT;
+    tr.artifact_id = "a1";
+    Charter__V1__TraceArtifactResponse *t = NULL;
+    CU_ASSERT_EQUAL(charter_trace_artifact(h, &tr, &t, &st), -CHARTER_PERMISSION_DENIED);
+    CU_ASSERT_STRING_EQUAL(st.message, refusal);
+    Charter__V1__RevokeGrantRequest rg = CHARTER__V1__REVOKE_GRANT_REQUEST__INIT;
+    rg.grant_id = "g_reporter";
+    Charter__V1__Grant *g = NULL;
+    CU_ASSERT_EQUAL(charter_revoke_grant(h, &rg, &g, &st), -CHARTER_PERMISSION_DENIED);
+    CU_ASSERT_STRING_EQUAL(st.message, refusal);
+    /* A row open to all stays open to a host. */
+    Charter__V1__HealthRequest hq = CHARTER__V1__HEALTH_REQUEST__INIT;
+    Charter__V1__HealthResponse *hr = NULL;
+    CU_ASSERT_EQUAL_FATAL(charter_health(h, &hq, &hr, &st), 0);
+    CU_ASSERT_STRING_EQUAL(hr->role, "host");
+    charter__v1__health_response__free_unpacked(hr, NULL);
+    charter_client_close(h);
+}
+
+/* --scripted-only refuses, from the rows' scripted column, live runs (CreateRun with mode live)
+ * and the grant controls (RevokeGrant, RestoreGrants), each PERMISSION_DENIED with its words,
+ * after the role check; other runs and reads are served. A second charterd on the same graph. */
+static void test_scripted_only_refuses_live_runs_and_grant_controls_from_the_rows(void)
+{
+    static const char *const extra[] = {"--scripted-only"};
+    harness_charterd demo;
+    harness_charterd_opts o = {.graph = graph, .extra_args = extra, .n_extra = 1};
+    CU_ASSERT_EQUAL_FATAL(harness_charterd_start(&o, &demo), 0);
+    charter_options opt;
+    charter_options_init(&opt);
+    opt.timeout_ms = 20000;
+    charter_client *dop = NULL, *dview = NULL;
+    CU_ASSERT_EQUAL_FATAL(charter_client_open(demo.tcp_url, HARNESS_OPERATOR_TOKEN, &opt, &dop), 0);
+    CU_ASSERT_EQUAL_FATAL(charter_client_open(demo.tcp_url, HARNESS_VIEWER_TOKEN, &opt, &dview), 0);
+    charter_status st;
+    Charter__V1__CreateRunRequest cr = CHARTER__V1__CREATE_RUN_REQUEST__INIT;
+    cr.mode = "live";
+    Charter__V1__RunView *v = NULL;
+    CU_ASSERT_EQUAL(charter_create_run(dop, &cr, &v, &st), -CHARTER_PERMISSION_DENIED);
+    CU_ASSERT_STRING_EQUAL(st.message, "mode: live runs are off (--scripted-only)");
+    Charter__V1__RevokeGrantRequest rg = CHARTER__V1__REVOKE_GRANT_REQUEST__INIT;
+    rg.grant_id = "g_reporter";
+    Charter__V1__Grant *g = NULL;
+    CU_ASSERT_EQUAL(charter_revoke_grant(dop, &rg, &g, &st), -CHARTER_PERMISSION_DENIED);
+    CU_ASSERT_STRING_EQUAL(st.message, "grant controls are off (--scripted-only)");
+    Charter__V1__RestoreGrantsRequest rr = CHARTER__V1__RESTORE_GRANTS_REQUEST__INIT;
+    rr.grant_id = "g_reporter";
+    Charter__V1__RestoreGrantsResponse *rres = NULL;
+    CU_ASSERT_EQUAL(charter_restore_grants(dop, &rr, &rres, &st), -CHARTER_PERMISSION_DENIED);
+    CU_ASSERT_STRING_EQUAL(st.message, "grant controls are off (--scripted-only)");
+    /* The role is checked first: a viewer hears that it needs the operator token. */
+    CU_ASSERT_EQUAL(charter_revoke_grant(dview, &rg, &g, &st), -CHARTER_PERMISSION_DENIED);
+    CU_ASSERT_STRING_EQUAL(st.message, "this method needs the operator token");
+    /* The grant is as it was, and other runs are served. */
+    Charter__V1__ShowChainRequest sc = CHARTER__V1__SHOW_CHAIN_REQUEST__INIT;
+    sc.grant_id = "g_reporter";
+    Charter__V1__GrantChain *gc = NULL;
+    CU_ASSERT_EQUAL_FATAL(charter_show_chain(dview, &sc, &gc, &st), 0);
+    CU_ASSERT_EQUAL(gc->decision->outcome, CHARTER__V1__OUTCOME__ALLOW);
+    charter__v1__grant_chain__free_unpacked(gc, NULL);
+    cr.mode = "external";
+    CU_ASSERT_EQUAL_FATAL(charter_create_run(dop, &cr, &v, &st), 0);
+    CU_ASSERT_STRING_EQUAL(v->run->mode, "external");
+    charter__v1__run_view__free_unpacked(v, NULL);
+    charter_client_close(dop);
+    charter_client_close(dview);
+    CU_ASSERT_EQUAL(harness_charterd_stop(&demo), 0);
+}
+
 static void test_events_carry_the_environment_callers_name(void)
 {
     Charter__V1__CreateRunRequest cr = CHARTER__V1__CREATE_RUN_REQUEST__INIT;
@@ -391,6 +660,12 @@ int main(void)
          test_the_database_holds_only_the_sha256_of_a_secret},
         {"the Reporter's host cannot deliver through the Analyst's context",
          test_the_reporters_host_cannot_deliver_through_the_analysts_context},
+        {"a host identity refusal is recorded with its facts and replays as DENY",
+         test_a_host_identity_refusal_is_recorded_with_its_facts_and_replays_as_deny},
+        {"a host credential is refused methods its row does not open to hosts",
+         test_a_host_credential_is_refused_methods_its_row_does_not_open_to_hosts},
+        {"--scripted-only refuses live runs and grant controls from the rows",
+         test_scripted_only_refuses_live_runs_and_grant_controls_from_the_rows},
         {"events carry the environment caller's name",
          test_events_carry_the_environment_callers_name},
     };

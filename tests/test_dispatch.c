@@ -2,7 +2,8 @@
  * test_dispatch.c - the method tables charterd dispatches from, checked two ways: against
  * protobuf-c's generated service descriptors (a row that names the wrong method or message
  * must refuse startup) and against README.md's table of services and methods (who may call
- * what, and with which messages). No database, no process: the tables are data.
+ * what, and with which messages); and their columns (host credentials, quotas, --scripted-only)
+ * against each other and a list written here. No database, no process: the tables are data.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -192,6 +193,77 @@ static void test_operator_methods_are_those_that_change_the_graph(void)
 }
 
 /* ---------------------------------------------------------------------------------------- */
+/* The columns dispatch enforces before a handler runs                                       */
+/* ---------------------------------------------------------------------------------------- */
+
+/* Whether name is one of list (NULL-terminated). */
+static int listed_in(const char *const *list, const char *name)
+{
+    for (size_t k = 0; list[k] != NULL; k++)
+        if (strcmp(list[k], name) == 0)
+            return 1;
+    return 0;
+}
+
+/* Every row, walked: a host-callable method is of the Gate service and writes (operator); a
+ * method that takes a quota writes; a method refused for live runs under --scripted-only says
+ * its mode; a grant control is of the Grants service and writes. Which methods those are is
+ * written down here by hand, so the table is not only compared with itself. */
+static void test_every_row_has_consistent_host_quota_and_scripted_columns(void)
+{
+    static const char *const host[] = {"Gate/OpenStep",   "Gate/ReadSource", "Gate/RecordOutput",
+                                       "Gate/CheckInput", "Gate/Deliver",    NULL};
+    static const char *const runs_quota[] = {"Runs/CreateRun", NULL};
+    static const char *const artifacts_quota[] = {"Gate/ReadSource", "Gate/RecordOutput", NULL};
+    static const char *const live_run[] = {"Runs/CreateRun", NULL};
+    static const char *const grant_control[] = {"Grants/RevokeGrant", "Grants/RestoreGrants", NULL};
+    size_t n_services = 0, n_host = 0, n_quota = 0, n_scripted = 0;
+    const dispatch_service *svcs = dispatch_services_of(&n_services);
+    for (size_t i = 0; i < n_services; i++) {
+        int charter = strcmp(svcs[i].desc->package, "charter.v1") == 0;
+        for (size_t m = 0; m < *svcs[i].n_methods; m++) {
+            const svc_method *row = &svcs[i].methods[m];
+            char name[96];
+            snprintf(name, sizeof name, "%s/%s",
+                     charter ? svcs[i].desc->short_name : svcs[i].desc->name, row->name);
+            int is_host = row->host == SVC_HOST;
+            if (is_host != listed_in(host, name))
+                fprintf(stderr, "\n  %s: host column %d\n", name, (int)row->host);
+            CU_ASSERT_EQUAL(is_host, listed_in(host, name));
+            CU_ASSERT_EQUAL(row->quota == SVC_QUOTA_RUNS, listed_in(runs_quota, name));
+            CU_ASSERT_EQUAL(row->quota == SVC_QUOTA_ARTIFACTS, listed_in(artifacts_quota, name));
+            CU_ASSERT_EQUAL(row->scripted == SVC_SCRIPTED_LIVE_RUN, listed_in(live_run, name));
+            CU_ASSERT_EQUAL(row->scripted == SVC_SCRIPTED_GRANT_CONTROL,
+                            listed_in(grant_control, name));
+            if (is_host) {
+                n_host++;
+                CU_ASSERT_STRING_EQUAL(svcs[i].desc->name, "charter.v1.Gate");
+                CU_ASSERT_EQUAL(row->min_role, ROLE_OPERATOR);
+            }
+            if (row->quota != SVC_QUOTA_NONE) {
+                n_quota++;
+                CU_ASSERT_EQUAL(row->min_role, ROLE_OPERATOR);
+            }
+            if (row->scripted == SVC_SCRIPTED_LIVE_RUN) {
+                n_scripted++;
+                const ProtobufCFieldDescriptor *f =
+                    protobuf_c_message_descriptor_get_field_by_name(row->request, "mode");
+                CU_ASSERT_PTR_NOT_NULL_FATAL(f);
+                CU_ASSERT_EQUAL(f->type, PROTOBUF_C_TYPE_STRING);
+            }
+            if (row->scripted == SVC_SCRIPTED_GRANT_CONTROL) {
+                n_scripted++;
+                CU_ASSERT_STRING_EQUAL(svcs[i].desc->name, "charter.v1.Grants");
+                CU_ASSERT_EQUAL(row->min_role, ROLE_OPERATOR);
+            }
+        }
+    }
+    CU_ASSERT_EQUAL(n_host, 5);
+    CU_ASSERT_EQUAL(n_quota, 3);
+    CU_ASSERT_EQUAL(n_scripted, 3);
+}
+
+/* ---------------------------------------------------------------------------------------- */
 /* The startup check                                                                         */
 /* ---------------------------------------------------------------------------------------- */
 
@@ -274,6 +346,38 @@ static void test_missing_duplicate_or_empty_rows_refuse_startup(void)
     CU_ASSERT_PTR_NOT_NULL(strstr(err, "unknown role"));
 }
 
+static void test_unknown_column_values_refuse_startup(void)
+{
+    char err[512];
+    reset_runs();
+    runs_rows[0].host = (svc_host)2;
+    CU_ASSERT_EQUAL(check_runs(err, sizeof err), -1);
+    CU_ASSERT_STRING_EQUAL(err, "method charter.v1.Runs/CreateRun has an unknown host column 2 "
+                                "(rebuild charterd with known values in the method table)");
+
+    reset_runs();
+    runs_rows[1].quota = (svc_quota)3;
+    CU_ASSERT_EQUAL(check_runs(err, sizeof err), -1);
+    CU_ASSERT_PTR_NOT_NULL(strstr(err, "Runs/GetRun takes an unknown quota 3"));
+
+    reset_runs();
+    runs_rows[2].scripted = (svc_scripted)9;
+    CU_ASSERT_EQUAL(check_runs(err, sizeof err), -1);
+    CU_ASSERT_PTR_NOT_NULL(strstr(err, "Runs/ListRuns has an unknown scripted-only column 9"));
+
+    /* GetRunRequest has no mode: a live-run refusal could not read one. */
+    reset_runs();
+    runs_rows[1].scripted = SVC_SCRIPTED_LIVE_RUN;
+    CU_ASSERT_EQUAL(check_runs(err, sizeof err), -1);
+    CU_ASSERT_PTR_NOT_NULL(strstr(err, "charter.v1.GetRunRequest has no string field mode"));
+
+    /* Columns of known values pass, whatever they say. */
+    reset_runs();
+    runs_rows[1].quota = SVC_QUOTA_ARTIFACTS;
+    runs_rows[1].host = SVC_HOST;
+    CU_ASSERT_EQUAL(check_runs(err, sizeof err), 0);
+}
+
 #define T(fn)                                                                                      \
     {                                                                                              \
 #fn, fn                                                                                    \
@@ -284,11 +388,13 @@ static const struct {
 } tests[] = {
     T(test_readme_table_of_methods_matches_the_dispatch_table),
     T(test_operator_methods_are_those_that_change_the_graph),
+    T(test_every_row_has_consistent_host_quota_and_scripted_columns),
     T(test_every_table_of_charterd_passes_the_startup_check),
     T(test_rows_in_another_order_are_accepted_by_name),
     T(test_swapped_method_names_refuse_startup),
     T(test_wrong_response_message_refuses_startup),
     T(test_missing_duplicate_or_empty_rows_refuse_startup),
+    T(test_unknown_column_values_refuse_startup),
 };
 
 int main(void)

@@ -1280,6 +1280,52 @@ static void test_missing_grant_is_grant_not_found(void)
     cap_free(&cap);
 }
 
+/* Decides the host identity facts and checks outcome, codes and witness (NULL: none). */
+static void identity_expect(const guard_identity *id, guard_outcome outcome, unsigned codes,
+                            const char *witness)
+{
+    guard_decision d;
+    CU_ASSERT_EQUAL_FATAL(guard_check_identity(id, &d), 0);
+    CU_ASSERT_EQUAL(d.outcome, outcome);
+    CU_ASSERT_EQUAL(d.codes, codes);
+    if (witness == NULL) {
+        CU_ASSERT_PTR_NULL(d.witness);
+    } else {
+        CU_ASSERT_PTR_NOT_NULL_FATAL(d.witness);
+        CU_ASSERT_STRING_EQUAL(d.witness, witness);
+    }
+    guard_decision_free(&d);
+}
+
+/* Checks RULE-HOST-IDENTITY: a host credential acts only through what one of its actors owns. */
+static void test_host_credential_of_another_actor_is_identity_mismatch(void)
+{
+    guard_identity id = {"context c3", STRS("analyst"), "cred1", STRS("reporter")};
+    identity_expect(&id, GUARD_DENY, BIT(GUARD_IDENTITY_MISMATCH),
+                    "context c3 is owned by {analyst}; credential cred1 acts for {reporter}");
+    /* one of its actors owning it is enough, whichever */
+    strs_free(&id.actors);
+    id.actors = STRS("reporter", "analyst");
+    identity_expect(&id, GUARD_ALLOW, 0, NULL);
+    /* a context with no owner, or a credential bound to no actor, is never its */
+    strs_free(&id.owners);
+    id.owners = NO_STRS;
+    identity_expect(&id, GUARD_DENY, BIT(GUARD_IDENTITY_MISMATCH),
+                    "context c3 is owned by {}; credential cred1 acts for {reporter, analyst}");
+    strs_free(&id.owners);
+    strs_free(&id.actors);
+    id.owners = STRS("analyst");
+    id.actors = NO_STRS;
+    identity_expect(&id, GUARD_DENY, BIT(GUARD_IDENTITY_MISMATCH),
+                    "context c3 is owned by {analyst}; credential cred1 acts for {}");
+    /* missing facts: unknown */
+    id.credential = NULL;
+    identity_expect(&id, GUARD_UNKNOWN, BIT(GUARD_GRAPH_ERROR), "no host identity facts");
+    identity_expect(NULL, GUARD_UNKNOWN, BIT(GUARD_GRAPH_ERROR), "no host identity facts");
+    strs_free(&id.owners);
+    strs_free(&id.actors);
+}
+
 static void test_several_faults_collect_codes_and_witness_follows_priority(void)
 {
     /* revoked leaf, expired root, a tool outside the step and a relabeled payload: every code
@@ -1529,6 +1575,7 @@ static const guard_test tests[] = {
     T(test_incomplete_or_malformed_chain_is_grant_invalid),
     T(test_leaf_grantee_not_the_actor_is_identity_mismatch),
     T(test_missing_grant_is_grant_not_found),
+    T(test_host_credential_of_another_actor_is_identity_mismatch),
     T(test_several_faults_collect_codes_and_witness_follows_priority),
     T(test_ten_thousand_deep_lineage_is_judged_without_recursion),
     T(test_wide_ancestry_witness_takes_the_shortest_path),

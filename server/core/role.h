@@ -5,8 +5,9 @@
  * Kept apart from the RPC layer so that auth.h, and config.c through it, need nothing else.
  * Viewer and operator are ordered: a caller may use a method whose minimum role is at most its
  * own. Host and admin stand outside that order (tenant.h, tenant_role_allows): a host may call
- * only the agent-facing methods through contexts of its actors, an admin only the methods whose
- * row names ROLE_ADMIN (creating and listing tenants) and none of any tenant's graph data.
+ * only the methods whose row says so (the agent-facing ones, through contexts of its actors), an
+ * admin only the methods whose row names ROLE_ADMIN (creating and listing tenants) and none of
+ * any tenant's graph data.
  */
 #ifndef CHARTER_ROLE_H
 #define CHARTER_ROLE_H

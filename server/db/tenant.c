@@ -93,39 +93,14 @@ call_role tenant_role_of(const char *name)
     return ROLE_NONE;
 }
 
-/* The agent-facing methods: what an agent host does step by step, each through a context
- * svc_gate.c checks is owned by one of the host's actors. Runs, grants, workflows, evidence,
- * retrieval and credentials are the operator's (or a viewer's). */
-static const char *const tenant_host_methods[] = {
-    "Gate/OpenStep", "Gate/ReadSource", "Gate/RecordOutput", "Gate/CheckInput", "Gate/Deliver",
-};
-
-bool tenant_host_method(const char *method)
-{
-    for (size_t i = 0; i < sizeof tenant_host_methods / sizeof tenant_host_methods[0]; i++) {
-        if (strcmp(method, tenant_host_methods[i]) == 0)
-            return true;
-    }
-    return false;
-}
-
-const char *tenant_quota_kind(const char *method)
-{
-    if (strcmp(method, "Runs/CreateRun") == 0)
-        return "runs";
-    if (strcmp(method, "Gate/ReadSource") == 0 || strcmp(method, "Gate/RecordOutput") == 0)
-        return "artifacts";
-    return NULL;
-}
-
-bool tenant_role_allows(call_role role, call_role min_role, const char *method)
+bool tenant_role_allows(call_role role, call_role min_role, bool host_callable)
 {
     if (min_role == ROLE_NONE)
         return true;
     if (min_role == ROLE_ADMIN || role == ROLE_ADMIN)
         return role == ROLE_ADMIN && min_role == ROLE_ADMIN;
     if (role == ROLE_HOST)
-        return method != NULL && tenant_host_method(method);
+        return host_callable;
     return role >= min_role && min_role <= ROLE_OPERATOR;
 }
 

@@ -58,21 +58,12 @@ int tenant_credential_hash(const char *token, char hash_hex[65]);
  * ROLE_NONE for anything else. */
 call_role tenant_role_of(const char *name);
 
-/* Whether a caller of role may call a method whose dispatch row requires min_role; method is
- * "<Service>/<Method>" (e.g. "Gate/Deliver"). ROLE_NONE rows are open to all. A ROLE_ADMIN row
- * only to the admin, and the admin to nothing else (it manages tenants, it does not act on
- * their graph data). A host may call only the agent-facing methods tenant_host_method lists;
- * viewer and operator follow their order. */
-bool tenant_role_allows(call_role role, call_role min_role, const char *method);
-
-/* True for the methods a host credential may call: Gate/OpenStep, Gate/ReadSource,
- * Gate/RecordOutput, Gate/CheckInput and Gate/Deliver (each through a context of one of its
- * actors, svc_gate.c checks) and the health checks. */
-bool tenant_host_method(const char *method);
-
-/* The quota a call of method ("<Service>/<Method>") takes one of before it runs: "runs" for
- * Runs/CreateRun, "artifacts" for Gate/ReadSource and Gate/RecordOutput, NULL for the rest. */
-const char *tenant_quota_kind(const char *method);
+/* Whether a caller of role may call a method whose dispatch row requires min_role and says
+ * whether a host credential may call it (host_callable: the row's host column, rpc/services.h).
+ * ROLE_NONE rows are open to all. A ROLE_ADMIN row only to the admin, and the admin to nothing
+ * else (it manages tenants, it does not act on their graph data). A host may call only the
+ * host-callable rows; viewer and operator follow their order. */
+bool tenant_role_allows(call_role role, call_role min_role, bool host_callable);
 
 /* Claims graph name for a new tenant (charter_graph_claim, in the graph's own slot) before it
  * is registered: refused when the graph already holds data (another charterd's default graph,

@@ -6,7 +6,9 @@
  * step capability it acted under ({workflow, cap, ...}): input gate {gate:"input", step,
  * context, ancestries:[raw charter_ancestry replies]}, source gate {gate:"source", step,
  * context, resource}, delivery gate {gate:"delivery", step, context, request, ancestry, chain,
- * now, payload:{id,hash,content_sha256}}. They are decoded with the facts codec the store decodes
+ * now, payload:{id,hash,content_sha256}}, host identity {gate:"identity", step, subject,
+ * context (absent when a step was opened), owners, credential, actors}, which has no "cap": the
+ * rule reads no capability. They are decoded with the facts codec the store decodes
  * replies with (facts.h) and handed to the same functions the live gates call.
  */
 #include "policy/evaluator.h"
@@ -297,6 +299,11 @@ int evaluator_delivery_decide(const guard_stepcap *cap, const guard_context *ctx
     return 0;
 }
 
+int evaluator_identity_decide(const guard_identity *facts, guard_decision *d)
+{
+    return guard_check_identity(facts, d);
+}
+
 /* --- replay ------------------------------------------------------------------------------ */
 
 void evaluator_replay_result_free(evaluator_replay_result *r)
@@ -447,6 +454,67 @@ static int replay_delivery(const guard_stepcap *cap, const json_t *snap, const j
     return rc;
 }
 
+/* The host identity facts of snap (strings borrowed; lists freed with identity_free). */
+static int identity_from(const json_t *snap, guard_identity *id, char *why, size_t n)
+{
+    memset(id, 0, sizeof *id);
+    id->subject = (char *)json_string_value(json_object_get(snap, "subject"));
+    id->credential = (char *)json_string_value(json_object_get(snap, "credential"));
+    if (id->subject == NULL || id->credential == NULL)
+        return snapshot_fail(why, n, "subject or credential");
+    int rc = cap_list(snap, "owners", &id->owners);
+    if (rc == STATUS_OK)
+        rc = cap_list(snap, "actors", &id->actors);
+    if (rc != STATUS_OK) {
+        free(id->owners.items);
+        free(id->actors.items);
+        memset(id, 0, sizeof *id);
+        return rc == STATUS_ENOMEM ? rc : snapshot_fail(why, n, "owners or actors");
+    }
+    return STATUS_OK;
+}
+
+static void identity_free(guard_identity *id)
+{
+    free(id->owners.items);
+    free(id->actors.items);
+    memset(id, 0, sizeof *id);
+}
+
+/* The host identity check of snap decided again; with cand (a what if), a step it opened is
+ * owned by the candidate's actor of that step. */
+static int replay_identity(const json_t *snap, const evaluator_candidate *cand, guard_decision *d,
+                           char *why, size_t n)
+{
+    guard_identity id;
+    int rc = identity_from(snap, &id, why, n);
+    if (rc != STATUS_OK)
+        return rc;
+    if (cand != NULL && json_object_get(snap, "context") == NULL) {
+        const char *step = text_of(snap, "step");
+        const workflow_step *ws = workflow_step_find(cand->wf, step);
+        if (ws == NULL) {
+            identity_free(&id);
+            memset(d, 0, sizeof *d);
+            d->outcome = GUARD_DENY;
+            d->codes = 1u << GUARD_STEP_MISMATCH;
+            char w[160];
+            snprintf(w, sizeof w, "%.64s step is not in workflow %.64s", step, cand->wf->name);
+            return (d->witness = strdup(w)) != NULL ? STATUS_OK : STATUS_ENOMEM;
+        }
+        free(id.owners.items);
+        if ((id.owners.items = calloc(1, sizeof *id.owners.items)) == NULL) {
+            identity_free(&id);
+            return STATUS_ENOMEM;
+        }
+        id.owners.items[0] = ws->cap.actor;
+        id.owners.n = 1;
+    }
+    rc = evaluator_identity_decide(&id, d) == 0 ? STATUS_OK : STATUS_ENOMEM;
+    identity_free(&id);
+    return rc;
+}
+
 /* The gate the snapshot records, decided again under cap (and labels, for a what if). */
 static int decide_snapshot(const guard_stepcap *cap, const json_t *snap, const json_t *labels,
                            guard_decision *d, char *why, size_t n)
@@ -501,8 +569,10 @@ int evaluator_replay(const char *evaluator, const json_t *event, evaluator_repla
         return STATUS_EFINGERPRINT;
     }
     guard_stepcap cap;
-    int rc = cap_from(snap, &cap, why, n);
-    if (rc == STATUS_OK) {
+    int rc;
+    if (strcmp(text_of(snap, "gate"), "identity") == 0) {
+        rc = replay_identity(snap, NULL, &out->replayed, why, n);
+    } else if ((rc = cap_from(snap, &cap, why, n)) == STATUS_OK) {
         rc = decide_snapshot(&cap, snap, NULL, &out->replayed, why, n);
         cap_free(&cap);
     }
@@ -650,7 +720,16 @@ int evaluator_whatif(const evaluator_candidate *cand, const workflow *recorded, 
              json_is_object(rq) ? text_of(rq, "recipient") : text_of(snap, "resource"));
     guard_stepcap was, cap;
     bool found = false;
-    int rc = cap_from(snap, &was, why, n);
+    int rc;
+    if (strcmp(out->gate, "identity") == 0) {
+        /* The identity rule reads no capability: only a step it opened depends on the
+         * workflow (who owns it). */
+        snprintf(out->step, sizeof out->step, "%s", text_of(snap, "step"));
+        snprintf(out->subject, sizeof out->subject, "%s", text_of(snap, "credential"));
+        rc = replay_identity(snap, cand, &out->decided, why, n);
+        goto out;
+    }
+    rc = cap_from(snap, &was, why, n);
     if (rc != STATUS_OK)
         goto out;
     snprintf(out->step, sizeof out->step, "%s", was.step);

@@ -63,6 +63,10 @@ int evaluator_delivery_decide(const guard_stepcap *cap, const guard_context *ctx
                               const guard_chain *chain, double now, const char *payload_hash,
                               const char *content_hash, guard_decision *d);
 
+/* The host identity check (RULE-HOST-IDENTITY): guard_check_identity over the recorded facts.
+ * d is overwritten. Returns 0, or -1 on allocation failure (d is then UNKNOWN). */
+int evaluator_identity_decide(const guard_identity *facts, guard_decision *d);
+
 /* --- replay ------------------------------------------------------------------------------ */
 
 typedef struct {
@@ -106,9 +110,10 @@ typedef struct {
     guard_decision decided; /* under the candidate; unset (zero) when no_snapshot */
     bool no_snapshot;       /* the event records no facts: nothing is decided */
     bool changed;           /* outcome or codes differ from the recorded decision */
-    char gate[16];          /* "input", "source" or "delivery" */
+    char gate[16];          /* "input", "source", "delivery" or "identity" */
     char step[72];          /* the step the decision was made for */
-    char subject[136];      /* the delivery's recipient, the source's resource, or "" */
+    char subject[136];      /* the delivery's recipient, the source's resource, the host
+                               credential of an identity check, or "" */
 } evaluator_whatif_result;
 
 /* Decides event (as charter_get_event returns it, snapshot resolved) again from its snapshot
@@ -119,7 +124,9 @@ typedef struct {
  * recipient clearance and every source resource's labels are the candidate's (-1, a missing
  * fact, for a recipient or resource it does not define), and an artifact label that agreed with
  * the recorded facts is recomputed under the candidate's (one that disagreed still disagrees).
- * The grant chain, the context, the payload and the database time are the recorded ones. No
+ * The grant chain, the context, the payload and the database time are the recorded ones. A
+ * host identity check keeps its recorded facts, except that a step it opened is owned by the
+ * candidate's actor of that step (DENY STEP_MISMATCH when it has none). No
  * fingerprint check: a what-if asks what this evaluator would decide. Returns STATUS_OK with
  * *out filled (free with evaluator_whatif_result_free); STATUS_ENOTDECISION; STATUS_ESNAPSHOT
  * (why says what is malformed); STATUS_ENOMEM. why has n bytes. */

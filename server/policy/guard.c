@@ -1309,6 +1309,34 @@ int guard_check_chain(const guard_chain *chain, const char *actor, double now, g
     return rc;
 }
 
+int guard_check_identity(const guard_identity *id, guard_decision *out)
+{
+    verdict v = {0};
+    if (out == NULL)
+        return -1;
+    memset(out, 0, sizeof *out);
+    if (id == NULL || id->subject == NULL || id->credential == NULL) {
+        flag(&v, GUARD_GRAPH_ERROR, "no host identity facts", END);
+        return verdict_finish(&v, out, NULL, 0, NULL, 0);
+    }
+    /* RULE-HOST-IDENTITY: one of the subject's owners is an actor the credential acts for. */
+    bool mine = false;
+    for (size_t i = 0; !mine && id->owners.items != NULL && i < id->owners.n; i++)
+        mine = strs_has(&id->actors, id->owners.items[i]);
+    strbuf b;
+    if (!mine && flag_begin(&v, GUARD_IDENTITY_MISMATCH, &b)) {
+        sb_put(&b, id->subject);
+        sb_put(&b, " is owned by ");
+        sb_strs(&b, &id->owners);
+        sb_put(&b, "; credential ");
+        sb_put(&b, id->credential);
+        sb_put(&b, " acts for ");
+        sb_strs(&b, &id->actors);
+        flag_end(&v, GUARD_IDENTITY_MISMATCH, &b);
+    }
+    return verdict_finish(&v, out, NULL, 0, NULL, 0);
+}
+
 void guard_decision_free(guard_decision *d)
 {
     if (d == NULL)

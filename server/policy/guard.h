@@ -125,6 +125,15 @@ typedef struct {
     guard_strs owners;
 } guard_context;
 
+/* The facts of a host identity check: what a host credential acts through and whom it acts
+ * for. */
+typedef struct {
+    char *subject;     /* what the call acts through: "context c3" or "step analyze" */
+    guard_strs owners; /* its owners: the context's OWNED_BY actors, or the step's actor */
+    char *credential;  /* the host credential's id */
+    guard_strs actors; /* the actors the credential is bound to */
+} guard_identity;
+
 /* A delivery request after the server resolved it. */
 typedef struct {
     char *run_id;
@@ -203,6 +212,14 @@ int guard_check_delivery(const guard_stepcap *cap, const guard_context *ctx,
  * out->chain_order holds the grants leaf first (ids borrowed from chain).
  * Returns 0, or -1 on allocation failure (out is then UNKNOWN GRAPH_ERROR). */
 int guard_check_chain(const guard_chain *chain, const char *actor, double now, guard_decision *out);
+
+/* Host identity (README "Rule IDs", RULE-HOST-IDENTITY): a host credential acts only for the
+ * actors it is bound to, so it may act through a context or open a step only when one of the
+ * subject's owners is among its actors. ALLOW then; else DENY IDENTITY_MISMATCH with the witness
+ * "context c3 is owned by {analyst}; credential <id> acts for {reporter}" (no owner, or no
+ * actor, is a mismatch too). id NULL, or a subject or credential missing, gives UNKNOWN
+ * GRAPH_ERROR. Returns 0, or -1 on allocation failure (out is then UNKNOWN GRAPH_ERROR). */
+int guard_check_identity(const guard_identity *id, guard_decision *out);
 
 /* Frees what a decision owns and zeroes it. Safe on a zeroed decision. */
 void guard_decision_free(guard_decision *d);

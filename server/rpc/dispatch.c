@@ -148,6 +148,50 @@ const dispatch_service *dispatch_services_of(size_t *n)
     return dispatch_services;
 }
 
+/* The request's string field "mode" (a single string), or NULL when it has none. */
+static const ProtobufCFieldDescriptor *dispatch_mode_field(const ProtobufCMessageDescriptor *req)
+{
+    const ProtobufCFieldDescriptor *f =
+        protobuf_c_message_descriptor_get_field_by_name(req, "mode");
+    if (f == NULL || f->type != PROTOBUF_C_TYPE_STRING || f->label == PROTOBUF_C_LABEL_REPEATED)
+        return NULL;
+    return f;
+}
+
+/* The row's host, quota and scripted-only columns hold known values, and a row refused for
+ * live runs under --scripted-only has a request that says its mode. */
+static int dispatch_check_columns(const ProtobufCServiceDescriptor *desc,
+                                  const ProtobufCMethodDescriptor *md, const svc_method *row,
+                                  char *err, size_t errlen)
+{
+    static const char fix[] = "rebuild charterd with known values in the method table";
+    if (row->host != SVC_NO_HOST && row->host != SVC_HOST) {
+        snprintf(err, errlen, "method %s/%s has an unknown host column %d (%s)", desc->name,
+                 md->name, (int)row->host, fix);
+        return -1;
+    }
+    if (row->quota != SVC_QUOTA_NONE && row->quota != SVC_QUOTA_RUNS &&
+        row->quota != SVC_QUOTA_ARTIFACTS) {
+        snprintf(err, errlen, "method %s/%s takes an unknown quota %d (%s)", desc->name, md->name,
+                 (int)row->quota, fix);
+        return -1;
+    }
+    if (row->scripted != SVC_SCRIPTED_SERVED && row->scripted != SVC_SCRIPTED_LIVE_RUN &&
+        row->scripted != SVC_SCRIPTED_GRANT_CONTROL) {
+        snprintf(err, errlen, "method %s/%s has an unknown scripted-only column %d (%s)",
+                 desc->name, md->name, (int)row->scripted, fix);
+        return -1;
+    }
+    if (row->scripted == SVC_SCRIPTED_LIVE_RUN && dispatch_mode_field(md->input) == NULL) {
+        snprintf(err, errlen,
+                 "method %s/%s is refused for live runs under --scripted-only, but %s has no "
+                 "string field mode (%s)",
+                 desc->name, md->name, md->input->name, fix);
+        return -1;
+    }
+    return 0;
+}
+
 int dispatch_check_service(const ProtobufCServiceDescriptor *desc, const svc_method *rows,
                            size_t n_rows, char *err, size_t errlen)
 {
@@ -191,6 +235,8 @@ int dispatch_check_service(const ProtobufCServiceDescriptor *desc, const svc_met
                      md->name, (int)row->min_role, fix);
             return -1;
         }
+        if (dispatch_check_columns(desc, md, row, err, errlen) != 0)
+            return -1;
     }
     return 0;
 }
@@ -365,15 +411,6 @@ static void dispatch_refuse_nul(call *c, const Charter__V1__RpcRequest *rq, cons
 }
 
 /* --- who is calling, for which tenant -------------------------------------------------- */
-
-/* "Gate/Deliver" for "/charter.v1.Gate/Deliver"; other packages keep their full name. */
-static const char *dispatch_short_method(const char *method)
-{
-    static const char own[] = "/charter.v1.";
-    if (strncmp(method, own, sizeof own - 1) == 0)
-        return method + sizeof own - 1;
-    return method[0] == '/' ? method + 1 : method;
-}
 
 static unsigned long long dispatch_json_count(const json_t *o, const char *key)
 {
@@ -591,6 +628,31 @@ static int dispatch_identify(const dispatch_ctx *d, const Charter__V1__RpcReques
     return rc;
 }
 
+/* The rows a host credential may call, from the method table, into buf (n bytes): "Gate/OpenStep,
+ * ReadSource, RecordOutput, CheckInput and Deliver" (a service named once, before its first). */
+static void dispatch_host_methods(char *buf, size_t n)
+{
+    size_t total = 0, seen = 0, at = 0;
+    buf[0] = '\0';
+    for (size_t i = 0; i < DISPATCH_N_SERVICES; i++)
+        for (size_t r = 0; r < *dispatch_services[i].n_methods; r++)
+            total += dispatch_services[i].methods[r].host == SVC_HOST;
+    for (size_t i = 0; i < DISPATCH_N_SERVICES && at < n; i++) {
+        const dispatch_service *svc = &dispatch_services[i];
+        bool named = false;
+        for (size_t r = 0; r < *svc->n_methods && at < n; r++) {
+            if (svc->methods[r].host != SVC_HOST)
+                continue;
+            seen++;
+            const char *sep = seen == 1 ? "" : seen == total ? " and " : ", ";
+            at += (size_t)snprintf(buf + at, n - at, "%s%s%s%s", sep,
+                                   named ? "" : svc->desc->short_name, named ? "" : "/",
+                                   svc->methods[r].name);
+            named = true;
+        }
+    }
+}
+
 /* Why a caller of this role may not call the row's method. */
 static int dispatch_refuse_role(call *c, const svc_method *row)
 {
@@ -601,12 +663,33 @@ static int dispatch_refuse_role(call *c, const svc_method *row)
         return call_fail(c, RPC_PERMISSION_DENIED,
                          "the admin token creates and lists tenants only; call with a credential "
                          "of the tenant");
-    if (c->role == ROLE_HOST)
-        return call_fail(c, RPC_PERMISSION_DENIED,
-                         "a host credential may call only Gate/OpenStep, ReadSource, RecordOutput, "
-                         "CheckInput and Deliver");
+    if (c->role == ROLE_HOST) {
+        char methods[512];
+        dispatch_host_methods(methods, sizeof methods);
+        return call_fail(c, RPC_PERMISSION_DENIED, "a host credential may call only %s", methods);
+    }
     return call_fail(c, RPC_PERMISSION_DENIED, "this method needs the %s token",
                      row->min_role == ROLE_OPERATOR ? "operator" : "viewer");
+}
+
+/* Under --scripted-only (a shared demo), what the row's scripted column refuses: live runs, and
+ * the grant controls. Returns RPC_OK when the call is served. */
+static int dispatch_refuse_scripted(call *c, const svc_method *row,
+                                    const ProtobufCMethodDescriptor *md, const ProtobufCMessage *in)
+{
+    if (row->scripted == SVC_SCRIPTED_GRANT_CONTROL)
+        return call_fail(c, RPC_PERMISSION_DENIED, "grant controls are off (--scripted-only)");
+    if (row->scripted != SVC_SCRIPTED_LIVE_RUN)
+        return RPC_OK;
+    /* dispatch_check_tables established the field; were it gone, the call is refused (fail
+     * closed). The mode is read as the handler reads it. */
+    const ProtobufCFieldDescriptor *f = dispatch_mode_field(md->input);
+    if (f == NULL)
+        return call_fail(c, RPC_PERMISSION_DENIED, "live runs are off (--scripted-only)");
+    const char *mode = *(const char *const *)(const void *)((const char *)in + f->offset);
+    if (mode != NULL && strcmp(mode, "live") == 0)
+        return call_fail(c, RPC_PERMISSION_DENIED, "mode: live runs are off (--scripted-only)");
+    return RPC_OK;
 }
 
 /* --- one call ----------------------------------------------------------------------------- */
@@ -704,15 +787,16 @@ int dispatch_serve(const dispatch_ctx *d, store *st, const uint8_t *req, size_t 
     }
 
     /* The row's role, before any of the handler's own checks run. */
-    const char *short_method = dispatch_short_method(rq->method);
-    if (!tenant_role_allows(c.role, row->min_role, short_method)) {
+    if (!tenant_role_allows(c.role, row->min_role, row->host == SVC_HOST)) {
         dispatch_refuse_role(&c, row);
         goto reply;
     }
+    if (env->scripted_only && dispatch_refuse_scripted(&c, row, md, in) != RPC_OK)
+        goto reply;
     /* A quota is taken before the write it bounds and given back when the call fails. */
-    const char *quota = tenant_quota_kind(short_method);
-    if (quota != NULL && (strcmp(quota, "runs") == 0 ? c.max_runs : c.max_artifacts) == 0)
-        quota = NULL;
+    const char *quota = row->quota == SVC_QUOTA_RUNS && c.max_runs > 0             ? "runs"
+                        : row->quota == SVC_QUOTA_ARTIFACTS && c.max_artifacts > 0 ? "artifacts"
+                                                                                   : NULL;
     if (quota != NULL) {
         int qrc = tenant_quota_take(st, c.tenant, quota, 1);
         if (qrc != STATUS_OK) {

@@ -38,8 +38,10 @@ const dispatch_service *dispatch_services_of(size_t *n);
 
 /* Checks one method table against its generated service descriptor: as many rows as the
  * descriptor has methods, each method named by exactly one row whose request and response are
- * the method's input and output messages, a handler in every row and a known role. Returns 0,
- * or -1 with a one-line reason in err (errlen bytes). */
+ * the method's input and output messages, a handler in every row, a known role and known host,
+ * quota and scripted-only columns (services.h), and a request with a string field "mode" in a
+ * row refused for live runs under --scripted-only. Returns 0, or -1 with a one-line reason in
+ * err (errlen bytes). */
 int dispatch_check_service(const ProtobufCServiceDescriptor *desc, const svc_method *rows,
                            size_t n_rows, char *err, size_t errlen);
 

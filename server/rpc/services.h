@@ -2,10 +2,12 @@
  * services.h - the method tables of charter.v1's services.
  *
  * Each row declares a method once: its name in proto/charter.proto, its request and response
- * messages, the minimum role that may call it, and its handler. dispatch.c checks every row
- * against protobuf-c's generated service descriptors at startup (same names, same messages,
- * every method present once), so a row that names the wrong method or message stops charterd,
- * and it enforces the row's role before the handler runs, so no handler checks roles itself.
+ * messages, the minimum role that may call it, whether a host credential may call it, the
+ * tenant quota it takes, what --scripted-only does to it, and its handler. dispatch.c checks
+ * every row against protobuf-c's generated service descriptors at startup (same names, same
+ * messages, every method present once, known column values), so a row that names the wrong
+ * method or message stops charterd, and it enforces the row's role, host column, scripted-only
+ * column and quota before the handler runs, so no handler checks them itself.
  */
 #ifndef CHARTER_SERVICES_H
 #define CHARTER_SERVICES_H
@@ -16,11 +18,39 @@
 #include "rpc/call.h"
 #include "core/role.h"
 
+/* Whether a host credential (ROLE_HOST) may call a method. Only the agent-facing methods of
+ * the Gate service: each acts through a step or context the identity gate (gates/identity.c)
+ * checks is one of the host's actors'. A row open without a token (ROLE_NONE) is open to a host
+ * too, whatever this says. */
+typedef enum {
+    SVC_NO_HOST = 0,
+    SVC_HOST = 1,
+} svc_host;
+
+/* The quota of its tenant a call takes one of before its handler runs, given back when the
+ * call fails (tenant.h, tenant_quota_take): a method that writes what the quota counts. */
+typedef enum {
+    SVC_QUOTA_NONE = 0,
+    SVC_QUOTA_RUNS = 1,      /* max_runs: a new run */
+    SVC_QUOTA_ARTIFACTS = 2, /* max_artifacts: a new artifact */
+} svc_quota;
+
+/* What --scripted-only (a shared demo) does to a method: refused with PERMISSION_DENIED before
+ * its handler runs, or served. */
+typedef enum {
+    SVC_SCRIPTED_SERVED = 0,
+    SVC_SCRIPTED_LIVE_RUN = 1,      /* refused when its request's string field "mode" is "live" */
+    SVC_SCRIPTED_GRANT_CONTROL = 2, /* refused: grants stay as the demo set them */
+} svc_scripted;
+
 typedef struct {
     const char *name;                           /* the method, e.g. "CreateRun" */
     const ProtobufCMessageDescriptor *request;  /* its input message */
     const ProtobufCMessageDescriptor *response; /* its output message */
     call_role min_role;                         /* ROLE_NONE: callable without a token */
+    svc_host host;                              /* whether a host credential may call it */
+    svc_quota quota;                            /* the quota it takes */
+    svc_scripted scripted;                      /* what --scripted-only does to it */
     call_handler handler;
 } svc_method;
 

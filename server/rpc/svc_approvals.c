@@ -157,9 +157,11 @@ static int decide_approval(call *c, const ProtobufCMessage *in, ProtobufCMessage
  * role before the handler runs). */
 const svc_method svc_approvals_methods[] = {
     {"ListApprovals", &charter__v1__list_approvals_request__descriptor,
-     &charter__v1__list_approvals_response__descriptor, ROLE_VIEWER, list_approvals},
+     &charter__v1__list_approvals_response__descriptor, ROLE_VIEWER, SVC_NO_HOST, SVC_QUOTA_NONE,
+     SVC_SCRIPTED_SERVED, list_approvals},
     {"DecideApproval", &charter__v1__decide_approval_request__descriptor,
-     &charter__v1__decide_approval_response__descriptor, ROLE_OPERATOR, decide_approval},
+     &charter__v1__decide_approval_response__descriptor, ROLE_OPERATOR, SVC_NO_HOST, SVC_QUOTA_NONE,
+     SVC_SCRIPTED_SERVED, decide_approval},
 };
 const size_t svc_approvals_methods_len =
     sizeof svc_approvals_methods / sizeof svc_approvals_methods[0];

@@ -227,18 +227,22 @@ static int get_receipt_key(call *c, const ProtobufCMessage *in, ProtobufCMessage
 }
 
 /* The Evidence service: one row per method, checked against the generated descriptor at
- * startup (dispatch_check_tables); dispatch enforces each row's minimum role. */
+ * startup (dispatch_check_tables); dispatch enforces each row's columns (services.h). */
 const svc_method svc_evidence_methods[] = {
     {"ReplayDecision", &charter__v1__replay_decision_request__descriptor,
-     &charter__v1__replay_decision_response__descriptor, ROLE_VIEWER, replay_decision},
+     &charter__v1__replay_decision_response__descriptor, ROLE_VIEWER, SVC_NO_HOST, SVC_QUOTA_NONE,
+     SVC_SCRIPTED_SERVED, replay_decision},
     {"GetReceipt", &charter__v1__get_receipt_request__descriptor, &charter__v1__receipt__descriptor,
-     ROLE_VIEWER, get_receipt},
+     ROLE_VIEWER, SVC_NO_HOST, SVC_QUOTA_NONE, SVC_SCRIPTED_SERVED, get_receipt},
     {"AuditRun", &charter__v1__audit_run_request__descriptor,
-     &charter__v1__audit_run_response__descriptor, ROLE_VIEWER, audit_run},
+     &charter__v1__audit_run_response__descriptor, ROLE_VIEWER, SVC_NO_HOST, SVC_QUOTA_NONE,
+     SVC_SCRIPTED_SERVED, audit_run},
     {"WhatIf", &charter__v1__what_if_request__descriptor,
-     &charter__v1__what_if_response__descriptor, ROLE_VIEWER, svc_whatif_handler},
+     &charter__v1__what_if_response__descriptor, ROLE_VIEWER, SVC_NO_HOST, SVC_QUOTA_NONE,
+     SVC_SCRIPTED_SERVED, svc_whatif_handler},
     {"GetReceiptKey", &charter__v1__get_receipt_key_request__descriptor,
-     &charter__v1__receipt_key__descriptor, ROLE_VIEWER, get_receipt_key},
+     &charter__v1__receipt_key__descriptor, ROLE_VIEWER, SVC_NO_HOST, SVC_QUOTA_NONE,
+     SVC_SCRIPTED_SERVED, get_receipt_key},
 };
 const size_t svc_evidence_methods_len =
     sizeof svc_evidence_methods / sizeof svc_evidence_methods[0];

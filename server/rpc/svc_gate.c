@@ -10,9 +10,9 @@
 
 #include "charter.pb-c.h"
 #include "gates/deliver.h"
-#include "evidence/evlog.h"
 #include "policy/facts.h"
 #include "gates/gate.h"
+#include "gates/identity.h"
 #include "workflow/registry.h"
 #include "rpc/services.h"
 #include "rpc/wire.h"
@@ -91,90 +91,45 @@ static int names_ok(call *c, const char *field, char **names, size_t n, guard_st
 
 /* --- host credentials: only through contexts owned by their actors ------------------------- */
 
-/* True when one of the context's OWNED_BY actors is among the host credential's actors. */
-static bool host_owns(const call *c, const guard_context *ctx)
+/* The call's host credential as the identity gate reads it. */
+static identity_host host_of(const call *c, const char *method)
 {
-    for (size_t i = 0; i < ctx->owners.n; i++)
-        for (size_t k = 0; k < c->n_actors; k++)
-            if (strcmp(ctx->owners.items[i], c->actors[k]) == 0)
-                return true;
-    return false;
+    identity_host h = {c->st, c->credential_id, c->actors, c->n_actors, method};
+    return h;
 }
 
-/* "context c3 is owned by {agent_analyst}; credential <id> acts for {agent_reporter}" */
-static char *host_witness(const call *c, const char *what, const guard_strs *owners)
+/* An identity refusal the gate decided but could not record: it stands, and is said. */
+static int host_unrecorded(call *c, int rc, guard_decision *d)
 {
-    size_t n = strlen(what) + strlen(c->credential_id) + 96;
-    for (size_t i = 0; i < owners->n; i++)
-        n += strlen(owners->items[i]) + 2;
-    for (size_t k = 0; k < c->n_actors; k++)
-        n += strlen(c->actors[k]) + 2;
-    char *w = malloc(n);
-    if (w == NULL)
-        return NULL;
-    size_t at = (size_t)snprintf(w, n, "%s is owned by {", what);
-    for (size_t i = 0; i < owners->n; i++)
-        at += (size_t)snprintf(w + at, n - at, "%s%s", i ? ", " : "", owners->items[i]);
-    at += (size_t)snprintf(w + at, n - at, "}; credential %s acts for {", c->credential_id);
-    for (size_t k = 0; k < c->n_actors; k++)
-        at += (size_t)snprintf(w + at, n - at, "%s%s", k ? ", " : "", c->actors[k]);
-    snprintf(w + at, n - at, "}");
-    return w;
+    rc = call_fail_statusf(c, rc, "identity mismatch (%s) could not be recorded",
+                           d->witness != NULL ? d->witness : "");
+    guard_decision_free(d);
+    return rc;
 }
 
-/* Records the refusal on run_id as a decision event (kind identity_checked, DENY
- * IDENTITY_MISMATCH with its witness) and fills d with it. Returns RPC_OK or a failure. */
-static int host_refuse(call *c, const char *run_id, const char *method, char *witness,
-                       guard_decision *d)
-{
-    memset(d, 0, sizeof *d);
-    d->outcome = GUARD_DENY;
-    d->codes = 1u << GUARD_IDENTITY_MISMATCH;
-    d->witness = witness;
-    json_t *detail = json_pack("{s:s, s:s}", "method", method, "credential", c->credential_id);
-    evlog_owned ev;
-    int rc = detail != NULL ? evlog_owned_event(&ev, "identity_checked", d, NULL, detail, NULL)
-                            : STATUS_ENOMEM;
-    if (rc == STATUS_OK)
-        rc = evlog_append(c->st, run_id, &ev.ev, NULL);
-    if (detail != NULL)
-        evlog_owned_free(&ev);
-    json_decref(detail);
-    /* The refusal stands whether or not it could be recorded; an unrecorded one is said. */
-    if (rc != STATUS_OK)
-        return call_fail_statusf(c, rc, "identity mismatch (%s) could not be recorded",
-                                 witness != NULL ? witness : "");
-    return RPC_OK;
-}
-
-/* For a host credential, the context must be owned by one of its actors. *refused is set when
- * it is not: d then holds the recorded DENY IDENTITY_MISMATCH the method answers with. Other
- * callers pass untouched. Returns RPC_OK or a failure (unknown context, database). */
+/* For a host credential, the identity gate (gates/identity.c, RULE-HOST-IDENTITY) on the
+ * context. *refused is set when it refuses: d then holds the recorded DENY IDENTITY_MISMATCH
+ * the method answers with. Other callers pass untouched. Returns RPC_OK or a failure (unknown
+ * context, database, an unrecorded refusal). */
 static int host_check_context(call *c, const char *method, const char *context_id,
                               guard_decision *d, bool *refused)
 {
     *refused = false;
     if (c->role != ROLE_HOST)
         return RPC_OK;
-    guard_context ctx;
-    memset(&ctx, 0, sizeof ctx);
-    int rc = store_context(c->st, context_id, &ctx);
+    identity_host h = host_of(c, method);
+    int rc = identity_check_context(&h, context_id, d);
+    if (rc != STATUS_OK && d->outcome == GUARD_DENY)
+        return host_unrecorded(c, rc, d);
     if (rc == STATUS_ENOTFOUND)
         return call_fail(c, RPC_NOT_FOUND, "context %s not found", context_id);
-    if (rc != STATUS_OK)
+    if (rc != STATUS_OK) {
+        guard_decision_free(d);
         return call_fail_status_id(c, rc, "context", context_id);
-    if (host_owns(c, &ctx)) {
-        facts_context_free(&ctx);
-        return RPC_OK;
     }
-    char what[192];
-    snprintf(what, sizeof what, "context %s", context_id);
-    char *witness = host_witness(c, what, &ctx.owners);
-    rc = host_refuse(c, ctx.run_id, method, witness, d);
-    facts_context_free(&ctx);
-    if (rc != RPC_OK) {
-        free(witness);
-        return rc;
+    if (d->outcome == GUARD_ALLOW) {
+        guard_decision_free(d);
+        return RPC_OK;
     }
     *refused = true;
     return RPC_OK;
@@ -234,22 +189,22 @@ static int open_step(call *c, const ProtobufCMessage *in, ProtobufCMessage **out
                              wf->name);
         g.wf = wf;
         if (c->role == ROLE_HOST) {
-            bool mine = false;
-            for (size_t k = 0; k < c->n_actors; k++)
-                mine = mine || strcmp(c->actors[k], ws->cap.actor) == 0;
-            if (!mine) {
-                guard_strs owner = {(char **)&ws->cap.actor, 1};
-                char what[192];
-                snprintf(what, sizeof what, "step %s", req->step);
-                char *witness = host_witness(c, what, &owner);
-                guard_decision hd;
-                rc = host_refuse(c, req->run_id, "OpenStep", witness, &hd);
-                if (rc == RPC_OK)
-                    rc = call_fail(c, RPC_PERMISSION_DENIED, "IDENTITY_MISMATCH: %s",
-                                   witness != NULL ? witness : "");
-                free(witness);
+            identity_host h = host_of(c, "OpenStep");
+            guard_decision hd;
+            rc = identity_check_step(&h, req->run_id, wf, ws, &hd);
+            if (rc != STATUS_OK && hd.outcome == GUARD_DENY)
+                return host_unrecorded(c, rc, &hd);
+            if (rc != STATUS_OK) {
+                guard_decision_free(&hd);
+                return call_fail_status_id(c, rc, "run", req->run_id);
+            }
+            if (hd.outcome != GUARD_ALLOW) {
+                rc = call_fail(c, RPC_PERMISSION_DENIED, "IDENTITY_MISMATCH: %s",
+                               hd.witness != NULL ? hd.witness : "");
+                guard_decision_free(&hd);
                 return rc;
             }
+            guard_decision_free(&hd);
         }
         rc = gate_open_step(&g, req->run_id, req->step, &ctx);
         /* The run was found above, and runs are never deleted: what the graph lacks is the
@@ -563,19 +518,25 @@ static int trace_artifact(call *c, const ProtobufCMessage *in, ProtobufCMessage 
 }
 
 /* The Gate service: one row per method, checked against the generated descriptor at
- * startup (dispatch_check_tables); dispatch enforces each row's minimum role. */
+ * startup (dispatch_check_tables); dispatch enforces each row's columns (services.h). */
 const svc_method svc_gate_methods[] = {
     {"OpenStep", &charter__v1__open_step_request__descriptor,
-     &charter__v1__step_context__descriptor, ROLE_OPERATOR, open_step},
+     &charter__v1__step_context__descriptor, ROLE_OPERATOR, SVC_HOST, SVC_QUOTA_NONE,
+     SVC_SCRIPTED_SERVED, open_step},
     {"ReadSource", &charter__v1__read_source_request__descriptor,
-     &charter__v1__read_source_response__descriptor, ROLE_OPERATOR, read_source},
+     &charter__v1__read_source_response__descriptor, ROLE_OPERATOR, SVC_HOST, SVC_QUOTA_ARTIFACTS,
+     SVC_SCRIPTED_SERVED, read_source},
     {"RecordOutput", &charter__v1__record_output_request__descriptor,
-     &charter__v1__record_output_response__descriptor, ROLE_OPERATOR, record_output},
+     &charter__v1__record_output_response__descriptor, ROLE_OPERATOR, SVC_HOST, SVC_QUOTA_ARTIFACTS,
+     SVC_SCRIPTED_SERVED, record_output},
     {"CheckInput", &charter__v1__check_input_request__descriptor,
-     &charter__v1__check_input_response__descriptor, ROLE_OPERATOR, check_input},
+     &charter__v1__check_input_response__descriptor, ROLE_OPERATOR, SVC_HOST, SVC_QUOTA_NONE,
+     SVC_SCRIPTED_SERVED, check_input},
     {"Deliver", &charter__v1__deliver_request__descriptor,
-     &charter__v1__deliver_response__descriptor, ROLE_OPERATOR, deliver},
+     &charter__v1__deliver_response__descriptor, ROLE_OPERATOR, SVC_HOST, SVC_QUOTA_NONE,
+     SVC_SCRIPTED_SERVED, deliver},
     {"TraceArtifact", &charter__v1__trace_artifact_request__descriptor,
-     &charter__v1__trace_artifact_response__descriptor, ROLE_VIEWER, trace_artifact},
+     &charter__v1__trace_artifact_response__descriptor, ROLE_VIEWER, SVC_NO_HOST, SVC_QUOTA_NONE,
+     SVC_SCRIPTED_SERVED, trace_artifact},
 };
 const size_t svc_gate_methods_len = sizeof svc_gate_methods / sizeof svc_gate_methods[0];

@@ -2,17 +2,17 @@
  * svc_grants.c - charter.v1.Grants: revoke and restore grants, show a delegation chain.
  *
  * Revocation and restore are operator-only writes stamped by the database clock inside the
- * query library. ShowChain evaluates the chain with the same guard function the delivery gate
- * uses (guard_check_chain), for the leaf grant's grantee at the database time, so what an
- * operator sees is what a delivery would be judged by.
+ * query library, refused under --scripted-only by their rows (SVC_SCRIPTED_GRANT_CONTROL).
+ * ShowChain only translates: the chain is judged in gates/chain.c with the guard function the
+ * delivery gate uses (guard_check_chain), for the leaf grant's grantee at the database time, so
+ * what an operator sees is what a delivery would be judged by.
  */
 #include <stdbool.h>
 #include <stdio.h>
-#include <stdlib.h>
 #include <string.h>
 
 #include "charter.pb-c.h"
-#include "policy/guard.h"
+#include "gates/chain.h"
 #include "rpc/services.h"
 #include "rpc/wire.h"
 
@@ -20,9 +20,6 @@ static int svc_grants_revoke(call *c, const ProtobufCMessage *in, ProtobufCMessa
 {
     const Charter__V1__RevokeGrantRequest *rq = (const Charter__V1__RevokeGrantRequest *)in;
     int rc;
-    if (c->env->scripted_only) {
-        return call_fail(c, RPC_PERMISSION_DENIED, "grant controls are off (--scripted-only)");
-    }
     if ((rc = call_require_id(c, "grant_id", rq->grant_id)) != RPC_OK) {
         return rc;
     }
@@ -49,9 +46,6 @@ static int svc_grants_restore(call *c, const ProtobufCMessage *in, ProtobufCMess
 {
     const Charter__V1__RestoreGrantsRequest *rq = (const Charter__V1__RestoreGrantsRequest *)in;
     int rc;
-    if (c->env->scripted_only) {
-        return call_fail(c, RPC_PERMISSION_DENIED, "grant controls are off (--scripted-only)");
-    }
     const char *id = rq->grant_id != NULL ? rq->grant_id : "";
     if (id[0] != '\0' && (rc = call_require_id(c, "grant_id", id)) != RPC_OK) {
         return rc;
@@ -141,64 +135,25 @@ static int svc_grants_show_chain(call *c, const ProtobufCMessage *in, ProtobufCM
     }
     char what[160];
     snprintf(what, sizeof what, "grant %s", rq->grant_id);
-    json_t *j = NULL;
-    rc = q_grant_chain(c->st, rq->grant_id, &j);
-    if (rc != STATUS_OK) {
-        return call_fail_status(c, rc, what);
-    }
-    const json_t *grants = json_object_get(j, "grants");
-    if (!json_is_array(grants) || json_array_size(grants) == 0) {
-        json_decref(j);
-        return call_fail(c, RPC_NOT_FOUND, "%s not found", what);
-    }
-
-    json_t *tj = NULL;
-    rc = q_time(c->st, &tj);
-    if (rc != STATUS_OK) {
-        json_decref(j);
-        return call_fail_status(c, rc, "database time");
-    }
-    const json_t *nowj = json_object_get(tj, "now");
-    double now = 0;
-    if (json_is_string(nowj)) {
-        char *end = NULL;
-        now = strtod(json_string_value(nowj), &end);
-        if (end == json_string_value(nowj)) {
-            now = 0;
-        }
-    } else if (json_is_number(nowj)) {
-        now = json_number_value(nowj);
-    }
-    json_decref(tj);
-    if (now <= 0) {
-        json_decref(j);
-        return call_fail(c, RPC_INTERNAL, "unexpected database reply for the database time");
-    }
-
-    guard_chain chain;
-    memset(&chain, 0, sizeof chain);
-    rc = facts_chain_from_json(j, rq->grant_id, &chain);
-    if (rc != STATUS_OK) {
-        facts_chain_free(&chain);
-        json_decref(j);
-        return call_fail_status(c, rc, what);
-    }
-    const char *actor = "";
-    for (size_t i = 0; i < chain.n; i++) {
-        const guard_grant *g = &chain.items[i];
-        if (g->id != NULL && strcmp(g->id, rq->grant_id) == 0 && g->n_grantees > 0 &&
-            g->grantees[0].id != NULL) {
-            actor = g->grantees[0].id;
-            break;
-        }
-    }
+    json_t *grants = NULL;
     guard_decision d;
-    memset(&d, 0, sizeof d);
-    int grc = guard_check_chain(&chain, actor, now, &d);
-
+    chain_stage at;
+    rc = chain_show(c->st, rq->grant_id, &grants, &d, &at);
+    if (rc != STATUS_OK) {
+        switch (at) {
+        case CHAIN_AT_TIME:
+            return call_fail_status(c, rc, "database time");
+        case CHAIN_AT_TIME_REPLY:
+            return call_fail(c, RPC_INTERNAL, "unexpected database reply for the database time");
+        case CHAIN_AT_GUARD:
+            return call_fail(c, RPC_INTERNAL, "out of memory evaluating %s", what);
+        default:
+            return call_fail_status(c, rc, what);
+        }
+    }
     Charter__V1__GrantChain *r = call_alloc(c, sizeof *r);
     int status = RPC_OK;
-    if (r == NULL || grc != 0) {
+    if (r == NULL) {
         status = call_fail(c, RPC_INTERNAL, "out of memory evaluating %s", what);
     } else {
         charter__v1__grant_chain__init(r);
@@ -208,8 +163,7 @@ static int svc_grants_show_chain(call *c, const ProtobufCMessage *in, ProtobufCM
         }
     }
     guard_decision_free(&d);
-    facts_chain_free(&chain);
-    json_decref(j);
+    json_decref(grants);
     if (status != RPC_OK) {
         return status;
     }
@@ -218,13 +172,15 @@ static int svc_grants_show_chain(call *c, const ProtobufCMessage *in, ProtobufCM
 }
 
 /* The Grants service: one row per method, checked against the generated descriptor at
- * startup (dispatch_check_tables); dispatch enforces each row's minimum role. */
+ * startup (dispatch_check_tables); dispatch enforces each row's columns (services.h). */
 const svc_method svc_grants_methods[] = {
     {"RevokeGrant", &charter__v1__revoke_grant_request__descriptor, &charter__v1__grant__descriptor,
-     ROLE_OPERATOR, svc_grants_revoke},
+     ROLE_OPERATOR, SVC_NO_HOST, SVC_QUOTA_NONE, SVC_SCRIPTED_GRANT_CONTROL, svc_grants_revoke},
     {"RestoreGrants", &charter__v1__restore_grants_request__descriptor,
-     &charter__v1__restore_grants_response__descriptor, ROLE_OPERATOR, svc_grants_restore},
+     &charter__v1__restore_grants_response__descriptor, ROLE_OPERATOR, SVC_NO_HOST, SVC_QUOTA_NONE,
+     SVC_SCRIPTED_GRANT_CONTROL, svc_grants_restore},
     {"ShowChain", &charter__v1__show_chain_request__descriptor,
-     &charter__v1__grant_chain__descriptor, ROLE_VIEWER, svc_grants_show_chain},
+     &charter__v1__grant_chain__descriptor, ROLE_VIEWER, SVC_NO_HOST, SVC_QUOTA_NONE,
+     SVC_SCRIPTED_SERVED, svc_grants_show_chain},
 };
 const size_t svc_grants_methods_len = sizeof svc_grants_methods / sizeof svc_grants_methods[0];

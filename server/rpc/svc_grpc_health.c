@@ -122,9 +122,11 @@ static int svc_grpc_health_watch(call *c, const ProtobufCMessage *in, ProtobufCM
  * startup (dispatch_check_tables). Both callable without a token, like charter.v1.Health. */
 const svc_method svc_grpc_health_methods[] = {
     {"Check", &grpc__health__v1__health_check_request__descriptor,
-     &grpc__health__v1__health_check_response__descriptor, ROLE_NONE, svc_grpc_health_check},
+     &grpc__health__v1__health_check_response__descriptor, ROLE_NONE, SVC_NO_HOST, SVC_QUOTA_NONE,
+     SVC_SCRIPTED_SERVED, svc_grpc_health_check},
     {"Watch", &grpc__health__v1__health_check_request__descriptor,
-     &grpc__health__v1__health_check_response__descriptor, ROLE_NONE, svc_grpc_health_watch},
+     &grpc__health__v1__health_check_response__descriptor, ROLE_NONE, SVC_NO_HOST, SVC_QUOTA_NONE,
+     SVC_SCRIPTED_SERVED, svc_grpc_health_watch},
 };
 const size_t svc_grpc_health_methods_len =
     sizeof svc_grpc_health_methods / sizeof svc_grpc_health_methods[0];

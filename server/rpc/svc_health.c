@@ -50,9 +50,9 @@ static int svc_health_check(call *c, const ProtobufCMessage *in, ProtobufCMessag
 }
 
 /* The Health service: one row per method, checked against the generated descriptor at
- * startup (dispatch_check_tables); dispatch enforces each row's minimum role. */
+ * startup (dispatch_check_tables); dispatch enforces each row's columns (services.h). */
 const svc_method svc_health_methods[] = {
     {"Check", &charter__v1__health_request__descriptor, &charter__v1__health_response__descriptor,
-     ROLE_NONE, svc_health_check},
+     ROLE_NONE, SVC_NO_HOST, SVC_QUOTA_NONE, SVC_SCRIPTED_SERVED, svc_health_check},
 };
 const size_t svc_health_methods_len = sizeof svc_health_methods / sizeof svc_health_methods[0];

@@ -63,7 +63,8 @@ static int svc_reflection_list(call *c, const ProtobufCMessage *in, ProtobufCMes
 /* charter.v1.Reflection: one row, checked against the generated descriptor at startup. */
 const svc_method svc_reflection_methods[] = {
     {"ListMethods", &charter__v1__list_methods_request__descriptor,
-     &charter__v1__list_methods_response__descriptor, ROLE_VIEWER, svc_reflection_list},
+     &charter__v1__list_methods_response__descriptor, ROLE_VIEWER, SVC_NO_HOST, SVC_QUOTA_NONE,
+     SVC_SCRIPTED_SERVED, svc_reflection_list},
 };
 const size_t svc_reflection_methods_len =
     sizeof svc_reflection_methods / sizeof svc_reflection_methods[0];

@@ -709,24 +709,31 @@ static int retrieval_trace(call *c, const ProtobufCMessage *in, ProtobufCMessage
 }
 
 /* The Retrieval service: one row per method, checked against the generated descriptor at
- * startup; dispatch enforces each row's minimum role. */
+ * startup; dispatch enforces each row's columns (services.h). */
 const svc_method svc_retrieval_methods[] = {
     {"IngestChunks", &charter__v1__ingest_chunks_request__descriptor,
-     &charter__v1__ingest_chunks_response__descriptor, ROLE_OPERATOR, retrieval_ingest},
+     &charter__v1__ingest_chunks_response__descriptor, ROLE_OPERATOR, SVC_NO_HOST, SVC_QUOTA_NONE,
+     SVC_SCRIPTED_SERVED, retrieval_ingest},
     {"BindScope", &charter__v1__bind_scope_request__descriptor,
-     &charter__v1__retrieval_scope__descriptor, ROLE_OPERATOR, retrieval_bind_scope},
+     &charter__v1__retrieval_scope__descriptor, ROLE_OPERATOR, SVC_NO_HOST, SVC_QUOTA_NONE,
+     SVC_SCRIPTED_SERVED, retrieval_bind_scope},
     {"NarrowScope", &charter__v1__narrow_scope_request__descriptor,
-     &charter__v1__retrieval_scope__descriptor, ROLE_OPERATOR, retrieval_narrow_scope},
+     &charter__v1__retrieval_scope__descriptor, ROLE_OPERATOR, SVC_NO_HOST, SVC_QUOTA_NONE,
+     SVC_SCRIPTED_SERVED, retrieval_narrow_scope},
     {"Search", &charter__v1__search_request__descriptor, &charter__v1__search_response__descriptor,
-     ROLE_OPERATOR, retrieval_search},
+     ROLE_OPERATOR, SVC_NO_HOST, SVC_QUOTA_NONE, SVC_SCRIPTED_SERVED, retrieval_search},
     {"FollowUp", &charter__v1__follow_up_request__descriptor,
-     &charter__v1__search_response__descriptor, ROLE_OPERATOR, retrieval_follow_up},
+     &charter__v1__search_response__descriptor, ROLE_OPERATOR, SVC_NO_HOST, SVC_QUOTA_NONE,
+     SVC_SCRIPTED_SERVED, retrieval_follow_up},
     {"CheckpointScope", &charter__v1__checkpoint_scope_request__descriptor,
-     &charter__v1__checkpoint_scope_response__descriptor, ROLE_OPERATOR, retrieval_checkpoint},
+     &charter__v1__checkpoint_scope_response__descriptor, ROLE_OPERATOR, SVC_NO_HOST,
+     SVC_QUOTA_NONE, SVC_SCRIPTED_SERVED, retrieval_checkpoint},
     {"ResumeScope", &charter__v1__resume_scope_request__descriptor,
-     &charter__v1__retrieval_scope__descriptor, ROLE_OPERATOR, retrieval_resume},
+     &charter__v1__retrieval_scope__descriptor, ROLE_OPERATOR, SVC_NO_HOST, SVC_QUOTA_NONE,
+     SVC_SCRIPTED_SERVED, retrieval_resume},
     {"TraceRetrieval", &charter__v1__trace_retrieval_request__descriptor,
-     &charter__v1__trace_retrieval_response__descriptor, ROLE_VIEWER, retrieval_trace},
+     &charter__v1__trace_retrieval_response__descriptor, ROLE_VIEWER, SVC_NO_HOST, SVC_QUOTA_NONE,
+     SVC_SCRIPTED_SERVED, retrieval_trace},
 };
 const size_t svc_retrieval_methods_len =
     sizeof svc_retrieval_methods / sizeof svc_retrieval_methods[0];

@@ -203,8 +203,7 @@ static int create_run(call *c, const ProtobufCMessage *in, ProtobufCMessage **ou
     if (strcmp(mode, "scripted") != 0 && strcmp(mode, "external") != 0 && strcmp(mode, "live") != 0)
         return call_fail(c, RPC_INVALID_ARGUMENT,
                          "mode: \"%.64s\" is not scripted, live or external", mode);
-    if (strcmp(mode, "live") == 0 && c->env->scripted_only)
-        return call_fail(c, RPC_PERMISSION_DENIED, "mode: live runs are off (--scripted-only)");
+    /* A live run under --scripted-only never gets here: its row (SVC_SCRIPTED_LIVE_RUN). */
     if (strcmp(mode, "live") == 0 && !provider_configured())
         return call_fail(c, RPC_FAILED_PRECONDITION, "mode: %s", PROVIDER_NOT_CONFIGURED);
     if (req->task && strlen(req->task) > 4096)
@@ -658,23 +657,26 @@ out:
 }
 
 /* The Runs service: one row per method, checked against the generated descriptor at
- * startup (dispatch_check_tables); dispatch enforces each row's minimum role. */
+ * startup (dispatch_check_tables); dispatch enforces each row's columns (services.h). */
 const svc_method svc_runs_methods[] = {
     {"CreateRun", &charter__v1__create_run_request__descriptor, &charter__v1__run_view__descriptor,
-     ROLE_OPERATOR, create_run},
+     ROLE_OPERATOR, SVC_NO_HOST, SVC_QUOTA_RUNS, SVC_SCRIPTED_LIVE_RUN, create_run},
     {"GetRun", &charter__v1__get_run_request__descriptor, &charter__v1__run_view__descriptor,
-     ROLE_VIEWER, get_run},
+     ROLE_VIEWER, SVC_NO_HOST, SVC_QUOTA_NONE, SVC_SCRIPTED_SERVED, get_run},
     {"ListRuns", &charter__v1__list_runs_request__descriptor,
-     &charter__v1__list_runs_response__descriptor, ROLE_VIEWER, list_runs},
+     &charter__v1__list_runs_response__descriptor, ROLE_VIEWER, SVC_NO_HOST, SVC_QUOTA_NONE,
+     SVC_SCRIPTED_SERVED, list_runs},
     {"RecoverRun", &charter__v1__recover_run_request__descriptor,
-     &charter__v1__recover_run_response__descriptor, ROLE_OPERATOR, recover_run},
+     &charter__v1__recover_run_response__descriptor, ROLE_OPERATOR, SVC_NO_HOST, SVC_QUOTA_NONE,
+     SVC_SCRIPTED_SERVED, recover_run},
     {"WaitRun", &charter__v1__wait_run_request__descriptor, &charter__v1__run_view__descriptor,
-     ROLE_VIEWER, wait_run},
+     ROLE_VIEWER, SVC_NO_HOST, SVC_QUOTA_NONE, SVC_SCRIPTED_SERVED, wait_run},
     {"CancelRun", &charter__v1__cancel_run_request__descriptor, &charter__v1__run__descriptor,
-     ROLE_OPERATOR, cancel_run},
+     ROLE_OPERATOR, SVC_NO_HOST, SVC_QUOTA_NONE, SVC_SCRIPTED_SERVED, cancel_run},
     {"CheckpointRun", &charter__v1__checkpoint_run_request__descriptor,
-     &charter__v1__checkpoint__descriptor, ROLE_OPERATOR, checkpoint_run},
+     &charter__v1__checkpoint__descriptor, ROLE_OPERATOR, SVC_NO_HOST, SVC_QUOTA_NONE,
+     SVC_SCRIPTED_SERVED, checkpoint_run},
     {"ResumeRun", &charter__v1__resume_run_request__descriptor, &charter__v1__run__descriptor,
-     ROLE_OPERATOR, resume_run},
+     ROLE_OPERATOR, SVC_NO_HOST, SVC_QUOTA_NONE, SVC_SCRIPTED_SERVED, resume_run},
 };
 const size_t svc_runs_methods_len = sizeof svc_runs_methods / sizeof svc_runs_methods[0];

@@ -304,20 +304,25 @@ static int svc_credentials_revoke(call *c, const ProtobufCMessage *in, ProtobufC
 /* The Tenants service: the admin token only (ROLE_ADMIN rows), which reaches nothing else. */
 const svc_method svc_tenants_methods[] = {
     {"CreateTenant", &charter__v1__create_tenant_request__descriptor,
-     &charter__v1__create_tenant_response__descriptor, ROLE_ADMIN, svc_tenants_create},
+     &charter__v1__create_tenant_response__descriptor, ROLE_ADMIN, SVC_NO_HOST, SVC_QUOTA_NONE,
+     SVC_SCRIPTED_SERVED, svc_tenants_create},
     {"ListTenants", &charter__v1__list_tenants_request__descriptor,
-     &charter__v1__list_tenants_response__descriptor, ROLE_ADMIN, svc_tenants_list},
+     &charter__v1__list_tenants_response__descriptor, ROLE_ADMIN, SVC_NO_HOST, SVC_QUOTA_NONE,
+     SVC_SCRIPTED_SERVED, svc_tenants_list},
 };
 const size_t svc_tenants_methods_len = sizeof svc_tenants_methods / sizeof svc_tenants_methods[0];
 
 /* The Credentials service: the tenant's operator, on the tenant of the call. */
 const svc_method svc_credentials_methods[] = {
     {"IssueCredential", &charter__v1__issue_credential_request__descriptor,
-     &charter__v1__issued_credential__descriptor, ROLE_OPERATOR, svc_credentials_issue},
+     &charter__v1__issued_credential__descriptor, ROLE_OPERATOR, SVC_NO_HOST, SVC_QUOTA_NONE,
+     SVC_SCRIPTED_SERVED, svc_credentials_issue},
     {"ListCredentials", &charter__v1__list_credentials_request__descriptor,
-     &charter__v1__list_credentials_response__descriptor, ROLE_OPERATOR, svc_credentials_list},
+     &charter__v1__list_credentials_response__descriptor, ROLE_OPERATOR, SVC_NO_HOST,
+     SVC_QUOTA_NONE, SVC_SCRIPTED_SERVED, svc_credentials_list},
     {"RevokeCredential", &charter__v1__revoke_credential_request__descriptor,
-     &charter__v1__credential__descriptor, ROLE_OPERATOR, svc_credentials_revoke},
+     &charter__v1__credential__descriptor, ROLE_OPERATOR, SVC_NO_HOST, SVC_QUOTA_NONE,
+     SVC_SCRIPTED_SERVED, svc_credentials_revoke},
 };
 const size_t svc_credentials_methods_len =
     sizeof svc_credentials_methods / sizeof svc_credentials_methods[0];

@@ -150,14 +150,17 @@ static int get_workflow(call *c, const ProtobufCMessage *in, ProtobufCMessage **
 }
 
 /* The Workflows service: one row per method, checked against the generated descriptor at
- * startup (dispatch_check_tables); dispatch enforces each row's minimum role. */
+ * startup (dispatch_check_tables); dispatch enforces each row's columns (services.h). */
 const svc_method svc_workflows_methods[] = {
     {"ApplyWorkflow", &charter__v1__apply_workflow_request__descriptor,
-     &charter__v1__workflow_info__descriptor, ROLE_OPERATOR, apply_workflow},
+     &charter__v1__workflow_info__descriptor, ROLE_OPERATOR, SVC_NO_HOST, SVC_QUOTA_NONE,
+     SVC_SCRIPTED_SERVED, apply_workflow},
     {"ListWorkflows", &charter__v1__list_workflows_request__descriptor,
-     &charter__v1__list_workflows_response__descriptor, ROLE_VIEWER, list_workflows},
+     &charter__v1__list_workflows_response__descriptor, ROLE_VIEWER, SVC_NO_HOST, SVC_QUOTA_NONE,
+     SVC_SCRIPTED_SERVED, list_workflows},
     {"GetWorkflow", &charter__v1__get_workflow_request__descriptor,
-     &charter__v1__workflow_definition__descriptor, ROLE_VIEWER, get_workflow},
+     &charter__v1__workflow_definition__descriptor, ROLE_VIEWER, SVC_NO_HOST, SVC_QUOTA_NONE,
+     SVC_SCRIPTED_SERVED, get_workflow},
 };
 const size_t svc_workflows_methods_len =
     sizeof svc_workflows_methods / sizeof svc_workflows_methods[0];
