@@ -484,6 +484,45 @@ static void test_grpc_health_is_not_serving_when_the_database_is_down(void)
     CU_ASSERT(ms_since(&t0) < 3000);
 }
 
+/* Counts the JSON log lines of the suite's charterd at level whose message holds needle. */
+static int log_lines(const char *level, const char *needle)
+{
+    FILE *f = fopen(g_d.log_path, "r");
+    if (f == NULL)
+        return -1;
+    char line[8192];
+    int n = 0;
+    while (fgets(line, sizeof line, f) != NULL) {
+        json_t *j = json_loads(line, 0, NULL);
+        const char *lv = json_string_value(json_object_get(j, "level"));
+        const char *msg = json_string_value(json_object_get(j, "message"));
+        if (lv != NULL && msg != NULL && strcmp(lv, level) == 0 && strstr(msg, needle) != NULL)
+            n++;
+        json_decref(j);
+    }
+    fclose(f);
+    return n;
+}
+
+/* After the one before (the database killed): however many calls fail while it is down, the
+ * log says once that it was lost and, when it is back, once that it answers again. */
+static void test_a_lost_database_and_its_return_are_logged_once_each(void)
+{
+    int s = -1;
+    for (int i = 0; i < 5; i++)
+        CU_ASSERT_EQUAL(health_call(CHECK, "", NULL, 5000, &s), 0);
+    CU_ASSERT_EQUAL(s, GRPC__HEALTH__V1__HEALTH_CHECK_RESPONSE__SERVING_STATUS__NOT_SERVING);
+    CU_ASSERT_EQUAL(log_lines("error", "lost the database: cannot connect to Redis at unix://"), 1);
+    CU_ASSERT_EQUAL(log_lines("info", "the database answers again"), 0);
+
+    /* Back, without the query library (nothing persisted): reached, so no longer lost. */
+    CU_ASSERT_EQUAL_FATAL(harness_private_redis_start(&g_redis), 0);
+    for (int i = 0; i < 5; i++)
+        CU_ASSERT_EQUAL(health_call(CHECK, "", NULL, 5000, &s), 0);
+    CU_ASSERT_EQUAL(log_lines("error", "lost the database"), 1);
+    CU_ASSERT_EQUAL(log_lines("info", "the database answers again"), 1);
+}
+
 /* ---------------------------------------------------------------------------------------- */
 
 static int suite_init(void)
@@ -537,6 +576,8 @@ int main(void)
                 test_a_refused_call_is_logged_as_json_with_its_code);
     CU_add_test(s, "grpc health NOT_SERVING when the database is down",
                 test_grpc_health_is_not_serving_when_the_database_is_down);
+    CU_add_test(s, "a lost database and its return are logged once each",
+                test_a_lost_database_and_its_return_are_logged_once_each);
     CU_basic_set_mode(CU_BRM_VERBOSE);
     CU_basic_run_tests();
     unsigned failed = CU_get_number_of_failures();

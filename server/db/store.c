@@ -11,8 +11,10 @@
 #include "db/store.h"
 #include "core/metrics.h"
 #include "db/store_raw.h"
+#include "core/log.h"
 
 #include <errno.h>
+#include <stdatomic.h>
 #include <hiredis/hiredis.h>
 #include <stdarg.h>
 #include <stdbool.h>
@@ -414,13 +416,38 @@ static int connect_to(store *st, const char *unix_path, const char *host, int po
     return STATUS_OK;
 }
 
-/* Counts a connection attempt in the metrics: a failure, or a reconnect after the first. */
+/* Whether this process has lost the database, and since when (CLOCK_MONOTONIC seconds): an
+ * operator reads one line when Redis stops answering and one when it answers again, however
+ * many workers try in between. */
+static atomic_bool store_lost;
+static atomic_llong store_lost_since;
+
+static long long store_now_s(void)
+{
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (long long)t.tv_sec;
+}
+
+/* Counts a connection attempt in the metrics (a failure, or a reconnect after the first) and
+ * logs the loss of the database and its return, once each. */
 static int count_connect(store *st, int rc)
 {
-    if (rc != STATUS_OK)
+    if (rc != STATUS_OK) {
         metrics_db_error();
-    else if (st->connected_before)
-        metrics_db_reconnect();
+        if (!st->deadline_passed && !atomic_exchange(&store_lost, true)) {
+            atomic_store(&store_lost_since, store_now_s());
+            log_error("lost the database: %s; calls that need it fail closed until it answers "
+                      "(logged once until then)",
+                      st->err);
+        }
+    } else {
+        if (st->connected_before)
+            metrics_db_reconnect();
+        if (atomic_exchange(&store_lost, false))
+            log_info("the database answers again, %lld s after it was lost",
+                     store_now_s() - atomic_load(&store_lost_since));
+    }
     st->connected_before = st->connected_before || rc == STATUS_OK;
     return rc;
 }
