@@ -3,7 +3,8 @@
 # Usage: deploy/deps.sh          the build and the demo (deploy/build.sh, deploy/demo.sh)
 #        deploy/deps.sh test     those, plus what the tests need (deploy/test.sh, sanitize.sh,
 #                                fuzz.sh): RediSearch, the fuzz and sanitizer toolchain, the
-#                                HTTP suites' node, protoc, promtool and chromium
+#                                HTTP suites' node, protoc, promtool and chromium, and what
+#                                builds and installs the Python client's wheel offline
 # As root it runs apt-get; otherwise it prints the apt-get line to run and exits 1.
 set -euo pipefail
 
@@ -16,7 +17,10 @@ case ${1:-} in
     packages+=(redis-redisearch systemd # the retrieval suites; systemd-analyze (systemd_units)
                # the fuzz targets (clang, libFuzzer and the sanitizer runtimes) and readable stacks
                clang libclang-rt-dev llvm
-               nodejs protobuf-compiler prometheus chromium) # the HTTP suites (tests/connect)
+               nodejs protobuf-compiler prometheus chromium # the HTTP suites (tests/connect)
+               # the Python client (tests/python): its runtime, the wheel's build backend, and a
+               # venv to install it into with pip --no-index
+               python3-protobuf python3-setuptools python3-wheel python3-pip python3-venv)
     ;;
   *) echo "deps.sh: unknown set \"$1\" (none for the build, or test)" >&2; exit 2 ;;
 esac
