@@ -9,6 +9,7 @@
 #include <CUnit/Basic.h>
 #include <nng/nng.h>
 #include <nng/protocol/reqrep0/rep.h>
+#include <nng/protocol/reqrep0/req.h>
 #include <nng/supplemental/util/platform.h>
 #include <pthread.h>
 #include <stdatomic.h>
@@ -94,8 +95,9 @@ static nng_msg *envelope(int32_t code, const char *message, const ProtobufCMessa
  *   Test/Silent      no answer;  Test/Hangup  closes the caller's connection
  *   Test/Garbage     code 0 with a payload that is no HealthResponse
  *   Test/NotEnvelope bytes that are no RpcResponse;  Test/Negative  code -1
+ *   Test/Quit        code 0, and *quit is set: the worker leaves once it has answered
  *   anything else    NOT_FOUND with the method as the message */
-static nng_msg *responder_answer(nng_msg *in)
+static nng_msg *responder_answer(nng_msg *in, bool *quit)
 {
     Charter__V1__RpcRequest *req =
         charter__v1__rpc_request__unpack(NULL, nng_msg_len(in), nng_msg_body(in));
@@ -140,6 +142,9 @@ static nng_msg *responder_answer(nng_msg *in)
             nng_msg_append(out, "\xff\xff\xff", 3);
     } else if (strcmp(req->method, "/charter.v1.Test/Negative") == 0) {
         out = envelope(-1, "negative", NULL);
+    } else if (strcmp(req->method, "/charter.v1.Test/Quit") == 0) {
+        *quit = true;
+        out = envelope(0, "", NULL);
     } else {
         out = envelope(CHARTER_NOT_FOUND, req->method, NULL);
     }
@@ -167,7 +172,8 @@ static void *responder_worker(void *arg)
             break;
         nng_msg *in = nng_aio_get_msg(aio);
         atomic_fetch_add(&r->served, 1);
-        nng_msg *out = responder_answer(in);
+        bool quit = false;
+        nng_msg *out = responder_answer(in, &quit);
         nng_msg_free(in);
         if (out == NULL)
             continue;
@@ -182,6 +188,8 @@ static void *responder_worker(void *arg)
             if (nng_aio_result(aio) == NNG_ECLOSED)
                 break;
         }
+        if (quit)
+            break;
     }
     nng_aio_free(aio);
     nng_ctx_close(ctx);
@@ -206,8 +214,48 @@ static int responder_start(responder *r, const char *name)
     return r->n_threads == RESPONDER_WORKERS ? 0 : -1;
 }
 
+/* Sends one Test/Quit per worker, each answered by a worker that then leaves, so that no
+ * worker is inside a context call when the socket closes: NNG 1.5 can panic ("pthread_mutex_lock:
+ * Invalid argument") when a socket is closed under a context another thread is sending on.
+ * Returns 0 once every worker has answered one. */
+static int responder_quit_all(responder *r)
+{
+    nng_socket q;
+    if (nng_req0_open(&q) != 0)
+        return -1;
+    int rc = nng_setopt_ms(q, NNG_OPT_RECVTIMEO, 10000) == 0 &&
+                     nng_setopt_ms(q, NNG_OPT_SENDTIMEO, 10000) == 0 &&
+                     nng_dial(q, r->url, NULL, 0) == 0
+                 ? 0
+                 : -1;
+    Charter__V1__RpcRequest req = CHARTER__V1__RPC_REQUEST__INIT;
+    req.method = "/charter.v1.Test/Quit";
+    uint8_t buf[64];
+    size_t n = charter__v1__rpc_request__get_packed_size(&req);
+    if (n > sizeof buf)
+        rc = -1;
+    else
+        charter__v1__rpc_request__pack(&req, buf);
+    for (int i = 0; rc == 0 && i < r->n_threads; i++) {
+        void *answer = NULL;
+        size_t len = 0;
+        if (nng_send(q, buf, n, 0) != 0 || nng_recv(q, &answer, &len, NNG_FLAG_ALLOC) != 0)
+            rc = -1;
+        else
+            nng_free(answer, len);
+    }
+    nng_close(q);
+    return rc;
+}
+
 static void responder_stop(responder *r)
 {
+    if (responder_quit_all(r) == 0) {
+        for (int i = 0; i < r->n_threads; i++)
+            pthread_join(r->threads[i], NULL);
+        nng_close(r->sock);
+        return;
+    }
     nng_close(r->sock);
     for (int i = 0; i < r->n_threads; i++)
         pthread_join(r->threads[i], NULL);
