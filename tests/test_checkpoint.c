@@ -206,6 +206,23 @@ static bool wait_for_status(charter_client *c, const char *id, const char *want,
     return false;
 }
 
+/* Waits until the model server holds n requests (HARNESS_MODEL_HOLD), at most limit_ms: the
+ * run's model request is on the wire, and stays there until harness_model_release. */
+static bool wait_for_held(int n, int limit_ms)
+{
+    long long until = now_ms() + limit_ms;
+    while (harness_model_held(model) < n) {
+        if (now_ms() >= until)
+            return false;
+        nng_msleep(20);
+    }
+    return true;
+}
+
+/* True when the run's events hold the transition change ("running -> interrupted") made by a
+ * reaper because the lease lapsed. */
+static bool lease_lapsed(charter_client *c, const char *id, const char *change);
+
 /* Creates a live run on c; its id into id. */
 static bool create_live(charter_client *c, char id[80])
 {
@@ -225,31 +242,31 @@ static bool create_live(charter_client *c, char id[80])
 
 /* An interrupted run on graph: a keyed charterd with one executor starts a live run, which
  * is stopped (charterd stops, SIGTERM) while the model request of its step model_calls+1 is
- * in flight. */
+ * in flight. Every model request is held until the test releases it, so the run stops in
+ * that request whatever the machine's load. */
 static bool interrupted_run(const char *graph, size_t model_calls, char id[80])
 {
     harness_charterd x;
     charter_client *cx = NULL;
     if (start(graph, true, "1", &x, &cx) != 0)
         return false;
-    harness_model_set_delay(model, model_calls > 0 ? 150 : 30000);
+    harness_model_set_delay(model, HARNESS_MODEL_HOLD);
     bool ok = create_live(cx, id);
-    /* Generous limits: under a sanitizer, with other suites beside it, a step can be slow. */
-    for (size_t i = 0; ok && i < model_calls; i++)
-        ok = wait_for_events(cx, id, "model_request", i + 1, 30000);
-    if (ok && model_calls > 0) {
-        harness_model_set_delay(model, 30000);
-        ok = wait_for_events(cx, id, "model_request", model_calls + 1, 30000);
+    /* The first model_calls requests are answered once they arrive; the next one is held. Generous
+     * limits: under a sanitizer, with other suites beside it, a step can be slow. */
+    for (size_t i = 0; ok && i <= model_calls; i++) {
+        ok = wait_for_held(1, 30000);
+        if (ok && i < model_calls)
+            harness_model_release(model);
     }
     if (!ok)
         fprintf(stderr, "\n  run %s of %s did not reach the model request it should stop in\n", id,
                 graph);
-    if (ok)
-        nng_msleep(200); /* the request is on the wire */
     charter_client_close(cx);
     if (harness_charterd_stop(&x) != 0)
         ok = false;
     harness_model_set_delay(model, 100);
+    harness_model_release(model);
     return ok;
 }
 
@@ -266,6 +283,18 @@ static Charter__V1__Checkpoint *checkpoint_of(charter_client *c, const char *id,
     if (msg)
         snprintf(msg, n, "%s", rc == 0 ? "" : s.message);
     return k;
+}
+
+static bool lease_lapsed(charter_client *c, const char *id, const char *change)
+{
+    Charter__V1__RunView *v = get_run(c, id);
+    bool lapsed = false;
+    for (size_t i = 0; v && i < v->n_events; i++)
+        lapsed = lapsed || (strstr(v->events[i]->detail, change) != NULL &&
+                            strstr(v->events[i]->detail, "lease lapsed") != NULL);
+    if (v)
+        charter__v1__run_view__free_unpacked(v, NULL);
+    return lapsed;
 }
 
 /* A run of a fresh graph named after name interrupted in analyze's model request (research
@@ -500,16 +529,18 @@ static void test_killed_executor_then_resume_on_another_charterd_runs_to_the_end
     harness_charterd x, y;
     charter_client *cx = NULL, *cy = NULL;
     CU_ASSERT_EQUAL_FATAL(start(g, true, "1", &x, &cx), 0);
-    harness_model_set_delay(model, 1500);
+    /* Each model request is held until released: research's until its checkpoint is taken,
+     * analyze's for good (x is killed in it). */
+    harness_model_set_delay(model, HARNESS_MODEL_HOLD);
     CU_ASSERT_TRUE_FATAL(create_live(cx, id));
-    CU_ASSERT_TRUE_FATAL(wait_for_events(cx, id, "model_request", 1, 15000));
-    harness_model_set_delay(model, 30000); /* the analyze step's request hangs */
+    CU_ASSERT_TRUE_FATAL(wait_for_held(1, 15000));
     /* The checkpoint before research, taken while the run goes on. */
     Charter__V1__Checkpoint *first = checkpoint_of(cx, id, NULL, NULL, 0);
     CU_ASSERT_PTR_NOT_NULL_FATAL(first);
     CU_ASSERT_STRING_EQUAL(first->step, "research");
+    harness_model_release(model);
+    CU_ASSERT_TRUE_FATAL(wait_for_held(1, 15000));
     CU_ASSERT_TRUE_FATAL(wait_for_events(cx, id, "model_request", 2, 15000));
-    nng_msleep(200);
     /* A running run does not resume, and the refusal consumes nothing. */
     Charter__V1__Checkpoint *now = checkpoint_of(cx, id, NULL, NULL, 0);
     CU_ASSERT_PTR_NOT_NULL_FATAL(now);
@@ -521,9 +552,10 @@ static void test_killed_executor_then_resume_on_another_charterd_runs_to_the_end
     CU_ASSERT_EQUAL_FATAL(start(g, true, "1", &y, &cy), 0);
     charter_client_close(cx);
     harness_charterd_kill(&x);
-    long long t0 = now_ms();
+    harness_model_release(model);
     CU_ASSERT_TRUE_FATAL(wait_for_status(cy, id, "interrupted", 15000, status));
-    CU_ASSERT_TRUE(now_ms() - t0 >= 1000); /* the lease had to lapse first */
+    /* y's reaper marked it once the lease lapsed (y's startup left it alone). */
+    CU_ASSERT_TRUE(lease_lapsed(cy, id, "running -> interrupted"));
     Charter__V1__Checkpoint *k = checkpoint_of(cy, id, NULL, NULL, 0);
     CU_ASSERT_PTR_NOT_NULL_FATAL(k);
     CU_ASSERT_STRING_EQUAL(k->step, "analyze");
@@ -573,10 +605,12 @@ static void test_cancel_requested_before_the_executor_died_survives_a_resume(voi
     harness_charterd x, y;
     charter_client *cx = NULL, *cy = NULL;
     CU_ASSERT_EQUAL_FATAL(start(g, true, "1", &x, &cx), 0);
-    harness_model_set_delay(model, 1500);
+    /* research's model request is answered; analyze's is held until x is gone. */
+    harness_model_set_delay(model, HARNESS_MODEL_HOLD);
     CU_ASSERT_TRUE_FATAL(create_live(cx, id));
-    CU_ASSERT_TRUE_FATAL(wait_for_events(cx, id, "model_request", 1, 15000));
-    harness_model_set_delay(model, 30000); /* the analyze step's request hangs */
+    CU_ASSERT_TRUE_FATAL(wait_for_held(1, 15000));
+    harness_model_release(model);
+    CU_ASSERT_TRUE_FATAL(wait_for_held(1, 15000));
     CU_ASSERT_TRUE_FATAL(wait_for_events(cx, id, "model_request", 2, 15000));
     CU_ASSERT_EQUAL_FATAL(start(g, true, "1", &y, &cy), 0);
     charter_client_close(cx);
@@ -590,6 +624,8 @@ static void test_cancel_requested_before_the_executor_died_survives_a_resume(voi
     CU_ASSERT_STRING_EQUAL(r->status, "running");
     charter__v1__run__free_unpacked(r, NULL);
     harness_charterd_kill(&x);
+    harness_model_set_delay(model, 100);
+    harness_model_release(model);
     CU_ASSERT_TRUE_FATAL(wait_for_status(cy, id, "interrupted,cancelled", 15000, status));
     if (strcmp(status, "interrupted") == 0) {
         Charter__V1__Checkpoint *k = checkpoint_of(cy, id, NULL, NULL, 0);

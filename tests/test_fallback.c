@@ -206,9 +206,7 @@ static void test_retry_after_beyond_the_runs_deadline_falls_back_at_once(void)
     req.budget = &ep;
     Charter__V1__RunView *v = NULL;
     charter_status s;
-    long long t0 = now_ms();
     int rc = charter_create_run(op, &req, &v, &s);
-    long long took = now_ms() - t0;
     atomic_store(&openai_quota, 0);
     CU_ASSERT_EQUAL_FATAL(rc, 0);
     Charter__V1__GetRunRequest g = CHARTER__V1__GET_RUN_REQUEST__INIT;
@@ -224,7 +222,8 @@ static void test_retry_after_beyond_the_runs_deadline_falls_back_at_once(void)
     CU_ASSERT_PTR_NOT_NULL_FATAL(why);
     CU_ASSERT_PTR_NOT_NULL(strstr(why, "HTTP 429 from the provider with Retry-After 5 s, beyond "
                                        "the run's deadline"));
-    CU_ASSERT_TRUE(took < 3500); /* the 5 s were never waited */
+    /* The 5 s were never waited: a wait would have run into the run's 4 s wall clock budget
+     * before gemini was asked, and there would be no reply from it. */
     json_decref(reply);
     charter__v1__run_view__free_unpacked(full, NULL);
     charter__v1__run_view__free_unpacked(v, NULL);
@@ -239,11 +238,12 @@ static const char *status_of(const char *id, Charter__V1__RunView **out)
     return charter_get_run(op, &g, out, &s) == 0 ? (*out)->run->status : NULL;
 }
 
-/* openai fails, gemini is slow: a cancel while gemini's request is in flight aborts its
- * transfer, and the run records both failures. */
+/* openai fails, gemini's answer is held until the test releases it: a cancel while gemini's
+ * request is in flight aborts its transfer (the run ends while the answer is still held), and
+ * the run records both failures. */
 static void test_cancel_during_the_gemini_request_aborts_it(void)
 {
-    harness_model_set_delay(server, 6000);
+    harness_model_set_delay(server, HARNESS_MODEL_HOLD);
     int before = atomic_load(&gemini_requests);
     Charter__V1__CreateRunRequest req = CHARTER__V1__CREATE_RUN_REQUEST__INIT;
     req.mode = "live";
@@ -257,8 +257,7 @@ static void test_cancel_during_the_gemini_request_aborts_it(void)
     long long until = now_ms() + 10000;
     while (atomic_load(&gemini_requests) == before && now_ms() < until)
         nng_msleep(20);
-    CU_ASSERT_FATAL(atomic_load(&gemini_requests) > before);
-    nng_msleep(200);
+    CU_ASSERT_FATAL(atomic_load(&gemini_requests) > before); /* on the wire */
     long long t0 = now_ms();
     Charter__V1__CancelRunRequest creq = CHARTER__V1__CANCEL_RUN_REQUEST__INIT;
     creq.run_id = id;
@@ -277,11 +276,11 @@ static void test_cancel_during_the_gemini_request_aborts_it(void)
         end = NULL;
         nng_msleep(50);
     }
-    long long took = now_ms() - t0;
+    CU_ASSERT_EQUAL(harness_model_held(server), 1); /* never answered while the run went on */
+    harness_model_release(server);
     harness_model_set_delay(server, 0);
     CU_ASSERT_PTR_NOT_NULL_FATAL(end);
     CU_ASSERT_STRING_EQUAL(end->run->status, "cancelled");
-    CU_ASSERT_TRUE(took < 3000); /* well before gemini's 6 s answer */
     uint64_t seq = 0;
     json_t *err = first_event(end, "model_error", &seq);
     CU_ASSERT_PTR_NOT_NULL_FATAL(err);

@@ -812,8 +812,9 @@ static void test_slow_provider_beyond_the_timeout_fails_closed(void)
     double t0 = now_s();
     int rc = provider_ask_with(&c, &req, &r, err, sizeof err);
     double took = now_s() - t0;
+    /* The timeout ended it: had it waited for the 1.5 s answer, the answer would be the reply. */
     assert_fails_closed(rc, &r, err, "no reply within 400 ms (CHARTER_MODEL_TIMEOUT_MS)", NULL);
-    CU_ASSERT(took < 1.4);
+    CU_ASSERT(took >= 0.4);
     CU_ASSERT_EQUAL(fake_request_count(), 1); /* a timeout is not retried */
     nng_msleep(1300);                         /* let the slow handler finish before the next test */
 }
@@ -835,7 +836,6 @@ static void test_429_then_200_succeeds_after_one_retry(void)
                            "vendor_b");
     model_reply_free(&r);
     CU_ASSERT(took >= 1.0); /* Retry-After: 1 was honoured */
-    CU_ASSERT(took < 2.5);
     CU_ASSERT_EQUAL_FATAL(fake_request_count(), 2);
     /* The retry is the same gated request, byte for byte. */
     CU_ASSERT_EQUAL(fake.requests[0].len, fake.requests[1].len);
@@ -869,7 +869,6 @@ static void test_503_without_retry_after_waits_two_seconds(void)
     double took = now_s() - t0;
     model_reply_free(&r);
     CU_ASSERT(took >= 2.0);
-    CU_ASSERT(took < 3.5);
     CU_ASSERT_EQUAL(fake_request_count(), 2);
 }
 
@@ -1141,7 +1140,7 @@ static void test_gemini_429_then_success_honours_retry_after(void)
     const char *quota = "{\"error\":{\"code\":429,\"message\":\"Resource has been exhausted (e.g. "
                         "check quota).\",\"status\":\"RESOURCE_EXHAUSTED\"}}";
     fake_reset();
-    fake_push_raw(429, quota, strlen(quota), "1", 0);
+    fake_push_raw(429, quota, strlen(quota), "3", 0);
     fake_push_gemini(GOOD_REPORT, "STOP", 0);
     model_reply r;
     char err[256] = "";
@@ -1150,8 +1149,9 @@ static void test_gemini_429_then_success_honours_retry_after(void)
     double took = now_s() - t0;
     CU_ASSERT_STRING_EQUAL(r.provider, "gemini");
     model_reply_free(&r);
-    CU_ASSERT(took >= 1.0); /* Retry-After: 1 was honoured */
-    CU_ASSERT(took < 1.9);  /* and it was the header, not the 2 s default */
+    /* Retry-After: 3 was honoured: longer than the 2 s default, so a bound from below tells the
+     * header from the default whatever the machine's load. */
+    CU_ASSERT(took >= 3.0);
     CU_ASSERT_EQUAL_FATAL(fake_request_count(), 2);
     CU_ASSERT_STRING_EQUAL(fake.requests[0].body, fake.requests[1].body);
 
@@ -1169,7 +1169,6 @@ static void test_gemini_429_then_success_honours_retry_after(void)
     took = now_s() - t0;
     model_reply_free(&r);
     CU_ASSERT(took >= 1.0);
-    CU_ASSERT(took < 3.5);
     CU_ASSERT_EQUAL(fake_request_count(), 2);
 }
 
@@ -1351,9 +1350,8 @@ static void test_cancel_mid_gemini_request_aborts_it_and_asks_no_other_provider(
     double took = now_s() - t0;
     assert_fails_closed(rc, &r, err, "live model: aborted: cancelled (by the test)", NULL);
     CU_ASSERT(took >= 0.3);
-    /* The transfer stopped well before the reply was due at 4 s (libcurl calls the progress
-     * hook about once a second while nothing moves). */
-    CU_ASSERT(took < 2.0);
+    /* The transfer stopped before the reply due at 4 s came: the abort, not the reply, ended
+     * it, and no other provider was asked. */
     CU_ASSERT_EQUAL(fake_request_count(), 1);
     CU_ASSERT_EQUAL(json_array_size(fallbacks), 1);
     nng_msleep(3900); /* let the slow handler finish before the next test */
@@ -1366,8 +1364,9 @@ static void test_cancel_mid_gemini_request_aborts_it_and_asks_no_other_provider(
     t0 = now_s();
     rc = provider_ask_chain(chain, 1, &req, &r, err, sizeof err);
     took = now_s() - t0;
+    /* The 5 s wait ended with the cancel: the retry it would have led to was never sent. */
     assert_fails_closed(rc, &r, err, "live model: aborted: cancelled (by the test)", NULL);
-    CU_ASSERT(took < 1.0);
+    CU_ASSERT(took >= 0.3);
     CU_ASSERT_EQUAL(fake_request_count(), 1);
     json_decref(fallbacks);
 }

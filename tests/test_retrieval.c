@@ -391,7 +391,9 @@ static void test_expired_scope_is_refused_at_dispatch(void)
     Charter__V1__ScopeFilter *f = filter("tenant", vendors, 1);
     int code;
     char msg[512];
-    const char *id = bind(analyze_ctx, &f, 1, false, 1500, 0, &code, msg, sizeof msg);
+    /* 3 s to live: the search right after the bind must still find it live on a loaded
+     * machine; the follow-up waits past it. */
+    const char *id = bind(analyze_ctx, &f, 1, false, 3000, 0, &code, msg, sizeof msg);
     free(f);
     CU_ASSERT_PTR_NOT_NULL_FATAL(id);
     char scope[64];
@@ -401,7 +403,7 @@ static void test_expired_scope_is_refused_at_dispatch(void)
     char parent[64];
     snprintf(parent, sizeof parent, "%s", r->search_id);
     free_search(r);
-    usleep(1700 * 1000);
+    usleep(3200 * 1000); /* past the scope's 3 s, counted from the bind */
     r = follow_up(parent, "{\"query\":\"warranty\"}", &code, msg, sizeof msg);
     CU_ASSERT_PTR_NULL(r);
     free_search(r);

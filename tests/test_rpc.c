@@ -10,6 +10,7 @@
 #define _XOPEN_SOURCE 700 /* nftw */
 #include <CUnit/Basic.h>
 #include <errno.h>
+#include <hiredis/hiredis.h>
 #include <ftw.h>
 #include <nng/nng.h>
 #include <pthread.h>
@@ -575,16 +576,18 @@ typedef struct {
     const char *url;
     int rv;
     int code;
-    long long took_ms;
 } slow_call;
 
-static void *slow_health(void *arg)
+/* A write (CreateRun of an external run) whose deadline outlasts any pause the tests make: it
+ * is held by CLIENT PAUSE WRITE until the test ends the pause. */
+static void *slow_write(void *arg)
 {
     slow_call *sc = arg;
-    long long t0 = now_ms();
+    Charter__V1__CreateRunRequest req = CHARTER__V1__CREATE_RUN_REQUEST__INIT;
+    req.mode = "external";
     harness_response r;
-    sc->rv = harness_rpc(sc->url, HARNESS_HEALTH, NULL, NULL, 0, 8000, &r);
-    sc->took_ms = now_ms() - t0;
+    sc->rv = harness_rpc_deadline(sc->url, "/charter.v1.Runs/CreateRun", HARNESS_OPERATOR_TOKEN,
+                                  &req.base, 60000, 30000, &r);
     if (sc->rv == 0) {
         sc->code = r.code;
         harness_response_free(&r);
@@ -595,14 +598,41 @@ static void *slow_health(void *arg)
 /* The suite pauses the database: on a redis-server of its own (harness_suite_redis_start). */
 static harness_private_redis limits_redis;
 
+/* Waits (at most limit_ms) until the suite's Redis holds back an FCALL under CLIENT PAUSE
+ * WRITE (CLIENT LIST flag b): the one worker is inside the slow call. charterd runs no
+ * executor here, so no other client of it writes. */
+static bool worker_held(int limit_ms)
+{
+    redisContext *rc = redisConnectUnix(limits_redis.sock);
+    bool held = false;
+    long long until = now_ms() + limit_ms;
+    while (rc != NULL && rc->err == 0 && !held && now_ms() < until) {
+        redisReply *r = redisCommand(rc, "CLIENT LIST");
+        for (const char *l = r && r->type == REDIS_REPLY_STRING ? r->str : NULL; l && !held;
+             l = strchr(l, '\n') ? strchr(l, '\n') + 1 : NULL) {
+            const char *f = strstr(l, " flags="), *e = strchr(l, '\n');
+            const char *cmd = strstr(l, " cmd=fcall ");
+            held = f && cmd && (!e || cmd < e) && (!e || f < e) &&
+                   memchr(f + 7, 'b', strcspn(f + 7, " ")) != NULL;
+        }
+        if (r)
+            freeReplyObject(r);
+        if (!held)
+            usleep(20 * 1000);
+    }
+    if (rc)
+        redisFree(rc);
+    return held;
+}
+
 static int limits_init(void)
 {
     if (harness_suite_redis_start(&limits_redis) != 0)
         return -1;
     harness_graph_name(limits_graph, sizeof limits_graph, "rpc_limits");
     limits_store = harness_store_open(limits_graph);
-    static const char *const extra[] = {"--workers", "1", "--queue", "0"};
-    harness_charterd_opts o = {.graph = limits_graph, .extra_args = extra, .n_extra = 4};
+    static const char *const extra[] = {"--workers", "1", "--queue", "0", "--runners", "0"};
+    harness_charterd_opts o = {.graph = limits_graph, .extra_args = extra, .n_extra = 6};
     return harness_charterd_start(&o, &limits_server);
 }
 
@@ -618,42 +648,54 @@ static int limits_cleanup(void)
 
 static void test_call_past_workers_and_queue_is_resource_exhausted(void)
 {
-    /* The only worker waits on the paused database; a second call finds no room. */
-    CU_ASSERT_EQUAL_FATAL(harness_redis_pause(1500), 0);
-    slow_call sc = {limits_server.tcp_url, -1, -1, 0};
+    /* The only worker waits on the paused database (seen held there); a second call finds no
+     * room and is refused, while the first is still held. */
+    CU_ASSERT_EQUAL_FATAL(harness_redis_pause_writes(60000), 0); /* ended below */
+    slow_call sc = {limits_server.tcp_url, -1, -1};
     pthread_t th;
-    CU_ASSERT_EQUAL_FATAL(pthread_create(&th, NULL, slow_health, &sc), 0);
-    usleep(300 * 1000);
-    long long t0 = now_ms();
+    CU_ASSERT_EQUAL_FATAL(pthread_create(&th, NULL, slow_write, &sc), 0);
+    CU_ASSERT_TRUE(worker_held(20000));
     harness_response r;
     int rv = harness_rpc(limits_server.tcp_url, HARNESS_HEALTH, NULL, NULL, 0, 5000, &r);
-    long long took = now_ms() - t0;
     CU_ASSERT_EQUAL(rv, 0);
     if (rv == 0) {
         CU_ASSERT_EQUAL(r.code, 8);
         CU_ASSERT_PTR_NOT_NULL(strstr(r.message, "busy"));
         harness_response_free(&r);
     }
-    CU_ASSERT_TRUE(took < 1000); /* refused at once, not after the pause */
+    CU_ASSERT_EQUAL(harness_redis_unpause(), 0);
     pthread_join(th, NULL);
     CU_ASSERT_EQUAL(sc.rv, 0);
     CU_ASSERT_EQUAL(sc.code, 0);
-    CU_ASSERT_TRUE(sc.took_ms >= 1000); /* it really was held by the pause */
     CU_ASSERT_EQUAL(harness_health(limits_server.tcp_url, 3000, NULL), 0);
 }
 
 static void test_sigterm_during_a_slow_call_still_delivers_its_reply(void)
 {
-    CU_ASSERT_EQUAL_FATAL(harness_redis_pause(1500), 0);
-    slow_call sc = {limits_server.tcp_url, -1, -1, 0};
+    CU_ASSERT_EQUAL_FATAL(harness_redis_pause_writes(60000), 0); /* ended below */
+    slow_call sc = {limits_server.tcp_url, -1, -1};
     pthread_t th;
-    CU_ASSERT_EQUAL_FATAL(pthread_create(&th, NULL, slow_health, &sc), 0);
-    usleep(300 * 1000);
+    CU_ASSERT_EQUAL_FATAL(pthread_create(&th, NULL, slow_write, &sc), 0);
+    CU_ASSERT_TRUE(worker_held(20000));
     CU_ASSERT_EQUAL(kill(limits_server.pid, SIGTERM), 0);
+    /* charterd is stopping once a new caller is told so (before: "busy"); the pause ends
+     * only then, so the held call is answered during the shutdown. */
+    bool stopping = false;
+    long long until = now_ms() + 20000;
+    while (!stopping && now_ms() < until) {
+        harness_response r;
+        if (harness_rpc(limits_server.tcp_url, HARNESS_HEALTH, NULL, NULL, 0, 2000, &r) == 0) {
+            stopping = r.code == 14 && strstr(r.message, "shutting down") != NULL;
+            harness_response_free(&r);
+        }
+        if (!stopping)
+            usleep(20 * 1000);
+    }
+    CU_ASSERT_TRUE(stopping);
+    CU_ASSERT_EQUAL(harness_redis_unpause(), 0);
     pthread_join(th, NULL);
     CU_ASSERT_EQUAL(sc.rv, 0);
     CU_ASSERT_EQUAL(sc.code, 0);
-    CU_ASSERT_TRUE(sc.took_ms >= 1000);
     /* The second SIGTERM of stop is ignored by a charterd already stopping. */
     CU_ASSERT_EQUAL(harness_charterd_stop(&limits_server), 0);
 }

@@ -421,6 +421,9 @@ static int connect_to(store *st, const char *unix_path, const char *host, int po
  * many workers try in between. */
 static atomic_bool store_lost;
 static atomic_llong store_lost_since;
+/* Set by the process's first connection: before it, a failure is startup's to report (one
+ * line, then exit), not a loss. */
+static atomic_bool store_ever_connected;
 
 static long long store_now_s(void)
 {
@@ -435,7 +438,8 @@ static int count_connect(store *st, int rc)
 {
     if (rc != STATUS_OK) {
         metrics_db_error();
-        if (!st->deadline_passed && !atomic_exchange(&store_lost, true)) {
+        if (!st->deadline_passed && atomic_load(&store_ever_connected) &&
+            !atomic_exchange(&store_lost, true)) {
             atomic_store(&store_lost_since, store_now_s());
             log_error("lost the database: %s; calls that need it fail closed until it answers "
                       "(logged once until then)",
@@ -444,6 +448,7 @@ static int count_connect(store *st, int rc)
     } else {
         if (st->connected_before)
             metrics_db_reconnect();
+        atomic_store(&store_ever_connected, true);
         if (atomic_exchange(&store_lost, false))
             log_info("the database answers again, %lld s after it was lost",
                      store_now_s() - atomic_load(&store_lost_since));

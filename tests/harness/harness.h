@@ -344,7 +344,8 @@ typedef struct {
     } headers[HARNESS_MODEL_MAX_HEADERS];
     size_t n_headers;
     char *body;   /* malloc'd; the server takes and frees it; NULL: an empty body */
-    int delay_ms; /* preset to the server's delay; the function may change it (0: at once) */
+    int delay_ms; /* preset to the server's delay; the function may change it (0: at once,
+                     HARNESS_MODEL_HOLD: until harness_model_release) */
 } harness_model_reply;
 
 /* Called once per request, on an NNG thread, as soon as it arrives: path is the registered
@@ -360,8 +361,21 @@ typedef int (*harness_model_fn)(void *arg, const char *path, const void *body, s
 int harness_model_start(const char *const *paths, size_t n, harness_model_fn fn, void *arg,
                         harness_model **out);
 
-/* Sets the delay, in milliseconds, preset in each later request's reply. Thread-safe. */
+/* A delay that holds each reply until harness_model_release: the request stays unanswered
+ * for as long as the test wants, whatever the machine's load. */
+#define HARNESS_MODEL_HOLD (-1)
+
+/* Sets the delay, in milliseconds, preset in each later request's reply (HARNESS_MODEL_HOLD:
+ * held until released). Thread-safe. */
 void harness_model_set_delay(harness_model *m, int ms);
+
+/* Answers every request held so far (HARNESS_MODEL_HOLD) now, with what the reply function
+ * chose; a caller that has gone away meanwhile is simply not answered. Returns how many were
+ * released. Thread-safe. */
+int harness_model_release(harness_model *m);
+
+/* How many requests are held now (arrived, unanswered, not released). Thread-safe. */
+int harness_model_held(harness_model *m);
 
 /* How many requests have arrived so far (all paths). Thread-safe. */
 int harness_model_requests(harness_model *m);

@@ -1,7 +1,8 @@
 /*
  * model.c - a fake model provider for the suites that run live models (see harness.h): a real
  * NNG HTTP server on 127.0.0.1 whose answers each suite chooses, delayed by a timer so that a
- * slow provider never holds one of NNG's threads.
+ * slow provider never holds one of NNG's threads, or held until the suite releases them, so
+ * that a test decides when a model request ends instead of guessing how long it takes.
  *
  * Each delayed reply keeps its timer aio on a list until harness_model_stop: an aio cannot be
  * freed from its own callback, so they are all freed there, once the server has stopped.
@@ -26,11 +27,17 @@ typedef struct {
     char *path;
 } model_route;
 
-/* A reply waiting for its delay to pass. */
+/* A held request's timer: far beyond any test, so only harness_model_release or
+ * harness_model_stop ends it. */
+#define MODEL_HOLD_SLEEP_MS (24 * 3600 * 1000)
+
+/* A reply waiting for its delay to pass, or held until harness_model_release. */
 typedef struct model_pending {
     nng_aio *http;  /* the request being answered */
     nng_aio *timer; /* freed by harness_model_stop */
     nng_http_res *res;
+    bool held;            /* waits for harness_model_release (guarded by the model's lock) */
+    atomic_bool released; /* the timer was cancelled to send the reply, not to fail it */
     struct model_pending *next;
 } model_pending;
 
@@ -48,12 +55,13 @@ struct harness_model {
     bool stopping;
 };
 
-/* The timer's callback: sends the reply, or fails the request when the timer was stopped. */
+/* The timer's callback: sends the reply (the delay passed, or the request was released), or
+ * fails the request when the timer was stopped. */
 static void model_answer(void *arg)
 {
     model_pending *p = arg;
     int rv = nng_aio_result(p->timer);
-    if (rv == 0) {
+    if (rv == 0 || atomic_load(&p->released)) {
         nng_aio_set_output(p->http, 0, p->res);
         p->res = NULL; /* the server owns it now */
         nng_aio_finish(p->http, 0);
@@ -103,7 +111,8 @@ static void model_handle(nng_aio *aio)
         nng_aio_finish(aio, NNG_ENOMEM);
         return;
     }
-    if (reply.delay_ms <= 0) {
+    bool hold = reply.delay_ms == HARNESS_MODEL_HOLD;
+    if (reply.delay_ms <= 0 && !hold) {
         nng_aio_set_output(aio, 0, res);
         nng_aio_finish(aio, 0);
         return;
@@ -117,6 +126,8 @@ static void model_handle(nng_aio *aio)
     }
     p->http = aio;
     p->res = res;
+    p->held = hold;
+    atomic_init(&p->released, false);
     pthread_mutex_lock(&m->lock);
     if (m->stopping) {
         pthread_mutex_unlock(&m->lock);
@@ -128,7 +139,8 @@ static void model_handle(nng_aio *aio)
     }
     p->next = m->pending;
     m->pending = p;
-    nng_sleep_aio(reply.delay_ms, p->timer); /* under the lock: never after a stop */
+    /* Under the lock: never after a stop, nor after a release that should have seen it. */
+    nng_sleep_aio(hold ? MODEL_HOLD_SLEEP_MS : reply.delay_ms, p->timer);
     pthread_mutex_unlock(&m->lock);
 }
 
@@ -195,6 +207,32 @@ void harness_model_set_delay(harness_model *m, int ms)
 int harness_model_requests(harness_model *m)
 {
     return atomic_load(&m->requests);
+}
+
+int harness_model_release(harness_model *m)
+{
+    int n = 0;
+    pthread_mutex_lock(&m->lock);
+    for (model_pending *p = m->pending; p != NULL; p = p->next) {
+        if (!p->held)
+            continue;
+        p->held = false;
+        atomic_store(&p->released, true);
+        nng_aio_cancel(p->timer); /* model_answer sends the reply */
+        n++;
+    }
+    pthread_mutex_unlock(&m->lock);
+    return n;
+}
+
+int harness_model_held(harness_model *m)
+{
+    int n = 0;
+    pthread_mutex_lock(&m->lock);
+    for (model_pending *p = m->pending; p != NULL; p = p->next)
+        n += p->held ? 1 : 0;
+    pthread_mutex_unlock(&m->lock);
+    return n;
 }
 
 const char *harness_model_url(const harness_model *m)
