@@ -1,9 +1,10 @@
 /*
  * test_dispatch.c - the method tables charterd dispatches from, checked two ways: against
  * protobuf-c's generated service descriptors (a row that names the wrong method or message
- * must refuse startup) and against README.md's table of services and methods (who may call
- * what, and with which messages); and their columns (host credentials, quotas, --scripted-only)
- * against each other and a list written here. No database, no process: the tables are data.
+ * must refuse startup) and against the table of services and methods in docs/api.md (who may
+ * call what, and with which messages); and their columns (host credentials, quotas,
+ * --scripted-only) against each other and a list written here. No database, no process: the
+ * tables are data.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -16,7 +17,7 @@
 #include "rpc/services.h"
 
 /* ---------------------------------------------------------------------------------------- */
-/* The README's table                                                                        */
+/* The table of docs/api.md                                                                 */
 /* ---------------------------------------------------------------------------------------- */
 
 typedef struct {
@@ -42,20 +43,20 @@ static void name_at(const char *s, char *out, size_t n)
     out[j] = '\0';
 }
 
-/* Reads the rows of the table under "### Services and methods": "| `Svc/Method` (role) |
- * `Request{...}` → `Response{...}` | what it does |". Returns 0 or -1. */
+/* Reads the rows of the table under "## Services and methods" in docs/api.md: "| `Svc/Method`
+ * (role) | `Request{...}` → `Response{...}` | what it does |". Returns 0 or -1. */
 static int readme_load(void)
 {
     char path[1024];
-    snprintf(path, sizeof path, "%s/README.md", CHARTER_SOURCE_DIR);
+    snprintf(path, sizeof path, "%s/docs/api.md", CHARTER_SOURCE_DIR);
     FILE *f = fopen(path, "r");
     if (f == NULL)
         return -1;
     char line[8192];
     int in_section = 0;
     while (fgets(line, sizeof line, f) != NULL) {
-        if (strncmp(line, "### ", 4) == 0 || strncmp(line, "## ", 3) == 0) {
-            in_section = strncmp(line, "### Services and methods", 24) == 0;
+        if (line[0] == '#') {
+            in_section = strcmp(line, "## Services and methods\n") == 0;
             continue;
         }
         if (!in_section || strncmp(line, "| `", 3) != 0 || n_readme_rows == README_MAX_ROWS)
@@ -114,24 +115,24 @@ static void test_readme_table_of_methods_matches_the_dispatch_table(void)
                 if (strcmp(readme_rows[k].method, name) == 0)
                     r = &readme_rows[k];
             if (r == NULL) {
-                fprintf(stderr, "\n  README.md has no row for %s\n", name);
-                CU_FAIL("a method of the dispatch table is missing from README.md");
+                fprintf(stderr, "\n  docs/api.md has no row for %s\n", name);
+                CU_FAIL("a method of the dispatch table is missing from docs/api.md");
                 continue;
             }
             r->matched++;
             if (r->role != row->min_role)
-                fprintf(stderr, "\n  %s: README says %s, the dispatch table says %s\n", name,
+                fprintf(stderr, "\n  %s: docs/api.md says %s, the dispatch table says %s\n", name,
                         role_name(r->role), role_name(row->min_role));
             CU_ASSERT_EQUAL(r->role, row->min_role);
             CU_ASSERT_STRING_EQUAL(r->request, row->request->short_name);
             CU_ASSERT_STRING_EQUAL(r->response, row->response->short_name);
         }
     }
-    /* Every README row names a method, once. */
+    /* Every row of the table names a method, once. */
     CU_ASSERT_EQUAL(n_readme_rows, n_rows);
     for (size_t k = 0; k < n_readme_rows; k++) {
         if (readme_rows[k].matched != 1)
-            fprintf(stderr, "\n  README.md row %s matches %d methods\n", readme_rows[k].method,
+            fprintf(stderr, "\n  docs/api.md row %s matches %d methods\n", readme_rows[k].method,
                     readme_rows[k].matched);
         CU_ASSERT_EQUAL(readme_rows[k].matched, 1);
     }

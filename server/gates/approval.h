@@ -1,5 +1,5 @@
 /*
- * approval.h - human approval of a delivery (README "Human approval").
+ * approval.h - human approval of a delivery (docs/runs.md "Human approval").
  *
  * A workflow may ask a named human actor to approve a send with a tool or to a recipient. The
  * delivery protocol (deliver.c) then holds a send the gate allowed instead of committing it:

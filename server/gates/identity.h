@@ -1,5 +1,5 @@
 /*
- * identity.h - the host identity gate (README "Rule IDs", RULE-HOST-IDENTITY): a host
+ * identity.h - the host identity gate (docs/concepts.md "Rule IDs", RULE-HOST-IDENTITY): a host
  * credential acts only for the actors it is bound to, so it may open a step only of one of its
  * actors and act only through a context one of its actors owns.
  *

@@ -58,7 +58,7 @@ void config_usage(void)
         "  --queue N           requests allowed to wait beyond the workers before callers get\n"
         "                      RESOURCE_EXHAUSTED (default 256)\n"
         "  --http HOST:PORT    also serve every method as HTTP/JSON (Connect unary) on HOST:PORT\n"
-        "                      (PORT alone: 127.0.0.1:PORT); see README \"HTTP/JSON\"\n"
+        "                      (PORT alone: 127.0.0.1:PORT); see docs/http.md\n"
         "  --http-allow-host NAME\n"
         "                      accept this Host name too (default: loopback names only)\n"
         "  --http-max-connections N\n"

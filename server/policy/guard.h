@@ -213,8 +213,8 @@ int guard_check_delivery(const guard_stepcap *cap, const guard_context *ctx,
  * Returns 0, or -1 on allocation failure (out is then UNKNOWN GRAPH_ERROR). */
 int guard_check_chain(const guard_chain *chain, const char *actor, double now, guard_decision *out);
 
-/* Host identity (README "Rule IDs", RULE-HOST-IDENTITY): a host credential acts only for the
- * actors it is bound to, so it may act through a context or open a step only when one of the
+/* Host identity (docs/concepts.md "Rule IDs", RULE-HOST-IDENTITY): a host credential acts only for
+ * the actors it is bound to, so it may act through a context or open a step only when one of the
  * subject's owners is among its actors. ALLOW then; else DENY IDENTITY_MISMATCH with the witness
  * "context c3 is owned by {analyst}; credential <id> acts for {reporter}" (no owner, or no
  * actor, is a mismatch too). id NULL, or a subject or credential missing, gives UNKNOWN
