@@ -65,6 +65,123 @@ local function keep_record(P, id, key)
     local sha = redis.sha1hex(text)
     redis.call('SET', P .. ':lineage:' .. sha, text, 'NX')
     redis.call('HSET', key, 'lineage', sha)
+    return sha
+end
+
+local CONF_NAMES = {[0] = 'public', [1] = 'internal', [2] = 'confidential'}
+local INTEGRITY_NAMES = {[0] = 'untrusted', [1] = 'trusted'}
+local COUNT_CAP = 1000000000000000
+
+-- The lineage summary of artifact id (README "Lineage summaries"), computed from its own
+-- fields and edges and its parents' stored summaries alone: no walk, so its cost does not
+-- grow with the depth of the lineage. a holds the fields just written (run_id, kind, conf,
+-- integrity, capture_complete, resource or nil, parents sorted, record the SHA-1 of its
+-- lineage record or nil). Returns the summary's JSON text and its SHA-1, or nil when a parent
+-- has no summary (written before summaries were kept): such an artifact has none either, and
+-- its decisions walk its ancestry. A parent whose summary no longer hashes to its
+-- summary_hash makes this one not ok. Fields: v, id, run_id, kind, conf and integrity
+-- (recomputed: a source's resource's labels, else the max / min of the parents'), sources
+-- (sorted [{id,conf,integrity}]: every resource reached, with the labels it had), depth (1
+-- for a source, else 1 + the deepest parent's), count (1 + the parents' counts: the
+-- artifacts of the ancestry counted once per path, capped at 10^15), ok (every structural rule
+-- of the input gate holds for it and its whole ancestry), code and why (the first rule that
+-- does not: PROVENANCE_INCOMPLETE or LABEL_MISMATCH, and its witness), parents and refs (the
+-- parents' ids and their summary hashes: a Merkle DAG naming the whole ancestry), resource,
+-- record.
+local function make_summary(P, id, a)
+    local s = {v = 1, id = id, run_id = a.run_id, kind = a.kind, parents = a.parents, refs = {},
+               resource = a.resource or '', record = a.record or '', depth = 1, count = 1,
+               ok = true, code = '', why = ''}
+    local function bad(code, why)
+        if s.ok then
+            s.ok, s.code, s.why = false, code, why
+        end
+    end
+    local conf, integrity = 0, 1
+    local by_source = {}
+    if a.kind == 'source' then
+        if #a.parents > 0 then
+            bad('PROVENANCE_INCOMPLETE', 'source ' .. id .. ' is derived from ' .. #a.parents ..
+                ' artifact(s)')
+        end
+        if not a.resource then
+            bad('PROVENANCE_INCOMPLETE', 'source ' .. id .. ' has 0 resources, not 1')
+            conf, integrity = -1, -1
+        else
+            local g = redis.call('HMGET', P .. ':resource:' .. a.resource, 'conf', 'integrity')
+            local rc, ri = tonumber(g[1]), tonumber(g[2])
+            if not (rc and CONF_NAMES[rc] and ri and INTEGRITY_NAMES[ri]) then
+                bad('PROVENANCE_INCOMPLETE', 'resource ' .. a.resource .. ' of ' .. id ..
+                    ' has no valid labels')
+                conf, integrity = -1, -1
+            else
+                conf, integrity = rc, ri
+                by_source[a.resource] = {id = a.resource, conf = rc, integrity = ri}
+            end
+        end
+    else
+        if #a.parents == 0 then
+            bad('PROVENANCE_INCOMPLETE', 'derived ' .. id .. ' has no parents')
+        end
+        if not a.capture_complete then
+            bad('PROVENANCE_INCOMPLETE', id .. ' capture incomplete')
+        end
+        local depth, count = 0, 1
+        for m, p in ipairs(a.parents) do
+            local g = redis.call('HMGET', P .. ':artifact:' .. p, 'summary', 'summary_hash')
+            if not g[1] or not g[2] then
+                return nil
+            end
+            s.refs[m] = g[2]
+            local decoded, ps = pcall(cjson.decode, g[1])
+            if redis.sha1hex(g[1]) ~= g[2] or not decoded or type(ps) ~= 'table' then
+                bad('PROVENANCE_INCOMPLETE', 'the summary of ' .. p ..
+                    ' no longer hashes to its summary_hash')
+                conf, integrity = -1, -1
+            else
+                if ps.run_id ~= a.run_id then
+                    bad('PROVENANCE_INCOMPLETE', p .. ' is of run ' .. tostring(ps.run_id) ..
+                        ', not ' .. a.run_id)
+                end
+                if not ps.ok then
+                    bad(ps.code, ps.why)
+                end
+                local pc, pi = tonumber(ps.conf) or -1, tonumber(ps.integrity) or -1
+                if pc < 0 or pi < 0 or conf < 0 then
+                    conf, integrity = -1, -1
+                else
+                    conf = math.max(conf, pc)
+                    integrity = math.min(integrity, pi)
+                end
+                depth = math.max(depth, tonumber(ps.depth) or 0)
+                count = math.min(COUNT_CAP, count + (tonumber(ps.count) or 0))
+                if type(ps.sources) == 'table' then
+                    for _, r in ipairs(ps.sources) do
+                        by_source[r.id] = by_source[r.id] or r
+                    end
+                end
+            end
+        end
+        s.depth, s.count = depth + 1, count
+    end
+    -- RULE-INPUT-LABELS at creation: the stored labels must be the recomputed ones.
+    if conf >= 0 and (a.conf ~= conf or a.integrity ~= integrity) then
+        bad('LABEL_MISMATCH', id .. ' labelled ' .. CONF_NAMES[a.conf] .. ', ' ..
+            INTEGRITY_NAMES[a.integrity] .. '; recomputed ' .. CONF_NAMES[conf] .. ', ' ..
+            INTEGRITY_NAMES[integrity])
+    end
+    s.conf, s.integrity = conf, integrity
+    local ids = {}
+    for r in pairs(by_source) do
+        ids[#ids + 1] = r
+    end
+    table.sort(ids)
+    s.sources = {}
+    for i, r in ipairs(ids) do
+        s.sources[i] = by_source[r]
+    end
+    local text = cjson.encode(s)
+    return text, redis.sha1hex(text)
 end
 
 --[[ charter_create_artifact
@@ -74,9 +191,11 @@ keys: P. args: JSON {run_id,context_id,kind,title,conf,integrity,hash,content,in
   "source" or "derived"; conf 0..2 and integrity 0..1 are the labels the caller computed; hash
   is the hex SHA-256 of content; resource (a source's registered origin) may be absent for a
   source and must be absent for a derived artifact.
-reply: {"artifact":{...with parents, resources, producers},"seq":n}: the artifact a<n>, its
-  DERIVED_FROM edges (to input_ids, duplicates once), FROM_RESOURCE, PRODUCED/produced_by, the
-  run's artifact index and the event, in one call; or the conflict reply.
+reply: {"artifact":{...with parents, resources, producers},"seq":n,"summary_hash":h}: the
+  artifact a<n>, its DERIVED_FROM edges (to input_ids, duplicates once), FROM_RESOURCE,
+  PRODUCED/produced_by, the run's artifact index, its lineage summary (fields summary and
+  summary_hash, computed from its parents' summaries alone; h "" when a parent has none) and
+  the event, in one call; or the conflict reply.
 errors: not_found (run, context, an input, the resource), invalid (arguments; the context is of
   another run), nothing written. ]]
 local function charter_create_artifact(keys, args)
@@ -147,9 +266,17 @@ local function charter_create_artifact(keys, args)
     redis.call('SADD', key .. ':produced_by', context_id)
     redis.call('SADD', P .. ':context:' .. context_id .. ':produced', id)
     redis.call('ZADD', P .. ':run:' .. run_id .. ':artifacts', n, id)
-    keep_record(P, id, key)
+    local record = keep_record(P, id, key)
+    local parents = members(key .. ':derived_from')
+    local summary, summary_hash = make_summary(P, id, {
+        run_id = run_id, kind = kind, conf = conf, integrity = integrity, capture_complete = capture,
+        resource = resource, parents = parents, record = record})
+    if summary then
+        redis.call('HSET', key, 'summary', summary, 'summary_hash', summary_hash)
+    end
     local seq = write_event(P, run_id, ev)
-    return cjson.encode({artifact = artifact_object(P, id, hash(key), true), seq = seq})
+    return cjson.encode({artifact = artifact_object(P, id, hash(key), true), seq = seq,
+                         summary_hash = summary_hash or ''})
 end
 
 --[[ charter_get_artifact
