@@ -279,6 +279,50 @@ local function charter_create_artifact(keys, args)
                          summary_hash = summary_hash or ''})
 end
 
+--[[ charter_lineage_summary
+call: lineage_summary(artifact_id)
+keys: P. args: artifact_id.
+reply: {"id":id,"summary":text,"summary_hash":h,"artifact":{run_id,kind,conf,integrity,hash},
+  "parents":[...],"resources":[...],"producers":[...],"sources":[{id,conf,integrity}]}: the
+  artifact's lineage
+  summary as stored at creation (its text byte for byte and its stored SHA-1: the caller checks
+  one against the other), its own fields and edges as they stand now (parents: DERIVED_FROM,
+  resources: FROM_RESOURCE, producers: produced_by, sorted), and the current labels of every source resource the
+  summary names (a label not stored, or a resource that is gone, is absent). Only the artifact
+  itself and its sources are read: the cost does not grow with the lineage's depth. Without a
+  stored summary (an artifact created before summaries were kept) the reply is {"id":id}
+  alone, and a summary that is not JSON gives no sources.
+errors: not_found (artifact), invalid. ]]
+local function charter_lineage_summary(keys, args)
+    local P = prefix(keys)
+    local id = check_id(args[1], 'artifact_id')
+    local base = P .. ':artifact:' .. id
+    local f = redis.call('HMGET', base, 'run_id', 'kind', 'conf', 'integrity', 'hash', 'summary',
+                         'summary_hash')
+    if not (f[1] or f[2] or f[5]) and not exists(base) then
+        raise('not_found', 'artifact ' .. id .. ' not found')
+    end
+    if not f[6] or not f[7] then
+        return cjson.encode({id = id})
+    end
+    local sources = {}
+    local decoded, s = pcall(cjson.decode, f[6])
+    if decoded and type(s) == 'table' and type(s.sources) == 'table' then
+        for i, r in ipairs(s.sources) do
+            if type(r) == 'table' and type(r.id) == 'string' then
+                local g = redis.call('HMGET', P .. ':resource:' .. r.id, 'conf', 'integrity')
+                sources[i] = {id = r.id, conf = tonumber(g[1]), integrity = tonumber(g[2])}
+            end
+        end
+    end
+    return cjson.encode({
+        id = id, summary = f[6], summary_hash = f[7],
+        artifact = {run_id = f[1] or nil, kind = f[2] or nil, conf = tonumber(f[3]),
+                    integrity = tonumber(f[4]), hash = f[5] or nil},
+        parents = members(base .. ':derived_from'), resources = members(base .. ':from_resource'),
+        producers = members(base .. ':produced_by'), sources = sources})
+end
+
 --[[ charter_get_artifact
 call: get_artifact(artifact_id)
 keys: P. args: artifact_id.
@@ -515,6 +559,7 @@ end
 -- Exported: what later files and the registry use.
 lineage.charter_create_artifact = charter_create_artifact
 lineage.charter_get_artifact = charter_get_artifact
+lineage.charter_lineage_summary = charter_lineage_summary
 lineage.ancestry_text = ancestry_text
 lineage.charter_ancestry = charter_ancestry
 lineage.charter_lineage_state = charter_lineage_state

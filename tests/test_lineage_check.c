@@ -1,14 +1,15 @@
 /*
- * test_lineage_check.c - the input gate compares the graph with the lineage records stored at
- * creation, and a graph changed behind the server's back is still refused.
+ * test_lineage_check.c - the input gate decides from the lineage summary stored at creation and
+ * the payload's own node, and a payload changed behind the server's back is still refused.
  *
  * Every artifact recorded through the API carries its lineage record (field lineage), and a
  * CheckInput reads the graph as it stands and compares it with those records, which charterd
- * holds decoded by name once it has hashed them. The tests drive a real charterd over NNG: a
- * lineage is allowed (twice, the second time from records charterd holds), then an edge is
- * deleted, a label changed, a producer removed, a FROM_RESOURCE edge added to a derived
- * artifact, a resource relabelled, each directly in Redis: every one turns the same check into
- * a refusal with the code a full walk gives, and undoing it allows the check again.
+ * holds decoded by name once it has hashed them; each also carries its summary. The tests drive
+ * a real charterd over NNG: a lineage is allowed, then the payload's edge is deleted, its label
+ * changed, its producer removed, a FROM_RESOURCE edge added to it, a resource relabelled, its
+ * summary edited, each directly in Redis: every one turns the same check into a refusal (or
+ * UNKNOWN), and undoing it allows the check again. Edits deeper than the payload no longer
+ * change the decision (audit names them); an artifact without a summary is walked in full.
  */
 #include <CUnit/Basic.h>
 #include <stdio.h>
@@ -160,30 +161,33 @@ static void test_a_lineage_recorded_through_the_api_carries_its_records(void)
     expect_allowed();
 }
 
-static void test_a_deleted_derived_from_edge_is_refused(void)
+/* What the decision reads: the payload's own node and edges, and its sources' labels. Every
+ * change of them behind the server's back turns the check into a refusal; undoing it allows
+ * the check again. */
+static void test_a_deleted_derived_from_edge_of_the_payload_is_refused(void)
 {
     char key[128];
-    snprintf(key, sizeof key, ":artifact:%s:derived_from", ids[DEPTH / 2]);
-    redis_do("SREM", key, ids[DEPTH / 2 - 1], NULL);
+    snprintf(key, sizeof key, ":artifact:%s:derived_from", ids[DEPTH]);
+    redis_do("SREM", key, ids[DEPTH - 1], NULL);
     expect_refused("PROVENANCE_INCOMPLETE");
-    redis_do("SADD", key, ids[DEPTH / 2 - 1], NULL);
+    redis_do("SADD", key, ids[DEPTH - 1], NULL);
     expect_allowed();
 }
 
-static void test_a_relabelled_artifact_is_refused(void)
+static void test_a_relabelled_payload_is_refused(void)
 {
     char key[128];
-    snprintf(key, sizeof key, ":artifact:%s", ids[3]);
+    snprintf(key, sizeof key, ":artifact:%s", ids[DEPTH]);
     redis_do("HSET", key, "conf", "2");
     expect_refused("LABEL_MISMATCH");
     redis_do("HSET", key, "conf", "0");
     expect_allowed();
 }
 
-static void test_a_deleted_producer_is_refused(void)
+static void test_a_deleted_producer_of_the_payload_is_refused(void)
 {
     char key[128];
-    snprintf(key, sizeof key, ":artifact:%s:produced_by", ids[DEPTH - 1]);
+    snprintf(key, sizeof key, ":artifact:%s:produced_by", ids[DEPTH]);
     redis_do("DEL", key, NULL, NULL);
     expect_refused("PROVENANCE_INCOMPLETE");
     redis_do("SADD", key, research, NULL);
@@ -208,13 +212,54 @@ static void test_a_relabelled_resource_is_refused(void)
     expect_allowed();
 }
 
-/* An artifact whose record is not named (as one written before records were kept at creation)
- * is checked by the full walk, with the same verdict. */
-static void test_an_artifact_without_a_record_is_walked_in_full(void)
+/* A summary edited behind the server's back no longer hashes to its summary_hash: the
+ * decision is UNKNOWN, never decided from it, and restoring it allows again. */
+static void test_a_tampered_summary_gives_unknown(void)
 {
     char key[128];
-    snprintf(key, sizeof key, ":artifact:%s", ids[1]);
-    redis_do("HDEL", key, "lineage", NULL);
+    snprintf(key, sizeof key, ":artifact:%s", ids[DEPTH]);
+    static const char *SWAP = "local k = KEYS[1] .. ARGV[1] "
+                              "local s = redis.call('HGET', k, 'summary') "
+                              "redis.call('HSET', k, 'summary', ARGV[2] == 'undo' and "
+                              "(s:gsub('\"depth\":99', '\"depth\":21')) or "
+                              "(s:gsub('\"depth\":21', '\"depth\":99'))) return 1";
+    const char *tamper[2] = {key, "do"};
+    long long one = 0;
+    CU_ASSERT_EQUAL_FATAL(harness_graph_eval(graph, SWAP, tamper, 2, &one), 0);
+    char codes[256];
+    CU_ASSERT_EQUAL(check_deepest(codes, sizeof codes), CHARTER__V1__OUTCOME__UNKNOWN);
+    CU_ASSERT_PTR_NOT_NULL(strstr(codes, "GRAPH_ERROR"));
+    const char *undo[2] = {key, "undo"};
+    CU_ASSERT_EQUAL_FATAL(harness_graph_eval(graph, SWAP, undo, 2, &one), 0);
+    expect_allowed();
+}
+
+/* Edits deeper than the payload's own node no longer change a decision: the summary stored at
+ * creation stands for the ancestry (audit re-derives it from the raw graph and names them). */
+static void test_deep_edits_no_longer_change_the_decision(void)
+{
+    char edge[128], node[128], producer[128];
+    snprintf(edge, sizeof edge, ":artifact:%s:derived_from", ids[DEPTH / 2]);
+    snprintf(node, sizeof node, ":artifact:%s", ids[3]);
+    snprintf(producer, sizeof producer, ":artifact:%s:produced_by", ids[DEPTH - 1]);
+    redis_do("SREM", edge, ids[DEPTH / 2 - 1], NULL);
+    expect_allowed();
+    redis_do("HSET", node, "conf", "2");
+    expect_allowed();
+    redis_do("DEL", producer, NULL, NULL);
+    expect_allowed();
+    redis_do("SADD", edge, ids[DEPTH / 2 - 1], NULL);
+    redis_do("HSET", node, "conf", "0");
+    redis_do("SADD", producer, research, NULL);
+}
+
+/* An artifact without a summary (as one written before summaries were kept) is checked by the
+ * full walk, so a deep edit is refused again. */
+static void test_an_artifact_without_a_summary_is_walked_in_full(void)
+{
+    char key[128];
+    snprintf(key, sizeof key, ":artifact:%s", ids[DEPTH]);
+    redis_do("HDEL", key, "summary", "summary_hash");
     expect_allowed();
     char edge[160];
     snprintf(edge, sizeof edge, ":artifact:%s:derived_from", ids[1]);
@@ -231,15 +276,19 @@ int main(void)
         return 1;
     CU_add_test(s, "a lineage recorded through the API carries its records",
                 test_a_lineage_recorded_through_the_api_carries_its_records);
-    CU_add_test(s, "a deleted DERIVED_FROM edge is refused",
-                test_a_deleted_derived_from_edge_is_refused);
-    CU_add_test(s, "a relabelled artifact is refused", test_a_relabelled_artifact_is_refused);
-    CU_add_test(s, "a deleted producer is refused", test_a_deleted_producer_is_refused);
+    CU_add_test(s, "a deleted DERIVED_FROM edge of the payload is refused",
+                test_a_deleted_derived_from_edge_of_the_payload_is_refused);
+    CU_add_test(s, "a relabelled payload is refused", test_a_relabelled_payload_is_refused);
+    CU_add_test(s, "a deleted producer of the payload is refused",
+                test_a_deleted_producer_of_the_payload_is_refused);
     CU_add_test(s, "a resource edge added to a derived artifact is refused",
                 test_a_resource_edge_added_to_a_derived_artifact_is_refused);
     CU_add_test(s, "a relabelled resource is refused", test_a_relabelled_resource_is_refused);
-    CU_add_test(s, "an artifact without a record is walked in full",
-                test_an_artifact_without_a_record_is_walked_in_full);
+    CU_add_test(s, "a tampered summary gives unknown", test_a_tampered_summary_gives_unknown);
+    CU_add_test(s, "deep edits no longer change the decision",
+                test_deep_edits_no_longer_change_the_decision);
+    CU_add_test(s, "an artifact without a summary is walked in full",
+                test_an_artifact_without_a_summary_is_walked_in_full);
     CU_basic_set_mode(CU_BRM_VERBOSE);
     CU_basic_run_tests();
     unsigned failed = CU_get_number_of_failures() + CU_get_number_of_suites_failed();

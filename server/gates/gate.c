@@ -20,6 +20,7 @@
 #include "db/lineage.h"
 #include "workflow/registry.h"
 #include "policy/evaluator.h"
+#include "policy/facts.h"
 
 void gate_sha256_hex(const char *data, size_t len, char hex[65])
 {
@@ -349,6 +350,14 @@ int gate_open_narrowed(const gate_env *g, const char *parent_id, const char *run
     return rc;
 }
 
+/* The ancestry of id walked in the graph (lineage.h), up to the service's limit. */
+static int walk_ancestry(const gate_env *g, const char *id, json_t **raw)
+{
+    char limit[32];
+    snprintf(limit, sizeof limit, "%zu", g->limits->max_ancestry);
+    return lineage_ancestry(g->st, id, limit, raw);
+}
+
 /* Input gate over ids without recording. Gathers each artifact's raw ancestry (null where the
  * graph could not supply it) into *snapshot (a JSON list, caller decrefs) and decides from them
  * with evaluator_input_decide: d is the worst verdict over all ids (DENY before UNKNOWN before
@@ -364,12 +373,21 @@ static int check_inputs(const gate_env *g, const workflow_step *ws, const guard_
     json_t *raws = json_array();
     if (!raws)
         return STATUS_ENOMEM;
-    char limit[32];
-    snprintf(limit, sizeof limit, "%zu", g->limits->max_ancestry);
+    bool summarised = false;
     for (size_t i = 0; i < n; i++) {
         json_t *raw = NULL;
-        int rc = lineage_ancestry(g->st, ids[i], limit, &raw);
+        /* The summary stored at creation, the artifact's own edges and its sources' labels:
+         * one read whatever the depth. An artifact without a summary is walked. */
+        int rc = q_lineage_summary(g->st, ids[i], &raw);
+        if (rc == STATUS_OK && facts_is_summary(raw)) {
+            summarised = true;
+        } else if (rc == STATUS_OK) {
+            json_decref(raw);
+            raw = NULL;
+            rc = walk_ancestry(g, ids[i], &raw);
+        }
         if (rc == STATUS_ENOTFOUND || rc == STATUS_ENOMEM) {
+            json_decref(raw);
             json_decref(raws);
             return rc;
         }
@@ -382,6 +400,35 @@ static int check_inputs(const gate_env *g, const workflow_step *ws, const guard_
     if (evaluator_input_decide(&ws->cap, ctx, raws, ids, d, conf, integrity) != 0) {
         json_decref(raws);
         return STATUS_ENOMEM;
+    }
+    /* The deny path: a refusal names the path from the source to the artifact, which only the
+     * ancestry holds. The ancestries are walked and, when they refuse too, that decision (with
+     * its facts) is the one recorded; otherwise the summaries' refusal stands. */
+    if (summarised && d->outcome == GUARD_DENY) {
+        json_t *walked = json_array();
+        int rc = walked ? STATUS_OK : STATUS_ENOMEM;
+        for (size_t i = 0; rc == STATUS_OK && i < n; i++) {
+            json_t *raw = NULL;
+            int wrc = walk_ancestry(g, ids[i], &raw);
+            if (wrc == STATUS_ENOMEM)
+                rc = wrc;
+            else if (json_array_append_new(walked, wrc == STATUS_OK && raw ? raw : json_null()))
+                rc = STATUS_ENOMEM;
+        }
+        guard_decision w = {0};
+        int wc = GUARD_CONF_PUBLIC, wi = GUARD_INTEGRITY_TRUSTED;
+        if (rc == STATUS_OK &&
+            evaluator_input_decide(&ws->cap, ctx, walked, ids, &w, &wc, &wi) == 0 &&
+            w.outcome == GUARD_DENY) {
+            guard_decision_free(d);
+            *d = w;
+            json_decref(raws);
+            raws = walked;
+            walked = NULL;
+        } else {
+            guard_decision_free(&w);
+        }
+        json_decref(walked);
     }
     *snapshot = raws;
     return STATUS_OK;
