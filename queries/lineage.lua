@@ -282,7 +282,8 @@ end
 --[[ charter_lineage_summary
 call: lineage_summary(artifact_id)
 keys: P. args: artifact_id.
-reply: {"id":id,"summary":text,"summary_hash":h,"artifact":{run_id,kind,conf,integrity,hash},
+reply: {"id":id,"summary":text,"summary_hash":h,"artifact":{run_id,kind,conf,integrity,hash,
+  title},
   "parents":[...],"resources":[...],"producers":[...],"sources":[{id,conf,integrity}]}: the
   artifact's lineage
   summary as stored at creation (its text byte for byte and its stored SHA-1: the caller checks
@@ -293,17 +294,17 @@ reply: {"id":id,"summary":text,"summary_hash":h,"artifact":{run_id,kind,conf,int
   stored summary (an artifact created before summaries were kept) the reply is {"id":id}
   alone, and a summary that is not JSON gives no sources.
 errors: not_found (artifact), invalid. ]]
-local function charter_lineage_summary(keys, args)
-    local P = prefix(keys)
-    local id = check_id(args[1], 'artifact_id')
+-- The charter_lineage_summary reply of artifact id as a table (shared with
+-- charter_delivery_facts); nil when it has no summary. Raises not_found.
+local function summary_object(P, id)
     local base = P .. ':artifact:' .. id
     local f = redis.call('HMGET', base, 'run_id', 'kind', 'conf', 'integrity', 'hash', 'summary',
-                         'summary_hash')
+                         'summary_hash', 'title')
     if not (f[1] or f[2] or f[5]) and not exists(base) then
         raise('not_found', 'artifact ' .. id .. ' not found')
     end
     if not f[6] or not f[7] then
-        return cjson.encode({id = id})
+        return nil
     end
     local sources = {}
     local decoded, s = pcall(cjson.decode, f[6])
@@ -315,12 +316,18 @@ local function charter_lineage_summary(keys, args)
             end
         end
     end
-    return cjson.encode({
+    return {
         id = id, summary = f[6], summary_hash = f[7],
         artifact = {run_id = f[1] or nil, kind = f[2] or nil, conf = tonumber(f[3]),
-                    integrity = tonumber(f[4]), hash = f[5] or nil},
+                    integrity = tonumber(f[4]), hash = f[5] or nil, title = f[8] or nil},
         parents = members(base .. ':derived_from'), resources = members(base .. ':from_resource'),
-        producers = members(base .. ':produced_by'), sources = sources})
+        producers = members(base .. ':produced_by'), sources = sources}
+end
+
+local function charter_lineage_summary(keys, args)
+    local P = prefix(keys)
+    local id = check_id(args[1], 'artifact_id')
+    return cjson.encode(summary_object(P, id) or {id = id})
 end
 
 --[[ charter_get_artifact
@@ -560,6 +567,7 @@ end
 lineage.charter_create_artifact = charter_create_artifact
 lineage.charter_get_artifact = charter_get_artifact
 lineage.charter_lineage_summary = charter_lineage_summary
+lineage.summary_object = summary_object
 lineage.ancestry_text = ancestry_text
 lineage.charter_ancestry = charter_ancestry
 lineage.charter_lineage_state = charter_lineage_state

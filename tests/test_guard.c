@@ -342,8 +342,8 @@ static guard_context context_of(const char *id, const char *step, const char *ow
 static guard_delivery_request request(const char *payload, const char *recipient, int clearance,
                                       const char *tool, const char *grant)
 {
-    guard_delivery_request r = {RUN,       (char *)payload, (char *)recipient,
-                                clearance, (char *)tool,    (char *)grant};
+    guard_delivery_request r = {
+        RUN, (char *)payload, (char *)recipient, clearance, (char *)tool, (char *)grant, NULL};
     return r;
 }
 

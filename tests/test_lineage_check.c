@@ -101,6 +101,32 @@ static int check_deepest(char *codes, size_t n)
     return outcome;
 }
 
+/* Deliver of the deepest note to public from the report step under a fresh invocation ID: its
+ * outcome; codes (n bytes) the decision's codes joined by spaces. */
+static int deliver_deepest(char *codes, size_t n)
+{
+    static int serial;
+    char inv[64];
+    snprintf(inv, sizeof inv, "lineage-check-%d", ++serial);
+    Charter__V1__DeliverRequest req = CHARTER__V1__DELIVER_REQUEST__INIT;
+    req.context_id = report_ctx;
+    req.payload_id = ids[DEPTH];
+    req.recipient = "public";
+    req.tool = "deliver_public";
+    req.invocation_id = inv;
+    Charter__V1__DeliverResponse *resp = NULL;
+    charter_status st;
+    codes[0] = '\0';
+    if (charter_deliver(op, &req, &resp, &st) != 0 || resp->decision == NULL)
+        return -1;
+    int outcome = resp->decision->outcome;
+    size_t used = 0;
+    for (size_t i = 0; i < resp->decision->n_codes && used < n; i++)
+        used += (size_t)snprintf(codes + used, n - used, "%s ", resp->decision->codes[i]);
+    charter__v1__deliver_response__free_unpacked(resp, NULL);
+    return outcome;
+}
+
 static void expect_allowed(void)
 {
     char codes[256];
@@ -229,6 +255,8 @@ static void test_a_tampered_summary_gives_unknown(void)
     char codes[256];
     CU_ASSERT_EQUAL(check_deepest(codes, sizeof codes), CHARTER__V1__OUTCOME__UNKNOWN);
     CU_ASSERT_PTR_NOT_NULL(strstr(codes, "GRAPH_ERROR"));
+    CU_ASSERT_EQUAL(deliver_deepest(codes, sizeof codes), CHARTER__V1__OUTCOME__UNKNOWN);
+    CU_ASSERT_PTR_NOT_NULL(strstr(codes, "GRAPH_ERROR"));
     const char *undo[2] = {key, "undo"};
     CU_ASSERT_EQUAL_FATAL(harness_graph_eval(graph, SWAP, undo, 2, &one), 0);
     expect_allowed();
@@ -248,6 +276,8 @@ static void test_deep_edits_no_longer_change_the_decision(void)
     expect_allowed();
     redis_do("DEL", producer, NULL, NULL);
     expect_allowed();
+    char codes[256];
+    CU_ASSERT_EQUAL(deliver_deepest(codes, sizeof codes), CHARTER__V1__OUTCOME__ALLOW);
     redis_do("SADD", edge, ids[DEPTH / 2 - 1], NULL);
     redis_do("HSET", node, "conf", "0");
     redis_do("SADD", producer, research, NULL);

@@ -502,11 +502,22 @@ static int replay_delivery(const guard_stepcap *cap, const json_t *snap, const j
     int rc = facts_context_from_json(json_object_get(snap, "context"), &ctx);
     if (rc != STATUS_OK)
         return rc == STATUS_ENOMEM ? rc : snapshot_fail(why, n, "context");
-    rc = facts_ancestry_from_json(json_object_get(snap, "ancestry"), req.payload_id, &anc);
+    guard_summary sum = {0};
+    const json_t *summary = json_object_get(snap, "summary");
+    if (summary != NULL) {
+        /* Decided from the payload's lineage summary: it and the facts read beside it. */
+        rc = facts_summary_from_json(summary, req.payload_id, &sum);
+        req.summary = &sum;
+    } else {
+        rc = facts_ancestry_from_json(json_object_get(snap, "ancestry"), req.payload_id, &anc);
+    }
     if (rc == STATUS_OK && labels != NULL) {
         /* What if: the recipient's clearance and the sources' labels are the candidate's. */
         req.recipient_clearance = candidate_label(labels, "recipients", req.recipient, "clearance");
-        rc = relabel(&anc, labels);
+        if (summary != NULL && sum.verified)
+            relabel_summary(&sum, labels);
+        else if (summary == NULL)
+            rc = relabel(&anc, labels);
     }
     if (rc == STATUS_OK)
         rc = facts_chain_from_json(json_object_get(snap, "chain"), cap->grant, &chain);
@@ -520,6 +531,7 @@ static int replay_delivery(const guard_stepcap *cap, const json_t *snap, const j
         rc = snapshot_fail(why, n, "ancestry or chain");
     }
     facts_ancestry_free(&anc);
+    facts_summary_free(&sum);
     facts_chain_free(&chain);
     facts_context_free(&ctx);
     return rc;

@@ -310,6 +310,7 @@ static const field summary_now_fields[] = {
     {"run_id", F_TEXT, AT(guard_summary, now_run_id), 0, 0, NULL},
     {"kind", F_TEXT, AT(guard_summary, now_kind), 0, 0, NULL},
     {"hash", F_TEXT, AT(guard_summary, now_hash), 0, 0, NULL},
+    {"title", F_TEXT, AT(guard_summary, now_title), 0, 0, NULL},
     {"conf", F_LABEL, AT(guard_summary, now_conf), 0, 0, NULL},
     {"integrity", F_LABEL, AT(guard_summary, now_integrity), 0, 0, NULL},
 };
@@ -521,8 +522,8 @@ int facts_context_from_json(const json_t *j, guard_context *out)
 
 void facts_summary_free(guard_summary *s)
 {
-    char **texts[] = {&s->id,   &s->summary_hash, &s->run_id,     &s->kind,     &s->resource,
-                      &s->code, &s->why,          &s->now_run_id, &s->now_kind, &s->now_hash};
+    char **texts[] = {&s->id,  &s->summary_hash, &s->run_id,   &s->kind,     &s->resource, &s->code,
+                      &s->why, &s->now_run_id,   &s->now_kind, &s->now_hash, &s->now_title};
     for (size_t i = 0; i < sizeof texts / sizeof texts[0]; i++)
         free(*texts[i]);
     strs_free(&s->parents);

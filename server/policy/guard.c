@@ -1154,6 +1154,12 @@ oom:
     return fail_oom(&v, out);
 }
 
+/* The payload of a summary as a witness names it: its title, or its id when untitled. */
+static const char *summary_name(const guard_summary *s)
+{
+    return s->now_title != NULL && s->now_title[0] != '\0' ? s->now_title : or_missing(s->id);
+}
+
 static bool strs_equal(const guard_strs *a, const guard_strs *b)
 {
     if (a->n != b->n || strs_have_null(a) || strs_have_null(b))
@@ -1248,7 +1254,7 @@ int guard_check_input_summary(const guard_stepcap *cap, const guard_context *ctx
             sb_put(&b, ")");
             if (!str_eq(s->kind, "source")) {
                 sb_put(&b, ARROW);
-                sb_put(&b, or_missing(s->id));
+                sb_put(&b, summary_name(s));
             }
             sb_put(&b, ARROW);
             sb_put(&b, cap->step);
@@ -1298,9 +1304,48 @@ static void check_request(const guard_stepcap *cap, const guard_delivery_request
 }
 
 /* Every grant of the chain must cover the tool, the recipient and the payload's sources. */
+/* The payload's sources, from a walked lineage or from its summary. */
+typedef struct {
+    const lineage *lin;       /* usable walked lineage, or NULL */
+    const guard_summary *sum; /* verified summary, or NULL */
+} source_view;
+
+/* The first source r of the view that passes test (*hit), and where (returned; NO_INDEX for
+ * none). */
+static size_t view_find(const source_view *sv, resource_test test, const void *arg,
+                        const guard_resource **hit)
+{
+    if (sv->lin != NULL)
+        return lineage_find(sv->lin, test, arg, hit);
+    for (size_t i = 0; sv->sum != NULL && i < sv->sum->n_sources; i++)
+        if (test(&sv->sum->sources[i], arg)) {
+            *hit = &sv->sum->sources[i];
+            return i;
+        }
+    return NO_INDEX;
+}
+
+/* The witness's path to the source at found by view_find: the whole path from a walk, "R
+ * (label) → payload" from a summary (the gate walks for the full path on its deny path). */
+static void view_path(strbuf *b, const source_view *sv, size_t at, const guard_resource *r)
+{
+    if (sv->lin != NULL) {
+        sb_path(b, sv->lin, at, r);
+        return;
+    }
+    sb_put(b, r->id);
+    sb_put(b, " (");
+    sb_put(b, conf_name(r->conf));
+    sb_put(b, ")");
+    if (!str_eq(sv->sum->kind, "source")) {
+        sb_put(b, ARROW);
+        sb_put(b, summary_name(sv->sum));
+    }
+}
+
 static void check_chain_coverage(const guard_chain *chain, const size_t *walked, size_t n,
-                                 const guard_delivery_request *req, const lineage *lin, bool usable,
-                                 verdict *v)
+                                 const guard_delivery_request *req, const source_view *sv,
+                                 bool usable, verdict *v)
 {
     for (size_t i = 0; i < n; i++) {
         const guard_grant *g = &chain->items[walked[i]];
@@ -1313,11 +1358,11 @@ static void check_chain_coverage(const guard_chain *chain, const size_t *walked,
         if (!usable)
             continue;
         const guard_resource *r = NULL;
-        size_t at = lineage_find(lin, resource_outside, &g->resources, &r);
+        size_t at = view_find(sv, resource_outside, &g->resources, &r);
         strbuf b;
         /* RULE-DELIVERY-SCOPE: every source is one of each grant's resources. */
         if (at != NO_INDEX && flag_begin(v, GUARD_RESOURCE_OUT_OF_SCOPE, &b)) {
-            sb_path(&b, lin, at, r);
+            view_path(&b, sv, at, r);
             sb_put(&b, ARROW "grant ");
             sb_put(&b, id);
             sb_put(&b, " ");
@@ -1350,16 +1395,35 @@ int guard_check_delivery(const guard_stepcap *cap, const guard_context *ctx,
     int clearance = req->recipient_clearance;
     if (!conf_valid(clearance))
         flag(&v, GUARD_GRAPH_ERROR, "recipient ", req->recipient, " has no clearance", END);
-    if (gather_lineage(&lin, anc, req->run_id, req->payload_id, &v, &usable) < 0)
-        goto oom;
+    source_view sv = {NULL, NULL};
+    const guard_summary *sum = req->summary;
+    if (sum != NULL) {
+        /* RULE-DELIVERY-PROVENANCE, RULE-DELIVERY-LABELS from the payload's summary. */
+        if (!sum->verified || (sum->n_sources > 0 && sum->sources == NULL)) {
+            flag(&v, GUARD_GRAPH_ERROR, "the lineage summary of ", or_missing(sum->id),
+                 " does not hash to its summary_hash", END);
+        } else if (!str_eq(sum->id, req->payload_id)) {
+            flag(&v, GUARD_GRAPH_ERROR, "lineage summary facts are of ", sum->id,
+                 ", not of the payload ", req->payload_id, END);
+        } else {
+            check_summary(sum, req->run_id, &v);
+            sv.sum = sum;
+            usable = true;
+        }
+    } else {
+        if (gather_lineage(&lin, anc, req->run_id, req->payload_id, &v, &usable) < 0)
+            goto oom;
+        if (usable)
+            sv.lin = &lin;
+    }
     if (usable) {
         const guard_resource *r = NULL;
         size_t at =
-            conf_valid(clearance) ? lineage_find(&lin, resource_above, &clearance, &r) : NO_INDEX;
+            conf_valid(clearance) ? view_find(&sv, resource_above, &clearance, &r) : NO_INDEX;
         strbuf b;
         /* RULE-DELIVERY-CLEARANCE: no source above the recipient's clearance. */
         if (at != NO_INDEX && flag_begin(&v, GUARD_CLEARANCE_EXCEEDED, &b)) {
-            sb_path(&b, &lin, at, r);
+            view_path(&b, &sv, at, r);
             sb_put(&b, ARROW);
             sb_put(&b, req->recipient);
             sb_put(&b, " (clearance ");
@@ -1367,18 +1431,24 @@ int guard_check_delivery(const guard_stepcap *cap, const guard_context *ctx,
             sb_put(&b, ")");
             flag_end(&v, GUARD_CLEARANCE_EXCEEDED, &b);
         }
-        at = lineage_find(&lin, resource_outside, &cap->resources, &r);
+        at = view_find(&sv, resource_outside, &cap->resources, &r);
         /* RULE-DELIVERY-SCOPE: every source is one of the step's resources. */
         if (at != NO_INDEX && flag_begin(&v, GUARD_RESOURCE_OUT_OF_SCOPE, &b)) {
-            sb_path(&b, &lin, at, r);
+            view_path(&b, &sv, at, r);
             sb_put(&b, ARROW);
             sb_put(&b, cap->step);
             sb_put(&b, " step ");
             sb_strs(&b, &cap->resources);
             flag_end(&v, GUARD_RESOURCE_OUT_OF_SCOPE, &b);
         }
-        if (lineage_sources(&lin, &sources, &n_sources) < 0)
+        if (sv.lin != NULL && lineage_sources(&lin, &sources, &n_sources) < 0)
             goto oom;
+        if (sv.sum != NULL && sum->n_sources > 0) {
+            if ((sources = alloc_array(sum->n_sources, sizeof *sources)) == NULL)
+                goto oom;
+            for (size_t i = 0; i < sum->n_sources; i++)
+                sources[n_sources++] = sum->sources[i].id;
+        }
     }
     if (chain != NULL && !str_eq(chain->leaf, req->grant)) {
         flag(&v, GUARD_GRAPH_ERROR, "grant chain facts are of ", chain->leaf, ", not of ",
@@ -1386,7 +1456,7 @@ int guard_check_delivery(const guard_stepcap *cap, const guard_context *ctx,
     } else {
         if (walk_chain(chain, cap->actor, now, &v, &walked, &n_walked) < 0)
             goto oom;
-        check_chain_coverage(chain, walked, n_walked, req, &lin, usable, &v);
+        check_chain_coverage(chain, walked, n_walked, req, &sv, usable, &v);
         if (chain_ids(chain, walked, n_walked, &order) < 0)
             goto oom;
     }

@@ -134,6 +134,8 @@ typedef struct {
     guard_strs actors; /* the actors the credential is bound to */
 } guard_identity;
 
+struct guard_summary;
+
 /* A delivery request after the server resolved it. */
 typedef struct {
     char *run_id;
@@ -142,6 +144,9 @@ typedef struct {
     int recipient_clearance; /* -1 when the recipient is unknown */
     char *tool;
     char *grant; /* the grant the request acts under (the step's) */
+    /* The payload's lineage summary with its facts (guard_summary), or NULL: when set, the
+     * payload's lineage is decided from it and the ancestry is not read. Borrowed. */
+    const struct guard_summary *summary;
 } guard_delivery_request;
 
 /* The verdict. codes is a bit set over guard_code; witness is a heap string (may be NULL for
@@ -184,7 +189,7 @@ int guard_check_input(const guard_stepcap *cap, const guard_context *ctx, const 
 /* The lineage summary of one artifact, stored at its creation (README "Lineage summaries"),
  * with the facts a decision reads beside it: the artifact's own fields and edges as they stand
  * and the current labels of the sources the summary names. Strings are owned (facts.c). */
-typedef struct {
+typedef struct guard_summary {
     char *id;           /* the artifact the facts are of */
     bool verified;      /* the stored text hashes to summary_hash and decodes as a summary */
     char *summary_hash; /* hex SHA-1 as stored */
@@ -204,6 +209,7 @@ typedef struct {
     char *now_run_id;
     char *now_kind;
     char *now_hash;
+    char *now_title;             /* for witnesses; "" when untitled */
     int now_conf;                /* stored label; -1 when missing */
     int now_integrity;           /* idem */
     guard_strs now_parents;      /* DERIVED_FROM, sorted */
