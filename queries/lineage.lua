@@ -330,6 +330,103 @@ local function charter_lineage_summary(keys, args)
     return cjson.encode(summary_object(P, id) or {id = id})
 end
 
+--[[ charter_audit_summaries
+call: audit_summaries(run_id)
+keys: P. args: run_id.
+reply: {"checked":n,"skipped":k} or, at the first artifact whose stored lineage summary is not
+  the one re-derived from the raw graph, also "first_bad":id and "problem":text. The run's
+  artifacts are visited in creation order (P:run:<id>:artifacts), so every parent of the run
+  is checked before its children: each stored summary must hash to its summary_hash, and the
+  summary re-derived from the artifact's own fields, its DERIVED_FROM and FROM_RESOURCE edges,
+  its lineage record recomputed from the graph (as keep_record computes it) and its parents'
+  summaries (already checked) must equal the stored one field by field. An artifact without a
+  summary (written before summaries were kept) is skipped. Reads only.
+errors: not_found (run), invalid. ]]
+local function same_summary(a, b)
+    local function flat(v)
+        if type(v) ~= 'table' then
+            return tostring(v)
+        end
+        local parts = {}
+        for i, x in ipairs(v) do
+            parts[i] = type(x) == 'table' and
+                           (tostring(x.id) .. ':' .. tostring(x.conf) .. ':' .. tostring(x.integrity))
+                           or tostring(x)
+        end
+        return table.concat(parts, ',')
+    end
+    for _, k in ipairs({'run_id', 'kind', 'resource', 'record', 'parents', 'refs', 'conf',
+                        'integrity', 'sources', 'depth', 'count', 'ok', 'code', 'why'}) do
+        if flat(a[k]) ~= flat(b[k]) then
+            return k
+        end
+    end
+    return nil
+end
+
+local function charter_audit_summaries(keys, args)
+    local P = prefix(keys)
+    local run_id = check_id(args[1], 'run_id')
+    if not exists(P .. ':run:' .. run_id) then
+        raise('not_found', 'run ' .. run_id .. ' not found')
+    end
+    local checked, skipped = 0, 0
+    local function bad(id, problem)
+        return cjson.encode({checked = checked, skipped = skipped, first_bad = id,
+                             problem = problem})
+    end
+    for _, id in ipairs(redis.call('ZRANGE', P .. ':run:' .. run_id .. ':artifacts', 0, -1)) do
+        local key = P .. ':artifact:' .. id
+        local f = redis.call('HMGET', key, 'run_id', 'kind', 'conf', 'integrity',
+                             'capture_complete', 'summary', 'summary_hash')
+        if not f[6] and not f[7] then
+            skipped = skipped + 1
+        else
+            checked = checked + 1
+            if not f[6] or not f[7] or redis.sha1hex(f[6]) ~= f[7] then
+                return bad(id, 'its stored summary no longer hashes to its summary_hash')
+            end
+            local decoded, stored = pcall(cjson.decode, f[6])
+            if not decoded or type(stored) ~= 'table' then
+                return bad(id, 'its stored summary is not a summary')
+            end
+            local resources = members(key .. ':from_resource')
+            if #resources > 1 or (f[2] ~= 'source' and #resources > 0) then
+                return bad(id, 'its FROM_RESOURCE edges are not the ones its summary names')
+            end
+            -- Its lineage record as the graph gives it now (keep_record, without storing it).
+            local rf = redis.call('HMGET', key, 'run_id', 'kind', 'title', 'conf', 'integrity',
+                                  'capture_complete', 'hash', 'input_ids', 'step')
+            local o = record_object(P, id, rf, {})
+            local refs, record = {}, ''
+            for m, p in ipairs(o.parents) do
+                refs[m] = redis.call('HGET', P .. ':artifact:' .. p, 'lineage')
+                if not refs[m] then
+                    refs = nil
+                    break
+                end
+            end
+            if refs then
+                o.refs = refs
+                record = redis.sha1hex(cjson.encode(o))
+            end
+            local text = make_summary(P, id, {
+                run_id = f[1] or '', kind = f[2] or '', conf = tonumber(f[3]),
+                integrity = tonumber(f[4]), capture_complete = f[5] == '1',
+                resource = resources[1], parents = o.parents, record = record})
+            if not text then
+                return bad(id, 'a parent has no summary to re-derive it from')
+            end
+            local field = same_summary(cjson.decode(text), stored)
+            if field then
+                return bad(id, 'its stored summary differs from the one re-derived from the ' ..
+                               'graph in ' .. field)
+            end
+        end
+    end
+    return cjson.encode({checked = checked, skipped = skipped})
+end
+
 --[[ charter_get_artifact
 call: get_artifact(artifact_id)
 keys: P. args: artifact_id.
@@ -568,6 +665,7 @@ lineage.charter_create_artifact = charter_create_artifact
 lineage.charter_get_artifact = charter_get_artifact
 lineage.charter_lineage_summary = charter_lineage_summary
 lineage.summary_object = summary_object
+lineage.charter_audit_summaries = charter_audit_summaries
 lineage.ancestry_text = ancestry_text
 lineage.charter_ancestry = charter_ancestry
 lineage.charter_lineage_state = charter_lineage_state

@@ -44,6 +44,7 @@ local FUNCTIONS = {
     {'charter_create_artifact', lineage.charter_create_artifact, false},
     {'charter_get_artifact', lineage.charter_get_artifact, true},
     {'charter_lineage_summary', lineage.charter_lineage_summary, true},
+    {'charter_audit_summaries', lineage.charter_audit_summaries, true},
     {'charter_ancestry', lineage.charter_ancestry, true},
     {'charter_lineage_state', lineage.charter_lineage_state, true},
     {'charter_grant_chain', grants.charter_grant_chain, true},

@@ -12,6 +12,7 @@
  * change the decision (audit names them); an artifact without a summary is walked in full.
  */
 #include <CUnit/Basic.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -127,6 +128,48 @@ static int deliver_deepest(char *codes, size_t n)
     return outcome;
 }
 
+static char run_id[129];
+
+/* AuditRun of the suite's run: intact, or the problem it names (n bytes). */
+static bool audit_intact(char *problem, size_t n)
+{
+    Charter__V1__AuditRunRequest req = CHARTER__V1__AUDIT_RUN_REQUEST__INIT;
+    req.run_id = run_id;
+    Charter__V1__AuditRunResponse *resp = NULL;
+    charter_status st;
+    problem[0] = '\0';
+    if (charter_audit_run(op, &req, &resp, &st) != 0) {
+        snprintf(problem, n, "rpc error %d", st.code);
+        return false;
+    }
+    bool intact = resp->intact;
+    snprintf(problem, n, "%s", resp->problem ? resp->problem : "");
+    charter__v1__audit_run_response__free_unpacked(resp, NULL);
+    return intact;
+}
+
+/* The audit names artifact id's lineage summary (and, when want is not NULL, that text). */
+static void expect_audit_names(const char *id, const char *want)
+{
+    char problem[300], named[96];
+    CU_ASSERT_FALSE(audit_intact(problem, sizeof problem));
+    snprintf(named, sizeof named, "artifact %s's lineage summary", id);
+    if (strstr(problem, named) == NULL)
+        printf("\n    audit: %s (wanted %s)", problem, named);
+    CU_ASSERT_PTR_NOT_NULL(strstr(problem, named));
+    if (want != NULL)
+        CU_ASSERT_PTR_NOT_NULL(strstr(problem, want));
+}
+
+static void expect_audit_intact(void)
+{
+    char problem[300];
+    bool intact = audit_intact(problem, sizeof problem);
+    if (!intact)
+        printf("\n    audit: %s", problem);
+    CU_ASSERT_TRUE(intact);
+}
+
 static void expect_allowed(void)
 {
     char codes[256];
@@ -153,6 +196,7 @@ static void test_a_lineage_recorded_through_the_api_carries_its_records(void)
     CU_ASSERT_EQUAL_FATAL(charter_create_run(op, &cr, &run, &st), 0);
     CU_ASSERT_EQUAL_FATAL(harness_open_step(op, run->run->id, "research", research), 0);
     CU_ASSERT_EQUAL_FATAL(harness_open_step(op, run->run->id, "report", report_ctx), 0);
+    snprintf(run_id, sizeof run_id, "%s", run->run->id);
     charter__v1__run_view__free_unpacked(run, NULL);
 
     Charter__V1__ReadSourceRequest rs = CHARTER__V1__READ_SOURCE_REQUEST__INIT;
@@ -185,6 +229,7 @@ static void test_a_lineage_recorded_through_the_api_carries_its_records(void)
     /* Twice: the second check compares the graph with records charterd already holds. */
     expect_allowed();
     expect_allowed();
+    expect_audit_intact();
 }
 
 /* What the decision reads: the payload's own node and edges, and its sources' labels. Every
@@ -257,9 +302,11 @@ static void test_a_tampered_summary_gives_unknown(void)
     CU_ASSERT_PTR_NOT_NULL(strstr(codes, "GRAPH_ERROR"));
     CU_ASSERT_EQUAL(deliver_deepest(codes, sizeof codes), CHARTER__V1__OUTCOME__UNKNOWN);
     CU_ASSERT_PTR_NOT_NULL(strstr(codes, "GRAPH_ERROR"));
+    expect_audit_names(ids[DEPTH], "no longer hashes to its summary_hash");
     const char *undo[2] = {key, "undo"};
     CU_ASSERT_EQUAL_FATAL(harness_graph_eval(graph, SWAP, undo, 2, &one), 0);
     expect_allowed();
+    expect_audit_intact();
 }
 
 /* Edits deeper than the payload's own node no longer change a decision: the summary stored at
@@ -272,15 +319,19 @@ static void test_deep_edits_no_longer_change_the_decision(void)
     snprintf(producer, sizeof producer, ":artifact:%s:produced_by", ids[DEPTH - 1]);
     redis_do("SREM", edge, ids[DEPTH / 2 - 1], NULL);
     expect_allowed();
+    expect_audit_names(ids[DEPTH / 2], NULL);
     redis_do("HSET", node, "conf", "2");
     expect_allowed();
+    expect_audit_names(ids[3], NULL); /* the first in creation order */
     redis_do("DEL", producer, NULL, NULL);
     expect_allowed();
     char codes[256];
     CU_ASSERT_EQUAL(deliver_deepest(codes, sizeof codes), CHARTER__V1__OUTCOME__ALLOW);
     redis_do("SADD", edge, ids[DEPTH / 2 - 1], NULL);
     redis_do("HSET", node, "conf", "0");
+    expect_audit_names(ids[DEPTH - 1], NULL);
     redis_do("SADD", producer, research, NULL);
+    expect_audit_intact();
 }
 
 /* An artifact without a summary (as one written before summaries were kept) is checked by the
