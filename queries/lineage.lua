@@ -8,7 +8,7 @@ local raise, present, check_id = validation.raise, validation.present, validatio
 local check_text, check_id_list = validation.check_text, validation.check_id_list
 local check_count, check_bool = validation.check_count, validation.check_bool
 local check_label, json_arg = validation.check_label, validation.json_arg
-local prefix = validation.prefix
+local prefix, hex64 = validation.prefix, validation.hex64
 local now, hash, members, exists = graph.now, graph.hash, graph.members, graph.exists
 local decode_list, encode_list = graph.decode_list, graph.encode_list
 local artifact_object = graph.artifact_object
@@ -283,7 +283,7 @@ end
 call: lineage_summary(artifact_id)
 keys: P. args: artifact_id.
 reply: {"id":id,"summary":text,"summary_hash":h,"artifact":{run_id,kind,conf,integrity,hash,
-  title},
+  title},"summary_seal":mac (absent when not sealed),
   "parents":[...],"resources":[...],"producers":[...],"sources":[{id,conf,integrity}]}: the
   artifact's lineage
   summary as stored at creation (its text byte for byte and its stored SHA-1: the caller checks
@@ -299,7 +299,7 @@ errors: not_found (artifact), invalid. ]]
 local function summary_object(P, id)
     local base = P .. ':artifact:' .. id
     local f = redis.call('HMGET', base, 'run_id', 'kind', 'conf', 'integrity', 'hash', 'summary',
-                         'summary_hash', 'title')
+                         'summary_hash', 'title', 'summary_seal')
     if not (f[1] or f[2] or f[5]) and not exists(base) then
         raise('not_found', 'artifact ' .. id .. ' not found')
     end
@@ -317,7 +317,7 @@ local function summary_object(P, id)
         end
     end
     return {
-        id = id, summary = f[6], summary_hash = f[7],
+        id = id, summary = f[6], summary_hash = f[7], summary_seal = f[9] or nil,
         artifact = {run_id = f[1] or nil, kind = f[2] or nil, conf = tonumber(f[3]),
                     integrity = tonumber(f[4]), hash = f[5] or nil, title = f[8] or nil},
         parents = members(base .. ':derived_from'), resources = members(base .. ':from_resource'),
@@ -425,6 +425,39 @@ local function charter_audit_summaries(keys, args)
         end
     end
     return cjson.encode({checked = checked, skipped = skipped})
+end
+
+--[[ charter_seal_summary
+call: seal_summary(artifact_id, summary_hash, seal)
+keys: P. args: artifact_id, summary_hash (40 hex digits), seal (64 hex digits: charterd's
+  HMAC of the summary under its integrity key; the key never reaches Redis).
+reply: {"sealed":true} when the seal was stored, or was stored already with the same value;
+  {"sealed":false} when the artifact's summary_hash is not summary_hash, or another seal is
+  stored (nothing written). Stores field summary_seal of the artifact once.
+errors: not_found (artifact), invalid. ]]
+local function charter_seal_summary(keys, args)
+    local P = prefix(keys)
+    local id = check_id(args[1], 'artifact_id')
+    local sh, seal = args[2], args[3]
+    if type(sh) ~= 'string' or #sh ~= 40 or sh:find('[^0-9a-f]') then
+        raise('invalid', 'summary_hash must be 40 lowercase hex digits')
+    end
+    if not hex64(seal) then
+        raise('invalid', 'seal must be 64 lowercase hex digits')
+    end
+    local key = P .. ':artifact:' .. id
+    local f = redis.call('HMGET', key, 'summary_hash', 'summary_seal')
+    if not f[1] and not exists(key) then
+        raise('not_found', 'artifact ' .. id .. ' not found')
+    end
+    if f[1] ~= sh then
+        return cjson.encode({sealed = false})
+    end
+    if f[2] then
+        return cjson.encode({sealed = f[2] == seal})
+    end
+    redis.call('HSET', key, 'summary_seal', seal)
+    return cjson.encode({sealed = true})
 end
 
 --[[ charter_get_artifact
@@ -666,6 +699,7 @@ lineage.charter_get_artifact = charter_get_artifact
 lineage.charter_lineage_summary = charter_lineage_summary
 lineage.summary_object = summary_object
 lineage.charter_audit_summaries = charter_audit_summaries
+lineage.charter_seal_summary = charter_seal_summary
 lineage.ancestry_text = ancestry_text
 lineage.charter_ancestry = charter_ancestry
 lineage.charter_lineage_state = charter_lineage_state

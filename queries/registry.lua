@@ -45,6 +45,7 @@ local FUNCTIONS = {
     {'charter_get_artifact', lineage.charter_get_artifact, true},
     {'charter_lineage_summary', lineage.charter_lineage_summary, true},
     {'charter_audit_summaries', lineage.charter_audit_summaries, true},
+    {'charter_seal_summary', lineage.charter_seal_summary, false},
     {'charter_ancestry', lineage.charter_ancestry, true},
     {'charter_lineage_state', lineage.charter_lineage_state, true},
     {'charter_grant_chain', grants.charter_grant_chain, true},

@@ -348,6 +348,71 @@ static void test_an_artifact_without_a_summary_is_walked_in_full(void)
     expect_refused("PROVENANCE_INCOMPLETE");
 }
 
+/* --- with an integrity key: summaries sealed by charterd ------------------------------------ */
+
+static char tmpdir[] = "/tmp/charter-lineage-XXXXXX";
+static char key_path[256];
+
+static int sealed_init(void)
+{
+    if (!mkdtemp(tmpdir))
+        return -1;
+    snprintf(key_path, sizeof key_path, "%s/integrity.key", tmpdir);
+    if (harness_sh("umask 077 && openssl rand -hex 32 > %s", key_path) != 0)
+        return -1;
+    harness_graph_name(graph, sizeof graph, "lineage_sealed");
+    store *st = harness_store_open(graph);
+    store_close(st);
+    const char *extra[2] = {"--integrity-key", key_path};
+    harness_charterd_opts o = {.graph = graph, .extra_args = extra, .n_extra = 2};
+    if (harness_charterd_start(&o, &daemon_) != 0)
+        return -1;
+    return harness_client_open(daemon_.ipc_url, HARNESS_OPERATOR_TOKEN, 30000, &op);
+}
+
+static int sealed_clean(void)
+{
+    int rc = suite_clean();
+    harness_sh("rm -rf %s", tmpdir);
+    return rc;
+}
+
+/* Rewrites the payload's summary and its summary_hash together (ARGV[2] "do" or "undo"), as
+ * someone with redis-cli who knows the hash is a SHA-1 could. */
+static const char *FORGE = "local k = KEYS[1] .. ARGV[1] "
+                           "local s = redis.call('HGET', k, 'summary') "
+                           "local t = ARGV[2] == 'undo' and "
+                           "(s:gsub('\"depth\":99', '\"depth\":21')) or "
+                           "(s:gsub('\"depth\":21', '\"depth\":99')) "
+                           "redis.call('HSET', k, 'summary', t, 'summary_hash', "
+                           "redis.sha1hex(t)) return 1";
+
+/* Under a key the summary counts only with charterd's seal: a summary forged with a matching
+ * SHA-1 is UNKNOWN at decision time, and a summary whose seal is gone is not decided from (its
+ * ancestry is walked, so a deep edit is refused again). */
+static void test_a_forged_summary_fails_its_seal(void)
+{
+    char key[128], codes[256];
+    snprintf(key, sizeof key, ":artifact:%s", ids[DEPTH]);
+    const char *forge[2] = {key, "do"}, *undo[2] = {key, "undo"};
+    long long one = 0;
+    CU_ASSERT_EQUAL_FATAL(harness_graph_eval(graph, FORGE, forge, 2, &one), 0);
+    CU_ASSERT_EQUAL(check_deepest(codes, sizeof codes), CHARTER__V1__OUTCOME__UNKNOWN);
+    CU_ASSERT_PTR_NOT_NULL(strstr(codes, "GRAPH_ERROR"));
+    CU_ASSERT_EQUAL(deliver_deepest(codes, sizeof codes), CHARTER__V1__OUTCOME__UNKNOWN);
+    CU_ASSERT_EQUAL_FATAL(harness_graph_eval(graph, FORGE, undo, 2, &one), 0);
+    expect_allowed();
+
+    char edge[128];
+    snprintf(edge, sizeof edge, ":artifact:%s:derived_from", ids[DEPTH / 2]);
+    redis_do("SREM", edge, ids[DEPTH / 2 - 1], NULL);
+    expect_allowed(); /* sealed: the summary stands for the ancestry */
+    redis_do("HDEL", key, "summary_seal", NULL);
+    expect_refused("PROVENANCE_INCOMPLETE"); /* unsealed: walked */
+    redis_do("SADD", edge, ids[DEPTH / 2 - 1], NULL);
+    expect_allowed();
+}
+
 int main(void)
 {
     if (CU_initialize_registry() != CUE_SUCCESS)
@@ -370,6 +435,15 @@ int main(void)
                 test_deep_edits_no_longer_change_the_decision);
     CU_add_test(s, "an artifact without a summary is walked in full",
                 test_an_artifact_without_a_summary_is_walked_in_full);
+    CU_pSuite k =
+        CU_add_suite("summaries sealed under an integrity key", sealed_init, sealed_clean);
+    if (!k)
+        return 1;
+    CU_add_test(k, "a lineage recorded through the API carries its records",
+                test_a_lineage_recorded_through_the_api_carries_its_records);
+    CU_add_test(k, "deep edits no longer change the decision",
+                test_deep_edits_no_longer_change_the_decision);
+    CU_add_test(k, "a forged summary fails its seal", test_a_forged_summary_fails_its_seal);
     CU_basic_set_mode(CU_BRM_VERBOSE);
     CU_basic_run_tests();
     unsigned failed = CU_get_number_of_failures() + CU_get_number_of_suites_failed();

@@ -214,6 +214,19 @@ static int gather(const gate_env *g, const char *context_id, const char *invocat
         return STATUS_OK;
     }
     f->summary = json_object_get(f->reply, "summary");
+    int unsealed = facts_is_summary(f->summary) ? gate_summary_seal_check(f->summary) : 0;
+    if (unsealed < 0)
+        return STATUS_ENOMEM;
+    if (unsealed > 0) {
+        /* An unsealed summary under an integrity key: the ancestry is walked instead. */
+        char limit2[32];
+        snprintf(limit2, sizeof limit2, "%zu", g->limits->max_ancestry);
+        f->summary = NULL;
+        rc = lineage_ancestry(g->st, payload_id, limit2, &f->walked);
+        if (rc != STATUS_OK)
+            return rc;
+        f->ancestry = f->walked;
+    }
     if (facts_is_summary(f->summary)) {
         rc = facts_summary_from_json(f->summary, payload_id, &f->sum);
         f->has_sum = rc == STATUS_OK;
