@@ -10,12 +10,12 @@ local check_invocation, check_text = validation.check_invocation, validation.che
 local check_id_list, check_count = validation.check_id_list, validation.check_count
 local json_arg, prefix, hex64 = validation.json_arg, validation.prefix, validation.hex64
 local now, hash, exists, decode_list = graph.now, graph.hash, graph.exists, graph.decode_list
-local encode_list, contains = graph.encode_list, graph.contains
+local encode_list, contains, members = graph.encode_list, graph.contains, graph.members
 local delivery_object = graph.delivery_object
 local check_sealed, head_conflict = events.check_sealed, events.head_conflict
 local write_event = events.write_event
 local context_table = runs.context_table
-local ancestry_text = lineage.ancestry_text
+local ancestry_text, summary_object = lineage.ancestry_text, lineage.summary_object
 local chain_table = grants.chain_table
 
 --[[ charter_find_delivery
@@ -39,8 +39,9 @@ keys: P. args: invocation_id, payload_id, grant_id, recipient_id, limit, context
 reply: every fact the delivery protocol reads, taken at one instant:
   {"delivery": the existing delivery of the invocation (absent when unused),
    "payload": {"id","hash","content"} of the payload artifact,
-   "ancestry": as charter_ancestry, lineage records included (absent when the invocation
-     exists),
+   "summary": as charter_lineage_summary, when the payload has a lineage summary (absent
+     when the invocation exists), else "ancestry": as charter_ancestry, lineage records
+     included,
    "chain": as charter_grant_chain of "grant" (absent when the invocation exists or no grant
      is known), "grant": the grant whose chain was read,
    "recipient": {"id","clearance"} (absent when unknown), "now": "<t>",
@@ -90,13 +91,19 @@ local function charter_delivery_facts(keys, args)
         out.delivery = delivery_object(d, P)
         return cjson.encode(out)
     end
-    local ancestry = ancestry_text(P, payload, limit)
+    -- The payload's lineage summary when it has one (charter_lineage_summary), else the walk.
+    local summary = summary_object(P, payload)
+    local ancestry = not summary and ancestry_text(P, payload, limit) or nil
+    out.summary = summary
     if grant ~= '' then
         out.chain = chain_table(P, grant)
     end
     local r = hash(P .. ':recipient:' .. recipient)
     if r then
         out.recipient = {id = recipient, clearance = tonumber(r.clearance)}
+    end
+    if not ancestry then
+        return cjson.encode(out)
     end
     -- The ancestry is already text (its records were encoded as they were hashed).
     return '{"ancestry":' .. ancestry .. ',' .. cjson.encode(out):sub(2)
@@ -158,7 +165,9 @@ end
 --[[ charter_commit_delivery
 call: commit_delivery(delivery, facts_sha, facts, event)
 keys: P. args: JSON {run_id,invocation_id,fingerprint,payload_id,payload_hash,content_sha1,
-  recipient,tool,grant_chain:[leaf..root],sources:[...],lineage} (fingerprint: the
+  recipient,tool,grant_chain:[leaf..root],sources:[...],lineage,summary_hash,parents}
+  (summary_hash and parents, optional together: the payload's lineage summary hash and the
+  parents it names, the decision having been made from them; fingerprint: the
   delivery fingerprint, the request's content identity; lineage, optional: {"<sha1>":"<record>"},
   the lineage records the event's snapshot names that charter_delivery_facts found unstored,
   each hashing to its name, written with the delivery as charter_put_lineage does), facts_sha
@@ -176,7 +185,9 @@ reply: {"status":"committed","delivery":{...},"seq":n}, or {"status":"exists","d
   (run_cancelled), has fewer deliveries than its
   max_deliveries budget (budget_deliveries); payload exists
   (payload_not_found), is of the run (payload_other_run), its hash equals payload_hash
-  (payload_hash_mismatch), sha1 of its stored content equals content_sha1 (content_changed);
+  (payload_hash_mismatch), sha1 of its stored content equals content_sha1 (content_changed),
+  with summary_hash: its summary_hash is unchanged (summary_changed) and its derived_from set
+  equals parents (edges_changed);
   recipient exists (recipient_not_found); for each grant of grant_chain in order: listed once
   (chain_cycle), exists (grant_not_found), has exactly the next one as its only delegated_from
   parent, or for the last none and root = 1 (chain_mismatch, chain_not_rooted), unrevoked
@@ -207,6 +218,15 @@ local function charter_commit_delivery(keys, args)
         raise('invalid', 'grant_chain must hold 1..' .. MAX_CHAIN .. ' grants')
     end
     local sources = check_id_list(doc.sources, 'sources', true)
+    local summary_hash, parents = nil, nil
+    if present(doc.summary_hash) then
+        summary_hash = doc.summary_hash
+        if type(summary_hash) ~= 'string' or #summary_hash ~= 40 or
+            not summary_hash:find('^[0-9a-f]+$') then
+            raise('invalid', 'summary_hash must be 40 lowercase hex digits')
+        end
+        parents = check_id_list(doc.parents, 'parents', true)
+    end
     local content = present(doc.content) and check_text(doc.content, 'content') or nil
     -- The lineage records the event's snapshot names, not stored when the facts were read.
     local records = {}
@@ -283,6 +303,19 @@ local function charter_commit_delivery(keys, args)
     end
     if redis.sha1hex(payload.content or '') ~= content_sha1 then
         return refuse('content_changed', payload_id)
+    end
+    -- RULE-COMMIT-PAYLOAD-BYTES: the payload's lineage summary is the one evaluated and its
+    -- own DERIVED_FROM edges are still the parents the summary names.
+    if summary_hash then
+        if redis.call('HGET', akey, 'summary_hash') ~= summary_hash then
+            return refuse('summary_changed', payload_id)
+        end
+        local now_parents = members(akey .. ':derived_from')
+        table.sort(parents)
+        if #now_parents ~= #parents or table.concat(now_parents, ',') ~=
+            table.concat(parents, ',') then
+            return refuse('edges_changed', payload_id)
+        end
     end
     -- RULE-COMMIT-RECIPIENT: the recipient exists (each grant lists it: chain_refusal).
     if not exists(P .. ':recipient:' .. recipient) then

@@ -8,7 +8,7 @@ local raise, present, check_id = validation.raise, validation.present, validatio
 local check_text, check_id_list = validation.check_text, validation.check_id_list
 local check_count, check_bool = validation.check_count, validation.check_bool
 local check_label, json_arg = validation.check_label, validation.json_arg
-local prefix = validation.prefix
+local prefix, hex64 = validation.prefix, validation.hex64
 local now, hash, members, exists = graph.now, graph.hash, graph.members, graph.exists
 local decode_list, encode_list = graph.decode_list, graph.encode_list
 local artifact_object = graph.artifact_object
@@ -65,6 +65,123 @@ local function keep_record(P, id, key)
     local sha = redis.sha1hex(text)
     redis.call('SET', P .. ':lineage:' .. sha, text, 'NX')
     redis.call('HSET', key, 'lineage', sha)
+    return sha
+end
+
+local CONF_NAMES = {[0] = 'public', [1] = 'internal', [2] = 'confidential'}
+local INTEGRITY_NAMES = {[0] = 'untrusted', [1] = 'trusted'}
+local COUNT_CAP = 1000000000000000
+
+-- The lineage summary of artifact id (README "Lineage summaries"), computed from its own
+-- fields and edges and its parents' stored summaries alone: no walk, so its cost does not
+-- grow with the depth of the lineage. a holds the fields just written (run_id, kind, conf,
+-- integrity, capture_complete, resource or nil, parents sorted, record the SHA-1 of its
+-- lineage record or nil). Returns the summary's JSON text and its SHA-1, or nil when a parent
+-- has no summary (written before summaries were kept): such an artifact has none either, and
+-- its decisions walk its ancestry. A parent whose summary no longer hashes to its
+-- summary_hash makes this one not ok. Fields: v, id, run_id, kind, conf and integrity
+-- (recomputed: a source's resource's labels, else the max / min of the parents'), sources
+-- (sorted [{id,conf,integrity}]: every resource reached, with the labels it had), depth (1
+-- for a source, else 1 + the deepest parent's), count (1 + the parents' counts: the
+-- artifacts of the ancestry counted once per path, capped at 10^15), ok (every structural rule
+-- of the input gate holds for it and its whole ancestry), code and why (the first rule that
+-- does not: PROVENANCE_INCOMPLETE or LABEL_MISMATCH, and its witness), parents and refs (the
+-- parents' ids and their summary hashes: a Merkle DAG naming the whole ancestry), resource,
+-- record.
+local function make_summary(P, id, a)
+    local s = {v = 1, id = id, run_id = a.run_id, kind = a.kind, parents = a.parents, refs = {},
+               resource = a.resource or '', record = a.record or '', depth = 1, count = 1,
+               ok = true, code = '', why = ''}
+    local function bad(code, why)
+        if s.ok then
+            s.ok, s.code, s.why = false, code, why
+        end
+    end
+    local conf, integrity = 0, 1
+    local by_source = {}
+    if a.kind == 'source' then
+        if #a.parents > 0 then
+            bad('PROVENANCE_INCOMPLETE', 'source ' .. id .. ' is derived from ' .. #a.parents ..
+                ' artifact(s)')
+        end
+        if not a.resource then
+            bad('PROVENANCE_INCOMPLETE', 'source ' .. id .. ' has 0 resources, not 1')
+            conf, integrity = -1, -1
+        else
+            local g = redis.call('HMGET', P .. ':resource:' .. a.resource, 'conf', 'integrity')
+            local rc, ri = tonumber(g[1]), tonumber(g[2])
+            if not (rc and CONF_NAMES[rc] and ri and INTEGRITY_NAMES[ri]) then
+                bad('PROVENANCE_INCOMPLETE', 'resource ' .. a.resource .. ' of ' .. id ..
+                    ' has no valid labels')
+                conf, integrity = -1, -1
+            else
+                conf, integrity = rc, ri
+                by_source[a.resource] = {id = a.resource, conf = rc, integrity = ri}
+            end
+        end
+    else
+        if #a.parents == 0 then
+            bad('PROVENANCE_INCOMPLETE', 'derived ' .. id .. ' has no parents')
+        end
+        if not a.capture_complete then
+            bad('PROVENANCE_INCOMPLETE', id .. ' capture incomplete')
+        end
+        local depth, count = 0, 1
+        for m, p in ipairs(a.parents) do
+            local g = redis.call('HMGET', P .. ':artifact:' .. p, 'summary', 'summary_hash')
+            if not g[1] or not g[2] then
+                return nil
+            end
+            s.refs[m] = g[2]
+            local decoded, ps = pcall(cjson.decode, g[1])
+            if redis.sha1hex(g[1]) ~= g[2] or not decoded or type(ps) ~= 'table' then
+                bad('PROVENANCE_INCOMPLETE', 'the summary of ' .. p ..
+                    ' no longer hashes to its summary_hash')
+                conf, integrity = -1, -1
+            else
+                if ps.run_id ~= a.run_id then
+                    bad('PROVENANCE_INCOMPLETE', p .. ' is of run ' .. tostring(ps.run_id) ..
+                        ', not ' .. a.run_id)
+                end
+                if not ps.ok then
+                    bad(ps.code, ps.why)
+                end
+                local pc, pi = tonumber(ps.conf) or -1, tonumber(ps.integrity) or -1
+                if pc < 0 or pi < 0 or conf < 0 then
+                    conf, integrity = -1, -1
+                else
+                    conf = math.max(conf, pc)
+                    integrity = math.min(integrity, pi)
+                end
+                depth = math.max(depth, tonumber(ps.depth) or 0)
+                count = math.min(COUNT_CAP, count + (tonumber(ps.count) or 0))
+                if type(ps.sources) == 'table' then
+                    for _, r in ipairs(ps.sources) do
+                        by_source[r.id] = by_source[r.id] or r
+                    end
+                end
+            end
+        end
+        s.depth, s.count = depth + 1, count
+    end
+    -- RULE-INPUT-LABELS at creation: the stored labels must be the recomputed ones.
+    if conf >= 0 and (a.conf ~= conf or a.integrity ~= integrity) then
+        bad('LABEL_MISMATCH', id .. ' labelled ' .. CONF_NAMES[a.conf] .. ', ' ..
+            INTEGRITY_NAMES[a.integrity] .. '; recomputed ' .. CONF_NAMES[conf] .. ', ' ..
+            INTEGRITY_NAMES[integrity])
+    end
+    s.conf, s.integrity = conf, integrity
+    local ids = {}
+    for r in pairs(by_source) do
+        ids[#ids + 1] = r
+    end
+    table.sort(ids)
+    s.sources = {}
+    for i, r in ipairs(ids) do
+        s.sources[i] = by_source[r]
+    end
+    local text = cjson.encode(s)
+    return text, redis.sha1hex(text)
 end
 
 --[[ charter_create_artifact
@@ -74,9 +191,11 @@ keys: P. args: JSON {run_id,context_id,kind,title,conf,integrity,hash,content,in
   "source" or "derived"; conf 0..2 and integrity 0..1 are the labels the caller computed; hash
   is the hex SHA-256 of content; resource (a source's registered origin) may be absent for a
   source and must be absent for a derived artifact.
-reply: {"artifact":{...with parents, resources, producers},"seq":n}: the artifact a<n>, its
-  DERIVED_FROM edges (to input_ids, duplicates once), FROM_RESOURCE, PRODUCED/produced_by, the
-  run's artifact index and the event, in one call; or the conflict reply.
+reply: {"artifact":{...with parents, resources, producers},"seq":n,"summary_hash":h}: the
+  artifact a<n>, its DERIVED_FROM edges (to input_ids, duplicates once), FROM_RESOURCE,
+  PRODUCED/produced_by, the run's artifact index, its lineage summary (fields summary and
+  summary_hash, computed from its parents' summaries alone; h "" when a parent has none) and
+  the event, in one call; or the conflict reply.
 errors: not_found (run, context, an input, the resource), invalid (arguments; the context is of
   another run), nothing written. ]]
 local function charter_create_artifact(keys, args)
@@ -147,9 +266,198 @@ local function charter_create_artifact(keys, args)
     redis.call('SADD', key .. ':produced_by', context_id)
     redis.call('SADD', P .. ':context:' .. context_id .. ':produced', id)
     redis.call('ZADD', P .. ':run:' .. run_id .. ':artifacts', n, id)
-    keep_record(P, id, key)
+    local record = keep_record(P, id, key)
+    local parents = members(key .. ':derived_from')
+    local summary, summary_hash = make_summary(P, id, {
+        run_id = run_id, kind = kind, conf = conf, integrity = integrity, capture_complete = capture,
+        resource = resource, parents = parents, record = record})
+    if summary then
+        redis.call('HSET', key, 'summary', summary, 'summary_hash', summary_hash)
+    end
     local seq = write_event(P, run_id, ev)
-    return cjson.encode({artifact = artifact_object(P, id, hash(key), true), seq = seq})
+    return cjson.encode({artifact = artifact_object(P, id, hash(key), true), seq = seq,
+                         summary_hash = summary_hash or ''})
+end
+
+--[[ charter_lineage_summary
+call: lineage_summary(artifact_id)
+keys: P. args: artifact_id.
+reply: {"id":id,"summary":text,"summary_hash":h,"artifact":{run_id,kind,conf,integrity,hash,
+  title},"summary_seal":mac (absent when not sealed),
+  "parents":[...],"resources":[...],"producers":[...],"sources":[{id,conf,integrity}]}: the
+  artifact's lineage
+  summary as stored at creation (its text byte for byte and its stored SHA-1: the caller checks
+  one against the other), its own fields and edges as they stand now (parents: DERIVED_FROM,
+  resources: FROM_RESOURCE, producers: produced_by, sorted), and the current labels of every source resource the
+  summary names (a label not stored, or a resource that is gone, is absent). Only the artifact
+  itself and its sources are read: the cost does not grow with the lineage's depth. Without a
+  stored summary (an artifact created before summaries were kept) the reply is {"id":id}
+  alone, and a summary that is not JSON gives no sources.
+errors: not_found (artifact), invalid. ]]
+-- The charter_lineage_summary reply of artifact id as a table (shared with
+-- charter_delivery_facts); nil when it has no summary. Raises not_found.
+local function summary_object(P, id)
+    local base = P .. ':artifact:' .. id
+    local f = redis.call('HMGET', base, 'run_id', 'kind', 'conf', 'integrity', 'hash', 'summary',
+                         'summary_hash', 'title', 'summary_seal')
+    if not (f[1] or f[2] or f[5]) and not exists(base) then
+        raise('not_found', 'artifact ' .. id .. ' not found')
+    end
+    if not f[6] or not f[7] then
+        return nil
+    end
+    local sources = {}
+    local decoded, s = pcall(cjson.decode, f[6])
+    if decoded and type(s) == 'table' and type(s.sources) == 'table' then
+        for i, r in ipairs(s.sources) do
+            if type(r) == 'table' and type(r.id) == 'string' then
+                local g = redis.call('HMGET', P .. ':resource:' .. r.id, 'conf', 'integrity')
+                sources[i] = {id = r.id, conf = tonumber(g[1]), integrity = tonumber(g[2])}
+            end
+        end
+    end
+    return {
+        id = id, summary = f[6], summary_hash = f[7], summary_seal = f[9] or nil,
+        artifact = {run_id = f[1] or nil, kind = f[2] or nil, conf = tonumber(f[3]),
+                    integrity = tonumber(f[4]), hash = f[5] or nil, title = f[8] or nil},
+        parents = members(base .. ':derived_from'), resources = members(base .. ':from_resource'),
+        producers = members(base .. ':produced_by'), sources = sources}
+end
+
+local function charter_lineage_summary(keys, args)
+    local P = prefix(keys)
+    local id = check_id(args[1], 'artifact_id')
+    return cjson.encode(summary_object(P, id) or {id = id})
+end
+
+--[[ charter_audit_summaries
+call: audit_summaries(run_id)
+keys: P. args: run_id.
+reply: {"checked":n,"skipped":k} or, at the first artifact whose stored lineage summary is not
+  the one re-derived from the raw graph, also "first_bad":id and "problem":text. The run's
+  artifacts are visited in creation order (P:run:<id>:artifacts), so every parent of the run
+  is checked before its children: each stored summary must hash to its summary_hash, and the
+  summary re-derived from the artifact's own fields, its DERIVED_FROM and FROM_RESOURCE edges,
+  its lineage record recomputed from the graph (as keep_record computes it) and its parents'
+  summaries (already checked) must equal the stored one field by field. An artifact without a
+  summary (written before summaries were kept) is skipped. Reads only.
+errors: not_found (run), invalid. ]]
+local function same_summary(a, b)
+    local function flat(v)
+        if type(v) ~= 'table' then
+            return tostring(v)
+        end
+        local parts = {}
+        for i, x in ipairs(v) do
+            parts[i] = type(x) == 'table' and
+                           (tostring(x.id) .. ':' .. tostring(x.conf) .. ':' .. tostring(x.integrity))
+                           or tostring(x)
+        end
+        return table.concat(parts, ',')
+    end
+    for _, k in ipairs({'run_id', 'kind', 'resource', 'record', 'parents', 'refs', 'conf',
+                        'integrity', 'sources', 'depth', 'count', 'ok', 'code', 'why'}) do
+        if flat(a[k]) ~= flat(b[k]) then
+            return k
+        end
+    end
+    return nil
+end
+
+local function charter_audit_summaries(keys, args)
+    local P = prefix(keys)
+    local run_id = check_id(args[1], 'run_id')
+    if not exists(P .. ':run:' .. run_id) then
+        raise('not_found', 'run ' .. run_id .. ' not found')
+    end
+    local checked, skipped = 0, 0
+    local function bad(id, problem)
+        return cjson.encode({checked = checked, skipped = skipped, first_bad = id,
+                             problem = problem})
+    end
+    for _, id in ipairs(redis.call('ZRANGE', P .. ':run:' .. run_id .. ':artifacts', 0, -1)) do
+        local key = P .. ':artifact:' .. id
+        local f = redis.call('HMGET', key, 'run_id', 'kind', 'conf', 'integrity',
+                             'capture_complete', 'summary', 'summary_hash')
+        if not f[6] and not f[7] then
+            skipped = skipped + 1
+        else
+            checked = checked + 1
+            if not f[6] or not f[7] or redis.sha1hex(f[6]) ~= f[7] then
+                return bad(id, 'its stored summary no longer hashes to its summary_hash')
+            end
+            local decoded, stored = pcall(cjson.decode, f[6])
+            if not decoded or type(stored) ~= 'table' then
+                return bad(id, 'its stored summary is not a summary')
+            end
+            local resources = members(key .. ':from_resource')
+            if #resources > 1 or (f[2] ~= 'source' and #resources > 0) then
+                return bad(id, 'its FROM_RESOURCE edges are not the ones its summary names')
+            end
+            -- Its lineage record as the graph gives it now (keep_record, without storing it).
+            local rf = redis.call('HMGET', key, 'run_id', 'kind', 'title', 'conf', 'integrity',
+                                  'capture_complete', 'hash', 'input_ids', 'step')
+            local o = record_object(P, id, rf, {})
+            local refs, record = {}, ''
+            for m, p in ipairs(o.parents) do
+                refs[m] = redis.call('HGET', P .. ':artifact:' .. p, 'lineage')
+                if not refs[m] then
+                    refs = nil
+                    break
+                end
+            end
+            if refs then
+                o.refs = refs
+                record = redis.sha1hex(cjson.encode(o))
+            end
+            local text = make_summary(P, id, {
+                run_id = f[1] or '', kind = f[2] or '', conf = tonumber(f[3]),
+                integrity = tonumber(f[4]), capture_complete = f[5] == '1',
+                resource = resources[1], parents = o.parents, record = record})
+            if not text then
+                return bad(id, 'a parent has no summary to re-derive it from')
+            end
+            local field = same_summary(cjson.decode(text), stored)
+            if field then
+                return bad(id, 'its stored summary differs from the one re-derived from the ' ..
+                               'graph in ' .. field)
+            end
+        end
+    end
+    return cjson.encode({checked = checked, skipped = skipped})
+end
+
+--[[ charter_seal_summary
+call: seal_summary(artifact_id, summary_hash, seal)
+keys: P. args: artifact_id, summary_hash (40 hex digits), seal (64 hex digits: charterd's
+  HMAC of the summary under its integrity key; the key never reaches Redis).
+reply: {"sealed":true} when the seal was stored, or was stored already with the same value;
+  {"sealed":false} when the artifact's summary_hash is not summary_hash, or another seal is
+  stored (nothing written). Stores field summary_seal of the artifact once.
+errors: not_found (artifact), invalid. ]]
+local function charter_seal_summary(keys, args)
+    local P = prefix(keys)
+    local id = check_id(args[1], 'artifact_id')
+    local sh, seal = args[2], args[3]
+    if type(sh) ~= 'string' or #sh ~= 40 or sh:find('[^0-9a-f]') then
+        raise('invalid', 'summary_hash must be 40 lowercase hex digits')
+    end
+    if not hex64(seal) then
+        raise('invalid', 'seal must be 64 lowercase hex digits')
+    end
+    local key = P .. ':artifact:' .. id
+    local f = redis.call('HMGET', key, 'summary_hash', 'summary_seal')
+    if not f[1] and not exists(key) then
+        raise('not_found', 'artifact ' .. id .. ' not found')
+    end
+    if f[1] ~= sh then
+        return cjson.encode({sealed = false})
+    end
+    if f[2] then
+        return cjson.encode({sealed = f[2] == seal})
+    end
+    redis.call('HSET', key, 'summary_seal', seal)
+    return cjson.encode({sealed = true})
 end
 
 --[[ charter_get_artifact
@@ -388,6 +696,10 @@ end
 -- Exported: what later files and the registry use.
 lineage.charter_create_artifact = charter_create_artifact
 lineage.charter_get_artifact = charter_get_artifact
+lineage.charter_lineage_summary = charter_lineage_summary
+lineage.summary_object = summary_object
+lineage.charter_audit_summaries = charter_audit_summaries
+lineage.charter_seal_summary = charter_seal_summary
 lineage.ancestry_text = ancestry_text
 lineage.charter_ancestry = charter_ancestry
 lineage.charter_lineage_state = charter_lineage_state

@@ -342,8 +342,8 @@ static guard_context context_of(const char *id, const char *step, const char *ow
 static guard_delivery_request request(const char *payload, const char *recipient, int clearance,
                                       const char *tool, const char *grant)
 {
-    guard_delivery_request r = {RUN,       (char *)payload, (char *)recipient,
-                                clearance, (char *)tool,    (char *)grant};
+    guard_delivery_request r = {
+        RUN, (char *)payload, (char *)recipient, clearance, (char *)tool, (char *)grant, NULL};
     return r;
 }
 
@@ -1523,6 +1523,80 @@ static void test_research_step_reads_vendor_summary_only(void)
     cap_free(&cap);
 }
 
+/* The input gate from a lineage summary (RULE-INPUT-PROVENANCE, RULE-INPUT-LABELS,
+ * RULE-INPUT-SCOPE): a verified summary whose payload's own edges and sources' labels agree
+ * is allowed; an unverified one is UNKNOWN; a deleted own edge, a relabelled source and a
+ * source outside the step each refuse it. */
+static void test_input_from_a_summary(void)
+{
+    guard_stepcap cap = report_cap();
+    guard_context ctx = context_of("c4", "report", "reporter");
+    guard_resource was[1] = {{"vendor_a", "", 0, 1}};
+    guard_resource now[1] = {{"vendor_a", "", 0, 1}};
+    guard_summary s = {0};
+    s.id = "a9";
+    s.verified = true;
+    s.run_id = RUN;
+    s.kind = "derived";
+    s.resource = "";
+    s.conf = 0;
+    s.integrity = 1;
+    s.ok = true;
+    s.parents = STRS("a7", "a8");
+    s.sources = was;
+    s.n_sources = 1;
+    s.now_run_id = RUN;
+    s.now_kind = "derived";
+    s.now_hash = "a665a45920422f9d417e4867efdc4fb8a04a1f3fff1fa07e998e86f7f7a27ae3";
+    s.now_conf = 0;
+    s.now_integrity = 1;
+    s.now_parents = STRS("a7", "a8");
+    s.now_producers = STRS("c2");
+    s.now_sources = now;
+    s.n_now_sources = 1;
+    guard_decision d;
+    CU_ASSERT_EQUAL(guard_check_input_summary(&cap, &ctx, RUN, &s, &d), 0);
+    expect(&d, GUARD_ALLOW, 0, NULL);
+    EXPECT_STRS(&d.sources, "vendor_a");
+    guard_decision_free(&d);
+
+    s.verified = false;
+    CU_ASSERT_EQUAL(guard_check_input_summary(&cap, &ctx, RUN, &s, &d), 0);
+    expect(&d, GUARD_UNKNOWN, 1u << GUARD_GRAPH_ERROR,
+           "the lineage summary of a9 does not hash to its summary_hash");
+    guard_decision_free(&d);
+    s.verified = true;
+
+    guard_strs kept = s.now_parents;
+    s.now_parents = STRS("a7");
+    CU_ASSERT_EQUAL(guard_check_input_summary(&cap, &ctx, RUN, &s, &d), 0);
+    expect(&d, GUARD_DENY, 1u << GUARD_PROVENANCE_INCOMPLETE,
+           "a9's DERIVED_FROM edges are not the parents its lineage summary names");
+    guard_decision_free(&d);
+    strs_free(&s.now_parents);
+    s.now_parents = kept;
+
+    now[0].conf = 2;
+    CU_ASSERT_EQUAL(guard_check_input_summary(&cap, &ctx, RUN, &s, &d), 0);
+    expect(&d, GUARD_DENY, 1u << GUARD_LABEL_MISMATCH,
+           "resource vendor_a was public, trusted when a9 was derived; now confidential, trusted");
+    guard_decision_free(&d);
+    now[0].conf = 0;
+
+    was[0].id = now[0].id = "budget";
+    CU_ASSERT_EQUAL(guard_check_input_summary(&cap, &ctx, RUN, &s, &d), 0);
+    expect(
+        &d, GUARD_DENY, 1u << GUARD_INPUT_OUT_OF_SCOPE,
+        "budget (public) \xe2\x86\x92 a9 \xe2\x86\x92 report step {vendor_a, vendor_b, vendor_c}");
+    guard_decision_free(&d);
+
+    strs_free(&s.parents);
+    strs_free(&s.now_parents);
+    strs_free(&s.now_producers);
+    strs_free(&ctx.owners);
+    cap_free(&cap);
+}
+
 /* ---------------------------------------------------------------------------------------- */
 
 typedef struct {
@@ -1535,6 +1609,7 @@ typedef struct {
 #f, f                                                                                      \
     }
 static const guard_test tests[] = {
+    T(test_input_from_a_summary),
     T(test_cfo_delivery_of_recommendation_is_allowed),
     T(test_public_delivery_from_vendor_pages_and_summary_is_allowed),
     T(test_handoff_from_budget_is_denied_with_witness),

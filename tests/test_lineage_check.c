@@ -1,16 +1,18 @@
 /*
- * test_lineage_check.c - the input gate compares the graph with the lineage records stored at
- * creation, and a graph changed behind the server's back is still refused.
+ * test_lineage_check.c - the input gate decides from the lineage summary stored at creation and
+ * the payload's own node, and a payload changed behind the server's back is still refused.
  *
  * Every artifact recorded through the API carries its lineage record (field lineage), and a
  * CheckInput reads the graph as it stands and compares it with those records, which charterd
- * holds decoded by name once it has hashed them. The tests drive a real charterd over NNG: a
- * lineage is allowed (twice, the second time from records charterd holds), then an edge is
- * deleted, a label changed, a producer removed, a FROM_RESOURCE edge added to a derived
- * artifact, a resource relabelled, each directly in Redis: every one turns the same check into
- * a refusal with the code a full walk gives, and undoing it allows the check again.
+ * holds decoded by name once it has hashed them; each also carries its summary. The tests drive
+ * a real charterd over NNG: a lineage is allowed, then the payload's edge is deleted, its label
+ * changed, its producer removed, a FROM_RESOURCE edge added to it, a resource relabelled, its
+ * summary edited, each directly in Redis: every one turns the same check into a refusal (or
+ * UNKNOWN), and undoing it allows the check again. Edits deeper than the payload no longer
+ * change the decision (audit names them); an artifact without a summary is walked in full.
  */
 #include <CUnit/Basic.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -100,6 +102,74 @@ static int check_deepest(char *codes, size_t n)
     return outcome;
 }
 
+/* Deliver of the deepest note to public from the report step under a fresh invocation ID: its
+ * outcome; codes (n bytes) the decision's codes joined by spaces. */
+static int deliver_deepest(char *codes, size_t n)
+{
+    static int serial;
+    char inv[64];
+    snprintf(inv, sizeof inv, "lineage-check-%d", ++serial);
+    Charter__V1__DeliverRequest req = CHARTER__V1__DELIVER_REQUEST__INIT;
+    req.context_id = report_ctx;
+    req.payload_id = ids[DEPTH];
+    req.recipient = "public";
+    req.tool = "deliver_public";
+    req.invocation_id = inv;
+    Charter__V1__DeliverResponse *resp = NULL;
+    charter_status st;
+    codes[0] = '\0';
+    if (charter_deliver(op, &req, &resp, &st) != 0 || resp->decision == NULL)
+        return -1;
+    int outcome = resp->decision->outcome;
+    size_t used = 0;
+    for (size_t i = 0; i < resp->decision->n_codes && used < n; i++)
+        used += (size_t)snprintf(codes + used, n - used, "%s ", resp->decision->codes[i]);
+    charter__v1__deliver_response__free_unpacked(resp, NULL);
+    return outcome;
+}
+
+static char run_id[129];
+
+/* AuditRun of the suite's run: intact, or the problem it names (n bytes). */
+static bool audit_intact(char *problem, size_t n)
+{
+    Charter__V1__AuditRunRequest req = CHARTER__V1__AUDIT_RUN_REQUEST__INIT;
+    req.run_id = run_id;
+    Charter__V1__AuditRunResponse *resp = NULL;
+    charter_status st;
+    problem[0] = '\0';
+    if (charter_audit_run(op, &req, &resp, &st) != 0) {
+        snprintf(problem, n, "rpc error %d", st.code);
+        return false;
+    }
+    bool intact = resp->intact;
+    snprintf(problem, n, "%s", resp->problem ? resp->problem : "");
+    charter__v1__audit_run_response__free_unpacked(resp, NULL);
+    return intact;
+}
+
+/* The audit names artifact id's lineage summary (and, when want is not NULL, that text). */
+static void expect_audit_names(const char *id, const char *want)
+{
+    char problem[300], named[96];
+    CU_ASSERT_FALSE(audit_intact(problem, sizeof problem));
+    snprintf(named, sizeof named, "artifact %s's lineage summary", id);
+    if (strstr(problem, named) == NULL)
+        printf("\n    audit: %s (wanted %s)", problem, named);
+    CU_ASSERT_PTR_NOT_NULL(strstr(problem, named));
+    if (want != NULL)
+        CU_ASSERT_PTR_NOT_NULL(strstr(problem, want));
+}
+
+static void expect_audit_intact(void)
+{
+    char problem[300];
+    bool intact = audit_intact(problem, sizeof problem);
+    if (!intact)
+        printf("\n    audit: %s", problem);
+    CU_ASSERT_TRUE(intact);
+}
+
 static void expect_allowed(void)
 {
     char codes[256];
@@ -126,6 +196,7 @@ static void test_a_lineage_recorded_through_the_api_carries_its_records(void)
     CU_ASSERT_EQUAL_FATAL(charter_create_run(op, &cr, &run, &st), 0);
     CU_ASSERT_EQUAL_FATAL(harness_open_step(op, run->run->id, "research", research), 0);
     CU_ASSERT_EQUAL_FATAL(harness_open_step(op, run->run->id, "report", report_ctx), 0);
+    snprintf(run_id, sizeof run_id, "%s", run->run->id);
     charter__v1__run_view__free_unpacked(run, NULL);
 
     Charter__V1__ReadSourceRequest rs = CHARTER__V1__READ_SOURCE_REQUEST__INIT;
@@ -158,32 +229,36 @@ static void test_a_lineage_recorded_through_the_api_carries_its_records(void)
     /* Twice: the second check compares the graph with records charterd already holds. */
     expect_allowed();
     expect_allowed();
+    expect_audit_intact();
 }
 
-static void test_a_deleted_derived_from_edge_is_refused(void)
+/* What the decision reads: the payload's own node and edges, and its sources' labels. Every
+ * change of them behind the server's back turns the check into a refusal; undoing it allows
+ * the check again. */
+static void test_a_deleted_derived_from_edge_of_the_payload_is_refused(void)
 {
     char key[128];
-    snprintf(key, sizeof key, ":artifact:%s:derived_from", ids[DEPTH / 2]);
-    redis_do("SREM", key, ids[DEPTH / 2 - 1], NULL);
+    snprintf(key, sizeof key, ":artifact:%s:derived_from", ids[DEPTH]);
+    redis_do("SREM", key, ids[DEPTH - 1], NULL);
     expect_refused("PROVENANCE_INCOMPLETE");
-    redis_do("SADD", key, ids[DEPTH / 2 - 1], NULL);
+    redis_do("SADD", key, ids[DEPTH - 1], NULL);
     expect_allowed();
 }
 
-static void test_a_relabelled_artifact_is_refused(void)
+static void test_a_relabelled_payload_is_refused(void)
 {
     char key[128];
-    snprintf(key, sizeof key, ":artifact:%s", ids[3]);
+    snprintf(key, sizeof key, ":artifact:%s", ids[DEPTH]);
     redis_do("HSET", key, "conf", "2");
     expect_refused("LABEL_MISMATCH");
     redis_do("HSET", key, "conf", "0");
     expect_allowed();
 }
 
-static void test_a_deleted_producer_is_refused(void)
+static void test_a_deleted_producer_of_the_payload_is_refused(void)
 {
     char key[128];
-    snprintf(key, sizeof key, ":artifact:%s:produced_by", ids[DEPTH - 1]);
+    snprintf(key, sizeof key, ":artifact:%s:produced_by", ids[DEPTH]);
     redis_do("DEL", key, NULL, NULL);
     expect_refused("PROVENANCE_INCOMPLETE");
     redis_do("SADD", key, research, NULL);
@@ -208,18 +283,134 @@ static void test_a_relabelled_resource_is_refused(void)
     expect_allowed();
 }
 
-/* An artifact whose record is not named (as one written before records were kept at creation)
- * is checked by the full walk, with the same verdict. */
-static void test_an_artifact_without_a_record_is_walked_in_full(void)
+/* A summary edited behind the server's back no longer hashes to its summary_hash: the
+ * decision is UNKNOWN, never decided from it, and restoring it allows again. */
+static void test_a_tampered_summary_gives_unknown(void)
 {
     char key[128];
-    snprintf(key, sizeof key, ":artifact:%s", ids[1]);
-    redis_do("HDEL", key, "lineage", NULL);
+    snprintf(key, sizeof key, ":artifact:%s", ids[DEPTH]);
+    static const char *SWAP = "local k = KEYS[1] .. ARGV[1] "
+                              "local s = redis.call('HGET', k, 'summary') "
+                              "redis.call('HSET', k, 'summary', ARGV[2] == 'undo' and "
+                              "(s:gsub('\"depth\":99', '\"depth\":21')) or "
+                              "(s:gsub('\"depth\":21', '\"depth\":99'))) return 1";
+    const char *tamper[2] = {key, "do"};
+    long long one = 0;
+    CU_ASSERT_EQUAL_FATAL(harness_graph_eval(graph, SWAP, tamper, 2, &one), 0);
+    char codes[256];
+    CU_ASSERT_EQUAL(check_deepest(codes, sizeof codes), CHARTER__V1__OUTCOME__UNKNOWN);
+    CU_ASSERT_PTR_NOT_NULL(strstr(codes, "GRAPH_ERROR"));
+    CU_ASSERT_EQUAL(deliver_deepest(codes, sizeof codes), CHARTER__V1__OUTCOME__UNKNOWN);
+    CU_ASSERT_PTR_NOT_NULL(strstr(codes, "GRAPH_ERROR"));
+    expect_audit_names(ids[DEPTH], "no longer hashes to its summary_hash");
+    const char *undo[2] = {key, "undo"};
+    CU_ASSERT_EQUAL_FATAL(harness_graph_eval(graph, SWAP, undo, 2, &one), 0);
+    expect_allowed();
+    expect_audit_intact();
+}
+
+/* Edits deeper than the payload's own node no longer change a decision: the summary stored at
+ * creation stands for the ancestry (audit re-derives it from the raw graph and names them). */
+static void test_deep_edits_no_longer_change_the_decision(void)
+{
+    char edge[128], node[128], producer[128];
+    snprintf(edge, sizeof edge, ":artifact:%s:derived_from", ids[DEPTH / 2]);
+    snprintf(node, sizeof node, ":artifact:%s", ids[3]);
+    snprintf(producer, sizeof producer, ":artifact:%s:produced_by", ids[DEPTH - 1]);
+    redis_do("SREM", edge, ids[DEPTH / 2 - 1], NULL);
+    expect_allowed();
+    expect_audit_names(ids[DEPTH / 2], NULL);
+    redis_do("HSET", node, "conf", "2");
+    expect_allowed();
+    expect_audit_names(ids[3], NULL); /* the first in creation order */
+    redis_do("DEL", producer, NULL, NULL);
+    expect_allowed();
+    char codes[256];
+    CU_ASSERT_EQUAL(deliver_deepest(codes, sizeof codes), CHARTER__V1__OUTCOME__ALLOW);
+    redis_do("SADD", edge, ids[DEPTH / 2 - 1], NULL);
+    redis_do("HSET", node, "conf", "0");
+    expect_audit_names(ids[DEPTH - 1], NULL);
+    redis_do("SADD", producer, research, NULL);
+    expect_audit_intact();
+}
+
+/* An artifact without a summary (as one written before summaries were kept) is checked by the
+ * full walk, so a deep edit is refused again. */
+static void test_an_artifact_without_a_summary_is_walked_in_full(void)
+{
+    char key[128];
+    snprintf(key, sizeof key, ":artifact:%s", ids[DEPTH]);
+    redis_do("HDEL", key, "summary", "summary_hash");
     expect_allowed();
     char edge[160];
     snprintf(edge, sizeof edge, ":artifact:%s:derived_from", ids[1]);
     redis_do("DEL", edge, NULL, NULL);
     expect_refused("PROVENANCE_INCOMPLETE");
+}
+
+/* --- with an integrity key: summaries sealed by charterd ------------------------------------ */
+
+static char tmpdir[] = "/tmp/charter-lineage-XXXXXX";
+static char key_path[256];
+
+static int sealed_init(void)
+{
+    if (!mkdtemp(tmpdir))
+        return -1;
+    snprintf(key_path, sizeof key_path, "%s/integrity.key", tmpdir);
+    if (harness_sh("umask 077 && openssl rand -hex 32 > %s", key_path) != 0)
+        return -1;
+    harness_graph_name(graph, sizeof graph, "lineage_sealed");
+    store *st = harness_store_open(graph);
+    store_close(st);
+    const char *extra[2] = {"--integrity-key", key_path};
+    harness_charterd_opts o = {.graph = graph, .extra_args = extra, .n_extra = 2};
+    if (harness_charterd_start(&o, &daemon_) != 0)
+        return -1;
+    return harness_client_open(daemon_.ipc_url, HARNESS_OPERATOR_TOKEN, 30000, &op);
+}
+
+static int sealed_clean(void)
+{
+    int rc = suite_clean();
+    harness_sh("rm -rf %s", tmpdir);
+    return rc;
+}
+
+/* Rewrites the payload's summary and its summary_hash together (ARGV[2] "do" or "undo"), as
+ * someone with redis-cli who knows the hash is a SHA-1 could. */
+static const char *FORGE = "local k = KEYS[1] .. ARGV[1] "
+                           "local s = redis.call('HGET', k, 'summary') "
+                           "local t = ARGV[2] == 'undo' and "
+                           "(s:gsub('\"depth\":99', '\"depth\":21')) or "
+                           "(s:gsub('\"depth\":21', '\"depth\":99')) "
+                           "redis.call('HSET', k, 'summary', t, 'summary_hash', "
+                           "redis.sha1hex(t)) return 1";
+
+/* Under a key the summary counts only with charterd's seal: a summary forged with a matching
+ * SHA-1 is UNKNOWN at decision time, and a summary whose seal is gone is not decided from (its
+ * ancestry is walked, so a deep edit is refused again). */
+static void test_a_forged_summary_fails_its_seal(void)
+{
+    char key[128], codes[256];
+    snprintf(key, sizeof key, ":artifact:%s", ids[DEPTH]);
+    const char *forge[2] = {key, "do"}, *undo[2] = {key, "undo"};
+    long long one = 0;
+    CU_ASSERT_EQUAL_FATAL(harness_graph_eval(graph, FORGE, forge, 2, &one), 0);
+    CU_ASSERT_EQUAL(check_deepest(codes, sizeof codes), CHARTER__V1__OUTCOME__UNKNOWN);
+    CU_ASSERT_PTR_NOT_NULL(strstr(codes, "GRAPH_ERROR"));
+    CU_ASSERT_EQUAL(deliver_deepest(codes, sizeof codes), CHARTER__V1__OUTCOME__UNKNOWN);
+    CU_ASSERT_EQUAL_FATAL(harness_graph_eval(graph, FORGE, undo, 2, &one), 0);
+    expect_allowed();
+
+    char edge[128];
+    snprintf(edge, sizeof edge, ":artifact:%s:derived_from", ids[DEPTH / 2]);
+    redis_do("SREM", edge, ids[DEPTH / 2 - 1], NULL);
+    expect_allowed(); /* sealed: the summary stands for the ancestry */
+    redis_do("HDEL", key, "summary_seal", NULL);
+    expect_refused("PROVENANCE_INCOMPLETE"); /* unsealed: walked */
+    redis_do("SADD", edge, ids[DEPTH / 2 - 1], NULL);
+    expect_allowed();
 }
 
 int main(void)
@@ -231,15 +422,28 @@ int main(void)
         return 1;
     CU_add_test(s, "a lineage recorded through the API carries its records",
                 test_a_lineage_recorded_through_the_api_carries_its_records);
-    CU_add_test(s, "a deleted DERIVED_FROM edge is refused",
-                test_a_deleted_derived_from_edge_is_refused);
-    CU_add_test(s, "a relabelled artifact is refused", test_a_relabelled_artifact_is_refused);
-    CU_add_test(s, "a deleted producer is refused", test_a_deleted_producer_is_refused);
+    CU_add_test(s, "a deleted DERIVED_FROM edge of the payload is refused",
+                test_a_deleted_derived_from_edge_of_the_payload_is_refused);
+    CU_add_test(s, "a relabelled payload is refused", test_a_relabelled_payload_is_refused);
+    CU_add_test(s, "a deleted producer of the payload is refused",
+                test_a_deleted_producer_of_the_payload_is_refused);
     CU_add_test(s, "a resource edge added to a derived artifact is refused",
                 test_a_resource_edge_added_to_a_derived_artifact_is_refused);
     CU_add_test(s, "a relabelled resource is refused", test_a_relabelled_resource_is_refused);
-    CU_add_test(s, "an artifact without a record is walked in full",
-                test_an_artifact_without_a_record_is_walked_in_full);
+    CU_add_test(s, "a tampered summary gives unknown", test_a_tampered_summary_gives_unknown);
+    CU_add_test(s, "deep edits no longer change the decision",
+                test_deep_edits_no_longer_change_the_decision);
+    CU_add_test(s, "an artifact without a summary is walked in full",
+                test_an_artifact_without_a_summary_is_walked_in_full);
+    CU_pSuite k =
+        CU_add_suite("summaries sealed under an integrity key", sealed_init, sealed_clean);
+    if (!k)
+        return 1;
+    CU_add_test(k, "a lineage recorded through the API carries its records",
+                test_a_lineage_recorded_through_the_api_carries_its_records);
+    CU_add_test(k, "deep edits no longer change the decision",
+                test_deep_edits_no_longer_change_the_decision);
+    CU_add_test(k, "a forged summary fails its seal", test_a_forged_summary_fails_its_seal);
     CU_basic_set_mode(CU_BRM_VERBOSE);
     CU_basic_run_tests();
     unsigned failed = CU_get_number_of_failures() + CU_get_number_of_suites_failed();

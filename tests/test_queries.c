@@ -934,6 +934,10 @@ static void test_ancestry_equals_plain_walk_on_random_graph(void)
     graph_close(&g);
 }
 
+/* The SHA-1 of data (core/digest.c; its header clashes with this file's digest_hex). */
+int digest_sha1_hex(const void *data, size_t len, char hex[41]);
+static json_t *stored_summary(tgraph *g, const char *id, char *sha);
+
 #define DEEP_N 1500
 
 static void test_ancestry_of_a_1500_deep_chain(void)
@@ -982,9 +986,126 @@ static void test_ancestry_of_a_1500_deep_chain(void)
         CU_ASSERT_EQUAL(anc.items[DEEP_N - 1].parents.n, 0);
         CU_ASSERT_EQUAL(anc.items[0].parents.n, 1);
     }
+    char deep_sha[41];
+    json_t *deep = stored_summary(&g, prev, deep_sha);
+    CU_ASSERT_EQUAL(json_integer_value(json_object_get(deep, "depth")), DEEP_N);
+    CU_ASSERT_EQUAL(json_integer_value(json_object_get(deep, "count")), DEEP_N);
+    json_decref(deep);
     printf("\n  [timing] store_ancestry on a %d-deep chain: %zu artifacts in %.1f ms\n", DEEP_N,
            anc.n, t1 - t0);
     facts_ancestry_free(&anc);
+    graph_close(&g);
+}
+
+/* --- lineage summaries ----------------------------------------------------------------------- */
+
+/* Creates an artifact with the given labels (conf, integrity) and copies its id into id. */
+static int create_labelled(tgraph *g, const char *run, const char *ctx, const char *content,
+                           const char *resource, const char *const *inputs, size_t n_inputs,
+                           int conf, int integrity, char *id)
+{
+    char hash[65];
+    sha256_hex(content, hash);
+    json_t *in = json_array();
+    for (size_t i = 0; i < n_inputs; i++)
+        json_array_append_new(in, json_string(inputs[i]));
+    json_t *arg = json_pack("{s:s, s:s, s:s, s:s, s:i, s:i, s:s, s:s, s:o, s:b}", "run_id", run,
+                            "context_id", ctx, "kind", resource ? "source" : "derived", "title",
+                            content, "conf", conf, "integrity", integrity, "hash", hash, "content",
+                            content, "input_ids", in, "capture_complete", 1);
+    if (resource)
+        json_object_set_new(arg, "resource", json_string(resource));
+    json_t *out = NULL;
+    int rc = writer_call(g, "create_artifact", arg, &out);
+    snprintf(id, 16, "%s", rc == STATUS_OK ? jstr(json_object_get(out, "artifact"), "id") : "");
+    json_decref(out);
+    return rc;
+}
+
+/* The stored summary of artifact id (decoded; NULL when absent), after checking that its
+ * summary_hash is the SHA-1 of its text (copied into sha, 41 bytes). */
+static json_t *stored_summary(tgraph *g, const char *id, char *sha)
+{
+    char key[256];
+    snprintf(key, sizeof key, "charter:{%s}:artifact:%s", g->graph, id);
+    redisReply *r = redisCommand(g->raw, "HMGET %s summary summary_hash", key);
+    json_t *s = NULL;
+    sha[0] = '\0';
+    if (r && r->type == REDIS_REPLY_ARRAY && r->elements == 2 &&
+        r->element[0]->type == REDIS_REPLY_STRING && r->element[1]->type == REDIS_REPLY_STRING) {
+        char actual[41];
+        CU_ASSERT_EQUAL(digest_sha1_hex(r->element[0]->str, r->element[0]->len, actual), 0);
+        CU_ASSERT_STRING_EQUAL(actual, r->element[1]->str);
+        snprintf(sha, 41, "%s", r->element[1]->str);
+        s = json_loadb(r->element[0]->str, r->element[0]->len, 0, NULL);
+    }
+    if (r)
+        freeReplyObject(r);
+    return s;
+}
+
+static void test_create_artifact_summarises_its_lineage_from_its_parents(void)
+{
+    tgraph g;
+    if (!graph_open(&g, "summary"))
+        return;
+    json_t *seed = json_pack("{s:[{s:s, s:s, s:i, s:i}, {s:s, s:s, s:i, s:i}], s:[{s:s, s:s}]}",
+                             "resources", "id", "budget", "title", "Budget", "conf", 2, "integrity",
+                             1, "id", "web", "title", "Web", "conf", 0, "integrity", 0, "actors",
+                             "id", "agent", "kind", "agent");
+    json_decref(call_json_ok(&g, "seed", seed));
+    create_run(&g, "r1");
+    create_run(&g, "r2");
+    char ctx[16], ctx2[16], s1[16], s2[16], d[16], d2[16], x[16], y[16];
+    char h1[41], h2[41], hd[41], hx[41];
+    open_context(&g, "r1", "s", "agent", ctx);
+    open_context(&g, "r2", "s", "agent", ctx2);
+    CU_ASSERT_EQUAL(create_labelled(&g, "r1", ctx, "b", "budget", NULL, 0, 2, 1, s1), STATUS_OK);
+    CU_ASSERT_EQUAL(create_labelled(&g, "r1", ctx, "w", "web", NULL, 0, 0, 0, s2), STATUS_OK);
+    const char *both[2] = {s2, s1};
+    CU_ASSERT_EQUAL(create_labelled(&g, "r1", ctx, "d", NULL, both, 2, 2, 0, d), STATUS_OK);
+    json_t *a = stored_summary(&g, s1, h1), *b = stored_summary(&g, s2, h2);
+    json_t *sd = stored_summary(&g, d, hd);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(sd);
+    /* labels: max / min of the parents', the sources sorted with their labels */
+    CU_ASSERT_EQUAL(json_integer_value(json_object_get(sd, "conf")), 2);
+    CU_ASSERT_EQUAL(json_integer_value(json_object_get(sd, "integrity")), 0);
+    json_t *src = json_object_get(sd, "sources");
+    CU_ASSERT_EQUAL(json_array_size(src), 2);
+    CU_ASSERT_STRING_EQUAL(jstr(json_array_get(src, 0), "id"), "budget");
+    CU_ASSERT_STRING_EQUAL(jstr(json_array_get(src, 1), "id"), "web");
+    CU_ASSERT_EQUAL(json_integer_value(json_object_get(sd, "depth")), 2);
+    CU_ASSERT_EQUAL(json_integer_value(json_object_get(sd, "count")), 3);
+    CU_ASSERT(json_is_true(json_object_get(sd, "ok")));
+    CU_ASSERT_EQUAL(json_integer_value(json_object_get(a, "depth")), 1);
+    /* the Merkle DAG: the parents' summary hashes, in the order of the sorted parents */
+    json_t *refs = json_object_get(sd, "refs");
+    CU_ASSERT_STRING_EQUAL(json_string_value(json_array_get(refs, 0)), h1);
+    CU_ASSERT_STRING_EQUAL(json_string_value(json_array_get(refs, 1)), h2);
+    CU_ASSERT(json_is_true(json_object_get(b, "ok")));
+    /* stored labels that are not the recomputed ones */
+    CU_ASSERT_EQUAL(create_labelled(&g, "r1", ctx, "x", NULL, both, 2, 0, 0, x), STATUS_OK);
+    json_t *sx = stored_summary(&g, x, hx);
+    CU_ASSERT(json_is_false(json_object_get(sx, "ok")));
+    CU_ASSERT_STRING_EQUAL(jstr(sx, "code"), "LABEL_MISMATCH");
+    /* a parent of another run, and a child inheriting its parent's failure */
+    const char *cross[1] = {d};
+    CU_ASSERT_EQUAL(create_labelled(&g, "r2", ctx2, "d2", NULL, cross, 1, 2, 0, d2), STATUS_OK);
+    char h[41];
+    json_t *s_d2 = stored_summary(&g, d2, h);
+    CU_ASSERT(json_is_false(json_object_get(s_d2, "ok")));
+    CU_ASSERT_STRING_EQUAL(jstr(s_d2, "code"), "PROVENANCE_INCOMPLETE");
+    const char *after_x[1] = {x};
+    CU_ASSERT_EQUAL(create_labelled(&g, "r1", ctx, "y", NULL, after_x, 1, 2, 0, y), STATUS_OK);
+    json_t *sy = stored_summary(&g, y, h);
+    CU_ASSERT_STRING_EQUAL(jstr(sy, "code"), "LABEL_MISMATCH");
+    CU_ASSERT_EQUAL(json_integer_value(json_object_get(sy, "depth")), 3);
+    json_decref(a);
+    json_decref(b);
+    json_decref(sd);
+    json_decref(sx);
+    json_decref(s_d2);
+    json_decref(sy);
     graph_close(&g);
 }
 
@@ -2420,6 +2541,8 @@ int main(void)
         {"ancestry equals a plain walk on a random graph",
          test_ancestry_equals_plain_walk_on_random_graph},
         {"ancestry of a 1500-deep chain", test_ancestry_of_a_1500_deep_chain},
+        {"create_artifact summarises its lineage from its parents",
+         test_create_artifact_summarises_its_lineage_from_its_parents},
         {"grant chain equals a plain walk on random delegations",
          test_grant_chain_equals_plain_walk_on_random_delegations},
         {"commit_delivery commits once and writes its event",

@@ -25,7 +25,8 @@ static char deepest[64];
 static char lineage_ids[DEPTH + 1][64]; /* the source, then each note */
 static uint64_t seq_all;
 static char report_ctx[129];
-static uint64_t seq_first, seq_second;
+static uint64_t seq_first, seq_second;           /* decided from the lineage summary */
+static uint64_t seq_walk_first, seq_walk_second; /* decided from the walked records */
 
 static const char *COUNT_BLOBS = "local n, cursor = 0, '0' "
                                  "repeat "
@@ -166,13 +167,35 @@ static void test_a_decision_names_its_ancestry_without_copying_it(void)
     CU_ASSERT_TRUE_FATAL(seq_first > 0);
     seq_second = check_deepest();
     CU_ASSERT_TRUE_FATAL(seq_second > seq_first);
-    /* Checking again stores no record: every fact of the walk is stored already. */
-    CU_ASSERT_EQUAL(eval_count(COUNT_RECORDS), records > DEPTH ? records : DEPTH + 1);
+    /* Checking from the summary stores no record. */
+    CU_ASSERT_EQUAL(eval_count(COUNT_RECORDS), records);
     /* The ancestry is 61 artifacts with titles of some 80 bytes: a copy would be over 12 KiB;
-     * every snapshot names it in well under 1 KiB. */
+     * every snapshot names it, by its summary or its records, in well under 1.5 KiB. */
     long long longest = eval_count(LONGEST_SNAPSHOT);
     CU_ASSERT_TRUE(longest > 0);
-    CU_ASSERT_TRUE(longest < 1024);
+    CU_ASSERT_TRUE(longest < 1536);
+    /* The same lineage as if written before summaries were kept: the decisions walk it, and
+     * their snapshots name its records instead of a summary. */
+    static const char *STRIP = "local n, cursor = 0, '0' "
+                               "repeat "
+                               "  local r = redis.call('SCAN', cursor, 'MATCH', KEYS[1] .. "
+                               "':artifact:*', 'COUNT', 1000) "
+                               "  cursor = r[1] "
+                               "  for _, k in ipairs(r[2]) do "
+                               "    if redis.call('TYPE', k).ok == 'hash' then "
+                               "      n = n + redis.call('HDEL', k, 'summary', 'summary_hash') "
+                               "    end "
+                               "  end "
+                               "until cursor == '0' "
+                               "return n";
+    CU_ASSERT_EQUAL(eval_count(STRIP), 2 * (DEPTH + 1));
+    seq_walk_first = check_deepest();
+    CU_ASSERT_TRUE_FATAL(seq_walk_first > seq_second);
+    seq_walk_second = check_deepest();
+    CU_ASSERT_TRUE_FATAL(seq_walk_second > seq_walk_first);
+    /* Checking again stores no record: every fact of the walk is stored already. */
+    CU_ASSERT_EQUAL(eval_count(COUNT_RECORDS), records > DEPTH ? records : DEPTH + 1);
+    CU_ASSERT_TRUE(eval_count(LONGEST_SNAPSHOT) < 1536);
 }
 
 static void test_identical_decisions_share_one_blob(void)
@@ -238,6 +261,8 @@ static void test_replay_decides_from_the_lineage_records_and_the_blob(void)
     CU_ASSERT_FATAL(seq_first > 0 && seq_second > 0 && seq_all > 0);
     expect_replayed_allow(seq_first);
     expect_replayed_allow(seq_second);
+    expect_replayed_allow(seq_walk_first);
+    expect_replayed_allow(seq_walk_second);
     expect_replayed_allow(seq_all);
 }
 
@@ -262,24 +287,26 @@ static const char *TOUCH_RECORD = "local n, cursor = 0, '0' "
 
 static void test_an_altered_lineage_record_is_refused_naming_it(void)
 {
-    CU_ASSERT_FATAL(seq_first > 0);
+    CU_ASSERT_FATAL(seq_walk_first > 0);
     /* Relabel one note's record as confidential, as someone with redis-cli could. */
     const char *args[2] = {"Research note 20,", "alter"};
     long long touched = 0;
     CU_ASSERT_EQUAL_FATAL(harness_graph_eval(graph, TOUCH_RECORD, args, 2, &touched), 0);
     CU_ASSERT_EQUAL(touched, 1);
-    expect_replay_refused(seq_first, "altered", "lineage record");
+    expect_replay_refused(seq_walk_first, "altered", "lineage record");
+    /* A decision made from the summary holds its facts itself: it still replays. */
+    expect_replayed_allow(seq_first);
 }
 
 static void test_a_missing_lineage_record_is_refused_naming_it(void)
 {
-    CU_ASSERT_FATAL(seq_second > 0);
+    CU_ASSERT_FATAL(seq_walk_second > 0);
     /* A record nearer the payload than the altered one: the walk meets it first. */
     const char *args[2] = {"Research note 30,", "delete"};
     long long touched = 0;
     CU_ASSERT_EQUAL_FATAL(harness_graph_eval(graph, TOUCH_RECORD, args, 2, &touched), 0);
     CU_ASSERT_EQUAL(touched, 1);
-    expect_replay_refused(seq_second, "missing", "lineage record");
+    expect_replay_refused(seq_walk_second, "missing", "lineage record");
 }
 
 static void test_an_altered_blob_is_refused(void)

@@ -256,6 +256,26 @@ static void audit_tail(const json_t *run, const json_t *deliveries, uint64_t hea
     json_decref(rj);
 }
 
+/* The lineage summaries of the run's artifacts re-derived bottom-up from the raw graph
+ * (charter_audit_summaries): the first whose stored summary differs is named. Decisions trust
+ * the summaries and read only the payload's own node, so edits deeper in the graph are found
+ * here. Returns STATUS_OK (out updated) or the store's failure. */
+static int audit_summaries(store *st, const char *run_id, audit_result *out)
+{
+    json_t *reply = NULL;
+    int rc = q_audit_summaries(st, run_id, &reply);
+    if (rc != STATUS_OK)
+        return rc;
+    const char *bad = json_string_value(json_object_get(reply, "first_bad"));
+    if (bad != NULL) {
+        const char *problem = json_string_value(json_object_get(reply, "problem"));
+        audit_fail(out, 0, "artifact %s's lineage summary: %s", bad,
+                   problem ? problem : "it differs from the graph");
+    }
+    json_decref(reply);
+    return STATUS_OK;
+}
+
 int audit_chain(store *st, const char *run_id, audit_result *out)
 {
     memset(out, 0, sizeof *out);
@@ -310,6 +330,8 @@ int audit_chain(store *st, const char *run_id, audit_result *out)
     if (rc == STATUS_OK && found == 0)
         audit_tail(json_object_get(first, "run"), json_object_get(first, "deliveries"), head_seq,
                    run_id, &verified, out);
+    if (rc == STATUS_OK && out->intact)
+        rc = audit_summaries(st, run_id, out);
     json_decref(first);
     free(verified.items);
     json_decref(records);

@@ -141,9 +141,13 @@ typedef struct {
     json_t *reply;             /* the delivery_facts reply; the json_t below borrow from it */
     json_t *payload;           /* the payload artifact, with content */
     json_t *existing;          /* the invocation's delivery, or NULL */
-    json_t *ancestry;          /* raw ancestry */
-    json_t *chain;             /* raw grant chain */
-    json_t *recipient;         /* or NULL when unknown */
+    json_t *ancestry;          /* raw ancestry (NULL when the payload has a summary) */
+    json_t *summary;           /* raw lineage summary facts, or NULL */
+    json_t *walked;            /* the ancestry walked for a refusal's witness (owned), or NULL */
+    bool has_sum;              /* sum holds the payload's summary facts */
+    guard_summary sum;
+    json_t *chain;     /* raw grant chain */
+    json_t *recipient; /* or NULL when unknown */
     double now;
     guard_ancestry anc;
     guard_chain gchain;
@@ -155,6 +159,8 @@ static void facts_free(send_facts *f)
 {
     facts_context_free(&f->ctx);
     json_decref(f->reply);
+    json_decref(f->walked);
+    facts_summary_free(&f->sum);
     facts_ancestry_free(&f->anc);
     facts_chain_free(&f->gchain);
 }
@@ -207,7 +213,27 @@ static int gather(const gate_env *g, const char *context_id, const char *invocat
         *regrant = true;
         return STATUS_OK;
     }
-    rc = facts_ancestry_from_json(f->ancestry, payload_id, &f->anc);
+    f->summary = json_object_get(f->reply, "summary");
+    int unsealed = facts_is_summary(f->summary) ? gate_summary_seal_check(f->summary) : 0;
+    if (unsealed < 0)
+        return STATUS_ENOMEM;
+    if (unsealed > 0) {
+        /* An unsealed summary under an integrity key: the ancestry is walked instead. */
+        char limit2[32];
+        snprintf(limit2, sizeof limit2, "%zu", g->limits->max_ancestry);
+        f->summary = NULL;
+        rc = lineage_ancestry(g->st, payload_id, limit2, &f->walked);
+        if (rc != STATUS_OK)
+            return rc;
+        f->ancestry = f->walked;
+    }
+    if (facts_is_summary(f->summary)) {
+        rc = facts_summary_from_json(f->summary, payload_id, &f->sum);
+        f->has_sum = rc == STATUS_OK;
+    } else {
+        f->summary = NULL;
+        rc = facts_ancestry_from_json(f->ancestry, payload_id, &f->anc);
+    }
     if (rc == STATUS_OK)
         rc = facts_chain_from_json(f->chain, f->step->cap.grant, &f->gchain);
     return rc;
@@ -222,8 +248,13 @@ static json_t *snapshot_of(const send_facts *f, const guard_delivery_request *re
                            const char *payload_hash, const char *content_hash, bool by_ref)
 {
     json_t *ancestry = NULL;
-    if (by_ref && json_is_object(f->ancestry))
+    const char *lineage_key = "ancestry";
+    if (req->summary != NULL) {
+        lineage_key = "summary"; /* the summary, its hash and the facts read beside it */
+        ancestry = json_incref(f->summary);
+    } else if (by_ref && json_is_object(f->ancestry)) {
         ancestry = lineage_ref(f->ancestry);
+    }
     if (ancestry == NULL)
         ancestry = json_incref(f->ancestry);
     json_t *owners = strs_json(&f->ctx.owners);
@@ -234,8 +265,8 @@ static json_t *snapshot_of(const send_facts *f, const guard_delivery_request *re
                      f->ctx.id, "run_id", f->ctx.run_id, "step", f->ctx.step, "owners", owners,
                      "request", "run_id", req->run_id, "payload_id", req->payload_id, "recipient",
                      req->recipient, "recipient_clearance", req->recipient_clearance, "tool",
-                     req->tool, "grant", req->grant, "ancestry", ancestry, "chain", f->chain, "now",
-                     f->now, "payload", "id", req->payload_id, "hash", payload_hash,
+                     req->tool, "grant", req->grant, lineage_key, ancestry, "chain", f->chain,
+                     "now", f->now, "payload", "id", req->payload_id, "hash", payload_hash,
                      "content_sha256", content_hash);
 }
 
@@ -355,8 +386,33 @@ static int send_evaluate(send_state *s, deliver_result *out)
      * compares them). */
     if (s->content)
         gate_sha256_hex(s->content, strlen(s->content), s->actual);
+    s->req.summary = s->f.has_sum ? &s->f.sum : NULL;
     evaluator_delivery_decide(&s->f.step->cap, &s->f.ctx, &s->req, &s->f.anc, &s->f.gchain,
                               s->f.now, s->payload_hash, s->actual, &out->decision);
+    /* The deny path: a refusal names the path from the source to the payload, which only the
+     * ancestry holds. It is walked, and when it refuses too, that decision (with the walked
+     * ancestry as its facts) is the one recorded; otherwise the summary's refusal stands. */
+    if (s->f.has_sum && out->decision.outcome == GUARD_DENY) {
+        char limit[32];
+        snprintf(limit, sizeof limit, "%zu", s->g->limits->max_ancestry);
+        guard_ancestry anc = {0};
+        guard_decision w = {0};
+        guard_delivery_request wreq = s->req;
+        wreq.summary = NULL;
+        if (lineage_ancestry(s->g->st, s->payload_id, limit, &s->f.walked) == STATUS_OK &&
+            facts_ancestry_from_json(s->f.walked, s->payload_id, &anc) == STATUS_OK &&
+            evaluator_delivery_decide(&s->f.step->cap, &s->f.ctx, &wreq, &anc, &s->f.gchain,
+                                      s->f.now, s->payload_hash, s->actual, &w) == 0 &&
+            w.outcome == GUARD_DENY) {
+            guard_decision_free(&out->decision);
+            out->decision = w;
+            memset(&w, 0, sizeof w);
+            s->req = wreq;
+            s->f.ancestry = s->f.walked;
+        }
+        guard_decision_free(&w);
+        facts_ancestry_free(&anc);
+    }
     /* An allowed send's new lineage records are written by its commit, in the same call as its
      * event (no write ahead of the commit); a refusal's are stored before it is recorded. */
     bool by_ref =
@@ -459,6 +515,14 @@ static int send_prepare(send_state *s, deliver_result *out, bool by_ref)
                        "content_sha1", sha1, "recipient", s->recipient, "tool", s->tool,
                        "grant_chain", strs_json(&out->decision.chain_order), "sources",
                        strs_json(&out->decision.sources));
+    /* Decided from the payload's summary: the commit checks it and the payload's own edges are
+     * still the ones evaluated. */
+    if (s->arg && s->req.summary != NULL &&
+        (json_object_set_new(s->arg, "summary_hash", json_string(s->f.sum.summary_hash)) != 0 ||
+         json_object_set_new(s->arg, "parents", strs_json(&s->f.sum.parents)) != 0)) {
+        json_decref(s->arg);
+        s->arg = NULL;
+    }
     /* The lineage records the snapshot names that were not stored when the facts were read. */
     const json_t *fresh = json_object_get(s->f.ancestry, "new");
     if (s->arg && json_object_size(fresh) > 0 &&

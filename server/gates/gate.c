@@ -20,6 +20,9 @@
 #include "db/lineage.h"
 #include "workflow/registry.h"
 #include "policy/evaluator.h"
+#include "policy/facts.h"
+#include "evidence/integrity.h"
+#include "core/log.h"
 
 void gate_sha256_hex(const char *data, size_t len, char hex[65])
 {
@@ -349,6 +352,57 @@ int gate_open_narrowed(const gate_env *g, const char *parent_id, const char *run
     return rc;
 }
 
+/* The text a summary's seal is the HMAC of. */
+static int seal_text(const char *id, const char *summary_hash, char *buf, size_t n)
+{
+    int w = snprintf(buf, n, "charter-summary-1\n%s\n%s\n", id, summary_hash);
+    return w > 0 && (size_t)w < n ? w : -1;
+}
+
+int gate_summary_seal_check(json_t *raw)
+{
+    if (!integrity_keyed())
+        return 0;
+    const char *id = json_string_value(json_object_get(raw, "id"));
+    const char *sh = json_string_value(json_object_get(raw, "summary_hash"));
+    const char *seal = json_string_value(json_object_get(raw, "summary_seal"));
+    if (seal == NULL)
+        return 1;
+    char text[400];
+    int len = id && sh ? seal_text(id, sh, text, sizeof text) : -1;
+    if (len < 0 || integrity_mac_verify(text, (size_t)len, seal) != STATUS_OK)
+        return json_object_set_new(raw, "seal_ok", json_false()) == 0 ? 0 : -1;
+    return 0;
+}
+
+/* With an integrity key, seals the summary of the artifact just created (reply: the
+ * create_artifact reply). A seal that cannot be stored leaves the summary unsealed, and
+ * decisions walk the artifact's ancestry instead: never an allow from an unsealed summary. */
+static void seal_summary(const gate_env *g, const json_t *reply)
+{
+    const char *sh = json_string_value(json_object_get(reply, "summary_hash"));
+    const char *id = json_string_value(json_object_get(json_object_get(reply, "artifact"), "id"));
+    char text[400], mac[65];
+    int len = id && sh && *sh ? seal_text(id, sh, text, sizeof text) : -1;
+    if (!integrity_keyed() || len < 0 || integrity_mac(text, (size_t)len, mac) != STATUS_OK)
+        return;
+    json_t *out = NULL;
+    if (q_seal_summary(g->st, id, sh, mac, &out) != STATUS_OK ||
+        !json_is_true(json_object_get(out, "sealed")))
+        log_error("artifact %s: its lineage summary could not be sealed; its decisions walk its "
+                  "ancestry",
+                  id);
+    json_decref(out);
+}
+
+/* The ancestry of id walked in the graph (lineage.h), up to the service's limit. */
+static int walk_ancestry(const gate_env *g, const char *id, json_t **raw)
+{
+    char limit[32];
+    snprintf(limit, sizeof limit, "%zu", g->limits->max_ancestry);
+    return lineage_ancestry(g->st, id, limit, raw);
+}
+
 /* Input gate over ids without recording. Gathers each artifact's raw ancestry (null where the
  * graph could not supply it) into *snapshot (a JSON list, caller decrefs) and decides from them
  * with evaluator_input_decide: d is the worst verdict over all ids (DENY before UNKNOWN before
@@ -364,12 +418,24 @@ static int check_inputs(const gate_env *g, const workflow_step *ws, const guard_
     json_t *raws = json_array();
     if (!raws)
         return STATUS_ENOMEM;
-    char limit[32];
-    snprintf(limit, sizeof limit, "%zu", g->limits->max_ancestry);
+    bool summarised = false;
     for (size_t i = 0; i < n; i++) {
         json_t *raw = NULL;
-        int rc = lineage_ancestry(g->st, ids[i], limit, &raw);
+        /* The summary stored at creation, the artifact's own edges and its sources' labels:
+         * one read whatever the depth. An artifact without a summary is walked. */
+        int rc = q_lineage_summary(g->st, ids[i], &raw);
+        int unsealed = rc == STATUS_OK && facts_is_summary(raw) ? gate_summary_seal_check(raw) : 0;
+        if (unsealed < 0)
+            rc = STATUS_ENOMEM;
+        if (rc == STATUS_OK && facts_is_summary(raw) && unsealed == 0) {
+            summarised = true;
+        } else if (rc == STATUS_OK) {
+            json_decref(raw);
+            raw = NULL;
+            rc = walk_ancestry(g, ids[i], &raw);
+        }
         if (rc == STATUS_ENOTFOUND || rc == STATUS_ENOMEM) {
+            json_decref(raw);
             json_decref(raws);
             return rc;
         }
@@ -382,6 +448,35 @@ static int check_inputs(const gate_env *g, const workflow_step *ws, const guard_
     if (evaluator_input_decide(&ws->cap, ctx, raws, ids, d, conf, integrity) != 0) {
         json_decref(raws);
         return STATUS_ENOMEM;
+    }
+    /* The deny path: a refusal names the path from the source to the artifact, which only the
+     * ancestry holds. The ancestries are walked and, when they refuse too, that decision (with
+     * its facts) is the one recorded; otherwise the summaries' refusal stands. */
+    if (summarised && d->outcome == GUARD_DENY) {
+        json_t *walked = json_array();
+        int rc = walked ? STATUS_OK : STATUS_ENOMEM;
+        for (size_t i = 0; rc == STATUS_OK && i < n; i++) {
+            json_t *raw = NULL;
+            int wrc = walk_ancestry(g, ids[i], &raw);
+            if (wrc == STATUS_ENOMEM)
+                rc = wrc;
+            else if (json_array_append_new(walked, wrc == STATUS_OK && raw ? raw : json_null()))
+                rc = STATUS_ENOMEM;
+        }
+        guard_decision w = {0};
+        int wc = GUARD_CONF_PUBLIC, wi = GUARD_INTEGRITY_TRUSTED;
+        if (rc == STATUS_OK &&
+            evaluator_input_decide(&ws->cap, ctx, walked, ids, &w, &wc, &wi) == 0 &&
+            w.outcome == GUARD_DENY) {
+            guard_decision_free(d);
+            *d = w;
+            json_decref(raws);
+            raws = walked;
+            walked = NULL;
+        } else {
+            guard_decision_free(&w);
+        }
+        json_decref(walked);
     }
     *snapshot = raws;
     return STATUS_OK;
@@ -512,6 +607,7 @@ static int create_artifact(const gate_env *g, const char *run_id, json_t *arg,
     int rc = evlog_create_artifact(g->st, run_id, arg, ev, &reply);
     if (rc != STATUS_OK)
         return rc;
+    seal_summary(g, reply);
     json_t *a = json_object_get(reply, "artifact");
     if (!json_is_object(a)) {
         json_decref(reply);

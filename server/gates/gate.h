@@ -115,4 +115,14 @@ int gate_trace(const gate_env *g, const char *artifact_id, json_t **ancestry);
 /* Hex SHA-256 of len bytes into hex (65 bytes). */
 void gate_sha256_hex(const char *data, size_t len, char hex[65]);
 
+/* With an integrity key, an artifact's lineage summary counts only when it carries charterd's
+ * seal (HMAC under the key of "charter-summary-1\n<id>\n<summary_hash>\n", stored at creation
+ * by charter_seal_summary). raw is a charter_lineage_summary reply holding a summary. Returns 0
+ * when the summary may be decided from (no key, or a seal that verifies); 1 when it carries no
+ * seal (a creation whose seal was never stored: the caller walks the ancestry instead). A seal
+ * that does not verify sets raw's "seal_ok" to false, so the summary is not verified
+ * (policy/facts.c) and the decision is UNKNOWN; 0 is returned then, and -1 when memory ran
+ * out. */
+int gate_summary_seal_check(json_t *raw);
+
 #endif

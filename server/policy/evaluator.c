@@ -153,6 +153,68 @@ static int relabel(guard_ancestry *anc, const json_t *labels)
     return STATUS_OK;
 }
 
+static void drop_borrowed(guard_decision *d);
+
+/* A summary as it would stand under the candidate's labels: every source takes the
+ * candidate's labels (as recorded and as now, where they agreed), the summary's labels are
+ * recomputed over its sources (a derived artifact's labels are the max / min over its
+ * sources), and the stored labels follow where they agreed with the summary. */
+static void relabel_summary(guard_summary *s, const json_t *labels)
+{
+    bool stored_agreed = s->now_conf == s->conf && s->now_integrity == s->integrity;
+    int conf = GUARD_CONF_PUBLIC, integrity = GUARD_INTEGRITY_TRUSTED;
+    for (size_t i = 0; i < s->n_sources; i++) {
+        guard_resource *r = &s->sources[i];
+        bool agreed = i < s->n_now_sources && s->now_sources[i].conf == r->conf &&
+                      s->now_sources[i].integrity == r->integrity;
+        r->conf = candidate_label(labels, "resources", r->id, "conf");
+        r->integrity = candidate_label(labels, "resources", r->id, "integrity");
+        if (agreed) {
+            s->now_sources[i].conf = r->conf;
+            s->now_sources[i].integrity = r->integrity;
+        }
+        conf = r->conf < 0 || conf < 0 ? -1 : (r->conf > conf ? r->conf : conf);
+        integrity = r->integrity < 0 || integrity < 0
+                        ? -1
+                        : (r->integrity < integrity ? r->integrity : integrity);
+    }
+    if (s->n_sources == 0 || conf < 0 || integrity < 0)
+        return;
+    s->conf = conf;
+    s->integrity = integrity;
+    if (stored_agreed) {
+        s->now_conf = conf;
+        s->now_integrity = integrity;
+    }
+}
+
+/* One input decided from its lineage summary (facts_is_summary(raw)). */
+static int summary_decide(const guard_stepcap *cap, const guard_context *ctx, const json_t *raw,
+                          const char *id, const json_t *labels, guard_decision *one, int *conf,
+                          int *integrity)
+{
+    guard_summary sum;
+    int rc = facts_summary_from_json(raw, id, &sum);
+    if (rc == STATUS_ENOMEM)
+        return rc;
+    if (rc != STATUS_OK) {
+        guard_decision_unknown(one, "the graph could not supply the lineage summary");
+        return STATUS_OK;
+    }
+    if (labels != NULL && sum.verified)
+        relabel_summary(&sum, labels);
+    if (guard_check_input_summary(cap, ctx, ctx->run_id, &sum, one) != 0) {
+        guard_decision_free(one);
+        guard_decision_unknown(one, "out of memory");
+    } else if (one->outcome == GUARD_ALLOW) {
+        *conf = sum.conf > *conf ? sum.conf : *conf;
+        *integrity = sum.integrity < *integrity ? sum.integrity : *integrity;
+    }
+    drop_borrowed(one);
+    facts_summary_free(&sum);
+    return STATUS_OK;
+}
+
 /* --- the deciding half of each gate ------------------------------------------------------- */
 
 static int outcome_rank(guard_outcome o)
@@ -188,6 +250,14 @@ static int input_decide(const guard_stepcap *cap, const guard_context *ctx,
         const json_t *raw = json_array_get(ancestries, i);
         guard_ancestry anc = {0};
         guard_decision one = {0};
+        if (facts_is_summary(raw)) {
+            if (summary_decide(cap, ctx, raw, ids != NULL ? ids[i] : NULL, labels, &one, conf,
+                               integrity) != STATUS_OK) {
+                guard_decision_free(d);
+                return STATUS_ENOMEM;
+            }
+            goto merge;
+        }
         int rc = json_is_object(raw)
                      ? facts_ancestry_from_json(raw, ids != NULL ? ids[i] : NULL, &anc)
                      : STATUS_EUNAVAILABLE;
@@ -214,6 +284,7 @@ static int input_decide(const guard_stepcap *cap, const guard_context *ctx,
         }
         drop_borrowed(&one);
         facts_ancestry_free(&anc);
+    merge:;
         /* Keep the worst verdict: DENY, then UNKNOWN, then ALLOW. */
         unsigned merged = d->codes | one.codes;
         if (outcome_rank(one.outcome) > outcome_rank(d->outcome)) {
@@ -431,11 +502,22 @@ static int replay_delivery(const guard_stepcap *cap, const json_t *snap, const j
     int rc = facts_context_from_json(json_object_get(snap, "context"), &ctx);
     if (rc != STATUS_OK)
         return rc == STATUS_ENOMEM ? rc : snapshot_fail(why, n, "context");
-    rc = facts_ancestry_from_json(json_object_get(snap, "ancestry"), req.payload_id, &anc);
+    guard_summary sum = {0};
+    const json_t *summary = json_object_get(snap, "summary");
+    if (summary != NULL) {
+        /* Decided from the payload's lineage summary: it and the facts read beside it. */
+        rc = facts_summary_from_json(summary, req.payload_id, &sum);
+        req.summary = &sum;
+    } else {
+        rc = facts_ancestry_from_json(json_object_get(snap, "ancestry"), req.payload_id, &anc);
+    }
     if (rc == STATUS_OK && labels != NULL) {
         /* What if: the recipient's clearance and the sources' labels are the candidate's. */
         req.recipient_clearance = candidate_label(labels, "recipients", req.recipient, "clearance");
-        rc = relabel(&anc, labels);
+        if (summary != NULL && sum.verified)
+            relabel_summary(&sum, labels);
+        else if (summary == NULL)
+            rc = relabel(&anc, labels);
     }
     if (rc == STATUS_OK)
         rc = facts_chain_from_json(json_object_get(snap, "chain"), cap->grant, &chain);
@@ -449,6 +531,7 @@ static int replay_delivery(const guard_stepcap *cap, const json_t *snap, const j
         rc = snapshot_fail(why, n, "ancestry or chain");
     }
     facts_ancestry_free(&anc);
+    facts_summary_free(&sum);
     facts_chain_free(&chain);
     facts_context_free(&ctx);
     return rc;

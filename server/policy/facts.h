@@ -35,6 +35,15 @@ void facts_ancestry_free(guard_ancestry *anc);
 int facts_chain_from_json(const json_t *j, const char *leaf, guard_chain *out);
 void facts_chain_free(guard_chain *chain);
 
+/* j is a charter_lineage_summary reply with a summary {id, summary, summary_hash, artifact,
+ * parents, resources, sources}; id names the artifact asked for (NULL: any). verified is true
+ * only when the summary's text has the SHA-1 summary_hash and is a summary of that artifact;
+ * otherwise only the facts of now are filled. */
+int facts_summary_from_json(const json_t *j, const char *id, guard_summary *out);
+void facts_summary_free(guard_summary *s);
+/* True when j is a charter_lineage_summary reply that holds a summary. */
+bool facts_is_summary(const json_t *j);
+
 /* j is a charter_context_owner reply {id, run_id, step, owners}. */
 int facts_context_from_json(const json_t *j, guard_context *out);
 void facts_context_free(guard_context *ctx);

@@ -1154,6 +1154,127 @@ oom:
     return fail_oom(&v, out);
 }
 
+/* The payload of a summary as a witness names it: its title, or its id when untitled. */
+static const char *summary_name(const guard_summary *s)
+{
+    return s->now_title != NULL && s->now_title[0] != '\0' ? s->now_title : or_missing(s->id);
+}
+
+static bool strs_equal(const guard_strs *a, const guard_strs *b)
+{
+    if (a->n != b->n || strs_have_null(a) || strs_have_null(b))
+        return false;
+    for (size_t i = 0; i < a->n; i++)
+        if (strcmp(a->items[i], b->items[i]) != 0)
+            return false;
+    return true;
+}
+
+/* RULE-INPUT-PROVENANCE, RULE-INPUT-LABELS from a summary: what was derived at creation, the
+ * artifact's own edges compared with it, and the sources' labels now. */
+static void check_summary(const guard_summary *s, const char *run_id, verdict *v)
+{
+    const char *id = or_missing(s->id);
+    if (!str_eq(s->run_id, run_id))
+        flag(v, GUARD_PROVENANCE_INCOMPLETE, id, " is of run ", s->run_id, ", not ", run_id, END);
+    if (!str_eq(s->now_run_id, s->run_id) || !str_eq(s->now_kind, s->kind))
+        flag(v, GUARD_PROVENANCE_INCOMPLETE, id, " is no longer the ", s->kind, " artifact of run ",
+             s->run_id, " its summary names", END);
+    if (!hash_valid(s->now_hash))
+        flag(v, GUARD_PROVENANCE_INCOMPLETE, id, " has no valid content hash", END);
+    /* The payload's own edges must be the ones its summary was derived from: deleting them
+     * turns a decision around, as deleting any edge of the ancestry did before. */
+    if (!strs_equal(&s->now_parents, &s->parents))
+        flag(v, GUARD_PROVENANCE_INCOMPLETE, id,
+             "'s DERIVED_FROM edges are not the parents its lineage summary names", END);
+    bool source = str_eq(s->kind, "source");
+    bool one = s->now_resources.n == 1 && !strs_have_null(&s->now_resources) &&
+               str_eq(s->now_resources.items[0], s->resource);
+    if (source ? !one : s->now_resources.n != 0)
+        flag(v, GUARD_PROVENANCE_INCOMPLETE, id,
+             "'s FROM_RESOURCE edges are not the ones its lineage summary names", END);
+    if (source ? s->now_producers.n > 1 : s->now_producers.n != 1) {
+        char nb[24];
+        flag(v, GUARD_PROVENANCE_INCOMPLETE, id, " has ", fmt_size(nb, s->now_producers.n),
+             " producing contexts", END);
+    }
+    if (!s->ok)
+        flag(v,
+             str_eq(s->code, "LABEL_MISMATCH") ? GUARD_LABEL_MISMATCH : GUARD_PROVENANCE_INCOMPLETE,
+             s->why != NULL && s->why[0] ? s->why : "the lineage summary records a failed rule",
+             END);
+    if (s->conf >= 0 && (s->now_conf != s->conf || s->now_integrity != s->integrity))
+        flag(v, GUARD_LABEL_MISMATCH, id, " labelled ", conf_name(s->now_conf), ", ",
+             integrity_name(s->now_integrity), "; recomputed ", conf_name(s->conf), ", ",
+             integrity_name(s->integrity), END);
+    if (s->n_now_sources != s->n_sources) {
+        flag(v, GUARD_GRAPH_ERROR, "the sources of ", id, " could not be read", END);
+        return;
+    }
+    for (size_t i = 0; i < s->n_sources; i++) {
+        const guard_resource *was = &s->sources[i], *now = &s->now_sources[i];
+        if (!str_eq(was->id, now->id) || !conf_valid(now->conf) || !integrity_valid(now->integrity))
+            flag(v, GUARD_GRAPH_ERROR, "the labels of resource ", was->id, " could not be read",
+                 END);
+        else if (was->conf != now->conf || was->integrity != now->integrity)
+            flag(v, GUARD_LABEL_MISMATCH, "resource ", was->id, " was ", conf_name(was->conf), ", ",
+                 integrity_name(was->integrity), " when ", id, " was derived; now ",
+                 conf_name(now->conf), ", ", integrity_name(now->integrity), END);
+    }
+}
+
+int guard_check_input_summary(const guard_stepcap *cap, const guard_context *ctx,
+                              const char *run_id, const guard_summary *s, guard_decision *out)
+{
+    verdict v = {0};
+    const char **sources = NULL;
+    size_t n_sources = 0;
+    if (out == NULL)
+        return -1;
+    memset(out, 0, sizeof *out);
+    if (cap == NULL || ctx == NULL || run_id == NULL) {
+        flag(&v, GUARD_GRAPH_ERROR, "no step, context or run facts", END);
+        return verdict_finish(&v, out, NULL, 0, NULL, 0);
+    }
+    check_context(cap, ctx, run_id, &v);
+    if (s == NULL || !s->verified || (s->n_sources > 0 && s->sources == NULL)) {
+        flag(&v, GUARD_GRAPH_ERROR, "the lineage summary of ", s ? or_missing(s->id) : "(missing)",
+             " does not hash to its summary_hash", END);
+        return verdict_finish(&v, out, NULL, 0, NULL, 0);
+    }
+    check_summary(s, run_id, &v);
+    /* RULE-INPUT-SCOPE: every source the summary names is one of the step's resources. */
+    for (size_t i = 0; i < s->n_sources; i++) {
+        const guard_resource *r = &s->sources[i];
+        strbuf b;
+        if (!strs_has(&cap->resources, r->id) && flag_begin(&v, GUARD_INPUT_OUT_OF_SCOPE, &b)) {
+            sb_put(&b, r->id);
+            sb_put(&b, " (");
+            sb_put(&b, conf_name(r->conf));
+            sb_put(&b, ")");
+            if (!str_eq(s->kind, "source")) {
+                sb_put(&b, ARROW);
+                sb_put(&b, summary_name(s));
+            }
+            sb_put(&b, ARROW);
+            sb_put(&b, cap->step);
+            sb_put(&b, " step ");
+            sb_strs(&b, &cap->resources);
+            flag_end(&v, GUARD_INPUT_OUT_OF_SCOPE, &b);
+        }
+    }
+    if (s->n_sources > 0) {
+        sources = alloc_array(s->n_sources, sizeof *sources);
+        if (sources == NULL)
+            return fail_oom(&v, out);
+        for (size_t i = 0; i < s->n_sources; i++)
+            sources[n_sources++] = s->sources[i].id;
+    }
+    int rc = verdict_finish(&v, out, NULL, 0, sources, n_sources);
+    free(sources);
+    return rc;
+}
+
 /* The request as the server resolved it must be one the step allows. */
 static void check_request(const guard_stepcap *cap, const guard_delivery_request *req, verdict *v)
 {
@@ -1183,9 +1304,48 @@ static void check_request(const guard_stepcap *cap, const guard_delivery_request
 }
 
 /* Every grant of the chain must cover the tool, the recipient and the payload's sources. */
+/* The payload's sources, from a walked lineage or from its summary. */
+typedef struct {
+    const lineage *lin;       /* usable walked lineage, or NULL */
+    const guard_summary *sum; /* verified summary, or NULL */
+} source_view;
+
+/* The first source r of the view that passes test (*hit), and where (returned; NO_INDEX for
+ * none). */
+static size_t view_find(const source_view *sv, resource_test test, const void *arg,
+                        const guard_resource **hit)
+{
+    if (sv->lin != NULL)
+        return lineage_find(sv->lin, test, arg, hit);
+    for (size_t i = 0; sv->sum != NULL && i < sv->sum->n_sources; i++)
+        if (test(&sv->sum->sources[i], arg)) {
+            *hit = &sv->sum->sources[i];
+            return i;
+        }
+    return NO_INDEX;
+}
+
+/* The witness's path to the source at found by view_find: the whole path from a walk, "R
+ * (label) → payload" from a summary (the gate walks for the full path on its deny path). */
+static void view_path(strbuf *b, const source_view *sv, size_t at, const guard_resource *r)
+{
+    if (sv->lin != NULL) {
+        sb_path(b, sv->lin, at, r);
+        return;
+    }
+    sb_put(b, r->id);
+    sb_put(b, " (");
+    sb_put(b, conf_name(r->conf));
+    sb_put(b, ")");
+    if (!str_eq(sv->sum->kind, "source")) {
+        sb_put(b, ARROW);
+        sb_put(b, summary_name(sv->sum));
+    }
+}
+
 static void check_chain_coverage(const guard_chain *chain, const size_t *walked, size_t n,
-                                 const guard_delivery_request *req, const lineage *lin, bool usable,
-                                 verdict *v)
+                                 const guard_delivery_request *req, const source_view *sv,
+                                 bool usable, verdict *v)
 {
     for (size_t i = 0; i < n; i++) {
         const guard_grant *g = &chain->items[walked[i]];
@@ -1198,11 +1358,11 @@ static void check_chain_coverage(const guard_chain *chain, const size_t *walked,
         if (!usable)
             continue;
         const guard_resource *r = NULL;
-        size_t at = lineage_find(lin, resource_outside, &g->resources, &r);
+        size_t at = view_find(sv, resource_outside, &g->resources, &r);
         strbuf b;
         /* RULE-DELIVERY-SCOPE: every source is one of each grant's resources. */
         if (at != NO_INDEX && flag_begin(v, GUARD_RESOURCE_OUT_OF_SCOPE, &b)) {
-            sb_path(&b, lin, at, r);
+            view_path(&b, sv, at, r);
             sb_put(&b, ARROW "grant ");
             sb_put(&b, id);
             sb_put(&b, " ");
@@ -1235,16 +1395,35 @@ int guard_check_delivery(const guard_stepcap *cap, const guard_context *ctx,
     int clearance = req->recipient_clearance;
     if (!conf_valid(clearance))
         flag(&v, GUARD_GRAPH_ERROR, "recipient ", req->recipient, " has no clearance", END);
-    if (gather_lineage(&lin, anc, req->run_id, req->payload_id, &v, &usable) < 0)
-        goto oom;
+    source_view sv = {NULL, NULL};
+    const guard_summary *sum = req->summary;
+    if (sum != NULL) {
+        /* RULE-DELIVERY-PROVENANCE, RULE-DELIVERY-LABELS from the payload's summary. */
+        if (!sum->verified || (sum->n_sources > 0 && sum->sources == NULL)) {
+            flag(&v, GUARD_GRAPH_ERROR, "the lineage summary of ", or_missing(sum->id),
+                 " does not hash to its summary_hash", END);
+        } else if (!str_eq(sum->id, req->payload_id)) {
+            flag(&v, GUARD_GRAPH_ERROR, "lineage summary facts are of ", sum->id,
+                 ", not of the payload ", req->payload_id, END);
+        } else {
+            check_summary(sum, req->run_id, &v);
+            sv.sum = sum;
+            usable = true;
+        }
+    } else {
+        if (gather_lineage(&lin, anc, req->run_id, req->payload_id, &v, &usable) < 0)
+            goto oom;
+        if (usable)
+            sv.lin = &lin;
+    }
     if (usable) {
         const guard_resource *r = NULL;
         size_t at =
-            conf_valid(clearance) ? lineage_find(&lin, resource_above, &clearance, &r) : NO_INDEX;
+            conf_valid(clearance) ? view_find(&sv, resource_above, &clearance, &r) : NO_INDEX;
         strbuf b;
         /* RULE-DELIVERY-CLEARANCE: no source above the recipient's clearance. */
         if (at != NO_INDEX && flag_begin(&v, GUARD_CLEARANCE_EXCEEDED, &b)) {
-            sb_path(&b, &lin, at, r);
+            view_path(&b, &sv, at, r);
             sb_put(&b, ARROW);
             sb_put(&b, req->recipient);
             sb_put(&b, " (clearance ");
@@ -1252,18 +1431,24 @@ int guard_check_delivery(const guard_stepcap *cap, const guard_context *ctx,
             sb_put(&b, ")");
             flag_end(&v, GUARD_CLEARANCE_EXCEEDED, &b);
         }
-        at = lineage_find(&lin, resource_outside, &cap->resources, &r);
+        at = view_find(&sv, resource_outside, &cap->resources, &r);
         /* RULE-DELIVERY-SCOPE: every source is one of the step's resources. */
         if (at != NO_INDEX && flag_begin(&v, GUARD_RESOURCE_OUT_OF_SCOPE, &b)) {
-            sb_path(&b, &lin, at, r);
+            view_path(&b, &sv, at, r);
             sb_put(&b, ARROW);
             sb_put(&b, cap->step);
             sb_put(&b, " step ");
             sb_strs(&b, &cap->resources);
             flag_end(&v, GUARD_RESOURCE_OUT_OF_SCOPE, &b);
         }
-        if (lineage_sources(&lin, &sources, &n_sources) < 0)
+        if (sv.lin != NULL && lineage_sources(&lin, &sources, &n_sources) < 0)
             goto oom;
+        if (sv.sum != NULL && sum->n_sources > 0) {
+            if ((sources = alloc_array(sum->n_sources, sizeof *sources)) == NULL)
+                goto oom;
+            for (size_t i = 0; i < sum->n_sources; i++)
+                sources[n_sources++] = sum->sources[i].id;
+        }
     }
     if (chain != NULL && !str_eq(chain->leaf, req->grant)) {
         flag(&v, GUARD_GRAPH_ERROR, "grant chain facts are of ", chain->leaf, ", not of ",
@@ -1271,7 +1456,7 @@ int guard_check_delivery(const guard_stepcap *cap, const guard_context *ctx,
     } else {
         if (walk_chain(chain, cap->actor, now, &v, &walked, &n_walked) < 0)
             goto oom;
-        check_chain_coverage(chain, walked, n_walked, req, &lin, usable, &v);
+        check_chain_coverage(chain, walked, n_walked, req, &sv, usable, &v);
         if (chain_ids(chain, walked, n_walked, &order) < 0)
             goto oom;
     }

@@ -134,6 +134,8 @@ typedef struct {
     guard_strs actors; /* the actors the credential is bound to */
 } guard_identity;
 
+struct guard_summary;
+
 /* A delivery request after the server resolved it. */
 typedef struct {
     char *run_id;
@@ -142,6 +144,9 @@ typedef struct {
     int recipient_clearance; /* -1 when the recipient is unknown */
     char *tool;
     char *grant; /* the grant the request acts under (the step's) */
+    /* The payload's lineage summary with its facts (guard_summary), or NULL: when set, the
+     * payload's lineage is decided from it and the ancestry is not read. Borrowed. */
+    const struct guard_summary *summary;
 } guard_delivery_request;
 
 /* The verdict. codes is a bit set over guard_code; witness is a heap string (may be NULL for
@@ -180,6 +185,53 @@ int guard_recompute_labels(const guard_ancestry *anc, const char *id, int *conf,
  * Returns 0, or -1 on allocation failure (out is then UNKNOWN GRAPH_ERROR). */
 int guard_check_input(const guard_stepcap *cap, const guard_context *ctx, const char *run_id,
                       const guard_ancestry *anc, guard_decision *out);
+
+/* The lineage summary of one artifact, stored at its creation (README "Lineage summaries"),
+ * with the facts a decision reads beside it: the artifact's own fields and edges as they stand
+ * and the current labels of the sources the summary names. Strings are owned (facts.c). */
+typedef struct guard_summary {
+    char *id;           /* the artifact the facts are of */
+    bool verified;      /* the stored text hashes to summary_hash and decodes as a summary */
+    char *summary_hash; /* hex SHA-1 as stored */
+    /* what the summary says */
+    char *run_id;
+    char *kind;
+    char *resource;          /* a source's resource; "" for a derived artifact */
+    int conf;                /* recomputed at creation; -1 when it could not be */
+    int integrity;           /* idem */
+    bool ok;                 /* every structural rule of the input gate held at creation */
+    char *code;              /* when not ok: LABEL_MISMATCH or PROVENANCE_INCOMPLETE */
+    char *why;               /* and its witness */
+    guard_strs parents;      /* the parents it names, sorted */
+    guard_resource *sources; /* every source reached, sorted, labels as at creation */
+    size_t n_sources;
+    /* the graph now */
+    char *now_run_id;
+    char *now_kind;
+    char *now_hash;
+    char *now_title;             /* for witnesses; "" when untitled */
+    int now_conf;                /* stored label; -1 when missing */
+    int now_integrity;           /* idem */
+    guard_strs now_parents;      /* DERIVED_FROM, sorted */
+    guard_strs now_resources;    /* FROM_RESOURCE, sorted */
+    guard_strs now_producers;    /* contexts with a PRODUCED edge to it */
+    guard_resource *now_sources; /* the same sources in the same order, current labels */
+    size_t n_now_sources;
+} guard_summary;
+
+/* Input gate decided from a summary instead of the ancestry: the same rule, read from what
+ * was derived at creation. ctx as guard_check_input. UNKNOWN GRAPH_ERROR when s is NULL, not
+ * verified, or a source's current labels are missing; PROVENANCE_INCOMPLETE when the summary is
+ * of another run, the artifact's own DERIVED_FROM / FROM_RESOURCE edges, kind or run are not
+ * the ones the summary names, it has not exactly one producing context (a source at most one),
+ * its hash is not 64 hex digits, or the summary records a
+ * provenance failure; LABEL_MISMATCH when the stored labels are not the summary's, a source's
+ * labels changed since, or the summary records one; DENY INPUT_OUT_OF_SCOPE when a source is
+ * outside cap->resources (witness "budget (confidential) → a7 → report step {...}"; the gate
+ * builds the full path on that deny path from the ancestry). On ALLOW, out->sources holds the
+ * sources (borrowed from s). Returns 0, or -1 on allocation failure. */
+int guard_check_input_summary(const guard_stepcap *cap, const guard_context *ctx,
+                              const char *run_id, const guard_summary *s, guard_decision *out);
 
 /* Delivery gate (DESIGN.md "Delivery gate"): may the payload be sent?
  * Checks the request against the step (tool in cap->tools, recipient in cap->recipients,
