@@ -17,6 +17,7 @@
 
 #include "charter.h"
 #include "harness.h"
+#include "suite.h"
 
 #define DEPTH 20
 
@@ -222,27 +223,22 @@ static void test_an_artifact_without_a_record_is_walked_in_full(void)
     expect_refused("PROVENANCE_INCOMPLETE");
 }
 
-int main(void)
-{
-    if (CU_initialize_registry() != CUE_SUCCESS)
-        return CU_get_error();
-    CU_pSuite s = CU_add_suite("lineage checked against its records", suite_init, suite_clean);
-    if (!s)
-        return 1;
-    CU_add_test(s, "a lineage recorded through the API carries its records",
-                test_a_lineage_recorded_through_the_api_carries_its_records);
-    CU_add_test(s, "a deleted DERIVED_FROM edge is refused",
-                test_a_deleted_derived_from_edge_is_refused);
-    CU_add_test(s, "a relabelled artifact is refused", test_a_relabelled_artifact_is_refused);
-    CU_add_test(s, "a deleted producer is refused", test_a_deleted_producer_is_refused);
-    CU_add_test(s, "a resource edge added to a derived artifact is refused",
-                test_a_resource_edge_added_to_a_derived_artifact_is_refused);
-    CU_add_test(s, "a relabelled resource is refused", test_a_relabelled_resource_is_refused);
-    CU_add_test(s, "an artifact without a record is walked in full",
-                test_an_artifact_without_a_record_is_walked_in_full);
-    CU_basic_set_mode(CU_BRM_VERBOSE);
-    CU_basic_run_tests();
-    unsigned failed = CU_get_number_of_failures() + CU_get_number_of_suites_failed();
-    CU_cleanup_registry();
-    return failed ? 1 : 0;
-}
+/* --- registration ---------------------------------------------------------------------------- */
+
+static const harness_test tests[] = {
+    {"a lineage recorded through the API carries its records",
+     test_a_lineage_recorded_through_the_api_carries_its_records},
+    {"a deleted DERIVED_FROM edge is refused", test_a_deleted_derived_from_edge_is_refused},
+    {"a relabelled artifact is refused", test_a_relabelled_artifact_is_refused},
+    {"a deleted producer is refused", test_a_deleted_producer_is_refused},
+    {"a resource edge added to a derived artifact is refused",
+     test_a_resource_edge_added_to_a_derived_artifact_is_refused},
+    {"a relabelled resource is refused", test_a_relabelled_resource_is_refused},
+    {"an artifact without a record is walked in full",
+     test_an_artifact_without_a_record_is_walked_in_full},
+};
+static const harness_suite suites[] = {
+    {"lineage checked against its records", suite_init, suite_clean, HARNESS_TABLE(tests)},
+};
+
+const harness_program harness_tests = {HARNESS_SUITES(suites)};
