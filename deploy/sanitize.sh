@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Builds charter twice more, each into its own build folder, and runs the suites under the
-# sanitizers against a private redis-server (deploy/private-redis.sh, as deploy/test.sh does):
+# sanitizers, each build's suites against the test Redis its CTest starts (tests/redis_fixture.sh):
 #   build-asan  -fsanitize=address,undefined  every suite (the mutation run excepted: it
 #               rebuilds the tree per mutation and checks policy, not memory)
 #   build-tsan  -fsanitize=thread             the suites that run threads of their own
@@ -22,9 +22,6 @@ tsan_suites='^(test_races|test_faults|test_client|test_rpc|test_evidence|test_pr
 export UBSAN_OPTIONS="print_stacktrace=1:halt_on_error=1:suppressions=$PWD/tests/sanitizers/ubsan.supp"
 export TSAN_OPTIONS="halt_on_error=1:second_deadlock_stack=1:suppressions=$PWD/tests/sanitizers/tsan.supp"
 unset ASAN_OPTIONS LSAN_OPTIONS
-
-. deploy/private-redis.sh
-private_redis_start
 
 # The history checker's load phase, shortened under the sanitizers' slowdown.
 export CHARTER_HISTORY_SECONDS=${CHARTER_HISTORY_SECONDS:-20}

@@ -15,8 +15,9 @@ set -uo pipefail
 started=$(date +%s)
 src=$(cd "${1:-$(dirname "$0")/..}" && pwd) || { echo "mutations: no source tree at ${1:-}" >&2; exit 2; }
 if [ -z "${CHARTER_TEST_REDIS:-}" ]; then
-  echo "mutations: CHARTER_TEST_REDIS is not set (run ./deploy/test.sh, or start redis-server on a" \
-    "unix socket and export CHARTER_TEST_REDIS=unix:///path/redis.sock)" >&2
+  echo "mutations: CHARTER_TEST_REDIS is not set (run it through CTest, which starts the test" \
+    "Redis: ctest --test-dir build -R mutations; or start redis-server on a unix socket and" \
+    "export CHARTER_TEST_REDIS=unix:///path/redis.sock)" >&2
   exit 2
 fi
 jobs=$(nproc 2>/dev/null || echo 2)

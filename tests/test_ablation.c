@@ -23,6 +23,7 @@
 #include "evidence/evlog.h"
 #include "gates/gate.h"
 #include "harness.h"
+#include "suite.h"
 #include "oracle.h"
 #include "workflow/registry.h"
 #include "policy/evaluator.h"
@@ -466,9 +467,13 @@ static void test_guard_on_adversary_publishes_nothing_of_the_budget(void)
     harness_graph_drop(r->graph);
 }
 
-int main(void)
+/* --- registration ---------------------------------------------------------------------------- */
+
+/* As charterd does at startup: decisions record the evaluator of the built-in workflow. */
+static int setup(int argc, char **argv)
 {
-    /* As charterd does at startup: decisions record the evaluator of the built-in workflow. */
+    (void)argc;
+    (void)argv;
     workflow *wf = NULL;
     char err[512], evaluator[65];
     if (workflow_load_buffer(embedded_workflow, embedded_workflow_len, &wf, err, sizeof err) != 0 ||
@@ -478,27 +483,30 @@ int main(void)
         return 2;
     }
     workflow_free(wf);
-    if (CU_initialize_registry() != CUE_SUCCESS)
-        return 2;
-    CU_pSuite oracle = CU_add_suite("oracle", NULL, NULL);
-    CU_pSuite ablation = CU_add_suite("ablation", NULL, NULL);
-    if (oracle == NULL || ablation == NULL ||
-        CU_add_test(oracle, "oracle sees every written form of the figure",
-                    test_oracle_sees_every_written_form_of_the_figure) == NULL ||
-        CU_add_test(oracle, "oracle walks lineage of a hand-built graph",
-                    test_oracle_walks_lineage_of_a_hand_built_graph) == NULL ||
-        CU_add_test(ablation, "guard off: the adversary publishes the budget",
-                    test_guard_off_adversary_publishes_the_budget) == NULL ||
-        CU_add_test(ablation, "guard on: the adversary publishes nothing of the budget",
-                    test_guard_on_adversary_publishes_nothing_of_the_budget) == NULL) {
-        CU_cleanup_registry();
-        return 2;
-    }
-    CU_basic_set_mode(CU_BRM_VERBOSE);
-    CU_basic_run_tests();
-    unsigned failed = CU_get_number_of_failures() + CU_get_number_of_tests_failed();
-    CU_cleanup_registry();
+    return 0;
+}
+
+static void teardown(void)
+{
     print_table();
     registry_shutdown();
-    return failed == 0 ? 0 : 1;
 }
+
+static const harness_test oracle_tests[] = {
+    {"oracle sees every written form of the figure",
+     test_oracle_sees_every_written_form_of_the_figure},
+    {"oracle walks lineage of a hand-built graph", test_oracle_walks_lineage_of_a_hand_built_graph},
+};
+static const harness_test ablation_tests[] = {
+    {"guard off: the adversary publishes the budget",
+     test_guard_off_adversary_publishes_the_budget},
+    {"guard on: the adversary publishes nothing of the budget",
+     test_guard_on_adversary_publishes_nothing_of_the_budget},
+};
+static const harness_suite suites[] = {
+    {"oracle", NULL, NULL, HARNESS_TABLE(oracle_tests)},
+    {"ablation", NULL, NULL, HARNESS_TABLE(ablation_tests)},
+};
+
+const harness_program harness_tests = {HARNESS_SUITES(suites), .setup = setup,
+                                       .teardown = teardown};

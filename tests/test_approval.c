@@ -19,6 +19,7 @@
 
 #include "charter.h"
 #include "harness.h"
+#include "suite.h"
 #include "policy/workflow.h"
 
 #define N_CLIENTS 8
@@ -1029,37 +1030,35 @@ static void test_approve_and_expiry_race_to_one_outcome(void)
             EXPIRY_ROUNDS);
 }
 
-int main(void)
-{
-    if (CU_initialize_registry() != CUE_SUCCESS)
-        return 1;
-    CU_pSuite rules = CU_add_suite("approval_rules", NULL, NULL);
-    CU_add_test(rules, "workflow_approval_rules_name_the_field",
-                test_workflow_approval_rules_name_the_field);
-    CU_add_test(rules, "approval_for_names_the_human_and_the_deadline",
-                test_approval_for_names_the_human_and_the_deadline);
-    CU_pSuite s = CU_add_suite("approval", suite_init, suite_clean);
-    CU_add_test(s, "held_send_commits_only_when_its_human_approves",
-                test_held_send_commits_only_when_its_human_approves);
-    CU_add_test(s, "scripted_run_waits_for_approval_and_continues_when_approved",
-                test_scripted_run_waits_for_approval_and_continues_when_approved);
-    CU_add_test(s, "scripted_run_waiting_for_approval_is_refused_when_denied",
-                test_scripted_run_waiting_for_approval_is_refused_when_denied);
-    CU_add_test(s, "scripted_run_cancelled_while_waiting_for_approval_never_delivers",
-                test_scripted_run_cancelled_while_waiting_for_approval_never_delivers);
-    CU_add_test(s, "approval_of_an_earlier_attempt_never_delivers_into_an_ended_run",
-                test_approval_of_an_earlier_attempt_never_delivers_into_an_ended_run);
-    CU_add_test(s, "denied_send_is_never_delivered_and_stays_denied",
-                test_denied_send_is_never_delivered_and_stays_denied);
-    CU_add_test(s, "gate_deny_never_becomes_an_approval", test_gate_deny_never_becomes_an_approval);
-    CU_add_test(s, "silence_is_never_consent", test_silence_is_never_consent);
-    CU_add_test(s, "approve_deny_and_revocation_race_to_one_outcome",
-                test_approve_deny_and_revocation_race_to_one_outcome);
-    CU_add_test(s, "approve_and_expiry_race_to_one_outcome",
-                test_approve_and_expiry_race_to_one_outcome);
-    CU_basic_set_mode(CU_BRM_VERBOSE);
-    CU_basic_run_tests();
-    unsigned failed = CU_get_number_of_failures();
-    CU_cleanup_registry();
-    return failed == 0 ? 0 : 1;
-}
+/* --- registration ---------------------------------------------------------------------------- */
+
+static const harness_test approval_rule_tests[] = {
+    {"workflow_approval_rules_name_the_field", test_workflow_approval_rules_name_the_field},
+    {"approval_for_names_the_human_and_the_deadline",
+     test_approval_for_names_the_human_and_the_deadline},
+};
+static const harness_test approval_tests[] = {
+    {"held_send_commits_only_when_its_human_approves",
+     test_held_send_commits_only_when_its_human_approves},
+    {"scripted_run_waits_for_approval_and_continues_when_approved",
+     test_scripted_run_waits_for_approval_and_continues_when_approved},
+    {"scripted_run_waiting_for_approval_is_refused_when_denied",
+     test_scripted_run_waiting_for_approval_is_refused_when_denied},
+    {"scripted_run_cancelled_while_waiting_for_approval_never_delivers",
+     test_scripted_run_cancelled_while_waiting_for_approval_never_delivers},
+    {"approval_of_an_earlier_attempt_never_delivers_into_an_ended_run",
+     test_approval_of_an_earlier_attempt_never_delivers_into_an_ended_run},
+    {"denied_send_is_never_delivered_and_stays_denied",
+     test_denied_send_is_never_delivered_and_stays_denied},
+    {"gate_deny_never_becomes_an_approval", test_gate_deny_never_becomes_an_approval},
+    {"silence_is_never_consent", test_silence_is_never_consent},
+    {"approve_deny_and_revocation_race_to_one_outcome",
+     test_approve_deny_and_revocation_race_to_one_outcome},
+    {"approve_and_expiry_race_to_one_outcome", test_approve_and_expiry_race_to_one_outcome},
+};
+static const harness_suite suites[] = {
+    {"approval_rules", NULL, NULL, HARNESS_TABLE(approval_rule_tests)},
+    {"approval", suite_init, suite_clean, HARNESS_TABLE(approval_tests)},
+};
+
+const harness_program harness_tests = {HARNESS_SUITES(suites)};

@@ -23,6 +23,7 @@
 
 #include "charter.h"
 #include "harness.h"
+#include "suite.h"
 
 /* ---- a slow model server: every request is answered HTTP 500 after a delay --------------- */
 
@@ -1223,52 +1224,49 @@ static void test_with_one_worker_a_long_wait_never_holds_it(void)
     harness_graph_drop(g5);
 }
 
-int main(void)
+/* --- registration ---------------------------------------------------------------------------- */
+
+static void teardown(void)
 {
-    if (CU_initialize_registry() != CUE_SUCCESS)
-        return 1;
-    CU_pSuite s = CU_add_suite("runs that never hold a worker", suite_init, suite_clean);
-    if (!s)
-        return 1;
-    CU_add_test(s, "async CreateRun returns at once, WaitRun follows to the end",
-                test_async_create_returns_at_once_and_wait_run_follows_to_the_end);
-    CU_add_test(s, "CreateRun without async still returns the ended run",
-                test_create_without_async_still_returns_the_ended_run);
-    CU_add_test(s, "unknown or non-positive budgets are INVALID_ARGUMENT",
-                test_unknown_or_non_positive_budgets_are_invalid_argument);
-    CU_add_test(s, "max_steps fires", test_max_steps_fires_before_the_second_step);
-    CU_add_test(s, "max_model_calls fires",
-                test_max_model_calls_fires_before_the_second_model_request);
-    CU_add_test(s, "max_deliveries fires in the commit", test_max_deliveries_fires_in_the_commit);
-    CU_add_test(s, "max_wall_clock_ms aborts the model request",
-                test_max_wall_clock_ms_aborts_the_model_request);
-    CU_add_test(s, "cancel during the model request",
-                test_cancel_during_the_model_request_aborts_it_and_names_the_step);
-    CU_add_test(s, "a queued run is cancelled at once", test_a_queued_run_is_cancelled_at_once);
-    CU_add_test(s, "kill -9 of the executor: lease lapses, run interrupted, RecoverRun works",
-                test_killed_executor_loses_its_lease_and_another_charterd_interrupts_the_run);
-    CU_add_test(s, "cancelling a blocked run ends it; no recovery delivers",
-                test_cancelling_a_blocked_run_ends_it_and_no_recovery_delivers);
-    CU_add_test(s, "GetRun without content, or for one artifact",
-                test_get_run_without_content_or_for_one_artifact);
-    CU_add_test(s, "max_deliveries ends a recovery budget_exhausted, delivering nothing more",
-                test_max_deliveries_ends_a_recovery_budget_exhausted_delivering_nothing_more);
-    CU_add_test(s, "max_deliveries ends an async recovery budget_exhausted",
-                test_max_deliveries_ends_an_async_recovery_budget_exhausted);
-    CU_add_test(s, "RecoverRun queues the recovery on an executor and returns at once",
-                test_recover_run_queues_the_recovery_on_an_executor_and_returns_at_once);
-    CU_add_test(s, "kill -9 of a recovery's holder: run interrupted, recoverable on another",
-                test_killed_recovery_holder_leaves_the_run_interrupted_and_recoverable);
-    CU_add_test(s, "a queued recovery survives another charterd starting; cancelled, it ends",
-                test_queued_recovery_survives_another_charterd_starting);
-    CU_add_test(s, "long waits hold at most half the workers",
-                test_long_waits_hold_at_most_half_the_workers);
-    CU_add_test(s, "with one worker, a long wait never holds it",
-                test_with_one_worker_a_long_wait_never_holds_it);
-    CU_basic_set_mode(CU_BRM_VERBOSE);
-    CU_basic_run_tests();
-    unsigned failed = CU_get_number_of_failures() + CU_get_number_of_suites_failed();
-    CU_cleanup_registry();
     harness_model_stop(slow);
-    return failed ? 1 : 0;
 }
+
+static const harness_test tests[] = {
+    {"async CreateRun returns at once, WaitRun follows to the end",
+     test_async_create_returns_at_once_and_wait_run_follows_to_the_end},
+    {"CreateRun without async still returns the ended run",
+     test_create_without_async_still_returns_the_ended_run},
+    {"unknown or non-positive budgets are INVALID_ARGUMENT",
+     test_unknown_or_non_positive_budgets_are_invalid_argument},
+    {"max_steps fires", test_max_steps_fires_before_the_second_step},
+    {"max_model_calls fires", test_max_model_calls_fires_before_the_second_model_request},
+    {"max_deliveries fires in the commit", test_max_deliveries_fires_in_the_commit},
+    {"max_wall_clock_ms aborts the model request", test_max_wall_clock_ms_aborts_the_model_request},
+    {"cancel during the model request",
+     test_cancel_during_the_model_request_aborts_it_and_names_the_step},
+    {"a queued run is cancelled at once", test_a_queued_run_is_cancelled_at_once},
+    {"kill -9 of the executor: lease lapses, run interrupted, RecoverRun works",
+     test_killed_executor_loses_its_lease_and_another_charterd_interrupts_the_run},
+    {"cancelling a blocked run ends it; no recovery delivers",
+     test_cancelling_a_blocked_run_ends_it_and_no_recovery_delivers},
+    {"GetRun without content, or for one artifact",
+     test_get_run_without_content_or_for_one_artifact},
+    {"max_deliveries ends a recovery budget_exhausted, delivering nothing more",
+     test_max_deliveries_ends_a_recovery_budget_exhausted_delivering_nothing_more},
+    {"max_deliveries ends an async recovery budget_exhausted",
+     test_max_deliveries_ends_an_async_recovery_budget_exhausted},
+    {"RecoverRun queues the recovery on an executor and returns at once",
+     test_recover_run_queues_the_recovery_on_an_executor_and_returns_at_once},
+    {"kill -9 of a recovery's holder: run interrupted, recoverable on another",
+     test_killed_recovery_holder_leaves_the_run_interrupted_and_recoverable},
+    {"a queued recovery survives another charterd starting; cancelled, it ends",
+     test_queued_recovery_survives_another_charterd_starting},
+    {"long waits hold at most half the workers", test_long_waits_hold_at_most_half_the_workers},
+    {"with one worker, a long wait never holds it",
+     test_with_one_worker_a_long_wait_never_holds_it},
+};
+static const harness_suite suites[] = {
+    {"runs that never hold a worker", suite_init, suite_clean, HARNESS_TABLE(tests)},
+};
+
+const harness_program harness_tests = {HARNESS_SUITES(suites), .teardown = teardown};

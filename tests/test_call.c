@@ -16,6 +16,7 @@
 #include <unistd.h>
 
 #include "harness.h"
+#include "suite.h"
 
 #ifndef CHARTER_CLI_PATH
 #error "CHARTER_CLI_PATH (the charter CLI built from this tree) must be defined by the build"
@@ -190,7 +191,9 @@ static void test_rpc_errors_exit_1_with_the_status(void)
     call("/charter.v1.Runs/ListRuns", "{}", "wrong-token-0123456789abcdef", NULL, &r);
     CU_ASSERT_EQUAL(r.status, 1);
     /* The CLI turns the wire message into advice naming what to set. */
-    CU_ASSERT_EQUAL(strncmp(r.err, "charter: UNAUTHENTICATED: the token was refused (set CHARTER_TOKEN", 65), 0);
+    CU_ASSERT_EQUAL(
+        strncmp(r.err, "charter: UNAUTHENTICATED: the token was refused (set CHARTER_TOKEN", 65),
+        0);
     call("/charter.v1.Runs/GetRun", "{\"runId\":\"no_such_run\"}", NULL, NULL, &r);
     CU_ASSERT_EQUAL(r.status, 1);
     CU_ASSERT_EQUAL(strncmp(r.err, "charter: NOT_FOUND: ", 20), 0);
@@ -214,10 +217,7 @@ static int suite_clean(void)
     {                                                                                              \
 #fn, fn                                                                                    \
     }
-static const struct {
-    const char *name;
-    void (*fn)(void);
-} tests[] = {
+static const harness_test tests[] = {
     T(test_health_check_with_the_default_empty_request),
     T(test_external_run_delivers_through_generic_calls),
     T(test_unknown_method_is_a_usage_error),
@@ -225,25 +225,8 @@ static const struct {
     T(test_rpc_errors_exit_1_with_the_status),
 };
 
-int main(void)
-{
-    if (CU_initialize_registry() != CUE_SUCCESS)
-        return 2;
-    CU_pSuite suite = CU_add_suite("call", suite_init, suite_clean);
-    if (suite == NULL) {
-        CU_cleanup_registry();
-        return 2;
-    }
-    for (size_t i = 0; i < sizeof tests / sizeof tests[0]; i++) {
-        if (CU_add_test(suite, tests[i].name, tests[i].fn) == NULL) {
-            CU_cleanup_registry();
-            return 2;
-        }
-    }
-    CU_basic_set_mode(CU_BRM_VERBOSE);
-    CU_basic_run_tests();
-    unsigned failed = CU_get_number_of_failures() + CU_get_number_of_tests_failed() +
-                      CU_get_number_of_suites_failed();
-    CU_cleanup_registry();
-    return failed == 0 ? 0 : 1;
-}
+static const harness_suite suites[] = {
+    {"call", suite_init, suite_clean, HARNESS_TABLE(tests)},
+};
+
+const harness_program harness_tests = {HARNESS_SUITES(suites)};

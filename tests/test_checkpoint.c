@@ -31,6 +31,7 @@
 
 #include "charter.h"
 #include "harness.h"
+#include "suite.h"
 #include "receipt.h"
 
 /* ---- a model server: each request answered 200 after a delay, as the step asks ---------- */
@@ -1067,37 +1068,37 @@ static void test_budget_ceilings_narrow_down_the_grant_chain_and_bound_the_run(v
     harness_graph_drop(g);
 }
 
-int main(void)
+/* --- registration ---------------------------------------------------------------------------- */
+
+static void teardown(void)
 {
-    if (CU_initialize_registry() != CUE_SUCCESS)
-        return 1;
-    CU_pSuite s = CU_add_suite("checkpoints and resume", suite_init, suite_clean);
-    if (!s)
-        return 1;
-    CU_add_test(s, "without an integrity key, checkpoint and resume are refused",
-                test_without_integrity_key_checkpoint_and_resume_are_refused);
-    CU_add_test(s, "20 resumers over two charterd: exactly one wins",
-                test_twenty_resumers_over_two_charterd_exactly_one_wins);
-    CU_add_test(s, "forged, altered, other-graph, other-version checkpoints are refused",
-                test_forged_altered_other_graph_and_other_version_checkpoints_are_refused);
-    CU_add_test(s, "kill -9 of the executor, resume on another charterd, run ends",
-                test_killed_executor_then_resume_on_another_charterd_runs_to_the_end);
-    CU_add_test(s, "a cancel requested before the executor died survives a resume",
-                test_cancel_requested_before_the_executor_died_survives_a_resume);
-    CU_add_test(s, "revocation between checkpoint and resume stops at the first gate",
-                test_revocation_between_checkpoint_and_resume_stops_at_the_first_gate);
-    CU_add_test(s, "a budget used up at resume time stops the resumed run at once",
-                test_budget_used_up_at_resume_time_stops_the_resumed_run_at_once);
-    CU_add_test(s, "a delivery budget used up after the checkpoint ends the resumed run",
-                test_a_delivery_budget_used_up_after_the_checkpoint_ends_the_resumed_run);
-    CU_add_test(s, "a model request sent after the checkpoint counts against the budget",
-                test_a_model_request_sent_after_the_checkpoint_counts_against_the_budget);
-    CU_add_test(s, "budget ceilings narrow down the grant chain and bound the run",
-                test_budget_ceilings_narrow_down_the_grant_chain_and_bound_the_run);
-    CU_basic_set_mode(CU_BRM_VERBOSE);
-    CU_basic_run_tests();
-    unsigned failed = CU_get_number_of_failures() + CU_get_number_of_suites_failed();
-    CU_cleanup_registry();
     harness_model_stop(model);
-    return failed ? 1 : 0;
 }
+
+static const harness_test tests[] = {
+    {"without an integrity key, checkpoint and resume are refused",
+     test_without_integrity_key_checkpoint_and_resume_are_refused},
+    {"20 resumers over two charterd: exactly one wins",
+     test_twenty_resumers_over_two_charterd_exactly_one_wins},
+    {"forged, altered, other-graph, other-version checkpoints are refused",
+     test_forged_altered_other_graph_and_other_version_checkpoints_are_refused},
+    {"kill -9 of the executor, resume on another charterd, run ends",
+     test_killed_executor_then_resume_on_another_charterd_runs_to_the_end},
+    {"a cancel requested before the executor died survives a resume",
+     test_cancel_requested_before_the_executor_died_survives_a_resume},
+    {"revocation between checkpoint and resume stops at the first gate",
+     test_revocation_between_checkpoint_and_resume_stops_at_the_first_gate},
+    {"a budget used up at resume time stops the resumed run at once",
+     test_budget_used_up_at_resume_time_stops_the_resumed_run_at_once},
+    {"a delivery budget used up after the checkpoint ends the resumed run",
+     test_a_delivery_budget_used_up_after_the_checkpoint_ends_the_resumed_run},
+    {"a model request sent after the checkpoint counts against the budget",
+     test_a_model_request_sent_after_the_checkpoint_counts_against_the_budget},
+    {"budget ceilings narrow down the grant chain and bound the run",
+     test_budget_ceilings_narrow_down_the_grant_chain_and_bound_the_run},
+};
+static const harness_suite suites[] = {
+    {"checkpoints and resume", suite_init, suite_clean, HARNESS_TABLE(tests)},
+};
+
+const harness_program harness_tests = {HARNESS_SUITES(suites), .teardown = teardown};

@@ -20,6 +20,7 @@
 #include <unistd.h>
 
 #include "charter.h"
+#include "suite.h"
 
 /* The converter is part of the CLI, not of libcharter: compile it into this test as the CLI
  * compiles it. */
@@ -907,7 +908,7 @@ static void test_json_refuses_null_message(void)
     CU_ASSERT_PTR_NULL(j);
 }
 
-/* ---- main --------------------------------------------------------------------------------- */
+/* ---- registration ------------------------------------------------------------------------- */
 
 static int suite_transport_init(void)
 {
@@ -923,85 +924,20 @@ static int suite_transport_clean(void)
     return 0;
 }
 
-typedef struct {
-    const char *name;
-    CU_TestFunc fn;
-} test_entry;
-
-static int add_suite(const char *name, CU_InitializeFunc init, CU_CleanupFunc clean,
-                     const test_entry *tests, size_t n)
+static int setup(int argc, char **argv)
 {
-    CU_pSuite s = CU_add_suite(name, init, clean);
-    if (s == NULL)
-        return -1;
-    for (size_t i = 0; i < n; i++)
-        if (CU_add_test(s, tests[i].name, tests[i].fn) == NULL)
-            return -1;
-    return 0;
-}
-
-#define ENTRY(f)                                                                                   \
-    {                                                                                              \
-#f, f                                                                                      \
-    }
-
-int main(void)
-{
-    static const test_entry pure[] = {
-        ENTRY(test_status_names_are_grpc_names),
-        ENTRY(test_status_name_of_negated_and_unknown_codes),
-        ENTRY(test_url_check_accepts_tcp_ipc_inproc),
-        ENTRY(test_url_check_refuses_malformed_urls),
-        ENTRY(test_open_refuses_bad_url_and_options),
-        ENTRY(test_options_init_gives_documented_defaults),
-        ENTRY(test_json_decision_has_enum_by_name_and_repeated_codes),
-        ENTRY(test_json_defaults_are_present),
-        ENTRY(test_json_nested_messages_numbers_and_bools),
-        ENTRY(test_json_repeated_messages_and_unset_message_is_null),
-        ENTRY(test_json_unnamed_enum_value_is_a_number),
-        ENTRY(test_json_bytes_base64_and_map_as_object),
-        ENTRY(test_json_large_uint64_and_invalid_utf8),
-        ENTRY(test_base64_matches_rfc4648_vectors),
-        ENTRY(test_json_refuses_null_message),
-    };
-    static const test_entry unreachable[] = {
-        ENTRY(test_call_where_nothing_listens_is_unavailable_within_deadline),
-        ENTRY(test_tcp_port_where_nothing_listens_is_unavailable),
-        ENTRY(test_open_with_connect_timeout_fails_fast_without_server),
-        ENTRY(test_call_with_wrong_request_type_is_refused_before_sending),
-        ENTRY(test_request_over_max_message_is_refused_locally),
-    };
-    static const test_entry transport[] = {
-        ENTRY(test_health_sends_method_token_and_timeout),
-        ENTRY(test_no_token_sends_no_authorization),
-        ENTRY(test_typed_calls_send_their_method_names),
-        ENTRY(test_get_run_request_fields_reach_the_peer),
-        ENTRY(test_silent_peer_gives_deadline_exceeded),
-        ENTRY(test_undecodable_answers_are_internal),
-        ENTRY(test_lost_connection_is_unavailable_and_not_resent),
-        ENTRY(test_32_threads_share_one_client_and_get_their_own_answers),
-    };
-    int failures;
-
+    (void)argc;
+    (void)argv;
     snprintf(tmpdir, sizeof(tmpdir), "/tmp/charter_client_XXXXXX");
     if (mkdtemp(tmpdir) == NULL) {
         perror("mkdtemp");
         return 1;
     }
-    if (CU_initialize_registry() != CUE_SUCCESS)
-        return 1;
-    if (add_suite("pure", NULL, NULL, pure, sizeof(pure) / sizeof(pure[0])) != 0 ||
-        add_suite("unreachable", NULL, NULL, unreachable,
-                  sizeof(unreachable) / sizeof(unreachable[0])) != 0 ||
-        add_suite("transport", suite_transport_init, suite_transport_clean, transport,
-                  sizeof(transport) / sizeof(transport[0])) != 0) {
-        CU_cleanup_registry();
-        return 1;
-    }
-    CU_basic_set_mode(CU_BRM_VERBOSE);
-    CU_basic_run_tests();
-    failures = (int)CU_get_number_of_failures() + (int)CU_get_number_of_suites_failed();
-    CU_cleanup_registry();
+    return 0;
+}
+
+static void teardown(void)
+{
     /* Stops NNG's own threads, so a leak checker sees only what the tests left behind. */
     nng_fini();
 
@@ -1009,5 +945,47 @@ int main(void)
     snprintf(path, sizeof(path), "%s/responder.sock", tmpdir);
     unlink(path);
     rmdir(tmpdir);
-    return failures == 0 ? 0 : 1;
 }
+
+static const harness_test pure[] = {
+    HARNESS_TEST(test_status_names_are_grpc_names),
+    HARNESS_TEST(test_status_name_of_negated_and_unknown_codes),
+    HARNESS_TEST(test_url_check_accepts_tcp_ipc_inproc),
+    HARNESS_TEST(test_url_check_refuses_malformed_urls),
+    HARNESS_TEST(test_open_refuses_bad_url_and_options),
+    HARNESS_TEST(test_options_init_gives_documented_defaults),
+    HARNESS_TEST(test_json_decision_has_enum_by_name_and_repeated_codes),
+    HARNESS_TEST(test_json_defaults_are_present),
+    HARNESS_TEST(test_json_nested_messages_numbers_and_bools),
+    HARNESS_TEST(test_json_repeated_messages_and_unset_message_is_null),
+    HARNESS_TEST(test_json_unnamed_enum_value_is_a_number),
+    HARNESS_TEST(test_json_bytes_base64_and_map_as_object),
+    HARNESS_TEST(test_json_large_uint64_and_invalid_utf8),
+    HARNESS_TEST(test_base64_matches_rfc4648_vectors),
+    HARNESS_TEST(test_json_refuses_null_message),
+};
+static const harness_test unreachable[] = {
+    HARNESS_TEST(test_call_where_nothing_listens_is_unavailable_within_deadline),
+    HARNESS_TEST(test_tcp_port_where_nothing_listens_is_unavailable),
+    HARNESS_TEST(test_open_with_connect_timeout_fails_fast_without_server),
+    HARNESS_TEST(test_call_with_wrong_request_type_is_refused_before_sending),
+    HARNESS_TEST(test_request_over_max_message_is_refused_locally),
+};
+static const harness_test transport[] = {
+    HARNESS_TEST(test_health_sends_method_token_and_timeout),
+    HARNESS_TEST(test_no_token_sends_no_authorization),
+    HARNESS_TEST(test_typed_calls_send_their_method_names),
+    HARNESS_TEST(test_get_run_request_fields_reach_the_peer),
+    HARNESS_TEST(test_silent_peer_gives_deadline_exceeded),
+    HARNESS_TEST(test_undecodable_answers_are_internal),
+    HARNESS_TEST(test_lost_connection_is_unavailable_and_not_resent),
+    HARNESS_TEST(test_32_threads_share_one_client_and_get_their_own_answers),
+};
+static const harness_suite suites[] = {
+    {"pure", NULL, NULL, HARNESS_TABLE(pure)},
+    {"unreachable", NULL, NULL, HARNESS_TABLE(unreachable)},
+    {"transport", suite_transport_init, suite_transport_clean, HARNESS_TABLE(transport)},
+};
+
+const harness_program harness_tests = {HARNESS_SUITES(suites), .setup = setup,
+                                       .teardown = teardown};

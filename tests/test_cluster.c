@@ -26,6 +26,7 @@
 
 #include "charter.h"
 #include "harness.h"
+#include "suite.h"
 #include "db/store.h"
 
 #define N_GRAPHS 3
@@ -774,30 +775,28 @@ static void test_durable_ack_without_replicas_answers_allow_not_durable(void)
     harness_graph_drop(graph);
 }
 
-int main(void)
-{
-    signal(SIGPIPE, SIG_IGN);
-    if (CU_initialize_registry() != CUE_SUCCESS)
-        return 1;
-    CU_pSuite single = CU_add_suite("durable acknowledgements on one Redis", NULL, NULL);
-    CU_add_test(single, "cluster:// URLs are checked seed by seed", test_cluster_urls_are_checked);
-    CU_add_test(single, "--durable-ack 1 without replicas answers allow, not durable",
-                test_durable_ack_without_replicas_answers_allow_not_durable);
-    CU_pSuite cl =
-        CU_add_suite("Redis Cluster, 3 masters and 3 replicas", cluster_init, cluster_clean);
-    CU_add_test(cl, "graphs spread over masters; deliveries commit durably",
-                test_graphs_spread_over_masters_and_deliveries_commit_durably);
-    CU_add_test(cl, "a graph's retrieval index lives on the graph's master",
-                test_retrieval_index_lives_on_the_graphs_master);
-    CU_add_test(cl, "tenants are claimed and registered across slots",
-                test_tenants_are_claimed_and_registered_across_slots);
-    CU_add_test(cl, "a moved slot is followed to its new master",
-                test_a_moved_slot_is_followed_to_its_new_master);
-    CU_add_test(cl, "a master killed mid-load: no durable delivery lost, none committed twice",
-                test_master_killed_mid_load_loses_no_durable_delivery_and_commits_none_twice);
-    CU_basic_set_mode(CU_BRM_VERBOSE);
-    CU_basic_run_tests();
-    unsigned failed = CU_get_number_of_failures() + CU_get_number_of_suites_failed();
-    CU_cleanup_registry();
-    return failed ? 1 : 0;
-}
+/* --- registration ---------------------------------------------------------------------------- */
+
+static const harness_test single_tests[] = {
+    {"cluster:// URLs are checked seed by seed", test_cluster_urls_are_checked},
+    {"--durable-ack 1 without replicas answers allow, not durable",
+     test_durable_ack_without_replicas_answers_allow_not_durable},
+};
+static const harness_test cluster_tests[] = {
+    {"graphs spread over masters; deliveries commit durably",
+     test_graphs_spread_over_masters_and_deliveries_commit_durably},
+    {"a graph's retrieval index lives on the graph's master",
+     test_retrieval_index_lives_on_the_graphs_master},
+    {"tenants are claimed and registered across slots",
+     test_tenants_are_claimed_and_registered_across_slots},
+    {"a moved slot is followed to its new master", test_a_moved_slot_is_followed_to_its_new_master},
+    {"a master killed mid-load: no durable delivery lost, none committed twice",
+     test_master_killed_mid_load_loses_no_durable_delivery_and_commits_none_twice},
+};
+static const harness_suite suites[] = {
+    {"durable acknowledgements on one Redis", NULL, NULL, HARNESS_TABLE(single_tests)},
+    {"Redis Cluster, 3 masters and 3 replicas", cluster_init, cluster_clean,
+     HARNESS_TABLE(cluster_tests)},
+};
+
+const harness_program harness_tests = {HARNESS_SUITES(suites), .ignore_sigpipe = true};

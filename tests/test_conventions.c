@@ -25,6 +25,7 @@
 #include "charter.h"
 #include "rpc/dispatch.h"
 #include "harness.h"
+#include "suite.h"
 #include "health.pb-c.h"
 
 static harness_private_redis g_redis;
@@ -586,40 +587,37 @@ static int suite_clean(void)
     return 0;
 }
 
-int main(void)
-{
-    if (CU_initialize_registry() != CUE_SUCCESS)
-        return 1;
-    CU_pSuite s = CU_add_suite("conventions", suite_init, suite_clean);
-    CU_add_test(s, "grpc health Check serving overall and per service without a token",
-                test_grpc_health_check_is_serving_overall_and_per_service_without_a_token);
-    CU_add_test(s, "grpc health Check of an unknown service is NOT_FOUND",
-                test_grpc_health_check_of_an_unknown_service_is_not_found);
-    CU_add_test(s, "grpc health Watch answers at once without a last status",
-                test_grpc_health_watch_answers_at_once_without_a_last_status);
-    CU_add_test(s, "grpc health Watch of an unchanged status waits until the deadline",
-                test_grpc_health_watch_of_an_unchanged_status_waits_until_the_deadline);
-    CU_add_test(s, "grpc health Watch of an unknown service says SERVICE_UNKNOWN",
-                test_grpc_health_watch_of_an_unknown_service_says_service_unknown);
-    CU_add_test(s, "grpc health over HTTP/JSON with X-Request-Id",
-                test_grpc_health_over_http_json_with_request_id_header);
-    CU_add_test(s, "ListMethods equals the dispatch table",
-                test_list_methods_equals_the_dispatch_table);
-    CU_add_test(s, "request id from metadata to reply, log line and event",
-                test_request_id_goes_from_metadata_to_reply_log_line_and_event);
-    CU_add_test(s, "traceparent gives its trace-id as request id",
-                test_traceparent_gives_its_trace_id_as_request_id);
-    CU_add_test(s, "malformed request ids are replaced by made ones",
-                test_malformed_request_ids_are_replaced_by_made_ones);
-    CU_add_test(s, "a refused call is logged as JSON with its code",
-                test_a_refused_call_is_logged_as_json_with_its_code);
-    CU_add_test(s, "grpc health NOT_SERVING when the database is down",
-                test_grpc_health_is_not_serving_when_the_database_is_down);
-    CU_add_test(s, "a lost database and its return are logged once each",
-                test_a_lost_database_and_its_return_are_logged_once_each);
-    CU_basic_set_mode(CU_BRM_VERBOSE);
-    CU_basic_run_tests();
-    unsigned failed = CU_get_number_of_failures();
-    CU_cleanup_registry();
-    return failed == 0 ? 0 : 1;
-}
+/* --- registration ---------------------------------------------------------------------------- */
+
+static const harness_test tests[] = {
+    {"grpc health Check serving overall and per service without a token",
+     test_grpc_health_check_is_serving_overall_and_per_service_without_a_token},
+    {"grpc health Check of an unknown service is NOT_FOUND",
+     test_grpc_health_check_of_an_unknown_service_is_not_found},
+    {"grpc health Watch answers at once without a last status",
+     test_grpc_health_watch_answers_at_once_without_a_last_status},
+    {"grpc health Watch of an unchanged status waits until the deadline",
+     test_grpc_health_watch_of_an_unchanged_status_waits_until_the_deadline},
+    {"grpc health Watch of an unknown service says SERVICE_UNKNOWN",
+     test_grpc_health_watch_of_an_unknown_service_says_service_unknown},
+    {"grpc health over HTTP/JSON with X-Request-Id",
+     test_grpc_health_over_http_json_with_request_id_header},
+    {"ListMethods equals the dispatch table", test_list_methods_equals_the_dispatch_table},
+    {"request id from metadata to reply, log line and event",
+     test_request_id_goes_from_metadata_to_reply_log_line_and_event},
+    {"traceparent gives its trace-id as request id",
+     test_traceparent_gives_its_trace_id_as_request_id},
+    {"malformed request ids are replaced by made ones",
+     test_malformed_request_ids_are_replaced_by_made_ones},
+    {"a refused call is logged as JSON with its code",
+     test_a_refused_call_is_logged_as_json_with_its_code},
+    {"grpc health NOT_SERVING when the database is down",
+     test_grpc_health_is_not_serving_when_the_database_is_down},
+    {"a lost database and its return are logged once each",
+     test_a_lost_database_and_its_return_are_logged_once_each},
+};
+static const harness_suite suites[] = {
+    {"conventions", suite_init, suite_clean, HARNESS_TABLE(tests)},
+};
+
+const harness_program harness_tests = {HARNESS_SUITES(suites)};

@@ -20,6 +20,7 @@
 #include "charter.h"
 #include "evidence/evlog.h"
 #include "harness.h"
+#include "suite.h"
 #include "policy/evaluator.h"
 
 static char graph[64];
@@ -645,40 +646,25 @@ static void test_events_carry_the_environment_callers_name(void)
     charter__v1__run_view__free_unpacked(v, NULL);
 }
 
-int main(void)
-{
-    if (CU_initialize_registry() != CUE_SUCCESS)
-        return 1;
-    CU_pSuite s = CU_add_suite("credentials", suite_init, suite_clean);
-    struct {
-        const char *name;
-        CU_TestFunc fn;
-    } tests[] = {
-        {"issue, list and revoke; a revoked credential fails its next call",
-         test_issue_list_and_revoke_and_a_revoked_credential_fails_its_next_call},
-        {"the database holds only the SHA-256 of a secret",
-         test_the_database_holds_only_the_sha256_of_a_secret},
-        {"the Reporter's host cannot deliver through the Analyst's context",
-         test_the_reporters_host_cannot_deliver_through_the_analysts_context},
-        {"a host identity refusal is recorded with its facts and replays as DENY",
-         test_a_host_identity_refusal_is_recorded_with_its_facts_and_replays_as_deny},
-        {"a host credential is refused methods its row does not open to hosts",
-         test_a_host_credential_is_refused_methods_its_row_does_not_open_to_hosts},
-        {"--scripted-only refuses live runs and grant controls from the rows",
-         test_scripted_only_refuses_live_runs_and_grant_controls_from_the_rows},
-        {"events carry the environment caller's name",
-         test_events_carry_the_environment_callers_name},
-    };
-    for (size_t i = 0; s && i < sizeof tests / sizeof tests[0]; i++)
-        if (!CU_add_test(s, tests[i].name, tests[i].fn))
-            s = NULL;
-    if (!s) {
-        CU_cleanup_registry();
-        return 1;
-    }
-    CU_basic_set_mode(CU_BRM_VERBOSE);
-    CU_basic_run_tests();
-    unsigned failed = CU_get_number_of_failures() + CU_get_number_of_suites_failed();
-    CU_cleanup_registry();
-    return failed ? 1 : 0;
-}
+/* --- registration ---------------------------------------------------------------------------- */
+
+static const harness_test tests[] = {
+    {"issue, list and revoke; a revoked credential fails its next call",
+     test_issue_list_and_revoke_and_a_revoked_credential_fails_its_next_call},
+    {"the database holds only the SHA-256 of a secret",
+     test_the_database_holds_only_the_sha256_of_a_secret},
+    {"the Reporter's host cannot deliver through the Analyst's context",
+     test_the_reporters_host_cannot_deliver_through_the_analysts_context},
+    {"a host identity refusal is recorded with its facts and replays as DENY",
+     test_a_host_identity_refusal_is_recorded_with_its_facts_and_replays_as_deny},
+    {"a host credential is refused methods its row does not open to hosts",
+     test_a_host_credential_is_refused_methods_its_row_does_not_open_to_hosts},
+    {"--scripted-only refuses live runs and grant controls from the rows",
+     test_scripted_only_refuses_live_runs_and_grant_controls_from_the_rows},
+    {"events carry the environment caller's name", test_events_carry_the_environment_callers_name},
+};
+static const harness_suite suites[] = {
+    {"credentials", suite_init, suite_clean, HARNESS_TABLE(tests)},
+};
+
+const harness_program harness_tests = {HARNESS_SUITES(suites)};

@@ -15,6 +15,7 @@
 #include "charter.pb-c.h"
 #include "rpc/dispatch.h"
 #include "rpc/services.h"
+#include "suite.h"
 
 /* ---------------------------------------------------------------------------------------- */
 /* The table of docs/api.md                                                                 */
@@ -383,10 +384,7 @@ static void test_unknown_column_values_refuse_startup(void)
     {                                                                                              \
 #fn, fn                                                                                    \
     }
-static const struct {
-    const char *name;
-    void (*fn)(void);
-} tests[] = {
+static const harness_test tests[] = {
     T(test_readme_table_of_methods_matches_the_dispatch_table),
     T(test_operator_methods_are_those_that_change_the_graph),
     T(test_every_row_has_consistent_host_quota_and_scripted_columns),
@@ -398,24 +396,8 @@ static const struct {
     T(test_unknown_column_values_refuse_startup),
 };
 
-int main(void)
-{
-    if (CU_initialize_registry() != CUE_SUCCESS)
-        return 2;
-    CU_pSuite suite = CU_add_suite("dispatch tables", NULL, NULL);
-    if (suite == NULL) {
-        CU_cleanup_registry();
-        return 2;
-    }
-    for (size_t i = 0; i < sizeof tests / sizeof tests[0]; i++) {
-        if (CU_add_test(suite, tests[i].name, tests[i].fn) == NULL) {
-            CU_cleanup_registry();
-            return 2;
-        }
-    }
-    CU_basic_set_mode(CU_BRM_VERBOSE);
-    CU_basic_run_tests();
-    unsigned failed = CU_get_number_of_failures() + CU_get_number_of_tests_failed();
-    CU_cleanup_registry();
-    return failed == 0 ? 0 : 1;
-}
+static const harness_suite suites[] = {
+    {"dispatch tables", NULL, NULL, HARNESS_TABLE(tests)},
+};
+
+const harness_program harness_tests = {HARNESS_SUITES(suites)};

@@ -17,6 +17,7 @@
 
 #include "charter.h"
 #include "harness.h"
+#include "suite.h"
 
 static char graph[64];
 static harness_charterd daemon_;
@@ -513,37 +514,30 @@ static void test_invalid_utf8_text_is_invalid_argument(void)
     CU_ASSERT_EQUAL(charter_create_run(op, &cr, &v, &st), -CHARTER_INVALID_ARGUMENT);
 }
 
-int main(void)
-{
-    if (CU_initialize_registry() != CUE_SUCCESS)
-        return 1;
-    CU_pSuite s = CU_add_suite("reference workflow end to end", suite_init, suite_clean);
-    if (!s)
-        return 1;
-    CU_add_test(s, "leak detector sees every form", test_leak_detector_sees_every_form);
-    CU_add_test(s, "live mode without a provider is refused",
-                test_live_mode_without_a_provider_is_refused);
-    CU_add_test(s, "run blocks the poisoned handoff with its witness",
-                test_run_blocks_poisoned_handoff_with_witness);
-    CU_add_test(s, "recovery with g_reporter revoked is denied GRANT_INVALID",
-                test_recovery_with_revoked_reporter_grant_is_denied);
-    CU_add_test(s, "recovery publishes from permitted inputs only",
-                test_recovery_publishes_from_permitted_inputs_only);
-    CU_add_test(s, "recovering a completed run acknowledges",
-                test_recovering_a_completed_run_acknowledges);
-    CU_add_test(s, "a completed run is closed to its old contexts",
-                test_a_completed_run_is_closed_to_its_old_contexts);
-    CU_add_test(s, "viewer sees labels, not confidential content",
-                test_viewer_sees_labels_not_confidential_content);
-    CU_add_test(s, "events page after a seq", test_events_page_after_seq);
-    CU_add_test(s, "everything reloads after a restart", test_everything_reloads_after_restart);
-    CU_add_test(s, "invalid UTF-8 text is INVALID_ARGUMENT",
-                test_invalid_utf8_text_is_invalid_argument);
-    CU_add_test(s, "another run cannot complete a run by taking its invocation ID",
-                test_another_run_cannot_complete_a_run_by_taking_its_invocation_id);
-    CU_basic_set_mode(CU_BRM_VERBOSE);
-    CU_basic_run_tests();
-    unsigned failed = CU_get_number_of_failures() + CU_get_number_of_suites_failed();
-    CU_cleanup_registry();
-    return failed ? 1 : 0;
-}
+/* --- registration ---------------------------------------------------------------------------- */
+
+static const harness_test tests[] = {
+    {"leak detector sees every form", test_leak_detector_sees_every_form},
+    {"live mode without a provider is refused", test_live_mode_without_a_provider_is_refused},
+    {"run blocks the poisoned handoff with its witness",
+     test_run_blocks_poisoned_handoff_with_witness},
+    {"recovery with g_reporter revoked is denied GRANT_INVALID",
+     test_recovery_with_revoked_reporter_grant_is_denied},
+    {"recovery publishes from permitted inputs only",
+     test_recovery_publishes_from_permitted_inputs_only},
+    {"recovering a completed run acknowledges", test_recovering_a_completed_run_acknowledges},
+    {"a completed run is closed to its old contexts",
+     test_a_completed_run_is_closed_to_its_old_contexts},
+    {"viewer sees labels, not confidential content",
+     test_viewer_sees_labels_not_confidential_content},
+    {"events page after a seq", test_events_page_after_seq},
+    {"everything reloads after a restart", test_everything_reloads_after_restart},
+    {"invalid UTF-8 text is INVALID_ARGUMENT", test_invalid_utf8_text_is_invalid_argument},
+    {"another run cannot complete a run by taking its invocation ID",
+     test_another_run_cannot_complete_a_run_by_taking_its_invocation_id},
+};
+static const harness_suite suites[] = {
+    {"reference workflow end to end", suite_init, suite_clean, HARNESS_TABLE(tests)},
+};
+
+const harness_program harness_tests = {HARNESS_SUITES(suites)};

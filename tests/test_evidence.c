@@ -27,6 +27,7 @@
 #include "charter.h"
 #include "evidence/evlog.h"
 #include "harness.h"
+#include "suite.h"
 #include "evidence/integrity.h"
 #include "receipt.h"
 
@@ -1418,54 +1419,47 @@ static void test_startup_refuses_a_key_that_does_not_match_the_graph(void)
     expect_refused(keyless_graph, with_key, 2, "without an integrity key");
 }
 
-int main(void)
-{
-    if (CU_initialize_registry() != CUE_SUCCESS)
-        return 1;
-    CU_pSuite texts = CU_add_suite("canonical texts", NULL, NULL);
-    CU_pSuite s = CU_add_suite("evidence with an integrity key", suite_init, suite_clean);
-    if (!texts || !s)
-        return 1;
-    CU_add_test(texts, "receipt text is the documented lines",
-                test_receipt_text_is_the_documented_lines);
-    CU_add_test(texts, "receipt mac is HMAC-SHA256 of the text and verifies offline",
-                test_receipt_mac_is_hmac_sha256_of_the_text_and_verifies_offline);
-    CU_add_test(texts, "event text and hash, keyed and not",
-                test_event_text_and_hash_keyed_and_not);
-    CU_add_test(s, "key file must be private and long enough",
-                test_key_file_must_be_private_and_long_enough);
-    CU_add_test(s, "run is sealed into an intact keyed chain",
-                test_run_is_sealed_into_an_intact_keyed_chain);
-    CU_add_test(s, "replay of the poisoned handoff denies with the same witness",
-                test_replay_of_poisoned_handoff_denies_with_the_same_witness);
-    CU_add_test(s, "replay refuses an event of another evaluator",
-                test_replay_refuses_an_event_of_another_evaluator);
-    CU_add_test(s, "failed delivery has no snapshot to replay",
-                test_failed_delivery_has_no_snapshot_to_replay);
-    CU_add_test(s, "public delivery gets a receipt that verifies offline",
-                test_public_delivery_gets_a_receipt_that_verifies_offline);
-    CU_add_test(s, "run receipt pins the last event and every delivery",
-                test_run_receipt_pins_the_last_event_and_every_delivery);
-    CU_add_test(s, "replay after revocation still allows the public delivery",
-                test_replay_after_revocation_still_allows_the_public_delivery);
-    CU_add_test(s, "a delivery's facts record altered or missing fails its replay and audit",
-                test_a_delivery_facts_record_altered_or_missing_fails_its_replay);
-    CU_add_test(s, "CLI receipt verifies offline and fails when altered",
-                test_cli_receipt_verifies_offline_and_fails_when_altered);
-    CU_add_test(s, "CLI restore needs a grant or --all; no control characters printed",
-                test_cli_restore_needs_a_grant_or_all_and_prints_no_control_characters);
-    CU_add_test(s, "audit names an edited event", test_audit_names_an_edited_event);
-    CU_add_test(s, "audit names a removed event", test_audit_names_a_removed_event);
-    CU_add_test(s, "audit names an inserted event", test_audit_names_an_inserted_event);
-    CU_add_test(s, "key never reaches Redis or the log", test_key_never_reaches_redis_or_the_log);
-    CU_add_test(s, "everything verifies after a restart", test_everything_verifies_after_a_restart);
-    CU_add_test(s, "startup refuses a key that does not match the graph",
-                test_startup_refuses_a_key_that_does_not_match_the_graph);
-    CU_add_test(s, "two charterd writing one run keep one chain",
-                test_two_charterd_writing_one_run_keep_one_chain);
-    CU_basic_set_mode(CU_BRM_VERBOSE);
-    CU_basic_run_tests();
-    unsigned failed = CU_get_number_of_failures() + CU_get_number_of_suites_failed();
-    CU_cleanup_registry();
-    return failed ? 1 : 0;
-}
+/* --- registration ---------------------------------------------------------------------------- */
+
+static const harness_test text_tests[] = {
+    {"receipt text is the documented lines", test_receipt_text_is_the_documented_lines},
+    {"receipt mac is HMAC-SHA256 of the text and verifies offline",
+     test_receipt_mac_is_hmac_sha256_of_the_text_and_verifies_offline},
+    {"event text and hash, keyed and not", test_event_text_and_hash_keyed_and_not},
+};
+static const harness_test keyed_tests[] = {
+    {"key file must be private and long enough", test_key_file_must_be_private_and_long_enough},
+    {"run is sealed into an intact keyed chain", test_run_is_sealed_into_an_intact_keyed_chain},
+    {"replay of the poisoned handoff denies with the same witness",
+     test_replay_of_poisoned_handoff_denies_with_the_same_witness},
+    {"replay refuses an event of another evaluator",
+     test_replay_refuses_an_event_of_another_evaluator},
+    {"failed delivery has no snapshot to replay", test_failed_delivery_has_no_snapshot_to_replay},
+    {"public delivery gets a receipt that verifies offline",
+     test_public_delivery_gets_a_receipt_that_verifies_offline},
+    {"run receipt pins the last event and every delivery",
+     test_run_receipt_pins_the_last_event_and_every_delivery},
+    {"replay after revocation still allows the public delivery",
+     test_replay_after_revocation_still_allows_the_public_delivery},
+    {"a delivery's facts record altered or missing fails its replay and audit",
+     test_a_delivery_facts_record_altered_or_missing_fails_its_replay},
+    {"CLI receipt verifies offline and fails when altered",
+     test_cli_receipt_verifies_offline_and_fails_when_altered},
+    {"CLI restore needs a grant or --all; no control characters printed",
+     test_cli_restore_needs_a_grant_or_all_and_prints_no_control_characters},
+    {"audit names an edited event", test_audit_names_an_edited_event},
+    {"audit names a removed event", test_audit_names_a_removed_event},
+    {"audit names an inserted event", test_audit_names_an_inserted_event},
+    {"key never reaches Redis or the log", test_key_never_reaches_redis_or_the_log},
+    {"everything verifies after a restart", test_everything_verifies_after_a_restart},
+    {"startup refuses a key that does not match the graph",
+     test_startup_refuses_a_key_that_does_not_match_the_graph},
+    {"two charterd writing one run keep one chain",
+     test_two_charterd_writing_one_run_keep_one_chain},
+};
+static const harness_suite suites[] = {
+    {"canonical texts", NULL, NULL, HARNESS_TABLE(text_tests)},
+    {"evidence with an integrity key", suite_init, suite_clean, HARNESS_TABLE(keyed_tests)},
+};
+
+const harness_program harness_tests = {HARNESS_SUITES(suites)};

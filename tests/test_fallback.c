@@ -20,6 +20,7 @@
 
 #include "charter.h"
 #include "harness.h"
+#include "suite.h"
 
 #define OPENAI_MODEL "down-model"
 #define GEMINI_MODEL "gemini-test-flash"
@@ -319,24 +320,20 @@ static void test_providers_naming_an_unconfigured_or_unknown_provider_stops_star
     CU_ASSERT_PTR_NOT_NULL(strstr(out, "CHARTER_GEMINI_MODEL is not set"));
 }
 
-int main(void)
-{
-    if (CU_initialize_registry() != CUE_SUCCESS)
-        return 1;
-    CU_pSuite s = CU_add_suite("live providers in a fallback order", suite_init, suite_clean);
-    if (!s)
-        return 1;
-    CU_add_test(s, "a live run falls back from openai to gemini and records why",
-                test_live_run_falls_back_from_openai_to_gemini_and_records_why);
-    CU_add_test(s, "a Retry-After beyond the run's deadline falls back at once",
-                test_retry_after_beyond_the_runs_deadline_falls_back_at_once);
-    CU_add_test(s, "a cancel during the Gemini request aborts it",
-                test_cancel_during_the_gemini_request_aborts_it);
-    CU_add_test(s, "CHARTER_PROVIDERS naming an unconfigured or unknown provider stops startup",
-                test_providers_naming_an_unconfigured_or_unknown_provider_stops_startup);
-    CU_basic_set_mode(CU_BRM_VERBOSE);
-    CU_basic_run_tests();
-    unsigned failed = CU_get_number_of_failures() + CU_get_number_of_suites_failed();
-    CU_cleanup_registry();
-    return failed ? 1 : 0;
-}
+/* --- registration ---------------------------------------------------------------------------- */
+
+static const harness_test tests[] = {
+    {"a live run falls back from openai to gemini and records why",
+     test_live_run_falls_back_from_openai_to_gemini_and_records_why},
+    {"a Retry-After beyond the run's deadline falls back at once",
+     test_retry_after_beyond_the_runs_deadline_falls_back_at_once},
+    {"a cancel during the Gemini request aborts it",
+     test_cancel_during_the_gemini_request_aborts_it},
+    {"CHARTER_PROVIDERS naming an unconfigured or unknown provider stops startup",
+     test_providers_naming_an_unconfigured_or_unknown_provider_stops_startup},
+};
+static const harness_suite suites[] = {
+    {"live providers in a fallback order", suite_init, suite_clean, HARNESS_TABLE(tests)},
+};
+
+const harness_program harness_tests = {HARNESS_SUITES(suites)};

@@ -26,6 +26,7 @@
 
 #include "charter.h"
 #include "harness.h"
+#include "suite.h"
 
 extern const char embedded_queries[];
 extern const size_t embedded_queries_len;
@@ -1214,40 +1215,41 @@ static void test_startup_with_unreachable_tcp_redis_is_one_line(void)
 
 /* --- registration ---------------------------------------------------------------------------- */
 
-int main(void)
-{
-    harness_redis_url();
-    signal(SIGPIPE, SIG_IGN); /* hiredis writes to servers this program kills */
-    if (CU_initialize_registry() != CUE_SUCCESS)
-        return 1;
-    CU_pSuite db = CU_add_suite("the graph is required: redis killed mid-run", db_init, db_clean);
-    CU_add_test(db, "redis killed mid-run fails closed and recovers without restart",
-                test_redis_killed_mid_run_fails_closed_and_recovers_without_restart);
-    CU_pSuite edges =
-        CU_add_suite("the graph is required: relationships removed", edges_init, edges_clean);
-    CU_add_test(edges, "deleted relationships turn an allowed delivery into a refusal",
-                test_deleted_relationships_turn_an_allowed_delivery_into_a_refusal);
-    CU_pSuite crash = CU_add_suite("crash of charterd", crash_init, crash_clean);
-    CU_add_test(crash, "kill -9 mid-run leaves the run interrupted with its history",
-                test_kill_9_mid_run_leaves_the_run_interrupted_with_its_history);
-    CU_add_test(crash, "kill -9 of charterd and its database loses nothing acknowledged",
-                test_kill_9_of_charterd_and_its_database_loses_nothing_acknowledged);
-    CU_pSuite limits = CU_add_suite("bounded work", limits_init, limits_clean);
-    CU_add_test(limits, "more ids than allowed per call is INVALID_ARGUMENT",
-                test_more_ids_than_allowed_per_call_is_invalid_argument);
-    CU_add_test(limits, "content over the limit is INVALID_ARGUMENT",
-                test_content_over_the_limit_is_invalid_argument);
-    CU_add_test(limits, "small message claiming huge counts is RESOURCE_EXHAUSTED",
-                test_small_message_claiming_huge_counts_is_resource_exhausted);
-    CU_add_test(limits, "ancestry beyond the limit is UNKNOWN, not a hang",
-                test_ancestry_beyond_the_limit_is_unknown_not_a_hang);
-    CU_add_test(limits, "callers past workers and queue are refused at once",
-                test_callers_past_workers_and_queue_are_refused_at_once);
-    CU_add_test(limits, "startup with unreachable TCP redis is one line",
-                test_startup_with_unreachable_tcp_redis_is_one_line);
-    CU_basic_set_mode(CU_BRM_VERBOSE);
-    CU_basic_run_tests();
-    unsigned failed = CU_get_number_of_failures() + CU_get_number_of_suites_failed();
-    CU_cleanup_registry();
-    return failed ? 1 : 0;
-}
+static const harness_test db_tests[] = {
+    {"redis killed mid-run fails closed and recovers without restart",
+     test_redis_killed_mid_run_fails_closed_and_recovers_without_restart},
+};
+static const harness_test edges_tests[] = {
+    {"deleted relationships turn an allowed delivery into a refusal",
+     test_deleted_relationships_turn_an_allowed_delivery_into_a_refusal},
+};
+static const harness_test crash_tests[] = {
+    {"kill -9 mid-run leaves the run interrupted with its history",
+     test_kill_9_mid_run_leaves_the_run_interrupted_with_its_history},
+    {"kill -9 of charterd and its database loses nothing acknowledged",
+     test_kill_9_of_charterd_and_its_database_loses_nothing_acknowledged},
+};
+static const harness_test limits_tests[] = {
+    {"more ids than allowed per call is INVALID_ARGUMENT",
+     test_more_ids_than_allowed_per_call_is_invalid_argument},
+    {"content over the limit is INVALID_ARGUMENT", test_content_over_the_limit_is_invalid_argument},
+    {"small message claiming huge counts is RESOURCE_EXHAUSTED",
+     test_small_message_claiming_huge_counts_is_resource_exhausted},
+    {"ancestry beyond the limit is UNKNOWN, not a hang",
+     test_ancestry_beyond_the_limit_is_unknown_not_a_hang},
+    {"callers past workers and queue are refused at once",
+     test_callers_past_workers_and_queue_are_refused_at_once},
+    {"startup with unreachable TCP redis is one line",
+     test_startup_with_unreachable_tcp_redis_is_one_line},
+};
+static const harness_suite suites[] = {
+    {"the graph is required: redis killed mid-run", db_init, db_clean, HARNESS_TABLE(db_tests)},
+    {"the graph is required: relationships removed", edges_init, edges_clean,
+     HARNESS_TABLE(edges_tests)},
+    {"crash of charterd", crash_init, crash_clean, HARNESS_TABLE(crash_tests)},
+    {"bounded work", limits_init, limits_clean, HARNESS_TABLE(limits_tests)},
+};
+
+/* SIGPIPE ignored: hiredis writes to servers this program kills. */
+const harness_program harness_tests = {HARNESS_SUITES(suites), .needs_redis = true,
+                                       .ignore_sigpipe = true};

@@ -14,6 +14,7 @@
 #include <CUnit/Basic.h>
 
 #include "policy/guard.h"
+#include "suite.h"
 
 #define RUN "r1"
 #define HASH "9f86d081884c7d659a2feaa0c55ad015a3bf4f1b2b0b822cd15d6c15b0f00a08"
@@ -1599,16 +1600,11 @@ static void test_input_from_a_summary(void)
 
 /* ---------------------------------------------------------------------------------------- */
 
-typedef struct {
-    const char *name;
-    void (*fn)(void);
-} guard_test;
-
 #define T(f)                                                                                       \
     {                                                                                              \
 #f, f                                                                                      \
     }
-static const guard_test tests[] = {
+static const harness_test tests[] = {
     T(test_input_from_a_summary),
     T(test_cfo_delivery_of_recommendation_is_allowed),
     T(test_public_delivery_from_vendor_pages_and_summary_is_allowed),
@@ -1659,24 +1655,8 @@ static const guard_test tests[] = {
     T(test_unknown_decision_and_free),
 };
 
-int main(void)
-{
-    if (CU_initialize_registry() != CUE_SUCCESS)
-        return 2;
-    CU_pSuite suite = CU_add_suite("guard", NULL, NULL);
-    if (suite == NULL) {
-        CU_cleanup_registry();
-        return 2;
-    }
-    for (size_t i = 0; i < sizeof tests / sizeof tests[0]; i++) {
-        if (CU_add_test(suite, tests[i].name, tests[i].fn) == NULL) {
-            CU_cleanup_registry();
-            return 2;
-        }
-    }
-    CU_basic_set_mode(CU_BRM_VERBOSE);
-    CU_basic_run_tests();
-    unsigned failed = CU_get_number_of_failures() + CU_get_number_of_tests_failed();
-    CU_cleanup_registry();
-    return failed == 0 ? 0 : 1;
-}
+static const harness_suite suites[] = {
+    {"guard", NULL, NULL, HARNESS_TABLE(tests)},
+};
+
+const harness_program harness_tests = {HARNESS_SUITES(suites)};

@@ -39,6 +39,7 @@
 
 #include "charter.h"
 #include "harness.h"
+#include "suite.h"
 
 #define M_CREATE_RUN "/charter.v1.Runs/CreateRun"
 #define M_RECOVER_RUN "/charter.v1.Runs/RecoverRun"
@@ -941,18 +942,14 @@ static void test_history_under_faults_has_no_violation(void)
     free(ops);
 }
 
-int main(void)
-{
-    signal(SIGPIPE, SIG_IGN);
-    if (CU_initialize_registry() != CUE_SUCCESS)
-        return 1;
-    CU_pSuite s = CU_add_suite("history under faults", NULL, NULL);
-    CU_add_test(s,
-                "history of deliveries, revocations and recoveries under faults has no violation",
-                test_history_under_faults_has_no_violation);
-    CU_basic_set_mode(CU_BRM_VERBOSE);
-    CU_basic_run_tests();
-    unsigned failed = CU_get_number_of_failures();
-    CU_cleanup_registry();
-    return failed == 0 ? 0 : 1;
-}
+/* --- registration ---------------------------------------------------------------------------- */
+
+static const harness_test tests[] = {
+    {"history of deliveries, revocations and recoveries under faults has no violation",
+     test_history_under_faults_has_no_violation},
+};
+static const harness_suite suites[] = {
+    {"history under faults", NULL, NULL, HARNESS_TABLE(tests)},
+};
+
+const harness_program harness_tests = {HARNESS_SUITES(suites), .ignore_sigpipe = true};

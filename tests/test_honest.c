@@ -25,6 +25,7 @@
 #include "charter.h"
 #include "charter.pb-c.h"
 #include "harness.h"
+#include "suite.h"
 
 #define GET_RUN "/charter.v1.Runs/GetRun"
 #define CREATE_RUN "/charter.v1.Runs/CreateRun"
@@ -1037,32 +1038,32 @@ static void test_close_with_calls_in_flight_cancels_them_and_waits_for_them(void
     harness_redis_unpause();
 }
 
-int main(void)
-{
-    if (CU_initialize_registry() != CUE_SUCCESS)
-        return CU_get_error();
-    CU_pSuite nul = CU_add_suite("NUL bytes, the Bearer scheme, truncation and tampering", nul_init,
-                                 nul_cleanup);
-    CU_ADD_TEST(nul, test_run_id_with_nul_is_invalid_argument_not_the_run_before_it);
-    CU_ADD_TEST(nul, test_invocation_ids_differing_after_a_nul_are_refused_and_write_nothing);
-    CU_ADD_TEST(nul, test_title_and_content_with_nul_are_refused_not_shortened);
-    CU_ADD_TEST(nul, test_token_followed_by_nul_and_junk_is_unauthenticated);
-    CU_ADD_TEST(nul, test_method_or_metadata_with_nul_is_invalid_argument);
-    CU_ADD_TEST(nul, test_bearer_scheme_is_case_insensitive_and_the_token_is_not);
-    CU_ADD_TEST(nul, test_trace_says_when_the_ancestry_was_truncated);
-    CU_ADD_TEST(nul, test_tampered_stored_workflow_is_named_as_altered);
-    CU_pSuite dl = CU_add_suite("deadlines, shutdown, floods and closing, on a private Redis",
-                                dl_init, dl_cleanup);
-    CU_ADD_TEST(dl, test_read_with_the_database_paused_is_deadline_exceeded_by_the_deadline);
-    CU_ADD_TEST(dl, test_delivery_with_writes_paused_is_answered_within_its_deadline);
-    CU_ADD_TEST(dl, test_delivery_whose_commit_went_unanswered_never_claims_no_effect);
-    CU_ADD_TEST(dl, test_callers_arriving_during_shutdown_get_unavailable_shutting_down);
-    CU_ADD_TEST(dl, test_large_frames_with_workers_stalled_keep_memory_bounded);
-    CU_ADD_TEST(dl, test_garbage_flood_writes_a_bounded_number_of_log_lines);
-    CU_ADD_TEST(dl, test_close_with_calls_in_flight_cancels_them_and_waits_for_them);
-    CU_basic_set_mode(CU_BRM_VERBOSE);
-    CU_basic_run_tests();
-    unsigned failed = CU_get_number_of_failures();
-    CU_cleanup_registry();
-    return failed == 0 ? 0 : 1;
-}
+/* --- registration ---------------------------------------------------------------------------- */
+
+static const harness_test nul_tests[] = {
+    HARNESS_TEST(test_run_id_with_nul_is_invalid_argument_not_the_run_before_it),
+    HARNESS_TEST(test_invocation_ids_differing_after_a_nul_are_refused_and_write_nothing),
+    HARNESS_TEST(test_title_and_content_with_nul_are_refused_not_shortened),
+    HARNESS_TEST(test_token_followed_by_nul_and_junk_is_unauthenticated),
+    HARNESS_TEST(test_method_or_metadata_with_nul_is_invalid_argument),
+    HARNESS_TEST(test_bearer_scheme_is_case_insensitive_and_the_token_is_not),
+    HARNESS_TEST(test_trace_says_when_the_ancestry_was_truncated),
+    HARNESS_TEST(test_tampered_stored_workflow_is_named_as_altered),
+};
+static const harness_test dl_tests[] = {
+    HARNESS_TEST(test_read_with_the_database_paused_is_deadline_exceeded_by_the_deadline),
+    HARNESS_TEST(test_delivery_with_writes_paused_is_answered_within_its_deadline),
+    HARNESS_TEST(test_delivery_whose_commit_went_unanswered_never_claims_no_effect),
+    HARNESS_TEST(test_callers_arriving_during_shutdown_get_unavailable_shutting_down),
+    HARNESS_TEST(test_large_frames_with_workers_stalled_keep_memory_bounded),
+    HARNESS_TEST(test_garbage_flood_writes_a_bounded_number_of_log_lines),
+    HARNESS_TEST(test_close_with_calls_in_flight_cancels_them_and_waits_for_them),
+};
+static const harness_suite suites[] = {
+    {"NUL bytes, the Bearer scheme, truncation and tampering", nul_init, nul_cleanup,
+     HARNESS_TABLE(nul_tests)},
+    {"deadlines, shutdown, floods and closing, on a private Redis", dl_init, dl_cleanup,
+     HARNESS_TABLE(dl_tests)},
+};
+
+const harness_program harness_tests = {HARNESS_SUITES(suites)};

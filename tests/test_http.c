@@ -27,6 +27,7 @@
 #include <time.h>
 
 #include "harness.h"
+#include "suite.h"
 
 /* The largest request body charterd is started with, bytes. */
 #define MAX_MESSAGE 65536
@@ -896,10 +897,7 @@ static int suite_clean(void)
     {                                                                                              \
 #fn, fn                                                                                    \
     }
-static const struct {
-    const char *name;
-    void (*fn)(void);
-} tests[] = {
+static const harness_test tests[] = {
     T(test_healthz_answers_serving),
     T(test_health_check_needs_no_token),
     T(test_create_get_and_list_a_run),
@@ -927,25 +925,8 @@ static const struct {
     T(test_calls_past_the_bound_are_refused_at_once),
 };
 
-int main(void)
-{
-    if (CU_initialize_registry() != CUE_SUCCESS)
-        return 2;
-    CU_pSuite suite = CU_add_suite("http", suite_init, suite_clean);
-    if (suite == NULL) {
-        CU_cleanup_registry();
-        return 2;
-    }
-    for (size_t i = 0; i < sizeof tests / sizeof tests[0]; i++) {
-        if (CU_add_test(suite, tests[i].name, tests[i].fn) == NULL) {
-            CU_cleanup_registry();
-            return 2;
-        }
-    }
-    CU_basic_set_mode(CU_BRM_VERBOSE);
-    CU_basic_run_tests();
-    unsigned failed = CU_get_number_of_failures() + CU_get_number_of_tests_failed() +
-                      CU_get_number_of_suites_failed();
-    CU_cleanup_registry();
-    return failed == 0 ? 0 : 1;
-}
+static const harness_suite suites[] = {
+    {"http", suite_init, suite_clean, HARNESS_TABLE(tests)},
+};
+
+const harness_program harness_tests = {HARNESS_SUITES(suites)};

@@ -12,6 +12,7 @@
 #include <unistd.h>
 
 #include "core/invariant.h"
+#include "suite.h"
 
 /* Runs INVARIANT(1 + 1 == 3) in a child; returns its wait status and its stderr in out. */
 static int failing_child(char *out, size_t n)
@@ -60,17 +61,15 @@ static void test_a_holding_invariant_costs_nothing_and_goes_on(void)
     CU_ASSERT_EQUAL(reached, 1);
 }
 
-int main(void)
-{
-    if (CU_initialize_registry() != CUE_SUCCESS)
-        return 1;
-    CU_pSuite s = CU_add_suite("invariant", NULL, NULL);
-    CU_add_test(s, "a failed invariant aborts with its expression in this build",
-                test_a_failed_invariant_aborts_with_its_expression_in_this_build);
-    CU_add_test(s, "a holding invariant goes on", test_a_holding_invariant_costs_nothing_and_goes_on);
-    CU_basic_set_mode(CU_BRM_VERBOSE);
-    CU_basic_run_tests();
-    unsigned failed = CU_get_number_of_failures() + CU_get_number_of_tests_failed();
-    CU_cleanup_registry();
-    return failed == 0 ? 0 : 1;
-}
+/* --- registration ---------------------------------------------------------------------------- */
+
+static const harness_test tests[] = {
+    {"a failed invariant aborts with its expression in this build",
+     test_a_failed_invariant_aborts_with_its_expression_in_this_build},
+    {"a holding invariant goes on", test_a_holding_invariant_costs_nothing_and_goes_on},
+};
+static const harness_suite suites[] = {
+    {"invariant", NULL, NULL, HARNESS_TABLE(tests)},
+};
+
+const harness_program harness_tests = {HARNESS_SUITES(suites)};

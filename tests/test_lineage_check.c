@@ -19,6 +19,7 @@
 
 #include "charter.h"
 #include "harness.h"
+#include "suite.h"
 
 #define DEPTH 20
 
@@ -413,40 +414,34 @@ static void test_a_forged_summary_fails_its_seal(void)
     expect_allowed();
 }
 
-int main(void)
-{
-    if (CU_initialize_registry() != CUE_SUCCESS)
-        return CU_get_error();
-    CU_pSuite s = CU_add_suite("lineage checked against its records", suite_init, suite_clean);
-    if (!s)
-        return 1;
-    CU_add_test(s, "a lineage recorded through the API carries its records",
-                test_a_lineage_recorded_through_the_api_carries_its_records);
-    CU_add_test(s, "a deleted DERIVED_FROM edge of the payload is refused",
-                test_a_deleted_derived_from_edge_of_the_payload_is_refused);
-    CU_add_test(s, "a relabelled payload is refused", test_a_relabelled_payload_is_refused);
-    CU_add_test(s, "a deleted producer of the payload is refused",
-                test_a_deleted_producer_of_the_payload_is_refused);
-    CU_add_test(s, "a resource edge added to a derived artifact is refused",
-                test_a_resource_edge_added_to_a_derived_artifact_is_refused);
-    CU_add_test(s, "a relabelled resource is refused", test_a_relabelled_resource_is_refused);
-    CU_add_test(s, "a tampered summary gives unknown", test_a_tampered_summary_gives_unknown);
-    CU_add_test(s, "deep edits no longer change the decision",
-                test_deep_edits_no_longer_change_the_decision);
-    CU_add_test(s, "an artifact without a summary is walked in full",
-                test_an_artifact_without_a_summary_is_walked_in_full);
-    CU_pSuite k =
-        CU_add_suite("summaries sealed under an integrity key", sealed_init, sealed_clean);
-    if (!k)
-        return 1;
-    CU_add_test(k, "a lineage recorded through the API carries its records",
-                test_a_lineage_recorded_through_the_api_carries_its_records);
-    CU_add_test(k, "deep edits no longer change the decision",
-                test_deep_edits_no_longer_change_the_decision);
-    CU_add_test(k, "a forged summary fails its seal", test_a_forged_summary_fails_its_seal);
-    CU_basic_set_mode(CU_BRM_VERBOSE);
-    CU_basic_run_tests();
-    unsigned failed = CU_get_number_of_failures() + CU_get_number_of_suites_failed();
-    CU_cleanup_registry();
-    return failed ? 1 : 0;
-}
+/* --- registration ---------------------------------------------------------------------------- */
+
+static const harness_test tests[] = {
+    {"a lineage recorded through the API carries its records",
+     test_a_lineage_recorded_through_the_api_carries_its_records},
+    {"a deleted DERIVED_FROM edge of the payload is refused",
+     test_a_deleted_derived_from_edge_of_the_payload_is_refused},
+    {"a relabelled payload is refused", test_a_relabelled_payload_is_refused},
+    {"a deleted producer of the payload is refused",
+     test_a_deleted_producer_of_the_payload_is_refused},
+    {"a resource edge added to a derived artifact is refused",
+     test_a_resource_edge_added_to_a_derived_artifact_is_refused},
+    {"a relabelled resource is refused", test_a_relabelled_resource_is_refused},
+    {"a tampered summary gives unknown", test_a_tampered_summary_gives_unknown},
+    {"deep edits no longer change the decision", test_deep_edits_no_longer_change_the_decision},
+    {"an artifact without a summary is walked in full",
+     test_an_artifact_without_a_summary_is_walked_in_full},
+};
+static const harness_test sealed_tests[] = {
+    {"a lineage recorded through the API carries its records",
+     test_a_lineage_recorded_through_the_api_carries_its_records},
+    {"deep edits no longer change the decision", test_deep_edits_no_longer_change_the_decision},
+    {"a forged summary fails its seal", test_a_forged_summary_fails_its_seal},
+};
+static const harness_suite suites[] = {
+    {"lineage checked against its records", suite_init, suite_clean, HARNESS_TABLE(tests)},
+    {"summaries sealed under an integrity key", sealed_init, sealed_clean,
+     HARNESS_TABLE(sealed_tests)},
+};
+
+const harness_program harness_tests = {HARNESS_SUITES(suites)};

@@ -30,6 +30,7 @@
 #include <jansson.h>
 
 #include "harness.h"
+#include "suite.h"
 
 #define CRED_A "mcp-credential-a-0123456789abcdef"
 #define CRED_B "mcp-credential-b-0123456789abcdef"
@@ -488,10 +489,7 @@ static int suite_clean(void)
     {                                                                                              \
 #fn, fn                                                                                    \
     }
-static const struct {
-    const char *name;
-    void (*fn)(void);
-} tests[] = {
+static const harness_test tests[] = {
     T(test_body_is_not_read_before_the_credential_is_checked),
     T(test_chunked_bodies_are_read_and_counted),
     T(test_slow_requests_are_closed_at_their_deadlines),
@@ -499,25 +497,8 @@ static const struct {
     T(test_sessions_call_tools_concurrently),
 };
 
-int main(void)
-{
-    if (CU_initialize_registry() != CUE_SUCCESS)
-        return 2;
-    CU_pSuite suite = CU_add_suite("mcp_http", suite_init, suite_clean);
-    if (suite == NULL) {
-        CU_cleanup_registry();
-        return 2;
-    }
-    for (size_t i = 0; i < sizeof tests / sizeof tests[0]; i++) {
-        if (CU_add_test(suite, tests[i].name, tests[i].fn) == NULL) {
-            CU_cleanup_registry();
-            return 2;
-        }
-    }
-    CU_basic_set_mode(CU_BRM_VERBOSE);
-    CU_basic_run_tests();
-    unsigned failed = CU_get_number_of_failures() + CU_get_number_of_tests_failed() +
-                      CU_get_number_of_suites_failed();
-    CU_cleanup_registry();
-    return failed == 0 ? 0 : 1;
-}
+static const harness_suite suites[] = {
+    {"mcp_http", suite_init, suite_clean, HARNESS_TABLE(tests)},
+};
+
+const harness_program harness_tests = {HARNESS_SUITES(suites)};

@@ -19,6 +19,7 @@
 #include "evidence/evlog.h"
 #include "gates/gate.h"
 #include "harness.h"
+#include "suite.h"
 #include "workflow/registry.h"
 #include "policy/evaluator.h"
 #include "runs/runner.h"
@@ -221,8 +222,12 @@ static void test_commit_refuses_grant_expired_a_minute_ago_by_database_clock(voi
     json_decref(artifact);
 }
 
-int main(void)
+/* --- registration ---------------------------------------------------------------------------- */
+
+static int setup(int argc, char **argv)
 {
+    (void)argc;
+    (void)argv;
     workflow *loaded = NULL;
     char err[512], evaluator[65];
     if (workflow_load_buffer(embedded_workflow, embedded_workflow_len, &loaded, err, sizeof err) !=
@@ -233,22 +238,23 @@ int main(void)
         return 2;
     }
     workflow_free(loaded);
-    if (CU_initialize_registry() != CUE_SUCCESS)
-        return 2;
-    CU_pSuite s = CU_add_suite("checks no other fast suite makes", suite_init, suite_clean);
-    if (s == NULL ||
-        CU_add_test(s, "delivery of an artifact altered after capture is denied",
-                    test_delivery_of_artifact_altered_after_capture_is_denied) == NULL ||
-        CU_add_test(s, "commit refuses a grant expired a minute ago by the database clock",
-                    test_commit_refuses_grant_expired_a_minute_ago_by_database_clock) == NULL) {
-        CU_cleanup_registry();
-        return 2;
-    }
-    CU_basic_set_mode(CU_BRM_VERBOSE);
-    CU_basic_run_tests();
-    unsigned failed = CU_get_number_of_failures() + CU_get_number_of_tests_failed() +
-                      CU_get_number_of_suites_failed();
-    CU_cleanup_registry();
-    registry_shutdown();
-    return failed == 0 ? 0 : 1;
+    return 0;
 }
+
+static void teardown(void)
+{
+    registry_shutdown();
+}
+
+static const harness_test tests[] = {
+    {"delivery of an artifact altered after capture is denied",
+     test_delivery_of_artifact_altered_after_capture_is_denied},
+    {"commit refuses a grant expired a minute ago by the database clock",
+     test_commit_refuses_grant_expired_a_minute_ago_by_database_clock},
+};
+static const harness_suite suites[] = {
+    {"checks no other fast suite makes", suite_init, suite_clean, HARNESS_TABLE(tests)},
+};
+
+const harness_program harness_tests = {HARNESS_SUITES(suites), .setup = setup,
+                                       .teardown = teardown};

@@ -21,6 +21,7 @@
 
 #include "charter.h"
 #include "harness.h"
+#include "suite.h"
 #include "db/store.h"
 
 static char tmpdir[64];
@@ -275,26 +276,22 @@ static void test_not_found_answers_name_the_id(void)
     harness_graph_drop(graph);
 }
 
-int main(void)
-{
-    harness_redis_url();
-    signal(SIGPIPE, SIG_IGN);
-    if (CU_initialize_registry() != CUE_SUCCESS)
-        return 1;
-    CU_pSuite s = CU_add_suite("operation", ops_init, ops_clean);
-    CU_add_test(s, "charterd tells systemd it is ready, then stopping",
-                test_charterd_tells_systemd_it_is_ready_then_stopping);
-    CU_add_test(s, "a second charterd on a taken port fails before making its data folder",
-                test_second_charterd_on_a_taken_port_fails_before_making_its_data_folder);
-    CU_add_test(s, "a taken --http port fails before writing to the graph",
-                test_taken_http_port_fails_before_writing_to_the_graph);
-    CU_add_test(s, "Redis URL forms users copy are canonical",
-                test_redis_url_forms_users_copy_are_canonical);
-    CU_add_test(s, "a missing Redis socket fails at once", test_missing_redis_socket_fails_at_once);
-    CU_add_test(s, "NOT_FOUND answers name the id", test_not_found_answers_name_the_id);
-    CU_basic_set_mode(CU_BRM_VERBOSE);
-    CU_basic_run_tests();
-    unsigned failed = CU_get_number_of_failures() + CU_get_number_of_suites_failed();
-    CU_cleanup_registry();
-    return failed == 0 ? 0 : 1;
-}
+/* --- registration ---------------------------------------------------------------------------- */
+
+static const harness_test tests[] = {
+    {"charterd tells systemd it is ready, then stopping",
+     test_charterd_tells_systemd_it_is_ready_then_stopping},
+    {"a second charterd on a taken port fails before making its data folder",
+     test_second_charterd_on_a_taken_port_fails_before_making_its_data_folder},
+    {"a taken --http port fails before writing to the graph",
+     test_taken_http_port_fails_before_writing_to_the_graph},
+    {"Redis URL forms users copy are canonical", test_redis_url_forms_users_copy_are_canonical},
+    {"a missing Redis socket fails at once", test_missing_redis_socket_fails_at_once},
+    {"NOT_FOUND answers name the id", test_not_found_answers_name_the_id},
+};
+static const harness_suite suites[] = {
+    {"operation", ops_init, ops_clean, HARNESS_TABLE(tests)},
+};
+
+const harness_program harness_tests = {HARNESS_SUITES(suites), .needs_redis = true,
+                                       .ignore_sigpipe = true};

@@ -17,6 +17,7 @@
 #include "charter.pb-c.h"
 #include "protojson.h"
 #include "protojson_test.pb-c.h"
+#include "suite.h"
 
 /* --- a counting allocator: every decode must free what it allocated ----------------------- */
 
@@ -399,10 +400,7 @@ static void test_json_names_follow_proto3(void)
     {                                                                                              \
 #fn, fn                                                                                    \
     }
-static const struct {
-    const char *name;
-    void (*fn)(void);
-} tests[] = {
+static const harness_test tests[] = {
     T(test_deliver_request_round_trips_with_camel_case_names),
     T(test_original_field_names_are_accepted_on_input),
     T(test_deliver_response_with_decision_and_delivery_round_trips),
@@ -427,24 +425,8 @@ static const struct {
     T(test_json_names_follow_proto3),
 };
 
-int main(void)
-{
-    if (CU_initialize_registry() != CUE_SUCCESS)
-        return 2;
-    CU_pSuite suite = CU_add_suite("protojson", NULL, NULL);
-    if (suite == NULL) {
-        CU_cleanup_registry();
-        return 2;
-    }
-    for (size_t i = 0; i < sizeof tests / sizeof tests[0]; i++) {
-        if (CU_add_test(suite, tests[i].name, tests[i].fn) == NULL) {
-            CU_cleanup_registry();
-            return 2;
-        }
-    }
-    CU_basic_set_mode(CU_BRM_VERBOSE);
-    CU_basic_run_tests();
-    unsigned failed = CU_get_number_of_failures() + CU_get_number_of_tests_failed();
-    CU_cleanup_registry();
-    return failed == 0 ? 0 : 1;
-}
+static const harness_suite suites[] = {
+    {"protojson", NULL, NULL, HARNESS_TABLE(tests)},
+};
+
+const harness_program harness_tests = {HARNESS_SUITES(suites)};

@@ -22,6 +22,7 @@
 #include "runs/model.h"
 #include "runs/provider.h"
 #include "policy/workflow.h"
+#include "suite.h"
 
 #ifndef CHARTER_SOURCE_DIR
 #error "CHARTER_SOURCE_DIR (the source tree's root) must be defined by the build"
@@ -1373,10 +1374,7 @@ static void test_cancel_mid_gemini_request_aborts_it_and_asks_no_other_provider(
 
 /* ---- registration ------------------------------------------------------------------------- */
 
-static const struct {
-    const char *name;
-    void (*fn)(void);
-} tests[] = {
+static const harness_test tests[] = {
     {"live mode before configuration is refused", test_live_mode_before_configuration_is_refused},
     {"config from env needs all three and a sane timeout",
      test_config_from_env_needs_all_three_and_a_sane_timeout},
@@ -1420,26 +1418,14 @@ static const struct {
      test_cancel_mid_gemini_request_aborts_it_and_asks_no_other_provider},
 };
 
-int main(void)
+/* Stops NNG's own threads. */
+static void teardown(void)
 {
-    if (CU_initialize_registry() != CUE_SUCCESS) {
-        return 1;
-    }
-    CU_pSuite suite = CU_add_suite("provider", suite_init, suite_cleanup);
-    if (suite == NULL) {
-        CU_cleanup_registry();
-        return 1;
-    }
-    for (size_t i = 0; i < sizeof tests / sizeof tests[0]; i++) {
-        if (CU_add_test(suite, tests[i].name, tests[i].fn) == NULL) {
-            CU_cleanup_registry();
-            return 1;
-        }
-    }
-    CU_basic_set_mode(CU_BRM_VERBOSE);
-    CU_basic_run_tests();
-    unsigned failed = CU_get_number_of_failures() + CU_get_number_of_tests_failed();
-    CU_cleanup_registry();
     nng_fini();
-    return failed == 0 ? 0 : 1;
 }
+
+static const harness_suite suites[] = {
+    {"provider", suite_init, suite_cleanup, HARNESS_TABLE(tests)},
+};
+
+const harness_program harness_tests = {HARNESS_SUITES(suites), .teardown = teardown};

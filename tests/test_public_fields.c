@@ -12,6 +12,7 @@
 
 #include "charter.h"
 #include "harness.h"
+#include "suite.h"
 
 static char graph[64];
 static harness_charterd daemon_;
@@ -133,24 +134,18 @@ static void test_fields_on_a_step_without_public_rendering_are_invalid(void)
     CU_ASSERT_PTR_NULL(out);
 }
 
-int main(void)
-{
-    if (CU_initialize_registry() != CUE_SUCCESS)
-        return 1;
-    CU_pSuite s = CU_add_suite("RecordOutput with fields", suite_init, suite_clean);
-    if (!s ||
-        !CU_add_test(s, "fields are rendered by the server from the template",
-                     test_fields_are_rendered_by_the_server_from_the_template) ||
-        !CU_add_test(s, "an off-list value is invalid and writes nothing",
-                     test_off_list_value_is_invalid_and_writes_nothing) ||
-        !CU_add_test(s, "fields on a step without public rendering are invalid",
-                     test_fields_on_a_step_without_public_rendering_are_invalid)) {
-        CU_cleanup_registry();
-        return 1;
-    }
-    CU_basic_set_mode(CU_BRM_VERBOSE);
-    CU_basic_run_tests();
-    unsigned failed = CU_get_number_of_failures() + CU_get_number_of_suites_failed();
-    CU_cleanup_registry();
-    return failed ? 1 : 0;
-}
+/* --- registration ---------------------------------------------------------------------------- */
+
+static const harness_test tests[] = {
+    {"fields are rendered by the server from the template",
+     test_fields_are_rendered_by_the_server_from_the_template},
+    {"an off-list value is invalid and writes nothing",
+     test_off_list_value_is_invalid_and_writes_nothing},
+    {"fields on a step without public rendering are invalid",
+     test_fields_on_a_step_without_public_rendering_are_invalid},
+};
+static const harness_suite suites[] = {
+    {"RecordOutput with fields", suite_init, suite_clean, HARNESS_TABLE(tests)},
+};
+
+const harness_program harness_tests = {HARNESS_SUITES(suites)};

@@ -22,6 +22,7 @@
 
 #include "evidence/evlog.h"
 #include "harness.h"
+#include "suite.h"
 #include "db/store.h"
 /* The raw call by name: this suite drives the library function by function, with malformed and
  * missing arguments on purpose, which the typed stubs do not let it pass. */
@@ -2519,8 +2520,12 @@ static bool load_library(void)
     return library_len > 0;
 }
 
-int main(void)
+/* --- registration ---------------------------------------------------------------------------- */
+
+static int setup(int argc, char **argv)
 {
+    (void)argc;
+    (void)argv;
     signal(SIGPIPE, SIG_IGN); /* a write to a killed connection must fail, not kill the test */
     redis_url = getenv("CHARTER_TEST_REDIS");
     if (!redis_url || !*redis_url) {
@@ -2531,54 +2536,47 @@ int main(void)
     }
     if (!load_library())
         return 1;
-    if (CU_initialize_registry() != CUE_SUCCESS)
-        return 1;
-    CU_pSuite s = CU_add_suite("queries", NULL, NULL);
-    struct {
-        const char *name;
-        CU_TestFunc fn;
-    } tests[] = {
-        {"ancestry equals a plain walk on a random graph",
-         test_ancestry_equals_plain_walk_on_random_graph},
-        {"ancestry of a 1500-deep chain", test_ancestry_of_a_1500_deep_chain},
-        {"create_artifact summarises its lineage from its parents",
-         test_create_artifact_summarises_its_lineage_from_its_parents},
-        {"grant chain equals a plain walk on random delegations",
-         test_grant_chain_equals_plain_walk_on_random_delegations},
-        {"commit_delivery commits once and writes its event",
-         test_commit_delivery_commits_once_and_writes_its_event},
-        {"commit_delivery refuses and writes nothing",
-         test_commit_delivery_refuses_and_writes_nothing},
-        {"transition_run claims once", test_transition_run_claims_once},
-        {"append_event numbers seq from one", test_append_event_numbers_seq_from_one},
-        {"revoke stamps database time and restore clears",
-         test_revoke_stamps_database_time_and_restore_clears},
-        {"interrupt_runs marks running and recovering",
-         test_interrupt_runs_marks_running_and_recovering},
-        {"get_run pages events after seq", test_get_run_pages_events_after_seq},
-        {"create_artifact refuses a missing input or context",
-         test_create_artifact_refuses_missing_input_or_context},
-        {"store reconnects after its connection is killed",
-         test_store_reconnects_after_its_connection_is_killed},
-        {"store timeout drops the connection and the late reply",
-         test_store_timeout_drops_the_connection_and_the_late_reply},
-        {"store_open rejects bad urls and graphs", test_store_open_rejects_bad_urls_and_graphs},
-        {"library check refuses functions that differ from the stubs",
-         test_library_check_refuses_functions_that_differ_from_the_stubs},
-        {"decoders accept empty objects and string times",
-         test_decoders_accept_empty_objects_and_string_times},
-    };
-    for (size_t i = 0; s && i < sizeof tests / sizeof tests[0]; i++)
-        if (!CU_add_test(s, tests[i].name, tests[i].fn))
-            s = NULL;
-    if (!s) {
-        CU_cleanup_registry();
-        return 1;
-    }
-    CU_basic_set_mode(CU_BRM_VERBOSE);
-    CU_basic_run_tests();
-    unsigned failed = CU_get_number_of_failures() + CU_get_number_of_tests_failed();
-    CU_cleanup_registry();
-    free(library_src);
-    return failed ? 1 : 0;
+    return 0;
 }
+
+static void teardown(void)
+{
+    free(library_src);
+}
+
+static const harness_test tests[] = {
+    {"ancestry equals a plain walk on a random graph",
+     test_ancestry_equals_plain_walk_on_random_graph},
+    {"ancestry of a 1500-deep chain", test_ancestry_of_a_1500_deep_chain},
+    {"create_artifact summarises its lineage from its parents",
+     test_create_artifact_summarises_its_lineage_from_its_parents},
+    {"grant chain equals a plain walk on random delegations",
+     test_grant_chain_equals_plain_walk_on_random_delegations},
+    {"commit_delivery commits once and writes its event",
+     test_commit_delivery_commits_once_and_writes_its_event},
+    {"commit_delivery refuses and writes nothing", test_commit_delivery_refuses_and_writes_nothing},
+    {"transition_run claims once", test_transition_run_claims_once},
+    {"append_event numbers seq from one", test_append_event_numbers_seq_from_one},
+    {"revoke stamps database time and restore clears",
+     test_revoke_stamps_database_time_and_restore_clears},
+    {"interrupt_runs marks running and recovering",
+     test_interrupt_runs_marks_running_and_recovering},
+    {"get_run pages events after seq", test_get_run_pages_events_after_seq},
+    {"create_artifact refuses a missing input or context",
+     test_create_artifact_refuses_missing_input_or_context},
+    {"store reconnects after its connection is killed",
+     test_store_reconnects_after_its_connection_is_killed},
+    {"store timeout drops the connection and the late reply",
+     test_store_timeout_drops_the_connection_and_the_late_reply},
+    {"store_open rejects bad urls and graphs", test_store_open_rejects_bad_urls_and_graphs},
+    {"library check refuses functions that differ from the stubs",
+     test_library_check_refuses_functions_that_differ_from_the_stubs},
+    {"decoders accept empty objects and string times",
+     test_decoders_accept_empty_objects_and_string_times},
+};
+static const harness_suite suites[] = {
+    {"queries", NULL, NULL, HARNESS_TABLE(tests)},
+};
+
+const harness_program harness_tests = {HARNESS_SUITES(suites), .setup = setup,
+                                       .teardown = teardown};

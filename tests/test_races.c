@@ -24,6 +24,7 @@
 
 #include "charter.h"
 #include "harness.h"
+#include "suite.h"
 
 #define DELIVER_METHOD "/charter.v1.Gate/Deliver"
 #define N_CLIENTS 8
@@ -1183,31 +1184,33 @@ static void test_grant_expiring_between_evaluation_and_commit_is_refused_at_comm
 
 /* --- registration ---------------------------------------------------------------------------- */
 
-int main(void)
-{
-    harness_redis_url();
-    signal(SIGPIPE, SIG_IGN); /* hiredis writes to servers this program kills */
-    if (CU_initialize_registry() != CUE_SUCCESS)
-        return 1;
-    CU_pSuite many = CU_add_suite("many deliverers, one invocation", many_init, two_daemons_clean);
-    CU_add_test(many, "200 deliverers on 2 charterd commit one invocation once, 50 rounds",
-                test_two_hundred_deliverers_commit_one_invocation_once);
-    CU_pSuite revoke = CU_add_suite("revocation racing delivery", revoke_init, two_daemons_clean);
-    CU_add_test(revoke, "no delivery commits at or after a racing revocation, 500 rounds",
-                test_no_delivery_commits_at_or_after_a_racing_revocation);
-    CU_pSuite expiry = CU_add_suite("expiry between check and commit", expiry_init, expiry_clean);
-    CU_add_test(expiry, "grant expiring between evaluation and commit is refused at commit",
-                test_grant_expiring_between_evaluation_and_commit_is_refused_at_commit);
-    CU_pSuite retry = CU_add_suite("lost replies and concurrent recovery", retry_init, retry_clean);
-    CU_add_test(retry, "retry after a lost reply acknowledges instead of delivering twice",
-                test_retry_after_a_lost_reply_acknowledges_instead_of_delivering_twice);
-    CU_add_test(retry, "a retry that finds another caller's commit answers acknowledged",
-                test_a_retry_that_finds_another_callers_commit_answers_acknowledged);
-    CU_add_test(retry, "20 concurrent recoveries claim a blocked run once",
-                test_concurrent_recoveries_claim_a_blocked_run_once);
-    CU_basic_set_mode(CU_BRM_VERBOSE);
-    CU_basic_run_tests();
-    unsigned failed = CU_get_number_of_failures() + CU_get_number_of_suites_failed();
-    CU_cleanup_registry();
-    return failed ? 1 : 0;
-}
+static const harness_test many_tests[] = {
+    {"200 deliverers on 2 charterd commit one invocation once, 50 rounds",
+     test_two_hundred_deliverers_commit_one_invocation_once},
+};
+static const harness_test revoke_tests[] = {
+    {"no delivery commits at or after a racing revocation, 500 rounds",
+     test_no_delivery_commits_at_or_after_a_racing_revocation},
+};
+static const harness_test expiry_tests[] = {
+    {"grant expiring between evaluation and commit is refused at commit",
+     test_grant_expiring_between_evaluation_and_commit_is_refused_at_commit},
+};
+static const harness_test retry_tests[] = {
+    {"retry after a lost reply acknowledges instead of delivering twice",
+     test_retry_after_a_lost_reply_acknowledges_instead_of_delivering_twice},
+    {"a retry that finds another caller's commit answers acknowledged",
+     test_a_retry_that_finds_another_callers_commit_answers_acknowledged},
+    {"20 concurrent recoveries claim a blocked run once",
+     test_concurrent_recoveries_claim_a_blocked_run_once},
+};
+static const harness_suite suites[] = {
+    {"many deliverers, one invocation", many_init, two_daemons_clean, HARNESS_TABLE(many_tests)},
+    {"revocation racing delivery", revoke_init, two_daemons_clean, HARNESS_TABLE(revoke_tests)},
+    {"expiry between check and commit", expiry_init, expiry_clean, HARNESS_TABLE(expiry_tests)},
+    {"lost replies and concurrent recovery", retry_init, retry_clean, HARNESS_TABLE(retry_tests)},
+};
+
+/* SIGPIPE ignored: hiredis writes to servers this program kills. */
+const harness_program harness_tests = {HARNESS_SUITES(suites), .needs_redis = true,
+                                       .ignore_sigpipe = true};

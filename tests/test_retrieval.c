@@ -16,6 +16,7 @@
 
 #include "charter.h"
 #include "harness.h"
+#include "suite.h"
 #include "policy/scope.h"
 #include "core/status.h"
 
@@ -668,46 +669,49 @@ static void test_child_without_a_field_its_parent_filters_is_widening(void)
     CU_ASSERT_EQUAL(scope_check_bound(&none, why, sizeof why), STATUS_OK);
 }
 
-int main(void)
+/* --- registration ---------------------------------------------------------------------------- */
+
+static int setup(int argc, char **argv)
 {
+    (void)argc;
+    (void)argv;
     if (!getenv("CHARTER_TEST_REDIS")) {
         fprintf(stderr,
                 "test_retrieval: FAIL: CHARTER_TEST_REDIS is not set (run ./deploy/test.sh)\n");
         return 1;
     }
-    if (CU_initialize_registry() != CUE_SUCCESS)
-        return 1;
-    CU_pSuite s = CU_add_suite("retrieval", suite_init, suite_clean);
-    CU_add_test(s, "scope naming a resource outside the grant chain is widening",
-                test_scope_naming_a_resource_outside_the_grant_chain_is_widening);
-    CU_add_test(s, "unrestricted scope searches only the step's resources",
-                test_unrestricted_scope_searches_only_the_steps_resources);
-    CU_add_test(s, "empty filter list denies every document",
-                test_empty_filter_list_denies_every_document);
-    CU_add_test(s, "query syntax is searched as words within the filters",
-                test_query_syntax_is_searched_as_words_within_the_filters);
-    CU_add_test(s, "proposal with scope-bearing fields is rejected before search",
-                test_proposal_with_scope_bearing_fields_is_rejected_before_search);
-    CU_add_test(s, "follow-up budget is checked before dispatch",
-                test_follow_up_budget_is_checked_before_dispatch);
-    CU_add_test(s, "expired scope is refused at dispatch",
-                test_expired_scope_is_refused_at_dispatch);
-    CU_add_test(s, "narrow scope only narrows", test_narrow_scope_only_narrows);
-    CU_add_test(s, "checkpoint resumes only for its binding and authorization",
-                test_checkpoint_resumes_only_for_its_binding_and_authorization);
-    CU_add_test(s, "retrieved confidential chunk is refused to a public recipient",
-                test_retrieved_confidential_chunk_is_refused_to_a_public_recipient);
-    CU_add_test(s, "viewer cannot bind or search", test_viewer_cannot_bind_or_search);
-    CU_pSuite r = CU_add_suite("scope rules", NULL, NULL);
-    CU_add_test(r, "query words drop every operator", test_query_words_drop_every_operator);
-    CU_add_test(r, "proposal names every scope-bearing field",
-                test_proposal_names_every_scope_bearing_field);
-    CU_add_test(r, "child without a field its parent filters is widening",
-                test_child_without_a_field_its_parent_filters_is_widening);
-    CU_basic_set_mode(CU_BRM_VERBOSE);
-    CU_basic_run_tests();
-    unsigned failed = CU_get_number_of_failures();
-    unsigned errors = CU_get_error();
-    CU_cleanup_registry();
-    return failed || errors ? 1 : 0;
+    return 0;
 }
+
+static const harness_test retrieval_tests[] = {
+    {"scope naming a resource outside the grant chain is widening",
+     test_scope_naming_a_resource_outside_the_grant_chain_is_widening},
+    {"unrestricted scope searches only the step's resources",
+     test_unrestricted_scope_searches_only_the_steps_resources},
+    {"empty filter list denies every document", test_empty_filter_list_denies_every_document},
+    {"query syntax is searched as words within the filters",
+     test_query_syntax_is_searched_as_words_within_the_filters},
+    {"proposal with scope-bearing fields is rejected before search",
+     test_proposal_with_scope_bearing_fields_is_rejected_before_search},
+    {"follow-up budget is checked before dispatch",
+     test_follow_up_budget_is_checked_before_dispatch},
+    {"expired scope is refused at dispatch", test_expired_scope_is_refused_at_dispatch},
+    {"narrow scope only narrows", test_narrow_scope_only_narrows},
+    {"checkpoint resumes only for its binding and authorization",
+     test_checkpoint_resumes_only_for_its_binding_and_authorization},
+    {"retrieved confidential chunk is refused to a public recipient",
+     test_retrieved_confidential_chunk_is_refused_to_a_public_recipient},
+    {"viewer cannot bind or search", test_viewer_cannot_bind_or_search},
+};
+static const harness_test scope_rule_tests[] = {
+    {"query words drop every operator", test_query_words_drop_every_operator},
+    {"proposal names every scope-bearing field", test_proposal_names_every_scope_bearing_field},
+    {"child without a field its parent filters is widening",
+     test_child_without_a_field_its_parent_filters_is_widening},
+};
+static const harness_suite suites[] = {
+    {"retrieval", suite_init, suite_clean, HARNESS_TABLE(retrieval_tests)},
+    {"scope rules", NULL, NULL, HARNESS_TABLE(scope_rule_tests)},
+};
+
+const harness_program harness_tests = {HARNESS_SUITES(suites), .setup = setup};

@@ -27,6 +27,7 @@
 
 #include "charter.pb-c.h"
 #include "harness.h"
+#include "suite.h"
 
 #define REVOKE "/charter.v1.Grants/RevokeGrant"
 #define RESTORE "/charter.v1.Grants/RestoreGrants"
@@ -298,7 +299,7 @@ static void test_oversized_request_is_resource_exhausted(void)
     assert_unchanged();
 }
 
-/* In a child process (see main): sends an envelope of total bytes to url and exits with the
+/* In a child process (see setup): sends an envelope of total bytes to url and exits with the
  * NNG result of waiting 1500 ms for the reply, without closing anything. */
 static int send_oversized_and_exit(const char *url, size_t total)
 {
@@ -890,70 +891,67 @@ static void test_death_of_the_embedded_database_is_logged_and_health_says_down(v
 
 /* --- registration ------------------------------------------------------------------------ */
 
-int main(int argc, char **argv)
+/* test_far_oversized_request_drops_the_connection_and_service_goes_on runs this program again
+ * as its caller: --send-oversized URL BYTES sends one envelope and exits, running no test. */
+static int setup(int argc, char **argv)
 {
-    if (argc == 4 && strcmp(argv[1], "--send-oversized") == 0) {
-        return send_oversized_and_exit(argv[2], (size_t)strtoull(argv[3], NULL, 10));
-    }
-    harness_redis_url(); /* fail loudly before anything else when the test Redis is missing */
-    if (CU_initialize_registry() != CUE_SUCCESS) {
-        return 1;
-    }
-    CU_pSuite startup = CU_add_suite("startup", NULL, NULL);
-    CU_add_test(startup, "startup without operator token is one line",
-                test_startup_without_operator_token_is_one_line);
-    CU_add_test(startup, "startup with short or shared tokens is refused",
-                test_startup_with_short_or_shared_tokens_is_refused);
-    CU_add_test(startup, "startup with unreachable redis is one line",
-                test_startup_with_unreachable_redis_is_one_line);
-    CU_add_test(startup, "unknown option is one line", test_unknown_option_is_one_line);
-    CU_add_test(startup, "help and version exit 0", test_help_and_version_exit_0);
-
-    CU_pSuite rpc = CU_add_suite("rpc", rpc_init, rpc_cleanup);
-    CU_add_test(rpc, "health answers without token", test_health_answers_without_token);
-    CU_add_test(rpc, "health answers over ipc, socket mode 0600",
-                test_health_answers_over_ipc_with_socket_mode_0600);
-    CU_add_test(rpc, "truncated envelope is INVALID_ARGUMENT",
-                test_truncated_envelope_is_invalid_argument);
-    CU_add_test(rpc, "truncated payload is INVALID_ARGUMENT naming the type",
-                test_truncated_payload_is_invalid_argument_naming_the_type);
-    CU_add_test(rpc, "random garbage is INVALID_ARGUMENT", test_random_garbage_is_invalid_argument);
-    CU_add_test(rpc, "empty envelope is UNIMPLEMENTED", test_empty_envelope_is_unimplemented);
-    CU_add_test(rpc, "unknown method is UNIMPLEMENTED with its name",
-                test_unknown_method_is_unimplemented_with_its_name);
-    CU_add_test(rpc, "missing token is UNAUTHENTICATED", test_missing_token_is_unauthenticated);
-    CU_add_test(rpc, "wrong token is UNAUTHENTICATED", test_wrong_token_is_unauthenticated);
-    CU_add_test(rpc, "viewer token cannot write", test_viewer_token_cannot_write);
-    CU_add_test(rpc, "oversized request is RESOURCE_EXHAUSTED",
-                test_oversized_request_is_resource_exhausted);
-    CU_add_test(rpc, "far oversized request drops the connection, service goes on",
-                test_far_oversized_request_drops_the_connection_and_service_goes_on);
-    CU_add_test(rpc, "unknown ids are NOT_FOUND", test_unknown_ids_are_not_found);
-    CU_add_test(rpc, "bad id characters are INVALID_ARGUMENT",
-                test_bad_id_characters_are_invalid_argument);
-    CU_add_test(rpc, "viewer sees chain leaf first and allowed",
-                test_viewer_sees_chain_leaf_first_and_allowed);
-    CU_add_test(rpc, "revoke denies the chain, restore allows it again",
-                test_revoke_denies_the_chain_and_restore_allows_it_again);
-    CU_add_test(rpc, "SIGTERM stops with exit 0", test_sigterm_stops_with_exit_0);
-
-    CU_pSuite limits = CU_add_suite("limits", limits_init, limits_cleanup);
-    CU_add_test(limits, "call past workers and queue is RESOURCE_EXHAUSTED",
-                test_call_past_workers_and_queue_is_resource_exhausted);
-    CU_add_test(limits, "SIGTERM during a slow call still delivers its reply",
-                test_sigterm_during_a_slow_call_still_delivers_its_reply);
-
-    CU_pSuite embedded = CU_add_suite("embedded", NULL, NULL);
-    CU_add_test(embedded, "embedded database lives and dies with charterd",
-                test_embedded_database_lives_and_dies_with_charterd);
-    CU_add_test(embedded, "killed charterd takes its embedded database down",
-                test_killed_charterd_takes_its_embedded_database_down);
-    CU_add_test(embedded, "death of the embedded database is logged, health says down",
-                test_death_of_the_embedded_database_is_logged_and_health_says_down);
-
-    CU_basic_set_mode(CU_BRM_VERBOSE);
-    CU_basic_run_tests();
-    unsigned failed = CU_get_number_of_failures() + CU_get_number_of_suites_failed();
-    CU_cleanup_registry();
-    return failed == 0 ? 0 : 1;
+    if (argc == 4 && strcmp(argv[1], "--send-oversized") == 0)
+        exit(send_oversized_and_exit(argv[2], (size_t)strtoull(argv[3], NULL, 10)));
+    return 0;
 }
+
+static const harness_test startup_tests[] = {
+    {"startup without operator token is one line", test_startup_without_operator_token_is_one_line},
+    {"startup with short or shared tokens is refused",
+     test_startup_with_short_or_shared_tokens_is_refused},
+    {"startup with unreachable redis is one line", test_startup_with_unreachable_redis_is_one_line},
+    {"unknown option is one line", test_unknown_option_is_one_line},
+    {"help and version exit 0", test_help_and_version_exit_0},
+};
+static const harness_test rpc_tests[] = {
+    {"health answers without token", test_health_answers_without_token},
+    {"health answers over ipc, socket mode 0600",
+     test_health_answers_over_ipc_with_socket_mode_0600},
+    {"truncated envelope is INVALID_ARGUMENT", test_truncated_envelope_is_invalid_argument},
+    {"truncated payload is INVALID_ARGUMENT naming the type",
+     test_truncated_payload_is_invalid_argument_naming_the_type},
+    {"random garbage is INVALID_ARGUMENT", test_random_garbage_is_invalid_argument},
+    {"empty envelope is UNIMPLEMENTED", test_empty_envelope_is_unimplemented},
+    {"unknown method is UNIMPLEMENTED with its name",
+     test_unknown_method_is_unimplemented_with_its_name},
+    {"missing token is UNAUTHENTICATED", test_missing_token_is_unauthenticated},
+    {"wrong token is UNAUTHENTICATED", test_wrong_token_is_unauthenticated},
+    {"viewer token cannot write", test_viewer_token_cannot_write},
+    {"oversized request is RESOURCE_EXHAUSTED", test_oversized_request_is_resource_exhausted},
+    {"far oversized request drops the connection, service goes on",
+     test_far_oversized_request_drops_the_connection_and_service_goes_on},
+    {"unknown ids are NOT_FOUND", test_unknown_ids_are_not_found},
+    {"bad id characters are INVALID_ARGUMENT", test_bad_id_characters_are_invalid_argument},
+    {"viewer sees chain leaf first and allowed", test_viewer_sees_chain_leaf_first_and_allowed},
+    {"revoke denies the chain, restore allows it again",
+     test_revoke_denies_the_chain_and_restore_allows_it_again},
+    {"SIGTERM stops with exit 0", test_sigterm_stops_with_exit_0},
+};
+static const harness_test limits_tests[] = {
+    {"call past workers and queue is RESOURCE_EXHAUSTED",
+     test_call_past_workers_and_queue_is_resource_exhausted},
+    {"SIGTERM during a slow call still delivers its reply",
+     test_sigterm_during_a_slow_call_still_delivers_its_reply},
+};
+static const harness_test embedded_tests[] = {
+    {"embedded database lives and dies with charterd",
+     test_embedded_database_lives_and_dies_with_charterd},
+    {"killed charterd takes its embedded database down",
+     test_killed_charterd_takes_its_embedded_database_down},
+    {"death of the embedded database is logged, health says down",
+     test_death_of_the_embedded_database_is_logged_and_health_says_down},
+};
+static const harness_suite suites[] = {
+    {"startup", NULL, NULL, HARNESS_TABLE(startup_tests)},
+    {"rpc", rpc_init, rpc_cleanup, HARNESS_TABLE(rpc_tests)},
+    {"limits", limits_init, limits_cleanup, HARNESS_TABLE(limits_tests)},
+    {"embedded", NULL, NULL, HARNESS_TABLE(embedded_tests)},
+};
+
+/* needs_redis: fail loudly before anything else when the test Redis is missing. */
+const harness_program harness_tests = {HARNESS_SUITES(suites), .setup = setup, .needs_redis = true};

@@ -22,6 +22,7 @@
 
 #include "charter.h"
 #include "harness.h"
+#include "suite.h"
 #include "receipt.h"
 
 static char tmpdir[] = "/tmp/charter-signed-XXXXXX";
@@ -530,29 +531,26 @@ static void test_startup_refuses_a_signing_key_of_wrong_type_mode_or_owner(void)
     }
 }
 
-int main(void)
-{
-    if (CU_initialize_registry() != CUE_SUCCESS)
-        return 1;
-    CU_pSuite texts = CU_add_suite("signed text", NULL, NULL);
-    CU_pSuite s = CU_add_suite("signed receipts from a real charterd", suite_init, suite_clean);
-    if (!texts || !s)
-        return 1;
-    CU_add_test(texts, "signed text is the documented lines",
-                test_signed_text_is_the_documented_lines);
-    CU_add_test(s, "receipt key is the public half of the signing key",
-                test_receipt_key_is_the_public_half_of_the_signing_key);
-    CU_add_test(s, "workflow receipts are signed and chained",
-                test_workflow_receipts_are_signed_and_chained);
-    CU_add_test(s, "CLI verifies the run with only the public key",
-                test_cli_verifies_the_run_with_only_the_public_key);
-    CU_add_test(s, "CLI names each tampering with its own exit code",
-                test_cli_names_each_tampering_with_its_own_exit_code);
-    CU_add_test(s, "startup refuses a signing key of wrong type, mode or owner",
-                test_startup_refuses_a_signing_key_of_wrong_type_mode_or_owner);
-    CU_basic_set_mode(CU_BRM_VERBOSE);
-    CU_basic_run_tests();
-    unsigned failed = CU_get_number_of_failures() + CU_get_number_of_suites_failed();
-    CU_cleanup_registry();
-    return failed ? 1 : 0;
-}
+/* --- registration ---------------------------------------------------------------------------- */
+
+static const harness_test text_tests[] = {
+    {"signed text is the documented lines", test_signed_text_is_the_documented_lines},
+};
+static const harness_test charterd_tests[] = {
+    {"receipt key is the public half of the signing key",
+     test_receipt_key_is_the_public_half_of_the_signing_key},
+    {"workflow receipts are signed and chained", test_workflow_receipts_are_signed_and_chained},
+    {"CLI verifies the run with only the public key",
+     test_cli_verifies_the_run_with_only_the_public_key},
+    {"CLI names each tampering with its own exit code",
+     test_cli_names_each_tampering_with_its_own_exit_code},
+    {"startup refuses a signing key of wrong type, mode or owner",
+     test_startup_refuses_a_signing_key_of_wrong_type_mode_or_owner},
+};
+static const harness_suite suites[] = {
+    {"signed text", NULL, NULL, HARNESS_TABLE(text_tests)},
+    {"signed receipts from a real charterd", suite_init, suite_clean,
+     HARNESS_TABLE(charterd_tests)},
+};
+
+const harness_program harness_tests = {HARNESS_SUITES(suites)};

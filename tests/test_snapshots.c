@@ -15,6 +15,7 @@
 
 #include "charter.h"
 #include "harness.h"
+#include "suite.h"
 
 #define DEPTH 60
 
@@ -329,27 +330,23 @@ static void test_an_altered_blob_is_refused(void)
     expect_replay_refused(seq_all, "altered", "blob");
 }
 
-int main(void)
-{
-    if (CU_initialize_registry() != CUE_SUCCESS)
-        return 1;
-    CU_pSuite s = CU_add_suite("snapshots stored by content", suite_init, suite_clean);
-    if (!s)
-        return 1;
-    CU_add_test(s, "a deep lineage is recorded", test_a_deep_lineage_is_recorded);
-    CU_add_test(s, "a decision names its ancestry without copying it",
-                test_a_decision_names_its_ancestry_without_copying_it);
-    CU_add_test(s, "identical decisions share one blob", test_identical_decisions_share_one_blob);
-    CU_add_test(s, "replay decides from the lineage records and the blob",
-                test_replay_decides_from_the_lineage_records_and_the_blob);
-    CU_add_test(s, "an altered lineage record is refused naming it",
-                test_an_altered_lineage_record_is_refused_naming_it);
-    CU_add_test(s, "a missing lineage record is refused naming it",
-                test_a_missing_lineage_record_is_refused_naming_it);
-    CU_add_test(s, "an altered blob is refused", test_an_altered_blob_is_refused);
-    CU_basic_set_mode(CU_BRM_VERBOSE);
-    CU_basic_run_tests();
-    unsigned failed = CU_get_number_of_failures() + CU_get_number_of_suites_failed();
-    CU_cleanup_registry();
-    return failed ? 1 : 0;
-}
+/* --- registration ---------------------------------------------------------------------------- */
+
+static const harness_test tests[] = {
+    {"a deep lineage is recorded", test_a_deep_lineage_is_recorded},
+    {"a decision names its ancestry without copying it",
+     test_a_decision_names_its_ancestry_without_copying_it},
+    {"identical decisions share one blob", test_identical_decisions_share_one_blob},
+    {"replay decides from the lineage records and the blob",
+     test_replay_decides_from_the_lineage_records_and_the_blob},
+    {"an altered lineage record is refused naming it",
+     test_an_altered_lineage_record_is_refused_naming_it},
+    {"a missing lineage record is refused naming it",
+     test_a_missing_lineage_record_is_refused_naming_it},
+    {"an altered blob is refused", test_an_altered_blob_is_refused},
+};
+static const harness_suite suites[] = {
+    {"snapshots stored by content", suite_init, suite_clean, HARNESS_TABLE(tests)},
+};
+
+const harness_program harness_tests = {HARNESS_SUITES(suites)};

@@ -21,6 +21,7 @@
 
 #include "charter.h"
 #include "harness.h"
+#include "suite.h"
 
 #define ADMIN_TOKEN "test-admin-token-2c71d0e94b8a5f36"
 /* The charterd's default deadline, the short deadline of the call before the idle time, and
@@ -248,30 +249,16 @@ static void test_every_worker_admits_credentials_and_tenants_after_idling(void)
         idle_then_call(&many, &cases[i], false);
 }
 
-int main(void)
-{
-    if (CU_initialize_registry() != CUE_SUCCESS)
-        return 1;
-    CU_pSuite s = CU_add_suite("tenant admission after idling", suite_init, suite_clean);
-    struct {
-        const char *name;
-        CU_TestFunc fn;
-    } tests[] = {
-        {"one worker admits credentials and tenants after idling",
-         test_one_worker_admits_credentials_and_tenants_after_idling},
-        {"every worker admits credentials and tenants after idling",
-         test_every_worker_admits_credentials_and_tenants_after_idling},
-    };
-    for (size_t i = 0; s && i < sizeof tests / sizeof tests[0]; i++)
-        if (!CU_add_test(s, tests[i].name, tests[i].fn))
-            s = NULL;
-    if (!s) {
-        CU_cleanup_registry();
-        return 1;
-    }
-    CU_basic_set_mode(CU_BRM_VERBOSE);
-    CU_basic_run_tests();
-    unsigned failed = CU_get_number_of_failures() + CU_get_number_of_suites_failed();
-    CU_cleanup_registry();
-    return failed ? 1 : 0;
-}
+/* --- registration ---------------------------------------------------------------------------- */
+
+static const harness_test tests[] = {
+    {"one worker admits credentials and tenants after idling",
+     test_one_worker_admits_credentials_and_tenants_after_idling},
+    {"every worker admits credentials and tenants after idling",
+     test_every_worker_admits_credentials_and_tenants_after_idling},
+};
+static const harness_suite suites[] = {
+    {"tenant admission after idling", suite_init, suite_clean, HARNESS_TABLE(tests)},
+};
+
+const harness_program harness_tests = {HARNESS_SUITES(suites)};

@@ -24,6 +24,7 @@
 
 #include "charter.h"
 #include "harness.h"
+#include "suite.h"
 
 #ifndef CHARTER_SOURCE_DIR
 #error "CHARTER_SOURCE_DIR (the source tree's root) must be defined by the build"
@@ -953,44 +954,30 @@ static void test_open_step_says_the_tenant_lacks_the_workflow_not_that_the_run_i
     charter_client_close(w);
 }
 
-int main(void)
-{
-    if (CU_initialize_registry() != CUE_SUCCESS)
-        return 1;
-    CU_pSuite s = CU_add_suite("tenants", suite_init, suite_clean);
-    struct {
-        const char *name;
-        CU_TestFunc fn;
-    } tests[] = {
-        {"only the admin token creates and lists tenants",
-         test_only_the_admin_token_creates_and_lists_tenants},
-        {"bad names, unknown tenants and foreign credentials are refused writing nothing",
-         test_bad_names_unknown_tenants_and_foreign_credentials_are_refused_writing_nothing},
-        {"tenant B finds nothing of tenant A through every method",
-         test_tenant_b_finds_nothing_of_tenant_a_through_every_method},
-        {"each quota fires and names itself", test_each_quota_fires_and_names_itself},
-        {"an executor runs a tenant's scripted run", test_an_executor_runs_a_tenants_scripted_run},
-        {"a tenant holding no workflow refuses a run, saying to apply one",
-         test_a_tenant_holding_no_workflow_refuses_a_run_saying_to_apply_one},
-        {"OpenStep says the tenant lacks the workflow, not that the run is missing",
-         test_open_step_says_the_tenant_lacks_the_workflow_not_that_the_run_is_missing},
-        {"a graph that holds data is not taken as a tenant",
-         test_a_graph_that_holds_data_is_not_taken_as_a_tenant},
-        {"a tenant's graph is no charterd's default graph",
-         test_a_tenants_graph_is_no_charterds_default_graph},
-        {"callers without a credential of a tenant neither spend nor probe it",
-         test_callers_without_a_credential_of_a_tenant_neither_spend_nor_probe_it},
-    };
-    for (size_t i = 0; s && i < sizeof tests / sizeof tests[0]; i++)
-        if (!CU_add_test(s, tests[i].name, tests[i].fn))
-            s = NULL;
-    if (!s) {
-        CU_cleanup_registry();
-        return 1;
-    }
-    CU_basic_set_mode(CU_BRM_VERBOSE);
-    CU_basic_run_tests();
-    unsigned failed = CU_get_number_of_failures() + CU_get_number_of_suites_failed();
-    CU_cleanup_registry();
-    return failed ? 1 : 0;
-}
+/* --- registration ---------------------------------------------------------------------------- */
+
+static const harness_test tests[] = {
+    {"only the admin token creates and lists tenants",
+     test_only_the_admin_token_creates_and_lists_tenants},
+    {"bad names, unknown tenants and foreign credentials are refused writing nothing",
+     test_bad_names_unknown_tenants_and_foreign_credentials_are_refused_writing_nothing},
+    {"tenant B finds nothing of tenant A through every method",
+     test_tenant_b_finds_nothing_of_tenant_a_through_every_method},
+    {"each quota fires and names itself", test_each_quota_fires_and_names_itself},
+    {"an executor runs a tenant's scripted run", test_an_executor_runs_a_tenants_scripted_run},
+    {"a tenant holding no workflow refuses a run, saying to apply one",
+     test_a_tenant_holding_no_workflow_refuses_a_run_saying_to_apply_one},
+    {"OpenStep says the tenant lacks the workflow, not that the run is missing",
+     test_open_step_says_the_tenant_lacks_the_workflow_not_that_the_run_is_missing},
+    {"a graph that holds data is not taken as a tenant",
+     test_a_graph_that_holds_data_is_not_taken_as_a_tenant},
+    {"a tenant's graph is no charterd's default graph",
+     test_a_tenants_graph_is_no_charterds_default_graph},
+    {"callers without a credential of a tenant neither spend nor probe it",
+     test_callers_without_a_credential_of_a_tenant_neither_spend_nor_probe_it},
+};
+static const harness_suite suites[] = {
+    {"tenants", suite_init, suite_clean, HARNESS_TABLE(tests)},
+};
+
+const harness_program harness_tests = {HARNESS_SUITES(suites)};

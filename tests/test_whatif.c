@@ -21,6 +21,7 @@
 
 #include "charter.h"
 #include "harness.h"
+#include "suite.h"
 
 #define RUN1_DECISIONS 12
 #define RUN2_DECISIONS 9
@@ -583,39 +584,30 @@ static void test_candidate_examines_only_the_runs_of_its_own_workflow(void)
     charter__v1__what_if_response__free_unpacked(r, NULL);
 }
 
-int main(void)
-{
-    if (CU_initialize_registry() != CUE_SUCCESS)
-        return 1;
-    CU_pSuite s = CU_add_suite("what if", suite_init, suite_clean);
-    if (!s)
-        return 1;
-    CU_add_test(s, "unchanged workflow changes no decision",
-                test_unchanged_workflow_changes_no_decision);
-    CU_add_test(s, "tightened cfo clearance denies only the confidential deliveries",
-                test_tightened_cfo_clearance_denies_only_the_confidential_deliveries);
-    CU_add_test(
-        s, "internal vendor quote denies the public delivery of the run that leaked nothing",
-        test_internal_vendor_quote_denies_the_public_delivery_of_the_run_that_leaked_nothing);
-    CU_add_test(s, "widened report step allows the recorded handoff",
-                test_widened_report_step_allows_the_recorded_handoff);
-    CU_add_test(s, "invalid candidate is INVALID_ARGUMENT naming the problem",
-                test_invalid_candidate_is_invalid_argument_naming_the_problem);
-    CU_add_test(s, "limit truncates and says so", test_limit_truncates_and_says_so);
-    CU_add_test(s, "since scopes the runs by creation time",
-                test_since_scopes_the_runs_by_creation_time);
-    CU_add_test(s, "viewer may ask and nothing is written",
-                test_viewer_may_ask_and_nothing_is_written);
-    CU_add_test(s, "CLI prints each change and the counts",
-                test_cli_prints_each_change_and_the_counts);
+/* --- registration ---------------------------------------------------------------------------- */
+
+static const harness_test tests[] = {
+    {"unchanged workflow changes no decision", test_unchanged_workflow_changes_no_decision},
+    {"tightened cfo clearance denies only the confidential deliveries",
+     test_tightened_cfo_clearance_denies_only_the_confidential_deliveries},
+    {"internal vendor quote denies the public delivery of the run that leaked nothing",
+     test_internal_vendor_quote_denies_the_public_delivery_of_the_run_that_leaked_nothing},
+    {"widened report step allows the recorded handoff",
+     test_widened_report_step_allows_the_recorded_handoff},
+    {"invalid candidate is INVALID_ARGUMENT naming the problem",
+     test_invalid_candidate_is_invalid_argument_naming_the_problem},
+    {"limit truncates and says so", test_limit_truncates_and_says_so},
+    {"since scopes the runs by creation time", test_since_scopes_the_runs_by_creation_time},
+    {"viewer may ask and nothing is written", test_viewer_may_ask_and_nothing_is_written},
+    {"CLI prints each change and the counts", test_cli_prints_each_change_and_the_counts},
     /* last two: they add runs to the graph the tests above count over */
-    CU_add_test(s, "narrowed context stays narrowed under the candidate",
-                test_narrowed_context_stays_narrowed_under_the_candidate);
-    CU_add_test(s, "candidate examines only the runs of its own workflow",
-                test_candidate_examines_only_the_runs_of_its_own_workflow);
-    CU_basic_set_mode(CU_BRM_VERBOSE);
-    CU_basic_run_tests();
-    unsigned failed = CU_get_number_of_failures() + CU_get_number_of_suites_failed();
-    CU_cleanup_registry();
-    return failed ? 1 : 0;
-}
+    {"narrowed context stays narrowed under the candidate",
+     test_narrowed_context_stays_narrowed_under_the_candidate},
+    {"candidate examines only the runs of its own workflow",
+     test_candidate_examines_only_the_runs_of_its_own_workflow},
+};
+static const harness_suite suites[] = {
+    {"what if", suite_init, suite_clean, HARNESS_TABLE(tests)},
+};
+
+const harness_program harness_tests = {HARNESS_SUITES(suites)};

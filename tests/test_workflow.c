@@ -15,6 +15,7 @@
 #include "runs/ask.h"
 #include "runs/model.h"
 #include "policy/workflow.h"
+#include "suite.h"
 
 #ifndef CHARTER_SOURCE_DIR
 #error "CHARTER_SOURCE_DIR (the source tree's root) must be defined by the build"
@@ -1233,16 +1234,11 @@ static void test_more_than_64_expectations_are_refused(void)
 
 /* ---- registration ------------------------------------------------------------------------- */
 
-typedef struct {
-    const char *name;
-    CU_TestFunc fn;
-} named_test;
-
 #define T(fn)                                                                                      \
     {                                                                                              \
 #fn, fn                                                                                    \
     }
-static const named_test tests[] = {
+static const harness_test tests[] = {
     T(test_reference_workflow_loads_with_its_steps),
     T(test_support_workflow_loads_with_a_narrowing_chain),
     T(test_definition_bytes_are_kept_as_loaded),
@@ -1307,25 +1303,8 @@ static const named_test tests[] = {
 };
 #undef T
 
-int main(void)
-{
-    if (CU_initialize_registry() != CUE_SUCCESS) {
-        return 1;
-    }
-    CU_pSuite suite = CU_add_suite("workflow", NULL, NULL);
-    if (suite == NULL) {
-        CU_cleanup_registry();
-        return 1;
-    }
-    for (size_t i = 0; i < sizeof tests / sizeof tests[0]; i++) {
-        if (CU_add_test(suite, tests[i].name, tests[i].fn) == NULL) {
-            CU_cleanup_registry();
-            return 1;
-        }
-    }
-    CU_basic_set_mode(CU_BRM_VERBOSE);
-    CU_basic_run_tests();
-    unsigned failed = CU_get_number_of_failures() + CU_get_number_of_tests_failed();
-    CU_cleanup_registry();
-    return failed == 0 ? 0 : 1;
-}
+static const harness_suite suites[] = {
+    {"workflow", NULL, NULL, HARNESS_TABLE(tests)},
+};
+
+const harness_program harness_tests = {HARNESS_SUITES(suites)};

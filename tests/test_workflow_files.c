@@ -19,6 +19,7 @@
 #include <unistd.h>
 
 #include "harness.h"
+#include "suite.h"
 
 #ifndef CHARTER_SOURCE_DIR
 #error "CHARTER_SOURCE_DIR (the source tree's root) must be defined by the build"
@@ -243,28 +244,17 @@ static void test_invalid_file_is_refused_with_its_reason(void)
     CU_ASSERT_PTR_NOT_NULL(strstr(out, "cannot open /nonexistent/charter/wf.json"));
 }
 
-int main(void)
-{
-    if (CU_initialize_registry() != CUE_SUCCESS)
-        return 1;
-    CU_pSuite s =
-        CU_add_suite("charter workflow test on the shipped files", suite_init, suite_clean);
-    if (!s ||
-        !CU_add_test(s, "procurement file meets its expectations",
-                     test_procurement_file_meets_its_expectations) ||
-        !CU_add_test(s, "support file meets its expectations",
-                     test_support_file_meets_its_expectations) ||
-        !CU_add_test(s, "unmet expectations fail with status one",
-                     test_unmet_expectations_fail_with_status_one) ||
-        !CU_add_test(s, "file without expectations fails", test_file_without_expectations_fails) ||
-        !CU_add_test(s, "invalid file is refused with its reason",
-                     test_invalid_file_is_refused_with_its_reason)) {
-        CU_cleanup_registry();
-        return 1;
-    }
-    CU_basic_set_mode(CU_BRM_VERBOSE);
-    CU_basic_run_tests();
-    unsigned failed = CU_get_number_of_failures() + CU_get_number_of_suites_failed();
-    CU_cleanup_registry();
-    return failed ? 1 : 0;
-}
+/* --- registration ---------------------------------------------------------------------------- */
+
+static const harness_test tests[] = {
+    {"procurement file meets its expectations", test_procurement_file_meets_its_expectations},
+    {"support file meets its expectations", test_support_file_meets_its_expectations},
+    {"unmet expectations fail with status one", test_unmet_expectations_fail_with_status_one},
+    {"file without expectations fails", test_file_without_expectations_fails},
+    {"invalid file is refused with its reason", test_invalid_file_is_refused_with_its_reason},
+};
+static const harness_suite suites[] = {
+    {"charter workflow test on the shipped files", suite_init, suite_clean, HARNESS_TABLE(tests)},
+};
+
+const harness_program harness_tests = {HARNESS_SUITES(suites)};

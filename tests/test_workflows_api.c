@@ -18,6 +18,7 @@
 
 #include "charter.h"
 #include "harness.h"
+#include "suite.h"
 
 #ifndef CHARTER_SOURCE_DIR
 #error "CHARTER_SOURCE_DIR (the source tree's root) must be defined by the build"
@@ -1076,55 +1077,39 @@ static void test_support_workflow_end_to_end(void)
     charter__v1__workflow_info__free_unpacked(info, NULL);
 }
 
-int main(void)
-{
-    if (CU_initialize_registry() != CUE_SUCCESS)
-        return 1;
-    CU_pSuite s = CU_add_suite("workflows through the API", suite_init, suite_clean);
-    struct {
-        const char *name;
-        void (*fn)(void);
-    } tests[] = {
-        {"malformed definitions are refused with field and rule",
-         test_malformed_definitions_are_refused_with_field_and_rule},
-        {"bad resources, recipients and actors are refused",
-         test_bad_resources_recipients_and_actors_are_refused},
-        {"bad grants are refused", test_bad_grants_are_refused},
-        {"bad steps are refused", test_bad_steps_are_refused},
-        {"bad expectations are refused", test_bad_expectations_are_refused},
-        {"definition over 1 MiB is refused", test_definition_over_one_mib_is_refused},
-        {"ids clashing with other nodes are refused",
-         test_ids_clashing_with_other_nodes_are_refused},
-        {"viewer cannot apply", test_viewer_cannot_apply},
-        {"startup workflow is stored as its version",
-         test_startup_workflow_is_stored_as_its_version},
-        {"applying the same definition twice is a no-op",
-         test_applying_the_same_definition_twice_is_a_no_op},
-        {"create run of an unknown workflow is not found",
-         test_create_run_of_an_unknown_workflow_is_not_found},
-        {"run keeps its version when the name moves on",
-         test_run_keeps_its_version_when_the_name_moves_on},
-        {"narrowed child is denied an input its parent allows",
-         test_narrowed_child_is_denied_an_input_its_parent_allows},
-        {"widening a parent is refused and writes nothing",
-         test_widening_a_parent_is_refused_and_writes_nothing},
-        {"narrowed tools bind the delivery", test_narrowed_tools_bind_the_delivery},
-        {"scripted reply naming a recipient is refused",
-         test_scripted_reply_naming_a_recipient_is_refused},
-        {"scripted fields naming a recipient are ignored or refused",
-         test_scripted_fields_naming_a_recipient_are_ignored_or_refused},
-        {"support workflow end to end", test_support_workflow_end_to_end},
-    };
-    for (size_t i = 0; s && i < sizeof tests / sizeof tests[0]; i++)
-        if (!CU_add_test(s, tests[i].name, tests[i].fn))
-            s = NULL;
-    if (!s) {
-        CU_cleanup_registry();
-        return 1;
-    }
-    CU_basic_set_mode(CU_BRM_VERBOSE);
-    CU_basic_run_tests();
-    unsigned failed = CU_get_number_of_failures() + CU_get_number_of_suites_failed();
-    CU_cleanup_registry();
-    return failed ? 1 : 0;
-}
+/* --- registration ---------------------------------------------------------------------------- */
+
+static const harness_test tests[] = {
+    {"malformed definitions are refused with field and rule",
+     test_malformed_definitions_are_refused_with_field_and_rule},
+    {"bad resources, recipients and actors are refused",
+     test_bad_resources_recipients_and_actors_are_refused},
+    {"bad grants are refused", test_bad_grants_are_refused},
+    {"bad steps are refused", test_bad_steps_are_refused},
+    {"bad expectations are refused", test_bad_expectations_are_refused},
+    {"definition over 1 MiB is refused", test_definition_over_one_mib_is_refused},
+    {"ids clashing with other nodes are refused", test_ids_clashing_with_other_nodes_are_refused},
+    {"viewer cannot apply", test_viewer_cannot_apply},
+    {"startup workflow is stored as its version", test_startup_workflow_is_stored_as_its_version},
+    {"applying the same definition twice is a no-op",
+     test_applying_the_same_definition_twice_is_a_no_op},
+    {"create run of an unknown workflow is not found",
+     test_create_run_of_an_unknown_workflow_is_not_found},
+    {"run keeps its version when the name moves on",
+     test_run_keeps_its_version_when_the_name_moves_on},
+    {"narrowed child is denied an input its parent allows",
+     test_narrowed_child_is_denied_an_input_its_parent_allows},
+    {"widening a parent is refused and writes nothing",
+     test_widening_a_parent_is_refused_and_writes_nothing},
+    {"narrowed tools bind the delivery", test_narrowed_tools_bind_the_delivery},
+    {"scripted reply naming a recipient is refused",
+     test_scripted_reply_naming_a_recipient_is_refused},
+    {"scripted fields naming a recipient are ignored or refused",
+     test_scripted_fields_naming_a_recipient_are_ignored_or_refused},
+    {"support workflow end to end", test_support_workflow_end_to_end},
+};
+static const harness_suite suites[] = {
+    {"workflows through the API", suite_init, suite_clean, HARNESS_TABLE(tests)},
+};
+
+const harness_program harness_tests = {HARNESS_SUITES(suites)};

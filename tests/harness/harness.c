@@ -53,8 +53,9 @@ const char *harness_redis_url(void)
 {
     const char *url = getenv("CHARTER_TEST_REDIS");
     if (url == NULL || url[0] == '\0') {
-        fprintf(stderr, "harness: CHARTER_TEST_REDIS is not set (run ./deploy/test.sh, or start "
-                        "redis-server on a unix socket and export "
+        fprintf(stderr, "harness: CHARTER_TEST_REDIS is not set (run the suite through CTest, "
+                        "which starts the test Redis: ctest --test-dir build -R <suite>; or "
+                        "start redis-server on a unix socket and export "
                         "CHARTER_TEST_REDIS=unix:///path/redis.sock)\n");
         exit(1);
     }

@@ -4,11 +4,11 @@
  */
 
 /*
- * Everything is real: the Redis named by CHARTER_TEST_REDIS (deploy/test.sh starts one on a
- * unix socket), the charterd binary built from this tree (CHARTERD_PATH), NNG req0 sockets
- * carrying RpcRequest/RpcResponse exactly as any client would. Functions that cannot do their
- * job print why on stderr; those that say "aborts" end the test program, because no test can
- * mean anything without them.
+ * Everything is real: the Redis named by CHARTER_TEST_REDIS (CTest's fixture test_redis starts
+ * one on a unix socket: tests/redis_fixture.sh), the charterd binary built from this tree
+ * (CHARTERD_PATH), NNG req0 sockets carrying RpcRequest/RpcResponse exactly as any client
+ * would. Functions that cannot do their job print why on stderr; those that say "aborts" end
+ * the test program, because no test can mean anything without them.
  *
  * Typical use:
  *     char g[64];
