@@ -87,10 +87,11 @@ local COUNT_CAP = 1000000000000000
 -- of the input gate holds for it and its whole ancestry), code and why (the first rule that
 -- does not: PROVENANCE_INCOMPLETE or LABEL_MISMATCH, and its witness), parents and refs (the
 -- parents' ids and their summary hashes: a Merkle DAG naming the whole ancestry), resource,
--- record.
+-- hash (the content hash it was made for), record.
 local function make_summary(P, id, a)
     local s = {v = 1, id = id, run_id = a.run_id, kind = a.kind, parents = a.parents, refs = {},
-               resource = a.resource or '', record = a.record or '', depth = 1, count = 1,
+               resource = a.resource or '', hash = a.hash, record = a.record or '', depth = 1,
+               count = 1,
                ok = true, code = '', why = ''}
     local function bad(code, why)
         if s.ok then
@@ -270,7 +271,7 @@ local function charter_create_artifact(keys, args)
     local parents = members(key .. ':derived_from')
     local summary, summary_hash = make_summary(P, id, {
         run_id = run_id, kind = kind, conf = conf, integrity = integrity, capture_complete = capture,
-        resource = resource, parents = parents, record = record})
+        resource = resource, hash = hex, parents = parents, record = record})
     if summary then
         redis.call('HSET', key, 'summary', summary, 'summary_hash', summary_hash)
     end
@@ -355,9 +356,10 @@ local function same_summary(a, b)
         end
         return table.concat(parts, ',')
     end
-    for _, k in ipairs({'run_id', 'kind', 'resource', 'record', 'parents', 'refs', 'conf',
+    for _, k in ipairs({'run_id', 'kind', 'resource', 'hash', 'record', 'parents', 'refs', 'conf',
                         'integrity', 'sources', 'depth', 'count', 'ok', 'code', 'why'}) do
-        if flat(a[k]) ~= flat(b[k]) then
+        -- A summary kept before it named its content hash is compared without it.
+        if not (k == 'hash' and b.hash == nil) and flat(a[k]) ~= flat(b[k]) then
             return k
         end
     end
@@ -413,7 +415,7 @@ local function charter_audit_summaries(keys, args)
             local text = make_summary(P, id, {
                 run_id = f[1] or '', kind = f[2] or '', conf = tonumber(f[3]),
                 integrity = tonumber(f[4]), capture_complete = f[5] == '1',
-                resource = resources[1], parents = o.parents, record = record})
+                resource = resources[1], hash = rf[7], parents = o.parents, record = record})
             if not text then
                 return bad(id, 'a parent has no summary to re-derive it from')
             end

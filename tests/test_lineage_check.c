@@ -256,6 +256,30 @@ static void test_a_relabelled_payload_is_refused(void)
     expect_allowed();
 }
 
+/* Swaps the payload's content hash for another valid one (ARGV[2] "do"), or puts it back
+ * ("undo"), as someone with redis-cli replacing the bytes and their hash would. */
+static const char *SWAP_HASH =
+    "local k = KEYS[1] .. ARGV[1] "
+    "if ARGV[2] == 'do' then "
+    "redis.call('HSET', k, 'was_hash', redis.call('HGET', k, 'hash')) "
+    "redis.call('HSET', k, 'hash', string.rep('a', 64)) "
+    "else redis.call('HSET', k, 'hash', redis.call('HGET', k, 'was_hash')) "
+    "redis.call('HDEL', k, 'was_hash') end return 1";
+
+/* The payload's content hash is the one its summary was made for: bytes and hash swapped
+ * behind the API's back are refused at decision time, not only found by audit. */
+static void test_a_payload_whose_content_hash_was_swapped_is_refused(void)
+{
+    char key[128];
+    snprintf(key, sizeof key, ":artifact:%s", ids[DEPTH]);
+    const char *swap[2] = {key, "do"}, *back[2] = {key, "undo"};
+    long long one = 0;
+    CU_ASSERT_EQUAL_FATAL(harness_graph_eval(graph, SWAP_HASH, swap, 2, &one), 0);
+    expect_refused("PROVENANCE_INCOMPLETE");
+    CU_ASSERT_EQUAL_FATAL(harness_graph_eval(graph, SWAP_HASH, back, 2, &one), 0);
+    expect_allowed();
+}
+
 static void test_a_deleted_producer_of_the_payload_is_refused(void)
 {
     char key[128];
@@ -424,6 +448,8 @@ static const harness_test tests[] = {
     {"a relabelled payload is refused", test_a_relabelled_payload_is_refused},
     {"a deleted producer of the payload is refused",
      test_a_deleted_producer_of_the_payload_is_refused},
+    {"a payload whose content hash was swapped is refused",
+     test_a_payload_whose_content_hash_was_swapped_is_refused},
     {"a resource edge added to a derived artifact is refused",
      test_a_resource_edge_added_to_a_derived_artifact_is_refused},
     {"a relabelled resource is refused", test_a_relabelled_resource_is_refused},

@@ -815,7 +815,10 @@ static void test_slow_provider_beyond_the_timeout_fails_closed(void)
     double took = now_s() - t0;
     /* The timeout ended it: had it waited for the 1.5 s answer, the answer would be the reply. */
     assert_fails_closed(rc, &r, err, "no reply within 400 ms (CHARTER_MODEL_TIMEOUT_MS)", NULL);
-    CU_ASSERT(took >= 0.4);
+    /* It waited for the timeout rather than failing at once. Not ">= 0.4": libcurl checks its
+     * timeout when poll wakes, in whole milliseconds of its own clock, and was seen ending the
+     * transfer just under 400 ms of the test's clock on a loaded machine. */
+    CU_ASSERT(took >= 0.3);
     CU_ASSERT_EQUAL(fake_request_count(), 1); /* a timeout is not retried */
     nng_msleep(1300);                         /* let the slow handler finish before the next test */
 }

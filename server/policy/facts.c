@@ -295,6 +295,7 @@ static const field summary_fields[] = {
     {"run_id", F_TEXT, AT(guard_summary, run_id), 0, 0, NULL},
     {"kind", F_TEXT, AT(guard_summary, kind), 0, 0, NULL},
     {"resource", F_TEXT, AT(guard_summary, resource), 0, 0, NULL},
+    {"hash", F_TEXT, AT(guard_summary, hash), 0, 0, NULL},
     {"conf", F_LABEL, AT(guard_summary, conf), 0, 0, NULL},
     {"integrity", F_LABEL, AT(guard_summary, integrity), 0, 0, NULL},
     {"ok", F_BOOL, AT(guard_summary, ok), 0, 0, NULL},
@@ -522,8 +523,9 @@ int facts_context_from_json(const json_t *j, guard_context *out)
 
 void facts_summary_free(guard_summary *s)
 {
-    char **texts[] = {&s->id,  &s->summary_hash, &s->run_id,   &s->kind,     &s->resource, &s->code,
-                      &s->why, &s->now_run_id,   &s->now_kind, &s->now_hash, &s->now_title};
+    char **texts[] = {&s->id,         &s->summary_hash, &s->run_id,   &s->kind,
+                      &s->resource,   &s->hash,         &s->code,     &s->why,
+                      &s->now_run_id, &s->now_kind,     &s->now_hash, &s->now_title};
     for (size_t i = 0; i < sizeof texts / sizeof texts[0]; i++)
         free(*texts[i]);
     strs_free(&s->parents);

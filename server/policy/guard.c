@@ -1182,6 +1182,11 @@ static void check_summary(const guard_summary *s, const char *run_id, verdict *v
              s->run_id, " its summary names", END);
     if (!hash_valid(s->now_hash))
         flag(v, GUARD_PROVENANCE_INCOMPLETE, id, " has no valid content hash", END);
+    /* The content is the one the summary was made for: its bytes and hash swapped behind the
+     * API's back are refused here, not only by audit. */
+    else if (s->hash != NULL && s->hash[0] != '\0' && !str_eq(s->now_hash, s->hash))
+        flag(v, GUARD_PROVENANCE_INCOMPLETE, id,
+             "'s content hash is not the one its lineage summary names", END);
     /* The payload's own edges must be the ones its summary was derived from: deleting them
      * turns a decision around, as deleting any edge of the ancestry did before. */
     if (!strs_equal(&s->now_parents, &s->parents))

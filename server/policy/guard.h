@@ -197,6 +197,7 @@ typedef struct guard_summary {
     char *run_id;
     char *kind;
     char *resource;          /* a source's resource; "" for a derived artifact */
+    char *hash;              /* its content hash at creation; "" in summaries kept before it was */
     int conf;                /* recomputed at creation; -1 when it could not be */
     int integrity;           /* idem */
     bool ok;                 /* every structural rule of the input gate held at creation */
