@@ -545,9 +545,10 @@ static void test_a_host_identity_refusal_is_recorded_with_its_facts_and_replays_
     charter_client_close(reporter);
 }
 
-/* What dispatch refuses before a handler runs comes from the method table's rows: a host
- * credential calling a method whose row is not host-callable is refused with the list of those
- * that are (the Gate service's agent-facing methods), read from the table. */
+/* RULE-CALL-HOST-METHODS. What dispatch refuses before a handler runs comes from the method
+ * table's rows: a host credential calling a method whose row is not host-callable is refused
+ * with the list of those that are (the Gate service's agent-facing methods), read from the
+ * table. */
 static void test_a_host_credential_is_refused_methods_its_row_does_not_open_to_hosts(void)
 {
     char secret[128], id[17];
@@ -582,9 +583,10 @@ static void test_a_host_credential_is_refused_methods_its_row_does_not_open_to_h
     charter_client_close(h);
 }
 
-/* --scripted-only refuses, from the rows' scripted column, live runs (CreateRun with mode live)
- * and the grant controls (RevokeGrant, RestoreGrants), each PERMISSION_DENIED with its words,
- * after the role check; other runs and reads are served. A second charterd on the same graph. */
+/* RULE-CALL-SCRIPTED-ONLY: --scripted-only refuses, from the rows' scripted column, live runs
+ * (CreateRun with mode live) and the grant controls (RevokeGrant, RestoreGrants), each
+ * PERMISSION_DENIED with its words, after the role check; other runs and reads are served. A second
+ * charterd on the same graph. */
 static void test_scripted_only_refuses_live_runs_and_grant_controls_from_the_rows(void)
 {
     static const char *const extra[] = {"--scripted-only"};

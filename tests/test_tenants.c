@@ -470,6 +470,7 @@ static void test_tenant_b_finds_nothing_of_tenant_a_through_every_method(void)
 
 /* --- quotas ------------------------------------------------------------------------------- */
 
+/* RULE-CALL-QUOTA: each quota the method table's rows name fires and names itself. */
 static void test_each_quota_fires_and_names_itself(void)
 {
     CU_ASSERT_EQUAL_FATAL(create_tenant(tenant_q, 2, 1, 0, secret_q, sizeof secret_q), 0);

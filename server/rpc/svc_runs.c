@@ -363,9 +363,10 @@ static int list_runs(call *c, const ProtobufCMessage *in, ProtobufCMessage **out
  * it ("recovering -> <status>: {step, codes, witness}", runner.c finish) among events (those
  * after the claim): completed is ALLOW, blocked DENY, error UNKNOWN with the codes and the
  * witness the runner recorded; a recovery stopped (cancelled, interrupted, budget_exhausted)
- * is UNKNOWN naming how it ended and why (the reason, or the budget). Returns STATUS_OK and *out
- * (guard_decision_free), or STATUS_ENOTFOUND when no such event is among events (the recovery has
- * not ended). */
+ * is UNKNOWN naming how it ended and why (the reason, or the budget), with GRAPH_ERROR and
+ * EFFECT_UNKNOWN unless a delivery budget stopped it (its send may have landed). Returns STATUS_OK
+ * and *out (guard_decision_free), or STATUS_ENOTFOUND when no such event is among events (the
+ * recovery has not ended). */
 static int recovery_outcome(const json_t *events, guard_decision *out)
 {
     memset(out, 0, sizeof *out);
@@ -407,6 +408,11 @@ static int recovery_outcome(const json_t *events, guard_decision *out)
         witness = why;
         codes = NULL;
         out->outcome = GUARD_UNKNOWN;
+        /* An interrupted or cancelled recovery may have committed its send before it stopped
+         * (a charterd killed right after the commit): the answer must not claim no effect. A
+         * delivery budget ends it only when the commit refused the send, so nothing landed. */
+        if (strncmp(ended, "budget_exhausted", 16) != 0)
+            out->codes |= (1u << GUARD_GRAPH_ERROR) | (1u << GUARD_EFFECT_UNKNOWN);
     }
     char buf[256];
     snprintf(buf, sizeof buf, "%s", codes ? codes : "");
