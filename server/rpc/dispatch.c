@@ -672,8 +672,8 @@ static int dispatch_refuse_role(call *c, const svc_method *row)
                      row->min_role == ROLE_OPERATOR ? "operator" : "viewer");
 }
 
-/* Under --scripted-only (a shared demo), what the row's scripted column refuses: live runs, and
- * the grant controls. Returns RPC_OK when the call is served. */
+/* RULE-CALL-SCRIPTED-ONLY: under --scripted-only (a shared demo), what the row's scripted
+ * column refuses: live runs, and the grant controls. Returns RPC_OK when the call is served. */
 static int dispatch_refuse_scripted(call *c, const svc_method *row,
                                     const ProtobufCMethodDescriptor *md, const ProtobufCMessage *in)
 {
@@ -786,18 +786,14 @@ int dispatch_serve(const dispatch_ctx *d, store *st, const uint8_t *req, size_t 
         goto reply;
     }
 
-    /* The row's role, before any of the handler's own checks run. RULE-CALL-HOST-METHODS: a
-     * host credential reaches only the rows whose host column opens them. */
+    /* The row's role first (RULE-CALL-HOST-METHODS: a host reaches only rows open to it). */
     if (!tenant_role_allows(c.role, row->min_role, row->host == SVC_HOST)) {
         dispatch_refuse_role(&c, row);
         goto reply;
     }
-    /* RULE-CALL-SCRIPTED-ONLY: under --scripted-only, the rows so marked refuse live runs and
-     * grant controls. */
     if (env->scripted_only && dispatch_refuse_scripted(&c, row, md, in) != RPC_OK)
         goto reply;
-    /* RULE-CALL-QUOTA: the quota the row names is taken before the write it bounds and given
-     * back when the call fails. */
+    /* RULE-CALL-QUOTA: taken before the write it bounds, given back when the call fails. */
     const char *quota = row->quota == SVC_QUOTA_RUNS && c.max_runs > 0             ? "runs"
                         : row->quota == SVC_QUOTA_ARTIFACTS && c.max_artifacts > 0 ? "artifacts"
                                                                                    : NULL;
