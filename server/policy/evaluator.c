@@ -15,6 +15,7 @@
  */
 #include "policy/evaluator.h"
 #include "core/digest.h"
+#include "core/invariant.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -692,6 +693,13 @@ static int replay_version_before(const char *evaluator, const json_t *event, con
         }
     }
     *version = EVALUATOR_FIRST_DECLARED;
+    if (!evaluator_version_declared(*version)) {
+        snprintf(why, n,
+                 "recorded before evaluator versions were declared, and this charterd no longer "
+                 "has version %d, which replays such decisions",
+                 *version);
+        return STATUS_EFINGERPRINT;
+    }
     return STATUS_OK;
 }
 
@@ -753,8 +761,12 @@ int evaluator_replay(const char *evaluator, const json_t *event, evaluator_repla
         return snapshot_fail(why, n, "not a JSON object");
     }
     int rc = replay_version(evaluator, event, snap, &out->version, &out->before_versions, why, n);
-    if (rc == STATUS_OK)
-        rc = evaluator_row(out->version)(snap, &out->replayed, why, n);
+    if (rc == STATUS_OK) {
+        /* replay_version answers only versions this build declares. */
+        evaluator_replay_fn replay = evaluator_row(out->version);
+        INVARIANT(replay != NULL);
+        rc = replay(snap, &out->replayed, why, n);
+    }
     json_decref(snap);
     if (rc != STATUS_OK) {
         evaluator_replay_result_free(out);
