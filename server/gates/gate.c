@@ -491,14 +491,14 @@ static void decision_evaluator(const workflow *wf, char fp[65])
 }
 
 /* The facts every snapshot starts with: the gate, the workflow version and the (possibly
- * narrowed) step capability the decision was made under, the context, and the evaluator
- * version that decides. */
+ * narrowed) step capability the decision was made under, and the context. */
 static json_t *snapshot_base(const char *gate, const workflow *wf, const workflow_step *ws,
                              const guard_context *ctx)
 {
     return json_pack("{s:s, s:s, s:s, s:o*, s:o*, s:i}", "gate", gate, "workflow",
                      wf ? wf->version : "", "step", ws->cap.step, "cap",
                      evaluator_cap_json(&ws->cap), "context", context_json(ctx),
+                     /* the evaluator version replay decides it with */
                      "evaluator_version", EVALUATOR_VERSION);
 }
 

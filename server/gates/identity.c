@@ -4,9 +4,9 @@
  * recorded with those facts so it replays.
  *
  * The snapshot is {gate:"identity", workflow, step, subject, context, owners, credential,
- * actors, evaluator_version} (context absent when a step was opened): everything the rule reads,
- * and nothing of the step capability, which it does not read. The evaluator fingerprint is that of
- * the run's workflow, as for the other gates, so replay checks it the same way.
+ * actors} (context absent when a step was opened): everything the rule reads, and nothing of
+ * the step capability, which it does not read. The evaluator fingerprint is that of the run's
+ * workflow and of the evaluator_version the snapshot records, as for the other gates.
  */
 #include "gates/identity.h"
 
