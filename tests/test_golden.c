@@ -360,24 +360,44 @@ static void test_an_edited_verdict_recorded_before_versions_differs(void)
     json_decref(event);
 }
 
-/* The fingerprint is the declared version and the workflow version, computed here apart with
- * OpenSSL over the documented text: no source byte is in it. */
-static void test_the_fingerprint_is_the_version_and_the_workflow(void)
+/* The fingerprint of version under workflow as the documented text's SHA-256, computed here
+ * apart with OpenSSL into want (65 bytes). */
+static void fingerprint_oracle(int version, const char *workflow, char want[65])
 {
-    const char *workflow = "886f5bbe7cc41006f68098e30d7711c7486ed56c94b71f25653c158ab5589b8a";
-    char text[256], want[65], got[65], next[65];
-    int n = snprintf(text, sizeof text, "charter-evaluator-2\nversion=%d\nworkflow=%s\n",
-                     EVALUATOR_VERSION, workflow);
+    char text[256];
+    int n = snprintf(text, sizeof text, "charter-evaluator-2\nversion=%d\nworkflow=%s\n", version,
+                     workflow);
     unsigned char md[EVP_MAX_MD_SIZE];
     unsigned int len = 0;
     CU_ASSERT_EQUAL_FATAL(EVP_Digest(text, (size_t)n, md, &len, EVP_sha256(), NULL), 1);
     digest_hex(md, len, want);
-    CU_ASSERT_EQUAL(evaluator_fingerprint_of(workflow, got), 0);
-    CU_ASSERT_STRING_EQUAL(got, want);
-    CU_ASSERT_EQUAL(evaluator_fingerprint_at(EVALUATOR_VERSION + 1, workflow, next), 0);
-    CU_ASSERT_STRING_NOT_EQUAL(next, got);
-    CU_ASSERT_EQUAL(evaluator_fingerprint_at(0, workflow, next), -1);
-    CU_ASSERT_EQUAL(evaluator_fingerprint_of(NULL, next), -1);
+}
+
+/* The fingerprint is the declared version and the workflow version, no source byte in it,
+ * whatever was asked before (a thread keeps the last one it computed). */
+static void test_the_fingerprint_is_the_version_and_the_workflow(void)
+{
+    const char *a = "886f5bbe7cc41006f68098e30d7711c7486ed56c94b71f25653c158ab5589b8a";
+    const char *b = "0000000000000000000000000000000000000000000000000000000000000001";
+    char want_a[65], want_b[65], want_next[65], got[65];
+    fingerprint_oracle(EVALUATOR_VERSION, a, want_a);
+    fingerprint_oracle(EVALUATOR_VERSION, b, want_b);
+    fingerprint_oracle(EVALUATOR_VERSION + 1, a, want_next);
+    CU_ASSERT_STRING_NOT_EQUAL(want_a, want_b);
+    CU_ASSERT_STRING_NOT_EQUAL(want_a, want_next);
+    for (int round = 0; round < 2; round++) {
+        CU_ASSERT_EQUAL(evaluator_fingerprint_of(a, got), 0);
+        CU_ASSERT_STRING_EQUAL(got, want_a);
+        CU_ASSERT_EQUAL(evaluator_fingerprint_of(a, got), 0);
+        CU_ASSERT_STRING_EQUAL(got, want_a);
+        CU_ASSERT_EQUAL(evaluator_fingerprint_of(b, got), 0);
+        CU_ASSERT_STRING_EQUAL(got, want_b);
+        CU_ASSERT_EQUAL(evaluator_fingerprint_at(EVALUATOR_VERSION + 1, a, got), 0);
+        CU_ASSERT_STRING_EQUAL(got, want_next);
+    }
+    CU_ASSERT_EQUAL(evaluator_fingerprint_at(0, a, got), -1);
+    CU_ASSERT_EQUAL(evaluator_fingerprint_of(NULL, got), -1);
+    CU_ASSERT_STRING_EQUAL(got, "0000000000000000000000000000000000000000000000000000000000000000");
 }
 
 static const harness_test golden_tests[] = {

@@ -43,8 +43,9 @@ bool evaluator_version_declared(int version);
 /* The fingerprint of evaluator version version deciding under the workflow whose version (the
  * hex SHA-256 of its definition's bytes) is workflow_version: hex SHA-256 over the text
  * "charter-evaluator-2\n", "version=<version>\n", "workflow=<workflow_version>\n" (format 2:
- * no source bytes), into hex (65 bytes). Returns 0, or -1 when OpenSSL failed, version is not
- * positive or workflow_version is NULL (hex is then all zeros). */
+ * no source bytes), into hex (65 bytes). Thread-safe (each thread keeps the last one it
+ * computed). Returns 0, or -1 when OpenSSL failed, version is not positive or workflow_version
+ * is NULL or longer than 128 bytes (hex is then all zeros). */
 int evaluator_fingerprint_at(int version, const char *workflow_version, char hex[65]);
 
 /* evaluator_fingerprint_at(EVALUATOR_VERSION, version): the fingerprint this build records on
