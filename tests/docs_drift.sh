@@ -15,6 +15,8 @@
 #      deadline) against server/main/config.h, server/main/config.c and the limits headers.
 #   5. links: every relative link of README.md and docs/*.md names a file that exists, and every
 #      #anchor a heading of that file (GitHub's anchor spelling).
+#   6. the evaluator version docs/evidence.md says this build decides by against
+#      EVALUATOR_VERSION of server/policy/evaluator.h.
 #
 # Usage: tests/docs_drift.sh [SOURCE_DIR [BUILD_DIR]]   (default: this tree and its build/)
 # Exit status: 0 in step; 1 a statement drifted; 2 a file or charterd could not be read.
@@ -24,8 +26,8 @@ build=${2:-$src/build}
 charterd=$build/charterd
 cd "$src" || exit 2
 for f in README.md docs/operator.md docs/api.md docs/http.md docs/client.md docs/concepts.md \
-  server/main/config.h server/main/config.c server/core/decision.c proto/charter_codes.h \
-  server/rpc/http.c server/workflow/registry.h; do
+  docs/evidence.md server/main/config.h server/main/config.c server/core/decision.c \
+  proto/charter_codes.h server/rpc/http.c server/workflow/registry.h server/policy/evaluator.h; do
   [ -r "$f" ] || { echo "docs_drift: cannot read $f" >&2; exit 2; }
 done
 [ -x "$charterd" ] || { echo "docs_drift: no charterd at $charterd (build first)" >&2; exit 2; }
@@ -254,9 +256,17 @@ done < <(perl -e '
     }
   }' README.md docs/*.md)
 
+# --- 6. the evaluator version -------------------------------------------------------------
+# The version docs/evidence.md says this build decides by, against EVALUATOR_VERSION.
+version=$(define EVALUATOR_VERSION server/policy/evaluator.h)
+evaluator=$(section docs/evidence.md '## The evaluator version' | tr '\n' ' ')
+expect docs/evidence.md "the evaluator version" "evaluator version $version" EVALUATOR_VERSION \
+  "$(grep -oE 'This build decides by evaluator version [0-9]+' <<<"$evaluator")"
+
 if [ "$fails" -ne 0 ]; then
   echo "docs_drift: $fails statement(s) of the docs no longer match the code"
   exit 1
 fi
-echo "docs_drift: options, API reference, codes, limits and links match the code"
+echo "docs_drift: options, API reference, codes, limits, links and the evaluator version match" \
+  "the code"
 exit 0

@@ -1555,6 +1555,12 @@ static int cmd_replay(cli *c, const cli_command *cmd, const cli_args *a)
                : r->matches   ? "yes"
                               : "NO",
                r->evaluator);
+        if (r->before_versions)
+            printf("version  %u (recorded before evaluator versions were declared: its "
+                   "fingerprint is not checked)\n",
+                   r->evaluator_version);
+        else if (!r->no_snapshot)
+            printf("version  %u\n", r->evaluator_version);
     }
     if (rv == EXIT_OK && !r->no_snapshot && !r->matches)
         rv = EXIT_RPC;

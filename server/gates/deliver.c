@@ -259,7 +259,7 @@ static json_t *snapshot_of(const send_facts *f, const guard_delivery_request *re
         ancestry = json_incref(f->ancestry);
     json_t *owners = strs_json(&f->ctx.owners);
     return json_pack("{s:s, s:s, s:s, s:o*, s:{s:s, s:s, s:s, s:o*}, "
-                     "s:{s:s, s:s, s:s, s:i, s:s, s:s}, s:o, s:O, s:f, s:{s:s, s:s, s:s}}",
+                     "s:{s:s, s:s, s:s, s:i, s:s, s:s}, s:o, s:O, s:f, s:{s:s, s:s, s:s}, s:i}",
                      "gate", "delivery", "workflow", f->wf ? f->wf->version : "", "step",
                      f->step->cap.step, "cap", evaluator_cap_json(&f->step->cap), "context", "id",
                      f->ctx.id, "run_id", f->ctx.run_id, "step", f->ctx.step, "owners", owners,
@@ -267,7 +267,7 @@ static json_t *snapshot_of(const send_facts *f, const guard_delivery_request *re
                      req->recipient, "recipient_clearance", req->recipient_clearance, "tool",
                      req->tool, "grant", req->grant, lineage_key, ancestry, "chain", f->chain,
                      "now", f->now, "payload", "id", req->payload_id, "hash", payload_hash,
-                     "content_sha256", content_hash);
+                     "content_sha256", content_hash, "evaluator_version", EVALUATOR_VERSION);
 }
 
 /* One conditional commit with its event, sealed on the head read with the facts (head NULL:

@@ -495,9 +495,11 @@ static void decision_evaluator(const workflow *wf, char fp[65])
 static json_t *snapshot_base(const char *gate, const workflow *wf, const workflow_step *ws,
                              const guard_context *ctx)
 {
-    return json_pack("{s:s, s:s, s:s, s:o*, s:o*}", "gate", gate, "workflow", wf ? wf->version : "",
-                     "step", ws->cap.step, "cap", evaluator_cap_json(&ws->cap), "context",
-                     context_json(ctx));
+    return json_pack("{s:s, s:s, s:s, s:o*, s:o*, s:i}", "gate", gate, "workflow",
+                     wf ? wf->version : "", "step", ws->cap.step, "cap",
+                     evaluator_cap_json(&ws->cap), "context", context_json(ctx),
+                     /* the evaluator version replay decides it with */
+                     "evaluator_version", EVALUATOR_VERSION);
 }
 
 /* The ancestries as a snapshot keeps them: each one's lineage reference, its new records

@@ -84,6 +84,8 @@ static int replay_decision(call *c, const ProtobufCMessage *in, ProtobufCMessage
         resp->no_snapshot = res.no_snapshot;
         resp->matches = res.matches;
         resp->evaluator = call_strdup(c, evaluator_of(event));
+        resp->evaluator_version = (uint32_t)res.version;
+        resp->before_versions = res.before_versions;
     }
     evaluator_replay_result_free(&res);
     json_decref(event);
