@@ -140,10 +140,11 @@ static double ceiling_echo(bench *b, bench_workload kind, char *note, size_t not
         return NAN;
     }
     snprintf(note, notelen,
-             "%u workers (a rep0 context and thread each%s) on %.200s, %u client threads on one "
+             "%u workers (a rep0 context and thread each%s) on %.200s, %u client thread%s on one "
              "req0 socket, %g s; %zu answered, %zu errors",
              b->server_workers, kind == WL_ECHO_FCALL ? ", one FCALL bench_noop 0 per request" : "",
-             b->echo_url, b->o.threads, b->o.ceiling_s, p.ok, p.errors);
+             b->echo_url, b->o.threads, b->o.threads == 1 ? "" : "s", b->o.ceiling_s, p.ok,
+             p.errors);
     return p.errors == 0 ? p.ops_per_s : NAN;
 }
 
@@ -158,8 +159,8 @@ static void measure_ceilings(bench *b, unsigned rep)
         f[FIG_FCALL][rep] = rps > 0 ? rps : NAN;
     }
     if (!b->o.json)
-        say(b, "ceiling: echo, %u workers, %u threads for %g s", b->server_workers, b->o.threads,
-            b->o.ceiling_s);
+        say(b, "ceiling: echo, %u workers, %u thread%s for %g s", b->server_workers, b->o.threads,
+            b->o.threads == 1 ? "" : "s", b->o.ceiling_s);
     f[FIG_ECHO][rep] = ceiling_echo(b, WL_ECHO, b->echo_note, sizeof b->echo_note);
     if (b->noop_loaded) {
         if (!b->o.json)

@@ -324,11 +324,11 @@ static int options_defaults(bench_opts *o)
 static int options_check(bench_opts *o)
 {
     bool echo = o->workload == WL_ECHO || o->workload == WL_ECHO_FCALL;
+    if (o->workload == WL_ECHO_FCALL && o->redis_url == NULL)
+        return usage("--workload echo-fcall needs --redis URL");
     if (o->url == NULL && o->redis_url == NULL && o->workload != WL_ECHO)
         return usage("--redis URL is required to start charterd (or pass --url of a running "
                      "one)");
-    if (o->workload == WL_ECHO_FCALL && o->redis_url == NULL)
-        return usage("--workload echo-fcall needs --redis URL");
     if (o->url != NULL &&
         (o->daemons != 1 || o->graph != NULL || o->charterd != NULL || o->workers != 0))
         return usage("--url uses a running charterd: --daemons, --graph, --charterd and "

@@ -180,7 +180,7 @@ static void text_figure(const bench *b, bench_fig f)
     char label[200];
     fig_label(b, f, label, sizeof label);
     int d = figs[f].decimals;
-    printf("              %-52s %12.*f", label, d, s.median);
+    printf("              %-64s %12.*f", label, d, s.median);
     if (b->reps_done > 1)
         printf("  [%.*f .. %.*f]", d, s.min, d, s.max);
     if (s.n < b->reps_done)
@@ -195,12 +195,12 @@ static void text_figures(const bench *b)
         return;
     }
     if (b->reps_done == 1)
-        printf("figures       one run: the load, then the ceilings with the same %u threads\n",
-               b->o.threads);
+        printf("figures       one run: the load, then the ceilings with the same %u thread%s\n",
+               b->o.threads, b->o.threads == 1 ? "" : "s");
     else
         printf("figures       median of %u runs [min .. max]; each run: the load, then the "
-               "ceilings with the same %u threads\n",
-               b->reps_done, b->o.threads);
+               "ceilings with the same %u thread%s\n",
+               b->reps_done, b->o.threads, b->o.threads == 1 ? "" : "s");
     for (int f = 0; f < FIG_COUNT; f++)
         text_figure(b, (bench_fig)f);
     if (!isnan(b->fig[FIG_FCALL][0]) || b->fcall_note[0] != '\0')
