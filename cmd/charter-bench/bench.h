@@ -347,8 +347,8 @@ void pass_compute(const bench *b, const bench_load *l, const bench_point *before
 void workers_free(bench_worker *w, unsigned n);
 
 /* bench_echo.c */
-int echo_start(const char *url, unsigned workers, const char *redis_url, bench_echo **out,
-               char *err, size_t errlen);
+int echo_start(const char *url, unsigned slots, unsigned workers, const char *redis_url,
+               bench_echo **out, char *err, size_t errlen);
 unsigned long echo_stop(bench_echo *e);
 int echo_client_open(const char *url, uint32_t timeout_ms, echo_client **out, char *err,
                      size_t errlen);

@@ -1,17 +1,18 @@
 /*
  * bench_echo.c - the transport's ceiling: a bare NNG req/rep echo, in this process, with the
- * shape charterd's transport has (server/rpc/transport.c) and nothing of its work. The server is
- * one rep0 socket listening on an ipc:// address and --workers rep0 contexts, each served by a
- * thread of its own that receives a request, for echo-fcall calls the no-op function once on
- * its own hiredis connection (as each charterd worker owns one store), and sends the request's
- * bytes back. The clients are the load's threads sharing one req0 socket, a fresh context per
- * call, as libcharter's client does. The request is the envelope of a Health call (method,
+ * shape of charterd's transport (server/rpc/transport.c) and nothing of its work. The server is
+ * one rep0 socket listening on an ipc:// address and receiving contexts ("slots", one per
+ * worker and per client thread, so no request waits for one), each a small state machine on
+ * NNG's callbacks. For echo a slot sends the request's bytes straight back from its callback:
+ * no thread hand-off, the limit of NNG itself. For echo-fcall a slot queues the request, as
+ * charterd's do, for --workers threads, each with its own hiredis connection (as each charterd
+ * worker owns one store), that call the no-op function once and send the bytes back. The
+ * clients are the load's threads sharing one req0 socket, a fresh context per call, as
+ * libcharter's client does. The request is the envelope of a Health call (method,
  * authorization, deadline), so the bytes on the wire are a real call's.
  *
  * What it leaves out of charterd: decoding and checking the envelope and the token, dispatch,
- * the handler, encoding the answer, and the hand-off of each request from NNG's callback to a
- * worker over a queue (charterd's slots outnumber its workers; here each worker waits on its
- * own context).
+ * the handler, encoding the answer; for echo also the hand-off of each request to a worker.
  */
 #include <nng/nng.h>
 #include <nng/protocol/reqrep0/rep.h>
@@ -22,11 +23,22 @@
 
 #include "bench.h"
 
-typedef struct {
+/* A slot's states, as charterd's: RECV (a receive is pending), QUEUED (waiting for or held by
+ * a worker), SEND (the reply is being sent), IDLE (stopped). */
+typedef enum { ECHO_IDLE = 0, ECHO_RECV, ECHO_QUEUED, ECHO_SEND } echo_state;
+
+typedef struct echo_slot {
     bench_echo *e;
     nng_ctx ctx;
     nng_aio *aio;
-    redisContext *rc; /* echo-fcall: this worker's connection */
+    echo_state state;
+    nng_msg *msg;           /* the request while QUEUED */
+    struct echo_slot *next; /* FIFO link while QUEUED */
+} echo_slot;
+
+typedef struct {
+    bench_echo *e;
+    redisContext *rc; /* this worker's connection */
     unsigned long fcall_failures;
     pthread_t thread;
     bool started;
@@ -36,14 +48,59 @@ struct bench_echo {
     nng_socket sock;
     bool sock_open;
     nng_listener listener;
-    echo_worker *workers;
+    echo_slot *slots;
+    unsigned n_slots;
+    echo_worker *workers; /* echo-fcall only */
     unsigned n_workers;
+    pthread_mutex_t mu; /* guards the FIFO and stopping */
+    pthread_cond_t work_cv;
+    echo_slot *head, *tail;
+    bool stopping;
 };
 
 struct echo_client {
     nng_socket sock;
     uint32_t timeout_ms;
 };
+
+/* A slot's callback: a request received goes back at once (echo) or to the workers' FIFO
+ * (echo-fcall); a reply sent starts the next receive. */
+static void echo_slot_cb(void *arg)
+{
+    echo_slot *s = arg;
+    bench_echo *e = s->e;
+    int rv = nng_aio_result(s->aio);
+    if (rv == NNG_ECLOSED || rv == NNG_ECANCELED) {
+        if (s->state == ECHO_SEND)
+            nng_msg_free(nng_aio_get_msg(s->aio));
+        s->state = ECHO_IDLE;
+        return;
+    }
+    if (s->state == ECHO_RECV && rv == 0 && e->n_workers == 0) {
+        s->state = ECHO_SEND; /* the request is still the aio's message */
+        nng_ctx_send(s->ctx, s->aio);
+        return;
+    }
+    if (s->state == ECHO_RECV && rv == 0) {
+        s->msg = nng_aio_get_msg(s->aio);
+        nng_aio_set_msg(s->aio, NULL);
+        s->state = ECHO_QUEUED;
+        pthread_mutex_lock(&e->mu);
+        s->next = NULL;
+        if (e->tail != NULL)
+            e->tail->next = s;
+        else
+            e->head = s;
+        e->tail = s;
+        pthread_cond_signal(&e->work_cv);
+        pthread_mutex_unlock(&e->mu);
+        return;
+    }
+    if (s->state == ECHO_SEND && rv != 0)
+        nng_msg_free(nng_aio_get_msg(s->aio)); /* the caller went away */
+    s->state = ECHO_RECV;
+    nng_ctx_recv(s->ctx, s->aio);
+}
 
 /* One FCALL of the no-op function on w's connection; counts a failure. */
 static void echo_fcall(echo_worker *w)
@@ -57,30 +114,27 @@ static void echo_fcall(echo_worker *w)
         freeReplyObject(r);
 }
 
-/* A worker: receive on its context, [FCALL], send the same message back, until the socket
- * closes. */
+/* An echo-fcall worker: takes a queued request, calls the no-op function, sends the request
+ * back on its slot (the slot's callback receives again), until stopping. */
 static void *echo_worker_main(void *arg)
 {
     echo_worker *w = arg;
+    bench_echo *e = w->e;
     for (;;) {
-        nng_ctx_recv(w->ctx, w->aio);
-        nng_aio_wait(w->aio);
-        int rv = nng_aio_result(w->aio);
-        if (rv == NNG_ECLOSED || rv == NNG_ECANCELED)
+        pthread_mutex_lock(&e->mu);
+        while (e->head == NULL && !e->stopping)
+            pthread_cond_wait(&e->work_cv, &e->mu);
+        echo_slot *s = e->stopping ? NULL : e->head;
+        if (s != NULL && (e->head = s->next) == NULL)
+            e->tail = NULL;
+        pthread_mutex_unlock(&e->mu);
+        if (s == NULL)
             break;
-        if (rv != 0)
-            continue;
-        nng_msg *m = nng_aio_get_msg(w->aio);
-        if (w->rc != NULL)
-            echo_fcall(w);
-        nng_aio_set_msg(w->aio, m);
-        nng_ctx_send(w->ctx, w->aio);
-        nng_aio_wait(w->aio);
-        if ((rv = nng_aio_result(w->aio)) != 0) {
-            nng_msg_free(nng_aio_get_msg(w->aio));
-            if (rv == NNG_ECLOSED || rv == NNG_ECANCELED)
-                break;
-        }
+        echo_fcall(w);
+        nng_aio_set_msg(s->aio, s->msg);
+        s->msg = NULL;
+        s->state = ECHO_SEND;
+        nng_ctx_send(s->ctx, s->aio);
     }
     return NULL;
 }
@@ -104,76 +158,99 @@ static int echo_listen(bench_echo *e, const char *url, char *err, size_t errlen)
     return 0;
 }
 
-/* Worker i's context, aio and (with redis_url) connection. */
-static int echo_worker_open(bench_echo *e, unsigned i, const char *redis_url, char *err,
-                            size_t errlen)
+/* The slots' contexts and aios, and (echo-fcall) the workers' connections and threads. */
+static int echo_open(bench_echo *e, const char *redis_url, char *err, size_t errlen)
 {
-    echo_worker *w = &e->workers[i];
-    w->e = e;
     int rv;
-    if ((rv = nng_aio_alloc(&w->aio, NULL, NULL)) != 0 ||
-        (rv = nng_ctx_open(&w->ctx, e->sock)) != 0) {
-        snprintf(err, errlen, "echo: cannot create worker %u's context: %s", i, nng_strerror(rv));
-        return -1;
+    for (unsigned i = 0; i < e->n_slots; i++) {
+        echo_slot *s = &e->slots[i];
+        s->e = e;
+        if ((rv = nng_aio_alloc(&s->aio, echo_slot_cb, s)) != 0 ||
+            (rv = nng_ctx_open(&s->ctx, e->sock)) != 0) {
+            snprintf(err, errlen, "echo: cannot create slot %u: %s", i, nng_strerror(rv));
+            return -1;
+        }
     }
-    if (redis_url != NULL && (w->rc = redis_open(redis_url, err, errlen)) == NULL)
-        return -1;
+    for (unsigned i = 0; i < e->n_workers; i++) {
+        echo_worker *w = &e->workers[i];
+        w->e = e;
+        if ((w->rc = redis_open(redis_url, err, errlen)) == NULL)
+            return -1;
+        if (pthread_create(&w->thread, NULL, echo_worker_main, w) != 0) {
+            snprintf(err, errlen, "echo: cannot start worker thread %u", i);
+            return -1;
+        }
+        w->started = true;
+    }
+    for (unsigned i = 0; i < e->n_slots; i++) {
+        e->slots[i].state = ECHO_RECV;
+        nng_ctx_recv(e->slots[i].ctx, e->slots[i].aio);
+    }
     return 0;
 }
 
-/* Starts the echo server on url with workers contexts and threads; with redis_url each request
- * also makes one FCALL bench_noop 0 (the library must be loaded). -1 with err set on failure,
- * nothing left running. */
-int echo_start(const char *url, unsigned workers, const char *redis_url, bench_echo **out,
-               char *err, size_t errlen)
+/* Starts the echo server on url with slots receiving contexts; with redis_url, workers threads
+ * each make one FCALL bench_noop 0 per request (the library must be loaded). -1 with err set on
+ * failure, nothing left running. */
+int echo_start(const char *url, unsigned slots, unsigned workers, const char *redis_url,
+               bench_echo **out, char *err, size_t errlen)
 {
     *out = NULL;
     bench_echo *e = calloc(1, sizeof *e);
-    if (e == NULL || (e->workers = calloc(workers, sizeof *e->workers)) == NULL) {
+    if (e == NULL || pthread_mutex_init(&e->mu, NULL) != 0 ||
+        pthread_cond_init(&e->work_cv, NULL) != 0) {
         free(e);
         snprintf(err, errlen, "echo: out of memory");
         return -1;
     }
-    e->n_workers = workers;
-    if (echo_listen(e, url, err, errlen) != 0)
-        goto fail;
-    for (unsigned i = 0; i < workers; i++)
-        if (echo_worker_open(e, i, redis_url, err, errlen) != 0)
-            goto fail;
-    for (unsigned i = 0; i < workers; i++) {
-        if (pthread_create(&e->workers[i].thread, NULL, echo_worker_main, &e->workers[i]) != 0) {
-            snprintf(err, errlen, "echo: cannot start worker thread %u", i);
-            goto fail;
-        }
-        e->workers[i].started = true;
+    e->n_slots = slots;
+    e->n_workers = redis_url != NULL ? workers : 0;
+    e->slots = calloc(slots, sizeof *e->slots);
+    e->workers = calloc(workers, sizeof *e->workers);
+    if (e->slots == NULL || e->workers == NULL) {
+        snprintf(err, errlen, "echo: out of memory");
+        echo_stop(e);
+        return -1;
+    }
+    if (echo_listen(e, url, err, errlen) != 0 || echo_open(e, redis_url, err, errlen) != 0) {
+        echo_stop(e);
+        return -1;
     }
     *out = e;
     return 0;
-fail:
-    echo_stop(e);
-    return -1;
 }
 
-/* Closes the socket (every pending receive ends), joins the workers and frees e. Returns the
+/* Stops the workers, closes the socket (every pending operation ends), frees e. Returns the
  * FCALLs that failed. */
 unsigned long echo_stop(bench_echo *e)
 {
     if (e == NULL)
         return 0;
-    if (e->sock_open)
-        nng_close(e->sock);
+    pthread_mutex_lock(&e->mu);
+    e->stopping = true;
+    pthread_cond_broadcast(&e->work_cv);
+    pthread_mutex_unlock(&e->mu);
     unsigned long failures = 0;
-    for (unsigned i = 0; i < e->n_workers; i++) {
+    for (unsigned i = 0; e->workers != NULL && i < e->n_workers; i++) {
         echo_worker *w = &e->workers[i];
         if (w->started)
             pthread_join(w->thread, NULL);
-        if (w->aio != NULL)
-            nng_aio_free(w->aio);
         if (w->rc != NULL)
             redisFree(w->rc);
         failures += w->fcall_failures;
     }
+    if (e->sock_open)
+        nng_close(e->sock);
+    for (unsigned i = 0; e->slots != NULL && i < e->n_slots; i++) {
+        if (e->slots[i].aio != NULL)
+            nng_aio_free(e->slots[i].aio); /* waits for its callback */
+        if (e->slots[i].msg != NULL)
+            nng_msg_free(e->slots[i].msg);
+    }
+    free(e->slots);
     free(e->workers);
+    pthread_cond_destroy(&e->work_cv);
+    pthread_mutex_destroy(&e->mu);
     free(e);
     return failures;
 }

@@ -21,7 +21,8 @@ static int echo_up(bench *b, bench_workload kind, bench_echo **e)
         say(b, "echo-fcall needs the library benchnoop in --redis: %s", b->fcall_note);
         return -1;
     }
-    if (echo_start(b->echo_url, b->server_workers, redis, e, err, sizeof err) != 0) {
+    if (echo_start(b->echo_url, b->server_workers + b->o.threads, b->server_workers, redis, e, err,
+                   sizeof err) != 0) {
         say(b, "%s", err);
         return -1;
     }
@@ -139,12 +140,17 @@ static double ceiling_echo(bench *b, bench_workload kind, char *note, size_t not
         snprintf(note, notelen, "not measured: the echo server or its load failed (see above)");
         return NAN;
     }
-    snprintf(note, notelen,
-             "%u workers (a rep0 context and thread each%s) on %.200s, %u client thread%s on one "
-             "req0 socket, %g s; %zu answered, %zu errors",
-             b->server_workers, kind == WL_ECHO_FCALL ? ", one FCALL bench_noop 0 per request" : "",
-             b->echo_url, b->o.threads, b->o.threads == 1 ? "" : "s", b->o.ceiling_s, p.ok,
-             p.errors);
+    if (kind == WL_ECHO)
+        snprintf(note, notelen,
+                 "%u receiving contexts answering from NNG's callbacks on %.200s, %u client "
+                 "thread%s on one req0 socket, %g s; %zu answered, %zu errors",
+                 b->server_workers + b->o.threads, b->echo_url, b->o.threads,
+                 b->o.threads == 1 ? "" : "s", b->o.ceiling_s, p.ok, p.errors);
+    else
+        snprintf(note, notelen,
+                 "the same, each request queued for %u workers that call FCALL bench_noop 0 on "
+                 "their own connection, %g s; %zu answered, %zu errors",
+                 b->server_workers, b->o.ceiling_s, p.ok, p.errors);
     return p.errors == 0 ? p.ops_per_s : NAN;
 }
 
@@ -159,12 +165,13 @@ static void measure_ceilings(bench *b, unsigned rep)
         f[FIG_FCALL][rep] = rps > 0 ? rps : NAN;
     }
     if (!b->o.json)
-        say(b, "ceiling: echo, %u workers, %u thread%s for %g s", b->server_workers, b->o.threads,
-            b->o.threads == 1 ? "" : "s", b->o.ceiling_s);
+        say(b, "ceiling: echo, %u thread%s for %g s", b->o.threads, b->o.threads == 1 ? "" : "s",
+            b->o.ceiling_s);
     f[FIG_ECHO][rep] = ceiling_echo(b, WL_ECHO, b->echo_note, sizeof b->echo_note);
     if (b->noop_loaded) {
         if (!b->o.json)
-            say(b, "ceiling: echo + one FCALL per request for %g s", b->o.ceiling_s);
+            say(b, "ceiling: echo + one FCALL per request (%u workers) for %g s", b->server_workers,
+                b->o.ceiling_s);
         f[FIG_ECHO_FCALL][rep] =
             ceiling_echo(b, WL_ECHO_FCALL, b->echo_fcall_note, sizeof b->echo_fcall_note);
     }
