@@ -74,8 +74,15 @@ static void keep_main_points(bench *b, unsigned rep, const bench_point *before,
     b->n_top = before->rs.ok && after->rs.ok
                    ? redis_inner_top(&before->rs, &after->rs, b->top, BENCH_TOP_CMDS)
                    : 0;
-    for (size_t i = 0; i < b->n_top; i++)
-        b->top_per_op[i] = p->ok > 0 ? (double)b->top[i].calls / (double)p->ok : 0;
+    size_t kept = 0; /* commands called at least once per 200 operations */
+    for (size_t i = 0; i < b->n_top && p->ok > 0; i++) {
+        double per_op = (double)b->top[i].calls / (double)p->ok;
+        if (per_op >= 0.005) {
+            b->top[kept] = b->top[i];
+            b->top_per_op[kept++] = per_op;
+        }
+    }
+    b->n_top = kept;
     for (unsigned i = 0; i < b->n_mem; i++)
         read_rss(b->mem[i].pid, &b->mem[i].hwm_load, &b->mem[i].rss_load);
 }

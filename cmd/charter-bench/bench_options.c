@@ -46,11 +46,11 @@ static void usage_head(FILE *out)
         "                 the one at --compare-depth. Check: every answer has its own\n"
         "                 input_checked event seq.\n"
         "  health         Health/Check.\n"
-        "  echo           no charterd: a bare NNG req/rep echo in this process, --workers\n"
-        "                 rep0 contexts with a thread each, the Health call's bytes sent back.\n"
-        "                 Check: every echo came back unchanged.\n"
-        "  echo-fcall     the same, each request also one FCALL of a no-op function on the\n"
-        "                 worker's own Redis connection (needs --redis).\n"
+        "  echo           no charterd: a bare NNG req/rep echo in this process (receiving\n"
+        "                 contexts answering from NNG's callbacks), the bytes of a Health call\n"
+        "                 sent back. Check: every echo came back unchanged.\n"
+        "  echo-fcall     the same, each request queued for --workers threads that call a\n"
+        "                 no-op function once on their own Redis connection (needs --redis).\n"
         "\n");
 }
 
