@@ -255,6 +255,21 @@ static void expect_names_summary(uint64_t seq, const char *id, const char *want)
     CU_ASSERT_EQUAL(named, 1);
 }
 
+/* Replaying event seq of the suite's run decides it again, from its snapshot alone, as it was
+ * recorded: the facts a decision names are enough to replay it, whatever it read. */
+static void expect_replay_matches(uint64_t seq)
+{
+    Charter__V1__ReplayDecisionRequest req = CHARTER__V1__REPLAY_DECISION_REQUEST__INIT;
+    req.run_id = run_id;
+    req.seq = seq;
+    Charter__V1__ReplayDecisionResponse *r = NULL;
+    charter_status st;
+    CU_ASSERT_EQUAL_FATAL(charter_replay_decision(op, &req, &r, &st), 0);
+    CU_ASSERT_FALSE(r->no_snapshot);
+    CU_ASSERT_TRUE(r->matches);
+    charter__v1__replay_decision_response__free_unpacked(r, NULL);
+}
+
 /* A public lineage DEPTH notes deep over vendor_a, recorded through the API, in scope of the
  * report step. */
 static void test_a_lineage_recorded_through_the_api_carries_its_records(void)
@@ -435,6 +450,7 @@ static void test_every_input_decision_names_its_summary_hash(void)
     CU_ASSERT_EQUAL(c.outcome, CHARTER__V1__OUTCOME__ALLOW);
     CU_ASSERT_TRUE_FATAL(c.seq > 0);
     expect_names_summary(c.seq, ids[DEPTH], "*");
+    expect_replay_matches(c.seq);
 }
 
 static char analyze_ctx[129];
@@ -468,6 +484,7 @@ static void test_a_refusal_keeps_its_path_and_deep_edits_do_not_change_it(void)
                                       "\xe2\x86\x92 Budget note 2 \xe2\x86\x92 Budget note 3 "
                                       "\xe2\x86\x92 report step {vendor_a, vendor_b, vendor_c}");
     expect_names_summary(c.seq, budget_ids[3], "*");
+    expect_replay_matches(c.seq);
 
     /* Budget note 2 loses its DERIVED_FROM edge: a walk would find a derived artifact without
      * parents and no budget, but the refusal is the summary's, with its short path. */
@@ -480,6 +497,7 @@ static void test_a_refusal_keeps_its_path_and_deep_edits_do_not_change_it(void)
     CU_ASSERT_STRING_EQUAL(c.witness, "budget (confidential) \xe2\x86\x92 Budget note 3 "
                                       "\xe2\x86\x92 report step {vendor_a, vendor_b, vendor_c}");
     expect_names_summary(c.seq, budget_ids[3], "*");
+    expect_replay_matches(c.seq);
     expect_audit_names(budget_ids[2], "differs from the one re-derived");
     redis_do("SADD", edge, budget_ids[1], NULL);
     expect_audit_intact();
@@ -511,6 +529,7 @@ static void test_an_artifact_without_a_summary_is_unknown_never_walked(void)
     CU_ASSERT_PTR_NOT_NULL(strstr(c.witness, "has no lineage summary"));
     CU_ASSERT_TRUE_FATAL(c.seq > 0);
     expect_names_summary(c.seq, ids[DEPTH], "");
+    expect_replay_matches(c.seq);
     /* RecordOutput's gate: UNKNOWN, and nothing is recorded. */
     CU_ASSERT_EQUAL(record_note(research, ids[DEPTH], "From an unsummarised note", made),
                     CHARTER__V1__OUTCOME__UNKNOWN);
@@ -607,6 +626,7 @@ static void test_a_forged_or_unsealed_summary_is_unknown(void)
     CU_ASSERT_STRING_EQUAL(c.codes, "GRAPH_ERROR ");
     CU_ASSERT_PTR_NOT_NULL(strstr(c.witness, "carries no seal"));
     expect_names_summary(c.seq, ids[DEPTH], "*");
+    expect_replay_matches(c.seq);
     CU_ASSERT_EQUAL_FATAL(harness_graph_eval(graph, STASH_SEAL, reseal, 2, &one), 0);
     expect_allowed();
     redis_do("SADD", edge, ids[DEPTH / 2 - 1], NULL);
