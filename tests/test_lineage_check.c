@@ -411,6 +411,10 @@ static void test_a_tampered_summary_gives_unknown(void)
     CU_ASSERT_PTR_NOT_NULL(strstr(codes, "GRAPH_ERROR"));
     CU_ASSERT_EQUAL(deliver_deepest(codes, sizeof codes), CHARTER__V1__OUTCOME__UNKNOWN);
     CU_ASSERT_PTR_NOT_NULL(strstr(codes, "GRAPH_ERROR"));
+    char made[64];
+    CU_ASSERT_EQUAL(record_note(research, ids[DEPTH], "From a tampered note", made),
+                    CHARTER__V1__OUTCOME__UNKNOWN);
+    CU_ASSERT_STRING_EQUAL(made, "");
     expect_audit_names(ids[DEPTH], "no longer hashes to its summary_hash");
     const char *undo[2] = {key, "undo"};
     CU_ASSERT_EQUAL_FATAL(harness_graph_eval(graph, SWAP, undo, 2, &one), 0);
@@ -627,6 +631,7 @@ static void test_a_forged_or_unsealed_summary_is_unknown(void)
     CU_ASSERT_PTR_NOT_NULL(strstr(c.witness, "carries no seal"));
     expect_names_summary(c.seq, ids[DEPTH], "*");
     expect_replay_matches(c.seq);
+    CU_ASSERT_EQUAL(deliver_deepest(codes, sizeof codes), CHARTER__V1__OUTCOME__UNKNOWN);
     CU_ASSERT_EQUAL_FATAL(harness_graph_eval(graph, STASH_SEAL, reseal, 2, &one), 0);
     expect_allowed();
     redis_do("SADD", edge, ids[DEPTH / 2 - 1], NULL);
