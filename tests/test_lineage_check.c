@@ -517,9 +517,10 @@ static const char *STASH_SUMMARY = "local k = KEYS[1] .. ARGV[1] "
                                    "redis.call('HSET', k, to, f[1], to .. '_hash', f[2]) "
                                    "redis.call('HDEL', k, from, from .. '_hash') return 1";
 
-/* An artifact without a summary (deleted, or written before summaries were kept) is UNKNOWN at
- * every input decision, whatever its ancestry: it is never walked in the summary's place, so a
- * deep edit cannot be decided from either. Audit names it; putting the summary back allows. */
+/* Checks RULE-INPUT-SUMMARY. An artifact without a summary (deleted, or written before
+ * summaries were kept) is UNKNOWN at every input decision, whatever its ancestry: it is never
+ * walked in the summary's place, so a deep edit cannot be decided from either. Audit names it;
+ * putting the summary back allows. */
 static void test_an_artifact_without_a_summary_is_unknown_never_walked(void)
 {
     char key[128], made[64];

@@ -353,6 +353,7 @@ int gate_open_narrowed(const gate_env *g, const char *parent_id, const char *run
     return rc;
 }
 
+/* RULE-INPUT-SUMMARY: only a summary that is there and, under a key, sealed by charterd. */
 int gate_summary_verify(json_t *raw)
 {
     const char *id = json_string_value(json_object_get(raw, "id"));

@@ -1160,9 +1160,10 @@ static const char *summary_name(const guard_summary *s)
     return s->now_title != NULL && s->now_title[0] != '\0' ? s->now_title : or_missing(s->id);
 }
 
-/* Whether a summary may be decided from; when not, flags GRAPH_ERROR with why: charterd's
- * reason when it marked it (no summary, no seal, a seal that does not verify), else its text
- * does not hash to its summary_hash. No allow ever comes from an unverified summary. */
+/* RULE-INPUT-SUMMARY: whether a summary may be decided from; when not, flags GRAPH_ERROR with
+ * why: charterd's reason when it marked it (no summary, no seal, a seal that does not verify),
+ * else its text does not hash to its summary_hash. No allow ever comes from an unverified
+ * summary. */
 static bool summary_usable(const guard_summary *s, verdict *v)
 {
     if (s != NULL && s->verified && (s->n_sources == 0 || s->sources != NULL))
