@@ -464,7 +464,9 @@ static int read_input_facts(const gate_env *g, const char *context_id, const cha
     for (size_t i = 0; rc == STATUS_OK && i < n; i++) {
         json_t *raw = json_array_get(f->raws, i);
         const char *sh = json_string_value(json_object_get(raw, "summary_hash"));
-        if (json_is_true(json_object_get(raw, "missing")))
+        if (!json_is_object(raw) || !json_is_string(json_object_get(raw, "id")))
+            rc = STATUS_EPROTO;
+        else if (json_is_true(json_object_get(raw, "missing")))
             rc = STATUS_ENOTFOUND;
         else if (!f->summaries || gate_summary_verify(raw) != 0 ||
                  json_array_append_new(f->summaries, json_pack("{s:s, s:s}", "id", ids[i],
