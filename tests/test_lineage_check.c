@@ -2,14 +2,15 @@
  * test_lineage_check.c - the input gate decides from the lineage summary stored at creation and
  * the payload's own node, and a payload changed behind the server's back is still refused.
  *
- * Every artifact recorded through the API carries its lineage record (field lineage), and a
- * CheckInput reads the graph as it stands and compares it with those records, which charterd
- * holds decoded by name once it has hashed them; each also carries its summary. The tests drive
- * a real charterd over NNG: a lineage is allowed, then the payload's edge is deleted, its label
- * changed, its producer removed, a FROM_RESOURCE edge added to it, a resource relabelled, its
- * summary edited, each directly in Redis: every one turns the same check into a refusal (or
- * UNKNOWN), and undoing it allows the check again. Edits deeper than the payload no longer
- * change the decision (audit names them); an artifact without a summary is walked in full.
+ * Every artifact recorded through the API carries its lineage record (field lineage) and its
+ * summary (sealed under an integrity key). The tests drive a real charterd over NNG: a lineage
+ * is allowed, then the payload's edge is deleted, its label changed, its producer removed, a
+ * FROM_RESOURCE edge added to it, a resource relabelled, its summary edited, each directly in
+ * Redis: every one turns the same check into a refusal (or UNKNOWN), and undoing it allows the
+ * check again. Edits deeper than the payload no longer change a decision, not even a refusal's
+ * codes (audit names them); an artifact whose summary is missing, or under a key unsealed or
+ * sealed by another key, is UNKNOWN and never walked instead, and audit names it. Every
+ * decision names the summary hash it used and replays from its snapshot.
  */
 #include <CUnit/Basic.h>
 #include <stdbool.h>
