@@ -44,6 +44,7 @@ local FUNCTIONS = {
     {'charter_create_artifact', lineage.charter_create_artifact, false},
     {'charter_get_artifact', lineage.charter_get_artifact, true},
     {'charter_lineage_summary', lineage.charter_lineage_summary, true},
+    {'charter_input_facts', lineage.charter_input_facts, true},
     {'charter_audit_summaries', lineage.charter_audit_summaries, true},
     {'charter_seal_summary', lineage.charter_seal_summary, false},
     {'charter_ancestry', lineage.charter_ancestry, true},

@@ -16,6 +16,7 @@
 #include "evidence/evlog.h"
 #include "evidence/integrity.h"
 #include "evidence/receipt_issue.h"
+#include "evidence/summary_seal.h"
 #include "core/status.h"
 
 #define AUDIT_PAGE "500"
@@ -256,18 +257,43 @@ static void audit_tail(const json_t *run, const json_t *deliveries, uint64_t hea
     json_decref(rj);
 }
 
+/* With an integrity key, the first of seals (charter_audit_summaries' [[id, summary_hash,
+ * seal],...], in creation order) whose seal is missing or does not verify is named. Returns 1
+ * when one was named, else 0. */
+static int audit_seals(const json_t *seals, audit_result *out)
+{
+    size_t i;
+    json_t *e;
+    json_array_foreach(seals, i, e)
+    {
+        const char *id = json_string_value(json_array_get(e, 0));
+        const char *sh = json_string_value(json_array_get(e, 1));
+        const char *seal = json_string_value(json_array_get(e, 2));
+        int rc = summary_seal_check(id, sh, seal && *seal ? seal : NULL);
+        if (rc == STATUS_OK || rc == STATUS_ENOKEY)
+            continue;
+        return audit_fail(out, 0, "artifact %s's lineage summary: %s", id ? id : "(unnamed)",
+                          seal && *seal ? "its seal does not verify under the integrity key"
+                                        : "it carries no seal of the integrity key: decisions "
+                                          "on it are UNKNOWN");
+    }
+    return 0;
+}
+
 /* The lineage summaries of the run's artifacts re-derived bottom-up from the raw graph
- * (charter_audit_summaries): the first whose stored summary differs is named. Decisions trust
- * the summaries and read only the payload's own node, so edits deeper in the graph are found
- * here. Returns STATUS_OK (out updated) or the store's failure. */
+ * (charter_audit_summaries), and with an integrity key their seals: the first artifact (in
+ * creation order) whose stored summary differs, is missing, or whose seal is missing or does
+ * not verify is named. Decisions trust the summaries and read only the payload's own node, so
+ * edits deeper in the graph are found here. Returns STATUS_OK (out updated) or the store's
+ * failure. */
 static int audit_summaries(store *st, const char *run_id, audit_result *out)
 {
     json_t *reply = NULL;
-    int rc = q_audit_summaries(st, run_id, &reply);
+    int rc = q_audit_summaries(st, run_id, integrity_keyed() ? "1" : "0", &reply);
     if (rc != STATUS_OK)
         return rc;
     const char *bad = json_string_value(json_object_get(reply, "first_bad"));
-    if (bad != NULL) {
+    if (audit_seals(json_object_get(reply, "seals"), out) == 0 && bad != NULL) {
         const char *problem = json_string_value(json_object_get(reply, "problem"));
         audit_fail(out, 0, "artifact %s's lineage summary: %s", bad,
                    problem ? problem : "it differs from the graph");

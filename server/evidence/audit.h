@@ -32,9 +32,11 @@ typedef struct {
  * name: evlog_snapshot_resolve). A run receipt is only trusted when its MAC checks under
  * the integrity key (integrity_receipt_check). When the chain holds, every lineage summary of
  * the run's artifacts is re-derived bottom-up from the raw graph (charter_audit_summaries) and
- * the first artifact whose stored summary differs is named in problem (first_bad_seq 0): a
- * summary edited, or an edge, label or producer deeper than a payload changed behind the API's
- * back. Returns STATUS_OK with *out filled,
+ * the first artifact, in creation order, whose stored summary differs or is missing, or (with
+ * an integrity key) whose seal is missing or does not verify (summary_seal.h), is named in
+ * problem (first_bad_seq 0): a summary edited or deleted, a seal deleted or forged, or an edge,
+ * label or producer deeper than a payload changed behind the API's back, none of which a
+ * decision reads. Returns STATUS_OK with *out filled,
  * STATUS_ENOTFOUND, or the store's failure. */
 int audit_chain(store *st, const char *run_id, audit_result *out);
 
