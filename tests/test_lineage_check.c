@@ -540,12 +540,20 @@ static void test_an_artifact_without_a_summary_is_unknown_never_walked(void)
     CU_ASSERT_EQUAL(record_note(research, ids[DEPTH], "From an unsummarised note", made),
                     CHARTER__V1__OUTCOME__UNKNOWN);
     CU_ASSERT_STRING_EQUAL(made, "");
+    /* Deliver's gate: UNKNOWN too, never decided from the ancestry walked in its place (a
+     * walk would follow whatever edges were edited below the payload), and nothing is
+     * committed. */
+    char codes[256];
+    CU_ASSERT_EQUAL(deliver_deepest(codes, sizeof codes), CHARTER__V1__OUTCOME__UNKNOWN);
+    CU_ASSERT_STRING_EQUAL(codes, "GRAPH_ERROR ");
     char edge[160];
     snprintf(edge, sizeof edge, ":artifact:%s:derived_from", ids[1]);
     redis_do("DEL", edge, NULL, NULL);
     c = check_one(report_ctx, ids[DEPTH]);
     CU_ASSERT_EQUAL(c.outcome, CHARTER__V1__OUTCOME__UNKNOWN);
     CU_ASSERT_STRING_EQUAL(c.codes, "GRAPH_ERROR ");
+    CU_ASSERT_EQUAL(deliver_deepest(codes, sizeof codes), CHARTER__V1__OUTCOME__UNKNOWN);
+    CU_ASSERT_STRING_EQUAL(codes, "GRAPH_ERROR ");
     redis_do("SADD", edge, ids[0], NULL);
     expect_audit_names(ids[DEPTH], "has no lineage summary");
     CU_ASSERT_EQUAL_FATAL(harness_graph_eval(graph, STASH_SUMMARY, back, 2, &one), 0);

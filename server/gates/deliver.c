@@ -213,27 +213,20 @@ static int gather(const gate_env *g, const char *context_id, const char *invocat
         *regrant = true;
         return STATUS_OK;
     }
+    /* RULE-INPUT-SUMMARY, as at the input gate: the payload is decided from its summary, and
+     * one that is missing (the reply then carries the walked ancestry instead) or, under a key,
+     * unsealed is marked unverified (UNKNOWN), never decided from the ancestry in its place:
+     * whoever can delete a summary could otherwise have a delivery decided from edges edited
+     * below it. */
     f->summary = json_object_get(f->reply, "summary");
-    int unsealed = facts_is_summary(f->summary) ? gate_summary_seal_check(f->summary) : 0;
-    if (unsealed < 0)
+    if (!facts_is_summary(f->summary) &&
+        json_object_set_new(f->reply, "summary", json_pack("{s:s}", "id", payload_id)) != 0)
         return STATUS_ENOMEM;
-    if (unsealed > 0) {
-        /* An unsealed summary under an integrity key: the ancestry is walked instead. */
-        char limit2[32];
-        snprintf(limit2, sizeof limit2, "%zu", g->limits->max_ancestry);
-        f->summary = NULL;
-        rc = lineage_ancestry(g->st, payload_id, limit2, &f->walked);
-        if (rc != STATUS_OK)
-            return rc;
-        f->ancestry = f->walked;
-    }
-    if (facts_is_summary(f->summary)) {
-        rc = facts_summary_from_json(f->summary, payload_id, &f->sum);
-        f->has_sum = rc == STATUS_OK;
-    } else {
-        f->summary = NULL;
-        rc = facts_ancestry_from_json(f->ancestry, payload_id, &f->anc);
-    }
+    f->summary = json_object_get(f->reply, "summary");
+    if (gate_summary_verify(f->summary) != 0)
+        return STATUS_ENOMEM;
+    rc = facts_summary_from_json(f->summary, payload_id, &f->sum);
+    f->has_sum = rc == STATUS_OK;
     if (rc == STATUS_OK)
         rc = facts_chain_from_json(f->chain, f->step->cap.grant, &f->gchain);
     return rc;

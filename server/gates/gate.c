@@ -383,11 +383,6 @@ int gate_summary_verify(json_t *raw)
     return json_object_set_new(raw, "unverified", json_string(why)) == 0 ? 0 : -1;
 }
 
-int gate_summary_seal_check(json_t *raw)
-{
-    return gate_summary_verify(raw);
-}
-
 /* With an integrity key, seals the summary of the artifact just created (reply: the
  * create_artifact reply). A seal that cannot be stored leaves the summary unsealed, and every
  * decision on the artifact is UNKNOWN (gate_summary_verify): never an allow from an unsealed

@@ -130,8 +130,4 @@ void gate_sha256_hex(const char *data, size_t len, char hex[65]);
  * (raw usable or marked), or -1 when raw is not an object with an id or memory ran out. */
 int gate_summary_verify(json_t *raw);
 
-/* gate_summary_verify under its former name: never 1 (walk the ancestry) any more; every
- * caller decides from the summary or gives UNKNOWN. */
-int gate_summary_seal_check(json_t *raw);
-
 #endif
