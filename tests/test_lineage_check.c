@@ -561,6 +561,25 @@ static void test_an_artifact_without_a_summary_is_unknown_never_walked(void)
     expect_audit_intact();
 }
 
+/* An artifact's content rewritten behind the API's back, its hash left as it was: no gate
+ * reads the content of an input (the summary names its hash, and the input gate compares the
+ * stored hash with it), but a host feeds that content to a model, so audit names it. Putting
+ * the content back leaves the run intact. */
+static void test_audit_names_content_that_no_longer_has_its_hash(void)
+{
+    char key[128], problem[300], named[96];
+    snprintf(key, sizeof key, ":artifact:%s", ids[DEPTH / 2]);
+    redis_do("HSET", key, "content", "CEILING-48200");
+    expect_allowed(); /* the payload's own node is untouched */
+    CU_ASSERT_FALSE(audit_intact(problem, sizeof problem));
+    snprintf(named, sizeof named, "artifact %s's content", ids[DEPTH / 2]);
+    if (strstr(problem, named) == NULL)
+        printf("\n    audit: %s (wanted %s)", problem, named);
+    CU_ASSERT_PTR_NOT_NULL(strstr(problem, named));
+    redis_do("HSET", key, "content", "a note");
+    expect_audit_intact();
+}
+
 /* --- with an integrity key: summaries sealed by charterd ------------------------------------ */
 
 static char tmpdir[] = "/tmp/charter-lineage-XXXXXX";
@@ -683,12 +702,16 @@ static const harness_test tests[] = {
      test_a_refusal_keeps_its_path_and_deep_edits_do_not_change_it},
     {"an artifact without a summary is unknown, never walked",
      test_an_artifact_without_a_summary_is_unknown_never_walked},
+    {"audit names content that no longer has its hash",
+     test_audit_names_content_that_no_longer_has_its_hash},
 };
 static const harness_test sealed_tests[] = {
     {"a lineage recorded through the API carries its records",
      test_a_lineage_recorded_through_the_api_carries_its_records},
     {"deep edits no longer change the decision", test_deep_edits_no_longer_change_the_decision},
     {"a forged or unsealed summary is unknown", test_a_forged_or_unsealed_summary_is_unknown},
+    {"audit names content that no longer has its hash",
+     test_audit_names_content_that_no_longer_has_its_hash},
 };
 static const harness_suite suites[] = {
     {"lineage checked against its records", suite_init, suite_clean, HARNESS_TABLE(tests)},

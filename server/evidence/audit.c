@@ -17,6 +17,7 @@
 #include "evidence/integrity.h"
 #include "evidence/receipt_issue.h"
 #include "evidence/summary_seal.h"
+#include "core/digest.h"
 #include "core/status.h"
 
 #define AUDIT_PAGE "500"
@@ -280,6 +281,41 @@ static int audit_seals(const json_t *seals, audit_result *out)
     return 0;
 }
 
+/* Each artifact of seals (charter_audit_summaries' [[id, ...],...]: every artifact of the run,
+ * in creation order, when its summaries held) read back and its content hashed: the first whose
+ * stored content no longer has the SHA-256 it was recorded with (its hash, which its summary
+ * names) is named. No gate reads an input's content, but a host feeds it to a model. Returns
+ * STATUS_OK (out updated) or the store's failure. */
+static int audit_contents(store *st, const json_t *seals, audit_result *out)
+{
+    size_t i;
+    json_t *e;
+    json_array_foreach(seals, i, e)
+    {
+        const char *id = json_string_value(json_array_get(e, 0));
+        json_t *a = NULL;
+        int rc = id != NULL ? q_get_artifact(st, id, &a) : STATUS_EPROTO;
+        if (rc != STATUS_OK)
+            return rc;
+        const json_t *content = json_object_get(a, "content");
+        const char *hash = json_string_value(json_object_get(a, "hash"));
+        char actual[65];
+        bool same = json_is_string(content) && hash != NULL &&
+                    digest_sha256_hex(json_string_value(content), json_string_length(content),
+                                      actual) == 0 &&
+                    strcmp(actual, hash) == 0;
+        json_decref(a);
+        if (!same) {
+            audit_fail(out, 0,
+                       "artifact %s's content no longer has the SHA-256 it was recorded with: it "
+                       "was rewritten",
+                       id);
+            return STATUS_OK;
+        }
+    }
+    return STATUS_OK;
+}
+
 /* The lineage summaries of the run's artifacts re-derived bottom-up from the raw graph
  * (charter_audit_summaries), and with an integrity key their seals: the first artifact (in
  * creation order) whose stored summary differs, is missing, or whose seal is missing or does
@@ -289,7 +325,7 @@ static int audit_seals(const json_t *seals, audit_result *out)
 static int audit_summaries(store *st, const char *run_id, audit_result *out)
 {
     json_t *reply = NULL;
-    int rc = q_audit_summaries(st, run_id, integrity_keyed() ? "1" : "0", &reply);
+    int rc = q_audit_summaries(st, run_id, "1", &reply);
     if (rc != STATUS_OK)
         return rc;
     const char *bad = json_string_value(json_object_get(reply, "first_bad"));
@@ -298,8 +334,10 @@ static int audit_summaries(store *st, const char *run_id, audit_result *out)
         audit_fail(out, 0, "artifact %s's lineage summary: %s", bad,
                    problem ? problem : "it differs from the graph");
     }
+    if (out->intact)
+        rc = audit_contents(st, json_object_get(reply, "seals"), out);
     json_decref(reply);
-    return STATUS_OK;
+    return rc;
 }
 
 int audit_chain(store *st, const char *run_id, audit_result *out)
