@@ -1638,7 +1638,8 @@ static int cmd_workflow(cli *c, const cli_command *cmd, const cli_args *a)
 
     if (why != NULL)
         return usage_error(cmd, "%s", why);
-    if ((rv = cli_connect(c)) != 0)
+    /* validate and test need no charterd: no connection is opened for them. */
+    if (!cli_workflow_offline(a->pos[0]) && (rv = cli_connect(c)) != 0)
         return rv;
     return cli_workflow_run(c->client, c->json, a->pos[0], a->n_pos > 1 ? a->pos[1] : NULL);
 }
@@ -2116,8 +2117,10 @@ static const cli_command commands[] = {
      "again under a candidate workflow and list those that would change; writes nothing",
      what_if_opts, 0, 0, cmd_what_if},
     {"workflow", CLI_WORKFLOW_USAGE,
-     "apply a definition (operator), list or show stored ones, or test FILE: apply it, run it "
-     "scripted and check its expect list (exit 1 on any FAIL)",
+     "with no charterd: validate a definition (every problem, exit 1 on any) or test it by the "
+     "cases of a test file (exit 1 on any FAIL); on a charterd: apply a definition (operator), "
+     "list or show stored ones, or rehearse FILE: apply it, run it scripted and check its expect "
+     "list (exit 1 on any FAIL)",
      no_opts, 1, 2, cmd_workflow},
     {"ingest", "FILE", "index chunks of registered resources for scoped search (operator)", no_opts,
      1, 1, cmd_ingest},

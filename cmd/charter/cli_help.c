@@ -100,10 +100,12 @@ static const cli_help_entry entries[] = {
     {"receipt-key", NULL, "charter receipt-key > charter-receipts.pem"},
     {"audit", NULL, "charter audit RUN"},
     {"workflow", NULL,
+     "charter workflow validate my-workflow.json\n"
+     "charter workflow test deploy/workflows/procurement.test.json\n"
      "charter workflow list\n"
      "charter workflow show procurement\n"
      "charter workflow apply deploy/workflows/support.json\n"
-     "charter workflow test deploy/workflows/support.json"},
+     "charter workflow rehearse deploy/workflows/support.json"},
     {"help", NULL, "charter help\ncharter help get"},
     {"methods", NULL,
      "charter methods\n"
