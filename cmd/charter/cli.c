@@ -1509,14 +1509,22 @@ static int cmd_audit(cli *c, const cli_command *cmd, const cli_args *a)
     rv = EXIT_OK;
     if (c->json) {
         rv = print_json(&r->base);
-    } else if (r->intact) {
-        printf("run %s: intact (%llu events, %s)\n", a->pos[0], (unsigned long long)r->events,
-               r->keyed ? "HMAC-SHA256 under the integrity key" : "SHA-256, no integrity key");
     } else {
-        printf("run %s: NOT intact: %s\n(first bad event %llu; %llu events examined; %s)\n",
-               a->pos[0], r->problem, (unsigned long long)r->first_bad_seq,
-               (unsigned long long)r->events,
-               r->keyed ? "HMAC-SHA256 under the integrity key" : "SHA-256, no integrity key");
+        char how[160];
+        snprintf(how, sizeof how, "%s",
+                 r->keyed ? "HMAC-SHA256 under the integrity key" : "SHA-256, no integrity key");
+        if (r->keyless_until > 0)
+            snprintf(how, sizeof how,
+                     "1-%llu SHA-256, sealed by the integrity key when the graph adopted it; "
+                     "later ones HMAC-SHA256",
+                     (unsigned long long)r->keyless_until);
+        if (r->intact)
+            printf("run %s: intact (%llu events, %s)\n", a->pos[0], (unsigned long long)r->events,
+                   how);
+        else
+            printf("run %s: NOT intact: %s\n(first bad event %llu; %llu events examined; %s)\n",
+                   a->pos[0], r->problem, (unsigned long long)r->first_bad_seq,
+                   (unsigned long long)r->events, how);
     }
     if (rv == EXIT_OK && !r->intact)
         rv = EXIT_RPC;

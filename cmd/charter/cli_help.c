@@ -94,7 +94,7 @@ static const cli_help_entry entries[] = {
      "  --public-key PEM   the public key of charterd's --signing-key (charter receipt-key):\n"
      "                     checks each receipt's Ed25519 signature and, given several receipts\n"
      "                     of one run, their chain (in order, none missing between them)\n",
-     "charter verify-receipt receipt.json --key /etc/charter/integrity.key\n"
+     "charter verify-receipt receipt.json --key /var/lib/charter/integrity.key\n"
      "charter verify-receipt r1.json r2.json r3.json --public-key charter-receipts.pem\n"
      "charter --json verify-receipt receipt.json --key key.txt"},
     {"receipt-key", NULL, "charter receipt-key > charter-receipts.pem"},
