@@ -19,6 +19,7 @@
 #include <unistd.h>
 
 #include "charter.h"
+#include "core/digest.h"
 #include "db/store.h"
 #include "evidence/evlog.h"
 #include "harness.h"
@@ -27,8 +28,10 @@
 
 static char tmpdir[128];
 static char keyed_graph[64], keyless_graph[64], fresh_graph[64], state_graph[64];
+static char tampered_graph[64];
 static char keyed_dir[192], keyless_dir[192], state_dir[192];
-static char r1[129], r2[129], r2_ctx[129]; /* runs of the keyless graph, before it adopts */
+/* Runs of the keyless graph before it adopts, r2's context and the budget memo it read then. */
+static char r1[129], r2[129], r2_ctx[129], r2_memo[129];
 static uint64_t r1_seq, r2_seq;
 
 static int suite_init(void)
@@ -40,6 +43,7 @@ static int suite_init(void)
     harness_graph_name(keyless_graph, sizeof keyless_graph, "keys_keyless");
     harness_graph_name(fresh_graph, sizeof fresh_graph, "keys_fresh");
     harness_graph_name(state_graph, sizeof state_graph, "keys_state");
+    harness_graph_name(tampered_graph, sizeof tampered_graph, "keys_tampered");
     snprintf(keyed_dir, sizeof keyed_dir, "%s/keyed", tmpdir);
     snprintf(keyless_dir, sizeof keyless_dir, "%s/keyless", tmpdir);
     snprintf(state_dir, sizeof state_dir, "%s/state", tmpdir);
@@ -52,6 +56,7 @@ static int suite_clean(void)
     harness_graph_drop(keyless_graph);
     harness_graph_drop(fresh_graph);
     harness_graph_drop(state_graph);
+    harness_graph_drop(tampered_graph);
     return harness_sh("rm -rf %s", tmpdir) == 0 ? 0 : -1;
 }
 
@@ -251,7 +256,7 @@ static void test_a_keyless_graph_stays_keyless_by_default_and_says_how_to_go_on(
     charter_client *c = client_of(&d);
     char ctx1[129];
     external_run(c, r1, ctx1, memo);
-    external_run(c, r2, r2_ctx, memo);
+    external_run(c, r2, r2_ctx, r2_memo);
     r1_seq = seq_of(c, r1);
     charter_client_close(c);
     CU_ASSERT_EQUAL(harness_charterd_stop(&d), 0);
@@ -313,11 +318,12 @@ static void test_a_keyless_graph_adopts_the_key_and_its_earlier_events_stay_veri
     CU_ASSERT_EQUAL(a->events, r1_seq);
     charter__v1__audit_run_response__free_unpacked(a, NULL);
 
-    /* r2 goes on: its new events are HMACs, chained to the keyless ones. */
+    /* r2 goes on: its new events are HMACs, chained to the keyless ones, and the memo it read
+     * before, whose summary the adoption sealed, is delivered with a receipt. */
     char quote[129], inv[160];
     CU_ASSERT_EQUAL_FATAL(harness_read_source(c, r2_ctx, "vendor_a", quote), 0);
     snprintf(inv, sizeof inv, "%s:cfo", r2);
-    CU_ASSERT_TRUE(deliver(c, r2_ctx, quote, inv));
+    CU_ASSERT_TRUE(deliver(c, r2_ctx, r2_memo, inv));
     receipt_verifies(c, r2, inv, key_path);
     a = audit(c, r2);
     CU_ASSERT_PTR_NOT_NULL_FATAL(a);
@@ -432,6 +438,54 @@ static void test_the_adoption_seal_pins_the_keyless_events_and_its_own_mark(void
     CU_ASSERT_EQUAL(harness_charterd_stop(&d), 0);
 }
 
+/* A summary rewritten behind the API's back while the graph was keyless: the adoption refuses
+ * to seal it, and the graph stays keyless. */
+static void test_an_adoption_never_vouches_for_a_summary_edited_before_it(void)
+{
+    char dir[256], run[129], ctx[129], memo[129], key[256], text[4096], sha1[41], want[512];
+    snprintf(dir, sizeof dir, "%s/tampered", tmpdir);
+    const char *keyless[] = {"--no-integrity-key"};
+    harness_charterd d;
+    CU_ASSERT_EQUAL_FATAL(start(&d, tampered_graph, dir, false, keyless, 1), 0);
+    charter_client *c = client_of(&d);
+    external_run(c, run, ctx, memo);
+    charter_client_close(c);
+    CU_ASSERT_EQUAL_FATAL(harness_charterd_stop(&d), 0);
+
+    /* The memo's summary says it is public, with a SHA-1 that matches: only a re-derivation
+     * from the graph shows it. */
+    redisContext *r = redis_open();
+    CU_ASSERT_PTR_NOT_NULL_FATAL(r);
+    snprintf(key, sizeof key, "charter:{%s}:artifact:%s", tampered_graph, memo);
+    hget(r, key, "summary", text, sizeof text);
+    char *conf = strstr(text, "\"conf\":2");
+    CU_ASSERT_PTR_NOT_NULL_FATAL(conf);
+    conf[7] = '0';
+    CU_ASSERT_EQUAL_FATAL(digest_sha1_hex(text, strlen(text), sha1), 0);
+    freeReplyObject(redisCommand(r, "HSET %s summary %s summary_hash %s", key, text, sha1));
+    redisFree(r);
+
+    const char *adopt[] = {"--adopt-integrity-key"};
+    CU_ASSERT_NOT_EQUAL(start(&d, tampered_graph, dir, false, adopt, 1), 0);
+    char *log = harness_slurp(d.log_path);
+    snprintf(want, sizeof want,
+             "charterd: graph %s: cannot adopt the integrity key: run %s: artifact %s's lineage "
+             "summary: ",
+             tampered_graph, run, memo);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(log);
+    CU_ASSERT_EQUAL(strncmp(log, want, strlen(want)), 0);
+    CU_ASSERT_PTR_NOT_NULL(strstr(log, "(a key cannot vouch for it: charter audit "));
+    free(log);
+    harness_sh("rm -rf %s", d.dir);
+    store *st = NULL;
+    json_t *state = NULL;
+    CU_ASSERT_EQUAL_FATAL(store_open(harness_redis_url(), tampered_graph, 5000, &st), STATUS_OK);
+    CU_ASSERT_EQUAL_FATAL(q_integrity_state(st, &state), STATUS_OK);
+    CU_ASSERT_STRING_EQUAL(json_string_value(json_object_get(state, "mode")), "keyless");
+    json_decref(state);
+    store_close(st);
+}
+
 /* The adoption's write takes the runs as they were listed, or nothing. */
 static void test_an_adoption_over_runs_that_moved_writes_nothing(void)
 {
@@ -506,6 +560,7 @@ static const harness_test tests[] = {
     HARNESS_TEST(test_a_keyless_graph_stays_keyless_by_default_and_says_how_to_go_on),
     HARNESS_TEST(test_a_keyless_graph_adopts_the_key_and_its_earlier_events_stay_verifiable),
     HARNESS_TEST(test_the_adoption_seal_pins_the_keyless_events_and_its_own_mark),
+    HARNESS_TEST(test_an_adoption_never_vouches_for_a_summary_edited_before_it),
     HARNESS_TEST(test_an_adoption_over_runs_that_moved_writes_nothing),
     HARNESS_TEST(test_key_options_that_exclude_each_other_are_refused),
     HARNESS_TEST(test_the_state_directory_systemd_names_is_the_default_data_folder),

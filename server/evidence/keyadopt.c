@@ -13,6 +13,7 @@
 #include "core/digest.h"
 #include "core/status.h"
 #include "evidence/integrity.h"
+#include "evidence/summary_seal.h"
 
 #define KEYADOPT_PAGE "1000"
 
@@ -64,7 +65,58 @@ static int mark_run(const json_t *r, json_t *marks)
                : STATUS_ENOMEM;
 }
 
-/* Every run of the graph with its last event, sealed: {"runs":[...]} into *out. */
+/* Seals the lineage summary of every artifact of run_id under the key, as charterd seals a new
+ * one at creation: a keyed graph decides only from sealed summaries. A summary is sealed only
+ * when charter_audit_summaries re-derives it from the raw graph (what an audit checks), so the
+ * key never vouches for one edited behind the API's back. A seal already there must be this
+ * key's (an earlier attempt's). Returns STATUS_OK, STATUS_EREFUSED (err names the artifact), or
+ * the store's failure. */
+static int seal_summaries(store *st, const char *run_id, char *err, size_t n)
+{
+    json_t *reply = NULL;
+    int rc = q_audit_summaries(st, run_id, "1", &reply);
+    if (rc != STATUS_OK) {
+        snprintf(err, n, "%s", store_last_error(st));
+        return rc;
+    }
+    const char *bad = json_string_value(json_object_get(reply, "first_bad"));
+    if (bad != NULL) {
+        const char *why = json_string_value(json_object_get(reply, "problem"));
+        snprintf(err, n,
+                 "run %s: artifact %s's lineage summary: %s (a key cannot vouch for it: "
+                 "charter audit %s names it; start without --adopt-integrity-key)",
+                 run_id, bad, why != NULL ? why : "it differs from the graph", run_id);
+        rc = STATUS_EREFUSED;
+    }
+    size_t i;
+    const json_t *e;
+    json_array_foreach(json_object_get(reply, "seals"), i, e)
+    {
+        const char *id = json_string_value(json_array_get(e, 0));
+        const char *sh = json_string_value(json_array_get(e, 1));
+        const char *seal = json_string_value(json_array_get(e, 2));
+        char mac[65];
+        json_t *out = NULL;
+        if (rc != STATUS_OK ||
+            (seal != NULL && *seal != '\0' && summary_seal_check(id, sh, seal) == STATUS_OK))
+            continue;
+        if (summary_seal_make(id, sh, mac) != STATUS_OK ||
+            q_seal_summary(st, id, sh, mac, &out) != STATUS_OK ||
+            !json_is_true(json_object_get(out, "sealed"))) {
+            snprintf(err, n,
+                     "artifact %s's lineage summary could not be sealed (it carries a seal of "
+                     "another key, or the database refused the write)",
+                     id != NULL ? id : "(unnamed)");
+            rc = STATUS_EREFUSED;
+        }
+        json_decref(out);
+    }
+    json_decref(reply);
+    return rc;
+}
+
+/* Every run of the graph with its last event, sealed: {"runs":[...]} into *out; and every
+ * artifact's summary sealed (seal_summaries). */
 static int mark_runs(store *st, json_t **out, char *err, size_t n)
 {
     json_t *marks = json_array();
@@ -84,6 +136,8 @@ static int mark_runs(store *st, json_t **out, char *err, size_t n)
         {
             if (rc == STATUS_OK)
                 rc = mark_run(r, marks);
+            if (rc == STATUS_OK)
+                rc = seal_summaries(st, json_string_value(json_object_get(r, "id")), err, n);
         }
         offset += json_array_size(runs);
         bool last = json_array_size(runs) == 0;
@@ -93,7 +147,7 @@ static int mark_runs(store *st, json_t **out, char *err, size_t n)
     }
     if (rc == STATUS_OK && (*out = json_pack("{s:o}", "runs", marks)) != NULL)
         return STATUS_OK;
-    if (rc == STATUS_EPROTO)
+    if (rc == STATUS_EPROTO && err[0] == '\0')
         snprintf(err, n, "charter_keyless_runs answered a run without id, seq or head");
     json_decref(marks);
     return rc == STATUS_OK ? STATUS_ENOMEM : rc;
@@ -129,6 +183,8 @@ int keyadopt_adopt(store *st, size_t *runs, char at[32], char *err, size_t n)
     char check[65];
     *runs = 0;
     at[0] = '\0';
+    if (n > 0)
+        err[0] = '\0';
     char mode[16];
     if (!integrity_keyed())
         return STATUS_ENOKEY;

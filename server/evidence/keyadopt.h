@@ -9,7 +9,10 @@
  * <hash>\n". That run's events up to the seq stay hashed with plain SHA-256 and are audited so;
  * every later event of every run is an HMAC under the key. From the adoption on the seal pins
  * the keyless history: rewriting those events changes the hash the key sealed, and a mark
- * cannot be added, moved or copied to another run without the key.
+ * cannot be added, moved or copied to another run without the key. Every artifact's lineage
+ * summary is sealed under the key first (a keyed graph decides only from sealed summaries),
+ * once charter_audit_summaries has re-derived it from the raw graph: an adoption refuses to
+ * vouch for a summary that an audit would name.
  */
 #ifndef CHARTER_KEYADOPT_H
 #define CHARTER_KEYADOPT_H
@@ -32,8 +35,10 @@ int keyadopt_graph_mode(store *st, char mode[16], char *err, size_t n);
 /* Adopts the integrity key integrity.c keeps for st's keyless graph (above). Returns STATUS_OK
  * with *runs (the graph's runs when it adopted) and at (the database time, "<s>.<us>");
  * STATUS_EEXISTS when the graph is not keyless (nothing written: claim it as usual);
- * STATUS_ENOKEY without a key; STATUS_EREFUSED when the runs kept moving for
- * KEYADOPT_ATTEMPTS attempts (err says to stop the other charterd); or the store's failure
+ * STATUS_ENOKEY without a key; STATUS_EREFUSED when a summary does not re-derive from the graph
+ * or cannot be sealed (err names the artifact; the graph stays keyless, though summaries sealed
+ * before it may keep their seals, which a keyless graph ignores), or when the runs kept moving
+ * for KEYADOPT_ATTEMPTS attempts (err says to stop the other charterd); or the store's failure
  * (reason in err). */
 int keyadopt_adopt(store *st, size_t *runs, char at[32], char *err, size_t n);
 
