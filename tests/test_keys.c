@@ -279,7 +279,9 @@ static void test_a_keyless_graph_stays_keyless_by_default_and_says_how_to_go_on(
     charter_client_close(c);
     CU_ASSERT_EQUAL(harness_charterd_stop(&d), 0);
     struct stat sb;
-    CU_ASSERT_EQUAL(stat(key_path, &sb), -1); /* no key made for a graph that does not use it */
+    /* No key, nor a data folder to hold one, made for a graph that does not use it. */
+    CU_ASSERT_EQUAL(stat(key_path, &sb), -1);
+    CU_ASSERT_EQUAL(stat(keyless_dir, &sb), -1);
 
     /* A key given without asking to adopt it is refused, and says how. */
     char given[256], out[2048];

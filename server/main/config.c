@@ -504,7 +504,7 @@ int config_parse(int argc, char **argv, config *cfg, char *err, size_t errlen)
 
 bool config_needs_data_dir(const config *cfg)
 {
-    return cfg->redis_url == NULL || cfg->listen_default || config_default_key(cfg);
+    return cfg->redis_url == NULL || cfg->listen_default;
 }
 
 bool config_default_key(const config *cfg)

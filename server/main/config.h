@@ -84,8 +84,9 @@ int config_parse(int argc, char **argv, config *cfg, char *err, size_t errlen);
  * ipc://<data-dir>/charterd.sock). Returns 0 or -1 with a reason in err. */
 int config_prepare_data_dir(config *cfg, char *err, size_t errlen);
 
-/* True when the data folder is needed: embedded database, default listen URLs or the default
- * integrity key. */
+/* True when the data folder is needed before the database is reached: embedded database or
+ * default listen URLs. The default integrity key needs it too, but only once the graph's mode
+ * says the key is used (main.c makes it then). */
 bool config_needs_data_dir(const config *cfg);
 
 /* True when the integrity key is the default one, <data folder>/CONFIG_DEFAULT_KEY_FILE:

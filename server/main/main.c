@@ -114,6 +114,7 @@ typedef struct {
     char http_rpc_url[64]; /* the in-process listener HTTP/JSON calls reach the workers by */
     http_server *hs;       /* --http, or NULL */
     executor *ex;          /* the executor threads (--runners), or NULL */
+    bool data_dir_ready;   /* config_prepare_data_dir done */
     main_key_source key_source;
     char key_path[PATH_MAX]; /* the default key's file */
     bool adopted;            /* the keyless graph adopted the key at this start */
@@ -244,10 +245,13 @@ static int main_preflight(main_state *m)
 static int main_prepare_data_dir(main_state *m)
 {
     char err[1024];
-    if (config_needs_data_dir(&m->cfg) && config_prepare_data_dir(&m->cfg, err, sizeof err) != 0) {
+    if (!config_needs_data_dir(&m->cfg))
+        return 0;
+    if (config_prepare_data_dir(&m->cfg, err, sizeof err) != 0) {
         log_fatal("%s", err);
         return EXIT_STARTUP;
     }
+    m->data_dir_ready = true;
     return 0;
 }
 
@@ -347,6 +351,16 @@ static int main_resolve_key(main_state *m)
                   "--signing-key)",
                   m->cfg.graph, m->key_path);
         return EXIT_USAGE;
+    }
+    /* The folder is made only now that its key is used: a keyless graph leaves none. */
+    if (!m->data_dir_ready) {
+        if (config_prepare_data_dir(&m->cfg, err, sizeof err) != 0) {
+            log_fatal("%s", err);
+            return EXIT_STARTUP;
+        }
+        m->data_dir_ready = true;
+        snprintf(m->key_path, sizeof m->key_path, "%s/%s", m->cfg.data_dir,
+                 CONFIG_DEFAULT_KEY_FILE);
     }
     bool made = false;
     int rc = integrity_default_key(m->key_path, strcmp(mode, "keyed") != 0, &made, err, sizeof err);
