@@ -6,6 +6,7 @@ do -- the file's scope: its locals end at the last line; what later files use is
 local MAX_LIMIT = library.MAX_LIMIT
 local raise, present, check_id = validation.raise, validation.present, validation.check_id
 local check_text, check_id_list = validation.check_text, validation.check_id_list
+local check_object_list = validation.check_object_list
 local check_count, check_bool = validation.check_count, validation.check_bool
 local check_label, json_arg = validation.check_label, validation.json_arg
 local prefix, hex64 = validation.prefix, validation.hex64
@@ -187,19 +188,56 @@ local function make_summary(P, id, a)
 end
 
 --[[ charter_create_artifact
-call: create_artifact(artifact, event)
+call: create_artifact(artifact, verified, event)
 keys: P. args: JSON {run_id,context_id,kind,title,conf,integrity,hash,content,input_ids,resource,
-  capture_complete}, sealed event (any kind, e.g. source_read, output_recorded). kind is
-  "source" or "derived"; conf 0..2 and integrity 0..1 are the labels the caller computed; hash
-  is the hex SHA-256 of content; resource (a source's registered origin) may be absent for a
-  source and must be absent for a derived artifact.
+  capture_complete}, JSON verified [{id,summary_hash}], sealed event (any kind, e.g.
+  source_read, output_recorded). kind is "source" or "derived"; conf 0..2 and integrity 0..1
+  are the labels the caller computed; hash is the hex SHA-256 of content; resource (a source's
+  registered origin) may be absent for a source and must be absent for a derived artifact.
+  verified names each input once with the summary_hash of the lineage summary the caller
+  verified and decided with ([] for a source): the new summary is made from those summaries
+  only.
 reply: {"artifact":{...with parents, resources, producers},"seq":n,"summary_hash":h}: the
   artifact a<n>, its DERIVED_FROM edges (to input_ids, duplicates once), FROM_RESOURCE,
   PRODUCED/produced_by, the run's artifact index, its lineage summary (fields summary and
   summary_hash, computed from its parents' summaries alone; h "" when a parent has none) and
   the event, in one call; or the conflict reply.
 errors: not_found (run, context, an input, the resource), invalid (arguments; the context is of
-  another run), nothing written. ]]
+  another run; verified does not name exactly the inputs), refused (an input's stored
+  summary_hash is no longer the verified one: its summary was swapped after it was verified),
+  nothing written. ]]
+-- The inputs' summaries must be the ones the caller verified (text: the verified argument,
+-- [{id,summary_hash}], each input named once): the caller checked their hashes and seals, and
+-- this call reads them again, so a summary swapped in between would be folded into the new
+-- summary, which charterd then seals. Raises invalid or refused; reads only.
+local function check_verified_parents(P, inputs, text)
+    local list = check_object_list(json_arg(text, 'verified'), 'verified')
+    local want, named = {}, {}
+    for i, v in ipairs(list) do
+        local id = check_id(v.id, 'verified[' .. i .. '].id')
+        if type(v.summary_hash) ~= 'string' or (want[id] and want[id] ~= v.summary_hash) then
+            raise('invalid', 'verified[' .. i .. '] must name ' .. id .. ' with one summary_hash')
+        end
+        want[id] = v.summary_hash
+    end
+    for _, p in ipairs(inputs) do
+        if want[p] == nil then
+            raise('invalid', 'verified names no summary_hash for input ' .. p)
+        end
+        named[p] = true
+        local have = redis.call('HGET', P .. ':artifact:' .. p, 'summary_hash')
+        if have ~= want[p] then
+            raise('refused', 'the lineage summary of ' .. p .. ' is no longer the one verified (' ..
+                  want[p] .. '): nothing was written')
+        end
+    end
+    for id in pairs(want) do
+        if not named[id] then
+            raise('invalid', 'verified names ' .. id .. ', which is not an input')
+        end
+    end
+end
+
 local function charter_create_artifact(keys, args)
     local P = prefix(keys)
     local doc = json_arg(args[1], 'artifact')
@@ -226,7 +264,7 @@ local function charter_create_artifact(keys, args)
         end
     end
     local capture = check_bool(doc.capture_complete, 'capture_complete', false)
-    local ev = check_sealed(args[2], 'event', nil)
+    local ev = check_sealed(args[3], 'event', nil)
 
     if not exists(P .. ':run:' .. run_id) then
         raise('not_found', 'run ' .. run_id .. ' not found')
@@ -243,6 +281,7 @@ local function charter_create_artifact(keys, args)
             raise('not_found', 'input artifact ' .. p .. ' not found')
         end
     end
+    check_verified_parents(P, inputs, args[2])
     if resource and not exists(P .. ':resource:' .. resource) then
         raise('not_found', 'resource ' .. resource .. ' not found')
     end

@@ -462,8 +462,35 @@ static const char *default_kind(const char *fn)
     return "artifact_created";
 }
 
+/* charter_create_artifact's verified argument for doc: doc's "verified" (taken out) when it
+ * has one, else each of its input_ids with its summary_hash as stored now, as the input gate
+ * would have verified it just before (malloc'd text). */
+static char *verified_of(tgraph *g, json_t *doc)
+{
+    json_t *v = json_incref(json_object_get(doc, "verified"));
+    json_object_del(doc, "verified");
+    size_t i;
+    json_t *id;
+    if (!v) {
+        v = json_array();
+        json_array_foreach(json_object_get(doc, "input_ids"), i, id)
+        {
+            char key[256];
+            snprintf(key, sizeof key, "charter:{%s}:artifact:%s", g->graph, json_string_value(id));
+            redisReply *r = redisCommand(g->raw, "HGET %s summary_hash", key);
+            const char *sh = r && r->type == REDIS_REPLY_STRING ? r->str : "";
+            json_array_append_new(v, json_pack("{s:O, s:s}", "id", id, "summary_hash", sh));
+            freeReplyObject(r);
+        }
+    }
+    char *text = json_dumps(v, JSON_COMPACT | JSON_ENCODE_ANY);
+    json_decref(v);
+    return text;
+}
+
 /* Calls a writing function whose first argument is the JSON doc (stolen): doc's "event" (or an
- * event of fn's default kind) is taken out, sealed on run_id's head and passed last. */
+ * event of fn's default kind) is taken out, sealed on run_id's head and passed last; for
+ * create_artifact, the verified summaries (verified_of) are passed between them. */
 static int writer_call(tgraph *g, const char *fn, json_t *doc, json_t **out)
 {
     *out = NULL;
@@ -477,11 +504,19 @@ static int writer_call(tgraph *g, const char *fn, json_t *doc, json_t **out)
         json_object_set_new(ev, "kind", json_string(default_kind(fn)));
     const char *run = jstr(doc, strcmp(fn, "create_run") == 0 ? "id" : "run_id");
     char *sealed = seal(g, *run ? run : "none", ev);
+    char *verified = strcmp(fn, "create_artifact") == 0 ? verified_of(g, doc) : NULL;
     char *text = json_dumps(doc, JSON_COMPACT);
-    const char *args[2] = {text, sealed};
-    int rc = store_call(g->st, fn, 2, args, out);
+    const char *args[3] = {text, sealed};
+    int nargs = 2;
+    if (verified) {
+        args[1] = verified;
+        args[2] = sealed;
+        nargs = 3;
+    }
+    int rc = store_call(g->st, fn, nargs, args, out);
     free(text);
     free(sealed);
+    free(verified);
     json_decref(doc);
     return rc;
 }
@@ -2219,6 +2254,94 @@ static void test_get_run_pages_events_after_seq(void)
     graph_close(&g);
 }
 
+/* A derived artifact of r1 in ctx whose parents are inputs (n), created with verified (a
+ * [{id, summary_hash}], stolen) as the caller's verified summaries; returns the call's status. */
+static int create_verified(tgraph *g, const char *ctx, const char *const *inputs, size_t n,
+                           json_t *verified)
+{
+    char hash[65];
+    sha256_hex("child", hash);
+    json_t *in = json_array();
+    for (size_t i = 0; i < n; i++)
+        json_array_append_new(in, json_string(inputs[i]));
+    json_t *arg = json_pack("{s:s, s:s, s:s, s:s, s:i, s:i, s:s, s:s, s:o, s:b, s:o}", "run_id",
+                            "r1", "context_id", ctx, "kind", "derived", "title", "child", "conf", 0,
+                            "integrity", 0, "hash", hash, "content", "child", "input_ids", in,
+                            "capture_complete", 1, "verified", verified);
+    json_t *out = NULL;
+    int rc = writer_call(g, "create_artifact", arg, &out);
+    json_decref(out);
+    return rc;
+}
+
+/* RecordOutput's gate verifies the parents' summaries (their SHA-1 and seals), then
+ * charter_create_artifact reads them again to summarise the child: a parent's summary swapped
+ * in between must not be folded into a summary charterd then seals. The call is given the
+ * verified {id, summary_hash} list and refuses, writing nothing, when a stored one differs. */
+static void test_create_artifact_refuses_a_parent_summary_other_than_the_verified_one(void)
+{
+    tgraph g;
+    if (!graph_open(&g, "verified"))
+        return;
+    json_decref(
+        call_json_ok(&g, "seed",
+                     json_pack("{s:[{s:s, s:i, s:i}], s:[{s:s, s:s}]}", "resources", "id", "doc",
+                               "conf", 0, "integrity", 0, "actors", "id", "ag", "kind", "agent")));
+    create_run(&g, "r1");
+    char ctx[16], a1[16], a2[16], h1[41], h2[41];
+    open_context(&g, "r1", "s", "ag", ctx);
+    CU_ASSERT_EQUAL(create_artifact(&g, "r1", ctx, "source", "one", "doc", NULL, 0, a1), STATUS_OK);
+    CU_ASSERT_EQUAL(create_artifact(&g, "r1", ctx, "source", "two", "doc", NULL, 0, a2), STATUS_OK);
+    json_decref(stored_summary(&g, a1, h1));
+    json_decref(stored_summary(&g, a2, h2));
+    CU_ASSERT_EQUAL_FATAL(strlen(h1), 40);
+    const char *both[2] = {a1, a2};
+    char *before = graph_dump(g.raw, g.graph);
+
+    /* a1's summary as verified was another one: refused, naming a1 */
+    const char *other = "0123456789abcdef0123456789abcdef01234567";
+    CU_ASSERT_EQUAL(create_verified(&g, ctx, both, 2,
+                                    json_pack("[{s:s, s:s}, {s:s, s:s}]", "id", a1, "summary_hash",
+                                              other, "id", a2, "summary_hash", h2)),
+                    STATUS_EREFUSED);
+    CU_ASSERT_PTR_NOT_NULL(strstr(store_last_error(g.st), "the lineage summary of a1 is no longer "
+                                                          "the one verified"));
+    /* a parent the list leaves out, or an artifact that is not a parent */
+    CU_ASSERT_EQUAL(
+        create_verified(&g, ctx, both, 2, json_pack("[{s:s, s:s}]", "id", a1, "summary_hash", h1)),
+        STATUS_EINVAL);
+    CU_ASSERT_EQUAL(create_verified(&g, ctx, both, 1,
+                                    json_pack("[{s:s, s:s}, {s:s, s:s}]", "id", a1, "summary_hash",
+                                              h1, "id", a2, "summary_hash", h2)),
+                    STATUS_EINVAL);
+    char *refused = graph_dump(g.raw, g.graph);
+    CU_ASSERT_STRING_EQUAL(refused, before); /* nothing written */
+    free(refused);
+    /* a2's summary swapped after it was verified, for one that hashes right (a1's pair) */
+    char key[256];
+    snprintf(key, sizeof key, "charter:{%s}:artifact:%s", g.graph, a1);
+    redisReply *r = redisCommand(g.raw, "HMGET %s summary summary_hash", key);
+    CU_ASSERT_FATAL(r && r->type == REDIS_REPLY_ARRAY && r->elements == 2);
+    snprintf(key, sizeof key, "charter:{%s}:artifact:%s", g.graph, a2);
+    raw_exec(g.raw, "HSET %s summary %s", key, r->element[0]->str, NULL);
+    raw_exec(g.raw, "HSET %s summary_hash %s", key, r->element[1]->str, NULL);
+    freeReplyObject(r);
+    char *swapped = graph_dump(g.raw, g.graph);
+    CU_ASSERT_EQUAL(create_verified(&g, ctx, both, 2,
+                                    json_pack("[{s:s, s:s}, {s:s, s:s}]", "id", a1, "summary_hash",
+                                              h1, "id", a2, "summary_hash", h2)),
+                    STATUS_EREFUSED);
+    CU_ASSERT_PTR_NOT_NULL(strstr(store_last_error(g.st), "the lineage summary of a2 is no longer "
+                                                          "the one verified"));
+    char *after = graph_dump(g.raw, g.graph);
+    CU_ASSERT_STRING_EQUAL(after, swapped); /* nothing written: no artifact, edge or event */
+    raw_exec(g.raw, "HSET %s summary_hash %s", key, h2, NULL);
+    free(before);
+    free(swapped);
+    free(after);
+    graph_close(&g);
+}
+
 static void test_create_artifact_refuses_missing_input_or_context(void)
 {
     tgraph g;
@@ -2624,6 +2747,8 @@ static const harness_test tests[] = {
     {"get_run pages events after seq", test_get_run_pages_events_after_seq},
     {"create_artifact refuses a missing input or context",
      test_create_artifact_refuses_missing_input_or_context},
+    {"create_artifact refuses a parent summary other than the verified one",
+     test_create_artifact_refuses_a_parent_summary_other_than_the_verified_one},
     {"store reconnects after its connection is killed",
      test_store_reconnects_after_its_connection_is_killed},
     {"store timeout drops the connection and the late reply",

@@ -367,7 +367,7 @@ static int evlog_call_open_context(store *st, int nargs, const char *const *a, j
 
 static int evlog_call_create_artifact(store *st, int nargs, const char *const *a, json_t **out)
 {
-    return nargs == 2 ? q_create_artifact(st, a[0], a[1], out) : STATUS_EINVAL;
+    return nargs == 3 ? q_create_artifact(st, a[0], a[1], a[2], out) : STATUS_EINVAL;
 }
 
 static int evlog_call_commit_delivery(store *st, int nargs, const char *const *a, json_t **out)
@@ -968,22 +968,27 @@ int evlog_open_context(store *st, const char *run_id, const char *step, const ch
     return rc;
 }
 
-int evlog_create_artifact(store *st, const char *run_id, const json_t *doc, const evlog_event *ev,
-                          json_t **reply)
+int evlog_create_artifact(store *st, const char *run_id, const json_t *doc, const json_t *verified,
+                          const evlog_event *ev, json_t **reply)
 {
     char *text = evlog_json_text(doc);
-    if (text == NULL)
-        return STATUS_ENOMEM;
+    char *parents = verified != NULL ? evlog_json_text(verified) : NULL;
+    if (text == NULL || parents == NULL) {
+        free(text);
+        free(parents);
+        return verified != NULL ? STATUS_ENOMEM : STATUS_EINVAL;
+    }
     evlog_write_spec w = {
         .call = evlog_call_create_artifact,
         .run_id = run_id,
-        .args = {text},
-        .nargs = 1,
+        .args = {text, parents},
+        .nargs = 2,
         .ev = *ev,
         .run_must_exist = true,
     };
     int rc = evlog_write(st, &w, reply, NULL);
     free(text);
+    free(parents);
     return rc;
 }
 

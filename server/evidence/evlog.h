@@ -205,9 +205,12 @@ int evlog_resume_run(store *st, const char *run_id, const char *checkpoint_id, c
 int evlog_open_context(store *st, const char *run_id, const char *step, const char *actor,
                        json_t **reply);
 
-/* Creates an artifact (charter_create_artifact; doc without "event") with ev as its event. */
-int evlog_create_artifact(store *st, const char *run_id, const json_t *doc, const evlog_event *ev,
-                          json_t **reply);
+/* Creates an artifact (charter_create_artifact; doc without "event") with ev as its event.
+ * verified is [{id, summary_hash}], each of doc's input_ids once with the hash of the lineage
+ * summary the caller verified ([] for a source): the call is STATUS_EREFUSED, nothing written,
+ * when an input's stored summary is no longer that one (store_last_error names it). */
+int evlog_create_artifact(store *st, const char *run_id, const json_t *doc, const json_t *verified,
+                          const evlog_event *ev, json_t **reply);
 
 /* The conditional commit (charter_commit_delivery; doc without "event") with ev, of kind
  * delivery_decided and outcome allow, as its event, sealed on the head read first. *reply is

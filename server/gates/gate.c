@@ -590,8 +590,28 @@ static json_t *input_detail(const char *context_id, const workflow_step *ws, con
                      strings_json(ids, n));
 }
 
+/* The SHA-256 of the content each input was recorded with, as its verified lineage summary
+ * names it (its field "hash"), into hashes (n of them; "" where the summary names none). */
+static void recorded_hashes(const input_facts *f, size_t n, char (*hashes)[65])
+{
+    for (size_t i = 0; i < n; i++) {
+        const char *text =
+            json_string_value(json_object_get(json_array_get(f->raws, i), "summary"));
+        json_t *summary = text ? json_loads(text, 0, NULL) : NULL;
+        const char *h = json_string_value(json_object_get(summary, "hash"));
+        snprintf(hashes[i], 65, "%s", h && strlen(h) == 64 ? h : "");
+        json_decref(summary);
+    }
+}
+
 int gate_check_input(const gate_env *g, const char *context_id, const char *const *ids, size_t n,
                      guard_decision *d, uint64_t *event_seq)
+{
+    return gate_check_input_recorded(g, context_id, ids, n, d, event_seq, NULL);
+}
+
+int gate_check_input_recorded(const gate_env *g, const char *context_id, const char *const *ids,
+                              size_t n, guard_decision *d, uint64_t *event_seq, char (*hashes)[65])
 {
     memset(d, 0, sizeof *d);
     *event_seq = 0;
@@ -618,6 +638,9 @@ int gate_check_input(const gate_env *g, const char *context_id, const char *cons
         record_decision(g, ctx.run_id, "input_checked", fp, d, detail, snap, event_seq);
         json_decref(snap);
         json_decref(detail);
+        /* An allowed input was decided from its summary (a refusal's facts may be a walk). */
+        if (hashes && d->outcome == GUARD_ALLOW)
+            recorded_hashes(&f, n, hashes);
     }
     input_facts_free(&f);
     facts_context_free(&ctx);
@@ -647,12 +670,18 @@ int gate_evaluate_input(const gate_env *g, const char *context_id, const char *c
     return rc;
 }
 
-/* Creates an artifact of run_id with its edges and its event ev in one database call. */
+/* Creates an artifact of run_id with its edges and its event ev in one database call, its
+ * lineage summary made from the parents' summaries verified names ({id, summary_hash} per
+ * input: the ones the input gate decided with; NULL for a source, which has no parents).
+ * STATUS_EREFUSED, nothing written, when one of them was swapped since it was verified. */
 static int create_artifact(const gate_env *g, const char *run_id, json_t *arg,
-                           const evlog_event *ev, json_t **artifact)
+                           const json_t *verified, const evlog_event *ev, json_t **artifact)
 {
-    json_t *reply = NULL;
-    int rc = evlog_create_artifact(g->st, run_id, arg, ev, &reply);
+    json_t *reply = NULL, *none = verified ? NULL : json_array();
+    int rc = verified || none
+                 ? evlog_create_artifact(g->st, run_id, arg, verified ? verified : none, ev, &reply)
+                 : STATUS_ENOMEM;
+    json_decref(none);
     if (rc != STATUS_OK)
         return rc;
     seal_summary(g, reply);
@@ -742,7 +771,7 @@ static int read_source(const gate_env *g, const char *context_id, const char *re
                                 "resource", resource_id, "capture_complete", 1);
         rc = arg ? evlog_owned_event(&ev, "source_read", d, fp, detail, snap) : STATUS_ENOMEM;
         if (rc == STATUS_OK)
-            rc = create_artifact(g, ctx.run_id, arg, &ev.ev, artifact);
+            rc = create_artifact(g, ctx.run_id, arg, NULL, &ev.ev, artifact);
         evlog_owned_free(&ev);
         json_decref(arg);
         if (rc != STATUS_OK && rc != STATUS_ENOMEM && rc != STATUS_ENOTFOUND) {
@@ -771,6 +800,18 @@ int gate_read_chunk(const gate_env *g, const char *context_id, const char *resou
                     const gate_chunk *chunk, guard_decision *d, json_t **artifact)
 {
     return read_source(g, context_id, resource_id, chunk, d, artifact);
+}
+
+/* UNKNOWN GRAPH_ERROR for an output that could not be created (rc): when an input's lineage
+ * summary was swapped after the input gate verified it (STATUS_EREFUSED), the witness names it
+ * as the query library does. */
+static void output_unrecorded(const gate_env *g, int rc, guard_decision *d)
+{
+    const char *why = rc == STATUS_EREFUSED ? strstr(store_last_error(g->st), "refused: ") : NULL;
+    char witness[320];
+    snprintf(witness, sizeof witness, "the output could not be recorded%s%.280s", why ? ": " : "",
+             why ? why + strlen("refused: ") : "");
+    guard_decision_unknown(d, witness);
 }
 
 int gate_record_output(const gate_env *g, const char *context_id, const char *const *input_ids,
@@ -819,13 +860,14 @@ int gate_record_output(const gate_env *g, const char *context_id, const char *co
                       "integrity", f.integrity, "hash", hash, "content", content, "input_ids",
                       strings_json(input_ids, n), "capture_complete", 1);
         rc = arg ? evlog_owned_event(&ev, "output_recorded", d, fp, detail, snap) : STATUS_ENOMEM;
+        /* The parents' summaries as verified above: one swapped since is refused there. */
         if (rc == STATUS_OK)
-            rc = create_artifact(g, ctx.run_id, arg, &ev.ev, artifact);
+            rc = create_artifact(g, ctx.run_id, arg, f.summaries, &ev.ev, artifact);
         evlog_owned_free(&ev);
         json_decref(arg);
         if (rc != STATUS_OK && rc != STATUS_ENOMEM && rc != STATUS_ENOTFOUND) {
             guard_decision_free(d);
-            guard_decision_unknown(d, "the output could not be recorded");
+            output_unrecorded(g, rc, d);
             rc = STATUS_OK;
         }
     }

@@ -100,6 +100,16 @@ int gate_read_chunk(const gate_env *g, const char *context_id, const char *resou
 int gate_check_input(const gate_env *g, const char *context_id, const char *const *ids, size_t n,
                      guard_decision *d, uint64_t *event_seq);
 
+/* gate_check_input, and on ALLOW, for each ids[i], the SHA-256 of the content it was recorded
+ * with as the lineage summary the decision was made from names it (that summary's "hash": its
+ * text hashed to its summary_hash and, with an integrity key, its seal verified) into
+ * hashes[i] (n of them, 65 bytes each; "" when a summary names none; left as they were on DENY
+ * or UNKNOWN). An artifact's content field is in no summary and no seal, and its hash field can
+ * be rewritten with it: a host that reads an input's content after the gate checks it against
+ * this hash before anything sees it (runner.c). Returns as gate_check_input. */
+int gate_check_input_recorded(const gate_env *g, const char *context_id, const char *const *ids,
+                              size_t n, guard_decision *d, uint64_t *event_seq, char (*hashes)[65]);
+
 /* The input gate's verdict on artifacts ids for the context's step, without recording it: for
  * choosing among candidates, after which the chosen set goes through gate_check_input (and is
  * recorded there). Returns as gate_check_input. */

@@ -25,6 +25,7 @@
 #include "runs/provider.h"
 #include "evidence/receipt_issue.h"
 #include "workflow/registry.h"
+#include "core/digest.h"
 #include "core/invariant.h"
 
 /* Artifact ids handed from one step to the next, by step index. */
@@ -215,24 +216,46 @@ static step_end end_of(const guard_decision *d)
                                       : STEP_FAILED;
 }
 
-/* Fetches the contents of artifacts ids for the model request, in order. */
-static int contents_of(const gate_env *g, const id_list *ids, char ***out)
+/* Fetches the contents of artifacts ids for the model request, in order, each checked against
+ * the SHA-256 it was recorded with as recorded ({id: hex}, step_state) says: the content field
+ * is in no summary and no seal, so it is hashed here, after the gate and before anything is
+ * sent. Returns STATUS_OK; STATUS_EREFUSED with why (whylen bytes) naming the first artifact
+ * whose content no longer has that hash (or whose hash is not known): nothing may be sent; or
+ * the store's failure. */
+static int contents_of(const gate_env *g, const id_list *ids, const json_t *recorded, char ***out,
+                       char *why, size_t whylen)
 {
     char **c = calloc(ids->n ? ids->n : 1, sizeof *c);
     if (!c)
         return STATUS_ENOMEM;
-    for (size_t i = 0; i < ids->n; i++) {
+    int rc = STATUS_OK;
+    for (size_t i = 0; rc == STATUS_OK && i < ids->n; i++) {
         json_t *a = NULL;
-        int rc = q_get_artifact(g->st, ids->ids[i], &a);
-        const char *s = rc == STATUS_OK ? json_string_value(json_object_get(a, "content")) : NULL;
-        c[i] = s ? strdup(s) : NULL;
-        json_decref(a);
-        if (!c[i]) {
-            for (size_t j = 0; j < i; j++)
-                free(c[j]);
-            free(c);
-            return rc == STATUS_OK ? STATUS_EPROTO : rc;
+        rc = q_get_artifact(g->st, ids->ids[i], &a);
+        const json_t *content = json_object_get(a, "content");
+        const char *want = json_string_value(json_object_get(recorded, ids->ids[i]));
+        char actual[65];
+        if (rc == STATUS_OK && !json_is_string(content))
+            rc = STATUS_EPROTO;
+        if (rc == STATUS_OK &&
+            (want == NULL || *want == '\0' ||
+             digest_sha256_hex(json_string_value(content), json_string_length(content), actual) ||
+             strcmp(actual, want) != 0)) {
+            snprintf(why, whylen,
+                     "%.128s's content no longer has the SHA-256 it was recorded with: nothing was "
+                     "sent to the model",
+                     ids->ids[i]);
+            rc = STATUS_EREFUSED;
         }
+        if (rc == STATUS_OK && !(c[i] = strdup(json_string_value(content))))
+            rc = STATUS_ENOMEM;
+        json_decref(a);
+    }
+    if (rc != STATUS_OK) {
+        for (size_t j = 0; j < ids->n; j++)
+            free(c[j]);
+        free(c);
+        return rc;
     }
     *out = c;
     return STATUS_OK;
@@ -249,6 +272,9 @@ typedef struct {
     id_list sources;    /* the step's source artifacts, as read */
     id_list all;        /* the handed-off inputs, then the sources: the model's inputs */
     char **contents;    /* the contents of all, in order (all.n of them) */
+    json_t *recorded;   /* {id: SHA-256} of each input of all: for a handed-off input the hash
+                         * its verified lineage summary names, for a source the one it was
+                         * registered with in this step; its content must still have it */
     model_reply reply;  /* zeroed until the model answers */
     char *rendered;     /* the public rendering, or NULL */
     json_t *output;     /* the recorded output artifact */
@@ -261,6 +287,7 @@ static void step_free(step_state *s)
     for (size_t i = 0; s->contents && i < s->all.n; i++)
         free(s->contents[i]);
     free(s->contents);
+    json_decref(s->recorded);
     id_list_free(&s->sources);
     id_list_free(&s->all);
     model_reply_free(&s->reply);
@@ -284,9 +311,16 @@ static bool step_check_handoff(step_state *s, const id_list *inputs)
     if (inputs->n == 0)
         return true;
     uint64_t seq = 0;
-    int rc =
-        gate_check_input(s->g, s->ctx_id, (const char *const *)inputs->ids, inputs->n, s->d, &seq);
+    char(*hashes)[65] = calloc(inputs->n, sizeof *hashes);
+    int rc = hashes ? gate_check_input_recorded(s->g, s->ctx_id, (const char *const *)inputs->ids,
+                                                inputs->n, s->d, &seq, hashes)
+                    : STATUS_ENOMEM;
+    for (size_t i = 0; rc == STATUS_OK && s->d->outcome == GUARD_ALLOW && i < inputs->n; i++)
+        if (json_object_set_new(s->recorded, inputs->ids[i], json_string(hashes[i])) != 0)
+            rc = STATUS_ENOMEM;
+    free(hashes);
     if (rc != STATUS_OK) {
+        guard_decision_free(s->d);
         guard_decision_unknown(s->d, "the handed-off artifacts could not be checked");
         return false;
     }
@@ -303,8 +337,11 @@ static bool step_read_sources(step_state *s)
         json_t *artifact = NULL;
         int rc = gate_read_source(s->g, s->ctx_id, s->ws->reads.items[i], s->d, &artifact);
         const char *id = artifact ? json_string_value(json_object_get(artifact, "id")) : NULL;
-        bool kept = rc == STATUS_OK && s->d->outcome == GUARD_ALLOW && id &&
-                    id_list_add(&s->sources, id) == 0;
+        /* Its hash as the creating call wrote it, from the content charterd read. */
+        json_t *hash = json_object_get(artifact, "hash");
+        bool kept = rc == STATUS_OK && s->d->outcome == GUARD_ALLOW && id && json_is_string(hash) &&
+                    id_list_add(&s->sources, id) == 0 &&
+                    json_object_set(s->recorded, id, hash) == 0;
         json_decref(artifact);
         if (!kept) {
             if (rc != STATUS_OK || s->d->outcome == GUARD_ALLOW)
@@ -316,6 +353,24 @@ static bool step_read_sources(step_state *s)
     return true;
 }
 
+/* For a live request, the providers that may receive the gated inputs, in their fallback
+ * order; NULL for another mode, or when memory ran out (the note then goes without the list
+ * rather than not at all). */
+static json_t *live_providers(const char *mode)
+{
+    if (strcmp(mode, "live") != 0)
+        return NULL;
+    const char *names[PROVIDER_MAX_CHAIN];
+    size_t n = provider_order(names, PROVIDER_MAX_CHAIN);
+    json_t *providers = json_array();
+    for (size_t i = 0; providers && i < n; i++)
+        if (json_array_append_new(providers, json_string(names[i])) != 0) {
+            json_decref(providers);
+            return NULL;
+        }
+    return providers;
+}
+
 /* The model request: a fixed step and gated artifacts only. */
 static bool step_ask_model(step_state *s, const id_list *inputs)
 {
@@ -325,23 +380,13 @@ static bool step_ask_model(step_state *s, const id_list *inputs)
     for (size_t i = 0; i < s->sources.n; i++)
         if (id_list_add(&s->all, s->sources.ids[i]) != 0)
             return step_unknown(s, "out of memory");
-    if (contents_of(s->g, &s->all, &s->contents) != STATUS_OK) {
-        guard_decision_unknown(s->d, "the inputs could not be read for the model request");
-        return false;
-    }
-    /* Written before anything is sent: for a live request, the providers that may receive the
-     * gated inputs, in their fallback order. */
-    json_t *providers = NULL;
-    if (strcmp(s->mode, "live") == 0) {
-        const char *names[PROVIDER_MAX_CHAIN];
-        size_t n = provider_order(names, PROVIDER_MAX_CHAIN);
-        providers = json_array();
-        for (size_t i = 0; providers && i < n; i++)
-            if (json_array_append_new(providers, json_string(names[i])) != 0) {
-                json_decref(providers);
-                providers = NULL; /* the note goes without the list rather than not at all */
-            }
-    }
+    char why[256];
+    int rc = contents_of(s->g, &s->all, s->recorded, &s->contents, why, sizeof why);
+    if (rc != STATUS_OK)
+        return step_unknown(
+            s, rc == STATUS_EREFUSED ? why : "the inputs could not be read for the model request");
+    /* Written before anything is sent. */
+    json_t *providers = live_providers(s->mode);
     note_event(s->g, s->run_id, "model_request",
                json_pack("{s:s, s:s, s:s, s:o*, s:o*}", "step", s->ws->cap.step, "context",
                          s->ctx_id, "model", s->mode, "inputs", id_list_json(&s->all), "providers",
@@ -556,6 +601,10 @@ static step_end run_step(const gate_env *g, const char *run_id, const char *mode
     s.ws = ws;
     s.d = d;
     s.x = x;
+    if (!(s.recorded = json_object())) {
+        guard_decision_unknown(d, "out of memory");
+        return end_of(d);
+    }
     if (step_check_handoff(&s, inputs) && step_read_sources(&s) && step_ask_model(&s, inputs) &&
         step_record_output(&s) && step_deliver(&s) && step_hand_on(&s, handoff)) {
         if (d->outcome == 0)
