@@ -10,7 +10,7 @@ set -euo pipefail
 
 packages=(build-essential cmake pkg-config protobuf-c-compiler libprotobuf-c-dev libnng-dev
           libhiredis-dev libjansson-dev libssl-dev libcurl4-openssl-dev libcunit1-dev
-          libsystemd-dev libmicrohttpd-dev help2man redis-server redis-tools jq openssl)
+          libsystemd-dev libmicrohttpd-dev libnghttp2-dev help2man redis-server redis-tools jq openssl)
 case ${1:-} in
   "") ;;
   test)

@@ -47,6 +47,8 @@ typedef struct {
     unsigned header_timeout_s; /* seconds for a request's line and headers (0: no limit) */
     unsigned body_timeout_s;   /* seconds for its body after the headers (0: no limit) */
     unsigned idle_timeout_s;   /* seconds without a byte either way closes (0: no limit) */
+    const char *cert_file;     /* --http-cert: PEM certificate chain; NULL: cleartext */
+    const char *key_file;      /* --http-key: its PEM private key (with cert_file) */
 } http_opts;
 
 typedef struct http_server http_server;
