@@ -284,7 +284,8 @@ int64_t grpc_conn_deadline(const grpc_conn *c)
         calling = calling || s->phase == GRPC_PHASE_CALL || s->in_flight;
     }
     if (c->n_streams == 0 && g->header_timeout_s > 0) {
-        d = grpc_earliest(d, c->quiet_ms + (int64_t)g->header_timeout_s * 1000);
+        d = grpc_earliest(d, (c->goaway_ms > 0 ? c->goaway_ms : c->quiet_ms) +
+                                 (int64_t)g->header_timeout_s * 1000);
     }
     if (!calling && g->idle_timeout_s > 0) {
         d = grpc_earliest(d, c->last_io_ms + (int64_t)g->idle_timeout_s * 1000);
@@ -302,13 +303,21 @@ int grpc_conn_tick(grpc_conn *c, int64_t now)
     for (const grpc_stream *s = c->streams; s != NULL; s = s->next) {
         calling = calling || s->phase == GRPC_PHASE_CALL || s->in_flight;
     }
-    if (c->n_streams == 0 && g->header_timeout_s > 0 &&
-        now >= c->quiet_ms + (int64_t)g->header_timeout_s * 1000) {
-        /* No call within the header timeout: GOAWAY, as HTTP/1.1 closes a kept-alive
-         * connection; a client opens another for its next call. */
+    int64_t quiet = (int64_t)g->header_timeout_s * 1000;
+    if (c->n_streams == 0 && quiet > 0 && c->goaway_ms > 0 && now >= c->goaway_ms + quiet) {
+        /* The notice went out a header timeout ago: the last GOAWAY, then the close. */
         (void)nghttp2_session_terminate_session(c->h2, NGHTTP2_NO_ERROR);
         (void)grpc_conn_flush(c);
         return -1;
+    }
+    if (c->n_streams == 0 && quiet > 0 && c->goaway_ms == 0 && now >= c->quiet_ms + quiet) {
+        /* No call within the header timeout, as HTTP/1.1 closes a kept-alive connection, in
+         * two steps so that no call is lost on the way: a shutdown notice (GOAWAY naming the
+         * highest stream id, RFC 9113 6.8) tells the client to open its next calls on another
+         * connection, while a call it sent meanwhile is still served; one header timeout
+         * later, the last GOAWAY and the close. */
+        c->goaway_ms = now;
+        (void)nghttp2_submit_shutdown_notice(c->h2);
     }
     if (!calling && g->idle_timeout_s > 0 &&
         now >= c->last_io_ms + (int64_t)g->idle_timeout_s * 1000) {

@@ -56,6 +56,7 @@ typedef struct grpc_conn {
     size_t pend_len;
     int64_t last_io_ms; /* the last byte either way */
     int64_t quiet_ms;   /* since when no stream is open (0: some is) */
+    int64_t goaway_ms;  /* when GOAWAY was sent for a connection left quiet (0: not) */
     unsigned n_streams;
     grpc_stream *streams;   /* open streams, a list */
     struct grpc_conn *next; /* the server's list of connections */
