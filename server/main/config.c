@@ -22,6 +22,33 @@
 #include "core/status.h"
 #include "db/store.h"
 
+static void config_usage_http(void)
+{
+    printf(
+        "  --http HOST:PORT    also serve every method as HTTP/JSON (Connect unary) and as gRPC\n"
+        "                      (HTTP/2) on HOST:PORT (PORT alone: 127.0.0.1:PORT); see\n"
+        "                      docs/http.md and docs/grpc.md\n"
+        "  --http-allow-host NAME\n"
+        "                      accept this Host name too (default: loopback names only)\n"
+        "  --http-cert FILE    serve the HTTP port over TLS with this PEM certificate chain:\n"
+        "                      gRPC over HTTP/2 (ALPN h2) and HTTP/1.1 (default: cleartext)\n"
+        "  --http-key FILE     the PEM private key of --http-cert (mode 0600)\n"
+        "  --http-max-connections N\n"
+        "                      HTTP connections open at once, 1 to 1000000; more wait in the\n"
+        "                      listen backlog (default 512; lowered at start, with a log line,\n"
+        "                      when the open file limit cannot hold them besides 256 kept for\n"
+        "                      NNG and the database)\n"
+        "  --http-header-timeout S\n"
+        "                      seconds for a request's line and headers, from the connection's\n"
+        "                      opening or the previous answer (default 10; 0: no limit)\n"
+        "  --http-body-timeout S\n"
+        "                      seconds for a request's body once its headers are in (default\n"
+        "                      30; 0: no limit)\n"
+        "  --http-idle-timeout S\n"
+        "                      seconds without a byte either way closes a connection (default\n"
+        "                      30; 0: no limit)\n");
+}
+
 void config_usage(void)
 {
     printf(
@@ -56,29 +83,8 @@ void config_usage(void)
         "  --max-message BYTES largest request accepted (default 4194304)\n"
         "  --timeout-ms MS     default per-call deadline (default 5000, at most 60000)\n"
         "  --queue N           requests allowed to wait beyond the workers before callers get\n"
-        "                      RESOURCE_EXHAUSTED (default 256)\n"
-        "  --http HOST:PORT    also serve every method as HTTP/JSON (Connect unary) and as gRPC\n"
-        "                      (HTTP/2) on HOST:PORT (PORT alone: 127.0.0.1:PORT); see\n"
-        "                      docs/http.md and docs/grpc.md\n"
-        "  --http-allow-host NAME\n"
-        "                      accept this Host name too (default: loopback names only)\n"
-        "  --http-cert FILE    serve the HTTP port over TLS with this PEM certificate chain:\n"
-        "                      gRPC over HTTP/2 (ALPN h2) and HTTP/1.1 (default: cleartext)\n"
-        "  --http-key FILE     the PEM private key of --http-cert (mode 0600)\n"
-        "  --http-max-connections N\n"
-        "                      HTTP connections open at once, 1 to 1000000; more wait in the\n"
-        "                      listen backlog (default 512; lowered at start, with a log line,\n"
-        "                      when the open file limit cannot hold them besides 256 kept for\n"
-        "                      NNG and the database)\n"
-        "  --http-header-timeout S\n"
-        "                      seconds for a request's line and headers, from the connection's\n"
-        "                      opening or the previous answer (default 10; 0: no limit)\n"
-        "  --http-body-timeout S\n"
-        "                      seconds for a request's body once its headers are in (default\n"
-        "                      30; 0: no limit)\n"
-        "  --http-idle-timeout S\n"
-        "                      seconds without a byte either way closes a connection (default\n"
-        "                      30; 0: no limit)\n");
+        "                      RESOURCE_EXHAUSTED (default 256)\n");
+    config_usage_http();
     printf(
         "  --scripted-only     refuse live runs and revoking or restoring grants (a shared demo)\n"
         "  --quiet             log errors only\n"

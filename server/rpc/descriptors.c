@@ -14,7 +14,6 @@
 #include <string.h>
 
 #include "descriptor_view.pb-c.h"
-#include "rpc/dispatch.h"
 
 extern const char embedded_descriptors[];
 extern const size_t embedded_descriptors_len;
@@ -78,13 +77,14 @@ static bool descriptors_same_type(const char *dotted, const ProtobufCMessageDesc
     return dotted != NULL && dotted[0] == '.' && strcmp(dotted + 1, d->name) == 0;
 }
 
-/* Every service and method the dispatch table serves is described, with its messages. */
-static int descriptors_check(char *err, size_t errlen)
+int descriptors_check(const ProtobufCServiceDescriptor *const *served, size_t n, char *err,
+                      size_t errlen)
 {
-    size_t n = 0;
-    const dispatch_service *svcs = dispatch_services_of(&n);
+    if (descriptors_load(err, errlen) != 0) {
+        return -1;
+    }
     for (size_t i = 0; i < n; i++) {
-        const ProtobufCServiceDescriptor *d = svcs[i].desc;
+        const ProtobufCServiceDescriptor *d = served[i];
         const Charter__Descriptor__ServiceView *sv = descriptors_service(d->name);
         for (unsigned m = 0; m < d->n_methods; m++) {
             const Charter__Descriptor__MethodView *mv = descriptors_method(sv, d->methods[m].name);
@@ -123,9 +123,7 @@ static void descriptors_read(void)
         }
         descriptors.files[descriptors.n++] = f;
     }
-    if (descriptors_check(descriptors.err, sizeof descriptors.err) == 0) {
-        descriptors.rc = 0;
-    }
+    descriptors.rc = 0;
 }
 
 int descriptors_load(char *err, size_t errlen)

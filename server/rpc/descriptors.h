@@ -21,11 +21,15 @@ typedef enum {
     DESCRIPTORS_BIDI_STREAM = 3,   /* a stream each way */
 } descriptors_shape;
 
-/* Reads the compiled-in descriptors (once; later calls answer the first's result) and checks
- * them against the services the dispatch table serves: every service and method is described,
- * with the same request and response messages. Returns 0, or -1 with a one-line reason in err
- * (charterd then refuses to start). */
+/* Reads the compiled-in descriptors (once; later calls answer the first's result). Returns 0, or
+ * -1 with a one-line reason in err (errlen bytes; err may be NULL with errlen 0). */
 int descriptors_load(char *err, size_t errlen);
+
+/* Checks the descriptors against the n services served (the dispatch table's): every service
+ * and method is described, with the same request and response messages. Returns 0, or -1 with
+ * a one-line reason in err (charterd then refuses to start). */
+int descriptors_check(const ProtobufCServiceDescriptor *const *served, size_t n, char *err,
+                      size_t errlen);
 
 /* The serialized FileDescriptorProto of the file named name ("charter.proto"), or NULL. Static
  * storage, after descriptors_load succeeded. */

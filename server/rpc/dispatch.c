@@ -258,7 +258,11 @@ int dispatch_check_tables(char *err, size_t errlen)
     }
     /* The descriptors reflection serves and the gRPC listener reads streaming from describe
      * every row. */
-    return descriptors_load(err, errlen);
+    const ProtobufCServiceDescriptor *served[DISPATCH_N_SERVICES];
+    for (size_t i = 0; i < DISPATCH_N_SERVICES; i++) {
+        served[i] = dispatch_services[i].desc;
+    }
+    return descriptors_check(served, DISPATCH_N_SERVICES, err, errlen);
 }
 
 /* Resolves "/charter.v1.<Service>/<Method>". Returns 0 with the method's descriptor and the

@@ -1072,7 +1072,11 @@ static int http_take_http1(void *arg, int fd, const struct sockaddr *addr, sockl
     return MHD_add_connection(s->d, fd, addr, len) == MHD_YES ? 0 : -1;
 }
 
-/* poll(2), not epoll: libmicrohttpd 0.9.75's epoll loop calls epoll_wait again, with the full
+/* The cap is the port's (http_port.h), which counts every connection of both protocols;
+ * libmicrohttpd's own limit is twice it, a backstop only: it is split among its threads, and a
+ * connection still counts there while its close is being notified, when the port may already
+ * hand over the next one.
+ * poll(2), not epoll: libmicrohttpd 0.9.75's epoll loop calls epoll_wait again, with the full
  * timeout, after a batch of exactly 128 events, and sits on the events of the first batch
  * meanwhile; under a flood of slow connections that held closed connections for up to
  * --http-idle-timeout. poll is level-triggered and bounded here by the connection cap. */
@@ -1083,7 +1087,7 @@ static int http_start_daemon(http_server *s, const http_opts *o, unsigned max_co
         MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_POLL | MHD_ALLOW_SUSPEND_RESUME |
             MHD_USE_NO_LISTEN_SOCKET | MHD_USE_ITC,
         0, NULL, NULL, http_access, s, MHD_OPTION_THREAD_POOL_SIZE, threads >= 2 ? threads : 0,
-        MHD_OPTION_CONNECTION_LIMIT, max_conn, MHD_OPTION_CONNECTION_TIMEOUT, o->idle_timeout_s,
+        MHD_OPTION_CONNECTION_LIMIT, 2 * max_conn, MHD_OPTION_CONNECTION_TIMEOUT, o->idle_timeout_s,
         MHD_OPTION_CONNECTION_MEMORY_LIMIT, HTTP_CONNECTION_MEMORY, MHD_OPTION_NOTIFY_CONNECTION,
         http_notify, s, MHD_OPTION_NOTIFY_COMPLETED, http_completed, s, MHD_OPTION_END);
     return s->d != NULL ? 0 : -1;

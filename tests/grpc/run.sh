@@ -38,10 +38,12 @@ setup)
   npm ci --no-audit --no-fund --loglevel=error
   ;;
 js)
+  charterd=$(realpath "${2:?charterd path}")
+  build=$(realpath "${3:?build dir}")
   cd "$here"
   if [ ! -d node_modules ]; then "$0" setup; fi
-  CHARTERD=$(realpath "${2:?charterd path}") CHARTER_BUILD_DIR=${3:?build dir} \
-    CHARTER_SOURCE_DIR="$root" exec node --test-reporter=spec --test grpc.test.mjs
+  CHARTERD="$charterd" CHARTER_BUILD_DIR="$build" CHARTER_SOURCE_DIR="$root" exec node \
+    --test-reporter=spec --test grpc.test.mjs
   ;;
 *)
   echo "run.sh: unknown suite $suite" >&2

@@ -10,6 +10,7 @@ memo handed to the report step is refused INPUT_OUT_OF_SCOPE with the budget's p
 import json
 import os
 import secrets
+import select
 import shutil
 import socket
 import ssl
@@ -41,6 +42,13 @@ def free_port():
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return s.getsockname()[1]
+
+
+def redis_cli_args(url):
+    if url.startswith("unix://"):
+        return ["-s", url[len("unix://"):]]
+    host, port = url.split("://", 1)[1].split("/", 1)[0].rsplit(":", 1)
+    return ["-h", host, "-p", port]
 
 
 class Charterd:
@@ -87,6 +95,12 @@ class Charterd:
             except subprocess.TimeoutExpired:
                 self.proc.kill()
                 self.proc.wait()
+        if self.redis:  # the graph's keys go with it
+            cli = ["redis-cli", *redis_cli_args(self.redis)]
+            keys = subprocess.run(cli + ["--scan", "--pattern", f"*{{{self.graph}}}*"],
+                                  capture_output=True, text=True, check=True).stdout.split()
+            for i in range(0, len(keys), 500):
+                subprocess.run(cli + ["DEL", *keys[i:i + 500]], capture_output=True, check=True)
         shutil.rmtree(self.dir, ignore_errors=True)
 
 
@@ -421,6 +435,46 @@ class LimitsTest(unittest.TestCase):
         self.assertEqual((cm.exception.code(), cm.exception.details()),
                          (grpc.StatusCode.DEADLINE_EXCEEDED,
                           "the request's messages did not arrive within 2 s"))
+
+
+class CapTest(unittest.TestCase):
+    """--http-max-connections counts HTTP/2 and HTTP/1.1 connections alike."""
+
+    @classmethod
+    def setUpClass(cls):
+        cls.d = Charterd("cap", "--http-max-connections", "2")
+
+    @classmethod
+    def tearDownClass(cls):
+        cls.d.stop()
+
+    def h2(self):
+        s = socket.create_connection(("127.0.0.1", self.d.port), timeout=10)
+        s.sendall(PREFACE + b"\x00\x00\x00\x04\x00\x00\x00\x00\x00")  # an empty SETTINGS
+        self.assertEqual(s.recv(9)[3], 4)  # the server's SETTINGS: served as HTTP/2
+        return s
+
+    def test_http1_waits_while_http2_connections_hold_the_cap(self):
+        a, b = self.h2(), self.h2()
+        c = socket.create_connection(("127.0.0.1", self.d.port), timeout=10)
+        try:
+            c.sendall(f"GET /healthz HTTP/1.1\r\nHost: {self.d.hostport}\r\n"
+                      "Connection: close\r\n\r\n".encode())
+            # Held in the listen backlog, unread, while a and b are open.
+            self.assertEqual(select.select([c], [], [], 1.0)[0], [])
+            a.close()
+            c.settimeout(10)
+            answer = b""
+            while not answer.endswith(b"}"):
+                chunk = c.recv(4096)
+                if not chunk:
+                    break
+                answer += chunk
+            self.assertTrue(answer.startswith(b"HTTP/1.1 200"), answer[:40])
+            self.assertTrue(answer.endswith(b'{"status":"serving"}'), answer[-40:])
+        finally:
+            for s in (a, b, c):
+                s.close()
 
 
 def make_certificate(folder):
