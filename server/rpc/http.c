@@ -964,6 +964,7 @@ static void http_deadline_passed(void *arg, const char *phase, unsigned limit_s)
 static void http_free(http_server *s)
 {
     if (s->port != NULL) {
+        /* No connection is handed to libmicrohttpd from here on. */
         struct timespec now;
         clock_gettime(CLOCK_REALTIME, &now);
         http_port_stop(s->port, &now);
@@ -971,6 +972,7 @@ static void http_free(http_server *s)
     if (s->d != NULL) {
         MHD_stop_daemon(s->d);
     }
+    http_port_free(s->port);
     http_guard_stop(s->guard);
     if (s->req_open) {
         nng_close(s->req);
@@ -1259,6 +1261,5 @@ void http_stop(http_server *s)
     }
     /* gRPC calls get what is left of the same wait before every connection closes. */
     http_port_stop(s->port, &grpc_by);
-    s->port = NULL;
     http_free(s);
 }

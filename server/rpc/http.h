@@ -16,15 +16,14 @@
  *
  * The HTTP port (rpc/http_port.h) accepts the connections: HTTP/1.1 ones are served by
  * libmicrohttpd here, HTTP/2 ones by the gRPC listener (rpc/grpc.h), TLS when cert_file is
- * given. Everything a request can be refused for
- * without its body is decided on its headers, before a byte of the body is read: Host and
- * Origin, the method, the content type, Connect-Timeout-Ms, a token that can never
- * authenticate (dispatch_precheck), a declared length above max_message, no free call slot.
- * A chunked body is counted as it arrives and refused once over max_message. A request's
- * headers and its body each have a total deadline (http_guard.h), a connection an inactivity
- * timeout, and at most max_connections (of both protocols) are open at once (more wait in the
- * listen backlog),
- * fitted at start into the open file limit so NNG and the database always have descriptors.
+ * given. Everything a request can be refused for without its body is decided on its headers,
+ * before a byte of the body is read: Host and Origin, the method, the content type,
+ * Connect-Timeout-Ms, a token that can never authenticate (dispatch_precheck), a declared length
+ * above max_message, no free call slot. A chunked body is counted as it arrives and refused once
+ * over max_message. A request's headers and its body each have a total deadline (http_guard.h), a
+ * connection an inactivity timeout, and at most max_connections (of both protocols) are open at
+ * once (more wait in the listen backlog), fitted at start into the open file limit so NNG and the
+ * database always have descriptors.
  *
  * Nothing blocks libmicrohttpd's threads: a handler parses the JSON, suspends the connection,
  * starts the exchange and returns; the reply resumes the connection from the req0 socket's

@@ -60,6 +60,7 @@ struct http_port {
     atomic_uint open; /* connections under the cap */
     atomic_bool quiesce, stop;
     bool quiesced;           /* loop thread */
+    bool stopped;            /* http_port_stop ran (the stopping thread) */
     struct timespec stop_by; /* CLOCK_REALTIME, set before stop */
     http_port_conn *conns;
     pthread_t thread;
@@ -546,9 +547,10 @@ void http_port_quiesce(http_port *p)
 
 void http_port_stop(http_port *p, const struct timespec *deadline)
 {
-    if (p == NULL) {
+    if (p == NULL || p->stopped) {
         return;
     }
+    p->stopped = true;
     p->stop_by = *deadline;
     atomic_store(&p->quiesce, true);
     atomic_store(&p->stop, true);
@@ -558,8 +560,18 @@ void http_port_stop(http_port *p, const struct timespec *deadline)
         close(p->listen_fd);
     }
     /* Calls still at the transport are cancelled; their callbacks write the wake descriptor,
-     * which closes after them. */
+     * which stays open until http_port_free. */
     grpc_server_stop(p->grpc);
+}
+
+void http_port_free(http_port *p)
+{
+    if (p == NULL) {
+        return;
+    }
+    struct timespec now;
+    clock_gettime(CLOCK_REALTIME, &now);
+    http_port_stop(p, &now);
     close(p->wake_fd);
     free(p);
 }

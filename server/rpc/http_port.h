@@ -53,8 +53,13 @@ void http_port_release(http_port *p);
 void http_port_quiesce(http_port *p);
 
 /* Waits until the gRPC calls in progress are answered and written, or until deadline
- * (CLOCK_REALTIME), then closes every connection the port holds, stops its thread and frees p.
- * NULL is ignored. */
+ * (CLOCK_REALTIME), then closes every connection the port holds and stops its thread. Later
+ * calls do nothing. http_port_release may still be called (libmicrohttpd closing the HTTP/1.1
+ * connections it holds) until http_port_free. NULL is ignored. */
 void http_port_stop(http_port *p, const struct timespec *deadline);
+
+/* Stops p if it was not (at once) and frees it; call after libmicrohttpd has stopped. NULL is
+ * ignored. */
+void http_port_free(http_port *p);
 
 #endif
