@@ -120,39 +120,57 @@ static int tls_io_alpn(SSL *ssl, const unsigned char **out, unsigned char *outle
     return SSL_TLSEXT_ERR_OK;
 }
 
+/* One line for err: what failed, OpenSSL's reason when it has one, and how to fix it. */
+static void tls_io_fail(const char *what, const char *path, const char *fix, char *err,
+                        size_t errlen)
+{
+    unsigned long e = ERR_peek_last_error();
+    const char *reason = e != 0 ? ERR_reason_error_string(e) : NULL;
+    ERR_clear_error();
+    snprintf(err, errlen, "%s %s%s%s (%s)", what, path, reason != NULL ? ": " : "",
+             reason != NULL ? reason : "", fix);
+}
+
+/* Whether path can be opened for reading; err says why not. */
+static int tls_io_readable(const char *option, const char *path, char *err, size_t errlen)
+{
+    FILE *f = fopen(path, "r");
+    if (f == NULL) {
+        snprintf(err, errlen, "%s %s: %s (give a PEM file charterd can read)", option, path,
+                 strerror(errno));
+        return -1;
+    }
+    fclose(f);
+    return 0;
+}
+
 SSL_CTX *tls_io_context(const char *cert_file, const char *key_file, char *err, size_t errlen)
 {
+    if (tls_io_readable("--http-cert", cert_file, err, errlen) != 0 ||
+        tls_io_readable("--http-key", key_file, err, errlen) != 0) {
+        return NULL;
+    }
     SSL_CTX *ctx = SSL_CTX_new(TLS_server_method());
-    const char *what = "cannot create a TLS context (check OpenSSL)";
-    if (ctx == NULL) {
-        goto fail;
+    if (ctx == NULL || SSL_CTX_set_min_proto_version(ctx, TLS1_2_VERSION) != 1) {
+        tls_io_fail("cannot create a TLS context for", cert_file, "check OpenSSL", err, errlen);
+    } else if (SSL_CTX_use_certificate_chain_file(ctx, cert_file) != 1) {
+        tls_io_fail("--http-cert: cannot use", cert_file,
+                    "give the server's certificate, then its chain, in PEM", err, errlen);
+    } else if (SSL_CTX_use_PrivateKey_file(ctx, key_file, SSL_FILETYPE_PEM) != 1) {
+        tls_io_fail("--http-key: cannot use", key_file,
+                    "give the unencrypted PEM key the certificate of --http-cert was made for", err,
+                    errlen);
+    } else if (SSL_CTX_check_private_key(ctx) != 1) {
+        tls_io_fail("--http-key: cannot use", key_file,
+                    "give the unencrypted PEM key the certificate of --http-cert was made for", err,
+                    errlen);
+    } else {
+        /* HTTP/2 forbids renegotiation and compression (RFC 9113, 9.2). */
+        SSL_CTX_set_options(ctx, SSL_OP_NO_COMPRESSION | SSL_OP_NO_RENEGOTIATION);
+        SSL_CTX_set_mode(ctx, SSL_MODE_ENABLE_PARTIAL_WRITE | SSL_MODE_ACCEPT_MOVING_WRITE_BUFFER);
+        SSL_CTX_set_alpn_select_cb(ctx, tls_io_alpn, NULL);
+        return ctx;
     }
-    what = "--http-cert: cannot read the certificate chain (a PEM file readable by charterd)";
-    if (SSL_CTX_set_min_proto_version(ctx, TLS1_2_VERSION) != 1 ||
-        SSL_CTX_use_certificate_chain_file(ctx, cert_file) != 1) {
-        goto fail;
-    }
-    what = "--http-key: cannot read the private key (a PEM file, mode 0600)";
-    if (SSL_CTX_use_PrivateKey_file(ctx, key_file, SSL_FILETYPE_PEM) != 1) {
-        goto fail;
-    }
-    what = "--http-key does not belong to the certificate of --http-cert (give the pair)";
-    if (SSL_CTX_check_private_key(ctx) != 1) {
-        goto fail;
-    }
-    /* HTTP/2 forbids renegotiation and compression (RFC 9113, 9.2). */
-    SSL_CTX_set_options(ctx, SSL_OP_NO_COMPRESSION | SSL_OP_NO_RENEGOTIATION);
-    SSL_CTX_set_mode(ctx, SSL_MODE_ENABLE_PARTIAL_WRITE | SSL_MODE_ACCEPT_MOVING_WRITE_BUFFER);
-    SSL_CTX_set_alpn_select_cb(ctx, tls_io_alpn, NULL);
-    return ctx;
-fail:;
-    unsigned long e = ERR_peek_last_error();
-    char detail[256] = "";
-    if (e != 0) {
-        ERR_error_string_n(e, detail, sizeof detail);
-    }
-    ERR_clear_error();
-    snprintf(err, errlen, "%s%s%s", what, detail[0] != '\0' ? ": " : "", detail);
     SSL_CTX_free(ctx);
     return NULL;
 }

@@ -520,6 +520,20 @@ class TlsTest(unittest.TestCase):
                                {"mode": "external"}, context=ctx)
         self.assertEqual((status, body["run"]["status"]), (200, "created"))
 
+    def test_a_key_of_another_certificate_stops_startup_with_one_line(self):
+        _, other_key = make_certificate(tempfile.mkdtemp(dir=self.certs))
+        env = dict(os.environ, CHARTER_OPERATOR_TOKEN=OPERATOR)
+        r = subprocess.run([os.environ["CHARTERD"], "--graph", "grpc_badkey", "--http",
+                            f"127.0.0.1:{free_port()}", "--listen", f"ipc://{self.certs}/b.sock",
+                            "--data-dir", f"{self.certs}/data", "--http-cert", self.crt,
+                            "--http-key", other_key],
+                           env=env, capture_output=True, text=True, timeout=60)
+        self.assertNotEqual(r.returncode, 0)
+        self.assertEqual(r.stderr.strip().splitlines()[-1],
+                         f"charterd: --http-key: cannot use {other_key}: key values mismatch "
+                         "(give the unencrypted PEM key the certificate of --http-cert was "
+                         "made for)")
+
     def test_a_cleartext_client_is_not_served_on_a_tls_port(self):
         with grpc.insecure_channel(self.d.hostport) as ch:
             with self.assertRaises(grpc.RpcError) as cm:
