@@ -601,7 +601,13 @@ static int grpc_stream_next(grpc_stream *s)
     if (s->in_len < GRPC_PREFIX + n) {
         return 0;
     }
-    if (grpc_stream_send(s, s->in + GRPC_PREFIX, n, s->timeout_ms) != 0) {
+    /* What is left of the caller's deadline (grpc-timeout counts from the call's start). */
+    int64_t left = s->ends_ms > 0 ? s->ends_ms - grpc_call_now_ms() : 0;
+    if (s->ends_ms > 0 && left <= 0) {
+        grpc_stream_finish(s, RPC_DEADLINE_EXCEEDED, "the call's deadline passed");
+        return -1;
+    }
+    if (grpc_stream_send(s, s->in + GRPC_PREFIX, n, (uint32_t)left) != 0) {
         grpc_stream_finish(s, RPC_RESOURCE_EXHAUSTED, "out of memory");
         return -1;
     }
