@@ -153,6 +153,8 @@ static void http_port_sniff(http_port *p, http_port_conn *pc, int64_t now)
     }
 }
 
+static int http_port_relay(http_port_conn *pc);
+
 /* A relay for a TLS HTTP/1.1 connection: a socket pair whose other end libmicrohttpd serves. */
 static void http_port_to_relay(http_port *p, http_port_conn *pc)
 {
@@ -173,6 +175,11 @@ static void http_port_to_relay(http_port *p, http_port_conn *pc)
     /* From here libmicrohttpd's end carries the connection's place under the cap. */
     if (p->o.take_http1(p->o.arg, sv[1], (const struct sockaddr *)&pc->addr, pc->addrlen) != 0) {
         http_port_drop(p, pc, true);
+        return;
+    }
+    /* The TLS session may hold the request already: poll would not say so. */
+    if (http_port_relay(pc) != 0) {
+        http_port_drop(p, pc, false);
     }
 }
 
