@@ -2,8 +2,9 @@
  * tls_io.c - a socket or an OpenSSL session over it, without blocking (see tls_io.h).
  *
  * OpenSSL's non-blocking calls say what they wait for (SSL_ERROR_WANT_READ or _WRITE); that
- * becomes io->want for the poll loop. ALPN picks "h2" when the client offers it, else
- * "http/1.1"; a client that offers neither gets no ALPN answer and is served HTTP/1.1.
+ * becomes io->want for the poll loop. ALPN picks "http/1.1" whenever the client offers it and
+ * "h2" when it offers HTTP/2 alone (tls_io_alpn); a client that offers neither gets no ALPN
+ * answer and is served HTTP/1.1.
  */
 #include "rpc/tls_io.h"
 
@@ -104,20 +105,24 @@ void tls_io_close(tls_io *io)
     }
 }
 
-/* ALPN: "h2" when offered, else "http/1.1" when offered, else no protocol (HTTP/1.1). */
+/* ALPN: HTTP/1.1 whenever the client offers it, HTTP/2 only when it offers HTTP/2 alone. A
+ * browser or curl offers both and must get HTTP/1.1, the protocol of the console, Connect and
+ * the probes; a gRPC client offers "h2" alone (grpc-core adds "grpc-exp"). */
 static int tls_io_alpn(SSL *ssl, const unsigned char **out, unsigned char *outlen,
                        const unsigned char *in, unsigned int inlen, void *arg)
 {
     (void)ssl;
     (void)arg;
-    static const unsigned char ours[] = "\x02h2\x08http/1.1";
+    static const unsigned char http1[] = "\x08http/1.1", h2[] = "\x02h2";
     unsigned char *sel = NULL;
-    if (SSL_select_next_proto(&sel, outlen, ours, sizeof ours - 1, in, inlen) !=
-        OPENSSL_NPN_NEGOTIATED) {
-        return SSL_TLSEXT_ERR_NOACK;
+    if (SSL_select_next_proto(&sel, outlen, http1, sizeof http1 - 1, in, inlen) ==
+            OPENSSL_NPN_NEGOTIATED ||
+        SSL_select_next_proto(&sel, outlen, h2, sizeof h2 - 1, in, inlen) ==
+            OPENSSL_NPN_NEGOTIATED) {
+        *out = sel;
+        return SSL_TLSEXT_ERR_OK;
     }
-    *out = sel;
-    return SSL_TLSEXT_ERR_OK;
+    return SSL_TLSEXT_ERR_NOACK;
 }
 
 /* One line for err: what failed, OpenSSL's reason when it has one, and how to fix it. */

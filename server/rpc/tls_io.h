@@ -35,7 +35,8 @@ int tls_io_is_h2(const tls_io *io);
 void tls_io_close(tls_io *io);
 
 /* A TLS server context with the certificate chain (PEM) and its private key (PEM), TLS 1.2 or
- * later, offering HTTP/2 ("h2") and HTTP/1.1 by ALPN. Returns it, or NULL with one line
+ * later, choosing HTTP/1.1 by ALPN whenever the client offers it and HTTP/2 ("h2") when the
+ * client offers HTTP/2 alone, as gRPC clients do. Returns it, or NULL with one line
  * "<what is wrong> (<how to fix>)" in err. Free with SSL_CTX_free. */
 SSL_CTX *tls_io_context(const char *cert_file, const char *key_file, char *err, size_t errlen);
 

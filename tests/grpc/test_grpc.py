@@ -520,6 +520,26 @@ class TlsTest(unittest.TestCase):
                                {"mode": "external"}, context=ctx)
         self.assertEqual((status, body["run"]["status"]), (200, "created"))
 
+    def alpn(self, offered):
+        ctx = ssl.create_default_context(cafile=self.crt)
+        ctx.set_alpn_protocols(offered)
+        raw = socket.create_connection(("127.0.0.1", self.d.port), timeout=10)
+        return ctx.wrap_socket(raw, server_hostname="localhost")
+
+    def test_alpn_gives_http1_to_whoever_offers_it_and_h2_to_grpc_clients(self):
+        # A browser or curl offers both: HTTP/1.1, which serves the console and Connect.
+        with self.alpn(["h2", "http/1.1"]) as s:
+            self.assertEqual(s.selected_alpn_protocol(), "http/1.1")
+            s.sendall(b"GET /healthz HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n")
+            answer = b""
+            while chunk := s.recv(4096):
+                answer += chunk
+        self.assertTrue(answer.startswith(b"HTTP/1.1 200"), answer[:40])
+        self.assertTrue(answer.endswith(b'{"status":"serving"}'), answer[-40:])
+        # A gRPC client offers HTTP/2 alone.
+        with self.alpn(["h2"]) as s:
+            self.assertEqual(s.selected_alpn_protocol(), "h2")
+
     def test_a_key_of_another_certificate_stops_startup_with_one_line(self):
         _, other_key = make_certificate(tempfile.mkdtemp(dir=self.certs))
         env = dict(os.environ, CHARTER_OPERATOR_TOKEN=OPERATOR)
