@@ -1120,7 +1120,7 @@ static int http_start_port(http_server *s, const http_opts *o, const char *hostp
         .take_http1 = http_take_http1,
         .arg = s,
     };
-    return http_port_start(&po, &s->port, err, errlen);
+    return http_port_open(&po, &s->port, err, errlen);
 }
 
 /* The connection cap fitted into the open file limit: a TLS HTTP/1.1 connection takes three
@@ -1190,13 +1190,19 @@ int http_start(const http_opts *o, http_server **out, char *err, size_t errlen)
         return http_fail_start(s, err, errlen,
                                "cannot start the HTTP listener's watchdog (free some memory)");
     }
+    /* The port exists before libmicrohttpd's threads, which tell it of closed connections;
+     * it accepts only once libmicrohttpd runs. */
+    if (http_start_port(s, o, hostport, max_conn, err, errlen) != 0) {
+        http_free(s);
+        return -1;
+    }
     if (http_start_daemon(s, o, max_conn, http_threads(max_conn)) != 0) {
         return http_fail_start(s, err, errlen,
                                "cannot start the HTTP server on %s (check --http and the "
                                "--http-* limits)",
                                hostport);
     }
-    if (http_start_port(s, o, hostport, max_conn, err, errlen) != 0) {
+    if (http_port_run(s->port, err, errlen) != 0) {
         http_free(s);
         return -1;
     }

@@ -61,6 +61,7 @@ struct http_port {
     atomic_bool quiesce, stop;
     bool quiesced;           /* loop thread */
     bool stopped;            /* http_port_stop ran (the stopping thread) */
+    bool running;            /* http_port_run started the thread */
     struct timespec stop_by; /* CLOCK_REALTIME, set before stop */
     http_port_conn *conns;
     pthread_t thread;
@@ -510,7 +511,7 @@ static void *http_port_main(void *arg)
     return NULL;
 }
 
-int http_port_start(const http_port_opts *o, http_port **out, char *err, size_t errlen)
+int http_port_open(const http_port_opts *o, http_port **out, char *err, size_t errlen)
 {
     *out = NULL;
     http_port *p = calloc(1, sizeof *p);
@@ -528,11 +529,6 @@ int http_port_start(const http_port_opts *o, http_port **out, char *err, size_t 
     if (grpc_server_start(&go, &p->grpc, err, errlen) != 0) {
         goto fail;
     }
-    if (pthread_create(&p->thread, NULL, http_port_main, p) != 0) {
-        snprintf(err, errlen, "cannot start the HTTP port's thread (free some memory)");
-        grpc_server_stop(p->grpc);
-        goto fail;
-    }
     *out = p;
     return 0;
 fail:
@@ -542,6 +538,16 @@ fail:
     close(o->listen_fd);
     free(p);
     return -1;
+}
+
+int http_port_run(http_port *p, char *err, size_t errlen)
+{
+    if (pthread_create(&p->thread, NULL, http_port_main, p) != 0) {
+        snprintf(err, errlen, "cannot start the HTTP port's thread (free some memory)");
+        return -1;
+    }
+    p->running = true;
+    return 0;
 }
 
 void http_port_quiesce(http_port *p)
@@ -562,7 +568,9 @@ void http_port_stop(http_port *p, const struct timespec *deadline)
     atomic_store(&p->quiesce, true);
     atomic_store(&p->stop, true);
     http_port_wake(p);
-    pthread_join(p->thread, NULL);
+    if (p->running) {
+        pthread_join(p->thread, NULL);
+    }
     if (!p->quiesced) {
         close(p->listen_fd);
     }

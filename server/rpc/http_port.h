@@ -29,7 +29,7 @@
 typedef int (*http_port_take_fn)(void *arg, int fd, const struct sockaddr *addr, socklen_t len);
 
 typedef struct {
-    int listen_fd;             /* listening, non-blocking; owned from http_port_start on */
+    int listen_fd;             /* listening, non-blocking; owned from http_port_open on */
     unsigned max_connections;  /* connections open at once, both protocols */
     unsigned header_timeout_s; /* first bytes or TLS handshake (0: no limit) */
     SSL_CTX *tls;              /* NULL: cleartext; else borrowed, outlives the port */
@@ -40,9 +40,13 @@ typedef struct {
 
 typedef struct http_port http_port;
 
-/* Starts the port's thread. Returns 0 and *out, or -1 with one line in err (the listening
- * socket is closed). */
-int http_port_start(const http_port_opts *o, http_port **out, char *err, size_t errlen);
+/* The port, not yet accepting: its wake descriptor and the gRPC listener's call slots. Made
+ * before libmicrohttpd's threads start, so they see it whole. Returns 0 and *out, or -1 with
+ * one line in err (the listening socket is closed). Free with http_port_free. */
+int http_port_open(const http_port_opts *o, http_port **out, char *err, size_t errlen);
+
+/* Starts the port's thread: it accepts from now on. Returns 0, or -1 with one line in err. */
+int http_port_run(http_port *p, char *err, size_t errlen);
 
 /* An HTTP/1.1 connection libmicrohttpd held is closed (any thread): its place under the cap is
  * free again. */
