@@ -468,7 +468,6 @@ static int grpc_stream_check(grpc_stream *s)
                                "grpc-timeout must be 1 to 8 digits and a unit (H M S m u n)");
             return -1;
         }
-        s->timeout_ms = (uint32_t)t;
         s->ends_ms = grpc_call_now_ms() + t;
     }
     /* A token that can never authenticate is refused before a byte of the message is kept. */

@@ -71,11 +71,10 @@ struct grpc_stream {
     char *h[GRPC_H_COUNT];
     size_t header_bytes;
     descriptors_shape shape;
-    uint32_t timeout_ms; /* grpc-timeout, capped (0: none) */
-    int64_t ends_ms;     /* the call's deadline, absolute (0: none) */
-    grpc_slot *slot;     /* held from the headers to the end of the call */
-    bool in_flight;      /* an envelope of the stream is at the transport */
-    uint8_t *in;         /* message bytes received and not yet sent on */
+    int64_t ends_ms; /* the call's deadline (grpc-timeout, capped), absolute; 0: none */
+    grpc_slot *slot; /* held from the headers to the end of the call */
+    bool in_flight;  /* an envelope of the stream is at the transport */
+    uint8_t *in;     /* message bytes received and not yet sent on */
     size_t in_len, in_cap;
     bool in_ended;    /* the client half-closed */
     uint8_t *request; /* a Watch's request message, sent again at each poll */
