@@ -381,8 +381,9 @@ static int64_t http_port_deadlines(http_port *p, int64_t now)
             next = now + 1;
         } else {
             log_refusal(RPC_DEADLINE_EXCEEDED, "DEADLINE_EXCEEDED",
-                        "HTTP connection closed: its first bytes did not arrive within %u s "
+                        "HTTP connection closed: its %s did not arrive within %u s "
                         "(--http-header-timeout)",
+                        pc->kind == PC_HANDSHAKE ? "TLS handshake" : "first bytes",
                         p->o.header_timeout_s);
             http_port_drop(p, pc, true);
         }
