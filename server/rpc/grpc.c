@@ -199,7 +199,7 @@ short grpc_conn_events(const grpc_conn *c)
     if (nghttp2_session_want_read(c->h2)) {
         ev |= POLLIN;
     }
-    if (c->pend_len > 0 || nghttp2_session_want_write(c->h2)) {
+    if (c->out_off < c->pend_len || nghttp2_session_want_write(c->h2)) {
         ev |= POLLOUT;
     }
     return ev;
@@ -210,32 +210,55 @@ int grpc_conn_fd(const grpc_conn *c)
     return c->io.fd;
 }
 
+/* Gathers what nghttp2 has to send into c->out until GRPC_OUT_BUF bytes or more are there
+ * (the last frame may pass it: nghttp2 cannot take a frame back). Returns 0, or -1 when nghttp2
+ * failed or memory ran out. */
+static int grpc_conn_gather(grpc_conn *c)
+{
+    c->out_off = c->pend_len = 0;
+    while (c->pend_len < GRPC_OUT_BUF) {
+        const uint8_t *d = NULL;
+        ssize_t n = nghttp2_session_mem_send(c->h2, &d);
+        if (n <= 0) {
+            return n < 0 ? -1 : 0;
+        }
+        if (c->pend_len + (size_t)n > c->out_cap) {
+            size_t cap =
+                c->pend_len + (size_t)n > GRPC_OUT_BUF ? c->pend_len + (size_t)n : GRPC_OUT_BUF;
+            uint8_t *b = realloc(c->out, cap);
+            if (b == NULL) {
+                return -1;
+            }
+            c->out = b;
+            c->out_cap = cap;
+        }
+        memcpy(c->out + c->pend_len, d, (size_t)n);
+        c->pend_len += (size_t)n;
+    }
+    return 0;
+}
+
 /* Writes what nghttp2 has to send until the socket would block. -1 when the connection failed
  * or the session is over (both sides done, nothing left to write). */
 static int grpc_conn_flush(grpc_conn *c)
 {
     for (;;) {
-        if (c->pend_len == 0) {
-            const uint8_t *d = NULL;
-            ssize_t n = nghttp2_session_mem_send(c->h2, &d);
-            if (n < 0) {
+        if (c->out_off == c->pend_len) {
+            if (grpc_conn_gather(c) != 0) {
                 return -1;
             }
-            if (n == 0) {
+            if (c->pend_len == 0) {
                 break;
             }
-            c->pend = d;
-            c->pend_len = (size_t)n;
         }
-        ssize_t w = tls_io_write(&c->io, c->pend, c->pend_len);
+        ssize_t w = tls_io_write(&c->io, c->out + c->out_off, c->pend_len - c->out_off);
         if (w < 0) {
             return -1;
         }
         if (w == 0) {
             return 0;
         }
-        c->pend += w;
-        c->pend_len -= (size_t)w;
+        c->out_off += (size_t)w;
         c->last_io_ms = grpc_call_now_ms();
     }
     return nghttp2_session_want_read(c->h2) || nghttp2_session_want_write(c->h2) ? 0 : -1;
@@ -352,6 +375,7 @@ void grpc_conn_close(grpc_conn *c)
         grpc_stream_closed(s);
     }
     nghttp2_session_del(c->h2);
+    free(c->out);
     tls_io_close(&c->io);
     free(c);
 }

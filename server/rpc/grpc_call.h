@@ -47,13 +47,19 @@ typedef struct grpc_call_server grpc_call_server;
 typedef struct grpc_stream grpc_stream;
 typedef struct grpc_slot grpc_slot;
 
+/* Bytes of frames gathered into one write: HEADERS, DATA and trailers of an answer leave in
+ * one segment rather than three. */
+#define GRPC_OUT_BUF 16384
+
 /* One HTTP/2 connection (rpc/grpc.c owns it). */
 typedef struct grpc_conn {
     grpc_call_server *srv;
     tls_io io;
     nghttp2_session *h2;
-    const uint8_t *pend; /* bytes nghttp2 gave to send and not written yet */
-    size_t pend_len;
+    uint8_t *out;       /* frames nghttp2 gave to send, gathered for one write (GRPC_OUT_BUF) */
+    size_t out_cap;     /* bytes allocated at out */
+    size_t out_off;     /* written of them */
+    size_t pend_len;    /* gathered in all */
     int64_t last_io_ms; /* the last byte either way */
     int64_t quiet_ms;   /* since when no stream is open (0: some is) */
     int64_t goaway_ms;  /* when GOAWAY was sent for a connection left quiet (0: not) */

@@ -12,6 +12,8 @@
 #include "rpc/http_port.h"
 
 #include <errno.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
 #include <poll.h>
 #include <pthread.h>
 #include <stdatomic.h>
@@ -107,6 +109,9 @@ static void http_port_drop(http_port *p, http_port_conn *pc, bool counted)
  * hold bytes already read from the socket. */
 static void http_port_to_h2(http_port *p, http_port_conn *pc)
 {
+    /* Small frames go out at once: an answer waits for no ACK of the frame before it. */
+    int one = 1;
+    (void)setsockopt(pc->io.fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
     tls_io io = pc->io;
     pc->io.fd = -1;
     pc->io.ssl = NULL;
