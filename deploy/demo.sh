@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The reference workflow, end to end: starts charterd on its embedded Redis in a temporary
-# data folder, drives the procurement run through the charter CLI, prints each decision, checks
-# it is the expected one, and stops what it started.
+# data folder (where it makes its integrity key at the first start), drives the procurement run
+# through the charter CLI, prints each decision, checks it is the expected one, checks the
+# public delivery's receipt offline with that key, and stops what it started.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 build=$(readlink -f "${CHARTER_BUILD_DIR:-build}")
@@ -88,4 +89,13 @@ charter replay "$run" "$seq" | tee "$tmp/replay.txt"
 charter --json replay "$run" "$seq" | jq -e '.matches == true and .replayed.outcome == "ALLOW"' >/dev/null \
   || fail "expected the replayed public delivery to be allowed from its recorded facts"
 charter restore g_reporter >/dev/null
+
+say "7. The evidence: the run's hash chain, and the public delivery's receipt checked offline with the key charterd made in its data folder"
+charter audit "$run" | tee "$tmp/audit.txt"
+grep -q "intact" "$tmp/audit.txt" || fail "expected the run's hash chain to be intact"
+[ "$(stat -c %a "$tmp/data/integrity.key")" = 600 ] || fail "expected the integrity key to be mode 600"
+inv=$(jq -r '.deliveries[] | select(.recipient=="public") | .invocation_id' <<<"$final")
+charter --json receipt "$run" "$inv" >"$tmp/receipt.json"
+charter verify-receipt "$tmp/receipt.json" --key "$tmp/data/integrity.key" | tee "$tmp/verify.txt" \
+  || fail "expected the receipt to verify under the integrity key"
 say "demo: ok"

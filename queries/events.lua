@@ -146,14 +146,17 @@ end
 --[[ charter_audit_events
 call: audit_events(run_id, after_seq, limit)
 keys: P. args: run_id, after_seq (integer >= 0), limit (1..1000).
-reply: {"run":{"seq":n,"head":"<hex>","status":"<s>","receipt":"<json text>"|absent},
+reply: {"run":{"seq":n,"head":"<hex>","status":"<s>","receipt":"<json text>"|absent,
+  "keyless":{"until":n,"head":"<hex>","seal":"<hex>"}|absent},
   "upper":n, "events":[...], "deliveries":[{"invocation_id","event_seq"}]}: one page of a run's
   event log as stored, for an audit of its hash chain. upper is the last place to look: the
   greatest of the run's seq, the greatest seq in its events index and any of the 8 places
   after that where an event hash exists. events holds, for each place p in
   after_seq+1 .. min(after_seq+limit, upper), {"at":p,"missing":true,"indexed":bool} when no
   event hash is stored there, else the event object with "at":p and "indexed" (p is in the
-  run's events index). errors: not_found (run), invalid. ]]
+  run's events index). keyless is present on a run that had events when its keyless graph
+  adopted a key (charter_adopt_key): its events up to until are hashed with plain SHA-256.
+  errors: not_found (run), invalid. ]]
 local function charter_audit_events(keys, args)
     local P = prefix(keys)
     local run_id = check_id(args[1], 'run_id')
@@ -196,8 +199,13 @@ local function charter_audit_events(keys, args)
         local s = redis.call('HGET', P .. ':delivery:' .. inv, 'event_seq')
         deliveries[#deliveries + 1] = {invocation_id = inv, event_seq = s and tonumber(s) or 0}
     end
+    local keyless = nil
+    if h.keyless_until then
+        keyless = {['until'] = tonumber(h.keyless_until) or 0, head = h.keyless_head or '',
+                   seal = h.keyless_seal or ''}
+    end
     return cjson.encode({run = {seq = head, head = h.head or '', status = h.status or '',
-                                receipt = h.receipt or nil},
+                                receipt = h.receipt or nil, keyless = keyless},
                          upper = upper, events = events, deliveries = deliveries})
 end
 

@@ -360,6 +360,93 @@ local function charter_integrity(keys, args)
     return cjson.encode({mode = mode, key_check = check, recorded = true})
 end
 
+--[[ charter_integrity_state
+call: integrity_state()
+keys: P. args: none.
+reply: {"mode":"keyed"|"keyless"|"","key_check":"<hex or empty>","adopted_at":"<t>"|absent}:
+  the graph's integrity mode as charter_integrity recorded it ("" before any charterd served
+  it), and when a keyless graph adopted a key, the database time it did (charter_adopt_key).
+  Writes nothing: charterd reads it before it decides which key to claim the graph with.
+  errors: invalid. ]]
+local function charter_integrity_state(keys, args)
+    local P = prefix(keys)
+    local f = redis.call('HMGET', P .. ':meta', 'integrity', 'key_check', 'adopted_at')
+    return cjson.encode({mode = f[1] or '', key_check = f[2] or '', adopted_at = f[3] or nil})
+end
+
+--[[ charter_keyless_runs
+call: keyless_runs(offset, limit)
+keys: P. args: offset (integer >= 0), limit (1..1000).
+reply: {"runs":[{"id","seq","head"}],"total":n}: the runs of the graph in creation order from
+  offset on, each with the seq and hash of its last event (0 and "" when it has none), and how
+  many runs the graph holds: what charterd seals when a keyless graph adopts a key.
+  errors: invalid. ]]
+local function charter_keyless_runs(keys, args)
+    local P = prefix(keys)
+    local offset = check_count(args[1], 'offset', 0, 1e15)
+    local limit = check_count(args[2], 'limit', 1, 1000)
+    local runs = {}
+    for _, id in ipairs(redis.call('ZRANGE', P .. ':runs', offset, offset + limit - 1)) do
+        local f = redis.call('HMGET', P .. ':run:' .. id, 'seq', 'head')
+        runs[#runs + 1] = {id = id, seq = tonumber(f[1]) or 0, head = f[2] or ''}
+    end
+    return cjson.encode({runs = runs, total = redis.call('ZCARD', P .. ':runs')})
+end
+
+--[[ charter_adopt_key
+call: adopt_key(key_check, runs)
+keys: P. args: key_check (64 hex digits: HMAC-SHA256 of a fixed text under the key the graph
+  adopts), runs: JSON {"runs":[{"id","seq","head","seal"}]}, every run of the graph with the
+  seq and hash of its last event as charter_keyless_runs gave them and seal, 64 hex digits:
+  charterd's HMAC under the new key over the run's id, seq and head.
+reply: {"adopted":true,"at":"<t>","runs":n} when the keyless graph now records the mode keyed,
+  key_check and adopted_at (the database time), and each listed run with events records
+  keyless_until (its seq), keyless_head and keyless_seal: its events up to that seq stay hashed
+  with plain SHA-256, sealed from now on by the seal; {"adopted":false,"mode":"<m>"} when the
+  graph is not keyless (nothing written); {"conflict":true} when the runs are not exactly the
+  graph's, or one has another last event now (a run was created or an event written since they
+  were listed; nothing written). errors: refused (a tenant's graph), invalid. ]]
+local function charter_adopt_key(keys, args)
+    local P = prefix(keys)
+    local check = args[1]
+    if not hex64(check) then
+        raise('invalid', 'key_check must be 64 lowercase hex digits')
+    end
+    local list = json_arg(args[2], 'runs').runs
+    if type(list) ~= 'table' then
+        raise('invalid', 'runs must hold a list of runs')
+    end
+    if exists(P .. ':tenant') then
+        raise('refused', 'the graph is a tenant created with CreateTenant (' .. P .. ':tenant)')
+    end
+    local mode = redis.call('HGET', P .. ':meta', 'integrity')
+    if mode ~= 'keyless' then
+        return cjson.encode({adopted = false, mode = mode or ''})
+    end
+    if #list ~= redis.call('ZCARD', P .. ':runs') then
+        return cjson.encode({conflict = true})
+    end
+    for _, r in ipairs(list) do
+        if type(r) ~= 'table' or type(r.id) ~= 'string' or not hex64(r.seal) then
+            raise('invalid', 'each run needs id, seq, head and a 64-hex-digit seal')
+        end
+        local f = redis.call('HMGET', P .. ':run:' .. r.id, 'seq', 'head')
+        if redis.call('ZSCORE', P .. ':runs', r.id) == false or (tonumber(f[1]) or 0) ~= r.seq
+            or (f[2] or '') ~= r.head then
+            return cjson.encode({conflict = true})
+        end
+    end
+    local at = now()
+    for _, r in ipairs(list) do
+        if r.seq > 0 then
+            redis.call('HSET', P .. ':run:' .. r.id, 'keyless_until', string.format('%d', r.seq),
+                       'keyless_head', r.head, 'keyless_seal', r.seal)
+        end
+    end
+    redis.call('HSET', P .. ':meta', 'integrity', 'keyed', 'key_check', check, 'adopted_at', at)
+    return cjson.encode({adopted = true, at = at, runs = #list})
+end
+
 --[[ charter_get_resource
 call: get_resource(resource_id)
 keys: P. args: resource_id.
@@ -408,6 +495,9 @@ graph.charter_time = charter_time
 graph.charter_seed = charter_seed
 graph.charter_graph_stats = charter_graph_stats
 graph.charter_integrity = charter_integrity
+graph.charter_integrity_state = charter_integrity_state
+graph.charter_keyless_runs = charter_keyless_runs
+graph.charter_adopt_key = charter_adopt_key
 graph.charter_get_resource = charter_get_resource
 graph.charter_get_recipient = charter_get_recipient
 end

@@ -14,6 +14,7 @@ local decode_list, encode_list = graph.decode_list, graph.encode_list
 local artifact_object = graph.artifact_object
 local check_sealed, head_conflict = events.check_sealed, events.head_conflict
 local write_event = events.write_event
+local context_table = runs.context_table
 
 -- An artifact's facts as its lineage record holds them (refs aside): f is the HMGET of its nine
 -- fields in the walk's order, the edges are read here, a resource's fields through rescache
@@ -331,17 +332,52 @@ local function charter_lineage_summary(keys, args)
     return cjson.encode(summary_object(P, id) or {id = id})
 end
 
+--[[ charter_input_facts
+call: input_facts(json request)
+keys: P. args: JSON {context_id, artifact_ids:[1..1000 ids]}.
+reply: {"context":{...},"summaries":[{...},...]}: every fact the input gate reads, at one
+  instant and in one call whatever the depth of the lineages: the context as
+  charter_context_owner replies it, and per artifact id (in the order given) its summary as
+  charter_lineage_summary replies it ({"id":id} alone when it has none, {"id":id,
+  "missing":true} when there is no such artifact: the caller checks the context first).
+errors: not_found (the context), invalid. ]]
+local function charter_input_facts(keys, args)
+    local P = prefix(keys)
+    local doc = json_arg(args[1], 'request')
+    local context_id = check_id(doc.context_id, 'context_id')
+    local ids = check_id_list(doc.artifact_ids, 'artifact_ids', false)
+    if #ids < 1 or #ids > 1000 then
+        raise('invalid', 'artifact_ids must hold 1 to 1000 ids')
+    end
+    local context = context_table(P, context_id)
+    local summaries = {}
+    for i, id in ipairs(ids) do
+        local read, o = pcall(summary_object, P, id)
+        if read then
+            summaries[i] = o or {id = id}
+        elseif type(o) == 'table' and o.charter_err == 'not_found' then
+            summaries[i] = {id = id, missing = true}
+        else
+            error(o)
+        end
+    end
+    return cjson.encode({context = context, summaries = summaries})
+end
+
 --[[ charter_audit_summaries
-call: audit_summaries(run_id)
-keys: P. args: run_id.
-reply: {"checked":n,"skipped":k} or, at the first artifact whose stored lineage summary is not
-  the one re-derived from the raw graph, also "first_bad":id and "problem":text. The run's
+call: audit_summaries(run_id, with_seals)
+keys: P. args: run_id, with_seals ("1": the reply lists every checked artifact's seal; "0").
+reply: {"checked":n} or, at the first artifact whose stored lineage summary is not the one
+  re-derived from the raw graph, also "first_bad":id and "problem":text; with with_seals "1"
+  also "seals":[[id,summary_hash,seal or ""],...] of the artifacts checked before first_bad,
+  in the same order (charterd verifies them: the integrity key never reaches Redis). The run's
   artifacts are visited in creation order (P:run:<id>:artifacts), so every parent of the run
-  is checked before its children: each stored summary must hash to its summary_hash, and the
-  summary re-derived from the artifact's own fields, its DERIVED_FROM and FROM_RESOURCE edges,
-  its lineage record recomputed from the graph (as keep_record computes it) and its parents'
-  summaries (already checked) must equal the stored one field by field. An artifact without a
-  summary (written before summaries were kept) is skipped. Reads only.
+  is checked before its children: each must have a summary (an artifact without one, deleted
+  or written before summaries were kept, decides UNKNOWN and is named), it must hash to its
+  summary_hash, and the summary re-derived from the artifact's own fields, its DERIVED_FROM
+  and FROM_RESOURCE edges, its lineage record recomputed from the graph (as keep_record
+  computes it) and its parents' summaries (already checked) must equal the stored one field
+  by field. Reads only.
 errors: not_found (run), invalid. ]]
 local function same_summary(a, b)
     local function flat(v)
@@ -366,67 +402,80 @@ local function same_summary(a, b)
     return nil
 end
 
+-- The summary re-derived from the raw graph for artifact id (key its hash, f its fields run_id,
+-- kind, conf, integrity, capture_complete): its lineage record recomputed as keep_record
+-- computes it (without storing it), then make_summary over its own edges and its parents'
+-- stored summaries. Returns the summary's JSON text, or nil and the problem.
+local function rederive_summary(P, id, key, f)
+    local resources = members(key .. ':from_resource')
+    if #resources > 1 or (f[2] ~= 'source' and #resources > 0) then
+        return nil, 'its FROM_RESOURCE edges are not the ones its summary names'
+    end
+    local rf = redis.call('HMGET', key, 'run_id', 'kind', 'title', 'conf', 'integrity',
+                          'capture_complete', 'hash', 'input_ids', 'step')
+    local o = record_object(P, id, rf, {})
+    local refs, record = {}, ''
+    for m, p in ipairs(o.parents) do
+        refs[m] = redis.call('HGET', P .. ':artifact:' .. p, 'lineage')
+        if not refs[m] then
+            refs = nil
+            break
+        end
+    end
+    if refs then
+        o.refs = refs
+        record = redis.sha1hex(cjson.encode(o))
+    end
+    local text = make_summary(P, id, {
+        run_id = f[1] or '', kind = f[2] or '', conf = tonumber(f[3]),
+        integrity = tonumber(f[4]), capture_complete = f[5] == '1',
+        resource = resources[1], hash = rf[7], parents = o.parents, record = record})
+    if not text then
+        return nil, 'a parent has no summary to re-derive it from'
+    end
+    return text
+end
+
 local function charter_audit_summaries(keys, args)
     local P = prefix(keys)
     local run_id = check_id(args[1], 'run_id')
+    local with_seals = check_bool(args[2], 'with_seals', false)
     if not exists(P .. ':run:' .. run_id) then
         raise('not_found', 'run ' .. run_id .. ' not found')
     end
-    local checked, skipped = 0, 0
-    local function bad(id, problem)
-        return cjson.encode({checked = checked, skipped = skipped, first_bad = id,
-                             problem = problem})
+    local checked, seals = 0, {}
+    local function reply(id, problem)
+        return cjson.encode({checked = checked, first_bad = id, problem = problem,
+                             seals = with_seals and seals or nil})
     end
     for _, id in ipairs(redis.call('ZRANGE', P .. ':run:' .. run_id .. ':artifacts', 0, -1)) do
         local key = P .. ':artifact:' .. id
         local f = redis.call('HMGET', key, 'run_id', 'kind', 'conf', 'integrity',
-                             'capture_complete', 'summary', 'summary_hash')
+                             'capture_complete', 'summary', 'summary_hash', 'summary_seal')
+        checked = checked + 1
         if not f[6] and not f[7] then
-            skipped = skipped + 1
-        else
-            checked = checked + 1
-            if not f[6] or not f[7] or redis.sha1hex(f[6]) ~= f[7] then
-                return bad(id, 'its stored summary no longer hashes to its summary_hash')
-            end
-            local decoded, stored = pcall(cjson.decode, f[6])
-            if not decoded or type(stored) ~= 'table' then
-                return bad(id, 'its stored summary is not a summary')
-            end
-            local resources = members(key .. ':from_resource')
-            if #resources > 1 or (f[2] ~= 'source' and #resources > 0) then
-                return bad(id, 'its FROM_RESOURCE edges are not the ones its summary names')
-            end
-            -- Its lineage record as the graph gives it now (keep_record, without storing it).
-            local rf = redis.call('HMGET', key, 'run_id', 'kind', 'title', 'conf', 'integrity',
-                                  'capture_complete', 'hash', 'input_ids', 'step')
-            local o = record_object(P, id, rf, {})
-            local refs, record = {}, ''
-            for m, p in ipairs(o.parents) do
-                refs[m] = redis.call('HGET', P .. ':artifact:' .. p, 'lineage')
-                if not refs[m] then
-                    refs = nil
-                    break
-                end
-            end
-            if refs then
-                o.refs = refs
-                record = redis.sha1hex(cjson.encode(o))
-            end
-            local text = make_summary(P, id, {
-                run_id = f[1] or '', kind = f[2] or '', conf = tonumber(f[3]),
-                integrity = tonumber(f[4]), capture_complete = f[5] == '1',
-                resource = resources[1], hash = rf[7], parents = o.parents, record = record})
-            if not text then
-                return bad(id, 'a parent has no summary to re-derive it from')
-            end
-            local field = same_summary(cjson.decode(text), stored)
-            if field then
-                return bad(id, 'its stored summary differs from the one re-derived from the ' ..
-                               'graph in ' .. field)
-            end
+            return reply(id, 'it has no lineage summary (deleted, or written before summaries ' ..
+                             'were kept): decisions on it are UNKNOWN')
         end
+        if not f[6] or not f[7] or redis.sha1hex(f[6]) ~= f[7] then
+            return reply(id, 'its stored summary no longer hashes to its summary_hash')
+        end
+        local decoded, stored = pcall(cjson.decode, f[6])
+        if not decoded or type(stored) ~= 'table' then
+            return reply(id, 'its stored summary is not a summary')
+        end
+        local text, problem = rederive_summary(P, id, key, f)
+        if not text then
+            return reply(id, problem)
+        end
+        local field = same_summary(cjson.decode(text), stored)
+        if field then
+            return reply(id, 'its stored summary differs from the one re-derived from the ' ..
+                             'graph in ' .. field)
+        end
+        seals[#seals + 1] = {id, f[7], f[8] or ''}
     end
-    return cjson.encode({checked = checked, skipped = skipped})
+    return reply(nil, nil)
 end
 
 --[[ charter_seal_summary
@@ -699,6 +748,7 @@ end
 lineage.charter_create_artifact = charter_create_artifact
 lineage.charter_get_artifact = charter_get_artifact
 lineage.charter_lineage_summary = charter_lineage_summary
+lineage.charter_input_facts = charter_input_facts
 lineage.summary_object = summary_object
 lineage.charter_audit_summaries = charter_audit_summaries
 lineage.charter_seal_summary = charter_seal_summary

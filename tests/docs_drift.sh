@@ -15,6 +15,10 @@
 #      deadline) against server/main/config.h, server/main/config.c and the limits headers.
 #   5. links: every relative link of README.md and docs/*.md names a file that exists, and every
 #      #anchor a heading of that file (GitHub's anchor spelling).
+#   6. the evaluator version docs/evidence.md says this build decides by against
+#      EVALUATOR_VERSION of server/policy/evaluator.h.
+#   7. charter-bench: every option and workload `charter-bench --help` prints has a row in the
+#      Options or Workloads table of docs/measuring.md, and every row names one it prints.
 #
 # Usage: tests/docs_drift.sh [SOURCE_DIR [BUILD_DIR]]   (default: this tree and its build/)
 # Exit status: 0 in step; 1 a statement drifted; 2 a file or charterd could not be read.
@@ -24,8 +28,8 @@ build=${2:-$src/build}
 charterd=$build/charterd
 cd "$src" || exit 2
 for f in README.md docs/operator.md docs/api.md docs/http.md docs/client.md docs/concepts.md \
-  server/main/config.h server/main/config.c server/core/decision.c proto/charter_codes.h \
-  server/rpc/http.c server/workflow/registry.h; do
+  docs/evidence.md server/main/config.h server/main/config.c server/core/decision.c \
+  proto/charter_codes.h server/rpc/http.c server/workflow/registry.h server/policy/evaluator.h; do
   [ -r "$f" ] || { echo "docs_drift: cannot read $f" >&2; exit 2; }
 done
 [ -x "$charterd" ] || { echo "docs_drift: no charterd at $charterd (build first)" >&2; exit 2; }
@@ -254,9 +258,48 @@ done < <(perl -e '
     }
   }' README.md docs/*.md)
 
+# --- 6. the evaluator version -------------------------------------------------------------
+# The version docs/evidence.md says this build decides by, against EVALUATOR_VERSION.
+version=$(define EVALUATOR_VERSION server/policy/evaluator.h)
+evaluator=$(section docs/evidence.md '## The evaluator version' | tr '\n' ' ')
+expect docs/evidence.md "the evaluator version" "evaluator version $version" EVALUATOR_VERSION \
+  "$(grep -oE 'This build decides by evaluator version [0-9]+' <<<"$evaluator")"
+
+# --- 7. charter-bench's options and workloads ---------------------------------------------
+bench=$build/charter-bench
+if [ -x "$bench" ] && [ -r docs/measuring.md ]; then
+  bench_help=$("$bench" --help)
+  bench_help_opts=$(grep -oE '^  --[a-z-]+(, --[a-z-]+)*' <<<"$bench_help" | grep -oE -- '--[a-z-]+' | sort -u)
+  bench_doc_opts=$(section docs/measuring.md '## Options' | grep -E '^\| `-' | cut -d'|' -f2 |
+    grep -oE -- '--[a-z-]+' | sort -u)
+  bench_help_wls=$(awk '/^Workloads/ { on = 1; next } /^$/ { on = 0 } on' <<<"$bench_help" |
+    grep -oE '^  [a-z-]+' | tr -d ' ' | sort -u)
+  bench_doc_wls=$(section docs/measuring.md '## Workloads' | grep -E '^\| `[a-z]' | cut -d'|' -f2 |
+    grep -oE '`[a-z-]+`' | tr -d '`' | sort -u)
+  [ -n "$bench_help_opts" ] && [ -n "$bench_help_wls" ] ||
+    fail "charter-bench --help lists no option or no workload"
+  for o in $bench_help_opts; do
+    grep -qx -- "$o" <<<"$bench_doc_opts" ||
+      fail "docs/measuring.md Options: $o is printed by charter-bench --help but has no row"
+  done
+  for o in $bench_doc_opts; do
+    grep -qx -- "$o" <<<"$bench_help_opts" ||
+      fail "docs/measuring.md Options: $o has a row but charter-bench --help does not print it"
+  done
+  for w in $bench_help_wls; do
+    grep -qx -- "$w" <<<"$bench_doc_wls" ||
+      fail "docs/measuring.md Workloads: $w is printed by charter-bench --help but has no row"
+  done
+  for w in $bench_doc_wls; do
+    grep -qx -- "$w" <<<"$bench_help_wls" ||
+      fail "docs/measuring.md Workloads: $w has a row but charter-bench --help does not print it"
+  done
+fi
+
 if [ "$fails" -ne 0 ]; then
   echo "docs_drift: $fails statement(s) of the docs no longer match the code"
   exit 1
 fi
-echo "docs_drift: options, API reference, codes, limits and links match the code"
+echo "docs_drift: options, API reference, codes, limits, links, the evaluator version and" \
+  "charter-bench's options match the code"
 exit 0

@@ -74,7 +74,8 @@ token=attack-operator-token-$RANDOM$RANDOM$RANDOM
 export CHARTER_OPERATOR_TOKEN=$token CHARTER_TOKEN=$token
 hport=$(free_port)
 (ulimit -n 512; exec "$build/charterd" --redis "unix://$tmp/redis.sock" --graph "attacks_$$" \
-  --listen "ipc://$tmp/c.sock" --workers 2 --http "127.0.0.1:$hport") 2>"$tmp/charterd.log" &
+  --listen "ipc://$tmp/c.sock" --workers 2 --http "127.0.0.1:$hport" --no-integrity-key) \
+  2>"$tmp/charterd.log" &
 cpid=$!
 pids+=($cpid)
 for _ in $(seq 100); do [ "$(health)" = ok ] && break; sleep 0.2; done

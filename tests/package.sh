@@ -27,6 +27,7 @@ for f in /usr/bin/charter /usr/bin/charterd /usr/bin/charter-bench /usr/bin/char
   /usr/share/man/man1/charter.1 /usr/share/man/man1/charter-bench.1 \
   /usr/share/man/man8/charterd.8 /usr/share/charter/workflows/procurement.json \
   /usr/share/charter/workflows/support.json /usr/share/charter/workflows/workflow.schema.json \
+  /usr/share/charter/workflows/procurement.test.json /usr/share/charter/workflows/support.test.json \
   /usr/share/charter/redis.conf /usr/lib/systemd/system/charterd.service \
   /usr/lib/systemd/system/charter-redis.service /usr/share/bash-completion/completions/charter; do
   grep -qx -- "$f" "$tmp/contents" && echo "ok   contains $f" || bad "the package lacks $f"
@@ -97,4 +98,51 @@ echo "ok   every command has help with its usage and options"
 out=$(PATH="$root/usr/bin:$PATH" bash -c '. "$1"; COMP_WORDS=(charter ver); COMP_CWORD=1; _charter; echo "${COMPREPLY[*]}"' _ \
   "$root/usr/share/bash-completion/completions/charter")
 [ "$out" = verify-receipt ] && echo "ok   completion: charter ver -> $out" || bad "completion of 'charter ver' gave '$out'"
+
+# A fresh install as the unit starts it: the unpacked charterd with the unit's ExecStart (its
+# sockets and ports moved into this folder, since nothing here runs as root or under systemd)
+# and $STATE_DIRECTORY, as StateDirectory= sets it, on a redis-server of its own. It must make
+# its integrity key there, mode 0600, and serve /healthz, /metrics and the console on loopback.
+unit=$root/usr/lib/systemd/system/charterd.service
+exec_start=$(sed -n 's/^ExecStart=//p' "$unit")
+grep -q -- '--http 127.0.0.1:7434' <<<"$exec_start" || bad "charterd.service does not serve HTTP on 127.0.0.1:7434"
+grep -q -- 'integrity-key' <<<"$exec_start" && bad "charterd.service names a key option: the default key is the one in its StateDirectory"
+grep -qx 'StateDirectory=charter' "$unit" || bad "charterd.service has no StateDirectory=charter"
+free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
+tcp_port=$(free_port)
+http_port=$(free_port)
+redis-server --port 0 --unixsocket "$tmp/redis.sock" --unixsocketperm 700 --dir "$tmp" --save '' \
+  --appendonly no --logfile "$tmp/redis.log" --daemonize yes --pidfile "$tmp/redis.pid"
+for _ in $(seq 100); do redis-cli -s "$tmp/redis.sock" ping >/dev/null 2>&1 && break; sleep 0.1; done
+mkdir -m 700 "$tmp/state"
+args=$(sed -e "s|/usr/bin/charterd|$root/usr/bin/charterd|" \
+  -e "s|unix:///run/charter-redis/redis.sock|unix://$tmp/redis.sock|" \
+  -e "s|ipc:///run/charter/charterd.sock|ipc://$tmp/c.sock|" \
+  -e "s|tcp://127.0.0.1:7433|tcp://127.0.0.1:$tcp_port|" \
+  -e "s|127.0.0.1:7434|127.0.0.1:$http_port|" <<<"$exec_start")
+# shellcheck disable=SC2086 # the unit's command line, split as systemd splits it
+env -u LD_LIBRARY_PATH STATE_DIRECTORY="$tmp/state" CHARTER_OPERATOR_TOKEN=$(openssl rand -hex 24) \
+  $args >"$tmp/charterd.log" 2>&1 &
+cpid=$!
+for _ in $(seq 200); do
+  curl -sf "http://127.0.0.1:$http_port/healthz" >/dev/null 2>&1 && break
+  kill -0 "$cpid" 2>/dev/null || break
+  sleep 0.1
+done
+if curl -sf "http://127.0.0.1:$http_port/healthz" >/dev/null; then
+  echo "ok   a fresh install serves /healthz on 127.0.0.1 (HTTP port $http_port here)"
+else
+  bad "a fresh install does not serve /healthz: $(cat "$tmp/charterd.log")"
+fi
+curl -sf "http://127.0.0.1:$http_port/metrics" | grep -q '^charter_' && echo "ok   ... and /metrics" \
+  || bad "a fresh install serves no /metrics"
+curl -sf "http://127.0.0.1:$http_port/" | grep -qi '<html' && echo "ok   ... and the console" \
+  || bad "a fresh install serves no console"
+[ "$(stat -c %a "$tmp/state/integrity.key" 2>/dev/null)" = 600 ] \
+  && echo "ok   ... and made its integrity key in \$STATE_DIRECTORY, mode 600" \
+  || bad "a fresh install made no integrity key in \$STATE_DIRECTORY: $(ls -la "$tmp/state")"
+grep -q "made a new integrity key in $tmp/state/integrity.key" "$tmp/charterd.log" \
+  || bad "a fresh install does not say it made its key: $(cat "$tmp/charterd.log")"
+kill -TERM "$cpid" 2>/dev/null && wait "$cpid" || true
+redis-cli -s "$tmp/redis.sock" shutdown nosave >/dev/null 2>&1 || true
 exit $fail

@@ -29,6 +29,7 @@
 #include "harness.h"
 #include "suite.h"
 #include "evidence/integrity.h"
+#include "policy/evaluator.h"
 #include "receipt.h"
 
 static const char *HANDOFF_WITNESS =
@@ -623,6 +624,58 @@ static void test_replay_refuses_an_event_of_another_evaluator(void)
     expect_audit(false, seq, "changed"); /* and the edit shows in the chain */
     const char *back[4] = {"HSET", key, "evaluator", was};
     rawdo(4, back);
+    expect_audit(true, 0, NULL);
+}
+
+/* The evaluator a decision of the build before versions were declared recorded: a
+ * fingerprint over its guard's and query library's source (tests/golden/pre-versions.json). */
+#define PRE_VERSIONS_EVALUATOR "0313c1505ec82fd9cb35bfb14f90db447b0b972171f9c90212bc9c9dae837f3e"
+
+/* A replay names the evaluator version it decided with; a decision stored as the build before
+ * versions recorded it (no version in its snapshot, a source fingerprint) still replays, with
+ * the first declared version, and the answer says it was recorded before versions. */
+static void test_replay_names_the_version_and_replays_a_decision_from_before_versions(void)
+{
+    CU_ASSERT_FATAL(run_id[0] != '\0');
+    uint64_t seq = find_event("input_checked", CHARTER__V1__OUTCOME__DENY, "step", "report");
+    CU_ASSERT_FATAL(seq > 0);
+    Charter__V1__ReplayDecisionResponse *r = replay(seq, NULL);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(r);
+    CU_ASSERT_EQUAL(r->evaluator_version, EVALUATOR_VERSION);
+    CU_ASSERT_FALSE(r->before_versions);
+    charter__v1__replay_decision_response__free_unpacked(r, NULL);
+
+    char key[256], was[80];
+    static char snapshot[65536], before[65536];
+    event_key(key, sizeof key, graph, run_id, seq);
+    hget(key, "evaluator", was, sizeof was);
+    hget(key, "snapshot", snapshot, sizeof snapshot);
+    char version[32];
+    snprintf(version, sizeof version, ",\"evaluator_version\":%d", EVALUATOR_VERSION);
+    char *at = strstr(snapshot, version);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(at);
+    snprintf(before, sizeof before, "%.*s%s", (int)(at - snapshot), snapshot, at + strlen(version));
+    const char *edit[6] = {"HSET", key, "evaluator", PRE_VERSIONS_EVALUATOR, "snapshot", before};
+    rawdo(6, edit);
+    r = replay(seq, NULL);
+    CU_ASSERT_PTR_NOT_NULL(r);
+    if (r != NULL) {
+        CU_ASSERT_TRUE(r->before_versions);
+        CU_ASSERT_EQUAL(r->evaluator_version, 2);
+        CU_ASSERT_TRUE(r->matches);
+        CU_ASSERT_STRING_EQUAL(r->evaluator, PRE_VERSIONS_EVALUATOR);
+        CU_ASSERT_STRING_EQUAL(r->replayed->witness, HANDOFF_WITNESS);
+        charter__v1__replay_decision_response__free_unpacked(r, NULL);
+    }
+    /* Without its version but with the current fingerprint it is neither: refused. */
+    const char *mixed[4] = {"HSET", key, "evaluator", was};
+    rawdo(4, mixed);
+    charter_status st;
+    CU_ASSERT_PTR_NULL(replay(seq, &st));
+    CU_ASSERT_EQUAL(st.code, CHARTER_FAILED_PRECONDITION);
+    CU_ASSERT_PTR_NOT_NULL(strstr(st.message, "names no evaluator version"));
+    const char *back[6] = {"HSET", key, "evaluator", was, "snapshot", snapshot};
+    rawdo(6, back);
     expect_audit(true, 0, NULL);
 }
 
@@ -1434,6 +1487,8 @@ static const harness_test keyed_tests[] = {
      test_replay_of_poisoned_handoff_denies_with_the_same_witness},
     {"replay refuses an event of another evaluator",
      test_replay_refuses_an_event_of_another_evaluator},
+    {"replay names the version and replays a decision from before versions",
+     test_replay_names_the_version_and_replays_a_decision_from_before_versions},
     {"failed delivery has no snapshot to replay", test_failed_delivery_has_no_snapshot_to_replay},
     {"public delivery gets a receipt that verifies offline",
      test_public_delivery_gets_a_receipt_that_verifies_offline},

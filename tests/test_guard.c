@@ -1566,6 +1566,13 @@ static void test_input_from_a_summary(void)
     expect(&d, GUARD_UNKNOWN, 1u << GUARD_GRAPH_ERROR,
            "the lineage summary of a9 does not hash to its summary_hash");
     guard_decision_free(&d);
+    /* charterd's reason when it found the summary unusable (no summary, no seal) */
+    s.unverified = "the lineage summary of a9 carries no seal of this charterd's integrity key";
+    CU_ASSERT_EQUAL(guard_check_input_summary(&cap, &ctx, RUN, &s, &d), 0);
+    expect(&d, GUARD_UNKNOWN, 1u << GUARD_GRAPH_ERROR,
+           "the lineage summary of a9 carries no seal of this charterd's integrity key");
+    guard_decision_free(&d);
+    s.unverified = NULL;
     s.verified = true;
 
     guard_strs kept = s.now_parents;

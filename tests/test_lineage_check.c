@@ -2,17 +2,19 @@
  * test_lineage_check.c - the input gate decides from the lineage summary stored at creation and
  * the payload's own node, and a payload changed behind the server's back is still refused.
  *
- * Every artifact recorded through the API carries its lineage record (field lineage), and a
- * CheckInput reads the graph as it stands and compares it with those records, which charterd
- * holds decoded by name once it has hashed them; each also carries its summary. The tests drive
- * a real charterd over NNG: a lineage is allowed, then the payload's edge is deleted, its label
- * changed, its producer removed, a FROM_RESOURCE edge added to it, a resource relabelled, its
- * summary edited, each directly in Redis: every one turns the same check into a refusal (or
- * UNKNOWN), and undoing it allows the check again. Edits deeper than the payload no longer
- * change the decision (audit names them); an artifact without a summary is walked in full.
+ * Every artifact recorded through the API carries its lineage record (field lineage) and its
+ * summary (sealed under an integrity key). The tests drive a real charterd over NNG: a lineage
+ * is allowed, then the payload's edge is deleted, its label changed, its producer removed, a
+ * FROM_RESOURCE edge added to it, a resource relabelled, its summary edited, each directly in
+ * Redis: every one turns the same check into a refusal (or UNKNOWN), and undoing it allows the
+ * check again. Edits deeper than the payload no longer change a decision, not even a refusal's
+ * codes (audit names them); an artifact whose summary is missing, or under a key unsealed or
+ * sealed by another key, is UNKNOWN and never walked instead, and audit names it. Every
+ * decision names the summary hash it used and replays from its snapshot.
  */
 #include <CUnit/Basic.h>
 #include <stdbool.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -29,6 +31,7 @@ static charter_client *op;
 static char research[129];
 static char report_ctx[129];
 static char ids[DEPTH + 1][64]; /* the source, then each note */
+static char run_id[129];
 
 /* Runs one Redis command on the graph: ARGV[1] the command, ARGV[2] the key's suffix after the
  * prefix, the rest its arguments. Replies 1. */
@@ -81,26 +84,46 @@ static int suite_clean(void)
     return rc == 0 ? 0 : -1;
 }
 
-/* CheckInput of the deepest note for the report step: its outcome; codes (n bytes) the
- * decision's codes joined by spaces. */
-static int check_deepest(char *codes, size_t n)
+/* What one CheckInput answered. */
+typedef struct {
+    int outcome; /* -1 when the call failed */
+    char codes[256];
+    char witness[512];
+    uint64_t seq; /* its input_checked event */
+} checked;
+
+/* CheckInput of artifact id in context ctx. */
+static checked check_one(const char *ctx, const char *id)
 {
-    char *req_ids[1] = {ids[DEPTH]};
+    checked c = {.outcome = -1};
+    char *req_ids[1] = {(char *)id};
     Charter__V1__CheckInputRequest req = CHARTER__V1__CHECK_INPUT_REQUEST__INIT;
-    req.context_id = report_ctx;
+    req.context_id = (char *)ctx;
     req.artifact_ids = req_ids;
     req.n_artifact_ids = 1;
     Charter__V1__CheckInputResponse *resp = NULL;
     charter_status st;
-    codes[0] = '\0';
     if (charter_check_input(op, &req, &resp, &st) != 0 || resp->decision == NULL)
-        return -1;
-    int outcome = resp->decision->outcome;
+        return c;
+    c.outcome = resp->decision->outcome;
+    c.seq = resp->event_seq;
     size_t used = 0;
-    for (size_t i = 0; i < resp->decision->n_codes && used < n; i++)
-        used += (size_t)snprintf(codes + used, n - used, "%s ", resp->decision->codes[i]);
+    for (size_t i = 0; i < resp->decision->n_codes && used < sizeof c.codes; i++)
+        used += (size_t)snprintf(c.codes + used, sizeof c.codes - used, "%s ",
+                                 resp->decision->codes[i]);
+    snprintf(c.witness, sizeof c.witness, "%s",
+             resp->decision->witness ? resp->decision->witness : "");
     charter__v1__check_input_response__free_unpacked(resp, NULL);
-    return outcome;
+    return c;
+}
+
+/* CheckInput of the deepest note for the report step: its outcome; codes (n bytes) the
+ * decision's codes joined by spaces. */
+static int check_deepest(char *codes, size_t n)
+{
+    checked c = check_one(report_ctx, ids[DEPTH]);
+    snprintf(codes, n, "%s", c.codes);
+    return c.outcome;
 }
 
 /* Deliver of the deepest note to public from the report step under a fresh invocation ID: its
@@ -128,8 +151,6 @@ static int deliver_deepest(char *codes, size_t n)
     charter__v1__deliver_response__free_unpacked(resp, NULL);
     return outcome;
 }
-
-static char run_id[129];
 
 /* AuditRun of the suite's run: intact, or the problem it names (n bytes). */
 static bool audit_intact(char *problem, size_t n)
@@ -184,6 +205,70 @@ static void expect_refused(const char *code)
     CU_ASSERT_TRUE(outcome == CHARTER__V1__OUTCOME__DENY ||
                    outcome == CHARTER__V1__OUTCOME__UNKNOWN);
     CU_ASSERT_PTR_NOT_NULL(strstr(codes, code));
+}
+
+/* RecordOutput of one note derived from input in context ctx: its outcome; *out (64 bytes)
+ * the new artifact's id, "" when none was recorded. */
+static int record_note(const char *ctx, const char *input, const char *title, char *out)
+{
+    char *inputs[1] = {(char *)input};
+    Charter__V1__RecordOutputRequest ro = CHARTER__V1__RECORD_OUTPUT_REQUEST__INIT;
+    ro.context_id = (char *)ctx;
+    ro.input_ids = inputs;
+    ro.n_input_ids = 1;
+    ro.title = (char *)title;
+    ro.content = "a note";
+    Charter__V1__RecordOutputResponse *rec = NULL;
+    charter_status st;
+    out[0] = '\0';
+    if (charter_record_output(op, &ro, &rec, &st) != 0 || rec->decision == NULL)
+        return -1;
+    int outcome = rec->decision->outcome;
+    if (rec->artifact)
+        snprintf(out, 64, "%s", rec->artifact->id);
+    charter__v1__record_output_response__free_unpacked(rec, NULL);
+    return outcome;
+}
+
+/* Whether the snapshot of event seq of the suite's run names, under "summaries", the summary
+ * hash want for artifact ARGV[3] ("*": the one the artifact stores now). Replies 1 or 0. */
+static const char *NAMES_SUMMARY =
+    "local s = redis.call('HGET', KEYS[1] .. ':event:' .. ARGV[1] .. ':' .. ARGV[2], "
+    "'snapshot') "
+    "if not s then return 0 end "
+    "local want = ARGV[4] "
+    "if want == '*' then want = redis.call('HGET', KEYS[1] .. ':artifact:' .. ARGV[3], "
+    "'summary_hash') end "
+    "if not want or want == '' and ARGV[4] == '*' then return 0 end "
+    "for _, e in ipairs(cjson.decode(s).summaries or {}) do "
+    "  if e.id == ARGV[3] and e.summary_hash == want then return 1 end "
+    "end return 0";
+
+/* The decision recorded as event seq names artifact id's summary hash want ("*": the one the
+ * artifact stores). */
+static void expect_names_summary(uint64_t seq, const char *id, const char *want)
+{
+    char seqs[24];
+    snprintf(seqs, sizeof seqs, "%llu", (unsigned long long)seq);
+    const char *args[4] = {run_id, seqs, id, want};
+    long long named = 0;
+    CU_ASSERT_EQUAL_FATAL(harness_graph_eval(graph, NAMES_SUMMARY, args, 4, &named), 0);
+    CU_ASSERT_EQUAL(named, 1);
+}
+
+/* Replaying event seq of the suite's run decides it again, from its snapshot alone, as it was
+ * recorded: the facts a decision names are enough to replay it, whatever it read. */
+static void expect_replay_matches(uint64_t seq)
+{
+    Charter__V1__ReplayDecisionRequest req = CHARTER__V1__REPLAY_DECISION_REQUEST__INIT;
+    req.run_id = run_id;
+    req.seq = seq;
+    Charter__V1__ReplayDecisionResponse *r = NULL;
+    charter_status st;
+    CU_ASSERT_EQUAL_FATAL(charter_replay_decision(op, &req, &r, &st), 0);
+    CU_ASSERT_FALSE(r->no_snapshot);
+    CU_ASSERT_TRUE(r->matches);
+    charter__v1__replay_decision_response__free_unpacked(r, NULL);
 }
 
 /* A public lineage DEPTH notes deep over vendor_a, recorded through the API, in scope of the
@@ -327,6 +412,10 @@ static void test_a_tampered_summary_gives_unknown(void)
     CU_ASSERT_PTR_NOT_NULL(strstr(codes, "GRAPH_ERROR"));
     CU_ASSERT_EQUAL(deliver_deepest(codes, sizeof codes), CHARTER__V1__OUTCOME__UNKNOWN);
     CU_ASSERT_PTR_NOT_NULL(strstr(codes, "GRAPH_ERROR"));
+    char made[64];
+    CU_ASSERT_EQUAL(record_note(research, ids[DEPTH], "From a tampered note", made),
+                    CHARTER__V1__OUTCOME__UNKNOWN);
+    CU_ASSERT_STRING_EQUAL(made, "");
     expect_audit_names(ids[DEPTH], "no longer hashes to its summary_hash");
     const char *undo[2] = {key, "undo"};
     CU_ASSERT_EQUAL_FATAL(harness_graph_eval(graph, SWAP, undo, 2, &one), 0);
@@ -359,18 +448,136 @@ static void test_deep_edits_no_longer_change_the_decision(void)
     expect_audit_intact();
 }
 
-/* An artifact without a summary (as one written before summaries were kept) is checked by the
- * full walk, so a deep edit is refused again. */
-static void test_an_artifact_without_a_summary_is_walked_in_full(void)
+/* Every input decision names the summary hash it was decided with, in its event's snapshot. */
+static void test_every_input_decision_names_its_summary_hash(void)
 {
-    char key[128];
+    checked c = check_one(report_ctx, ids[DEPTH]);
+    CU_ASSERT_EQUAL(c.outcome, CHARTER__V1__OUTCOME__ALLOW);
+    CU_ASSERT_TRUE_FATAL(c.seq > 0);
+    expect_names_summary(c.seq, ids[DEPTH], "*");
+    expect_replay_matches(c.seq);
+}
+
+static char analyze_ctx[129];
+static char budget_ids[4][64]; /* budget's source, then three notes in the analyze step */
+
+/* A refusal keeps its witness path, walked on the deny path only; an edge or a label deeper
+ * than the input's own node changes neither its outcome nor its codes (the summary decides;
+ * audit names the edit), only the path the witness can show. */
+static void test_a_refusal_keeps_its_path_and_deep_edits_do_not_change_it(void)
+{
+    CU_ASSERT_EQUAL_FATAL(harness_open_step(op, run_id, "analyze", analyze_ctx), 0);
+    Charter__V1__ReadSourceRequest rs = CHARTER__V1__READ_SOURCE_REQUEST__INIT;
+    rs.context_id = analyze_ctx;
+    rs.resource_id = "budget";
+    Charter__V1__ReadSourceResponse *src = NULL;
+    charter_status st;
+    CU_ASSERT_EQUAL_FATAL(charter_read_source(op, &rs, &src, &st), 0);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(src->artifact);
+    snprintf(budget_ids[0], sizeof budget_ids[0], "%s", src->artifact->id);
+    charter__v1__read_source_response__free_unpacked(src, NULL);
+    for (int i = 1; i <= 3; i++) {
+        char title[32];
+        snprintf(title, sizeof title, "Budget note %d", i);
+        CU_ASSERT_EQUAL_FATAL(record_note(analyze_ctx, budget_ids[i - 1], title, budget_ids[i]),
+                              CHARTER__V1__OUTCOME__ALLOW);
+    }
+    checked c = check_one(report_ctx, budget_ids[3]);
+    CU_ASSERT_EQUAL(c.outcome, CHARTER__V1__OUTCOME__DENY);
+    CU_ASSERT_STRING_EQUAL(c.codes, "INPUT_OUT_OF_SCOPE ");
+    CU_ASSERT_STRING_EQUAL(c.witness, "budget (confidential) \xe2\x86\x92 Budget note 1 "
+                                      "\xe2\x86\x92 Budget note 2 \xe2\x86\x92 Budget note 3 "
+                                      "\xe2\x86\x92 report step {vendor_a, vendor_b, vendor_c}");
+    expect_names_summary(c.seq, budget_ids[3], "*");
+    expect_replay_matches(c.seq);
+
+    /* Budget note 2 loses its DERIVED_FROM edge: a walk would find a derived artifact without
+     * parents and no budget, but the refusal is the summary's, with its short path. */
+    char edge[128];
+    snprintf(edge, sizeof edge, ":artifact:%s:derived_from", budget_ids[2]);
+    redis_do("SREM", edge, budget_ids[1], NULL);
+    c = check_one(report_ctx, budget_ids[3]);
+    CU_ASSERT_EQUAL(c.outcome, CHARTER__V1__OUTCOME__DENY);
+    CU_ASSERT_STRING_EQUAL(c.codes, "INPUT_OUT_OF_SCOPE ");
+    CU_ASSERT_STRING_EQUAL(c.witness, "budget (confidential) \xe2\x86\x92 Budget note 3 "
+                                      "\xe2\x86\x92 report step {vendor_a, vendor_b, vendor_c}");
+    expect_names_summary(c.seq, budget_ids[3], "*");
+    expect_replay_matches(c.seq);
+    expect_audit_names(budget_ids[2], "differs from the one re-derived");
+    redis_do("SADD", edge, budget_ids[1], NULL);
+    expect_audit_intact();
+}
+
+/* Moves artifact ARGV[1]'s summary and summary_hash aside (ARGV[2] "do") or back ("undo"), as
+ * someone with redis-cli deleting them would (or as an artifact written before summaries were
+ * kept has none). */
+static const char *STASH_SUMMARY = "local k = KEYS[1] .. ARGV[1] "
+                                   "local from, to = 'summary', 'was_summary' "
+                                   "if ARGV[2] == 'undo' then from, to = to, from end "
+                                   "local f = redis.call('HMGET', k, from, from .. '_hash') "
+                                   "redis.call('HSET', k, to, f[1], to .. '_hash', f[2]) "
+                                   "redis.call('HDEL', k, from, from .. '_hash') return 1";
+
+/* Checks RULE-INPUT-SUMMARY. An artifact without a summary (deleted, or written before
+ * summaries were kept) is UNKNOWN at every input decision, whatever its ancestry: it is never
+ * walked in the summary's place, so a deep edit cannot be decided from either. Audit names it;
+ * putting the summary back allows. */
+static void test_an_artifact_without_a_summary_is_unknown_never_walked(void)
+{
+    char key[128], made[64];
     snprintf(key, sizeof key, ":artifact:%s", ids[DEPTH]);
-    redis_do("HDEL", key, "summary", "summary_hash");
-    expect_allowed();
+    const char *stash[2] = {key, "do"}, *back[2] = {key, "undo"};
+    long long one = 0;
+    CU_ASSERT_EQUAL_FATAL(harness_graph_eval(graph, STASH_SUMMARY, stash, 2, &one), 0);
+    checked c = check_one(report_ctx, ids[DEPTH]);
+    CU_ASSERT_EQUAL(c.outcome, CHARTER__V1__OUTCOME__UNKNOWN);
+    CU_ASSERT_STRING_EQUAL(c.codes, "GRAPH_ERROR ");
+    CU_ASSERT_PTR_NOT_NULL(strstr(c.witness, "has no lineage summary"));
+    CU_ASSERT_TRUE_FATAL(c.seq > 0);
+    expect_names_summary(c.seq, ids[DEPTH], "");
+    expect_replay_matches(c.seq);
+    /* RecordOutput's gate: UNKNOWN, and nothing is recorded. */
+    CU_ASSERT_EQUAL(record_note(research, ids[DEPTH], "From an unsummarised note", made),
+                    CHARTER__V1__OUTCOME__UNKNOWN);
+    CU_ASSERT_STRING_EQUAL(made, "");
+    /* Deliver's gate: UNKNOWN too, never decided from the ancestry walked in its place (a
+     * walk would follow whatever edges were edited below the payload), and nothing is
+     * committed. */
+    char codes[256];
+    CU_ASSERT_EQUAL(deliver_deepest(codes, sizeof codes), CHARTER__V1__OUTCOME__UNKNOWN);
+    CU_ASSERT_STRING_EQUAL(codes, "GRAPH_ERROR ");
     char edge[160];
     snprintf(edge, sizeof edge, ":artifact:%s:derived_from", ids[1]);
     redis_do("DEL", edge, NULL, NULL);
-    expect_refused("PROVENANCE_INCOMPLETE");
+    c = check_one(report_ctx, ids[DEPTH]);
+    CU_ASSERT_EQUAL(c.outcome, CHARTER__V1__OUTCOME__UNKNOWN);
+    CU_ASSERT_STRING_EQUAL(c.codes, "GRAPH_ERROR ");
+    CU_ASSERT_EQUAL(deliver_deepest(codes, sizeof codes), CHARTER__V1__OUTCOME__UNKNOWN);
+    CU_ASSERT_STRING_EQUAL(codes, "GRAPH_ERROR ");
+    redis_do("SADD", edge, ids[0], NULL);
+    expect_audit_names(ids[DEPTH], "has no lineage summary");
+    CU_ASSERT_EQUAL_FATAL(harness_graph_eval(graph, STASH_SUMMARY, back, 2, &one), 0);
+    expect_allowed();
+    expect_audit_intact();
+}
+
+/* An artifact's content rewritten behind the API's back, its hash left as it was: no gate
+ * reads the content of an input (the summary names its hash, and the input gate compares the
+ * stored hash with it), but a host feeds that content to a model, so audit names it. Putting
+ * the content back leaves the run intact. */
+static void test_audit_names_content_that_no_longer_has_its_hash(void)
+{
+    char key[128], problem[300], named[96];
+    snprintf(key, sizeof key, ":artifact:%s", ids[DEPTH / 2]);
+    redis_do("HSET", key, "content", "CEILING-48200");
+    expect_allowed(); /* the payload's own node is untouched */
+    CU_ASSERT_FALSE(audit_intact(problem, sizeof problem));
+    snprintf(named, sizeof named, "artifact %s's content", ids[DEPTH / 2]);
+    if (strstr(problem, named) == NULL)
+        printf("\n    audit: %s (wanted %s)", problem, named);
+    CU_ASSERT_PTR_NOT_NULL(strstr(problem, named));
+    redis_do("HSET", key, "content", "a note");
+    expect_audit_intact();
 }
 
 /* --- with an integrity key: summaries sealed by charterd ------------------------------------ */
@@ -412,10 +619,22 @@ static const char *FORGE = "local k = KEYS[1] .. ARGV[1] "
                            "redis.call('HSET', k, 'summary', t, 'summary_hash', "
                            "redis.sha1hex(t)) return 1";
 
+/* Moves artifact ARGV[1]'s summary_seal aside (ARGV[2] "do"), back ("undo"), or replaces it
+ * with a seal of the right shape that is not charterd's ("forge"; "undo" puts the real one
+ * back). */
+static const char *STASH_SEAL =
+    "local k = KEYS[1] .. ARGV[1] "
+    "if ARGV[2] == 'undo' then "
+    "  redis.call('HSET', k, 'summary_seal', redis.call('HGET', k, 'was_seal')) "
+    "  redis.call('HDEL', k, 'was_seal') return 1 end "
+    "redis.call('HSET', k, 'was_seal', redis.call('HGET', k, 'summary_seal')) "
+    "if ARGV[2] == 'forge' then redis.call('HSET', k, 'summary_seal', string.rep('e', 64)) "
+    "else redis.call('HDEL', k, 'summary_seal') end return 1";
+
 /* Under a key the summary counts only with charterd's seal: a summary forged with a matching
- * SHA-1 is UNKNOWN at decision time, and a summary whose seal is gone is not decided from (its
- * ancestry is walked, so a deep edit is refused again). */
-static void test_a_forged_summary_fails_its_seal(void)
+ * SHA-1 is UNKNOWN at decision time; so is a summary whose seal is gone or is not charterd's,
+ * whatever its ancestry (never walked in its place). Audit names the missing or wrong seal. */
+static void test_a_forged_or_unsealed_summary_is_unknown(void)
 {
     char key[128], codes[256];
     snprintf(key, sizeof key, ":artifact:%s", ids[DEPTH]);
@@ -425,6 +644,7 @@ static void test_a_forged_summary_fails_its_seal(void)
     CU_ASSERT_EQUAL(check_deepest(codes, sizeof codes), CHARTER__V1__OUTCOME__UNKNOWN);
     CU_ASSERT_PTR_NOT_NULL(strstr(codes, "GRAPH_ERROR"));
     CU_ASSERT_EQUAL(deliver_deepest(codes, sizeof codes), CHARTER__V1__OUTCOME__UNKNOWN);
+    expect_audit_names(ids[DEPTH], "differs from the one re-derived");
     CU_ASSERT_EQUAL_FATAL(harness_graph_eval(graph, FORGE, undo, 2, &one), 0);
     expect_allowed();
 
@@ -432,10 +652,31 @@ static void test_a_forged_summary_fails_its_seal(void)
     snprintf(edge, sizeof edge, ":artifact:%s:derived_from", ids[DEPTH / 2]);
     redis_do("SREM", edge, ids[DEPTH / 2 - 1], NULL);
     expect_allowed(); /* sealed: the summary stands for the ancestry */
-    redis_do("HDEL", key, "summary_seal", NULL);
-    expect_refused("PROVENANCE_INCOMPLETE"); /* unsealed: walked */
-    redis_do("SADD", edge, ids[DEPTH / 2 - 1], NULL);
+    const char *unseal[2] = {key, "do"}, *reseal[2] = {key, "undo"}, *fake[2] = {key, "forge"};
+    CU_ASSERT_EQUAL_FATAL(harness_graph_eval(graph, STASH_SEAL, unseal, 2, &one), 0);
+    checked c = check_one(report_ctx, ids[DEPTH]);
+    CU_ASSERT_EQUAL(c.outcome, CHARTER__V1__OUTCOME__UNKNOWN);
+    CU_ASSERT_STRING_EQUAL(c.codes, "GRAPH_ERROR ");
+    CU_ASSERT_PTR_NOT_NULL(strstr(c.witness, "carries no seal"));
+    expect_names_summary(c.seq, ids[DEPTH], "*");
+    expect_replay_matches(c.seq);
+    CU_ASSERT_EQUAL(deliver_deepest(codes, sizeof codes), CHARTER__V1__OUTCOME__UNKNOWN);
+    CU_ASSERT_EQUAL_FATAL(harness_graph_eval(graph, STASH_SEAL, reseal, 2, &one), 0);
     expect_allowed();
+    redis_do("SADD", edge, ids[DEPTH / 2 - 1], NULL);
+    expect_audit_intact();
+
+    CU_ASSERT_EQUAL_FATAL(harness_graph_eval(graph, STASH_SEAL, unseal, 2, &one), 0);
+    expect_audit_names(ids[DEPTH], "carries no seal");
+    CU_ASSERT_EQUAL_FATAL(harness_graph_eval(graph, STASH_SEAL, reseal, 2, &one), 0);
+    CU_ASSERT_EQUAL_FATAL(harness_graph_eval(graph, STASH_SEAL, fake, 2, &one), 0);
+    c = check_one(report_ctx, ids[DEPTH]);
+    CU_ASSERT_EQUAL(c.outcome, CHARTER__V1__OUTCOME__UNKNOWN);
+    CU_ASSERT_PTR_NOT_NULL(strstr(c.witness, "does not verify"));
+    expect_audit_names(ids[DEPTH], "seal does not verify");
+    CU_ASSERT_EQUAL_FATAL(harness_graph_eval(graph, STASH_SEAL, reseal, 2, &one), 0);
+    expect_allowed();
+    expect_audit_intact();
 }
 
 /* --- registration ---------------------------------------------------------------------------- */
@@ -455,14 +696,22 @@ static const harness_test tests[] = {
     {"a relabelled resource is refused", test_a_relabelled_resource_is_refused},
     {"a tampered summary gives unknown", test_a_tampered_summary_gives_unknown},
     {"deep edits no longer change the decision", test_deep_edits_no_longer_change_the_decision},
-    {"an artifact without a summary is walked in full",
-     test_an_artifact_without_a_summary_is_walked_in_full},
+    {"every input decision names its summary hash",
+     test_every_input_decision_names_its_summary_hash},
+    {"a refusal keeps its path and deep edits do not change it",
+     test_a_refusal_keeps_its_path_and_deep_edits_do_not_change_it},
+    {"an artifact without a summary is unknown, never walked",
+     test_an_artifact_without_a_summary_is_unknown_never_walked},
+    {"audit names content that no longer has its hash",
+     test_audit_names_content_that_no_longer_has_its_hash},
 };
 static const harness_test sealed_tests[] = {
     {"a lineage recorded through the API carries its records",
      test_a_lineage_recorded_through_the_api_carries_its_records},
     {"deep edits no longer change the decision", test_deep_edits_no_longer_change_the_decision},
-    {"a forged summary fails its seal", test_a_forged_summary_fails_its_seal},
+    {"a forged or unsealed summary is unknown", test_a_forged_or_unsealed_summary_is_unknown},
+    {"audit names content that no longer has its hash",
+     test_audit_names_content_that_no_longer_has_its_hash},
 };
 static const harness_suite suites[] = {
     {"lineage checked against its records", suite_init, suite_clean, HARNESS_TABLE(tests)},

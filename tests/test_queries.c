@@ -1110,6 +1110,65 @@ static void test_create_artifact_summarises_its_lineage_from_its_parents(void)
     graph_close(&g);
 }
 
+/* The input gate's one read: the context and, per id in order, its summary; an artifact
+ * without one is {"id"} alone, an unknown artifact {"id","missing":true}; ids travel as one
+ * JSON argument, so more than the store's 32 arguments fit. Audit names a missing summary
+ * first in creation order and lists the seals of what it checked before it. */
+static void test_input_facts_and_audit_of_missing_summaries(void)
+{
+    tgraph g;
+    if (!graph_open(&g, "input_facts"))
+        return;
+    json_t *seed =
+        json_pack("{s:[{s:s, s:s, s:i, s:i}], s:[{s:s, s:s}]}", "resources", "id", "web", "title",
+                  "Web", "conf", 0, "integrity", 0, "actors", "id", "agent", "kind", "agent");
+    json_decref(call_json_ok(&g, "seed", seed));
+    create_run(&g, "r1");
+    char ctx[16], s1[16], d[16], h1[41];
+    open_context(&g, "r1", "s", "agent", ctx);
+    CU_ASSERT_EQUAL(create_labelled(&g, "r1", ctx, "w", "web", NULL, 0, 0, 0, s1), STATUS_OK);
+    const char *from[1] = {s1};
+    CU_ASSERT_EQUAL(create_labelled(&g, "r1", ctx, "d", NULL, from, 1, 0, 0, d), STATUS_OK);
+    json_decref(stored_summary(&g, s1, h1));
+    json_t *ids = json_pack("[s, s, s]", s1, d, "nosuch");
+    for (int i = 0; i < 40; i++)
+        json_array_append_new(ids, json_string(s1));
+    json_t *facts = call_json_ok(&g, "input_facts",
+                                 json_pack("{s:s, s:O}", "context_id", ctx, "artifact_ids", ids));
+    CU_ASSERT_STRING_EQUAL(jstr(json_object_get(facts, "context"), "id"), ctx);
+    json_t *sums = json_object_get(facts, "summaries");
+    CU_ASSERT_EQUAL_FATAL(json_array_size(sums), 43);
+    CU_ASSERT_STRING_EQUAL(jstr(json_array_get(sums, 0), "summary_hash"), h1);
+    CU_ASSERT_STRING_EQUAL(jstr(json_array_get(sums, 42), "summary_hash"), h1);
+    CU_ASSERT(json_is_string(json_object_get(json_array_get(sums, 1), "summary")));
+    CU_ASSERT(json_is_true(json_object_get(json_array_get(sums, 2), "missing")));
+    json_decref(facts);
+    /* A context that does not exist: not_found, whatever the ids. */
+    json_t *out = NULL;
+    json_t *arg = json_pack("{s:s, s:O}", "context_id", "c999", "artifact_ids", ids);
+    CU_ASSERT_EQUAL(store_call_json(g.st, "input_facts", arg, &out), STATUS_ENOTFOUND);
+    json_decref(arg);
+    json_decref(out);
+    json_decref(ids);
+
+    /* The summary of d deleted behind the library's back: audit names it, after checking s1
+     * and listing s1's seal (none: no key in this test). */
+    char key[256];
+    snprintf(key, sizeof key, "charter:{%s}:artifact:%s", g.graph, d);
+    freeReplyObject(redisCommand(g.raw, "HDEL %s summary summary_hash", key));
+    const char *aargs[2] = {"r1", "1"};
+    json_t *audit = call_ok(&g, "audit_summaries", 2, aargs);
+    CU_ASSERT_STRING_EQUAL(jstr(audit, "first_bad"), d);
+    CU_ASSERT_PTR_NOT_NULL(strstr(jstr(audit, "problem"), "has no lineage summary"));
+    json_t *seals = json_object_get(audit, "seals");
+    CU_ASSERT_EQUAL_FATAL(json_array_size(seals), 1);
+    CU_ASSERT_STRING_EQUAL(json_string_value(json_array_get(json_array_get(seals, 0), 0)), s1);
+    CU_ASSERT_STRING_EQUAL(json_string_value(json_array_get(json_array_get(seals, 0), 1)), h1);
+    CU_ASSERT_STRING_EQUAL(json_string_value(json_array_get(json_array_get(seals, 0), 2)), "");
+    json_decref(audit);
+    graph_close(&g);
+}
+
 /* --- the reference test: random delegation chains ------------------------------------------ */
 
 #define GC_MAX 200
@@ -2550,6 +2609,7 @@ static const harness_test tests[] = {
     {"ancestry of a 1500-deep chain", test_ancestry_of_a_1500_deep_chain},
     {"create_artifact summarises its lineage from its parents",
      test_create_artifact_summarises_its_lineage_from_its_parents},
+    {"input_facts and audit of missing summaries", test_input_facts_and_audit_of_missing_summaries},
     {"grant chain equals a plain walk on random delegations",
      test_grant_chain_equals_plain_walk_on_random_delegations},
     {"commit_delivery commits once and writes its event",

@@ -514,8 +514,8 @@ static void test_startup_refuses_a_signing_key_of_wrong_type_mode_or_owner(void)
     const char *open_key[4] = {"--integrity-key", key_path, "--signing-key", lax};
     expect_refused(open_key, 4, "mode 644");
 
-    const char *alone[2] = {"--signing-key", sign_path};
-    expect_refused(alone, 2, "--signing-key needs --integrity-key");
+    const char *keyless[3] = {"--no-integrity-key", "--signing-key", sign_path};
+    expect_refused(keyless, 3, "--signing-key needs an integrity key");
 
     if (geteuid() == 0) {
         char foreign[300];

@@ -2,9 +2,11 @@
  * test_snapshots.c - decision snapshots name lineage records stored once, by content, and large
  * snapshots go to blobs stored once; both still replay, and altered or missing facts are refused.
  *
- * A snapshot names an ancestry by its lineage record (the SHA-1 of the payload's record, which
- * names its parents' records), so checking a deep artifact stores no copy of its ancestry; a
- * snapshot over 4 KiB goes to a blob named by its SHA-256. The tests drive a real charterd over
+ * An allowed decision's snapshot holds the lineage summary it was decided from; a refusal,
+ * which walks the ancestry for its witness's path, names the walk by its lineage record (the
+ * SHA-1 of the payload's record, which names its parents' records), so checking a deep
+ * artifact stores no copy of its ancestry either way; a snapshot over 4 KiB goes to a blob
+ * named by its SHA-256. The tests drive a real charterd over
  * NNG: records and blobs are shared by identical decisions, replay decides from them, and a
  * record or blob changed or deleted behind the server's back is refused, naming it.
  */
@@ -26,8 +28,9 @@ static char deepest[64];
 static char lineage_ids[DEPTH + 1][64]; /* the source, then each note */
 static uint64_t seq_all;
 static char report_ctx[129];
-static uint64_t seq_first, seq_second;           /* decided from the lineage summary */
-static uint64_t seq_walk_first, seq_walk_second; /* decided from the walked records */
+static char narrow_ctx[129]; /* the report step narrowed to vendor_b: the lineage is refused */
+static uint64_t seq_first, seq_second;           /* allowed from the lineage summary */
+static uint64_t seq_walk_first, seq_walk_second; /* refused: the walk's records name its path */
 
 static const char *COUNT_BLOBS = "local n, cursor = 0, '0' "
                                  "repeat "
@@ -103,6 +106,17 @@ static void test_a_deep_lineage_is_recorded(void)
     char research[129];
     CU_ASSERT_EQUAL_FATAL(harness_open_step(op, run->run->id, "research", research), 0);
     CU_ASSERT_EQUAL_FATAL(harness_open_step(op, run->run->id, "report", report_ctx), 0);
+    Charter__V1__OpenStepRequest os = CHARTER__V1__OPEN_STEP_REQUEST__INIT;
+    char *vendor_b[1] = {"vendor_b"};
+    os.run_id = run->run->id;
+    os.step = "report";
+    os.parent_context_id = report_ctx;
+    os.resources = vendor_b;
+    os.n_resources = 1;
+    Charter__V1__StepContext *sc = NULL;
+    CU_ASSERT_EQUAL_FATAL(charter_open_step(op, &os, &sc, &st), 0);
+    snprintf(narrow_ctx, sizeof narrow_ctx, "%s", sc->context_id);
+    charter__v1__step_context__free_unpacked(sc, NULL);
     charter__v1__run_view__free_unpacked(run, NULL);
 
     Charter__V1__ReadSourceRequest rs = CHARTER__V1__READ_SOURCE_REQUEST__INIT;
@@ -135,20 +149,27 @@ static void test_a_deep_lineage_is_recorded(void)
     }
 }
 
-/* CheckInput of n artifacts for the report step: the event seq of an ALLOW, else 0. */
-static uint64_t check(char **ids, size_t n)
+/* CheckInput of n artifacts in context ctx: the event seq of a decision with outcome want,
+ * else 0. */
+static uint64_t check_in(const char *ctx, char **ids, size_t n, int want)
 {
     Charter__V1__CheckInputRequest req = CHARTER__V1__CHECK_INPUT_REQUEST__INIT;
-    req.context_id = report_ctx;
+    req.context_id = (char *)ctx;
     req.artifact_ids = ids;
     req.n_artifact_ids = n;
     Charter__V1__CheckInputResponse *resp = NULL;
     charter_status st;
     if (charter_check_input(op, &req, &resp, &st) != 0)
         return 0;
-    uint64_t seq = resp->decision->outcome == CHARTER__V1__OUTCOME__ALLOW ? resp->event_seq : 0;
+    uint64_t seq = (int)resp->decision->outcome == want ? resp->event_seq : 0;
     charter__v1__check_input_response__free_unpacked(resp, NULL);
     return seq;
+}
+
+/* CheckInput of n artifacts for the report step: the event seq of an ALLOW, else 0. */
+static uint64_t check(char **ids, size_t n)
+{
+    return check_in(report_ctx, ids, n, CHARTER__V1__OUTCOME__ALLOW);
 }
 
 static uint64_t check_deepest(void)
@@ -175,24 +196,12 @@ static void test_a_decision_names_its_ancestry_without_copying_it(void)
     long long longest = eval_count(LONGEST_SNAPSHOT);
     CU_ASSERT_TRUE(longest > 0);
     CU_ASSERT_TRUE(longest < 1536);
-    /* The same lineage as if written before summaries were kept: the decisions walk it, and
-     * their snapshots name its records instead of a summary. */
-    static const char *STRIP = "local n, cursor = 0, '0' "
-                               "repeat "
-                               "  local r = redis.call('SCAN', cursor, 'MATCH', KEYS[1] .. "
-                               "':artifact:*', 'COUNT', 1000) "
-                               "  cursor = r[1] "
-                               "  for _, k in ipairs(r[2]) do "
-                               "    if redis.call('TYPE', k).ok == 'hash' then "
-                               "      n = n + redis.call('HDEL', k, 'summary', 'summary_hash') "
-                               "    end "
-                               "  end "
-                               "until cursor == '0' "
-                               "return n";
-    CU_ASSERT_EQUAL(eval_count(STRIP), 2 * (DEPTH + 1));
-    seq_walk_first = check_deepest();
+    /* A refusal walks the lineage for its witness's path, and its snapshot names the walk's
+     * records instead of copying the lineage: the records kept at creation are the walk's. */
+    char *ids[1] = {deepest};
+    seq_walk_first = check_in(narrow_ctx, ids, 1, CHARTER__V1__OUTCOME__DENY);
     CU_ASSERT_TRUE_FATAL(seq_walk_first > seq_second);
-    seq_walk_second = check_deepest();
+    seq_walk_second = check_in(narrow_ctx, ids, 1, CHARTER__V1__OUTCOME__DENY);
     CU_ASSERT_TRUE_FATAL(seq_walk_second > seq_walk_first);
     /* Checking again stores no record: every fact of the walk is stored already. */
     CU_ASSERT_EQUAL(eval_count(COUNT_RECORDS), records > DEPTH ? records : DEPTH + 1);
@@ -232,7 +241,7 @@ static Charter__V1__ReplayDecisionResponse *replay(uint64_t seq, charter_status 
     return rc == 0 ? resp : NULL;
 }
 
-static void expect_replayed_allow(uint64_t seq)
+static void expect_replayed(uint64_t seq, int outcome)
 {
     charter_status st;
     Charter__V1__ReplayDecisionResponse *r = replay(seq, &st);
@@ -240,8 +249,13 @@ static void expect_replayed_allow(uint64_t seq)
     CU_ASSERT_FALSE(r->no_snapshot);
     CU_ASSERT_TRUE(r->matches);
     CU_ASSERT_PTR_NOT_NULL_FATAL(r->replayed);
-    CU_ASSERT_EQUAL(r->replayed->outcome, CHARTER__V1__OUTCOME__ALLOW);
+    CU_ASSERT_EQUAL(r->replayed->outcome, outcome);
     charter__v1__replay_decision_response__free_unpacked(r, NULL);
+}
+
+static void expect_replayed_allow(uint64_t seq)
+{
+    expect_replayed(seq, CHARTER__V1__OUTCOME__ALLOW);
 }
 
 /* Replay of seq is refused as FAILED_PRECONDITION with a message holding both words. */
@@ -262,8 +276,8 @@ static void test_replay_decides_from_the_lineage_records_and_the_blob(void)
     CU_ASSERT_FATAL(seq_first > 0 && seq_second > 0 && seq_all > 0);
     expect_replayed_allow(seq_first);
     expect_replayed_allow(seq_second);
-    expect_replayed_allow(seq_walk_first);
-    expect_replayed_allow(seq_walk_second);
+    expect_replayed(seq_walk_first, CHARTER__V1__OUTCOME__DENY);
+    expect_replayed(seq_walk_second, CHARTER__V1__OUTCOME__DENY);
     expect_replayed_allow(seq_all);
 }
 

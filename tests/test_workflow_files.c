@@ -1,5 +1,5 @@
 /*
- * test_workflow_files.c - `charter workflow test` on the workflow files that ship with charter,
+ * test_workflow_files.c - `charter workflow rehearse` on the workflow files that ship with charter,
  * against a real charterd on the test Redis: every expectation of the files in deploy/workflows
  * must pass, and a file whose expectations the run does not meet must fail with exit status 1.
  *
@@ -145,7 +145,7 @@ static size_t count_lines_starting(const char *text, const char *prefix)
 static void expect_file_passes(const char *path, size_t expectations, const char *summary)
 {
     char out[65536];
-    const char *args[] = {"workflow", "test", path};
+    const char *args[] = {"workflow", "rehearse", path};
     int rc = run_cli(args, 3, out, sizeof out);
     printf("\n%s", out);
     CU_ASSERT_EQUAL(rc, 0);
@@ -164,7 +164,7 @@ static void test_support_file_meets_its_expectations(void)
     expect_file_passes(SUPPORT, 8, "8 of 8 expectations passed: ok");
     /* A second test of the same file applies nothing new and passes again on a new run. */
     char out[65536];
-    const char *args[] = {"workflow", "test", SUPPORT};
+    const char *args[] = {"workflow", "rehearse", SUPPORT};
     CU_ASSERT_EQUAL(run_cli(args, 3, out, sizeof out), 0);
     CU_ASSERT_PTR_NOT_NULL(strstr(out, "(already applied)"));
 }
@@ -206,7 +206,7 @@ static void test_unmet_expectations_fail_with_status_one(void)
     snprintf(path, sizeof path, "%s/wrong.json", tmpdir);
     CU_ASSERT_EQUAL_FATAL(write_edited(path, wrong_expectations), 0);
     char out[65536];
-    const char *args[] = {"workflow", "test", path};
+    const char *args[] = {"workflow", "rehearse", path};
     int rc = run_cli(args, 3, out, sizeof out);
     printf("\n%s", out);
     CU_ASSERT_EQUAL(rc, 1);
@@ -226,9 +226,9 @@ static void test_file_without_expectations_fails(void)
     snprintf(path, sizeof path, "%s/none.json", tmpdir);
     CU_ASSERT_EQUAL_FATAL(write_edited(path, no_expectations), 0);
     char out[4096];
-    const char *args[] = {"workflow", "test", path};
+    const char *args[] = {"workflow", "rehearse", path};
     CU_ASSERT_EQUAL(run_cli(args, 3, out, sizeof out), 1);
-    CU_ASSERT_PTR_NOT_NULL(strstr(out, "has no expect list: nothing to test"));
+    CU_ASSERT_PTR_NOT_NULL(strstr(out, "has no expect list: nothing to rehearse"));
 }
 
 static void test_invalid_file_is_refused_with_its_reason(void)
@@ -239,7 +239,7 @@ static void test_invalid_file_is_refused_with_its_reason(void)
                                              "workflow.schema.json"};
     CU_ASSERT_EQUAL(run_cli(args, 3, out, sizeof out), 1);
     CU_ASSERT_PTR_NOT_NULL(strstr(out, "INVALID_ARGUMENT: $schema: unknown field"));
-    const char *missing[] = {"workflow", "test", "/nonexistent/charter/wf.json"};
+    const char *missing[] = {"workflow", "rehearse", "/nonexistent/charter/wf.json"};
     CU_ASSERT_EQUAL(run_cli(missing, 3, out, sizeof out), 2);
     CU_ASSERT_PTR_NOT_NULL(strstr(out, "cannot open /nonexistent/charter/wf.json"));
 }
@@ -254,7 +254,8 @@ static const harness_test tests[] = {
     {"invalid file is refused with its reason", test_invalid_file_is_refused_with_its_reason},
 };
 static const harness_suite suites[] = {
-    {"charter workflow test on the shipped files", suite_init, suite_clean, HARNESS_TABLE(tests)},
+    {"charter workflow rehearse on the shipped files", suite_init, suite_clean,
+     HARNESS_TABLE(tests)},
 };
 
 const harness_program harness_tests = {HARNESS_SUITES(suites)};

@@ -1509,14 +1509,22 @@ static int cmd_audit(cli *c, const cli_command *cmd, const cli_args *a)
     rv = EXIT_OK;
     if (c->json) {
         rv = print_json(&r->base);
-    } else if (r->intact) {
-        printf("run %s: intact (%llu events, %s)\n", a->pos[0], (unsigned long long)r->events,
-               r->keyed ? "HMAC-SHA256 under the integrity key" : "SHA-256, no integrity key");
     } else {
-        printf("run %s: NOT intact: %s\n(first bad event %llu; %llu events examined; %s)\n",
-               a->pos[0], r->problem, (unsigned long long)r->first_bad_seq,
-               (unsigned long long)r->events,
-               r->keyed ? "HMAC-SHA256 under the integrity key" : "SHA-256, no integrity key");
+        char how[160];
+        snprintf(how, sizeof how, "%s",
+                 r->keyed ? "HMAC-SHA256 under the integrity key" : "SHA-256, no integrity key");
+        if (r->keyless_until > 0)
+            snprintf(how, sizeof how,
+                     "1-%llu SHA-256, sealed by the integrity key when the graph adopted it; "
+                     "later ones HMAC-SHA256",
+                     (unsigned long long)r->keyless_until);
+        if (r->intact)
+            printf("run %s: intact (%llu events, %s)\n", a->pos[0], (unsigned long long)r->events,
+                   how);
+        else
+            printf("run %s: NOT intact: %s\n(first bad event %llu; %llu events examined; %s)\n",
+                   a->pos[0], r->problem, (unsigned long long)r->first_bad_seq,
+                   (unsigned long long)r->events, how);
     }
     if (rv == EXIT_OK && !r->intact)
         rv = EXIT_RPC;
@@ -1555,6 +1563,12 @@ static int cmd_replay(cli *c, const cli_command *cmd, const cli_args *a)
                : r->matches   ? "yes"
                               : "NO",
                r->evaluator);
+        if (r->before_versions)
+            printf("version  %u (recorded before evaluator versions were declared: its "
+                   "fingerprint is not checked)\n",
+                   r->evaluator_version);
+        else if (!r->no_snapshot)
+            printf("version  %u\n", r->evaluator_version);
     }
     if (rv == EXIT_OK && !r->no_snapshot && !r->matches)
         rv = EXIT_RPC;
@@ -1632,7 +1646,8 @@ static int cmd_workflow(cli *c, const cli_command *cmd, const cli_args *a)
 
     if (why != NULL)
         return usage_error(cmd, "%s", why);
-    if ((rv = cli_connect(c)) != 0)
+    /* validate and test need no charterd: no connection is opened for them. */
+    if (!cli_workflow_offline(a->pos[0]) && (rv = cli_connect(c)) != 0)
         return rv;
     return cli_workflow_run(c->client, c->json, a->pos[0], a->n_pos > 1 ? a->pos[1] : NULL);
 }
@@ -2110,8 +2125,10 @@ static const cli_command commands[] = {
      "again under a candidate workflow and list those that would change; writes nothing",
      what_if_opts, 0, 0, cmd_what_if},
     {"workflow", CLI_WORKFLOW_USAGE,
-     "apply a definition (operator), list or show stored ones, or test FILE: apply it, run it "
-     "scripted and check its expect list (exit 1 on any FAIL)",
+     "with no charterd: validate a definition (every problem, exit 1 on any) or test it by the "
+     "cases of a test file (exit 1 on any FAIL); on a charterd: apply a definition (operator), "
+     "list or show stored ones, or rehearse FILE: apply it, run it scripted and check its expect "
+     "list (exit 1 on any FAIL)",
      no_opts, 1, 2, cmd_workflow},
     {"ingest", "FILE", "index chunks of registered resources for scoped search (operator)", no_opts,
      1, 1, cmd_ingest},

@@ -94,16 +94,18 @@ static const cli_help_entry entries[] = {
      "  --public-key PEM   the public key of charterd's --signing-key (charter receipt-key):\n"
      "                     checks each receipt's Ed25519 signature and, given several receipts\n"
      "                     of one run, their chain (in order, none missing between them)\n",
-     "charter verify-receipt receipt.json --key /etc/charter/integrity.key\n"
+     "charter verify-receipt receipt.json --key /var/lib/charter/integrity.key\n"
      "charter verify-receipt r1.json r2.json r3.json --public-key charter-receipts.pem\n"
      "charter --json verify-receipt receipt.json --key key.txt"},
     {"receipt-key", NULL, "charter receipt-key > charter-receipts.pem"},
     {"audit", NULL, "charter audit RUN"},
     {"workflow", NULL,
+     "charter workflow validate my-workflow.json\n"
+     "charter workflow test deploy/workflows/procurement.test.json\n"
      "charter workflow list\n"
      "charter workflow show procurement\n"
      "charter workflow apply deploy/workflows/support.json\n"
-     "charter workflow test deploy/workflows/support.json"},
+     "charter workflow rehearse deploy/workflows/support.json"},
     {"help", NULL, "charter help\ncharter help get"},
     {"methods", NULL,
      "charter methods\n"

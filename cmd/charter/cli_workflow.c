@@ -1,10 +1,12 @@
 /*
- * cli_workflow.c - `charter workflow apply|list|show|test`.
+ * cli_workflow.c - `charter workflow apply|list|show|rehearse` on a charterd; validate and test
+ * run offline (cli_workflow_offline.c).
  *
- * test is the one with logic of its own: it drives a scripted run of the definition it applied
- * and walks the definition's expect list in order. Event expectations match the first event of
- * their kind and step after the previously matched event (or after the last recovery), so the
- * list reads as the run's story; a recovery expectation performs the recovery it describes.
+ * rehearse is the one with logic of its own: it drives a scripted run of the definition it
+ * applied and walks the definition's expect list in order. Event expectations match the first
+ * event of their kind and step after the previously matched event (or after the last recovery),
+ * so the list reads as the run's story; a recovery expectation performs the recovery it
+ * describes.
  */
 #include "cli_workflow.h"
 
@@ -18,6 +20,7 @@
 #include "cli_help.h"
 #include "cli_json.h"
 #include "cli_print.h"
+#include "cli_workflow_offline.h"
 
 /* Largest file read: above the server's 1 MiB limit, so the server names the limit itself,
  * below anything that could not be sent. */
@@ -29,11 +32,18 @@ const char *cli_workflow_usage(const char *sub, size_t n_args)
 {
     if (strcmp(sub, "list") == 0)
         return n_args == 0 ? NULL : "workflow list takes no argument";
-    if (strcmp(sub, "apply") == 0 || strcmp(sub, "test") == 0)
-        return n_args == 1 ? NULL : "workflow apply and workflow test take one FILE";
+    if (strcmp(sub, "apply") == 0 || strcmp(sub, "rehearse") == 0 || strcmp(sub, "validate") == 0)
+        return n_args == 1 ? NULL : "workflow validate, apply and rehearse take one FILE";
+    if (strcmp(sub, "test") == 0)
+        return n_args == 1 ? NULL : "workflow test takes one TESTFILE";
     if (strcmp(sub, "get") == 0 || strcmp(sub, "show") == 0)
         return n_args == 1 ? NULL : "workflow show takes one WORKFLOW (a version or a name)";
-    return "unknown workflow subcommand (apply, list, show, test)";
+    return "unknown workflow subcommand (validate, test, apply, list, show, rehearse)";
+}
+
+bool cli_workflow_offline(const char *sub)
+{
+    return strcmp(sub, "validate") == 0 || strcmp(sub, "test") == 0;
 }
 
 static int call_failed(const char *what, const charter_status *st)
@@ -51,9 +61,7 @@ static int call_failed(const char *what, const charter_status *st)
     return WF_FAIL;
 }
 
-/* Reads path whole (at most CLI_WORKFLOW_MAX_FILE bytes). *out is the caller's to free and
- * NUL-terminated; *len excludes the terminator. Returns WF_OK or WF_USAGE (printed). */
-static int read_file(const char *path, char **out, size_t *len)
+int cli_workflow_read(const char *path, char **out, size_t *len)
 {
     *out = NULL;
     *len = 0;
@@ -114,7 +122,7 @@ static int apply_file(charter_client *client, const char *path, char **bytes,
                       Charter__V1__WorkflowInfo **info)
 {
     size_t len = 0;
-    int rv = read_file(path, bytes, &len);
+    int rv = cli_workflow_read(path, bytes, &len);
     if (rv != WF_OK)
         return rv;
     Charter__V1__ApplyWorkflowRequest req = CHARTER__V1__APPLY_WORKFLOW_REQUEST__INIT;
@@ -472,7 +480,64 @@ static int check_delivery(wf_test *t, size_t index, const json_t *x)
     return WF_OK;
 }
 
-static int cmd_test(charter_client *client, bool json, const char *path)
+/* Creates the scripted run of the applied version info and says so (text output). */
+static int rehearse_start(wf_test *t, const Charter__V1__WorkflowInfo *info)
+{
+    Charter__V1__CreateRunRequest req = CHARTER__V1__CREATE_RUN_REQUEST__INIT;
+    Charter__V1__RunView *v = NULL;
+    charter_status st;
+    req.mode = (char *)"scripted";
+    req.workflow = info->version;
+    if (charter_create_run(t->client, &req, &v, &st) != 0)
+        return call_failed("CreateRun", &st);
+    snprintf(t->run_id, sizeof t->run_id, "%s", v->run != NULL ? v->run->id : "");
+    if (!t->json) {
+        printf("workflow %s version %s (%s)\n", info->name, info->version,
+               info->created ? "applied" : "already applied");
+        printf("run %s  %s  (scripted, %llu events)\n\n", t->run_id,
+               v->run != NULL ? v->run->status : "-",
+               v->run != NULL ? (unsigned long long)v->run->seq : 0ULL);
+    }
+    charter__v1__run_view__free_unpacked(v, NULL);
+    return WF_OK;
+}
+
+/* Every expectation of expect checked in order against the run. */
+static int rehearse_walk(wf_test *t, const json_t *expect)
+{
+    int rv = WF_OK;
+    for (size_t i = 0; i < json_array_size(expect) && rv == WF_OK; i++) {
+        const json_t *x = json_array_get(expect, i);
+        if (json_object_get(x, "event") != NULL)
+            rv = check_event(t, i, x);
+        else if (json_object_get(x, "recover") != NULL)
+            rv = check_recover(t, i, x);
+        else if (json_object_get(x, "status") != NULL)
+            rv = check_status(t, i, x);
+        else
+            rv = check_delivery(t, i, x);
+    }
+    return rv;
+}
+
+static int rehearse_summary(const wf_test *t, const Charter__V1__WorkflowInfo *info)
+{
+    if (!t->json) {
+        printf("\n%u of %u expectations passed%s\n", t->passed, t->passed + t->failed,
+               t->failed > 0 ? "" : ": ok");
+        return t->failed > 0 ? WF_FAIL : WF_OK;
+    }
+    json_t *out = json_pack("{s:s, s:s, s:s, s:I, s:I, s:O}", "workflow", info->name, "version",
+                            info->version, "run_id", t->run_id, "passed", (json_int_t)t->passed,
+                            "failed", (json_int_t)t->failed, "results", t->results);
+    int rv = out == NULL || json_dumpf(out, stdout, JSON_INDENT(2)) != 0 ? WF_FAIL : WF_OK;
+    fputc('\n', stdout);
+    json_decref(out);
+    return rv == WF_OK && t->failed > 0 ? WF_FAIL : rv;
+}
+
+/* rehearse: apply FILE, run it scripted, walk its expect list. */
+static int cmd_rehearse(charter_client *client, bool json, const char *path)
 {
     char *bytes = NULL;
     Charter__V1__WorkflowInfo *info = NULL;
@@ -485,65 +550,18 @@ static int cmd_test(charter_client *client, bool json, const char *path)
     json_t *doc = json_loads(bytes, JSON_REJECT_DUPLICATES, NULL);
     free(bytes);
     json_t *expect = json_object_get(doc, "expect");
-    if (json_array_size(expect) == 0) {
-        fprintf(stderr, "charter: %s has no expect list: nothing to test\n", path);
-        json_decref(doc);
-        charter__v1__workflow_info__free_unpacked(info, NULL);
-        return WF_FAIL;
-    }
     wf_test t;
     memset(&t, 0, sizeof t);
     t.client = client;
     t.json = json;
     t.results = json ? json_array() : NULL;
-
-    Charter__V1__CreateRunRequest req = CHARTER__V1__CREATE_RUN_REQUEST__INIT;
-    Charter__V1__RunView *v = NULL;
-    charter_status st;
-    req.mode = (char *)"scripted";
-    req.workflow = info->version;
-    if (charter_create_run(client, &req, &v, &st) != 0) {
-        rv = call_failed("CreateRun", &st);
-        goto out;
-    }
-    snprintf(t.run_id, sizeof t.run_id, "%s", v->run != NULL ? v->run->id : "");
-    if (!json) {
-        printf("workflow %s version %s (%s)\n", info->name, info->version,
-               info->created ? "applied" : "already applied");
-        printf("run %s  %s  (scripted, %llu events)\n\n", t.run_id,
-               v->run != NULL ? v->run->status : "-",
-               v->run != NULL ? (unsigned long long)v->run->seq : 0ULL);
-    }
-    charter__v1__run_view__free_unpacked(v, NULL);
-
-    for (size_t i = 0; i < json_array_size(expect) && rv == WF_OK; i++) {
-        const json_t *x = json_array_get(expect, i);
-        if (json_object_get(x, "event") != NULL)
-            rv = check_event(&t, i, x);
-        else if (json_object_get(x, "recover") != NULL)
-            rv = check_recover(&t, i, x);
-        else if (json_object_get(x, "status") != NULL)
-            rv = check_status(&t, i, x);
-        else
-            rv = check_delivery(&t, i, x);
-    }
-    if (rv != WF_OK)
-        goto out;
-    if (json) {
-        json_t *out = json_pack("{s:s, s:s, s:s, s:I, s:I, s:o}", "workflow", info->name, "version",
-                                info->version, "run_id", t.run_id, "passed", (json_int_t)t.passed,
-                                "failed", (json_int_t)t.failed, "results", json_incref(t.results));
-        if (out == NULL || json_dumpf(out, stdout, JSON_INDENT(2)) != 0)
-            rv = WF_FAIL;
-        fputc('\n', stdout);
-        json_decref(out);
-    } else {
-        printf("\n%u of %u expectations passed%s\n", t.passed, t.passed + t.failed,
-               t.failed > 0 ? "" : ": ok");
-    }
-    if (t.failed > 0)
+    if (json_array_size(expect) == 0) {
+        fprintf(stderr, "charter: %s has no expect list: nothing to rehearse\n", path);
         rv = WF_FAIL;
-out:
+    } else if ((rv = rehearse_start(&t, info)) == WF_OK &&
+               (rv = rehearse_walk(&t, expect)) == WF_OK) {
+        rv = rehearse_summary(&t, info);
+    }
     json_decref(t.results);
     json_decref(doc);
     charter__v1__workflow_info__free_unpacked(info, NULL);
@@ -552,11 +570,15 @@ out:
 
 int cli_workflow_run(charter_client *client, bool json, const char *sub, const char *arg)
 {
+    if (strcmp(sub, "validate") == 0)
+        return cli_workflow_validate(arg, json);
+    if (strcmp(sub, "test") == 0)
+        return cli_workflow_test(arg, json);
     if (strcmp(sub, "apply") == 0)
         return cmd_apply(client, json, arg);
     if (strcmp(sub, "list") == 0)
         return cmd_list(client, json);
     if (strcmp(sub, "get") == 0 || strcmp(sub, "show") == 0)
         return cmd_get(client, json, arg);
-    return cmd_test(client, json, arg);
+    return cmd_rehearse(client, json, arg);
 }

@@ -15,7 +15,10 @@
 
 #include "evidence/evlog.h"
 #include "evidence/integrity.h"
+#include "evidence/keyadopt.h"
 #include "evidence/receipt_issue.h"
+#include "evidence/summary_seal.h"
+#include "core/digest.h"
 #include "core/status.h"
 
 #define AUDIT_PAGE "500"
@@ -69,9 +72,22 @@ static uint64_t audit_hashes_find(const audit_hashes *h, const char *hash)
     return 0;
 }
 
-/* Whether the stored event e (an audit_events entry) hashes to its stored hash. */
-static int audit_entry_holds(const json_t *e, const char *run_id, bool *holds)
+/* The run an audit walks: its id and, when its keyless graph adopted a key, the seq and hash
+ * of the last event it had then (keyadopt.h), checked against their seal before the walk. */
+typedef struct {
+    const char *id;
+    uint64_t keyless_until; /* 0: every event is hashed in the graph's mode */
+    char keyless_head[65];
+} audit_run;
+
+/* Whether the stored event e (an audit_events entry) hashes to its stored hash: plain SHA-256
+ * for an event the run had when its graph adopted a key, whose last one must also be the hash
+ * the adoption sealed; the graph's mode for every other. */
+static int audit_entry_holds(const json_t *e, const audit_run *run, bool *holds)
 {
+    const char *run_id = run->id;
+    uint64_t seq = strtoull(audit_str(e, "stored_seq"), NULL, 10);
+    bool before_key = seq >= 1 && seq <= run->keyless_until;
     evlog_fields f = {run_id,
                       audit_str(e, "stored_seq"),
                       audit_str(e, "ts"),
@@ -84,9 +100,10 @@ static int audit_entry_holds(const json_t *e, const char *run_id, bool *holds)
                       audit_str(e, "evaluator"),
                       audit_str(e, "prev")};
     char hash[65];
-    int rc = evlog_event_hash(&f, hash);
+    int rc = evlog_event_hash_as(&f, evlog_keyed() && !before_key, hash);
     *holds = rc == STATUS_OK && strcmp(hash, audit_str(e, "hash")) == 0 &&
-             strcmp(audit_str(e, "run_id"), run_id) == 0;
+             strcmp(audit_str(e, "run_id"), run_id) == 0 &&
+             (seq != run->keyless_until || strcmp(hash, run->keyless_head) == 0);
     return rc;
 }
 
@@ -97,7 +114,7 @@ static int audit_entry_holds(const json_t *e, const char *run_id, bool *holds)
  *
  * next is the entry of the following place when the page holds it (NULL otherwise): an event
  * that does not hold is an insertion when the event sealed for its place follows it. */
-static int audit_place(store *st, const json_t *e, const json_t *next, const char *run_id,
+static int audit_place(store *st, const json_t *e, const json_t *next, const audit_run *run,
                        uint64_t *head_seq, audit_hashes *verified, json_t *records,
                        audit_result *out)
 {
@@ -127,7 +144,7 @@ static int audit_place(store *st, const json_t *e, const json_t *next, const cha
     const char *stored = audit_str(e, "hash");
     const char *prev = audit_str(e, "prev");
     bool holds = false;
-    int rc = audit_entry_holds(e, run_id, &holds);
+    int rc = audit_entry_holds(e, run, &holds);
     if (rc != STATUS_OK)
         return rc;
     const char *expected_prev = verified->n > 0 ? verified->items[verified->n - 1] : "";
@@ -149,7 +166,7 @@ static int audit_place(store *st, const json_t *e, const json_t *next, const cha
         bool next_holds = false;
         if (next != NULL && !json_is_true(json_object_get(next, "missing")) &&
             strcmp(audit_str(next, "stored_seq"), want_seq) == 0 &&
-            (rc = audit_entry_holds(next, run_id, &next_holds)) != STATUS_OK)
+            (rc = audit_entry_holds(next, run, &next_holds)) != STATUS_OK)
             return rc;
         if (next_holds)
             return audit_fail(out, at,
@@ -256,24 +273,104 @@ static void audit_tail(const json_t *run, const json_t *deliveries, uint64_t hea
     json_decref(rj);
 }
 
+/* With an integrity key, the first of seals (charter_audit_summaries' [[id, summary_hash,
+ * seal],...], in creation order) whose seal is missing or does not verify is named. Returns 1
+ * when one was named, else 0. */
+static int audit_seals(const json_t *seals, audit_result *out)
+{
+    size_t i;
+    json_t *e;
+    json_array_foreach(seals, i, e)
+    {
+        const char *id = json_string_value(json_array_get(e, 0));
+        const char *sh = json_string_value(json_array_get(e, 1));
+        const char *seal = json_string_value(json_array_get(e, 2));
+        int rc = summary_seal_check(id, sh, seal && *seal ? seal : NULL);
+        if (rc == STATUS_OK || rc == STATUS_ENOKEY)
+            continue;
+        return audit_fail(out, 0, "artifact %s's lineage summary: %s", id ? id : "(unnamed)",
+                          seal && *seal ? "its seal does not verify under the integrity key"
+                                        : "it carries no seal of the integrity key: decisions "
+                                          "on it are UNKNOWN");
+    }
+    return 0;
+}
+
+/* Each artifact of seals (charter_audit_summaries' [[id, ...],...]: every artifact of the run,
+ * in creation order, when its summaries held) read back and its content hashed: the first whose
+ * stored content no longer has the SHA-256 it was recorded with (its hash, which its summary
+ * names) is named. No gate reads an input's content, but a host feeds it to a model. Returns
+ * STATUS_OK (out updated) or the store's failure. */
+static int audit_contents(store *st, const json_t *seals, audit_result *out)
+{
+    size_t i;
+    json_t *e;
+    json_array_foreach(seals, i, e)
+    {
+        const char *id = json_string_value(json_array_get(e, 0));
+        json_t *a = NULL;
+        int rc = id != NULL ? q_get_artifact(st, id, &a) : STATUS_EPROTO;
+        if (rc != STATUS_OK)
+            return rc;
+        const json_t *content = json_object_get(a, "content");
+        const char *hash = json_string_value(json_object_get(a, "hash"));
+        char actual[65];
+        bool same = json_is_string(content) && hash != NULL &&
+                    digest_sha256_hex(json_string_value(content), json_string_length(content),
+                                      actual) == 0 &&
+                    strcmp(actual, hash) == 0;
+        json_decref(a);
+        if (!same) {
+            audit_fail(out, 0,
+                       "artifact %s's content no longer has the SHA-256 it was recorded with: it "
+                       "was rewritten",
+                       id);
+            return STATUS_OK;
+        }
+    }
+    return STATUS_OK;
+}
+
 /* The lineage summaries of the run's artifacts re-derived bottom-up from the raw graph
- * (charter_audit_summaries): the first whose stored summary differs is named. Decisions trust
- * the summaries and read only the payload's own node, so edits deeper in the graph are found
- * here. Returns STATUS_OK (out updated) or the store's failure. */
+ * (charter_audit_summaries), and with an integrity key their seals: the first artifact (in
+ * creation order) whose stored summary differs, is missing, or whose seal is missing or does
+ * not verify is named. Decisions trust the summaries and read only the payload's own node, so
+ * edits deeper in the graph are found here. Returns STATUS_OK (out updated) or the store's
+ * failure. */
 static int audit_summaries(store *st, const char *run_id, audit_result *out)
 {
     json_t *reply = NULL;
-    int rc = q_audit_summaries(st, run_id, &reply);
+    int rc = q_audit_summaries(st, run_id, "1", &reply);
     if (rc != STATUS_OK)
         return rc;
     const char *bad = json_string_value(json_object_get(reply, "first_bad"));
-    if (bad != NULL) {
+    if (audit_seals(json_object_get(reply, "seals"), out) == 0 && bad != NULL) {
         const char *problem = json_string_value(json_object_get(reply, "problem"));
         audit_fail(out, 0, "artifact %s's lineage summary: %s", bad,
                    problem ? problem : "it differs from the graph");
     }
+    if (out->intact)
+        rc = audit_contents(st, json_object_get(reply, "seals"), out);
     json_decref(reply);
-    return STATUS_OK;
+    return rc;
+}
+
+/* What the first page says of the run as a whole: its head seq and, when its keyless graph
+ * adopted a key, its mark, which must verify under the key. Returns 0, or 1 when the mark was
+ * altered (the first bad event is the last one it covers: nothing before it can be trusted). */
+static int audit_first_page(const json_t *page, audit_run *run, uint64_t *head_seq,
+                            audit_result *out)
+{
+    const json_t *r = json_object_get(page, "run");
+    const json_t *s = json_object_get(r, "seq");
+    const json_t *mark = json_object_get(r, "keyless");
+    *head_seq = json_is_integer(s) ? (uint64_t)json_integer_value(s) : 0;
+    if (keyadopt_check_mark(run->id, mark, &run->keyless_until, run->keyless_head) == STATUS_OK)
+        return 0;
+    json_int_t until = json_integer_value(json_object_get(mark, "until"));
+    return audit_fail(out, until > 0 ? (uint64_t)until : 1,
+                      "the run's mark of the events it had when its graph adopted the integrity "
+                      "key was altered: its seal does not verify under the key");
 }
 
 int audit_chain(store *st, const char *run_id, audit_result *out)
@@ -286,6 +383,7 @@ int audit_chain(store *st, const char *run_id, audit_result *out)
     if (records == NULL)
         return STATUS_ENOMEM;
     json_t *first = NULL;
+    audit_run run = {run_id, 0, ""};
     uint64_t head_seq = 0, after = 0, upper = 0;
     int rc = STATUS_OK, found = 0;
     do {
@@ -303,8 +401,8 @@ int audit_chain(store *st, const char *run_id, audit_result *out)
         }
         if (first == NULL) {
             first = page;
-            json_t *s = json_object_get(json_object_get(page, "run"), "seq");
-            head_seq = json_is_integer(s) ? (uint64_t)json_integer_value(s) : 0;
+            if ((found = audit_first_page(page, &run, &head_seq, out)) != 0)
+                break;
         }
         upper = (uint64_t)json_integer_value(u);
         size_t i, n = 0;
@@ -313,7 +411,7 @@ int audit_chain(store *st, const char *run_id, audit_result *out)
         {
             n++;
             after = (uint64_t)json_integer_value(json_object_get(e, "at"));
-            found = audit_place(st, e, json_array_get(events, i + 1), run_id, &head_seq, &verified,
+            found = audit_place(st, e, json_array_get(events, i + 1), &run, &head_seq, &verified,
                                 records, out);
             if (found != 0)
                 break;
@@ -327,6 +425,7 @@ int audit_chain(store *st, const char *run_id, audit_result *out)
         if (n == 0)
             break;
     } while (found == 0 && after < upper);
+    out->keyless_until = run.keyless_until;
     if (rc == STATUS_OK && found == 0)
         audit_tail(json_object_get(first, "run"), json_object_get(first, "deliveries"), head_seq,
                    run_id, &verified, out);

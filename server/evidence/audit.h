@@ -20,6 +20,7 @@ typedef struct {
     uint64_t first_bad_seq; /* 0 when intact */
     char problem[256];      /* "" when intact */
     bool keyed;             /* hashes are HMACs under the integrity key */
+    uint64_t keyless_until; /* events up to this seq are plain SHA-256 (keyadopt.h); 0: none */
 } audit_result;
 
 /* Walks run_id's chain page by page (charter_audit_events) and names the first event that was
@@ -32,9 +33,14 @@ typedef struct {
  * name: evlog_snapshot_resolve). A run receipt is only trusted when its MAC checks under
  * the integrity key (integrity_receipt_check). When the chain holds, every lineage summary of
  * the run's artifacts is re-derived bottom-up from the raw graph (charter_audit_summaries) and
- * the first artifact whose stored summary differs is named in problem (first_bad_seq 0): a
- * summary edited, or an edge, label or producer deeper than a payload changed behind the API's
- * back. Returns STATUS_OK with *out filled,
+ * the first artifact, in creation order, whose stored summary differs or is missing, or (with
+ * an integrity key) whose seal is missing or does not verify (summary_seal.h), is named in
+ * problem (first_bad_seq 0): a summary edited or deleted, a seal deleted or forged, or an edge,
+ * label or producer deeper than a payload changed behind the API's back, none of which a
+ * decision reads. A run whose keyless graph adopted the integrity key (keyadopt.h) has its events
+ * up to the mark checked as plain SHA-256, the last of them against the hash the adoption
+ * sealed, and the mark's seal under the key (keyless_until says where). Returns STATUS_OK with
+ * *out filled,
  * STATUS_ENOTFOUND, or the store's failure. */
 int audit_chain(store *st, const char *run_id, audit_result *out);
 

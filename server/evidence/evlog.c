@@ -80,17 +80,19 @@ int evlog_claim_integrity(store *st, char *err, size_t errlen)
         snprintf(err, errlen,
                  strcmp(had, "keyed") == 0
                      ? "the graph's events and receipts are sealed with an integrity key, and "
-                       "none was given (start charterd with --integrity-key and the graph's key "
-                       "file)"
-                     : "the graph was created without an integrity key, so its events cannot be "
-                       "sealed with one now (start charterd without --integrity-key, or use a "
-                       "new --graph)");
+                       "none was given (start charterd with the graph's key file: without "
+                       "--no-integrity-key to use <data folder>/integrity.key, or with "
+                       "--integrity-key FILE)"
+                     : "the graph was created without an integrity key (add "
+                       "--adopt-integrity-key to seal its events with this key from now on, "
+                       "earlier ones staying verifiable as plain SHA-256; or start charterd "
+                       "with --no-integrity-key)");
         rc = STATUS_EREFUSED;
     } else if (strlen(had_check) != strlen(check) ||
                CRYPTO_memcmp(had_check, check, strlen(check)) != 0) {
         snprintf(err, errlen,
                  "the integrity key is not the one the graph's events and receipts were sealed "
-                 "with (start charterd with --integrity-key and the graph's key file)");
+                 "with (start charterd with the graph's key file: --integrity-key FILE)");
         rc = STATUS_EREFUSED;
     }
     OPENSSL_cleanse(check, sizeof check);
@@ -135,6 +137,11 @@ int evlog_event_text(const evlog_fields *f, char **text, size_t *len)
 
 int evlog_event_hash(const evlog_fields *f, char hex[65])
 {
+    return evlog_event_hash_as(f, evlog_keyed(), hex);
+}
+
+int evlog_event_hash_as(const evlog_fields *f, bool keyed, char hex[65])
+{
     char *text = NULL;
     size_t len = 0;
     memset(hex, '0', 64);
@@ -142,7 +149,7 @@ int evlog_event_hash(const evlog_fields *f, char hex[65])
     int rc = evlog_event_text(f, &text, &len);
     if (rc != STATUS_OK)
         return rc;
-    if (evlog_keyed()) {
+    if (keyed) {
         rc = integrity_mac(text, len, hex) == STATUS_OK ? STATUS_OK : STATUS_ENOMEM;
     } else {
         if (digest_sha256_hex(text, len, hex) != 0)

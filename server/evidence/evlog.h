@@ -140,6 +140,11 @@ int evlog_event_text(const evlog_fields *f, char **text, size_t *len);
  * over evlog_event_text(f), as lowercase hex. Returns 0 or STATUS_ENOMEM. */
 int evlog_event_hash(const evlog_fields *f, char hex[65]);
 
+/* The same with the mode named: keyed, HMAC-SHA256 under the integrity key (STATUS_ENOMEM when
+ * there is none), else plain SHA-256. An audit hashes the events a run had when its keyless
+ * graph adopted a key (keyadopt.h) with plain SHA-256, the later ones keyed. */
+int evlog_event_hash_as(const evlog_fields *f, bool keyed, char hex[65]);
+
 /* v as compact JSON text with sorted keys and doubles at 17 significant digits, so a time
  * survives a snapshot exactly. Caller frees; NULL when v is NULL or memory ran out. */
 char *evlog_json_text(const json_t *v);

@@ -16,6 +16,7 @@
 #include <openssl/evp.h>
 #include <openssl/objects.h>
 #include <openssl/pem.h>
+#include <openssl/rand.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -23,6 +24,7 @@
 #include <unistd.h>
 
 #include "receipt.h"
+#include "core/digest.h"
 #include "core/status.h"
 
 /* A PEM Ed25519 private key is about 120 bytes; anything far larger is not one. */
@@ -58,6 +60,66 @@ int integrity_load_key(const char *path, char *err, size_t errlen)
         return STATUS_EINVAL;
     integrity.key_len = len;
     return STATUS_OK;
+}
+
+/* Makes a new key file at path (see integrity_default_key). Returns STATUS_OK, STATUS_EEXISTS
+ * when a file is there already, or STATUS_EINVAL with err. */
+static int integrity_create_key(const char *path, char *err, size_t errlen)
+{
+    unsigned char raw[32];
+    char text[66];
+    int fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
+    if (fd < 0 && errno == EEXIST)
+        return STATUS_EEXISTS;
+    if (fd < 0) {
+        snprintf(err, errlen,
+                 "cannot create the integrity key file %s: %s (check the data folder's "
+                 "permissions, or pass --integrity-key FILE)",
+                 path, strerror(errno));
+        return STATUS_EINVAL;
+    }
+    int rc = RAND_bytes(raw, sizeof raw) == 1 ? STATUS_OK : STATUS_EINVAL;
+    digest_hex(raw, sizeof raw, text);
+    text[64] = '\n';
+    text[65] = '\0';
+    size_t done = 0;
+    while (rc == STATUS_OK && done < 65) {
+        ssize_t w = write(fd, text + done, 65 - done);
+        if (w < 0 && errno == EINTR)
+            continue;
+        if (w <= 0)
+            rc = STATUS_EINVAL;
+        else
+            done += (size_t)w;
+    }
+    if (rc == STATUS_OK && fsync(fd) != 0)
+        rc = STATUS_EINVAL;
+    close(fd);
+    OPENSSL_cleanse(raw, sizeof raw);
+    OPENSSL_cleanse(text, sizeof text);
+    if (rc != STATUS_OK) {
+        unlink(path);
+        snprintf(err, errlen,
+                 "cannot write a new integrity key to %s (check the OpenSSL installation and the "
+                 "free space of the data folder, or pass --integrity-key FILE)",
+                 path);
+    }
+    return rc;
+}
+
+int integrity_default_key(const char *path, bool create, bool *created, char *err, size_t errlen)
+{
+    struct stat sb;
+    *created = false;
+    if (lstat(path, &sb) != 0 && errno == ENOENT) {
+        if (!create)
+            return STATUS_ENOTFOUND;
+        int rc = integrity_create_key(path, err, errlen);
+        if (rc != STATUS_OK && rc != STATUS_EEXISTS)
+            return rc;
+        *created = rc == STATUS_OK;
+    }
+    return integrity_load_key(path, err, errlen);
 }
 
 bool integrity_keyed(void)

@@ -22,6 +22,15 @@
  * STATUS_EINVAL with one line in err (errlen bytes) naming the path, never the contents. */
 int integrity_load_key(const char *path, char *err, size_t errlen);
 
+/* The default integrity key at path (charterd's <data folder>/integrity.key): loaded as by
+ * integrity_load_key when the file exists. When it does not and create is set it is made
+ * first: 32 random bytes from OpenSSL's RAND_bytes written as 64 lowercase hex digits and a
+ * newline (what `openssl rand -hex 32` writes) to a new file of mode 0600 opened with O_EXCL, so
+ * a file another start made meanwhile is loaded instead, never replaced. Returns STATUS_OK with
+ * *created saying whether it was made, STATUS_ENOTFOUND when there is no file and create is
+ * false, or STATUS_EINVAL with one line in err (errlen bytes) naming the path, never the key. */
+int integrity_default_key(const char *path, bool create, bool *created, char *err, size_t errlen);
+
 /* Keeps key_len bytes of key (copied) as the integrity key, or none for key_len 0. For tests
  * and tools; charterd loads its key with integrity_load_key. Returns STATUS_OK or STATUS_EINVAL
  * (longer than CHARTER_RECEIPT_KEY_MAX). */

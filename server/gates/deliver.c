@@ -213,27 +213,20 @@ static int gather(const gate_env *g, const char *context_id, const char *invocat
         *regrant = true;
         return STATUS_OK;
     }
+    /* RULE-INPUT-SUMMARY, as at the input gate: the payload is decided from its summary, and
+     * one that is missing (the reply then carries the walked ancestry instead) or, under a key,
+     * unsealed is marked unverified (UNKNOWN), never decided from the ancestry in its place:
+     * whoever can delete a summary could otherwise have a delivery decided from edges edited
+     * below it. */
     f->summary = json_object_get(f->reply, "summary");
-    int unsealed = facts_is_summary(f->summary) ? gate_summary_seal_check(f->summary) : 0;
-    if (unsealed < 0)
+    if (!facts_is_summary(f->summary) &&
+        json_object_set_new(f->reply, "summary", json_pack("{s:s}", "id", payload_id)) != 0)
         return STATUS_ENOMEM;
-    if (unsealed > 0) {
-        /* An unsealed summary under an integrity key: the ancestry is walked instead. */
-        char limit2[32];
-        snprintf(limit2, sizeof limit2, "%zu", g->limits->max_ancestry);
-        f->summary = NULL;
-        rc = lineage_ancestry(g->st, payload_id, limit2, &f->walked);
-        if (rc != STATUS_OK)
-            return rc;
-        f->ancestry = f->walked;
-    }
-    if (facts_is_summary(f->summary)) {
-        rc = facts_summary_from_json(f->summary, payload_id, &f->sum);
-        f->has_sum = rc == STATUS_OK;
-    } else {
-        f->summary = NULL;
-        rc = facts_ancestry_from_json(f->ancestry, payload_id, &f->anc);
-    }
+    f->summary = json_object_get(f->reply, "summary");
+    if (gate_summary_verify(f->summary) != 0)
+        return STATUS_ENOMEM;
+    rc = facts_summary_from_json(f->summary, payload_id, &f->sum);
+    f->has_sum = rc == STATUS_OK;
     if (rc == STATUS_OK)
         rc = facts_chain_from_json(f->chain, f->step->cap.grant, &f->gchain);
     return rc;
@@ -259,7 +252,7 @@ static json_t *snapshot_of(const send_facts *f, const guard_delivery_request *re
         ancestry = json_incref(f->ancestry);
     json_t *owners = strs_json(&f->ctx.owners);
     return json_pack("{s:s, s:s, s:s, s:o*, s:{s:s, s:s, s:s, s:o*}, "
-                     "s:{s:s, s:s, s:s, s:i, s:s, s:s}, s:o, s:O, s:f, s:{s:s, s:s, s:s}}",
+                     "s:{s:s, s:s, s:s, s:i, s:s, s:s}, s:o, s:O, s:f, s:{s:s, s:s, s:s}, s:i}",
                      "gate", "delivery", "workflow", f->wf ? f->wf->version : "", "step",
                      f->step->cap.step, "cap", evaluator_cap_json(&f->step->cap), "context", "id",
                      f->ctx.id, "run_id", f->ctx.run_id, "step", f->ctx.step, "owners", owners,
@@ -267,7 +260,7 @@ static json_t *snapshot_of(const send_facts *f, const guard_delivery_request *re
                      req->recipient, "recipient_clearance", req->recipient_clearance, "tool",
                      req->tool, "grant", req->grant, lineage_key, ancestry, "chain", f->chain,
                      "now", f->now, "payload", "id", req->payload_id, "hash", payload_hash,
-                     "content_sha256", content_hash);
+                     "content_sha256", content_hash, "evaluator_version", EVALUATOR_VERSION);
 }
 
 /* One conditional commit with its event, sealed on the head read with the facts (head NULL:

@@ -22,6 +22,7 @@
 #include "policy/evaluator.h"
 #include "policy/facts.h"
 #include "evidence/integrity.h"
+#include "evidence/summary_seal.h"
 #include "core/log.h"
 
 void gate_sha256_hex(const char *data, size_t len, char hex[65])
@@ -352,46 +353,54 @@ int gate_open_narrowed(const gate_env *g, const char *parent_id, const char *run
     return rc;
 }
 
-/* The text a summary's seal is the HMAC of. */
-static int seal_text(const char *id, const char *summary_hash, char *buf, size_t n)
+/* RULE-INPUT-SUMMARY: only a summary that is there and, under a key, sealed by charterd. */
+int gate_summary_verify(json_t *raw)
 {
-    int w = snprintf(buf, n, "charter-summary-1\n%s\n%s\n", id, summary_hash);
-    return w > 0 && (size_t)w < n ? w : -1;
-}
-
-int gate_summary_seal_check(json_t *raw)
-{
-    if (!integrity_keyed())
-        return 0;
     const char *id = json_string_value(json_object_get(raw, "id"));
+    if (!json_is_object(raw) || id == NULL)
+        return -1;
     const char *sh = json_string_value(json_object_get(raw, "summary_hash"));
-    const char *seal = json_string_value(json_object_get(raw, "summary_seal"));
-    if (seal == NULL)
-        return 1;
-    char text[400];
-    int len = id && sh ? seal_text(id, sh, text, sizeof text) : -1;
-    if (len < 0 || integrity_mac_verify(text, (size_t)len, seal) != STATUS_OK)
-        return json_object_set_new(raw, "seal_ok", json_false()) == 0 ? 0 : -1;
-    return 0;
+    char why[320];
+    if (!json_is_string(json_object_get(raw, "summary")) || sh == NULL) {
+        /* Never walked instead: whoever can delete a summary could otherwise have a decision
+         * made from edges and labels edited below it. */
+        snprintf(why, sizeof why,
+                 "%.128s has no lineage summary (deleted, or written before summaries were "
+                 "kept): its ancestry is not walked at decision time",
+                 id);
+    } else {
+        const char *seal = json_string_value(json_object_get(raw, "summary_seal"));
+        int rc = summary_seal_check(id, sh, seal);
+        if (rc == STATUS_OK || rc == STATUS_ENOKEY)
+            return 0;
+        snprintf(why, sizeof why,
+                 seal == NULL ? "the lineage summary of %.128s carries no seal of this charterd's "
+                                "integrity key"
+                              : "the seal of %.128s's lineage summary does not verify under this "
+                                "charterd's integrity key",
+                 id);
+    }
+    return json_object_set_new(raw, "unverified", json_string(why)) == 0 ? 0 : -1;
 }
 
 /* With an integrity key, seals the summary of the artifact just created (reply: the
- * create_artifact reply). A seal that cannot be stored leaves the summary unsealed, and
- * decisions walk the artifact's ancestry instead: never an allow from an unsealed summary. */
+ * create_artifact reply). A seal that cannot be stored leaves the summary unsealed, and every
+ * decision on the artifact is UNKNOWN (gate_summary_verify): never an allow from an unsealed
+ * summary. */
 static void seal_summary(const gate_env *g, const json_t *reply)
 {
     const char *sh = json_string_value(json_object_get(reply, "summary_hash"));
     const char *id = json_string_value(json_object_get(json_object_get(reply, "artifact"), "id"));
-    char text[400], mac[65];
-    int len = id && sh && *sh ? seal_text(id, sh, text, sizeof text) : -1;
-    if (!integrity_keyed() || len < 0 || integrity_mac(text, (size_t)len, mac) != STATUS_OK)
+    char mac[65];
+    if (!integrity_keyed())
         return;
     json_t *out = NULL;
-    if (q_seal_summary(g->st, id, sh, mac, &out) != STATUS_OK ||
+    if (summary_seal_make(id, sh, mac) != STATUS_OK ||
+        q_seal_summary(g->st, id, sh, mac, &out) != STATUS_OK ||
         !json_is_true(json_object_get(out, "sealed")))
-        log_error("artifact %s: its lineage summary could not be sealed; its decisions walk its "
-                  "ancestry",
-                  id);
+        log_error("artifact %s: its lineage summary could not be sealed; every decision on it "
+                  "is UNKNOWN",
+                  id ? id : "(unnamed)");
     json_decref(out);
 }
 
@@ -403,82 +412,116 @@ static int walk_ancestry(const gate_env *g, const char *id, json_t **raw)
     return lineage_ancestry(g->st, id, limit, raw);
 }
 
-/* Input gate over ids without recording. Gathers each artifact's raw ancestry (null where the
- * graph could not supply it) into *snapshot (a JSON list, caller decrefs) and decides from them
+/* What the input gate decides from and records. */
+typedef struct {
+    json_t *raws;      /* per input: its summary reply (gate_summary_verify), or on a refusal
+                        * its walked ancestry; what the snapshot records */
+    json_t *summaries; /* per input {id, summary_hash}: the summary each decision used ("" for
+                        * none), recorded beside the facts whatever they are */
+    int conf;          /* an output's labels, when every input is allowed */
+    int integrity;
+} input_facts;
+
+static void input_facts_free(input_facts *f)
+{
+    json_decref(f->raws);
+    json_decref(f->summaries);
+    memset(f, 0, sizeof *f);
+}
+
+/* The facts of the input gate over ids in one database call (charter_input_facts): the
+ * context, checked and completed by gate_context_from into *wf, *ws and *ctx, and each
+ * artifact's lineage summary, checked by gate_summary_verify, into f. Returns STATUS_OK,
+ * STATUS_ENOTFOUND (the context or an artifact), STATUS_EREFUSED (a completed run), the failure
+ * of gate_context_from or of the store (unavailable: no facts), or STATUS_ENOMEM. */
+static int read_input_facts(const gate_env *g, const char *context_id, const char *const *ids,
+                            size_t n, const workflow **wf, const workflow_step **ws,
+                            guard_context *ctx, input_facts *f)
+{
+    memset(f, 0, sizeof *f);
+    json_t *reply = NULL;
+    json_t *req =
+        json_pack("{s:s, s:o*}", "context_id", context_id, "artifact_ids", strings_json(ids, n));
+    int rc = req ? q_input_facts(g->st, req, &reply) : STATUS_ENOMEM;
+    json_decref(req);
+    json_t *sums = json_object_get(reply, "summaries");
+    if (rc == STATUS_OK && (!json_is_array(sums) || json_array_size(sums) != n))
+        rc = STATUS_EPROTO;
+    if (rc == STATUS_OK)
+        rc = gate_context_from(g, json_incref(json_object_get(reply, "context")), wf, ws, ctx);
+    if (rc != STATUS_OK) {
+        json_decref(reply);
+        return rc;
+    }
+    f->raws = json_incref(sums);
+    f->summaries = json_array();
+    json_decref(reply);
+    for (size_t i = 0; rc == STATUS_OK && i < n; i++) {
+        json_t *raw = json_array_get(f->raws, i);
+        const char *sh = json_string_value(json_object_get(raw, "summary_hash"));
+        if (!json_is_object(raw) || !json_is_string(json_object_get(raw, "id")))
+            rc = STATUS_EPROTO;
+        else if (json_is_true(json_object_get(raw, "missing")))
+            rc = STATUS_ENOTFOUND;
+        else if (!f->summaries || gate_summary_verify(raw) != 0 ||
+                 json_array_append_new(f->summaries, json_pack("{s:s, s:s}", "id", ids[i],
+                                                               "summary_hash", sh ? sh : "")))
+            rc = STATUS_ENOMEM;
+    }
+    if (rc != STATUS_OK) {
+        input_facts_free(f);
+        facts_context_free(ctx);
+    }
+    return rc;
+}
+
+/* The deny path: a refusal names the path from the source to the artifact, which only the
+ * ancestry holds. The ancestries are walked and, when the walk refuses with the same outcome
+ * and codes, its witness and its facts are the ones recorded. A walk that disagrees (an edge
+ * or label deeper than the inputs' own nodes was changed behind the API's back, which audit
+ * names) leaves the summaries' refusal as it is: deeper raw keys never change a decision. */
+static int walk_for_witness(const gate_env *g, const workflow_step *ws, const guard_context *ctx,
+                            const char *const *ids, size_t n, guard_decision *d, input_facts *f)
+{
+    json_t *walked = json_array();
+    int rc = walked ? STATUS_OK : STATUS_ENOMEM;
+    for (size_t i = 0; rc == STATUS_OK && i < n; i++) {
+        json_t *raw = NULL;
+        int wrc = walk_ancestry(g, ids[i], &raw);
+        if (wrc == STATUS_ENOMEM)
+            rc = wrc;
+        else if (json_array_append_new(walked, wrc == STATUS_OK && raw ? raw : json_null()))
+            rc = STATUS_ENOMEM;
+    }
+    guard_decision w = {0};
+    int wc = GUARD_CONF_PUBLIC, wi = GUARD_INTEGRITY_TRUSTED;
+    if (rc == STATUS_OK && evaluator_input_decide(&ws->cap, ctx, walked, ids, &w, &wc, &wi) == 0 &&
+        w.outcome == d->outcome && w.codes == d->codes) {
+        guard_decision_free(d);
+        *d = w;
+        json_decref(f->raws);
+        f->raws = walked;
+        return STATUS_OK;
+    }
+    guard_decision_free(&w);
+    json_decref(walked);
+    return rc;
+}
+
+/* Input gate over ids without recording, from the facts read_input_facts gathered: decides
  * with evaluator_input_decide: d is the worst verdict over all ids (DENY before UNKNOWN before
- * ALLOW, codes merged, the first witness kept, UNKNOWN when any fact was missing) and, when
- * every input is allowed, *conf and *integrity are the recomputed labels of an output derived
- * from all of them. Returns STATUS_OK, STATUS_ENOTFOUND (an unknown artifact) or STATUS_ENOMEM.
- * Graph failures give STATUS_OK with UNKNOWN GRAPH_ERROR. */
+ * ALLOW, codes merged, the first witness kept, UNKNOWN when any fact was missing or any
+ * summary unverified) and, when every input is allowed, f->conf and f->integrity are the
+ * recomputed labels of an output derived from all of them. Returns STATUS_OK or
+ * STATUS_ENOMEM. */
 static int check_inputs(const gate_env *g, const workflow_step *ws, const guard_context *ctx,
-                        const char *const *ids, size_t n, guard_decision *d, json_t **snapshot,
-                        int *conf, int *integrity)
+                        const char *const *ids, size_t n, guard_decision *d, input_facts *f)
 {
     memset(d, 0, sizeof *d);
-    json_t *raws = json_array();
-    if (!raws)
+    if (evaluator_input_decide(&ws->cap, ctx, f->raws, ids, d, &f->conf, &f->integrity) != 0)
         return STATUS_ENOMEM;
-    bool summarised = false;
-    for (size_t i = 0; i < n; i++) {
-        json_t *raw = NULL;
-        /* The summary stored at creation, the artifact's own edges and its sources' labels:
-         * one read whatever the depth. An artifact without a summary is walked. */
-        int rc = q_lineage_summary(g->st, ids[i], &raw);
-        int unsealed = rc == STATUS_OK && facts_is_summary(raw) ? gate_summary_seal_check(raw) : 0;
-        if (unsealed < 0)
-            rc = STATUS_ENOMEM;
-        if (rc == STATUS_OK && facts_is_summary(raw) && unsealed == 0) {
-            summarised = true;
-        } else if (rc == STATUS_OK) {
-            json_decref(raw);
-            raw = NULL;
-            rc = walk_ancestry(g, ids[i], &raw);
-        }
-        if (rc == STATUS_ENOTFOUND || rc == STATUS_ENOMEM) {
-            json_decref(raw);
-            json_decref(raws);
-            return rc;
-        }
-        /* A fact the graph could not supply is recorded as null: replay sees the same gap. */
-        if (json_array_append_new(raws, rc == STATUS_OK && raw ? raw : json_null())) {
-            json_decref(raws);
-            return STATUS_ENOMEM;
-        }
-    }
-    if (evaluator_input_decide(&ws->cap, ctx, raws, ids, d, conf, integrity) != 0) {
-        json_decref(raws);
-        return STATUS_ENOMEM;
-    }
-    /* The deny path: a refusal names the path from the source to the artifact, which only the
-     * ancestry holds. The ancestries are walked and, when they refuse too, that decision (with
-     * its facts) is the one recorded; otherwise the summaries' refusal stands. */
-    if (summarised && d->outcome == GUARD_DENY) {
-        json_t *walked = json_array();
-        int rc = walked ? STATUS_OK : STATUS_ENOMEM;
-        for (size_t i = 0; rc == STATUS_OK && i < n; i++) {
-            json_t *raw = NULL;
-            int wrc = walk_ancestry(g, ids[i], &raw);
-            if (wrc == STATUS_ENOMEM)
-                rc = wrc;
-            else if (json_array_append_new(walked, wrc == STATUS_OK && raw ? raw : json_null()))
-                rc = STATUS_ENOMEM;
-        }
-        guard_decision w = {0};
-        int wc = GUARD_CONF_PUBLIC, wi = GUARD_INTEGRITY_TRUSTED;
-        if (rc == STATUS_OK &&
-            evaluator_input_decide(&ws->cap, ctx, walked, ids, &w, &wc, &wi) == 0 &&
-            w.outcome == GUARD_DENY) {
-            guard_decision_free(d);
-            *d = w;
-            json_decref(raws);
-            raws = walked;
-            walked = NULL;
-        } else {
-            guard_decision_free(&w);
-        }
-        json_decref(walked);
-    }
-    *snapshot = raws;
+    if (d->outcome == GUARD_DENY)
+        return walk_for_witness(g, ws, ctx, ids, n, d, f);
     return STATUS_OK;
 }
 
@@ -495,9 +538,11 @@ static void decision_evaluator(const workflow *wf, char fp[65])
 static json_t *snapshot_base(const char *gate, const workflow *wf, const workflow_step *ws,
                              const guard_context *ctx)
 {
-    return json_pack("{s:s, s:s, s:s, s:o*, s:o*}", "gate", gate, "workflow", wf ? wf->version : "",
-                     "step", ws->cap.step, "cap", evaluator_cap_json(&ws->cap), "context",
-                     context_json(ctx));
+    return json_pack("{s:s, s:s, s:s, s:o*, s:o*, s:i}", "gate", gate, "workflow",
+                     wf ? wf->version : "", "step", ws->cap.step, "cap",
+                     evaluator_cap_json(&ws->cap), "context", context_json(ctx),
+                     /* the evaluator version replay decides it with */
+                     "evaluator_version", EVALUATOR_VERSION);
 }
 
 /* The ancestries as a snapshot keeps them: each one's lineage reference, its new records
@@ -524,11 +569,14 @@ static json_t *kept_ancestries(const gate_env *g, const json_t *raws)
     return kept;
 }
 
+/* The input gate's snapshot: the base, the facts decided from (ancestries: the summaries, or
+ * the walked ancestries of a refusal) and the summary every input was decided with. */
 static json_t *input_snapshot(const gate_env *g, const workflow *wf, const workflow_step *ws,
-                              const guard_context *ctx, const json_t *raws)
+                              const guard_context *ctx, const input_facts *f)
 {
     json_t *snap = snapshot_base("input", wf, ws, ctx);
-    if (snap && json_object_set_new(snap, "ancestries", kept_ancestries(g, raws))) {
+    if (snap && (json_object_set_new(snap, "ancestries", kept_ancestries(g, f->raws)) ||
+                 json_object_set(snap, "summaries", f->summaries))) {
         json_decref(snap);
         return NULL;
     }
@@ -552,26 +600,26 @@ int gate_check_input(const gate_env *g, const char *context_id, const char *cons
     const workflow_step *ws = NULL;
     const workflow *wf = NULL;
     guard_context ctx;
-    int rc = gate_context_of(g, context_id, &wf, &ws, &ctx);
+    input_facts f;
+    int rc = read_input_facts(g, context_id, ids, n, &wf, &ws, &ctx, &f);
     if (unavailable(rc)) {
-        guard_decision_unknown(d, "the graph could not supply the context");
+        guard_decision_unknown(d, "the graph could not supply the context or the lineage "
+                                  "summaries");
         return STATUS_OK;
     }
     if (rc != STATUS_OK)
         return rc;
-    json_t *raws = NULL;
-    int conf, integrity;
-    rc = check_inputs(g, ws, &ctx, ids, n, d, &raws, &conf, &integrity);
+    rc = check_inputs(g, ws, &ctx, ids, n, d, &f);
     if (rc == STATUS_OK) {
         char fp[65];
         decision_evaluator(wf, fp);
-        json_t *snap = input_snapshot(g, wf, ws, &ctx, raws);
+        json_t *snap = input_snapshot(g, wf, ws, &ctx, &f);
         json_t *detail = input_detail(context_id, ws, ids, n);
         record_decision(g, ctx.run_id, "input_checked", fp, d, detail, snap, event_seq);
         json_decref(snap);
         json_decref(detail);
     }
-    json_decref(raws);
+    input_facts_free(&f);
     facts_context_free(&ctx);
     return rc;
 }
@@ -584,17 +632,17 @@ int gate_evaluate_input(const gate_env *g, const char *context_id, const char *c
         return STATUS_EINVAL;
     const workflow_step *ws = NULL;
     guard_context ctx;
-    int rc = gate_context(g, context_id, &ws, &ctx);
+    input_facts f;
+    int rc = read_input_facts(g, context_id, ids, n, NULL, &ws, &ctx, &f);
     if (unavailable(rc)) {
-        guard_decision_unknown(d, "the graph could not supply the context");
+        guard_decision_unknown(d, "the graph could not supply the context or the lineage "
+                                  "summaries");
         return STATUS_OK;
     }
     if (rc != STATUS_OK)
         return rc;
-    json_t *raws = NULL;
-    int conf, integrity;
-    rc = check_inputs(g, ws, &ctx, ids, n, d, &raws, &conf, &integrity);
-    json_decref(raws);
+    rc = check_inputs(g, ws, &ctx, ids, n, d, &f);
+    input_facts_free(&f);
     facts_context_free(&ctx);
     return rc;
 }
@@ -737,23 +785,24 @@ int gate_record_output(const gate_env *g, const char *context_id, const char *co
     const workflow_step *ws = NULL;
     const workflow *wf = NULL;
     guard_context ctx;
-    int rc = gate_context_of(g, context_id, &wf, &ws, &ctx);
+    input_facts f;
+    int rc = read_input_facts(g, context_id, input_ids, n, &wf, &ws, &ctx, &f);
     if (unavailable(rc)) {
-        guard_decision_unknown(d, "the graph could not supply the context");
+        guard_decision_unknown(d, "the graph could not supply the context or the lineage "
+                                  "summaries");
         return STATUS_OK;
     }
     if (rc != STATUS_OK)
         return rc;
-    json_t *raws = NULL;
-    int conf, integrity;
-    rc = check_inputs(g, ws, &ctx, input_ids, n, d, &raws, &conf, &integrity);
+    rc = check_inputs(g, ws, &ctx, input_ids, n, d, &f);
     if (rc != STATUS_OK) {
+        input_facts_free(&f);
         facts_context_free(&ctx);
         return rc;
     }
     char fp[65];
     decision_evaluator(wf, fp);
-    json_t *snap = input_snapshot(g, wf, ws, &ctx, raws);
+    json_t *snap = input_snapshot(g, wf, ws, &ctx, &f);
     json_t *detail = json_pack("{s:s, s:s, s:s, s:o*}", "context", context_id, "step", ws->cap.step,
                                "title", title, "inputs", strings_json(input_ids, n));
     if (d->outcome != GUARD_ALLOW) {
@@ -766,8 +815,8 @@ int gate_record_output(const gate_env *g, const char *context_id, const char *co
         evlog_owned ev = {0};
         json_t *arg =
             json_pack("{s:s, s:s, s:s, s:s, s:i, s:i, s:s, s:s, s:o*, s:b}", "run_id", ctx.run_id,
-                      "context_id", context_id, "kind", "derived", "title", title, "conf", conf,
-                      "integrity", integrity, "hash", hash, "content", content, "input_ids",
+                      "context_id", context_id, "kind", "derived", "title", title, "conf", f.conf,
+                      "integrity", f.integrity, "hash", hash, "content", content, "input_ids",
                       strings_json(input_ids, n), "capture_complete", 1);
         rc = arg ? evlog_owned_event(&ev, "output_recorded", d, fp, detail, snap) : STATUS_ENOMEM;
         if (rc == STATUS_OK)
@@ -782,7 +831,7 @@ int gate_record_output(const gate_env *g, const char *context_id, const char *co
     }
     json_decref(snap);
     json_decref(detail);
-    json_decref(raws);
+    input_facts_free(&f);
     facts_context_free(&ctx);
     return rc;
 }

@@ -91,8 +91,12 @@ int gate_read_chunk(const gate_env *g, const char *context_id, const char *resou
                     const gate_chunk *chunk, guard_decision *d, json_t **artifact);
 
 /* Input gate over artifacts ids (n of them) for the context's step: ALLOW only when every
- * artifact's ancestry fits. Writes an input_checked event with the snapshot; *event_seq its seq
- * (0 when it could not be written, then the decision is UNKNOWN GRAPH_ERROR). */
+ * artifact's ancestry fits, decided from each artifact's lineage summary (one database call
+ * with the context, whatever the depth: charter_input_facts); an artifact without a usable
+ * summary is UNKNOWN (gate_summary_verify), and only a refusal walks the ancestries, for the
+ * witness's path. Writes an input_checked event with the snapshot, which names under
+ * "summaries" the summary hash each input was decided with; *event_seq its seq (0 when it
+ * could not be written, then the decision is UNKNOWN GRAPH_ERROR). */
 int gate_check_input(const gate_env *g, const char *context_id, const char *const *ids, size_t n,
                      guard_decision *d, uint64_t *event_seq);
 
@@ -115,14 +119,15 @@ int gate_trace(const gate_env *g, const char *artifact_id, json_t **ancestry);
 /* Hex SHA-256 of len bytes into hex (65 bytes). */
 void gate_sha256_hex(const char *data, size_t len, char hex[65]);
 
-/* With an integrity key, an artifact's lineage summary counts only when it carries charterd's
- * seal (HMAC under the key of "charter-summary-1\n<id>\n<summary_hash>\n", stored at creation
- * by charter_seal_summary). raw is a charter_lineage_summary reply holding a summary. Returns 0
- * when the summary may be decided from (no key, or a seal that verifies); 1 when it carries no
- * seal (a creation whose seal was never stored: the caller walks the ancestry instead). A seal
- * that does not verify sets raw's "seal_ok" to false, so the summary is not verified
- * (policy/facts.c) and the decision is UNKNOWN; 0 is returned then, and -1 when memory ran
- * out. */
-int gate_summary_seal_check(json_t *raw);
+/* Whether a decision may be made from raw, a charter_lineage_summary reply (an object with the
+ * artifact's "id", with or without a summary): a decision reads the summary stored at creation
+ * and never walks the ancestry in its place. raw is marked unusable (a string "unverified"
+ * saying why, which facts_summary_from_json reads and the guard gives as the witness of an
+ * UNKNOWN GRAPH_ERROR) when it holds no summary (deleted, or an artifact written before
+ * summaries were kept), or, with an integrity key, when its summary carries no seal or one
+ * that does not verify (summary_seal.h). A summary whose text does not hash to its
+ * summary_hash is left to facts_summary_from_json, which finds it unverified. Returns 0
+ * (raw usable or marked), or -1 when raw is not an object with an id or memory ran out. */
+int gate_summary_verify(json_t *raw);
 
 #endif

@@ -6,7 +6,7 @@
  * The snapshot is {gate:"identity", workflow, step, subject, context, owners, credential,
  * actors} (context absent when a step was opened): everything the rule reads, and nothing of
  * the step capability, which it does not read. The evaluator fingerprint is that of the run's
- * workflow, as for the other gates, so replay checks it the same way.
+ * workflow and of the evaluator_version the snapshot records, as for the other gates.
  */
 #include "gates/identity.h"
 
@@ -33,11 +33,12 @@ static json_t *strs_json(char *const *items, size_t n)
 static json_t *identity_snapshot(const char *version, const char *step, const char *context_id,
                                  const guard_identity *id)
 {
-    json_t *snap = json_pack("{s:s, s:s, s:s, s:o*, s:s, s:o*}", "gate", "identity", "step",
+    json_t *snap = json_pack("{s:s, s:s, s:s, s:o*, s:s, s:o*, s:i}", "gate", "identity", "step",
                              step != NULL ? step : "", "subject", id->subject, "owners",
                              strs_json(id->owners.items, id->owners.n), "credential",
-                             id->credential, "actors", strs_json(id->actors.items, id->actors.n));
-    if (snap == NULL || json_object_size(snap) != 6 ||
+                             id->credential, "actors", strs_json(id->actors.items, id->actors.n),
+                             "evaluator_version", EVALUATOR_VERSION);
+    if (snap == NULL || json_object_size(snap) != 7 ||
         (version != NULL && *version != '\0' &&
          json_object_set_new(snap, "workflow", json_string(version)) != 0) ||
         (context_id != NULL &&

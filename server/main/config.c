@@ -50,6 +50,8 @@ static void config_usage_http(void)
         "                      30; 0: no limit)\n");
 }
 
+static void config_usage_tail(void);
+
 void config_usage(void)
 {
     printf(
@@ -69,23 +71,35 @@ void config_usage(void)
         "                      (default: start an embedded redis-server in the data folder)\n"
         "  --durable-ack N     a committed delivery waits for N replicas (WAIT) within its\n"
         "                      deadline; fewer: the answer says not yet durable (default 0)\n"
-        "  --data-dir DIR      data folder, mode 0700 (default " CONFIG_DEFAULT_DATA_DIR ")\n"
+        "  --data-dir DIR      data folder, mode 0700 (default $STATE_DIRECTORY when systemd\n"
+        "                      sets it, else " CONFIG_DEFAULT_DATA_DIR ")\n"
         "  --graph NAME        graph name, 1-64 of [A-Za-z0-9_.-] (default " CONFIG_DEFAULT_GRAPH
         ")\n"
         "  --workflow FILE     workflow definition (default: the built-in procurement workflow)\n"
         "  --integrity-key FILE\n"
         "                      secret of at least 32 bytes, mode 0600, owned by this user: seals\n"
         "                      events with HMAC-SHA256 and signs receipts; a graph keeps the mode\n"
-        "                      (keyed or not) and the key it was first started with\n"
+        "                      (keyed or not) and the key it was first started with (default:\n"
+        "                      <data-dir>/integrity.key, made at a new graph's first start)\n"
+        "  --no-integrity-key  serve a new graph keyless (no receipts), or a keyless one as it is\n"
+        "  --adopt-integrity-key\n"
+        "                      seal a keyless graph's events with the integrity key from now on;\n"
+        "                      its earlier events stay verifiable as plain SHA-256\n"
         "  --signing-key FILE  Ed25519 private key (PEM, mode 0600, owned by this user; make one\n"
         "                      with: openssl genpkey -algorithm ed25519 -out FILE): also signs\n"
         "                      every receipt, so anyone with the public key (charter receipt-key)\n"
-        "                      can verify it offline; needs --integrity-key\n"
+        "                      can verify it offline; needs an integrity key\n"
         "  --max-message BYTES largest request accepted (default 4194304)\n"
         "  --timeout-ms MS     default per-call deadline (default 5000, at most 60000)\n"
         "  --queue N           requests allowed to wait beyond the workers before callers get\n"
         "                      RESOURCE_EXHAUSTED (default 256)\n");
     config_usage_http();
+    config_usage_tail();
+}
+
+/* The flags and the environment of the usage text. */
+static void config_usage_tail(void)
+{
     printf(
         "  --scripted-only     refuse live runs and revoking or restoring grants (a shared demo)\n"
         "  --quiet             log errors only\n"
@@ -304,6 +318,61 @@ static int config_tokens(config *cfg, char *err, size_t errlen)
     return CONFIG_OK;
 }
 
+/* True when arg is one of the options that take no value; it is recorded in cfg. */
+static bool config_flag(const char *arg, config *cfg)
+{
+    static const struct {
+        const char *name;
+        size_t field;
+    } flags[] = {{"--scripted-only", offsetof(config, scripted_only)},
+                 {"--quiet", offsetof(config, quiet)},
+                 {"--verbose", offsetof(config, verbose)},
+                 {"--no-integrity-key", offsetof(config, no_integrity_key)},
+                 {"--adopt-integrity-key", offsetof(config, adopt_integrity_key)}};
+    for (size_t k = 0; k < sizeof flags / sizeof flags[0]; k++) {
+        if (strcmp(arg, flags[k].name) == 0) {
+            *(bool *)((char *)cfg + flags[k].field) = true;
+            return true;
+        }
+    }
+    return false;
+}
+
+/* After the options: the key options that exclude each other, the data folder (--data-dir,
+ * else systemd's $STATE_DIRECTORY, else the default), the listen default and the tokens. */
+static int config_finish(config *cfg, const char *data_dir, char *err, size_t errlen)
+{
+    if ((cfg->http_cert == NULL) != (cfg->http_key == NULL)) {
+        return config_fail(err, errlen, "--http-cert and --http-key go together (give both)");
+    }
+    if (cfg->no_integrity_key && cfg->integrity_key != NULL) {
+        return config_fail(err, errlen,
+                           "--no-integrity-key and --integrity-key exclude each other (give one)");
+    }
+    if (cfg->no_integrity_key && cfg->adopt_integrity_key) {
+        return config_fail(err, errlen,
+                           "--adopt-integrity-key needs an integrity key (drop "
+                           "--no-integrity-key)");
+    }
+    if (cfg->no_integrity_key && cfg->signing_key != NULL) {
+        return config_fail(err, errlen,
+                           "--signing-key needs an integrity key: receipts are signed in addition "
+                           "to their HMAC (drop --no-integrity-key)");
+    }
+    /* systemd's StateDirectory= names one folder, or several separated by ':' (the first). */
+    const char *state = getenv("STATE_DIRECTORY");
+    if (data_dir == NULL && state != NULL && state[0] != '\0' && state[0] != ':') {
+        cfg->data_dir = strndup(state, strcspn(state, ":"));
+    } else {
+        cfg->data_dir = strdup(data_dir != NULL ? data_dir : CONFIG_DEFAULT_DATA_DIR);
+    }
+    if (cfg->data_dir == NULL) {
+        return config_fail(err, errlen, "out of memory (free some memory)");
+    }
+    cfg->listen_default = (cfg->n_listen == 0);
+    return config_tokens(cfg, err, errlen);
+}
+
 int config_parse(int argc, char **argv, config *cfg, char *err, size_t errlen)
 {
     memset(cfg, 0, sizeof *cfg);
@@ -317,7 +386,7 @@ int config_parse(int argc, char **argv, config *cfg, char *err, size_t errlen)
     cfg->http_header_timeout_s = CONFIG_DEFAULT_HTTP_HEADER_TIMEOUT_S;
     cfg->http_body_timeout_s = CONFIG_DEFAULT_HTTP_BODY_TIMEOUT_S;
     cfg->http_idle_timeout_s = CONFIG_DEFAULT_HTTP_IDLE_TIMEOUT_S;
-    const char *data_dir = CONFIG_DEFAULT_DATA_DIR;
+    const char *data_dir = NULL; /* --data-dir */
 
     for (int i = 1; i < argc; i++) {
         const char *arg = argv[i];
@@ -329,12 +398,8 @@ int config_parse(int argc, char **argv, config *cfg, char *err, size_t errlen)
         } else if (strcmp(arg, "--version") == 0) {
             printf("charterd %s\n", CHARTER_VERSION);
             return CONFIG_EXIT;
-        } else if (strcmp(arg, "--scripted-only") == 0) {
-            cfg->scripted_only = true;
-        } else if (strcmp(arg, "--quiet") == 0) {
-            cfg->quiet = true;
-        } else if (strcmp(arg, "--verbose") == 0) {
-            cfg->verbose = true;
+        } else if (config_flag(arg, cfg)) {
+            continue;
         } else if (config_match(arg, "--log-format", &i, argc, argv, &v)) {
             if (v == NULL || (strcmp(v, "text") != 0 && strcmp(v, "json") != 0)) {
                 return config_fail(err, errlen, "--log-format needs text or json, got \"%s\"",
@@ -479,19 +544,17 @@ int config_parse(int argc, char **argv, config *cfg, char *err, size_t errlen)
             return config_fail(err, errlen, "unknown option \"%s\" (see charterd --help)", arg);
         }
     }
-    if ((cfg->data_dir = strdup(data_dir)) == NULL) {
-        return config_fail(err, errlen, "out of memory (free some memory)");
-    }
-    cfg->listen_default = (cfg->n_listen == 0);
-    if ((cfg->http_cert == NULL) != (cfg->http_key == NULL)) {
-        return config_fail(err, errlen, "--http-cert and --http-key go together (give both)");
-    }
-    return config_tokens(cfg, err, errlen);
+    return config_finish(cfg, data_dir, err, errlen);
 }
 
 bool config_needs_data_dir(const config *cfg)
 {
     return cfg->redis_url == NULL || cfg->listen_default;
+}
+
+bool config_default_key(const config *cfg)
+{
+    return cfg->integrity_key == NULL && !cfg->no_integrity_key;
 }
 
 /* mkdir -p: parents with the umask's mode, the last component 0700. */

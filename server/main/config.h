@@ -15,7 +15,11 @@
 #include "db/store.h"
 
 #define CONFIG_DEFAULT_TCP_URL "tcp://127.0.0.1:7433"
+/* The data folder unless --data-dir names one or systemd sets $STATE_DIRECTORY. */
 #define CONFIG_DEFAULT_DATA_DIR "./var/charter"
+/* The integrity key's file in the data folder when neither --integrity-key nor
+ * --no-integrity-key is given (config_default_key). */
+#define CONFIG_DEFAULT_KEY_FILE "integrity.key"
 #define CONFIG_DEFAULT_GRAPH "charter"
 #define CONFIG_DEFAULT_MAX_MESSAGE ((size_t)4 * 1024 * 1024)
 #define CONFIG_DEFAULT_TIMEOUT_MS 5000
@@ -39,7 +43,9 @@ typedef struct {
     char *data_dir;            /* owned; absolute after config_prepare_data_dir */
     const char *graph;         /* --graph (borrowed) */
     const char *workflow;      /* --workflow path (borrowed), NULL: the embedded workflow */
-    const char *integrity_key; /* --integrity-key path (borrowed), NULL: none */
+    const char *integrity_key; /* --integrity-key path (borrowed), NULL: none given */
+    bool no_integrity_key;     /* --no-integrity-key: keyless, no default key */
+    bool adopt_integrity_key;  /* --adopt-integrity-key: a keyless graph adopts the key */
     const char *signing_key;   /* --signing-key path (borrowed), NULL: none */
     size_t max_message;        /* bytes of one encoded RpcRequest */
     int timeout_ms;            /* default per-call deadline, milliseconds */
@@ -80,8 +86,14 @@ int config_parse(int argc, char **argv, config *cfg, char *err, size_t errlen);
  * ipc://<data-dir>/charterd.sock). Returns 0 or -1 with a reason in err. */
 int config_prepare_data_dir(config *cfg, char *err, size_t errlen);
 
-/* True when the data folder is needed: embedded database or default listen URLs. */
+/* True when the data folder is needed before the database is reached: embedded database or
+ * default listen URLs. The default integrity key needs it too, but only once the graph's mode
+ * says the key is used (main.c makes it then). */
 bool config_needs_data_dir(const config *cfg);
+
+/* True when the integrity key is the default one, <data folder>/CONFIG_DEFAULT_KEY_FILE:
+ * neither --integrity-key nor --no-integrity-key was given. */
+bool config_default_key(const config *cfg);
 
 void config_free(config *cfg);
 

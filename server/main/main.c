@@ -4,15 +4,17 @@
  * Startup is a table of steps (main_steps) walked forward; shutdown walks the steps that
  * started backward, on success and on failure alike, so every resource has one place that
  * releases it. The order matters for the one-line failure promise: options and tokens, the
- * method tables, the workflow and the evaluator's fingerprint, the integrity key, the data
- * folder, the database (embedded or --redis), the query library, the graph's integrity mode,
- * the static graph, then the transport. Nothing is logged before the service is up, so any
+ * method tables, the workflow and the evaluator's fingerprint, the integrity key given, the data
+ * folder, the database (embedded or --redis), the query library, the default integrity key
+ * (decided by the graph's recorded mode), the graph's integrity mode (adopting the key when
+ * asked), the static graph, then the transport. Nothing is logged before the service is up, so any
  * failure on the way is exactly one line "charterd: <what is wrong> (<how to fix>)".
  * Signals are blocked in every thread and taken synchronously here with sigtimedwait, so no
  * work ever runs in a signal handler.
  */
 #include <errno.h>
 #include <jansson.h>
+#include <limits.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -29,6 +31,7 @@
 #include "evidence/evlog.h"
 #include "runs/executor.h"
 #include "evidence/integrity.h"
+#include "evidence/keyadopt.h"
 #include "rpc/http.h"
 #include "runs/provider.h"
 #include "core/log.h"
@@ -85,6 +88,14 @@ static void main_join(const json_t *list, char *buf, size_t n)
     }
 }
 
+/* Where the integrity key came from, for the lines logged once charterd serves. */
+typedef enum {
+    MAIN_KEY_GIVEN,         /* --integrity-key, or --no-integrity-key */
+    MAIN_KEY_DEFAULT,       /* <data folder>/integrity.key, as it was */
+    MAIN_KEY_MADE,          /* <data folder>/integrity.key, made at this start */
+    MAIN_KEY_GRAPH_KEYLESS, /* none: the graph was created keyless */
+} main_key_source;
+
 /* Everything charterd holds between startup and shutdown. */
 typedef struct {
     config cfg;
@@ -103,6 +114,12 @@ typedef struct {
     char http_rpc_url[64]; /* the in-process listener HTTP/JSON calls reach the workers by */
     http_server *hs;       /* --http, or NULL */
     executor *ex;          /* the executor threads (--runners), or NULL */
+    bool data_dir_ready;   /* config_prepare_data_dir done */
+    main_key_source key_source;
+    char key_path[PATH_MAX]; /* the default key's file */
+    bool adopted;            /* the keyless graph adopted the key at this start */
+    size_t adopted_runs;
+    char adopted_at[32];
 } main_state;
 
 /* One step of startup and its undoing. start returns 0, or the exit status after logging
@@ -196,13 +213,7 @@ static int main_load_key(main_state *m)
 {
     char err[1024];
     int rc = STATUS_OK;
-    if (m->cfg.signing_key != NULL && m->cfg.integrity_key == NULL) {
-        snprintf(err, sizeof err,
-                 "--signing-key needs --integrity-key: receipts are signed in addition to their "
-                 "HMAC (add --integrity-key FILE)");
-        rc = STATUS_EINVAL;
-    }
-    if (rc == STATUS_OK && m->cfg.integrity_key != NULL)
+    if (m->cfg.integrity_key != NULL)
         rc = integrity_load_key(m->cfg.integrity_key, err, sizeof err);
     if (rc == STATUS_OK && m->cfg.signing_key != NULL)
         rc = integrity_load_signing_key(m->cfg.signing_key, err, sizeof err);
@@ -234,10 +245,13 @@ static int main_preflight(main_state *m)
 static int main_prepare_data_dir(main_state *m)
 {
     char err[1024];
-    if (config_needs_data_dir(&m->cfg) && config_prepare_data_dir(&m->cfg, err, sizeof err) != 0) {
+    if (!config_needs_data_dir(&m->cfg))
+        return 0;
+    if (config_prepare_data_dir(&m->cfg, err, sizeof err) != 0) {
         log_fatal("%s", err);
         return EXIT_STARTUP;
     }
+    m->data_dir_ready = true;
     return 0;
 }
 
@@ -312,9 +326,72 @@ static void main_close_store(main_state *m)
     }
 }
 
+/* The default integrity key (neither --integrity-key nor --no-integrity-key), decided by the
+ * graph's recorded mode before it is claimed: a new graph gets the data folder's key, made now
+ * when there is none; a keyed graph needs that file (a missing one is never replaced: the
+ * graph's events were sealed with the lost key); a keyless graph stays keyless unless
+ * --adopt-integrity-key asks it to adopt the key. */
+static int main_resolve_key(main_state *m)
+{
+    char mode[16], err[1024];
+    if (!config_default_key(&m->cfg))
+        return 0;
+    if (keyadopt_graph_mode(m->st, mode, err, sizeof err) != STATUS_OK) {
+        log_fatal("cannot read the integrity mode of graph %s: %s (check that Redis at %s answers)",
+                  m->cfg.graph, err, m->url);
+        return EXIT_STARTUP;
+    }
+    snprintf(m->key_path, sizeof m->key_path, "%s/%s", m->cfg.data_dir, CONFIG_DEFAULT_KEY_FILE);
+    if (strcmp(mode, "keyless") == 0 && !m->cfg.adopt_integrity_key) {
+        m->key_source = MAIN_KEY_GRAPH_KEYLESS;
+        if (m->cfg.signing_key == NULL)
+            return 0;
+        log_fatal("graph %s was created without an integrity key, so --signing-key has no receipt "
+                  "to sign (add --adopt-integrity-key to seal it with %s from now on, or drop "
+                  "--signing-key)",
+                  m->cfg.graph, m->key_path);
+        return EXIT_USAGE;
+    }
+    /* The folder is made only now that its key is used: a keyless graph leaves none. */
+    if (!m->data_dir_ready) {
+        if (config_prepare_data_dir(&m->cfg, err, sizeof err) != 0) {
+            log_fatal("%s", err);
+            return EXIT_STARTUP;
+        }
+        m->data_dir_ready = true;
+        snprintf(m->key_path, sizeof m->key_path, "%s/%s", m->cfg.data_dir,
+                 CONFIG_DEFAULT_KEY_FILE);
+    }
+    bool made = false;
+    int rc = integrity_default_key(m->key_path, strcmp(mode, "keyed") != 0, &made, err, sizeof err);
+    if (rc == STATUS_ENOTFOUND) {
+        log_fatal("graph %s: its events and receipts are sealed with an integrity key, and the key "
+                  "file %s is missing (restore it from the backup of the data folder, or pass "
+                  "--integrity-key FILE)",
+                  m->cfg.graph, m->key_path);
+        return EXIT_STARTUP;
+    }
+    if (rc != STATUS_OK) {
+        log_fatal("%s", err);
+        return EXIT_USAGE;
+    }
+    m->key_source = made ? MAIN_KEY_MADE : MAIN_KEY_DEFAULT;
+    return 0;
+}
+
+/* With --adopt-integrity-key, a keyless graph adopts the key first (keyadopt.h); then the
+ * graph's mode is claimed, or checked against the one it recorded. */
 static int main_claim_integrity(main_state *m)
 {
     char ierr[512];
+    if (m->cfg.adopt_integrity_key && integrity_keyed()) {
+        int arc = keyadopt_adopt(m->st, &m->adopted_runs, m->adopted_at, ierr, sizeof ierr);
+        if (arc != STATUS_OK && arc != STATUS_EEXISTS) {
+            log_fatal("graph %s: cannot adopt the integrity key: %s", m->cfg.graph, ierr);
+            return EXIT_STARTUP;
+        }
+        m->adopted = arc == STATUS_OK;
+    }
     int rc = evlog_claim_integrity(m->st, ierr, sizeof ierr);
     if (rc == STATUS_EREFUSED) {
         log_fatal("graph %s: %s", m->cfg.graph, ierr);
@@ -512,6 +589,7 @@ static const main_step main_steps[] = {
     {main_prepare_data_dir, NULL},
     {main_start_database, main_stop_database},
     {main_open_store, main_close_store},
+    {main_resolve_key, NULL},
     {main_claim_integrity, NULL},
     {main_install_workflow, main_registry_stop},
     {main_interrupt_runs, main_free_interrupted},
@@ -521,6 +599,25 @@ static const main_step main_steps[] = {
     {main_start_http, main_stop_http},
 };
 #define MAIN_N_STEPS (sizeof main_steps / sizeof main_steps[0])
+
+/* What became of the integrity key at this start, once charterd serves: a key made, a key
+ * adopted, or a graph left keyless by default. */
+static void main_log_key(const main_state *m)
+{
+    if (m->key_source == MAIN_KEY_MADE)
+        log_info("graph %s: made a new integrity key in %s (mode 0600); keep a copy with the "
+                 "backups: the graph cannot be served without it",
+                 m->cfg.graph, m->key_path);
+    if (m->adopted)
+        log_info("graph %s adopted the integrity key at %s: the events its %zu run%s had stay "
+                 "verifiable as plain SHA-256 and are sealed by the key; every later event is an "
+                 "HMAC under it",
+                 m->cfg.graph, m->adopted_at, m->adopted_runs, m->adopted_runs == 1 ? "" : "s");
+    if (m->key_source == MAIN_KEY_GRAPH_KEYLESS)
+        log_info("graph %s was created without an integrity key: no receipts or checkpoints "
+                 "(restart with --adopt-integrity-key to seal its events with %s from now on)",
+                 m->cfg.graph, m->key_path);
+}
 
 /* Says where charterd serves, then waits for SIGINT or SIGTERM, watching the embedded
  * database once a second. */
@@ -545,6 +642,7 @@ static void main_serve(main_state *m)
                                                  : "events sealed with the integrity key")
                           : "no integrity key",
              integrity_signing() ? integrity_key_id() : "");
+    main_log_key(m);
     if (notify_ready("serving") != 0) {
         log_error("cannot tell systemd that charterd is ready (check NOTIFY_SOCKET)");
     }

@@ -1,9 +1,11 @@
 /*
  * evaluator.c - the evaluator: the deciding half of the gates (facts in, decision out), its
- * fingerprint, and the replay of a recorded decision from its snapshot (see evaluator.h).
+ * declared versions and fingerprint, and the replay of a recorded decision from its snapshot
+ * by the evaluator of the version it records (see evaluator.h).
  *
- * Snapshots are the facts exactly as the gate had them, each with the workflow version and the
- * step capability it acted under ({workflow, cap, ...}): input gate {gate:"input", step,
+ * Snapshots are the facts exactly as the gate had them, each with the evaluator version, the
+ * workflow version and the step capability it acted under ({evaluator_version, workflow, cap,
+ * ...}): input gate {gate:"input", step,
  * context, ancestries:[raw charter_ancestry replies]}, source gate {gate:"source", step,
  * context, resource}, delivery gate {gate:"delivery", step, context, request, ancestry, chain,
  * now, payload:{id,hash,content_sha256}}, host identity {gate:"identity", step, subject,
@@ -13,69 +15,48 @@
  */
 #include "policy/evaluator.h"
 #include "core/digest.h"
+#include "core/invariant.h"
 
-#include <openssl/evp.h>
-#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-extern const char embedded_guard_source[];
-extern const size_t embedded_guard_source_len;
-extern const char embedded_queries[];
-extern const size_t embedded_queries_len;
-
 /* --- the fingerprint ---------------------------------------------------------------------- */
 
-static int replay_digest_part(EVP_MD_CTX *md, const char *name, const char *data, size_t len)
-{
-    char head[64];
-    int n = snprintf(head, sizeof head, "%s=%zu:", name, len);
-    return EVP_DigestUpdate(md, head, (size_t)n) == 1 && EVP_DigestUpdate(md, data, len) == 1 &&
-                   EVP_DigestUpdate(md, "\n", 1) == 1
-               ? 0
-               : -1;
-}
+/* The last fingerprint this thread computed: the fingerprint of a version and a workflow
+ * version never changes, and a charterd decides under one workflow version nearly always, so
+ * a delivery finds it here instead of hashing again. */
+static _Thread_local struct {
+    int version;
+    char workflow[129];
+    char hex[65];
+} fingerprint_last;
 
-/* The digest state after the guard and the query library, computed once: both are compiled
- * in, only the workflow differs between fingerprints. */
-static EVP_MD_CTX *replay_prefix;
-static pthread_once_t replay_prefix_once = PTHREAD_ONCE_INIT;
-
-static void replay_prefix_init(void)
+int evaluator_fingerprint_at(int version, const char *workflow_version, char hex[65])
 {
-    static const char format[] = "charter-evaluator-1\n";
-    EVP_MD_CTX *md = EVP_MD_CTX_new();
-    if (md == NULL || EVP_DigestInit_ex(md, EVP_sha256(), NULL) != 1 ||
-        EVP_DigestUpdate(md, format, sizeof format - 1) != 1 ||
-        replay_digest_part(md, "guard", embedded_guard_source, embedded_guard_source_len) != 0 ||
-        replay_digest_part(md, "queries", embedded_queries, embedded_queries_len) != 0) {
-        EVP_MD_CTX_free(md);
-        return;
+    memset(hex, '0', 64);
+    hex[64] = '\0';
+    if (workflow_version == NULL || version <= 0 || strlen(workflow_version) > 128)
+        return -1;
+    if (fingerprint_last.version == version &&
+        strcmp(fingerprint_last.workflow, workflow_version) == 0) {
+        memcpy(hex, fingerprint_last.hex, 65);
+        return 0;
     }
-    replay_prefix = md;
+    char text[200];
+    int n = snprintf(text, sizeof text, "charter-evaluator-2\nversion=%d\nworkflow=%s\n", version,
+                     workflow_version);
+    if (n < 0 || (size_t)n >= sizeof text || digest_sha256_hex(text, (size_t)n, hex) != 0)
+        return -1;
+    fingerprint_last.version = version;
+    memcpy(fingerprint_last.workflow, workflow_version, strlen(workflow_version) + 1);
+    memcpy(fingerprint_last.hex, hex, 65);
+    return 0;
 }
 
 int evaluator_fingerprint_of(const char *version, char hex[65])
 {
-    unsigned char out[EVP_MAX_MD_SIZE];
-    unsigned int len = 0;
-    memset(hex, '0', 64);
-    hex[64] = '\0';
-    if (version == NULL || pthread_once(&replay_prefix_once, replay_prefix_init) != 0 ||
-        replay_prefix == NULL)
-        return -1;
-    EVP_MD_CTX *md = EVP_MD_CTX_new();
-    char line[160];
-    int n = snprintf(line, sizeof line, "workflow=%.128s\n", version);
-    int ok = md != NULL && EVP_MD_CTX_copy_ex(md, replay_prefix) == 1 &&
-             EVP_DigestUpdate(md, line, (size_t)n) == 1 && EVP_DigestFinal_ex(md, out, &len) == 1 &&
-             len == 32;
-    EVP_MD_CTX_free(md);
-    if (!ok)
-        return -1;
-    digest_hex(out, 32, hex);
-    return 0;
+    return evaluator_fingerprint_at(EVALUATOR_VERSION, version, hex);
 }
 
 int evaluator_fingerprint(const workflow *wf, char hex[65])
@@ -375,13 +356,15 @@ int evaluator_identity_decide(const guard_identity *facts, guard_decision *d)
     return guard_check_identity(facts, d);
 }
 
-/* --- replay ------------------------------------------------------------------------------ */
+/* --- replaying a snapshot ---------------------------------------------------------------- */
 
 void evaluator_replay_result_free(evaluator_replay_result *r)
 {
     guard_decision_free(&r->replayed);
     r->no_snapshot = false;
     r->matches = false;
+    r->version = 0;
+    r->before_versions = false;
 }
 
 static const char *text_of(const json_t *o, const char *k)
@@ -612,6 +595,166 @@ static int decide_snapshot(const guard_stepcap *cap, const json_t *snap, const j
     return snapshot_fail(why, n, "unknown gate");
 }
 
+/* --- the declared versions ---------------------------------------------------------------- */
+
+/* A declared version's evaluator: decides the gate snap records again, as that version
+ * decided it. */
+typedef int (*evaluator_replay_fn)(const json_t *snap, guard_decision *d, char *why, size_t n);
+
+/* Version 2, the first declared one: the rules of guard.c and this file as they stood when
+ * versions were declared, unchanged since. The live gates decide by the same functions. */
+static int replay_v2(const json_t *snap, guard_decision *d, char *why, size_t n)
+{
+    if (strcmp(text_of(snap, "gate"), "identity") == 0)
+        return replay_identity(snap, NULL, d, why, n);
+    guard_stepcap cap;
+    int rc = cap_from(snap, &cap, why, n);
+    if (rc == STATUS_OK) {
+        rc = decide_snapshot(&cap, snap, NULL, d, why, n);
+        cap_free(&cap);
+    }
+    return rc;
+}
+
+/* Every declared version this build replays, oldest first; the last is EVALUATOR_VERSION, the
+ * one the live gates decide by. A version names behaviour: which verdict each set of facts
+ * gets. A change that alters a verdict adds a row (a new EVALUATOR_VERSION) and leaves the
+ * rows before it deciding as they did: the rule that changed takes the version, or keeps its
+ * old form for the old row's function (docs/evidence.md "Adding an evaluator version").
+ * tests/golden/evaluator-<version>.json holds the verdicts each row must keep giving. */
+static const struct {
+    int version;
+    evaluator_replay_fn replay;
+} evaluator_table[] = {
+    {2, replay_v2},
+};
+
+#define EVALUATOR_ROWS (sizeof evaluator_table / sizeof evaluator_table[0])
+
+/* The first declared version: a decision recorded before versions were declared (its snapshot
+ * names none) is replayed with it, the behaviour the evaluator had when they were declared. */
+#define EVALUATOR_FIRST_DECLARED 2
+
+_Static_assert(EVALUATOR_ROWS > 0, "the evaluator table has a row");
+
+size_t evaluator_versions(int *versions, size_t max)
+{
+    for (size_t i = 0; i < EVALUATOR_ROWS && i < max; i++)
+        versions[i] = evaluator_table[i].version;
+    return EVALUATOR_ROWS;
+}
+
+static evaluator_replay_fn evaluator_row(int version)
+{
+    for (size_t i = 0; i < EVALUATOR_ROWS; i++)
+        if (evaluator_table[i].version == version)
+            return evaluator_table[i].replay;
+    return NULL;
+}
+
+bool evaluator_version_declared(int version)
+{
+    return evaluator_row(version) != NULL;
+}
+
+/* The declared versions as text: "2" or "2, 3". */
+static void versions_text(char *buf, size_t n)
+{
+    size_t off = 0;
+    buf[0] = '\0';
+    for (size_t i = 0; i < EVALUATOR_ROWS && off < n; i++)
+        off +=
+            (size_t)snprintf(buf + off, n - off, "%s%d", i ? ", " : "", evaluator_table[i].version);
+}
+
+/* --- replay ------------------------------------------------------------------------------ */
+
+/* The fingerprint a decision of version under the workflow snap records must carry: that
+ * version's under that workflow, or evaluator (this process's default) when snap records no
+ * workflow. "" when it cannot be computed. */
+static void expected_fingerprint(const char *evaluator, int version, const json_t *snap,
+                                 char expected[65])
+{
+    const char *workflow = json_string_value(json_object_get(snap, "workflow"));
+    expected[0] = '\0';
+    if (workflow != NULL) {
+        if (evaluator_fingerprint_at(version, workflow, expected) != 0)
+            expected[0] = '\0';
+    } else if (evaluator != NULL && version == EVALUATOR_VERSION) {
+        snprintf(expected, 65, "%s", evaluator);
+    }
+}
+
+/* A decision recorded before versions were declared: its snapshot names no version and its
+ * evaluator is a fingerprint over the source bytes of the build that decided, which no build
+ * since can recompute. It is replayed with the first declared version and the verdicts
+ * compared; one whose fingerprint is a declared version's lost its version from the snapshot
+ * and is refused. */
+static int replay_version_before(const char *evaluator, const json_t *event, const json_t *snap,
+                                 int *version, char *why, size_t n)
+{
+    const char *recorded_by = text_of(event, "evaluator");
+    if (strlen(recorded_by) != 64 || !digest_is_hex(recorded_by, 64)) {
+        snprintf(why, n, "it records neither an evaluator version nor an evaluator fingerprint");
+        return STATUS_EFINGERPRINT;
+    }
+    for (size_t i = 0; i < EVALUATOR_ROWS; i++) {
+        char fp[65];
+        expected_fingerprint(evaluator, evaluator_table[i].version, snap, fp);
+        if (strcmp(fp, recorded_by) == 0) {
+            snprintf(why, n,
+                     "its snapshot names no evaluator version, but evaluator %s is version %d's: "
+                     "the snapshot was altered",
+                     recorded_by, evaluator_table[i].version);
+            return STATUS_ESNAPSHOT;
+        }
+    }
+    *version = EVALUATOR_FIRST_DECLARED;
+    if (!evaluator_version_declared(*version)) {
+        snprintf(why, n,
+                 "recorded before evaluator versions were declared, and this charterd no longer "
+                 "has version %d, which replays such decisions",
+                 *version);
+        return STATUS_EFINGERPRINT;
+    }
+    return STATUS_OK;
+}
+
+/* The declared version event was decided by (*version), checked against the evaluator
+ * fingerprint it recorded; *before when it was recorded before versions were declared. */
+static int replay_version(const char *evaluator, const json_t *event, const json_t *snap,
+                          int *version, bool *before, char *why, size_t n)
+{
+    const json_t *v = json_object_get(snap, "evaluator_version");
+    *before = v == NULL;
+    if (v == NULL)
+        return replay_version_before(evaluator, event, snap, version, why, n);
+    if (!json_is_integer(v) || json_integer_value(v) <= 0 || json_integer_value(v) > 1000000)
+        return snapshot_fail(why, n, "evaluator_version");
+    *version = (int)json_integer_value(v);
+    char have[64];
+    versions_text(have, sizeof have);
+    if (!evaluator_version_declared(*version)) {
+        snprintf(why, n,
+                 "decided by evaluator version %d, which this charterd does not have "
+                 "(it replays versions %s)",
+                 *version, have);
+        return STATUS_EFINGERPRINT;
+    }
+    char expected[65];
+    expected_fingerprint(evaluator, *version, snap, expected);
+    const char *recorded_by = text_of(event, "evaluator");
+    if (*expected == '\0' || strcmp(recorded_by, expected) != 0) {
+        snprintf(why, n,
+                 "decided by evaluator %s, but evaluator version %d under the recorded workflow "
+                 "is %s",
+                 *recorded_by ? recorded_by : "(none recorded)", *version,
+                 *expected ? expected : "(none)");
+        return STATUS_EFINGERPRINT;
+    }
+    return STATUS_OK;
+}
+
 int evaluator_replay(const char *evaluator, const json_t *event, evaluator_replay_result *out,
                      char *why, size_t n)
 {
@@ -634,30 +777,12 @@ int evaluator_replay(const char *evaluator, const json_t *event, evaluator_repla
         json_decref(snap);
         return snapshot_fail(why, n, "not a JSON object");
     }
-    /* The evaluator it must have been decided by: this build's guard and queries under the
-     * workflow version the decision recorded. */
-    char expected[65] = "";
-    const char *version = json_string_value(json_object_get(snap, "workflow"));
-    if (version != NULL) {
-        if (evaluator_fingerprint_of(version, expected) != 0)
-            expected[0] = '\0';
-    } else if (evaluator != NULL) {
-        snprintf(expected, sizeof expected, "%s", evaluator);
-    }
-    const char *recorded_by = text_of(event, "evaluator");
-    if (*expected == '\0' || strcmp(recorded_by, expected) != 0) {
-        snprintf(why, n, "decided by evaluator %s, this charterd runs evaluator %s",
-                 *recorded_by ? recorded_by : "(none recorded)", *expected ? expected : "(none)");
-        json_decref(snap);
-        return STATUS_EFINGERPRINT;
-    }
-    guard_stepcap cap;
-    int rc;
-    if (strcmp(text_of(snap, "gate"), "identity") == 0) {
-        rc = replay_identity(snap, NULL, &out->replayed, why, n);
-    } else if ((rc = cap_from(snap, &cap, why, n)) == STATUS_OK) {
-        rc = decide_snapshot(&cap, snap, NULL, &out->replayed, why, n);
-        cap_free(&cap);
+    int rc = replay_version(evaluator, event, snap, &out->version, &out->before_versions, why, n);
+    if (rc == STATUS_OK) {
+        /* replay_version answers only versions this build declares. */
+        evaluator_replay_fn replay = evaluator_row(out->version);
+        INVARIANT(replay != NULL);
+        rc = replay(snap, &out->replayed, why, n);
     }
     json_decref(snap);
     if (rc != STATUS_OK) {

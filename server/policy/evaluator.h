@@ -6,8 +6,9 @@
  * decision. The second half lives here and is called by gate.c and deliver.c as they decide
  * and by replay as it decides again from an event's snapshot, so a replay runs the very code
  * that decided, never a graph query. The step capability the gate acted under (narrowed or
- * not) is one of the recorded facts. A replay is refused when the event was decided by another
- * evaluator: another guard source, query library or workflow definition.
+ * not) is one of the recorded facts. The evaluator is named by a declared version, which
+ * names its behaviour, and the workflow it decides under; replay runs the evaluator of the
+ * version the event records and is refused when this build does not have it.
  */
 #ifndef CHARTER_EVALUATOR_H
 #define CHARTER_EVALUATOR_H
@@ -21,12 +22,34 @@
 
 #include "core/status.h"
 
-/* The fingerprint of the evaluator that decides under the workflow whose version (the hex
- * SHA-256 of its definition's bytes) is version: hex SHA-256 over the text
- * "charter-evaluator-1\n", then "guard=<length>:<guard.c as compiled in>\n",
- * "queries=<length>:<the query library as compiled in>\n" and "workflow=<version>\n". Into hex (65
- * bytes). Thread-safe; the guard and query part is hashed once. Returns 0, or -1 when OpenSSL
- * failed or version is NULL (hex is then all zeros). */
+/* The evaluator version this build decides by. A version names behaviour, not source: which
+ * verdict (outcome, codes, witness) each set of recorded facts gets. Editing guard.c, this
+ * module or the query library without changing a verdict keeps the version; a change that
+ * alters a verdict bumps it and keeps the previous version's evaluator for replay
+ * (docs/evidence.md "Adding an evaluator version"), and tests/golden/ fails until it does.
+ * 2 is the first declared version: 1 stands for the evaluator before versions were declared,
+ * whose fingerprint (format charter-evaluator-1) hashed the guard's and the query library's
+ * source bytes. Every decision snapshot records the version it was decided by
+ * ("evaluator_version"). */
+#define EVALUATOR_VERSION 2
+
+/* The declared versions this build replays, oldest first, into versions (at most max of
+ * them); returns how many there are. The last is EVALUATOR_VERSION. */
+size_t evaluator_versions(int *versions, size_t max);
+
+/* True when this build has the evaluator of declared version version. */
+bool evaluator_version_declared(int version);
+
+/* The fingerprint of evaluator version version deciding under the workflow whose version (the
+ * hex SHA-256 of its definition's bytes) is workflow_version: hex SHA-256 over the text
+ * "charter-evaluator-2\n", "version=<version>\n", "workflow=<workflow_version>\n" (format 2:
+ * no source bytes), into hex (65 bytes). Thread-safe (each thread keeps the last one it
+ * computed). Returns 0, or -1 when OpenSSL failed, version is not positive or workflow_version
+ * is NULL or longer than 128 bytes (hex is then all zeros). */
+int evaluator_fingerprint_at(int version, const char *workflow_version, char hex[65]);
+
+/* evaluator_fingerprint_at(EVALUATOR_VERSION, version): the fingerprint this build records on
+ * a decision made under the workflow whose version is version. Thread-safe. */
 int evaluator_fingerprint_of(const char *version, char hex[65]);
 
 /* evaluator_fingerprint_of(wf->version). */
@@ -73,16 +96,27 @@ typedef struct {
     guard_decision replayed; /* unset (zero) when no_snapshot */
     bool no_snapshot;        /* the event records no facts: nothing to replay */
     bool matches;            /* same outcome, codes and witness as recorded */
+    int version;             /* the declared evaluator version it was replayed with (0 when
+                                no_snapshot) */
+    bool before_versions;    /* recorded before evaluator versions were declared: its
+                                fingerprint names source bytes no build can recompute, so it
+                                was replayed with the first declared version and only
+                                matches says whether that evaluator agrees */
 } evaluator_replay_result;
 
 /* Decides event (an event object as charter_get_event returns it) again from its snapshot,
- * under the capability the snapshot records. The evaluator it must have been decided by is
- * evaluator_fingerprint_of the workflow version the snapshot records (evaluator, this process's
- * default, when it records none). An event without a snapshot is answered no_snapshot: there
- * are no facts, so nothing is evaluated. Returns STATUS_OK with *out filled (free with
- * evaluator_replay_result_free); STATUS_ENOTDECISION; STATUS_EFINGERPRINT (why names both
- * fingerprints); STATUS_ESNAPSHOT (why says what is malformed); STATUS_ENOMEM. why has n
- * bytes. */
+ * with the evaluator of the declared version the snapshot records ("evaluator_version"),
+ * under the capability the snapshot records. The event's evaluator fingerprint must be
+ * evaluator_fingerprint_at that version and the workflow version the snapshot records
+ * (evaluator, this process's default, when it records none). A snapshot that records no
+ * version was decided before versions were declared: it is replayed with the first declared
+ * version (out->before_versions), unless its fingerprint is a declared version's (the version
+ * was taken out of it: STATUS_ESNAPSHOT). An event without a snapshot is answered
+ * no_snapshot: there are no facts, so nothing is evaluated. Returns STATUS_OK with *out filled
+ * (free with evaluator_replay_result_free); STATUS_ENOTDECISION; STATUS_EFINGERPRINT (a version
+ * this build does not have, or a fingerprint that is not the recorded version's: why names
+ * the versions or both fingerprints); STATUS_ESNAPSHOT (why says what is malformed);
+ * STATUS_ENOMEM. why has n bytes. */
 int evaluator_replay(const char *evaluator, const json_t *event, evaluator_replay_result *out,
                      char *why, size_t n);
 

@@ -523,9 +523,9 @@ int facts_context_from_json(const json_t *j, guard_context *out)
 
 void facts_summary_free(guard_summary *s)
 {
-    char **texts[] = {&s->id,         &s->summary_hash, &s->run_id,   &s->kind,
-                      &s->resource,   &s->hash,         &s->code,     &s->why,
-                      &s->now_run_id, &s->now_kind,     &s->now_hash, &s->now_title};
+    char **texts[] = {&s->id,       &s->unverified, &s->summary_hash, &s->run_id, &s->kind,
+                      &s->resource, &s->hash,       &s->code,         &s->why,    &s->now_run_id,
+                      &s->now_kind, &s->now_hash,   &s->now_title};
     for (size_t i = 0; i < sizeof texts / sizeof texts[0]; i++)
         free(*texts[i]);
     strs_free(&s->parents);
@@ -539,8 +539,25 @@ void facts_summary_free(guard_summary *s)
 
 bool facts_is_summary(const json_t *j)
 {
-    return json_is_object(j) && json_is_string(json_object_get(j, "summary")) &&
-           json_is_string(json_object_get(j, "summary_hash"));
+    return json_is_object(j) && ((json_is_string(json_object_get(j, "summary")) &&
+                                  json_is_string(json_object_get(j, "summary_hash"))) ||
+                                 json_is_string(json_object_get(j, "unverified")));
+}
+
+/* A reply charterd marked unusable: its id and why, nothing else is read. */
+static int summary_unverified(const json_t *j, const char *id, guard_summary *out)
+{
+    const char *aid = json_string_value(json_object_get(j, "id"));
+    const char *why = json_string_value(json_object_get(j, "unverified"));
+    if (aid == NULL || *aid == '\0' || (id != NULL && strcmp(aid, id) != 0))
+        return STATUS_EPROTO;
+    out->id = strdup(aid);
+    out->unverified = strdup(why);
+    if (out->id == NULL || out->unverified == NULL) {
+        facts_summary_free(out);
+        return STATUS_ENOMEM;
+    }
+    return STATUS_OK;
 }
 
 int facts_summary_from_json(const json_t *j, const char *id, guard_summary *out)
@@ -548,6 +565,8 @@ int facts_summary_from_json(const json_t *j, const char *id, guard_summary *out)
     memset(out, 0, sizeof *out);
     if (!facts_is_summary(j))
         return STATUS_EPROTO;
+    if (json_is_string(json_object_get(j, "unverified")))
+        return summary_unverified(j, id, out);
     int rc = record_from(j, NULL, &summary_edge_table, out);
     if (rc == STATUS_OK && id != NULL && strcmp(out->id, id) != 0)
         rc = STATUS_EPROTO;

@@ -38,10 +38,13 @@ void facts_chain_free(guard_chain *chain);
 /* j is a charter_lineage_summary reply with a summary {id, summary, summary_hash, artifact,
  * parents, resources, sources}; id names the artifact asked for (NULL: any). verified is true
  * only when the summary's text has the SHA-1 summary_hash and is a summary of that artifact;
- * otherwise only the facts of now are filled. */
+ * otherwise only the facts of now are filled. A reply charterd marked unusable (a string
+ * "unverified": no summary, no seal, or a seal that does not verify; gate.h
+ * gate_summary_verify) gives only its id and unverified, never verified. */
 int facts_summary_from_json(const json_t *j, const char *id, guard_summary *out);
 void facts_summary_free(guard_summary *s);
-/* True when j is a charter_lineage_summary reply that holds a summary. */
+/* True when j is a charter_lineage_summary reply that holds a summary, or one charterd marked
+ * unusable ("unverified"): the lineage is decided from it, never walked. */
 bool facts_is_summary(const json_t *j);
 
 /* j is a charter_context_owner reply {id, run_id, step, owners}. */

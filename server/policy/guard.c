@@ -1160,6 +1160,22 @@ static const char *summary_name(const guard_summary *s)
     return s->now_title != NULL && s->now_title[0] != '\0' ? s->now_title : or_missing(s->id);
 }
 
+/* RULE-INPUT-SUMMARY: whether a summary may be decided from; when not, flags GRAPH_ERROR with
+ * why: charterd's reason when it marked it (no summary, no seal, a seal that does not verify),
+ * else its text does not hash to its summary_hash. No allow ever comes from an unverified
+ * summary. */
+static bool summary_usable(const guard_summary *s, verdict *v)
+{
+    if (s != NULL && s->verified && (s->n_sources == 0 || s->sources != NULL))
+        return true;
+    if (s != NULL && s->unverified != NULL && s->unverified[0] != '\0')
+        flag(v, GUARD_GRAPH_ERROR, s->unverified, END);
+    else
+        flag(v, GUARD_GRAPH_ERROR, "the lineage summary of ", s ? or_missing(s->id) : "(missing)",
+             " does not hash to its summary_hash", END);
+    return false;
+}
+
 static bool strs_equal(const guard_strs *a, const guard_strs *b)
 {
     if (a->n != b->n || strs_have_null(a) || strs_have_null(b))
@@ -1242,11 +1258,8 @@ int guard_check_input_summary(const guard_stepcap *cap, const guard_context *ctx
         return verdict_finish(&v, out, NULL, 0, NULL, 0);
     }
     check_context(cap, ctx, run_id, &v);
-    if (s == NULL || !s->verified || (s->n_sources > 0 && s->sources == NULL)) {
-        flag(&v, GUARD_GRAPH_ERROR, "the lineage summary of ", s ? or_missing(s->id) : "(missing)",
-             " does not hash to its summary_hash", END);
+    if (!summary_usable(s, &v))
         return verdict_finish(&v, out, NULL, 0, NULL, 0);
-    }
     check_summary(s, run_id, &v);
     /* RULE-INPUT-SCOPE: every source the summary names is one of the step's resources. */
     for (size_t i = 0; i < s->n_sources; i++) {
@@ -1404,13 +1417,11 @@ int guard_check_delivery(const guard_stepcap *cap, const guard_context *ctx,
     const guard_summary *sum = req->summary;
     if (sum != NULL) {
         /* RULE-DELIVERY-PROVENANCE, RULE-DELIVERY-LABELS from the payload's summary. */
-        if (!sum->verified || (sum->n_sources > 0 && sum->sources == NULL)) {
-            flag(&v, GUARD_GRAPH_ERROR, "the lineage summary of ", or_missing(sum->id),
-                 " does not hash to its summary_hash", END);
-        } else if (!str_eq(sum->id, req->payload_id)) {
+        bool decidable = summary_usable(sum, &v);
+        if (decidable && !str_eq(sum->id, req->payload_id)) {
             flag(&v, GUARD_GRAPH_ERROR, "lineage summary facts are of ", sum->id,
                  ", not of the payload ", req->payload_id, END);
-        } else {
+        } else if (decidable) {
             check_summary(sum, req->run_id, &v);
             sv.sum = sum;
             usable = true;

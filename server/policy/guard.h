@@ -192,6 +192,8 @@ int guard_check_input(const guard_stepcap *cap, const guard_context *ctx, const 
 typedef struct guard_summary {
     char *id;           /* the artifact the facts are of */
     bool verified;      /* the stored text hashes to summary_hash and decodes as a summary */
+    char *unverified;   /* when charterd found it unusable: why (no summary, no seal, a seal
+                         * that does not verify), the witness of its UNKNOWN; else NULL */
     char *summary_hash; /* hex SHA-1 as stored */
     /* what the summary says */
     char *run_id;
@@ -222,9 +224,10 @@ typedef struct guard_summary {
 
 /* Input gate decided from a summary instead of the ancestry: the same rule, read from what
  * was derived at creation. ctx as guard_check_input. UNKNOWN GRAPH_ERROR when s is NULL, not
- * verified, or a source's current labels are missing; PROVENANCE_INCOMPLETE when the summary is
- * of another run, the artifact's own DERIVED_FROM / FROM_RESOURCE edges, kind or run are not
- * the ones the summary names, it has not exactly one producing context (a source at most one),
+ * verified (witness s->unverified when set, else "the lineage summary of <id> does not hash to
+ * its summary_hash"), or a source's current labels are missing; PROVENANCE_INCOMPLETE when the
+ * summary is of another run, the artifact's own DERIVED_FROM / FROM_RESOURCE edges, kind or run are
+ * not the ones the summary names, it has not exactly one producing context (a source at most one),
  * its hash is not 64 hex digits, or the summary records a
  * provenance failure; LABEL_MISMATCH when the stored labels are not the summary's, a source's
  * labels changed since, or the summary records one; DENY INPUT_OUT_OF_SCOPE when a source is

@@ -5,6 +5,8 @@
  * at the first problem with one line naming the field path and the rule: unknown fields, wrong
  * types, dangling references, widening delegations, cycles and limits are refused. An empty
  * allowlist is valid and grants nothing; a missing one is an error, never "unrestricted".
+ * workflow_check_buffer runs the same checks for a reader (charter workflow validate) and goes
+ * on past a problem to the next entry, as long as what follows can still be judged.
  */
 #include "policy/workflow.h"
 #include "core/digest.h"
@@ -24,11 +26,21 @@
 #define WORKFLOW_PRINTF(a, b)
 #endif
 
-/* Where a validation error is written. */
+/* Where a validation error is written: the line of the last problem into buf (len bytes), or,
+ * when each is set, every problem handed to each (workflow_check_buffer) and the check goes on
+ * past it where it can (part_ends). */
 typedef struct {
     char *buf;
     size_t len;
+    workflow_problem_fn each;
+    void *arg;
+    size_t count;          /* problems found */
+    const char *unchecked; /* parts left unchecked because a part they refer to has problems */
 } werr;
+
+/* The longest problem line kept: paths are bounded, and every value quoted in a message is at
+ * most a title's 256 bytes. */
+#define WORKFLOW_LINE_MAX 2048
 
 /* Writes "path: <message>" into e (one line: control characters become spaces). Returns -1 so
  * callers can `return fail(...)`. */
@@ -36,22 +48,39 @@ static int fail(werr *e, const char *path, const char *fmt, ...) WORKFLOW_PRINTF
 
 static int fail(werr *e, const char *path, const char *fmt, ...)
 {
-    if (e->buf == NULL || e->len == 0) {
-        return -1;
-    }
-    int n = snprintf(e->buf, e->len, "%s: ", path);
-    if (n >= 0 && (size_t)n < e->len) {
+    char line[WORKFLOW_LINE_MAX];
+    int n = snprintf(line, sizeof line, "%s: ", path);
+    if (n >= 0 && (size_t)n < sizeof line) {
         va_list ap;
         va_start(ap, fmt);
-        vsnprintf(e->buf + n, e->len - (size_t)n, fmt, ap);
+        vsnprintf(line + n, sizeof line - (size_t)n, fmt, ap);
         va_end(ap);
     }
-    for (char *p = e->buf; *p != '\0'; p++) {
+    for (char *p = line; *p != '\0'; p++) {
         if ((unsigned char)*p < 0x20 || *p == 0x7f) {
             *p = ' ';
         }
     }
+    e->count++;
+    if (e->buf != NULL && e->len > 0) {
+        snprintf(e->buf, e->len, "%s", line);
+    }
+    if (e->each != NULL) {
+        e->each(e->arg, line);
+    }
     return -1;
+}
+
+/* After one entry of a part was checked (rc its result): true when the check ends here, at the
+ * first problem, unless every problem is being collected; a problem sets *bad so the part
+ * still fails once its other entries were checked. */
+static bool part_ends(int rc, bool *bad, const werr *e)
+{
+    if (rc == 0) {
+        return false;
+    }
+    *bad = true;
+    return e->each == NULL;
 }
 
 /* ---- field specifications ---------------------------------------------------------------- */
@@ -349,6 +378,11 @@ static int parse_time(const char *s, long long *out)
     return 0;
 }
 
+int workflow_time_parse(const char *s, long long *out)
+{
+    return s != NULL && out != NULL ? parse_time(s, out) : -1;
+}
+
 static int check_time(const json_t *v, const char *path, long long *out, werr *e)
 {
     if (parse_time(json_string_value(v), out) != 0) {
@@ -467,11 +501,43 @@ static int check_entry_id(const json_t *arr, const char *part, size_t i, const c
     }
     const char *id = json_string_value(v);
     for (size_t j = 0; j < i; j++) {
-        if (strcmp(json_string_value(json_object_get(json_array_get(arr, j), key)), id) == 0) {
+        /* An earlier entry is valid here, unless every problem is collected: then one that
+         * broke a rule may have no id. */
+        const char *other = json_string_value(json_object_get(json_array_get(arr, j), key));
+        if (other != NULL && strcmp(other, id) == 0) {
             return fail(e, path, "duplicate %s id \"%s\" (also %s[%zu])", noun, id, part, j);
         }
     }
     return 0;
+}
+
+static int check_resource(const wdef *d, size_t i, werr *e)
+{
+    const json_t *r = json_array_get(d->resources, i);
+    char p[64], f[256];
+    snprintf(p, sizeof p, "resources[%zu]", i);
+    if (check_object(r, p, resource_spec, N_SPEC(resource_spec), e) != 0) {
+        return -1;
+    }
+    if (check_entry_id(d->resources, "resources", i, "id", "resource", e) != 0) {
+        return -1;
+    }
+    snprintf(f, sizeof f, "%s.title", p);
+    if (check_text(json_object_get(r, "title"), f, WORKFLOW_MAX_TITLE_BYTES, true, e) != 0) {
+        return -1;
+    }
+    snprintf(f, sizeof f, "%s.confidentiality", p);
+    if (check_enum(json_object_get(r, "confidentiality"), f, conf_names,
+                   "public, internal, confidential", e) != 0) {
+        return -1;
+    }
+    snprintf(f, sizeof f, "%s.integrity", p);
+    if (check_enum(json_object_get(r, "integrity"), f, integrity_names, "untrusted, trusted", e) !=
+        0) {
+        return -1;
+    }
+    snprintf(f, sizeof f, "%s.content", p);
+    return check_text(json_object_get(r, "content"), f, WORKFLOW_MAX_CONTENT_BYTES, false, e);
 }
 
 static int check_resources(const wdef *d, werr *e)
@@ -479,37 +545,29 @@ static int check_resources(const wdef *d, werr *e)
     if (check_count(d->resources, "resources", WORKFLOW_MAX_RESOURCES, e) != 0) {
         return -1;
     }
+    bool bad = false;
     for (size_t i = 0; i < json_array_size(d->resources); i++) {
-        const json_t *r = json_array_get(d->resources, i);
-        char p[64], f[256];
-        snprintf(p, sizeof p, "resources[%zu]", i);
-        if (check_object(r, p, resource_spec, N_SPEC(resource_spec), e) != 0) {
-            return -1;
-        }
-        if (check_entry_id(d->resources, "resources", i, "id", "resource", e) != 0) {
-            return -1;
-        }
-        snprintf(f, sizeof f, "%s.title", p);
-        if (check_text(json_object_get(r, "title"), f, WORKFLOW_MAX_TITLE_BYTES, true, e) != 0) {
-            return -1;
-        }
-        snprintf(f, sizeof f, "%s.confidentiality", p);
-        if (check_enum(json_object_get(r, "confidentiality"), f, conf_names,
-                       "public, internal, confidential", e) != 0) {
-            return -1;
-        }
-        snprintf(f, sizeof f, "%s.integrity", p);
-        if (check_enum(json_object_get(r, "integrity"), f, integrity_names, "untrusted, trusted",
-                       e) != 0) {
-            return -1;
-        }
-        snprintf(f, sizeof f, "%s.content", p);
-        if (check_text(json_object_get(r, "content"), f, WORKFLOW_MAX_CONTENT_BYTES, false, e) !=
-            0) {
+        if (part_ends(check_resource(d, i, e), &bad, e)) {
             return -1;
         }
     }
-    return 0;
+    return bad ? -1 : 0;
+}
+
+static int check_recipient(const wdef *d, size_t i, werr *e)
+{
+    const json_t *r = json_array_get(d->recipients, i);
+    char p[64], f[256];
+    snprintf(p, sizeof p, "recipients[%zu]", i);
+    if (check_object(r, p, recipient_spec, N_SPEC(recipient_spec), e) != 0) {
+        return -1;
+    }
+    if (check_entry_id(d->recipients, "recipients", i, "id", "recipient", e) != 0) {
+        return -1;
+    }
+    snprintf(f, sizeof f, "%s.clearance", p);
+    return check_enum(json_object_get(r, "clearance"), f, conf_names,
+                      "public, internal, confidential", e);
 }
 
 static int check_recipients(const wdef *d, werr *e)
@@ -517,23 +575,28 @@ static int check_recipients(const wdef *d, werr *e)
     if (check_count(d->recipients, "recipients", WORKFLOW_MAX_RECIPIENTS, e) != 0) {
         return -1;
     }
+    bool bad = false;
     for (size_t i = 0; i < json_array_size(d->recipients); i++) {
-        const json_t *r = json_array_get(d->recipients, i);
-        char p[64], f[256];
-        snprintf(p, sizeof p, "recipients[%zu]", i);
-        if (check_object(r, p, recipient_spec, N_SPEC(recipient_spec), e) != 0) {
-            return -1;
-        }
-        if (check_entry_id(d->recipients, "recipients", i, "id", "recipient", e) != 0) {
-            return -1;
-        }
-        snprintf(f, sizeof f, "%s.clearance", p);
-        if (check_enum(json_object_get(r, "clearance"), f, conf_names,
-                       "public, internal, confidential", e) != 0) {
+        if (part_ends(check_recipient(d, i, e), &bad, e)) {
             return -1;
         }
     }
-    return 0;
+    return bad ? -1 : 0;
+}
+
+static int check_actor(const wdef *d, size_t i, werr *e)
+{
+    const json_t *a = json_array_get(d->actors, i);
+    char p[64], f[256];
+    snprintf(p, sizeof p, "actors[%zu]", i);
+    if (check_object(a, p, actor_spec, N_SPEC(actor_spec), e) != 0) {
+        return -1;
+    }
+    if (check_entry_id(d->actors, "actors", i, "id", "actor", e) != 0) {
+        return -1;
+    }
+    snprintf(f, sizeof f, "%s.kind", p);
+    return check_enum(json_object_get(a, "kind"), f, kind_names, "human, agent", e);
 }
 
 static int check_actors(const wdef *d, werr *e)
@@ -541,22 +604,13 @@ static int check_actors(const wdef *d, werr *e)
     if (check_count(d->actors, "actors", WORKFLOW_MAX_ACTORS, e) != 0) {
         return -1;
     }
+    bool bad = false;
     for (size_t i = 0; i < json_array_size(d->actors); i++) {
-        const json_t *a = json_array_get(d->actors, i);
-        char p[64], f[256];
-        snprintf(p, sizeof p, "actors[%zu]", i);
-        if (check_object(a, p, actor_spec, N_SPEC(actor_spec), e) != 0) {
-            return -1;
-        }
-        if (check_entry_id(d->actors, "actors", i, "id", "actor", e) != 0) {
-            return -1;
-        }
-        snprintf(f, sizeof f, "%s.kind", p);
-        if (check_enum(json_object_get(a, "kind"), f, kind_names, "human, agent", e) != 0) {
+        if (part_ends(check_actor(d, i, e), &bad, e)) {
             return -1;
         }
     }
-    return 0;
+    return bad ? -1 : 0;
 }
 
 /* Budget ceilings a grant may carry, in workflow_budget_ceilings' order. */
@@ -772,32 +826,37 @@ static int check_grant_widening(const wdef *d, size_t i, werr *e)
     return 0;
 }
 
+/* grants[i].delegated_from, when set, names a grant of the definition. */
+static int check_grant_parent(const wdef *d, size_t i, werr *e)
+{
+    const json_t *p = json_object_get(json_array_get(d->grants, i), "delegated_from");
+    if (p != NULL && find_entry(d->grants, "id", json_string_value(p)) < 0) {
+        char f[256];
+        snprintf(f, sizeof f, "grants[%zu].delegated_from", i);
+        return fail(e, f, "unknown grant \"%s\"", json_string_value(p));
+    }
+    return 0;
+}
+
+/* The grants in four passes, each over every grant: fields, parents, cycles, widening. A pass
+ * relies on the one before having held for every grant (a parent is resolved before a chain is
+ * walked, and a chain is walked only when it ends), so a pass with a problem ends the part. */
 static int check_grants(const wdef *d, werr *e)
 {
     size_t n = json_array_size(d->grants);
     if (check_count(d->grants, "grants", WORKFLOW_MAX_GRANTS, e) != 0) {
         return -1;
     }
-    for (size_t i = 0; i < n; i++) {
-        if (check_grant_fields(d, i, e) != 0) {
-            return -1;
+    int (*const passes[])(const wdef *, size_t, werr *) = {check_grant_fields, check_grant_parent,
+                                                           check_grant_cycle, check_grant_widening};
+    for (size_t k = 0; k < sizeof passes / sizeof passes[0]; k++) {
+        bool bad = false;
+        for (size_t i = 0; i < n; i++) {
+            if (part_ends(passes[k](d, i, e), &bad, e)) {
+                return -1;
+            }
         }
-    }
-    for (size_t i = 0; i < n; i++) {
-        const json_t *p = json_object_get(json_array_get(d->grants, i), "delegated_from");
-        if (p != NULL && find_entry(d->grants, "id", json_string_value(p)) < 0) {
-            char f[256];
-            snprintf(f, sizeof f, "grants[%zu].delegated_from", i);
-            return fail(e, f, "unknown grant \"%s\"", json_string_value(p));
-        }
-    }
-    for (size_t i = 0; i < n; i++) {
-        if (check_grant_cycle(d, i, e) != 0) {
-            return -1;
-        }
-    }
-    for (size_t i = 0; i < n; i++) {
-        if (check_grant_widening(d, i, e) != 0) {
+        if (bad) {
             return -1;
         }
     }
@@ -1090,12 +1149,13 @@ static int check_steps(const wdef *d, werr *e)
         return -1;
     }
     long recovery_at = -1;
+    bool bad = false;
     for (size_t i = 0; i < json_array_size(d->steps); i++) {
-        if (check_step(d, i, &recovery_at, e) != 0) {
+        if (part_ends(check_step(d, i, &recovery_at, e), &bad, e)) {
             return -1;
         }
     }
-    return 0;
+    return bad ? -1 : 0;
 }
 
 /* ---- expected decisions ------------------------------------------------------------------ */
@@ -1287,12 +1347,13 @@ static int check_expect(const json_t *doc, const wdef *d, werr *e)
     if (check_count(expect, "expect", WORKFLOW_MAX_EXPECT, e) != 0) {
         return -1;
     }
+    bool bad = false;
     for (size_t i = 0; i < json_array_size(expect); i++) {
-        if (check_expectation(doc, d, i, e) != 0) {
+        if (part_ends(check_expectation(doc, d, i, e), &bad, e)) {
             return -1;
         }
     }
-    return 0;
+    return bad ? -1 : 0;
 }
 
 /* ---- human approval ---------------------------------------------------------------------- */
@@ -1356,74 +1417,102 @@ static const json_t *approval_of(const json_t *doc, const json_t *recipients, co
     return ri < 0 ? NULL : json_object_get(json_array_get(recipients, (size_t)ri), "approval");
 }
 
-/* Every approval of the definition: recipients' and tools' (a tool named in "tools" must be
- * one some grant or step lists). A step that may send with a tool and to a recipient that both
- * ask for approval must name one approver in both: the approval of a send is one human's. */
-static int check_approvals(const json_t *doc, const wdef *d, werr *e)
+static int check_tool_approval(const wdef *d, const char *tool, const json_t *t, werr *e)
 {
-    for (size_t i = 0; i < json_array_size(d->recipients); i++) {
-        const json_t *a = json_object_get(json_array_get(d->recipients, i), "approval");
-        char p[64];
-        snprintf(p, sizeof p, "recipients[%zu].approval", i);
-        if (a != NULL && check_approval(d, a, p, e) != 0) {
-            return -1;
-        }
+    char p[160];
+    snprintf(p, sizeof p, "tools.%.64s", tool);
+    json_t *name = json_string(tool);
+    int rc = name == NULL ? fail(e, p, "out of memory") : check_id(name, p, e);
+    json_decref(name);
+    if (rc != 0 || check_object(t, p, tool_spec, N_SPEC(tool_spec), e) != 0) {
+        return -1;
     }
-    const json_t *tools = json_object_get(doc, "tools");
-    const char *tool;
-    json_t *t;
-    json_object_foreach((json_t *)tools, tool, t)
-    {
-        char p[160];
-        snprintf(p, sizeof p, "tools.%.64s", tool);
-        json_t *name = json_string(tool);
-        int rc = name == NULL ? fail(e, p, "out of memory") : check_id(name, p, e);
-        json_decref(name);
-        if (rc != 0 || check_object(t, p, tool_spec, N_SPEC(tool_spec), e) != 0) {
-            return -1;
-        }
-        if (!tool_known(d, tool)) {
-            return fail(e, p, "no grant or step lists the tool \"%s\"", tool);
-        }
-        char f[192];
-        snprintf(f, sizeof f, "%s.approval", p);
-        if (check_approval(d, json_object_get(t, "approval"), f, e) != 0) {
-            return -1;
-        }
+    if (!tool_known(d, tool)) {
+        return fail(e, p, "no grant or step lists the tool \"%s\"", tool);
     }
-    for (size_t i = 0; i < json_array_size(d->steps); i++) {
-        const json_t *s = json_array_get(d->steps, i);
-        const json_t *st = json_object_get(s, "tools"), *sr = json_object_get(s, "recipients");
-        for (size_t a = 0; a < json_array_size(st); a++) {
-            const json_t *ta =
-                approval_of(doc, d->recipients, json_string_value(json_array_get(st, a)), NULL);
-            for (size_t b = 0; ta != NULL && b < json_array_size(sr); b++) {
-                const json_t *ra =
-                    approval_of(doc, d->recipients, NULL, json_string_value(json_array_get(sr, b)));
-                const char *tb = json_string_value(json_object_get(ta, "by"));
-                const char *rb = json_string_value(json_object_get(ra, "by"));
-                if (ra != NULL && tb != NULL && rb != NULL && strcmp(tb, rb) != 0) {
-                    char p[64];
-                    snprintf(p, sizeof p, "steps[%zu]", i);
-                    return fail(e, p,
-                                "tool \"%s\" asks approval by %s and recipient \"%s\" by %s: "
-                                "a send is approved by one human",
-                                json_string_value(json_array_get(st, a)), tb,
-                                json_string_value(json_array_get(sr, b)), rb);
-                }
+    char f[192];
+    snprintf(f, sizeof f, "%s.approval", p);
+    return check_approval(d, json_object_get(t, "approval"), f, e);
+}
+
+/* Step i may not combine a tool and a recipient whose approvals name two humans. */
+static int check_step_approver(const json_t *doc, const wdef *d, size_t i, werr *e)
+{
+    const json_t *s = json_array_get(d->steps, i);
+    const json_t *st = json_object_get(s, "tools"), *sr = json_object_get(s, "recipients");
+    for (size_t a = 0; a < json_array_size(st); a++) {
+        const json_t *ta =
+            approval_of(doc, d->recipients, json_string_value(json_array_get(st, a)), NULL);
+        for (size_t b = 0; ta != NULL && b < json_array_size(sr); b++) {
+            const json_t *ra =
+                approval_of(doc, d->recipients, NULL, json_string_value(json_array_get(sr, b)));
+            const char *tb = json_string_value(json_object_get(ta, "by"));
+            const char *rb = json_string_value(json_object_get(ra, "by"));
+            if (ra != NULL && tb != NULL && rb != NULL && strcmp(tb, rb) != 0) {
+                char p[64];
+                snprintf(p, sizeof p, "steps[%zu]", i);
+                return fail(e, p,
+                            "tool \"%s\" asks approval by %s and recipient \"%s\" by %s: "
+                            "a send is approved by one human",
+                            json_string_value(json_array_get(st, a)), tb,
+                            json_string_value(json_array_get(sr, b)), rb);
             }
         }
     }
     return 0;
 }
 
+/* Every approval of the definition: recipients' and tools' (a tool named in "tools" must be
+ * one some grant or step lists). A step that may send with a tool and to a recipient that both
+ * ask for approval must name one approver in both: the approval of a send is one human's. */
+static int check_approvals(const json_t *doc, const wdef *d, werr *e)
+{
+    bool bad = false;
+    for (size_t i = 0; i < json_array_size(d->recipients); i++) {
+        const json_t *a = json_object_get(json_array_get(d->recipients, i), "approval");
+        char p[64];
+        snprintf(p, sizeof p, "recipients[%zu].approval", i);
+        if (a != NULL && part_ends(check_approval(d, a, p, e), &bad, e)) {
+            return -1;
+        }
+    }
+    const char *tool;
+    json_t *t;
+    json_object_foreach(json_object_get(doc, "tools"), tool, t)
+    {
+        if (part_ends(check_tool_approval(d, tool, t, e), &bad, e)) {
+            return -1;
+        }
+    }
+    for (size_t i = 0; i < json_array_size(d->steps); i++) {
+        if (part_ends(check_step_approver(doc, d, i, e), &bad, e)) {
+            return -1;
+        }
+    }
+    return bad ? -1 : 0;
+}
+
+/* A part left unchecked: names the parts (with those after them) in e and fails. */
+static int leave_unchecked(werr *e, const char *parts)
+{
+    e->unchecked = parts;
+    return -1;
+}
+
+/* Resources, recipients and actors stand alone; grants refer to all three, steps to grants,
+ * tools and expectations to steps. When every problem is collected, a part is checked only when
+ * the parts it refers to hold: its references could only be judged against entries that are
+ * wrong. Otherwise the first problem ends the check, in this same order. */
 static int check_definition(const json_t *doc, wdef *d, werr *e)
 {
     if (check_object(doc, "", top_spec, N_SPEC(top_spec), e) != 0) {
         return -1;
     }
-    if (check_id(json_object_get(doc, "name"), "name", e) != 0 ||
-        check_text(json_object_get(doc, "task"), "task", WORKFLOW_MAX_TEXT_BYTES, true, e) != 0) {
+    bool bad = false, base_bad = false;
+    if (part_ends(check_id(json_object_get(doc, "name"), "name", e), &bad, e) ||
+        part_ends(
+            check_text(json_object_get(doc, "task"), "task", WORKFLOW_MAX_TEXT_BYTES, true, e),
+            &bad, e)) {
         return -1;
     }
     d->resources = json_object_get(doc, "resources");
@@ -1431,12 +1520,25 @@ static int check_definition(const json_t *doc, wdef *d, werr *e)
     d->actors = json_object_get(doc, "actors");
     d->grants = json_object_get(doc, "grants");
     d->steps = json_object_get(doc, "steps");
-    if (check_resources(d, e) != 0 || check_recipients(d, e) != 0 || check_actors(d, e) != 0 ||
-        check_grants(d, e) != 0 || check_steps(d, e) != 0 || check_approvals(doc, d, e) != 0 ||
-        check_expect(doc, d, e) != 0) {
+    if (part_ends(check_resources(d, e), &base_bad, e) ||
+        part_ends(check_recipients(d, e), &base_bad, e) ||
+        part_ends(check_actors(d, e), &base_bad, e)) {
         return -1;
     }
-    return 0;
+    if (base_bad) {
+        return leave_unchecked(e, "grants, steps, tools, expect");
+    }
+    if (check_grants(d, e) != 0) {
+        return leave_unchecked(e, "steps, tools, expect");
+    }
+    if (check_steps(d, e) != 0) {
+        return leave_unchecked(e, "tools, expect");
+    }
+    if (part_ends(check_approvals(doc, d, e), &bad, e) ||
+        part_ends(check_expect(doc, d, e), &bad, e)) {
+        return -1;
+    }
+    return bad ? -1 : 0;
 }
 
 /* ---- building the workflow --------------------------------------------------------------- */
@@ -1558,9 +1660,51 @@ static int sha256_hex(const char *buf, size_t len, char hex[65])
     return digest_sha256_hex(buf, len, hex);
 }
 
+/* The definition of len bytes at buf parsed and checked: the document (new reference), or NULL
+ * after fail() reported why. */
+static json_t *parse_and_check(const char *buf, size_t len, wdef *d, werr *e)
+{
+    if (len > WORKFLOW_MAX_FILE_BYTES) {
+        fail(e, "definition", "%zu bytes, at most %d (limit)", len, WORKFLOW_MAX_FILE_BYTES);
+        return NULL;
+    }
+    json_error_t jerr;
+    json_t *doc = json_loadb(buf, len, JSON_REJECT_DUPLICATES, &jerr);
+    if (doc == NULL) {
+        fail(e, "definition", "not valid JSON at line %d column %d: %s", jerr.line, jerr.column,
+             jerr.text);
+        return NULL;
+    }
+    memset(d, 0, sizeof *d);
+    if (check_definition(doc, d, e) != 0) {
+        json_decref(doc);
+        return NULL;
+    }
+    return doc;
+}
+
+size_t workflow_check_buffer(const char *buf, size_t len, workflow_problem_fn each, void *arg,
+                             char *unchecked, size_t n)
+{
+    werr e = {NULL, 0, each, arg, 0, NULL};
+    wdef d;
+    if (unchecked != NULL && n > 0) {
+        unchecked[0] = '\0';
+    }
+    if (buf == NULL) {
+        fail(&e, "definition", "no bytes given");
+        return e.count;
+    }
+    json_decref(parse_and_check(buf, len, &d, &e));
+    if (e.unchecked != NULL && unchecked != NULL && n > 0) {
+        snprintf(unchecked, n, "%s", e.unchecked);
+    }
+    return e.count;
+}
+
 int workflow_load_buffer(const char *buf, size_t len, workflow **out, char *err, size_t errlen)
 {
-    werr e = {err, errlen};
+    werr e = {err, errlen, NULL, NULL, 0, NULL};
     if (err != NULL && errlen > 0) {
         err[0] = '\0';
     }
@@ -1571,20 +1715,9 @@ int workflow_load_buffer(const char *buf, size_t len, workflow **out, char *err,
     if (buf == NULL) {
         return fail(&e, "definition", "no bytes given");
     }
-    if (len > WORKFLOW_MAX_FILE_BYTES) {
-        return fail(&e, "definition", "%zu bytes, at most %d (limit)", len,
-                    WORKFLOW_MAX_FILE_BYTES);
-    }
-    json_error_t jerr;
-    json_t *doc = json_loadb(buf, len, JSON_REJECT_DUPLICATES, &jerr);
-    if (doc == NULL) {
-        return fail(&e, "definition", "not valid JSON at line %d column %d: %s", jerr.line,
-                    jerr.column, jerr.text);
-    }
     wdef d;
-    memset(&d, 0, sizeof d);
-    if (check_definition(doc, &d, &e) != 0) {
-        json_decref(doc);
+    json_t *doc = parse_and_check(buf, len, &d, &e);
+    if (doc == NULL) {
         return -1;
     }
     workflow *wf = calloc(1, sizeof *wf);
@@ -1627,7 +1760,7 @@ int workflow_load_buffer(const char *buf, size_t len, workflow **out, char *err,
 
 int workflow_load_file(const char *path, workflow **out, char *err, size_t errlen)
 {
-    werr e = {err, errlen};
+    werr e = {err, errlen, NULL, NULL, 0, NULL};
     if (out != NULL) {
         *out = NULL;
     }
@@ -1861,7 +1994,7 @@ json_t *workflow_seed_json(const workflow *wf)
 int workflow_render_public(const workflow_step *step, const json_t *fields, char **out, char *err,
                            size_t errlen)
 {
-    werr e = {err, errlen};
+    werr e = {err, errlen, NULL, NULL, 0, NULL};
     if (err != NULL && errlen > 0) {
         err[0] = '\0';
     }

@@ -6,7 +6,7 @@
  * The definition is validated before anything is stored and then never changes. Its static
  * part (resources, recipients, actors, grants) is seeded into the graph; its steps are the
  * server-owned step capabilities (StepCap) the model never chooses; its optional expect list
- * says which decisions a scripted run of it must reach (`charter workflow test`). version is
+ * says which decisions a scripted run of it must reach (`charter workflow rehearse`). version is
  * the hex SHA-256 of the file's bytes. A loaded workflow is never modified, so any number of
  * threads may read it at once (find steps, render, seed, ask the model).
  */
@@ -76,6 +76,29 @@ int workflow_load_file(const char *path, workflow **out, char *err, size_t errle
 /* Same from bytes already in memory (len bytes, not necessarily NUL-terminated); version is
  * the hex SHA-256 of exactly these bytes. */
 int workflow_load_buffer(const char *buf, size_t len, workflow **out, char *err, size_t errlen);
+
+/* Receives one problem of a definition: the line workflow_load_buffer would give for it, e.g.
+ * "grants[2].tools: \"deliver_public\" is not in the parent grant g_analyst's tools (widening)". */
+typedef void (*workflow_problem_fn)(void *arg, const char *line);
+
+/* Checks the definition in buf (len bytes) by the rules of workflow_load_buffer without
+ * stopping at the first problem: every entry of resources, recipients, actors, grants, steps,
+ * tools and expect that breaks a rule is handed to each (the first rule that entry breaks), in
+ * the order workflow_load_buffer checks them, so the first line is the one it would give. A part
+ * that refers to a part with problems is not checked, since its references could only be judged
+ * against entries that are wrong: grants refer to resources, recipients and actors, steps to
+ * grants, tools and expect to steps. Those parts are named in unchecked (n bytes, e.g. "steps,
+ * tools, expect"; "" when every part was checked). A problem of the file as a whole (too large,
+ * not JSON, not an object, an unknown or missing top-level field) is the only one reported.
+ * each may be NULL (only count). Keeps nothing. Returns the number of problems: 0 exactly when
+ * workflow_load_buffer accepts the definition. */
+size_t workflow_check_buffer(const char *buf, size_t len, workflow_problem_fn each, void *arg,
+                             char *unchecked, size_t n);
+
+/* Parses a time of a definition (docs/workflows.md "Times": exactly "2026-01-01T00:00:00Z",
+ * RFC 3339 in UTC with whole seconds, years 1970..9999) into *out, seconds since the epoch.
+ * Returns 0, or -1 when s is not such a time (nothing written). */
+int workflow_time_parse(const char *s, long long *out);
 
 /* Frees the workflow and everything it owns; NULL is accepted. */
 void workflow_free(workflow *wf);

@@ -47,8 +47,8 @@ typedef struct {
     const char *graph;
     const char *version;
     unsigned workers;
-    /* The evaluator's fingerprint (evaluator_fingerprint: guard, query library, workflow), hex
-     * SHA-256, recorded in every decision event; replay refuses events of another one. */
+    /* The evaluator's fingerprint (evaluator_fingerprint: declared version, workflow), hex
+     * SHA-256, recorded in every decision event that records no workflow of its own. */
     char evaluator[65];
     /* charterd was started with an integrity key (the key itself lives in integrity.c only). */
     bool keyed;

@@ -84,6 +84,8 @@ static int replay_decision(call *c, const ProtobufCMessage *in, ProtobufCMessage
         resp->no_snapshot = res.no_snapshot;
         resp->matches = res.matches;
         resp->evaluator = call_strdup(c, evaluator_of(event));
+        resp->evaluator_version = (uint32_t)res.version;
+        resp->before_versions = res.before_versions;
     }
     evaluator_replay_result_free(&res);
     json_decref(event);
@@ -152,8 +154,8 @@ static int get_receipt(call *c, const ProtobufCMessage *in, ProtobufCMessage **o
     if (!evlog_keyed())
         return call_fail_statusf(
             c, STATUS_ENOKEY,
-            "INTEGRITY_KEY_REQUIRED: receipts are signed with the integrity key, and "
-            "this charterd has none (start it with --integrity-key FILE)");
+            "INTEGRITY_KEY_REQUIRED: receipts are signed with the integrity key, and this graph "
+            "has none (restart charterd with --adopt-integrity-key to seal it from now on)");
     REQUIRE_ID(c, "run_id", req->run_id);
     bool for_run = req->invocation_id == NULL || *req->invocation_id == '\0';
     if (!for_run)
@@ -199,6 +201,7 @@ static int audit_run(call *c, const ProtobufCMessage *in, ProtobufCMessage **out
     resp->events = a.events;
     resp->first_bad_seq = a.first_bad_seq;
     resp->keyed = a.keyed;
+    resp->keyless_until = a.keyless_until;
     if ((resp->problem = call_strdup(c, a.problem)) == NULL)
         return call_fail(c, RPC_INTERNAL, "out of memory");
     *out = &resp->base;

@@ -504,8 +504,8 @@ static int recover_run(call *c, const ProtobufCMessage *in, ProtobufCMessage **o
 }
 
 #define INTEGRITY_REQUIRED_CHECKPOINT                                                              \
-    "INTEGRITY_KEY_REQUIRED: checkpoints are sealed with the integrity key; start charterd "       \
-    "with --integrity-key"
+    "INTEGRITY_KEY_REQUIRED: checkpoints are sealed with the integrity key, and this graph has "   \
+    "none (restart charterd with --adopt-integrity-key to seal it from now on)"
 
 static int checkpoint_run(call *c, const ProtobufCMessage *in, ProtobufCMessage **out)
 {

@@ -819,7 +819,10 @@ static long long ms_since(const struct timespec *t0)
 {
     struct timespec t;
     clock_gettime(CLOCK_MONOTONIC, &t);
-    return (long long)(t.tv_sec - t0->tv_sec) * 1000 + (t.tv_nsec - t0->tv_nsec) / 1000000;
+    /* Whole nanoseconds first: dividing a negative nanosecond difference on its own rounds it
+     * toward zero, which counted up to 1 ms more than had passed and cut waits short. */
+    long long ns = (long long)(t.tv_sec - t0->tv_sec) * 1000000000LL + (t.tv_nsec - t0->tv_nsec);
+    return ns / 1000000;
 }
 
 /* Sleeps ms milliseconds, asking req->abort every 100 ms as a transfer does. Returns 0, or -1

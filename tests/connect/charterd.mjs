@@ -25,7 +25,11 @@ const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
 // A bound on a wait that does not keep node running once the wait is over.
 const bound = (ms) => new Promise((r) => setTimeout(r, ms).unref());
 
-// Starts charterd; redis overrides the database URL. Resolves once /healthz answers.
+// The integrity key options of charterd: a suite that names none starts it keyless.
+const KEY_OPTIONS = ['--integrity-key', '--no-integrity-key', '--adopt-integrity-key'];
+
+// Starts charterd; redis overrides the database URL. Resolves once /healthz answers. charterd
+// is keyless (--no-integrity-key) unless extra names a key option.
 export async function startCharterd({ name, extra = [], redis } = {}) {
   const bin = process.env.CHARTERD;
   if (!bin) throw new Error('CHARTERD is not set (run through tests/connect/run.sh)');
@@ -35,6 +39,7 @@ export async function startCharterd({ name, extra = [], redis } = {}) {
   const hostport = `127.0.0.1:${port}`;
   const db = redis ?? process.env.CHARTER_TEST_REDIS;
   const args = ['--graph', graph, '--listen', `ipc://${dir}/c.sock`, '--http', hostport, ...extra];
+  if (!extra.some((a) => KEY_OPTIONS.includes(a))) args.push('--no-integrity-key');
   if (db) args.push('--redis', db);
   else args.push('--data-dir', path.join(dir, 'data'));
   const log = fs.openSync(path.join(dir, 'charterd.log'), 'a');

@@ -563,6 +563,19 @@ static int harness_wait(pid_t pid, int timeout_ms)
     }
 }
 
+/* True when the n arguments name an integrity key option of charterd's. */
+static bool harness_names_key(const char *const *args, size_t n)
+{
+    for (size_t i = 0; i < n; i++) {
+        if (strcmp(args[i], "--integrity-key") == 0 || strcmp(args[i], "--no-integrity-key") == 0 ||
+            strcmp(args[i], "--adopt-integrity-key") == 0 ||
+            strncmp(args[i], "--integrity-key=", 16) == 0) {
+            return true;
+        }
+    }
+    return false;
+}
+
 int harness_charterd_start(const harness_charterd_opts *o, harness_charterd *out)
 {
     memset(out, 0, sizeof *out);
@@ -599,6 +612,10 @@ int harness_charterd_start(const harness_charterd_opts *o, harness_charterd *out
             argv[n++] = "--data-dir";
             argv[n++] = o->data_dir;
         }
+    }
+    /* Keyless unless the suite names a key, or asks for charterd's default one. */
+    if (!o->default_key && !harness_names_key(o->extra_args, o->n_extra)) {
+        argv[n++] = "--no-integrity-key";
     }
     for (size_t i = 0; i < o->n_extra && n < 63; i++) {
         argv[n++] = o->extra_args[i];
@@ -691,7 +708,7 @@ int harness_charterd_run(const char *const *args, size_t n, const char *const *e
     char log_path[64];
     snprintf(log_path, sizeof log_path, "%s/out.log", dir);
 
-    const char **argv = calloc(n + 2, sizeof *argv);
+    const char **argv = calloc(n + 3, sizeof *argv);
     size_t n_env = 0;
     while (env != NULL && env[n_env] != NULL) {
         n_env++;
@@ -707,6 +724,9 @@ int harness_charterd_run(const char *const *args, size_t n, const char *const *e
     argv[0] = CHARTERD_PATH;
     for (size_t i = 0; i < n; i++) {
         argv[i + 1] = args[i];
+    }
+    if (!harness_names_key(args, n)) {
+        argv[n + 1] = "--no-integrity-key";
     }
     for (size_t i = 0; i < n_env; i++) {
         envp[i] = env[i];

@@ -89,6 +89,11 @@ typedef struct {
     const char *operator_token; /* NULL: HARNESS_OPERATOR_TOKEN; "": variable left unset */
     const char *viewer_token;   /* NULL: HARNESS_VIEWER_TOKEN; "": variable left unset */
     int wait_ms;                /* how long to wait for Health (0: 20000) */
+    /* The integrity key charterd starts with: keyless (--no-integrity-key is added) unless the
+     * extra arguments name a key option (--integrity-key, --no-integrity-key,
+     * --adopt-integrity-key) or default_key is set: then charterd's own default, the key of
+     * its data folder (give data_dir). A suite that relies on a key says so. */
+    bool default_key;
 } harness_charterd_opts;
 
 typedef struct {
@@ -100,11 +105,11 @@ typedef struct {
 } harness_charterd;
 
 /* Starts CHARTERD_PATH with --graph, --listen tcp://127.0.0.1:<free port>, --listen
- * ipc://<dir>/c.sock, --redis <test Redis> (unless embedded), the tokens in its environment
- * and the extra arguments, then waits until Health/Check answers over NNG. Returns 0, or -1
- * (charterd exited or never answered; its log is printed and it is killed). charterd gets
- * SIGTERM when the thread that started it ends (Linux parent-death signal), so a crashed test
- * leaves none behind: start it from the main thread. */
+ * ipc://<dir>/c.sock, --redis <test Redis> (unless embedded), --no-integrity-key (see
+ * default_key), the tokens in its environment and the extra arguments, then waits until
+ * Health/Check answers over NNG. Returns 0, or -1 (charterd exited or never answered; its log is
+ * printed and it is killed). charterd gets SIGTERM when the thread that started it ends (Linux
+ * parent-death signal), so a crashed test leaves none behind: start it from the main thread. */
 int harness_charterd_start(const harness_charterd_opts *o, harness_charterd *out);
 
 /* SIGTERM, then waits (at most 30 s, then SIGKILL). Returns charterd's exit status (0 for a
@@ -115,8 +120,10 @@ int harness_charterd_stop(harness_charterd *d);
 /* SIGKILL and reap (a crash). The private folder is kept. */
 void harness_charterd_kill(harness_charterd *d);
 
-/* Runs CHARTERD_PATH with argv args (n of them, without the program name) and env (NULL-ended
- * "NAME=value" list replacing the environment, PATH kept) to completion, at most timeout_ms.
+/* Runs CHARTERD_PATH with argv args (n of them, without the program name), followed by
+ * --no-integrity-key unless args name a key option (as harness_charterd_start does), and env
+ * (NULL-ended "NAME=value" list replacing the environment, PATH kept) to completion, at most
+ * timeout_ms.
  * Returns its exit status (-1 if it could not be run or did not end), with up to n_output-1
  * bytes of what it printed (stdout then stderr) in output. */
 int harness_charterd_run(const char *const *args, size_t n, const char *const *env, int timeout_ms,

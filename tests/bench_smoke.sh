@@ -1,0 +1,96 @@
+#!/usr/bin/env bash
+# charter-bench end to end on the test Redis, every workload with a few operations, so each one
+# and each figure the report promises stays working: the invariant checks pass (exit 0), --json
+# carries the figures (per operation, the three ceilings and the ratios to them, a median over
+# --repeat), check-input reports its lineage and its second depth, and a lineage cut short by
+# --lineage-budget is said to be unfinished (a FAIL line, exit 1). It asserts nothing about
+# speed: the figures must be there, not be any size.
+# Usage: tests/bench_smoke.sh SOURCE_DIR BUILD_DIR   (CHARTER_TEST_REDIS names the Redis)
+set -uo pipefail
+build=${2:?usage: bench_smoke.sh SOURCE_DIR BUILD_DIR}
+bench=$build/charter-bench
+redis=${CHARTER_TEST_REDIS:?CHARTER_TEST_REDIS is not set (run through ctest)}
+[ -x "$bench" ] || { echo "bench_smoke: no charter-bench at $bench" >&2; exit 2; }
+out=$(mktemp -d -t bench-smoke.XXXXXX)
+trap 'rm -rf "$out"' EXIT
+fails=0
+ran=0
+asserted=0
+
+# run NAME EXPECTED_EXIT ARGS...: charter-bench --json ARGS into $out/NAME.json.
+run() {
+  local name=$1 want=$2
+  shift 2
+  ran=$((ran + 1))
+  "$bench" --redis "$redis" --json "$@" >"$out/$name.json" 2>"$out/$name.err"
+  local rc=$?
+  asserted=$((asserted + 1))
+  if [ "$rc" -ne "$want" ]; then
+    echo "bench_smoke: FAIL $name: exit $rc, expected $want: charter-bench $*"
+    tail -n 20 "$out/$name.err"
+    fails=$((fails + 1))
+    return 1
+  fi
+}
+
+# expect NAME PERL: the Perl expression (over $j, the decoded report) holds for $out/NAME.json.
+expect() {
+  local name=$1 what=$2
+  asserted=$((asserted + 1))
+  if ! perl -MJSON::PP -e '
+      local $/; open my $f, "<", $ARGV[0] or die; my $j = decode_json(<$f>);
+      my $ok = eval $ARGV[1]; die $@ if $@; exit($ok ? 0 : 1)' "$out/$name.json" "$what"; then
+    echo "bench_smoke: FAIL $name: $what"
+    fails=$((fails + 1))
+  fi
+}
+
+checks_pass='@{$j->{checks}} > 0 && !grep { !$_->{pass} } @{$j->{checks}}'
+figure() { echo "defined \$j->{figures}{$1}{median}"; }
+
+if run deliver 0 --workload deliver --threads 4 --runs 2 --count 40 --repeat 2 \
+  --ceiling-duration 0.2; then
+  expect deliver "$checks_pass"
+  expect deliver '@{$j->{figures}{ops_per_s}{each}} == 2 && $j->{runs_done} == 2'
+  for f in db_calls_per_op inner_commands_per_op redis_us_per_op redis_bytes_per_op \
+    charterd_cpu_us_per_op noop_fcall_per_s echo_per_s echo_fcall_per_s ratio_to_noop_fcall \
+    ratio_to_echo ratio_to_echo_fcall; do
+    expect deliver "$(figure $f)"
+  done
+  expect deliver 'keys %{$j->{inner_commands_per_op}} > 0 && $j->{command} =~ /--repeat 2/'
+fi
+if run deliver_same 0 --workload deliver-same --threads 4 --rounds 3 --repeat 2 --no-ceiling; then
+  expect deliver_same "$checks_pass"
+  expect deliver_same '(grep { $_->{name} eq "exactly one delivery per round" &&
+                               $_->{detail} =~ /^6 committed/ } @{$j->{checks}}) == 1'
+fi
+if run check_input 0 --workload check-input --depth 30 --compare-depth 5 --threads 2 --count 10 \
+  --no-ceiling; then
+  expect check_input "$checks_pass"
+  expect check_input '$j->{lineage}{finished} && $j->{lineage}{reached} == 30'
+  expect check_input 'defined $j->{lineage}{last_ms_per_output} &&
+                      defined $j->{lineage}{db_calls_per_output}'
+  expect check_input "$(figure compare_p50_ms) && $(figure p50_ratio_to_compare_depth)"
+fi
+if run lineage_cut 1 --workload check-input --depth 5000 --lineage-budget 0.001 --threads 1 \
+  --count 1 --no-ceiling; then
+  expect lineage_cut '!$j->{lineage}{finished} && $j->{lineage}{reached} < 5000'
+  expect lineage_cut '$j->{lineage}{why} =~ /lineage-budget/ && $j->{runs_done} == 0'
+  expect lineage_cut '(grep { !$_->{pass} && $_->{name} =~ /lineage/ } @{$j->{checks}}) == 1'
+fi
+if run health 0 --workload health --threads 4 --count 50 --ceiling-duration 0.2; then
+  expect health "$(figure ratio_to_echo) && $(figure ratio_to_echo_fcall)"
+fi
+for w in echo echo-fcall; do
+  if run "$w" 0 --workload "$w" --threads 4 --count 200 --no-ceiling; then
+    expect "$w" "$checks_pass"
+    expect "$w" '$j->{answered} == 200'
+  fi
+done
+if run echo_fcall_calls 0 --workload echo-fcall --threads 2 --count 100 --no-ceiling; then
+  expect echo_fcall_calls "$(figure db_calls_per_op)"
+fi
+
+echo "bench_smoke: $ran runs of charter-bench"
+echo "$((asserted - fails)) passed, $fails failed"
+[ "$fails" -eq 0 ]
