@@ -61,9 +61,12 @@ class Charterd:
         self.hostport = f"127.0.0.1:{self.port}"
         self.base = f"{scheme}://{self.hostport}"
         self.redis = os.environ.get("CHARTER_TEST_REDIS")
+        # The data folder (its integrity key, and the embedded database without a test Redis)
+        # goes with the charterd.
         args = [os.environ["CHARTERD"], "--graph", self.graph, "--listen",
-                f"ipc://{self.dir}/c.sock", "--http", self.hostport, *extra]
-        args += ["--redis", self.redis] if self.redis else ["--data-dir", f"{self.dir}/data"]
+                f"ipc://{self.dir}/c.sock", "--http", self.hostport, "--data-dir",
+                f"{self.dir}/data", *extra]
+        args += ["--redis", self.redis] if self.redis else []
         env = dict(os.environ, CHARTER_OPERATOR_TOKEN=OPERATOR, CHARTER_VIEWER_TOKEN=VIEWER)
         self.log_path = os.path.join(self.dir, "charterd.log")
         with open(self.log_path, "ab") as log:
