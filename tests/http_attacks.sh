@@ -7,6 +7,9 @@
 #   - 100 connections at once, each sending an 8 MB body without a token (then chunked);
 #   - 2000 connections each holding a partial request head, one byte a second, for 15 s, while
 #     `charter health` is asked over NNG (the listener the HTTP connections must not starve);
+#   - HTTP/2 (gRPC): 200 connections of 32 calls each whose message never completes, held 12 s,
+#     while `charter health` over NNG and /healthz over HTTP/1.1 are asked; then 100 connections
+#     each opening and resetting 100 streams (the "rapid reset" flood);
 #   - charter-mcp: 100 bodies of 4 MB without a credential, one credential initializing 70
 #     sessions (then whether a second credential still gets one), 200 partial heads held 15 s.
 # Only options every version has are used, so the same script measures an older build.
@@ -85,6 +88,17 @@ say "100 x 8 MB chunked, no token" "$(node "$attack" bodies "127.0.0.1:$hport" /
 say "then" "$(fds $cpid) fds, $(mem $cpid)"
 slowloris "$cpid" "127.0.0.1:$hport" 2000 15 12 health
 say "/healthz after" "$(curl -s -m 10 "http://127.0.0.1:$hport/healthz" || echo none)"
+node "$attack" h2streams "127.0.0.1:$hport" "$token" 200 32 12 >"$tmp/h2.out" &
+h2=$!
+sleep 6
+say "HTTP/2: 200 x 32 stalled calls" "$(fds $cpid) fds, $(mem $cpid)"
+say "charter health over NNG then" "$(health)"
+say "/healthz over HTTP/1.1 then" "$(curl -s -m 10 "http://127.0.0.1:$hport/healthz" || echo none)"
+wait "$h2"
+say "attacker" "$(tail -1 "$tmp/h2.out")"
+say "HTTP/2: 100 x 100 reset streams" "$(node "$attack" h2reset "127.0.0.1:$hport" 100 100)"
+sleep 1
+say "then" "$(fds $cpid) fds, $(mem $cpid)"
 say "at the end" "$(fds $cpid) fds, $(mem $cpid)"
 
 mport=$(free_port)

@@ -34,7 +34,7 @@ for f in /usr/bin/charter /usr/bin/charterd /usr/bin/charter-bench /usr/bin/char
 done
 
 dpkg-deb -f "$deb" Depends >"$tmp/depends"
-for d in libc6 libnng1 libhiredis0.14 libprotobuf-c1 libjansson4 libssl3 libcurl4 libsystemd0 libmicrohttpd12 redis-server adduser; do
+for d in libc6 libnng1 libhiredis0.14 libprotobuf-c1 libjansson4 libssl3 libcurl4 libsystemd0 libmicrohttpd12 libnghttp2-14 redis-server adduser; do
   grep -q "\\b$d\\b" "$tmp/depends" || bad "Depends lacks $d"
 done
 dpkg-deb -f "$deb" Recommends | grep -q '\bredis-redisearch\b' || bad "Recommends lacks redis-redisearch"

@@ -22,6 +22,34 @@
 #include "core/status.h"
 #include "db/store.h"
 
+static void config_usage_http(void)
+{
+    printf(
+        "  --http HOST:PORT    also serve every method as HTTP/JSON (Connect unary) and as gRPC\n"
+        "                      (HTTP/2) on HOST:PORT (PORT alone: 127.0.0.1:PORT); see\n"
+        "                      docs/http.md and docs/grpc.md\n"
+        "  --http-allow-host NAME\n"
+        "                      accept this Host name too (default: loopback names only)\n"
+        "  --http-cert FILE    serve the HTTP port over TLS with this PEM certificate chain:\n"
+        "                      HTTP/1.1 by ALPN when offered, else gRPC over HTTP/2 (default:\n"
+        "                      cleartext)\n"
+        "  --http-key FILE     the PEM private key of --http-cert (mode 0600)\n"
+        "  --http-max-connections N\n"
+        "                      HTTP connections open at once, 1 to 1000000; more wait in the\n"
+        "                      listen backlog (default 512; lowered at start, with a log line,\n"
+        "                      when the open file limit cannot hold them besides 256 kept for\n"
+        "                      NNG and the database)\n"
+        "  --http-header-timeout S\n"
+        "                      seconds for a request's line and headers, from the connection's\n"
+        "                      opening or the previous answer (default 10; 0: no limit)\n"
+        "  --http-body-timeout S\n"
+        "                      seconds for a request's body once its headers are in (default\n"
+        "                      30; 0: no limit)\n"
+        "  --http-idle-timeout S\n"
+        "                      seconds without a byte either way closes a connection (default\n"
+        "                      30; 0: no limit)\n");
+}
+
 static void config_usage_tail(void);
 
 void config_usage(void)
@@ -64,25 +92,8 @@ void config_usage(void)
         "  --max-message BYTES largest request accepted (default 4194304)\n"
         "  --timeout-ms MS     default per-call deadline (default 5000, at most 60000)\n"
         "  --queue N           requests allowed to wait beyond the workers before callers get\n"
-        "                      RESOURCE_EXHAUSTED (default 256)\n"
-        "  --http HOST:PORT    also serve every method as HTTP/JSON (Connect unary) on HOST:PORT\n"
-        "                      (PORT alone: 127.0.0.1:PORT); see docs/http.md\n"
-        "  --http-allow-host NAME\n"
-        "                      accept this Host name too (default: loopback names only)\n"
-        "  --http-max-connections N\n"
-        "                      HTTP connections open at once, 1 to 1000000; more wait in the\n"
-        "                      listen backlog (default 512; lowered at start, with a log line,\n"
-        "                      when the open file limit cannot hold them besides 256 kept for\n"
-        "                      NNG and the database)\n"
-        "  --http-header-timeout S\n"
-        "                      seconds for a request's line and headers, from the connection's\n"
-        "                      opening or the previous answer (default 10; 0: no limit)\n"
-        "  --http-body-timeout S\n"
-        "                      seconds for a request's body once its headers are in (default\n"
-        "                      30; 0: no limit)\n"
-        "  --http-idle-timeout S\n"
-        "                      seconds without a byte either way closes a connection (default\n"
-        "                      30; 0: no limit)\n");
+        "                      RESOURCE_EXHAUSTED (default 256)\n");
+    config_usage_http();
     config_usage_tail();
 }
 
@@ -224,6 +235,41 @@ static bool config_http_timeout(const char *arg, int *i, int argc, char **argv, 
     return false;
 }
 
+/* True when arg is --http-allow-host, --http-cert or --http-key; its value is stored in cfg,
+ * or *v is NULL when it is missing or not a value of the option (config_http_names_help says
+ * what one is). */
+static bool config_http_names(const char *arg, int *i, int argc, char **argv, config *cfg,
+                              const char **v)
+{
+    if (config_match(arg, "--http-allow-host", i, argc, argv, v)) {
+        if (*v == NULL || (*v)[0] == '\0' || strlen(*v) > 200 || strpbrk(*v, " /:@") != NULL) {
+            *v = NULL;
+        }
+        cfg->http_allow_host = *v;
+        return true;
+    }
+    const char **file = config_match(arg, "--http-cert", i, argc, argv, v)  ? &cfg->http_cert
+                        : config_match(arg, "--http-key", i, argc, argv, v) ? &cfg->http_key
+                                                                            : NULL;
+    if (file == NULL) {
+        return false;
+    }
+    if (*v != NULL && (*v)[0] == '\0') {
+        *v = NULL;
+    }
+    *file = *v;
+    return true;
+}
+
+static const char *config_http_names_help(const char *arg)
+{
+    return strncmp(arg, "--http-allow-host", 17) == 0
+               ? "--http-allow-host needs a host name (e.g. --http-allow-host charter.internal)"
+           : strncmp(arg, "--http-cert", 11) == 0
+               ? "--http-cert needs a PEM certificate file (e.g. --http-cert /etc/charter/tls.crt)"
+               : "--http-key needs a PEM private key file (e.g. --http-key /etc/charter/tls.key)";
+}
+
 static int config_tokens(config *cfg, char *err, size_t errlen)
 {
     const char *op = getenv("CHARTER_OPERATOR_TOKEN");
@@ -296,6 +342,9 @@ static bool config_flag(const char *arg, config *cfg)
  * else systemd's $STATE_DIRECTORY, else the default), the listen default and the tokens. */
 static int config_finish(config *cfg, const char *data_dir, char *err, size_t errlen)
 {
+    if ((cfg->http_cert == NULL) != (cfg->http_key == NULL)) {
+        return config_fail(err, errlen, "--http-cert and --http-key go together (give both)");
+    }
     if (cfg->no_integrity_key && cfg->integrity_key != NULL) {
         return config_fail(err, errlen,
                            "--no-integrity-key and --integrity-key exclude each other (give one)");
@@ -380,14 +429,10 @@ int config_parse(int argc, char **argv, config *cfg, char *err, size_t errlen)
                                    v ? v : "");
             }
             cfg->http = v;
-        } else if (config_match(arg, "--http-allow-host", &i, argc, argv, &v)) {
-            if (v == NULL || v[0] == '\0' || strlen(v) > 200 || strpbrk(v, " /:@") != NULL) {
-                return config_fail(err, errlen,
-                                   "--http-allow-host needs a host name, got \"%s\" (e.g. "
-                                   "--http-allow-host charter.internal)",
-                                   v ? v : "");
+        } else if (config_http_names(arg, &i, argc, argv, cfg, &v)) {
+            if (v == NULL) {
+                return config_fail(err, errlen, "%s", config_http_names_help(arg));
             }
-            cfg->http_allow_host = v;
         } else if (config_match(arg, "--http-max-connections", &i, argc, argv, &v)) {
             if (config_number(v, 1, 1000000, &n) != 0) {
                 return config_fail(err, errlen,

@@ -60,6 +60,8 @@ typedef struct {
     const char *http; /* --http HOST:PORT (borrowed) or NULL: no HTTP/JSON listener */
     /* --http-allow-host NAME (borrowed): one more Host the HTTP listener accepts, or NULL */
     const char *http_allow_host;
+    const char *http_cert; /* --http-cert FILE (borrowed) or NULL: the HTTP port in cleartext */
+    const char *http_key;  /* --http-key FILE (borrowed), given with http_cert */
     unsigned http_max_connections;  /* connections the HTTP listener holds open at once */
     unsigned http_header_timeout_s; /* a request's line and headers, seconds (0: no limit) */
     unsigned http_body_timeout_s;   /* its body once the headers are in, seconds (0: no limit) */

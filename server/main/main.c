@@ -560,13 +560,15 @@ static int main_start_http(main_state *m)
     hopts.header_timeout_s = m->cfg.http_header_timeout_s;
     hopts.body_timeout_s = m->cfg.http_body_timeout_s;
     hopts.idle_timeout_s = m->cfg.http_idle_timeout_s;
+    hopts.cert_file = m->cfg.http_cert;
+    hopts.key_file = m->cfg.http_key;
     if (http_start(&hopts, &m->hs, err, sizeof err) != 0) {
         m->hs = NULL;
         log_fatal("%s", err);
         return EXIT_STARTUP;
     }
     char hp[300];
-    log_info("serving HTTP/JSON on http://%s",
+    log_info("serving HTTP/JSON and gRPC on %s://%s", m->cfg.http_cert != NULL ? "https" : "http",
              hostport_parse(m->cfg.http, hp, sizeof hp) == 0 ? hp : m->cfg.http);
     return 0;
 }

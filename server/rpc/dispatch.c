@@ -20,6 +20,9 @@
 
 #include "charter.pb-c.h"
 #include "health.pb-c.h"
+#include "reflection.pb-c.h"
+#include "reflection_v1alpha.pb-c.h"
+#include "rpc/descriptors.h"
 #include "unpack_budget.h"
 #include "core/digest.h"
 #include "evidence/evlog.h"
@@ -53,6 +56,11 @@ static const dispatch_service dispatch_services[] = {
     {&charter__v1__approvals__descriptor, svc_approvals_methods, &svc_approvals_methods_len},
     /* grpc.health.v1 (proto/health.proto) after charter.v1's services. */
     {&grpc__health__v1__health__descriptor, svc_grpc_health_methods, &svc_grpc_health_methods_len},
+    /* Server reflection (proto/reflection.proto, reflection_v1alpha.proto). */
+    {&grpc__reflection__v1__server_reflection__descriptor, svc_grpc_reflection_methods,
+     &svc_grpc_reflection_methods_len},
+    {&grpc__reflection__v1alpha__server_reflection__descriptor, svc_grpc_reflection_v1alpha_methods,
+     &svc_grpc_reflection_v1alpha_methods_len},
 };
 #define DISPATCH_N_SERVICES (sizeof dispatch_services / sizeof dispatch_services[0])
 
@@ -248,7 +256,13 @@ int dispatch_check_tables(char *err, size_t errlen)
         if (dispatch_check_service(s->desc, s->methods, *s->n_methods, err, errlen) != 0)
             return -1;
     }
-    return 0;
+    /* The descriptors reflection serves and the gRPC listener reads streaming from describe
+     * every row. */
+    const ProtobufCServiceDescriptor *served[DISPATCH_N_SERVICES];
+    for (size_t i = 0; i < DISPATCH_N_SERVICES; i++) {
+        served[i] = dispatch_services[i].desc;
+    }
+    return descriptors_check(served, DISPATCH_N_SERVICES, err, errlen);
 }
 
 /* Resolves "/charter.v1.<Service>/<Method>". Returns 0 with the method's descriptor and the

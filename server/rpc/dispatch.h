@@ -45,7 +45,8 @@ const dispatch_service *dispatch_services_of(size_t *n);
 int dispatch_check_service(const ProtobufCServiceDescriptor *desc, const svc_method *rows,
                            size_t n_rows, char *err, size_t errlen);
 
-/* dispatch_check_service for every service charterd serves. Returns 0, or -1 with a one-line
+/* dispatch_check_service for every service charterd serves, and the compiled-in descriptors
+ * (rpc/descriptors.h) against them. Returns 0, or -1 with a one-line
  * reason in err (charterd then refuses to start). */
 int dispatch_check_tables(char *err, size_t errlen);
 

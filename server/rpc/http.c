@@ -36,6 +36,8 @@
 #include "charter.pb-c.h"
 #include "rpc/dispatch.h"
 #include "rpc/http_guard.h"
+#include "rpc/http_port.h"
+#include "rpc/tls_io.h"
 #include "core/log.h"
 #include "core/metrics.h"
 #include "protojson.h"
@@ -106,6 +108,8 @@ struct http_req {
 struct http_server {
     struct MHD_Daemon *d;
     http_guard *guard;
+    http_port *port; /* the listening socket, gRPC over HTTP/2, TLS */
+    SSL_CTX *tls;    /* --http-cert and --http-key, or NULL */
     nng_socket req;
     bool req_open;
     http_job *jobs;
@@ -233,36 +237,11 @@ static enum MHD_Result http_queue(struct MHD_Connection *mc, http_answer a)
 
 /* --- Host and Origin ---------------------------------------------------------------------- */
 
-/* The host part of "host[:port]" or "[v6]:port" into out. */
-static void http_host_part(const char *hostport, char *out, size_t n)
-{
-    size_t len;
-    if (hostport[0] == '[') {
-        const char *end = strchr(hostport, ']');
-        len = end != NULL ? (size_t)(end - hostport) + 1 : strlen(hostport);
-    } else {
-        const char *colon = strrchr(hostport, ':');
-        len = colon != NULL ? (size_t)(colon - hostport) : strlen(hostport);
-    }
-    if (len >= n) {
-        len = n - 1;
-    }
-    memcpy(out, hostport, len);
-    out[len] = '\0';
-}
-
-/* A Host header names this server when it is a loopback name, the address listened on, or the
- * one name the operator allowed: anything else may be a DNS-rebinding page. */
+/* A Host header names this server (hostport_names_server): anything else may be a
+ * DNS-rebinding page. */
 static bool http_host_ok(const http_server *s, const char *host)
 {
-    if (host == NULL) {
-        return false;
-    }
-    char h[HTTP_HOST_MAX];
-    http_host_part(host, h, sizeof h);
-    return strcasecmp(h, "127.0.0.1") == 0 || strcasecmp(h, "localhost") == 0 ||
-           strcmp(h, "[::1]") == 0 || strcasecmp(h, s->listen_host) == 0 ||
-           (s->allow_host != NULL && strcasecmp(h, s->allow_host) == 0);
+    return hostport_names_server(host, s->listen_host, s->allow_host) != 0;
 }
 
 /* A browser's Origin must be this server itself: no page of another origin may call. */
@@ -984,9 +963,16 @@ static void http_deadline_passed(void *arg, const char *phase, unsigned limit_s)
 
 static void http_free(http_server *s)
 {
+    if (s->port != NULL) {
+        /* No connection is handed to libmicrohttpd from here on. */
+        struct timespec now;
+        clock_gettime(CLOCK_REALTIME, &now);
+        http_port_stop(s->port, &now);
+    }
     if (s->d != NULL) {
         MHD_stop_daemon(s->d);
     }
+    http_port_free(s->port);
     http_guard_stop(s->guard);
     if (s->req_open) {
         nng_close(s->req);
@@ -999,6 +985,7 @@ static void http_free(http_server *s)
     }
     free(s->jobs);
     free(s->allow_host);
+    SSL_CTX_free(s->tls);
     pthread_cond_destroy(&s->idle_cv);
     pthread_mutex_destroy(&s->mu);
     free(s);
@@ -1067,6 +1054,117 @@ static unsigned http_threads(unsigned max_connections)
     return n > max_connections ? max_connections : n;
 }
 
+/* libmicrohttpd, HTTP/1.1 connections only: the HTTP port accepts them and hands them over
+ * (http_take_http1). The notify callback keeps the guard's deadlines and frees the place of a
+ * closed connection under the port's cap. */
+static void http_notify(void *cls, struct MHD_Connection *c, void **socket_context,
+                        enum MHD_ConnectionNotificationCode toe)
+{
+    http_server *s = cls;
+    http_guard_notify(s->guard, c, socket_context, toe);
+    if (toe == MHD_CONNECTION_NOTIFY_CLOSED && s->port != NULL) {
+        http_port_release(s->port);
+    }
+}
+
+static int http_take_http1(void *arg, int fd, const struct sockaddr *addr, socklen_t len)
+{
+    http_server *s = arg;
+    /* libmicrohttpd closes fd itself when it cannot take it. */
+    return MHD_add_connection(s->d, fd, addr, len) == MHD_YES ? 0 : -1;
+}
+
+/* The cap is the port's (http_port.h), which counts every connection of both protocols;
+ * libmicrohttpd's own limit is twice it, a backstop only: it is split among its threads, and a
+ * connection still counts there while its close is being notified, when the port may already
+ * hand over the next one.
+ * poll(2), not epoll: libmicrohttpd 0.9.75's epoll loop calls epoll_wait again, with the full
+ * timeout, after a batch of exactly 128 events, and sits on the events of the first batch
+ * meanwhile; under a flood of slow connections that held closed connections for up to
+ * --http-idle-timeout. poll is level-triggered and bounded here by the connection cap. */
+static int http_start_daemon(http_server *s, const http_opts *o, unsigned max_conn,
+                             unsigned threads)
+{
+    s->d = MHD_start_daemon(
+        MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_POLL | MHD_ALLOW_SUSPEND_RESUME |
+            MHD_USE_NO_LISTEN_SOCKET | MHD_USE_ITC,
+        0, NULL, NULL, http_access, s, MHD_OPTION_THREAD_POOL_SIZE, threads >= 2 ? threads : 0,
+        MHD_OPTION_CONNECTION_LIMIT, 2 * max_conn, MHD_OPTION_CONNECTION_TIMEOUT, o->idle_timeout_s,
+        MHD_OPTION_CONNECTION_MEMORY_LIMIT, HTTP_CONNECTION_MEMORY, MHD_OPTION_NOTIFY_CONNECTION,
+        http_notify, s, MHD_OPTION_NOTIFY_COMPLETED, http_completed, s, MHD_OPTION_END);
+    return s->d != NULL ? 0 : -1;
+}
+
+/* The listening socket and the port that accepts on it (HTTP/1.1 to libmicrohttpd, HTTP/2 to
+ * the gRPC listener), with TLS when a certificate was given. */
+static int http_start_port(http_server *s, const http_opts *o, const char *hostport,
+                           unsigned max_conn, char *err, size_t errlen)
+{
+    char what[HTTP_HOST_MAX + 32];
+    snprintf(what, sizeof what, "cannot serve HTTP on %s", hostport);
+    const char *colon = strrchr(hostport, ':');
+    char host[HTTP_HOST_MAX];
+    snprintf(host, sizeof host, "%.*s", (int)(colon - hostport), hostport);
+    int fd = http_guard_listen(host, colon + 1, what, err, errlen);
+    if (fd < 0) {
+        return -1;
+    }
+    http_port_opts po = {
+        .listen_fd = fd,
+        .max_connections = max_conn,
+        .header_timeout_s = o->header_timeout_s,
+        .tls = s->tls,
+        .grpc = {o->rpc_url, o->auth, o->max_message, o->max_inflight, s->max_timeout_ms,
+                 s->listen_host, s->allow_host, o->header_timeout_s, o->body_timeout_s,
+                 o->idle_timeout_s, -1},
+        .take_http1 = http_take_http1,
+        .arg = s,
+    };
+    return http_port_open(&po, &s->port, err, errlen);
+}
+
+/* The connection cap fitted into the open file limit: a TLS HTTP/1.1 connection takes three
+ * descriptors (its socket and a socket pair to libmicrohttpd), any other one. */
+static int http_fit(const http_server *s, unsigned *max_conn, unsigned threads, char *err,
+                    size_t errlen)
+{
+    unsigned per = s->tls != NULL ? 3 : 1;
+    unsigned units = *max_conn * per;
+    char note[512];
+    if (http_guard_fit_descriptors(&units, HTTP_FD_RESERVE + 4 * threads + 4,
+                                   HTTP_MIN_CONNECTIONS * per, note, sizeof note) != 0) {
+        snprintf(err, errlen, "%s", note);
+        return -1;
+    }
+    if (note[0] != '\0') {
+        log_info("%s (--http-max-connections%s)", note,
+                 per > 1 ? "; a TLS connection counts 3 descriptors" : "");
+    }
+    *max_conn = units / per;
+    return 0;
+}
+
+/* The options that need no socket: addresses, certificate, limits. */
+static int http_setup(http_server *s, const http_opts *o, const char *hostport, char *err,
+                      size_t errlen)
+{
+    pthread_mutex_init(&s->mu, NULL);
+    pthread_cond_init(&s->idle_cv, NULL);
+    s->max_message = o->max_message;
+    s->max_timeout_ms = o->max_timeout_ms > 0 ? o->max_timeout_ms : 60000;
+    s->auth = o->auth;
+    hostport_host_part(hostport, s->listen_host, sizeof s->listen_host);
+    if (o->allow_host != NULL && (s->allow_host = strdup(o->allow_host)) == NULL) {
+        snprintf(err, errlen, "out of memory starting the HTTP listener (free some memory)");
+        return -1;
+    }
+    if (o->cert_file != NULL &&
+        (s->tls = tls_io_context(o->cert_file, o->key_file, err, errlen)) == NULL) {
+        return -1;
+    }
+    return http_start_jobs(s, o, err, errlen);
+}
+
 int http_start(const http_opts *o, http_server **out, char *err, size_t errlen)
 {
     *out = NULL;
@@ -1081,69 +1179,37 @@ int http_start(const http_opts *o, http_server **out, char *err, size_t errlen)
         return http_fail_start(NULL, err, errlen,
                                "out of memory starting the HTTP listener (free some memory)");
     }
-    pthread_mutex_init(&s->mu, NULL);
-    pthread_cond_init(&s->idle_cv, NULL);
-    s->max_message = o->max_message;
-    s->max_timeout_ms = o->max_timeout_ms > 0 ? o->max_timeout_ms : 60000;
-    s->auth = o->auth;
-    http_host_part(hostport, s->listen_host, sizeof s->listen_host);
-    if (o->allow_host != NULL && (s->allow_host = strdup(o->allow_host)) == NULL) {
-        return http_fail_start(s, err, errlen,
-                               "out of memory starting the HTTP listener (free some memory)");
-    }
-    if (http_start_jobs(s, o, err, errlen) != 0) {
+    unsigned max_conn = o->max_connections > 0 ? o->max_connections : 1;
+    if (http_setup(s, o, hostport, err, errlen) != 0 ||
+        http_fit(s, &max_conn, http_threads(max_conn), err, errlen) != 0) {
         http_free(s);
         return -1;
     }
-
-    unsigned max_conn = o->max_connections > 0 ? o->max_connections : 1;
-    unsigned threads = http_threads(max_conn);
-    char note[512];
-    if (http_guard_fit_descriptors(&max_conn, HTTP_FD_RESERVE + 4 * threads, HTTP_MIN_CONNECTIONS,
-                                   note, sizeof note) != 0) {
-        return http_fail_start(s, err, errlen, "%s", note);
-    }
-    if (note[0] != '\0') {
-        log_info("%s (--http-max-connections)", note);
-    }
-    threads = http_threads(max_conn);
     http_guard_opts go = {o->header_timeout_s, o->body_timeout_s, http_deadline_passed, NULL};
     if (http_guard_start(&go, &s->guard) != 0) {
         return http_fail_start(s, err, errlen,
                                "cannot start the HTTP listener's watchdog (free some memory)");
     }
-    char what[HTTP_HOST_MAX + 32];
-    snprintf(what, sizeof what, "cannot serve HTTP on %s", hostport);
-    const char *colon = strrchr(hostport, ':');
-    char host[HTTP_HOST_MAX];
-    snprintf(host, sizeof host, "%.*s", (int)(colon - hostport), hostport);
-    int fd = http_guard_listen(host, colon + 1, what, err, errlen);
-    if (fd < 0) {
+    /* The port exists before libmicrohttpd's threads, which tell it of closed connections;
+     * it accepts only once libmicrohttpd runs. */
+    if (http_start_port(s, o, hostport, max_conn, err, errlen) != 0) {
         http_free(s);
         return -1;
     }
-    /* poll(2), not epoll: libmicrohttpd 0.9.75's epoll loop calls epoll_wait again, with the
-     * full timeout, after a batch of exactly 128 events, and sits on the events of the first
-     * batch meanwhile; under a flood of slow connections that held closed connections (and the
-     * listen socket) for up to --http-idle-timeout. poll is level-triggered and bounded here by
-     * the connection cap. */
-    s->d = MHD_start_daemon(
-        MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_POLL | MHD_ALLOW_SUSPEND_RESUME, 0, NULL, NULL,
-        http_access, s, MHD_OPTION_LISTEN_SOCKET, fd, MHD_OPTION_THREAD_POOL_SIZE,
-        threads >= 2 ? threads : 0, MHD_OPTION_CONNECTION_LIMIT, max_conn,
-        MHD_OPTION_CONNECTION_TIMEOUT, o->idle_timeout_s, MHD_OPTION_CONNECTION_MEMORY_LIMIT,
-        HTTP_CONNECTION_MEMORY, MHD_OPTION_NOTIFY_CONNECTION, http_guard_notify, s->guard,
-        MHD_OPTION_NOTIFY_COMPLETED, http_completed, s, MHD_OPTION_END);
-    if (s->d == NULL) {
-        close(fd);
+    if (http_start_daemon(s, o, max_conn, http_threads(max_conn)) != 0) {
         return http_fail_start(s, err, errlen,
                                "cannot start the HTTP server on %s (check --http and the "
                                "--http-* limits)",
                                hostport);
     }
-    log_info("HTTP listener: at most %u connections, headers within %u s, body within %u s, "
-             "idle %u s",
-             max_conn, o->header_timeout_s, o->body_timeout_s, o->idle_timeout_s);
+    if (http_port_run(s->port, err, errlen) != 0) {
+        http_free(s);
+        return -1;
+    }
+    log_info("HTTP listener: HTTP/1.1 and gRPC over HTTP/2%s, at most %u connections, headers "
+             "within %u s, body within %u s, idle %u s",
+             s->tls != NULL ? " (TLS)" : "", max_conn, o->header_timeout_s, o->body_timeout_s,
+             o->idle_timeout_s);
     *out = s;
     return 0;
 }
@@ -1170,6 +1236,8 @@ void http_stop(http_server *s)
     struct timespec deadline;
     clock_gettime(CLOCK_REALTIME, &deadline);
     deadline.tv_sec += 10;
+    const struct timespec grpc_by = deadline;
+    http_port_quiesce(s->port);
     pthread_mutex_lock(&s->mu);
     s->stopping = true;
     http_wait_zero(s, &s->owed, &deadline);
@@ -1197,5 +1265,7 @@ void http_stop(http_server *s)
     if (left > 0) {
         log_error("stopping the HTTP listener with %u calls unanswered", left);
     }
+    /* gRPC calls get what is left of the same wait before every connection closes. */
+    http_port_stop(s->port, &grpc_by);
     http_free(s);
 }

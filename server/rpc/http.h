@@ -14,14 +14,16 @@
  * and any other GET is a file of the console (server/rpc/console/, compiled in) with a strict
  * Content-Security-Policy.
  *
- * libmicrohttpd serves the connections (server/http.c). Everything a request can be refused for
- * without its body is decided on its headers, before a byte of the body is read: Host and
- * Origin, the method, the content type, Connect-Timeout-Ms, a token that can never
- * authenticate (dispatch_precheck), a declared length above max_message, no free call slot.
- * A chunked body is counted as it arrives and refused once over max_message. A request's
- * headers and its body each have a total deadline (http_guard.h), a connection an inactivity
- * timeout, and at most max_connections are open at once (more wait in the listen backlog),
- * fitted at start into the open file limit so NNG and the database always have descriptors.
+ * The HTTP port (rpc/http_port.h) accepts the connections: HTTP/1.1 ones are served by
+ * libmicrohttpd here, HTTP/2 ones by the gRPC listener (rpc/grpc.h), TLS when cert_file is
+ * given. Everything a request can be refused for without its body is decided on its headers,
+ * before a byte of the body is read: Host and Origin, the method, the content type,
+ * Connect-Timeout-Ms, a token that can never authenticate (dispatch_precheck), a declared length
+ * above max_message, no free call slot. A chunked body is counted as it arrives and refused once
+ * over max_message. A request's headers and its body each have a total deadline (http_guard.h), a
+ * connection an inactivity timeout, and at most max_connections (of both protocols) are open at
+ * once (more wait in the listen backlog), fitted at start into the open file limit so NNG and the
+ * database always have descriptors.
  *
  * Nothing blocks libmicrohttpd's threads: a handler parses the JSON, suspends the connection,
  * starts the exchange and returns; the reply resumes the connection from the req0 socket's
@@ -47,6 +49,8 @@ typedef struct {
     unsigned header_timeout_s; /* seconds for a request's line and headers (0: no limit) */
     unsigned body_timeout_s;   /* seconds for its body after the headers (0: no limit) */
     unsigned idle_timeout_s;   /* seconds without a byte either way closes (0: no limit) */
+    const char *cert_file;     /* --http-cert: PEM certificate chain; NULL: cleartext */
+    const char *key_file;      /* --http-key: its PEM private key (with cert_file) */
 } http_opts;
 
 typedef struct http_server http_server;

@@ -70,6 +70,11 @@ extern const svc_method svc_workflows_methods[]; /* ApplyWorkflow, ListWorkflows
 extern const size_t svc_workflows_methods_len;
 extern const svc_method svc_grpc_health_methods[]; /* grpc.health.v1.Health: Check, Watch */
 extern const size_t svc_grpc_health_methods_len;
+extern const svc_method svc_grpc_reflection_methods[]; /* grpc.reflection.v1 ServerReflection:
+                                                         ServerReflectionInfo */
+extern const size_t svc_grpc_reflection_methods_len;
+extern const svc_method svc_grpc_reflection_v1alpha_methods[]; /* the same, v1alpha */
+extern const size_t svc_grpc_reflection_v1alpha_methods_len;
 extern const svc_method svc_reflection_methods[]; /* ListMethods */
 extern const size_t svc_reflection_methods_len;
 
