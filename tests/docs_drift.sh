@@ -19,6 +19,11 @@
 #      EVALUATOR_VERSION of server/policy/evaluator.h.
 #   7. charter-bench: every option and workload `charter-bench --help` prints has a row in the
 #      Options or Workloads table of docs/measuring.md, and every row names one it prints.
+#   8. transcripts: every evaluator fingerprint a transcript of README.md or docs/*.md prints
+#      (`evaluator <hex>`) is the one server/policy/evaluator.c computes for EVALUATOR_VERSION
+#      under a workflow version (a reference workflow's, or one the same document prints), and
+#      the query library version docs/http.md shows Health/Check answering is
+#      STORE_LIBRARY_VERSION of server/db/store.h.
 #
 # Usage: tests/docs_drift.sh [SOURCE_DIR [BUILD_DIR]]   (default: this tree and its build/)
 # Exit status: 0 in step; 1 a statement drifted; 2 a file or charterd could not be read.
@@ -29,7 +34,8 @@ charterd=$build/charterd
 cd "$src" || exit 2
 for f in README.md docs/operator.md docs/api.md docs/http.md docs/client.md docs/concepts.md \
   docs/evidence.md server/main/config.h server/main/config.c server/core/decision.c \
-  proto/charter_codes.h server/rpc/http.c server/workflow/registry.h server/policy/evaluator.h; do
+  proto/charter_codes.h server/rpc/http.c server/workflow/registry.h server/policy/evaluator.h \
+  server/policy/evaluator.c server/db/store.h; do
   [ -r "$f" ] || { echo "docs_drift: cannot read $f" >&2; exit 2; }
 done
 [ -x "$charterd" ] || { echo "docs_drift: no charterd at $charterd (build first)" >&2; exit 2; }
@@ -296,10 +302,50 @@ if [ -x "$bench" ] && [ -r docs/measuring.md ]; then
   done
 fi
 
+# --- 8. transcripts: evaluator fingerprints and the query library version ----------------
+# A fingerprint is the SHA-256 of the text evaluator.c formats (format 2) for the version and
+# the workflow version. The workflow versions a document may print it under: the SHA-256 of
+# each file of deploy/workflows/ and every 64-digit hex a line of that document names a
+# version with. A line followed by "recorded before evaluator versions were declared" shows
+# a format-1 fingerprint, which only the build that made it could recompute: skipped.
+format=$(grep -oE '"charter-evaluator-[0-9]+\\nversion=%d\\nworkflow=%s\\n"' \
+  server/policy/evaluator.c | tr -d '"')
+if [ -z "$format" ]; then
+  fail "server/policy/evaluator.c: the fingerprint's format string was not found"
+else
+  while IFS= read -r line; do
+    fail "$line"
+  done < <(FORMAT="$format" VERSION="$version" perl -MDigest::SHA=sha256_hex -e '
+    my @reference;
+    for my $w (glob "deploy/workflows/*.json") {
+      open my $fh, "<:raw", $w or die "$w: $!";
+      local $/;
+      push @reference, sha256_hex(<$fh>);
+    }
+    (my $format = $ENV{FORMAT}) =~ s/\\n/\n/g;
+    for my $f (@ARGV) {
+      open my $fh, "<", $f or die "$f: $!";
+      my @lines = <$fh>;
+      my %workflows = map { $_ => 1 } @reference;
+      for (@lines) { $workflows{$1} = 1 while /\bversion\b.*?\b([0-9a-f]{64})\b/g }
+      my %fingerprints = map { sha256_hex(sprintf $format, $ENV{VERSION}, $_) => 1 } keys %workflows;
+      for my $i (0 .. $#lines) {
+        next unless $lines[$i] =~ /^evaluator ([0-9a-f]{64})\s*$/;
+        next if ($lines[$i + 1] // "") =~ /recorded before evaluator versions were declared/;
+        printf "%s:%d: evaluator %s is not the fingerprint of evaluator version %s under any " .
+          "workflow version the document or deploy/workflows/ names (what replay prints now)\n",
+          $f, $i + 1, $1, $ENV{VERSION} unless $fingerprints{$1};
+      }
+    }' README.md docs/*.md)
+fi
+library=$(define STORE_LIBRARY_VERSION server/db/store.h | tr -d '"')
+expect docs/http.md "Health/Check's libraryVersion" "$library" STORE_LIBRARY_VERSION \
+  "$(grep -oE '"libraryVersion":"[0-9]+"' docs/http.md | head -n 1)"
+
 if [ "$fails" -ne 0 ]; then
   echo "docs_drift: $fails statement(s) of the docs no longer match the code"
   exit 1
 fi
-echo "docs_drift: options, API reference, codes, limits, links, the evaluator version and" \
-  "charter-bench's options match the code"
+echo "docs_drift: options, API reference, codes, limits, links, the evaluator version," \
+  "charter-bench's options and the transcripts' fingerprints match the code"
 exit 0
