@@ -238,12 +238,21 @@ static int grpc_conn_gather(grpc_conn *c)
     return 0;
 }
 
+/* The streams each way whose last answer nghttp2 has taken go on with their next message. */
+static void grpc_conn_drained(grpc_conn *c)
+{
+    for (grpc_stream *s = c->streams; s != NULL; s = s->next) {
+        grpc_stream_drained(s);
+    }
+}
+
 /* Writes what nghttp2 has to send until the socket would block. -1 when the connection failed
  * or the session is over (both sides done, nothing left to write). */
 static int grpc_conn_flush(grpc_conn *c)
 {
     for (;;) {
         if (c->out_off == c->pend_len) {
+            grpc_conn_drained(c);
             if (grpc_conn_gather(c) != 0) {
                 return -1;
             }

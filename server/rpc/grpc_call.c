@@ -687,7 +687,7 @@ void grpc_stream_data(grpc_stream *s, const uint8_t *data, size_t len)
     if (grpc_stream_check_prefix(s) != 0) {
         return;
     }
-    if (s->shape == DESCRIPTORS_BIDI_STREAM) {
+    if (s->shape == DESCRIPTORS_BIDI_STREAM && !s->held) {
         (void)grpc_stream_next(s);
     }
 }
@@ -724,18 +724,38 @@ static void grpc_stream_single(grpc_stream *s)
  * the stream ends once the client has and nothing is left. */
 static void grpc_bidi_continue(grpc_stream *s)
 {
-    if (s->phase != GRPC_PHASE_BODY || s->in_flight || grpc_stream_next(s) != 0) {
+    unsigned t = s->conn->srv->body_timeout_s;
+    if (s->phase != GRPC_PHASE_BODY || s->in_flight) {
+        return;
+    }
+    if (s->out_len > 0) {
+        /* The next message waits until nghttp2 has taken the last answer (it holds it back
+         * while the client's window is shut): answers queued here for a client that sends and
+         * never reads would grow without bound. The client has the body deadline to take it. */
+        s->held = true;
+        s->deadline_ms = t > 0 ? grpc_call_now_ms() + (int64_t)t * 1000 : 0;
+        return;
+    }
+    if (grpc_stream_next(s) != 0) {
         return;
     }
     if (!s->in_ended) {
         /* The next message is due within the body deadline of this answer. */
-        unsigned t = s->conn->srv->body_timeout_s;
         s->deadline_ms = t > 0 ? grpc_call_now_ms() + (int64_t)t * 1000 : 0;
     } else if (s->in_len == 0) {
         grpc_stream_finish(s, RPC_OK, "");
     } else {
         grpc_stream_refuse(s, RPC_INVALID_ARGUMENT, "the stream ended inside a message");
     }
+}
+
+void grpc_stream_drained(grpc_stream *s)
+{
+    if (!s->held || s->out_len > 0) {
+        return;
+    }
+    s->held = false;
+    grpc_bidi_continue(s);
 }
 
 void grpc_stream_end(grpc_stream *s)
@@ -883,6 +903,18 @@ void grpc_stream_tick(grpc_stream *s, int64_t now)
         return;
     }
     if (s->phase == GRPC_PHASE_DONE) {
+        return;
+    }
+    if (s->held) {
+        /* An answer the client did not take within the body deadline: its trailers could not
+         * pass the answer either, so the stream is reset. */
+        log_refusal(RPC_DEADLINE_EXCEEDED, "DEADLINE_EXCEEDED",
+                    "HTTP/2 stream reset: its client did not take an answer within %u s "
+                    "(--http-body-timeout)",
+                    s->conn->srv->body_timeout_s);
+        s->phase = GRPC_PHASE_DONE;
+        grpc_stream_release(s);
+        (void)nghttp2_submit_rst_stream(s->conn->h2, NGHTTP2_FLAG_NONE, s->id, NGHTTP2_CANCEL);
         return;
     }
     bool headers = s->phase == GRPC_PHASE_HEADERS;

@@ -93,6 +93,7 @@ struct grpc_stream {
     bool finish;    /* trailers go out once out is drained */
     bool plain;     /* an HTTP answer, no gRPC: out is the whole body */
     bool rst_after; /* answered before the client ended: RST_STREAM once the answer is out */
+    bool held;      /* a stream each way waits for the client to take its last answer */
     int status;
     char message[256];
     grpc_stream *next;
@@ -138,6 +139,8 @@ int grpc_stream_header(grpc_stream *s, const uint8_t *name, size_t nlen, const u
                        size_t vlen);
 /* The headers are complete: checked, and the call accepted or refused. */
 void grpc_stream_headers_done(grpc_stream *s);
+/* A held stream's last answer was taken by nghttp2: its next message goes on. */
+void grpc_stream_drained(grpc_stream *s);
 /* Message bytes arrived. */
 void grpc_stream_data(grpc_stream *s, const uint8_t *data, size_t len);
 /* The client half-closed. */

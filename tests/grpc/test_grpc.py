@@ -382,6 +382,37 @@ def settings_of(data):
     return {}
 
 
+def h2_frame(kind, flags, stream, payload):
+    return len(payload).to_bytes(3, "big") + bytes([kind, flags]) + struct.pack(">I", stream) + payload
+
+
+def hpack_literals(pairs):
+    """A header block of literal fields without indexing or Huffman (names and values < 127)."""
+    return b"".join(b"\x00" + bytes([len(n)]) + n.encode() + bytes([len(v)]) + v.encode()
+                    for n, v in pairs)
+
+
+def frames_of(data):
+    """The (type, flags, stream, payload) of each whole frame of raw HTTP/2 bytes (after the
+    server's preface, which is a frame too)."""
+    out, at = [], 0
+    while at + 9 <= len(data):
+        n = int.from_bytes(data[at:at + 3], "big")
+        out.append((data[at + 3], data[at + 4],
+                    int.from_bytes(data[at + 5:at + 9], "big") & 0x7FFFFFFF,
+                    data[at + 9:at + 9 + n]))
+        at += 9 + n
+    return out
+
+
+def calls_of(d, method, code="OK"):
+    """charter_calls_total of method and code in d's /metrics."""
+    with urllib.request.urlopen(f"{d.base}/metrics", timeout=10) as r:
+        text = r.read().decode()
+    key = f'charter_calls_total{{method="{method}",code="{code}"}} '
+    return sum(int(line[len(key):]) for line in text.splitlines() if line.startswith(key))
+
+
 class LimitsTest(unittest.TestCase):
     @classmethod
     def setUpClass(cls):
@@ -405,6 +436,29 @@ class LimitsTest(unittest.TestCase):
         self.assertEqual(cm.exception.code(), grpc.StatusCode.RESOURCE_EXHAUSTED)
         self.assertRegex(cm.exception.details(),
                          r"^request of 1000\d\d bytes exceeds the 65536 byte limit$")
+
+    def test_a_stream_each_way_answers_no_further_than_its_client_reads(self):
+        # A client that shuts its flow-control window (SETTINGS_INITIAL_WINDOW_SIZE 0) and
+        # sends 200 reflection requests on one stream: charterd answers the first, waits for
+        # the client to take the answer, and resets the stream when it has not within
+        # --http-body-timeout (2 s); it never piles up answers nobody reads (each one is the
+        # whole charter.proto descriptor).
+        path = "/grpc.reflection.v1.ServerReflection/ServerReflectionInfo"
+        before = calls_of(limits, path)
+        request = b"\x1a\x0dcharter.proto"  # file_by_filename
+        messages = (b"\x00" + struct.pack(">I", len(request)) + request) * 200
+        headers = hpack_literals([(":method", "POST"), (":scheme", "http"), (":path", path),
+                                  (":authority", limits.hostport),
+                                  ("content-type", "application/grpc"), ("te", "trailers"),
+                                  ("authorization", f"Bearer {VIEWER}")])
+        data = raw_h2(limits.hostport,
+                      PREFACE + h2_frame(4, 0, 0, struct.pack(">HI", 4, 0)) +
+                      h2_frame(1, 4, 1, headers) + h2_frame(0, 0, 1, messages))
+        resets = [int.from_bytes(p, "big") for kind, _, stream, p in frames_of(data)
+                  if kind == 3 and stream == 1]
+        self.assertEqual(resets, [8])  # RST_STREAM CANCEL
+        self.assertEqual(calls_of(limits, path) - before, 1)
+        self.assertIn("its client did not take an answer within 2 s", limits.log())
 
     def test_max_concurrent_streams_and_header_list_size_are_advertised(self):
         # A preface and nothing more: the server's SETTINGS, then GOAWAY when no stream opens
