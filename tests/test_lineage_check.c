@@ -434,6 +434,9 @@ static void test_a_forged_summary_fails_its_seal(void)
     expect_allowed(); /* sealed: the summary stands for the ancestry */
     redis_do("HDEL", key, "summary_seal", NULL);
     expect_refused("PROVENANCE_INCOMPLETE"); /* unsealed: walked */
+    /* Deliver decides only from a sealed summary: unsealed, it is UNKNOWN, never walked. */
+    CU_ASSERT_EQUAL(deliver_deepest(codes, sizeof codes), CHARTER__V1__OUTCOME__UNKNOWN);
+    CU_ASSERT_STRING_EQUAL(codes, "GRAPH_ERROR ");
     redis_do("SADD", edge, ids[DEPTH / 2 - 1], NULL);
     expect_allowed();
 }

@@ -221,6 +221,14 @@ int evlog_commit_delivery_at(store *st, const char *run_id, const json_t *doc,
                              const char *facts_sha, const char *facts, const evlog_event *ev,
                              const evlog_head *head, json_t **reply);
 
+/* evlog_commit_delivery_at with the argument as its JSON text doc. A commit whose argument
+ * has "cached" answers a committed delivery as a flat list (*list, ["committed", "<seq>",
+ * "<committed_at>"], store_list_free), everything else as *reply; one of them is set on
+ * STATUS_OK. Same returns as evlog_commit_delivery_at. */
+int evlog_commit_delivery_text(store *st, const char *run_id, const char *doc,
+                               const char *facts_sha, const char *facts, const evlog_event *ev,
+                               const evlog_head *head, json_t **reply, store_list **list);
+
 /* Splits the decision snapshot snap into the facts that repeat from one decision to the next
  * (everything but its "now"), encoded as one record (*record, malloc'd, caller frees) named by
  * its SHA-256 (sha), and the snapshot the event keeps in its place, {"facts":"<sha>","now":..}
