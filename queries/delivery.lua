@@ -100,8 +100,10 @@ local function charter_delivery_facts(keys, args)
     return cjson.encode(out)
 end
 
--- The first reason the chain cannot carry the delivery at time tnum, or nil.
-local function chain_refusal(P, chain, tool, recipient, sources, tnum)
+-- The first reason the chain cannot carry the delivery at time tnum, or nil. cached: the
+-- decision was made from the chain's structure as charterd keeps it (a grant's lists do not
+-- change through the API), so only its links, root, revocation and validity are read.
+local function chain_refusal(P, chain, tool, recipient, sources, tnum, cached)
     local on_chain = {}
     for i, g in ipairs(chain) do
         -- RULE-COMMIT-GRANT-UNCHANGED: the chain is still the one evaluated.
@@ -110,7 +112,14 @@ local function chain_refusal(P, chain, tool, recipient, sources, tnum)
         end
         on_chain[g] = true
         local base = P .. ':grant:' .. g
-        local h = hash(base)
+        local h
+        if cached then
+            local f = redis.call('HMGET', base, 'root', 'revoked_at', 'valid_from', 'valid_to')
+            h = (f[1] or f[3]) and {root = f[1], revoked_at = f[2] or nil, valid_from = f[3],
+                                   valid_to = f[4]} or hash(base)
+        else
+            h = hash(base)
+        end
         if not h then
             return 'grant_not_found', g
         end
@@ -134,19 +143,21 @@ local function chain_refusal(P, chain, tool, recipient, sources, tnum)
         if not to or tnum >= to then
             return 'grant_expired', g
         end
-        -- RULE-COMMIT-GRANT-TOOL
-        if not contains(decode_list(h.tools), tool) then
-            return 'grant_tool', g
-        end
-        -- RULE-COMMIT-RECIPIENT
-        if not contains(decode_list(h.recipients), recipient) then
-            return 'grant_recipient', g
-        end
-        -- RULE-COMMIT-RESOURCES
-        local res = decode_list(h.resources)
-        for _, s in ipairs(sources) do
-            if not contains(res, s) then
-                return 'grant_resource', g .. ' ' .. s
+        if not cached then
+            -- RULE-COMMIT-GRANT-TOOL
+            if not contains(decode_list(h.tools), tool) then
+                return 'grant_tool', g
+            end
+            -- RULE-COMMIT-RECIPIENT
+            if not contains(decode_list(h.recipients), recipient) then
+                return 'grant_recipient', g
+            end
+            -- RULE-COMMIT-RESOURCES
+            local res = decode_list(h.resources)
+            for _, s in ipairs(sources) do
+                if not contains(res, s) then
+                    return 'grant_resource', g .. ' ' .. s
+                end
             end
         end
     end
@@ -189,15 +200,17 @@ reply: {"status":"committed","delivery":{...},"seq":n} (with cached: the flat li
   equals parents (edges_changed); with cached: its kind, conf, integrity and title, the SHA-1
   of its stored summary (summary_hash), its summary seal and its from_resource and produced_by
   sets are the ones given (payload_changed);
-  recipient exists (recipient_not_found); for each grant of grant_chain in order: listed once
+  recipient exists (recipient_not_found; not read with cached, whose clearance was decided
+  from); for each grant of grant_chain in order: listed once
   (chain_cycle), exists (grant_not_found), has exactly the next one as its only delegated_from
   parent, or for the last none and root = 1 (chain_mismatch, chain_not_rooted), unrevoked
   (grant_revoked), valid_from <= t (grant_not_yet_valid), t < valid_to (grant_expired), lists
-  the tool (grant_tool), the recipient (grant_recipient) and every source (grant_resource).
+  the tool (grant_tool), the recipient (grant_recipient) and every source (grant_resource; the
+  lists are not read with cached: they were decided from as kept).
   When every check passes but the run's head moved, the conflict reply (nothing written).
   On commit, in the same call: the facts record, the Delivery hash (committed_at = t,
-  event_seq = the event's seq; no copy of the event's evaluator), its delivered and to edges,
-  the run's deliveries edge and the event.
+  event_seq = the event's seq; no copy of the event's evaluator; its payload_id and recipient
+  are its DELIVERED and TO edges), the run's deliveries edge and the event.
 errors: invalid (arguments), nothing written. ]]
 
 -- The "cached" member of the commit's argument, checked (nil when absent): the facts charterd
@@ -417,11 +430,12 @@ local function charter_commit_delivery(keys, args)
     if reason then
         return refuse(reason, detail)
     end
-    -- RULE-COMMIT-RECIPIENT: the recipient exists (each grant lists it: chain_refusal).
-    if not exists(P .. ':recipient:' .. d.recipient) then
+    -- RULE-COMMIT-RECIPIENT: the recipient exists (each grant lists it: chain_refusal); with
+    -- cached, its clearance was decided from as kept (it does not change through the API).
+    if not d.cached and not exists(P .. ':recipient:' .. d.recipient) then
         return refuse('recipient_not_found', d.recipient)
     end
-    reason, detail = chain_refusal(P, d.chain, d.tool, d.recipient, d.sources, tnum)
+    reason, detail = chain_refusal(P, d.chain, d.tool, d.recipient, d.sources, tnum, d.cached)
     if reason then
         return refuse(reason, detail)
     end
@@ -442,8 +456,6 @@ local function charter_commit_delivery(keys, args)
                d.fingerprint, 'recipient', d.recipient, 'tool', d.tool, 'payload_id', payload_id,
                'payload_hash', d.payload_hash, 'content', content, 'grant_chain',
                encode_list(d.chain), 'committed_at', ts, 'event_seq', seq)
-    redis.call('SADD', dkey .. ':delivered', payload_id)
-    redis.call('SADD', dkey .. ':to', d.recipient)
     redis.call('SADD', P .. ':run:' .. run_id .. ':deliveries', inv)
     write_event(P, run_id, ev)
     if d.cached then

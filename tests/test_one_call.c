@@ -227,6 +227,13 @@ static void test_a_changed_fact_is_read_afresh(void)
     const char *restore = "redis.call('HDEL', KEYS[1] .. ':grant:g_analyst', 'revoked_at') "
                           "return 1";
     expect_fresh_refusal("grant revoked", revoke, restore, NULL, "GRANT_INVALID");
+    expect_fresh_refusal(
+        "grant's DELEGATED_FROM removed",
+        "redis.call('RENAME', KEYS[1] .. ':grant:g_analyst:delegated_from', KEYS[1] .. ':kept') "
+        "return 1",
+        "redis.call('RENAME', KEYS[1] .. ':kept', KEYS[1] .. ':grant:g_analyst:delegated_from') "
+        "return 1",
+        NULL, "GRANT_INVALID");
     snprintf(key, sizeof key, ":artifact:%s", out);
     expect_fresh_refusal(
         "payload relabelled", "redis.call('HSET', KEYS[1] .. ARGV[1], 'conf', '1') return 1",
