@@ -166,6 +166,29 @@ static char *evlog_text_of(const json_t *v)
     return evlog_json_text(v);
 }
 
+static _Thread_local const char *evlog_request_id_now;
+static _Thread_local const char *evlog_caller_now;
+
+/* The text of an object detail with the thread's request id and caller put in (as
+ * evlog_detail_with_request_id would at sealing, the same bytes), or NULL when memory ran out
+ * or there is neither (*tagged false: the seal adds them, as for any other detail). */
+static char *evlog_detail_tagged(const json_t *detail, bool *tagged)
+{
+    const char *id = evlog_request_id_now, *who = evlog_caller_now;
+    bool has_id = id != NULL && id[0] != '\0', has_who = who != NULL && who[0] != '\0';
+    *tagged = false;
+    if (!json_is_object(detail) || (!has_id && !has_who))
+        return evlog_text_of(detail);
+    json_t *o = json_copy((json_t *)detail);
+    char *text = NULL;
+    if (o != NULL && (!has_id || json_object_set_new(o, "request_id", json_string(id)) == 0) &&
+        (!has_who || json_object_set_new(o, "caller", json_string(who)) == 0))
+        text = evlog_json_text(o);
+    json_decref(o);
+    *tagged = text != NULL;
+    return text;
+}
+
 int evlog_owned_event(evlog_owned *o, const char *kind, const guard_decision *d,
                       const char *evaluator, const json_t *detail, const json_t *snapshot)
 {
@@ -183,7 +206,8 @@ int evlog_owned_event(evlog_owned *o, const char *kind, const guard_decision *d,
             return STATUS_ENOMEM;
         o->ev.witness = o->witness;
     }
-    if ((detail != NULL && (o->detail = evlog_text_of(detail)) == NULL) ||
+    if ((detail != NULL &&
+         (o->detail = evlog_detail_tagged(detail, &o->ev.detail_tagged)) == NULL) ||
         (snapshot != NULL && (o->snapshot = evlog_text_of(snapshot)) == NULL)) {
         evlog_owned_free(o);
         return STATUS_ENOMEM;
@@ -377,8 +401,6 @@ static int evlog_call_commit_delivery(store *st, int nargs, const char *const *a
 
 static int evlog_seal_event(const char *run_id, const evlog_event *ev, const evlog_head *head,
                             evlog_sealed *sealed, char **text);
-static _Thread_local const char *evlog_request_id_now;
-static _Thread_local const char *evlog_caller_now;
 
 void evlog_set_request_id(const char *request_id)
 {
@@ -435,7 +457,8 @@ static int evlog_seal(const char *run_id, const evlog_event *ev_in, const evlog_
                       evlog_sealed *sealed, char **text)
 {
     char *detail = NULL;
-    int drc = evlog_detail_with_request_id(ev_in->detail, &detail);
+    int drc =
+        ev_in->detail_tagged ? STATUS_OK : evlog_detail_with_request_id(ev_in->detail, &detail);
     if (drc != STATUS_OK)
         return drc;
     evlog_event with_id = *ev_in;

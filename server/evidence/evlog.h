@@ -47,6 +47,9 @@ typedef struct {
     const char *detail;
     const char *snapshot;
     const char *evaluator;
+    /* detail carries the call's request id and caller already (evlog_owned_event put them in
+     * as it encoded the detail), so sealing does not decode it to add them */
+    bool detail_tagged;
 } evlog_event;
 
 /* An event whose texts it owns (made by evlog_owned_event). */
