@@ -294,7 +294,7 @@ typedef struct {
     const deliver_cached *cached;
     char decided_at[32];
     bool committed; /* this send's commit wrote the delivery */
-    bool fall_back; /* the cached commit was refused: read the facts afresh */
+    bool fall_back; /* the cached path was tried and answered nothing: read afresh */
     bool done;      /* a phase answered the send: out is final */
 } send_state;
 
@@ -847,7 +847,7 @@ static char *cached_arg(const send_state *s, const deliver_cached *e)
  * the commit compare those facts with the graph and read the rest (revocation, validity, run
  * state, budget, invocation, head) itself. No entry, no known time, a decision other than
  * ALLOW or a refused commit leave the send to the fresh read (s->done unset; s->fall_back when
- * the commit refused). Returns STATUS_OK or STATUS_ENOMEM. */
+ * the entry was tried). Returns STATUS_OK or STATUS_ENOMEM. */
 static int send_cached(send_state *s, deliver_result *out)
 {
     const gate_env *g = s->g;
@@ -870,6 +870,7 @@ static int send_cached(send_state *s, deliver_result *out)
                                        e->payload_hash, e->content_sha256, &out->decision);
     if (rc != 0 || out->decision.outcome != GUARD_ALLOW) {
         guard_decision_free(&out->decision); /* the fresh read decides and records it */
+        s->fall_back = true;
         return STATUS_OK;
     }
     s->cached = e;
@@ -894,10 +895,14 @@ static int send_cached(send_state *s, deliver_result *out)
     return rc;
 }
 
-/* Forgets what the cached path built, its entry included (its facts changed), so the send is
- * read afresh as if it had not been tried. */
+/* Forgets what the cached path built, and its entry when it was tried and answered nothing
+ * (s->fall_back: its facts changed, or no longer allow), so the send is read afresh as if it
+ * had not been tried. */
 static void send_uncache(send_state *s, deliver_result *out)
 {
+    if (s->fall_back)
+        deliver_cache_drop(store_graph(s->g->st), s->context_id, s->payload_id, s->recipient,
+                           s->tool);
     guard_decision_free(&out->decision);
     evlog_owned_free(&s->ev);
     free(s->arg_text);
@@ -908,7 +913,6 @@ static void send_uncache(send_state *s, deliver_result *out)
     s->fall_back = false;
     memset(&s->head, 0, sizeof s->head);
     s->have_head = false;
-    deliver_cache_drop(store_graph(s->g->st), s->context_id, s->payload_id, s->recipient, s->tool);
 }
 
 /* The commit's argument of s (a fresh send decided from its summary) without its invocation
