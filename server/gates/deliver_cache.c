@@ -37,7 +37,6 @@ void deliver_cached_free(deliver_cached *e)
     free(e->facts);
     free(e->cached_rest);
     free(e->doc_rest);
-    free(e->detail_rest);
     memset(e, 0, sizeof *e);
 }
 

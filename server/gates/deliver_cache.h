@@ -47,7 +47,6 @@ typedef struct {
      * opening brace (deliver.c splices them). */
     char *cached_rest;
     char *doc_rest;
-    char *detail_rest; /* the event detail after its "invocation_id" member */
 } deliver_cached;
 
 /* The entry of this thread for the send (graph, context, payload, recipient, tool), or NULL.
