@@ -4,10 +4,10 @@
 
 local delivery = {}
 do -- the file's scope: its locals end at the last line; what later files use is exported there
-local MAX_LIMIT, MAX_CHAIN = library.MAX_LIMIT, library.MAX_CHAIN
+local MAX_CHAIN = library.MAX_CHAIN
 local raise, present, check_id = validation.raise, validation.present, validation.check_id
 local check_invocation, check_text = validation.check_invocation, validation.check_text
-local check_id_list, check_count = validation.check_id_list, validation.check_count
+local check_id_list = validation.check_id_list
 local json_arg, prefix, hex64 = validation.json_arg, validation.prefix, validation.hex64
 local now, hash, exists, decode_list = graph.now, graph.hash, graph.exists, graph.decode_list
 local encode_list, contains, members = graph.encode_list, graph.contains, graph.members
@@ -15,7 +15,7 @@ local delivery_object = graph.delivery_object
 local check_sealed, head_conflict = events.check_sealed, events.head_conflict
 local write_event = events.write_event
 local context_table = runs.context_table
-local ancestry_text, summary_object = lineage.ancestry_text, lineage.summary_object
+local summary_object = lineage.summary_object
 local chain_table = grants.chain_table
 
 --[[ charter_find_delivery
@@ -34,14 +34,13 @@ local function charter_find_delivery(keys, args)
 end
 
 --[[ charter_delivery_facts
-call: delivery_facts(invocation_id, payload_id, grant_id, recipient_id, limit, context_id)
-keys: P. args: invocation_id, payload_id, grant_id, recipient_id, limit, context_id (optional).
+call: delivery_facts(invocation_id, payload_id, grant_id, recipient_id, context_id)
+keys: P. args: invocation_id, payload_id, grant_id, recipient_id, context_id (optional).
 reply: every fact the delivery protocol reads, taken at one instant:
   {"delivery": the existing delivery of the invocation (absent when unused),
    "payload": {"id","hash","content"} of the payload artifact,
    "summary": as charter_lineage_summary, when the payload has a lineage summary (absent
-     when the invocation exists), else "ancestry": as charter_ancestry, lineage records
-     included,
+     when the invocation exists or the payload has none: no delivery is decided without one),
    "chain": as charter_grant_chain of "grant" (absent when the invocation exists or no grant
      is known), "grant": the grant whose chain was read,
    "recipient": {"id","clearance"} (absent when unknown), "now": "<t>",
@@ -56,10 +55,9 @@ local function charter_delivery_facts(keys, args)
     local payload = check_id(args[2], 'payload_id')
     local grant = args[3]
     local recipient = check_id(args[4], 'recipient_id')
-    local limit = check_count(args[5], 'limit', 1, MAX_LIMIT)
     local ctx = nil
-    if present(args[6]) and args[6] ~= '' then
-        ctx = context_table(P, check_id(args[6], 'context_id'))
+    if present(args[5]) and args[5] ~= '' then
+        ctx = context_table(P, check_id(args[5], 'context_id'))
         if grant == '' then
             grant = ctx.grant
         end
@@ -91,10 +89,7 @@ local function charter_delivery_facts(keys, args)
         out.delivery = delivery_object(d, P)
         return cjson.encode(out)
     end
-    -- The payload's lineage summary when it has one (charter_lineage_summary), else the walk.
-    local summary = summary_object(P, payload)
-    local ancestry = not summary and ancestry_text(P, payload, limit) or nil
-    out.summary = summary
+    out.summary = summary_object(P, payload)
     if grant ~= '' then
         out.chain = chain_table(P, grant)
     end
@@ -102,15 +97,13 @@ local function charter_delivery_facts(keys, args)
     if r then
         out.recipient = {id = recipient, clearance = tonumber(r.clearance)}
     end
-    if not ancestry then
-        return cjson.encode(out)
-    end
-    -- The ancestry is already text (its records were encoded as they were hashed).
-    return '{"ancestry":' .. ancestry .. ',' .. cjson.encode(out):sub(2)
+    return cjson.encode(out)
 end
 
--- The first reason the chain cannot carry the delivery at time tnum, or nil.
-local function chain_refusal(P, chain, tool, recipient, sources, tnum)
+-- The first reason the chain cannot carry the delivery at time tnum, or nil. cached: the
+-- decision was made from the chain's structure as charterd keeps it (a grant's lists do not
+-- change through the API), so only its links, root, revocation and validity are read.
+local function chain_refusal(P, chain, tool, recipient, sources, tnum, cached)
     local on_chain = {}
     for i, g in ipairs(chain) do
         -- RULE-COMMIT-GRANT-UNCHANGED: the chain is still the one evaluated.
@@ -119,7 +112,14 @@ local function chain_refusal(P, chain, tool, recipient, sources, tnum)
         end
         on_chain[g] = true
         local base = P .. ':grant:' .. g
-        local h = hash(base)
+        local h
+        if cached then
+            local f = redis.call('HMGET', base, 'root', 'revoked_at', 'valid_from', 'valid_to')
+            h = (f[1] or f[3]) and {root = f[1], revoked_at = f[2] or nil, valid_from = f[3],
+                                   valid_to = f[4]} or hash(base)
+        else
+            h = hash(base)
+        end
         if not h then
             return 'grant_not_found', g
         end
@@ -143,19 +143,21 @@ local function chain_refusal(P, chain, tool, recipient, sources, tnum)
         if not to or tnum >= to then
             return 'grant_expired', g
         end
-        -- RULE-COMMIT-GRANT-TOOL
-        if not contains(decode_list(h.tools), tool) then
-            return 'grant_tool', g
-        end
-        -- RULE-COMMIT-RECIPIENT
-        if not contains(decode_list(h.recipients), recipient) then
-            return 'grant_recipient', g
-        end
-        -- RULE-COMMIT-RESOURCES
-        local res = decode_list(h.resources)
-        for _, s in ipairs(sources) do
-            if not contains(res, s) then
-                return 'grant_resource', g .. ' ' .. s
+        if not cached then
+            -- RULE-COMMIT-GRANT-TOOL
+            if not contains(decode_list(h.tools), tool) then
+                return 'grant_tool', g
+            end
+            -- RULE-COMMIT-RECIPIENT
+            if not contains(decode_list(h.recipients), recipient) then
+                return 'grant_recipient', g
+            end
+            -- RULE-COMMIT-RESOURCES
+            local res = decode_list(h.resources)
+            for _, s in ipairs(sources) do
+                if not contains(res, s) then
+                    return 'grant_resource', g .. ' ' .. s
+                end
             end
         end
     end
@@ -163,73 +165,120 @@ local function chain_refusal(P, chain, tool, recipient, sources, tnum)
 end
 
 --[[ charter_commit_delivery
-call: commit_delivery(delivery, facts_sha, facts, event)
+call: commit_delivery(delivery, facts_sha, facts, event) -> list
 keys: P. args: JSON {run_id,invocation_id,fingerprint,payload_id,payload_hash,content_sha1,
-  recipient,tool,grant_chain:[leaf..root],sources:[...],lineage,summary_hash,parents}
+  recipient,tool,grant_chain:[leaf..root],sources:[...],lineage,summary_hash,parents,cached}
   (summary_hash and parents, optional together: the payload's lineage summary hash and the
   parents it names, the decision having been made from them; fingerprint: the
   delivery fingerprint, the request's content identity; lineage, optional: {"<sha1>":"<record>"},
   the lineage records the event's snapshot names that charter_delivery_facts found unstored,
-  each hashing to its name, written with the delivery as charter_put_lineage does), facts_sha
+  each hashing to its name, written with the delivery as charter_put_lineage does; cached,
+  optional, with summary_hash: the facts charterd decided from without reading them in this
+  call, {context, owners:[...], decided_at:"<t>", kind, conf, integrity, title,
+  resources:[...], producers:[...], seal}: the send's context and its OWNED_BY actors, the time
+  the decision was made at, and the payload's own fields, FROM_RESOURCE and PRODUCED_BY edges
+  and summary seal ("" for none) as decided), facts_sha
   and facts ("" and "", or 64 lowercase hex digits and a non-empty text: the facts record the
   event's snapshot names, written with the delivery as charter_put_blob writes P:blob:<sha>
   unless one is stored; readers check it hashes to its name; both may be left out), sealed
   event delivery_decided with outcome "allow" (the delivery shows its evaluator, read from
   the event). content, optional in the JSON: the delivery's content; without it, the payload's
   stored content, whose SHA-1 the checks compare with content_sha1.
-reply: {"status":"committed","delivery":{...},"seq":n}, or {"status":"exists","delivery":{...}}
+reply: {"status":"committed","delivery":{...},"seq":n} (with cached: the flat list
+  ["committed", "<seq>", "<committed_at>"]), or {"status":"exists","delivery":{...}}
   when the invocation is taken (nothing written), or {"status":"refused","reason":"<check>",
   "detail":"<object>"} (nothing written). With the time t read from TIME inside the call, the
   checks, in order, and their reasons: run exists (run_not_found), is not cancelled,
   budget_exhausted or interrupted (run_stopped), has no cancel request
   (run_cancelled), has fewer deliveries than its
-  max_deliveries budget (budget_deliveries); payload exists
+  max_deliveries budget (budget_deliveries); with cached, the run is not completed
+  (run_completed), decided_at <= t < decided_at + 5 (decided_at), the context's OWNED_BY
+  actors are owners (context_changed); payload exists
   (payload_not_found), is of the run (payload_other_run), its hash equals payload_hash
   (payload_hash_mismatch), sha1 of its stored content equals content_sha1 (content_changed),
   with summary_hash: its summary_hash is unchanged (summary_changed) and its derived_from set
-  equals parents (edges_changed);
-  recipient exists (recipient_not_found); for each grant of grant_chain in order: listed once
+  equals parents (edges_changed); with cached: its kind, conf, integrity and title, the SHA-1
+  of its stored summary (summary_hash), its summary seal and its from_resource and produced_by
+  sets are the ones given (payload_changed);
+  recipient exists (recipient_not_found; not read with cached, whose clearance was decided
+  from); for each grant of grant_chain in order: listed once
   (chain_cycle), exists (grant_not_found), has exactly the next one as its only delegated_from
   parent, or for the last none and root = 1 (chain_mismatch, chain_not_rooted), unrevoked
   (grant_revoked), valid_from <= t (grant_not_yet_valid), t < valid_to (grant_expired), lists
-  the tool (grant_tool), the recipient (grant_recipient) and every source (grant_resource).
+  the tool (grant_tool), the recipient (grant_recipient) and every source (grant_resource; the
+  lists are not read with cached: they were decided from as kept).
   When every check passes but the run's head moved, the conflict reply (nothing written).
   On commit, in the same call: the facts record, the Delivery hash (committed_at = t,
-  event_seq = the event's seq; no copy of the event's evaluator), its delivered and to edges,
-  the run's deliveries edge and the event.
+  event_seq = the event's seq; no copy of the event's evaluator; its payload_id and recipient
+  are its DELIVERED and TO edges), the run's deliveries edge and the event.
 errors: invalid (arguments), nothing written. ]]
-local function charter_commit_delivery(keys, args)
-    local P = prefix(keys)
-    local doc = json_arg(args[1], 'delivery')
-    local run_id = check_id(doc.run_id, 'run_id')
-    local inv = check_invocation(doc.invocation_id)
-    local fingerprint = check_text(doc.fingerprint, 'fingerprint')
-    local payload_id = check_id(doc.payload_id, 'payload_id')
-    local payload_hash = check_text(doc.payload_hash, 'payload_hash')
-    local content_sha1 = doc.content_sha1
-    if type(content_sha1) ~= 'string' or #content_sha1 ~= 40 or
-        not content_sha1:find('^[0-9a-f]+$') then
+
+-- The "cached" member of the commit's argument, checked (nil when absent): the facts charterd
+-- decided from without reading them in the call, each compared with the graph in it.
+local function cached_arg(v)
+    if not present(v) then
+        return nil
+    end
+    if type(v) ~= 'table' then
+        raise('invalid', 'cached must be an object')
+    end
+    local c = {
+        context = check_id(v.context, 'cached.context'),
+        owners = check_id_list(v.owners, 'cached.owners', true),
+        decided_at = v.decided_at, kind = check_id(v.kind, 'cached.kind'),
+        conf = v.conf, integrity = v.integrity, title = check_text(v.title, 'cached.title', ''),
+        resources = check_id_list(v.resources, 'cached.resources', true),
+        producers = check_id_list(v.producers, 'cached.producers', true),
+        seal = check_text(v.seal, 'cached.seal', ''),
+    }
+    if type(c.decided_at) ~= 'string' or not c.decided_at:match('^%d+%.%d%d%d%d%d%d$') then
+        raise('invalid', 'cached.decided_at must be "<seconds>.<6 digits>"')
+    end
+    if type(c.conf) ~= 'number' or type(c.integrity) ~= 'number' then
+        raise('invalid', 'cached.conf and cached.integrity must be numbers')
+    end
+    for _, list in ipairs({c.owners, c.resources, c.producers}) do
+        table.sort(list)
+    end
+    return c
+end
+
+-- The commit's argument (args[1]) checked, as a table of what the checks and writes use.
+local function commit_arg(s)
+    local doc = json_arg(s, 'delivery')
+    local d = {
+        run_id = check_id(doc.run_id, 'run_id'), inv = check_invocation(doc.invocation_id),
+        fingerprint = check_text(doc.fingerprint, 'fingerprint'),
+        payload_id = check_id(doc.payload_id, 'payload_id'),
+        payload_hash = check_text(doc.payload_hash, 'payload_hash'),
+        content_sha1 = doc.content_sha1, recipient = check_id(doc.recipient, 'recipient'),
+        tool = check_id(doc.tool, 'tool'),
+        chain = check_id_list(doc.grant_chain, 'grant_chain', false),
+        sources = check_id_list(doc.sources, 'sources', true),
+    }
+    if type(d.content_sha1) ~= 'string' or #d.content_sha1 ~= 40 or
+        not d.content_sha1:find('^[0-9a-f]+$') then
         raise('invalid', 'content_sha1 must be 40 lowercase hex digits')
     end
-    local recipient = check_id(doc.recipient, 'recipient')
-    local tool = check_id(doc.tool, 'tool')
-    local chain = check_id_list(doc.grant_chain, 'grant_chain', false)
-    if #chain == 0 or #chain > MAX_CHAIN then
+    if #d.chain == 0 or #d.chain > MAX_CHAIN then
         raise('invalid', 'grant_chain must hold 1..' .. MAX_CHAIN .. ' grants')
     end
-    local sources = check_id_list(doc.sources, 'sources', true)
-    local summary_hash, parents = nil, nil
     if present(doc.summary_hash) then
-        summary_hash = doc.summary_hash
-        if type(summary_hash) ~= 'string' or #summary_hash ~= 40 or
-            not summary_hash:find('^[0-9a-f]+$') then
+        d.summary_hash = doc.summary_hash
+        if type(d.summary_hash) ~= 'string' or #d.summary_hash ~= 40 or
+            not d.summary_hash:find('^[0-9a-f]+$') then
             raise('invalid', 'summary_hash must be 40 lowercase hex digits')
         end
-        parents = check_id_list(doc.parents, 'parents', true)
+        d.parents = check_id_list(doc.parents, 'parents', true)
+        table.sort(d.parents)
     end
-    local content = present(doc.content) and check_text(doc.content, 'content') or nil
+    d.cached = cached_arg(doc.cached)
+    if d.cached and not d.summary_hash then
+        raise('invalid', 'cached needs summary_hash')
+    end
+    d.content = present(doc.content) and check_text(doc.content, 'content') or nil
     -- The lineage records the event's snapshot names, not stored when the facts were read.
-    local records = {}
+    d.records = {}
     if present(doc.lineage) then
         if type(doc.lineage) ~= 'table' then
             raise('invalid', 'lineage must be an object of sha1 to record')
@@ -239,9 +288,100 @@ local function charter_commit_delivery(keys, args)
                 type(text) ~= 'string' or redis.sha1hex(text) ~= sha then
                 raise('invalid', 'lineage: every record must hash to its 40-hex sha1 name')
             end
-            records[#records + 1] = {sha, text}
+            d.records[#d.records + 1] = {sha, text}
         end
     end
+    return d
+end
+
+-- True when the sorted lists a and b hold the same ids.
+local function same_ids(a, b)
+    if #a ~= #b then
+        return false
+    end
+    for i = 1, #a do
+        if a[i] ~= b[i] then
+            return false
+        end
+    end
+    return true
+end
+
+-- The first reason the run cannot take the delivery now (tnum: the database time), or nil.
+-- rf: the run's status, cancel_reason, max_deliveries as read.
+local function run_refusal(P, d, rf, tnum)
+    local status = rf[1]
+    -- A stopped run never delivers: cancellation, budgets and a lapsed lease are final here.
+    if status == 'cancelled' or status == 'budget_exhausted' or status == 'interrupted' then
+        return 'run_stopped', d.run_id .. ' ' .. status
+    end
+    if (rf[2] or '') ~= '' then
+        return 'run_cancelled', d.run_id
+    end
+    local maxd = tonumber(rf[3] or '0') or 0
+    if maxd > 0 and redis.call('SCARD', P .. ':run:' .. d.run_id .. ':deliveries') >= maxd then
+        return 'budget_deliveries', d.run_id .. ' max_deliveries ' .. string.format('%d', maxd)
+    end
+    local c = d.cached
+    if not c then
+        return nil
+    end
+    -- A completed run's record is closed (the facts read refuses its contexts too).
+    if status == 'completed' then
+        return 'run_completed', d.run_id
+    end
+    -- RULE-COMMIT-DATABASE-CLOCK: the decision was made at a time of this clock, not later.
+    local at = tonumber(c.decided_at)
+    if at > tnum or tnum >= at + 5 then
+        return 'decided_at', c.decided_at
+    end
+    if not same_ids(members(P .. ':context:' .. c.context .. ':owned_by'), c.owners) then
+        return 'context_changed', c.context
+    end
+    return nil
+end
+
+-- The first reason the payload is not the one evaluated, or nil. pf: its run_id, hash,
+-- content, summary_hash, kind, conf, integrity, title, summary, summary_seal as read.
+local function payload_refusal(P, d, pf)
+    local id, payload_hash, content_sha1 = d.payload_id, d.payload_hash, d.content_sha1
+    local payload = {run_id = pf[1] or nil, hash = pf[2] or nil, content = pf[3] or nil}
+    if payload.run_id ~= d.run_id then
+        return 'payload_other_run', id
+    end
+    -- RULE-COMMIT-PAYLOAD-BYTES: the payload is the one evaluated, byte for byte.
+    if payload.hash ~= payload_hash then
+        return 'payload_hash_mismatch', id
+    end
+    if redis.sha1hex(payload.content or '') ~= content_sha1 then
+        return 'content_changed', id
+    end
+    if not d.summary_hash then
+        return nil
+    end
+    -- RULE-COMMIT-PAYLOAD-BYTES: the payload's lineage summary is the one evaluated and its
+    -- own DERIVED_FROM edges are still the parents the summary names.
+    local akey = P .. ':artifact:' .. id
+    if pf[4] ~= d.summary_hash then
+        return 'summary_changed', id
+    end
+    if not same_ids(members(akey .. ':derived_from'), d.parents) then
+        return 'edges_changed', id
+    end
+    local c = d.cached
+    -- The payload's own node as it was decided from: fields, summary text and seal, edges.
+    if c and (pf[5] ~= c.kind or tonumber(pf[6]) ~= c.conf or tonumber(pf[7]) ~= c.integrity or
+        (pf[8] or '') ~= c.title or redis.sha1hex(pf[9] or '') ~= d.summary_hash or
+        (pf[10] or '') ~= c.seal or not same_ids(members(akey .. ':from_resource'), c.resources) or
+        not same_ids(members(akey .. ':produced_by'), c.producers)) then
+        return 'payload_changed', id
+    end
+    return nil
+end
+
+local function charter_commit_delivery(keys, args)
+    local P = prefix(keys)
+    local d = commit_arg(args[1])
     local nargs = #args
     local facts_sha, facts = '', ''
     if nargs == 4 then
@@ -257,6 +397,7 @@ local function charter_commit_delivery(keys, args)
     if ev.outcome ~= 'allow' then
         raise('invalid', 'event.outcome must be allow: only an allowed delivery commits')
     end
+    local run_id, inv, payload_id = d.run_id, d.inv, d.payload_id
 
     local dkey = P .. ':delivery:' .. inv
     -- RULE-COMMIT-INVOCATION-UNUSED: an invocation commits at most once.
@@ -275,53 +416,26 @@ local function charter_commit_delivery(keys, args)
     if not rf[1] and not exists(runkey) then
         return refuse('run_not_found', run_id)
     end
-    local run = {status = rf[1], cancel_reason = rf[2] or nil, max_deliveries = rf[3] or nil}
-    -- A stopped run never delivers: cancellation, budgets and a lapsed lease are final here.
-    if run.status == 'cancelled' or run.status == 'budget_exhausted' or
-        run.status == 'interrupted' then
-        return refuse('run_stopped', run_id .. ' ' .. run.status)
-    end
-    if (run.cancel_reason or '') ~= '' then
-        return refuse('run_cancelled', run_id)
-    end
-    local maxd = tonumber(run.max_deliveries or '0') or 0
-    if maxd > 0 and redis.call('SCARD', P .. ':run:' .. run_id .. ':deliveries') >= maxd then
-        return refuse('budget_deliveries', run_id .. ' max_deliveries ' .. string.format('%d', maxd))
+    local reason, detail = run_refusal(P, d, rf, tnum)
+    if reason then
+        return refuse(reason, detail)
     end
     local akey = P .. ':artifact:' .. payload_id
-    local pf = redis.call('HMGET', akey, 'run_id', 'hash', 'content')
+    local pf = redis.call('HMGET', akey, 'run_id', 'hash', 'content', 'summary_hash', 'kind',
+                          'conf', 'integrity', 'title', 'summary', 'summary_seal')
     if not pf[1] and not exists(akey) then
         return refuse('payload_not_found', payload_id)
     end
-    local payload = {run_id = pf[1] or nil, hash = pf[2] or nil, content = pf[3] or nil}
-    if payload.run_id ~= run_id then
-        return refuse('payload_other_run', payload_id)
+    reason, detail = payload_refusal(P, d, pf)
+    if reason then
+        return refuse(reason, detail)
     end
-    -- RULE-COMMIT-PAYLOAD-BYTES: the payload is the one evaluated, byte for byte.
-    if payload.hash ~= payload_hash then
-        return refuse('payload_hash_mismatch', payload_id)
+    -- RULE-COMMIT-RECIPIENT: the recipient exists (each grant lists it: chain_refusal); with
+    -- cached, its clearance was decided from as kept (it does not change through the API).
+    if not d.cached and not exists(P .. ':recipient:' .. d.recipient) then
+        return refuse('recipient_not_found', d.recipient)
     end
-    if redis.sha1hex(payload.content or '') ~= content_sha1 then
-        return refuse('content_changed', payload_id)
-    end
-    -- RULE-COMMIT-PAYLOAD-BYTES: the payload's lineage summary is the one evaluated and its
-    -- own DERIVED_FROM edges are still the parents the summary names.
-    if summary_hash then
-        if redis.call('HGET', akey, 'summary_hash') ~= summary_hash then
-            return refuse('summary_changed', payload_id)
-        end
-        local now_parents = members(akey .. ':derived_from')
-        table.sort(parents)
-        if #now_parents ~= #parents or table.concat(now_parents, ',') ~=
-            table.concat(parents, ',') then
-            return refuse('edges_changed', payload_id)
-        end
-    end
-    -- RULE-COMMIT-RECIPIENT: the recipient exists (each grant lists it: chain_refusal).
-    if not exists(P .. ':recipient:' .. recipient) then
-        return refuse('recipient_not_found', recipient)
-    end
-    local reason, detail = chain_refusal(P, chain, tool, recipient, sources, tnum)
+    reason, detail = chain_refusal(P, d.chain, d.tool, d.recipient, d.sources, tnum, d.cached)
     if reason then
         return refuse(reason, detail)
     end
@@ -330,27 +444,30 @@ local function charter_commit_delivery(keys, args)
         return conflict
     end
 
-    for _, r in ipairs(records) do
+    for _, r in ipairs(d.records) do
         redis.call('SET', P .. ':lineage:' .. r[1], r[2], 'NX')
     end
     if facts_sha ~= '' then
         redis.call('SET', P .. ':blob:' .. facts_sha, facts, 'NX')
     end
-    content = content or payload.content or ''
+    local content = d.content or pf[3] or ''
     local seq = string.format('%d', ev.seq)
-    redis.call('HSET', dkey, 'invocation_id', inv, 'run_id', run_id, 'fingerprint', fingerprint,
-               'recipient', recipient, 'tool', tool, 'payload_id', payload_id, 'payload_hash',
-               payload_hash, 'content', content, 'grant_chain', encode_list(chain),
-               'committed_at', ts, 'event_seq', seq)
-    redis.call('SADD', dkey .. ':delivered', payload_id)
-    redis.call('SADD', dkey .. ':to', recipient)
+    redis.call('HSET', dkey, 'invocation_id', inv, 'run_id', run_id, 'fingerprint',
+               d.fingerprint, 'recipient', d.recipient, 'tool', d.tool, 'payload_id', payload_id,
+               'payload_hash', d.payload_hash, 'content', content, 'grant_chain',
+               encode_list(d.chain), 'committed_at', ts, 'event_seq', seq)
     redis.call('SADD', P .. ':run:' .. run_id .. ':deliveries', inv)
     write_event(P, run_id, ev)
+    if d.cached then
+        -- charterd knows every other field of the delivery: the ones it sent.
+        return {'committed', seq, ts}
+    end
     -- The delivery as delivery_object reads it back, from what was just written.
     return cjson.encode({status = 'committed', seq = ev.seq, delivery = {
-        invocation_id = inv, run_id = run_id, fingerprint = fingerprint, recipient = recipient,
-        tool = tool, payload_id = payload_id, payload_hash = payload_hash, content = content,
-        grant_chain = chain, committed_at = ts, event_seq = ev.seq, evaluator = ev.evaluator}})
+        invocation_id = inv, run_id = run_id, fingerprint = d.fingerprint,
+        recipient = d.recipient, tool = d.tool, payload_id = payload_id,
+        payload_hash = d.payload_hash, content = content, grant_chain = d.chain,
+        committed_at = ts, event_seq = ev.seq, evaluator = ev.evaluator}})
 end
 
 -- Exported: what later files and the registry use.

@@ -103,6 +103,18 @@ mutation "database clock: frozen in the past (commit)" test_mutation_gaps querie
 mutation "unique invocation (commit)" test_queries queries/delivery.lua \
   'local existing = hash(dkey)' \
   'local existing = nil'
+mutation "cached: the context's owners (commit)" test_queries queries/delivery.lua \
+  "if not same_ids(members(P .. ':context:' .. c.context .. ':owned_by'), c.owners) then" \
+  'if false then'
+mutation "cached: the decision's time on the database clock (commit)" test_queries queries/delivery.lua \
+  'if at > tnum or tnum >= at + 5 then' \
+  'if false then'
+mutation "cached: the payload's own node (commit)" test_queries queries/delivery.lua \
+  'if c and (pf[5] ~= c.kind' \
+  'if false and c and (pf[5] ~= c.kind'
+mutation "cached: a completed run (commit)" test_queries queries/delivery.lua \
+  "if status == 'completed' then" \
+  'if false then'
 mutation "label recomputation (guard)" test_guard server/policy/guard.c \
   'if (a->conf != lin->conf[i] || a->integrity != lin->integrity[i])' \
   'if (0 && (a->conf != lin->conf[i] || a->integrity != lin->integrity[i]))'

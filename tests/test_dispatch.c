@@ -6,6 +6,9 @@
  * --scripted-only) against each other and a list written here. No database, no process: the
  * tables are data.
  */
+#include <stddef.h>
+#include <stdint.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -384,7 +387,45 @@ static void test_unknown_column_values_refuse_startup(void)
     {                                                                                              \
 #fn, fn                                                                                    \
     }
+/* ---------------------------------------------------------------------------------------- */
+/* The call's arena                                                                         */
+/* ---------------------------------------------------------------------------------------- */
+
+/* Every allocation of a call's arena is zeroed and aligned for any type, whatever its size and
+ * however many come before it, and stays intact until the call is released; the memory a
+ * released call leaves to the next call is zeroed again. */
+static void test_the_call_arena_hands_out_zeroed_aligned_memory(void)
+{
+    for (int round = 0; round < 3; round++) {
+        call c;
+        memset(&c, 0, sizeof c);
+        unsigned char *got[600];
+        size_t sizes[600];
+        for (size_t i = 0; i < 600; i++) {
+            sizes[i] = i % 97 == 0 ? 20000 + i : i % 61; /* a few larger than a block, 0 too */
+            got[i] = call_alloc(&c, sizes[i]);
+            CU_ASSERT_PTR_NOT_NULL_FATAL(got[i]);
+            CU_ASSERT_EQUAL((uintptr_t)got[i] % _Alignof(max_align_t), 0);
+            bool zero = true;
+            for (size_t k = 0; k < sizes[i]; k++)
+                zero = zero && got[i][k] == 0;
+            CU_ASSERT_TRUE(zero);
+            memset(got[i], (int)(i % 251) + 1, sizes[i]);
+        }
+        bool intact = true;
+        for (size_t i = 0; i < 600; i++)
+            for (size_t k = 0; k < sizes[i]; k++)
+                intact = intact && got[i][k] == (unsigned char)(i % 251 + 1);
+        CU_ASSERT_TRUE(intact);
+        char *copy = call_strdup(&c, "invocation inv-1");
+        CU_ASSERT_STRING_EQUAL(copy, "invocation inv-1");
+        call_release(&c);
+        CU_ASSERT_PTR_NULL(c.arena);
+    }
+}
+
 static const harness_test tests[] = {
+    T(test_the_call_arena_hands_out_zeroed_aligned_memory),
     T(test_readme_table_of_methods_matches_the_dispatch_table),
     T(test_operator_methods_are_those_that_change_the_graph),
     T(test_every_row_has_consistent_host_quota_and_scripted_columns),

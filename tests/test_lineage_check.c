@@ -661,6 +661,7 @@ static void test_a_forged_or_unsealed_summary_is_unknown(void)
     expect_names_summary(c.seq, ids[DEPTH], "*");
     expect_replay_matches(c.seq);
     CU_ASSERT_EQUAL(deliver_deepest(codes, sizeof codes), CHARTER__V1__OUTCOME__UNKNOWN);
+    CU_ASSERT_STRING_EQUAL(codes, "GRAPH_ERROR ");
     CU_ASSERT_EQUAL_FATAL(harness_graph_eval(graph, STASH_SEAL, reseal, 2, &one), 0);
     expect_allowed();
     redis_do("SADD", edge, ids[DEPTH / 2 - 1], NULL);

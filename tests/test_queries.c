@@ -490,8 +490,17 @@ static char *verified_of(tgraph *g, json_t *doc)
 
 /* Calls a writing function whose first argument is the JSON doc (stolen): doc's "event" (or an
  * event of fn's default kind) is taken out, sealed on run_id's head and passed last; for
- * create_artifact, the verified summaries (verified_of) are passed between them. */
+ * create_artifact, the verified summaries (verified_of) are passed between them. With list
+ * (not NULL), a reply that is a flat list is *list instead. */
+static int writer_call_list(tgraph *g, const char *fn, json_t *doc, json_t **out,
+                            store_list **list);
+
 static int writer_call(tgraph *g, const char *fn, json_t *doc, json_t **out)
+{
+    return writer_call_list(g, fn, doc, out, NULL);
+}
+
+static int writer_call_list(tgraph *g, const char *fn, json_t *doc, json_t **out, store_list **list)
 {
     *out = NULL;
     if (!doc)
@@ -513,7 +522,8 @@ static int writer_call(tgraph *g, const char *fn, json_t *doc, json_t **out)
         args[2] = sealed;
         nargs = 3;
     }
-    int rc = store_call(g->st, fn, nargs, args, out);
+    int rc = list != NULL ? store_call_list(g->st, fn, nargs, args, out, list)
+                          : store_call(g->st, fn, nargs, args, out);
     free(text);
     free(sealed);
     free(verified);
@@ -1677,15 +1687,17 @@ static void test_commit_delivery_commits_once_and_writes_its_event(void)
     CU_ASSERT_EQUAL(jint(d, "event_seq"), seq);
     json_decref(r);
 
-    /* the edges, read raw */
+    /* the DELIVERED and TO edges are the delivery's payload_id and recipient, read raw: no
+     * edge set repeats them */
     char key[160];
-    snprintf(key, sizeof key, "charter:{%s}:delivery:inv-1:delivered", w.g.graph);
-    redisReply *rr = redisCommand(w.g.raw, "SMEMBERS %s", key);
-    CU_ASSERT(rr && rr->elements == 1 && strcmp(rr->element[0]->str, w.payload) == 0);
+    snprintf(key, sizeof key, "charter:{%s}:delivery:inv-1", w.g.graph);
+    redisReply *rr = redisCommand(w.g.raw, "HMGET %s payload_id recipient", key);
+    CU_ASSERT(rr && rr->elements == 2 && rr->element[0]->str && rr->element[1]->str &&
+              strcmp(rr->element[0]->str, w.payload) == 0 &&
+              strcmp(rr->element[1]->str, "public") == 0);
     freeReplyObject(rr);
-    snprintf(key, sizeof key, "charter:{%s}:delivery:inv-1:to", w.g.graph);
-    rr = redisCommand(w.g.raw, "SMEMBERS %s", key);
-    CU_ASSERT(rr && rr->elements == 1 && strcmp(rr->element[0]->str, "public") == 0);
+    rr = redisCommand(w.g.raw, "EXISTS %s:delivered %s:to", key, key);
+    CU_ASSERT(rr && rr->type == REDIS_REPLY_INTEGER && rr->integer == 0);
     freeReplyObject(rr);
 
     /* the run shows the delivery and its decision event stamped with the commit time */
@@ -1835,6 +1847,118 @@ static void test_commit_delivery_refuses_and_writes_nothing(void)
     CU_ASSERT_STRING_EQUAL(jstr(r, "status"), "committed");
     CU_ASSERT_EQUAL(jint(r, "seq"), seq0 + 1);
     json_decref(r);
+    graph_close(&w.g);
+}
+
+static int transition_rc(tgraph *g, const char *run, const char *from, const char *to,
+                         json_t **out);
+
+/* The argument of a commit in its cached form that passes every check: commit_arg with the
+ * payload's summary hash and parents, and "cached" as the graph stands, decided at decided_at. */
+static json_t *cached_commit_arg(const world *w, const char *inv, const char *decided_at)
+{
+    json_t *a = commit_arg(w, inv);
+    json_object_del(a, "content");
+    char key[160];
+    snprintf(key, sizeof key, "charter:{%s}:artifact:%s", w->g.graph, w->payload);
+    redisReply *r = redisCommand(w->g.raw, "HGET %s summary_hash", key);
+    CU_ASSERT_FATAL(r != NULL && r->type == REDIS_REPLY_STRING);
+    json_object_set_new(a, "summary_hash", json_string(r->str));
+    freeReplyObject(r);
+    json_object_set_new(a, "parents", json_pack("[s]", w->source));
+    json_object_set_new(a, "cached",
+                        json_pack("{s:s, s:[s], s:s, s:s, s:i, s:i, s:s, s:[], s:[s], s:s}",
+                                  "context", w->ctx, "owners", "reporter", "decided_at", decided_at,
+                                  "kind", "derived", "conf", 0, "integrity", 0, "title",
+                                  PAYLOAD_CONTENT, "resources", "producers", w->ctx, "seal", ""));
+    return a;
+}
+
+/* The database time plus delta seconds, as "<seconds>.<6 digits>" (32 bytes). */
+static void time_plus(tgraph *g, long delta, char out[32])
+{
+    json_t *t = call_ok(g, "time", 0, NULL);
+    const char *now = jstr(t, "now");
+    snprintf(out, 32, "%ld%s", strtol(now, NULL, 10) + delta, strchr(now, '.'));
+    json_decref(t);
+}
+
+/* One member of the cached form changed (key, a JSON value, stolen) is refused with reason. */
+static void expect_cached_refused(world *w, const char *key, json_t *v, const char *reason)
+{
+    char now[32];
+    time_plus(&w->g, 0, now);
+    json_t *a = cached_commit_arg(w, "inv-cached", now);
+    json_object_set_new(json_object_get(a, "cached"), key, v);
+    expect_refused(w, a, reason);
+}
+
+/* The cached form: the commit compares the facts charterd decided from without reading them
+ * (the context's owners, the payload's own node, edges, summary text and seal, the decision's
+ * time on the database clock) with the graph, refuses any difference writing nothing, and
+ * answers a commit as the flat list ["committed", seq, committed_at]. Checks
+ * RULE-COMMIT-DATABASE-CLOCK, RULE-COMMIT-PAYLOAD-BYTES. */
+static void test_commit_delivery_checks_what_it_was_decided_from(void)
+{
+    world w;
+    if (!world_open(&w, "cached"))
+        return;
+    long long seq0 = run_seq(&w.g, "run1");
+    expect_cached_refused(&w, "owners", json_pack("[s]", "analyst"), "context_changed");
+    char when[32];
+    time_plus(&w.g, 30, when);
+    expect_cached_refused(&w, "decided_at", json_string(when), "decided_at");
+    time_plus(&w.g, -30, when);
+    expect_cached_refused(&w, "decided_at", json_string(when), "decided_at");
+    expect_cached_refused(&w, "kind", json_string("source"), "payload_changed");
+    expect_cached_refused(&w, "conf", json_integer(2), "payload_changed");
+    expect_cached_refused(&w, "integrity", json_integer(1), "payload_changed");
+    expect_cached_refused(&w, "title", json_string("another title"), "payload_changed");
+    expect_cached_refused(&w, "seal", json_string("a seal"), "payload_changed");
+    expect_cached_refused(&w, "producers", json_array(), "payload_changed");
+    expect_cached_refused(&w, "resources", json_pack("[s]", "r_pub"), "payload_changed");
+    /* the summary's text edited behind the API's back, its hash left */
+    char key[160];
+    snprintf(key, sizeof key, "charter:{%s}:artifact:%s", w.g.graph, w.payload);
+    redisReply *kept = redisCommand(w.g.raw, "HGET %s summary", key);
+    raw_exec(w.g.raw, "HSET %s summary %s", key, "{}", NULL);
+    char now[32];
+    time_plus(&w.g, 0, now);
+    json_t *a = cached_commit_arg(&w, "inv-cached", now);
+    expect_refused(&w, a, "payload_changed");
+    raw_exec(w.g.raw, "HSET %s summary %s", key, kept->str, NULL);
+    freeReplyObject(kept);
+    /* cached needs summary_hash */
+    a = cached_commit_arg(&w, "inv-bad", now);
+    json_object_del(a, "summary_hash");
+    CU_ASSERT_EQUAL(writer_rc(&w.g, "commit_delivery", a), STATUS_EINVAL);
+
+    /* as the graph stands: committed, in one call, answered as a list */
+    time_plus(&w.g, 0, now);
+    json_t *r = NULL;
+    store_list *l = NULL;
+    CU_ASSERT_EQUAL(
+        writer_call_list(&w.g, "commit_delivery", cached_commit_arg(&w, "inv-cached", now), &r, &l),
+        STATUS_OK);
+    CU_ASSERT_PTR_NULL(r);
+    CU_ASSERT_FATAL(l != NULL && store_list_size(l) == 3);
+    CU_ASSERT_STRING_EQUAL(store_list_get(l, 0, NULL), "committed");
+    CU_ASSERT_EQUAL(strtoll(store_list_get(l, 1, NULL), NULL, 10), seq0 + 1);
+    CU_ASSERT(time_string_ok(store_list_get(l, 2, NULL)));
+    store_list_free(l);
+    const char *inv[1] = {"inv-cached"};
+    json_t *d = call_ok(&w.g, "find_delivery", 1, inv);
+    CU_ASSERT_STRING_EQUAL(jstr(d, "content"), PAYLOAD_CONTENT);
+    CU_ASSERT_EQUAL(jint(d, "event_seq"), seq0 + 1);
+    json_decref(d);
+
+    /* a completed run takes no delivery this way (its contexts are closed) */
+    json_decref(r);
+    r = NULL;
+    CU_ASSERT_EQUAL(transition_rc(&w.g, "run1", "created,running", "completed", &r), STATUS_OK);
+    json_decref(r);
+    time_plus(&w.g, 0, now);
+    expect_refused(&w, cached_commit_arg(&w, "inv-done", now), "run_completed");
     graph_close(&w.g);
 }
 
@@ -2738,6 +2862,8 @@ static const harness_test tests[] = {
     {"commit_delivery commits once and writes its event",
      test_commit_delivery_commits_once_and_writes_its_event},
     {"commit_delivery refuses and writes nothing", test_commit_delivery_refuses_and_writes_nothing},
+    {"commit_delivery checks what it was decided from",
+     test_commit_delivery_checks_what_it_was_decided_from},
     {"transition_run claims once", test_transition_run_claims_once},
     {"append_event numbers seq from one", test_append_event_numbers_seq_from_one},
     {"revoke stamps database time and restore clears",

@@ -75,6 +75,11 @@ struct store {
     bool effect_unknown;      /* the last call's command was sent and its reply not read */
     char err[512];            /* room for a function-list mismatch with its node and its fix */
     bool connected_before;    /* a later connection is a reconnect (metrics) */
+    /* The database's clock as last noted (store_note_time): its reading in microseconds since
+     * the epoch, and the CLOCK_MONOTONIC instant it was noted at; 0 before the first. */
+    long long db_us;
+    struct timespec db_noted;
+    unsigned long long calls; /* FCALL commands sent (store_calls) */
 };
 
 static void set_error(store *st, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
@@ -907,6 +912,7 @@ static int fcall(store *st, const char *fn, int nargs, const char *const *args, 
     redisReply *r = NULL;
     int pause_ms = 10;
     for (int hop = 0;; hop++) {
+        st->calls++;
         r = command(st, 4 + nargs, argv, argvlen);
         if (!r)
             return STATUS_EUNAVAILABLE;
@@ -993,6 +999,41 @@ int store_call(store *st, const char *fn, int nargs, const char *const *args, js
         rc = reply_json(st, name, r, out);
     freeReplyObject(r);
     return rc;
+}
+
+unsigned long long store_calls(const store *st)
+{
+    return st->calls;
+}
+
+void store_note_time(store *st, const char *ts)
+{
+    char *end = NULL;
+    long long sec = ts != NULL ? strtoll(ts, &end, 10) : 0;
+    if (ts == NULL || end == ts || *end != '.' || strlen(end + 1) != 6 || sec <= 0)
+        return;
+    long long us = sec * 1000000LL + strtoll(end + 1, NULL, 10);
+    struct timespec mono;
+    clock_gettime(CLOCK_MONOTONIC, &mono);
+    /* The later reading stands: replies may be noted out of order, never the clock turned back. */
+    if (us > st->db_us || st->db_us == 0) {
+        st->db_us = us;
+        st->db_noted = mono;
+    }
+}
+
+bool store_db_time(const store *st, char ts[32], double *now)
+{
+    if (st->db_us <= 0)
+        return false;
+    struct timespec mono;
+    clock_gettime(CLOCK_MONOTONIC, &mono);
+    long long elapsed = (long long)(mono.tv_sec - st->db_noted.tv_sec) * 1000000LL +
+                        (mono.tv_nsec - st->db_noted.tv_nsec) / 1000L;
+    long long us = st->db_us + (elapsed > 0 ? elapsed : 0);
+    snprintf(ts, 32, "%lld.%06lld", us / 1000000LL, us % 1000000LL);
+    *now = strtod(ts, NULL);
+    return true;
 }
 
 struct store_list {

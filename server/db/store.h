@@ -27,7 +27,7 @@
 
 /* The query library's version; charterd refuses to start when the loaded library reports
  * another. Bump it with every change to the library's sources in queries/. */
-#define STORE_LIBRARY_VERSION "17"
+#define STORE_LIBRARY_VERSION "18"
 
 #include "core/status.h"
 
@@ -106,6 +106,23 @@ void store_set_reserve(store *st, int reserve_ms);
  * run later (a command queued in a paused server's socket runs once it resumes). False after
  * a success, a failure before sending (deadline passed, no connection) or an error reply. */
 bool store_effect_unknown(const store *st);
+
+/* The number of query calls (FCALL commands, each round trip to Redis one) this store has
+ * sent since it was opened, whatever their outcome. */
+unsigned long long store_calls(const store *st);
+
+/* Notes ts, a time "<seconds>.<6 digits>" the database read from its own clock (TIME) in a
+ * reply of this store's connection: store_db_time counts on from it. Anything else, or a time
+ * before the one noted, is ignored. */
+void store_note_time(store *st, const char *ts);
+
+/* The database's clock as this store last noted it (store_note_time), moved on by the
+ * CLOCK_MONOTONIC time elapsed since, into ts (32 bytes, "<seconds>.<6 digits>") and *now
+ * (seconds since the epoch, as strtod reads ts). The noted time was read before its reply
+ * arrived, so this is at or a little before the database's own time; a commit that was
+ * decided at it checks that on its clock (RULE-COMMIT-DATABASE-CLOCK). Returns false, writing
+ * nothing, when no time has been noted. */
+bool store_db_time(const store *st, char ts[32], double *now);
 
 /* A one-line description of the last failure (never contains secrets); valid until the next
  * call on st. */

@@ -173,6 +173,29 @@ static char *evlog_text_of(const json_t *v)
     return evlog_json_text(v);
 }
 
+static _Thread_local const char *evlog_request_id_now;
+static _Thread_local const char *evlog_caller_now;
+
+/* The text of an object detail with the thread's request id and caller put in (as
+ * evlog_detail_with_request_id would at sealing, the same bytes), or NULL when memory ran out
+ * or there is neither (*tagged false: the seal adds them, as for any other detail). */
+static char *evlog_detail_tagged(const json_t *detail, bool *tagged)
+{
+    const char *id = evlog_request_id_now, *who = evlog_caller_now;
+    bool has_id = id != NULL && id[0] != '\0', has_who = who != NULL && who[0] != '\0';
+    *tagged = false;
+    if (!json_is_object(detail) || (!has_id && !has_who))
+        return evlog_text_of(detail);
+    json_t *o = json_copy((json_t *)detail);
+    char *text = NULL;
+    if (o != NULL && (!has_id || json_object_set_new(o, "request_id", json_string(id)) == 0) &&
+        (!has_who || json_object_set_new(o, "caller", json_string(who)) == 0))
+        text = evlog_json_text(o);
+    json_decref(o);
+    *tagged = text != NULL;
+    return text;
+}
+
 int evlog_owned_event(evlog_owned *o, const char *kind, const guard_decision *d,
                       const char *evaluator, const json_t *detail, const json_t *snapshot)
 {
@@ -190,7 +213,8 @@ int evlog_owned_event(evlog_owned *o, const char *kind, const guard_decision *d,
             return STATUS_ENOMEM;
         o->ev.witness = o->witness;
     }
-    if ((detail != NULL && (o->detail = evlog_text_of(detail)) == NULL) ||
+    if ((detail != NULL &&
+         (o->detail = evlog_detail_tagged(detail, &o->ev.detail_tagged)) == NULL) ||
         (snapshot != NULL && (o->snapshot = evlog_text_of(snapshot)) == NULL)) {
         evlog_owned_free(o);
         return STATUS_ENOMEM;
@@ -309,8 +333,14 @@ int evlog_read_head(store *st, const char *run_id, evlog_head *head)
  * status it leaves, a new context its id). Returns STATUS_OK or a failure that ends the write. */
 typedef int (*evlog_adjust)(void *arg, const evlog_head *head, evlog_event *ev, const char **args);
 
+/* A function whose reply may also be a flat list (a "-> list" stub): *list set instead of
+ * *out. */
+typedef int (*evlog_call_list)(store *st, int nargs, const char *const *args, json_t **out,
+                               store_list **list);
+
 typedef struct {
-    evlog_call call; /* the function's typed stub, through an adapter below */
+    evlog_call call;           /* the function's typed stub, through an adapter below */
+    evlog_call_list call_list; /* or this one, when its reply may be a list */
     const char *run_id;
     const char *args[4]; /* the function's arguments before the event */
     int nargs;
@@ -370,15 +400,14 @@ static int evlog_call_create_artifact(store *st, int nargs, const char *const *a
     return nargs == 3 ? q_create_artifact(st, a[0], a[1], a[2], out) : STATUS_EINVAL;
 }
 
-static int evlog_call_commit_delivery(store *st, int nargs, const char *const *a, json_t **out)
+static int evlog_call_commit_delivery(store *st, int nargs, const char *const *a, json_t **out,
+                                      store_list **list)
 {
-    return nargs == 4 ? q_commit_delivery(st, a[0], a[1], a[2], a[3], out) : STATUS_EINVAL;
+    return nargs == 4 ? q_commit_delivery(st, a[0], a[1], a[2], a[3], out, list) : STATUS_EINVAL;
 }
 
 static int evlog_seal_event(const char *run_id, const evlog_event *ev, const evlog_head *head,
                             evlog_sealed *sealed, char **text);
-static _Thread_local const char *evlog_request_id_now;
-static _Thread_local const char *evlog_caller_now;
 
 void evlog_set_request_id(const char *request_id)
 {
@@ -435,7 +464,8 @@ static int evlog_seal(const char *run_id, const evlog_event *ev_in, const evlog_
                       evlog_sealed *sealed, char **text)
 {
     char *detail = NULL;
-    int drc = evlog_detail_with_request_id(ev_in->detail, &detail);
+    int drc =
+        ev_in->detail_tagged ? STATUS_OK : evlog_detail_with_request_id(ev_in->detail, &detail);
     if (drc != STATUS_OK)
         return drc;
     evlog_event with_id = *ev_in;
@@ -665,7 +695,53 @@ int evlog_snapshot_resolve(store *st, const char *snapshot, char **out, char *wh
     return rc;
 }
 
-static int evlog_write(store *st, evlog_write_spec *w, json_t **reply, evlog_sealed *sealed)
+/* One sealed attempt: w's function called with its arguments and the event text (and the
+ * alternatives sealed on the same head). *r and *list as the function answered. */
+static int evlog_attempt(store *st, evlog_write_spec *w, const evlog_head *head,
+                         evlog_sealed *sealed, json_t **r, store_list **list)
+{
+    evlog_event ev = w->ev;
+    const char *args[5 + EVLOG_MAX_ALTS];
+    memcpy(args, w->args, sizeof w->args);
+    int rc = STATUS_OK;
+    if (w->adjust != NULL && (rc = w->adjust(w->adjust_arg, head, &ev, args)) != STATUS_OK)
+        return rc;
+    char *text = NULL;
+    if ((rc = evlog_seal(w->run_id, &ev, head, sealed, &text)) != STATUS_OK)
+        return rc;
+    args[w->nargs] = text;
+    char *alt_text[EVLOG_MAX_ALTS] = {NULL};
+    for (int a = 0; rc == STATUS_OK && a < w->nalts; a++) {
+        evlog_sealed alt_sealed;
+        rc = evlog_seal(w->run_id, &w->alts[a], head, &alt_sealed, &alt_text[a]);
+        args[w->nargs + 1 + a] = alt_text[a];
+    }
+    if (rc == STATUS_OK && w->call_list != NULL)
+        rc = w->call_list(st, w->nargs + 1 + w->nalts, args, r, list);
+    else if (rc == STATUS_OK)
+        rc = w->call(st, w->nargs + 1 + w->nalts, args, r);
+    free(text);
+    for (int a = 0; a < w->nalts; a++)
+        free(alt_text[a]);
+    return rc;
+}
+
+/* Remembers under the run's lock the event just written, the head this process's next writer
+ * of the run seals on. */
+static void evlog_hint_set(evlog_hint *hint, const char *run_id, const evlog_sealed *sealed)
+{
+    if (hint == NULL || strlen(run_id) >= sizeof hint->run_id)
+        return;
+    snprintf(hint->run_id, sizeof hint->run_id, "%s", run_id);
+    hint->seq = sealed->seq;
+    snprintf(hint->hash, sizeof hint->hash, "%s", sealed->hash);
+    snprintf(hint->ts, sizeof hint->ts, "%s", sealed->ts);
+}
+
+/* The seal-and-write loop (evlog.h). *reply (may be NULL) is the function's reply; with
+ * w->call_list, *list (not NULL then) is its reply when that was a flat list. */
+static int evlog_write(store *st, evlog_write_spec *w, json_t **reply, store_list **list,
+                       evlog_sealed *sealed)
 {
     evlog_sealed local;
     if (sealed == NULL)
@@ -702,27 +778,18 @@ static int evlog_write(store *st, evlog_write_spec *w, json_t **reply, evlog_sea
         rc = STATUS_ENOTFOUND;
     bool written = false;
     for (int attempt = 0; rc == STATUS_OK && attempt < EVLOG_ATTEMPTS; attempt++) {
-        evlog_event ev = w->ev;
-        const char *args[5 + EVLOG_MAX_ALTS];
-        memcpy(args, w->args, sizeof w->args);
-        if (w->adjust != NULL && (rc = w->adjust(w->adjust_arg, &head, &ev, args)) != STATUS_OK)
-            break;
-        char *text = NULL;
-        if ((rc = evlog_seal(w->run_id, &ev, &head, sealed, &text)) != STATUS_OK)
-            break;
-        args[w->nargs] = text;
-        char *alt_text[EVLOG_MAX_ALTS] = {NULL};
-        for (int a = 0; rc == STATUS_OK && a < w->nalts; a++) {
-            evlog_sealed alt_sealed;
-            rc = evlog_seal(w->run_id, &w->alts[a], &head, &alt_sealed, &alt_text[a]);
-            args[w->nargs + 1 + a] = alt_text[a];
-        }
         json_t *r = NULL;
-        if (rc == STATUS_OK)
-            rc = w->call(st, w->nargs + 1 + w->nalts, args, &r);
-        free(text);
-        for (int a = 0; a < w->nalts; a++)
-            free(alt_text[a]);
+        store_list *l = NULL;
+        rc = evlog_attempt(st, w, &head, sealed, &r, &l);
+        if (rc == STATUS_OK && l != NULL) {
+            /* A list reply is a write reported in the function's compact form (its seq second). */
+            const char *wseq = store_list_size(l) > 1 ? store_list_get(l, 1, NULL) : NULL;
+            INVARIANT(wseq != NULL && strtoull(wseq, NULL, 10) == sealed->seq);
+            written = true;
+            evlog_hint_set(hint, w->run_id, sealed);
+            *list = l;
+            break;
+        }
         /* An alternative was written: this process's hint of the head is not known here. */
         if (rc == STATUS_OK && json_integer_value(json_object_get(r, "event_index")) > 0 &&
             hint != NULL) {
@@ -739,12 +806,10 @@ static int evlog_write(store *st, evlog_write_spec *w, json_t **reply, evlog_sea
              * a write it reports at another sequence number would break the chain. */
             const json_t *wseq = json_object_get(r, "seq");
             INVARIANT(!json_is_integer(wseq) || (uint64_t)json_integer_value(wseq) == sealed->seq);
-            if (hint != NULL && strlen(w->run_id) < sizeof hint->run_id) {
-                snprintf(hint->run_id, sizeof hint->run_id, "%s", w->run_id);
-                hint->seq = sealed->seq;
-                snprintf(hint->hash, sizeof hint->hash, "%s", sealed->hash);
-                snprintf(hint->ts, sizeof hint->ts, "%s", sealed->ts);
-            }
+            /* A commit refused, or answered by an existing delivery, wrote no event. */
+            const char *status = json_string_value(json_object_get(r, "status"));
+            if (status == NULL || (strcmp(status, "refused") != 0 && strcmp(status, "exists") != 0))
+                evlog_hint_set(hint, w->run_id, sealed);
             if (reply != NULL)
                 *reply = r;
             else
@@ -781,7 +846,7 @@ int evlog_append(store *st, const char *run_id, const evlog_event *ev, evlog_sea
         .ev = *ev,
         .run_must_exist = true,
     };
-    return evlog_write(st, &w, NULL, sealed);
+    return evlog_write(st, &w, NULL, NULL, sealed);
 }
 
 int evlog_write_one_of(store *st, evlog_call call, const char *run_id, const char *arg,
@@ -802,7 +867,7 @@ int evlog_write_one_of(store *st, evlog_call call, const char *run_id, const cha
         .alts = evs + 1,
         .nalts = nevs - 1,
     };
-    return evlog_write(st, &w, reply, NULL);
+    return evlog_write(st, &w, reply, NULL, NULL);
 }
 
 int evlog_create_run(store *st, const json_t *run_doc, json_t **reply)
@@ -821,7 +886,7 @@ int evlog_create_run(store *st, const json_t *run_doc, json_t **reply)
         .nargs = 1,
         .ev = {.kind = "run_created", .detail = detail},
     };
-    int rc = evlog_write(st, &w, reply, NULL);
+    int rc = evlog_write(st, &w, reply, NULL, NULL);
     free(doc);
     if (rc == STATUS_OK)
         metrics_run_status("created");
@@ -868,7 +933,7 @@ static int evlog_transition_by(store *st, evlog_call call, const char *run_id, c
         .adjust_arg = &t,
     };
     json_t *reply = NULL;
-    int rc = evlog_write(st, &w, &reply, sealed);
+    int rc = evlog_write(st, &w, &reply, NULL, sealed);
     free(t.text);
     if (rc == STATUS_OK && !json_is_true(json_object_get(reply, "ok"))) {
         if (current != NULL)
@@ -918,7 +983,7 @@ int evlog_resume_run(store *st, const char *run_id, const char *checkpoint_id, c
         .adjust = evlog_transition_adjust,
         .adjust_arg = &t,
     };
-    int rc = evlog_write(st, &w, reply, NULL);
+    int rc = evlog_write(st, &w, reply, NULL, NULL);
     free(t.text);
     if (rc == STATUS_OK && json_is_true(json_object_get(*reply, "ok")))
         metrics_run_status("queued");
@@ -963,7 +1028,7 @@ int evlog_open_context(store *st, const char *run_id, const char *step, const ch
         .adjust = evlog_context_adjust,
         .adjust_arg = &c,
     };
-    int rc = evlog_write(st, &w, reply, NULL);
+    int rc = evlog_write(st, &w, reply, NULL, NULL);
     free(c.doc);
     return rc;
 }
@@ -986,7 +1051,7 @@ int evlog_create_artifact(store *st, const char *run_id, const json_t *doc, cons
         .ev = *ev,
         .run_must_exist = true,
     };
-    int rc = evlog_write(st, &w, reply, NULL);
+    int rc = evlog_write(st, &w, reply, NULL, NULL);
     free(text);
     free(parents);
     return rc;
@@ -1002,22 +1067,37 @@ int evlog_commit_delivery_at(store *st, const char *run_id, const json_t *doc,
                              const char *facts_sha, const char *facts, const evlog_event *ev,
                              const evlog_head *head, json_t **reply)
 {
-    if ((facts_sha == NULL) != (facts == NULL) || (facts_sha != NULL && !evlog_hex64(facts_sha)))
-        return STATUS_EINVAL;
     char *text = evlog_json_text(doc);
     if (text == NULL)
         return STATUS_ENOMEM;
+    store_list *list = NULL;
+    int rc = evlog_commit_delivery_text(st, run_id, text, facts_sha, facts, ev, head, reply, &list);
+    if (rc == STATUS_OK && list != NULL) {
+        /* Only a commit with "cached" answers a list. */
+        store_list_free(list);
+        rc = STATUS_EPROTO;
+    }
+    free(text);
+    return rc;
+}
+
+int evlog_commit_delivery_text(store *st, const char *run_id, const char *doc,
+                               const char *facts_sha, const char *facts, const evlog_event *ev,
+                               const evlog_head *head, json_t **reply, store_list **list)
+{
+    *reply = NULL;
+    *list = NULL;
+    if ((facts_sha == NULL) != (facts == NULL) || (facts_sha != NULL && !evlog_hex64(facts_sha)))
+        return STATUS_EINVAL;
     evlog_write_spec w = {
-        .call = evlog_call_commit_delivery,
+        .call_list = evlog_call_commit_delivery,
         .run_id = run_id,
-        .args = {text, facts_sha != NULL ? facts_sha : "", facts != NULL ? facts : ""},
+        .args = {doc, facts_sha != NULL ? facts_sha : "", facts != NULL ? facts : ""},
         .nargs = 3,
         .ev = *ev,
         .known = head,
     };
-    int rc = evlog_write(st, &w, reply, NULL);
-    free(text);
-    return rc;
+    return evlog_write(st, &w, reply, list, NULL);
 }
 
 int evlog_interrupt_runs(store *st, json_t **ids)

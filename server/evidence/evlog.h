@@ -47,6 +47,9 @@ typedef struct {
     const char *detail;
     const char *snapshot;
     const char *evaluator;
+    /* detail carries the call's request id and caller already (evlog_owned_event put them in
+     * as it encoded the detail), so sealing does not decode it to add them */
+    bool detail_tagged;
 } evlog_event;
 
 /* An event whose texts it owns (made by evlog_owned_event). */
@@ -228,6 +231,14 @@ int evlog_commit_delivery(store *st, const char *run_id, const json_t *doc, cons
 int evlog_commit_delivery_at(store *st, const char *run_id, const json_t *doc,
                              const char *facts_sha, const char *facts, const evlog_event *ev,
                              const evlog_head *head, json_t **reply);
+
+/* evlog_commit_delivery_at with the argument as its JSON text doc. A commit whose argument
+ * has "cached" answers a committed delivery as a flat list (*list, ["committed", "<seq>",
+ * "<committed_at>"], store_list_free), everything else as *reply; one of them is set on
+ * STATUS_OK. Same returns as evlog_commit_delivery_at. */
+int evlog_commit_delivery_text(store *st, const char *run_id, const char *doc,
+                               const char *facts_sha, const char *facts, const evlog_event *ev,
+                               const evlog_head *head, json_t **reply, store_list **list);
 
 /* Splits the decision snapshot snap into the facts that repeat from one decision to the next
  * (everything but its "now"), encoded as one record (*record, malloc'd, caller frees) named by

@@ -19,6 +19,7 @@
 #include <time.h>
 
 #include "gates/approval.h"
+#include "gates/deliver_cache.h"
 #include "evidence/evlog.h"
 #include "core/ids.h"
 #include "db/lineage.h"
@@ -141,7 +142,7 @@ typedef struct {
     json_t *reply;             /* the delivery_facts reply; the json_t below borrow from it */
     json_t *payload;           /* the payload artifact, with content */
     json_t *existing;          /* the invocation's delivery, or NULL */
-    json_t *ancestry;          /* raw ancestry (NULL when the payload has a summary) */
+    json_t *ancestry;          /* the ancestry walked for a refusal's witness, or NULL */
     json_t *summary;           /* raw lineage summary facts, or NULL */
     json_t *walked;            /* the ancestry walked for a refusal's witness (owned), or NULL */
     bool has_sum;              /* sum holds the payload's summary facts */
@@ -166,12 +167,13 @@ static void facts_free(send_facts *f)
 }
 
 /* Fetches every fact of the send in one read: the context (checked as gate_context_of does),
- * the run's head, the payload, the invocation's delivery, the ancestry, the chain of grant
- * ("": the grant the context recorded, a hint checked here against its step) and the
+ * the run's head, the payload, the invocation's delivery, its lineage summary, the chain of
+ * grant ("": the grant the context recorded, a hint checked here against its step) and the
  * recipient. *ctx_ok tells whether the context was read and usable; *regrant that the chain
- * read is not of the step's grant, so the read must be made again naming it. Returns
- * STATUS_OK, STATUS_ENOTFOUND (context or payload), STATUS_EREFUSED (a completed run), or the
- * failure of the store or of gate_context_from. */
+ * read is not of the step's grant, so the read must be made again naming it. A payload
+ * without a summary, or whose summary is not sealed under the integrity key, is marked
+ * unverified (gate_summary_verify): the guard answers UNKNOWN. Returns STATUS_OK, STATUS_ENOTFOUND (context or payload),
+ * STATUS_EREFUSED (a completed run), or the failure of the store or of gate_context_from. */
 static int gather(const gate_env *g, const char *context_id, const char *invocation_id,
                   const char *payload_id, const char *recipient, const char *grant, send_facts *f,
                   bool *ctx_ok, bool *regrant)
@@ -180,10 +182,8 @@ static int gather(const gate_env *g, const char *context_id, const char *invocat
     *regrant = false;
     facts_free(f);
     memset(f, 0, sizeof *f);
-    char limit[32];
-    snprintf(limit, sizeof limit, "%zu", g->limits->max_ancestry);
-    int rc = q_delivery_facts(g->st, invocation_id, payload_id, grant, recipient, limit, context_id,
-                              &f->reply);
+    int rc =
+        q_delivery_facts(g->st, invocation_id, payload_id, grant, recipient, context_id, &f->reply);
     if (rc != STATUS_OK)
         return rc;
     json_t *raw = json_object_get(f->reply, "context");
@@ -201,9 +201,9 @@ static int gather(const gate_env *g, const char *context_id, const char *invocat
     if (!json_is_object(f->existing))
         f->existing = NULL;
     f->now = number_of(json_object_get(f->reply, "now"));
+    store_note_time(g->st, json_string_value(json_object_get(f->reply, "now")));
     if (f->existing)
         return STATUS_OK;
-    f->ancestry = json_object_get(f->reply, "ancestry");
     f->chain = json_object_get(f->reply, "chain");
     f->recipient = json_object_get(f->reply, "recipient");
     if (!json_is_object(f->recipient))
@@ -214,8 +214,8 @@ static int gather(const gate_env *g, const char *context_id, const char *invocat
         return STATUS_OK;
     }
     /* RULE-INPUT-SUMMARY, as at the input gate: the payload is decided from its summary, and
-     * one that is missing (the reply then carries the walked ancestry instead) or, under a key,
-     * unsealed is marked unverified (UNKNOWN), never decided from the ancestry in its place:
+     * one that is missing or, under a key, unsealed is marked unverified (UNKNOWN, with its
+     * snapshot), never decided from the ancestry in its place:
      * whoever can delete a summary could otherwise have a delivery decided from edges edited
      * below it. */
     f->summary = json_object_get(f->reply, "summary");
@@ -263,16 +263,6 @@ static json_t *snapshot_of(const send_facts *f, const guard_delivery_request *re
                      "content_sha256", content_hash, "evaluator_version", EVALUATOR_VERSION);
 }
 
-/* One conditional commit with its event, sealed on the head read with the facts (head NULL:
- * read it first). Returns STATUS_OK with *reply the function's answer, or the store's failure
- * (STATUS_EUNAVAILABLE: the effect is unknown). */
-static int commit(const gate_env *g, const char *run_id, json_t *arg, const char *facts_sha,
-                  const char *facts, const evlog_event *ev, const evlog_head *head, json_t **reply)
-{
-    *reply = NULL;
-    return evlog_commit_delivery_at(g->st, run_id, arg, facts_sha, facts, ev, head, reply);
-}
-
 /* One send in progress: the request, the facts and what the phases build from them. Every
  * pointer is owned here (or borrowed from f.reply) and released by send_free alone. */
 typedef struct {
@@ -290,8 +280,29 @@ typedef struct {
     json_t *arg;    /* the commit's argument */
     char *facts;    /* the facts record ev's snapshot names (evlog_facts_split), or NULL */
     char facts_sha[65];
-    bool done; /* a phase answered the send: out is final */
+    char *arg_text; /* the commit's argument as sent */
+    /* What the commit and its records name, from the facts read or the cache: the run, the
+     * evaluator fingerprint ("" when unknown) and the head the event is sealed on. */
+    const char *run_id;
+    const char *evaluator;
+    evlog_head head;
+    bool have_head;
+    /* The cached path (send_cached): the entry it decided from, borrowed, and the decision's
+     * time on the database clock as this worker knows it. */
+    const deliver_cached *cached;
+    char decided_at[32];
+    bool committed; /* this send's commit wrote the delivery */
+    bool fall_back; /* the cached path was tried and answered nothing: read afresh */
+    bool done;      /* a phase answered the send: out is final */
 } send_state;
+
+/* The event detail every record of the send carries, under step (new reference, or NULL). */
+static json_t *send_detail(const send_state *s, const workflow_step *step)
+{
+    return json_pack("{s:s, s:s, s:s, s:s, s:s, s:s}", "context", s->context_id, "step",
+                     step->cap.step, "payload", s->payload_id, "recipient", s->recipient, "tool",
+                     s->tool, "invocation_id", s->invocation_id);
+}
 
 static void send_free(send_state *s, deliver_result *out)
 {
@@ -302,6 +313,7 @@ static void send_free(send_state *s, deliver_result *out)
     memset(&out->decision.sources, 0, sizeof out->decision.sources);
     evlog_owned_free(&s->ev);
     json_decref(s->arg);
+    free(s->arg_text);
     free(s->facts);
     json_decref(s->snapshot);
     json_decref(s->detail);
@@ -332,10 +344,11 @@ static int send_lookup(send_state *s, deliver_result *out)
     }
     if (s->f.wf == NULL || evaluator_fingerprint(s->f.wf, s->f.fingerprint) != 0)
         s->f.fingerprint[0] = '\0';
-    s->detail = json_pack("{s:s, s:s, s:s, s:s, s:s, s:s}", "context", s->context_id, "step",
-                          s->f.step->cap.step, "payload", s->payload_id, "recipient", s->recipient,
-                          "tool", s->tool, "invocation_id", s->invocation_id);
-    if (!s->detail)
+    s->run_id = s->f.ctx.run_id;
+    s->evaluator = s->f.fingerprint;
+    s->head = s->f.head;
+    s->have_head = s->f.have_head;
+    if ((s->detail = send_detail(s, s->f.step)) == NULL)
         return STATUS_ENOMEM;
     if (rc == STATUS_ENOTFOUND || rc == STATUS_ENOMEM)
         return rc;
@@ -489,7 +502,7 @@ static bool deliver_same(const json_t *obj, const char *key, const char *want)
  * evaluated. Returns STATUS_OK or STATUS_ENOMEM (out's decision freed). */
 static int send_prepare(send_state *s, deliver_result *out, bool by_ref)
 {
-    if (s->arg != NULL)
+    if (s->arg != NULL || s->arg_text != NULL)
         return STATUS_OK;
     /* ALLOW licenses the write only of bytes whose hash matched (evaluator_delivery_decide). */
     INVARIANT(out->decision.outcome == GUARD_ALLOW && s->content != NULL &&
@@ -523,7 +536,9 @@ static int send_prepare(send_state *s, deliver_result *out, bool by_ref)
         json_decref(s->arg);
         s->arg = NULL;
     }
-    if (!s->arg || erc != STATUS_OK) {
+    if (s->arg != NULL)
+        s->arg_text = evlog_json_text(s->arg);
+    if (!s->arg_text || erc != STATUS_OK) {
         guard_decision_free(&out->decision);
         return STATUS_ENOMEM;
     }
@@ -651,6 +666,81 @@ static void refusal_witness(const json_t *reply, const char *run_id, char *buf, 
                  reason ? reason : "unknown reason");
 }
 
+/* The delivery the cached path just committed, as a committed JSON reply shows one: every
+ * field is what the commit was sent but its event's seq and its time (seq and committed_at,
+ * as the list reply gave them). New reference, or NULL when memory ran out. */
+static json_t *cached_delivery(const send_state *s, const deliver_result *out, const char *seq,
+                               const char *committed_at)
+{
+    const deliver_cached *e = s->cached;
+    return json_pack("{s:s, s:s, s:s, s:s, s:s, s:s, s:s, s:s, s:o*, s:s, s:I, s:s}",
+                     "invocation_id", s->invocation_id, "run_id", e->ctx.run_id, "fingerprint",
+                     e->fingerprint, "recipient", s->recipient, "tool", s->tool, "payload_id",
+                     s->payload_id, "payload_hash", e->payload_hash, "content", e->content,
+                     "grant_chain", strs_json(&out->decision.chain_order), "committed_at",
+                     committed_at, "event_seq", (json_int_t)strtoll(seq, NULL, 10), "evaluator",
+                     s->ev.ev.evaluator != NULL ? s->ev.ev.evaluator : "");
+}
+
+/* A commit that wrote the delivery answers the send with it (from the JSON reply, or, for the
+ * cached path's list ["committed", seq, committed_at], from what was sent), waits for its
+ * durability and signs its receipt. Returns STATUS_OK or STATUS_ENOMEM (the delivery is
+ * committed; a retry of the invocation is acknowledged). */
+static int send_committed(send_state *s, deliver_result *out, const json_t *reply,
+                          const store_list *list)
+{
+    const gate_env *g = s->g;
+    if (list != NULL) {
+        const char *seq = store_list_get(list, 1, NULL);
+        const char *at = store_list_size(list) > 2 ? store_list_get(list, 2, NULL) : NULL;
+        out->delivery = seq != NULL && at != NULL ? cached_delivery(s, out, seq, at) : NULL;
+        store_note_time(g->st, at);
+        if (out->delivery == NULL)
+            return STATUS_ENOMEM;
+    } else {
+        out->delivery = json_incref(json_object_get(reply, "delivery"));
+        store_note_time(g->st, json_string_value(json_object_get(out->delivery, "committed_at")));
+    }
+    s->committed = true;
+    /* The other half of the commit's own check: what the database wrote is this invocation,
+     * with the fingerprint that was evaluated. */
+    INVARIANT(out->delivery != NULL &&
+              deliver_same(out->delivery, "invocation_id", s->invocation_id) &&
+              deliver_same(out->delivery, "fingerprint", s->fingerprint));
+    note_durability(g, out);
+    /* The receipt, signed right after the commit. A failure here loses nothing:
+     * Evidence/GetReceipt issues it from the stored delivery later. */
+    json_t *receipt = NULL;
+    if (evlog_keyed())
+        (void)receipt_issue_delivery(g->st, out->delivery, &receipt);
+    json_decref(receipt);
+    return STATUS_OK;
+}
+
+/* The commit was refused: the facts changed between evaluation and commit (revocation,
+ * expiry, altered payload). Fail closed; this is an operational outcome, no snapshot. An
+ * earlier attempt of ours that may still land later would be refused the same way by the
+ * database (the facts it re-checks only move one way until restored), but it is not known to
+ * have been: say so. The cached path, with no attempt left unanswered, answers nothing: the
+ * send is read afresh and decided again (s->fall_back). */
+static void send_refused(send_state *s, deliver_result *out, const json_t *reply, bool maybe_landed)
+{
+    guard_decision_free(&out->decision);
+    if (s->cached != NULL && !maybe_landed) {
+        s->fall_back = true;
+        return;
+    }
+    const char *reason = json_string_value(json_object_get(reply, "reason"));
+    char buf[256];
+    refusal_witness(reply, s->run_id, buf, sizeof buf);
+    snprintf(out->refused, sizeof out->refused, "%s", reason ? reason : "");
+    if (maybe_landed)
+        answer_effect_unknown(out, s->invocation_id);
+    else
+        guard_decision_unknown(&out->decision, buf);
+    record(s->g, s->run_id, s->evaluator, &out->decision, s->detail, NULL);
+}
+
 /* 3. Commit with retry: the conditional write on the database clock, up to DELIVER_ATTEMPTS
  * times. Each commit gets what remains of the call's deadline minus a reserve; a commit whose
  * outcome is unknown (sent, no reply) is followed by a lookup of the invocation on a fresh
@@ -658,8 +748,8 @@ static void refusal_witness(const json_t *reply, const char *run_id, char *buf, 
  * commit may still sit in a paused server's socket), so the commit is sent again (it is
  * idempotent: a second one answers "exists"). If no attempt learns the outcome, the answer is
  * UNKNOWN EFFECT_UNKNOWN when any commit was sent unanswered, plain UNKNOWN GRAPH_ERROR (no
- * effect) only when none was. A refused write is UNKNOWN GRAPH_ERROR. Returns STATUS_OK or
- * STATUS_ENOMEM. */
+ * effect) only when none was. A refused write is UNKNOWN GRAPH_ERROR (send_refused). Returns
+ * STATUS_OK or STATUS_ENOMEM. */
 static int send_commit(send_state *s, deliver_result *out)
 {
     const gate_env *g = s->g;
@@ -671,13 +761,14 @@ static int send_commit(send_state *s, deliver_result *out)
     bool answered = false;
     for (int attempt = 0; attempt < DELIVER_ATTEMPTS && !answered; attempt++) {
         json_t *reply = NULL;
+        store_list *list = NULL;
         store_set_reserve(g->st, lookup_reserve(g->st));
-        int rc = commit(g, s->f.ctx.run_id, s->arg, s->facts != NULL ? s->facts_sha : NULL,
-                        s->facts, &s->ev.ev, s->f.have_head ? &s->f.head : NULL, &reply);
+        int rc = evlog_commit_delivery_text(
+            g->st, s->run_id, s->arg_text, s->facts != NULL ? s->facts_sha : NULL, s->facts,
+            &s->ev.ev, s->have_head ? &s->head : NULL, &reply, &list);
         bool unknown = rc != STATUS_OK && store_effect_unknown(g->st);
         store_set_reserve(g->st, 0);
         if (rc != STATUS_OK) {
-            json_decref(reply);
             if (!unknown)
                 continue; /* not sent, or refused by a transient error reply: no effect */
             maybe_landed = true;
@@ -687,57 +778,29 @@ static int send_commit(send_state *s, deliver_result *out)
             json_t *existing = NULL;
             if (find_delivery(g, s->invocation_id, &existing) == STATUS_OK && existing) {
                 guard_decision_free(&out->decision);
-                answer_existing(out, existing, s->fingerprint, s->f.ctx.run_id);
+                answer_existing(out, existing, s->fingerprint, s->run_id);
                 answered = true;
             }
             continue;
         }
-        const char *status = json_string_value(json_object_get(reply, "status"));
+        const char *status = list != NULL ? store_list_get(list, 0, NULL)
+                                          : json_string_value(json_object_get(reply, "status"));
+        answered = true;
         if (status && strcmp(status, "committed") == 0) {
-            out->delivery = json_incref(json_object_get(reply, "delivery"));
-            json_decref(reply);
-            /* The other half of the commit's own check: what the database wrote is this
-             * invocation, with the fingerprint that was evaluated. */
-            INVARIANT(out->delivery != NULL &&
-                      deliver_same(out->delivery, "invocation_id", s->invocation_id) &&
-                      deliver_same(out->delivery, "fingerprint", s->fingerprint));
-            note_durability(g, out);
-            /* The receipt, signed right after the commit. A failure here loses nothing:
-             * Evidence/GetReceipt issues it from the stored delivery later. */
-            json_t *receipt = NULL;
-            if (evlog_keyed() && out->delivery != NULL)
-                (void)receipt_issue_delivery(g->st, out->delivery, &receipt);
-            json_decref(receipt);
-            break;
-        }
-        if (status && strcmp(status, "exists") == 0) {
+            prc = send_committed(s, out, reply, list);
+        } else if (status && strcmp(status, "exists") == 0) {
             /* Another deliverer (or an earlier attempt of ours) committed this invocation. */
-            json_t *d = json_incref(json_object_get(reply, "delivery"));
-            json_decref(reply);
             guard_decision_free(&out->decision);
-            answer_existing(out, d, s->fingerprint, s->f.ctx.run_id);
-            break;
+            answer_existing(out, json_incref(json_object_get(reply, "delivery")), s->fingerprint,
+                            s->run_id);
+        } else {
+            send_refused(s, out, reply, maybe_landed);
+            why = NULL;
         }
-        /* Refused: the facts changed between evaluation and commit (revocation, expiry,
-         * altered payload). Fail closed; this is an operational outcome, no snapshot. An
-         * earlier attempt of ours that may still land later would be refused the same way
-         * by the database (the facts it re-checks only move one way until restored), but it
-         * is not known to have been: say so. */
-        const char *reason = json_string_value(json_object_get(reply, "reason"));
-        char buf[256];
-        refusal_witness(reply, s->f.ctx.run_id, buf, sizeof buf);
-        snprintf(out->refused, sizeof out->refused, "%s", reason ? reason : "");
-        guard_decision_free(&out->decision);
-        if (maybe_landed)
-            answer_effect_unknown(out, s->invocation_id);
-        else
-            guard_decision_unknown(&out->decision, buf);
-        record(g, s->f.ctx.run_id, s->f.fingerprint, &out->decision, s->detail, NULL);
         json_decref(reply);
-        why = NULL;
-        break;
+        store_list_free(list);
     }
-    if (out->decision.outcome == GUARD_ALLOW && !out->delivery) {
+    if (out->decision.outcome == GUARD_ALLOW && !out->delivery && prc == STATUS_OK) {
         /* The event says so too: an effect-unknown record never contradicts an allow that
          * lands later; a plain UNKNOWN is recorded only when no commit was sent unanswered. */
         if (maybe_landed) {
@@ -746,9 +809,168 @@ static int send_commit(send_state *s, deliver_result *out)
             guard_decision_free(&out->decision);
             guard_decision_unknown(&out->decision, why);
         }
-        record(g, s->f.ctx.run_id, s->f.fingerprint, &out->decision, s->detail, NULL);
+        record(g, s->run_id, s->evaluator, &out->decision, s->detail, NULL);
     }
-    return STATUS_OK;
+    return prc;
+}
+
+/* The commit's argument for the cached path: the entry's document with this send's invocation
+ * ID and the decision's time spliced in (ids and times need no escaping in JSON). Malloc'd, or
+ * NULL when memory ran out. */
+static char *cached_arg(const send_state *s, const deliver_cached *e)
+{
+    static const char a[] = "{\"invocation_id\":\"", b[] = "\",\"cached\":{\"decided_at\":\"",
+                      c[] = "\",", d[] = ",";
+    size_t n = strlen(a) + strlen(s->invocation_id) + strlen(b) + strlen(s->decided_at) +
+               strlen(c) + strlen(e->cached_rest) + strlen(d) + strlen(e->doc_rest) + 1;
+    char *text = malloc(n);
+    if (text != NULL)
+        snprintf(text, n, "%s%s%s%s%s%s%s%s", a, s->invocation_id, b, s->decided_at, c,
+                 e->cached_rest, d, e->doc_rest);
+    return text;
+}
+
+/* 0. The cached path: a send repeated under another invocation ID is decided from the
+ * immutable facts an earlier send of this worker was read and allowed with (deliver_cache.h),
+ * at the database time this worker knows, and committed in one call whose "cached" member has
+ * the commit compare those facts with the graph and read the rest (revocation, validity, run
+ * state, budget, invocation, head) itself. No entry, no known time, a decision other than
+ * ALLOW or a refused commit leave the send to the fresh read (s->done unset; s->fall_back when
+ * the entry was tried). Returns STATUS_OK or STATUS_ENOMEM. */
+static int send_cached(send_state *s, deliver_result *out)
+{
+    const gate_env *g = s->g;
+    const deliver_cached *e =
+        deliver_cache_find(store_graph(g->st), s->context_id, s->payload_id, s->recipient, s->tool);
+    double now = 0;
+    if (e == NULL || !store_db_time(g->st, s->decided_at, &now))
+        return STATUS_OK;
+    guard_delivery_request req = {
+        .run_id = e->ctx.run_id,
+        .payload_id = (char *)s->payload_id,
+        .recipient = (char *)s->recipient,
+        .recipient_clearance = e->clearance,
+        .tool = (char *)s->tool,
+        .grant = e->step->cap.grant,
+        .summary = &e->sum,
+    };
+    guard_ancestry none = {0};
+    int rc = evaluator_delivery_decide(&e->step->cap, &e->ctx, &req, &none, &e->chain, now,
+                                       e->payload_hash, e->content_sha256, &out->decision);
+    if (rc != 0 || out->decision.outcome != GUARD_ALLOW) {
+        guard_decision_free(&out->decision); /* the fresh read decides and records it */
+        s->fall_back = true;
+        return STATUS_OK;
+    }
+    s->cached = e;
+    s->run_id = e->ctx.run_id;
+    s->evaluator = e->evaluator;
+    s->head.exists = true; /* sealed on this process's last event of the run (evlog.h) */
+    snprintf(s->head.now, sizeof s->head.now, "%s", s->decided_at);
+    s->have_head = true;
+    snprintf(s->fingerprint, sizeof s->fingerprint, "%s", e->fingerprint);
+    s->detail = send_detail(s, e->step);
+    s->arg_text = cached_arg(s, e);
+    json_t *ref = json_pack("{s:s, s:f}", "facts", e->facts_sha, "now", now);
+    rc = s->detail != NULL && s->arg_text != NULL && ref != NULL
+             ? evlog_owned_event(&s->ev, "delivery_decided", &out->decision, e->evaluator,
+                                 s->detail, ref)
+             : STATUS_ENOMEM;
+    json_decref(ref);
+    if (rc == STATUS_OK)
+        rc = send_commit(s, out);
+    if (rc == STATUS_OK && !s->fall_back)
+        s->done = true;
+    return rc;
+}
+
+/* Forgets what the cached path built, and its entry when it was tried and answered nothing
+ * (s->fall_back: its facts changed, or no longer allow), so the send is read afresh as if it
+ * had not been tried. */
+static void send_uncache(send_state *s, deliver_result *out)
+{
+    if (s->fall_back)
+        deliver_cache_drop(store_graph(s->g->st), s->context_id, s->payload_id, s->recipient,
+                           s->tool);
+    guard_decision_free(&out->decision);
+    evlog_owned_free(&s->ev);
+    free(s->arg_text);
+    s->arg_text = NULL;
+    json_decref(s->detail);
+    s->detail = NULL;
+    s->cached = NULL;
+    s->fall_back = false;
+    memset(&s->head, 0, sizeof s->head);
+    s->have_head = false;
+}
+
+/* The commit's argument of s (a fresh send decided from its summary) without its invocation
+ * ID, and its "cached" member without decided_at, into e (doc_rest, cached_rest). Returns
+ * STATUS_OK or STATUS_ENOMEM. */
+static int keep_texts(const send_state *s, deliver_cached *e)
+{
+    const guard_summary *sum = &s->f.sum;
+    const char *seal = json_string_value(json_object_get(s->f.summary, "summary_seal"));
+    json_t *cached = json_pack(
+        "{s:s, s:o*, s:s, s:i, s:i, s:s, s:o*, s:o*, s:s}", "context", s->context_id, "owners",
+        strs_json(&s->f.ctx.owners), "kind", sum->now_kind, "conf", sum->now_conf, "integrity",
+        sum->now_integrity, "title", sum->now_title, "resources", strs_json(&sum->now_resources),
+        "producers", strs_json(&sum->now_producers), "seal", seal != NULL ? seal : "");
+    json_t *doc = s->arg != NULL ? json_copy(s->arg) : NULL;
+    char *ctext = cached != NULL ? evlog_json_text(cached) : NULL;
+    char *dtext = NULL;
+    if (doc != NULL && json_object_del(doc, "invocation_id") == 0)
+        dtext = evlog_json_text(doc);
+    json_decref(cached);
+    json_decref(doc);
+    int rc = ctext != NULL && dtext != NULL && ctext[0] == '{' && dtext[0] == '{' ? STATUS_OK
+                                                                                  : STATUS_ENOMEM;
+    if (rc == STATUS_OK) {
+        e->cached_rest = strdup(ctext + 1);
+        e->doc_rest = strdup(dtext + 1);
+        if (e->cached_rest == NULL || e->doc_rest == NULL)
+            rc = STATUS_ENOMEM;
+    }
+    free(ctext);
+    free(dtext);
+    return rc;
+}
+
+/* After a fresh send committed: keeps its immutable facts for the next send of the same
+ * context, payload, recipient and tool (send_cached), when it was decided from the payload's
+ * verified summary and by its facts record (a send an approval holds never commits here). The
+ * facts move from s into the cache. */
+static void send_keep(send_state *s)
+{
+    if (!s->committed || s->cached != NULL || !s->f.has_sum || s->req.summary == NULL ||
+        s->facts == NULL || s->content == NULL || s->payload_hash == NULL || s->arg == NULL ||
+        json_object_get(s->arg, "lineage") != NULL)
+        return;
+    deliver_cached e;
+    memset(&e, 0, sizeof e);
+    if (keep_texts(s, &e) != STATUS_OK || (e.content = strdup(s->content)) == NULL) {
+        deliver_cached_free(&e);
+        return;
+    }
+    e.wf = s->f.wf;
+    e.step = s->f.step;
+    snprintf(e.evaluator, sizeof e.evaluator, "%s", s->f.fingerprint);
+    e.clearance = s->req.recipient_clearance;
+    snprintf(e.payload_hash, sizeof e.payload_hash, "%s", s->payload_hash);
+    snprintf(e.content_sha256, sizeof e.content_sha256, "%s", s->actual);
+    snprintf(e.fingerprint, sizeof e.fingerprint, "%s", s->fingerprint);
+    snprintf(e.facts_sha, sizeof e.facts_sha, "%s", s->facts_sha);
+    e.facts = s->facts;
+    s->facts = NULL;
+    e.ctx = s->f.ctx;
+    e.sum = s->f.sum;
+    e.chain = s->f.gchain;
+    memset(&s->f.ctx, 0, sizeof s->f.ctx);
+    memset(&s->f.sum, 0, sizeof s->f.sum);
+    memset(&s->f.gchain, 0, sizeof s->f.gchain);
+    s->run_id = NULL;
+    deliver_cache_put(store_graph(s->g->st), s->context_id, s->payload_id, s->recipient, s->tool,
+                      &e);
 }
 
 int deliver_send(const gate_env *g, const char *context_id, const char *payload_id,
@@ -768,7 +990,11 @@ int deliver_send(const gate_env *g, const char *context_id, const char *payload_
     s.tool = tool;
     s.invocation_id = invocation_id;
 
-    int rc = send_lookup(&s, out);
+    int rc = send_cached(&s, out);
+    if (rc == STATUS_OK && !s.done) {
+        send_uncache(&s, out);
+        rc = send_lookup(&s, out);
+    }
     if (rc == STATUS_OK && !s.done)
         rc = send_evaluate(&s, out);
     if (rc == STATUS_OK && !s.done)
@@ -777,6 +1003,8 @@ int deliver_send(const gate_env *g, const char *context_id, const char *payload_
         rc = send_commit(&s, out);
     /* Whatever answered the send, an ALLOW stands on a delivery: committed or acknowledged. */
     INVARIANT(rc != STATUS_OK || out->decision.outcome != GUARD_ALLOW || out->delivery != NULL);
+    if (rc == STATUS_OK)
+        send_keep(&s);
     send_free(&s, out);
     return rc;
 }

@@ -1,14 +1,18 @@
 /*
  * call.c - one RPC's arena and status (see call.h).
  *
- * The arena is a list of blocks, one per allocation: responses are small trees of messages and
- * strings, and freeing them in one pass after packing is what lets handlers build responses
- * without tracking ownership field by field.
+ * The arena hands out zeroed memory from blocks of CALL_BLOCK_SIZE bytes (a larger allocation
+ * gets a block of its own) and frees them in one pass after packing, which is what lets
+ * handlers build responses without tracking ownership field by field. One block per thread is
+ * kept from one call to the next, so a call whose response fits in it allocates nothing from
+ * the heap for it.
  */
 #include "rpc/call.h"
 
 #include <jansson.h>
 
+#include <pthread.h>
+#include <stdalign.h>
 #include <stdarg.h>
 #include <stdatomic.h>
 #include <stdint.h>
@@ -16,23 +20,69 @@
 #include <stdlib.h>
 #include <string.h>
 
+#define CALL_BLOCK_SIZE 8192
+
 struct call_block {
     call_block *next;
+    size_t size;        /* bytes of data */
+    size_t used;        /* bytes of data handed out */
     max_align_t data[]; /* keeps every allocation aligned for any message type */
 };
 
+/* The block kept by each thread between calls (freed when the thread ends). */
+static pthread_key_t call_spare_key;
+static pthread_once_t call_spare_once = PTHREAD_ONCE_INIT;
+static bool call_spare_ok;
+
+static void call_spare_init(void)
+{
+    call_spare_ok = pthread_key_create(&call_spare_key, free) == 0;
+}
+
+/* A block of CALL_BLOCK_SIZE bytes: this thread's kept one, else a new one; NULL when memory
+ * ran out. */
+static call_block *call_block_take(size_t size)
+{
+    call_block *b = NULL;
+    if (size == CALL_BLOCK_SIZE && pthread_once(&call_spare_once, call_spare_init) == 0 &&
+        call_spare_ok && (b = pthread_getspecific(call_spare_key)) != NULL)
+        (void)pthread_setspecific(call_spare_key, NULL);
+    if (b == NULL && (b = malloc(sizeof(call_block) + size)) == NULL)
+        return NULL;
+    b->size = size;
+    b->used = 0;
+    return b;
+}
+
+/* Frees b, or keeps it for this thread's next call when it is a standard block and none is. */
+static void call_block_give(call_block *b)
+{
+    if (b->size == CALL_BLOCK_SIZE && call_spare_ok &&
+        pthread_getspecific(call_spare_key) == NULL && pthread_setspecific(call_spare_key, b) == 0)
+        return;
+    free(b);
+}
+
 void *call_alloc(call *c, size_t size)
 {
-    if (size > SIZE_MAX - sizeof(call_block)) {
+    const size_t align = alignof(max_align_t);
+    if (size > SIZE_MAX - sizeof(call_block) - align) {
         return NULL;
     }
-    call_block *b = calloc(1, sizeof(call_block) + (size ? size : 1));
-    if (b == NULL) {
-        return NULL;
+    size_t need = size ? (size + align - 1) / align * align : align;
+    call_block *b = c->arena;
+    if (b == NULL || b->size - b->used < need) {
+        b = call_block_take(need > CALL_BLOCK_SIZE ? need : CALL_BLOCK_SIZE);
+        if (b == NULL) {
+            return NULL;
+        }
+        b->next = c->arena;
+        c->arena = b;
     }
-    b->next = c->arena;
-    c->arena = b;
-    return b->data;
+    void *p = (char *)b->data + b->used;
+    b->used += need;
+    memset(p, 0, need);
+    return p;
 }
 
 char *call_strdup(call *c, const char *s)
@@ -81,7 +131,7 @@ void call_release(call *c)
     call_block *b = c->arena;
     while (b != NULL) {
         call_block *next = b->next;
-        free(b);
+        call_block_give(b);
         b = next;
     }
     c->arena = NULL;

@@ -47,6 +47,8 @@ typedef struct transport_slot {
 typedef struct {
     transport *t;
     store *st;
+    nng_aio *send_aio; /* the worker's replies: no callback, so a send completes on the
+                          worker's own thread instead of a hop through NNG's task threads */
     pthread_t thread;
     bool started;
 } transport_worker;
@@ -211,6 +213,24 @@ static void transport_slot_cb(void *arg)
 
 /* --- workers ------------------------------------------------------------------------------ */
 
+/* Sends reply on slot s's context from the worker's thread. rep0 hands a reply to its pipe at
+ * once and completes the send there (no callback: nothing to schedule on NNG's threads); only
+ * when an earlier reply to the same connection is still being written does it wait for that
+ * one, at most TRANSPORT_SEND_WAIT_MS, after which the reply is dropped as one to a caller that
+ * stopped reading would be. */
+#define TRANSPORT_SEND_WAIT_MS 2000
+static void transport_reply(transport_worker *w, transport_slot *s, nng_msg *reply)
+{
+    nng_aio_set_msg(w->send_aio, reply);
+    nng_ctx_send(s->ctx, w->send_aio);
+    nng_aio_wait(w->send_aio);
+    if (nng_aio_result(w->send_aio) != 0) {
+        nng_msg *m = nng_aio_get_msg(w->send_aio);
+        nng_aio_set_msg(w->send_aio, NULL);
+        nng_msg_free(m); /* the caller went away; the reply is of no use */
+    }
+}
+
 static void *transport_worker_main(void *arg)
 {
     transport_worker *w = arg;
@@ -256,15 +276,13 @@ static void *transport_worker_main(void *arg)
         t->pending--;
         t->queued_bytes -= s->req_bytes;
         s->req_bytes = 0;
-        if (reply == NULL) {
-            transport_next_recv(s);
-            pthread_mutex_unlock(&t->mu);
-            continue;
-        }
-        s->state = SLOT_SEND;
+        s->state = reply != NULL ? SLOT_SEND : s->state;
         pthread_mutex_unlock(&t->mu);
-        nng_aio_set_msg(s->aio, reply);
-        nng_ctx_send(s->ctx, s->aio);
+        if (reply != NULL)
+            transport_reply(w, s, reply);
+        pthread_mutex_lock(&t->mu);
+        transport_next_recv(s);
+        pthread_mutex_unlock(&t->mu);
     }
     return NULL;
 }
@@ -343,6 +361,9 @@ static void transport_free(transport *t)
     for (unsigned i = 0; i < t->n_workers; i++) {
         if (t->workers[i].st != NULL) {
             store_close(t->workers[i].st);
+        }
+        if (t->workers[i].send_aio != NULL) {
+            nng_aio_free(t->workers[i].send_aio);
         }
     }
     free(t->workers);
@@ -435,6 +456,32 @@ static void transport_drain(transport *t, int wait_ms)
     }
 }
 
+/* The workers' send operations and every slot's operation and context. Returns 0, or -1 with
+ * the failure in err. */
+static int transport_open_contexts(transport *t, char *err, size_t errlen)
+{
+    int rv;
+    for (unsigned i = 0; i < t->n_workers; i++) {
+        if ((rv = nng_aio_alloc(&t->workers[i].send_aio, NULL, NULL)) != 0) {
+            snprintf(err, errlen, "cannot create NNG operations: %s (lower --workers)",
+                     nng_strerror(rv));
+            return -1;
+        }
+        nng_aio_set_timeout(t->workers[i].send_aio, TRANSPORT_SEND_WAIT_MS);
+    }
+    for (size_t i = 0; i < t->n_slots; i++) {
+        transport_slot *s = &t->slots[i];
+        s->t = t;
+        if ((rv = nng_aio_alloc(&s->aio, transport_slot_cb, s)) != 0 ||
+            (rv = nng_ctx_open(&s->ctx, t->sock)) != 0) {
+            snprintf(err, errlen, "cannot create NNG contexts: %s (lower --workers/--queue)",
+                     nng_strerror(rv));
+            return -1;
+        }
+    }
+    return 0;
+}
+
 int transport_start(const transport_opts *o, transport **out, int *db_failure, char *err,
                     size_t errlen)
 {
@@ -509,16 +556,9 @@ int transport_start(const transport_opts *o, transport **out, int *db_failure, c
         return -1;
     }
 
-    for (size_t i = 0; i < t->n_slots; i++) {
-        transport_slot *s = &t->slots[i];
-        s->t = t;
-        if ((rv = nng_aio_alloc(&s->aio, transport_slot_cb, s)) != 0 ||
-            (rv = nng_ctx_open(&s->ctx, t->sock)) != 0) {
-            snprintf(err, errlen, "cannot create NNG contexts: %s (lower --workers/--queue)",
-                     nng_strerror(rv));
-            transport_free(t);
-            return -1;
-        }
+    if (transport_open_contexts(t, err, errlen) != 0) {
+        transport_free(t);
+        return -1;
     }
 
     for (size_t i = 0; i < o->n_urls; i++) {

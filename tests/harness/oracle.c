@@ -369,8 +369,8 @@ static int oracle_events(oracle_db *db, const char *run, oracle_verdict *out)
 static int oracle_delivery(oracle_db *db, const char *inv, const char *secret, oracle_verdict *out)
 {
     char key[512];
-    char *recipient = NULL, *content = NULL, *clearance = NULL;
-    oracle_strs delivered = {0}, reached = {0};
+    char *recipient = NULL, *content = NULL, *clearance = NULL, *delivered = NULL;
+    oracle_strs reached = {0};
     int rc = oracle_key(db, key, "delivery:", inv, NULL);
     if (rc == 0)
         rc = oracle_field(db, key, "recipient", &recipient);
@@ -390,18 +390,17 @@ static int oracle_delivery(oracle_db *db, const char *inv, const char *secret, o
             snprintf(out->public_text, sizeof out->public_text, "%s", content);
         if (!out->leaks)
             out->leaks = oracle_text_leaks(content, out->leak_form, sizeof out->leak_form);
-        rc = oracle_key(db, key, "delivery:", inv, ":delivered");
+        rc = oracle_key(db, key, "delivery:", inv, NULL);
         if (rc == 0)
-            rc = oracle_members(db, key, false, &delivered);
-        if (rc == 0 && delivered.n == 0)
+            rc = oracle_field(db, key, "payload_id", &delivered);
+        if (rc == 0 && delivered == NULL)
             rc = oracle_fail(db, "public delivery %s has no DELIVERED artifact", inv);
-        for (size_t i = 0; rc == 0 && i < delivered.n; i++) {
-            rc = oracle_lineage(db, delivered.items[i], &reached);
-            if (rc == 0 && oracle_strs_has(&reached, secret))
-                out->lineage_reaches = true;
-        }
+        if (rc == 0)
+            rc = oracle_lineage(db, delivered, &reached);
+        if (rc == 0 && oracle_strs_has(&reached, secret))
+            out->lineage_reaches = true;
     }
-    oracle_strs_free(&delivered);
+    free(delivered);
     oracle_strs_free(&reached);
     free(recipient);
     free(content);
