@@ -473,16 +473,7 @@ static int setup(int argc, char **argv)
 {
     (void)argc;
     (void)argv;
-    workflow *wf = NULL;
-    char err[512], evaluator[65];
-    if (workflow_load_buffer(embedded_workflow, embedded_workflow_len, &wf, err, sizeof err) != 0 ||
-        evaluator_fingerprint(wf, evaluator) != 0 || evlog_configure(evaluator) != 0) {
-        fprintf(stderr, "test_ablation: cannot load the built-in workflow: %s\n", err);
-        workflow_free(wf);
-        return 2;
-    }
-    workflow_free(wf);
-    return 0;
+    return harness_evlog_builtin("test_ablation");
 }
 
 static void teardown(void)

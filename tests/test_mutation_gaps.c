@@ -228,17 +228,7 @@ static int setup(int argc, char **argv)
 {
     (void)argc;
     (void)argv;
-    workflow *loaded = NULL;
-    char err[512], evaluator[65];
-    if (workflow_load_buffer(embedded_workflow, embedded_workflow_len, &loaded, err, sizeof err) !=
-            0 ||
-        evaluator_fingerprint(loaded, evaluator) != 0 || evlog_configure(evaluator) != 0) {
-        fprintf(stderr, "test_mutation_gaps: cannot load the built-in workflow: %s\n", err);
-        workflow_free(loaded);
-        return 2;
-    }
-    workflow_free(loaded);
-    return 0;
+    return harness_evlog_builtin("test_mutation_gaps");
 }
 
 static void teardown(void)

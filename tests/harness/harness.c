@@ -9,6 +9,9 @@
 #include "harness.h"
 
 #include "charter.h"
+#include "evidence/evlog.h"
+#include "policy/evaluator.h"
+#include "policy/workflow.h"
 
 #include <arpa/inet.h>
 #include <errno.h>
@@ -98,6 +101,24 @@ static redisContext *harness_redis_connect(void)
     }
     redisSetTimeout(rc, tv);
     return rc;
+}
+
+extern const char embedded_workflow[];
+extern const size_t embedded_workflow_len;
+
+int harness_evlog_builtin(const char *suite)
+{
+    workflow *loaded = NULL;
+    char err[512] = "", evaluator[65];
+    if (workflow_load_buffer(embedded_workflow, embedded_workflow_len, &loaded, err, sizeof err) !=
+            0 ||
+        evaluator_fingerprint(loaded, evaluator) != 0 || evlog_configure(evaluator) != 0) {
+        fprintf(stderr, "%s: cannot load the built-in workflow: %s\n", suite, err);
+        workflow_free(loaded);
+        return 2;
+    }
+    workflow_free(loaded);
+    return 0;
 }
 
 store *harness_store_open(const char *graph)

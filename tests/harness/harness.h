@@ -54,6 +54,11 @@ void harness_graph_name(char *buf, size_t n, const char *test);
  * caller closes it with store_close. */
 store *harness_store_open(const char *graph);
 
+/* For the suites that call the gates in-process: configures the event log (evlog_configure)
+ * with the evaluator fingerprint of the built-in workflow, as charterd does at start-up.
+ * Returns 0, or 2 (a suite setup's failure status) after printing why, naming suite. */
+int harness_evlog_builtin(const char *suite);
+
 /* Aborts unless charter_graph_stats reports zero keys for st's graph: a test never runs
  * against a graph that already holds data. */
 void harness_require_empty_graph(store *st);
