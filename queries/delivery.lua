@@ -18,17 +18,39 @@ local context_table = runs.context_table
 local summary_object = lineage.summary_object
 local chain_table = grants.chain_table
 
+-- The compact record an archived run left of an invocation it committed
+-- (charter_remove_run), as a delivery object marked "archived", or nil: the invocation stays
+-- taken after its run left Redis.
+local function archived_delivery(P, inv)
+    local text = redis.call('HGET', P .. ':archived_invocations', inv)
+    if not text then
+        return nil
+    end
+    local ok, r = pcall(cjson.decode, text)
+    if not ok or type(r) ~= 'table' then
+        raise('invalid', 'the archived record of invocation ' .. inv .. ' is not JSON')
+    end
+    return {invocation_id = inv, run_id = r.run_id, fingerprint = r.fingerprint,
+            request = r.request, recipient = r.recipient, tool = r.tool,
+            payload_id = r.payload_id, committed_at = r.committed_at, event_seq = r.event_seq,
+            archived = true}
+end
+
 --[[ charter_find_delivery
 call: find_delivery(invocation_id)
 keys: P. args: invocation_id.
 reply: the delivery {invocation_id,run_id,fingerprint,recipient,tool,payload_id,payload_hash,
-  content,grant_chain,committed_at,event_seq}, or nil. errors: invalid. ]]
+  content,grant_chain,committed_at,event_seq}; for an invocation whose run was archived, its
+  record {invocation_id,run_id,fingerprint,request,recipient,tool,payload_id,committed_at,
+  event_seq,"archived":true} (request: the archive's digest of the send); or nil.
+  errors: invalid. ]]
 local function charter_find_delivery(keys, args)
     local P = prefix(keys)
     local inv = check_invocation(args[1])
     local h = hash(P .. ':delivery:' .. inv)
     if not h then
-        return nil
+        local a = archived_delivery(P, inv)
+        return a and cjson.encode(a) or nil
     end
     return cjson.encode(delivery_object(h, P))
 end
@@ -48,10 +70,16 @@ reply: every fact the delivery protocol reads, taken at one instant:
      of the context's run (what the commit's event is sealed on; next_context "")}.
   grant_id "" with context_id: the grant the context recorded (charter_scope_context).
   With context_id and an unknown payload: {"context":{...},"payload_missing":true}.
+  An invocation whose run was archived: {"archived":{its record, as charter_find_delivery},
+  "now":"<t>"} alone, read before the context (which left with its run).
 errors: not_found (context; payload without context_id), invalid. ]]
 local function charter_delivery_facts(keys, args)
     local P = prefix(keys)
     local inv = check_invocation(args[1])
+    local archived = archived_delivery(P, inv)
+    if archived then
+        return cjson.encode({archived = archived, now = now()})
+    end
     local payload = check_id(args[2], 'payload_id')
     local grant = args[3]
     local recipient = check_id(args[4], 'recipient_id')
@@ -207,6 +235,8 @@ reply: {"status":"committed","delivery":{...},"seq":n} (with cached: the flat li
   (grant_revoked), valid_from <= t (grant_not_yet_valid), t < valid_to (grant_expired), lists
   the tool (grant_tool), the recipient (grant_recipient) and every source (grant_resource; the
   lists are not read with cached: they were decided from as kept).
+  An invocation whose run was archived is taken too: {"status":"exists","delivery":{its
+  record, as charter_find_delivery}}.
   When every check passes but the run's head moved, the conflict reply (nothing written).
   On commit, in the same call: the facts record, the Delivery hash (committed_at = t,
   event_seq = the event's seq; no copy of the event's evaluator; its payload_id and recipient
@@ -404,6 +434,10 @@ local function charter_commit_delivery(keys, args)
     local existing = hash(dkey)
     if existing then
         return cjson.encode({status = 'exists', delivery = delivery_object(existing, P)})
+    end
+    local archived = archived_delivery(P, inv)
+    if archived then
+        return cjson.encode({status = 'exists', delivery = archived})
     end
     -- RULE-COMMIT-DATABASE-CLOCK: every time below is the database's, read inside this call.
     local ts, tnum = now()

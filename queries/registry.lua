@@ -110,6 +110,10 @@ local FUNCTIONS = {
     {'charter_put_lineage', lineage_records.charter_put_lineage, false},
     {'charter_lineage_records', lineage_records.charter_lineage_records, true},
     {'charter_lineage_get', lineage_records.charter_lineage_get, true},
+    {'charter_run_export', archive.charter_run_export, true},
+    {'charter_remove_run', archive.charter_remove_run, false},
+    {'charter_retention_lease', archive.charter_retention_lease, false},
+    {'charter_retention_due', archive.charter_retention_due, true},
 }
 
 -- Only redis.* exists while the library loads (no ipairs, type or error), hence the counted loop.

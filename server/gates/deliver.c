@@ -20,6 +20,7 @@
 
 #include "gates/approval.h"
 #include "gates/deliver_cache.h"
+#include "evidence/archive.h"
 #include "evidence/evlog.h"
 #include "core/ids.h"
 #include "db/lineage.h"
@@ -142,6 +143,7 @@ typedef struct {
     json_t *reply;             /* the delivery_facts reply; the json_t below borrow from it */
     json_t *payload;           /* the payload artifact, with content */
     json_t *existing;          /* the invocation's delivery, or NULL */
+    json_t *archived;          /* the record its archived run left of it, or NULL */
     json_t *ancestry;          /* the ancestry walked for a refusal's witness, or NULL */
     json_t *summary;           /* raw lineage summary facts, or NULL */
     json_t *walked;            /* the ancestry walked for a refusal's witness (owned), or NULL */
@@ -172,8 +174,9 @@ static void facts_free(send_facts *f)
  * recipient. *ctx_ok tells whether the context was read and usable; *regrant that the chain
  * read is not of the step's grant, so the read must be made again naming it. A payload
  * without a summary, or whose summary is not sealed under the integrity key, is marked
- * unverified (gate_summary_verify): the guard answers UNKNOWN. Returns STATUS_OK, STATUS_ENOTFOUND (context or payload),
- * STATUS_EREFUSED (a completed run), or the failure of the store or of gate_context_from. */
+ * unverified (gate_summary_verify): the guard answers UNKNOWN. Returns STATUS_OK, STATUS_ENOTFOUND
+ * (context or payload), STATUS_EREFUSED (a completed run), or the failure of the store or of
+ * gate_context_from. */
 static int gather(const gate_env *g, const char *context_id, const char *invocation_id,
                   const char *payload_id, const char *recipient, const char *grant, send_facts *f,
                   bool *ctx_ok, bool *regrant)
@@ -186,6 +189,10 @@ static int gather(const gate_env *g, const char *context_id, const char *invocat
         q_delivery_facts(g->st, invocation_id, payload_id, grant, recipient, context_id, &f->reply);
     if (rc != STATUS_OK)
         return rc;
+    f->archived = json_object_get(f->reply, "archived");
+    if (json_is_object(f->archived))
+        return STATUS_OK; /* the run left with its context: the record answers (send_lookup) */
+    f->archived = NULL;
     json_t *raw = json_object_get(f->reply, "context");
     rc = gate_context_from(g, json_incref(raw), &f->wf, &f->step, &f->ctx);
     if (rc != STATUS_OK)
@@ -320,6 +327,33 @@ static void send_free(send_state *s, deliver_result *out)
     facts_free(&s->f);
 }
 
+/* An invocation whose run was archived answers from the record the run left
+ * (charter_remove_run): acknowledged when this send is the one committed (the same context,
+ * payload, recipient and tool: archive_send_digest), DELIVERY_CONFLICT otherwise. Nothing is
+ * delivered again. Takes the reference to record. */
+static void answer_archived(const send_state *s, deliver_result *out, json_t *record)
+{
+    char digest[65];
+    const char *kept = json_string_value(json_object_get(record, "request"));
+    guard_decision_free(&out->decision);
+    if (archive_send_digest(s->context_id, s->payload_id, s->recipient, s->tool, digest) ==
+            STATUS_OK &&
+        kept && strcmp(kept, digest) == 0) {
+        out->decision.outcome = GUARD_ALLOW;
+        out->delivery = record;
+        out->acknowledged = true;
+        return;
+    }
+    out->decision.outcome = GUARD_DENY;
+    out->decision.codes = 1u << GUARD_DELIVERY_CONFLICT;
+    const char *run = json_string_value(json_object_get(record, "run_id"));
+    char buf[256];
+    snprintf(buf, sizeof buf, "invocation %s was committed with other content by run %s (archived)",
+             s->invocation_id, run ? run : "?");
+    out->decision.witness = strdup(buf);
+    json_decref(record);
+}
+
 /* 1. Lookup: every fact in one read (the context with them, and the run's head the commit
  * seals on; a second read only when the context recorded no grant or another one than its
  * step's); an invocation already committed answers for itself, even after a revocation.
@@ -330,6 +364,11 @@ static int send_lookup(send_state *s, deliver_result *out)
     bool ctx_ok = false, regrant = false;
     int rc = gather(g, s->context_id, s->invocation_id, s->payload_id, s->recipient, "", &s->f,
                     &ctx_ok, &regrant);
+    if (rc == STATUS_OK && s->f.archived) {
+        answer_archived(s, out, json_incref(s->f.archived));
+        s->done = true;
+        return STATUS_OK;
+    }
     if (rc == STATUS_OK && regrant)
         rc = gather(g, s->context_id, s->invocation_id, s->payload_id, s->recipient,
                     s->f.step->cap.grant, &s->f, &ctx_ok, &regrant);

@@ -1,0 +1,358 @@
+/*
+ * test_archive.c - the archive file and a run leaving Redis for it: a file reads back record for
+ * record and a damaged one is named by its line; an ended run is written, read back, verified
+ * and only then removed in one call, every key of it gone; a run that has not ended, or that
+ * changed since its archive, is not removed; and exactly once survives the removal: a retry of
+ * an archived invocation with the same send is acknowledged, with another send a conflict, and
+ * nothing is committed twice.
+ *
+ * In process, on a fresh graph of the test Redis holding the reference workflow, through the
+ * same gate and delivery functions charterd serves.
+ */
+#include <CUnit/Basic.h>
+#include <jansson.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "evidence/archive.h"
+#include "evidence/archive_run.h"
+#include "evidence/evlog.h"
+#include "gates/deliver.h"
+#include "gates/gate.h"
+#include "harness.h"
+#include "runs/runner.h"
+#include "suite.h"
+#include "workflow/registry.h"
+
+extern const char embedded_workflow[];
+extern const size_t embedded_workflow_len;
+
+static char graph[64];
+static store *st;
+static const workflow *wf;
+static char run_id[65], open_run[65];
+static const service_limits limits = {
+    .max_message = 4u << 20,
+    .max_ancestry = 10000,
+    .max_ids = 1000,
+    .max_content = 1u << 20,
+    .default_timeout_ms = 5000,
+    .max_timeout_ms = 60000,
+};
+static gate_env env;
+static char ctx[32], out[32]; /* the analyze context and its recommendation */
+static char folder[256], path[300];
+
+/* --- the file ----------------------------------------------------------------------------- */
+
+static int count_visit(void *c, uint64_t n, const char *kind, const json_t *body)
+{
+    (void)n;
+    (void)kind;
+    (void)body;
+    (*(int *)c)++;
+    return 0;
+}
+
+/* A small archive at p: the manifest and three records. */
+static void write_small(const char *p)
+{
+    json_t *m = json_pack("{s:s, s:s}", "format", ARCHIVE_FORMAT, "run_id", "r1");
+    archive_writer *w = NULL;
+    CU_ASSERT_EQUAL_FATAL(archive_create(p, m, &w), STATUS_OK);
+    for (int i = 0; i < 3; i++) {
+        json_t *b = json_pack("{s:i, s:s}", "seq", i + 1, "text", "some evidence");
+        CU_ASSERT_EQUAL_FATAL(archive_append(w, "event", b), STATUS_OK);
+        json_decref(b);
+    }
+    uint64_t bytes = 0;
+    CU_ASSERT_EQUAL_FATAL(archive_finish(w, &bytes), STATUS_OK);
+    CU_ASSERT(bytes > 0);
+    json_decref(m);
+}
+
+static void test_an_archive_reads_back_every_record(void)
+{
+    char p[300];
+    snprintf(p, sizeof p, "%s/small.archive", folder);
+    write_small(p);
+    char partial[320];
+    snprintf(partial, sizeof partial, "%s.partial", p);
+    CU_ASSERT_NOT_EQUAL(access(partial, F_OK), 0); /* renamed into place */
+    archive_check check;
+    int visited = 0;
+    CU_ASSERT_EQUAL(archive_read(p, count_visit, &visited, &check), STATUS_OK);
+    CU_ASSERT_TRUE(check.intact);
+    CU_ASSERT_EQUAL(check.records, 5); /* manifest, three events, end */
+    CU_ASSERT_EQUAL(visited, 4);       /* the end record is not visited */
+}
+
+/* Rewrites p with sed script (a test edits the file as an attacker or a bad disk would). */
+static void damage(const char *p, const char *script)
+{
+    CU_ASSERT_EQUAL_FATAL(harness_sh("sed -i '%s' '%s'", script, p), 0);
+}
+
+static void test_a_flipped_byte_is_named_by_its_line(void)
+{
+    char p[300];
+    snprintf(p, sizeof p, "%s/flipped.archive", folder);
+    write_small(p);
+    damage(p, "3s/some evidence/some evidencf/");
+    archive_check check;
+    CU_ASSERT_EQUAL(archive_read(p, NULL, NULL, &check), STATUS_OK);
+    CU_ASSERT_FALSE(check.intact);
+    CU_ASSERT_EQUAL(check.bad_line, 3);
+    CU_ASSERT_PTR_NOT_NULL(strstr(check.problem, "line 3"));
+    CU_ASSERT_PTR_NOT_NULL(strstr(check.problem, "altered"));
+}
+
+static void test_a_removed_record_is_named(void)
+{
+    char p[300];
+    snprintf(p, sizeof p, "%s/removed.archive", folder);
+    write_small(p);
+    damage(p, "2d");
+    archive_check check;
+    CU_ASSERT_EQUAL(archive_read(p, NULL, NULL, &check), STATUS_OK);
+    CU_ASSERT_FALSE(check.intact);
+    CU_ASSERT_EQUAL(check.bad_line, 2);
+    CU_ASSERT_PTR_NOT_NULL(strstr(check.problem, "removed"));
+}
+
+static void test_a_cut_short_archive_is_named(void)
+{
+    char p[300];
+    snprintf(p, sizeof p, "%s/short.archive", folder);
+    write_small(p);
+    damage(p, "$d");
+    archive_check check;
+    CU_ASSERT_EQUAL(archive_read(p, NULL, NULL, &check), STATUS_OK);
+    CU_ASSERT_FALSE(check.intact);
+    CU_ASSERT_EQUAL(check.bad_line, 5);
+    CU_ASSERT_PTR_NOT_NULL(strstr(check.problem, "without its end record"));
+}
+
+static void test_an_abandoned_archive_leaves_no_file(void)
+{
+    char p[300], partial[320];
+    snprintf(p, sizeof p, "%s/abandoned.archive", folder);
+    snprintf(partial, sizeof partial, "%s.partial", p);
+    json_t *m = json_pack("{s:s}", "format", ARCHIVE_FORMAT);
+    archive_writer *w = NULL;
+    CU_ASSERT_EQUAL_FATAL(archive_create(p, m, &w), STATUS_OK);
+    CU_ASSERT_EQUAL(access(partial, F_OK), 0);
+    archive_abandon(w);
+    CU_ASSERT_NOT_EQUAL(access(partial, F_OK), 0);
+    CU_ASSERT_NOT_EQUAL(access(p, F_OK), 0);
+    json_decref(m);
+}
+
+/* --- a run leaving Redis ------------------------------------------------------------------ */
+
+static int suite_init(void)
+{
+    snprintf(path, sizeof path, "%s/run.archive", folder);
+    harness_graph_name(graph, sizeof graph, "archive");
+    st = harness_store_open(graph);
+    char err[512] = "";
+    workflow *loaded = NULL;
+    if (evlog_claim_integrity(st, err, sizeof err) != STATUS_OK ||
+        workflow_load_buffer(embedded_workflow, embedded_workflow_len, &loaded, err, sizeof err) !=
+            0 ||
+        registry_install(st, loaded, NULL, &wf, err, sizeof err) != STATUS_OK) {
+        fprintf(stderr, "test_archive: cannot install the workflow: %s\n", err);
+        return -1;
+    }
+    env = (gate_env){.st = st, .wf = wf, .limits = &limits};
+    if (runner_start(&env, NULL, "external", run_id) != STATUS_OK ||
+        runner_start(&env, NULL, "external", open_run) != STATUS_OK)
+        return -1;
+    /* The Analyst reads the budget and records a recommendation (confidential, for the CFO). */
+    json_t *c = NULL, *src = NULL, *artifact = NULL;
+    guard_decision d;
+    if (gate_open_step(&env, run_id, "analyze", &c) != STATUS_OK)
+        return -1;
+    snprintf(ctx, sizeof ctx, "%s", json_string_value(json_object_get(c, "id")));
+    json_decref(c);
+    if (gate_read_source(&env, ctx, "budget", &d, &src) != STATUS_OK || d.outcome != GUARD_ALLOW)
+        return -1;
+    guard_decision_free(&d);
+    const char *inputs[1] = {json_string_value(json_object_get(src, "id"))};
+    int rc = gate_record_output(&env, ctx, inputs, 1, "Internal recommendation",
+                                "Recommendation: vendor_b, within the ceiling.", &d, &artifact);
+    json_decref(src);
+    if (rc != STATUS_OK || d.outcome != GUARD_ALLOW)
+        return -1;
+    guard_decision_free(&d);
+    snprintf(out, sizeof out, "%s", json_string_value(json_object_get(artifact, "id")));
+    json_decref(artifact);
+    return 0;
+}
+
+static int suite_clean(void)
+{
+    store_close(st);
+    harness_graph_drop(graph);
+    return 0;
+}
+
+/* Sends the recommendation under inv to recipient with tool: the outcome; *ack whether it was
+ * acknowledged, codes (256 bytes) its codes. */
+static guard_outcome send(const char *inv, const char *recipient, const char *tool, bool *ack,
+                          char codes[256])
+{
+    deliver_result r;
+    CU_ASSERT_EQUAL_FATAL(deliver_send(&env, ctx, out, recipient, tool, inv, &r), STATUS_OK);
+    *ack = r.acknowledged;
+    guard_codes_format(r.decision.codes, codes, 256);
+    guard_outcome o = r.decision.outcome;
+    deliver_result_free(&r);
+    return o;
+}
+
+/* Keys of the graph that belong to run_id or to one of the ids named (contexts, artifacts,
+ * invocations), counted in Redis. */
+static long long run_keys(const char *id, const char *a, const char *b, const char *c)
+{
+    static const char script[] = "local n = 0\n"
+                                 "for _, k in ipairs(redis.call('KEYS', KEYS[1] .. ':*')) do\n"
+                                 "  for i = 1, #ARGV do\n"
+                                 "    if k:find(ARGV[i], 1, true) then n = n + 1 break end\n"
+                                 "  end\n"
+                                 "end\n"
+                                 "return n\n";
+    char r[96], e[96], ca[64], cb[64], cc[96];
+    snprintf(r, sizeof r, ":run:%s", id);
+    snprintf(e, sizeof e, ":event:%s:", id);
+    snprintf(ca, sizeof ca, ":context:%s", a);
+    snprintf(cb, sizeof cb, ":artifact:%s", b);
+    snprintf(cc, sizeof cc, ":delivery:%s", c);
+    const char *args[5] = {r, e, ca, cb, cc};
+    long long n = -1;
+    CU_ASSERT_EQUAL_FATAL(harness_graph_eval(graph, script, args, 5, &n), 0);
+    return n;
+}
+
+static void test_a_run_that_has_not_ended_is_neither_written_nor_removed(void)
+{
+    archive_run_summary s;
+    char why[256];
+    CU_ASSERT_EQUAL(archive_run_write(st, open_run, path, &s, why, sizeof why), STATUS_ENOTENDED);
+    CU_ASSERT_NOT_EQUAL(access(path, F_OK), 0);
+    archive_run_summary_free(&s);
+    json_t *reply = NULL;
+    CU_ASSERT_EQUAL(q_remove_run(st, open_run, "", "x", "{}", &reply), STATUS_EREFUSED);
+    json_decref(reply);
+    CU_ASSERT(run_keys(open_run, "none", "none", "none") > 0);
+}
+
+static void test_an_ended_run_is_archived_verified_and_removed(void)
+{
+    bool ack = false;
+    char codes[256];
+    CU_ASSERT_EQUAL_FATAL(send("inv-archived-1", "cfo", "deliver_internal", &ack, codes),
+                          GUARD_ALLOW);
+    CU_ASSERT_FALSE(ack);
+    CU_ASSERT_EQUAL_FATAL(
+        evlog_transition(st, run_id, "created,running", "completed", "", NULL, NULL), STATUS_OK);
+    CU_ASSERT(run_keys(run_id, ctx, out, "inv-archived-1") > 0);
+
+    archive_run_summary s;
+    char why[256] = "";
+    CU_ASSERT_EQUAL_FATAL(archive_run_write(st, run_id, path, &s, why, sizeof why), STATUS_OK);
+    CU_ASSERT_EQUAL(s.deliveries, 1);
+    CU_ASSERT_EQUAL(s.contexts, 1);
+    CU_ASSERT(s.events >= 5);
+    CU_ASSERT(s.records >= 1); /* the facts record and lineage records its decisions name */
+    CU_ASSERT(s.bytes > 0);
+    CU_ASSERT_EQUAL(archive_run_verify(path, run_id, &s, why, sizeof why), STATUS_OK);
+
+    /* A run that moved since its archive is not removed. */
+    json_t *reply = NULL;
+    CU_ASSERT_EQUAL(q_remove_run(st, run_id, "0000", "run.archive", "{}", &reply), STATUS_EREFUSED);
+    json_decref(reply);
+    CU_ASSERT(run_keys(run_id, ctx, out, "inv-archived-1") > 0);
+
+    CU_ASSERT_EQUAL_FATAL(archive_run_remove(st, run_id, "run.archive", &s), STATUS_OK);
+    CU_ASSERT_EQUAL(run_keys(run_id, ctx, out, "inv-archived-1"), 0);
+    CU_ASSERT(run_keys(open_run, "none", "none", "none") > 0); /* the other run stays */
+    json_t *gone = NULL;
+    CU_ASSERT_EQUAL(q_run_export(st, run_id, "run", "0", "1", 0, NULL, &gone), STATUS_ENOTFOUND);
+    json_decref(gone);
+    archive_run_summary_free(&s);
+}
+
+static void test_exactly_once_survives_archiving(void)
+{
+    bool ack = false;
+    char codes[256];
+    /* The same send again: acknowledged from the record the run left, nothing committed. */
+    CU_ASSERT_EQUAL(send("inv-archived-1", "cfo", "deliver_internal", &ack, codes), GUARD_ALLOW);
+    CU_ASSERT_TRUE(ack);
+    /* Another send under the same invocation ID: a conflict. */
+    CU_ASSERT_EQUAL(send("inv-archived-1", "ceo", "deliver_internal", &ack, codes), GUARD_DENY);
+    CU_ASSERT_FALSE(ack);
+    CU_ASSERT_PTR_NOT_NULL(strstr(codes, "DELIVERY_CONFLICT"));
+    json_t *d = NULL;
+    CU_ASSERT_EQUAL_FATAL(q_find_delivery(st, "inv-archived-1", &d), STATUS_OK);
+    CU_ASSERT_TRUE(json_is_true(json_object_get(d, "archived")));
+    CU_ASSERT_STRING_EQUAL(json_string_value(json_object_get(d, "run_id")), run_id);
+    json_decref(d);
+    CU_ASSERT_EQUAL(run_keys(run_id, ctx, out, "inv-archived-1"), 0); /* nothing written again */
+}
+
+static void test_a_damaged_run_archive_fails_verification(void)
+{
+    char p[300];
+    snprintf(p, sizeof p, "%s/damaged.archive", folder);
+    CU_ASSERT_EQUAL_FATAL(harness_sh("cp '%s' '%s'", path, p), 0);
+    damage(p, "4s/\"kind\"/\"kinD\"/");
+    archive_run_summary s = {0};
+    char why[256] = "";
+    CU_ASSERT_EQUAL(archive_run_verify(p, run_id, &s, why, sizeof why), STATUS_EPROTO);
+    CU_ASSERT_PTR_NOT_NULL(strstr(why, "line 4"));
+}
+
+/* --- registration ---------------------------------------------------------------------------- */
+
+static int setup(int argc, char **argv)
+{
+    (void)argc;
+    (void)argv;
+    snprintf(folder, sizeof folder, "/tmp/charter-archive-%d", (int)getpid());
+    if (harness_sh("rm -rf '%s' && mkdir -p '%s'", folder, folder) != 0)
+        return 1;
+    return harness_evlog_builtin("test_archive");
+}
+
+static void teardown(void)
+{
+    harness_sh("rm -rf '%s'", folder);
+    registry_shutdown();
+}
+
+static const harness_test file_tests[] = {
+    {"an archive reads back every record", test_an_archive_reads_back_every_record},
+    {"a flipped byte is named by its line", test_a_flipped_byte_is_named_by_its_line},
+    {"a removed record is named", test_a_removed_record_is_named},
+    {"a cut short archive is named", test_a_cut_short_archive_is_named},
+    {"an abandoned archive leaves no file", test_an_abandoned_archive_leaves_no_file},
+};
+static const harness_test run_tests[] = {
+    {"a run that has not ended is neither written nor removed",
+     test_a_run_that_has_not_ended_is_neither_written_nor_removed},
+    {"an ended run is archived, verified and removed",
+     test_an_ended_run_is_archived_verified_and_removed},
+    {"exactly once survives archiving", test_exactly_once_survives_archiving},
+    {"a damaged run archive fails verification", test_a_damaged_run_archive_fails_verification},
+};
+static const harness_suite suites[] = {
+    {"a run leaving Redis", suite_init, suite_clean, HARNESS_TABLE(run_tests)},
+    {"the archive file", NULL, NULL, HARNESS_TABLE(file_tests)},
+};
+
+const harness_program harness_tests = {HARNESS_SUITES(suites), .setup = setup, .teardown = teardown,
+                                       .needs_redis = true};
