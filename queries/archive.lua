@@ -307,7 +307,7 @@ keys: P. args: cutoff (seconds since the epoch: a run that ended before it is du
   (index into P:runs, oldest first), count (1..1000 runs looked at).
 reply: {"due":["<run id>",...],"oldest":"<ts>"|"","next":n,"done":bool}: of count runs of
   P:runs from cursor, the ended ones whose last event is older than cutoff (due), and the
-  earliest end among the ended ones looked at, due or not ("" when none).
+  earliest end among the ended ones looked at that are not due ("" when none).
 errors: invalid. ]]
 local function charter_retention_due(keys, args)
     local P = prefix(keys)
@@ -324,11 +324,10 @@ local function charter_retention_due(keys, args)
         if ENDED[f[1]] then
             local at = ended_at(P, id, f[2])
             local t = tonumber(at) or 0
-            if not oldest or t < tonumber(oldest) then
-                oldest = at ~= '' and at or '0'
-            end
             if t < cutoff then
                 due[#due + 1] = id
+            elseif not oldest or t < tonumber(oldest) then
+                oldest = at
             end
         end
     end

@@ -22,6 +22,8 @@
 #include "gates/deliver.h"
 #include "gates/gate.h"
 #include "harness.h"
+#include "core/metrics.h"
+#include "runs/retention.h"
 #include "runs/runner.h"
 #include "suite.h"
 #include "workflow/registry.h"
@@ -316,6 +318,42 @@ static void test_a_damaged_run_archive_fails_verification(void)
     CU_ASSERT_PTR_NOT_NULL(strstr(why, "line 4"));
 }
 
+/* A pass with retention 0 archives every ended run (the open one stays), names each file by
+ * the day its run ended, counts it in the metrics; a second charterd finds the lease held. */
+static void test_the_retention_pass_archives_ended_runs_once(void)
+{
+    char ended[65];
+    CU_ASSERT_EQUAL_FATAL(runner_start(&env, NULL, "external", ended), STATUS_OK);
+    CU_ASSERT_EQUAL_FATAL(
+        evlog_transition(st, ended, "created,running", "cancelled", "", NULL, NULL), STATUS_OK);
+    char dir[300];
+    snprintf(dir, sizeof dir, "%s/pass", folder);
+    retention_result other;
+    CU_ASSERT_EQUAL_FATAL(retention_pass(st, "charterd-a", 0, dir, &other), STATUS_OK);
+    CU_ASSERT_TRUE(other.held);
+    CU_ASSERT_EQUAL(other.archived, 1);
+    CU_ASSERT_EQUAL(other.failed, 0);
+    CU_ASSERT(other.bytes > 0);
+    CU_ASSERT(other.used_memory > 0);
+    CU_ASSERT_EQUAL(other.oldest_s, 0); /* no ended run is left */
+    CU_ASSERT_EQUAL(run_keys(ended, "none", "none", "none"), 0);
+    CU_ASSERT(run_keys(open_run, "none", "none", "none") > 0);
+    CU_ASSERT_EQUAL(harness_sh("test -f %s/%s/*/%s.charter-archive", dir, graph, ended), 0);
+
+    retention_result b;
+    CU_ASSERT_EQUAL(retention_pass(st, "charterd-b", 0, dir, &b), STATUS_OK);
+    CU_ASSERT_FALSE(b.held);
+    CU_ASSERT_EQUAL(b.archived, 0);
+
+    char *text = NULL;
+    size_t len = 0;
+    CU_ASSERT_EQUAL_FATAL(metrics_render(&text, &len), 0);
+    CU_ASSERT_PTR_NOT_NULL(strstr(text, "charter_archived_runs_total 1\n"));
+    CU_ASSERT_PTR_NOT_NULL(strstr(text, "charter_redis_used_memory_bytes "));
+    CU_ASSERT_PTR_NOT_NULL(strstr(text, "charter_oldest_unarchived_ended_run_seconds 0\n"));
+    free(text);
+}
+
 /* --- registration ---------------------------------------------------------------------------- */
 
 static int setup(int argc, char **argv)
@@ -348,6 +386,8 @@ static const harness_test run_tests[] = {
      test_an_ended_run_is_archived_verified_and_removed},
     {"exactly once survives archiving", test_exactly_once_survives_archiving},
     {"a damaged run archive fails verification", test_a_damaged_run_archive_fails_verification},
+    {"the retention pass archives ended runs once",
+     test_the_retention_pass_archives_ended_runs_once},
 };
 static const harness_suite suites[] = {
     {"a run leaving Redis", suite_init, suite_clean, HARNESS_TABLE(run_tests)},

@@ -64,7 +64,11 @@ static struct {
     atomic_long workers_busy;
     atomic_ulong workers;
     atomic_ulong run_status[METRICS_STATUSES];
-} metrics = {.mu = PTHREAD_MUTEX_INITIALIZER};
+    atomic_ulong archived_runs;
+    atomic_ulong archived_bytes;
+    atomic_llong redis_used_memory;   /* -1 until a retention pass read it */
+    atomic_llong oldest_unarchived_s; /* -1 until a retention pass looked */
+} metrics = {.mu = PTHREAD_MUTEX_INITIALIZER, .redis_used_memory = -1, .oldest_unarchived_s = -1};
 
 /* The row of method, added on first sight; the "unknown" row when the table is full. */
 static metrics_method *metrics_row(const char *method)
@@ -146,6 +150,18 @@ void metrics_db_error(void)
 void metrics_db_reconnect(void)
 {
     atomic_fetch_add_explicit(&metrics.db_reconnects, 1, memory_order_relaxed);
+}
+
+void metrics_archived(unsigned long long bytes)
+{
+    atomic_fetch_add_explicit(&metrics.archived_runs, 1, memory_order_relaxed);
+    atomic_fetch_add_explicit(&metrics.archived_bytes, bytes, memory_order_relaxed);
+}
+
+void metrics_set_retention(long long used_memory, long long oldest_s)
+{
+    atomic_store_explicit(&metrics.redis_used_memory, used_memory, memory_order_relaxed);
+    atomic_store_explicit(&metrics.oldest_unarchived_s, oldest_s, memory_order_relaxed);
 }
 
 void metrics_queue_add(int delta)
@@ -259,6 +275,29 @@ static void metrics_render_decisions(FILE *f)
     }
 }
 
+/* The retention figures (metrics_archived, metrics_set_retention); a gauge not read yet is left
+ * out rather than shown as a figure. */
+static void metrics_render_retention(FILE *f)
+{
+    metrics_head(f, "charter_archived_runs_total", "counter",
+                 "Ended runs this process archived and removed from the database.");
+    fprintf(f, "charter_archived_runs_total %lu\n", metrics_get(&metrics.archived_runs));
+    metrics_head(f, "charter_archived_bytes_total", "counter",
+                 "Bytes of the archive files this process wrote.");
+    fprintf(f, "charter_archived_bytes_total %lu\n", metrics_get(&metrics.archived_bytes));
+    long long used = atomic_load_explicit(&metrics.redis_used_memory, memory_order_relaxed);
+    long long oldest = atomic_load_explicit(&metrics.oldest_unarchived_s, memory_order_relaxed);
+    metrics_head(f, "charter_redis_used_memory_bytes", "gauge",
+                 "The database's used_memory at the last retention pass.");
+    if (used >= 0)
+        fprintf(f, "charter_redis_used_memory_bytes %lld\n", used);
+    metrics_head(f, "charter_oldest_unarchived_ended_run_seconds", "gauge",
+                 "Age of the oldest ended run still in the database at the last retention "
+                 "pass (0: none).");
+    if (oldest >= 0)
+        fprintf(f, "charter_oldest_unarchived_ended_run_seconds %lld\n", oldest);
+}
+
 int metrics_render(char **out, size_t *len)
 {
     *out = NULL;
@@ -292,6 +331,7 @@ int metrics_render(char **out, size_t *len)
         fprintf(f, "charter_run_status_changes_total{status=\"%s\"} %lu\n", metrics_statuses[i],
                 metrics_get(&metrics.run_status[i]));
     }
+    metrics_render_retention(f);
     if (fclose(f) != 0 || buf == NULL) {
         free(buf);
         return -1;

@@ -1435,6 +1435,31 @@ int store_module_loaded(store *st, const char *name, bool *loaded)
     return STATUS_OK;
 }
 
+int store_used_memory(store *st, long long *bytes)
+{
+    *bytes = -1;
+    st->err[0] = '\0';
+    int rc = ensure_connected(st);
+    if (rc != STATUS_OK)
+        return rc;
+    const char *argv[2] = {"INFO", "memory"};
+    size_t argvlen[2] = {4, 6};
+    redisReply *r = command(st, 2, argv, argvlen);
+    if (!r)
+        return STATUS_EUNAVAILABLE;
+    const char *at = r->type == REDIS_REPLY_STRING ? strstr(r->str, "\nused_memory:") : NULL;
+    if (at == NULL && r->type == REDIS_REPLY_STRING && strncmp(r->str, "used_memory:", 12) == 0)
+        at = r->str - 1;
+    if (at != NULL)
+        *bytes = strtoll(at + 13, NULL, 10);
+    freeReplyObject(r);
+    if (*bytes < 0) {
+        set_error(st, "INFO memory: no used_memory");
+        return STATUS_EPROTO;
+    }
+    return STATUS_OK;
+}
+
 int store_ping(store *st)
 {
     st->err[0] = '\0';

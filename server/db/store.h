@@ -152,6 +152,10 @@ int store_wait_replicas(store *st, int replicas, int *confirmed);
  * Returns STATUS_OK, STATUS_EUNAVAILABLE or STATUS_EPROTO. */
 int store_module_loaded(store *st, const char *name, bool *loaded);
 
+/* The database's used_memory (INFO memory) in bytes into *bytes (-1 when not read). Returns
+ * STATUS_OK, STATUS_EUNAVAILABLE or STATUS_EPROTO. */
+int store_used_memory(store *st, long long *bytes);
+
 /* STATUS_OK when Redis answers and the library answers with the expected version. */
 int store_ping(store *st);
 

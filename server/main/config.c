@@ -69,6 +69,10 @@ void config_usage(void)
         "                      tcp://host:port, unix:/path, redis+unix:///path), or the Redis\n"
         "                      Cluster at cluster://host:port[,host:port...]\n"
         "                      (default: start an embedded redis-server in the data folder)\n"
+        "  --retention DURATION\n"
+        "                      archive ended runs this long after they end (30d, 12h, 90m,\n"
+        "                      45s) and remove them from the database (default off)\n"
+        "  --archive-dir DIR   archive folder (default <data-dir>/archive)\n"
         "  --durable-ack N     a committed delivery waits for N replicas (WAIT) within its\n"
         "                      deadline; fewer: the answer says not yet durable (default 0)\n"
         "  --data-dir DIR      data folder, mode 0700 (default $STATE_DIRECTORY when systemd\n"
@@ -338,6 +342,59 @@ static bool config_flag(const char *arg, config *cfg)
     return false;
 }
 
+/* A duration: a whole number followed by s, m, h or d ("30d", "12h"), or "0"/"off" for none,
+ * in seconds into *out. Returns 0 or -1. */
+static int config_duration(const char *v, long long *out)
+{
+    if (v != NULL && (strcmp(v, "off") == 0 || strcmp(v, "0") == 0)) {
+        *out = 0;
+        return 0;
+    }
+    char *end = NULL;
+    long long n = v ? strtoll(v, &end, 10) : 0;
+    long long unit = 0;
+    if (end != NULL && end != v && end[0] != '\0' && end[1] == '\0')
+        unit = end[0] == 's'   ? 1
+               : end[0] == 'm' ? 60
+               : end[0] == 'h' ? 3600
+               : end[0] == 'd' ? 86400
+                               : 0;
+    if (n < 1 || unit == 0 || n > 3650LL * 86400 / unit)
+        return -1;
+    *out = n * unit;
+    return 0;
+}
+
+/* The options config_parse hands on: --queue, --retention, --archive-dir. Returns 1 when arg
+ * was one of them (recorded in cfg), 0 when it is none, CONFIG_EUSAGE with err set. */
+static int config_more(const char *arg, int *i, int argc, char **argv, config *cfg, char *err,
+                       size_t errlen)
+{
+    const char *v = NULL;
+    unsigned long long n = 0;
+    if (config_match(arg, "--queue", i, argc, argv, &v)) {
+        if (config_number(v, 0, 65536, &n) != 0)
+            return config_fail(err, errlen,
+                               "--queue needs a number from 0 to 65536, got \"%s\" (e.g. "
+                               "--queue 256)",
+                               v ? v : "");
+        cfg->queue = (unsigned)n;
+    } else if (config_match(arg, "--retention", i, argc, argv, &v)) {
+        if (config_duration(v, &cfg->retention_s) != 0)
+            return config_fail(err, errlen,
+                               "--retention needs a duration such as 30d, 12h, 90m or 45s (or "
+                               "off), got \"%s\"",
+                               v ? v : "");
+    } else if (config_match(arg, "--archive-dir", i, argc, argv, &v)) {
+        if (v == NULL || v[0] == '\0')
+            return config_fail(err, errlen, "--archive-dir needs a folder");
+        cfg->archive_dir = v;
+    } else {
+        return 0;
+    }
+    return 1;
+}
+
 /* After the options: the key options that exclude each other, the data folder (--data-dir,
  * else systemd's $STATE_DIRECTORY, else the default), the listen default and the tokens. */
 static int config_finish(config *cfg, const char *data_dir, char *err, size_t errlen)
@@ -392,6 +449,7 @@ int config_parse(int argc, char **argv, config *cfg, char *err, size_t errlen)
         const char *arg = argv[i];
         const char *v = NULL;
         unsigned long long n = 0;
+        int more = 0;
         if (strcmp(arg, "--help") == 0 || strcmp(arg, "-h") == 0) {
             config_usage();
             return CONFIG_EXIT;
@@ -532,14 +590,9 @@ int config_parse(int argc, char **argv, config *cfg, char *err, size_t errlen)
                                    v ? v : "");
             }
             cfg->durable_ack = (unsigned)n;
-        } else if (config_match(arg, "--queue", &i, argc, argv, &v)) {
-            if (config_number(v, 0, 65536, &n) != 0) {
-                return config_fail(err, errlen,
-                                   "--queue needs a number from 0 to 65536, got \"%s\" (e.g. "
-                                   "--queue 256)",
-                                   v ? v : "");
-            }
-            cfg->queue = (unsigned)n;
+        } else if ((more = config_more(arg, &i, argc, argv, cfg, err, errlen)) != 0) {
+            if (more < 0)
+                return CONFIG_EUSAGE;
         } else {
             return config_fail(err, errlen, "unknown option \"%s\" (see charterd --help)", arg);
         }

@@ -68,6 +68,9 @@ typedef struct {
     unsigned http_idle_timeout_s;   /* no byte either way for this long closes, seconds */
     bool scripted_only;   /* --scripted-only: refuse live runs and grant controls (a shared demo) */
     unsigned durable_ack; /* --durable-ack: replicas a committed delivery waits for (0: none) */
+    long long retention_s;   /* --retention: ended runs are archived this long after, seconds
+                              * (0: never) */
+    const char *archive_dir; /* --archive-dir (borrowed), NULL: <data folder>/archive */
 } config;
 
 enum {

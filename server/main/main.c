@@ -30,6 +30,7 @@
 #include "rpc/dispatch.h"
 #include "evidence/evlog.h"
 #include "runs/executor.h"
+#include "runs/retention.h"
 #include "evidence/integrity.h"
 #include "evidence/keyadopt.h"
 #include "rpc/http.h"
@@ -114,7 +115,9 @@ typedef struct {
     char http_rpc_url[64]; /* the in-process listener HTTP/JSON calls reach the workers by */
     http_server *hs;       /* --http, or NULL */
     executor *ex;          /* the executor threads (--runners), or NULL */
-    bool data_dir_ready;   /* config_prepare_data_dir done */
+    retention *ret;        /* the retention pass (--retention), or NULL */
+    char archive_dir[PATH_MAX];
+    bool data_dir_ready; /* config_prepare_data_dir done */
     main_key_source key_source;
     char key_path[PATH_MAX]; /* the default key's file */
     bool adopted;            /* the keyless graph adopted the key at this start */
@@ -541,6 +544,40 @@ static void main_stop_executor(main_state *m)
     m->ex = NULL;
 }
 
+/* --retention: ended runs leave the database for their archives (runs/retention.h). */
+static int main_start_retention(main_state *m)
+{
+    char err[512];
+    if (m->cfg.retention_s <= 0)
+        return 0;
+    if (m->cfg.archive_dir == NULL && !m->data_dir_ready) {
+        if (config_prepare_data_dir(&m->cfg, err, sizeof err) != 0) {
+            log_fatal("%s", err);
+            return EXIT_STARTUP;
+        }
+        m->data_dir_ready = true;
+    }
+    snprintf(m->archive_dir, sizeof m->archive_dir, "%s",
+             m->cfg.archive_dir ? m->cfg.archive_dir : m->cfg.data_dir);
+    if (m->cfg.archive_dir == NULL)
+        strncat(m->archive_dir, "/archive", sizeof m->archive_dir - strlen(m->archive_dir) - 1);
+    retention_opts o = {m->url, m->cfg.graph, m->archive_dir, m->cfg.timeout_ms,
+                        m->cfg.retention_s};
+    if (retention_start(&o, &m->ret, err, sizeof err) != STATUS_OK) {
+        log_fatal("%s", err);
+        return EXIT_STARTUP;
+    }
+    log_info("graph %s: ended runs are archived to %s %llds after they end", m->cfg.graph,
+             m->archive_dir, m->cfg.retention_s);
+    return 0;
+}
+
+static void main_stop_retention(main_state *m)
+{
+    retention_stop(m->ret);
+    m->ret = NULL;
+}
+
 static int main_start_http(main_state *m)
 {
     if (m->cfg.http == NULL) {
@@ -595,6 +632,7 @@ static const main_step main_steps[] = {
     {main_interrupt_runs, main_free_interrupted},
     {main_prepare_calls, NULL},
     {main_start_executor, main_stop_executor},
+    {main_start_retention, main_stop_retention},
     {main_start_transport, main_stop_transport},
     {main_start_http, main_stop_http},
 };
