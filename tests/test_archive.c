@@ -17,10 +17,14 @@
 #include <unistd.h>
 
 #include "evidence/archive.h"
+#include "evidence/archive_audit.h"
 #include "evidence/archive_run.h"
+#include "evidence/integrity.h"
+#include "evidence/receipt_issue.h"
 #include "evidence/evlog.h"
 #include "gates/deliver.h"
 #include "gates/gate.h"
+#include "core/digest.h"
 #include "harness.h"
 #include "core/metrics.h"
 #include "runs/retention.h"
@@ -46,6 +50,8 @@ static const service_limits limits = {
 static gate_env env;
 static char ctx[32], out[32]; /* the analyze context and its recommendation */
 static char folder[256], path[300];
+/* The graph's integrity key: its events are HMACs and its deliveries carry receipts. */
+static const unsigned char key[] = "archive-test-integrity-key-of-32-bytes-or-more";
 
 /* --- the file ----------------------------------------------------------------------------- */
 
@@ -258,8 +264,14 @@ static void test_an_ended_run_is_archived_verified_and_removed(void)
     CU_ASSERT_EQUAL_FATAL(send("inv-archived-1", "cfo", "deliver_internal", &ack, codes),
                           GUARD_ALLOW);
     CU_ASSERT_FALSE(ack);
+    json_t *receipt = NULL;
+    CU_ASSERT_EQUAL_FATAL(receipt_issue_for_invocation(st, run_id, "inv-archived-1", &receipt),
+                          STATUS_OK);
+    json_decref(receipt);
     CU_ASSERT_EQUAL_FATAL(
         evlog_transition(st, run_id, "created,running", "completed", "", NULL, NULL), STATUS_OK);
+    CU_ASSERT_EQUAL_FATAL(receipt_issue_run(st, run_id, &receipt, NULL), STATUS_OK);
+    json_decref(receipt);
     CU_ASSERT(run_keys(run_id, ctx, out, "inv-archived-1") > 0);
 
     archive_run_summary s;
@@ -318,6 +330,93 @@ static void test_a_damaged_run_archive_fails_verification(void)
     CU_ASSERT_PTR_NOT_NULL(strstr(why, "line 4"));
 }
 
+/* The archived run audits with no database: every event's HMAC, the chain to the head, the
+ * delivery's decision and both receipts. */
+static void test_an_archive_audits_offline(void)
+{
+    archive_audit_result r;
+    CU_ASSERT_EQUAL_FATAL(archive_audit(path, key, sizeof key - 1, &r), STATUS_OK);
+    if (!r.intact)
+        fprintf(stderr, "audit: %s\n", r.problem);
+    CU_ASSERT_TRUE(r.intact);
+    CU_ASSERT_TRUE(r.keyed);
+    CU_ASSERT_STRING_EQUAL(r.run_id, run_id);
+    CU_ASSERT(r.events >= 5);
+    CU_ASSERT_EQUAL(r.deliveries, 1);
+    CU_ASSERT_EQUAL(r.receipts, 2); /* the delivery's and the run's */
+    CU_ASSERT_EQUAL(archive_audit(path, NULL, 0, &r), STATUS_ENOKEY);
+    static const unsigned char other[] = "another-key-another-key-another-key-0123";
+    CU_ASSERT_EQUAL(archive_audit(path, other, sizeof other - 1, &r), STATUS_OK);
+    CU_ASSERT_FALSE(r.intact);
+    CU_ASSERT_PTR_NOT_NULL(strstr(r.problem, "not the graph's integrity key"));
+
+    /* The CLI, with no charterd and no database: exit 0 intact, 1 not, 2 without the key. */
+    char keyfile[300];
+    snprintf(keyfile, sizeof keyfile, "%s/integrity.key", folder);
+    FILE *f = fopen(keyfile, "w");
+    CU_ASSERT_PTR_NOT_NULL_FATAL(f);
+    fwrite(key, 1, sizeof key - 1, f);
+    fclose(f);
+    CU_ASSERT_EQUAL_FATAL(harness_sh("chmod 600 '%s'", keyfile), 0);
+    CU_ASSERT_EQUAL(harness_sh("CHARTER_URL=tcp://127.0.0.1:1 '%s' audit --archive '%s' --key "
+                               "'%s' | grep -q ' intact '",
+                               CHARTER_CLI_PATH, path, keyfile),
+                    0);
+    CU_ASSERT_EQUAL(harness_sh("'%s' audit --archive '%s' >/dev/null 2>&1; test $? = 2",
+                               CHARTER_CLI_PATH, path),
+                    0);
+}
+
+/* Rewrites the archive at p as one who edits the file would: in the record of event seq, the
+ * first digit of its ts becomes 9 and the line's SHA-256 is taken again, so every line still
+ * holds and only the chain can tell. */
+static void rewrite_event(const char *p, const char *seq)
+{
+    char *text = harness_slurp(p);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(text);
+    char want[64];
+    snprintf(want, sizeof want, "\"seq\":\"%s\"", seq);
+    FILE *f = fopen(p, "w");
+    CU_ASSERT_PTR_NOT_NULL_FATAL(f);
+    bool done = false;
+    for (char *line = strtok(text, "\n"); line != NULL; line = strtok(NULL, "\n")) {
+        char *ts = strstr(line, "\"ts\":\"");
+        if (!done && strstr(line, "\"kind\":\"event\"") && strstr(line, want) && ts) {
+            ts[6] = ts[6] == '9' ? '8' : '9';
+            digest_sha256_hex(line + 65, strlen(line + 65), line);
+            line[64] = ' ';
+            done = true;
+        }
+        fprintf(f, "%s\n", line);
+    }
+    fclose(f);
+    free(text);
+    CU_ASSERT_TRUE_FATAL(done);
+}
+
+static void test_a_rewritten_event_is_named_offline(void)
+{
+    char p[300];
+    snprintf(p, sizeof p, "%s/rewritten.archive", folder);
+    CU_ASSERT_EQUAL_FATAL(harness_sh("cp '%s' '%s'", path, p), 0);
+    rewrite_event(p, "2");
+    archive_audit_result r;
+    CU_ASSERT_EQUAL_FATAL(archive_audit(p, key, sizeof key - 1, &r), STATUS_OK);
+    CU_ASSERT_FALSE(r.intact);
+    char keyfile[300];
+    snprintf(keyfile, sizeof keyfile, "%s/integrity.key", folder);
+    CU_ASSERT_EQUAL(harness_sh("out=$('%s' audit --archive '%s' --key '%s'); st=$?; test $st = 1 "
+                               "&& echo \"$out\" | grep -q 'event 2 was changed'",
+                               CHARTER_CLI_PATH, p, keyfile),
+                    0);
+    /* The line holds: the chain names the event, before the end digest would. */
+    CU_ASSERT_PTR_NOT_NULL(strstr(r.problem, "event 2 was changed"));
+    archive_check check;
+    CU_ASSERT_EQUAL(archive_read(p, NULL, NULL, &check), STATUS_OK);
+    CU_ASSERT_FALSE(check.intact); /* and the file's own end digest sees it too */
+    CU_ASSERT_PTR_NOT_NULL(strstr(check.problem, "end record's digest"));
+}
+
 /* A pass with retention 0 archives every ended run (the open one stays), names each file by
  * the day its run ended, counts it in the metrics; a second charterd finds the lease held. */
 static void test_the_retention_pass_archives_ended_runs_once(void)
@@ -360,6 +459,8 @@ static int setup(int argc, char **argv)
 {
     (void)argc;
     (void)argv;
+    if (integrity_set_key(key, sizeof key - 1) != STATUS_OK)
+        return 1;
     snprintf(folder, sizeof folder, "/tmp/charter-archive-%d", (int)getpid());
     if (harness_sh("rm -rf '%s' && mkdir -p '%s'", folder, folder) != 0)
         return 1;
@@ -386,6 +487,8 @@ static const harness_test run_tests[] = {
      test_an_ended_run_is_archived_verified_and_removed},
     {"exactly once survives archiving", test_exactly_once_survives_archiving},
     {"a damaged run archive fails verification", test_a_damaged_run_archive_fails_verification},
+    {"an archive audits offline", test_an_archive_audits_offline},
+    {"a rewritten event is named offline", test_a_rewritten_event_is_named_offline},
     {"the retention pass archives ended runs once",
      test_the_retention_pass_archives_ended_runs_once},
 };

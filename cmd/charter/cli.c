@@ -17,6 +17,7 @@
 #include <unistd.h>
 
 #include "charter.h"
+#include "cli_archive.h"
 #include "cli_help.h"
 #include "cli_json.h"
 #include "cli_print.h"
@@ -1500,7 +1501,13 @@ static int cmd_audit(cli *c, const cli_command *cmd, const cli_args *a)
     charter_status st;
     int rv;
 
-    (void)cmd;
+    /* --archive FILE: offline, no connection is made. */
+    if (arg_option(a, "archive") != NULL)
+        return a->n_pos == 0
+                   ? cli_audit_archive(arg_option(a, "archive"), arg_option(a, "key"), c->json)
+                   : usage_error(cmd, "%s --archive takes no RUN", cmd->name);
+    if (a->n_pos != 1)
+        return usage_error(cmd, "%s needs RUN (or --archive FILE)", cmd->name);
     req.run_id = (char *)a->pos[0];
     if ((rv = cli_connect(c)) != 0)
         return rv;
@@ -2032,6 +2039,7 @@ static const char *const list_opts[] = {"limit", NULL};
 static const char *const record_opts[] = {"title", "content", "content-file", NULL};
 static const char *const verify_opts[] = {"key", "public-key", NULL};
 static const char *const no_opts[] = {NULL};
+static const char *const audit_opts[] = {"archive", "key", NULL};
 static const char *const recover_opts[] = {"async", NULL};
 static const char *const restore_opts[] = {"all", NULL};
 static const char *const what_if_opts[] = {"workflow", "run", "since", "limit", NULL};
@@ -2115,10 +2123,10 @@ static const cli_command commands[] = {
      "the public key (PEM) and key id charterd signs receipts with (for verify-receipt "
      "--public-key)",
      no_opts, 0, 0, cmd_receipt_key},
-    {"audit", "RUN",
+    {"audit", "RUN | --archive FILE [--key KEYFILE]",
      "walk the run's event hash chain; name the first event changed, removed or "
-     "inserted",
-     no_opts, 1, 1, cmd_audit},
+     "inserted (--archive: an archived run's file, offline, with its receipts)",
+     audit_opts, 0, 1, cmd_audit},
     {"what-if", "--workflow NEW.json [--run RUN | --since SECONDS] [--limit N]",
      "decide the recorded decisions (of RUN, or of the runs of the candidate's workflow name "
      "created since SECONDS since the epoch) "

@@ -98,7 +98,10 @@ static const cli_help_entry entries[] = {
      "charter verify-receipt r1.json r2.json r3.json --public-key charter-receipts.pem\n"
      "charter --json verify-receipt receipt.json --key key.txt"},
     {"receipt-key", NULL, "charter receipt-key > charter-receipts.pem"},
-    {"audit", NULL, "charter audit RUN"},
+    {"audit", NULL,
+     "charter audit RUN\n"
+     "charter audit --archive var/charter/archive/charter/2026-12-01/r1.charter-archive --key "
+     "var/charter/integrity.key"},
     {"workflow", NULL,
      "charter workflow validate my-workflow.json\n"
      "charter workflow test deploy/workflows/procurement.test.json\n"

@@ -254,7 +254,7 @@ static void audit_tail(const json_t *run, const json_t *deliveries, uint64_t hea
     json_t *rj = json_loads(text, 0, NULL);
     Charter__V1__Receipt r;
     char reason[160];
-    bool parsed = rj != NULL && receipt_issue_parse(rj, &r) == STATUS_OK;
+    bool parsed = rj != NULL && receipt_json_parse(rj, &r) == STATUS_OK;
     if (!parsed || strcmp(r.kind, "run") != 0 || strcmp(r.run_id, run_id) != 0 ||
         integrity_receipt_check(&r, reason, sizeof reason) != STATUS_OK) {
         audit_fail(out, head_seq, "the run's receipt was altered: it does not verify");
@@ -269,7 +269,7 @@ static void audit_tail(const json_t *run, const json_t *deliveries, uint64_t hea
                    (unsigned long long)r.last_seq);
     }
     if (parsed)
-        receipt_issue_clear(&r);
+        receipt_json_clear(&r);
     json_decref(rj);
 }
 

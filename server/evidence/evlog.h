@@ -27,6 +27,7 @@
 
 #include "policy/guard.h"
 #include "db/store.h"
+#include "evidence/event_text.h"
 
 /* Seal-and-write attempts before a write that keeps meeting a moved head fails closed. Within
  * one process writers of a run queue on its lock; across processes a writer that lost re-seals
@@ -104,12 +105,6 @@ typedef struct {
     char hash[65];
 } evlog_sealed;
 
-/* One event as stored, for hashing: every field a NUL-terminated text (seq in decimal). */
-typedef struct {
-    const char *run_id, *seq, *ts, *kind, *outcome, *codes, *witness, *detail, *snapshot,
-        *evaluator, *prev;
-} evlog_fields;
-
 /* --- the process's configuration (set once at startup) ------------------------------------ */
 
 /* Sets the evaluator fingerprint (64 hex digits, or NULL for none) of the default workflow,
@@ -131,13 +126,6 @@ const char *evlog_evaluator(void);
 int evlog_claim_integrity(store *st, char *err, size_t errlen);
 
 /* --- canonical text and hashes ----------------------------------------------------------- */
-
-/* The canonical text of an event: the line "charter-event-2", then for run_id, seq, ts, kind,
- * outcome, codes, witness, detail, snapshot, evaluator, prev in this order one line
- * "<name>=<byte length>:<bytes>" each, every line ended by "\n" (lengths make it unambiguous
- * whatever the bytes). *text is malloc'd (caller frees), *len its length. Returns 0 or
- * STATUS_ENOMEM. */
-int evlog_event_text(const evlog_fields *f, char **text, size_t *len);
 
 /* The hash of an event: HMAC-SHA256 under the integrity key when there is one, else SHA-256,
  * over evlog_event_text(f), as lowercase hex. Returns 0 or STATUS_ENOMEM. */

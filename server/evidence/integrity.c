@@ -149,7 +149,6 @@ int integrity_mac_verify(const void *data, size_t len, const char *hex)
     return CRYPTO_memcmp(want, hex, 64) == 0 ? STATUS_OK : STATUS_EREFUSED;
 }
 
-#define INTEGRITY_KEY_CHECK_TEXT "charter integrity key check"
 
 int integrity_key_check(char hex[65])
 {

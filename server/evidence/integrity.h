@@ -65,6 +65,9 @@ int integrity_mac_verify(const void *data, size_t len, const char *hex);
  * a later start with another key is refused. Returns as integrity_mac. */
 int integrity_key_check(char hex[65]);
 
+/* The text integrity_key_check MACs: a graph's key_check is its HMAC-SHA256 under the key. */
+#define INTEGRITY_KEY_CHECK_TEXT "charter integrity key check"
+
 /* Checks r's MAC under the integrity key (charter_receipt_verify). Returns STATUS_OK,
  * STATUS_ENOKEY, or STATUS_EREFUSED (malformed or does not verify; reason, n bytes, says why). */
 int integrity_receipt_check(const Charter__V1__Receipt *r, char *reason, size_t n);

@@ -16,18 +16,9 @@
 
 #include "charter.pb-c.h"
 #include "db/store.h"
+#include "evidence/receipt_json.h"
 
 #include "core/status.h"
-
-/* r as a receipt JSON object (new reference), or NULL when memory ran out. */
-json_t *receipt_issue_json(const Charter__V1__Receipt *r);
-
-/* Fills r from a receipt JSON object: strings borrowed from j (absent ones ""), the lists
- * grant_chain and deliveries malloc'd (free with receipt_issue_clear), last_seq a JSON
- * integer or a decimal string. Returns STATUS_OK, STATUS_EPROTO for a field of the wrong type,
- * STATUS_ENOMEM. */
-int receipt_issue_parse(const json_t *j, Charter__V1__Receipt *r);
-void receipt_issue_clear(Charter__V1__Receipt *r);
 
 /* The receipt of delivery, a delivery object as the queries return it: the one attached to it
  * when there is one, else a new one (kind delivery, time = committed_at, evaluator = the

@@ -110,7 +110,7 @@ static char **strs_copy(call *c, char *const *items, size_t n)
 static Charter__V1__Receipt *receipt_message(call *c, const json_t *j)
 {
     Charter__V1__Receipt parsed;
-    if (receipt_issue_parse(j, &parsed) != STATUS_OK)
+    if (receipt_json_parse(j, &parsed) != STATUS_OK)
         return NULL;
     Charter__V1__Receipt *r = call_alloc(c, sizeof *r);
     if (r != NULL) {
@@ -139,7 +139,7 @@ static Charter__V1__Receipt *receipt_message(call *c, const json_t *j)
         r->counters = call_strdup(c, parsed.counters);
         r->prev_receipt_hash = call_strdup(c, parsed.prev_receipt_hash);
     }
-    receipt_issue_clear(&parsed);
+    receipt_json_clear(&parsed);
     if (r == NULL || !r->kind || !r->run_id || !r->invocation_id || !r->payload_hash ||
         !r->recipient || !r->tool || !r->grant_chain || !r->time || !r->evaluator || !r->status ||
         !r->last_event_hash || !r->deliveries || !r->mac || !r->signature || !r->key_id ||

@@ -1,0 +1,17 @@
+/*
+ * cli_archive.h - `charter audit --archive FILE`: an archived run audited from its file alone,
+ * with no charterd and no database (server/evidence/archive_audit.h, docs/archive.md).
+ */
+#ifndef CHARTER_CLI_ARCHIVE_H
+#define CHARTER_CLI_ARCHIVE_H
+
+#include <stdbool.h>
+
+/* Audits the archive at path (keyfile: the graph's integrity key file, NULL for a keyless
+ * graph) and prints the verdict: one line, or with json a JSON object {file, run_id, intact,
+ * keyed, events, deliveries, receipts, line, problem}. Returns the exit status: 0 intact, 1 not
+ * intact or unreadable, 2 a usage error (a key file that cannot be read, a keyed archive
+ * without --key). */
+int cli_audit_archive(const char *path, const char *keyfile, bool json);
+
+#endif
