@@ -453,6 +453,59 @@ static void test_the_retention_pass_archives_ended_runs_once(void)
     free(text);
 }
 
+/* --- charterd --retention --------------------------------------------------------------- */
+
+/* charterd with --retention 1s: a cancelled run leaves the database for its archive within a
+ * few passes, /metrics counts it (promtool accepts the exposition), each pass logs its line,
+ * and GetRun no longer finds the run. */
+static void test_charterd_archives_an_ended_run_past_retention(void)
+{
+    char g[64], hostport[32], dir[300];
+    harness_graph_name(g, sizeof g, "retention");
+    CU_ASSERT_EQUAL_FATAL(harness_http_listen_addr(hostport, sizeof hostport), 0);
+    snprintf(dir, sizeof dir, "%s/charterd", folder);
+    const char *extra[] = {"--http", hostport, "--retention", "1s", "--archive-dir", dir};
+    harness_charterd_opts o;
+    memset(&o, 0, sizeof o);
+    o.graph = g;
+    o.extra_args = extra;
+    o.n_extra = 6;
+    harness_charterd d;
+    CU_ASSERT_EQUAL_FATAL(harness_charterd_start(&o, &d), 0);
+    charter_client *c = NULL;
+    CU_ASSERT_EQUAL_FATAL(harness_client_open(d.tcp_url, HARNESS_OPERATOR_TOKEN, 5000, &c), 0);
+    char run[129];
+    CU_ASSERT_EQUAL_FATAL(harness_create_run(c, "external", NULL, run, NULL, NULL), 0);
+    Charter__V1__CancelRunRequest req = CHARTER__V1__CANCEL_RUN_REQUEST__INIT;
+    req.run_id = run;
+    Charter__V1__Run *cancelled = NULL;
+    charter_status st;
+    CU_ASSERT_EQUAL_FATAL(charter_cancel_run(c, &req, &cancelled, &st), 0);
+    charter__v1__run__free_unpacked(cancelled, NULL);
+
+    /* A pass every second; the run is due one second after it ended: wait for the figure. */
+    int archived = -1;
+    for (int i = 0; i < 150 && archived != 0; i++) {
+        archived = harness_sh(
+            "curl -s http://%s/metrics | grep -q '^charter_archived_runs_total 1$'", hostport);
+        if (archived != 0)
+            harness_sleep_ms(200);
+    }
+    CU_ASSERT_EQUAL(archived, 0);
+    CU_ASSERT_EQUAL(harness_sh("curl -s http://%s/metrics | promtool check metrics", hostport), 0);
+    CU_ASSERT_EQUAL(
+        harness_sh("grep -q 'retention pass on graph %s: 1 runs archived' '%s'", g, d.log_path), 0);
+    CU_ASSERT_EQUAL(harness_sh("test -f %s/%s/*/%s.charter-archive", dir, g, run), 0);
+    Charter__V1__GetRunRequest get = CHARTER__V1__GET_RUN_REQUEST__INIT;
+    get.run_id = run;
+    Charter__V1__RunView *view = NULL;
+    CU_ASSERT_NOT_EQUAL(charter_get_run(c, &get, &view, &st), 0);
+    CU_ASSERT_EQUAL(st.code, CHARTER_NOT_FOUND);
+    charter_client_close(c);
+    CU_ASSERT_EQUAL(harness_charterd_stop(&d), 0);
+    harness_graph_drop(g);
+}
+
 /* --- registration ---------------------------------------------------------------------------- */
 
 static int setup(int argc, char **argv)
@@ -492,9 +545,14 @@ static const harness_test run_tests[] = {
     {"the retention pass archives ended runs once",
      test_the_retention_pass_archives_ended_runs_once},
 };
+static const harness_test charterd_tests[] = {
+    {"charterd archives an ended run past retention",
+     test_charterd_archives_an_ended_run_past_retention},
+};
 static const harness_suite suites[] = {
     {"a run leaving Redis", suite_init, suite_clean, HARNESS_TABLE(run_tests)},
     {"the archive file", NULL, NULL, HARNESS_TABLE(file_tests)},
+    {"charterd --retention", NULL, NULL, HARNESS_TABLE(charterd_tests)},
 };
 
 const harness_program harness_tests = {HARNESS_SUITES(suites), .setup = setup, .teardown = teardown,
