@@ -148,15 +148,64 @@ local function artifact_meta(key)
 end
 
 --[[ charter_get_run
-call: get_run(run_id, after_seq, limit, content?, only?)
+call: get_run(run_id, after_seq, limit, content?, only?, artifacts_after?)
 keys: P. args: run_id, after_seq (integer >= 0), limit (0: 1000; at most 100000), content
   ("0": artifacts without content; anything else or absent: with it), only (an artifact id:
-  that artifact alone, when it belongs to the run; "" or absent: every artifact).
+  that artifact alone, when it belongs to the run; "" or absent: every artifact),
+  artifacts_after (integer >= 0: the answer is paged; absent or "": the whole run).
 reply: {"run":{...},"events":[...],"deliveries":[...],"artifacts":[...]}: the events with
   seq > after_seq, ascending, at most limit; every delivery of the run (by event_seq); the
   artifacts of the run in creation order, with edges and (unless content is "0") content
-  (callers redact).
+  (callers redact). Paged (artifacts_after given): the deliveries are those the page's
+  events decided (an allowed delivery_decided event and the delivery it committed), and the
+  artifacts those whose place in P:run:<id>:artifacts is after artifacts_after, at most
+  limit, with "artifacts_next": the place of the last one when more follow, else 0.
 errors: not_found (run), invalid. ]]
+-- Every delivery of the run, by event_seq.
+local function all_deliveries(P, base)
+    local deliveries = {}
+    for _, inv in ipairs(members(base .. ':deliveries')) do
+        local d = hash(P .. ':delivery:' .. inv)
+        if d then
+            deliveries[#deliveries + 1] = delivery_object(d, P)
+        end
+    end
+    table.sort(deliveries, function(a, b)
+        return (a.event_seq or 0) < (b.event_seq or 0)
+    end)
+    return deliveries
+end
+
+-- The deliveries the events of a page decided: each allowed delivery_decided event names its
+-- invocation in its detail, and its delivery records the event's seq.
+local function page_deliveries(P, run_id, events)
+    local deliveries = {}
+    for _, e in ipairs(events) do
+        if e.kind == 'delivery_decided' and e.outcome == 'allow' then
+            local ok, detail = pcall(cjson.decode, e.detail or '')
+            local inv = ok and type(detail) == 'table' and detail.invocation_id
+            local d = type(inv) == 'string' and hash(P .. ':delivery:' .. inv)
+            if d and d.run_id == run_id and tonumber(d.event_seq) == e.seq then
+                deliveries[#deliveries + 1] = delivery_object(d, P)
+            end
+        end
+    end
+    return deliveries
+end
+
+-- One page of the run's artifact ids after place after (their scores in base:artifacts), at
+-- most limit, and the place the next page starts after (0: none follows).
+local function page_artifacts(base, after, limit)
+    local flat = redis.call('ZRANGEBYSCORE', base .. ':artifacts', '(' .. string.format('%d', after),
+                            '+inf', 'WITHSCORES', 'LIMIT', 0, limit + 1)
+    local ids, last = {}, 0
+    for i = 1, math.min(#flat, 2 * limit), 2 do
+        ids[#ids + 1] = flat[i]
+        last = tonumber(flat[i + 1])
+    end
+    return ids, #flat > 2 * limit and last or 0
+end
+
 local function charter_get_run(keys, args)
     local P = prefix(keys)
     local run_id = check_id(args[1], 'run_id')
@@ -181,23 +230,19 @@ local function charter_get_run(keys, args)
             events[#events + 1] = event_object(e)
         end
     end
-    local deliveries = {}
-    for _, inv in ipairs(members(base .. ':deliveries')) do
-        local d = hash(P .. ':delivery:' .. inv)
-        if d then
-            deliveries[#deliveries + 1] = delivery_object(d, P)
-        end
-    end
-    table.sort(deliveries, function(a, b)
-        return (a.event_seq or 0) < (b.event_seq or 0)
-    end)
-    local artifacts = {}
+    local paged = present(args[6]) and args[6] ~= ''
+    local deliveries = paged and page_deliveries(P, run_id, events) or
+                           all_deliveries(P, base)
+    local artifacts, next_artifact = {}, 0
     local ids
     if only ~= '' then
         ids = {}
         if redis.call('ZSCORE', base .. ':artifacts', only) then
             ids[1] = only
         end
+    elseif paged then
+        ids, next_artifact = page_artifacts(base, check_count(args[6], 'artifacts_after', 0,
+                                                              1e15), limit)
     else
         ids = redis.call('ZRANGE', base .. ':artifacts', 0, -1)
     end
@@ -218,7 +263,7 @@ local function charter_get_run(keys, args)
         end
     end
     return cjson.encode({run = run_object(h), events = events, deliveries = deliveries,
-                         artifacts = artifacts})
+                         artifacts = artifacts, artifacts_next = next_artifact})
 end
 
 --[[ charter_list_runs

@@ -42,6 +42,7 @@ cleanup() {
   [ -n "$printer_pid" ] && kill "$printer_pid" 2>/dev/null || true
   [ -n "$charterd_pid" ] && kill "$charterd_pid" 2>/dev/null && wait "$charterd_pid" 2>/dev/null || true
   rm -rf "$work"
+  private_redis_stop
 }
 trap cleanup EXIT
 

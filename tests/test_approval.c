@@ -361,7 +361,7 @@ static int count_decision_events(const char *run_id, const char *id, long *commi
 {
     json_t *view = NULL;
     *commits = *others = 0;
-    if (q_get_run(graph_store, run_id, "0", "100000", NULL, NULL, &view) != STATUS_OK)
+    if (q_get_run(graph_store, run_id, "0", "100000", NULL, NULL, NULL, &view) != STATUS_OK)
         return -1;
     size_t i;
     json_t *e;

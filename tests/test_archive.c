@@ -453,6 +453,94 @@ static void test_the_retention_pass_archives_ended_runs_once(void)
     free(text);
 }
 
+/* --- GetRun in pages ---------------------------------------------------------------------- */
+
+/* A paged GetRun holds the deliveries its events decided, each once over the pages, and the
+ * artifacts a page at a time, chained by artifacts_next; the whole-run read is unchanged. */
+static void test_get_run_pages_deliveries_and_artifacts(void)
+{
+    char run[65], c2[32], payload[32];
+    CU_ASSERT_EQUAL_FATAL(runner_start(&env, NULL, "external", run), STATUS_OK);
+    json_t *c = NULL, *src = NULL, *src2 = NULL, *artifact = NULL;
+    guard_decision d;
+    CU_ASSERT_EQUAL_FATAL(gate_open_step(&env, run, "analyze", &c), STATUS_OK);
+    snprintf(c2, sizeof c2, "%s", json_string_value(json_object_get(c, "id")));
+    json_decref(c);
+    CU_ASSERT_EQUAL_FATAL(gate_read_source(&env, c2, "budget", &d, &src), STATUS_OK);
+    guard_decision_free(&d);
+    CU_ASSERT_EQUAL_FATAL(gate_read_source(&env, c2, "budget", &d, &src2), STATUS_OK);
+    guard_decision_free(&d);
+    const char *inputs[1] = {json_string_value(json_object_get(src, "id"))};
+    CU_ASSERT_EQUAL_FATAL(
+        gate_record_output(&env, c2, inputs, 1, "Paged", "A recommendation.", &d, &artifact),
+        STATUS_OK);
+    guard_decision_free(&d);
+    snprintf(payload, sizeof payload, "%s", json_string_value(json_object_get(artifact, "id")));
+    json_decref(src);
+    json_decref(src2);
+    json_decref(artifact);
+    const char *invs[3] = {"inv-paged-1", "inv-paged-2", "inv-paged-3"};
+    for (int i = 0; i < 3; i++) {
+        deliver_result r;
+        CU_ASSERT_EQUAL_FATAL(
+            deliver_send(&env, c2, payload, "cfo", "deliver_internal", invs[i], &r), STATUS_OK);
+        CU_ASSERT_EQUAL(r.decision.outcome, GUARD_ALLOW);
+        deliver_result_free(&r);
+    }
+    json_t *whole = NULL;
+    CU_ASSERT_EQUAL_FATAL(q_get_run(st, run, "0", "1000", "0", "", NULL, &whole), STATUS_OK);
+    CU_ASSERT_EQUAL(json_array_size(json_object_get(whole, "deliveries")), 3);
+    size_t n_artifacts = json_array_size(json_object_get(whole, "artifacts"));
+    CU_ASSERT_EQUAL(n_artifacts, 3);
+    json_decref(whole);
+
+    /* Events two at a time: each delivery comes with the page of its event, once. */
+    size_t delivered = 0, pages = 0;
+    for (long long after = 0;; pages++) {
+        char a[24];
+        snprintf(a, sizeof a, "%lld", after);
+        json_t *page = NULL;
+        CU_ASSERT_EQUAL_FATAL(q_get_run(st, run, a, "2", "0", "", "0", &page), STATUS_OK);
+        json_t *events = json_object_get(page, "events");
+        CU_ASSERT(json_array_size(json_object_get(page, "artifacts")) <= 2);
+        long long last = after;
+        if (json_array_size(events) > 0)
+            last = json_integer_value(
+                json_object_get(json_array_get(events, json_array_size(events) - 1), "seq"));
+        size_t i;
+        json_t *dv;
+        json_array_foreach(json_object_get(page, "deliveries"), i, dv)
+        {
+            long long seq = json_integer_value(json_object_get(dv, "event_seq"));
+            CU_ASSERT(seq > after && seq <= last);
+            delivered++;
+        }
+        json_decref(page);
+        if (last == after)
+            break;
+        after = last;
+    }
+    CU_ASSERT_EQUAL(delivered, 3);
+    CU_ASSERT(pages >= 3);
+
+    /* Artifacts one at a time, chained by artifacts_next until it is 0. */
+    size_t seen = 0;
+    char next[24] = "0";
+    for (int guard = 0; guard < 10; guard++) {
+        json_t *page = NULL;
+        CU_ASSERT_EQUAL_FATAL(q_get_run(st, run, "1000000", "1", "0", "", next, &page), STATUS_OK);
+        CU_ASSERT_EQUAL(json_array_size(json_object_get(page, "events")), 0);
+        CU_ASSERT_EQUAL(json_array_size(json_object_get(page, "deliveries")), 0);
+        seen += json_array_size(json_object_get(page, "artifacts"));
+        json_int_t n = json_integer_value(json_object_get(page, "artifacts_next"));
+        json_decref(page);
+        if (n == 0)
+            break;
+        snprintf(next, sizeof next, "%lld", (long long)n);
+    }
+    CU_ASSERT_EQUAL(seen, n_artifacts);
+}
+
 /* --- charterd --retention --------------------------------------------------------------- */
 
 /* charterd with --retention 1s: a cancelled run leaves the database for its archive within a
@@ -545,12 +633,16 @@ static const harness_test run_tests[] = {
     {"the retention pass archives ended runs once",
      test_the_retention_pass_archives_ended_runs_once},
 };
+static const harness_test paging_tests[] = {
+    {"GetRun pages deliveries and artifacts", test_get_run_pages_deliveries_and_artifacts},
+};
 static const harness_test charterd_tests[] = {
     {"charterd archives an ended run past retention",
      test_charterd_archives_an_ended_run_past_retention},
 };
 static const harness_suite suites[] = {
-    {"a run leaving Redis", suite_init, suite_clean, HARNESS_TABLE(run_tests)},
+    {"a run leaving Redis", suite_init, NULL, HARNESS_TABLE(run_tests)},
+    {"GetRun in pages", NULL, suite_clean, HARNESS_TABLE(paging_tests)},
     {"the archive file", NULL, NULL, HARNESS_TABLE(file_tests)},
     {"charterd --retention", NULL, NULL, HARNESS_TABLE(charterd_tests)},
 };

@@ -518,7 +518,8 @@ static void test_redis_killed_mid_run_fails_closed_and_recovers_without_restart(
     CU_ASSERT_PTR_NOT_NULL(before);
     json_decref(before);
     json_t *view = NULL;
-    CU_ASSERT_EQUAL_FATAL(q_get_run(db_store, run_id, "0", "1", NULL, NULL, &view), STATUS_OK);
+    CU_ASSERT_EQUAL_FATAL(q_get_run(db_store, run_id, "0", "1", NULL, NULL, NULL, &view),
+                          STATUS_OK);
     CU_ASSERT_EQUAL(json_array_size(json_object_get(view, "deliveries")), 2);
     json_decref(view);
     CU_ASSERT_EQUAL(kill(db_daemon.pid, 0), 0); /* the same process, never restarted */
@@ -728,7 +729,8 @@ static void test_kill_9_mid_run_leaves_the_run_interrupted_with_its_history(void
         forget_daemon(&d);
         /* The run may still have ended between the look and the pause: then try again. */
         json_t *j = NULL;
-        CU_ASSERT_EQUAL_FATAL(q_get_run(crash_store, run_id, "0", "1", NULL, NULL, &j), STATUS_OK);
+        CU_ASSERT_EQUAL_FATAL(q_get_run(crash_store, run_id, "0", "1", NULL, NULL, NULL, &j),
+                              STATUS_OK);
         const char *status =
             json_string_value(json_object_get(json_object_get(j, "run"), "status"));
         if (!status || strcmp(status, "running") != 0)
@@ -740,7 +742,7 @@ static void test_kill_9_mid_run_leaves_the_run_interrupted_with_its_history(void
     CU_ASSERT_EQUAL_FATAL(caught, 0);
 
     json_t *before = NULL;
-    CU_ASSERT_EQUAL_FATAL(q_get_run(crash_store, run_id, "0", "100000", NULL, NULL, &before),
+    CU_ASSERT_EQUAL_FATAL(q_get_run(crash_store, run_id, "0", "100000", NULL, NULL, NULL, &before),
                           STATUS_OK);
     CU_ASSERT_STRING_EQUAL(text_of(json_object_get(json_object_get(before, "run"), "status")),
                            "running");

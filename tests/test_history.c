@@ -678,7 +678,7 @@ static int db_list_runs(store *st, const char *unused, json_t **out)
 /* Every event, delivery and artifact of run id (charter_get_run), as db_call calls it. */
 static int db_get_run(store *st, const char *id, json_t **out)
 {
-    return q_get_run(st, id, "0", "100000", NULL, NULL, out);
+    return q_get_run(st, id, "0", "100000", NULL, NULL, NULL, out);
 }
 
 /* read(st, arg, out), tried again while the connection is being re-established (the store

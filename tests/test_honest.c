@@ -574,7 +574,7 @@ static int decided_events(const char *run_id, const char *inv, int *allow, int *
 {
     json_t *view = NULL;
     *allow = *no_effect = 0;
-    if (q_get_run(dl_store, run_id, "0", "100000", NULL, NULL, &view) != STATUS_OK)
+    if (q_get_run(dl_store, run_id, "0", "100000", NULL, NULL, NULL, &view) != STATUS_OK)
         return -1;
     size_t i;
     json_t *e;

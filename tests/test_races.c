@@ -221,7 +221,7 @@ static json_t *stored_delivery(store *st, const char *inv)
 static long count_decisions(store *st, const char *run_id, const char *inv, const char *outcome)
 {
     json_t *view = NULL;
-    if (q_get_run(st, run_id, "0", "100000", NULL, NULL, &view) != STATUS_OK)
+    if (q_get_run(st, run_id, "0", "100000", NULL, NULL, NULL, &view) != STATUS_OK)
         return -1;
     long n = 0;
     size_t i;
@@ -511,7 +511,7 @@ static void test_two_hundred_deliverers_commit_one_invocation_once(void)
 
     /* One delivery per round, and the run holds exactly those. */
     json_t *view = NULL;
-    CU_ASSERT_EQUAL_FATAL(q_get_run(graph_store, host.run_id, "0", "1", NULL, NULL, &view),
+    CU_ASSERT_EQUAL_FATAL(q_get_run(graph_store, host.run_id, "0", "1", NULL, NULL, NULL, &view),
                           STATUS_OK);
     CU_ASSERT_EQUAL(json_array_size(json_object_get(view, "deliveries")), MANY_ROUNDS);
     json_decref(view);
@@ -996,7 +996,7 @@ static void test_concurrent_recoveries_claim_a_blocked_run_once(void)
 
         /* The run: completed, one public delivery, claimed (-> recovering) exactly once. */
         json_t *j = NULL;
-        CU_ASSERT_EQUAL_FATAL(q_get_run(graph_store, run_id, "0", "100000", NULL, NULL, &j),
+        CU_ASSERT_EQUAL_FATAL(q_get_run(graph_store, run_id, "0", "100000", NULL, NULL, NULL, &j),
                               STATUS_OK);
         CU_ASSERT_STRING_EQUAL(text_of(json_object_get(json_object_get(j, "run"), "status")),
                                "completed");

@@ -244,24 +244,17 @@ int build_lineage(bench *b)
 
 /* --- invariants --------------------------------------------------------------------------- */
 
-/* The run's committed deliveries through GetRun. *ids is an array of n strings (free each and
- * the array). */
-static int run_deliveries(bench *b, charter_client *admin, const char *run_id, char ***ids,
-                          size_t *n)
+/* GetRun of req, retried while the server is busy (calls abandoned by the load may still
+ * occupy it). Returns 0 with *v, or libcharter's code after recording the failed check. */
+static int get_run_retry(bench *b, charter_client *admin, const Charter__V1__GetRunRequest *req,
+                         Charter__V1__RunView **v)
 {
-    *ids = NULL;
-    *n = 0;
-    Charter__V1__GetRunRequest req = CHARTER__V1__GET_RUN_REQUEST__INIT;
-    req.run_id = (char *)run_id;
-    req.limit = 1; /* deliveries always come whole; events are not needed */
-    Charter__V1__RunView *v = NULL;
     charter_status st;
-    /* Calls abandoned by the load may still occupy the server: retry while it is busy. */
     double until = now_ms() + BENCH_VERIFY_TIMEOUT_MS;
     unsigned retries = 0;
     long pause_ms = 100;
     int rv;
-    while ((rv = charter_get_run(admin, &req, &v, &st)) != 0 && !bench_interrupted &&
+    while ((rv = charter_get_run(admin, req, v, &st)) != 0 && !bench_interrupted &&
            (rv == -CHARTER_RESOURCE_EXHAUSTED || rv == -CHARTER_UNAVAILABLE ||
             rv == -CHARTER_DEADLINE_EXCEEDED) &&
            now_ms() + (double)pause_ms < until) {
@@ -270,33 +263,68 @@ static int run_deliveries(bench *b, charter_client *admin, const char *run_id, c
         retries++;
         pause_ms = pause_ms < 2000 ? pause_ms * 2 : 2000;
     }
-    if (rv != 0) {
+    if (rv != 0)
         check_add(b, false, "GetRun answers with the run's deliveries", "%s: %s (after %u retries)",
                   charter_status_name(rv), st.message, retries);
-        return -1;
-    }
-    if (retries > 0)
+    else if (retries > 0)
         say(b, "GetRun answered after %u retries (the server was still busy after the load)",
             retries);
-    char **out = calloc(v->n_deliveries ? v->n_deliveries : 1, sizeof *out);
-    if (out == NULL) {
-        charter__v1__run_view__free_unpacked(v, NULL);
-        return -1;
-    }
+    return rv;
+}
+
+/* Appends the invocation IDs of v's deliveries to *ids (*n of them, room for *cap). */
+static int add_deliveries(const Charter__V1__RunView *v, char ***ids, size_t *n, size_t *cap)
+{
     for (size_t i = 0; i < v->n_deliveries; i++) {
-        const char *inv = v->deliveries[i]->invocation_id;
-        if ((out[i] = strdup(inv ? inv : "")) == NULL) {
-            for (size_t k = 0; k < i; k++)
-                free(out[k]);
-            free(out);
-            charter__v1__run_view__free_unpacked(v, NULL);
-            return -1;
+        if (*n == *cap) {
+            size_t grown = *cap ? *cap * 2 : 1024;
+            char **more = realloc(*ids, grown * sizeof *more);
+            if (more == NULL)
+                return -1;
+            *ids = more;
+            *cap = grown;
         }
+        const char *inv = v->deliveries[i]->invocation_id;
+        if (((*ids)[*n] = strdup(inv ? inv : "")) == NULL)
+            return -1;
+        (*n)++;
     }
-    *n = v->n_deliveries;
-    *ids = out;
-    charter__v1__run_view__free_unpacked(v, NULL);
     return 0;
+}
+
+/* The run's committed deliveries through GetRun, page by page: each page of events carries the
+ * deliveries they decided. *ids is an array of n strings (free each and the array). */
+static int run_deliveries(bench *b, charter_client *admin, const char *run_id, char ***ids,
+                          size_t *n)
+{
+    *ids = NULL;
+    *n = 0;
+    size_t cap = 0;
+    Charter__V1__GetRunRequest req = CHARTER__V1__GET_RUN_REQUEST__INIT;
+    req.run_id = (char *)run_id;
+    req.limit = 5000;
+    req.without_content = true;
+    for (;;) {
+        Charter__V1__RunView *v = NULL;
+        if (get_run_retry(b, admin, &req, &v) != 0)
+            break;
+        int rc = add_deliveries(v, ids, n, &cap);
+        bool last =
+            v->n_events == 0 || v->run == NULL || v->events[v->n_events - 1]->seq >= v->run->seq;
+        if (v->n_events > 0)
+            req.after_seq = v->events[v->n_events - 1]->seq;
+        charter__v1__run_view__free_unpacked(v, NULL);
+        if (rc != 0)
+            break;
+        if (last)
+            return 0;
+    }
+    for (size_t k = 0; k < *n; k++)
+        free((*ids)[k]);
+    free(*ids);
+    *ids = NULL;
+    *n = 0;
+    return -1;
 }
 
 static void free_ids(char **ids, size_t n)

@@ -586,7 +586,22 @@ static int cmd_get(cli *c, const cli_command *cmd, const cli_args *a)
         rv = print_json(&v->base);
     else
         cli_print_run_view(stdout, v);
+    /* The artifacts come in pages too: the next ones, with no events, until the last. */
+    req.after_seq = v->run != NULL ? v->run->seq : 0;
+    req.artifacts_after = v->artifacts_next;
     charter__v1__run_view__free_unpacked(v, NULL);
+    while (rv == EXIT_OK && req.artifacts_after != 0) {
+        if (charter_get_run(c->client, &req, &v, &st) != 0)
+            return rpc_error(&st);
+        if (c->json) {
+            rv = print_json(&v->base);
+        } else {
+            fprintf(stdout, "\nartifacts, continued (%zu)\n", v->n_artifacts);
+            cli_print_artifacts(stdout, v->artifacts, v->n_artifacts);
+        }
+        req.artifacts_after = v->artifacts_next;
+        charter__v1__run_view__free_unpacked(v, NULL);
+    }
     return rv;
 }
 

@@ -22,15 +22,20 @@
 #include "rpc/services.h"
 #include "rpc/wire.h"
 
-/* The run view as charter_get_run returns it, converted in the call's arena. */
+/* The run view as charter_get_run returns it, converted in the call's arena. artifacts_after
+ * NULL: the whole run's deliveries and artifacts; else the page after it (GetRun). */
 static int load_view_of(call *c, const char *run_id, uint64_t after, uint32_t limit, bool content,
-                        const char *only, Charter__V1__RunView **out)
+                        const char *only, const uint64_t *artifacts_after,
+                        Charter__V1__RunView **out)
 {
-    char a[32], l[32];
+    char a[32], l[32], aa[32] = "";
     snprintf(a, sizeof a, "%llu", (unsigned long long)after);
     snprintf(l, sizeof l, "%u", limit ? (limit > 10000 ? 10000 : limit) : 1000);
+    if (artifacts_after)
+        snprintf(aa, sizeof aa, "%llu", (unsigned long long)*artifacts_after);
     json_t *j = NULL;
-    int rc = q_get_run(c->st, run_id, a, l, content ? "1" : "0", only ? only : "", &j);
+    int rc = q_get_run(c->st, run_id, a, l, content ? "1" : "0", only ? only : "",
+                       artifacts_after ? aa : NULL, &j);
     if (rc != STATUS_OK)
         return call_fail_status_id(c, rc, "run", run_id);
     *out = wire_run_view(c, j);
@@ -53,7 +58,7 @@ static int load_view_of(call *c, const char *run_id, uint64_t after, uint32_t li
 static int load_view(call *c, const char *run_id, uint64_t after, uint32_t limit,
                      Charter__V1__RunView **out)
 {
-    return load_view_of(c, run_id, after, limit, true, NULL, out);
+    return load_view_of(c, run_id, after, limit, true, NULL, NULL, out);
 }
 
 static const char *const budget_names[] = {"max_wall_clock_ms", "max_model_calls", "max_steps",
@@ -143,7 +148,7 @@ static int await_run(call *c, const char *run_id, uint64_t after_seq, bool want_
     for (;;) {
         /* Artifacts without content: a long poll reads the run every 25 ms. */
         json_t *v = NULL;
-        int rc = q_get_run(c->st, run_id, a, "1000", "0", NULL, &v);
+        int rc = q_get_run(c->st, run_id, a, "1000", "0", NULL, NULL, &v);
         if (rc != STATUS_OK)
             return call_fail_status_id(c, rc, "run", run_id);
         const char *st = json_string_value(json_object_get(json_object_get(v, "run"), "status"));
@@ -322,7 +327,7 @@ static int get_run(call *c, const ProtobufCMessage *in, ProtobufCMessage **out)
         return rc;
     Charter__V1__RunView *view = NULL;
     rc = load_view_of(c, req->run_id, req->after_seq, req->limit, !req->without_content,
-                      req->artifact_id, &view);
+                      req->artifact_id, &req->artifacts_after, &view);
     if (rc == RPC_OK)
         *out = &view->base;
     return rc;

@@ -161,7 +161,7 @@ static int scan_run(whatif_scan *s, const char *run_id)
         snprintf(a, sizeof a, "%llu", after);
         snprintf(page, sizeof page, "%d", WHATIF_PAGE);
         json_t *view = NULL;
-        int rc = q_get_run(s->c->st, run_id, a, page, NULL, NULL, &view);
+        int rc = q_get_run(s->c->st, run_id, a, page, NULL, NULL, NULL, &view);
         if (rc != STATUS_OK)
             return call_fail_status(s->c, rc, "run");
         const json_t *events = json_object_get(view, "events");

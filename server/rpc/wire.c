@@ -530,6 +530,7 @@ Charter__V1__RunView *wire_run_view(call *c, const json_t *j)
     WIRE_LIST(c, json_object_get(j, "events"), wire_event, v->events, v->n_events);
     WIRE_LIST(c, json_object_get(j, "deliveries"), wire_delivery, v->deliveries, v->n_deliveries);
     WIRE_LIST(c, json_object_get(j, "artifacts"), wire_artifact, v->artifacts, v->n_artifacts);
+    v->artifacts_next = wire_u64(j, "artifacts_next");
     return v;
 }
 

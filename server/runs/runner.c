@@ -1034,7 +1034,7 @@ static int permitted_inputs(const gate_env *g, const char *ctx_id, const id_list
 
 static int get_run(const gate_env *g, const char *run_id, json_t **view)
 {
-    return q_get_run(g->st, run_id, "0", "1", NULL, NULL, view);
+    return q_get_run(g->st, run_id, "0", "1", NULL, NULL, NULL, view);
 }
 
 /* The recovery of a run already claimed (status recovering): opens a fresh recovery-step

@@ -72,7 +72,7 @@ static int export_event(store *st, const char *run_id, json_int_t seq, json_t *e
 static int export_run(store *st, const char *run_id, json_t *entries)
 {
     json_t *run = NULL;
-    if (q_get_run(st, run_id, "0", "100000", "0", "", &run) != STATUS_OK) {
+    if (q_get_run(st, run_id, "0", "100000", "0", "", NULL, &run) != STATUS_OK) {
         fprintf(stderr, "golden_export: run %s: %s\n", run_id, store_last_error(st));
         return 1;
     }

@@ -209,6 +209,29 @@
     followTimer = null;
   }
 
+  // GetRun answers in pages (the events with the deliveries they decided; the artifacts on
+  // their own): the whole run, page after page. Artifacts that come with an events page are
+  // the first page again and are left out.
+  async function getRunAll(id) {
+    const view = await call('Runs/GetRun', { runId: id });
+    const total = Number((view.run && view.run.seq) || 0);
+    let page = view;
+    while ((page.events || []).length > 0) {
+      const last = page.events[page.events.length - 1].seq;
+      if (Number(last) >= total) break;
+      page = await call('Runs/GetRun', { runId: id, afterSeq: String(last) });
+      view.events = (view.events || []).concat(page.events || []);
+      view.deliveries = (view.deliveries || []).concat(page.deliveries || []);
+    }
+    let next = view.artifactsNext;
+    while (next && next !== '0') {
+      page = await call('Runs/GetRun', { runId: id, afterSeq: String(total), artifactsAfter: next });
+      view.artifacts = (view.artifacts || []).concat(page.artifacts || []);
+      next = page.artifactsNext;
+    }
+    return view;
+  }
+
   async function openRun(id) {
     stopFollowing();
     if (currentRun !== id) actionOut = null;
@@ -216,7 +239,7 @@
     for (const b of document.querySelectorAll('#runs button')) {
       b.classList.toggle('current', b.getAttribute('data-run') === id);
     }
-    const view = await call('Runs/GetRun', { runId: id });
+    const view = await getRunAll(id);
     if (currentRun !== id) return;
     renderRun(view);
     const s = view.run && view.run.status;
