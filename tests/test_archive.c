@@ -594,6 +594,94 @@ static void test_charterd_archives_an_ended_run_past_retention(void)
     harness_graph_drop(g);
 }
 
+/* A tenant's own retention period: charterd with --archive-dir and no --retention archives
+ * the cancelled run of the tenant created with retention_seconds 1, and leaves the default
+ * graph's cancelled run (it has no period) in the database. */
+static void test_a_tenant_keeps_its_own_retention_period(void)
+{
+    static const char admin_token[] = "test-admin-token-archive-5b8e2c71d04f";
+    char g[64], tenant[64], hostport[32], dir[300];
+    harness_graph_name(g, sizeof g, "tretention");
+    harness_graph_name(tenant, sizeof tenant, "tenant_ret");
+    CU_ASSERT_EQUAL_FATAL(harness_http_listen_addr(hostport, sizeof hostport), 0);
+    snprintf(dir, sizeof dir, "%s/tenants", folder);
+    setenv("CHARTER_ADMIN_TOKEN", admin_token, 1);
+    const char *extra[] = {"--http", hostport, "--archive-dir", dir};
+    harness_charterd_opts o = {.graph = g, .extra_args = extra, .n_extra = 4};
+    harness_charterd d;
+    CU_ASSERT_EQUAL_FATAL(harness_charterd_start(&o, &d), 0);
+    unsetenv("CHARTER_ADMIN_TOKEN");
+    charter_client *admin = NULL, *op = NULL, *t = NULL;
+    CU_ASSERT_EQUAL_FATAL(harness_client_open(d.tcp_url, admin_token, 5000, &admin), 0);
+    CU_ASSERT_EQUAL_FATAL(harness_client_open(d.tcp_url, HARNESS_OPERATOR_TOKEN, 5000, &op), 0);
+    Charter__V1__CreateTenantRequest rq = CHARTER__V1__CREATE_TENANT_REQUEST__INIT;
+    Charter__V1__TenantQuotas q = CHARTER__V1__TENANT_QUOTAS__INIT;
+    q.retention_seconds = 1;
+    rq.name = tenant;
+    rq.quotas = &q;
+    Charter__V1__CreateTenantResponse *created = NULL;
+    charter_status st;
+    CU_ASSERT_EQUAL_FATAL(charter_create_tenant(admin, &rq, &created, &st), 0);
+    CU_ASSERT_EQUAL(created->tenant->quotas->retention_seconds, 1);
+    CU_ASSERT_EQUAL_FATAL(
+        harness_client_open(d.tcp_url, created->operator_credential->secret, 5000, &t), 0);
+    charter__v1__create_tenant_response__free_unpacked(created, NULL);
+    Charter__V1__ApplyWorkflowRequest wr = CHARTER__V1__APPLY_WORKFLOW_REQUEST__INIT;
+    wr.definition.data = (uint8_t *)embedded_workflow;
+    wr.definition.len = embedded_workflow_len;
+    Charter__V1__WorkflowInfo *info = NULL;
+    CU_ASSERT_EQUAL_FATAL(charter_apply_workflow(t, &wr, &info, &st), 0);
+    charter__v1__workflow_info__free_unpacked(info, NULL);
+
+    char trun[129], drun[129];
+    charter_client *clients[2] = {t, op};
+    char *runs[2] = {trun, drun};
+    for (int i = 0; i < 2; i++) {
+        CU_ASSERT_EQUAL_FATAL(harness_create_run(clients[i], "external", NULL, runs[i], NULL, NULL),
+                              0);
+        Charter__V1__CancelRunRequest cr = CHARTER__V1__CANCEL_RUN_REQUEST__INIT;
+        cr.run_id = runs[i];
+        Charter__V1__Run *cancelled = NULL;
+        CU_ASSERT_EQUAL_FATAL(charter_cancel_run(clients[i], &cr, &cancelled, &st), 0);
+        charter__v1__run__free_unpacked(cancelled, NULL);
+    }
+    int archived = -1;
+    for (int i = 0; i < 150 && archived != 0; i++) {
+        archived = harness_sh(
+            "curl -s http://%s/metrics | grep -q '^charter_archived_runs_total 1$'", hostport);
+        if (archived != 0)
+            harness_sleep_ms(200);
+    }
+    CU_ASSERT_EQUAL(archived, 0);
+    if (archived != 0)
+        harness_sh("tail -20 '%s' >&2", d.log_path);
+    CU_ASSERT_EQUAL(harness_sh("test -f %s/%s/*/%s.charter-archive", dir, tenant, trun), 0);
+    /* The default graph has no period: no pass looked at it, and its run is still there. */
+    CU_ASSERT_NOT_EQUAL(harness_sh("grep -q 'retention pass on graph %s:' '%s'", g, d.log_path), 0);
+    Charter__V1__GetRunRequest get = CHARTER__V1__GET_RUN_REQUEST__INIT;
+    get.run_id = drun;
+    Charter__V1__RunView *view = NULL;
+    CU_ASSERT_EQUAL(charter_get_run(op, &get, &view, &st), 0);
+    if (view != NULL)
+        charter__v1__run_view__free_unpacked(view, NULL);
+    charter_client_close(t);
+    charter_client_close(op);
+    charter_client_close(admin);
+    CU_ASSERT_EQUAL(harness_charterd_stop(&d), 0);
+    static const char forget[] =
+        "redis.call('SREM', KEYS[1] .. ':tenants', ARGV[1])\n"
+        "redis.call('DEL', KEYS[1] .. ':tenant:' .. ARGV[1])\n"
+        "for _, id in ipairs(redis.call('SMEMBERS', KEYS[1] .. ':creds:' .. ARGV[1])) do\n"
+        "  redis.call('DEL', KEYS[1] .. ':cred:' .. id)\n"
+        "end\n"
+        "redis.call('DEL', KEYS[1] .. ':creds:' .. ARGV[1])\n"
+        "return 1\n";
+    const char *args[1] = {tenant};
+    CU_ASSERT_EQUAL(harness_graph_eval("_tenants", forget, args, 1, NULL), 0);
+    harness_graph_drop(tenant);
+    harness_graph_drop(g);
+}
+
 /* --- registration ---------------------------------------------------------------------------- */
 
 static int setup(int argc, char **argv)
@@ -639,6 +727,7 @@ static const harness_test paging_tests[] = {
 static const harness_test charterd_tests[] = {
     {"charterd archives an ended run past retention",
      test_charterd_archives_an_ended_run_past_retention},
+    {"a tenant keeps its own retention period", test_a_tenant_keeps_its_own_retention_period},
 };
 static const harness_suite suites[] = {
     {"a run leaving Redis", suite_init, NULL, HARNESS_TABLE(run_tests)},

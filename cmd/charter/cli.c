@@ -1999,6 +1999,25 @@ static long long quota_option(const cli_args *a, const char *name)
     return parse_number(v, 1000000000000000ULL, &n) == 0 ? (long long)n : -1;
 }
 
+/* The value of option name as a duration ("30d", "12h", "90m", "45s", as charterd's
+ * --retention) in seconds; 0 when absent, -1 when it is not one. */
+static long long duration_option(const cli_args *a, const char *name)
+{
+    const char *v = arg_option(a, name);
+    if (v == NULL)
+        return 0;
+    char *end = NULL;
+    long long n = strtoll(v, &end, 10);
+    long long unit = 0;
+    if (end != NULL && end != v && end[0] != '\0' && end[1] == '\0')
+        unit = end[0] == 's'   ? 1
+               : end[0] == 'm' ? 60
+               : end[0] == 'h' ? 3600
+               : end[0] == 'd' ? 86400
+                               : 0;
+    return n >= 1 && unit > 0 && n <= 3650LL * 86400 / unit ? n * unit : -1;
+}
+
 static int cmd_tenant(cli *c, const cli_command *cmd, const cli_args *a)
 {
     const char *sub = a->pos[0];
@@ -2008,12 +2027,16 @@ static int cmd_tenant(cli *c, const cli_command *cmd, const cli_args *a)
         return usage_error(cmd, "%s", "use tenant create NAME [quotas] or tenant list");
     long long runs = quota_option(a, "max-runs"), arts = quota_option(a, "max-artifacts");
     long long cps = quota_option(a, "calls-per-second");
+    long long retention = duration_option(a, "retention");
     if (runs < 0 || arts < 0 || cps < 0 || cps > 4294967295LL)
         return usage_error(cmd, "%s", "a quota is a whole number (0: unlimited)");
+    if (retention < 0)
+        return usage_error(cmd, "%s", "--retention is a duration such as 30d, 12h, 90m or 45s");
     return retrieval_call(c, cmd, "/charter.v1.Tenants/CreateTenant",
-                          json_pack("{s:s, s:{s:I, s:I, s:I}}", "name", a->pos[1], "quotas",
+                          json_pack("{s:s, s:{s:I, s:I, s:I, s:I}}", "name", a->pos[1], "quotas",
                                     "maxRuns", (json_int_t)runs, "maxArtifacts", (json_int_t)arts,
-                                    "callsPerSecond", (json_int_t)cps));
+                                    "callsPerSecond", (json_int_t)cps, "retentionSeconds",
+                                    (json_int_t)retention));
 }
 
 static int cmd_credential(cli *c, const cli_command *cmd, const cli_args *a)
@@ -2068,7 +2091,8 @@ static const char *const checkpoint_opts[] = {"principal", "task", NULL};
 static const char *const resume_opts[] = {"principal", "task", "authorized",
                                           "authorized-unrestricted", NULL};
 
-static const char *const tenant_opts[] = {"max-runs", "max-artifacts", "calls-per-second", NULL};
+static const char *const tenant_opts[] = {"max-runs", "max-artifacts", "calls-per-second",
+                                          "retention", NULL};
 static const char *const credential_opts[] = {"actors", "label", NULL};
 
 static int cmd_help(cli *c, const cli_command *cmd, const cli_args *a);
@@ -2178,7 +2202,9 @@ static const cli_command commands[] = {
      2, 2, cmd_scope_resume},
     {"retrieval-trace", "ARTIFACT", "the searches and scopes that retrieved an artifact", no_opts,
      1, 1, cmd_retrieval_trace},
-    {"tenant", "create NAME [--max-runs N] [--max-artifacts N] [--calls-per-second N] | list",
+    {"tenant",
+     "create NAME [--max-runs N] [--max-artifacts N] [--calls-per-second N] [--retention D] | "
+     "list",
      "create a tenant (a graph) with its quotas, printing its first operator credential once, "
      "or list tenants (admin token)",
      tenant_opts, 1, 2, cmd_tenant},

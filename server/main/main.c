@@ -548,7 +548,8 @@ static void main_stop_executor(main_state *m)
 static int main_start_retention(main_state *m)
 {
     char err[512];
-    if (m->cfg.retention_s <= 0)
+    /* --archive-dir alone archives the tenants that have a period of their own. */
+    if (m->cfg.retention_s <= 0 && m->cfg.archive_dir == NULL)
         return 0;
     if (m->cfg.archive_dir == NULL && !m->data_dir_ready) {
         if (config_prepare_data_dir(&m->cfg, err, sizeof err) != 0) {
@@ -561,14 +562,22 @@ static int main_start_retention(main_state *m)
              m->cfg.archive_dir ? m->cfg.archive_dir : m->cfg.data_dir);
     if (m->cfg.archive_dir == NULL)
         strncat(m->archive_dir, "/archive", sizeof m->archive_dir - strlen(m->archive_dir) - 1);
-    retention_opts o = {m->url, m->cfg.graph, m->archive_dir, m->cfg.timeout_ms,
-                        m->cfg.retention_s};
+    retention_opts o = {m->url,
+                        m->cfg.graph,
+                        m->archive_dir,
+                        m->cfg.timeout_ms,
+                        m->cfg.retention_s,
+                        m->cfg.retention_s <= 0};
     if (retention_start(&o, &m->ret, err, sizeof err) != STATUS_OK) {
         log_fatal("%s", err);
         return EXIT_STARTUP;
     }
-    log_info("graph %s: ended runs are archived to %s %llds after they end", m->cfg.graph,
-             m->archive_dir, m->cfg.retention_s);
+    if (m->cfg.retention_s > 0)
+        log_info("graph %s: ended runs are archived to %s %llds after they end", m->cfg.graph,
+                 m->archive_dir, m->cfg.retention_s);
+    else
+        log_info("ended runs of the tenants with a retention period are archived to %s",
+                 m->archive_dir);
     return 0;
 }
 

@@ -26,6 +26,7 @@
 #include "evidence/archive_run.h"
 
 #define RETENTION_PAGE "200"
+#define RETENTION_IDLE_MS 5000 /* between rounds when no graph has a period */
 
 /* mkdir -p of path (mode 0700). Returns 0 or -1. */
 static const char *text_of(const json_t *o, const char *k, const char *dflt)
@@ -189,6 +190,48 @@ int retention_pass(store *st, const char *owner, long long retention_s, const ch
     return rc;
 }
 
+/* --- every graph ------------------------------------------------------------------------- */
+
+int retention_round(store *st, const char *owner, long long retention_s, const char *archive_dir,
+                    long long *shortest_s)
+{
+    json_t *list = NULL;
+    const char *home = store_graph(st);
+    char graph[72];
+    snprintf(graph, sizeof graph, "%s", home);
+    /* A registry that cannot be read leaves the default graph alone to archive. */
+    if (q_tenant_list(st, graph, &list) != STATUS_OK) {
+        json_decref(list);
+        list = json_pack("{s:[{s:s, s:I}]}", "tenants", "name", graph, "retention_seconds",
+                         (json_int_t)0);
+    }
+    long long oldest = 0, used = -1;
+    *shortest_s = 0;
+    int rc = STATUS_OK;
+    size_t i;
+    json_t *t;
+    json_array_foreach(json_object_get(list, "tenants"), i, t)
+    {
+        const char *name = json_string_value(json_object_get(t, "name"));
+        long long own = (long long)json_integer_value(json_object_get(t, "retention_seconds"));
+        long long period = own > 0 ? own : retention_s;
+        if (name == NULL || period <= 0 || store_use_graph(st, name) != STATUS_OK)
+            continue;
+        retention_result res;
+        int prc = retention_pass(st, owner, period, archive_dir, &res);
+        if (prc != STATUS_OK)
+            rc = prc;
+        oldest = res.oldest_s > oldest ? res.oldest_s : oldest;
+        used = res.used_memory >= 0 ? res.used_memory : used;
+        if (*shortest_s == 0 || period < *shortest_s)
+            *shortest_s = period;
+    }
+    (void)store_use_graph(st, graph);
+    json_decref(list);
+    metrics_set_retention(used, oldest);
+    return rc;
+}
+
 /* --- the thread --------------------------------------------------------------------------- */
 
 struct retention {
@@ -204,11 +247,13 @@ struct retention {
 static void *retention_main(void *arg)
 {
     retention *r = arg;
-    long long every_ms = r->o.retention_s * 1000 / 4;
-    every_ms = every_ms < 1000 ? 1000 : every_ms > 60000 ? 60000 : every_ms;
     while (!atomic_load(&r->stopping)) {
-        retention_result res;
-        retention_pass(r->st, r->owner, r->o.retention_s, r->o.archive_dir, &res);
+        long long shortest = 0;
+        retention_round(r->st, r->owner, r->o.retention_s, r->o.archive_dir, &shortest);
+        /* A quarter of the shortest period in force, 1 to 60 s; with none in force, the
+         * registry is read again soon, so a tenant created with a period is seen. */
+        long long every_ms = shortest > 0 ? shortest * 1000 / 4 : RETENTION_IDLE_MS;
+        every_ms = every_ms < 1000 ? 1000 : every_ms > 60000 ? 60000 : every_ms;
         struct timespec until;
         clock_gettime(CLOCK_REALTIME, &until);
         until.tv_sec += every_ms / 1000;
@@ -229,7 +274,7 @@ static void *retention_main(void *arg)
 int retention_start(const retention_opts *o, retention **out, char *err, size_t errlen)
 {
     *out = NULL;
-    if (o->retention_s <= 0)
+    if (o->retention_s <= 0 && !o->tenants_only)
         return STATUS_OK;
     retention *r = calloc(1, sizeof *r);
     if (r == NULL)

@@ -35,6 +35,14 @@ typedef struct {
 int retention_pass(store *st, const char *owner, long long retention_s, const char *archive_dir,
                    retention_result *out);
 
+/* One round over every graph this charterd serves: the default graph (st's) with retention_s,
+ * then each tenant of the registry with its own period (Tenant.quotas.retention_seconds), or
+ * retention_s when it has none; a graph whose period is 0 is left alone. Sets the metrics'
+ * gauges for the round (the oldest ended run left over all graphs). *shortest_s gets the
+ * shortest period in force (0: none). Returns STATUS_OK or the last pass's failure. */
+int retention_round(store *st, const char *owner, long long retention_s, const char *archive_dir,
+                    long long *shortest_s);
+
 typedef struct retention retention;
 
 typedef struct {
@@ -42,11 +50,14 @@ typedef struct {
     const char *graph;       /* the graph archived */
     const char *archive_dir; /* the archive folder (borrowed) */
     int timeout_ms;          /* each database command's bound, milliseconds */
-    long long retention_s;   /* 0: no thread is started */
+    long long retention_s;   /* the default graph's period, and a tenant's without its own */
+    bool tenants_only;       /* retention_s 0: the thread still archives the tenants with a
+                              * period of their own (else none is started) */
 } retention_opts;
 
-/* Starts the thread that runs a pass every quarter of the retention period (between 1 and 60
- * seconds). Returns STATUS_OK with *out (NULL when retention_s is 0; free with retention_stop),
+/* Starts the thread that runs a round (retention_round) every quarter of the shortest period in
+ * force (between 1 and 60 seconds; 5 seconds when none is). Returns STATUS_OK with *out (NULL when retention_s is 0 and
+ * not tenants_only; free with retention_stop),
  * STATUS_EUNAVAILABLE (the connection; err says why), STATUS_ENOMEM. */
 int retention_start(const retention_opts *o, retention **out, char *err, size_t errlen);
 
