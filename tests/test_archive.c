@@ -589,6 +589,7 @@ static void test_charterd_archives_an_ended_run_past_retention(void)
     Charter__V1__RunView *view = NULL;
     CU_ASSERT_NOT_EQUAL(charter_get_run(c, &get, &view, &st), 0);
     CU_ASSERT_EQUAL(st.code, CHARTER_NOT_FOUND);
+    CU_ASSERT_PTR_NOT_NULL(strstr(st.message, "was archived to"));
     charter_client_close(c);
     CU_ASSERT_EQUAL(harness_charterd_stop(&d), 0);
     harness_graph_drop(g);

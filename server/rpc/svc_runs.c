@@ -36,6 +36,10 @@ static int load_view_of(call *c, const char *run_id, uint64_t after, uint32_t li
     json_t *j = NULL;
     int rc = q_get_run(c->st, run_id, a, l, content ? "1" : "0", only ? only : "",
                        artifacts_after ? aa : NULL, &j);
+    /* An archived run is not found here, and the answer says where it went. */
+    const char *archived = rc == STATUS_ENOTFOUND ? strstr(store_last_error(c->st), "run ") : NULL;
+    if (archived != NULL && strstr(archived, " was archived to ") != NULL)
+        return call_fail_statusf(c, rc, "%s", archived);
     if (rc != STATUS_OK)
         return call_fail_status_id(c, rc, "run", run_id);
     *out = wire_run_view(c, j);
