@@ -9,6 +9,7 @@ local raise, check_id, check_text = validation.raise, validation.check_id, valid
 local check_count, json_arg, prefix = validation.check_count, validation.json_arg, validation.prefix
 local check_invocation, hex64 = validation.check_invocation, validation.hex64
 local now, hash, members = graph.now, graph.hash, graph.members
+local archived_bucket, archived_record = delivery.archived_bucket, delivery.archived_record
 
 -- The statuses a run does not leave: only such a run is archived and removed.
 local ENDED = {completed = true, cancelled = true, blocked = true, error = true,
@@ -140,15 +141,11 @@ end
 local function invocation_records(P, id, digests)
     local out, n = {}, 0
     for _, inv in ipairs(members(P .. ':run:' .. id .. ':deliveries')) do
-        local d = hash(P .. ':delivery:' .. inv) or {}
         local digest = digests[inv]
         if not hex64(digest) then
             raise('invalid', 'digests names no 64-hex digest for invocation ' .. inv)
         end
-        out[#out + 1] = {inv, cjson.encode({
-            run_id = id, fingerprint = d.fingerprint or '', request = digest,
-            recipient = d.recipient or '', tool = d.tool or '', payload_id = d.payload_id or '',
-            committed_at = d.committed_at or '', event_seq = tonumber(d.event_seq) or 0})}
+        out[#out + 1] = {inv, archived_record(digest, id)}
         n = n + 1
     end
     for inv, _ in pairs(digests) do
@@ -243,9 +240,10 @@ reply: {"removed":n,"invocations":m}: in this one call every key of the run is d
   its edge sets, events, contexts, artifacts with their edge sets, deliveries, approvals, the
   blobs its events' snapshots name and its artifacts' lineage records; n keys existed), the run
   leaves P:runs, P:leases and P:runq, P:archived_runs records {archive, archived_at,
-  ended_at} under its id, and P:archived_invocations keeps under each of its m invocation ids
-  {run_id,fingerprint,request (its digest),recipient,tool,payload_id,committed_at,event_seq}
-  (what charter_find_delivery and the delivery functions answer for an archived invocation).
+  ended_at} under its id, and each of its m invocation ids keeps its compact record in
+  P:archived_invocations:<first 4 hex digits of its SHA-1>: the 32 bytes of its digest, then
+  the run's id (what charter_find_delivery and the delivery functions answer for an archived
+  invocation).
 errors: not_found (run), refused (the run has not ended, or its head is not head: it changed
   since it was archived), invalid; nothing written. ]]
 local function charter_remove_run(keys, args)
@@ -272,7 +270,7 @@ local function charter_remove_run(keys, args)
                                ended_at = ended_at(P, id, run.seq)})
     local removed = delete(run_keys(P, id, seq))
     for _, r in ipairs(records) do
-        redis.call('HSET', P .. ':archived_invocations', r[1], r[2])
+        redis.call('HSET', archived_bucket(P, r[1]), r[1], r[2])
     end
     redis.call('ZREM', P .. ':runs', id)
     redis.call('ZREM', P .. ':leases', id)

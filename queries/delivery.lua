@@ -18,22 +18,35 @@ local context_table = runs.context_table
 local summary_object = lineage.summary_object
 local chain_table = grants.chain_table
 
+-- The hash that keeps the compact record of an archived invocation: one of 65536 by the first
+-- four hex digits of the invocation's SHA-1, so each stays small enough for Redis's compact
+-- encoding (a listpack) however many invocations were archived.
+local function archived_bucket(P, inv)
+    return P .. ':archived_invocations:' .. redis.sha1hex(inv):sub(1, 4)
+end
+
+-- The compact record: the send's 32-byte digest (given in hex), then the run's id.
+local function archived_record(digest_hex, run_id)
+    return (digest_hex:gsub('..', function(h)
+        return string.char(tonumber(h, 16))
+    end)) .. run_id
+end
+
 -- The compact record an archived run left of an invocation it committed
 -- (charter_remove_run), as a delivery object marked "archived", or nil: the invocation stays
 -- taken after its run left Redis.
 local function archived_delivery(P, inv)
-    local text = redis.call('HGET', P .. ':archived_invocations', inv)
-    if not text then
+    local r = redis.call('HGET', archived_bucket(P, inv), inv)
+    if not r then
         return nil
     end
-    local ok, r = pcall(cjson.decode, text)
-    if not ok or type(r) ~= 'table' then
-        raise('invalid', 'the archived record of invocation ' .. inv .. ' is not JSON')
+    if #r <= 32 then
+        raise('invalid', 'the archived record of invocation ' .. inv .. ' is malformed')
     end
-    return {invocation_id = inv, run_id = r.run_id, fingerprint = r.fingerprint,
-            request = r.request, recipient = r.recipient, tool = r.tool,
-            payload_id = r.payload_id, committed_at = r.committed_at, event_seq = r.event_seq,
-            archived = true}
+    local digest = (r:sub(1, 32):gsub('.', function(c)
+        return string.format('%02x', c:byte())
+    end))
+    return {invocation_id = inv, run_id = r:sub(33), request = digest, archived = true}
 end
 
 --[[ charter_find_delivery
@@ -41,8 +54,8 @@ call: find_delivery(invocation_id)
 keys: P. args: invocation_id.
 reply: the delivery {invocation_id,run_id,fingerprint,recipient,tool,payload_id,payload_hash,
   content,grant_chain,committed_at,event_seq}; for an invocation whose run was archived, its
-  record {invocation_id,run_id,fingerprint,request,recipient,tool,payload_id,committed_at,
-  event_seq,"archived":true} (request: the archive's digest of the send); or nil.
+  record {invocation_id,run_id,request,"archived":true} (request: the archive's digest of the
+  send, which a retry is compared with); or nil.
   errors: invalid. ]]
 local function charter_find_delivery(keys, args)
     local P = prefix(keys)
@@ -505,6 +518,8 @@ local function charter_commit_delivery(keys, args)
 end
 
 -- Exported: what later files and the registry use.
+delivery.archived_bucket = archived_bucket
+delivery.archived_record = archived_record
 delivery.charter_find_delivery = charter_find_delivery
 delivery.charter_delivery_facts = charter_delivery_facts
 delivery.charter_commit_delivery = charter_commit_delivery

@@ -70,12 +70,42 @@ static int find_delivery(const gate_env *g, const char *inv, json_t **delivery)
     return rc;
 }
 
-/* An existing delivery answers the send: acknowledged when it is this very send (same run and
- * fingerprint), DELIVERY_CONFLICT otherwise: another run's delivery under the same invocation
- * ID never counts as this run's send. Takes the reference to existing. */
-static void answer_existing(deliver_result *out, json_t *existing, const char *fingerprint,
-                            const char *run_id)
+/* An invocation whose run was archived answers from the record the run left
+ * (charter_remove_run): acknowledged when this send is the one committed (its digest, over the
+ * context, payload, recipient and tool, archive_send_digest, is the record's), DELIVERY_CONFLICT
+ * otherwise. Nothing is delivered again. Takes the reference to record. */
+static void answer_archived(deliver_result *out, json_t *record, const char *digest)
 {
+    const char *kept = json_string_value(json_object_get(record, "request"));
+    guard_decision_free(&out->decision);
+    if (kept != NULL && digest[0] != '\0' && strcmp(kept, digest) == 0) {
+        out->decision.outcome = GUARD_ALLOW;
+        out->delivery = record;
+        out->acknowledged = true;
+        return;
+    }
+    out->decision.outcome = GUARD_DENY;
+    out->decision.codes = 1u << GUARD_DELIVERY_CONFLICT;
+    const char *inv = json_string_value(json_object_get(record, "invocation_id"));
+    const char *run = json_string_value(json_object_get(record, "run_id"));
+    char buf[320];
+    snprintf(buf, sizeof buf, "invocation %s was committed with other content by run %s (archived)",
+             inv ? inv : "?", run ? run : "?");
+    out->decision.witness = strdup(buf);
+    json_decref(record);
+}
+
+/* An existing delivery answers the send: acknowledged when it is this very send (same run and
+ * fingerprint; for an archived run's record, the same send digest), DELIVERY_CONFLICT
+ * otherwise: another run's delivery under the same invocation ID never counts as this run's
+ * send. Takes the reference to existing. */
+static void answer_existing(deliver_result *out, json_t *existing, const char *fingerprint,
+                            const char *run_id, const char *digest)
+{
+    if (json_is_true(json_object_get(existing, "archived"))) {
+        answer_archived(out, existing, digest);
+        return;
+    }
     const char *fp = json_string_value(json_object_get(existing, "fingerprint"));
     const char *owner = json_string_value(json_object_get(existing, "run_id"));
     bool same_run = owner && run_id && strcmp(owner, run_id) == 0;
@@ -280,6 +310,7 @@ typedef struct {
     const char *payload_hash; /* the payload's recorded hash (borrowed from f.reply), or NULL */
     const char *content;      /* its stored bytes (borrowed from f.reply), or NULL */
     char fingerprint[65];     /* the send's fingerprint (deliver_fingerprint) */
+    char digest[65];          /* its digest as an archive keeps it (archive_send_digest) */
     guard_delivery_request req;
     char actual[65]; /* hex SHA-256 of content as read ("" without content) */
     json_t *snapshot;
@@ -327,33 +358,6 @@ static void send_free(send_state *s, deliver_result *out)
     facts_free(&s->f);
 }
 
-/* An invocation whose run was archived answers from the record the run left
- * (charter_remove_run): acknowledged when this send is the one committed (the same context,
- * payload, recipient and tool: archive_send_digest), DELIVERY_CONFLICT otherwise. Nothing is
- * delivered again. Takes the reference to record. */
-static void answer_archived(const send_state *s, deliver_result *out, json_t *record)
-{
-    char digest[65];
-    const char *kept = json_string_value(json_object_get(record, "request"));
-    guard_decision_free(&out->decision);
-    if (archive_send_digest(s->context_id, s->payload_id, s->recipient, s->tool, digest) ==
-            STATUS_OK &&
-        kept && strcmp(kept, digest) == 0) {
-        out->decision.outcome = GUARD_ALLOW;
-        out->delivery = record;
-        out->acknowledged = true;
-        return;
-    }
-    out->decision.outcome = GUARD_DENY;
-    out->decision.codes = 1u << GUARD_DELIVERY_CONFLICT;
-    const char *run = json_string_value(json_object_get(record, "run_id"));
-    char buf[256];
-    snprintf(buf, sizeof buf, "invocation %s was committed with other content by run %s (archived)",
-             s->invocation_id, run ? run : "?");
-    out->decision.witness = strdup(buf);
-    json_decref(record);
-}
-
 /* 1. Lookup: every fact in one read (the context with them, and the run's head the commit
  * seals on; a second read only when the context recorded no grant or another one than its
  * step's); an invocation already committed answers for itself, even after a revocation.
@@ -365,7 +369,7 @@ static int send_lookup(send_state *s, deliver_result *out)
     int rc = gather(g, s->context_id, s->invocation_id, s->payload_id, s->recipient, "", &s->f,
                     &ctx_ok, &regrant);
     if (rc == STATUS_OK && s->f.archived) {
-        answer_archived(s, out, json_incref(s->f.archived));
+        answer_archived(out, json_incref(s->f.archived), s->digest);
         s->done = true;
         return STATUS_OK;
     }
@@ -403,7 +407,8 @@ static int send_lookup(send_state *s, deliver_result *out)
     deliver_fingerprint(s->f.ctx.run_id, s->payload_hash ? s->payload_hash : "", s->recipient,
                         s->tool, s->f.step->cap.grant, s->fingerprint);
     if (s->f.existing) {
-        answer_existing(out, json_incref(s->f.existing), s->fingerprint, s->f.ctx.run_id);
+        answer_existing(out, json_incref(s->f.existing), s->fingerprint, s->f.ctx.run_id,
+                        s->digest);
         s->done = true;
     }
     return STATUS_OK;
@@ -643,7 +648,7 @@ static int send_hold(send_state *s, deliver_result *out)
     char buf[512];
     if (status && strcmp(status, "exists") == 0) {
         answer_existing(out, json_incref(json_object_get(reply, "delivery")), s->fingerprint,
-                        s->f.ctx.run_id);
+                        s->f.ctx.run_id, s->digest);
     } else if (status && strcmp(status, "conflict") == 0) {
         out->decision.outcome = GUARD_DENY;
         out->decision.codes = 1u << GUARD_DELIVERY_CONFLICT;
@@ -817,7 +822,7 @@ static int send_commit(send_state *s, deliver_result *out)
             json_t *existing = NULL;
             if (find_delivery(g, s->invocation_id, &existing) == STATUS_OK && existing) {
                 guard_decision_free(&out->decision);
-                answer_existing(out, existing, s->fingerprint, s->run_id);
+                answer_existing(out, existing, s->fingerprint, s->run_id, s->digest);
                 answered = true;
             }
             continue;
@@ -831,7 +836,7 @@ static int send_commit(send_state *s, deliver_result *out)
             /* Another deliverer (or an earlier attempt of ours) committed this invocation. */
             guard_decision_free(&out->decision);
             answer_existing(out, json_incref(json_object_get(reply, "delivery")), s->fingerprint,
-                            s->run_id);
+                            s->run_id, s->digest);
         } else {
             send_refused(s, out, reply, maybe_landed);
             why = NULL;
@@ -1028,6 +1033,8 @@ int deliver_send(const gate_env *g, const char *context_id, const char *payload_
     s.recipient = recipient;
     s.tool = tool;
     s.invocation_id = invocation_id;
+    if (archive_send_digest(context_id, payload_id, recipient, tool, s.digest) != STATUS_OK)
+        s.digest[0] = '\0'; /* matches no archived record: a retry then is a conflict */
 
     int rc = send_cached(&s, out);
     if (rc == STATUS_OK && !s.done) {
