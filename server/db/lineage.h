@@ -48,12 +48,10 @@ int lineage_keep(store *st, const json_t *ancestry);
  * the caller decrefs), or NULL when ancestry names no lineage or memory ran out. */
 json_t *lineage_ref(const json_t *ancestry);
 
-/* Replaces, in the decision snapshot snap, each lineage reference (under "ancestry" and in the
- * list "ancestries") with the ancestry its records hold: {"root","truncated","artifacts"} in
- * the order of the walk that read them. A snapshot without references is left as it is.
- * Returns STATUS_OK; STATUS_ENOTFOUND when a record is missing and STATUS_EPROTO when a record
- * does not hash to its name or is not a record of the walk (why, n bytes, names it); or
- * STATUS_ENOMEM or the store's failure. */
-int lineage_resolve(store *st, json_t *snap, char *why, size_t n);
+/* The lineage records the walk from the record sha reads in the graph (charter_lineage_records),
+ * as a new reference in *records (lineage_walk_records_fn, ctx the store; replay resolves a
+ * reference from them with lineage_walk_resolve). Returns STATUS_OK, STATUS_EPROTO (a malformed
+ * reference, why says so) or the store's failure. */
+int lineage_graph_records(void *ctx, const char *sha, json_t **records, char *why, size_t n);
 
 #endif

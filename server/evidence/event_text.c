@@ -9,6 +9,13 @@
 
 #include "core/status.h"
 
+char *evlog_json_text(const json_t *v)
+{
+    if (v == NULL)
+        return NULL;
+    return json_dumps(v, JSON_COMPACT | JSON_SORT_KEYS | JSON_REAL_PRECISION(17) | JSON_ENCODE_ANY);
+}
+
 #define EVLOG_FORMAT "charter-event-2"
 
 int evlog_event_text(const evlog_fields *f, char **text, size_t *len)

@@ -6,6 +6,7 @@
 #ifndef CHARTER_EVENT_TEXT_H
 #define CHARTER_EVENT_TEXT_H
 
+#include <jansson.h>
 #include <stddef.h>
 
 /* One event as stored, for hashing: every field a NUL-terminated text (seq in decimal). */
@@ -20,5 +21,9 @@ typedef struct {
  * whatever the bytes). *text is malloc'd (caller frees), *len its length. Returns 0 or
  * STATUS_ENOMEM. */
 int evlog_event_text(const evlog_fields *f, char **text, size_t *len);
+
+/* v as compact JSON text with sorted keys and doubles at 17 significant digits, so a time
+ * survives a snapshot exactly. Caller frees; NULL when v is NULL or memory ran out. */
+char *evlog_json_text(const json_t *v);
 
 #endif

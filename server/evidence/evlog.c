@@ -19,6 +19,7 @@
 
 #include "core/digest.h"
 #include "evidence/integrity.h"
+#include "evidence/snapshot_resolve.h"
 #include "db/lineage.h"
 #include "core/log.h"
 #include "core/metrics.h"
@@ -124,13 +125,6 @@ int evlog_event_hash_as(const evlog_fields *f, bool keyed, char hex[65])
     }
     free(text);
     return rc;
-}
-
-char *evlog_json_text(const json_t *v)
-{
-    if (v == NULL)
-        return NULL;
-    return json_dumps(v, JSON_COMPACT | JSON_SORT_KEYS | JSON_REAL_PRECISION(17) | JSON_ENCODE_ANY);
 }
 
 static char *evlog_text_of(const json_t *v)
@@ -478,11 +472,11 @@ static int evlog_seal_event(const char *run_id, const evlog_event *ev, const evl
  * copy of a whole ancestry. The reference is what the event's hash covers, and it names the
  * SHA-256 of the blob, so the chain still commits to every byte of the facts. */
 #define EVLOG_BLOB_MIN 4096
-#define EVLOG_BLOB_REF "{\"blob\":\""
+#define EVLOG_BLOB_REF SNAPSHOT_BLOB_REF
 /* A snapshot whose repeating facts are a record stored once (evlog_facts_split): its text, as
  * evlog_json_text encodes it (keys sorted), opens with this. */
-#define EVLOG_FACTS_KEY "facts"
-#define EVLOG_FACTS_REF "{\"" EVLOG_FACTS_KEY "\":\""
+#define EVLOG_FACTS_KEY SNAPSHOT_FACTS_KEY
+#define EVLOG_FACTS_REF SNAPSHOT_FACTS_REF
 
 static int evlog_blob_out(store *st, const char *snapshot, char ref[96])
 {
@@ -500,29 +494,6 @@ static int evlog_blob_out(store *st, const char *snapshot, char ref[96])
     }
     if (rc == STATUS_OK)
         snprintf(ref, 96, "%s%s\"}", EVLOG_BLOB_REF, sha);
-    return rc;
-}
-
-/* The lineage references of the snapshot text resolved (lineage.h); text is kept as it is when
- * it holds none. */
-static int evlog_lineage_resolve(store *st, char **text, char *why, size_t n)
-{
-    if (strstr(*text, "\"lineage\":\"") == NULL)
-        return STATUS_OK;
-    json_t *snap = json_loads(*text, 0, NULL);
-    if (!json_is_object(snap)) {
-        json_decref(snap);
-        return STATUS_OK; /* not facts replay can decode: replay says so */
-    }
-    int rc = lineage_resolve(st, snap, why, n);
-    char *full = rc == STATUS_OK ? json_dumps(snap, JSON_COMPACT) : NULL;
-    if (rc == STATUS_OK && full == NULL)
-        rc = STATUS_ENOMEM;
-    json_decref(snap);
-    if (rc == STATUS_OK) {
-        free(*text);
-        *text = full;
-    }
     return rc;
 }
 
@@ -551,71 +522,6 @@ int evlog_facts_split(const json_t *snap, char **record, char sha[65], json_t **
     return STATUS_OK;
 }
 
-/* The blob named sha (P:blob:<sha256>) into *text (the caller frees it), once its bytes still
- * hash to that name. STATUS_ENOTFOUND when it is gone, STATUS_EPROTO when it was altered, each
- * named in why as "<what> <sha> is missing" / "was altered"; else the store's failure. */
-static int evlog_blob_get(store *st, const char *sha, const char *what, char **text, char *why,
-                          size_t n)
-{
-    *text = NULL;
-    json_t *r = NULL;
-    int rc = q_get_blob(st, sha, &r);
-    const char *stored = json_string_value(json_object_get(r, "text"));
-    char actual[65];
-    if (rc == STATUS_OK && stored == NULL) {
-        rc = STATUS_ENOTFOUND;
-        snprintf(why, n, "%s %s is missing", what, sha);
-    } else if (rc == STATUS_OK && digest_sha256_hex(stored, strlen(stored), actual) != 0) {
-        rc = STATUS_ENOMEM;
-    } else if (rc == STATUS_OK && strcmp(actual, sha) != 0) {
-        rc = STATUS_EPROTO; /* changed since: its name no longer matches */
-        snprintf(why, n, "%s %s was altered", what, sha);
-    } else if (rc == STATUS_OK && (*text = strdup(stored)) == NULL) {
-        rc = STATUS_ENOMEM;
-    }
-    json_decref(r);
-    return rc;
-}
-
-/* The snapshot text with its facts reference ({"facts":"<sha256>","now":...}, evlog_facts_split)
- * replaced by the snapshot it stands for: the record's facts with "now" put back, encoded as
- * the snapshot would have been. text is kept as it is when it is no such reference. */
-static int evlog_facts_resolve(store *st, char **text, char *why, size_t n)
-{
-    size_t plen = strlen(EVLOG_FACTS_REF);
-    if (strncmp(*text, EVLOG_FACTS_REF, plen) != 0)
-        return STATUS_OK;
-    json_t *ref = json_loads(*text, 0, NULL);
-    const char *sha = json_string_value(json_object_get(ref, EVLOG_FACTS_KEY));
-    json_t *now = json_object_get(ref, "now");
-    if (!json_is_object(ref) || json_object_size(ref) != 2 || !evlog_hex64(sha) ||
-        !json_is_number(now)) {
-        json_decref(ref);
-        return STATUS_OK; /* not a reference: replay says what it is */
-    }
-    json_t *facts = NULL;
-    char *full = NULL, *record = NULL;
-    int rc = evlog_blob_get(st, sha, "facts record", &record, why, n);
-    if (rc == STATUS_OK) {
-        facts = json_loads(record, 0, NULL);
-        if (!json_is_object(facts) || json_object_get(facts, "now") != NULL) {
-            rc = STATUS_EPROTO;
-            snprintf(why, n, "facts record %s is not a decision's facts", sha);
-        } else if (json_object_set(facts, "now", now) != 0 ||
-                   (full = evlog_json_text(facts)) == NULL) {
-            rc = STATUS_ENOMEM;
-        }
-    }
-    json_decref(facts);
-    free(record);
-    json_decref(ref);
-    if (rc == STATUS_OK) {
-        free(*text);
-        *text = full;
-    }
-    return rc;
-}
-
 bool evlog_snapshot_record(const char *snapshot, char key[72])
 {
     key[0] = '\0';
@@ -631,35 +537,25 @@ bool evlog_snapshot_record(const char *snapshot, char key[72])
     return key[0] != '\0';
 }
 
+/* A blob's text from the graph (snapshot_source.blob; ctx the store). */
+static int evlog_graph_blob(void *ctx, const char *sha, char **text)
+{
+    *text = NULL;
+    json_t *r = NULL;
+    int rc = q_get_blob(ctx, sha, &r);
+    const char *stored = json_string_value(json_object_get(r, "text"));
+    if (rc == STATUS_OK && stored == NULL)
+        rc = STATUS_ENOTFOUND;
+    else if (rc == STATUS_OK && (*text = strdup(stored)) == NULL)
+        rc = STATUS_ENOMEM;
+    json_decref(r);
+    return rc;
+}
+
 int evlog_snapshot_resolve(store *st, const char *snapshot, char **out, char *why, size_t n)
 {
-    *out = NULL;
-    if (n > 0)
-        why[0] = '\0';
-    size_t plen = strlen(EVLOG_BLOB_REF);
-    if (snapshot == NULL || strncmp(snapshot, EVLOG_BLOB_REF, plen) != 0 ||
-        strlen(snapshot) != plen + 64 + 2) {
-        *out = strdup(snapshot != NULL ? snapshot : "");
-        int rc = *out != NULL ? evlog_facts_resolve(st, out, why, n) : STATUS_ENOMEM;
-        if (rc == STATUS_OK)
-            rc = evlog_lineage_resolve(st, out, why, n);
-        if (rc != STATUS_OK) {
-            free(*out);
-            *out = NULL;
-        }
-        return rc;
-    }
-    char sha[65];
-    memcpy(sha, snapshot + plen, 64);
-    sha[64] = '\0';
-    int rc = evlog_blob_get(st, sha, "snapshot blob", out, why, n);
-    if (rc == STATUS_OK)
-        rc = evlog_lineage_resolve(st, out, why, n);
-    if (rc != STATUS_OK) {
-        free(*out);
-        *out = NULL;
-    }
-    return rc;
+    snapshot_source src = {evlog_graph_blob, lineage_graph_records, st};
+    return snapshot_resolve(&src, snapshot, out, why, n);
 }
 
 /* One sealed attempt: w's function called with its arguments and the event text (and the

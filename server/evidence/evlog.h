@@ -136,10 +136,6 @@ int evlog_event_hash(const evlog_fields *f, char hex[65]);
  * graph adopted a key (keyadopt.h) with plain SHA-256, the later ones keyed. */
 int evlog_event_hash_as(const evlog_fields *f, bool keyed, char hex[65]);
 
-/* v as compact JSON text with sorted keys and doubles at 17 significant digits, so a time
- * survives a snapshot exactly. Caller frees; NULL when v is NULL or memory ran out. */
-char *evlog_json_text(const json_t *v);
-
 /* --- reading ------------------------------------------------------------------------------ */
 
 /* The run's head (charter_run_head). Returns STATUS_OK or the store's failure; a run that does
@@ -261,7 +257,7 @@ int evlog_interrupt_runs(store *st, json_t **ids);
  * content), the blob's text after checking it still hashes to its name; with a facts reference
  * (evlog_facts_split) replaced by the snapshot it stands for, after the same check of its
  * record; and with every lineage
- * reference in it resolved from the lineage records it names (lineage_resolve). *out is
+ * reference in it resolved from the lineage records it names (snapshot_resolve.h). *out is
  * malloc'd (caller frees). why (n bytes) names what is missing or altered. Returns STATUS_OK,
  * STATUS_ENOTFOUND (the blob or a lineage record is gone), STATUS_EPROTO (one was changed), or
  * the store's failure. */
