@@ -18,6 +18,7 @@
 
 #include "evidence/archive.h"
 #include "evidence/archive_audit.h"
+#include "evidence/archive_replay.h"
 #include "evidence/archive_run.h"
 #include "evidence/integrity.h"
 #include "evidence/receipt_issue.h"
@@ -541,6 +542,53 @@ static void test_get_run_pages_deliveries_and_artifacts(void)
     CU_ASSERT_EQUAL(seen, n_artifacts);
 }
 
+/* --- replay from an archive ------------------------------------------------------------- */
+
+/* Every decision of the archived run decides again from the file alone as it was recorded
+ * (the delivery's from its facts record and lineage records); an event that is no decision
+ * says so; an archive that lost a record does not replay. */
+static void test_an_archived_decision_replays_offline(void)
+{
+    int decisions = 0, deliveries = 0;
+    uint64_t delivery_seq = 0;
+    char why[256];
+    for (uint64_t seq = 1; seq <= 40; seq++) {
+        archive_replay_result r;
+        int rc = archive_replay(path, seq, &r, why, sizeof why);
+        if (rc == STATUS_ENOTFOUND)
+            break;
+        if (rc == STATUS_ENOTDECISION)
+            continue;
+        if (rc != STATUS_OK)
+            fprintf(stderr, "replay %llu: %s\n", (unsigned long long)seq, why);
+        CU_ASSERT_EQUAL_FATAL(rc, STATUS_OK);
+        if (!r.res.no_snapshot) {
+            CU_ASSERT_TRUE(r.res.matches);
+            decisions++;
+            const char *kind = json_string_value(json_object_get(r.event, "kind"));
+            if (kind && strcmp(kind, "delivery_decided") == 0) {
+                deliveries++;
+                delivery_seq = seq;
+            }
+        }
+        archive_replay_result_free(&r);
+    }
+    CU_ASSERT(decisions >= 2);
+    CU_ASSERT_EQUAL(deliveries, 1);
+    /* The CLI, with no charterd and no database. */
+    CU_ASSERT_EQUAL(harness_sh("'%s' replay --archive '%s' %llu | grep -q '^matches  yes$'",
+                               CHARTER_CLI_PATH, path, (unsigned long long)delivery_seq),
+                    0);
+
+    char p[300];
+    snprintf(p, sizeof p, "%s/lost-record.archive", folder);
+    CU_ASSERT_EQUAL_FATAL(harness_sh("cp '%s' '%s'", path, p), 0);
+    damage(p, "0,/\"kind\":\"record\"/{/\"kind\":\"record\"/d}");
+    archive_replay_result r;
+    CU_ASSERT_EQUAL(archive_replay(p, 1, &r, why, sizeof why), STATUS_EPROTO);
+    CU_ASSERT_PTR_NOT_NULL(strstr(why, "does not read back whole"));
+}
+
 /* --- charterd --retention --------------------------------------------------------------- */
 
 /* charterd with --retention 1s: a cancelled run leaves the database for its archive within a
@@ -719,6 +767,7 @@ static const harness_test run_tests[] = {
     {"a damaged run archive fails verification", test_a_damaged_run_archive_fails_verification},
     {"an archive audits offline", test_an_archive_audits_offline},
     {"a rewritten event is named offline", test_a_rewritten_event_is_named_offline},
+    {"an archived decision replays offline", test_an_archived_decision_replays_offline},
     {"the retention pass archives ended runs once",
      test_the_retention_pass_archives_ended_runs_once},
 };

@@ -1562,6 +1562,12 @@ static int cmd_replay(cli *c, const cli_command *cmd, const cli_args *a)
     uint64_t seq = 0;
     int rv;
 
+    /* --archive FILE SEQ: offline, from the archive file alone. */
+    if (arg_option(a, "archive") != NULL)
+        return a->n_pos == 1 ? cli_replay_archive(arg_option(a, "archive"), a->pos[0], c->json)
+                             : usage_error(cmd, "%s --archive FILE takes SEQ alone", cmd->name);
+    if (a->n_pos != 2)
+        return usage_error(cmd, "%s needs RUN SEQ (or --archive FILE SEQ)", cmd->name);
     if (parse_number(a->pos[1], UINT64_MAX, &seq) != 0 || seq == 0)
         return usage_error(cmd, "SEQ must be an event's seq, 1 or more, not \"%s\"", a->pos[1]);
     req.run_id = (char *)a->pos[0];
@@ -2078,6 +2084,7 @@ static const char *const record_opts[] = {"title", "content", "content-file", NU
 static const char *const verify_opts[] = {"key", "public-key", NULL};
 static const char *const no_opts[] = {NULL};
 static const char *const audit_opts[] = {"archive", "key", NULL};
+static const char *const archive_opts[] = {"archive", NULL};
 static const char *const recover_opts[] = {"async", NULL};
 static const char *const restore_opts[] = {"all", NULL};
 static const char *const what_if_opts[] = {"workflow", "run", "since", "limit", NULL};
@@ -2147,9 +2154,10 @@ static const cli_command commands[] = {
     {"deliver", "CTX PAYLOAD RECIPIENT TOOL INVOCATION_ID",
      "the delivery gate; on allow the delivery is committed once per invocation ID", no_opts, 5, 5,
      cmd_deliver},
-    {"replay", "RUN SEQ",
-     "decide a recorded decision event again from its snapshot; compare with the record", no_opts,
-     2, 2, cmd_replay},
+    {"replay", "RUN SEQ | --archive FILE SEQ",
+     "decide a recorded decision event again from its snapshot; compare with the record "
+     "(--archive: from an archived run's file, offline)",
+     archive_opts, 1, 2, cmd_replay},
     {"receipt", "RUN [INVOCATION_ID]",
      "the signed receipt of a delivery, or of the run once it ended (--json to keep it)", no_opts,
      1, 2, cmd_receipt},

@@ -12,6 +12,8 @@
 
 #include "core/status.h"
 #include "evidence/archive_audit.h"
+#include "evidence/archive_replay.h"
+#include "policy/guard.h"
 #include "receipt.h"
 
 static int print_json_result(const char *path, const archive_audit_result *r)
@@ -66,4 +68,58 @@ int cli_audit_archive(const char *path, const char *keyfile, bool json)
         printf("archive %s: run %s NOT intact: %s\n", path, r.run_id[0] ? r.run_id : "?",
                r.problem);
     return r.intact ? 0 : 1;
+}
+
+static const char *event_text(const json_t *e, const char *k)
+{
+    const char *s = json_string_value(json_object_get(e, k));
+    return s != NULL ? s : "";
+}
+
+int cli_replay_archive(const char *path, const char *seq_text, bool json)
+{
+    char *end = NULL;
+    unsigned long long seq = strtoull(seq_text, &end, 10);
+    if (seq == 0 || end == NULL || *end != '\0') {
+        fprintf(stderr, "charter: SEQ must be an event's seq, 1 or more, not \"%s\"\n", seq_text);
+        return 2;
+    }
+    archive_replay_result r;
+    char why[256];
+    int rc = archive_replay(path, seq, &r, why, sizeof why);
+    if (rc != STATUS_OK) {
+        fprintf(stderr, "charter: %s: event %llu: %s\n", path, seq,
+                why[0] ? why : "cannot be replayed");
+        return 1;
+    }
+    const guard_decision *d = &r.res.replayed;
+    char codes[256] = "";
+    guard_codes_format(d->codes, codes, sizeof codes);
+    const char *outcome = r.res.no_snapshot ? "-" : decision_outcome_name(d->outcome);
+    if (json) {
+        json_t *j = json_pack(
+            "{s:s, s:I, s:{s:s, s:s, s:s}, s:{s:s, s:s, s:s}, s:b, s:b, s:s, s:i}", "file", path,
+            "seq", (json_int_t)seq, "recorded", "outcome", event_text(r.event, "outcome"), "codes",
+            event_text(r.event, "codes"), "witness", event_text(r.event, "witness"), "replayed",
+            "outcome", outcome, "codes", codes, "witness", d->witness ? d->witness : "",
+            "no_snapshot", r.res.no_snapshot, "matches", r.res.matches, "evaluator",
+            event_text(r.event, "evaluator"), "evaluator_version", r.res.version);
+        char *text = j ? json_dumps(j, JSON_INDENT(2) | JSON_PRESERVE_ORDER) : NULL;
+        json_decref(j);
+        if (text)
+            puts(text);
+        free(text);
+    } else {
+        printf("recorded %-6llu %s %s %s\n", seq, event_text(r.event, "outcome"),
+               event_text(r.event, "codes"), event_text(r.event, "witness"));
+        printf("replayed %-6llu %s %s %s\n", seq, outcome, codes, d->witness ? d->witness : "");
+        printf("matches  %s\nevaluator %s\nversion  %d\n",
+               r.res.no_snapshot ? "- (nothing to replay)"
+               : r.res.matches   ? "yes"
+                                 : "NO",
+               event_text(r.event, "evaluator"), r.res.version);
+    }
+    int exit_status = r.res.no_snapshot || r.res.matches ? 0 : 1;
+    archive_replay_result_free(&r);
+    return exit_status;
 }

@@ -14,4 +14,11 @@
  * without --key). */
 int cli_audit_archive(const char *path, const char *keyfile, bool json);
 
+/* Decides the decision event seq_text of the archive at path again from the file alone
+ * (server/evidence/archive_replay.h) and prints the recorded and the replayed decision and
+ * whether they match (json: one JSON object). Returns the exit status: 0 they match (or the
+ * event records no facts), 1 they differ or the replay failed (why on stderr), 2 a SEQ that is
+ * not a number. */
+int cli_replay_archive(const char *path, const char *seq_text, bool json);
+
 #endif
