@@ -90,6 +90,7 @@ while IFS= read -r f; do
   files=$((files + 1))
   "$build/charter" audit --archive "$f" >/dev/null || { bad=$((bad + 1)); echo "soak: NOT intact: $f"; }
 done < <(find "$work/archive" -name '*.charter-archive')
+"$build/charter" audit --archive "$work/archive/soak" | sed 's/^/soak: /' || bad=$((bad + 1))
 echo "soak: $rounds rounds of ${round_s}s, retention $retention: rounds with a FAIL: $fails;" \
   "archives: $files, audited offline and intact: $((files - bad)); used_memory at the end: $(used)"
 grep 'retention pass' "$work/charterd.log" | tail -n 3 | sed 's/^/soak: /'

@@ -632,6 +632,16 @@ static void test_charterd_archives_an_ended_run_past_retention(void)
     CU_ASSERT_EQUAL(
         harness_sh("grep -q 'retention pass on graph %s: 1 runs archived' '%s'", g, d.log_path), 0);
     CU_ASSERT_EQUAL(harness_sh("test -f %s/%s/*/%s.charter-archive", dir, g, run), 0);
+    /* The graph's folder audits whole against its index; with the run's file removed, the
+     * run is named. */
+    CU_ASSERT_EQUAL(harness_sh("'%s' audit --archive '%s/%s' | grep -q ': intact (1 runs indexed'",
+                               CHARTER_CLI_PATH, dir, g),
+                    0);
+    CU_ASSERT_EQUAL(harness_sh("rm %s/%s/*/%s.charter-archive", dir, g, run), 0);
+    CU_ASSERT_EQUAL(harness_sh("out=$('%s' audit --archive '%s/%s'); st=$?; test $st = 1 && echo "
+                               "\"$out\" | grep -q 'run %s: its archive .* is missing (removed)'",
+                               CHARTER_CLI_PATH, dir, g, run),
+                    0);
     Charter__V1__GetRunRequest get = CHARTER__V1__GET_RUN_REQUEST__INIT;
     get.run_id = run;
     Charter__V1__RunView *view = NULL;

@@ -23,6 +23,7 @@
 #include "core/metrics.h"
 #include "core/status.h"
 #include "db/store.h"
+#include "evidence/archive_index.h"
 #include "evidence/archive_run.h"
 
 #define RETENTION_PAGE "200"
@@ -97,6 +98,13 @@ static int archive_one(store *st, const char *run_id, const char *dir, unsigned 
         rc = archive_run_write(st, run_id, path, &s, why, sizeof why);
     if (rc == STATUS_OK && (rc = archive_run_verify(path, run_id, &s, why, sizeof why)) != 0)
         unlink(path);
+    /* Indexed before the run leaves, so every removed run is named in its folder's index. */
+    char graph_dir[1024];
+    snprintf(graph_dir, sizeof graph_dir, "%s/%s", dir, store_graph(st));
+    if (rc == STATUS_OK &&
+        (rc = archive_index_add(graph_dir, run_id, name + strlen(store_graph(st)) + 1)) != 0)
+        snprintf(why, sizeof why, "the archive could not be added to %.150s/%s", graph_dir,
+                 ARCHIVE_INDEX_NAME);
     if (rc == STATUS_OK && (rc = archive_run_remove(st, run_id, name, &s)) != STATUS_OK)
         snprintf(why, sizeof why, "the run could not be removed (%s)", store_last_error(st));
     if (rc == STATUS_OK)

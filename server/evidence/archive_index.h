@@ -1,0 +1,43 @@
+/*
+ * archive_index.h - the index of a graph's archive folder: one line per archived run, so an
+ * archive file that was removed (or replaced) is named, not just missed (docs/archive.md).
+ *
+ * <archive-dir>/<graph>/index.charter-archive-index is append-only, one line a run in the
+ * archive line form ("<sha256 of the JSON> <JSON>\n"): {"run_id","file","sha256","bytes",
+ * "prev"}, file relative to the graph folder, sha256 the whole file's, prev the digest of the
+ * line before ("" for the first), so a line removed or moved breaks the chain. The retention
+ * pass adds a run's line after its archive verified and before the run leaves the database.
+ */
+#ifndef CHARTER_ARCHIVE_INDEX_H
+#define CHARTER_ARCHIVE_INDEX_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#define ARCHIVE_INDEX_NAME "index.charter-archive-index"
+
+/* Appends the line of run_id's archive (file, relative to graph_dir) to graph_dir's index and
+ * flushes it to disk. Returns STATUS_OK, STATUS_EUNAVAILABLE (the index or the archive cannot
+ * be read or written), STATUS_ENOMEM. */
+int archive_index_add(const char *graph_dir, const char *run_id, const char *file);
+
+/* Visits each archive the index names that holds: path (the file), run_id. Returns 0 to go on. */
+typedef int (*archive_index_visit)(void *ctx, const char *path, const char *run_id);
+
+typedef struct {
+    bool intact;
+    uint64_t runs;     /* lines of the index */
+    uint64_t files;    /* archive files found in the folder */
+    char problem[400]; /* the first problem, "" when intact */
+} archive_index_check;
+
+/* Checks graph_dir against its index: every line holds (its digest, the chain), every file it
+ * names exists and has its SHA-256, and every archive file of the folder is named. visit (may
+ * be NULL) is called for each named file that holds. Returns STATUS_OK with *out (intact or
+ * the first problem named: "run r1: its archive 2026-12-01/r1.charter-archive is missing"),
+ * STATUS_ENOTFOUND (no index in graph_dir), STATUS_EUNAVAILABLE, STATUS_ENOMEM, or what visit
+ * returned when it stopped. */
+int archive_index_verify(const char *graph_dir, archive_index_visit visit, void *ctx,
+                         archive_index_check *out);
+
+#endif
