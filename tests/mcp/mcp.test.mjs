@@ -2,7 +2,6 @@
 // real charterd (started by run.sh). Each check states its expected verdict by hand.
 import assert from 'node:assert/strict';
 import { spawn, execFileSync } from 'node:child_process';
-import net from 'node:net';
 import { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { StdioClientTransport } from '@modelcontextprotocol/sdk/client/stdio.js';
 import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
@@ -31,33 +30,23 @@ async function check(name, fn) {
   }
 }
 
-function freePort() {
-  return new Promise((resolve, reject) => {
-    const s = net.createServer();
-    s.once('error', reject);
-    s.listen(0, '127.0.0.1', () => {
-      const { port } = s.address();
-      s.close(() => resolve(port));
-    });
-  });
-}
-
 const httpProcs = [];
 async function startHttp(workflow, role) {
-  const port = await freePort();
-  const p = spawn(MCP, ['--role', role, '--workflow', workflow, '--http', `127.0.0.1:${port}`],
-    { env: childEnv, stdio: ['ignore', 'ignore', 'inherit'] });
+  // Port 0: the system picks it as charter-mcp binds, and charter-mcp says which on stderr.
+  const p = spawn(MCP, ['--role', role, '--workflow', workflow, '--http', '127.0.0.1:0'],
+    { env: childEnv, stdio: ['ignore', 'ignore', 'pipe'] });
   httpProcs.push(p);
-  const url = `http://127.0.0.1:${port}/mcp`;
-  for (let i = 0; i < 100; i++) {
-    try {
-      await fetch(url, { method: 'GET', headers: { Authorization: `Bearer ${HTTP_TOKEN}` } });
-      return { url, proc: p };
-    } catch {
-      await new Promise((r) => setTimeout(r, 100));
-    }
-  }
-  throw new Error(`charter-mcp --http did not listen on ${port}`);
+  let said = '';
+  const url = await new Promise((resolve, reject) => {
+    p.stderr.on('data', (chunk) => {
+      process.stderr.write(chunk);
+      said += chunk;
+      const m = /serving step \S+ on (http:\/\/127\.0\.0\.1:\d+\/mcp)/.exec(said);
+      if (m) resolve(m[1]);
+    });
+    p.once('exit', (code) => reject(new Error(`charter-mcp --http exited (${code}): ${said}`)));
+  });
+  return { url, proc: p };
 }
 
 // One role in its own charter-mcp process, over the transport asked for.
