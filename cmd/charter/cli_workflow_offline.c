@@ -20,6 +20,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "cli_json.h"
 #include "cli_workflow.h"
 #include "core/digest.h"
 #include "policy/evaluator.h"
@@ -82,9 +83,8 @@ static int validate_report(const off_validate *v, size_t problems, const char *u
         if (out != NULL && wf != NULL)
             json_object_update_new(out, json_pack("{s:s, s:s, s:s}", "workflow", wf->name,
                                                   "version", wf->version, "summary", counts));
-        int rv = out != NULL ? json_dumpf(out, stdout, JSON_INDENT(2)) : -1;
+        int rv = cli_json_print(out);
         json_decref(out);
-        fputc('\n', stdout);
         if (rv != 0)
             return OFF_FAIL;
     } else if (problems == 0) {
@@ -833,11 +833,10 @@ static int suite_print(const off_suite *s)
 {
     if (s->json) {
         json_t *out =
-            json_pack("{s:s, s:s, s:s, s:I, s:I, s:O}", "test_file", s->path, "workflow",
+            json_pack("{s:s, s:s, s:s, s:I, s:I, s:O}", "testFile", s->path, "workflow",
                       s->wf->name, "version", s->wf->version, "passed", (json_int_t)s->passed,
                       "failed", (json_int_t)s->failed, "results", s->results);
-        int rv = out != NULL ? json_dumpf(out, stdout, JSON_INDENT(2)) : -1;
-        fputc('\n', stdout);
+        int rv = cli_json_print(out);
         json_decref(out);
         return rv == 0 ? OFF_OK : OFF_FAIL;
     }

@@ -129,7 +129,8 @@ class ClientTest(unittest.TestCase):
         self.assertIsNone(verify_receipt(r, d.key))
         self.assertTrue(charter_client.receipt_text(r).startswith(
             b"format=charter-receipt-1\nkind=delivery\nrun_id=" + run.id.encode() + b"\n"))
-        # The JSON document `charter --json receipt` prints (snake_case) verifies as well.
+        # The receipt document in the snake_case form older `charter --json receipt` printed
+        # verifies as well (today it prints the lowerCamelCase mapping, as HTTP/JSON does).
         doc = {"kind": r.kind, "run_id": r.run_id, "invocation_id": r.invocation_id,
                "payload_hash": r.payload_hash, "recipient": r.recipient, "tool": r.tool,
                "grant_chain": list(r.grant_chain), "time": r.time, "evaluator": r.evaluator,

@@ -157,7 +157,8 @@ test('the receipts of the scripted run verify offline under the key, altered one
   assert.equal(verifyReceipt(r, key), undefined);
   assert.ok(receiptText(r).startsWith(`format=charter-receipt-1\nkind=delivery\nrun_id=${run.id}\n`
     + `invocation_id=${inv}\npayload_hash=${r.payloadHash}\nrecipient=cfo\n`));
-  // The JSON document `charter --json receipt` prints (snake_case) verifies as well.
+  // The receipt document in the snake_case form older `charter --json receipt` printed verifies
+  // as well (today it prints the lowerCamelCase mapping, as HTTP/JSON does).
   const doc = {
     kind: r.kind, run_id: r.runId, invocation_id: r.invocationId, payload_hash: r.payloadHash,
     recipient: r.recipient, tool: r.tool, grant_chain: r.grantChain, time: r.time,
