@@ -24,7 +24,7 @@
 
 static harness_charterd g_d;
 static char g_graph[64];
-static char g_hostport[32];
+static char g_hostport[64];
 static char g_tmp[] = "/tmp/charter-json-shape-XXXXXX";
 static char g_key[128];
 static char g_run[129];
@@ -312,15 +312,15 @@ static int suite_init(void)
     snprintf(sign, sizeof sign, "%s/signing.pem", g_tmp);
     if (harness_sh("umask 077 && openssl rand -hex 32 > %s", g_key) != 0 ||
         harness_sh("umask 077 && openssl genpkey -algorithm ed25519 -out %s 2>/dev/null", sign) !=
-            0 ||
-        harness_http_listen_addr(g_hostport, sizeof g_hostport) != 0)
+            0)
         return -1;
     harness_graph_name(g_graph, sizeof g_graph, "json_shape");
     store_close(harness_store_open(g_graph));
-    const char *extra[] = {"--integrity-key", g_key, "--signing-key", sign, "--http", g_hostport};
-    harness_charterd_opts o = {.graph = g_graph, .extra_args = extra, .n_extra = 6};
+    const char *extra[] = {"--integrity-key", g_key, "--signing-key", sign};
+    harness_charterd_opts o = {.graph = g_graph, .http = true, .extra_args = extra, .n_extra = 4};
     if (harness_charterd_start(&o, &g_d) != 0)
         return -1;
+    snprintf(g_hostport, sizeof g_hostport, "%s", g_d.http_hostport);
     charter_client *c = NULL;
     char status[32] = "";
     int rc = harness_client_open(g_d.ipc_url, HARNESS_OPERATOR_TOKEN, 60000, &c);
