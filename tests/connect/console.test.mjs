@@ -252,6 +252,13 @@ test('the address opens a run and a decision, and a reload keeps them', async ()
   await page.goto(`${d.base}/#run=${runId}&decision=${pub}`, { waitUntil: 'load' });
   await page.waitForSelector(`article.decision.target[data-seq="${pub}"]`, { timeout: 20000 });
   assert.equal(await page.$$eval('.target', (ts) => ts.length), 1);
+  // An address naming a decision the run does not have says so.
+  await page.goto(`${d.base}/#run=${runId}&decision=9999`, { waitUntil: 'load' });
+  assert.match(await resultText('#status', /has no decision/), new RegExp(`Run ${runId} has no decision #9999`));
+  assert.equal(await page.$$eval('.target', (ts) => ts.length), 0);
+  assert.ok(await page.$eval('#status', (e) => { const r = e.getBoundingClientRect(); return r.bottom <= window.innerHeight && r.top >= 0; }),
+    'the message is off the screen');
+  await page.screenshot({ path: path.join(SHOTS, 'console-bad-link.png'), fullPage: false });
   // The recent refusal on the first screen is a link to the same decision.
   await page.evaluate(() => window.scrollTo(0, 0));
   await page.click(`#refusals-list li[data-run="${runId}"][data-seq="${seq}"] a`);

@@ -456,7 +456,6 @@
     const view = await call('Runs/GetRun', { runId: id });
     if (currentRun !== id) return;
     renderRun(view);
-    showFocus(id);
     const s = view.run && view.run.status;
     if (ACTIVE.includes(s)) {
       say('Following run ' + id + '…');
@@ -464,6 +463,7 @@
     } else {
       say('');
     }
+    showFocus(id);
   }
 
   /* Marks the decision or approval the address names, and scrolls to it the first time. */
