@@ -361,8 +361,8 @@
     const all = r.approvals || [];
     showGlance('pending-list', all.map((a) => el('li', { 'data-approval': a.id, 'data-run': a.runId },
       el('a', { href: linkTo(a.runId, { approval: a.id }) },
-        el('span', { class: 'line' }, badge('pending'), el('strong', { text: ' ' + a.approver }),
-          ' to decide ' + (a.tool || '') + ' ' + (a.payloadId || '') + ' → ' + (a.recipient || ''),
+        el('span', { class: 'line' }, badge('pending'), el('span', { class: 'what' }, el('strong', { text: a.approver }),
+          ' to decide ' + (a.tool || '') + ' ' + (a.payloadId || '') + ' → ' + (a.recipient || '')),
           el('span', { class: 'age muted', text: 'until ' + ts(a.deadline) })),
         el('span', { class: 'line sub muted', text: 'run ' + a.runId + ' · step ' + (a.step || '?') +
           ' · asked ' + ago(a.requestedAt) })))), 'Nothing waits for a human.');
@@ -402,7 +402,7 @@
       const d = parseDetail(ev.detail) || {};
       return el('li', { 'data-run': run.id, 'data-seq': ev.seq },
         el('a', { href: linkTo(run.id, { decision: ev.seq }) },
-          el('span', { class: 'line' }, badge(ev.outcome || 'UNKNOWN'), ' ', decisionWhat(ev, d), ' ',
+          el('span', { class: 'line' }, badge(ev.outcome || 'UNKNOWN'), el('span', { class: 'what', text: decisionWhat(ev, d) }),
             (ev.codes || []).map((c) => el('span', { class: 'code', text: c })),
             el('span', { class: 'age muted', text: ago(ev.ts) })),
           el('span', { class: 'line sub muted', text: workflowName(run.workflow) + ' · run ' + run.id + ' #' + ev.seq +
