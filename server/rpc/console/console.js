@@ -160,7 +160,6 @@
     $('signout').hidden = false;
     $('signin').hidden = true;
     $('app').hidden = false;
-    await loadWorkflows();
     renderRunActions();
     await loadRuns();
     await route();
