@@ -695,6 +695,13 @@ static int harness_charterd_wait(const harness_charterd_opts *o, harness_charter
 int harness_charterd_start(const harness_charterd_opts *o, harness_charterd *out)
 {
     memset(out, 0, sizeof *out);
+    for (size_t i = 0; i < o->n_extra; i++) {
+        if (strcmp(o->extra_args[i], "--quiet") == 0) {
+            fprintf(stderr, "harness: a --quiet charterd does not log where it serves, which "
+                            "the harness reads its ports from; start it without --quiet\n");
+            return -1;
+        }
+    }
     snprintf(out->dir, sizeof out->dir, "/tmp/charter-test-XXXXXX");
     if (mkdtemp(out->dir) == NULL) {
         fprintf(stderr, "harness: mkdtemp: %s\n", strerror(errno));
