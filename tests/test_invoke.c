@@ -286,6 +286,15 @@ static void test_observation_over_the_limit_or_not_observed_changes_nothing(void
     CU_ASSERT_PTR_NOT_NULL(strstr(st.message, "content: 8193 bytes, over the 8192 bytes resource "
                                               "bill allows"));
     free(big);
+    /* An observed resource has no registered content to read. */
+    Charter__V1__ReadSourceRequest rs = CHARTER__V1__READ_SOURCE_REQUEST__INIT;
+    rs.context_id = ctx;
+    rs.resource_id = "bill";
+    Charter__V1__ReadSourceResponse *read = NULL;
+    CU_ASSERT_NOT_EQUAL(charter_read_source(op, &rs, &read, &st), 0);
+    CU_ASSERT_PTR_NULL(read);
+    CU_ASSERT_EQUAL(st.code, CHARTER_INVALID_ARGUMENT);
+    CU_ASSERT_PTR_NOT_NULL(strstr(st.message, "bill is an observed resource"));
     CU_ASSERT_PTR_NULL(observe(ctx, "nope", "x", &st));
     CU_ASSERT_EQUAL(st.code, CHARTER_INVALID_ARGUMENT);
     CU_ASSERT_PTR_NOT_NULL(strstr(st.message, "nope is not an observed resource"));
@@ -551,6 +560,60 @@ static void test_invoke_decisions_replay_from_their_snapshot(void)
     expect_replays("mail-out", CHARTER__V1__OUTCOME__DENY);
 }
 
+/* What if the colleague class were public: the mail the rule allowed would be refused. */
+static void test_what_if_decides_invoke_decisions_under_a_candidate(void)
+{
+    char *bytes = harness_slurp(PAYMENTS);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(bytes);
+    char *at = strstr(bytes, "\"id\": \"colleague\", \"clearance\": \"internal\"");
+    CU_ASSERT_PTR_NOT_NULL_FATAL(at);
+    memcpy(strstr(at, "internal"), "public\"  ", 9); /* same length: "public" then spaces */
+    Charter__V1__WhatIfRequest req = CHARTER__V1__WHAT_IF_REQUEST__INIT;
+    req.workflow.data = (uint8_t *)bytes;
+    req.workflow.len = strlen(bytes);
+    req.run_id = run_id;
+    Charter__V1__WhatIfResponse *r = NULL;
+    charter_status st;
+    int rc = charter_what_if(op, &req, &r, &st);
+    if (rc != 0)
+        fprintf(stderr, "\n    WhatIf: %s\n", st.message);
+    CU_ASSERT_EQUAL_FATAL(rc, 0);
+    int found = 0;
+    for (size_t i = 0; i < r->n_changes; i++) {
+        const Charter__V1__WhatIfChange *c = r->changes[i];
+        if (strcmp(c->gate, "invoke") == 0 && strcmp(c->subject, "send_email") == 0 &&
+            c->recorded->outcome == CHARTER__V1__OUTCOME__ALLOW &&
+            c->candidate->outcome == CHARTER__V1__OUTCOME__DENY && c->candidate->n_codes == 1 &&
+            strcmp(c->candidate->codes[0], "CLEARANCE_EXCEEDED") == 0)
+            found++;
+    }
+    CU_ASSERT_EQUAL(found, 1);
+    charter__v1__what_if_response__free_unpacked(r, NULL);
+    free(bytes);
+}
+
+/* The chain is re-checked for a tool call as for a send: a revoked grant refuses it. */
+static void test_invoke_under_a_revoked_grant_is_grant_invalid(void)
+{
+    Charter__V1__RevokeGrantRequest rv = CHARTER__V1__REVOKE_GRANT_REQUEST__INIT;
+    rv.grant_id = "g_payer";
+    Charter__V1__Grant *g = NULL;
+    charter_status st;
+    CU_ASSERT_EQUAL_FATAL(charter_revoke_grant(op, &rv, &g, &st), 0);
+    charter__v1__grant__free_unpacked(g, NULL);
+    const arg_spec args[] = {{"iban", IBAN_BILL, bill_quote()},
+                             {"amount", "84.20", "task"},
+                             {"reference", "INV-7731", "task"}};
+    Charter__V1__InvokeResponse *r = invoke("send_money", "pay-revoked", args, N_OF(args));
+    expect_decision(r, CHARTER__V1__OUTCOME__DENY, "GRANT_INVALID", "g_payer revoked");
+    CU_ASSERT_PTR_NULL(r->delivery);
+    charter__v1__invoke_response__free_unpacked(r, NULL);
+    Charter__V1__RestoreGrantsRequest rs = CHARTER__V1__RESTORE_GRANTS_REQUEST__INIT;
+    Charter__V1__RestoreGrantsResponse *rr = NULL;
+    CU_ASSERT_EQUAL(charter_restore_grants(op, &rs, &rr, &st), 0);
+    charter__v1__restore_grants_response__free_unpacked(rr, NULL);
+}
+
 /* ---- exactly once: 200 invokers of one invocation ID over two charterd -------------------- */
 
 #define N_CLIENTS 8
@@ -696,6 +759,8 @@ static const harness_test gate_tests[] = {
     T(test_tool_without_declared_arguments_is_not_permitted),
     T(test_bad_arguments_are_invalid_and_write_nothing),
     T(test_invoke_decisions_replay_from_their_snapshot),
+    T(test_what_if_decides_invoke_decisions_under_a_candidate),
+    T(test_invoke_under_a_revoked_grant_is_grant_invalid),
 };
 static const harness_test race_tests[] = {
     T(test_200_invokers_of_one_invocation_commit_once),

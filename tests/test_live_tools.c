@@ -172,6 +172,23 @@ static void test_observed_resource_rules(void)
                    "resources[0].observed.labels: unknown field");
 }
 
+static void test_observed_resource_is_not_a_step_read(void)
+{
+    char *def = strdup(LIVE_OK);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(def);
+    char *reads = strstr(def, "'reads':[]");
+    CU_ASSERT_PTR_NOT_NULL_FATAL(reads);
+    size_t n = strlen(def) + 16;
+    char *edited = malloc(n);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(edited);
+    snprintf(edited, n, "%.*s'reads':['page']%s", (int)(reads - def), def,
+             reads + strlen("'reads':[]"));
+    expect_refused(edited, "steps[0].reads: \"page\" is an observed resource: a host records "
+                           "what it read with ObserveSource");
+    free(edited);
+    free(def);
+}
+
 static void test_destination_class_rules(void)
 {
     expect_refused(LIVE(R_PAGE, "{'id':'corp','clearance':'internal','match':{'pattern':'([a-z'}}",
@@ -241,6 +258,7 @@ static const harness_test tests[] = {
     T(test_destination_classes_match_in_definition_order),
     T(test_payments_reference_workflow_is_valid),
     T(test_observed_resource_rules),
+    T(test_observed_resource_is_not_a_step_read),
     T(test_destination_class_rules),
     T(test_tool_argument_rules),
 };

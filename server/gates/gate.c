@@ -695,6 +695,22 @@ static int create_artifact(const gate_env *g, const char *run_id, json_t *arg,
     return STATUS_OK;
 }
 
+/* The labels of resource_id as the graph holds them (conf 0..2, integrity 0..1) and its title
+ * (new reference in *res). Returns STATUS_OK or the store's failure. */
+static int resource_labels(const gate_env *g, const char *resource_id, json_t **res,
+                           long long *conf, long long *integ)
+{
+    int rc = q_get_resource(g->st, resource_id, res);
+    if (rc == STATUS_OK && !json_is_object(*res))
+        rc = STATUS_EPROTO;
+    if (rc != STATUS_OK)
+        return rc;
+    json_t *jc = json_object_get(*res, "conf"), *ji = json_object_get(*res, "integrity");
+    *conf = json_is_string(jc) ? atoll(json_string_value(jc)) : json_integer_value(jc);
+    *integ = json_is_string(ji) ? atoll(json_string_value(ji)) : json_integer_value(ji);
+    return STATUS_OK;
+}
+
 /* gate_read_source, or with chunk set, gate_read_chunk: the artifact's title and content are
  * the chunk's and its detail names the chunk and the search. */
 static int read_source(const gate_env *g, const char *context_id, const char *resource_id,
@@ -710,9 +726,15 @@ static int read_source(const gate_env *g, const char *context_id, const char *re
         guard_decision_unknown(d, "the graph could not supply the context");
         return STATUS_OK;
     }
+    long long max = 0;
+    const char *type = NULL;
+    /* An observed resource has no registered content: a host records what it read. */
+    if (rc == STATUS_OK && !chunk && workflow_observed(wf, resource_id, &max, &type)) {
+        facts_context_free(&ctx);
+        return STATUS_EINVAL;
+    }
     if (rc != STATUS_OK)
         return rc;
-
     json_t *detail = json_pack("{s:s, s:s, s:s}", "context", context_id, "step", ws->cap.step,
                                "resource", resource_id);
     if (detail && chunk &&
@@ -749,18 +771,12 @@ static int read_source(const gate_env *g, const char *context_id, const char *re
     }
 
     json_t *res = NULL;
-    rc = q_get_resource(g->st, resource_id, &res);
-    if (rc == STATUS_OK && !json_is_object(res))
-        rc = STATUS_EPROTO;
+    long long conf = 0, integ = 0;
+    rc = resource_labels(g, resource_id, &res, &conf, &integ);
     if (rc == STATUS_OK) {
         const char *content =
             chunk ? chunk->text : json_string_value(json_object_get(res, "content"));
         const char *title = chunk ? chunk->title : json_string_value(json_object_get(res, "title"));
-        json_t *jconf = json_object_get(res, "conf"), *jint = json_object_get(res, "integrity");
-        long long conf =
-            json_is_string(jconf) ? atoll(json_string_value(jconf)) : json_integer_value(jconf);
-        long long integ =
-            json_is_string(jint) ? atoll(json_string_value(jint)) : json_integer_value(jint);
         char hash[65];
         gate_sha256_hex(content ? content : "", content ? strlen(content) : 0, hash);
         evlog_owned ev = {0};
@@ -807,22 +823,6 @@ typedef struct {
     const char *context_id, *resource_id, *content, *locator;
     size_t len;
 } observation;
-
-/* The labels of resource_id as the graph holds them (conf 0..2, integrity 0..1) and its title
- * (new reference in *res). Returns STATUS_OK or the store's failure. */
-static int resource_labels(const gate_env *g, const char *resource_id, json_t **res,
-                           long long *conf, long long *integ)
-{
-    int rc = q_get_resource(g->st, resource_id, res);
-    if (rc == STATUS_OK && !json_is_object(*res))
-        rc = STATUS_EPROTO;
-    if (rc != STATUS_OK)
-        return rc;
-    json_t *jc = json_object_get(*res, "conf"), *ji = json_object_get(*res, "integrity");
-    *conf = json_is_string(jc) ? atoll(json_string_value(jc)) : json_integer_value(jc);
-    *integ = json_is_string(ji) ? atoll(json_string_value(ji)) : json_integer_value(ji);
-    return STATUS_OK;
-}
 
 /* The allowed observation o recorded: the source artifact (the resource's labels and title, the
  * content and its hash, its FROM_RESOURCE edge) and its source_observed event ev in one call. */

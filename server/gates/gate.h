@@ -70,7 +70,8 @@ int gate_context(const gate_env *g, const char *context_id, const workflow_step 
 
 /* Registers the resource as a source artifact of the context's run, if the resource is one
  * of the step's (else DENY RESOURCE_OUT_OF_SCOPE, nothing written). On ALLOW *artifact is the
- * new artifact (caller decrefs). */
+ * new artifact (caller decrefs). STATUS_EINVAL, nothing written, for an observed resource: it
+ * has no registered content (gate_observe_source records what a host read). */
 int gate_read_source(const gate_env *g, const char *context_id, const char *resource_id,
                      guard_decision *d, json_t **artifact);
 

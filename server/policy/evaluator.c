@@ -620,8 +620,11 @@ int evaluator_invoke_decide(const guard_stepcap *cap, const guard_context *ctx,
     return 0;
 }
 
-static int replay_invoke(const guard_stepcap *cap, const json_t *snap, guard_decision *d, char *why,
-                         size_t n)
+/* An invocation's recorded facts decided again; with labels (a what if), the destination
+ * class's clearance and every source's labels are the candidate's (the arguments' roles and
+ * the class matched stay the recorded ones). */
+static int replay_invoke(const guard_stepcap *cap, const json_t *snap, const json_t *labels,
+                         guard_decision *d, char *why, size_t n)
 {
     const json_t *now = json_object_get(snap, "now");
     guard_context ctx;
@@ -634,6 +637,13 @@ static int replay_invoke(const guard_stepcap *cap, const json_t *snap, guard_dec
     rc = evaluator_invoke_facts_from(json_object_get(snap, "request"),
                                      json_object_get(snap, "summaries"),
                                      json_object_get(snap, "chain"), &f);
+    if (rc == STATUS_OK && labels != NULL) {
+        if (f.req.destination != NULL)
+            f.req.clearance = candidate_label(labels, "recipients", f.req.destination, "clearance");
+        for (size_t i = 0; i < f.n_sums; i++)
+            if (f.sums[i].verified)
+                relabel_summary(&f.sums[i], labels);
+    }
     if (rc == STATUS_OK) {
         rc = evaluator_invoke_decide(cap, &ctx, &f, json_number_value(now), d) == 0 ? STATUS_OK
                                                                                     : STATUS_ENOMEM;
@@ -721,7 +731,7 @@ static int decide_snapshot(const guard_stepcap *cap, const json_t *snap, const j
     /* A tool invocation (Gate/Invoke): no verdict of another gate changed when it came, so it
      * is decided by the version that was current then. */
     if (strcmp(gate, "invoke") == 0)
-        return replay_invoke(cap, snap, d, why, n);
+        return replay_invoke(cap, snap, labels, d, why, n);
     return snapshot_fail(why, n, "unknown gate");
 }
 
@@ -1055,7 +1065,9 @@ int evaluator_whatif(const evaluator_candidate *cand, const workflow *recorded, 
     const json_t *rq = json_object_get(snap, "request");
     snprintf(out->gate, sizeof out->gate, "%s", text_of(snap, "gate"));
     snprintf(out->subject, sizeof out->subject, "%s",
-             json_is_object(rq) ? text_of(rq, "recipient") : text_of(snap, "resource"));
+             !json_is_object(rq)                ? text_of(snap, "resource")
+             : strcmp(out->gate, "invoke") == 0 ? text_of(rq, "tool")
+                                                : text_of(rq, "recipient"));
     guard_stepcap was, cap;
     bool found = false;
     int rc;

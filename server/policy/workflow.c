@@ -1305,6 +1305,26 @@ static int check_step(const wdef *d, size_t i, long *recovery_at, werr *e)
     return check_script(s, p, e);
 }
 
+/* The built-in runner reads a step's reads from their registered content: an observed
+ * resource has none (a host records it with Gate/ObserveSource). */
+static int check_step_reads(const wdef *d, size_t i, werr *e)
+{
+    const json_t *reads = json_object_get(json_array_get(d->steps, i), "reads");
+    for (size_t k = 0; k < json_array_size(reads); k++) {
+        const char *id = json_string_value(json_array_get(reads, k));
+        long ri = find_entry(d->resources, "id", id);
+        if (ri >= 0 && json_object_get(json_array_get(d->resources, (size_t)ri), "observed")) {
+            char p[64];
+            snprintf(p, sizeof p, "steps[%zu].reads", i);
+            return fail(e, p,
+                        "\"%s\" is an observed resource: a host records what it read with "
+                        "ObserveSource",
+                        id);
+        }
+    }
+    return 0;
+}
+
 static int check_steps(const wdef *d, werr *e)
 {
     if (check_count(d->steps, "steps", WORKFLOW_MAX_STEPS, e) != 0) {
@@ -1313,7 +1333,8 @@ static int check_steps(const wdef *d, werr *e)
     long recovery_at = -1;
     bool bad = false;
     for (size_t i = 0; i < json_array_size(d->steps); i++) {
-        if (part_ends(check_step(d, i, &recovery_at, e), &bad, e)) {
+        int rc = check_step(d, i, &recovery_at, e);
+        if (part_ends(rc == 0 ? check_step_reads(d, i, e) : rc, &bad, e)) {
             return -1;
         }
     }

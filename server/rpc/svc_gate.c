@@ -263,6 +263,11 @@ static int read_source(call *c, const ProtobufCMessage *in, ProtobufCMessage **o
         return rc;
     if (!refused)
         rc = gate_read_source(&g, req->context_id, req->resource_id, &d, &artifact);
+    if (rc == STATUS_EINVAL)
+        return call_fail(c, RPC_INVALID_ARGUMENT,
+                         "resource_id: %s is an observed resource: record what was read with "
+                         "ObserveSource",
+                         req->resource_id);
     if (rc != STATUS_OK) {
         guard_decision_free(&d);
         return gate_fail(c, rc, "context or resource", req->context_id);
