@@ -16,6 +16,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <sys/wait.h>
 
 #include "charter.h"
 #include "harness.h"
@@ -614,6 +615,47 @@ static void test_invoke_under_a_revoked_grant_is_grant_invalid(void)
     charter__v1__restore_grants_response__free_unpacked(rr, NULL);
 }
 
+/* The payments scenario driven through the CLI's generic call (the proto3 JSON mapping):
+ * what a shell host would type. out gets what the CLI printed (n bytes); returns its exit
+ * status, or -1. */
+static int cli_invoke(const char *inv, const char *iban, const char *quoted_from, char *out,
+                      size_t n)
+{
+    char cmd[2048];
+    snprintf(cmd, sizeof cmd,
+             "CHARTER_URL='%s' CHARTER_TOKEN='%s' '%s' call /charter.v1.Gate/Invoke "
+             "'{\"contextId\":\"%s\",\"tool\":\"send_money\",\"invocationId\":\"%s\","
+             "\"arguments\":[{\"name\":\"iban\",\"value\":\"%s\",\"quotedFrom\":\"%s\"},"
+             "{\"name\":\"amount\",\"value\":\"84.20\",\"fromTask\":true},"
+             "{\"name\":\"reference\",\"value\":\"INV-7731\",\"fromTask\":true}]}' 2>&1",
+             daemon_a.ipc_url, HARNESS_OPERATOR_TOKEN, CHARTER_CLI_PATH, ctx, inv, iban,
+             quoted_from);
+    FILE *p = popen(cmd, "r");
+    if (p == NULL)
+        return -1;
+    size_t got = fread(out, 1, n - 1, p);
+    out[got] = '\0';
+    int st = pclose(p);
+    return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+}
+
+static void test_payments_scenario_through_the_cli(void)
+{
+    char out[4096];
+    CU_ASSERT_EQUAL(cli_invoke("cli-injected", IBAN_INJECTED, txs, out, sizeof out), 0);
+    CU_ASSERT_PTR_NOT_NULL(strstr(out, "\"outcome\": \"DENY\""));
+    CU_ASSERT_PTR_NOT_NULL(strstr(out, "\"CONTROL_UNTRUSTED\""));
+    CU_ASSERT_PTR_NOT_NULL(strstr(out, "argument iban \xe2\x86\x90 transactions (untrusted)"));
+    CU_ASSERT_EQUAL(cli_invoke("cli-pay", IBAN_BILL, bill, out, sizeof out), 0);
+    if (strstr(out, "\"outcome\": \"ALLOW\"") == NULL)
+        fprintf(stderr, "\n    CLI said: %s\n", out);
+    CU_ASSERT_PTR_NOT_NULL(strstr(out, "\"outcome\": \"ALLOW\""));
+    CU_ASSERT_PTR_NOT_NULL(strstr(out, "\"destination\": \"payee_saved\""));
+    /* A quote its artifact does not hold is a usage error of the call, not a decision. */
+    CU_ASSERT_NOT_EQUAL(cli_invoke("cli-bad", IBAN_INJECTED, bill, out, sizeof out), 0);
+    CU_ASSERT_PTR_NOT_NULL(strstr(out, "INVALID_ARGUMENT"));
+}
+
 /* ---- exactly once: 200 invokers of one invocation ID over two charterd -------------------- */
 
 #define N_CLIENTS 8
@@ -761,6 +803,7 @@ static const harness_test gate_tests[] = {
     T(test_invoke_decisions_replay_from_their_snapshot),
     T(test_what_if_decides_invoke_decisions_under_a_candidate),
     T(test_invoke_under_a_revoked_grant_is_grant_invalid),
+    T(test_payments_scenario_through_the_cli),
 };
 static const harness_test race_tests[] = {
     T(test_200_invokers_of_one_invocation_commit_once),
