@@ -615,6 +615,65 @@ static void test_invoke_under_a_revoked_grant_is_grant_invalid(void)
     charter__v1__restore_grants_response__free_unpacked(rr, NULL);
 }
 
+/* payments.json renamed payments_held, its send_money asking human_owner's approval. */
+static int apply_held(void)
+{
+    char *bytes = harness_slurp(PAYMENTS);
+    if (bytes == NULL)
+        return -1;
+    const char *name = "\"name\": \"payments\"", *effect = "\"destination\": \"iban\",";
+    char *at_name = strstr(bytes, name), *at_effect = strstr(bytes, effect);
+    size_t n = strlen(bytes) + 256;
+    char *held = malloc(n);
+    if (held == NULL || at_name == NULL || at_effect == NULL) {
+        free(bytes);
+        free(held);
+        return -1;
+    }
+    snprintf(held, n,
+             "%.*s\"name\": \"payments_held\"%.*s%s \"approval\": {\"by\": "
+             "\"human_owner\", \"within_ms\": 60000},%s",
+             (int)(at_name - bytes), bytes, (int)(at_effect - at_name - strlen(name)),
+             at_name + strlen(name), effect, at_effect + strlen(effect));
+    Charter__V1__ApplyWorkflowRequest req = CHARTER__V1__APPLY_WORKFLOW_REQUEST__INIT;
+    req.definition.data = (uint8_t *)held;
+    req.definition.len = strlen(held);
+    Charter__V1__WorkflowInfo *info = NULL;
+    charter_status st;
+    int rc = charter_apply_workflow(op, &req, &info, &st);
+    if (rc != 0)
+        fprintf(stderr, "\n    ApplyWorkflow: %s\n", st.message);
+    else
+        charter__v1__workflow_info__free_unpacked(info, NULL);
+    free(held);
+    free(bytes);
+    return rc;
+}
+
+/* A tool that asks a human's approval is never committed by Invoke on its own: until an
+ * invocation can be held for the human, an allowed call is UNKNOWN and nothing happens. */
+static void test_tool_asking_approval_commits_nothing(void)
+{
+    char held_run[129], held_ctx[129], held_bill[129];
+    CU_ASSERT_EQUAL_FATAL(apply_held(), 0);
+    CU_ASSERT_EQUAL_FATAL(harness_create_run(op, "external", "payments_held", held_run, NULL, NULL),
+                          0);
+    CU_ASSERT_EQUAL_FATAL(harness_open_step(op, held_run, "pay", held_ctx), 0);
+    CU_ASSERT_EQUAL_FATAL(observe_ok(held_ctx, "bill", BILL, held_bill), 0);
+    char quote[140];
+    snprintf(quote, sizeof quote, "quote:%s", held_bill);
+    const arg_spec args[] = {
+        {"iban", IBAN_BILL, quote}, {"amount", "84.20", "task"}, {"reference", "INV-7731", "task"}};
+    charter_status st;
+    Charter__V1__InvokeResponse *r =
+        invoke_in(op, held_ctx, "send_money", "pay-held", args, N_OF(args), &st);
+    expect_decision(r, CHARTER__V1__OUTCOME__UNKNOWN, "GRAPH_ERROR",
+                    "tool send_money asks human_owner's approval, which Invoke does not hold "
+                    "yet: nothing was committed");
+    CU_ASSERT_PTR_NULL(r->delivery);
+    charter__v1__invoke_response__free_unpacked(r, NULL);
+}
+
 /* The payments scenario driven through the CLI's generic call (the proto3 JSON mapping):
  * what a shell host would type. out gets what the CLI printed (n bytes); returns its exit
  * status, or -1. */
@@ -804,6 +863,7 @@ static const harness_test gate_tests[] = {
     T(test_what_if_decides_invoke_decisions_under_a_candidate),
     T(test_invoke_under_a_revoked_grant_is_grant_invalid),
     T(test_payments_scenario_through_the_cli),
+    T(test_tool_asking_approval_commits_nothing),
 };
 static const harness_test race_tests[] = {
     T(test_200_invokers_of_one_invocation_commit_once),

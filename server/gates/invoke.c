@@ -464,6 +464,26 @@ static int commit(invoke_state *s, invoke_result *out)
     return STATUS_OK;
 }
 
+/* A call the gate allowed to a tool or destination class that asks a human's approval is not
+ * held yet (holding an invocation for approval is not built): it fails closed, UNKNOWN with
+ * nothing committed, recorded without facts. True when so. */
+static bool needs_approval(invoke_state *s, invoke_result *out)
+{
+    const char *by = NULL;
+    long long within_ms = 0;
+    if (!workflow_approval_for(s->wf, s->tool, out->destination, &by, &within_ms))
+        return false;
+    char w[256];
+    snprintf(w, sizeof w,
+             "tool %.64s asks %.64s's approval, which Invoke does not hold yet: nothing was "
+             "committed",
+             s->tool, by);
+    guard_decision_free(&out->decision);
+    guard_decision_unknown(&out->decision, w);
+    record(s, &out->decision, false);
+    return true;
+}
+
 /* The decision: the guard over the facts, recorded with them; an allowed effect is committed
  * (the commit writes the event), any other decision recorded by an append. */
 static int decide(invoke_state *s, invoke_result *out)
@@ -479,6 +499,8 @@ static int decide(invoke_state *s, invoke_result *out)
     if ((rc = describe(s, out)) != STATUS_OK)
         return rc;
     bool effect = json_is_true(json_object_get(s->decl, "effect"));
+    if (out->decision.outcome == GUARD_ALLOW && needs_approval(s, out))
+        return STATUS_OK;
     if (out->decision.outcome == GUARD_ALLOW && effect)
         return commit(s, out);
     record(s, &out->decision, true);
