@@ -827,6 +827,11 @@ CHARTER_TYPED(charter_open_step, charter__v1__gate__descriptor, Charter__V1__Ope
               open_step_request, Charter__V1__StepContext, step_context)
 CHARTER_TYPED(charter_read_source, charter__v1__gate__descriptor, Charter__V1__ReadSourceRequest,
               read_source_request, Charter__V1__ReadSourceResponse, read_source_response)
+CHARTER_TYPED(charter_observe_source, charter__v1__gate__descriptor,
+              Charter__V1__ObserveSourceRequest, observe_source_request,
+              Charter__V1__ObserveSourceResponse, observe_source_response)
+CHARTER_TYPED(charter_invoke, charter__v1__gate__descriptor, Charter__V1__InvokeRequest,
+              invoke_request, Charter__V1__InvokeResponse, invoke_response)
 CHARTER_TYPED(charter_record_output, charter__v1__gate__descriptor,
               Charter__V1__RecordOutputRequest, record_output_request,
               Charter__V1__RecordOutputResponse, record_output_response)

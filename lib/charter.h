@@ -218,6 +218,10 @@ int charter_open_step(charter_client *c, const Charter__V1__OpenStepRequest *req
 /* Gate/ReadSource: registers a resource of the step as a source artifact. */
 int charter_read_source(charter_client *c, const Charter__V1__ReadSourceRequest *req,
                         Charter__V1__ReadSourceResponse **resp, charter_status *status);
+/* Gate/ObserveSource: records what the host read from an observed resource of the step as a
+ * source artifact with that resource's labels. */
+int charter_observe_source(charter_client *c, const Charter__V1__ObserveSourceRequest *req,
+                           Charter__V1__ObserveSourceResponse **resp, charter_status *status);
 /* Gate/RecordOutput: records a model output derived from exactly req->input_ids. */
 int charter_record_output(charter_client *c, const Charter__V1__RecordOutputRequest *req,
                           Charter__V1__RecordOutputResponse **resp, charter_status *status);
@@ -229,6 +233,10 @@ int charter_check_input(charter_client *c, const Charter__V1__CheckInputRequest 
  * delivery is acknowledged, never repeated. */
 int charter_deliver(charter_client *c, const Charter__V1__DeliverRequest *req,
                     Charter__V1__DeliverResponse **resp, charter_status *status);
+/* Gate/Invoke: the tool-call gate over each argument's value lineage and, for a tool with an
+ * effect, on ALLOW the effect committed once per invocation ID (retry as for Deliver). */
+int charter_invoke(charter_client *c, const Charter__V1__InvokeRequest *req,
+                   Charter__V1__InvokeResponse **resp, charter_status *status);
 /* Gate/TraceArtifact: the artifact's full ancestry. */
 int charter_trace_artifact(charter_client *c, const Charter__V1__TraceArtifactRequest *req,
                            Charter__V1__TraceArtifactResponse **resp, charter_status *status);

@@ -55,6 +55,7 @@ local FUNCTIONS = {
     {'charter_audit_events', events.charter_audit_events, true},
     {'charter_find_delivery', delivery.charter_find_delivery, true},
     {'charter_delivery_facts', delivery.charter_delivery_facts, true},
+    {'charter_invoke_facts', delivery.charter_invoke_facts, true},
     {'charter_commit_delivery', delivery.charter_commit_delivery, false},
     {'charter_revoke_grant', grants.charter_revoke_grant, false},
     {'charter_restore_grants', grants.charter_restore_grants, false},

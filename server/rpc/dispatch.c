@@ -643,7 +643,8 @@ static int dispatch_identify(const dispatch_ctx *d, const Charter__V1__RpcReques
 }
 
 /* The rows a host credential may call, from the method table, into buf (n bytes): "Gate/OpenStep,
- * ReadSource, RecordOutput, CheckInput and Deliver" (a service named once, before its first). */
+ * ReadSource, ObserveSource, RecordOutput, CheckInput, Deliver and Invoke" (a service named
+ * once, before its first). */
 static void dispatch_host_methods(char *buf, size_t n)
 {
     size_t total = 0, seen = 0, at = 0;

@@ -56,8 +56,8 @@ typedef struct {
 
 extern const svc_method svc_runs_methods[]; /* CreateRun, GetRun, ListRuns, RecoverRun */
 extern const size_t svc_runs_methods_len;
-extern const svc_method svc_gate_methods[]; /* OpenStep, ReadSource, RecordOutput, CheckInput,
-                                               Deliver, TraceArtifact */
+extern const svc_method svc_gate_methods[]; /* OpenStep, ReadSource, ObserveSource, RecordOutput,
+                                               CheckInput, Deliver, Invoke, TraceArtifact */
 extern const size_t svc_gate_methods_len;
 extern const svc_method svc_grants_methods[]; /* RevokeGrant, RestoreGrants, ShowChain */
 extern const size_t svc_grants_methods_len;
