@@ -847,6 +847,12 @@ CHARTER_TYPED(charter_revoke_grant, charter__v1__grants__descriptor,
 CHARTER_TYPED(charter_restore_grants, charter__v1__grants__descriptor,
               Charter__V1__RestoreGrantsRequest, restore_grants_request,
               Charter__V1__RestoreGrantsResponse, restore_grants_response)
+CHARTER_TYPED(charter_quarantine_resource, charter__v1__resources__descriptor,
+              Charter__V1__QuarantineResourceRequest, quarantine_resource_request,
+              Charter__V1__ResourceQuarantine, resource_quarantine)
+CHARTER_TYPED(charter_release_resource, charter__v1__resources__descriptor,
+              Charter__V1__ReleaseResourceRequest, release_resource_request,
+              Charter__V1__ResourceQuarantine, resource_quarantine)
 CHARTER_TYPED(charter_show_chain, charter__v1__grants__descriptor, Charter__V1__ShowChainRequest,
               show_chain_request, Charter__V1__GrantChain, grant_chain)
 CHARTER_TYPED(charter_health, charter__v1__health__descriptor, Charter__V1__HealthRequest,

@@ -247,6 +247,16 @@ int charter_revoke_grant(charter_client *c, const Charter__V1__RevokeGrantReques
 /* Grants/RestoreGrants: one grant, or every revoked grant when req->grant_id is empty. */
 int charter_restore_grants(charter_client *c, const Charter__V1__RestoreGrantsRequest *req,
                            Charter__V1__RestoreGrantsResponse **resp, charter_status *status);
+/* Resources/QuarantineResource (operator): from the next decision on, every artifact whose
+ * lineage reaches req->resource_id is refused at every gate (RESOURCE_QUARANTINED) until it is
+ * released; req->reason (1 to 512 bytes) is shown in the refusals' witnesses. */
+int charter_quarantine_resource(charter_client *c,
+                                const Charter__V1__QuarantineResourceRequest *req,
+                                Charter__V1__ResourceQuarantine **resp, charter_status *status);
+/* Resources/ReleaseResource (operator): lifts the quarantine; resp->released says whether there
+ * was one. */
+int charter_release_resource(charter_client *c, const Charter__V1__ReleaseResourceRequest *req,
+                             Charter__V1__ResourceQuarantine **resp, charter_status *status);
 /* Grants/ShowChain: the delegation chain of a grant, leaf first, with the guard's verdict. */
 int charter_show_chain(charter_client *c, const Charter__V1__ShowChainRequest *req,
                        Charter__V1__GrantChain **resp, charter_status *status);

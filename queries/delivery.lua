@@ -247,7 +247,9 @@ keys: P. args: JSON {run_id,invocation_id,fingerprint,payload_id,payload_hash,co
   content_sha1 are not read, content (the arguments as committed) is required, recipient may
   be "" (a tool without a destination: no recipient check), the event is invoke_decided, and
   each artifact is checked as a payload is below (payload_not_found, payload_other_run,
-  payload_hash_mismatch, summary_changed, edges_changed) in place of the payload.
+  payload_hash_mismatch, summary_changed, edges_changed) in place of the payload; its
+  resources, optional: every source resource of every artifact, each checked unquarantined in
+  place of sources (resource_quarantined).
 reply: {"status":"committed","delivery":{...},"seq":n} (with cached: the flat list
   ["committed", "<seq>", "<committed_at>"]), or {"status":"exists","delivery":{...}}
   when the invocation is taken (nothing written), or {"status":"refused","reason":"<check>",
@@ -270,7 +272,8 @@ reply: {"status":"committed","delivery":{...},"seq":n} (with cached: the flat li
   parent, or for the last none and root = 1 (chain_mismatch, chain_not_rooted), unrevoked
   (grant_revoked), valid_from <= t (grant_not_yet_valid), t < valid_to (grant_expired), lists
   the tool (grant_tool), the recipient (grant_recipient) and every source (grant_resource; the
-  lists are not read with cached: they were decided from as kept).
+  lists are not read with cached: they were decided from as kept); no source is quarantined
+  (resource_quarantined: charter_quarantine_resource).
   When every check passes but the run's head moved, the conflict reply (nothing written).
   On commit, in the same call: the facts record, the Delivery hash (committed_at = t,
   event_seq = the event's seq; no copy of the event's evaluator; its payload_id and recipient
@@ -327,6 +330,7 @@ local function invoke_arg(v)
         out[i] = {id = check_id(a.id, 'invoke.artifacts.id'), hash = check_text(a.hash, 'hash'),
                   summary_hash = a.summary_hash, parents = parents}
     end
+    out.resources = check_id_list(v.resources, 'invoke.resources', true)
     return out
 end
 
@@ -568,6 +572,13 @@ local function charter_commit_delivery(keys, args)
     reason, detail = chain_refusal(P, d.chain, d.tool, d.recipient, d.sources, tnum, d.cached)
     if reason then
         return refuse(reason, detail)
+    end
+    -- RULE-COMMIT-QUARANTINE: no source the decision read was quarantined since (an
+    -- invocation names every source of every value's lineage, the control values' too).
+    for _, r in ipairs(d.invoke and d.invoke.resources or d.sources) do
+        if redis.call('HEXISTS', P .. ':resource:' .. r, 'quarantined_at') == 1 then
+            return refuse('resource_quarantined', r)
+        end
     end
     local conflict = head_conflict(P, run_id, ev, {rf[4], rf[5]})
     if conflict then

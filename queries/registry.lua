@@ -41,6 +41,8 @@ local FUNCTIONS = {
     {'charter_context_owner', runs.charter_context_owner, true},
     {'charter_get_resource', graph.charter_get_resource, true},
     {'charter_get_recipient', graph.charter_get_recipient, true},
+    {'charter_quarantine_resource', graph.charter_quarantine_resource, false},
+    {'charter_release_resource', graph.charter_release_resource, false},
     {'charter_create_artifact', lineage.charter_create_artifact, false},
     {'charter_get_artifact', lineage.charter_get_artifact, true},
     {'charter_lineage_summary', lineage.charter_lineage_summary, true},

@@ -841,6 +841,76 @@ static void test_200_invokers_of_one_invocation_commit_once(void)
     charter__v1__run_view__free_unpacked(view, NULL);
 }
 
+/* ---- quarantine -------------------------------------------------------------------------- */
+
+/* charter quarantine RESOURCE --reason TEXT / charter release RESOURCE through the CLI; its
+ * exit status, or -1; out gets what it printed (n bytes). */
+static int cli_quarantine(const char *verb, const char *resource, const char *reason, char *out,
+                          size_t n)
+{
+    char cmd[1024];
+    snprintf(cmd, sizeof cmd, "CHARTER_URL='%s' CHARTER_TOKEN='%s' '%s' %s %s%s%s%s 2>&1",
+             daemon_a.ipc_url, HARNESS_OPERATOR_TOKEN, CHARTER_CLI_PATH, verb, resource,
+             reason != NULL ? " --reason '" : "", reason != NULL ? reason : "",
+             reason != NULL ? "'" : "");
+    FILE *p = popen(cmd, "r");
+    if (p == NULL)
+        return -1;
+    size_t got = fread(out, 1, n - 1, p);
+    out[got] = '\0';
+    int st = pclose(p);
+    return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+}
+
+/* RULE-INPUT-QUARANTINE at the tool-call gate: the bill's resource quarantined (charter
+ * quarantine), the IBAN quoted from the bill is refused with a witness naming the resource and
+ * nothing is paid; released (Resources/ReleaseResource), the same call is paid. A viewer may
+ * not quarantine. */
+static void test_quarantined_source_refuses_the_call_until_released(void)
+{
+    char out[1024];
+    CU_ASSERT_EQUAL(cli_quarantine("quarantine", "bill", NULL, out, sizeof out), 2);
+    CU_ASSERT_EQUAL_FATAL(
+        cli_quarantine("quarantine", "bill", "the biller mailbox was taken over", out, sizeof out),
+        0);
+    CU_ASSERT_PTR_NOT_NULL(strstr(out, "quarantined bill at "));
+    CU_ASSERT_PTR_NOT_NULL(strstr(out, "by env:operator: the biller mailbox was taken over"));
+    const arg_spec args[] = {{"iban", IBAN_BILL, bill_quote()},
+                             {"amount", "84.20", "task"},
+                             {"reference", "INV-7731", "task"}};
+    Charter__V1__InvokeResponse *r = invoke("send_money", "pay-quarantined", args, N_OF(args));
+    CU_ASSERT_PTR_NOT_NULL_FATAL(r);
+    CU_ASSERT_EQUAL(r->decision->outcome, CHARTER__V1__OUTCOME__DENY);
+    CU_ASSERT_EQUAL_FATAL(r->decision->n_codes, 1);
+    CU_ASSERT_STRING_EQUAL(r->decision->codes[0], "RESOURCE_QUARANTINED");
+    CU_ASSERT_PTR_NOT_NULL(strstr(r->decision->witness, "resource bill quarantined at "));
+    CU_ASSERT_PTR_NOT_NULL(strstr(r->decision->witness, "(the biller mailbox was taken over)"));
+    CU_ASSERT_PTR_NULL(r->delivery);
+    charter__v1__invoke_response__free_unpacked(r, NULL);
+    expect_replays("pay-quarantined", CHARTER__V1__OUTCOME__DENY);
+    /* Only an operator quarantines. */
+    charter_client *viewer = NULL;
+    CU_ASSERT_EQUAL_FATAL(
+        harness_client_open(daemon_a.tcp_url, HARNESS_VIEWER_TOKEN, 30000, &viewer), 0);
+    Charter__V1__ReleaseResourceRequest rq = CHARTER__V1__RELEASE_RESOURCE_REQUEST__INIT;
+    rq.resource_id = "bill";
+    Charter__V1__ResourceQuarantine *q = NULL;
+    charter_status st;
+    CU_ASSERT_NOT_EQUAL(charter_release_resource(viewer, &rq, &q, &st), 0);
+    CU_ASSERT_EQUAL(st.code, CHARTER_PERMISSION_DENIED);
+    charter_client_close(viewer);
+    CU_ASSERT_EQUAL_FATAL(charter_release_resource(op, &rq, &q, &st), 0);
+    CU_ASSERT_TRUE(q->released);
+    CU_ASSERT_FALSE(q->quarantined);
+    charter__v1__resource_quarantine__free_unpacked(q, NULL);
+    r = invoke("send_money", "pay-released", args, N_OF(args));
+    expect_decision(r, CHARTER__V1__OUTCOME__ALLOW, NULL, NULL);
+    CU_ASSERT_PTR_NOT_NULL(r->delivery);
+    charter__v1__invoke_response__free_unpacked(r, NULL);
+    CU_ASSERT_EQUAL(cli_quarantine("release", "bill", NULL, out, sizeof out), 0);
+    CU_ASSERT_PTR_NOT_NULL(strstr(out, "nothing to release: bill is not quarantined"));
+}
+
 /* ---- registration --------------------------------------------------------------------------- */
 
 #define T(fn)                                                                                      \
@@ -864,6 +934,7 @@ static const harness_test gate_tests[] = {
     T(test_invoke_under_a_revoked_grant_is_grant_invalid),
     T(test_payments_scenario_through_the_cli),
     T(test_tool_asking_approval_commits_nothing),
+    T(test_quarantined_source_refuses_the_call_until_released),
 };
 static const harness_test race_tests[] = {
     T(test_200_invokers_of_one_invocation_commit_once),

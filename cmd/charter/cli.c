@@ -701,6 +701,57 @@ static int cmd_restore(cli *c, const cli_command *cmd, const cli_args *a)
     return rv;
 }
 
+/* ---- Resources ---------------------------------------------------------------------------- */
+
+static int cmd_quarantine(cli *c, const cli_command *cmd, const cli_args *a)
+{
+    Charter__V1__QuarantineResourceRequest req = CHARTER__V1__QUARANTINE_RESOURCE_REQUEST__INIT;
+    Charter__V1__ResourceQuarantine *q = NULL;
+    charter_status st;
+    int rv = EXIT_OK;
+
+    const char *reason = arg_option(a, "reason");
+    if (reason == NULL || reason[0] == '\0')
+        return usage_error(cmd, "say why with --reason TEXT (the refusals' witnesses show it)",
+                           NULL);
+    req.resource_id = (char *)a->pos[0];
+    req.reason = (char *)reason;
+    if ((rv = cli_connect(c)) != 0)
+        return rv;
+    if (charter_quarantine_resource(c->client, &req, &q, &st) != 0)
+        return rpc_error(&st);
+    if (c->json)
+        rv = print_json(&q->base);
+    else
+        printf("quarantined %s at %s by %s: %s\n", q->resource_id, q->quarantined_at,
+               q->quarantined_by, q->reason);
+    charter__v1__resource_quarantine__free_unpacked(q, NULL);
+    return rv;
+}
+
+static int cmd_release(cli *c, const cli_command *cmd, const cli_args *a)
+{
+    Charter__V1__ReleaseResourceRequest req = CHARTER__V1__RELEASE_RESOURCE_REQUEST__INIT;
+    Charter__V1__ResourceQuarantine *q = NULL;
+    charter_status st;
+    int rv = EXIT_OK;
+
+    (void)cmd;
+    req.resource_id = (char *)a->pos[0];
+    if ((rv = cli_connect(c)) != 0)
+        return rv;
+    if (charter_release_resource(c->client, &req, &q, &st) != 0)
+        return rpc_error(&st);
+    if (c->json)
+        rv = print_json(&q->base);
+    else if (q->released)
+        printf("released %s\n", q->resource_id);
+    else
+        printf("nothing to release: %s is not quarantined\n", q->resource_id);
+    charter__v1__resource_quarantine__free_unpacked(q, NULL);
+    return rv;
+}
+
 static int cmd_chain(cli *c, const cli_command *cmd, const cli_args *a)
 {
     Charter__V1__ShowChainRequest req = CHARTER__V1__SHOW_CHAIN_REQUEST__INIT;
@@ -1908,6 +1959,7 @@ static const char *const verify_opts[] = {"key", "public-key", NULL};
 static const char *const no_opts[] = {NULL};
 static const char *const recover_opts[] = {"async", NULL};
 static const char *const restore_opts[] = {"all", NULL};
+static const char *const quarantine_opts[] = {"reason", NULL};
 static const char *const what_if_opts[] = {"workflow", "run", "since", "limit", NULL};
 static const char *const approvals_opts[] = {"run", "state", NULL};
 static const char *const approve_opts[] = {"as", "reason", NULL};
@@ -1956,6 +2008,12 @@ static const cli_command commands[] = {
     {"revoke", "GRANT", "revoke a grant (operator)", no_opts, 1, 1, cmd_revoke},
     {"restore", "GRANT | --all", "restore a revoked grant, or (--all) every revoked grant",
      restore_opts, 0, 1, cmd_restore},
+    {"quarantine", "RESOURCE --reason TEXT",
+     "quarantine a resource: every artifact derived from it, in any run, is refused at every "
+     "gate until it is released (operator)",
+     quarantine_opts, 1, 1, cmd_quarantine},
+    {"release", "RESOURCE", "release a quarantined resource (operator)", no_opts, 1, 1,
+     cmd_release},
     {"chain", "GRANT", "a grant's delegation chain, leaf first, with the guard's verdict", no_opts,
      1, 1, cmd_chain},
     {"trace", "ARTIFACT", "an artifact's ancestry as a tree", no_opts, 1, 1, cmd_trace},

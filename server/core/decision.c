@@ -21,6 +21,7 @@ static const char *const code_names[GUARD_CODE_COUNT] = {
     [GUARD_CONTROL_UNTRUSTED] = "CONTROL_UNTRUSTED",
     [GUARD_RECIPIENT_UNKNOWN] = "RECIPIENT_UNKNOWN",
     [GUARD_TOOL_NOT_PERMITTED] = "TOOL_NOT_PERMITTED",
+    [GUARD_RESOURCE_QUARANTINED] = "RESOURCE_QUARANTINED",
 };
 
 const char *decision_code_name(guard_code code)

@@ -34,6 +34,9 @@ typedef enum {
     GUARD_CONTROL_UNTRUSTED,
     GUARD_RECIPIENT_UNKNOWN,
     GUARD_TOOL_NOT_PERMITTED,
+    /* Every gate: a source the artifact derives from was quarantined by an operator
+     * (Resources/QuarantineResource); released, the artifact is decided as before. */
+    GUARD_RESOURCE_QUARANTINED,
     GUARD_CODE_COUNT
 } guard_code;
 

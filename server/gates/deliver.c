@@ -172,8 +172,9 @@ static void facts_free(send_facts *f)
  * recipient. *ctx_ok tells whether the context was read and usable; *regrant that the chain
  * read is not of the step's grant, so the read must be made again naming it. A payload
  * without a summary, or whose summary is not sealed under the integrity key, is marked
- * unverified (gate_summary_verify): the guard answers UNKNOWN. Returns STATUS_OK, STATUS_ENOTFOUND (context or payload),
- * STATUS_EREFUSED (a completed run), or the failure of the store or of gate_context_from. */
+ * unverified (gate_summary_verify): the guard answers UNKNOWN. Returns STATUS_OK, STATUS_ENOTFOUND
+ * (context or payload), STATUS_EREFUSED (a completed run), or the failure of the store or of
+ * gate_context_from. */
 static int gather(const gate_env *g, const char *context_id, const char *invocation_id,
                   const char *payload_id, const char *recipient, const char *grant, send_facts *f,
                   bool *ctx_ok, bool *regrant)
@@ -397,8 +398,11 @@ static int send_evaluate(send_state *s, deliver_result *out)
                               s->f.now, s->payload_hash, s->actual, &out->decision);
     /* The deny path: a refusal names the path from the source to the payload, which only the
      * ancestry holds. It is walked, and when it refuses too, that decision (with the walked
-     * ancestry as its facts) is the one recorded; otherwise the summary's refusal stands. */
-    if (s->f.has_sum && out->decision.outcome == GUARD_DENY) {
+     * ancestry as its facts) is the one recorded; otherwise the summary's refusal stands. A
+     * quarantine is never in a walked ancestry (it is read with the summary's sources): that
+     * refusal is not walked, so it stands and costs the same at any depth. */
+    if (s->f.has_sum && out->decision.outcome == GUARD_DENY &&
+        (out->decision.codes & (1u << GUARD_RESOURCE_QUARANTINED)) == 0) {
         char limit[32];
         snprintf(limit, sizeof limit, "%zu", s->g->limits->max_ancestry);
         guard_ancestry anc = {0};

@@ -520,7 +520,10 @@ static int check_inputs(const gate_env *g, const workflow_step *ws, const guard_
     memset(d, 0, sizeof *d);
     if (evaluator_input_decide(&ws->cap, ctx, f->raws, ids, d, &f->conf, &f->integrity) != 0)
         return STATUS_ENOMEM;
-    if (d->outcome == GUARD_DENY)
+    /* A quarantine is read with the summaries' sources, never from a walked ancestry: a walk
+     * could not agree with that refusal, whose witness names the resource already, and it
+     * would make the refusal's cost grow with the lineage's depth. */
+    if (d->outcome == GUARD_DENY && (d->codes & (1u << GUARD_RESOURCE_QUARANTINED)) == 0)
         return walk_for_witness(g, ws, ctx, ids, n, d, f);
     return STATUS_OK;
 }

@@ -373,8 +373,12 @@ static void answer_existing(const invoke_state *s, invoke_result *out, json_t *e
 static json_t *commit_doc(const invoke_state *s, const invoke_result *out)
 {
     json_t *arts = json_array(), *chain = json_array(), *sources = json_array();
+    json_t *reached = json_array(); /* every source of every value: the commit's quarantine */
     for (size_t i = 0; arts != NULL && i < s->facts.n_sums; i++) {
         const guard_summary *g = &s->facts.sums[i];
+        for (size_t k = 0; reached != NULL && k < g->n_sources; k++)
+            if (g->sources[k].id != NULL && add_once(reached, g->sources[k].id) != 0)
+                json_decref(reached), reached = NULL;
         json_t *parents = json_array();
         for (size_t k = 0; parents != NULL && k < g->now_parents.n; k++)
             json_array_append_new(parents, json_string(g->now_parents.items[k]));
@@ -389,11 +393,11 @@ static json_t *commit_doc(const invoke_state *s, const invoke_result *out)
         json_array_append_new(sources, json_string(out->decision.sources.items[i]));
     char h[65];
     gate_sha256_hex(s->canonical, strlen(s->canonical), h);
-    return json_pack("{s:s, s:s, s:s, s:s, s:s, s:s, s:s, s:o*, s:o*, s:{s:o*}}", "run_id",
+    return json_pack("{s:s, s:s, s:s, s:s, s:s, s:s, s:s, s:o*, s:o*, s:{s:o*, s:o*}}", "run_id",
                      s->ctx.run_id, "invocation_id", s->inv, "fingerprint", s->fingerprint,
                      "payload_hash", h, "recipient", out->destination, "tool", s->tool, "content",
                      s->canonical, "grant_chain", chain, "sources", sources, "invoke", "artifacts",
-                     arts);
+                     arts, "resources", reached);
 }
 
 /* 4. The effect, committed once: the conditional write on the database clock, up to

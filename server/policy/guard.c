@@ -26,11 +26,12 @@
  * then the authority it acts under.
  */
 static const guard_code witness_priority[GUARD_CODE_COUNT] = {
-    GUARD_EFFECT_UNKNOWN,        GUARD_GRAPH_ERROR,       GUARD_TOOL_NOT_PERMITTED,
-    GUARD_STEP_MISMATCH,         GUARD_IDENTITY_MISMATCH, GUARD_GRANT_NOT_FOUND,
-    GUARD_PROVENANCE_INCOMPLETE, GUARD_LABEL_MISMATCH,    GUARD_INPUT_OUT_OF_SCOPE,
-    GUARD_CONTROL_UNTRUSTED,     GUARD_RECIPIENT_UNKNOWN, GUARD_CLEARANCE_EXCEEDED,
-    GUARD_RESOURCE_OUT_OF_SCOPE, GUARD_GRANT_INVALID,     GUARD_DELIVERY_CONFLICT,
+    GUARD_EFFECT_UNKNOWN,        GUARD_GRAPH_ERROR,           GUARD_TOOL_NOT_PERMITTED,
+    GUARD_STEP_MISMATCH,         GUARD_IDENTITY_MISMATCH,     GUARD_GRANT_NOT_FOUND,
+    GUARD_PROVENANCE_INCOMPLETE, GUARD_LABEL_MISMATCH,        GUARD_RESOURCE_QUARANTINED,
+    GUARD_INPUT_OUT_OF_SCOPE,    GUARD_CONTROL_UNTRUSTED,     GUARD_RECIPIENT_UNKNOWN,
+    GUARD_CLEARANCE_EXCEEDED,    GUARD_RESOURCE_OUT_OF_SCOPE, GUARD_GRANT_INVALID,
+    GUARD_DELIVERY_CONFLICT,
 };
 
 /* ---------------------------------------------------------------------------------------- */
@@ -1187,6 +1188,37 @@ static bool strs_equal(const guard_strs *a, const guard_strs *b)
     return true;
 }
 
+/* RULE-INPUT-QUARANTINE: no source the summary names is quarantined now (its current state,
+ * read with its labels: the cost does not grow with the lineage's depth). The witness names
+ * the resource, when and why it was quarantined, and the artifact derived from it. Facts
+ * recorded before quarantines were read carry none, and decide as they did. */
+static void check_quarantine(const guard_summary *s, verdict *v)
+{
+    for (size_t i = 0; i < s->n_now_sources; i++) {
+        const guard_resource *r = &s->now_sources[i];
+        if (r->quarantined_at == NULL || r->quarantined_at[0] == '\0')
+            continue;
+        strbuf b;
+        if (!flag_begin(v, GUARD_RESOURCE_QUARANTINED, &b))
+            return;
+        sb_put(&b, "resource ");
+        sb_put(&b, or_missing(r->id));
+        sb_put(&b, " quarantined at ");
+        sb_put(&b, r->quarantined_at);
+        if (r->quarantined != NULL && r->quarantined[0] != '\0') {
+            sb_put(&b, " (");
+            sb_put(&b, r->quarantined);
+            sb_put(&b, ")");
+        }
+        if (!str_eq(s->kind, "source")) {
+            sb_put(&b, ARROW);
+            sb_put(&b, summary_name(s));
+        }
+        flag_end(v, GUARD_RESOURCE_QUARANTINED, &b);
+        return;
+    }
+}
+
 /* RULE-INPUT-PROVENANCE, RULE-INPUT-LABELS from a summary: what was derived at creation, the
  * artifact's own edges compared with it, and the sources' labels now. */
 static void check_summary(const guard_summary *s, const char *run_id, verdict *v)
@@ -1243,6 +1275,7 @@ static void check_summary(const guard_summary *s, const char *run_id, verdict *v
                  integrity_name(was->integrity), " when ", id, " was derived; now ",
                  conf_name(now->conf), ", ", integrity_name(now->integrity), END);
     }
+    check_quarantine(s, v);
 }
 
 int guard_check_input_summary(const guard_stepcap *cap, const guard_context *ctx,

@@ -47,6 +47,11 @@ typedef struct {
     char *title;
     int conf;      /* GUARD_CONF_* ; -1 when the fact is missing */
     int integrity; /* GUARD_INTEGRITY_* ; -1 when missing */
+    /* A summary's source as it stands now: when the resource is quarantined, the time (the
+     * database's) and the operator's reason; "" or NULL when it is not (or the facts were
+     * recorded before quarantines were read: the verdict is then the one they gave). */
+    char *quarantined_at;
+    char *quarantined;
 } guard_resource;
 
 /* One artifact of an ancestry with every edge around it (full collections, so the guard sees

@@ -46,6 +46,7 @@ static const dispatch_service dispatch_services[] = {
     {&charter__v1__runs__descriptor, svc_runs_methods, &svc_runs_methods_len},
     {&charter__v1__gate__descriptor, svc_gate_methods, &svc_gate_methods_len},
     {&charter__v1__grants__descriptor, svc_grants_methods, &svc_grants_methods_len},
+    {&charter__v1__resources__descriptor, svc_resources_methods, &svc_resources_methods_len},
     {&charter__v1__health__descriptor, svc_health_methods, &svc_health_methods_len},
     {&charter__v1__evidence__descriptor, svc_evidence_methods, &svc_evidence_methods_len},
     {&charter__v1__workflows__descriptor, svc_workflows_methods, &svc_workflows_methods_len},
