@@ -189,6 +189,82 @@ static void test_observed_resource_is_not_a_step_read(void)
     free(def);
 }
 
+/* LIVE_OK with script (a JSON object, ' for ") as its step's script, and the expect list
+ * expect (NULL: none). Caller frees. */
+static char *with_script(const char *script, const char *expect)
+{
+    const char *def = LIVE_OK;
+    const char *at = strstr(def, "'output_title':'Out'}");
+    size_t n = strlen(def) + strlen(script) + (expect ? strlen(expect) : 0) + 64;
+    char *out = malloc(n);
+    if (at == NULL || out == NULL) {
+        free(out);
+        return NULL;
+    }
+    size_t head = (size_t)(at - def) + strlen("'output_title':'Out'");
+    int w = snprintf(out, n, "%.*s,'script':%s%s", (int)head, def, script, def + head);
+    if (expect != NULL && w > 0) {
+        snprintf(out + w - 1, n - (size_t)w + 1, ",'expect':%s}", expect);
+    }
+    return out;
+}
+
+#define OBS_PAGE "{'resource':'page','locator':'https://shop.example/a','content':'A page.'}"
+#define TO_TASK "{'name':'to','value':'ann@corp.example','from_task':true}"
+#define BODY_MODEL "{'name':'body','value':'A summary.'}"
+
+static void script_refused(const char *script, const char *expect)
+{
+    char *def = with_script(script, NULL);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(def);
+    expect_refused(def, expect);
+    free(def);
+}
+
+/* A scripted run's observations and tool calls: what the built-in runner observes and invokes
+ * in the step; each mistake is refused at load time with its path. */
+static void test_scripted_observations_and_invocations(void)
+{
+    char *def = with_script("{'content':'x','observe':[" OBS_PAGE "],'invoke':[{'tool':'mail',"
+                            "'arguments':[" TO_TASK "," BODY_MODEL "]},{'tool':'mail','arguments':"
+                            "[{'name':'to','value':'a@b.example','quoted_from':'page'}]}]}",
+                            "[{'step':'s','event':'source_observed','outcome':'allow'},"
+                            "{'step':'s','event':'invoke_decided','outcome':'deny','codes':"
+                            "['CONTROL_UNTRUSTED']}]");
+    CU_ASSERT_PTR_NOT_NULL_FATAL(def);
+    workflow *wf = load_ok(def);
+    CU_ASSERT_PTR_NOT_NULL(wf);
+    workflow_free(wf);
+    free(def);
+    script_refused("{'content':'x','observe':[{'resource':'nosuch','locator':'l','content':'c'}]}",
+                   "steps[0].script.observe[0].resource: \"nosuch\" is not an observed resource");
+    script_refused("{'content':'x','observe':[{'resource':'page','locator':'l','content':'"
+                   "0123456789012345678901234567890123456789012345678901234567890123X'}]}",
+                   "steps[0].script.observe[0].content: 65 bytes, at most 64 (limit)");
+    script_refused("{'content':'x','observe':[" OBS_PAGE "," OBS_PAGE "]}",
+                   "steps[0].script.observe[1].resource: \"page\" is observed twice in the script");
+    script_refused("{'content':'x','observe':[{'resource':'page','locator':'','content':'c'}]}",
+                   "steps[0].script.observe[0].locator: must not be empty");
+    script_refused("{'content':'x','invoke':[{'tool':'read_source','arguments':[]}]}",
+                   "steps[0].script.invoke[0].tool: \"read_source\" is not a tool with arguments");
+    script_refused("{'content':'x','invoke':[{'tool':'mail','arguments':[{'name':'cc','value':"
+                   "'a'}]}]}",
+                   "steps[0].script.invoke[0].arguments[0].name: the tool declares no argument "
+                   "\"cc\"");
+    script_refused("{'content':'x','observe':[" OBS_PAGE "],'invoke':[{'tool':'mail','arguments':"
+                   "[{'name':'to','value':'a','from_task':true,'quoted_from':'page'}]}]}",
+                   "steps[0].script.invoke[0].arguments[0]: has both from_task and quoted_from: "
+                   "a value comes from one place");
+    script_refused("{'content':'x','invoke':[{'tool':'mail','arguments':[{'name':'to','value':"
+                   "'a','quoted_from':'page'}]}]}",
+                   "steps[0].script.invoke[0].arguments[0].quoted_from: \"page\" is neither read "
+                   "nor observed by the step");
+    script_refused("{'content':'x','invoke':[{'tool':'mail','arguments':[{'name':'to','value':"
+                   "'a','from_task':false}]}]}",
+                   "steps[0].script.invoke[0].arguments[0].from_task: must be true (leave it out "
+                   "for a value the model wrote)");
+}
+
 static void test_destination_class_rules(void)
 {
     expect_refused(LIVE(R_PAGE, "{'id':'corp','clearance':'internal','match':{'pattern':'([a-z'}}",
@@ -259,6 +335,7 @@ static const harness_test tests[] = {
     T(test_payments_reference_workflow_is_valid),
     T(test_observed_resource_rules),
     T(test_observed_resource_is_not_a_step_read),
+    T(test_scripted_observations_and_invocations),
     T(test_destination_class_rules),
     T(test_tool_argument_rules),
 };

@@ -275,7 +275,7 @@ static json_t *argument_json(const invoke_state *s, const invoke_argument *a)
     bool quoted = a->quoted_from != NULL && a->quoted_from[0] != '\0';
     if (lineage != NULL && quoted && json_array_append_new(lineage, json_string(a->quoted_from)))
         json_decref(lineage), lineage = NULL;
-    return json_pack("{s:s, s:s, s:b, s:s, s:o*}", "name", a->name, "role",
+    return json_pack("{s:s, s:s, s:s, s:b, s:s, s:o*}", "name", a->name, "value", a->value, "role",
                      role != NULL ? role : "data", "from_task", a->from_task, "quoted_from",
                      quoted ? a->quoted_from : "", "lineage", lineage);
 }
@@ -308,8 +308,8 @@ static int build_request(invoke_state *s, invoke_result *out)
     return fingerprint(s, out->destination);
 }
 
-/* The snapshot replay decides from and the detail the event carries (each argument's lineage,
- * for a reader of the run; the values themselves only in the committed effect). */
+/* The snapshot replay decides from and the detail the event carries (each argument's value and
+ * lineage, for a reader of the run: a viewer gets the values redacted, wire_event). */
 static int describe(invoke_state *s, const invoke_result *out)
 {
     json_t *chain = json_object_get(s->reply, "chain");

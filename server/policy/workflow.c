@@ -196,9 +196,25 @@ static const field_spec expect_delivery_spec[] = {
     {"excludes", T_LIST, false},
 };
 static const field_spec script_spec[] = {
+    {"content", T_STRING, true}, {"fields", T_OBJECT, false}, {"handoff", T_LIST, false},
+    {"observe", T_LIST, false},  {"invoke", T_LIST, false},
+};
+/* What a scripted run observes and invokes in a step (docs/workflows.md, "Scripted live
+ * tools"): the script stands for the host's reads and the model's tool calls. */
+static const field_spec script_observe_spec[] = {
+    {"resource", T_STRING, true},
+    {"locator", T_STRING, true},
     {"content", T_STRING, true},
-    {"fields", T_OBJECT, false},
-    {"handoff", T_LIST, false},
+};
+static const field_spec script_invoke_spec[] = {
+    {"tool", T_STRING, true},
+    {"arguments", T_LIST, true},
+};
+static const field_spec script_argument_spec[] = {
+    {"name", T_STRING, true},
+    {"value", T_STRING, true},
+    {"from_task", T_BOOL, false},
+    {"quoted_from", T_STRING, false},
 };
 
 static const char *type_rule(int type)
@@ -1344,8 +1360,12 @@ static int check_steps(const wdef *d, werr *e)
 /* ---- expected decisions ------------------------------------------------------------------ */
 
 static const char *const expect_kinds[] = {"event", "recover", "status", "delivery", NULL};
-static const char *const expect_events[] = {"input_checked",   "delivery_decided", "source_read",
-                                            "output_recorded", "output_refused",   NULL};
+static const char *const expect_events[] = {
+    "input_checked",  "delivery_decided", "source_read",    "output_recorded",
+    "output_refused", "source_observed",  "invoke_decided", NULL};
+#define EXPECT_EVENT_NAMES                                                                         \
+    "input_checked, delivery_decided, source_read, output_recorded, output_refused, "              \
+    "source_observed, invoke_decided"
 static const char *const outcome_names[] = {"allow", "deny", "unknown", NULL};
 /* Every status a run can enter (RUN_STATUSES, queries/library.lua). */
 static const char *const status_names[] = {
@@ -1459,10 +1479,7 @@ static int check_expectation(const json_t *doc, const wdef *d, size_t i, werr *e
             return fail(e, f, "\"%.64s\" is not a step of the definition", step);
         }
         snprintf(f, sizeof f, "%s.event", p);
-        if (check_enum(json_object_get(x, "event"), f, expect_events,
-                       "input_checked, delivery_decided, source_read, output_recorded, "
-                       "output_refused",
-                       e) != 0) {
+        if (check_enum(json_object_get(x, "event"), f, expect_events, EXPECT_EVENT_NAMES, e) != 0) {
             return -1;
         }
         return check_expected_decision(x, p, e);
@@ -1774,6 +1791,181 @@ static int check_approvals(const json_t *doc, const wdef *d, werr *e)
     return bad ? -1 : 0;
 }
 
+/* ---- scripted live tools ----------------------------------------------------------------- */
+
+/* The entry of observed resource id, or NULL when id names no observed resource. */
+static const json_t *observed_resource(const wdef *d, const char *id)
+{
+    long ri = find_entry(d->resources, "id", id);
+    const json_t *r = ri < 0 ? NULL : json_array_get(d->resources, (size_t)ri);
+    return json_object_get(r, "observed") != NULL ? r : NULL;
+}
+
+/* One observation of a step's script (s, at p): an observed resource of the step's resources,
+ * observed once in the script, a locator and content within the resource's max_bytes. */
+static int check_script_observation(const wdef *d, const json_t *s, size_t k, const char *p,
+                                    werr *e)
+{
+    const json_t *list = json_object_get(json_object_get(s, "script"), "observe");
+    const json_t *o = json_array_get(list, k);
+    char f[320];
+    if (check_object(o, p, script_observe_spec, N_SPEC(script_observe_spec), e) != 0) {
+        return -1;
+    }
+    snprintf(f, sizeof f, "%s.resource", p);
+    const char *id = json_string_value(json_object_get(o, "resource"));
+    const json_t *r = observed_resource(d, id);
+    if (r == NULL) {
+        return fail(e, f, "\"%.64s\" is not an observed resource", id);
+    }
+    if (!list_has(json_object_get(s, "resources"), id)) {
+        return fail(e, f, "\"%.64s\" is not in the step's resources", id);
+    }
+    for (size_t j = 0; j < k; j++) {
+        if (strcmp(json_string_value(json_object_get(json_array_get(list, j), "resource")), id) ==
+            0) {
+            return fail(e, f, "\"%.64s\" is observed twice in the script", id);
+        }
+    }
+    snprintf(f, sizeof f, "%s.locator", p);
+    if (check_plain(json_object_get(o, "locator"), f, WORKFLOW_MAX_TITLE_BYTES * 4, e) != 0) {
+        return -1;
+    }
+    json_int_t max =
+        json_integer_value(json_object_get(json_object_get(r, "observed"), "max_bytes"));
+    snprintf(f, sizeof f, "%s.content", p);
+    return check_text(json_object_get(o, "content"), f,
+                      max < WORKFLOW_MAX_CONTENT_BYTES ? (size_t)max : WORKFLOW_MAX_CONTENT_BYTES,
+                      true, e);
+}
+
+/* Whether step s reads id, or its script observes it: what a scripted value may quote. */
+static bool script_source(const json_t *s, const char *id)
+{
+    const json_t *observe = json_object_get(json_object_get(s, "script"), "observe");
+    for (size_t k = 0; k < json_array_size(observe); k++) {
+        const char *r = json_string_value(json_object_get(json_array_get(observe, k), "resource"));
+        if (r != NULL && strcmp(r, id) == 0) {
+            return true;
+        }
+    }
+    return list_has(json_object_get(s, "reads"), id);
+}
+
+/* One argument of a scripted invocation of live tool t (at p): a declared argument, a value,
+ * and at most one origin: from_task (true), or quoted_from a resource the step reads or
+ * observes. Without either, the value is one the model wrote. */
+static int check_script_argument(const json_t *s, const json_t *t, const json_t *a, const char *p,
+                                 werr *e)
+{
+    char f[384];
+    snprintf(f, sizeof f, "%s.name", p);
+    if (check_object(a, p, script_argument_spec, N_SPEC(script_argument_spec), e) != 0 ||
+        check_id(json_object_get(a, "name"), f, e) != 0) {
+        return -1;
+    }
+    const char *name = json_string_value(json_object_get(a, "name"));
+    if (argument_role(t, name) == NULL) {
+        return fail(e, f, "the tool declares no argument \"%s\"", name);
+    }
+    snprintf(f, sizeof f, "%s.value", p);
+    if (check_plain(json_object_get(a, "value"), f, 4096, e) != 0) {
+        return -1;
+    }
+    const json_t *task = json_object_get(a, "from_task"),
+                 *quote = json_object_get(a, "quoted_from");
+    snprintf(f, sizeof f, "%s.from_task", p);
+    if (task != NULL && !json_is_true(task)) {
+        return fail(e, f, "must be true (leave it out for a value the model wrote)");
+    }
+    if (task != NULL && quote != NULL) {
+        return fail(e, p, "has both from_task and quoted_from: a value comes from one place");
+    }
+    snprintf(f, sizeof f, "%s.quoted_from", p);
+    if (quote != NULL && (check_id(quote, f, e) != 0)) {
+        return -1;
+    }
+    if (quote != NULL && !script_source(s, json_string_value(quote))) {
+        return fail(e, f, "\"%s\" is neither read nor observed by the step",
+                    json_string_value(quote));
+    }
+    return 0;
+}
+
+/* One invocation of a step's script (at p): a live tool of the step's, its arguments. */
+static int check_script_invocation(const json_t *doc, const json_t *s, const json_t *inv,
+                                   const char *p, werr *e)
+{
+    char f[320];
+    if (check_object(inv, p, script_invoke_spec, N_SPEC(script_invoke_spec), e) != 0) {
+        return -1;
+    }
+    snprintf(f, sizeof f, "%s.tool", p);
+    const char *tool = json_string_value(json_object_get(inv, "tool"));
+    const json_t *t = json_object_get(json_object_get(doc, "tools"), tool);
+    if (json_object_get(t, "arguments") == NULL) {
+        return fail(e, f, "\"%.64s\" is not a tool with arguments", tool);
+    }
+    if (!list_has(json_object_get(s, "tools"), tool)) {
+        return fail(e, f, "\"%.64s\" is not in the step's tools", tool);
+    }
+    const json_t *args = json_object_get(inv, "arguments");
+    snprintf(f, sizeof f, "%s.arguments", p);
+    if (check_count(args, f, WORKFLOW_MAX_ARGUMENTS, e) != 0) {
+        return -1;
+    }
+    for (size_t k = 0; k < json_array_size(args); k++) {
+        char q[352];
+        snprintf(q, sizeof q, "%s[%zu]", f, k);
+        if (check_script_argument(s, t, json_array_get(args, k), q, e) != 0) {
+            return -1;
+        }
+    }
+    return 0;
+}
+
+/* The observations and invocations of step i's script. */
+static int check_script_live(const json_t *doc, const wdef *d, size_t i, werr *e)
+{
+    const json_t *s = json_array_get(d->steps, i);
+    const json_t *script = json_object_get(s, "script");
+    const json_t *observe = json_object_get(script, "observe");
+    const json_t *invoke = json_object_get(script, "invoke");
+    char p[96];
+    snprintf(p, sizeof p, "steps[%zu].script.observe", i);
+    if (check_count(observe, p, WORKFLOW_MAX_RESOURCES, e) != 0) {
+        return -1;
+    }
+    for (size_t k = 0; k < json_array_size(observe); k++) {
+        snprintf(p, sizeof p, "steps[%zu].script.observe[%zu]", i, k);
+        if (check_script_observation(d, s, k, p, e) != 0) {
+            return -1;
+        }
+    }
+    snprintf(p, sizeof p, "steps[%zu].script.invoke", i);
+    if (check_count(invoke, p, WORKFLOW_MAX_TOOLS, e) != 0) {
+        return -1;
+    }
+    for (size_t k = 0; k < json_array_size(invoke); k++) {
+        snprintf(p, sizeof p, "steps[%zu].script.invoke[%zu]", i, k);
+        if (check_script_invocation(doc, s, json_array_get(invoke, k), p, e) != 0) {
+            return -1;
+        }
+    }
+    return 0;
+}
+
+static int check_scripts(const json_t *doc, const wdef *d, werr *e)
+{
+    bool bad = false;
+    for (size_t i = 0; i < json_array_size(d->steps); i++) {
+        if (part_ends(check_script_live(doc, d, i, e), &bad, e)) {
+            return -1;
+        }
+    }
+    return bad ? -1 : 0;
+}
+
 /* A part left unchecked: names the parts (with those after them) in e and fails. */
 static int leave_unchecked(werr *e, const char *parts)
 {
@@ -1817,6 +2009,7 @@ static int check_definition(const json_t *doc, wdef *d, werr *e)
         return leave_unchecked(e, "tools, expect");
     }
     if (part_ends(check_approvals(doc, d, e), &bad, e) ||
+        part_ends(check_scripts(doc, d, e), &bad, e) ||
         part_ends(check_expect(doc, d, e), &bad, e)) {
         return -1;
     }

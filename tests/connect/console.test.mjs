@@ -440,6 +440,69 @@ test('the operator starts a second stored workflow, and its grant box offers its
   assert.equal(await shown(), 4);
 });
 
+// The payments run, scripted: its tool calls are invoke decisions, each argument shown with its
+// value, where it came from, and the sources its lineage reaches.
+const IBAN_BILL = 'DE89370400440532013000';
+const IBAN_INJECTED = 'GB33BUKB20201555555555';
+let paymentsRun = '';
+
+async function openByAddress(runId) {
+  await page.evaluate((id) => { location.hash = '#run=' + id; }, runId);
+  await page.waitForFunction((id) => (document.querySelector('#run-head')?.textContent || '').includes(id), {}, runId);
+}
+
+async function argumentRow(seq, name) {
+  return page.$eval(`article.decision[data-seq="${seq}"] tr[data-argument="${name}"]`,
+    (tr) => [...tr.querySelectorAll('td')].map((td) => td.textContent));
+}
+
+test('an invoke decision shows each argument with its value and lineage', async () => {
+  const here = import.meta.dirname ?? path.dirname(new URL(import.meta.url).pathname);
+  const def = fs.readFileSync(path.join(here, '../../deploy/workflows/payments.json'));
+  const wf = await api('Workflows/ApplyWorkflow', { definition: def.toString('base64') });
+  paymentsRun = (await api('Runs/CreateRun', { mode: 'scripted', workflow: wf.version })).run.id;
+  for (let i = 0; i < 300; i++) {
+    const st = (await api('Runs/GetRun', { runId: paymentsRun, limit: 1 })).run.status;
+    if (st === 'completed') break;
+    assert.ok(['created', 'queued', 'running'].includes(st), st);
+    await new Promise((r) => setTimeout(r, 100));
+  }
+  await page.click('#refresh-runs');
+  await openByAddress(paymentsRun);
+  const calls = 'article.decision[data-kind=invoke_decided]';
+  await page.waitForFunction((sel) => document.querySelectorAll(sel).length === 5, { timeout: 20000 }, calls);
+  const seqs = await page.$$eval(calls, (as) => as.map((a) => ({ seq: a.getAttribute('data-seq'),
+    outcome: [...a.classList].find((c) => /^(ALLOW|DENY|UNKNOWN)$/.test(c)), text: a.textContent })));
+  assert.deepEqual(seqs.map((c) => c.outcome), ['DENY', 'DENY', 'DENY', 'DENY', 'ALLOW']);
+  // The injected IBAN quoted from the transaction note.
+  const [quoted, written, , exfil, paid] = seqs;
+  assert.match(quoted.text, /tool gate: call of send_money to payee_any by step pay/);
+  assert.match(quoted.text, /CONTROL_UNTRUSTED/);
+  assert.match(quoted.text, /argument iban ← transactions \(untrusted\): a control argument must be trusted/);
+  assert.deepEqual(await argumentRow(quoted.seq, 'iban'), ['iban', 'control', IBAN_INJECTED,
+    'quoted from Recent transactions with their notes',
+    'Recent transactions with their notes ← transactions (untrusted, internal)']);
+  assert.deepEqual(await argumentRow(quoted.seq, 'amount'), ['amount', 'control', '84.20', 'the task',
+    "the human's task (trusted, public)"]);
+  // The same IBAN written by the model: its lineage is the output, hence every input.
+  assert.deepEqual(await argumentRow(written.seq, 'iban'), ['iban', 'control', IBAN_INJECTED,
+    'written by the model',
+    'Payment summary ← bill (trusted, internal), transactions (untrusted, internal)']);
+  // The exfiltration through a data argument: the body's lineage reaches the bill.
+  assert.match(exfil.text, /CLEARANCE_EXCEEDED/);
+  const body = await argumentRow(exfil.seq, 'body');
+  assert.equal(body[1], 'data');
+  assert.match(body[4], /bill \(trusted, internal\)/);
+  // The bill's IBAN quoted from the bill is the one paid.
+  assert.match(paid.text, /call of send_money to payee_saved by step pay/);
+  assert.deepEqual(await argumentRow(paid.seq, 'iban'), ['iban', 'control', IBAN_BILL,
+    "quoted from The user's electricity bill", "The user's electricity bill ← bill (trusted, internal)"]);
+  // Read-only: nothing in an argument table is a control.
+  assert.equal(await page.$$eval(`${calls} table.arguments :is(input, select, button, textarea)`, (xs) => xs.length), 0);
+  const card = await page.$(`article.decision[data-seq="${quoted.seq}"]`);
+  await card.screenshot({ path: path.join(SHOTS, 'console-invoke.png') });
+});
+
 test('the token is in no URL, cookie or storage', async () => {
   for (const u of urls) {
     assert.ok(!u.includes(OPERATOR) && !u.includes(VIEWER), u);
@@ -511,4 +574,17 @@ test('the viewer sees no form of the budget figure on any page and has no action
     assert.equal(status, 403, m);
     assert.equal(code, 'permission_denied', m);
   }
+});
+
+test('the viewer sees an invoke decision\'s lineage with the values redacted', async () => {
+  assert.ok(paymentsRun, 'the payments run was not created');
+  await openByAddress(paymentsRun);
+  const calls = 'article.decision[data-kind=invoke_decided]';
+  await page.waitForFunction((sel) => document.querySelectorAll(sel).length === 5, { timeout: 20000 }, calls);
+  const seq = await page.$eval(`${calls}.DENY`, (a) => a.getAttribute('data-seq'));
+  assert.deepEqual(await argumentRow(seq, 'iban'), ['iban', 'control', '(redacted)',
+    'quoted from Recent transactions with their notes',
+    'Recent transactions with their notes ← transactions (untrusted, internal)']);
+  const html = await page.content();
+  for (const iban of [IBAN_BILL, IBAN_INJECTED]) assert.ok(!html.includes(iban), `the viewer was shown ${iban}`);
 });

@@ -426,16 +426,24 @@
     refusalsOf.set(run.id, { seq, refusals: found });
   }
 
+  const GATES = { input_checked: 'input gate', delivery_decided: 'delivery gate', invoke_decided: 'tool gate' };
+
   function isRefusal(ev) {
-    if (ev.kind !== 'input_checked' && ev.kind !== 'delivery_decided') return false;
+    if (!GATES[ev.kind]) return false;
     if (ev.outcome !== 'DENY' && ev.outcome !== 'UNKNOWN') return false;
     return !((ev.codes || []).length === 1 && ev.codes[0] === 'APPROVAL_PENDING');
   }
 
   function decisionWhat(ev, d) {
-    return ev.kind === 'input_checked'
-      ? 'input gate: inputs of step ' + (d.step || '?')
-      : 'delivery gate: send of ' + (d.payload || '?') + ' to ' + (d.recipient || '?') + ' by step ' + (d.step || '?');
+    return GATES[ev.kind] + ': ' + decisionSubject(ev, d);
+  }
+
+  function decisionSubject(ev, d) {
+    if (ev.kind === 'input_checked') return 'inputs of step ' + (d.step || '?');
+    if (ev.kind === 'invoke_decided') {
+      return 'call of ' + (d.tool || '?') + (d.destination ? ' to ' + d.destination : '') + ' by step ' + (d.step || '?');
+    }
+    return 'send of ' + (d.payload || '?') + ' to ' + (d.recipient || '?') + ' by step ' + (d.step || '?');
   }
 
   /* --- one run ----------------------------------------------------------------------------- */
@@ -524,7 +532,7 @@
     const decisions = el('section', { class: 'card', id: 'decisions' }, el('h2', { text: 'Decisions' }));
     let n = 0;
     for (const ev of events) {
-      if (ev.kind !== 'input_checked' && ev.kind !== 'delivery_decided') continue;
+      if (!GATES[ev.kind]) continue;
       decisions.append(renderDecision(run, ev, arts));
       n++;
     }
@@ -714,17 +722,15 @@
   function renderDecision(run, ev, arts) {
     const d = parseDetail(ev.detail) || {};
     const outcome = ev.outcome || 'UNKNOWN';
-    const gate = ev.kind === 'input_checked' ? 'input gate' : 'delivery gate';
-    const what = ev.kind === 'input_checked'
-      ? 'inputs of step ' + (d.step || '?')
-      : 'send of ' + (d.payload || '?') + ' to ' + (d.recipient || '?') + ' by step ' + (d.step || '?');
+    const gate = GATES[ev.kind];
+    const what = decisionSubject(ev, d);
     const out = el('div', { class: 'result', hidden: true });
     const box = el('article', { class: 'decision ' + outcome, 'data-seq': ev.seq, 'data-kind': ev.kind },
       el('div', {}, el('a', { class: 'mono permalink', href: linkTo(run.id, { decision: ev.seq }),
         title: 'a link to this decision', text: '#' + ev.seq }), ' ', badge(outcome), ' ', gate, ': ', what,
         ' ', (ev.codes || []).map((c) => el('span', { class: 'code', text: c }))),
       ev.witness ? el('div', { class: 'witness', text: ev.witness }) : null,
-      drawLineage(ev, d, arts));
+      ev.kind === 'invoke_decided' ? renderArguments(d, arts) : drawLineage(ev, d, arts));
     if (role === 'operator') {
       box.append(el('div', { class: 'actions' }, action('Replay', async (o) => {
         o.hidden = false;
@@ -739,6 +745,51 @@
       }, out, 'quiet')), out);
     }
     return box;
+  }
+
+  /* A tool call's arguments, read-only: each value (redacted for a viewer), where it came from,
+   * and the sources its lineage reaches with their labels: what the tool gate decided from. */
+  function renderArguments(d, arts) {
+    const t = el('table', { class: 'arguments' }, el('tr', {}, ['argument', 'role', 'value', 'from', 'lineage']
+      .map((h) => el('th', { text: h }))));
+    for (const a of d.arguments || []) {
+      const value = a.value_redacted ? el('span', { class: 'muted', text: '(redacted)' }) : el('span', { class: 'mono', text: a.value || '' });
+      const from = a.from_task ? 'the task'
+        : a.quoted_from ? 'quoted from ' + artifactName(a.quoted_from, arts) : 'written by the model';
+      const lineage = a.from_task ? [el('div', { text: 'the human\'s task (trusted, public)' })]
+        : (a.lineage || []).map((id) => el('div', { class: 'lineage' },
+          el('span', { text: artifactName(id, arts) }), ' ← ', sourcesOf(id, arts).join(', ') || '?'));
+      t.append(el('tr', { 'data-argument': a.name || '' },
+        el('td', { class: 'mono', text: a.name || '' }), el('td', { text: a.role || '' }), el('td', {}, value),
+        el('td', { text: from }), el('td', {}, ...lineage)));
+    }
+    return t;
+  }
+
+  function artifactName(id, arts) {
+    const a = arts.get(id);
+    return a ? (a.title || id) : id;
+  }
+
+  /* The sources an artifact derives from, each "resource (trusted|untrusted, confidentiality)". */
+  function sourcesOf(id, arts) {
+    const out = new Set();
+    const seen = new Set();
+    const walk = (x) => {
+      if (seen.has(x)) return;
+      seen.add(x);
+      const a = arts.get(x);
+      if (!a) return;
+      if ((a.parents || []).length) {
+        for (const p of a.parents) walk(p);
+        return;
+      }
+      for (const r of a.resources || []) {
+        out.add(r + ' (' + ((a.integrity || 0) ? 'trusted' : 'untrusted') + ', ' + (CONF[a.conf || 0] || '?') + ')');
+      }
+    };
+    walk(id);
+    return [...out].sort();
   }
 
   /* The decision's subjects' ancestry as columns: resources, then artifacts by depth, then
