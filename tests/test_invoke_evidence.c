@@ -3,10 +3,12 @@
  * started with --integrity-key and --signing-key on the test Redis, under
  * deploy/workflows/payments.json: a committed effect's signed receipt names the tool, the
  * invocation ID, the arguments' digest and their lineage summaries and verifies offline with
- * only the public key; what-if decides recorded invocations under a candidate's argument
- * roles, destination classes and tool declarations.
+ * only the public key; an audit names an invoke_decided or source_observed event, a receipt or
+ * an effect's arguments altered in Redis; what-if decides recorded invocations under a candidate's
+ * argument roles, destination classes and tool declarations.
  */
 #include <CUnit/Basic.h>
+#include <hiredis/hiredis.h>
 #include <jansson.h>
 #include <openssl/sha.h>
 #include <stdio.h>
@@ -228,6 +230,129 @@ static void test_invoke_receipt_verifies_offline_and_names_a_changed_lineage(voi
     free(text);
 }
 
+/* ---- audit -------------------------------------------------------------------------------- */
+
+/* One raw Redis command on the test Redis, as an intruder with database access would send it;
+ * the reply's string into out (n bytes, "" for none) when out is not NULL. 0 or -1. */
+static int raw(const char *cmd, const char *key, const char *field, const char *value, char *out,
+               size_t n)
+{
+    const char *url = harness_redis_url();
+    struct timeval tv = {10, 0};
+    redisContext *c = NULL;
+    if (strncmp(url, "unix://", 7) == 0) {
+        c = redisConnectUnixWithTimeout(url + 7, tv);
+    } else {
+        char host[256];
+        const char *colon = strrchr(url + 6, ':');
+        if (colon == NULL || (size_t)(colon - (url + 6)) >= sizeof host)
+            return -1;
+        snprintf(host, sizeof host, "%.*s", (int)(colon - (url + 6)), url + 6);
+        c = redisConnectWithTimeout(host, atoi(colon + 1), tv);
+    }
+    if (c == NULL || c->err) {
+        redisFree(c);
+        return -1;
+    }
+    const char *argv[4] = {cmd, key, field, value};
+    redisReply *r = redisCommandArgv(c, value != NULL ? 4 : 3, argv, NULL);
+    int rc = r != NULL && r->type != REDIS_REPLY_ERROR ? 0 : -1;
+    if (out != NULL)
+        snprintf(out, n, "%s", r != NULL && r->type == REDIS_REPLY_STRING ? r->str : "");
+    freeReplyObject(r);
+    redisFree(c);
+    return rc;
+}
+
+/* The audit of the run: intact, or the first bad seq and a problem holding word. */
+static void expect_audit(bool intact, uint64_t seq, const char *word)
+{
+    Charter__V1__AuditRunRequest req = CHARTER__V1__AUDIT_RUN_REQUEST__INIT;
+    req.run_id = run_id;
+    Charter__V1__AuditRunResponse *a = NULL;
+    charter_status st;
+    CU_ASSERT_EQUAL_FATAL(charter_audit_run(op, &req, &a, &st), 0);
+    if (a->intact != intact || (word != NULL && strstr(a->problem, word) == NULL))
+        fprintf(stderr, "\n    audit: first bad %llu: %s\n", (unsigned long long)a->first_bad_seq,
+                a->problem);
+    CU_ASSERT_EQUAL(a->intact, intact);
+    CU_ASSERT_EQUAL(a->first_bad_seq, seq);
+    if (word != NULL)
+        CU_ASSERT_PTR_NOT_NULL(strstr(a->problem, word));
+    charter__v1__audit_run_response__free_unpacked(a, NULL);
+}
+
+/* The seq of the last event of kind whose detail holds needle (NULL: any), or 0. */
+static uint64_t event_seq(const char *kind, const char *needle)
+{
+    Charter__V1__GetRunRequest req = CHARTER__V1__GET_RUN_REQUEST__INIT;
+    req.run_id = run_id;
+    req.limit = 100000;
+    Charter__V1__RunView *view = NULL;
+    charter_status st;
+    if (charter_get_run(op, &req, &view, &st) != 0)
+        return 0;
+    uint64_t seq = 0;
+    for (size_t i = 0; i < view->n_events; i++)
+        if (strcmp(view->events[i]->kind, kind) == 0 &&
+            (needle == NULL || strstr(view->events[i]->detail, needle) != NULL))
+            seq = view->events[i]->seq;
+    charter__v1__run_view__free_unpacked(view, NULL);
+    return seq;
+}
+
+/* Sets field of key to value, expects the audit to name seq with word, and puts it back. */
+static void expect_edit_named(const char *key, const char *field, const char *value, uint64_t seq,
+                              const char *word)
+{
+    char was[8192];
+    CU_ASSERT_EQUAL_FATAL(raw("HGET", key, field, NULL, was, sizeof was), 0);
+    CU_ASSERT_FATAL(was[0] != '\0');
+    CU_ASSERT_EQUAL_FATAL(raw("HSET", key, field, value, NULL, 0), 0);
+    expect_audit(false, seq, word);
+    CU_ASSERT_EQUAL_FATAL(raw("HSET", key, field, was, NULL, 0), 0);
+    expect_audit(true, 0, NULL);
+}
+
+static void test_audit_names_an_altered_invoke_or_observe_event(void)
+{
+    expect_audit(true, 0, NULL);
+    char key[300];
+    uint64_t seq = event_seq("invoke_decided", "pay-receipted");
+    CU_ASSERT_NOT_EQUAL_FATAL(seq, 0);
+    snprintf(key, sizeof key, "charter:{%s}:event:%s:%llu", graph, run_id, (unsigned long long)seq);
+    expect_edit_named(key, "outcome", "deny", seq, "was changed");
+    seq = event_seq("source_observed", NULL);
+    CU_ASSERT_NOT_EQUAL_FATAL(seq, 0);
+    snprintf(key, sizeof key, "charter:{%s}:event:%s:%llu", graph, run_id, (unsigned long long)seq);
+    expect_edit_named(key, "detail", "{\"resource\":\"bill\"}", seq, "was changed");
+}
+
+static void test_audit_checks_the_receipt_of_an_invoke_effect(void)
+{
+    uint64_t seq = event_seq("invoke_decided", "pay-receipted");
+    CU_ASSERT_NOT_EQUAL_FATAL(seq, 0);
+    char key[300], receipt[8192];
+    snprintf(key, sizeof key, "charter:{%s}:delivery:pay-receipted", graph);
+    /* the arguments stored no longer hash to the digest the receipt names */
+    expect_edit_named(key, "content",
+                      "{\"amount\":\"8420.00\",\"iban\":\"" IBAN_BILL
+                      "\",\"reference\":\"INV-7731\"}",
+                      seq, "pay-receipted's arguments were changed");
+    /* the effect's lineage no longer the one its receipt names */
+    expect_edit_named(key, "lineage", "[\"elsewhere:0000000000000000000000000000000000000000\"]",
+                      seq, "its receipt names another effect");
+    /* the receipt itself: its lineage rewritten, the MAC no longer holds */
+    CU_ASSERT_EQUAL_FATAL(raw("HGET", key, "receipt", NULL, receipt, sizeof receipt), 0);
+    json_t *j = json_loads(receipt, 0, NULL);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(j);
+    tamper_lineage(j);
+    char *text = json_dumps(j, JSON_COMPACT);
+    json_decref(j);
+    expect_edit_named(key, "receipt", text, seq, "pay-receipted's receipt was altered");
+    free(text);
+}
+
 /* ---- what if ------------------------------------------------------------------------------- */
 
 /* The invoke changes what-if reports for the candidate (payments.json edited by edit): how
@@ -348,6 +473,8 @@ static void test_what_if_deleted_tool_is_not_permitted(void)
 static const harness_test tests[] = {
     T(test_committed_invocation_gets_a_signed_invoke_receipt),
     T(test_invoke_receipt_verifies_offline_and_names_a_changed_lineage),
+    T(test_audit_names_an_altered_invoke_or_observe_event),
+    T(test_audit_checks_the_receipt_of_an_invoke_effect),
     T(test_what_if_unchanged_workflow_changes_no_invocation),
     T(test_what_if_data_argument_made_control_is_control_untrusted),
     T(test_what_if_narrowed_class_suffix_reclasses_the_destination),
