@@ -216,6 +216,20 @@ static void test_invoke_receipt_verifies_offline_and_names_a_changed_lineage(voi
     char *text = harness_slurp(out);
     CU_ASSERT_PTR_NOT_NULL(text != NULL ? strstr(text, "valid: invoke receipt of run") : NULL);
     free(text);
+    /* as a reader sees it: the tool, the digest and the lineage */
+    CU_ASSERT_EQUAL_FATAL(harness_sh("CHARTER_URL=%s CHARTER_TOKEN=%s %s receipt %s pay-receipted "
+                                     "> %s",
+                                     daemon_.ipc_url, HARNESS_VIEWER_TOKEN, CHARTER_CLI_PATH,
+                                     run_id, out),
+                          0);
+    text = harness_slurp(out);
+    char want[300];
+    snprintf(want, sizeof want, "\nlineage         %s:", bill);
+    CU_ASSERT_PTR_NOT_NULL(text != NULL ? strstr(text, "receipt         invoke\n") : NULL);
+    CU_ASSERT_PTR_NOT_NULL(text != NULL ? strstr(text, "\ntool            send_money\n") : NULL);
+    CU_ASSERT_PTR_NOT_NULL(text != NULL ? strstr(text, "\narguments_hash  ") : NULL);
+    CU_ASSERT_PTR_NOT_NULL(text != NULL ? strstr(text, want) : NULL);
+    free(text);
     json_t *j = json_load_file(file, 0, NULL);
     CU_ASSERT_PTR_NOT_NULL_FATAL(j);
     tamper_lineage(j);
