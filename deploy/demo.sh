@@ -94,7 +94,7 @@ say "7. The evidence: the run's hash chain, and the public delivery's receipt ch
 charter audit "$run" | tee "$tmp/audit.txt"
 grep -q "intact" "$tmp/audit.txt" || fail "expected the run's hash chain to be intact"
 [ "$(stat -c %a "$tmp/data/integrity.key")" = 600 ] || fail "expected the integrity key to be mode 600"
-inv=$(jq -r '.deliveries[] | select(.recipient=="public") | .invocation_id' <<<"$final")
+inv=$(jq -r '.deliveries[] | select(.recipient=="public") | .invocationId' <<<"$final")
 charter --json receipt "$run" "$inv" >"$tmp/receipt.json"
 charter verify-receipt "$tmp/receipt.json" --key "$tmp/data/integrity.key" | tee "$tmp/verify.txt" \
   || fail "expected the receipt to verify under the integrity key"

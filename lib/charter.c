@@ -827,6 +827,11 @@ CHARTER_TYPED(charter_open_step, charter__v1__gate__descriptor, Charter__V1__Ope
               open_step_request, Charter__V1__StepContext, step_context)
 CHARTER_TYPED(charter_read_source, charter__v1__gate__descriptor, Charter__V1__ReadSourceRequest,
               read_source_request, Charter__V1__ReadSourceResponse, read_source_response)
+CHARTER_TYPED(charter_observe_source, charter__v1__gate__descriptor,
+              Charter__V1__ObserveSourceRequest, observe_source_request,
+              Charter__V1__ObserveSourceResponse, observe_source_response)
+CHARTER_TYPED(charter_invoke, charter__v1__gate__descriptor, Charter__V1__InvokeRequest,
+              invoke_request, Charter__V1__InvokeResponse, invoke_response)
 CHARTER_TYPED(charter_record_output, charter__v1__gate__descriptor,
               Charter__V1__RecordOutputRequest, record_output_request,
               Charter__V1__RecordOutputResponse, record_output_response)
@@ -842,6 +847,12 @@ CHARTER_TYPED(charter_revoke_grant, charter__v1__grants__descriptor,
 CHARTER_TYPED(charter_restore_grants, charter__v1__grants__descriptor,
               Charter__V1__RestoreGrantsRequest, restore_grants_request,
               Charter__V1__RestoreGrantsResponse, restore_grants_response)
+CHARTER_TYPED(charter_quarantine_resource, charter__v1__resources__descriptor,
+              Charter__V1__QuarantineResourceRequest, quarantine_resource_request,
+              Charter__V1__ResourceQuarantine, resource_quarantine)
+CHARTER_TYPED(charter_release_resource, charter__v1__resources__descriptor,
+              Charter__V1__ReleaseResourceRequest, release_resource_request,
+              Charter__V1__ResourceQuarantine, resource_quarantine)
 CHARTER_TYPED(charter_show_chain, charter__v1__grants__descriptor, Charter__V1__ShowChainRequest,
               show_chain_request, Charter__V1__GrantChain, grant_chain)
 CHARTER_TYPED(charter_health, charter__v1__health__descriptor, Charter__V1__HealthRequest,

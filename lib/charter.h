@@ -218,6 +218,10 @@ int charter_open_step(charter_client *c, const Charter__V1__OpenStepRequest *req
 /* Gate/ReadSource: registers a resource of the step as a source artifact. */
 int charter_read_source(charter_client *c, const Charter__V1__ReadSourceRequest *req,
                         Charter__V1__ReadSourceResponse **resp, charter_status *status);
+/* Gate/ObserveSource: records what the host read from an observed resource of the step as a
+ * source artifact with that resource's labels. */
+int charter_observe_source(charter_client *c, const Charter__V1__ObserveSourceRequest *req,
+                           Charter__V1__ObserveSourceResponse **resp, charter_status *status);
 /* Gate/RecordOutput: records a model output derived from exactly req->input_ids. */
 int charter_record_output(charter_client *c, const Charter__V1__RecordOutputRequest *req,
                           Charter__V1__RecordOutputResponse **resp, charter_status *status);
@@ -229,6 +233,10 @@ int charter_check_input(charter_client *c, const Charter__V1__CheckInputRequest 
  * delivery is acknowledged, never repeated. */
 int charter_deliver(charter_client *c, const Charter__V1__DeliverRequest *req,
                     Charter__V1__DeliverResponse **resp, charter_status *status);
+/* Gate/Invoke: the tool-call gate over each argument's value lineage and, for a tool with an
+ * effect, on ALLOW the effect committed once per invocation ID (retry as for Deliver). */
+int charter_invoke(charter_client *c, const Charter__V1__InvokeRequest *req,
+                   Charter__V1__InvokeResponse **resp, charter_status *status);
 /* Gate/TraceArtifact: the artifact's full ancestry. */
 int charter_trace_artifact(charter_client *c, const Charter__V1__TraceArtifactRequest *req,
                            Charter__V1__TraceArtifactResponse **resp, charter_status *status);
@@ -239,6 +247,16 @@ int charter_revoke_grant(charter_client *c, const Charter__V1__RevokeGrantReques
 /* Grants/RestoreGrants: one grant, or every revoked grant when req->grant_id is empty. */
 int charter_restore_grants(charter_client *c, const Charter__V1__RestoreGrantsRequest *req,
                            Charter__V1__RestoreGrantsResponse **resp, charter_status *status);
+/* Resources/QuarantineResource (operator): from the next decision on, every artifact whose
+ * lineage reaches req->resource_id is refused at every gate (RESOURCE_QUARANTINED) until it is
+ * released; req->reason (1 to 512 bytes) is shown in the refusals' witnesses. */
+int charter_quarantine_resource(charter_client *c,
+                                const Charter__V1__QuarantineResourceRequest *req,
+                                Charter__V1__ResourceQuarantine **resp, charter_status *status);
+/* Resources/ReleaseResource (operator): lifts the quarantine; resp->released says whether there
+ * was one. */
+int charter_release_resource(charter_client *c, const Charter__V1__ReleaseResourceRequest *req,
+                             Charter__V1__ResourceQuarantine **resp, charter_status *status);
 /* Grants/ShowChain: the delegation chain of a grant, leaf first, with the guard's verdict. */
 int charter_show_chain(charter_client *c, const Charter__V1__ShowChainRequest *req,
                        Charter__V1__GrantChain **resp, charter_status *status);

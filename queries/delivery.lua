@@ -141,6 +141,64 @@ local function charter_delivery_facts(keys, args)
     return cjson.encode(out)
 end
 
+--[[ charter_invoke_facts
+call: invoke_facts(json request)
+keys: P. args: JSON {invocation_id, context_id, artifact_ids:[0..1000 ids], quoted:[ids]}.
+reply: every fact Gate/Invoke reads, at one instant: {"context": as charter_context_owner,
+  "head": as in charter_delivery_facts, "now":"<t>", "task": the run's task text,
+  "delivery": the invocation's existing effect (absent when unused; then nothing else but the
+  context, head and now), "grant": the grant the context recorded, "chain": as
+  charter_grant_chain of it, "summaries":[...] per artifact id as charter_input_facts gives
+  them, "contents":{id: content} of every quoted id (absent for an unknown one)}.
+errors: not_found (context), invalid. ]]
+local function charter_invoke_facts(keys, args)
+    local P = prefix(keys)
+    local doc = json_arg(args[1], 'request')
+    local inv = check_invocation(doc.invocation_id)
+    local ctx = context_table(P, check_id(doc.context_id, 'context_id'))
+    local ids = check_id_list(doc.artifact_ids, 'artifact_ids', true)
+    local quoted = check_id_list(doc.quoted, 'quoted', true)
+    if #ids > 1000 or #quoted > 1000 then
+        raise('invalid', 'artifact_ids and quoted hold at most 1000 ids')
+    end
+    local ts = now()
+    local out = {context = ctx, now = ts, grant = ctx.grant}
+    if ctx.run_id ~= '' then
+        local runkey = P .. ':run:' .. ctx.run_id
+        local f = redis.call('HMGET', runkey, 'seq', 'head', 'status', 'task')
+        out.head = {exists = f[3] ~= false or exists(runkey), seq = f[1] and tonumber(f[1]) or 0,
+                    hash = f[2] or '', status = f[3] or '', now = ts, next_context = ''}
+        out.task = f[4] or ''
+    end
+    local d = hash(P .. ':delivery:' .. inv)
+    if d then
+        out.delivery = delivery_object(d, P)
+        return cjson.encode(out)
+    end
+    if (ctx.grant or '') ~= '' then
+        out.chain = chain_table(P, ctx.grant)
+    end
+    out.summaries = {}
+    for i, id in ipairs(ids) do
+        local read, o = pcall(summary_object, P, id)
+        if read then
+            out.summaries[i] = o or {id = id}
+        elseif type(o) == 'table' and o.charter_err == 'not_found' then
+            out.summaries[i] = {id = id, missing = true}
+        else
+            error(o)
+        end
+    end
+    out.contents = {}
+    for _, id in ipairs(quoted) do
+        local c = redis.call('HGET', P .. ':artifact:' .. id, 'content')
+        if c then
+            out.contents[id] = c
+        end
+    end
+    return cjson.encode(out)
+end
+
 -- The first reason the chain cannot carry the delivery at time tnum, or nil. cached: the
 -- decision was made from the chain's structure as charterd keeps it (a grant's lists do not
 -- change through the API), so only its links, root, revocation and validity are read.
@@ -189,8 +247,8 @@ local function chain_refusal(P, chain, tool, recipient, sources, tnum, cached)
             if not contains(decode_list(h.tools), tool) then
                 return 'grant_tool', g
             end
-            -- RULE-COMMIT-RECIPIENT
-            if not contains(decode_list(h.recipients), recipient) then
+            -- RULE-COMMIT-RECIPIENT (an invocation of a tool without a destination has none)
+            if recipient ~= '' and not contains(decode_list(h.recipients), recipient) then
                 return 'grant_recipient', g
             end
             -- RULE-COMMIT-RESOURCES
@@ -224,7 +282,15 @@ keys: P. args: JSON {run_id,invocation_id,fingerprint,payload_id,payload_hash,co
   unless one is stored; readers check it hashes to its name; both may be left out), sealed
   event delivery_decided with outcome "allow" (the delivery shows its evaluator, read from
   the event). content, optional in the JSON: the delivery's content; without it, the payload's
-  stored content, whose SHA-1 the checks compare with content_sha1.
+  stored content, whose SHA-1 the checks compare with content_sha1. invoke, optional: the
+  commit of an invocation (Gate/Invoke) instead of a send: {artifacts:[{id,hash,summary_hash,
+  parents}]}, the artifacts its argument values came from as decided; then payload_id and
+  content_sha1 are not read, content (the arguments as committed) is required, recipient may
+  be "" (a tool without a destination: no recipient check), the event is invoke_decided, and
+  each artifact is checked as a payload is below (payload_not_found, payload_other_run,
+  payload_hash_mismatch, summary_changed, edges_changed) in place of the payload; its
+  resources, optional: every source resource of every artifact, each checked unquarantined in
+  place of sources (resource_quarantined).
 reply: {"status":"committed","delivery":{...},"seq":n} (with cached: the flat list
   ["committed", "<seq>", "<committed_at>"]), or {"status":"exists","delivery":{...}}
   when the invocation is taken (nothing written), or {"status":"refused","reason":"<check>",
@@ -247,13 +313,15 @@ reply: {"status":"committed","delivery":{...},"seq":n} (with cached: the flat li
   parent, or for the last none and root = 1 (chain_mismatch, chain_not_rooted), unrevoked
   (grant_revoked), valid_from <= t (grant_not_yet_valid), t < valid_to (grant_expired), lists
   the tool (grant_tool), the recipient (grant_recipient) and every source (grant_resource; the
-  lists are not read with cached: they were decided from as kept).
+  lists are not read with cached: they were decided from as kept); no source is quarantined
+  (resource_quarantined: charter_quarantine_resource).
   An invocation whose run was archived is taken too: {"status":"exists","delivery":{its
   record, as charter_find_delivery}}.
   When every check passes but the run's head moved, the conflict reply (nothing written).
   On commit, in the same call: the facts record, the Delivery hash (committed_at = t,
   event_seq = the event's seq; no copy of the event's evaluator; its payload_id and recipient
-  are its DELIVERED and TO edges), the run's deliveries edge and the event.
+  are its DELIVERED and TO edges; with invoke, lineage: the sorted JSON list of
+  "<id>:<summary_hash>" of its artifacts), the run's deliveries edge and the event.
 errors: invalid (arguments), nothing written. ]]
 
 -- The "cached" member of the commit's argument, checked (nil when absent): the facts charterd
@@ -287,18 +355,53 @@ local function cached_arg(v)
 end
 
 -- The commit's argument (args[1]) checked, as a table of what the checks and writes use.
+-- The "invoke" member of the commit's argument, checked (nil when absent): the artifacts the
+-- invocation's argument values came from, each {id, hash, summary_hash, parents} as decided.
+local function invoke_arg(v)
+    if not present(v) then
+        return nil
+    end
+    if type(v) ~= 'table' or type(v.artifacts) ~= 'table' then
+        raise('invalid', 'invoke must be an object with artifacts')
+    end
+    local out = {}
+    for i, a in ipairs(v.artifacts) do
+        if type(a) ~= 'table' or type(a.summary_hash) ~= 'string' or #a.summary_hash ~= 40 then
+            raise('invalid', 'invoke.artifacts: {id, hash, summary_hash, parents} each')
+        end
+        local parents = check_id_list(a.parents, 'invoke.artifacts.parents', true)
+        table.sort(parents)
+        out[i] = {id = check_id(a.id, 'invoke.artifacts.id'), hash = check_text(a.hash, 'hash'),
+                  summary_hash = a.summary_hash, parents = parents}
+    end
+    out.resources = check_id_list(v.resources, 'invoke.resources', true)
+    return out
+end
+
 local function commit_arg(s)
     local doc = json_arg(s, 'delivery')
+    local invoke = invoke_arg(doc.invoke)
     local d = {
         run_id = check_id(doc.run_id, 'run_id'), inv = check_invocation(doc.invocation_id),
         fingerprint = check_text(doc.fingerprint, 'fingerprint'),
-        payload_id = check_id(doc.payload_id, 'payload_id'),
+        payload_id = invoke and '' or check_id(doc.payload_id, 'payload_id'),
         payload_hash = check_text(doc.payload_hash, 'payload_hash'),
-        content_sha1 = doc.content_sha1, recipient = check_id(doc.recipient, 'recipient'),
+        content_sha1 = doc.content_sha1,
+        recipient = (invoke and doc.recipient == '') and '' or check_id(doc.recipient, 'recipient'),
         tool = check_id(doc.tool, 'tool'),
         chain = check_id_list(doc.grant_chain, 'grant_chain', false),
         sources = check_id_list(doc.sources, 'sources', true),
+        invoke = invoke,
     }
+    if invoke then
+        -- An invocation delivers its arguments: the content is given, there is no payload.
+        d.content = check_text(doc.content, 'content')
+        if #d.chain == 0 or #d.chain > MAX_CHAIN then
+            raise('invalid', 'grant_chain must hold 1..' .. MAX_CHAIN .. ' grants')
+        end
+        d.records = {}
+        return d
+    end
     if type(d.content_sha1) ~= 'string' or #d.content_sha1 ~= 40 or
         not d.content_sha1:find('^[0-9a-f]+$') then
         raise('invalid', 'content_sha1 must be 40 lowercase hex digits')
@@ -422,6 +525,32 @@ local function payload_refusal(P, d, pf)
     return nil
 end
 
+-- The first reason an artifact an invocation's values came from is not the one evaluated, or
+-- nil: of the run, its recorded hash, its lineage summary and its own DERIVED_FROM edges as
+-- decided (RULE-COMMIT-PAYLOAD-BYTES, for each of them).
+local function invoke_refusal(P, d)
+    for _, a in ipairs(d.invoke) do
+        local akey = P .. ':artifact:' .. a.id
+        local f = redis.call('HMGET', akey, 'run_id', 'hash', 'summary_hash')
+        if not f[1] and not exists(akey) then
+            return 'payload_not_found', a.id
+        end
+        if f[1] ~= d.run_id then
+            return 'payload_other_run', a.id
+        end
+        if f[2] ~= a.hash then
+            return 'payload_hash_mismatch', a.id
+        end
+        if f[3] ~= a.summary_hash then
+            return 'summary_changed', a.id
+        end
+        if not same_ids(members(akey .. ':derived_from'), a.parents) then
+            return 'edges_changed', a.id
+        end
+    end
+    return nil
+end
+
 local function charter_commit_delivery(keys, args)
     local P = prefix(keys)
     local d = commit_arg(args[1])
@@ -436,7 +565,8 @@ local function charter_commit_delivery(keys, args)
                       'or both empty')
         end
     end
-    local ev = check_sealed(args[nargs], 'event', 'delivery_decided')
+    local ev = check_sealed(args[nargs], 'event', d.invoke and 'invoke_decided' or
+                            'delivery_decided')
     if ev.outcome ~= 'allow' then
         raise('invalid', 'event.outcome must be allow: only an allowed delivery commits')
     end
@@ -467,24 +597,36 @@ local function charter_commit_delivery(keys, args)
     if reason then
         return refuse(reason, detail)
     end
-    local akey = P .. ':artifact:' .. payload_id
-    local pf = redis.call('HMGET', akey, 'run_id', 'hash', 'content', 'summary_hash', 'kind',
-                          'conf', 'integrity', 'title', 'summary', 'summary_seal')
-    if not pf[1] and not exists(akey) then
-        return refuse('payload_not_found', payload_id)
+    local pf = {}
+    if d.invoke then
+        reason, detail = invoke_refusal(P, d)
+    else
+        local akey = P .. ':artifact:' .. payload_id
+        pf = redis.call('HMGET', akey, 'run_id', 'hash', 'content', 'summary_hash', 'kind',
+                        'conf', 'integrity', 'title', 'summary', 'summary_seal')
+        if not pf[1] and not exists(akey) then
+            return refuse('payload_not_found', payload_id)
+        end
+        reason, detail = payload_refusal(P, d, pf)
     end
-    reason, detail = payload_refusal(P, d, pf)
     if reason then
         return refuse(reason, detail)
     end
     -- RULE-COMMIT-RECIPIENT: the recipient exists (each grant lists it: chain_refusal); with
     -- cached, its clearance was decided from as kept (it does not change through the API).
-    if not d.cached and not exists(P .. ':recipient:' .. d.recipient) then
+    if not d.cached and d.recipient ~= '' and not exists(P .. ':recipient:' .. d.recipient) then
         return refuse('recipient_not_found', d.recipient)
     end
     reason, detail = chain_refusal(P, d.chain, d.tool, d.recipient, d.sources, tnum, d.cached)
     if reason then
         return refuse(reason, detail)
+    end
+    -- RULE-COMMIT-QUARANTINE: no source the decision read was quarantined since (an
+    -- invocation names every source of every value's lineage, the control values' too).
+    for _, r in ipairs(d.invoke and d.invoke.resources or d.sources) do
+        if redis.call('HEXISTS', P .. ':resource:' .. r, 'quarantined_at') == 1 then
+            return refuse('resource_quarantined', r)
+        end
     end
     local conflict = head_conflict(P, run_id, ev, {rf[4], rf[5]})
     if conflict then
@@ -503,6 +645,17 @@ local function charter_commit_delivery(keys, args)
                d.fingerprint, 'recipient', d.recipient, 'tool', d.tool, 'payload_id', payload_id,
                'payload_hash', d.payload_hash, 'content', content, 'grant_chain',
                encode_list(d.chain), 'committed_at', ts, 'event_seq', seq)
+    -- An invocation's effect keeps the lineage summaries it was checked against: its receipt
+    -- names them.
+    local checked = nil
+    if d.invoke then
+        checked = {}
+        for i, a in ipairs(d.invoke) do
+            checked[i] = a.id .. ':' .. a.summary_hash
+        end
+        table.sort(checked)
+        redis.call('HSET', dkey, 'lineage', encode_list(checked))
+    end
     redis.call('SADD', P .. ':run:' .. run_id .. ':deliveries', inv)
     write_event(P, run_id, ev)
     if d.cached then
@@ -514,7 +667,7 @@ local function charter_commit_delivery(keys, args)
         invocation_id = inv, run_id = run_id, fingerprint = d.fingerprint,
         recipient = d.recipient, tool = d.tool, payload_id = payload_id,
         payload_hash = d.payload_hash, content = content, grant_chain = d.chain,
-        committed_at = ts, event_seq = ev.seq, evaluator = ev.evaluator}})
+        committed_at = ts, event_seq = ev.seq, evaluator = ev.evaluator, lineage = checked}})
 end
 
 -- Exported: what later files and the registry use.
@@ -522,5 +675,6 @@ delivery.archived_bucket = archived_bucket
 delivery.archived_record = archived_record
 delivery.charter_find_delivery = charter_find_delivery
 delivery.charter_delivery_facts = charter_delivery_facts
+delivery.charter_invoke_facts = charter_invoke_facts
 delivery.charter_commit_delivery = charter_commit_delivery
 end

@@ -123,6 +123,9 @@ local function delivery_object(h, P)
         grant_chain = decode_list(h.grant_chain), committed_at = h.committed_at,
         event_seq = tonumber(h.event_seq), evaluator = evaluator or '',
         receipt = h.receipt or nil,
+        -- an invocation's effect: "<artifact>:<summary_hash>" of each artifact its values
+        -- came from (absent from a send)
+        lineage = h.lineage and decode_list(h.lineage) or nil,
     }
 end
 
@@ -462,6 +465,53 @@ local function charter_get_resource(keys, args)
                          integrity = tonumber(h.integrity), content = h.content or ''})
 end
 
+--[[ charter_quarantine_resource
+call: quarantine_resource(resource_id, reason, by)
+keys: P. args: resource_id, reason (1..512 bytes of text), by (who quarantined it: the caller as
+  events record it).
+reply: {id,quarantined:true,quarantined_at,reason,by}: the resource's quarantine, stamped with
+  TIME; a resource already quarantined keeps its earlier time, reason and author (nothing
+  written). From then on every lineage summary that names it among its sources carries the
+  quarantine among its sources' current state (lineage.summary_object), and every gate refuses
+  an artifact derived from it (RULE-INPUT-QUARANTINE). errors: not_found, invalid. ]]
+local function charter_quarantine_resource(keys, args)
+    local P = prefix(keys)
+    local id = check_id(args[1], 'resource_id')
+    local reason = check_text(args[2], 'reason')
+    local by = check_text(args[3], 'by')
+    if #reason == 0 or #reason > 512 then
+        raise('invalid', 'reason must be 1 to 512 bytes')
+    end
+    local key = P .. ':resource:' .. id
+    if not exists(key) then
+        raise('not_found', 'resource ' .. id .. ' not found')
+    end
+    local f = redis.call('HMGET', key, 'quarantined_at', 'quarantine_reason', 'quarantined_by')
+    if not f[1] then
+        f = {(now()), reason, by}
+        redis.call('HSET', key, 'quarantined_at', f[1], 'quarantine_reason', f[2],
+                   'quarantined_by', f[3])
+    end
+    return cjson.encode({id = id, quarantined = true, quarantined_at = f[1], reason = f[2] or '',
+                         by = f[3] or ''})
+end
+
+--[[ charter_release_resource
+call: release_resource(resource_id)
+keys: P. args: resource_id.
+reply: {id,quarantined:false,released:bool}: released is true when a quarantine was lifted,
+  false when the resource was not quarantined (nothing written). errors: not_found, invalid. ]]
+local function charter_release_resource(keys, args)
+    local P = prefix(keys)
+    local id = check_id(args[1], 'resource_id')
+    local key = P .. ':resource:' .. id
+    if not exists(key) then
+        raise('not_found', 'resource ' .. id .. ' not found')
+    end
+    local n = redis.call('HDEL', key, 'quarantined_at', 'quarantine_reason', 'quarantined_by')
+    return cjson.encode({id = id, quarantined = false, released = n > 0})
+end
+
 --[[ charter_get_recipient
 call: get_recipient(recipient_id)
 keys: P. args: recipient_id.
@@ -500,4 +550,6 @@ graph.charter_keyless_runs = charter_keyless_runs
 graph.charter_adopt_key = charter_adopt_key
 graph.charter_get_resource = charter_get_resource
 graph.charter_get_recipient = charter_get_recipient
+graph.charter_quarantine_resource = charter_quarantine_resource
+graph.charter_release_resource = charter_release_resource
 end

@@ -330,7 +330,9 @@ reply: {"id":id,"summary":text,"summary_hash":h,"artifact":{run_id,kind,conf,int
   summary as stored at creation (its text byte for byte and its stored SHA-1: the caller checks
   one against the other), its own fields and edges as they stand now (parents: DERIVED_FROM,
   resources: FROM_RESOURCE, producers: produced_by, sorted), and the current labels of every source resource the
-  summary names (a label not stored, or a resource that is gone, is absent). Only the artifact
+  summary names (a label not stored, or a resource that is gone, is absent), with its
+  quarantine when it is quarantined (quarantined_at: the time, quarantined: the reason;
+  both absent otherwise: charter_quarantine_resource). Only the artifact
   itself and its sources are read: the cost does not grow with the lineage's depth. Without a
   stored summary (an artifact created before summaries were kept) the reply is {"id":id}
   alone, and a summary that is not JSON gives no sources.
@@ -352,8 +354,11 @@ local function summary_object(P, id)
     if decoded and type(s) == 'table' and type(s.sources) == 'table' then
         for i, r in ipairs(s.sources) do
             if type(r) == 'table' and type(r.id) == 'string' then
-                local g = redis.call('HMGET', P .. ':resource:' .. r.id, 'conf', 'integrity')
-                sources[i] = {id = r.id, conf = tonumber(g[1]), integrity = tonumber(g[2])}
+                local g = redis.call('HMGET', P .. ':resource:' .. r.id, 'conf', 'integrity',
+                                     'quarantined_at', 'quarantine_reason')
+                sources[i] = {id = r.id, conf = tonumber(g[1]), integrity = tonumber(g[2]),
+                              quarantined_at = g[3] or nil,
+                              quarantined = g[3] and (g[4] or '') or nil}
             end
         end
     end

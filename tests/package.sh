@@ -28,6 +28,7 @@ for f in /usr/bin/charter /usr/bin/charterd /usr/bin/charter-bench /usr/bin/char
   /usr/share/man/man8/charterd.8 /usr/share/charter/workflows/procurement.json \
   /usr/share/charter/workflows/support.json /usr/share/charter/workflows/workflow.schema.json \
   /usr/share/charter/workflows/procurement.test.json /usr/share/charter/workflows/support.test.json \
+  /usr/share/charter/workflows/payments.json /usr/share/charter/workflows/inbox.json \
   /usr/share/charter/redis.conf /usr/lib/systemd/system/charterd.service \
   /usr/lib/systemd/system/charter-redis.service /usr/share/bash-completion/completions/charter; do
   grep -qx -- "$f" "$tmp/contents" && echo "ok   contains $f" || bad "the package lacks $f"
@@ -108,9 +109,6 @@ exec_start=$(sed -n 's/^ExecStart=//p' "$unit")
 grep -q -- '--http 127.0.0.1:7434' <<<"$exec_start" || bad "charterd.service does not serve HTTP on 127.0.0.1:7434"
 grep -q -- 'integrity-key' <<<"$exec_start" && bad "charterd.service names a key option: the default key is the one in its StateDirectory"
 grep -qx 'StateDirectory=charter' "$unit" || bad "charterd.service has no StateDirectory=charter"
-free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
-tcp_port=$(free_port)
-http_port=$(free_port)
 redis-server --port 0 --unixsocket "$tmp/redis.sock" --unixsocketperm 700 --dir "$tmp" --save '' \
   --appendonly no --logfile "$tmp/redis.log" --daemonize yes --pidfile "$tmp/redis.pid"
 for _ in $(seq 100); do redis-cli -s "$tmp/redis.sock" ping >/dev/null 2>&1 && break; sleep 0.1; done
@@ -118,14 +116,18 @@ mkdir -m 700 "$tmp/state"
 args=$(sed -e "s|/usr/bin/charterd|$root/usr/bin/charterd|" \
   -e "s|unix:///run/charter-redis/redis.sock|unix://$tmp/redis.sock|" \
   -e "s|ipc:///run/charter/charterd.sock|ipc://$tmp/c.sock|" \
-  -e "s|tcp://127.0.0.1:7433|tcp://127.0.0.1:$tcp_port|" \
-  -e "s|127.0.0.1:7434|127.0.0.1:$http_port|" <<<"$exec_start")
+  -e "s|tcp://127.0.0.1:7433|tcp://127.0.0.1:0|" \
+  -e "s|127.0.0.1:7434|127.0.0.1:0|" <<<"$exec_start")
 # shellcheck disable=SC2086 # the unit's command line, split as systemd splits it
 env -u LD_LIBRARY_PATH STATE_DIRECTORY="$tmp/state" CHARTER_OPERATOR_TOKEN=$(openssl rand -hex 24) \
   $args >"$tmp/charterd.log" 2>&1 &
 cpid=$!
+# Port 0: the system picks the ports as charterd binds them; charterd logs the HTTP one.
+http_port=
 for _ in $(seq 200); do
-  curl -sf "http://127.0.0.1:$http_port/healthz" >/dev/null 2>&1 && break
+  [ -n "$http_port" ] || [ ! -f "$tmp/charterd.log" ] ||
+    http_port=$(sed -n 's|.*serving HTTP/JSON and gRPC on http://127\.0\.0\.1:\([0-9]*\).*|\1|p' "$tmp/charterd.log")
+  [ -n "$http_port" ] && curl -sf "http://127.0.0.1:$http_port/healthz" >/dev/null 2>&1 && break
   kill -0 "$cpid" 2>/dev/null || break
   sleep 0.1
 done

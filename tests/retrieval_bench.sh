@@ -101,7 +101,7 @@ for _ in $(seq 100); do "$cli" health >/dev/null 2>&1 && break; sleep 0.1; done
 c() { "$cli" --json "$@"; }
 c workflow apply "$tmp/workflow.json" >/dev/null
 run=$(c run --mode external --workflow retrieval-bench | jq -r '.run.id')
-ctx=$(c open-step "$run" ask | jq -r '.context_id')
+ctx=$(c open-step "$run" ask | jq -r '.contextId')
 indexed=$(c ingest "$tmp/ingest.json" | jq -r '.indexed')
 ndocs=$(wc -l <"$tmp/docs.jsonl")
 ncases=$(jq length "$cases")

@@ -596,18 +596,19 @@ static void test_an_archived_decision_replays_offline(void)
  * and GetRun no longer finds the run. */
 static void test_charterd_archives_an_ended_run_past_retention(void)
 {
-    char g[64], hostport[32], dir[300];
+    char g[64], dir[300];
     harness_graph_name(g, sizeof g, "retention");
-    CU_ASSERT_EQUAL_FATAL(harness_http_listen_addr(hostport, sizeof hostport), 0);
     snprintf(dir, sizeof dir, "%s/charterd", folder);
-    const char *extra[] = {"--http", hostport, "--retention", "1s", "--archive-dir", dir};
+    const char *extra[] = {"--retention", "1s", "--archive-dir", dir};
     harness_charterd_opts o;
     memset(&o, 0, sizeof o);
     o.graph = g;
     o.extra_args = extra;
-    o.n_extra = 6;
+    o.n_extra = 4;
+    o.http = true;
     harness_charterd d;
     CU_ASSERT_EQUAL_FATAL(harness_charterd_start(&o, &d), 0);
+    const char *hostport = d.http_hostport;
     charter_client *c = NULL;
     CU_ASSERT_EQUAL_FATAL(harness_client_open(d.tcp_url, HARNESS_OPERATOR_TOKEN, 5000, &c), 0);
     char run[129];
@@ -659,16 +660,16 @@ static void test_charterd_archives_an_ended_run_past_retention(void)
 static void test_a_tenant_keeps_its_own_retention_period(void)
 {
     static const char admin_token[] = "test-admin-token-archive-5b8e2c71d04f";
-    char g[64], tenant[64], hostport[32], dir[300];
+    char g[64], tenant[64], dir[300];
     harness_graph_name(g, sizeof g, "tretention");
     harness_graph_name(tenant, sizeof tenant, "tenant_ret");
-    CU_ASSERT_EQUAL_FATAL(harness_http_listen_addr(hostport, sizeof hostport), 0);
     snprintf(dir, sizeof dir, "%s/tenants", folder);
     setenv("CHARTER_ADMIN_TOKEN", admin_token, 1);
-    const char *extra[] = {"--http", hostport, "--archive-dir", dir};
-    harness_charterd_opts o = {.graph = g, .extra_args = extra, .n_extra = 4};
+    const char *extra[] = {"--archive-dir", dir};
+    harness_charterd_opts o = {.graph = g, .extra_args = extra, .n_extra = 2, .http = true};
     harness_charterd d;
     CU_ASSERT_EQUAL_FATAL(harness_charterd_start(&o, &d), 0);
+    const char *hostport = d.http_hostport;
     unsetenv("CHARTER_ADMIN_TOKEN");
     charter_client *admin = NULL, *op = NULL, *t = NULL;
     CU_ASSERT_EQUAL_FATAL(harness_client_open(d.tcp_url, admin_token, 5000, &admin), 0);

@@ -1,10 +1,11 @@
 /*
- * test_client.c - libcharter and the CLI's JSON converter, without charterd.
+ * test_client.c - libcharter without charterd.
  *
- * The pure parts (status names, URL and option checks, the generic protobuf-to-JSON converter)
- * are checked on hand-built values. The transport is checked against a real NNG rep0 peer run
- * inside this process on an ipc:// socket in a private temporary folder: it answers each
- * RpcRequest with something taken from that request, so every caller can tell its own answer.
+ * The pure parts (status names, URL and option checks) are checked on hand-built values (the
+ * JSON form of messages, which the CLI prints through proto/protojson.c, is test_protojson's). The
+ * transport is checked against a real NNG rep0 peer run inside this process on an ipc:// socket in
+ * a private temporary folder: it answers each RpcRequest with something taken from that request, so
+ * every caller can tell its own answer.
  */
 #include <CUnit/Basic.h>
 #include <nng/nng.h>
@@ -21,10 +22,6 @@
 
 #include "charter.h"
 #include "suite.h"
-
-/* The converter is part of the CLI, not of libcharter: compile it into this test as the CLI
- * compiles it. */
-#include "../cmd/charter/cli_json.c"
 
 #define RESPONDER_WORKERS 4
 #define CALL_THREADS 32
@@ -734,180 +731,6 @@ static void test_32_threads_share_one_client_and_get_their_own_answers(void)
     charter_client_close(c);
 }
 
-/* ---- the CLI's JSON converter ------------------------------------------------------------- */
-
-static char *compact(const ProtobufCMessage *m)
-{
-    json_t *j = NULL;
-    if (cli_json_from_message(m, &j) != 0)
-        return NULL;
-    char *s = json_dumps(j, JSON_COMPACT);
-    json_decref(j);
-    return s;
-}
-
-static void test_json_decision_has_enum_by_name_and_repeated_codes(void)
-{
-    Charter__V1__Decision d = CHARTER__V1__DECISION__INIT;
-    char *codes[] = {"INPUT_OUT_OF_SCOPE", "GRANT_INVALID"};
-    d.outcome = CHARTER__V1__OUTCOME__DENY;
-    d.codes = codes;
-    d.n_codes = 2;
-    d.witness = "budget (confidential) → Internal recommendation → report step {vendor_a}";
-    char *s = compact(&d.base);
-    CU_ASSERT_PTR_NOT_NULL_FATAL(s);
-    CU_ASSERT_STRING_EQUAL(s, "{\"outcome\":\"DENY\",\"codes\":[\"INPUT_OUT_OF_SCOPE\","
-                              "\"GRANT_INVALID\"],\"witness\":\"budget (confidential) → Internal "
-                              "recommendation → report step {vendor_a}\"}");
-    free(s);
-}
-
-static void test_json_defaults_are_present(void)
-{
-    Charter__V1__Decision d = CHARTER__V1__DECISION__INIT;
-    char *s = compact(&d.base);
-    CU_ASSERT_PTR_NOT_NULL_FATAL(s);
-    CU_ASSERT_STRING_EQUAL(s,
-                           "{\"outcome\":\"OUTCOME_UNSPECIFIED\",\"codes\":[],\"witness\":\"\"}");
-    free(s);
-}
-
-static void test_json_nested_messages_numbers_and_bools(void)
-{
-    Charter__V1__DeliverResponse r = CHARTER__V1__DELIVER_RESPONSE__INIT;
-    Charter__V1__Decision d = CHARTER__V1__DECISION__INIT;
-    Charter__V1__Delivery del = CHARTER__V1__DELIVERY__INIT;
-    char *chain[] = {"g_reporter", "g_analyst", "g_root"};
-    json_t *j = NULL;
-
-    d.outcome = CHARTER__V1__OUTCOME__ALLOW;
-    del.invocation_id = "inv-1";
-    del.recipient = "cfo";
-    del.grant_chain = chain;
-    del.n_grant_chain = 3;
-    del.committed_at = 1700000000.25;
-    del.event_seq = 9;
-    r.decision = &d;
-    r.delivery = &del;
-    r.acknowledged = 1;
-    CU_ASSERT_EQUAL_FATAL(cli_json_from_message(&r.base, &j), 0);
-    CU_ASSERT_STRING_EQUAL(
-        json_string_value(json_object_get(json_object_get(j, "decision"), "outcome")), "ALLOW");
-    json_t *jd = json_object_get(j, "delivery");
-    CU_ASSERT_TRUE(json_is_object(jd));
-    CU_ASSERT_STRING_EQUAL(json_string_value(json_object_get(jd, "invocation_id")), "inv-1");
-    CU_ASSERT_EQUAL(json_integer_value(json_object_get(jd, "event_seq")), 9);
-    CU_ASSERT_TRUE(json_is_real(json_object_get(jd, "committed_at")));
-    CU_ASSERT_DOUBLE_EQUAL(json_real_value(json_object_get(jd, "committed_at")), 1700000000.25,
-                           1e-9);
-    json_t *jc = json_object_get(jd, "grant_chain");
-    CU_ASSERT_EQUAL(json_array_size(jc), 3u);
-    CU_ASSERT_STRING_EQUAL(json_string_value(json_array_get(jc, 2)), "g_root");
-    CU_ASSERT_TRUE(json_is_true(json_object_get(j, "acknowledged")));
-    CU_ASSERT_TRUE(json_is_false(json_object_get(jd, "redacted")));
-    json_decref(j);
-}
-
-static void test_json_repeated_messages_and_unset_message_is_null(void)
-{
-    Charter__V1__RunView v = CHARTER__V1__RUN_VIEW__INIT;
-    Charter__V1__Event e1 = CHARTER__V1__EVENT__INIT, e2 = CHARTER__V1__EVENT__INIT;
-    Charter__V1__Event *events[] = {&e1, &e2};
-    char *codes[] = {"GRAPH_ERROR"};
-    json_t *j = NULL;
-
-    e1.seq = 1;
-    e1.kind = "run_created";
-    e2.seq = 2;
-    e2.kind = "delivery_decided";
-    e2.outcome = CHARTER__V1__OUTCOME__UNKNOWN;
-    e2.codes = codes;
-    e2.n_codes = 1;
-    v.events = events;
-    v.n_events = 2;
-    CU_ASSERT_EQUAL_FATAL(cli_json_from_message(&v.base, &j), 0);
-    CU_ASSERT_TRUE(json_is_null(json_object_get(j, "run")));
-    json_t *ev = json_object_get(j, "events");
-    CU_ASSERT_EQUAL(json_array_size(ev), 2u);
-    CU_ASSERT_EQUAL(json_integer_value(json_object_get(json_array_get(ev, 0), "seq")), 1);
-    CU_ASSERT_STRING_EQUAL(json_string_value(json_object_get(json_array_get(ev, 0), "outcome")),
-                           "OUTCOME_UNSPECIFIED");
-    CU_ASSERT_STRING_EQUAL(json_string_value(json_object_get(json_array_get(ev, 1), "outcome")),
-                           "UNKNOWN");
-    CU_ASSERT_STRING_EQUAL(
-        json_string_value(json_array_get(json_object_get(json_array_get(ev, 1), "codes"), 0)),
-        "GRAPH_ERROR");
-    CU_ASSERT_EQUAL(json_array_size(json_object_get(j, "deliveries")), 0u);
-    json_decref(j);
-}
-
-static void test_json_unnamed_enum_value_is_a_number(void)
-{
-    Charter__V1__Decision d = CHARTER__V1__DECISION__INIT;
-    json_t *j = NULL;
-    d.outcome = (Charter__V1__Outcome)42;
-    CU_ASSERT_EQUAL_FATAL(cli_json_from_message(&d.base, &j), 0);
-    CU_ASSERT_TRUE(json_is_integer(json_object_get(j, "outcome")));
-    CU_ASSERT_EQUAL(json_integer_value(json_object_get(j, "outcome")), 42);
-    json_decref(j);
-}
-
-static void test_json_bytes_base64_and_map_as_object(void)
-{
-    Charter__V1__RpcRequest r = CHARTER__V1__RPC_REQUEST__INIT;
-    Charter__V1__RpcRequest__MetadataEntry e = CHARTER__V1__RPC_REQUEST__METADATA_ENTRY__INIT;
-    Charter__V1__RpcRequest__MetadataEntry *meta[] = {&e};
-    uint8_t payload[] = {'h', 'i', '!', 0x00, 0xff};
-
-    r.method = "/charter.v1.Health/Check";
-    r.payload.data = payload;
-    r.payload.len = sizeof(payload);
-    e.key = "authorization";
-    e.value = "Bearer x";
-    r.metadata = meta;
-    r.n_metadata = 1;
-    r.timeout_ms = 5000;
-    char *s = compact(&r.base);
-    CU_ASSERT_PTR_NOT_NULL_FATAL(s);
-    CU_ASSERT_STRING_EQUAL(s, "{\"method\":\"/charter.v1.Health/Check\",\"payload\":\"aGkhAP8=\","
-                              "\"metadata\":{\"authorization\":\"Bearer x\"},\"timeout_ms\":5000}");
-    free(s);
-}
-
-static void test_json_large_uint64_and_invalid_utf8(void)
-{
-    Charter__V1__Event e = CHARTER__V1__EVENT__INIT;
-    json_t *j = NULL;
-    e.seq = UINT64_MAX;
-    e.kind = "bad\xff"
-             "byte";
-    CU_ASSERT_EQUAL_FATAL(cli_json_from_message(&e.base, &j), 0);
-    CU_ASSERT_STRING_EQUAL(json_string_value(json_object_get(j, "seq")), "18446744073709551615");
-    CU_ASSERT_STRING_EQUAL(json_string_value(json_object_get(j, "kind")), "bad\xEF\xBF\xBD"
-                                                                          "byte");
-    json_decref(j);
-}
-
-static void test_base64_matches_rfc4648_vectors(void)
-{
-    static const char *const in[] = {"", "f", "fo", "foo", "foob", "fooba", "foobar"};
-    static const char *const out[] = {"",         "Zg==",     "Zm8=",    "Zm9v",
-                                      "Zm9vYg==", "Zm9vYmE=", "Zm9vYmFy"};
-    for (size_t i = 0; i < sizeof(in) / sizeof(in[0]); i++) {
-        char *b = cli_json_base64((const uint8_t *)in[i], strlen(in[i]));
-        CU_ASSERT_PTR_NOT_NULL_FATAL(b);
-        CU_ASSERT_STRING_EQUAL(b, out[i]);
-        free(b);
-    }
-}
-
-static void test_json_refuses_null_message(void)
-{
-    json_t *j = (json_t *)&j;
-    CU_ASSERT_EQUAL(cli_json_from_message(NULL, &j), -1);
-    CU_ASSERT_PTR_NULL(j);
-}
-
 /* ---- registration ------------------------------------------------------------------------- */
 
 static int suite_transport_init(void)
@@ -954,15 +777,6 @@ static const harness_test pure[] = {
     HARNESS_TEST(test_url_check_refuses_malformed_urls),
     HARNESS_TEST(test_open_refuses_bad_url_and_options),
     HARNESS_TEST(test_options_init_gives_documented_defaults),
-    HARNESS_TEST(test_json_decision_has_enum_by_name_and_repeated_codes),
-    HARNESS_TEST(test_json_defaults_are_present),
-    HARNESS_TEST(test_json_nested_messages_numbers_and_bools),
-    HARNESS_TEST(test_json_repeated_messages_and_unset_message_is_null),
-    HARNESS_TEST(test_json_unnamed_enum_value_is_a_number),
-    HARNESS_TEST(test_json_bytes_base64_and_map_as_object),
-    HARNESS_TEST(test_json_large_uint64_and_invalid_utf8),
-    HARNESS_TEST(test_base64_matches_rfc4648_vectors),
-    HARNESS_TEST(test_json_refuses_null_message),
 };
 static const harness_test unreachable[] = {
     HARNESS_TEST(test_call_where_nothing_listens_is_unavailable_within_deadline),

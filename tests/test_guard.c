@@ -68,10 +68,12 @@ static void strs_free(guard_strs *s)
     s->n = 0;
 }
 
-static const guard_resource RES_VENDOR_A = {"vendor_a", "Northwind Desks quote", 0, 0};
-static const guard_resource RES_VENDOR_B = {"vendor_b", "Brightline Office quote", 0, 0};
-static const guard_resource RES_VENDOR_C = {"vendor_c", "Cascade Furniture quote", 0, 0};
-static const guard_resource RES_BUDGET = {"budget", "Budget memo", 2, 1};
+static const guard_resource RES_VENDOR_A = {"vendor_a", "Northwind Desks quote", 0, 0, NULL, NULL};
+static const guard_resource RES_VENDOR_B = {"vendor_b", "Brightline Office quote", 0, 0, NULL,
+                                            NULL};
+static const guard_resource RES_VENDOR_C = {"vendor_c", "Cascade Furniture quote", 0, 0, NULL,
+                                            NULL};
+static const guard_resource RES_BUDGET = {"budget", "Budget memo", 2, 1, NULL, NULL};
 
 /* An ancestry with room for cap artifacts, so pointers to its items stay valid. */
 typedef struct {
@@ -1532,8 +1534,8 @@ static void test_input_from_a_summary(void)
 {
     guard_stepcap cap = report_cap();
     guard_context ctx = context_of("c4", "report", "reporter");
-    guard_resource was[1] = {{"vendor_a", "", 0, 1}};
-    guard_resource now[1] = {{"vendor_a", "", 0, 1}};
+    guard_resource was[1] = {{"vendor_a", "", 0, 1, NULL, NULL}};
+    guard_resource now[1] = {{"vendor_a", "", 0, 1, NULL, NULL}};
     guard_summary s = {0};
     s.id = "a9";
     s.verified = true;

@@ -920,8 +920,7 @@ static long count_lines(const char *path, long *summaries)
 static void test_garbage_flood_writes_a_bounded_number_of_log_lines(void)
 {
     harness_charterd d;
-    const char *extra[] = {"--quiet"};
-    harness_charterd_opts o = {.graph = dl_graph, .extra_args = extra, .n_extra = 1};
+    harness_charterd_opts o = {.graph = dl_graph};
     CU_ASSERT_EQUAL_FATAL(harness_charterd_start(&o, &d), 0);
     long summaries = 0;
     long before = count_lines(d.log_path, &summaries);

@@ -34,28 +34,8 @@
 
 static harness_charterd g_d;
 static char g_graph[64];
-static char g_base[64]; /* http://127.0.0.1:<port> */
-static char g_hostport[32];
-
-static int free_port(void)
-{
-    int fd = socket(AF_INET, SOCK_STREAM, 0);
-    if (fd < 0) {
-        return -1;
-    }
-    struct sockaddr_in sa;
-    memset(&sa, 0, sizeof sa);
-    sa.sin_family = AF_INET;
-    sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    socklen_t len = sizeof sa;
-    int port = -1;
-    if (bind(fd, (struct sockaddr *)&sa, sizeof sa) == 0 &&
-        getsockname(fd, (struct sockaddr *)&sa, &len) == 0) {
-        port = ntohs(sa.sin_port);
-    }
-    close(fd);
-    return port;
-}
+static char g_base[80]; /* http://127.0.0.1:<port> */
+static char g_hostport[64];
 
 typedef struct {
     int status; /* HTTP status, 0 when curl failed */
@@ -475,20 +455,17 @@ static int start_own(const char *name, const char *const *extra, size_t n_extra,
                      harness_charterd *d, char *graph, size_t graph_n, char *hostport, size_t hp_n)
 {
     harness_graph_name(graph, graph_n, name);
-    snprintf(hostport, hp_n, "127.0.0.1:%d", free_port());
-    const char *args[16];
-    size_t n = 0;
-    args[n++] = "--http";
-    args[n++] = hostport;
-    for (size_t i = 0; i < n_extra && n < 16; i++) {
-        args[n++] = extra[i];
-    }
     harness_charterd_opts o;
     memset(&o, 0, sizeof o);
     o.graph = graph;
-    o.extra_args = args;
-    o.n_extra = n;
-    return harness_charterd_start(&o, d);
+    o.http = true;
+    o.extra_args = extra;
+    o.n_extra = n_extra;
+    if (harness_charterd_start(&o, d) != 0) {
+        return -1;
+    }
+    snprintf(hostport, hp_n, "%s", d->http_hostport);
+    return 0;
 }
 
 /* Slow clients are bounded by totals, not by inactivity: one byte every 200 ms keeps
@@ -497,7 +474,7 @@ static int start_own(const char *name, const char *const *extra, size_t n_extra,
  * connection closed, unanswered. Each trickle would go on for 15 s. */
 static void test_slow_headers_and_bodies_are_closed_at_their_deadlines(void)
 {
-    char graph[64], hostport[32];
+    char graph[64], hostport[64];
     harness_charterd d;
     const char *extra[] = {"--http-header-timeout", "1", "--http-body-timeout", "1"};
     CU_ASSERT_EQUAL_FATAL(
@@ -549,7 +526,7 @@ static int healthz_on(int fd, const char *hostport, int wait_ms)
  * closes. */
 static void test_a_connection_past_the_cap_waits_for_a_free_one(void)
 {
-    char graph[64], hostport[32];
+    char graph[64], hostport[64];
     harness_charterd d;
     const char *extra[] = {"--http-max-connections", "2"};
     CU_ASSERT_EQUAL_FATAL(
@@ -748,18 +725,19 @@ static void test_malformed_timeout_header_is_invalid_argument(void)
  * a charterd with one worker and no queue, its one call held up by a paused Redis. */
 static void test_calls_past_the_bound_are_refused_at_once(void)
 {
-    char graph2[64], hostport[32], base[64];
+    char graph2[64], hostport[64], base[80];
     harness_graph_name(graph2, sizeof graph2, "httpbound");
-    snprintf(hostport, sizeof hostport, "127.0.0.1:%d", free_port());
-    snprintf(base, sizeof base, "http://%s", hostport);
-    const char *extra[] = {"--http", hostport, "--workers", "1", "--queue", "0"};
+    const char *extra[] = {"--workers", "1", "--queue", "0"};
     harness_charterd_opts o;
     memset(&o, 0, sizeof o);
     o.graph = graph2;
+    o.http = true;
     o.extra_args = extra;
-    o.n_extra = 6;
+    o.n_extra = 4;
     harness_charterd d;
     CU_ASSERT_EQUAL_FATAL(harness_charterd_start(&o, &d), 0);
+    snprintf(hostport, sizeof hostport, "%s", d.http_hostport);
+    snprintf(base, sizeof base, "http://%s", hostport);
 
     char url[128];
     snprintf(url, sizeof url, "%s/charter.v1.Runs/CreateRun", base);
@@ -827,7 +805,7 @@ static int workers_busy(const char *hostport)
  * calls to come back. */
 static void test_stop_answers_a_chunked_call_in_progress(void)
 {
-    char graph[64], hostport[32];
+    char graph[64], hostport[64];
     harness_charterd d;
     CU_ASSERT_EQUAL_FATAL(
         start_own("httpstop", NULL, 0, &d, graph, sizeof graph, hostport, sizeof hostport), 0);
@@ -867,21 +845,21 @@ static int suite_init(void)
     if (harness_suite_redis_start(&g_redis) != 0)
         return -1;
     harness_graph_name(g_graph, sizeof g_graph, "http");
-    int port = free_port();
-    if (port < 0) {
-        return -1;
-    }
-    snprintf(g_hostport, sizeof g_hostport, "127.0.0.1:%d", port);
-    snprintf(g_base, sizeof g_base, "http://%s", g_hostport);
     static char max[16];
     snprintf(max, sizeof max, "%d", MAX_MESSAGE);
-    const char *extra[] = {"--http", g_hostport, "--max-message", max};
+    const char *extra[] = {"--max-message", max};
     harness_charterd_opts o;
     memset(&o, 0, sizeof o);
     o.graph = g_graph;
+    o.http = true;
     o.extra_args = extra;
-    o.n_extra = 4;
-    return harness_charterd_start(&o, &g_d);
+    o.n_extra = 2;
+    if (harness_charterd_start(&o, &g_d) != 0) {
+        return -1;
+    }
+    snprintf(g_hostport, sizeof g_hostport, "%s", g_d.http_hostport);
+    snprintf(g_base, sizeof g_base, "http://%s", g_hostport);
+    return 0;
 }
 
 static int suite_clean(void)

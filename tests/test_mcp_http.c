@@ -41,29 +41,9 @@
 static harness_charterd g_d;
 static char g_graph[64];
 static char g_dir[64];           /* the token file and charter-mcp's log */
-static char g_hostport[32];      /* charter-mcp's HTTP address */
-static char g_charterd_http[32]; /* charterd's, for its /metrics */
+static char g_hostport[64];      /* charter-mcp's HTTP address */
+static char g_charterd_http[64]; /* charterd's, for its /metrics */
 static pid_t g_mcp;
-
-static int free_port(void)
-{
-    int fd = socket(AF_INET, SOCK_STREAM, 0);
-    if (fd < 0) {
-        return -1;
-    }
-    struct sockaddr_in sa;
-    memset(&sa, 0, sizeof sa);
-    sa.sin_family = AF_INET;
-    sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    socklen_t len = sizeof sa;
-    int port = -1;
-    if (bind(fd, (struct sockaddr *)&sa, sizeof sa) == 0 &&
-        getsockname(fd, (struct sockaddr *)&sa, &len) == 0) {
-        port = ntohs(sa.sin_port);
-    }
-    close(fd);
-    return port;
-}
 
 /* Starts charter-mcp --http (environment and arguments made before the fork) and waits until it
  * accepts connections. Returns 0 or -1. */
@@ -87,7 +67,7 @@ static int mcp_start(void)
                     "--workflow",
                     wf,
                     "--http",
-                    g_hostport,
+                    "127.0.0.1:0",
                     "--http-token-file",
                     creds,
                     "--http-sessions-per-credential",
@@ -113,13 +93,14 @@ static int mcp_start(void)
     if (g_mcp < 0) {
         return -1;
     }
-    for (int i = 0; i < 200; i++) {
-        int fd = harness_http_connect(g_hostport);
-        if (fd >= 0) {
-            close(fd);
+    /* It says where it serves once it listens: the port the system picked. */
+    for (int i = 0; i < 400; i++) {
+        int rc =
+            harness_log_address(log, "charter-mcp: serving step", g_hostport, sizeof g_hostport);
+        if (rc == 0) {
             return 0;
         }
-        if (waitpid(g_mcp, NULL, WNOHANG) == g_mcp) {
+        if (rc < 0 || waitpid(g_mcp, NULL, WNOHANG) == g_mcp) {
             break;
         }
         harness_sleep_ms(50);
@@ -441,25 +422,21 @@ static void test_sessions_call_tools_concurrently(void)
 static int suite_init(void)
 {
     harness_graph_name(g_graph, sizeof g_graph, "mcphttp");
-    snprintf(g_charterd_http, sizeof g_charterd_http, "127.0.0.1:%d", free_port());
-    const char *extra[] = {"--runners", "0", "--http", g_charterd_http};
+    const char *extra[] = {"--runners", "0"};
     harness_charterd_opts o;
     memset(&o, 0, sizeof o);
     o.graph = g_graph;
+    o.http = true;
     o.extra_args = extra;
-    o.n_extra = 4;
+    o.n_extra = 2;
     if (harness_charterd_start(&o, &g_d) != 0) {
         return -1;
     }
+    snprintf(g_charterd_http, sizeof g_charterd_http, "%s", g_d.http_hostport);
     snprintf(g_dir, sizeof g_dir, "/tmp/charter-mcphttp-XXXXXX");
     if (mkdtemp(g_dir) == NULL) {
         return -1;
     }
-    int port = free_port();
-    if (port < 0) {
-        return -1;
-    }
-    snprintf(g_hostport, sizeof g_hostport, "127.0.0.1:%d", port);
     return mcp_start();
 }
 

@@ -140,6 +140,28 @@ static void test_second_charterd_on_a_taken_port_fails_before_making_its_data_fo
     harness_graph_drop(graph);
 }
 
+/* Port 0 for --listen tcp:// and --http: the system picks free ports as charterd binds them,
+ * and the "serving" lines of its log name those ports, which answer. */
+static void test_port_0_is_bound_and_logged(void)
+{
+    char graph[80];
+    harness_graph_name(graph, sizeof graph, "port0");
+    harness_charterd d;
+    harness_charterd_opts o = {.graph = graph, .http = true};
+    CU_ASSERT_EQUAL_FATAL(harness_charterd_start(&o, &d), 0);
+    const char *tcp_port = strrchr(d.tcp_url, ':') + 1;
+    const char *http_port = strrchr(d.http_hostport, ':') + 1;
+    CU_ASSERT(atoi(tcp_port) > 0);
+    CU_ASSERT(atoi(http_port) > 0);
+    CU_ASSERT_EQUAL(harness_health(d.tcp_url, 5000, NULL), 0);
+    harness_http_reply r;
+    CU_ASSERT_EQUAL(
+        harness_http_post(d.http_hostport, "/charter.v1.Health/Check", NULL, 0, "{}", &r), 0);
+    CU_ASSERT_EQUAL(r.status, 200);
+    CU_ASSERT_EQUAL(harness_charterd_stop(&d), 0);
+    harness_graph_drop(graph);
+}
+
 /* A taken --http port fails like a taken --listen port: before anything is written, so the
  * graph is not claimed (its integrity mode, its workflow) by a start that did not happen. */
 static void test_taken_http_port_fails_before_writing_to_the_graph(void)
@@ -283,6 +305,7 @@ static const harness_test tests[] = {
      test_charterd_tells_systemd_it_is_ready_then_stopping},
     {"a second charterd on a taken port fails before making its data folder",
      test_second_charterd_on_a_taken_port_fails_before_making_its_data_folder},
+    {"port 0 is bound and logged", test_port_0_is_bound_and_logged},
     {"a taken --http port fails before writing to the graph",
      test_taken_http_port_fails_before_writing_to_the_graph},
     {"Redis URL forms users copy are canonical", test_redis_url_forms_users_copy_are_canonical},

@@ -91,7 +91,7 @@ static void drop_signature(json_t *j)
 static void sign_other_time(json_t *j)
 {
     /* the field and the text it signs changed together: only the signature can tell */
-    const char *t = json_string_value(json_object_get(j, "signed_text"));
+    const char *t = json_string_value(json_object_get(j, "signedText"));
     const char *when = json_string_value(json_object_get(j, "time"));
     if (t == NULL || when == NULL || strlen(when) < 2)
         return;
@@ -102,7 +102,7 @@ static void sign_other_time(json_t *j)
         moved[0] = d;
         at[0] = d;
         json_object_set_new(j, "time", json_string(moved));
-        json_object_set_new(j, "signed_text", json_string(text));
+        json_object_set_new(j, "signedText", json_string(text));
     }
     free(text);
     free(moved);

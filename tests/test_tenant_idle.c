@@ -37,7 +37,7 @@ static char tenant[64], nosuch[64], secret[128];
 typedef struct {
     const char *what;
     char graph[64];
-    char http[32]; /* 127.0.0.1:<port> of its --http */
+    char http[64]; /* 127.0.0.1:<port> of its --http */
     harness_charterd d;
     bool started;
 } daemon_t;
@@ -58,13 +58,12 @@ static charter_client *client(const daemon_t *d, const char *token, const char *
 static int start(daemon_t *d, bool single)
 {
     harness_graph_name(d->graph, sizeof d->graph, single ? "idle1" : "idlen");
-    if (harness_http_listen_addr(d->http, sizeof d->http) != 0)
-        return -1;
-    const char *extra[] = {"--timeout-ms", DEFAULT_DEADLINE_MS, "--http",
-                           d->http,        "--workers",         "1"};
-    harness_charterd_opts o = {.graph = d->graph, .extra_args = extra, .n_extra = single ? 6 : 4};
+    const char *extra[] = {"--timeout-ms", DEFAULT_DEADLINE_MS, "--workers", "1"};
+    harness_charterd_opts o = {
+        .graph = d->graph, .http = true, .extra_args = extra, .n_extra = single ? 4 : 2};
     if (harness_charterd_start(&o, &d->d) != 0)
         return -1;
+    snprintf(d->http, sizeof d->http, "%s", d->d.http_hostport);
     d->started = true;
     return 0;
 }

@@ -37,7 +37,7 @@ static char tenant_a[64], tenant_b[64], tenant_q[64], tenant_r[64], tenant_w[64]
     tenant_c[64];
 static char secret_a[128], secret_b[128], secret_q[128], secret_r[128], secret_w[128],
     secret_f[128], secret_c[128];
-static char http_addr[32]; /* the test charterd's --http */
+static char http_addr[64]; /* the test charterd's --http */
 static harness_charterd daemon_;
 static charter_client *admin, *op;
 static char *workflow_def;
@@ -191,12 +191,11 @@ static int suite_init(void)
         return -1;
     }
     fclose(kf);
-    if (harness_http_listen_addr(http_addr, sizeof http_addr) != 0)
-        return -1;
-    const char *extra[4] = {"--integrity-key", key_path, "--http", http_addr};
-    harness_charterd_opts o = {.graph = graph, .extra_args = extra, .n_extra = 4};
+    const char *extra[2] = {"--integrity-key", key_path};
+    harness_charterd_opts o = {.graph = graph, .http = true, .extra_args = extra, .n_extra = 2};
     if (harness_charterd_start(&o, &daemon_) != 0)
         return -1;
+    snprintf(http_addr, sizeof http_addr, "%s", daemon_.http_hostport);
     admin = client_for(ADMIN_TOKEN, NULL);
     op = client_for(HARNESS_OPERATOR_TOKEN, NULL);
     return admin != NULL && op != NULL ? 0 : -1;

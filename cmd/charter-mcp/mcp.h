@@ -6,7 +6,8 @@
  * session opened and which artifacts it was shown (the provenance of its outputs).
  *
  * Files: mcp_main.c (options, workflow, stdio loop), mcp_jsonrpc.c (JSON-RPC 2.0 and the MCP
- * lifecycle), mcp_tools.c (the tools of a step), mcp_async.c (runs charterd executes: start,
+ * lifecycle), mcp_tools.c (the tools of a step), mcp_live.c (observe and the step's tools with
+ * arguments), mcp_async.c (runs charterd executes: start,
  * wait, cancel, events, receipt), mcp_http.c (Streamable HTTP on libmicrohttpd).
  */
 #ifndef CHARTER_MCP_H
@@ -122,6 +123,27 @@ json_t *mcp_async_wait(mcp_server *srv, mcp_session *s, const json_t *args);
 json_t *mcp_async_cancel(mcp_server *srv, mcp_session *s, const json_t *args);
 json_t *mcp_async_events(mcp_server *srv, mcp_session *s, const json_t *args);
 json_t *mcp_async_receipt(mcp_server *srv, mcp_session *s, const json_t *args);
+
+/* Shared by mcp_tools.c and mcp_live.c. */
+/* {decision, codes, witness} of a charterd decision (a missing one is unknown). */
+json_t *mcp_decision_json(const Charter__V1__Decision *d);
+/* Metadata and hashes of an artifact; its content only when with_content. */
+json_t *mcp_artifact_json(const Charter__V1__Artifact *a, bool with_content);
+/* NULL when args names the context this session opened, else the refusal. */
+json_t *mcp_need_context(const mcp_server *srv, const mcp_session *s, const json_t *args);
+/* Whether artifact id was shown to the session; adds one (0, or -1 when full or no memory). */
+bool mcp_shown_has(const mcp_session *s, const char *id);
+int mcp_shown_add(mcp_session *s, const char *id);
+/* Checks args against a tool's input schema: 0, or -1 with err naming the field and rule. */
+int mcp_check_args(const json_t *schema, const json_t *args, char *err, size_t errlen);
+
+/* The live tools of the step (mcp_live.c): "observe" when the step has an observed resource,
+ * and one tool per tool with arguments the step lists, named as the workflow names it. */
+json_t *mcp_live_list(const mcp_server *srv);
+/* Calls live tool name: 1 with *result set (NULL when out of memory), or 0 when name is no
+ * live tool of the step. */
+int mcp_live_call(mcp_server *srv, mcp_session *s, const char *name, const json_t *args,
+                  json_t **result);
 
 /* Defaults of the HTTP transport's limits (the --http-* options). */
 #define MCP_HTTP_DEFAULT_MAX_CONNECTIONS 64

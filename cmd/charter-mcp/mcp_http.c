@@ -610,6 +610,24 @@ static void state_free(http_state *hs)
     pthread_mutex_destroy(&hs->mu);
 }
 
+/* The listening socket of addr (its port after colon), and the address it is bound to, with
+ * the port the system picked for port 0, into bound. Returns the socket, or -1 said on stderr. */
+static int open_listener(const char *addr, const char *colon, char *bound, size_t n)
+{
+    char host[128], what[160], err[512];
+    snprintf(host, sizeof host, "%.*s", (int)(colon - addr), addr);
+    snprintf(what, sizeof what, "charter-mcp: cannot listen on %s", addr);
+    int fd = http_guard_listen(host, colon + 1, what, err, sizeof err);
+    if (fd < 0) {
+        fprintf(stderr, "%s\n", err);
+        return -1;
+    }
+    if (http_guard_bound(fd, host, bound, n) != 0) {
+        snprintf(bound, n, "%s", addr);
+    }
+    return fd;
+}
+
 int mcp_http_serve(mcp_server *srv, const mcp_http_opts *o)
 {
     static http_state hs;
@@ -639,11 +657,8 @@ int mcp_http_serve(mcp_server *srv, const mcp_http_opts *o)
         fprintf(stderr, "charter-mcp: cannot start the HTTP watchdog\n");
         goto out;
     }
-    char host[128], what[160];
-    snprintf(host, sizeof host, "%.*s", (int)(colon - o->addr), o->addr);
-    snprintf(what, sizeof what, "charter-mcp: cannot listen on %s", o->addr);
-    if ((fd = http_guard_listen(host, colon + 1, what, err, sizeof err)) < 0) {
-        fprintf(stderr, "%s\n", err);
+    char bound[192];
+    if ((fd = open_listener(o->addr, colon, bound, sizeof bound)) < 0) {
         goto out;
     }
     /* SIGINT and SIGTERM are taken by sigwait below; blocked before libmicrohttpd's threads
@@ -672,7 +687,7 @@ int mcp_http_serve(mcp_server *srv, const mcp_http_opts *o)
     fprintf(stderr,
             "charter-mcp: serving step %s on http://%s/mcp (at most %u connections, %zu "
             "sessions, %u per credential)\n",
-            srv->step_name, o->addr, max_conn, hs.n_sessions, o->sessions_per_credential);
+            srv->step_name, bound, max_conn, hs.n_sessions, o->sessions_per_credential);
     int sig = 0;
     while (sigwait(&sigs, &sig) != 0) {
     }

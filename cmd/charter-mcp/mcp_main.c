@@ -31,7 +31,7 @@ static void usage(FILE *f)
             "                          $CHARTER_OPERATOR_TOKEN); $CHARTER_TENANT names the\n"
             "                          tenant every call acts on (default: the token's)\n"
             "  --http HOST:PORT        serve Streamable HTTP on a loopback address at /mcp\n"
-            "                          instead of stdio\n"
+            "                          instead of stdio (port 0: one the system picks, logged)\n"
             "  --http-token-file FILE  the bearer credentials HTTP clients must present, one per\n"
             "                          line, each at least 16 characters (default: the one in\n"
             "                          $CHARTER_MCP_HTTP_TOKEN); required with --http unless\n"

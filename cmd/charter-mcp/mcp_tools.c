@@ -175,9 +175,29 @@ static json_t *ctx_props(void)
                      id_schema("The context_id open_step returned to this session."));
 }
 
+/* The boolean and integer cases of check (type says which). */
+static int check_scalar(const json_t *schema, const json_t *value, const char *path, char *err,
+                        size_t errlen)
+{
+    if (strcmp(json_string_value(json_object_get(schema, "type")), "boolean") == 0) {
+        if (!json_is_boolean(value))
+            return snprintf(err, errlen, "%s: must be true or false", path), -1;
+        return 0;
+    }
+    if (!json_is_integer(value))
+        return snprintf(err, errlen, "%s: must be an integer", path), -1;
+    json_int_t n = json_integer_value(value);
+    const json_t *lo = json_object_get(schema, "minimum");
+    const json_t *hi = json_object_get(schema, "maximum");
+    if ((lo && n < json_integer_value(lo)) || (hi && n > json_integer_value(hi)))
+        return snprintf(err, errlen, "%s: out of bounds", path), -1;
+    return 0;
+}
+
 /* Checks value against the subset of JSON Schema these tools use (object with required
- * properties and no others, string with length bounds or enum, array of such). Returns 0, or -1
- * with err naming the field and the rule. Field names the client sent are never echoed. */
+ * properties and no others, string with length bounds or enum, integer, boolean, array of such).
+ * Returns 0, or -1 with err naming the field and the rule. Field names the client sent are never
+ * echoed. */
 static int check(const json_t *schema, const json_t *value, const char *path, char *err,
                  size_t errlen)
 {
@@ -234,16 +254,8 @@ static int check(const json_t *schema, const json_t *value, const char *path, ch
         }
         return 0;
     }
-    if (strcmp(type, "integer") == 0) {
-        if (!json_is_integer(value))
-            return snprintf(err, errlen, "%s: must be an integer", path), -1;
-        json_int_t n = json_integer_value(value);
-        const json_t *lo = json_object_get(schema, "minimum");
-        const json_t *hi = json_object_get(schema, "maximum");
-        if ((lo && n < json_integer_value(lo)) || (hi && n > json_integer_value(hi)))
-            return snprintf(err, errlen, "%s: out of bounds", path), -1;
-        return 0;
-    }
+    if (strcmp(type, "boolean") == 0 || strcmp(type, "integer") == 0)
+        return check_scalar(schema, value, path, err, errlen);
     if (!json_is_string(value))
         return snprintf(err, errlen, "%s: must be a string", path), -1;
     const json_t *en = json_object_get(schema, "enum");
@@ -348,6 +360,36 @@ static const Charter__V1__Artifact *view_artifact(const Charter__V1__RunView *v,
         if (strcmp(v->artifacts[i]->id, id) == 0)
             return v->artifacts[i];
     return NULL;
+}
+
+json_t *mcp_decision_json(const Charter__V1__Decision *d)
+{
+    return decision_json(d);
+}
+
+json_t *mcp_artifact_json(const Charter__V1__Artifact *a, bool with_content)
+{
+    return artifact_json(a, with_content);
+}
+
+json_t *mcp_need_context(const mcp_server *srv, const mcp_session *s, const json_t *args)
+{
+    return need_context(srv, s, args);
+}
+
+bool mcp_shown_has(const mcp_session *s, const char *id)
+{
+    return shown_has(s, id);
+}
+
+int mcp_shown_add(mcp_session *s, const char *id)
+{
+    return shown_add(s, id);
+}
+
+int mcp_check_args(const json_t *schema, const json_t *args, char *err, size_t errlen)
+{
+    return check(schema, args, "arguments", err, errlen);
 }
 
 /* ---- tools ------------------------------------------------------------------------------- */
@@ -980,6 +1022,10 @@ json_t *mcp_tools_list(const mcp_server *srv)
             json_array_append_new(list, json_pack("{s:s, s:s, s:o}", "name", tools[i].name,
                                                   "description", tools[i].description,
                                                   "inputSchema", tools[i].schema(srv)));
+    json_t *live = mcp_live_list(srv);
+    if (list && live)
+        json_array_extend(list, live);
+    json_decref(live);
     return list;
 }
 
@@ -991,11 +1037,14 @@ int mcp_tools_call(mcp_server *srv, mcp_session *s, const char *name, const json
     for (size_t i = 0; i < sizeof tools / sizeof *tools; i++)
         if (strcmp(tools[i].name, name) == 0)
             t = &tools[i];
-    if (!t)
-        return MCP_INVALID_PARAMS;
     json_t *empty = NULL;
     if (!args)
         args = empty = json_object();
+    if (!t) {
+        int live = mcp_live_call(srv, s, name, args, result);
+        json_decref(empty);
+        return live ? (*result ? 0 : -1) : MCP_INVALID_PARAMS;
+    }
     /* Checked again on execution: a tool not offered to this role is refused. */
     if (!t->offered(srv)) {
         char w[256];

@@ -2,7 +2,8 @@
  * cli.c - `charter`, the command-line client of charterd: arguments, commands, exit codes.
  *
  * Each command is one call through libcharter. Output is human-readable by default
- * (cli_print.c) or, with --json, the response message as one JSON document (cli_json.c).
+ * (cli_print.c) or, with --json, the response message as one JSON document in the proto3 JSON
+ * mapping, the shape HTTP/JSON and `charter call` give (cli_json.c).
  * A decision is not an error; only the gate commands turn a deny or unknown into an exit code,
  * so a host script can branch on it.
  */
@@ -151,21 +152,10 @@ static int number_option(const cli_command *cmd, const cli_args *a, const char *
     return 0;
 }
 
-/* Prints m as one JSON document on stdout. */
+/* Prints m as one JSON document on stdout, in the proto3 JSON mapping (cli_json.c). */
 static int print_json(const ProtobufCMessage *m)
 {
-    json_t *j = NULL;
-    if (cli_json_from_message(m, &j) != 0) {
-        fprintf(stderr, "%s: out of memory converting the answer to JSON\n", progname);
-        return EXIT_RPC;
-    }
-    int rv = json_dumpf(j, stdout, JSON_INDENT(2));
-    json_decref(j);
-    if (rv != 0 || fputc('\n', stdout) == EOF) {
-        fprintf(stderr, "%s: cannot write the output\n", progname);
-        return EXIT_RPC;
-    }
-    return EXIT_OK;
+    return cli_json_print_message(m) == 0 ? EXIT_OK : EXIT_RPC;
 }
 
 /* The exit code of a gate command's decision: 0 allow, 3 deny, 4 unknown (or none). */
@@ -727,6 +717,57 @@ static int cmd_restore(cli *c, const cli_command *cmd, const cli_args *a)
     return rv;
 }
 
+/* ---- Resources ---------------------------------------------------------------------------- */
+
+static int cmd_quarantine(cli *c, const cli_command *cmd, const cli_args *a)
+{
+    Charter__V1__QuarantineResourceRequest req = CHARTER__V1__QUARANTINE_RESOURCE_REQUEST__INIT;
+    Charter__V1__ResourceQuarantine *q = NULL;
+    charter_status st;
+    int rv = EXIT_OK;
+
+    const char *reason = arg_option(a, "reason");
+    if (reason == NULL || reason[0] == '\0')
+        return usage_error(cmd, "say why with --reason TEXT (the refusals' witnesses show it)",
+                           NULL);
+    req.resource_id = (char *)a->pos[0];
+    req.reason = (char *)reason;
+    if ((rv = cli_connect(c)) != 0)
+        return rv;
+    if (charter_quarantine_resource(c->client, &req, &q, &st) != 0)
+        return rpc_error(&st);
+    if (c->json)
+        rv = print_json(&q->base);
+    else
+        printf("quarantined %s at %s by %s: %s\n", q->resource_id, q->quarantined_at,
+               q->quarantined_by, q->reason);
+    charter__v1__resource_quarantine__free_unpacked(q, NULL);
+    return rv;
+}
+
+static int cmd_release(cli *c, const cli_command *cmd, const cli_args *a)
+{
+    Charter__V1__ReleaseResourceRequest req = CHARTER__V1__RELEASE_RESOURCE_REQUEST__INIT;
+    Charter__V1__ResourceQuarantine *q = NULL;
+    charter_status st;
+    int rv = EXIT_OK;
+
+    (void)cmd;
+    req.resource_id = (char *)a->pos[0];
+    if ((rv = cli_connect(c)) != 0)
+        return rv;
+    if (charter_release_resource(c->client, &req, &q, &st) != 0)
+        return rpc_error(&st);
+    if (c->json)
+        rv = print_json(&q->base);
+    else if (q->released)
+        printf("released %s\n", q->resource_id);
+    else
+        printf("nothing to release: %s is not quarantined\n", q->resource_id);
+    charter__v1__resource_quarantine__free_unpacked(q, NULL);
+    return rv;
+}
+
 static int cmd_chain(cli *c, const cli_command *cmd, const cli_args *a)
 {
     Charter__V1__ShowChainRequest req = CHARTER__V1__SHOW_CHAIN_REQUEST__INIT;
@@ -1128,12 +1169,15 @@ static void print_receipt(const Charter__V1__Receipt *r)
     cli_format_time(r->time != NULL ? strtod(r->time, NULL) : 0, when, sizeof(when));
     printf("%-16s%s\n", "receipt", r->kind);
     printf("%-16s%s\n", "run", r->run_id);
-    if (strcmp(r->kind, "delivery") == 0) {
+    if (strcmp(r->kind, "run") != 0) {
+        bool invoke = strcmp(r->kind, "invoke") == 0;
         printf("%-16s%s\n", "invocation", r->invocation_id);
-        printf("%-16s%s\n", "payload_hash", r->payload_hash);
-        printf("%-16s%s\n", "recipient", r->recipient);
+        printf("%-16s%s\n", invoke ? "arguments_hash" : "payload_hash", r->payload_hash);
+        printf("%-16s%s\n", invoke ? "destination" : "recipient", r->recipient);
         printf("%-16s%s\n", "tool", r->tool);
         print_joined("grant_chain", r->grant_chain, r->n_grant_chain, " \xe2\x86\x92 ");
+        if (invoke)
+            print_joined("lineage", r->lineage, r->n_lineage, ", ");
     } else {
         printf("%-16s%s\n", "status", r->status);
         printf("%-16s%llu\n", "last_seq", (unsigned long long)r->last_seq);
@@ -1179,128 +1223,38 @@ static int cmd_receipt(cli *c, const cli_command *cmd, const cli_args *a)
     return rv;
 }
 
-/* A text field of a receipt document: absent reads as "", another type is an error. */
-static int receipt_text_field(const json_t *j, const char *name, char **out)
-{
-    const json_t *v = json_object_get(j, name);
-    *out = (char *)"";
-    if (v == NULL || json_is_null(v))
-        return 0;
-    if (!json_is_string(v))
-        return -1;
-    *out = (char *)json_string_value(v);
-    return 0;
-}
-
-static int receipt_list_field(const json_t *j, const char *name, char ***out, size_t *n)
-{
-    const json_t *v = json_object_get(j, name);
-    *out = NULL;
-    *n = 0;
-    if (v == NULL || json_is_null(v))
-        return 0;
-    if (!json_is_array(v))
-        return -1;
-    if (json_array_size(v) == 0)
-        return 0;
-    if ((*out = calloc(json_array_size(v), sizeof(**out))) == NULL)
-        return -1;
-    for (size_t i = 0; i < json_array_size(v); i++) {
-        const char *item = json_string_value(json_array_get(v, i));
-        if (item == NULL)
-            return -1;
-        (*out)[(*n)++] = (char *)item;
-    }
-    return 0;
-}
-
-/* Reads a receipt document (as `charter --json receipt` prints it) into r, borrowing strings
- * from j. Every field must be one of the Receipt's, of its type. 0, or -1 with why. */
-static int receipt_from_json(const json_t *j, Charter__V1__Receipt *r, char *why, size_t n)
-{
-    static const char *const texts[] = {
-        "kind",   "run_id",    "invocation_id", "payload_hash", "recipient",
-        "tool",   "time",      "evaluator",     "status",       "last_event_hash",
-        "mac",    "signature", "key_id",        "signed_text",  "prev_receipt_hash",
-        "budget", "counters"};
-    char **fields[] = {
-        &r->kind,   &r->run_id,    &r->invocation_id, &r->payload_hash, &r->recipient,
-        &r->tool,   &r->time,      &r->evaluator,     &r->status,       &r->last_event_hash,
-        &r->mac,    &r->signature, &r->key_id,        &r->signed_text,  &r->prev_receipt_hash,
-        &r->budget, &r->counters};
-    const char *key;
-    const json_t *v;
-    if (!json_is_object(j)) {
-        snprintf(why, n, "the file is not a JSON object");
-        return -1;
-    }
-    json_object_foreach((json_t *)j, key, v)
-    {
-        bool known = strcmp(key, "last_seq") == 0 || strcmp(key, "grant_chain") == 0 ||
-                     strcmp(key, "deliveries") == 0 || strcmp(key, "chain_seq") == 0;
-        for (size_t i = 0; !known && i < sizeof(texts) / sizeof(texts[0]); i++)
-            known = strcmp(key, texts[i]) == 0;
-        if (!known) {
-            snprintf(why, n, "unknown field \"%.64s\" (not covered by the mac)", key);
-            return -1;
-        }
-    }
-    for (size_t i = 0; i < sizeof(texts) / sizeof(texts[0]); i++) {
-        if (receipt_text_field(j, texts[i], fields[i]) != 0) {
-            snprintf(why, n, "field %s is not a string", texts[i]);
-            return -1;
-        }
-    }
-    static const char *const numbers[] = {"last_seq", "chain_seq"};
-    uint64_t *values[] = {&r->last_seq, &r->chain_seq};
-    for (size_t i = 0; i < 2; i++) {
-        const json_t *seq = json_object_get(j, numbers[i]);
-        if (json_is_integer(seq) && json_integer_value(seq) >= 0) {
-            *values[i] = (uint64_t)json_integer_value(seq);
-        } else if ((json_is_string(seq) &&
-                    parse_number(json_string_value(seq), UINT64_MAX, values[i]) != 0) ||
-                   (!json_is_string(seq) && seq != NULL && !json_is_null(seq))) {
-            snprintf(why, n, "field %s is not a number", numbers[i]);
-            return -1;
-        }
-    }
-    if (receipt_list_field(j, "grant_chain", &r->grant_chain, &r->n_grant_chain) != 0 ||
-        receipt_list_field(j, "deliveries", &r->deliveries, &r->n_deliveries) != 0) {
-        snprintf(why, n, "grant_chain and deliveries must be lists of strings");
-        return -1;
-    }
-    return 0;
-}
-
-/* One receipt file as verify-receipt reads it: the document (owning the strings r borrows),
- * the receipt, and the verdict on it. */
+/* One receipt file as verify-receipt reads it: the receipt (NULL when the file is not a
+ * receipt document) and the verdict on it. */
 typedef struct {
     const char *file;
-    json_t *doc;
-    Charter__V1__Receipt r;
+    Charter__V1__Receipt *r;
     charter_receipt_verdict verdict;
-    char why[256];
+    char why[320];
 } cli_receipt_file;
 
 /* Reads path into f: 0, EXIT_USAGE (unreadable file, message printed), or 1 with f->why set
- * when the file is not a receipt document. */
+ * when the file is not a receipt document. The document is a Receipt in the proto3 JSON
+ * mapping, as `charter --json receipt` and HTTP/JSON print it; the original snake_case names
+ * of older files are read too. A field the Receipt lacks is refused: the mac would not cover
+ * it. */
 static int receipt_file_read(const cli_command *cmd, const char *path, cli_receipt_file *f)
 {
     char *text = NULL;
-    json_error_t jerr;
+    ProtobufCMessage *m = NULL;
+    char err[256];
     int rv;
     f->file = path;
-    charter__v1__receipt__init(&f->r);
     if ((rv = read_text_file(cmd, path, (size_t)1 << 20, &text)) != 0)
         return rv;
-    f->doc = json_loads(text, 0, &jerr);
+    rv = protojson_decode(&charter__v1__receipt__descriptor, text, strlen(text), NULL, NULL, &m,
+                          err, sizeof err);
     free(text);
-    if (f->doc == NULL) {
-        snprintf(f->why, sizeof(f->why), "the file is not JSON: %s (line %d)", jerr.text,
-                 jerr.line);
+    if (rv != PROTOJSON_OK) {
+        snprintf(f->why, sizeof(f->why), "not a receipt document: %s", err);
         return 1;
     }
-    return receipt_from_json(f->doc, &f->r, f->why, sizeof(f->why)) != 0 ? 1 : 0;
+    f->r = (Charter__V1__Receipt *)m;
+    return 0;
 }
 
 static int verdict_exit(charter_receipt_verdict v)
@@ -1331,11 +1285,12 @@ static int print_verify_json(const cli_receipt_file *files, size_t n, const char
     json_t *list = json_array();
     for (size_t i = 0; list != NULL && i < n; i++) {
         const cli_receipt_file *f = &files[i];
-        json_t *one = json_pack("{s:s, s:s, s:s, s:s, s:s, s:I}", "file", f->file, "verdict",
-                                charter_receipt_verdict_name(f->verdict), "reason", f->why, "kind",
-                                f->r.kind != NULL ? f->r.kind : "", "run_id",
-                                f->r.run_id != NULL ? f->r.run_id : "", "chain_seq",
-                                (json_int_t)f->r.chain_seq);
+        char seq[24];
+        snprintf(seq, sizeof seq, "%llu", f->r ? (unsigned long long)f->r->chain_seq : 0ULL);
+        json_t *one =
+            json_pack("{s:s, s:s, s:s, s:s, s:s, s:s}", "file", f->file, "verdict",
+                      charter_receipt_verdict_name(f->verdict), "reason", f->why, "kind",
+                      f->r ? f->r->kind : "", "runId", f->r ? f->r->run_id : "", "chainSeq", seq);
         if (one == NULL || json_array_append_new(list, one) != 0) {
             json_decref(list);
             list = NULL;
@@ -1345,19 +1300,13 @@ static int print_verify_json(const cli_receipt_file *files, size_t n, const char
                                            "receipts", list)
                                : NULL;
     if (doc != NULL && key_id != NULL)
-        json_object_set_new(doc, "key_id", json_string(key_id));
+        json_object_set_new(doc, "keyId", json_string(key_id));
     if (doc != NULL && chain_verdict != NULL)
         json_object_set_new(doc, "chain",
                             json_pack("{s:s, s:s}", "verdict", chain_verdict, "reason", chain_why));
-    char *text = doc != NULL ? json_dumps(doc, JSON_INDENT(2)) : NULL;
+    int written = cli_json_print(doc);
     json_decref(doc);
-    if (text == NULL) {
-        fprintf(stderr, "%s: out of memory\n", progname);
-        return EXIT_RPC;
-    }
-    puts(text);
-    free(text);
-    return rv;
+    return written == 0 ? rv : EXIT_RPC;
 }
 
 /* Offline: no connection is made. With --key each receipt's MAC is checked against the
@@ -1410,10 +1359,10 @@ static int cmd_verify_receipt(cli *c, const cli_command *cmd, const cli_args *a)
         if (got != 0) {
             /* why is set */
         } else if (keyfile != NULL &&
-                   charter_receipt_verify(&f->r, key, key_len, f->why, sizeof(f->why)) != 0) {
+                   charter_receipt_verify(f->r, key, key_len, f->why, sizeof(f->why)) != 0) {
             /* the MAC's verdict: invalid, exit 1 as always */
         } else if (pubfile != NULL) {
-            charter_receipt_verify_signed(&f->r, pem, strlen(pem), &f->verdict, f->why,
+            charter_receipt_verify_signed(f->r, pem, strlen(pem), &f->verdict, f->why,
                                           sizeof(f->why));
         } else {
             f->verdict = CHARTER_RECEIPT_VALID;
@@ -1431,7 +1380,7 @@ static int cmd_verify_receipt(cli *c, const cli_command *cmd, const cli_args *a)
             goto out;
         }
         for (size_t i = 0; i < n; i++)
-            rs[i] = &files[i].r;
+            rs[i] = files[i].r;
         charter_receipt_verify_chain(rs, n, &v, &bad, chain_why, sizeof(chain_why));
         free(rs);
         chain_verdict = charter_receipt_verdict_name(v);
@@ -1450,37 +1399,36 @@ static int cmd_verify_receipt(cli *c, const cli_command *cmd, const cli_args *a)
             printf("invalid: %s%s%s\n", prefix, sep, f->why);
             continue;
         }
-        printf("valid: %s%s%s receipt of run %s%s%s", prefix, sep, f->r.kind, f->r.run_id,
-               *f->r.invocation_id ? ", invocation " : "", f->r.invocation_id);
-        if (pubfile != NULL && strcmp(f->r.kind, "run") == 0 && f->r.chain_seq > 1)
+        printf("valid: %s%s%s receipt of run %s%s%s", prefix, sep, f->r->kind, f->r->run_id,
+               *f->r->invocation_id ? ", invocation " : "", f->r->invocation_id);
+        if (pubfile != NULL && strcmp(f->r->kind, "run") == 0 && f->r->chain_seq > 1)
             /* A run receipt takes the place after the chain's head and names it, but the head
              * stays: the run's next delivery receipt (after a recovery) takes the same place. */
             printf(" (signed by key %.16s..., place %llu in the run's receipt chain: it names the "
                    "last delivery receipt, place %llu, and no later receipt names it)",
-                   key_id, (unsigned long long)f->r.chain_seq,
-                   (unsigned long long)f->r.chain_seq - 1);
-        else if (pubfile != NULL && strcmp(f->r.kind, "run") == 0)
+                   key_id, (unsigned long long)f->r->chain_seq,
+                   (unsigned long long)f->r->chain_seq - 1);
+        else if (pubfile != NULL && strcmp(f->r->kind, "run") == 0)
             printf(" (signed by key %.16s..., place 1 in the run's receipt chain: the run had no "
                    "delivery receipt, and no later receipt names it)",
                    key_id);
         else if (pubfile != NULL)
             printf(" (signed by key %.16s..., place %llu in the run's receipt chain)", key_id,
-                   (unsigned long long)f->r.chain_seq);
+                   (unsigned long long)f->r->chain_seq);
         putchar('\n');
     }
     if (chain_verdict != NULL) {
         if (rv == EXIT_OK)
             printf("valid: chain of %zu receipts of run %s, in order, none missing between them\n",
-                   n, files[0].r.run_id);
+                   n, files[0].r->run_id);
         else
             printf("invalid: chain: %s\n", chain_why);
     }
 out:
     OPENSSL_cleanse(key, sizeof(key));
     for (size_t i = 0; files != NULL && i < n; i++) {
-        free(files[i].r.grant_chain);
-        free(files[i].r.deliveries);
-        json_decref(files[i].doc);
+        if (files[i].r != NULL)
+            charter__v1__receipt__free_unpacked(files[i].r, NULL);
     }
     free(files);
     free(pem);
@@ -1722,7 +1670,6 @@ static int cmd_call(cli *c, const cli_command *cmd, const cli_args *a)
     const ProtobufCMethodDescriptor *md = charter_method_find(method);
     char *text = NULL;
     ProtobufCMessage *req = NULL, *resp = NULL;
-    json_t *out = NULL;
     char err[256];
     charter_status st;
     int rv;
@@ -1749,19 +1696,8 @@ static int cmd_call(cli *c, const cli_command *cmd, const cli_args *a)
         rv = rpc_error(&st);
         goto out;
     }
-    if (protojson_encode(resp, NULL, &out, err, sizeof err) != PROTOJSON_OK) {
-        fprintf(stderr, "%s: cannot write the answer as JSON: %s\n", progname, err);
-        rv = EXIT_RPC;
-        goto out;
-    }
-    if (json_dumpf(out, stdout, JSON_INDENT(2)) != 0 || fputc('\n', stdout) == EOF) {
-        fprintf(stderr, "%s: cannot write the output\n", progname);
-        rv = EXIT_RPC;
-        goto out;
-    }
-    rv = EXIT_OK;
+    rv = print_json(resp);
 out:
-    json_decref(out);
     protobuf_c_message_free_unpacked(resp, NULL);
     protobuf_c_message_free_unpacked(req, NULL);
     free(text);
@@ -1812,7 +1748,6 @@ static int retrieval_call(cli *c, const cli_command *cmd, const char *method, js
     const ProtobufCMethodDescriptor *md = charter_method_find(method);
     char *text = req ? json_dumps(req, JSON_COMPACT) : NULL;
     ProtobufCMessage *in = NULL, *resp = NULL;
-    json_t *out = NULL;
     char err[256];
     charter_status st;
     int rv;
@@ -1833,15 +1768,8 @@ static int retrieval_call(cli *c, const cli_command *cmd, const char *method, js
         rv = rpc_error(&st);
         goto out;
     }
-    if (protojson_encode(resp, NULL, &out, err, sizeof err) != PROTOJSON_OK ||
-        json_dumpf(out, stdout, JSON_INDENT(2)) != 0 || fputc('\n', stdout) == EOF) {
-        fprintf(stderr, "%s: cannot write the answer as JSON\n", progname);
-        rv = EXIT_RPC;
-        goto out;
-    }
-    rv = EXIT_OK;
+    rv = print_json(resp);
 out:
-    json_decref(out);
     protobuf_c_message_free_unpacked(resp, NULL);
     protobuf_c_message_free_unpacked(in, NULL);
     free(text);
@@ -2087,6 +2015,7 @@ static const char *const audit_opts[] = {"archive", "key", NULL};
 static const char *const archive_opts[] = {"archive", NULL};
 static const char *const recover_opts[] = {"async", NULL};
 static const char *const restore_opts[] = {"all", NULL};
+static const char *const quarantine_opts[] = {"reason", NULL};
 static const char *const what_if_opts[] = {"workflow", "run", "since", "limit", NULL};
 static const char *const approvals_opts[] = {"run", "state", NULL};
 static const char *const approve_opts[] = {"as", "reason", NULL};
@@ -2136,6 +2065,12 @@ static const cli_command commands[] = {
     {"revoke", "GRANT", "revoke a grant (operator)", no_opts, 1, 1, cmd_revoke},
     {"restore", "GRANT | --all", "restore a revoked grant, or (--all) every revoked grant",
      restore_opts, 0, 1, cmd_restore},
+    {"quarantine", "RESOURCE --reason TEXT",
+     "quarantine a resource: every artifact derived from it, in any run, is refused at every "
+     "gate until it is released (operator)",
+     quarantine_opts, 1, 1, cmd_quarantine},
+    {"release", "RESOURCE", "release a quarantined resource (operator)", no_opts, 1, 1,
+     cmd_release},
     {"chain", "GRANT", "a grant's delegation chain, leaf first, with the guard's verdict", no_opts,
      1, 1, cmd_chain},
     {"trace", "ARTIFACT", "an artifact's ancestry as a tree", no_opts, 1, 1, cmd_trace},
@@ -2262,8 +2197,9 @@ static void print_help(FILE *out)
             "  --timeout-ms N          deadline of the call in milliseconds (default %u)\n"
             "  --connect-timeout-ms N  wait at most N ms for a connection (default %u; 0: wait\n"
             "                          within the call's deadline)\n"
-            "  --json                  print the answer as one JSON document (proto field\n"
-            "                          names, enums by name, bytes as base64)\n"
+            "  --json                  print the answer as one JSON document in the proto3\n"
+            "                          JSON mapping, as HTTP/JSON does (lowerCamelCase,\n"
+            "                          defaults left out, 64-bit integers as strings)\n"
             "  --verbose               print the call's request id on stderr (with --json, a\n"
             "                          failed call prints {\"requestId\": ...} there too)\n"
             "  --help                  this help; COMMAND --help shows the command's usage\n"

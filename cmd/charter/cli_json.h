@@ -1,8 +1,11 @@
 /*
- * cli_json.h - protobuf-c messages as JSON documents, for `charter --json`.
+ * cli_json.h - `charter --json`: answers in the proto3 JSON mapping, as HTTP/JSON gives them.
  *
- * The conversion is generic: it walks a message's ProtobufCMessageDescriptor, so every
- * message of charter.v1 (and any other protobuf-c message) converts the same way.
+ * A response message is converted by proto/protojson.c, the converter charterd's HTTP/JSON
+ * listener and `charter call` use, so the CLI, curl and `charter call` print one shape:
+ * lowerCamelCase names, fields at their default left out, 64-bit integers as strings, enums
+ * by name, bytes as base64 (docs/cli.md, "JSON output"). The CLI's own reports (verify-receipt,
+ * workflow validate|test|rehearse) are documents of the same style: lowerCamelCase keys.
  */
 #ifndef CHARTER_CLI_JSON_H
 #define CHARTER_CLI_JSON_H
@@ -10,20 +13,13 @@
 #include <jansson.h>
 #include <protobuf-c/protobuf-c.h>
 
-/* Converts m into a JSON object keyed by the proto field names, in declaration order, with
- * every field present (proto3 defaults included):
- *   strings as strings (invalid UTF-8 bytes replaced by U+FFFD), bytes as base64 text,
- *   32-bit numbers and 64-bit numbers up to INT64_MAX as JSON integers (larger uint64 values
- *   as decimal strings), floats and doubles as JSON reals ("NaN", "Infinity", "-Infinity" as
- *   strings), bools as true/false, enums by value name ("ALLOW"; a number when the value has
- *   no name), repeated fields as arrays, map fields as objects, nested messages as objects
- *   (null when unset); a oneof member or proto2 optional field appears only when set.
- * Returns 0 and *out (a new reference the caller decrefs), or -1 when m is NULL or memory ran
- * out (*out is then NULL). */
-int cli_json_from_message(const ProtobufCMessage *m, json_t **out);
+/* Writes m on stdout as one JSON document (indented by 2, then a newline) in the proto3 JSON
+ * mapping. Returns 0, or -1 with one line on stderr naming why (a string that is not UTF-8,
+ * nesting past the converter's depth limit, out of memory, a write error). */
+int cli_json_print_message(const ProtobufCMessage *m);
 
-/* Base64 (RFC 4648, with padding) of len bytes of data as a NUL-terminated string the caller
- * frees, or NULL when memory ran out. */
-char *cli_json_base64(const uint8_t *data, size_t len);
+/* Writes doc (borrowed; NULL reads as out of memory) on stdout as one JSON document, indented
+ * by 2, then a newline. Returns 0, or -1 with one line on stderr. */
+int cli_json_print(const json_t *doc);
 
 #endif

@@ -93,15 +93,7 @@ int cli_workflow_read(const char *path, char **out, size_t *len)
 
 static int print_message_json(const ProtobufCMessage *m)
 {
-    json_t *j = NULL;
-    if (cli_json_from_message(m, &j) != 0) {
-        fprintf(stderr, "charter: out of memory converting the answer to JSON\n");
-        return WF_FAIL;
-    }
-    int rv = json_dumpf(j, stdout, JSON_INDENT(2));
-    json_decref(j);
-    fputc('\n', stdout);
-    return rv == 0 ? WF_OK : WF_FAIL;
+    return cli_json_print_message(m) == 0 ? WF_OK : WF_FAIL;
 }
 
 static void print_info(const Charter__V1__WorkflowInfo *w)
@@ -528,10 +520,9 @@ static int rehearse_summary(const wf_test *t, const Charter__V1__WorkflowInfo *i
         return t->failed > 0 ? WF_FAIL : WF_OK;
     }
     json_t *out = json_pack("{s:s, s:s, s:s, s:I, s:I, s:O}", "workflow", info->name, "version",
-                            info->version, "run_id", t->run_id, "passed", (json_int_t)t->passed,
+                            info->version, "runId", t->run_id, "passed", (json_int_t)t->passed,
                             "failed", (json_int_t)t->failed, "results", t->results);
-    int rv = out == NULL || json_dumpf(out, stdout, JSON_INDENT(2)) != 0 ? WF_FAIL : WF_OK;
-    fputc('\n', stdout);
+    int rv = cli_json_print(out) == 0 ? WF_OK : WF_FAIL;
     json_decref(out);
     return rv == WF_OK && t->failed > 0 ? WF_FAIL : rv;
 }

@@ -28,6 +28,15 @@ typedef enum {
      * learned, so the effect is not known (it may have landed, or land later); a retry with the
      * same invocation ID learns it. Claims neither an effect nor its absence. */
     GUARD_EFFECT_UNKNOWN,
+    /* Gate/Invoke (docs/workflows.md, "Tools with arguments"): a control argument's value
+     * derives from an untrusted source; the destination value matches no destination class;
+     * the tool is not a declared live tool of the step. */
+    GUARD_CONTROL_UNTRUSTED,
+    GUARD_RECIPIENT_UNKNOWN,
+    GUARD_TOOL_NOT_PERMITTED,
+    /* Every gate: a source the artifact derives from was quarantined by an operator
+     * (Resources/QuarantineResource); released, the artifact is decided as before. */
+    GUARD_RESOURCE_QUARANTINED,
     GUARD_CODE_COUNT
 } guard_code;
 

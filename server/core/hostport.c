@@ -20,7 +20,7 @@ int hostport_parse(const char *addr, char *out, size_t n)
         return -1;
     }
     long p = strtol(port, NULL, 10);
-    if (p < 1 || p > 65535) {
+    if (p < 0 || p > 65535) {
         return -1;
     }
     int w;

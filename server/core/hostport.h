@@ -11,7 +11,8 @@
 #include <stddef.h>
 
 /* addr normalised as "HOST:PORT" into out (n bytes); "PORT" alone means 127.0.0.1. Returns 0,
- * or -1 when addr is not "HOST:PORT" or "PORT" with a port of 1 to 65535, or out is too small. */
+ * or -1 when addr is not "HOST:PORT" or "PORT" with a port of 0 to 65535, or out is too small.
+ * Port 0 asks the system for a free port when the address is bound. */
 int hostport_parse(const char *addr, char *out, size_t n);
 
 /* The host part of "host[:port]" or "[v6]:port" (a Host header, an HTTP/2 :authority) into out

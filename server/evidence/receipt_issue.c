@@ -177,7 +177,24 @@ int receipt_issue_delivery(store *st, const json_t *delivery, json_t **receipt)
             return STATUS_EPROTO;
         chain[r.n_grant_chain++] = (char *)json_string_value(v);
     }
-    r.kind = "delivery";
+    /* An invocation's effect names the artifacts its values came from (the delivery's
+     * lineage, written by its commit): an invoke receipt. */
+    const json_t *jlineage = json_object_get(delivery, "lineage");
+    /* (the database's JSON writes an empty list as {}) */
+    bool invoke =
+        json_is_array(jlineage) || (json_is_object(jlineage) && json_object_size(jlineage) == 0);
+    r.kind = invoke ? "invoke" : "delivery";
+    if (json_array_size(jlineage) > 0 &&
+        (r.lineage = calloc(json_array_size(jlineage), sizeof *r.lineage)) == NULL)
+        return STATUS_ENOMEM;
+    json_array_foreach(jlineage, i, v)
+    {
+        if (!json_is_string(v)) {
+            free(r.lineage);
+            return STATUS_EPROTO;
+        }
+        r.lineage[r.n_lineage++] = (char *)json_string_value(v);
+    }
     r.run_id = (char *)json_string_value(json_object_get(delivery, "run_id"));
     r.invocation_id = (char *)json_string_value(json_object_get(delivery, "invocation_id"));
     r.payload_hash = (char *)json_string_value(json_object_get(delivery, "payload_hash"));
@@ -187,12 +204,16 @@ int receipt_issue_delivery(store *st, const json_t *delivery, json_t **receipt)
     r.time = (char *)json_string_value(json_object_get(delivery, "committed_at"));
     r.evaluator = (char *)json_string_value(json_object_get(delivery, "evaluator"));
     if (r.run_id == NULL || r.invocation_id == NULL || r.payload_hash == NULL ||
-        r.recipient == NULL || r.tool == NULL || r.time == NULL || r.n_grant_chain == 0)
+        r.recipient == NULL || r.tool == NULL || r.time == NULL || r.n_grant_chain == 0) {
+        free(r.lineage);
         return STATUS_EPROTO;
+    }
     if (r.evaluator == NULL)
         r.evaluator = "";
     char mac[65];
-    return sign_and_attach(st, &r, mac, false, receipt);
+    int rc = sign_and_attach(st, &r, mac, false, receipt);
+    free(r.lineage);
+    return rc;
 }
 
 int receipt_issue_for_invocation(store *st, const char *run_id, const char *invocation_id,

@@ -52,6 +52,12 @@ json_t *receipt_json_of(const Charter__V1__Receipt *r)
         }
         json_decref(sig);
     }
+    /* An invoke receipt's lineage; absent from the other kinds. */
+    if (j != NULL && r->kind != NULL && strcmp(r->kind, "invoke") == 0 &&
+        json_object_set_new(j, "lineage", strs_json(r->lineage, r->n_lineage)) != 0) {
+        json_decref(j);
+        j = NULL;
+    }
     /* A charter-receipt-2 run receipt's budget and counters; absent from older receipts. */
     if (j != NULL && ((r->budget != NULL && *r->budget != '\0') ||
                       (r->counters != NULL && *r->counters != '\0'))) {
@@ -68,6 +74,7 @@ void receipt_json_clear(Charter__V1__Receipt *r)
 {
     free(r->grant_chain);
     free(r->deliveries);
+    free(r->lineage);
     charter__v1__receipt__init(r);
 }
 
@@ -172,6 +179,8 @@ int receipt_json_parse(const json_t *j, Charter__V1__Receipt *r)
         rc = parse_list(j, "grant_chain", &r->grant_chain, &r->n_grant_chain);
     if (rc == STATUS_OK)
         rc = parse_list(j, "deliveries", &r->deliveries, &r->n_deliveries);
+    if (rc == STATUS_OK)
+        rc = parse_list(j, "lineage", &r->lineage, &r->n_lineage);
     if (rc != STATUS_OK)
         receipt_json_clear(r);
     return rc;

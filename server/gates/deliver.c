@@ -441,8 +441,11 @@ static int send_evaluate(send_state *s, deliver_result *out)
                               s->f.now, s->payload_hash, s->actual, &out->decision);
     /* The deny path: a refusal names the path from the source to the payload, which only the
      * ancestry holds. It is walked, and when it refuses too, that decision (with the walked
-     * ancestry as its facts) is the one recorded; otherwise the summary's refusal stands. */
-    if (s->f.has_sum && out->decision.outcome == GUARD_DENY) {
+     * ancestry as its facts) is the one recorded; otherwise the summary's refusal stands. A
+     * quarantine is never in a walked ancestry (it is read with the summary's sources): that
+     * refusal is not walked, so it stands and costs the same at any depth. */
+    if (s->f.has_sum && out->decision.outcome == GUARD_DENY &&
+        (out->decision.codes & (1u << GUARD_RESOURCE_QUARANTINED)) == 0) {
         char limit[32];
         snprintf(limit, sizeof limit, "%zu", s->g->limits->max_ancestry);
         guard_ancestry anc = {0};

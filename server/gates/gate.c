@@ -520,7 +520,10 @@ static int check_inputs(const gate_env *g, const workflow_step *ws, const guard_
     memset(d, 0, sizeof *d);
     if (evaluator_input_decide(&ws->cap, ctx, f->raws, ids, d, &f->conf, &f->integrity) != 0)
         return STATUS_ENOMEM;
-    if (d->outcome == GUARD_DENY)
+    /* A quarantine is read with the summaries' sources, never from a walked ancestry: a walk
+     * could not agree with that refusal, whose witness names the resource already, and it
+     * would make the refusal's cost grow with the lineage's depth. */
+    if (d->outcome == GUARD_DENY && (d->codes & (1u << GUARD_RESOURCE_QUARANTINED)) == 0)
         return walk_for_witness(g, ws, ctx, ids, n, d, f);
     return STATUS_OK;
 }
@@ -695,6 +698,22 @@ static int create_artifact(const gate_env *g, const char *run_id, json_t *arg,
     return STATUS_OK;
 }
 
+/* The labels of resource_id as the graph holds them (conf 0..2, integrity 0..1) and its title
+ * (new reference in *res). Returns STATUS_OK or the store's failure. */
+static int resource_labels(const gate_env *g, const char *resource_id, json_t **res,
+                           long long *conf, long long *integ)
+{
+    int rc = q_get_resource(g->st, resource_id, res);
+    if (rc == STATUS_OK && !json_is_object(*res))
+        rc = STATUS_EPROTO;
+    if (rc != STATUS_OK)
+        return rc;
+    json_t *jc = json_object_get(*res, "conf"), *ji = json_object_get(*res, "integrity");
+    *conf = json_is_string(jc) ? atoll(json_string_value(jc)) : json_integer_value(jc);
+    *integ = json_is_string(ji) ? atoll(json_string_value(ji)) : json_integer_value(ji);
+    return STATUS_OK;
+}
+
 /* gate_read_source, or with chunk set, gate_read_chunk: the artifact's title and content are
  * the chunk's and its detail names the chunk and the search. */
 static int read_source(const gate_env *g, const char *context_id, const char *resource_id,
@@ -710,9 +729,15 @@ static int read_source(const gate_env *g, const char *context_id, const char *re
         guard_decision_unknown(d, "the graph could not supply the context");
         return STATUS_OK;
     }
+    long long max = 0;
+    const char *type = NULL;
+    /* An observed resource has no registered content: a host records what it read. */
+    if (rc == STATUS_OK && !chunk && workflow_observed(wf, resource_id, &max, &type)) {
+        facts_context_free(&ctx);
+        return STATUS_EINVAL;
+    }
     if (rc != STATUS_OK)
         return rc;
-
     json_t *detail = json_pack("{s:s, s:s, s:s}", "context", context_id, "step", ws->cap.step,
                                "resource", resource_id);
     if (detail && chunk &&
@@ -749,18 +774,12 @@ static int read_source(const gate_env *g, const char *context_id, const char *re
     }
 
     json_t *res = NULL;
-    rc = q_get_resource(g->st, resource_id, &res);
-    if (rc == STATUS_OK && !json_is_object(res))
-        rc = STATUS_EPROTO;
+    long long conf = 0, integ = 0;
+    rc = resource_labels(g, resource_id, &res, &conf, &integ);
     if (rc == STATUS_OK) {
         const char *content =
             chunk ? chunk->text : json_string_value(json_object_get(res, "content"));
         const char *title = chunk ? chunk->title : json_string_value(json_object_get(res, "title"));
-        json_t *jconf = json_object_get(res, "conf"), *jint = json_object_get(res, "integrity");
-        long long conf =
-            json_is_string(jconf) ? atoll(json_string_value(jconf)) : json_integer_value(jconf);
-        long long integ =
-            json_is_string(jint) ? atoll(json_string_value(jint)) : json_integer_value(jint);
         char hash[65];
         gate_sha256_hex(content ? content : "", content ? strlen(content) : 0, hash);
         evlog_owned ev = {0};
@@ -800,6 +819,135 @@ int gate_read_chunk(const gate_env *g, const char *context_id, const char *resou
                     const gate_chunk *chunk, guard_decision *d, json_t **artifact)
 {
     return read_source(g, context_id, resource_id, chunk, d, artifact);
+}
+
+/* What an observation is: the resource named, the bytes read, where they were read. */
+typedef struct {
+    const char *context_id, *resource_id, *content, *locator;
+    size_t len;
+} observation;
+
+/* The allowed observation o recorded: the source artifact (the resource's labels and title, the
+ * content and its hash, its FROM_RESOURCE edge) and its source_observed event ev in one call. */
+static int observe_record(const gate_env *g, const guard_context *ctx, const observation *o,
+                          guard_decision *d, evlog_owned *ev, json_t **artifact)
+{
+    json_t *res = NULL;
+    long long conf = 0, integ = 0;
+    int rc = resource_labels(g, o->resource_id, &res, &conf, &integ);
+    if (unavailable(rc)) {
+        json_decref(res);
+        guard_decision_free(d);
+        guard_decision_unknown(d, "the graph could not supply the resource");
+        return STATUS_OK;
+    }
+    const char *title = json_string_value(json_object_get(res, "title"));
+    char hash[65];
+    gate_sha256_hex(o->content, o->len, hash);
+    json_t *arg = rc != STATUS_OK
+                      ? NULL
+                      : json_pack("{s:s, s:s, s:s, s:s, s:I, s:I, s:s, s:s%, s:[], s:s, "
+                                  "s:b}",
+                                  "run_id", ctx->run_id, "context_id", o->context_id, "kind",
+                                  "source", "title", title ? title : o->resource_id, "conf", conf,
+                                  "integrity", integ, "hash", hash, "content", o->content, o->len,
+                                  "input_ids", "resource", o->resource_id, "capture_complete", 1);
+    if (rc == STATUS_OK && arg == NULL)
+        rc = STATUS_ENOMEM;
+    if (rc == STATUS_OK)
+        rc = create_artifact(g, ctx->run_id, arg, NULL, &ev->ev, artifact);
+    json_decref(arg);
+    json_decref(res);
+    if (rc != STATUS_OK && rc != STATUS_ENOMEM && rc != STATUS_ENOTFOUND) {
+        guard_decision_free(d);
+        guard_decision_unknown(d, "the observation could not be recorded");
+        rc = STATUS_OK;
+    }
+    return rc;
+}
+
+/* The facts and the detail of observation o: the snapshot names the resource (what the source
+ * gate decides from), the locator and the content's hash; the detail adds the byte count. */
+static int observe_facts(const workflow *wf, const workflow_step *ws, const guard_context *ctx,
+                         const observation *o, json_t **snap, json_t **detail)
+{
+    char hash[65];
+    gate_sha256_hex(o->content, o->len, hash);
+    *snap = snapshot_base("source", wf, ws, ctx);
+    if (*snap && json_object_update_new(*snap, json_pack("{s:s, s:s, s:s}", "resource",
+                                                         o->resource_id, "locator", o->locator,
+                                                         "content_sha256", hash)) != 0) {
+        json_decref(*snap);
+        *snap = NULL;
+    }
+    *detail = json_pack("{s:s, s:s, s:s, s:s, s:I, s:s}", "context", o->context_id, "step",
+                        ws->cap.step, "resource", o->resource_id, "locator", o->locator, "bytes",
+                        (json_int_t)o->len, "sha256", hash);
+    return *snap && *detail ? STATUS_OK : STATUS_ENOMEM;
+}
+
+/* Whether o may be recorded at all under workflow wf: the resource is observed and the content
+ * fits its limit. STATUS_EINVAL with why (n bytes) otherwise: nothing is written. */
+static int observe_admissible(const workflow *wf, const observation *o, char *why, size_t n)
+{
+    long long max = 0;
+    const char *type = NULL;
+    if (!workflow_observed(wf, o->resource_id, &max, &type)) {
+        snprintf(why, n,
+                 "resource_id: %.64s is not an observed resource of workflow %.64s (its "
+                 "content is registered: read it with ReadSource)",
+                 o->resource_id, wf ? wf->name : "?");
+        return STATUS_EINVAL;
+    }
+    if ((long long)o->len > max) {
+        snprintf(why, n, "content: %zu bytes, over the %lld bytes resource %.64s allows", o->len,
+                 max, o->resource_id);
+        return STATUS_EINVAL;
+    }
+    return STATUS_OK;
+}
+
+int gate_observe_source(const gate_env *g, const char *context_id, const char *resource_id,
+                        const char *content, size_t len, const char *locator, guard_decision *d,
+                        json_t **artifact, char *why, size_t whylen)
+{
+    memset(d, 0, sizeof *d);
+    *artifact = NULL;
+    observation o = {context_id, resource_id, content, locator, len};
+    const workflow_step *ws = NULL;
+    const workflow *wf = NULL;
+    guard_context ctx;
+    int rc = gate_context_of(g, context_id, &wf, &ws, &ctx);
+    if (unavailable(rc)) {
+        guard_decision_unknown(d, "the graph could not supply the context");
+        return STATUS_OK;
+    }
+    if (rc != STATUS_OK)
+        return rc;
+    json_t *snap = NULL, *detail = NULL;
+    rc = observe_admissible(wf, &o, why, whylen);
+    if (rc == STATUS_OK)
+        rc = observe_facts(wf, ws, &ctx, &o, &snap, &detail);
+    if (rc == STATUS_OK) {
+        char fp[65];
+        decision_evaluator(wf, fp);
+        /* As for ReadSource: the step, not the host, says what may be observed; the labels
+         * are the resource's, never the caller's. */
+        evaluator_source_decide(&ws->cap, resource_id, d);
+        if (d->outcome != GUARD_ALLOW) {
+            record_decision(g, ctx.run_id, "source_observed", fp, d, detail, snap, NULL);
+        } else {
+            evlog_owned ev = {0};
+            rc = evlog_owned_event(&ev, "source_observed", d, fp, detail, snap);
+            if (rc == STATUS_OK)
+                rc = observe_record(g, &ctx, &o, d, &ev, artifact);
+            evlog_owned_free(&ev);
+        }
+    }
+    json_decref(snap);
+    json_decref(detail);
+    facts_context_free(&ctx);
+    return rc;
 }
 
 /* UNKNOWN GRAPH_ERROR for an output that could not be created (rc): when an input's lineage

@@ -70,9 +70,24 @@ int gate_context(const gate_env *g, const char *context_id, const workflow_step 
 
 /* Registers the resource as a source artifact of the context's run, if the resource is one
  * of the step's (else DENY RESOURCE_OUT_OF_SCOPE, nothing written). On ALLOW *artifact is the
- * new artifact (caller decrefs). */
+ * new artifact (caller decrefs). STATUS_EINVAL, nothing written, for an observed resource: it
+ * has no registered content (gate_observe_source records what a host read). */
 int gate_read_source(const gate_env *g, const char *context_id, const char *resource_id,
                      guard_decision *d, json_t **artifact);
+
+/* Records what a host read from an observed resource of the context's step: len bytes of
+ * content (a fetched page, a mail, a tool's result) read at locator (a URL, a message id, a
+ * row key). The source gate decides as for gate_read_source (a resource outside the step is
+ * DENY RESOURCE_OUT_OF_SCOPE, recorded, nothing else written); on ALLOW *artifact is a new
+ * source artifact (caller decrefs) with the resource's labels and title, the content and its
+ * SHA-256, written with its source_observed event in one call. The host's word counts for
+ * nothing but the bytes and the locator: the labels come from the resource it names.
+ * STATUS_EINVAL, nothing written, with why (whylen bytes) saying which, when the resource is
+ * not observed in the context's workflow or the content is over its max_bytes. Otherwise
+ * returns as gate_read_source. */
+int gate_observe_source(const gate_env *g, const char *context_id, const char *resource_id,
+                        const char *content, size_t len, const char *locator, guard_decision *d,
+                        json_t **artifact, char *why, size_t whylen);
 
 /* A retrieved chunk of a resource (borrowed strings): what it was, and the search that found
  * it. */

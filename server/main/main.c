@@ -25,7 +25,6 @@
 #include "rpc/auth.h"
 #include "rpc/call.h"
 #include "main/config.h"
-#include "core/hostport.h"
 #include "db/dbproc.h"
 #include "rpc/dispatch.h"
 #include "evidence/evlog.h"
@@ -613,9 +612,8 @@ static int main_start_http(main_state *m)
         log_fatal("%s", err);
         return EXIT_STARTUP;
     }
-    char hp[300];
     log_info("serving HTTP/JSON and gRPC on %s://%s", m->cfg.http_cert != NULL ? "https" : "http",
-             hostport_parse(m->cfg.http, hp, sizeof hp) == 0 ? hp : m->cfg.http);
+             http_address(m->hs));
     return 0;
 }
 
@@ -674,7 +672,11 @@ static void main_serve(main_state *m)
     size_t used = 0;
     urls[0] = '\0';
     for (size_t i = 0; i < m->cfg.n_listen; i++) {
-        int w = snprintf(urls + used, sizeof urls - used, "%s%s", i ? ", " : "", m->cfg.listen[i]);
+        char url[320];
+        if (transport_listen_url(m->tr, i, url, sizeof url) != 0) {
+            snprintf(url, sizeof url, "%s", m->cfg.listen[i]);
+        }
+        int w = snprintf(urls + used, sizeof urls - used, "%s%s", i ? ", " : "", url);
         if (w < 0 || (size_t)w >= sizeof urls - used) {
             break;
         }

@@ -520,6 +520,187 @@ static int replay_delivery(const guard_stepcap *cap, const json_t *snap, const j
     return rc;
 }
 
+/* --- tool invocations ----------------------------------------------------------------------- */
+
+void evaluator_invoke_facts_free(evaluator_invoke_facts *f)
+{
+    for (size_t i = 0; f->sums != NULL && i < f->n_sums; i++)
+        facts_summary_free(&f->sums[i]);
+    free(f->sums);
+    free(f->args);
+    free(f->lineage);
+    if (f->have_chain)
+        facts_chain_free(&f->chain);
+    memset(f, 0, sizeof *f);
+}
+
+/* The decoded summary of artifact id among f's, or NULL (an unknown one: UNKNOWN). */
+static const guard_summary *invoke_summary(const evaluator_invoke_facts *f, const char *id)
+{
+    for (size_t i = 0; id != NULL && i < f->n_sums; i++)
+        if (f->sums[i].id != NULL && strcmp(f->sums[i].id, id) == 0)
+            return &f->sums[i];
+    return NULL;
+}
+
+/* The arguments of request into f->args, each lineage pointing into f->sums. */
+static int invoke_args(const json_t *args, evaluator_invoke_facts *f)
+{
+    size_t n = json_array_size(args), total = 0, at = 0;
+    for (size_t i = 0; i < n; i++)
+        total += json_array_size(json_object_get(json_array_get(args, i), "lineage"));
+    f->args = calloc(n ? n : 1, sizeof *f->args);
+    f->lineage = calloc(total ? total : 1, sizeof *f->lineage);
+    if (f->args == NULL || f->lineage == NULL)
+        return STATUS_ENOMEM;
+    for (size_t i = 0; i < n; i++) {
+        const json_t *a = json_array_get(args, i);
+        const json_t *lin = json_object_get(a, "lineage");
+        const char *role = json_string_value(json_object_get(a, "role"));
+        guard_invoke_arg *g = &f->args[i];
+        g->name = json_string_value(json_object_get(a, "name"));
+        if (g->name == NULL || role == NULL || !json_is_array(lin))
+            return STATUS_EPROTO;
+        g->control = strcmp(role, "control") == 0;
+        g->lineage = &f->lineage[at];
+        for (size_t k = 0; k < json_array_size(lin); k++)
+            f->lineage[at++] = invoke_summary(f, json_string_value(json_array_get(lin, k)));
+        g->n_lineage = json_array_size(lin);
+    }
+    f->req.args = f->args;
+    f->req.n_args = n;
+    return STATUS_OK;
+}
+
+int evaluator_invoke_facts_from(const json_t *request, const json_t *summaries, const json_t *chain,
+                                evaluator_invoke_facts *f)
+{
+    memset(f, 0, sizeof *f);
+    guard_invoke_request *r = &f->req;
+    r->run_id = json_string_value(json_object_get(request, "run_id"));
+    r->tool = json_string_value(json_object_get(request, "tool"));
+    r->declared = json_is_true(json_object_get(request, "declared"));
+    r->grant = json_string_value(json_object_get(request, "grant"));
+    r->destination_arg = json_string_value(json_object_get(request, "destination_arg"));
+    r->destination_value = json_string_value(json_object_get(request, "destination_value"));
+    r->destination = json_string_value(json_object_get(request, "destination"));
+    const json_t *cl = json_object_get(request, "clearance");
+    r->clearance = json_is_integer(cl) ? (int)json_integer_value(cl) : -1;
+    if (r->run_id == NULL || r->tool == NULL || r->grant == NULL || !json_is_array(summaries))
+        return STATUS_EPROTO;
+    f->n_sums = json_array_size(summaries);
+    f->sums = calloc(f->n_sums ? f->n_sums : 1, sizeof *f->sums);
+    if (f->sums == NULL)
+        return STATUS_ENOMEM;
+    for (size_t i = 0; i < f->n_sums; i++) {
+        const json_t *j = json_array_get(summaries, i);
+        int rc =
+            facts_summary_from_json(j, json_string_value(json_object_get(j, "id")), &f->sums[i]);
+        if (rc == STATUS_ENOMEM)
+            return rc;
+    }
+    if (json_is_object(chain)) {
+        int rc = facts_chain_from_json(chain, r->grant, &f->chain);
+        if (rc != STATUS_OK)
+            return rc;
+        f->have_chain = true;
+    }
+    return invoke_args(json_object_get(request, "arguments"), f);
+}
+
+int evaluator_invoke_decide(const guard_stepcap *cap, const guard_context *ctx,
+                            const evaluator_invoke_facts *f, double now, guard_decision *d)
+{
+    memset(d, 0, sizeof *d);
+    if (guard_check_invoke(cap, ctx, &f->req, f->have_chain ? &f->chain : NULL, now, d) != 0) {
+        guard_decision_free(d);
+        guard_decision_unknown(d, "out of memory");
+        return -1;
+    }
+    return 0;
+}
+
+/* The recorded request as the candidate workflow would have read it (new reference): whether
+ * it declares the tool, each argument's role under that declaration, and the destination
+ * class the destination argument's value matches among the candidate's classes, with its
+ * clearance. An argument the candidate's declaration lacks leaves the tool undeclared: the
+ * call could not be made (TOOL_NOT_PERMITTED). NULL when memory ran out. */
+static json_t *candidate_request(const workflow *wf, const json_t *recorded)
+{
+    json_t *rq = json_deep_copy(recorded);
+    const char *tool = json_string_value(json_object_get(recorded, "tool"));
+    const json_t *decl = tool != NULL ? workflow_live_tool(wf, tool) : NULL;
+    const char *dest_arg = json_string_value(json_object_get(decl, "destination"));
+    const char *value = NULL;
+    bool declared = decl != NULL;
+    size_t i;
+    json_t *a;
+    json_array_foreach(json_object_get(rq, "arguments"), i, a)
+    {
+        const char *name = json_string_value(json_object_get(a, "name"));
+        const char *role = name != NULL ? workflow_argument_role(decl, name) : NULL;
+        declared = declared && role != NULL;
+        if (json_object_set_new(a, "role", json_string(role != NULL ? role : "data")) != 0) {
+            json_decref(rq);
+            return NULL;
+        }
+        if (dest_arg != NULL && name != NULL && strcmp(name, dest_arg) == 0)
+            value = json_string_value(json_object_get(a, "value"));
+    }
+    int clearance = -1;
+    const char *dest = value != NULL ? workflow_match_destination(wf, value, &clearance) : NULL;
+    json_t *set =
+        json_pack("{s:b, s:s?, s:s?, s:s?, s:i}", "declared", declared, "destination_arg", dest_arg,
+                  "destination_value", value, "destination", dest, "clearance", clearance);
+    if (rq == NULL || set == NULL || json_object_update(rq, set) != 0) {
+        json_decref(rq);
+        rq = NULL;
+    }
+    json_decref(set);
+    return rq;
+}
+
+/* An invocation's recorded facts decided again. With cand (a what if), the request is read
+ * under the candidate's declaration of the tool, argument roles and destination classes
+ * (candidate_request), and every source's labels are the candidate's. */
+static int replay_invoke(const guard_stepcap *cap, const json_t *snap,
+                         const evaluator_candidate *cand, guard_decision *d, char *why, size_t n)
+{
+    const json_t *labels = cand != NULL ? cand->labels : NULL;
+    const json_t *now = json_object_get(snap, "now");
+    guard_context ctx;
+    if (!json_is_number(now))
+        return snapshot_fail(why, n, "now");
+    int rc = facts_context_from_json(json_object_get(snap, "context"), &ctx);
+    if (rc != STATUS_OK)
+        return rc == STATUS_ENOMEM ? rc : snapshot_fail(why, n, "context");
+    evaluator_invoke_facts f;
+    json_t *request = cand != NULL ? candidate_request(cand->wf, json_object_get(snap, "request"))
+                                   : json_incref(json_object_get(snap, "request"));
+    if (cand != NULL && request == NULL) {
+        facts_context_free(&ctx);
+        return STATUS_ENOMEM;
+    }
+    rc = evaluator_invoke_facts_from(request, json_object_get(snap, "summaries"),
+                                     json_object_get(snap, "chain"), &f);
+    if (rc == STATUS_OK && labels != NULL) {
+        for (size_t i = 0; i < f.n_sums; i++)
+            if (f.sums[i].verified)
+                relabel_summary(&f.sums[i], labels);
+    }
+    if (rc == STATUS_OK) {
+        rc = evaluator_invoke_decide(cap, &ctx, &f, json_number_value(now), d) == 0 ? STATUS_OK
+                                                                                    : STATUS_ENOMEM;
+        drop_borrowed(d);
+    } else if (rc != STATUS_ENOMEM) {
+        rc = snapshot_fail(why, n, "request, summaries or chain");
+    }
+    evaluator_invoke_facts_free(&f);
+    json_decref(request);
+    facts_context_free(&ctx);
+    return rc;
+}
+
 /* The host identity facts of snap (strings borrowed; lists freed with identity_free). */
 static int identity_from(const json_t *snap, guard_identity *id, char *why, size_t n)
 {
@@ -581,10 +762,11 @@ static int replay_identity(const json_t *snap, const evaluator_candidate *cand, 
     return rc;
 }
 
-/* The gate the snapshot records, decided again under cap (and labels, for a what if). */
-static int decide_snapshot(const guard_stepcap *cap, const json_t *snap, const json_t *labels,
-                           guard_decision *d, char *why, size_t n)
+/* The gate the snapshot records, decided again under cap (and the candidate, for a what if). */
+static int decide_snapshot(const guard_stepcap *cap, const json_t *snap,
+                           const evaluator_candidate *cand, guard_decision *d, char *why, size_t n)
 {
+    const json_t *labels = cand != NULL ? cand->labels : NULL;
     const char *gate = text_of(snap, "gate");
     if (strcmp(gate, "input") == 0)
         return replay_input(cap, snap, labels, d, why, n);
@@ -592,6 +774,10 @@ static int decide_snapshot(const guard_stepcap *cap, const json_t *snap, const j
         return replay_delivery(cap, snap, labels, d, why, n);
     if (strcmp(gate, "source") == 0)
         return replay_source(cap, snap, d, why, n);
+    /* A tool invocation (Gate/Invoke): no verdict of another gate changed when it came, so it
+     * is decided by the version that was current then. */
+    if (strcmp(gate, "invoke") == 0)
+        return replay_invoke(cap, snap, cand, d, why, n);
     return snapshot_fail(why, n, "unknown gate");
 }
 
@@ -925,7 +1111,9 @@ int evaluator_whatif(const evaluator_candidate *cand, const workflow *recorded, 
     const json_t *rq = json_object_get(snap, "request");
     snprintf(out->gate, sizeof out->gate, "%s", text_of(snap, "gate"));
     snprintf(out->subject, sizeof out->subject, "%s",
-             json_is_object(rq) ? text_of(rq, "recipient") : text_of(snap, "resource"));
+             !json_is_object(rq)                ? text_of(snap, "resource")
+             : strcmp(out->gate, "invoke") == 0 ? text_of(rq, "tool")
+                                                : text_of(rq, "recipient"));
     guard_stepcap was, cap;
     bool found = false;
     int rc;
@@ -943,7 +1131,7 @@ int evaluator_whatif(const evaluator_candidate *cand, const workflow *recorded, 
     snprintf(out->step, sizeof out->step, "%s", was.step);
     rc = candidate_cap(cand, recorded, &was, &cap, &found);
     if (rc == STATUS_OK && found) {
-        rc = decide_snapshot(&cap, snap, cand->labels, &out->decided, why, n);
+        rc = decide_snapshot(&cap, snap, cand, &out->decided, why, n);
         cap_free(&cap);
     } else if (rc == STATUS_OK) {
         /* The candidate does not have the step: nothing may be done in it. */

@@ -86,6 +86,35 @@ int evaluator_delivery_decide(const guard_stepcap *cap, const guard_context *ctx
                               const guard_chain *chain, double now, const char *payload_hash,
                               const char *content_hash, guard_decision *d);
 
+/* The facts of a tool invocation decoded for the guard: the request (strings borrowed from the
+ * request JSON), every summary once, each argument's lineage pointing into them, the chain. */
+typedef struct {
+    guard_invoke_request req;
+    guard_invoke_arg *args;
+    guard_summary *sums; /* one per entry of the summaries JSON */
+    size_t n_sums;
+    const guard_summary **lineage; /* every argument's lineage, one after the other */
+    guard_chain chain;
+    bool have_chain;
+} evaluator_invoke_facts;
+
+/* Decodes the facts of an invocation as a snapshot records them: request {run_id, tool,
+ * declared, grant, destination_arg, destination_value, destination (null: none matched),
+ * clearance, arguments:[{name, role, from_task, lineage:[ids]}]}, summaries (a JSON list of
+ * charter_lineage_summary replies; an id no entry names decides UNKNOWN) and chain (a
+ * charter_grant_chain reply, or null). The request, summaries and chain JSON must outlive *f.
+ * Returns STATUS_OK, STATUS_EPROTO (malformed), STATUS_ENOMEM; free with
+ * evaluator_invoke_facts_free (safe on a zeroed or failed one). */
+int evaluator_invoke_facts_from(const json_t *request, const json_t *summaries, const json_t *chain,
+                                evaluator_invoke_facts *f);
+void evaluator_invoke_facts_free(evaluator_invoke_facts *f);
+
+/* The tool-call gate (Gate/Invoke): guard_check_invoke over f at now (seconds since the epoch).
+ * d is overwritten; on ALLOW its chain_order and sources borrow from f. Returns 0, or -1 on
+ * allocation failure (d is then UNKNOWN). */
+int evaluator_invoke_decide(const guard_stepcap *cap, const guard_context *ctx,
+                            const evaluator_invoke_facts *f, double now, guard_decision *d);
+
 /* The host identity check (RULE-HOST-IDENTITY): guard_check_identity over the recorded facts.
  * d is overwritten. Returns 0, or -1 on allocation failure (d is then UNKNOWN). */
 int evaluator_identity_decide(const guard_identity *facts, guard_decision *d);

@@ -237,6 +237,8 @@ static const field resource_fields[] = {
     {"title", F_TEXT, AT(guard_resource, title), 0, 0, NULL},
     {"conf", F_LABEL, AT(guard_resource, conf), 0, 0, NULL},
     {"integrity", F_LABEL, AT(guard_resource, integrity), 0, 0, NULL},
+    {"quarantined_at", F_TEXT, AT(guard_resource, quarantined_at), 0, 0, NULL},
+    {"quarantined", F_TEXT, AT(guard_resource, quarantined), 0, 0, NULL},
 };
 static const record_table resource_table = TABLE(guard_resource, resource_fields, true);
 

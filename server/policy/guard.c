@@ -26,10 +26,12 @@
  * then the authority it acts under.
  */
 static const guard_code witness_priority[GUARD_CODE_COUNT] = {
-    GUARD_EFFECT_UNKNOWN,        GUARD_GRAPH_ERROR,        GUARD_STEP_MISMATCH,
-    GUARD_IDENTITY_MISMATCH,     GUARD_GRANT_NOT_FOUND,    GUARD_PROVENANCE_INCOMPLETE,
-    GUARD_LABEL_MISMATCH,        GUARD_INPUT_OUT_OF_SCOPE, GUARD_CLEARANCE_EXCEEDED,
-    GUARD_RESOURCE_OUT_OF_SCOPE, GUARD_GRANT_INVALID,      GUARD_DELIVERY_CONFLICT,
+    GUARD_EFFECT_UNKNOWN,        GUARD_GRAPH_ERROR,           GUARD_TOOL_NOT_PERMITTED,
+    GUARD_STEP_MISMATCH,         GUARD_IDENTITY_MISMATCH,     GUARD_GRANT_NOT_FOUND,
+    GUARD_PROVENANCE_INCOMPLETE, GUARD_LABEL_MISMATCH,        GUARD_RESOURCE_QUARANTINED,
+    GUARD_INPUT_OUT_OF_SCOPE,    GUARD_CONTROL_UNTRUSTED,     GUARD_RECIPIENT_UNKNOWN,
+    GUARD_CLEARANCE_EXCEEDED,    GUARD_RESOURCE_OUT_OF_SCOPE, GUARD_GRANT_INVALID,
+    GUARD_DELIVERY_CONFLICT,
 };
 
 /* ---------------------------------------------------------------------------------------- */
@@ -1186,6 +1188,37 @@ static bool strs_equal(const guard_strs *a, const guard_strs *b)
     return true;
 }
 
+/* RULE-INPUT-QUARANTINE: no source the summary names is quarantined now (its current state,
+ * read with its labels: the cost does not grow with the lineage's depth). The witness names
+ * the resource, when and why it was quarantined, and the artifact derived from it. Facts
+ * recorded before quarantines were read carry none, and decide as they did. */
+static void check_quarantine(const guard_summary *s, verdict *v)
+{
+    for (size_t i = 0; i < s->n_now_sources; i++) {
+        const guard_resource *r = &s->now_sources[i];
+        if (r->quarantined_at == NULL || r->quarantined_at[0] == '\0')
+            continue;
+        strbuf b;
+        if (!flag_begin(v, GUARD_RESOURCE_QUARANTINED, &b))
+            return;
+        sb_put(&b, "resource ");
+        sb_put(&b, or_missing(r->id));
+        sb_put(&b, " quarantined at ");
+        sb_put(&b, r->quarantined_at);
+        if (r->quarantined != NULL && r->quarantined[0] != '\0') {
+            sb_put(&b, " (");
+            sb_put(&b, r->quarantined);
+            sb_put(&b, ")");
+        }
+        if (!str_eq(s->kind, "source")) {
+            sb_put(&b, ARROW);
+            sb_put(&b, summary_name(s));
+        }
+        flag_end(v, GUARD_RESOURCE_QUARANTINED, &b);
+        return;
+    }
+}
+
 /* RULE-INPUT-PROVENANCE, RULE-INPUT-LABELS from a summary: what was derived at creation, the
  * artifact's own edges compared with it, and the sources' labels now. */
 static void check_summary(const guard_summary *s, const char *run_id, verdict *v)
@@ -1242,6 +1275,7 @@ static void check_summary(const guard_summary *s, const char *run_id, verdict *v
                  integrity_name(was->integrity), " when ", id, " was derived; now ",
                  conf_name(now->conf), ", ", integrity_name(now->integrity), END);
     }
+    check_quarantine(s, v);
 }
 
 int guard_check_input_summary(const guard_stepcap *cap, const guard_context *ctx,
@@ -1488,6 +1522,233 @@ oom:
     free(order);
     free(sources);
     lineage_free(&lin);
+    return fail_oom(&v, out);
+}
+
+/* ---------------------------------------------------------------------------------------- */
+/* Tool invocations                                                                          */
+/* ---------------------------------------------------------------------------------------- */
+
+/* The tool must be a declared live tool among the step's tools. True when it is. */
+static bool check_invoke_tool(const guard_stepcap *cap, const guard_invoke_request *req, verdict *v)
+{
+    /* RULE-INVOKE-TOOL: only a tool the step lists and the workflow declares with its
+     * arguments' roles is invoked; a role is never guessed. */
+    strbuf b;
+    if (!strs_has(&cap->tools, req->tool) && flag_begin(v, GUARD_TOOL_NOT_PERMITTED, &b)) {
+        sb_put(&b, "tool ");
+        sb_put(&b, or_missing(req->tool));
+        sb_put(&b, " is not among the ");
+        sb_put(&b, cap->step);
+        sb_put(&b, " step's tools ");
+        sb_strs(&b, &cap->tools);
+        flag_end(v, GUARD_TOOL_NOT_PERMITTED, &b);
+    } else if (!req->declared) {
+        flag(v, GUARD_TOOL_NOT_PERMITTED, "tool ", or_missing(req->tool),
+             " declares no arguments in the workflow: only a tool whose arguments have roles is "
+             "invoked",
+             END);
+    }
+    return v->codes == 0;
+}
+
+/* The destination argument's value must match a destination class the step lists. */
+static void check_invoke_destination(const guard_stepcap *cap, const guard_invoke_request *req,
+                                     verdict *v)
+{
+    if (req->destination_arg == NULL)
+        return;
+    /* RULE-INVOKE-DESTINATION: a value no class stands for is refused, never defaulted. */
+    if (req->destination == NULL) {
+        flag(v, GUARD_RECIPIENT_UNKNOWN, "argument ", req->destination_arg, " = \"",
+             or_missing(req->destination_value), "\" matches no destination class", END);
+        return;
+    }
+    strbuf b;
+    if (!strs_has(&cap->recipients, req->destination) && flag_begin(v, GUARD_STEP_MISMATCH, &b)) {
+        sb_put(&b, "destination class ");
+        sb_put(&b, req->destination);
+        sb_put(&b, " is not among the ");
+        sb_put(&b, cap->step);
+        sb_put(&b, " step's recipients ");
+        sb_strs(&b, &cap->recipients);
+        flag_end(v, GUARD_STEP_MISMATCH, &b);
+    }
+    if (!conf_valid(req->clearance))
+        flag(v, GUARD_GRAPH_ERROR, "destination class ", req->destination, " has no clearance",
+             END);
+}
+
+/* "argument <name> ← <path to the source r of s>" into b. */
+static void sb_argument_path(strbuf *b, const guard_invoke_arg *a, const guard_summary *s,
+                             size_t at, const guard_resource *r)
+{
+    source_view sv = {NULL, s};
+    sb_put(b, "argument ");
+    sb_put(b, or_missing(a->name));
+    sb_put(b, " \xe2\x86\x90 ");
+    view_path(b, &sv, at, r);
+}
+
+static bool resource_untrusted(const guard_resource *r, const void *arg)
+{
+    (void)arg;
+    return r->integrity != GUARD_INTEGRITY_TRUSTED;
+}
+
+/* One value's lineage summary s under its argument's role: RULE-INVOKE-CONTROL (a control
+ * value is trusted), RULE-INVOKE-CLEARANCE (a data value fits the destination's clearance),
+ * RULE-INVOKE-SCOPE (every source is one of the step's resources). */
+static void check_invoke_value(const guard_stepcap *cap, const guard_invoke_request *req,
+                               const guard_invoke_arg *a, const guard_summary *s, verdict *v)
+{
+    source_view sv = {NULL, s};
+    const guard_resource *r = NULL;
+    strbuf b;
+    size_t at = view_find(&sv, resource_untrusted, NULL, &r);
+    if (a->control && (at != NO_INDEX || s->integrity != GUARD_INTEGRITY_TRUSTED) &&
+        flag_begin(v, GUARD_CONTROL_UNTRUSTED, &b)) {
+        sb_put(&b, "argument ");
+        sb_put(&b, or_missing(a->name));
+        sb_put(&b, " \xe2\x86\x90 ");
+        if (at != NO_INDEX) {
+            sb_put(&b, r->id);
+            sb_put(&b, " (");
+            sb_put(&b, integrity_name(r->integrity));
+            sb_put(&b, ")");
+            if (!str_eq(s->kind, "source")) {
+                sb_put(&b, ARROW);
+                sb_put(&b, summary_name(s));
+            }
+        } else {
+            sb_put(&b, summary_name(s));
+        }
+        sb_put(&b, ": a control argument must be trusted");
+        flag_end(v, GUARD_CONTROL_UNTRUSTED, &b);
+    }
+    int clearance = req->clearance;
+    at = !a->control && conf_valid(clearance) ? view_find(&sv, resource_above, &clearance, &r)
+                                              : NO_INDEX;
+    if (at != NO_INDEX && flag_begin(v, GUARD_CLEARANCE_EXCEEDED, &b)) {
+        sb_argument_path(&b, a, s, at, r);
+        sb_put(&b, ARROW);
+        sb_put(&b, or_missing(req->destination));
+        sb_put(&b, " (clearance ");
+        sb_put(&b, conf_name(clearance));
+        sb_put(&b, ")");
+        flag_end(v, GUARD_CLEARANCE_EXCEEDED, &b);
+    }
+    at = view_find(&sv, resource_outside, &cap->resources, &r);
+    if (at != NO_INDEX && flag_begin(v, GUARD_RESOURCE_OUT_OF_SCOPE, &b)) {
+        sb_argument_path(&b, a, s, at, r);
+        sb_put(&b, ARROW);
+        sb_put(&b, cap->step);
+        sb_put(&b, " step ");
+        sb_strs(&b, &cap->resources);
+        flag_end(v, GUARD_RESOURCE_OUT_OF_SCOPE, &b);
+    }
+}
+
+/* Every argument's lineage: each summary usable and sound (as the input gate reads it), then
+ * its value under its role. The data arguments' sources go into *sources (borrowed, each
+ * once; *n of them; the caller frees the array). Returns 0, or -1 when memory ran out. */
+static int check_invoke_values(const guard_stepcap *cap, const guard_invoke_request *req,
+                               verdict *v, const char ***sources, size_t *n)
+{
+    size_t cap_n = 0;
+    for (size_t i = 0; i < req->n_args; i++)
+        for (size_t k = 0; !req->args[i].control && k < req->args[i].n_lineage; k++)
+            cap_n += req->args[i].lineage[k] != NULL ? req->args[i].lineage[k]->n_sources : 0;
+    *sources = cap_n > 0 ? alloc_array(cap_n, sizeof **sources) : NULL;
+    *n = 0;
+    if (cap_n > 0 && *sources == NULL)
+        return -1;
+    for (size_t i = 0; i < req->n_args; i++) {
+        const guard_invoke_arg *a = &req->args[i];
+        for (size_t k = 0; k < a->n_lineage; k++) {
+            const guard_summary *s = a->lineage[k];
+            if (!summary_usable(s, v))
+                continue;
+            check_summary(s, req->run_id, v);
+            check_invoke_value(cap, req, a, s, v);
+            for (size_t j = 0; !a->control && j < s->n_sources; j++) {
+                bool seen = false;
+                for (size_t m = 0; m < *n && !seen; m++)
+                    seen = str_eq((*sources)[m], s->sources[j].id);
+                if (!seen)
+                    (*sources)[(*n)++] = s->sources[j].id;
+            }
+        }
+    }
+    return 0;
+}
+
+/* RULE-CHAIN-COVERAGE for an invocation: each grant lists the tool, the destination class and
+ * every source of the data arguments. */
+static void check_invoke_coverage(const guard_chain *chain, const size_t *walked, size_t n,
+                                  const guard_invoke_request *req, const char *const *sources,
+                                  size_t n_sources, verdict *v)
+{
+    for (size_t i = 0; i < n; i++) {
+        const guard_grant *g = &chain->items[walked[i]];
+        const char *id = or_missing(g->id);
+        if (!strs_has(&g->tools, req->tool))
+            flag(v, GUARD_GRANT_INVALID, id, " does not cover tool ", req->tool, END);
+        if (req->destination != NULL && !strs_has(&g->recipients, req->destination))
+            flag(v, GUARD_GRANT_INVALID, id, " does not cover destination class ", req->destination,
+                 END);
+        for (size_t k = 0; k < n_sources; k++) {
+            strbuf b;
+            if (!strs_has(&g->resources, sources[k]) &&
+                flag_begin(v, GUARD_RESOURCE_OUT_OF_SCOPE, &b)) {
+                sb_put(&b, sources[k]);
+                sb_put(&b, ARROW "grant ");
+                sb_put(&b, id);
+                sb_put(&b, " ");
+                sb_strs(&b, &g->resources);
+                flag_end(v, GUARD_RESOURCE_OUT_OF_SCOPE, &b);
+            }
+        }
+    }
+}
+
+int guard_check_invoke(const guard_stepcap *cap, const guard_context *ctx,
+                       const guard_invoke_request *req, const guard_chain *chain, double now,
+                       guard_decision *out)
+{
+    verdict v = {0};
+    size_t *walked = NULL, n_walked = 0, n_sources = 0;
+    const char **order = NULL, **sources = NULL;
+    if (out == NULL)
+        return -1;
+    memset(out, 0, sizeof *out);
+    if (cap == NULL || ctx == NULL || req == NULL)
+        flag(&v, GUARD_GRAPH_ERROR, "no step, context or request facts", END);
+    else if (check_invoke_tool(cap, req, &v)) {
+        check_context(cap, ctx, req->run_id, &v);
+        check_invoke_destination(cap, req, &v);
+        if (check_invoke_values(cap, req, &v, &sources, &n_sources) < 0)
+            goto oom;
+        if (chain != NULL && !str_eq(chain->leaf, req->grant)) {
+            flag(&v, GUARD_GRAPH_ERROR, "grant chain facts are of ", chain->leaf, ", not of ",
+                 req->grant, END);
+        } else {
+            if (walk_chain(chain, cap->actor, now, &v, &walked, &n_walked) < 0)
+                goto oom;
+            check_invoke_coverage(chain, walked, n_walked, req, sources, n_sources, &v);
+            if (chain != NULL && chain_ids(chain, walked, n_walked, &order) < 0)
+                goto oom;
+        }
+    }
+    int rc = verdict_finish(&v, out, order, n_walked, sources, n_sources);
+    free(walked);
+    free(order);
+    free(sources);
+    return rc;
+oom:
+    free(walked);
+    free(order);
+    free(sources);
     return fail_oom(&v, out);
 }
 

@@ -47,6 +47,11 @@ typedef struct {
     char *title;
     int conf;      /* GUARD_CONF_* ; -1 when the fact is missing */
     int integrity; /* GUARD_INTEGRITY_* ; -1 when missing */
+    /* A summary's source as it stands now: when the resource is quarantined, the time (the
+     * database's) and the operator's reason; "" or NULL when it is not (or the facts were
+     * recorded before quarantines were read: the verdict is then the one they gave). */
+    char *quarantined_at;
+    char *quarantined;
 } guard_resource;
 
 /* One artifact of an ancestry with every edge around it (full collections, so the guard sees
@@ -255,6 +260,49 @@ int guard_check_input_summary(const guard_stepcap *cap, const guard_context *ctx
 int guard_check_delivery(const guard_stepcap *cap, const guard_context *ctx,
                          const guard_delivery_request *req, const guard_ancestry *anc,
                          const guard_chain *chain, double now, guard_decision *out);
+
+/* One argument of a tool invocation after the server resolved its value's lineage. */
+typedef struct {
+    const char *name;
+    bool control; /* role control (its integrity must be trusted); else data */
+    /* The summaries of the artifacts the value came from (borrowed): the inputs of the model
+     * request that wrote it, or the one artifact it was quoted from. None for a value shown to
+     * be the run's task's words (trusted, public, no source). */
+    const struct guard_summary *const *lineage;
+    size_t n_lineage;
+} guard_invoke_arg;
+
+/* A tool invocation after the server resolved it (every string borrowed). */
+typedef struct {
+    const char *run_id;
+    const char *tool;
+    bool declared; /* the workflow declares tool with its arguments' roles */
+    const char *grant;
+    const char *destination_arg;   /* the control argument matched, NULL: no destination */
+    const char *destination_value; /* its value */
+    const char *destination;       /* the class it matched, NULL when none did */
+    int clearance;                 /* that class's clearance, -1 when unknown */
+    const guard_invoke_arg *args;
+    size_t n_args;
+} guard_invoke_request;
+
+/* Tool-call gate (docs/workflows.md, "Tools with arguments"): may the tool be invoked with
+ * these values? TOOL_NOT_PERMITTED when the tool is not among cap->tools or not declared
+ * (nothing else is judged then). Otherwise, all collected: the context as the input gate
+ * checks it; RECIPIENT_UNKNOWN when the destination value matches no class, STEP_MISMATCH
+ * when its class is not among cap->recipients; per value, its summaries as the input gate
+ * reads them (UNKNOWN when one is unusable, PROVENANCE_INCOMPLETE / LABEL_MISMATCH), then
+ * CONTROL_UNTRUSTED for a control value reaching an untrusted source (witness "argument iban
+ * ← transactions (public) → Transaction notes: a control argument must be trusted"),
+ * CLEARANCE_EXCEEDED for a data value reaching a source above the destination's clearance,
+ * RESOURCE_OUT_OF_SCOPE for a source outside cap->resources; and the chain
+ * (guard_check_chain), every grant on it listing the tool, the destination class and every
+ * data value's sources. On ALLOW out->chain_order (leaf first) and out->sources (the data
+ * values' sources, borrowed) are set for the conditional commit. Returns 0, or -1 on
+ * allocation failure (out is then UNKNOWN GRAPH_ERROR). */
+int guard_check_invoke(const guard_stepcap *cap, const guard_context *ctx,
+                       const guard_invoke_request *req, const guard_chain *chain, double now,
+                       guard_decision *out);
 
 /* Delegation chain validation: from chain->leaf up to a root, exactly one DELEGATED_FROM parent
  * per non-root grant (else branched), that parent present in the chain facts (else the chain

@@ -19,6 +19,7 @@
 #include <string.h>
 
 #include <openssl/evp.h>
+#include <regex.h>
 
 #if defined(__GNUC__)
 #define WORKFLOW_PRINTF(a, b) __attribute__((format(printf, a, b)))
@@ -100,19 +101,45 @@ static const field_spec top_spec[] = {
     {"recipients", T_LIST, true}, {"actors", T_LIST, true},  {"grants", T_LIST, true},
     {"steps", T_LIST, true},      {"expect", T_LIST, false}, {"tools", T_OBJECT, false},
 };
+/* A resource holds its content, or is observed: its content is what a host reads at run time
+ * (Gate/ObserveSource), within the limits "observed" declares (docs/workflows.md, "Observed
+ * resources"). Exactly one of the two is given. */
 static const field_spec resource_spec[] = {
-    {"id", T_STRING, true},        {"title", T_STRING, true},   {"confidentiality", T_STRING, true},
-    {"integrity", T_STRING, true}, {"content", T_STRING, true},
+    {"id", T_STRING, true},
+    {"title", T_STRING, true},
+    {"confidentiality", T_STRING, true},
+    {"integrity", T_STRING, true},
+    {"content", T_STRING, false},
+    {"observed", T_OBJECT, false},
 };
+static const field_spec observed_spec[] = {
+    {"max_bytes", T_INT, true},
+    {"content_type", T_STRING, false},
+};
+/* A recipient by id, or a destination class: "match" says which values of a tool's destination
+ * argument it stands for (docs/workflows.md, "Destination classes"). */
 static const field_spec recipient_spec[] = {
     {"id", T_STRING, true},
     {"clearance", T_STRING, true},
     {"approval", T_OBJECT, false},
+    {"match", T_OBJECT, false},
+};
+static const field_spec match_spec[] = {
+    {"suffix", T_STRING, false},
+    {"values", T_LIST, false},
+    {"pattern", T_STRING, false},
 };
 /* A tool's properties (the top-level "tools" object maps a tool name to one) and a human
- * approval a tool or a recipient asks for (docs/workflows.md, "Human approval"). */
+ * approval a tool or a recipient asks for (docs/workflows.md, "Human approval"). A tool with
+ * "arguments" is a live tool (docs/workflows.md, "Tools with arguments"); one without is a
+ * send tool that only asks for approval. */
 static const field_spec tool_spec[] = {
-    {"approval", T_OBJECT, true},
+    {"approval", T_OBJECT, false},    {"arguments", T_LIST, false}, {"effect", T_BOOL, false},
+    {"destination", T_STRING, false}, {"result", T_STRING, false},
+};
+static const field_spec argument_spec[] = {
+    {"name", T_STRING, true},
+    {"role", T_STRING, true},
 };
 static const field_spec approval_spec[] = {
     {"by", T_STRING, true},
@@ -169,9 +196,25 @@ static const field_spec expect_delivery_spec[] = {
     {"excludes", T_LIST, false},
 };
 static const field_spec script_spec[] = {
+    {"content", T_STRING, true}, {"fields", T_OBJECT, false}, {"handoff", T_LIST, false},
+    {"observe", T_LIST, false},  {"invoke", T_LIST, false},
+};
+/* What a scripted run observes and invokes in a step (docs/workflows.md, "Scripted live
+ * tools"): the script stands for the host's reads and the model's tool calls. */
+static const field_spec script_observe_spec[] = {
+    {"resource", T_STRING, true},
+    {"locator", T_STRING, true},
     {"content", T_STRING, true},
-    {"fields", T_OBJECT, false},
-    {"handoff", T_LIST, false},
+};
+static const field_spec script_invoke_spec[] = {
+    {"tool", T_STRING, true},
+    {"arguments", T_LIST, true},
+};
+static const field_spec script_argument_spec[] = {
+    {"name", T_STRING, true},
+    {"value", T_STRING, true},
+    {"from_task", T_BOOL, false},
+    {"quoted_from", T_STRING, false},
 };
 
 static const char *type_rule(int type)
@@ -511,6 +554,125 @@ static int check_entry_id(const json_t *arr, const char *part, size_t i, const c
     return 0;
 }
 
+/* ---- live tools: observed resources, destination classes, tool arguments ---------------- */
+
+/* pattern anchored to the whole value, compiled as a POSIX extended regular expression into
+ * *re (regfree it on success). Returns 0, or -1 when it does not compile. */
+static int pattern_compile(const char *pattern, regex_t *re)
+{
+    size_t n = strlen(pattern) + 5;
+    char *whole = malloc(n);
+    if (whole == NULL) {
+        return -1;
+    }
+    snprintf(whole, n, "^(%s)$", pattern);
+    int rc = regcomp(re, whole, REG_EXTENDED | REG_NOSUB);
+    free(whole);
+    return rc == 0 ? 0 : -1;
+}
+
+static bool pattern_compiles(const char *pattern)
+{
+    regex_t re;
+    if (pattern_compile(pattern, &re) != 0) {
+        return false;
+    }
+    regfree(&re);
+    return true;
+}
+
+/* A string of 1..max bytes holding no NUL byte (JSON may spell one "\u0000"; a value cut at
+ * it would match what it does not say). */
+static int check_plain(const json_t *v, const char *path, size_t max, werr *e)
+{
+    if (check_text(v, path, max, true, e) != 0) {
+        return -1;
+    }
+    if (strlen(json_string_value(v)) != json_string_length(v)) {
+        return fail(e, path, "holds a NUL byte");
+    }
+    return 0;
+}
+
+/* An observed resource's limits: max_bytes 1..WORKFLOW_MAX_OBSERVED_BYTES, content_type
+ * "type/subtype" of printable ASCII without spaces, at most 128 bytes. */
+static int check_observed(const json_t *o, const char *p, werr *e)
+{
+    char f[320];
+    if (check_object(o, p, observed_spec, N_SPEC(observed_spec), e) != 0) {
+        return -1;
+    }
+    snprintf(f, sizeof f, "%s.max_bytes", p);
+    json_int_t n = json_integer_value(json_object_get(o, "max_bytes"));
+    if (n < 1 || n > WORKFLOW_MAX_OBSERVED_BYTES) {
+        return fail(e, f, "%lld is outside 1..%d bytes", (long long)n, WORKFLOW_MAX_OBSERVED_BYTES);
+    }
+    const json_t *ct = json_object_get(o, "content_type");
+    if (ct == NULL) {
+        return 0;
+    }
+    snprintf(f, sizeof f, "%s.content_type", p);
+    if (check_plain(ct, f, 128, e) != 0) {
+        return -1;
+    }
+    const char *s = json_string_value(ct);
+    const char *slash = strchr(s, '/');
+    for (const char *c = s; *c != '\0'; c++) {
+        if (*c <= ' ' || *c > '~') {
+            slash = NULL;
+        }
+    }
+    if (slash == NULL || slash == s || slash[1] == '\0') {
+        return fail(e, f, "\"%.64s\" is not a media type like \"text/plain\"", s);
+    }
+    return 0;
+}
+
+/* A destination class's "match": exactly one of suffix (a text the value ends with), values
+ * (the values it stands for, each listed once) and pattern (a POSIX extended regular
+ * expression the whole value must match; one that does not compile is refused). */
+static int check_match(const json_t *m, const char *p, werr *e)
+{
+    char f[320];
+    if (check_object(m, p, match_spec, N_SPEC(match_spec), e) != 0) {
+        return -1;
+    }
+    if (json_object_size(m) != 1) {
+        return fail(e, p, "needs exactly one of suffix, values and pattern");
+    }
+    const json_t *v = json_object_get(m, "values");
+    if (v != NULL) {
+        snprintf(f, sizeof f, "%s.values", p);
+        if (json_array_size(v) == 0 || json_array_size(v) > WORKFLOW_MAX_MATCH_VALUES) {
+            return fail(e, f, "1..%d values", WORKFLOW_MAX_MATCH_VALUES);
+        }
+        for (size_t k = 0; k < json_array_size(v); k++) {
+            char q[352];
+            snprintf(q, sizeof q, "%s[%zu]", f, k);
+            if (check_plain(json_array_get(v, k), q, WORKFLOW_MAX_TITLE_BYTES, e) != 0) {
+                return -1;
+            }
+            for (size_t j = 0; j < k; j++) {
+                if (json_equal(json_array_get(v, j), json_array_get(v, k))) {
+                    return fail(e, q, "is listed twice");
+                }
+            }
+        }
+        return 0;
+    }
+    const json_t *sfx = json_object_get(m, "suffix");
+    snprintf(f, sizeof f, "%s.%s", p, sfx != NULL ? "suffix" : "pattern");
+    if (check_plain(sfx != NULL ? sfx : json_object_get(m, "pattern"), f, WORKFLOW_MAX_TITLE_BYTES,
+                    e) != 0) {
+        return -1;
+    }
+    if (sfx == NULL && !pattern_compiles(json_string_value(json_object_get(m, "pattern")))) {
+        return fail(e, f, "\"%.64s\" is not a POSIX extended regular expression",
+                    json_string_value(json_object_get(m, "pattern")));
+    }
+    return 0;
+}
+
 static int check_resource(const wdef *d, size_t i, werr *e)
 {
     const json_t *r = json_array_get(d->resources, i);
@@ -536,7 +698,18 @@ static int check_resource(const wdef *d, size_t i, werr *e)
         0) {
         return -1;
     }
+    const json_t *observed = json_object_get(r, "observed");
+    if (observed != NULL && json_object_get(r, "content") != NULL) {
+        return fail(e, p, "needs exactly one of content and observed");
+    }
+    if (observed != NULL) {
+        snprintf(f, sizeof f, "%s.observed", p);
+        return check_observed(observed, f, e);
+    }
     snprintf(f, sizeof f, "%s.content", p);
+    if (json_object_get(r, "content") == NULL) {
+        return fail(e, f, "required field is missing");
+    }
     return check_text(json_object_get(r, "content"), f, WORKFLOW_MAX_CONTENT_BYTES, false, e);
 }
 
@@ -566,8 +739,13 @@ static int check_recipient(const wdef *d, size_t i, werr *e)
         return -1;
     }
     snprintf(f, sizeof f, "%s.clearance", p);
-    return check_enum(json_object_get(r, "clearance"), f, conf_names,
-                      "public, internal, confidential", e);
+    if (check_enum(json_object_get(r, "clearance"), f, conf_names, "public, internal, confidential",
+                   e) != 0) {
+        return -1;
+    }
+    const json_t *m = json_object_get(r, "match");
+    snprintf(f, sizeof f, "%s.match", p);
+    return m == NULL ? 0 : check_match(m, f, e);
 }
 
 static int check_recipients(const wdef *d, werr *e)
@@ -1143,6 +1321,26 @@ static int check_step(const wdef *d, size_t i, long *recovery_at, werr *e)
     return check_script(s, p, e);
 }
 
+/* The built-in runner reads a step's reads from their registered content: an observed
+ * resource has none (a host records it with Gate/ObserveSource). */
+static int check_step_reads(const wdef *d, size_t i, werr *e)
+{
+    const json_t *reads = json_object_get(json_array_get(d->steps, i), "reads");
+    for (size_t k = 0; k < json_array_size(reads); k++) {
+        const char *id = json_string_value(json_array_get(reads, k));
+        long ri = find_entry(d->resources, "id", id);
+        if (ri >= 0 && json_object_get(json_array_get(d->resources, (size_t)ri), "observed")) {
+            char p[64];
+            snprintf(p, sizeof p, "steps[%zu].reads", i);
+            return fail(e, p,
+                        "\"%s\" is an observed resource: a host records what it read with "
+                        "ObserveSource",
+                        id);
+        }
+    }
+    return 0;
+}
+
 static int check_steps(const wdef *d, werr *e)
 {
     if (check_count(d->steps, "steps", WORKFLOW_MAX_STEPS, e) != 0) {
@@ -1151,7 +1349,8 @@ static int check_steps(const wdef *d, werr *e)
     long recovery_at = -1;
     bool bad = false;
     for (size_t i = 0; i < json_array_size(d->steps); i++) {
-        if (part_ends(check_step(d, i, &recovery_at, e), &bad, e)) {
+        int rc = check_step(d, i, &recovery_at, e);
+        if (part_ends(rc == 0 ? check_step_reads(d, i, e) : rc, &bad, e)) {
             return -1;
         }
     }
@@ -1161,8 +1360,12 @@ static int check_steps(const wdef *d, werr *e)
 /* ---- expected decisions ------------------------------------------------------------------ */
 
 static const char *const expect_kinds[] = {"event", "recover", "status", "delivery", NULL};
-static const char *const expect_events[] = {"input_checked",   "delivery_decided", "source_read",
-                                            "output_recorded", "output_refused",   NULL};
+static const char *const expect_events[] = {
+    "input_checked",  "delivery_decided", "source_read",    "output_recorded",
+    "output_refused", "source_observed",  "invoke_decided", NULL};
+#define EXPECT_EVENT_NAMES                                                                         \
+    "input_checked, delivery_decided, source_read, output_recorded, output_refused, "              \
+    "source_observed, invoke_decided"
 static const char *const outcome_names[] = {"allow", "deny", "unknown", NULL};
 /* Every status a run can enter (RUN_STATUSES, queries/library.lua). */
 static const char *const status_names[] = {
@@ -1276,10 +1479,7 @@ static int check_expectation(const json_t *doc, const wdef *d, size_t i, werr *e
             return fail(e, f, "\"%.64s\" is not a step of the definition", step);
         }
         snprintf(f, sizeof f, "%s.event", p);
-        if (check_enum(json_object_get(x, "event"), f, expect_events,
-                       "input_checked, delivery_decided, source_read, output_recorded, "
-                       "output_refused",
-                       e) != 0) {
+        if (check_enum(json_object_get(x, "event"), f, expect_events, EXPECT_EVENT_NAMES, e) != 0) {
             return -1;
         }
         return check_expected_decision(x, p, e);
@@ -1417,6 +1617,90 @@ static const json_t *approval_of(const json_t *doc, const json_t *recipients, co
     return ri < 0 ? NULL : json_object_get(json_array_get(recipients, (size_t)ri), "approval");
 }
 
+static const char *const role_names[] = {"data", "control", NULL};
+
+/* The arguments of live tool t (at p): at most WORKFLOW_MAX_ARGUMENTS, each {name: an id used
+ * once, role: data or control}. */
+static int check_arguments(const json_t *args, const char *p, werr *e)
+{
+    char f[256];
+    if (json_array_size(args) > WORKFLOW_MAX_ARGUMENTS) {
+        snprintf(f, sizeof f, "%s.arguments", p);
+        return fail(e, f, "%zu entries, at most %d (limit)", json_array_size(args),
+                    WORKFLOW_MAX_ARGUMENTS);
+    }
+    for (size_t i = 0; i < json_array_size(args); i++) {
+        const json_t *a = json_array_get(args, i);
+        snprintf(f, sizeof f, "%s.arguments[%zu]", p, i);
+        char q[288];
+        snprintf(q, sizeof q, "%s.name", f);
+        if (check_object(a, f, argument_spec, N_SPEC(argument_spec), e) != 0 ||
+            check_id(json_object_get(a, "name"), q, e) != 0) {
+            return -1;
+        }
+        const char *name = json_string_value(json_object_get(a, "name"));
+        for (size_t j = 0; j < i; j++) {
+            if (strcmp(json_string_value(json_object_get(json_array_get(args, j), "name")), name) ==
+                0) {
+                return fail(e, f, "argument \"%s\" is declared twice", name);
+            }
+        }
+        snprintf(q, sizeof q, "%s.role", f);
+        if (check_enum(json_object_get(a, "role"), q, role_names, "data, control", e) != 0) {
+            return -1;
+        }
+    }
+    return 0;
+}
+
+/* The role of argument name of live tool t, or NULL when t declares no such argument. */
+static const char *argument_role(const json_t *t, const char *name)
+{
+    const json_t *args = json_object_get(t, "arguments");
+    for (size_t i = 0; i < json_array_size(args); i++) {
+        const json_t *a = json_array_get(args, i);
+        if (strcmp(json_string_value(json_object_get(a, "name")), name) == 0) {
+            return json_string_value(json_object_get(a, "role"));
+        }
+    }
+    return NULL;
+}
+
+/* A live tool's destination (a control argument, required when a data argument leaves through
+ * the tool) and result (an observed resource the tool's result is recorded under). */
+static int check_tool_ends(const wdef *d, const json_t *t, const char *p, werr *e)
+{
+    char f[192];
+    const json_t *dest = json_object_get(t, "destination");
+    bool has_data = false;
+    const json_t *args = json_object_get(t, "arguments");
+    for (size_t i = 0; i < json_array_size(args); i++) {
+        has_data |= strcmp(json_string_value(json_object_get(json_array_get(args, i), "role")),
+                           "data") == 0;
+    }
+    snprintf(f, sizeof f, "%s.destination", p);
+    if (dest == NULL && has_data) {
+        return fail(e, f,
+                    "a tool with a data argument names the control argument its "
+                    "destination is matched from");
+    }
+    const char *role = dest != NULL ? argument_role(t, json_string_value(dest)) : "control";
+    if (role == NULL || strcmp(role, "control") != 0) {
+        return fail(e, f, "\"%.64s\" is not a control argument of the tool",
+                    json_string_value(dest));
+    }
+    const json_t *res = json_object_get(t, "result");
+    if (res == NULL) {
+        return 0;
+    }
+    snprintf(f, sizeof f, "%s.result", p);
+    long ri = find_entry(d->resources, "id", json_string_value(res));
+    if (ri < 0 || json_object_get(json_array_get(d->resources, (size_t)ri), "observed") == NULL) {
+        return fail(e, f, "\"%.64s\" is not an observed resource", json_string_value(res));
+    }
+    return 0;
+}
+
 static int check_tool_approval(const wdef *d, const char *tool, const json_t *t, werr *e)
 {
     char p[160];
@@ -1431,8 +1715,23 @@ static int check_tool_approval(const wdef *d, const char *tool, const json_t *t,
         return fail(e, p, "no grant or step lists the tool \"%s\"", tool);
     }
     char f[192];
+    const json_t *args = json_object_get(t, "arguments");
+    size_t approvals = json_object_get(t, "approval") != NULL ? 1 : 0;
+    if (args == NULL && json_object_size(t) != approvals) {
+        snprintf(f, sizeof f, "%s.arguments", p);
+        return fail(e, f,
+                    "required field is missing (effect, destination and result are for a "
+                    "tool with arguments)");
+    }
+    if (args != NULL && (check_arguments(args, p, e) != 0 || check_tool_ends(d, t, p, e) != 0)) {
+        return -1;
+    }
+    const json_t *a = json_object_get(t, "approval");
     snprintf(f, sizeof f, "%s.approval", p);
-    return check_approval(d, json_object_get(t, "approval"), f, e);
+    if (a == NULL && args == NULL) {
+        return fail(e, f, "required field is missing");
+    }
+    return a == NULL ? 0 : check_approval(d, a, f, e);
 }
 
 /* Step i may not combine a tool and a recipient whose approvals name two humans. */
@@ -1492,6 +1791,181 @@ static int check_approvals(const json_t *doc, const wdef *d, werr *e)
     return bad ? -1 : 0;
 }
 
+/* ---- scripted live tools ----------------------------------------------------------------- */
+
+/* The entry of observed resource id, or NULL when id names no observed resource. */
+static const json_t *observed_resource(const wdef *d, const char *id)
+{
+    long ri = find_entry(d->resources, "id", id);
+    const json_t *r = ri < 0 ? NULL : json_array_get(d->resources, (size_t)ri);
+    return json_object_get(r, "observed") != NULL ? r : NULL;
+}
+
+/* One observation of a step's script (s, at p): an observed resource of the step's resources,
+ * observed once in the script, a locator and content within the resource's max_bytes. */
+static int check_script_observation(const wdef *d, const json_t *s, size_t k, const char *p,
+                                    werr *e)
+{
+    const json_t *list = json_object_get(json_object_get(s, "script"), "observe");
+    const json_t *o = json_array_get(list, k);
+    char f[320];
+    if (check_object(o, p, script_observe_spec, N_SPEC(script_observe_spec), e) != 0) {
+        return -1;
+    }
+    snprintf(f, sizeof f, "%s.resource", p);
+    const char *id = json_string_value(json_object_get(o, "resource"));
+    const json_t *r = observed_resource(d, id);
+    if (r == NULL) {
+        return fail(e, f, "\"%.64s\" is not an observed resource", id);
+    }
+    if (!list_has(json_object_get(s, "resources"), id)) {
+        return fail(e, f, "\"%.64s\" is not in the step's resources", id);
+    }
+    for (size_t j = 0; j < k; j++) {
+        if (strcmp(json_string_value(json_object_get(json_array_get(list, j), "resource")), id) ==
+            0) {
+            return fail(e, f, "\"%.64s\" is observed twice in the script", id);
+        }
+    }
+    snprintf(f, sizeof f, "%s.locator", p);
+    if (check_plain(json_object_get(o, "locator"), f, WORKFLOW_MAX_TITLE_BYTES * 4, e) != 0) {
+        return -1;
+    }
+    json_int_t max =
+        json_integer_value(json_object_get(json_object_get(r, "observed"), "max_bytes"));
+    snprintf(f, sizeof f, "%s.content", p);
+    return check_text(json_object_get(o, "content"), f,
+                      max < WORKFLOW_MAX_CONTENT_BYTES ? (size_t)max : WORKFLOW_MAX_CONTENT_BYTES,
+                      true, e);
+}
+
+/* Whether step s reads id, or its script observes it: what a scripted value may quote. */
+static bool script_source(const json_t *s, const char *id)
+{
+    const json_t *observe = json_object_get(json_object_get(s, "script"), "observe");
+    for (size_t k = 0; k < json_array_size(observe); k++) {
+        const char *r = json_string_value(json_object_get(json_array_get(observe, k), "resource"));
+        if (r != NULL && strcmp(r, id) == 0) {
+            return true;
+        }
+    }
+    return list_has(json_object_get(s, "reads"), id);
+}
+
+/* One argument of a scripted invocation of live tool t (at p): a declared argument, a value,
+ * and at most one origin: from_task (true), or quoted_from a resource the step reads or
+ * observes. Without either, the value is one the model wrote. */
+static int check_script_argument(const json_t *s, const json_t *t, const json_t *a, const char *p,
+                                 werr *e)
+{
+    char f[384];
+    snprintf(f, sizeof f, "%s.name", p);
+    if (check_object(a, p, script_argument_spec, N_SPEC(script_argument_spec), e) != 0 ||
+        check_id(json_object_get(a, "name"), f, e) != 0) {
+        return -1;
+    }
+    const char *name = json_string_value(json_object_get(a, "name"));
+    if (argument_role(t, name) == NULL) {
+        return fail(e, f, "the tool declares no argument \"%s\"", name);
+    }
+    snprintf(f, sizeof f, "%s.value", p);
+    if (check_plain(json_object_get(a, "value"), f, 4096, e) != 0) {
+        return -1;
+    }
+    const json_t *task = json_object_get(a, "from_task"),
+                 *quote = json_object_get(a, "quoted_from");
+    snprintf(f, sizeof f, "%s.from_task", p);
+    if (task != NULL && !json_is_true(task)) {
+        return fail(e, f, "must be true (leave it out for a value the model wrote)");
+    }
+    if (task != NULL && quote != NULL) {
+        return fail(e, p, "has both from_task and quoted_from: a value comes from one place");
+    }
+    snprintf(f, sizeof f, "%s.quoted_from", p);
+    if (quote != NULL && (check_id(quote, f, e) != 0)) {
+        return -1;
+    }
+    if (quote != NULL && !script_source(s, json_string_value(quote))) {
+        return fail(e, f, "\"%s\" is neither read nor observed by the step",
+                    json_string_value(quote));
+    }
+    return 0;
+}
+
+/* One invocation of a step's script (at p): a live tool of the step's, its arguments. */
+static int check_script_invocation(const json_t *doc, const json_t *s, const json_t *inv,
+                                   const char *p, werr *e)
+{
+    char f[320];
+    if (check_object(inv, p, script_invoke_spec, N_SPEC(script_invoke_spec), e) != 0) {
+        return -1;
+    }
+    snprintf(f, sizeof f, "%s.tool", p);
+    const char *tool = json_string_value(json_object_get(inv, "tool"));
+    const json_t *t = json_object_get(json_object_get(doc, "tools"), tool);
+    if (json_object_get(t, "arguments") == NULL) {
+        return fail(e, f, "\"%.64s\" is not a tool with arguments", tool);
+    }
+    if (!list_has(json_object_get(s, "tools"), tool)) {
+        return fail(e, f, "\"%.64s\" is not in the step's tools", tool);
+    }
+    const json_t *args = json_object_get(inv, "arguments");
+    snprintf(f, sizeof f, "%s.arguments", p);
+    if (check_count(args, f, WORKFLOW_MAX_ARGUMENTS, e) != 0) {
+        return -1;
+    }
+    for (size_t k = 0; k < json_array_size(args); k++) {
+        char q[352];
+        snprintf(q, sizeof q, "%s[%zu]", f, k);
+        if (check_script_argument(s, t, json_array_get(args, k), q, e) != 0) {
+            return -1;
+        }
+    }
+    return 0;
+}
+
+/* The observations and invocations of step i's script. */
+static int check_script_live(const json_t *doc, const wdef *d, size_t i, werr *e)
+{
+    const json_t *s = json_array_get(d->steps, i);
+    const json_t *script = json_object_get(s, "script");
+    const json_t *observe = json_object_get(script, "observe");
+    const json_t *invoke = json_object_get(script, "invoke");
+    char p[96];
+    snprintf(p, sizeof p, "steps[%zu].script.observe", i);
+    if (check_count(observe, p, WORKFLOW_MAX_RESOURCES, e) != 0) {
+        return -1;
+    }
+    for (size_t k = 0; k < json_array_size(observe); k++) {
+        snprintf(p, sizeof p, "steps[%zu].script.observe[%zu]", i, k);
+        if (check_script_observation(d, s, k, p, e) != 0) {
+            return -1;
+        }
+    }
+    snprintf(p, sizeof p, "steps[%zu].script.invoke", i);
+    if (check_count(invoke, p, WORKFLOW_MAX_TOOLS, e) != 0) {
+        return -1;
+    }
+    for (size_t k = 0; k < json_array_size(invoke); k++) {
+        snprintf(p, sizeof p, "steps[%zu].script.invoke[%zu]", i, k);
+        if (check_script_invocation(doc, s, json_array_get(invoke, k), p, e) != 0) {
+            return -1;
+        }
+    }
+    return 0;
+}
+
+static int check_scripts(const json_t *doc, const wdef *d, werr *e)
+{
+    bool bad = false;
+    for (size_t i = 0; i < json_array_size(d->steps); i++) {
+        if (part_ends(check_script_live(doc, d, i, e), &bad, e)) {
+            return -1;
+        }
+    }
+    return bad ? -1 : 0;
+}
+
 /* A part left unchecked: names the parts (with those after them) in e and fails. */
 static int leave_unchecked(werr *e, const char *parts)
 {
@@ -1535,6 +2009,7 @@ static int check_definition(const json_t *doc, wdef *d, werr *e)
         return leave_unchecked(e, "tools, expect");
     }
     if (part_ends(check_approvals(doc, d, e), &bad, e) ||
+        part_ends(check_scripts(doc, d, e), &bad, e) ||
         part_ends(check_expect(doc, d, e), &bad, e)) {
         return -1;
     }
@@ -1826,6 +2301,74 @@ int workflow_approval_for(const workflow *wf, const char *tool, const char *reci
     return *by != NULL;
 }
 
+int workflow_observed(const workflow *wf, const char *resource_id, long long *max_bytes,
+                      const char **content_type)
+{
+    const json_t *res =
+        wf != NULL && wf->doc != NULL ? json_object_get(wf->doc, "resources") : NULL;
+    long ri = res != NULL && resource_id != NULL ? find_entry(res, "id", resource_id) : -1;
+    const json_t *o = ri < 0 ? NULL : json_object_get(json_array_get(res, (size_t)ri), "observed");
+    if (o == NULL) {
+        return 0;
+    }
+    *max_bytes = (long long)json_integer_value(json_object_get(o, "max_bytes"));
+    *content_type = json_string_value(json_object_get(o, "content_type"));
+    return 1;
+}
+
+const json_t *workflow_live_tool(const workflow *wf, const char *tool)
+{
+    if (wf == NULL || wf->doc == NULL || tool == NULL) {
+        return NULL;
+    }
+    const json_t *t = json_object_get(json_object_get(wf->doc, "tools"), tool);
+    return json_object_get(t, "arguments") != NULL ? t : NULL;
+}
+
+const char *workflow_argument_role(const json_t *tool, const char *name)
+{
+    return tool != NULL && name != NULL ? argument_role(tool, name) : NULL;
+}
+
+/* True when value is one m stands for (m a validated "match"). */
+static bool match_holds(const json_t *m, const char *value)
+{
+    const json_t *values = json_object_get(m, "values");
+    for (size_t k = 0; k < json_array_size(values); k++) {
+        if (strcmp(json_string_value(json_array_get(values, k)), value) == 0) {
+            return true;
+        }
+    }
+    const char *sfx = json_string_value(json_object_get(m, "suffix"));
+    size_t n = strlen(value), ns = sfx != NULL ? strlen(sfx) : 0;
+    if (sfx != NULL) {
+        return n >= ns && strcmp(value + n - ns, sfx) == 0;
+    }
+    const char *pattern = json_string_value(json_object_get(m, "pattern"));
+    regex_t re;
+    if (pattern == NULL || pattern_compile(pattern, &re) != 0) {
+        return false;
+    }
+    bool hit = regexec(&re, value, 0, NULL, 0) == 0;
+    regfree(&re);
+    return hit;
+}
+
+const char *workflow_match_destination(const workflow *wf, const char *value, int *clearance)
+{
+    const json_t *recipients =
+        wf != NULL && wf->doc != NULL ? json_object_get(wf->doc, "recipients") : NULL;
+    for (size_t i = 0; value != NULL && i < json_array_size(recipients); i++) {
+        const json_t *r = json_array_get(recipients, i);
+        const json_t *m = json_object_get(r, "match");
+        if (m != NULL && match_holds(m, value)) {
+            *clearance = name_index(conf_names, json_string_value(json_object_get(r, "clearance")));
+            return json_string_value(json_object_get(r, "id"));
+        }
+    }
+    return NULL;
+}
+
 const workflow_step *workflow_recovery_step(const workflow *wf)
 {
     const workflow_step *found = NULL;
@@ -1888,7 +2431,8 @@ static int fill_resource(json_t *o, const json_t *r)
     if (put_copy(o, r, "id") != 0 || put_copy(o, r, "title") != 0 ||
         put_label(o, "conf", r, "confidentiality", conf_names) != 0 ||
         put_label(o, "integrity", r, "integrity", integrity_names) != 0 ||
-        put_copy(o, r, "content") != 0) {
+        (json_object_get(r, "content") != NULL ? put_copy(o, r, "content")
+                                               : put(o, "content", json_string(""))) != 0) {
         return -1;
     }
     return 0;

@@ -25,16 +25,19 @@
 #define WORKFLOW_MAX_ACTORS 64
 #define WORKFLOW_MAX_GRANTS 64
 #define WORKFLOW_MAX_STEPS 32
-#define WORKFLOW_MAX_TOOLS 64              /* per grant or step */
-#define WORKFLOW_MAX_CONTENT_BYTES 65536   /* resource content, scripted reply content */
-#define WORKFLOW_MAX_TITLE_BYTES 256       /* resource titles, output titles, public values */
-#define WORKFLOW_MAX_TEXT_BYTES 4096       /* task, public_template */
-#define WORKFLOW_MAX_PUBLIC_FIELDS 32      /* per step; also script fields */
-#define WORKFLOW_MAX_PUBLIC_VALUES 64      /* allowed values per public field */
-#define WORKFLOW_ID_MAX 64                 /* ids: 1..64 characters of [A-Za-z0-9._-] */
-#define WORKFLOW_MAX_EXPECT 64             /* expectations in expect */
-#define WORKFLOW_APPROVAL_MIN_MS 1000      /* a human approval's deadline, at least 1 s */
-#define WORKFLOW_APPROVAL_MAX_MS 604800000 /* and at most 7 days */
+#define WORKFLOW_MAX_TOOLS 64               /* per grant or step */
+#define WORKFLOW_MAX_CONTENT_BYTES 65536    /* resource content, scripted reply content */
+#define WORKFLOW_MAX_TITLE_BYTES 256        /* resource titles, output titles, public values */
+#define WORKFLOW_MAX_TEXT_BYTES 4096        /* task, public_template */
+#define WORKFLOW_MAX_PUBLIC_FIELDS 32       /* per step; also script fields */
+#define WORKFLOW_MAX_PUBLIC_VALUES 64       /* allowed values per public field */
+#define WORKFLOW_ID_MAX 64                  /* ids: 1..64 characters of [A-Za-z0-9._-] */
+#define WORKFLOW_MAX_EXPECT 64              /* expectations in expect */
+#define WORKFLOW_APPROVAL_MIN_MS 1000       /* a human approval's deadline, at least 1 s */
+#define WORKFLOW_APPROVAL_MAX_MS 604800000  /* and at most 7 days */
+#define WORKFLOW_MAX_OBSERVED_BYTES 1048576 /* an observed resource's max_bytes, at most 1 MiB */
+#define WORKFLOW_MAX_MATCH_VALUES 256       /* values of a destination class */
+#define WORKFLOW_MAX_ARGUMENTS 32           /* arguments of a tool */
 
 /* One step of the workflow, in execution order. Every string and guard_strs is owned by the
  * workflow; json_t members are borrowed from workflow.doc. An empty list means deny-all; it has
@@ -127,6 +130,28 @@ const char *workflow_budget_name(size_t k);
  * is not in the definition (validation rules it out). */
 int workflow_budget_ceilings(const workflow *wf, long long ceiling[WORKFLOW_N_BUDGETS],
                              const char *grant[WORKFLOW_N_BUDGETS]);
+
+/* Whether resource_id is an observed resource of wf (its content is read by a host at run
+ * time and recorded with Gate/ObserveSource): 1 with *max_bytes its limit in bytes and
+ * *content_type its declared media type (borrowed from wf, NULL when none), else 0 (nothing
+ * written). */
+int workflow_observed(const workflow *wf, const char *resource_id, long long *max_bytes,
+                      const char **content_type);
+
+/* The declaration of live tool tool in wf ({arguments:[{name,role}], effect?, destination?,
+ * result?, approval?}, borrowed from wf->doc), or NULL when wf declares no such tool with
+ * arguments: such a tool cannot be invoked (TOOL_NOT_PERMITTED). */
+const json_t *workflow_live_tool(const workflow *wf, const char *tool);
+
+/* The role ("data" or "control", borrowed) of argument name of a live tool declaration, or
+ * NULL when the tool declares no such argument. */
+const char *workflow_argument_role(const json_t *tool, const char *name);
+
+/* The destination class value belongs to: the first recipient of wf, in the definition's
+ * order, whose "match" holds for value (a suffix it ends with, a listed value, or a pattern
+ * matching all of it). Returns its id (borrowed) with *clearance (0 public, 1 internal,
+ * 2 confidential), or NULL when no class matches (RECIPIENT_UNKNOWN). */
+const char *workflow_match_destination(const workflow *wf, const char *value, int *clearance);
 
 /* The step recovery re-runs (the last step with "recovery": true), or NULL. */
 const workflow_step *workflow_recovery_step(const workflow *wf);

@@ -46,6 +46,7 @@ static const dispatch_service dispatch_services[] = {
     {&charter__v1__runs__descriptor, svc_runs_methods, &svc_runs_methods_len},
     {&charter__v1__gate__descriptor, svc_gate_methods, &svc_gate_methods_len},
     {&charter__v1__grants__descriptor, svc_grants_methods, &svc_grants_methods_len},
+    {&charter__v1__resources__descriptor, svc_resources_methods, &svc_resources_methods_len},
     {&charter__v1__health__descriptor, svc_health_methods, &svc_health_methods_len},
     {&charter__v1__evidence__descriptor, svc_evidence_methods, &svc_evidence_methods_len},
     {&charter__v1__workflows__descriptor, svc_workflows_methods, &svc_workflows_methods_len},
@@ -643,7 +644,8 @@ static int dispatch_identify(const dispatch_ctx *d, const Charter__V1__RpcReques
 }
 
 /* The rows a host credential may call, from the method table, into buf (n bytes): "Gate/OpenStep,
- * ReadSource, RecordOutput, CheckInput and Deliver" (a service named once, before its first). */
+ * ReadSource, ObserveSource, RecordOutput, CheckInput, Deliver and Invoke" (a service named
+ * once, before its first). */
 static void dispatch_host_methods(char *buf, size_t n)
 {
     size_t total = 0, seen = 0, at = 0;

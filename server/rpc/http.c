@@ -125,6 +125,7 @@ struct http_server {
     int max_timeout_ms;
     const auth_tokens *auth;
     char listen_host[HTTP_HOST_MAX];
+    char address[HTTP_HOST_MAX + 8]; /* host:port as bound (the system's port for port 0) */
     char *allow_host;
 };
 
@@ -1109,6 +1110,9 @@ static int http_start_port(http_server *s, const http_opts *o, const char *hostp
     if (fd < 0) {
         return -1;
     }
+    if (http_guard_bound(fd, host, s->address, sizeof s->address) != 0) {
+        snprintf(s->address, sizeof s->address, "%s", hostport);
+    }
     http_port_opts po = {
         .listen_fd = fd,
         .max_connections = max_conn,
@@ -1163,6 +1167,11 @@ static int http_setup(http_server *s, const http_opts *o, const char *hostport, 
         return -1;
     }
     return http_start_jobs(s, o, err, errlen);
+}
+
+const char *http_address(const http_server *h)
+{
+    return h->address;
 }
 
 int http_start(const http_opts *o, http_server **out, char *err, size_t errlen)

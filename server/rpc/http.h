@@ -60,6 +60,10 @@ typedef struct http_server http_server;
  * the open file limit. */
 int http_start(const http_opts *o, http_server **out, char *err, size_t errlen);
 
+/* The address h serves on, "host:port", with the port it is bound to: the one the system
+ * picked when --http asked for port 0. */
+const char *http_address(const http_server *h);
+
 /* Stops accepting calls (new ones get 503), waits for calls in progress to be answered
  * (bounded: 10 s, then they are cancelled) and frees h. NULL is ignored. Call before the
  * transport stops. */

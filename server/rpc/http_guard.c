@@ -23,6 +23,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/resource.h>
+#include <netinet/in.h>
 #include <sys/socket.h>
 #include <time.h>
 #include <unistd.h>
@@ -112,6 +113,19 @@ int http_guard_listen(const char *host, const char *port, const char *what, char
         return -1;
     }
     return fd;
+}
+
+int http_guard_bound(int fd, const char *host, char *out, size_t n)
+{
+    struct sockaddr_storage ss;
+    socklen_t len = sizeof ss;
+    if (getsockname(fd, (struct sockaddr *)&ss, &len) != 0) {
+        return -1;
+    }
+    unsigned port = ss.ss_family == AF_INET6 ? ntohs(((struct sockaddr_in6 *)&ss)->sin6_port)
+                                             : ntohs(((struct sockaddr_in *)&ss)->sin_port);
+    int w = snprintf(out, n, "%s:%u", host, port);
+    return w < 0 || (size_t)w >= n ? -1 : 0;
 }
 
 /* --- the descriptor budget ---------------------------------------------------------------- */

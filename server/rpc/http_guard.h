@@ -44,6 +44,11 @@ typedef struct {
 int http_guard_listen(const char *host, const char *port, const char *what, char *err,
                       size_t errlen);
 
+/* "host:port" of the listening socket fd, with host as given to http_guard_listen and the port
+ * the socket is bound to (the one the system picked when port 0 was asked for). Returns 0, or
+ * -1 when the socket's address cannot be read or out is too small. */
+int http_guard_bound(int fd, const char *host, char *out, size_t n);
+
 /* Fits a connection cap into the open file limit (RLIMIT_NOFILE): each connection holds one
  * descriptor, and reserve more (besides those open now) must stay free for the rest of the
  * process (its NNG listener and clients, its database connections). When the soft limit is too

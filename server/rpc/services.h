@@ -40,7 +40,7 @@ typedef enum {
 typedef enum {
     SVC_SCRIPTED_SERVED = 0,
     SVC_SCRIPTED_LIVE_RUN = 1,      /* refused when its request's string field "mode" is "live" */
-    SVC_SCRIPTED_GRANT_CONTROL = 2, /* refused: grants stay as the demo set them */
+    SVC_SCRIPTED_GRANT_CONTROL = 2, /* refused: grants and quarantines stay as the demo set them */
 } svc_scripted;
 
 typedef struct {
@@ -56,11 +56,13 @@ typedef struct {
 
 extern const svc_method svc_runs_methods[]; /* CreateRun, GetRun, ListRuns, RecoverRun */
 extern const size_t svc_runs_methods_len;
-extern const svc_method svc_gate_methods[]; /* OpenStep, ReadSource, RecordOutput, CheckInput,
-                                               Deliver, TraceArtifact */
+extern const svc_method svc_gate_methods[]; /* OpenStep, ReadSource, ObserveSource, RecordOutput,
+                                               CheckInput, Deliver, Invoke, TraceArtifact */
 extern const size_t svc_gate_methods_len;
 extern const svc_method svc_grants_methods[]; /* RevokeGrant, RestoreGrants, ShowChain */
 extern const size_t svc_grants_methods_len;
+extern const svc_method svc_resources_methods[]; /* QuarantineResource, ReleaseResource */
+extern const size_t svc_resources_methods_len;
 extern const svc_method svc_health_methods[]; /* Check */
 extern const size_t svc_health_methods_len;
 extern const svc_method svc_evidence_methods[]; /* ReplayDecision, GetReceipt, AuditRun,

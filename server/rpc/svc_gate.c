@@ -13,6 +13,7 @@
 #include "policy/facts.h"
 #include "gates/gate.h"
 #include "gates/identity.h"
+#include "gates/invoke.h"
 #include "workflow/registry.h"
 #include "rpc/services.h"
 #include "rpc/wire.h"
@@ -262,6 +263,11 @@ static int read_source(call *c, const ProtobufCMessage *in, ProtobufCMessage **o
         return rc;
     if (!refused)
         rc = gate_read_source(&g, req->context_id, req->resource_id, &d, &artifact);
+    if (rc == STATUS_EINVAL)
+        return call_fail(c, RPC_INVALID_ARGUMENT,
+                         "resource_id: %s is an observed resource: record what was read with "
+                         "ObserveSource",
+                         req->resource_id);
     if (rc != STATUS_OK) {
         guard_decision_free(&d);
         return gate_fail(c, rc, "context or resource", req->context_id);
@@ -269,6 +275,51 @@ static int read_source(call *c, const ProtobufCMessage *in, ProtobufCMessage **o
     Charter__V1__ReadSourceResponse *resp = call_alloc(c, sizeof *resp);
     if (resp) {
         charter__v1__read_source_response__init(resp);
+        resp->decision = wire_decision(c, &d);
+        resp->artifact = artifact ? wire_artifact(c, artifact) : NULL;
+    }
+    guard_decision_free(&d);
+    json_decref(artifact);
+    if (!resp || !resp->decision)
+        return call_fail(c, RPC_INTERNAL, "out of memory");
+    *out = &resp->base;
+    return RPC_OK;
+}
+
+static int observe_source(call *c, const ProtobufCMessage *in, ProtobufCMessage **out)
+{
+    const Charter__V1__ObserveSourceRequest *req = (const Charter__V1__ObserveSourceRequest *)in;
+    int rc;
+    REQUIRE_ID(c, "context_id", req->context_id);
+    REQUIRE_ID(c, "resource_id", req->resource_id);
+    size_t nloc = strlen(req->locator), len = strlen(req->content);
+    if (nloc == 0 || nloc > 1024)
+        return call_fail(c, RPC_INVALID_ARGUMENT, "locator: 1 to 1024 bytes");
+    if (len > c->env->limits.max_content)
+        return call_fail(c, RPC_INVALID_ARGUMENT, "content: longer than %zu bytes",
+                         c->env->limits.max_content);
+    if ((rc = call_require_utf8(c, "locator", req->locator)) != RPC_OK ||
+        (rc = call_require_utf8(c, "content", req->content)) != RPC_OK)
+        return rc;
+    gate_env g = call_gate_env(c);
+    guard_decision d;
+    json_t *artifact = NULL;
+    bool refused = false;
+    if ((rc = host_check_context(c, "ObserveSource", req->context_id, &d, &refused)) != RPC_OK)
+        return rc;
+    char why[256] = "";
+    if (!refused)
+        rc = gate_observe_source(&g, req->context_id, req->resource_id, req->content, len,
+                                 req->locator, &d, &artifact, why, sizeof why);
+    if (rc == STATUS_EINVAL)
+        return call_fail(c, RPC_INVALID_ARGUMENT, "%s", why);
+    if (rc != STATUS_OK) {
+        guard_decision_free(&d);
+        return gate_fail(c, rc, "context or resource", req->context_id);
+    }
+    Charter__V1__ObserveSourceResponse *resp = call_alloc(c, sizeof *resp);
+    if (resp) {
+        charter__v1__observe_source_response__init(resp);
         resp->decision = wire_decision(c, &d);
         resp->artifact = artifact ? wire_artifact(c, artifact) : NULL;
     }
@@ -453,6 +504,68 @@ static int deliver(call *c, const ProtobufCMessage *in, ProtobufCMessage **out)
     return RPC_OK;
 }
 
+/* The arguments of an Invoke request as the gate reads them (borrowed from req; the array from
+ * the call's arena). */
+static invoke_argument *invoke_arguments(call *c, const Charter__V1__InvokeRequest *req)
+{
+    invoke_argument *args = call_alloc(c, (req->n_arguments ? req->n_arguments : 1) * sizeof *args);
+    for (size_t i = 0; args != NULL && i < req->n_arguments; i++) {
+        const Charter__V1__InvokeArgument *a = req->arguments[i];
+        args[i] = (invoke_argument){.name = a->name,
+                                    .value = a->value,
+                                    .lineage = (const char *const *)a->lineage,
+                                    .n_lineage = a->n_lineage,
+                                    .from_task = a->from_task,
+                                    .quoted_from = a->quoted_from};
+    }
+    return args;
+}
+
+static int invoke(call *c, const ProtobufCMessage *in, ProtobufCMessage **out)
+{
+    const Charter__V1__InvokeRequest *req = (const Charter__V1__InvokeRequest *)in;
+    int rc;
+    REQUIRE_ID(c, "context_id", req->context_id);
+    REQUIRE_ID(c, "tool", req->tool);
+    for (size_t i = 0; i < req->n_arguments; i++)
+        if ((rc = call_require_utf8(c, "arguments.value", req->arguments[i]->value)) != RPC_OK)
+            return rc;
+    invoke_argument *args = invoke_arguments(c, req);
+    if (args == NULL)
+        return call_fail(c, RPC_INTERNAL, "out of memory");
+    gate_env g = call_gate_env(c);
+    invoke_result r;
+    memset(&r, 0, sizeof r);
+    bool refused = false;
+    if ((rc = host_check_context(c, "Invoke", req->context_id, &r.decision, &refused)) != RPC_OK)
+        return rc;
+    char why[320] = "";
+    if (!refused)
+        rc = invoke_call(&g, req->context_id, req->tool, req->invocation_id, args, req->n_arguments,
+                         &r, why, sizeof why);
+    if (rc == STATUS_EINVAL) {
+        invoke_result_free(&r);
+        return call_fail(c, RPC_INVALID_ARGUMENT, "%s", why);
+    }
+    if (rc != STATUS_OK) {
+        invoke_result_free(&r);
+        return gate_fail(c, rc, "context", req->context_id);
+    }
+    Charter__V1__InvokeResponse *resp = call_alloc(c, sizeof *resp);
+    if (resp) {
+        charter__v1__invoke_response__init(resp);
+        resp->decision = wire_decision(c, &r.decision);
+        resp->delivery = r.delivery ? wire_delivery(c, r.delivery) : NULL;
+        resp->acknowledged = r.acknowledged;
+        resp->destination = call_strdup(c, r.destination);
+    }
+    invoke_result_free(&r);
+    if (!resp || !resp->decision || !resp->destination)
+        return call_fail(c, RPC_INTERNAL, "out of memory");
+    *out = &resp->base;
+    return RPC_OK;
+}
+
 /* An ancestry entry as an artifact object wire_artifact reads: resources as ids, the first
  * producer as the context. */
 static json_t *trace_entry(const json_t *a)
@@ -526,6 +639,9 @@ const svc_method svc_gate_methods[] = {
     {"ReadSource", &charter__v1__read_source_request__descriptor,
      &charter__v1__read_source_response__descriptor, ROLE_OPERATOR, SVC_HOST, SVC_QUOTA_ARTIFACTS,
      SVC_SCRIPTED_SERVED, read_source},
+    {"ObserveSource", &charter__v1__observe_source_request__descriptor,
+     &charter__v1__observe_source_response__descriptor, ROLE_OPERATOR, SVC_HOST,
+     SVC_QUOTA_ARTIFACTS, SVC_SCRIPTED_SERVED, observe_source},
     {"RecordOutput", &charter__v1__record_output_request__descriptor,
      &charter__v1__record_output_response__descriptor, ROLE_OPERATOR, SVC_HOST, SVC_QUOTA_ARTIFACTS,
      SVC_SCRIPTED_SERVED, record_output},
@@ -535,6 +651,8 @@ const svc_method svc_gate_methods[] = {
     {"Deliver", &charter__v1__deliver_request__descriptor,
      &charter__v1__deliver_response__descriptor, ROLE_OPERATOR, SVC_HOST, SVC_QUOTA_NONE,
      SVC_SCRIPTED_SERVED, deliver},
+    {"Invoke", &charter__v1__invoke_request__descriptor, &charter__v1__invoke_response__descriptor,
+     ROLE_OPERATOR, SVC_HOST, SVC_QUOTA_NONE, SVC_SCRIPTED_SERVED, invoke},
     {"TraceArtifact", &charter__v1__trace_artifact_request__descriptor,
      &charter__v1__trace_artifact_response__descriptor, ROLE_VIEWER, SVC_NO_HOST, SVC_QUOTA_NONE,
      SVC_SCRIPTED_SERVED, trace_artifact},

@@ -623,6 +623,28 @@ int transport_start(const transport_opts *o, transport **out, int *db_failure, c
     return 0;
 }
 
+int transport_listen_url(const transport *t, size_t i, char *out, size_t n)
+{
+    if (i >= t->n_listeners) {
+        return -1;
+    }
+    char *url = NULL;
+    if (nng_listener_get_string(t->listeners[i], NNG_OPT_URL, &url) != 0) {
+        return -1;
+    }
+    int port = 0;
+    const char *colon = strrchr(url, ':');
+    int w;
+    if (strncmp(url, "tcp", 3) == 0 && colon != NULL &&
+        nng_listener_get_int(t->listeners[i], NNG_OPT_TCP_BOUND_PORT, &port) == 0) {
+        w = snprintf(out, n, "%.*s:%d", (int)(colon - url), url, port);
+    } else {
+        w = snprintf(out, n, "%s", url);
+    }
+    nng_strfree(url);
+    return w < 0 || (size_t)w >= n ? -1 : 0;
+}
+
 /* Closes the listeners and the socket on a helper thread. */
 static void *transport_closer(void *arg)
 {

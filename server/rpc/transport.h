@@ -41,6 +41,10 @@ typedef struct transport transport;
 int transport_start(const transport_opts *o, transport **out, int *db_failure, char *err,
                     size_t errlen);
 
+/* The i-th listen URL as it is served: a tcp:// URL given port 0 carries the port the system
+ * picked. Returns 0, or -1 when i is out of range or out is too small. */
+int transport_listen_url(const transport *t, size_t i, char *out, size_t n);
+
 /* Graceful stop: refuses new requests (UNAVAILABLE), lets every accepted request finish and
  * its reply go out, then closes the listeners and the socket, frees the stores and t. Blocks
  * until done. */

@@ -332,6 +332,27 @@ Charter__V1__Artifact *wire_artifact(call *c, const json_t *j)
     return failed ? NULL : a;
 }
 
+/* The detail of an invoke decision for a reader who may not see the values of its arguments
+ * (a viewer): every argument's value removed and "value_redacted" set; its name, role and
+ * lineage stay. NULL when the detail is no such JSON (it is then passed on as recorded). */
+static char *wire_invoke_redacted(call *c, const char *detail)
+{
+    json_t *d = json_loads(detail, 0, NULL);
+    json_t *args = json_object_get(d, "arguments");
+    size_t i;
+    json_t *a;
+    json_array_foreach(args, i, a)
+    {
+        if (json_object_del(a, "value") == 0)
+            json_object_set_new(a, "value_redacted", json_true());
+    }
+    char *text = json_is_array(args) ? json_dumps(d, JSON_COMPACT) : NULL;
+    json_decref(d);
+    char *out = text != NULL ? call_strdup(c, text) : NULL;
+    free(text);
+    return out;
+}
+
 Charter__V1__Event *wire_event(call *c, const json_t *j)
 {
     if (!json_is_object(j)) {
@@ -349,6 +370,12 @@ Charter__V1__Event *wire_event(call *c, const json_t *j)
     e->outcome = wire_outcome_from(json_object_get(j, "outcome"));
     e->witness = wire_field(c, j, "witness", &failed);
     e->detail = wire_field(c, j, "detail", &failed);
+    if (c->role != ROLE_OPERATOR && c->role != ROLE_HOST &&
+        strcmp(e->kind, "invoke_decided") == 0) {
+        char *redacted = wire_invoke_redacted(c, e->detail);
+        /* A detail that cannot be rewritten is not passed on: its values could be in it. */
+        e->detail = redacted != NULL ? redacted : wire_empty;
+    }
     e->ts = wire_double(j, "ts");
     if (wire_codes(c, json_object_get(j, "codes"), &e->codes, &e->n_codes) != 0) {
         return NULL;

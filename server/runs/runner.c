@@ -19,6 +19,7 @@
 
 #include "evidence/checkpoint.h"
 #include "gates/deliver.h"
+#include "gates/invoke.h"
 #include "evidence/evlog.h"
 #include "runs/ask.h"
 #include "runs/model.h"
@@ -268,17 +269,19 @@ typedef struct {
     const char *run_id, *mode, *ctx_id;
     const workflow_step *ws;
     guard_decision *d;
-    exec_state *x;      /* the executor's hold on the run, or NULL (no lease, no budgets) */
-    id_list sources;    /* the step's source artifacts, as read */
-    id_list all;        /* the handed-off inputs, then the sources: the model's inputs */
-    char **contents;    /* the contents of all, in order (all.n of them) */
-    json_t *recorded;   /* {id: SHA-256} of each input of all: for a handed-off input the hash
-                         * its verified lineage summary names, for a source the one it was
-                         * registered with in this step; its content must still have it */
-    model_reply reply;  /* zeroed until the model answers */
-    char *rendered;     /* the public rendering, or NULL */
-    json_t *output;     /* the recorded output artifact */
-    const char *out_id; /* its id (borrowed from output) */
+    exec_state *x;       /* the executor's hold on the run, or NULL (no lease, no budgets) */
+    id_list sources;     /* the step's source artifacts, as read */
+    id_list all;         /* the handed-off inputs, then the sources: the model's inputs */
+    char **contents;     /* the contents of all, in order (all.n of them) */
+    json_t *recorded;    /* {id: SHA-256} of each input of all: for a handed-off input the hash
+                          * its verified lineage summary names, for a source the one it was
+                          * registered with in this step; its content must still have it */
+    json_t *by_resource; /* {resource: artifact id} of the step's sources, read or observed:
+                          * what a scripted value quoted from a resource names */
+    model_reply reply;   /* zeroed until the model answers */
+    char *rendered;      /* the public rendering, or NULL */
+    json_t *output;      /* the recorded output artifact */
+    const char *out_id;  /* its id (borrowed from output) */
     char err[256];
 } step_state;
 
@@ -288,6 +291,7 @@ static void step_free(step_state *s)
         free(s->contents[i]);
     free(s->contents);
     json_decref(s->recorded);
+    json_decref(s->by_resource);
     id_list_free(&s->sources);
     id_list_free(&s->all);
     model_reply_free(&s->reply);
@@ -339,9 +343,10 @@ static bool step_read_sources(step_state *s)
         const char *id = artifact ? json_string_value(json_object_get(artifact, "id")) : NULL;
         /* Its hash as the creating call wrote it, from the content charterd read. */
         json_t *hash = json_object_get(artifact, "hash");
-        bool kept = rc == STATUS_OK && s->d->outcome == GUARD_ALLOW && id && json_is_string(hash) &&
-                    id_list_add(&s->sources, id) == 0 &&
-                    json_object_set(s->recorded, id, hash) == 0;
+        bool kept =
+            rc == STATUS_OK && s->d->outcome == GUARD_ALLOW && id && json_is_string(hash) &&
+            id_list_add(&s->sources, id) == 0 && json_object_set(s->recorded, id, hash) == 0 &&
+            json_object_set_new(s->by_resource, s->ws->reads.items[i], json_string(id)) == 0;
         json_decref(artifact);
         if (!kept) {
             if (rc != STATUS_OK || s->d->outcome == GUARD_ALLOW)
@@ -460,6 +465,121 @@ static bool step_record_output(step_state *s)
         return false;
     }
     guard_decision_free(s->d);
+    return true;
+}
+
+/* A source the step's script observes (scripted runs: the script stands for what a host
+ * read), through the observation gate: kept as a source of the step like one it reads. A
+ * refused observation ends the step as the decision says. */
+static bool step_observe_one(step_state *s, const json_t *o)
+{
+    const char *resource = json_string_value(json_object_get(o, "resource"));
+    const char *content = json_string_value(json_object_get(o, "content"));
+    json_t *artifact = NULL;
+    char why[256] = "";
+    int rc = gate_observe_source(s->g, s->ctx_id, resource, content, strlen(content),
+                                 json_string_value(json_object_get(o, "locator")), s->d, &artifact,
+                                 why, sizeof why);
+    const char *id = artifact ? json_string_value(json_object_get(artifact, "id")) : NULL;
+    json_t *hash = json_object_get(artifact, "hash");
+    bool kept = rc == STATUS_OK && s->d->outcome == GUARD_ALLOW && id && json_is_string(hash) &&
+                id_list_add(&s->sources, id) == 0 && json_object_set(s->recorded, id, hash) == 0 &&
+                json_object_set_new(s->by_resource, resource, json_string(id)) == 0;
+    json_decref(artifact);
+    if (kept) {
+        guard_decision_free(s->d);
+        return true;
+    }
+    if (rc == STATUS_EINVAL)
+        return step_unknown(s, why);
+    if (rc != STATUS_OK || s->d->outcome == GUARD_ALLOW)
+        return step_unknown(s, "a source could not be observed");
+    return false;
+}
+
+/* The script's observations, in a scripted run only: a live run's host observes for itself. */
+static bool step_observe(step_state *s)
+{
+    const json_t *observe = json_object_get(s->ws->script, "observe");
+    if (strcmp(s->mode, "scripted") != 0)
+        return true;
+    for (size_t i = 0; i < json_array_size(observe); i++)
+        if (!step_observe_one(s, json_array_get(observe, i)))
+            return false;
+    return true;
+}
+
+/* The arguments of scripted invocation inv, borrowed from it and from s: a value quoted from a
+ * resource names the artifact the step recorded from it; a value from the task says so; any
+ * other value is one the model wrote, and derives from the step's output (and so from every
+ * input of the model request). Returns the count, or -1 when a quote's resource was not
+ * recorded in the step. */
+static long scripted_arguments(const step_state *s, const json_t *inv, invoke_argument *args,
+                               const char **out_ids)
+{
+    const json_t *list = json_object_get(inv, "arguments");
+    size_t n = json_array_size(list);
+    for (size_t i = 0; i < n && i < WORKFLOW_MAX_ARGUMENTS; i++) {
+        const json_t *a = json_array_get(list, i);
+        const char *quote = json_string_value(json_object_get(a, "quoted_from"));
+        memset(&args[i], 0, sizeof args[i]);
+        args[i].name = json_string_value(json_object_get(a, "name"));
+        args[i].value = json_string_value(json_object_get(a, "value"));
+        args[i].from_task = json_is_true(json_object_get(a, "from_task"));
+        if (quote) {
+            args[i].quoted_from = json_string_value(json_object_get(s->by_resource, quote));
+            if (!args[i].quoted_from)
+                return -1;
+        } else if (!args[i].from_task) {
+            args[i].lineage = out_ids;
+            args[i].n_lineage = 1;
+        }
+    }
+    return (long)n;
+}
+
+/* Scripted invocation k of the step through the tool-call gate, under the invocation ID
+ * "<run>:<step>:invoke:<k>". An allowed or refused call is the tool's answer and the step goes
+ * on (the gate recorded it); an UNKNOWN, or a call the gate could not take, ends the step. */
+static bool step_invoke_one(step_state *s, size_t k, const json_t *inv)
+{
+    if (!exec_check(s->x, CHECK_DELIVERY))
+        return step_unknown(s, "the run stopped before a tool call");
+    invoke_argument args[WORKFLOW_MAX_ARGUMENTS];
+    const char *out_ids[1] = {s->out_id};
+    long n = scripted_arguments(s, inv, args, out_ids);
+    if (n < 0)
+        return step_unknown(s, "a scripted value quotes a resource the step did not record");
+    char id[200], why[256] = "";
+    snprintf(id, sizeof id, "%.64s:%.64s:invoke:%zu", s->run_id, s->ws->cap.step, k);
+    invoke_result r;
+    memset(&r, 0, sizeof r);
+    int rc = invoke_call(s->g, s->ctx_id, json_string_value(json_object_get(inv, "tool")), id, args,
+                         (size_t)n, &r, why, sizeof why);
+    if (rc != STATUS_OK) {
+        invoke_result_free(&r);
+        return step_unknown(s, rc == STATUS_EINVAL ? why : "the tool call could not be decided");
+    }
+    bool go_on = r.decision.outcome != GUARD_UNKNOWN;
+    if (s->x && r.decision.outcome == GUARD_ALLOW && r.delivery && !r.acknowledged)
+        s->x->deliveries++;
+    if (!go_on) {
+        *s->d = r.decision;
+        memset(&r.decision, 0, sizeof r.decision);
+    }
+    invoke_result_free(&r);
+    return go_on;
+}
+
+/* The script's tool calls, in a scripted run, in order, after the output is recorded. */
+static bool step_invoke(step_state *s)
+{
+    const json_t *invoke = json_object_get(s->ws->script, "invoke");
+    if (strcmp(s->mode, "scripted") != 0)
+        return true;
+    for (size_t k = 0; k < json_array_size(invoke); k++)
+        if (!step_invoke_one(s, k, json_array_get(invoke, k)))
+            return false;
     return true;
 }
 
@@ -601,12 +721,13 @@ static step_end run_step(const gate_env *g, const char *run_id, const char *mode
     s.ws = ws;
     s.d = d;
     s.x = x;
-    if (!(s.recorded = json_object())) {
+    if (!(s.recorded = json_object()) || !(s.by_resource = json_object())) {
         guard_decision_unknown(d, "out of memory");
         return end_of(d);
     }
-    if (step_check_handoff(&s, inputs) && step_read_sources(&s) && step_ask_model(&s, inputs) &&
-        step_record_output(&s) && step_deliver(&s) && step_hand_on(&s, handoff)) {
+    if (step_check_handoff(&s, inputs) && step_read_sources(&s) && step_observe(&s) &&
+        step_ask_model(&s, inputs) && step_record_output(&s) && step_invoke(&s) &&
+        step_deliver(&s) && step_hand_on(&s, handoff)) {
         if (d->outcome == 0)
             d->outcome = GUARD_ALLOW;
         /* Only an allowed step hands anything on. */

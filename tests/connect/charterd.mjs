@@ -3,23 +3,11 @@
 // without it), with its own graph, stopped and its graph's keys deleted afterwards.
 import { spawn, spawnSync } from 'node:child_process';
 import fs from 'node:fs';
-import net from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
 
 export const OPERATOR = 'node-operator-token-0123456789abcdef';
 export const VIEWER = 'node-viewer-token-0123456789abcdefgh';
-
-export function freePort() {
-  return new Promise((resolve, reject) => {
-    const s = net.createServer();
-    s.once('error', reject);
-    s.listen(0, '127.0.0.1', () => {
-      const { port } = s.address();
-      s.close(() => resolve(port));
-    });
-  });
-}
 
 const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
 // A bound on a wait that does not keep node running once the wait is over.
@@ -35,10 +23,9 @@ export async function startCharterd({ name, extra = [], redis } = {}) {
   if (!bin) throw new Error('CHARTERD is not set (run through tests/connect/run.sh)');
   const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'charter-node-'));
   const graph = `node_${name}_${process.pid}`;
-  const port = await freePort();
-  const hostport = `127.0.0.1:${port}`;
   const db = redis ?? process.env.CHARTER_TEST_REDIS;
-  const args = ['--graph', graph, '--listen', `ipc://${dir}/c.sock`, '--http', hostport, ...extra];
+  // Port 0: the system picks the port as charterd binds it, and charterd logs which.
+  const args = ['--graph', graph, '--listen', `ipc://${dir}/c.sock`, '--http', '127.0.0.1:0', ...extra];
   if (!extra.some((a) => KEY_OPTIONS.includes(a))) args.push('--no-integrity-key');
   if (db) args.push('--redis', db);
   else args.push('--data-dir', path.join(dir, 'data'));
@@ -49,13 +36,20 @@ export async function startCharterd({ name, extra = [], redis } = {}) {
   });
   let exited = null;
   child.on('exit', (code, sig) => { exited = { code, sig }; });
-  const base = `http://${hostport}`;
+  const logPath = path.join(dir, 'charterd.log');
+  let hostport = null;
+  let base = null;
   const deadline = Date.now() + 20000;
   for (;;) {
     if (exited) break;
+    const m = hostport ? null : /serving HTTP\/JSON and gRPC on http:\/\/([^/\s",]+)/.exec(fs.readFileSync(logPath, 'utf8'));
+    if (m) {
+      hostport = m[1];
+      base = `http://${hostport}`;
+    }
     try {
-      const r = await fetch(`${base}/healthz`);
-      if (r.status === 200) break;
+      const r = base && await fetch(`${base}/healthz`);
+      if (r && r.status === 200) break;
     } catch (e) { /* not listening yet */ }
     if (Date.now() > deadline) break;
     await sleep(100);

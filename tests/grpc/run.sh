@@ -28,7 +28,7 @@ python)
   protoc --proto_path="$root/proto" --python_out="$gen" charter.proto health.proto \
     reflection.proto reflection_v1alpha.proto
   cd "$gen"
-  CHARTERD="$charterd" PYTHONPATH="$gen" exec "$py" "$here/test_grpc.py" -v
+  CHARTERD="$charterd" PYTHONPATH="$gen:$root/tests" exec "$py" "$here/test_grpc.py" -v
   ;;
 setup)
   cd "$here"

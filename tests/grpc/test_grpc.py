@@ -18,11 +18,11 @@ import struct
 import subprocess
 import tempfile
 import threading
-import time
 import unittest
 import urllib.error
 import urllib.request
 
+import charterd_proc
 import grpc
 from google.protobuf import descriptor_pb2, descriptor_pool, message_factory
 
@@ -38,73 +38,19 @@ HANDOFF_WITNESS = ("budget (confidential) → Internal recommendation → "
 PREFACE = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n"
 
 
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def redis_cli_args(url):
-    if url.startswith("unix://"):
-        return ["-s", url[len("unix://"):]]
-    host, port = url.split("://", 1)[1].split("/", 1)[0].rsplit(":", 1)
-    return ["-h", host, "-p", port]
-
-
-class Charterd:
-    """A real charterd with --http on a free loopback port, stopped by stop()."""
+class Charterd(charterd_proc.Charterd):
+    """A real charterd with --http on a loopback port the system picks, stopped by stop()."""
 
     def __init__(self, name, *extra, scheme="http", cafile=None):
-        self.dir = tempfile.mkdtemp(prefix=f"charter-grpc-{name}-")
-        self.graph = f"grpc_{name}_{os.getpid()}"
-        self.port = free_port()
-        self.hostport = f"127.0.0.1:{self.port}"
-        self.base = f"{scheme}://{self.hostport}"
-        self.redis = os.environ.get("CHARTER_TEST_REDIS")
+        folder = tempfile.mkdtemp(prefix=f"charter-grpc-{name}-")
+        redis = os.environ.get("CHARTER_TEST_REDIS")
         # The data folder (its integrity key, and the embedded database without a test Redis)
         # goes with the charterd.
-        args = [os.environ["CHARTERD"], "--graph", self.graph, "--listen",
-                f"ipc://{self.dir}/c.sock", "--http", self.hostport, "--data-dir",
-                f"{self.dir}/data", *extra]
-        args += ["--redis", self.redis] if self.redis else []
+        args = ["--listen", f"ipc://{folder}/c.sock", "--data-dir", f"{folder}/data", *extra]
+        args += ["--redis", redis] if redis else []
         env = dict(os.environ, CHARTER_OPERATOR_TOKEN=OPERATOR, CHARTER_VIEWER_TOKEN=VIEWER)
-        self.log_path = os.path.join(self.dir, "charterd.log")
-        with open(self.log_path, "ab") as log:
-            self.proc = subprocess.Popen(args, env=env, stdin=subprocess.DEVNULL, stdout=log,
-                                         stderr=log)
-        ctx = ssl.create_default_context(cafile=cafile) if cafile else None
-        deadline = time.monotonic() + 20
-        while self.proc.poll() is None and time.monotonic() < deadline:
-            try:
-                with urllib.request.urlopen(f"{self.base}/healthz", timeout=2, context=ctx) as r:
-                    if r.status == 200:
-                        return
-            except OSError:
-                pass  # not listening yet
-            time.sleep(0.1)
-        log = self.log()
-        self.stop()
-        raise RuntimeError(f"charterd did not start:\n{log}")
-
-    def log(self):
-        with open(self.log_path, encoding="utf-8", errors="replace") as f:
-            return f.read()
-
-    def stop(self):
-        if self.proc.poll() is None:
-            self.proc.terminate()
-            try:
-                self.proc.wait(30)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait()
-        if self.redis:  # the graph's keys go with it
-            cli = ["redis-cli", *redis_cli_args(self.redis)]
-            keys = subprocess.run(cli + ["--scan", "--pattern", f"*{{{self.graph}}}*"],
-                                  capture_output=True, text=True, check=True).stdout.split()
-            for i in range(0, len(keys), 500):
-                subprocess.run(cli + ["DEL", *keys[i:i + 500]], capture_output=True, check=True)
-        shutil.rmtree(self.dir, ignore_errors=True)
+        super().__init__("", f"grpc_{name}_{os.getpid()}", args, env, scheme=scheme,
+                         cafile=cafile, data_dir=folder)
 
 
 def unary(channel, path, req, resp):
@@ -601,7 +547,7 @@ class TlsTest(unittest.TestCase):
         _, other_key = make_certificate(tempfile.mkdtemp(dir=self.certs))
         env = dict(os.environ, CHARTER_OPERATOR_TOKEN=OPERATOR)
         r = subprocess.run([os.environ["CHARTERD"], "--graph", "grpc_badkey", "--http",
-                            f"127.0.0.1:{free_port()}", "--listen", f"ipc://{self.certs}/b.sock",
+                            "127.0.0.1:0", "--listen", f"ipc://{self.certs}/b.sock",
                             "--data-dir", f"{self.certs}/data", "--http-cert", self.crt,
                             "--http-key", other_key],
                            env=env, capture_output=True, text=True, timeout=60)

@@ -12,6 +12,7 @@
 #include "evidence/evlog.h"
 #include "policy/evaluator.h"
 #include "policy/workflow.h"
+#include "workflow/registry.h"
 
 #include <arpa/inet.h>
 #include <errno.h>
@@ -118,6 +119,20 @@ int harness_evlog_builtin(const char *suite)
         return 2;
     }
     workflow_free(loaded);
+    return 0;
+}
+
+int harness_install_builtin(store *st, const workflow **kept, const char *suite)
+{
+    char err[512] = "";
+    workflow *loaded = NULL;
+    if (evlog_claim_integrity(st, err, sizeof err) != STATUS_OK ||
+        workflow_load_buffer(embedded_workflow, embedded_workflow_len, &loaded, err, sizeof err) !=
+            0 ||
+        registry_install(st, loaded, NULL, kept, err, sizeof err) != STATUS_OK) {
+        fprintf(stderr, "%s: cannot install the workflow: %s\n", suite, err);
+        return -1;
+    }
     return 0;
 }
 
@@ -439,26 +454,6 @@ int harness_redis_unpause(void)
 
 /* --- child processes --------------------------------------------------------------------- */
 
-static int harness_free_port(void)
-{
-    int fd = socket(AF_INET, SOCK_STREAM, 0);
-    if (fd < 0) {
-        return -1;
-    }
-    struct sockaddr_in sa;
-    memset(&sa, 0, sizeof sa);
-    sa.sin_family = AF_INET;
-    sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    socklen_t len = sizeof sa;
-    int port = -1;
-    if (bind(fd, (struct sockaddr *)&sa, sizeof sa) == 0 &&
-        getsockname(fd, (struct sockaddr *)&sa, &len) == 0) {
-        port = ntohs(sa.sin_port);
-    }
-    close(fd);
-    return port;
-}
-
 /* A copy of environ without the token variables, plus the given ones (NULL-ended; free the
  * array and the added strings with harness_env_free). */
 typedef struct {
@@ -597,32 +592,48 @@ static bool harness_names_key(const char *const *args, size_t n)
     return false;
 }
 
-int harness_charterd_start(const harness_charterd_opts *o, harness_charterd *out)
+int harness_log_address(const char *path, const char *marker, char *out, size_t n)
 {
-    memset(out, 0, sizeof *out);
-    snprintf(out->dir, sizeof out->dir, "/tmp/charter-test-XXXXXX");
-    if (mkdtemp(out->dir) == NULL) {
-        fprintf(stderr, "harness: mkdtemp: %s\n", strerror(errno));
+    FILE *f = fopen(path, "r");
+    if (f == NULL) {
         return -1;
     }
-    int port = harness_free_port();
-    if (port <= 0) {
-        fprintf(stderr, "harness: no free TCP port\n");
-        return -1;
+    char line[4096];
+    int rc = 1;
+    while (rc == 1 && fgets(line, sizeof line, f) != NULL) {
+        const char *m = strstr(line, marker);
+        const char *a = m != NULL ? strstr(m, "://") : NULL;
+        if (a == NULL) {
+            continue;
+        }
+        a += 3;
+        size_t len = strcspn(a, "/,\" \n");
+        rc = len > 0 && len < n ? 0 : -1;
+        if (rc == 0) {
+            memcpy(out, a, len);
+            out[len] = '\0';
+        }
     }
-    snprintf(out->tcp_url, sizeof out->tcp_url, "tcp://127.0.0.1:%d", port);
-    snprintf(out->ipc_url, sizeof out->ipc_url, "ipc://%s/c.sock", out->dir);
-    snprintf(out->log_path, sizeof out->log_path, "%s/charterd.log", out->dir);
+    fclose(f);
+    return rc;
+}
 
-    const char *argv[64];
+/* charterd's command line for o, in argv (64 entries), with its addresses in out. */
+static void harness_charterd_argv(const harness_charterd_opts *o, harness_charterd *out,
+                                  const char **argv)
+{
     size_t n = 0;
     argv[n++] = CHARTERD_PATH;
     argv[n++] = "--graph";
     argv[n++] = o->graph;
     argv[n++] = "--listen";
-    argv[n++] = out->tcp_url;
+    argv[n++] = "tcp://127.0.0.1:0";
     argv[n++] = "--listen";
     argv[n++] = out->ipc_url;
+    if (o->http) {
+        argv[n++] = "--http";
+        argv[n++] = "127.0.0.1:0";
+    }
     if (o->embedded) {
         argv[n++] = "--data-dir";
         argv[n++] = o->data_dir;
@@ -642,7 +653,80 @@ int harness_charterd_start(const harness_charterd_opts *o, harness_charterd *out
         argv[n++] = o->extra_args[i];
     }
     argv[n] = NULL;
+}
 
+/* Reads the ports charterd was given from its "serving graph" line (logged once everything,
+ * HTTP included, listens). Returns 0, 1 when the line is not there yet, or -1. */
+static int harness_charterd_addresses(const harness_charterd_opts *o, harness_charterd *out)
+{
+    char hp[64];
+    int rc = harness_log_address(out->log_path, "serving graph", hp, sizeof hp);
+    if (rc != 0) {
+        return rc;
+    }
+    snprintf(out->tcp_url, sizeof out->tcp_url, "tcp://%s", hp);
+    if (o->http && harness_log_address(out->log_path, "serving HTTP/JSON and gRPC on",
+                                       out->http_hostport, sizeof out->http_hostport) != 0) {
+        return -1;
+    }
+    return 0;
+}
+
+/* Waits until charterd says where it serves and answers Health there. */
+static int harness_charterd_wait(const harness_charterd_opts *o, harness_charterd *out)
+{
+    long long deadline = harness_now_ms() + (o->wait_ms > 0 ? o->wait_ms : 20000);
+    bool listening = false;
+    for (;;) {
+        int status = 0;
+        if (waitpid(out->pid, &status, WNOHANG) == out->pid) {
+            fprintf(stderr, "harness: charterd exited during startup (status %d)\n",
+                    WIFEXITED(status) ? WEXITSTATUS(status) : -1);
+            harness_print_log(out->log_path);
+            out->pid = 0;
+            return -1;
+        }
+        int rc = listening ? 0 : harness_charterd_addresses(o, out);
+        if (rc < 0) {
+            fprintf(stderr, "harness: charterd's log does not say where it serves\n");
+            harness_print_log(out->log_path);
+            harness_charterd_kill(out);
+            return -1;
+        }
+        listening = rc == 0;
+        if (listening && harness_health(out->tcp_url, 1000, NULL) == 0) {
+            return 0;
+        }
+        if (harness_now_ms() >= deadline) {
+            fprintf(stderr, "harness: charterd did not answer Health in time\n");
+            harness_print_log(out->log_path);
+            harness_charterd_kill(out);
+            return -1;
+        }
+        harness_sleep_ms(50);
+    }
+}
+
+int harness_charterd_start(const harness_charterd_opts *o, harness_charterd *out)
+{
+    memset(out, 0, sizeof *out);
+    for (size_t i = 0; i < o->n_extra; i++) {
+        if (strcmp(o->extra_args[i], "--quiet") == 0) {
+            fprintf(stderr, "harness: a --quiet charterd does not log where it serves, which "
+                            "the harness reads its ports from; start it without --quiet\n");
+            return -1;
+        }
+    }
+    snprintf(out->dir, sizeof out->dir, "/tmp/charter-test-XXXXXX");
+    if (mkdtemp(out->dir) == NULL) {
+        fprintf(stderr, "harness: mkdtemp: %s\n", strerror(errno));
+        return -1;
+    }
+    snprintf(out->ipc_url, sizeof out->ipc_url, "ipc://%s/c.sock", out->dir);
+    snprintf(out->log_path, sizeof out->log_path, "%s/charterd.log", out->dir);
+
+    const char *argv[64];
+    harness_charterd_argv(o, out, argv);
     harness_env env;
     if (harness_env_make(&env, o->operator_token ? o->operator_token : HARNESS_OPERATOR_TOKEN,
                          o->viewer_token ? o->viewer_token : HARNESS_VIEWER_TOKEN) != 0) {
@@ -655,28 +739,7 @@ int harness_charterd_start(const harness_charterd_opts *o, harness_charterd *out
         out->pid = 0;
         return -1;
     }
-
-    long long deadline = harness_now_ms() + (o->wait_ms > 0 ? o->wait_ms : 20000);
-    for (;;) {
-        int status = 0;
-        if (waitpid(out->pid, &status, WNOHANG) == out->pid) {
-            fprintf(stderr, "harness: charterd exited during startup (status %d)\n",
-                    WIFEXITED(status) ? WEXITSTATUS(status) : -1);
-            harness_print_log(out->log_path);
-            out->pid = 0;
-            return -1;
-        }
-        if (harness_health(out->tcp_url, 1000, NULL) == 0) {
-            return 0;
-        }
-        if (harness_now_ms() >= deadline) {
-            fprintf(stderr, "harness: charterd did not answer Health in time\n");
-            harness_print_log(out->log_path);
-            harness_charterd_kill(out);
-            return -1;
-        }
-        harness_sleep_ms(50);
-    }
+    return harness_charterd_wait(o, out);
 }
 
 int harness_charterd_stop(harness_charterd *d)

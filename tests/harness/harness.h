@@ -34,6 +34,7 @@
 #include "charter.h"
 #include "charter.pb-c.h"
 #include "db/store.h"
+#include "policy/workflow.h"
 
 /* Fixed tokens every test charterd is started with (>= 24 characters, different). */
 #define HARNESS_OPERATOR_TOKEN "test-operator-token-6c1f0e2a9b7d4e55"
@@ -58,6 +59,11 @@ store *harness_store_open(const char *graph);
  * with the evaluator fingerprint of the built-in workflow, as charterd does at start-up.
  * Returns 0, or 2 (a suite setup's failure status) after printing why, naming suite. */
 int harness_evlog_builtin(const char *suite);
+
+/* For the suites that drive the gates in-process: claims st's graph's integrity mode and
+ * installs the built-in workflow there, as charterd does at start-up; the installed version
+ * into *kept. Returns 0, or -1 after printing why, naming suite. */
+int harness_install_builtin(store *st, const workflow **kept, const char *suite);
 
 /* Aborts unless charter_graph_stats reports zero keys for st's graph: a test never runs
  * against a graph that already holds data. */
@@ -99,23 +105,32 @@ typedef struct {
      * --adopt-integrity-key) or default_key is set: then charterd's own default, the key of
      * its data folder (give data_dir). A suite that relies on a key says so. */
     bool default_key;
+    bool http; /* also --http 127.0.0.1:0: HTTP/JSON and gRPC on a port the system picks */
 } harness_charterd_opts;
 
 typedef struct {
-    pid_t pid;          /* 0 once stopped */
-    char dir[128];      /* private temporary folder (log and ipc socket) */
-    char tcp_url[64];   /* tcp://127.0.0.1:<free port> */
-    char ipc_url[192];  /* ipc://<dir>/c.sock */
-    char log_path[192]; /* charterd's stdout and stderr */
+    pid_t pid;              /* 0 once stopped */
+    char dir[128];          /* private temporary folder (log and ipc socket) */
+    char tcp_url[80];       /* tcp://127.0.0.1:<the port charterd was given by the system> */
+    char http_hostport[64]; /* 127.0.0.1:<port> with opts.http, else "" */
+    char ipc_url[192];      /* ipc://<dir>/c.sock */
+    char log_path[192];     /* charterd's stdout and stderr */
 } harness_charterd;
 
-/* Starts CHARTERD_PATH with --graph, --listen tcp://127.0.0.1:<free port>, --listen
- * ipc://<dir>/c.sock, --redis <test Redis> (unless embedded), --no-integrity-key (see
- * default_key), the tokens in its environment and the extra arguments, then waits until
- * Health/Check answers over NNG. Returns 0, or -1 (charterd exited or never answered; its log is
- * printed and it is killed). charterd gets SIGTERM when the thread that started it ends (Linux
- * parent-death signal), so a crashed test leaves none behind: start it from the main thread. */
+/* Starts CHARTERD_PATH with --graph, --listen tcp://127.0.0.1:0, --listen ipc://<dir>/c.sock,
+ * --redis <test Redis> (unless embedded), --no-integrity-key (see default_key), --http 127.0.0.1:0
+ * with opts.http, the tokens in its environment and the extra arguments, then waits for the line of
+ * its log that says where it serves (the ports the system picked: no port is chosen here and given
+ * away before charterd binds it) and until Health/Check answers over NNG. Returns 0, or -1
+ * (charterd exited or never answered; its log is printed and it is killed). charterd gets SIGTERM
+ * when the thread that started it ends (Linux parent-death signal), so a crashed test leaves none
+ * behind: start it from the main thread. */
 int harness_charterd_start(const harness_charterd_opts *o, harness_charterd *out);
+
+/* From the first line of the log at path that holds marker, the "host:port" after the first
+ * "://" that follows the marker (a URL's authority) into out. Returns 0, 1 when no line holds
+ * both yet, or -1 when the log cannot be read or out is too small. */
+int harness_log_address(const char *path, const char *marker, char *out, size_t n);
 
 /* SIGTERM, then waits (at most 30 s, then SIGKILL). Returns charterd's exit status (0 for a
  * clean stop), 128 + signal when it was killed by one, or -1. Removes the private folder when
@@ -293,10 +308,6 @@ int harness_suite_redis_start(harness_private_redis *r);
 void harness_suite_redis_stop(harness_private_redis *r);
 
 /* --- HTTP/JSON (http.c) -------------------------------------------------------------------- */
-
-/* An address "127.0.0.1:<free port>" for charterd --http into hostport (n bytes). Returns 0 or
- * -1. */
-int harness_http_listen_addr(char *hostport, size_t n);
 
 typedef struct {
     int status;      /* the HTTP status */

@@ -14,27 +14,6 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-int harness_http_listen_addr(char *hostport, size_t n)
-{
-    int fd = socket(AF_INET, SOCK_STREAM, 0);
-    if (fd < 0)
-        return -1;
-    struct sockaddr_in sa;
-    memset(&sa, 0, sizeof sa);
-    sa.sin_family = AF_INET;
-    sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    socklen_t len = sizeof sa;
-    int port = -1;
-    if (bind(fd, (struct sockaddr *)&sa, sizeof sa) == 0 &&
-        getsockname(fd, (struct sockaddr *)&sa, &len) == 0)
-        port = ntohs(sa.sin_port);
-    close(fd);
-    if (port <= 0)
-        return -1;
-    int w = snprintf(hostport, n, "127.0.0.1:%d", port);
-    return w > 0 && (size_t)w < n ? 0 : -1;
-}
-
 int harness_http_post(const char *hostport, const char *path, const char *const *headers,
                       size_t n_headers, const char *body, harness_http_reply *out)
 {

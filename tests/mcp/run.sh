@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Drives charter-mcp with the official MCP TypeScript SDK (pinned in package.json and
 # package-lock.json) over stdio and Streamable HTTP against a real charterd and a real Redis:
-# the roles of procurement and support, refusals, smuggling and bad input (tests/mcp/mcp.test.mjs).
+# the roles of procurement and support, the live tools of payments, refusals, smuggling and bad
+# input (tests/mcp/mcp.test.mjs).
 # Usage: run.sh SOURCE_DIR BUILD_DIR [conformance]; with "conformance", runs the official
 # conformance suite against the HTTP transport instead (tests/mcp/conformance.sh). Installs
 # nodejs/npm with apt when missing and the npm packages into BUILD_DIR/mcp-node (npm ci, only

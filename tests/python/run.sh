@@ -38,5 +38,5 @@ echo "wheel: $(basename "$wheel"), $(stat -c %s "$wheel") bytes"
 "$work/venv/bin/python" -m pip install --quiet --no-index "$wheel"
 
 cd "$work"
-CHARTERD="$charterd" CHARTER_SOURCE_DIR="$root" exec "$work/venv/bin/python" \
+CHARTERD="$charterd" CHARTER_SOURCE_DIR="$root" PYTHONPATH="$root/tests" exec "$work/venv/bin/python" \
   "$here/test_client.py" -v

@@ -11,16 +11,13 @@ allowed, and its receipt verifies under the key.
 import os
 import re
 import secrets
-import shutil
 import socket
-import subprocess
 import sys
 import tempfile
-import time
 import unittest
-import urllib.request
 
 import charter_client
+import charterd_proc
 from charter_client import Client, charter_pb2, verdict, verify_receipt
 
 OPERATOR = "py-operator-" + secrets.token_hex(16)
@@ -29,74 +26,21 @@ HANDOFF_WITNESS = ("budget (confidential) → Internal recommendation → "
                    "report step {vendor_a, vendor_b, vendor_c}")
 
 
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def redis_cli_args(url):
-    if url.startswith("unix://"):
-        return ["-s", url[len("unix://"):]]
-    m = re.match(r"^(?:tcp|redis)://([^:/]+):(\d+)", url)
-    return ["-h", m.group(1), "-p", m.group(2)] if m else []
-
-
-class Charterd:
+class Charterd(charterd_proc.Charterd):
     """A real charterd with --http, started for this suite and stopped after it."""
 
     def __init__(self):
-        self.dir = tempfile.mkdtemp(prefix="charter-py-")
-        self.graph = f"py_client_{os.getpid()}"
+        folder = tempfile.mkdtemp(prefix="charter-py-")
         self.key = secrets.token_hex(32).encode() + b"\n"  # a key file's bytes, newline kept
-        key_path = os.path.join(self.dir, "integrity.key")
+        key_path = os.path.join(folder, "integrity.key")
         fd = os.open(key_path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
         with os.fdopen(fd, "wb") as f:
             f.write(self.key)
-        self.hostport = f"127.0.0.1:{free_port()}"
-        self.base = f"http://{self.hostport}"
-        self.redis = os.environ.get("CHARTER_TEST_REDIS")
-        args = [os.environ["CHARTERD"], "--graph", self.graph,
-                "--listen", f"ipc://{self.dir}/c.sock", "--http", self.hostport,
-                "--integrity-key", key_path]
-        args += ["--redis", self.redis] if self.redis else ["--data-dir", f"{self.dir}/data"]
+        redis = os.environ.get("CHARTER_TEST_REDIS")
+        args = ["--listen", f"ipc://{folder}/c.sock", "--integrity-key", key_path]
+        args += ["--redis", redis] if redis else ["--data-dir", f"{folder}/data"]
         env = dict(os.environ, CHARTER_OPERATOR_TOKEN=OPERATOR, CHARTER_VIEWER_TOKEN=VIEWER)
-        self.log_path = os.path.join(self.dir, "charterd.log")
-        with open(self.log_path, "ab") as log:
-            self.proc = subprocess.Popen(args, env=env, stdin=subprocess.DEVNULL, stdout=log,
-                                         stderr=log)
-        deadline = time.monotonic() + 20
-        while self.proc.poll() is None and time.monotonic() < deadline:
-            try:
-                with urllib.request.urlopen(f"{self.base}/healthz", timeout=2) as r:
-                    if r.status == 200:
-                        return
-            except OSError:
-                pass  # not listening yet
-            time.sleep(0.1)
-        log = self.log()
-        self.stop()
-        raise RuntimeError(f"charterd did not start:\n{log}")
-
-    def log(self):
-        with open(self.log_path, encoding="utf-8", errors="replace") as f:
-            return f.read()
-
-    def stop(self):
-        if self.proc.poll() is None:
-            self.proc.terminate()
-            try:
-                self.proc.wait(30)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait()
-        if self.redis:
-            cli = ["redis-cli", *redis_cli_args(self.redis)]
-            keys = subprocess.run(cli + ["--scan", "--pattern", f"*{{{self.graph}}}*"],
-                                  capture_output=True, text=True, check=True).stdout.split()
-            for i in range(0, len(keys), 500):
-                subprocess.run(cli + ["DEL", *keys[i:i + 500]], capture_output=True, check=True)
-        shutil.rmtree(self.dir, ignore_errors=True)
+        super().__init__("", f"py_client_{os.getpid()}", args, env, data_dir=folder)
 
 
 d = None
@@ -130,7 +74,7 @@ class ClientTest(unittest.TestCase):
         for service, body in re.findall(r"^service (\w+) \{(.*?)^\}", text, re.M | re.S):
             for method in re.findall(r"^\s*rpc (\w+)\(", body, re.M):
                 declared.add(f"/charter.v1.{service}/{method}")
-        self.assertEqual(len(declared), 42)
+        self.assertEqual(len(declared), 46)
         paths = {m.path for m in charter_client.METHODS.values()}
         self.assertEqual(paths, declared)
         self.assertEqual(charter_client.METHODS["create_run"].path, "/charter.v1.Runs/CreateRun")
@@ -185,7 +129,8 @@ class ClientTest(unittest.TestCase):
         self.assertIsNone(verify_receipt(r, d.key))
         self.assertTrue(charter_client.receipt_text(r).startswith(
             b"format=charter-receipt-1\nkind=delivery\nrun_id=" + run.id.encode() + b"\n"))
-        # The JSON document `charter --json receipt` prints (snake_case) verifies as well.
+        # The receipt document in the snake_case form older `charter --json receipt` printed
+        # verifies as well (today it prints the lowerCamelCase mapping, as HTTP/JSON does).
         doc = {"kind": r.kind, "run_id": r.run_id, "invocation_id": r.invocation_id,
                "payload_hash": r.payload_hash, "recipient": r.recipient, "tool": r.tool,
                "grant_chain": list(r.grant_chain), "time": r.time, "evaluator": r.evaluator,
@@ -305,9 +250,11 @@ class ClientTest(unittest.TestCase):
             with self.assertRaises(charter_client.DeadlineExceeded) as cm:
                 Client(f"http://127.0.0.1:{port}", timeout=0.2).check()
             self.assertEqual((cm.exception.grpc_status, cm.exception.http_status), (4, 0))
-        # Nothing listening: unavailable.
-        with self.assertRaises(charter_client.Unavailable):
-            Client(f"http://127.0.0.1:{free_port()}").check()
+        # Nothing listening: unavailable (a port held bound, never listened on, refuses).
+        with socket.socket() as closed:
+            closed.bind(("127.0.0.1", 0))
+            with self.assertRaises(charter_client.Unavailable):
+                Client(f"http://127.0.0.1:{closed.getsockname()[1]}").check()
         with self.assertRaises(ValueError):
             self.op.check(timeout=0)
 

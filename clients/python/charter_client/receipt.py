@@ -29,7 +29,7 @@ class ReceiptInvalid(Exception):
 
 def _receipt(receipt):
     """A Receipt message from a message or from the JSON document `charter --json receipt`
-    prints (snake_case or lowerCamelCase); a field the message lacks is refused, as the mac
+    prints (lowerCamelCase, or the snake_case of older releases); a field the message lacks is refused, as the mac
     would not cover it."""
     if isinstance(receipt, charter_pb2.Receipt):
         return receipt

@@ -15,6 +15,7 @@ import {
   Grants,
   Health,
   Reflection,
+  Resources,
   Retrieval,
   Runs,
   Tenants,
@@ -27,6 +28,7 @@ export interface Services {
   readonly runs: typeof Runs;
   readonly gate: typeof Gate;
   readonly grants: typeof Grants;
+  readonly resources: typeof Resources;
   readonly health: typeof Health;
   readonly evidence: typeof Evidence;
   readonly workflows: typeof Workflows;
@@ -41,6 +43,7 @@ export const services: Services = Object.freeze({
   runs: Runs,
   gate: Gate,
   grants: Grants,
+  resources: Resources,
   health: Health,
   evidence: Evidence,
   workflows: Workflows,

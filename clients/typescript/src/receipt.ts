@@ -24,7 +24,7 @@ export class ReceiptInvalid extends Error {
 }
 
 // A Receipt from a message or from the JSON document `charter --json receipt` prints
-// (snake_case or lowerCamelCase); a field the message lacks is refused, as the mac would not
+// (lowerCamelCase, or the snake_case of older releases); a field the message lacks is refused, as the mac would not
 // cover it.
 function asReceipt(receipt: Receipt | JsonValue): Receipt {
   if (isMessage(receipt, ReceiptSchema)) return receipt;

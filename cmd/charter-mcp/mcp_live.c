@@ -1,0 +1,341 @@
+/*
+ * mcp_live.c - the live tools of a step served over MCP: "observe" records what the agent read
+ * from one of the step's observed resources (Gate/ObserveSource), and each tool with arguments
+ * the step lists becomes an MCP tool of its own name that invokes it (Gate/Invoke).
+ *
+ * The agent names each argument's value and, at most, where it came from: quoted_from an
+ * artifact this session was shown (charterd checks the artifact holds the value) or from_task
+ * (charterd checks the run's task holds it). Otherwise the value is one the model wrote, and
+ * its lineage is everything this session was shown: what the model could have drawn it from.
+ * The invocation ID is charter-mcp's, derived from the context, the tool and the arguments, so
+ * the same call asked again is the same invocation (acknowledged, never a second effect).
+ */
+#include <openssl/evp.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "mcp.h"
+
+#define MAX_OBSERVED (1024 * 1024) /* an observed resource's max_bytes is at most 1 MiB */
+#define MAX_VALUE 4096
+#define MAX_ARGUMENTS 32
+
+/* The workflow's resource entry id when it is observed, else NULL. */
+static const json_t *observed_resource(const mcp_server *srv, const char *id)
+{
+    size_t i;
+    const json_t *r;
+    json_array_foreach(json_object_get(srv->workflow, "resources"), i, r)
+    {
+        const char *rid = json_string_value(json_object_get(r, "id"));
+        if (rid && strcmp(rid, id) == 0)
+            return json_object_get(r, "observed") ? r : NULL;
+    }
+    return NULL;
+}
+
+/* The step's observed resources, as a JSON array of ids (new reference). */
+static json_t *step_observed(const mcp_server *srv)
+{
+    json_t *out = json_array();
+    size_t i;
+    const json_t *v;
+    json_array_foreach(json_object_get(srv->step, "resources"), i, v)
+    {
+        if (json_is_string(v) && observed_resource(srv, json_string_value(v)))
+            json_array_append_new(out, json_string(json_string_value(v)));
+    }
+    return out;
+}
+
+/* The declaration of tool name when it is a live tool (one with arguments) of the step. */
+static const json_t *step_live_tool(const mcp_server *srv, const char *name)
+{
+    const json_t *t = json_object_get(json_object_get(srv->workflow, "tools"), name);
+    if (!json_is_array(json_object_get(t, "arguments")))
+        return NULL;
+    size_t i;
+    const json_t *v;
+    json_array_foreach(json_object_get(srv->step, "tools"), i, v)
+    {
+        if (json_is_string(v) && strcmp(json_string_value(v), name) == 0)
+            return t;
+    }
+    return NULL;
+}
+
+static json_t *observe_schema(const mcp_server *srv)
+{
+    json_t *p = json_pack(
+        "{s:o, s:{s:s, s:o, s:s}, s:{s:s, s:i, s:i, s:s}, s:{s:s, s:i, s:i, s:s}}", "context_id",
+        mcp_id_schema("The context_id open_step returned to this session."), "resource_id", "type",
+        "string", "enum", step_observed(srv), "description",
+        "An observed resource of this step: its labels are the resource's, whatever the content "
+        "says.",
+        "content", "type", "string", "minLength", 1, "maxLength", MAX_OBSERVED, "description",
+        "What was read, exactly (at most the resource's max_bytes).", "locator", "type", "string",
+        "minLength", 1, "maxLength", 1024, "description",
+        "Where it was read: a URL, a message id, a row key.");
+    return mcp_object_schema(p, NULL);
+}
+
+/* One argument's schema: its value and, at most, one origin. */
+static json_t *argument_schema(const json_t *decl)
+{
+    const char *role = json_string_value(json_object_get(decl, "role"));
+    char what[256];
+    snprintf(what, sizeof what,
+             "A %s argument. Without quoted_from or from_task the value is taken as written by "
+             "the model from everything shown to this session.",
+             role ? role : "?");
+    static const char *const required[] = {"value", NULL};
+    json_t *s = mcp_object_schema(
+        json_pack("{s:{s:s, s:i, s:i}, s:o, s:{s:s, s:s}}", "value", "type", "string", "minLength",
+                  1, "maxLength", MAX_VALUE, "quoted_from",
+                  mcp_id_schema("An artifact shown to this session whose content holds the value "
+                                "exactly: the value keeps that artifact's labels."),
+                  "from_task", "type", "boolean", "description",
+                  "true: the value is the human's own words in the run's task."),
+        required);
+    if (s)
+        json_object_set_new(s, "description", json_string(what));
+    return s;
+}
+
+static json_t *invoke_schema(const json_t *decl)
+{
+    json_t *args = json_object();
+    size_t i;
+    const json_t *a;
+    json_array_foreach(json_object_get(decl, "arguments"), i, a)
+    {
+        const char *name = json_string_value(json_object_get(a, "name"));
+        if (name)
+            json_object_set_new(args, name, argument_schema(a));
+    }
+    return mcp_object_schema(
+        json_pack("{s:o, s:o}", "context_id",
+                  mcp_id_schema("The context_id open_step returned to this session."), "arguments",
+                  mcp_object_schema(args, NULL)),
+        NULL);
+}
+
+json_t *mcp_live_list(const mcp_server *srv)
+{
+    json_t *list = json_array();
+    json_t *observed = step_observed(srv);
+    if (list && json_array_size(observed) > 0)
+        json_array_append_new(
+            list, json_pack("{s:s, s:s, s:o}", "name", "observe", "description",
+                            "Record what you read from one of this step's observed resources "
+                            "(a page, a mail, a row): it becomes a source shown to this session.",
+                            "inputSchema", observe_schema(srv)));
+    json_decref(observed);
+    size_t i;
+    const json_t *v;
+    json_array_foreach(json_object_get(srv->step, "tools"), i, v)
+    {
+        const char *name = json_string_value(v);
+        const json_t *decl = name ? step_live_tool(srv, name) : NULL;
+        char what[256];
+        snprintf(what, sizeof what,
+                 "Call %.64s. Each argument names its value and where it came from; charterd "
+                 "decides from the lineage of every value.",
+                 name ? name : "");
+        if (decl && list)
+            json_array_append_new(list, json_pack("{s:s, s:s, s:o}", "name", name, "description",
+                                                  what, "inputSchema", invoke_schema(decl)));
+    }
+    return list;
+}
+
+/* ---- observe ----------------------------------------------------------------------------- */
+
+static json_t *t_observe(mcp_server *srv, mcp_session *s, const json_t *args)
+{
+    json_t *r = mcp_need_context(srv, s, args);
+    if (r)
+        return r;
+    const json_t *content = json_object_get(args, "content");
+    if (strlen(json_string_value(content)) != json_string_length(content))
+        return mcp_refusal("deny", "ARGUMENT_INVALID", "arguments.content: holds a NUL byte");
+    Charter__V1__ObserveSourceRequest req = CHARTER__V1__OBSERVE_SOURCE_REQUEST__INIT;
+    req.context_id = s->context_id;
+    req.resource_id = (char *)json_string_value(json_object_get(args, "resource_id"));
+    req.content = (char *)json_string_value(content);
+    req.locator = (char *)json_string_value(json_object_get(args, "locator"));
+    Charter__V1__ObserveSourceResponse *resp = NULL;
+    charter_status st;
+    int rc = charter_observe_source(srv->client, &req, &resp, &st);
+    if (rc != 0)
+        return mcp_rpc_refusal(rc, &st);
+    json_t *body = mcp_decision_json(resp->decision);
+    bool ok =
+        resp->decision && resp->decision->outcome == CHARTER__V1__OUTCOME__ALLOW && resp->artifact;
+    /* What the agent read is shown to it: the lineage of what it writes from here on. */
+    if (ok && mcp_shown_add(s, resp->artifact->id) != 0)
+        ok = false, json_object_set_new(body, "decision", json_string("unknown"));
+    if (ok && body)
+        json_object_set_new(body, "artifact", mcp_artifact_json(resp->artifact, false));
+    charter__v1__observe_source_response__free_unpacked(resp, NULL);
+    return mcp_result(body, !ok);
+}
+
+/* ---- invoke ------------------------------------------------------------------------------ */
+
+/* The invocation ID of this call: "mcp:" and 40 hex digits of the SHA-256 over the context,
+ * the tool and the arguments (keys sorted), so the same call asked again is one invocation. */
+static int invocation_id(const mcp_session *s, const char *tool, const json_t *args, char out[48])
+{
+    json_t *what =
+        json_pack("{s:s, s:s, s:O}", "context", s->context_id, "tool", tool, "arguments", args);
+    char *text = what ? json_dumps(what, JSON_COMPACT | JSON_SORT_KEYS) : NULL;
+    json_decref(what);
+    unsigned char md[EVP_MAX_MD_SIZE];
+    unsigned int len = 0;
+    int ok = text && EVP_Digest(text, strlen(text), md, &len, EVP_sha256(), NULL) == 1 && len >= 20;
+    free(text);
+    if (!ok)
+        return -1;
+    memcpy(out, "mcp:", 4);
+    for (size_t i = 0; i < 20; i++)
+        snprintf(out + 4 + 2 * i, 3, "%02x", md[i]);
+    return 0;
+}
+
+/* Fills the request's arguments from args (checked against the schema already). A value with
+ * no origin takes everything shown to the session as its lineage. Returns NULL, or a refusal. */
+static json_t *fill_arguments(mcp_session *s, const json_t *args, Charter__V1__InvokeArgument *a,
+                              Charter__V1__InvokeArgument **list, size_t *n)
+{
+    const char *name;
+    json_t *v;
+    *n = 0;
+    json_object_foreach((json_t *)args, name, v)
+    {
+        if (*n == MAX_ARGUMENTS)
+            return mcp_refusal("deny", "ARGUMENT_INVALID", "arguments: too many arguments");
+        const char *value = json_string_value(json_object_get(v, "value"));
+        const char *quote = json_string_value(json_object_get(v, "quoted_from"));
+        bool task = json_is_true(json_object_get(v, "from_task"));
+        char w[320];
+        if (strlen(value) != json_string_length(json_object_get(v, "value")))
+            return snprintf(w, sizeof w, "arguments.%.64s.value: holds a NUL byte", name),
+                   mcp_refusal("deny", "ARGUMENT_INVALID", w);
+        if (quote && task)
+            return snprintf(w, sizeof w,
+                            "arguments.%.64s: quoted_from and from_task both given: a value "
+                            "comes from one place",
+                            name),
+                   mcp_refusal("deny", "ARGUMENT_INVALID", w);
+        if (quote && !mcp_shown_has(s, quote))
+            return snprintf(w, sizeof w,
+                            "arguments.%.64s.quoted_from: not an artifact shown to this session",
+                            name),
+                   mcp_refusal("deny", "ARGUMENT_INVALID", w);
+        if (!quote && !task && s->n_shown == 0)
+            return snprintf(w, sizeof w,
+                            "arguments.%.64s: nothing was shown to this session, so a value "
+                            "written here has no lineage: name quoted_from or from_task",
+                            name),
+                   mcp_refusal("deny", "ARGUMENT_INVALID", w);
+        Charter__V1__InvokeArgument init = CHARTER__V1__INVOKE_ARGUMENT__INIT;
+        a[*n] = init;
+        a[*n].name = (char *)name;
+        a[*n].value = (char *)value;
+        a[*n].from_task = task;
+        a[*n].quoted_from = quote ? (char *)quote : "";
+        if (!quote && !task) {
+            a[*n].lineage = s->shown;
+            a[*n].n_lineage = s->n_shown;
+        }
+        list[*n] = &a[*n];
+        (*n)++;
+    }
+    return NULL;
+}
+
+/* The decision, the destination class and the committed effect of an invocation. */
+static json_t *invoke_body(const Charter__V1__InvokeResponse *resp, const char *inv)
+{
+    json_t *body = mcp_decision_json(resp->decision);
+    if (!body)
+        return NULL;
+    json_object_set_new(body, "invocation_id", json_string(inv));
+    json_object_set_new(body, "destination", json_string(resp->destination));
+    json_object_set_new(body, "acknowledged", json_boolean(resp->acknowledged));
+    const Charter__V1__Delivery *d = resp->delivery;
+    if (d)
+        json_object_set_new(body, "effect",
+                            json_pack("{s:s, s:s, s:s, s:s, s:f}", "invocation_id",
+                                      d->invocation_id, "recipient", d->recipient, "tool", d->tool,
+                                      "content", d->content, "committed_at", d->committed_at));
+    return body;
+}
+
+static json_t *t_invoke(mcp_server *srv, mcp_session *s, const char *tool, const json_t *args)
+{
+    json_t *r = mcp_need_context(srv, s, args);
+    if (r)
+        return r;
+    Charter__V1__InvokeArgument a[MAX_ARGUMENTS];
+    Charter__V1__InvokeArgument *list[MAX_ARGUMENTS];
+    size_t n = 0;
+    const json_t *given = json_object_get(args, "arguments");
+    if ((r = fill_arguments(s, given, a, list, &n)) != NULL)
+        return r;
+    char inv[48];
+    if (invocation_id(s, tool, given, inv) != 0)
+        return NULL;
+    Charter__V1__InvokeRequest req = CHARTER__V1__INVOKE_REQUEST__INIT;
+    req.context_id = s->context_id;
+    req.tool = (char *)tool;
+    req.invocation_id = inv;
+    req.arguments = list;
+    req.n_arguments = n;
+    Charter__V1__InvokeResponse *resp = NULL;
+    charter_status st;
+    int rc = charter_invoke(srv->client, &req, &resp, &st);
+    if (rc != 0)
+        return mcp_rpc_refusal(rc, &st);
+    bool ok = resp->decision && resp->decision->outcome == CHARTER__V1__OUTCOME__ALLOW;
+    json_t *body = invoke_body(resp, inv);
+    charter__v1__invoke_response__free_unpacked(resp, NULL);
+    return mcp_result(body, !ok);
+}
+
+int mcp_live_call(mcp_server *srv, mcp_session *s, const char *name, const json_t *args,
+                  json_t **result)
+{
+    json_t *schema = NULL;
+    const json_t *decl = NULL;
+    bool observe = strcmp(name, "observe") == 0;
+    if (observe) {
+        json_t *observed = step_observed(srv);
+        bool any = json_array_size(observed) > 0;
+        json_decref(observed);
+        if (!any)
+            return 0;
+        schema = observe_schema(srv);
+    } else if ((decl = step_live_tool(srv, name)) != NULL) {
+        schema = invoke_schema(decl);
+    } else if (json_is_array(json_object_get(
+                   json_object_get(json_object_get(srv->workflow, "tools"), name), "arguments"))) {
+        char w[256];
+        snprintf(w, sizeof w, "tool %.64s is not a tool of step %.64s", name, srv->step_name);
+        *result = mcp_refusal("deny", "TOOL_NOT_PERMITTED", w);
+        return 1;
+    } else {
+        return 0;
+    }
+    char err[320];
+    if (!schema)
+        *result = NULL;
+    else if (mcp_check_args(schema, args, err, sizeof err) != 0)
+        *result = mcp_refusal("deny", "ARGUMENT_INVALID", err);
+    else
+        *result = observe ? t_observe(srv, s, args) : t_invoke(srv, s, name, args);
+    json_decref(schema);
+    return 1;
+}

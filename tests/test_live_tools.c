@@ -1,0 +1,348 @@
+/*
+ * test_live_tools.c - the live-tool part of a workflow definition: observed resources,
+ * destination classes matched against a control argument, tools whose arguments have roles,
+ * and what the validator says about each mistake. Pure: no database.
+ *
+ * Definitions are written with ' for " (swapped before loading), each one change away from
+ * the minimal live definition LIVE(...).
+ */
+#include <CUnit/Basic.h>
+#include <jansson.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "policy/workflow.h"
+#include "suite.h"
+
+#ifndef CHARTER_SOURCE_DIR
+#error "CHARTER_SOURCE_DIR (the source tree's root) must be defined by the build"
+#endif
+
+#define PAYMENTS_PATH CHARTER_SOURCE_DIR "/deploy/workflows/payments.json"
+
+#define T0 "2026-01-01T00:00:00Z"
+#define T1 "2030-01-01T00:00:00Z"
+#define R_PAGE                                                                                     \
+    "{'id':'page','title':'Fetched page','confidentiality':'public','integrity':'untrusted',"      \
+    "'observed':{'max_bytes':64,'content_type':'text/html'}}"
+#define RCP_LIVE                                                                                   \
+    "{'id':'corp','clearance':'internal','match':{'suffix':'@corp.example'}},"                     \
+    "{'id':'saved','clearance':'confidential','match':{'values':['DE89370400440532013000']}},"     \
+    "{'id':'anyone','clearance':'public','match':{'pattern':'[^@ ]+@[^@ ]+'}}"
+#define GRANT_LIVE                                                                                 \
+    "{'id':'g','grantee':'h','issuer':'h','tools':['read_source','mail','fetch'],"                 \
+    "'recipients':['corp','saved','anyone'],'resources':['page'],'valid_from':'" T0 "',"           \
+    "'valid_to':'" T1 "'}"
+#define STEP_LIVE                                                                                  \
+    "{'name':'s','actor':'h','grant':'g','tools':['read_source','mail','fetch'],"                  \
+    "'recipients':['corp','saved','anyone'],'resources':['page'],'reads':[],'receives':[],"        \
+    "'output_title':'Out'}"
+#define TOOL_MAIL                                                                                  \
+    "'mail':{'arguments':[{'name':'to','role':'control'},{'name':'body','role':'data'}],"          \
+    "'destination':'to','effect':true}"
+#define TOOL_FETCH "'fetch':{'arguments':[{'name':'url','role':'control'}],'result':'page'}"
+#define LIVE(res, rcp, tools)                                                                      \
+    "{'name':'live','task':'Mail the page.','resources':[" res "],'recipients':[" rcp "],"         \
+    "'actors':[{'id':'h','kind':'human'}],'grants':[" GRANT_LIVE "],'steps':[" STEP_LIVE "],"      \
+    "'tools':{" tools "}}"
+#define LIVE_OK LIVE(R_PAGE, RCP_LIVE, TOOL_MAIL "," TOOL_FETCH)
+
+static char *dq(const char *s)
+{
+    char *out = strdup(s);
+    for (char *p = out; p != NULL && *p != '\0'; p++) {
+        if (*p == '\'') {
+            *p = '"';
+        }
+    }
+    return out;
+}
+
+static workflow *load_ok(const char *def)
+{
+    char *json = dq(def);
+    workflow *wf = NULL;
+    char err[512] = "";
+    int rc = json == NULL ? -1 : workflow_load_buffer(json, strlen(json), &wf, err, sizeof err);
+    if (rc != 0) {
+        fprintf(stderr, "\n    unexpected refusal: %s\n", err);
+    }
+    CU_ASSERT_EQUAL(rc, 0);
+    free(json);
+    return wf;
+}
+
+/* def (with ' for ") must be refused with exactly the line expect. */
+static void expect_refused(const char *def, const char *expect)
+{
+    char *json = dq(def);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(json);
+    workflow *wf = NULL;
+    char err[512] = "";
+    CU_ASSERT_EQUAL(workflow_load_buffer(json, strlen(json), &wf, err, sizeof err), -1);
+    CU_ASSERT_PTR_NULL(wf);
+    if (strcmp(err, expect) != 0) {
+        fprintf(stderr, "\n    expected: %s\n    got:      %s\n", expect, err);
+    }
+    CU_ASSERT_STRING_EQUAL(err, expect);
+    free(json);
+}
+
+static void test_live_definition_loads_with_observed_resource_classes_and_tools(void)
+{
+    workflow *wf = load_ok(LIVE_OK);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(wf);
+    long long max = 0;
+    const char *type = NULL;
+    CU_ASSERT_EQUAL(workflow_observed(wf, "page", &max, &type), 1);
+    CU_ASSERT_EQUAL(max, 64);
+    CU_ASSERT_STRING_EQUAL(type, "text/html");
+    CU_ASSERT_EQUAL(workflow_observed(wf, "nope", &max, &type), 0);
+    const json_t *mail = workflow_live_tool(wf, "mail");
+    CU_ASSERT_PTR_NOT_NULL_FATAL(mail);
+    CU_ASSERT_STRING_EQUAL(workflow_argument_role(mail, "to"), "control");
+    CU_ASSERT_STRING_EQUAL(workflow_argument_role(mail, "body"), "data");
+    CU_ASSERT_PTR_NULL(workflow_argument_role(mail, "cc"));
+    CU_ASSERT_PTR_NULL(workflow_live_tool(wf, "read_source"));
+    /* The seed gives an observed resource no content: a host reads it at run time. */
+    json_t *seed = workflow_seed_json(wf);
+    json_t *r0 = json_array_get(json_object_get(seed, "resources"), 0);
+    CU_ASSERT_STRING_EQUAL(json_string_value(json_object_get(r0, "content")), "");
+    json_decref(seed);
+    workflow_free(wf);
+}
+
+static void test_destination_classes_match_in_definition_order(void)
+{
+    workflow *wf = load_ok(LIVE_OK);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(wf);
+    int cl = -1;
+    CU_ASSERT_STRING_EQUAL(workflow_match_destination(wf, "ann@corp.example", &cl), "corp");
+    CU_ASSERT_EQUAL(cl, 1);
+    CU_ASSERT_STRING_EQUAL(workflow_match_destination(wf, "DE89370400440532013000", &cl), "saved");
+    CU_ASSERT_EQUAL(cl, 2);
+    CU_ASSERT_STRING_EQUAL(workflow_match_destination(wf, "attacker@evil.example", &cl), "anyone");
+    CU_ASSERT_EQUAL(cl, 0);
+    /* A pattern matches the whole value, not a part of it; a listed value exactly. */
+    CU_ASSERT_PTR_NULL(workflow_match_destination(wf, "not an address", &cl));
+    CU_ASSERT_PTR_NULL(workflow_match_destination(wf, "DE89370400440532013000 ", &cl));
+    CU_ASSERT_PTR_NULL(workflow_match_destination(wf, "a@b c@d", &cl));
+    workflow_free(wf);
+}
+
+static void test_payments_reference_workflow_is_valid(void)
+{
+    workflow *wf = NULL;
+    char err[512] = "";
+    CU_ASSERT_EQUAL(workflow_load_file(PAYMENTS_PATH, &wf, err, sizeof err), 0);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(wf);
+    const json_t *pay = workflow_live_tool(wf, "send_money");
+    CU_ASSERT_STRING_EQUAL(workflow_argument_role(pay, "iban"), "control");
+    CU_ASSERT_STRING_EQUAL(workflow_argument_role(pay, "amount"), "control");
+    CU_ASSERT_STRING_EQUAL(workflow_argument_role(pay, "reference"), "data");
+    int cl = -1;
+    CU_ASSERT_STRING_EQUAL(workflow_match_destination(wf, "GB33BUKB20201555555555", &cl),
+                           "payee_any");
+    workflow_free(wf);
+}
+
+static void test_observed_resource_rules(void)
+{
+    expect_refused(LIVE("{'id':'page','title':'P','confidentiality':'public','integrity':"
+                        "'untrusted','content':'x','observed':{'max_bytes':4}}",
+                        RCP_LIVE, TOOL_MAIL),
+                   "resources[0]: needs exactly one of content and observed");
+    expect_refused(LIVE("{'id':'page','title':'P','confidentiality':'public','integrity':"
+                        "'untrusted'}",
+                        RCP_LIVE, TOOL_MAIL),
+                   "resources[0].content: required field is missing");
+    expect_refused(LIVE("{'id':'page','title':'P','confidentiality':'public','integrity':"
+                        "'untrusted','observed':{'max_bytes':0}}",
+                        RCP_LIVE, TOOL_MAIL),
+                   "resources[0].observed.max_bytes: 0 is outside 1..1048576 bytes");
+    expect_refused(LIVE("{'id':'page','title':'P','confidentiality':'public','integrity':"
+                        "'untrusted','observed':{'max_bytes':9,'content_type':'html'}}",
+                        RCP_LIVE, TOOL_MAIL),
+                   "resources[0].observed.content_type: \"html\" is not a media type like "
+                   "\"text/plain\"");
+    expect_refused(LIVE("{'id':'page','title':'P','confidentiality':'public','integrity':"
+                        "'untrusted','observed':{'max_bytes':9,'labels':'trusted'}}",
+                        RCP_LIVE, TOOL_MAIL),
+                   "resources[0].observed.labels: unknown field");
+}
+
+static void test_observed_resource_is_not_a_step_read(void)
+{
+    char *def = strdup(LIVE_OK);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(def);
+    char *reads = strstr(def, "'reads':[]");
+    CU_ASSERT_PTR_NOT_NULL_FATAL(reads);
+    size_t n = strlen(def) + 16;
+    char *edited = malloc(n);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(edited);
+    snprintf(edited, n, "%.*s'reads':['page']%s", (int)(reads - def), def,
+             reads + strlen("'reads':[]"));
+    expect_refused(edited, "steps[0].reads: \"page\" is an observed resource: a host records "
+                           "what it read with ObserveSource");
+    free(edited);
+    free(def);
+}
+
+/* LIVE_OK with script (a JSON object, ' for ") as its step's script, and the expect list
+ * expect (NULL: none). Caller frees. */
+static char *with_script(const char *script, const char *expect)
+{
+    const char *def = LIVE_OK;
+    const char *at = strstr(def, "'output_title':'Out'}");
+    size_t n = strlen(def) + strlen(script) + (expect ? strlen(expect) : 0) + 64;
+    char *out = malloc(n);
+    if (at == NULL || out == NULL) {
+        free(out);
+        return NULL;
+    }
+    size_t head = (size_t)(at - def) + strlen("'output_title':'Out'");
+    int w = snprintf(out, n, "%.*s,'script':%s%s", (int)head, def, script, def + head);
+    if (expect != NULL && w > 0) {
+        snprintf(out + w - 1, n - (size_t)w + 1, ",'expect':%s}", expect);
+    }
+    return out;
+}
+
+#define OBS_PAGE "{'resource':'page','locator':'https://shop.example/a','content':'A page.'}"
+#define TO_TASK "{'name':'to','value':'ann@corp.example','from_task':true}"
+#define BODY_MODEL "{'name':'body','value':'A summary.'}"
+
+static void script_refused(const char *script, const char *expect)
+{
+    char *def = with_script(script, NULL);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(def);
+    expect_refused(def, expect);
+    free(def);
+}
+
+/* A scripted run's observations and tool calls: what the built-in runner observes and invokes
+ * in the step; each mistake is refused at load time with its path. */
+static void test_scripted_observations_and_invocations(void)
+{
+    char *def = with_script("{'content':'x','observe':[" OBS_PAGE "],'invoke':[{'tool':'mail',"
+                            "'arguments':[" TO_TASK "," BODY_MODEL "]},{'tool':'mail','arguments':"
+                            "[{'name':'to','value':'a@b.example','quoted_from':'page'}]}]}",
+                            "[{'step':'s','event':'source_observed','outcome':'allow'},"
+                            "{'step':'s','event':'invoke_decided','outcome':'deny','codes':"
+                            "['CONTROL_UNTRUSTED']}]");
+    CU_ASSERT_PTR_NOT_NULL_FATAL(def);
+    workflow *wf = load_ok(def);
+    CU_ASSERT_PTR_NOT_NULL(wf);
+    workflow_free(wf);
+    free(def);
+    script_refused("{'content':'x','observe':[{'resource':'nosuch','locator':'l','content':'c'}]}",
+                   "steps[0].script.observe[0].resource: \"nosuch\" is not an observed resource");
+    script_refused("{'content':'x','observe':[{'resource':'page','locator':'l','content':'"
+                   "0123456789012345678901234567890123456789012345678901234567890123X'}]}",
+                   "steps[0].script.observe[0].content: 65 bytes, at most 64 (limit)");
+    script_refused("{'content':'x','observe':[" OBS_PAGE "," OBS_PAGE "]}",
+                   "steps[0].script.observe[1].resource: \"page\" is observed twice in the script");
+    script_refused("{'content':'x','observe':[{'resource':'page','locator':'','content':'c'}]}",
+                   "steps[0].script.observe[0].locator: must not be empty");
+    script_refused("{'content':'x','invoke':[{'tool':'read_source','arguments':[]}]}",
+                   "steps[0].script.invoke[0].tool: \"read_source\" is not a tool with arguments");
+    script_refused("{'content':'x','invoke':[{'tool':'mail','arguments':[{'name':'cc','value':"
+                   "'a'}]}]}",
+                   "steps[0].script.invoke[0].arguments[0].name: the tool declares no argument "
+                   "\"cc\"");
+    script_refused("{'content':'x','observe':[" OBS_PAGE "],'invoke':[{'tool':'mail','arguments':"
+                   "[{'name':'to','value':'a','from_task':true,'quoted_from':'page'}]}]}",
+                   "steps[0].script.invoke[0].arguments[0]: has both from_task and quoted_from: "
+                   "a value comes from one place");
+    script_refused("{'content':'x','invoke':[{'tool':'mail','arguments':[{'name':'to','value':"
+                   "'a','quoted_from':'page'}]}]}",
+                   "steps[0].script.invoke[0].arguments[0].quoted_from: \"page\" is neither read "
+                   "nor observed by the step");
+    script_refused("{'content':'x','invoke':[{'tool':'mail','arguments':[{'name':'to','value':"
+                   "'a','from_task':false}]}]}",
+                   "steps[0].script.invoke[0].arguments[0].from_task: must be true (leave it out "
+                   "for a value the model wrote)");
+}
+
+static void test_destination_class_rules(void)
+{
+    expect_refused(LIVE(R_PAGE, "{'id':'corp','clearance':'internal','match':{'pattern':'([a-z'}}",
+                        TOOL_FETCH),
+                   "recipients[0].match.pattern: \"([a-z\" is not a POSIX extended regular "
+                   "expression");
+    expect_refused(
+        LIVE(R_PAGE, "{'id':'corp','clearance':'internal','match':{'suffix':'x','values':['y']}}",
+             TOOL_FETCH),
+        "recipients[0].match: needs exactly one of suffix, values and pattern");
+    expect_refused(
+        LIVE(R_PAGE, "{'id':'corp','clearance':'internal','match':{'values':[]}}", TOOL_FETCH),
+        "recipients[0].match.values: 1..256 values");
+    expect_refused(LIVE(R_PAGE, "{'id':'corp','clearance':'internal','match':{'values':['a','a']}}",
+                        TOOL_FETCH),
+                   "recipients[0].match.values[1]: is listed twice");
+    expect_refused(
+        LIVE(R_PAGE, "{'id':'corp','clearance':'internal','match':{'suffix':''}}", TOOL_FETCH),
+        "recipients[0].match.suffix: must not be empty");
+    /* JSON's escaped NUL is refused before any rule: a value cut at it would match what it
+     * does not say. */
+    char *json = dq(LIVE(
+        R_PAGE, "{'id':'corp','clearance':'internal','match':{'suffix':'a\\u0000b'}}", TOOL_FETCH));
+    workflow *wf = NULL;
+    char err[512] = "";
+    CU_ASSERT_EQUAL(workflow_load_buffer(json, strlen(json), &wf, err, sizeof err), -1);
+    CU_ASSERT_PTR_NOT_NULL(strstr(err, "definition: not valid JSON"));
+    CU_ASSERT_PTR_NOT_NULL(strstr(err, "\\u0000 is not allowed"));
+    free(json);
+}
+
+static void test_tool_argument_rules(void)
+{
+    expect_refused(LIVE(R_PAGE, RCP_LIVE,
+                        "'mail':{'arguments':[{'name':'to','role':'boss'}],'destination':'to'}"),
+                   "tools.mail.arguments[0].role: \"boss\" is not one of data, control");
+    /* An argument with no declared role is refused: a role is never guessed. */
+    expect_refused(LIVE(R_PAGE, RCP_LIVE, "'mail':{'arguments':[{'name':'to'}]}"),
+                   "tools.mail.arguments[0].role: required field is missing");
+    expect_refused(LIVE(R_PAGE, RCP_LIVE,
+                        "'mail':{'arguments':[{'name':'to','role':'control'},"
+                        "{'name':'to','role':'data'}],'destination':'to'}"),
+                   "tools.mail.arguments[1]: argument \"to\" is declared twice");
+    expect_refused(LIVE(R_PAGE, RCP_LIVE, "'mail':{'arguments':[{'name':'body','role':'data'}]}"),
+                   "tools.mail.destination: a tool with a data argument names the control "
+                   "argument its destination is matched from");
+    expect_refused(LIVE(R_PAGE, RCP_LIVE,
+                        "'mail':{'arguments':[{'name':'to','role':'control'},"
+                        "{'name':'body','role':'data'}],'destination':'body'}"),
+                   "tools.mail.destination: \"body\" is not a control argument of the tool");
+    expect_refused(LIVE(R_PAGE, RCP_LIVE,
+                        "'fetch':{'arguments':[{'name':'url','role':'control'}],'result':'nope'}"),
+                   "tools.fetch.result: \"nope\" is not an observed resource");
+    expect_refused(LIVE(R_PAGE, RCP_LIVE, "'mail':{'effect':true}"),
+                   "tools.mail.arguments: required field is missing (effect, destination and "
+                   "result are for a tool with arguments)");
+    expect_refused(LIVE(R_PAGE, RCP_LIVE, "'mail':{}"),
+                   "tools.mail.approval: required field is missing");
+}
+
+#define T(fn)                                                                                      \
+    {                                                                                              \
+#fn, fn                                                                                    \
+    }
+static const harness_test tests[] = {
+    T(test_live_definition_loads_with_observed_resource_classes_and_tools),
+    T(test_destination_classes_match_in_definition_order),
+    T(test_payments_reference_workflow_is_valid),
+    T(test_observed_resource_rules),
+    T(test_observed_resource_is_not_a_step_read),
+    T(test_scripted_observations_and_invocations),
+    T(test_destination_class_rules),
+    T(test_tool_argument_rules),
+};
+#undef T
+
+static const harness_suite suites[] = {
+    {"live_tools", NULL, NULL, HARNESS_TABLE(tests)},
+};
+
+const harness_program harness_tests = {HARNESS_SUITES(suites)};
