@@ -157,7 +157,8 @@ reply: {"run":{...},"events":[...],"deliveries":[...],"artifacts":[...]}: the ev
   seq > after_seq, ascending, at most limit; every delivery of the run (by event_seq); the
   artifacts of the run in creation order, with edges and (unless content is "0") content
   (callers redact). Paged (artifacts_after given): the deliveries are those the page's
-  events decided (an allowed delivery_decided event and the delivery it committed), and the
+  events decided (an allowed delivery_decided or invoke_decided event and the delivery it
+  committed), and the
   artifacts those whose place in P:run:<id>:artifacts is after artifacts_after, at most
   limit, with "artifacts_next": the place of the last one when more follow, else 0.
   A run that was archived (charter_remove_run) is not_found, its message naming its archive.
@@ -177,12 +178,15 @@ local function all_deliveries(P, base)
     return deliveries
 end
 
--- The deliveries the events of a page decided: each allowed delivery_decided event names its
--- invocation in its detail, and its delivery records the event's seq.
+-- The kinds of event that commit a delivery (a send, or a tool call's effect).
+local COMMITS = {delivery_decided = true, invoke_decided = true}
+
+-- The deliveries the events of a page decided: each allowed delivery_decided or invoke_decided
+-- event names its invocation in its detail, and its delivery records the event's seq.
 local function page_deliveries(P, run_id, events)
     local deliveries = {}
     for _, e in ipairs(events) do
-        if e.kind == 'delivery_decided' and e.outcome == 'allow' then
+        if COMMITS[e.kind] and e.outcome == 'allow' then
             local ok, detail = pcall(cjson.decode, e.detail or '')
             local inv = ok and type(detail) == 'table' and detail.invocation_id
             local d = type(inv) == 'string' and hash(P .. ':delivery:' .. inv)

@@ -34,6 +34,12 @@ typedef struct {
     bool stopped_nokey;
 } audit_state;
 
+/* The kinds of event that commit a delivery: a send, or a tool call's effect. */
+static bool commits_delivery(const char *kind)
+{
+    return strcmp(kind, "delivery_decided") == 0 || strcmp(kind, "invoke_decided") == 0;
+}
+
 static const char *str(const json_t *o, const char *k)
 {
     const char *s = json_string_value(json_object_get(o, k));
@@ -123,8 +129,7 @@ static int on_event(audit_state *a, uint64_t line, const json_t *ev)
     a->seq = seq;
     a->out->events++;
     snprintf(a->prev, sizeof a->prev, "%s", hex);
-    if (strcmp(str(ev, "kind"), "delivery_decided") == 0 &&
-        strcmp(str(ev, "outcome"), "allow") == 0) {
+    if (commits_delivery(str(ev, "kind")) && strcmp(str(ev, "outcome"), "allow") == 0) {
         json_t *detail = json_loads(str(ev, "detail"), 0, NULL);
         int rc = json_object_set_new(a->decisions, str(ev, "seq"),
                                      json_string(str(detail, "invocation_id")));

@@ -45,6 +45,12 @@ static int fail(export_state *x, int rc, const char *what)
     return rc;
 }
 
+/* The kinds of event that commit a delivery: a send, or a tool call's effect. */
+static bool commits_delivery(const char *kind)
+{
+    return strcmp(kind, "delivery_decided") == 0 || strcmp(kind, "invoke_decided") == 0;
+}
+
 static const char *str(const json_t *o, const char *k)
 {
     const char *s = json_string_value(json_object_get(o, k));
@@ -102,7 +108,7 @@ static int note_event(export_state *x, const json_t *ev)
     snprintf(x->out->head, sizeof x->out->head, "%s", str(ev, "hash"));
     if (scan_names(x->names, str(ev, "snapshot")) != STATUS_OK)
         return STATUS_ENOMEM;
-    if (strcmp(str(ev, "kind"), "delivery_decided") != 0 || strcmp(str(ev, "outcome"), "allow"))
+    if (!commits_delivery(str(ev, "kind")) || strcmp(str(ev, "outcome"), "allow"))
         return STATUS_OK;
     json_t *detail = json_loads(str(ev, "detail"), 0, NULL);
     int rc = json_object_set_new(x->contexts, str(ev, "seq"), json_string(str(detail, "context")))
@@ -298,8 +304,7 @@ static int verify_event(verify_state *v, uint64_t line, const json_t *ev)
                           str(ev, "seq"));
     snprintf(v->prev, sizeof v->prev, "%s", str(ev, "hash"));
     snprintf(v->got.head, sizeof v->got.head, "%s", v->prev);
-    if (strcmp(str(ev, "kind"), "delivery_decided") == 0 &&
-        strcmp(str(ev, "outcome"), "allow") == 0) {
+    if (commits_delivery(str(ev, "kind")) && strcmp(str(ev, "outcome"), "allow") == 0) {
         json_t *detail = json_loads(str(ev, "detail"), 0, NULL);
         int rc =
             json_object_set_new(v->contexts, str(ev, "seq"), json_string(str(detail, "context")));
