@@ -346,7 +346,8 @@ static guard_delivery_request request(const char *payload, const char *recipient
                                       const char *tool, const char *grant)
 {
     guard_delivery_request r = {
-        RUN, (char *)payload, (char *)recipient, clearance, (char *)tool, (char *)grant, NULL};
+        RUN,  (char *)payload, (char *)recipient, clearance, (char *)tool, (char *)grant, NULL,
+        false};
     return r;
 }
 

@@ -264,20 +264,28 @@ static void test_suffix_class_does_not_stand_for_a_list_of_addresses(void)
     const arg_spec list[] = {{"to",
                               "billing@stadtwerke.example; your account manager: ann@corp.example",
                               of("quote", bill)},
-                             {"body", "my bill", of("lineage", bill)}};
+                             {"body", "electricity bill", of("lineage", bill)}};
     expect_no_effect(op, ctx, "send_email", "mail-list", list, N_OF(list));
 }
 
-/* Case and a trailing dot are other strings: they fall to the public class, never up. */
+/* Case and a trailing dot are other strings: they fall to the public class, never up. The
+ * addresses are values of a (trusted) bill that holds them: a lineage holds its value. */
 static void test_case_and_trailing_dot_fall_to_the_public_class(void)
 {
     const char *tos[] = {"ANN@CORP.EXAMPLE", "ann@corp.example.", "ann@corp.example.evil.example",
                          "ann@evilcorp.example"};
+    char held[129];
+    CU_ASSERT_EQUAL_FATAL(observe_ok(ctx, "bill",
+                                     "Your electricity bill: write to ANN@CORP.EXAMPLE or "
+                                     "ann@corp.example. or ann@corp.example.evil.example or "
+                                     "ann@evilcorp.example",
+                                     held),
+                          0);
     for (size_t i = 0; i < N_OF(tos); i++) {
         char inv[32];
         snprintf(inv, sizeof inv, "mail-case-%zu", i);
-        const arg_spec args[] = {{"to", tos[i], of("lineage", bill)},
-                                 {"body", "my bill", of("lineage", bill)}};
+        const arg_spec args[] = {{"to", tos[i], of("lineage", held)},
+                                 {"body", "electricity bill", of("lineage", held)}};
         Charter__V1__InvokeResponse *r = invoke("send_email", inv, args, N_OF(args));
         CU_ASSERT_PTR_NOT_NULL_FATAL(r);
         CU_ASSERT_EQUAL(r->decision->outcome, CHARTER__V1__OUTCOME__DENY);
@@ -586,7 +594,7 @@ static int what_if_changes(char *candidate, const char *tool)
 static void mail_notes_to_colleague(const char *inv)
 {
     const arg_spec args[] = {{"to", "ann@corp.example", of("quote", bill)},
-                             {"body", "the notes", of("lineage", txs)}};
+                             {"body", "EUR Coffee", of("lineage", txs)}};
     Charter__V1__InvokeResponse *r = invoke("send_email", inv, args, N_OF(args));
     CU_ASSERT_PTR_NOT_NULL_FATAL(r);
     CU_ASSERT_EQUAL(r->decision->outcome, CHARTER__V1__OUTCOME__ALLOW);

@@ -564,7 +564,8 @@ static int decide_deliver(const off_suite *s, const json_t *req, const char *p, 
                                  (int)json_integer_value(json_object_get(r, "clearance")),
                                  (char *)tool,
                                  st->cap.grant,
-                                 NULL};
+                                 NULL,
+                                 workflow_live_tool(s->wf, tool) != NULL};
     json_t *anc_j = ancestry_json(s, payload),
            *chain_j = chain_json(s, st->cap.grant, revoked, now);
     guard_ancestry anc = {0};

@@ -124,7 +124,7 @@ static int add_once(json_t *list, const char *id)
     return json_array_append_new(list, json_string(id));
 }
 
-/* 1. The facts in one read: every artifact a value names, and the contents of quoted ones. */
+/* 1. The facts in one read: every artifact a value names, with its content. */
 static int read_facts(invoke_state *s)
 {
     json_t *ids = json_array(), *quoted = json_array();
@@ -132,7 +132,9 @@ static int read_facts(invoke_state *s)
     for (size_t i = 0; rc == STATUS_OK && i < s->n; i++) {
         const invoke_argument *a = &s->args[i];
         for (size_t k = 0; rc == STATUS_OK && k < a->n_lineage; k++)
-            rc = add_once(ids, a->lineage[k]) == 0 ? STATUS_OK : STATUS_ENOMEM;
+            rc = add_once(ids, a->lineage[k]) == 0 && add_once(quoted, a->lineage[k]) == 0
+                     ? STATUS_OK
+                     : STATUS_ENOMEM;
         if (rc == STATUS_OK && a->quoted_from != NULL && a->quoted_from[0] != '\0' &&
             (add_once(ids, a->quoted_from) != 0 || add_once(quoted, a->quoted_from) != 0))
             rc = STATUS_ENOMEM;
@@ -207,27 +209,101 @@ static int check_declared(const invoke_state *s, char *why, size_t n)
     return STATUS_OK;
 }
 
-/* 2b. Each value against where it says it came from: the run's task holds a from_task value,
- * the named artifact's content a quoted one (the content being the one its hash names). */
-static int check_origins(const invoke_state *s, char *why, size_t n)
+/* A character a token is made of: a letter, a digit, or a byte of a multi-byte character. */
+static bool token_char(unsigned char c)
 {
-    const char *task = json_string_value(json_object_get(s->reply, "task"));
-    const json_t *contents = json_object_get(s->reply, "contents");
+    return (c >= '0' && c <= '9') || (c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') || c >= 0x80;
+}
+
+/* Punctuation that joins two token characters into one token: "INV-7731", "84.20",
+ * "ann@corp.example". Before a space or the end it is punctuation again ("... 3000."). */
+static bool joins(const char *at)
+{
+    return *at != '\0' && strchr("-_.@/+,", *at) != NULL;
+}
+
+/* True when text holds value as a whole token: an occurrence bounded on both sides by the
+ * start or end of text or by a character that is neither a token character nor joining two:
+ * "7731" is no token of "INV-7731", nor "2013000" of "DE89370400440532013000". */
+static bool holds_token(const char *text, const char *value)
+{
+    size_t n = strlen(value);
+    for (const char *at = text != NULL && n > 0 ? strstr(text, value) : NULL; at != NULL;
+         at = strstr(at + 1, value)) {
+        const unsigned char *before = (const unsigned char *)at - 1;
+        const char *after = at + n;
+        bool left = at == text || (!token_char(*before) &&
+                                   !(joins((const char *)before) && (const char *)before > text &&
+                                     token_char(before[-1])));
+        bool right = *after == '\0' || (!token_char((unsigned char)*after) &&
+                                        !(joins(after) && token_char((unsigned char)after[1])));
+        if (left && right)
+            return true;
+    }
+    return false;
+}
+
+/* The content of artifact id as read, when it is an artifact of this run (the query reads no
+ * other run's content); NULL otherwise. */
+static const char *content_of(const invoke_state *s, const char *id)
+{
+    return json_string_value(json_object_get(json_object_get(s->reply, "contents"), id));
+}
+
+/* 2b. Every artifact a value names is of this run, checked before any content is: a caller
+ * learns nothing of another run's artifacts, whatever the value (the same answer as for an
+ * artifact that does not exist). */
+static int check_named(const invoke_state *s, char *why, size_t n)
+{
     for (size_t i = 0; i < s->n; i++) {
         const invoke_argument *a = &s->args[i];
-        if (a->from_task && (task == NULL || strstr(task, a->value) == NULL))
-            return bad(why, n, "arguments.%s: the value is not in the run's task%s", a->name, "");
-        if (a->quoted_from == NULL || a->quoted_from[0] == '\0')
-            continue;
-        const char *c = json_string_value(json_object_get(contents, a->quoted_from));
-        if (c == NULL)
-            return bad(why, n, "arguments.%s.quoted_from: artifact %s not found", a->name,
-                       a->quoted_from);
-        if (strstr(c, a->value) == NULL)
-            return bad(why, n, "arguments.%s: the value does not occur in artifact %s", a->name,
-                       a->quoted_from);
+        bool quoted = a->quoted_from != NULL && a->quoted_from[0] != '\0';
+        if (quoted && content_of(s, a->quoted_from) == NULL)
+            return bad(why, n, "arguments.%s.quoted_from: artifact %s not found in this run",
+                       a->name, a->quoted_from);
+        for (size_t k = 0; k < a->n_lineage; k++)
+            if (content_of(s, a->lineage[k]) == NULL)
+                return bad(why, n, "arguments.%s.lineage: artifact %s not found in this run",
+                           a->name, a->lineage[k]);
     }
     return STATUS_OK;
+}
+
+/* True when one of a's lineage artifacts holds its value as a token. */
+static bool lineage_holds(const invoke_state *s, const invoke_argument *a)
+{
+    for (size_t k = 0; k < a->n_lineage; k++)
+        if (holds_token(content_of(s, a->lineage[k]), a->value))
+            return true;
+    return false;
+}
+
+/* 2c. Each value against where it says it came from, as a whole token: the run's task holds a
+ * from_task value, the named artifact's content a quoted one, one of the lineage artifacts'
+ * contents a value with a lineage (a lineage that does not hold the value vouches for
+ * nothing). The content is the one its hash names (usable_summaries). */
+static int check_origins(const invoke_state *s, char *why, size_t n)
+{
+    int rc = check_named(s, why, n);
+    const char *task = json_string_value(json_object_get(s->reply, "task"));
+    for (size_t i = 0; rc == STATUS_OK && i < s->n; i++) {
+        const invoke_argument *a = &s->args[i];
+        if (a->from_task && !holds_token(task, a->value))
+            return bad(why, n, "arguments.%s: the value is not in the run's task%s", a->name, "");
+        if (a->quoted_from != NULL && a->quoted_from[0] != '\0' &&
+            !holds_token(content_of(s, a->quoted_from), a->value))
+            return bad(why, n, "arguments.%s: the value does not occur in artifact %s", a->name,
+                       a->quoted_from);
+        if (a->n_lineage == 1 && !lineage_holds(s, a))
+            return bad(why, n, "arguments.%s: the value does not occur in artifact %s", a->name,
+                       a->lineage[0]);
+        if (a->n_lineage > 1 && !lineage_holds(s, a))
+            return bad(why, n,
+                       "arguments.%s: the value does not occur in any artifact of its lineage "
+                       "(%s, ...)",
+                       a->name, a->lineage[0]);
+    }
+    return rc;
 }
 
 /* The summaries read, each marked unusable when charterd cannot decide from it (no summary,

@@ -2330,9 +2330,31 @@ const char *workflow_argument_role(const json_t *tool, const char *name)
     return tool != NULL && name != NULL ? argument_role(tool, name) : NULL;
 }
 
-/* True when value is one m stands for (m a validated "match"). */
+/* True when value could be one address: no whitespace, no control character and none of
+ * ,;<>" (which separate or quote addresses in a list). */
+static bool one_address(const char *value)
+{
+    for (const unsigned char *c = (const unsigned char *)value; *c != '\0'; c++) {
+        if (*c <= ' ' || *c == 0x7f || strchr(",;<>\"", *c) != NULL) {
+            return false;
+        }
+        /* C1 controls and NO-BREAK SPACE (C2 80..C2 A0), the spaces and separators
+         * U+2000..U+200B and U+2028..U+2029 (E2 80 80..8B, A8, A9). */
+        if ((c[0] == 0xc2 && c[1] >= 0x80 && c[1] <= 0xa0) ||
+            (c[0] == 0xe2 && c[1] == 0x80 && (c[2] <= 0x8b || c[2] == 0xa8 || c[2] == 0xa9))) {
+            return false;
+        }
+    }
+    return true;
+}
+
+/* True when value is one m stands for (m a validated "match"). A suffix or values class
+ * stands for one address each: a value that could be a list of them matches neither. */
 static bool match_holds(const json_t *m, const char *value)
 {
+    if (json_object_get(m, "pattern") == NULL && !one_address(value)) {
+        return false;
+    }
     const json_t *values = json_object_get(m, "values");
     for (size_t k = 0; k < json_array_size(values); k++) {
         if (strcmp(json_string_value(json_array_get(values, k)), value) == 0) {
