@@ -621,11 +621,45 @@ int evaluator_invoke_decide(const guard_stepcap *cap, const guard_context *ctx,
     return 0;
 }
 
+/* The recorded value of argument name in request, or NULL. */
+static const char *recorded_value(const json_t *request, const char *name)
+{
+    const json_t *args = json_object_get(request, "arguments");
+    for (size_t i = 0; name != NULL && i < json_array_size(args); i++) {
+        const json_t *a = json_array_get(args, i);
+        const char *an = json_string_value(json_object_get(a, "name"));
+        if (an != NULL && strcmp(an, name) == 0)
+            return json_string_value(json_object_get(a, "value"));
+    }
+    return NULL;
+}
+
+/* The recorded invocation as candidate wf declares it: whether the tool is a live tool, each
+ * argument's role (an argument wf does not declare keeps its recorded one), the destination
+ * argument and the class its recorded value matches. Strings borrow from wf and request. */
+static void invoke_under(const workflow *wf, const json_t *request, evaluator_invoke_facts *f)
+{
+    const json_t *decl = workflow_live_tool(wf, f->req.tool);
+    f->req.declared = decl != NULL;
+    for (size_t i = 0; i < f->req.n_args; i++) {
+        const char *role = workflow_argument_role(decl, f->args[i].name);
+        if (role != NULL)
+            f->args[i].control = strcmp(role, "control") == 0;
+    }
+    f->req.destination_arg = json_string_value(json_object_get(decl, "destination"));
+    f->req.destination_value = recorded_value(request, f->req.destination_arg);
+    f->req.clearance = -1;
+    f->req.destination =
+        f->req.destination_value != NULL
+            ? workflow_match_destination(wf, f->req.destination_value, &f->req.clearance)
+            : NULL;
+}
+
 /* An invocation's recorded facts decided again; with labels (a what if), the destination
- * class's clearance and every source's labels are the candidate's (the arguments' roles and
- * the class matched stay the recorded ones). */
+ * class's clearance and every source's labels are the candidate's, and with wf (the
+ * candidate) the arguments' roles and the class the destination value matches too. */
 static int replay_invoke(const guard_stepcap *cap, const json_t *snap, const json_t *labels,
-                         guard_decision *d, char *why, size_t n)
+                         const workflow *wf, guard_decision *d, char *why, size_t n)
 {
     const json_t *now = json_object_get(snap, "now");
     guard_context ctx;
@@ -638,6 +672,8 @@ static int replay_invoke(const guard_stepcap *cap, const json_t *snap, const jso
     rc = evaluator_invoke_facts_from(json_object_get(snap, "request"),
                                      json_object_get(snap, "summaries"),
                                      json_object_get(snap, "chain"), &f);
+    if (rc == STATUS_OK && wf != NULL)
+        invoke_under(wf, json_object_get(snap, "request"), &f);
     if (rc == STATUS_OK && labels != NULL) {
         if (f.req.destination != NULL)
             f.req.clearance = candidate_label(labels, "recipients", f.req.destination, "clearance");
@@ -718,9 +754,10 @@ static int replay_identity(const json_t *snap, const evaluator_candidate *cand, 
     return rc;
 }
 
-/* The gate the snapshot records, decided again under cap (and labels, for a what if). */
+/* The gate the snapshot records, decided again under cap (and labels and the candidate wf,
+ * for a what if). */
 static int decide_snapshot(const guard_stepcap *cap, const json_t *snap, const json_t *labels,
-                           guard_decision *d, char *why, size_t n)
+                           const workflow *wf, guard_decision *d, char *why, size_t n)
 {
     const char *gate = text_of(snap, "gate");
     if (strcmp(gate, "input") == 0)
@@ -732,7 +769,7 @@ static int decide_snapshot(const guard_stepcap *cap, const json_t *snap, const j
     /* A tool invocation (Gate/Invoke): no verdict of another gate changed when it came, so it
      * is decided by the version that was current then. */
     if (strcmp(gate, "invoke") == 0)
-        return replay_invoke(cap, snap, labels, d, why, n);
+        return replay_invoke(cap, snap, labels, wf, d, why, n);
     return snapshot_fail(why, n, "unknown gate");
 }
 
@@ -751,7 +788,7 @@ static int replay_v2(const json_t *snap, guard_decision *d, char *why, size_t n)
     guard_stepcap cap;
     int rc = cap_from(snap, &cap, why, n);
     if (rc == STATUS_OK) {
-        rc = decide_snapshot(&cap, snap, NULL, d, why, n);
+        rc = decide_snapshot(&cap, snap, NULL, NULL, d, why, n);
         cap_free(&cap);
     }
     return rc;
@@ -1086,7 +1123,7 @@ int evaluator_whatif(const evaluator_candidate *cand, const workflow *recorded, 
     snprintf(out->step, sizeof out->step, "%s", was.step);
     rc = candidate_cap(cand, recorded, &was, &cap, &found);
     if (rc == STATUS_OK && found) {
-        rc = decide_snapshot(&cap, snap, cand->labels, &out->decided, why, n);
+        rc = decide_snapshot(&cap, snap, cand->labels, cand->wf, &out->decided, why, n);
         cap_free(&cap);
     } else if (rc == STATUS_OK) {
         /* The candidate does not have the step: nothing may be done in it. */
