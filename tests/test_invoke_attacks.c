@@ -297,9 +297,9 @@ static void test_case_and_trailing_dot_fall_to_the_public_class(void)
 
 /* ---- a live tool through the delivery gate ------------------------------------------------ */
 
-/* send_money is a live tool: its IBAN is a control argument that must be trusted. Delivered
- * with Gate/Deliver to a destination class by its id, the injected note itself becomes a
- * committed send_money effect with no argument checked. */
+/* RULE-DELIVERY-TOOL. send_money is a live tool: its IBAN is a control argument that must be
+ * trusted. Delivered with Gate/Deliver to a destination class by its id, the injected note
+ * itself would become a committed send_money effect with no argument checked. */
 static void test_deliver_through_a_live_tool_is_not_permitted(void)
 {
     Charter__V1__DeliverRequest req = CHARTER__V1__DELIVER_REQUEST__INIT;

@@ -1457,9 +1457,8 @@ int guard_check_delivery(const guard_stepcap *cap, const guard_context *ctx,
     verdict v = {0};
     lineage lin = {0};
     bool usable = false;
-    size_t *walked = NULL, n_walked = 0;
+    size_t *walked = NULL, n_walked = 0, n_sources = 0;
     const char **order = NULL, **sources = NULL;
-    size_t n_sources = 0;
     int rc;
     if (out == NULL)
         return -1;
