@@ -495,6 +495,46 @@ static void test_cancelled_run_takes_no_observation_and_no_effect(void)
     CU_ASSERT_STRING_EQUAL(before, after);
 }
 
+/* A cancelled run is closed to new artifacts: ObserveSource and RecordOutput are
+ * FAILED_PRECONDITION and write nothing. */
+static void test_cancelled_run_takes_no_output_and_says_why(void)
+{
+    char run[129], context[129], quoted[129];
+    CU_ASSERT_EQUAL_FATAL(harness_create_run(op, "external", "payments", run, NULL, NULL), 0);
+    CU_ASSERT_EQUAL_FATAL(harness_open_step(op, run, "pay", context), 0);
+    CU_ASSERT_EQUAL_FATAL(observe_ok(context, "bill", BILL, quoted), 0);
+    Charter__V1__CancelRunRequest cr = CHARTER__V1__CANCEL_RUN_REQUEST__INIT;
+    cr.run_id = run;
+    cr.reason = "attack test";
+    Charter__V1__Run *done = NULL;
+    charter_status st;
+    CU_ASSERT_EQUAL_FATAL(charter_cancel_run(op, &cr, &done, &st), 0);
+    charter__v1__run__free_unpacked(done, NULL);
+    char before[65], after[65];
+    CU_ASSERT_EQUAL_FATAL(harness_graph_digest(graph, before), 0);
+    Charter__V1__ObserveSourceResponse *o = observe_at(context, "bill", "late", "imap://x", &st);
+    CU_ASSERT_PTR_NULL(o);
+    if (o != NULL)
+        charter__v1__observe_source_response__free_unpacked(o, NULL);
+    else
+        CU_ASSERT_EQUAL(st.code, CHARTER_FAILED_PRECONDITION);
+    Charter__V1__RecordOutputRequest req = CHARTER__V1__RECORD_OUTPUT_REQUEST__INIT;
+    char *inputs[1] = {quoted};
+    req.context_id = context;
+    req.input_ids = inputs;
+    req.n_input_ids = 1;
+    req.title = "Payment plan";
+    req.content = "Pay 84.20 EUR to " IBAN_BILL;
+    Charter__V1__RecordOutputResponse *r = NULL;
+    CU_ASSERT_NOT_EQUAL(charter_record_output(op, &req, &r, &st), 0);
+    if (r != NULL)
+        charter__v1__record_output_response__free_unpacked(r, NULL);
+    else
+        CU_ASSERT_EQUAL(st.code, CHARTER_FAILED_PRECONDITION);
+    CU_ASSERT_EQUAL_FATAL(harness_graph_digest(graph, after), 0);
+    CU_ASSERT_STRING_EQUAL(before, after);
+}
+
 /* ---- shape and exactly once ------------------------------------------------------------- */
 
 /* 33 arguments, an argument twice, or one differing only in case: INVALID_ARGUMENT. */
@@ -651,6 +691,7 @@ static const harness_test tests[] = {
     T(test_locator_with_control_characters_is_invalid),
     T(test_observation_limit_counts_bytes_exactly),
     T(test_cancelled_run_takes_no_observation_and_no_effect),
+    T(test_cancelled_run_takes_no_output_and_says_why),
     T(test_argument_counts_duplicates_and_case_are_invalid),
     T(test_one_invocation_id_is_one_effect_across_orders_tools_and_runs),
     T(test_what_if_reads_the_candidates_argument_roles),
