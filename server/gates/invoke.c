@@ -21,6 +21,7 @@
 #include "gates/deliver.h"
 #include "policy/evaluator.h"
 #include "policy/facts.h"
+#include "policy/tokens.h"
 
 /* One invocation in progress; everything is owned here and released by invoke_free. */
 typedef struct {
@@ -209,40 +210,6 @@ static int check_declared(const invoke_state *s, char *why, size_t n)
     return STATUS_OK;
 }
 
-/* A character a token is made of: a letter, a digit, or a byte of a multi-byte character. */
-static bool token_char(unsigned char c)
-{
-    return (c >= '0' && c <= '9') || (c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') || c >= 0x80;
-}
-
-/* Punctuation that joins two token characters into one token: "INV-7731", "84.20",
- * "ann@corp.example". Before a space or the end it is punctuation again ("... 3000."). */
-static bool joins(const char *at)
-{
-    return *at != '\0' && strchr("-_.@/+,", *at) != NULL;
-}
-
-/* True when text holds value as a whole token: an occurrence bounded on both sides by the
- * start or end of text or by a character that is neither a token character nor joining two:
- * "7731" is no token of "INV-7731", nor "2013000" of "DE89370400440532013000". */
-static bool holds_token(const char *text, const char *value)
-{
-    size_t n = strlen(value);
-    for (const char *at = text != NULL && n > 0 ? strstr(text, value) : NULL; at != NULL;
-         at = strstr(at + 1, value)) {
-        const unsigned char *before = (const unsigned char *)at - 1;
-        const char *after = at + n;
-        bool left = at == text || (!token_char(*before) &&
-                                   !(joins((const char *)before) && (const char *)before > text &&
-                                     token_char(before[-1])));
-        bool right = *after == '\0' || (!token_char((unsigned char)*after) &&
-                                        !(joins(after) && token_char((unsigned char)after[1])));
-        if (left && right)
-            return true;
-    }
-    return false;
-}
-
 /* The content of artifact id as read, when it is an artifact of this run (the query reads no
  * other run's content); NULL otherwise. */
 static const char *content_of(const invoke_state *s, const char *id)
@@ -273,7 +240,7 @@ static int check_named(const invoke_state *s, char *why, size_t n)
 static bool lineage_holds(const invoke_state *s, const invoke_argument *a)
 {
     for (size_t k = 0; k < a->n_lineage; k++)
-        if (holds_token(content_of(s, a->lineage[k]), a->value))
+        if (token_holds(content_of(s, a->lineage[k]), a->value))
             return true;
     return false;
 }
@@ -288,10 +255,10 @@ static int check_origins(const invoke_state *s, char *why, size_t n)
     const char *task = json_string_value(json_object_get(s->reply, "task"));
     for (size_t i = 0; rc == STATUS_OK && i < s->n; i++) {
         const invoke_argument *a = &s->args[i];
-        if (a->from_task && !holds_token(task, a->value))
+        if (a->from_task && !token_holds(task, a->value))
             return bad(why, n, "arguments.%s: the value is not in the run's task%s", a->name, "");
         if (a->quoted_from != NULL && a->quoted_from[0] != '\0' &&
-            !holds_token(content_of(s, a->quoted_from), a->value))
+            !token_holds(content_of(s, a->quoted_from), a->value))
             return bad(why, n, "arguments.%s: the value does not occur in artifact %s", a->name,
                        a->quoted_from);
         if (a->n_lineage == 1 && !lineage_holds(s, a))

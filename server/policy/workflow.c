@@ -9,6 +9,7 @@
  * on past a problem to the next entry, as long as what follows can still be judged.
  */
 #include "policy/workflow.h"
+#include "policy/tokens.h"
 #include "core/digest.h"
 
 #include <errno.h>
@@ -1888,6 +1889,16 @@ static int check_script_argument(const json_t *s, const json_t *t, const json_t 
     if (quote != NULL && !script_source(s, json_string_value(quote))) {
         return fail(e, f, "\"%s\" is neither read nor observed by the step",
                     json_string_value(quote));
+    }
+    /* A value the model wrote names the step's output as its lineage, which must hold it. */
+    const char *content =
+        json_string_value(json_object_get(json_object_get(s, "script"), "content"));
+    snprintf(f, sizeof f, "%s.value", p);
+    if (task == NULL && quote == NULL && content != NULL &&
+        !token_holds(content, json_string_value(json_object_get(a, "value")))) {
+        return fail(e, f,
+                    "the script's content (the model's output, this value's lineage) does not "
+                    "hold it as a token: write it into the content, or name its origin");
     }
     return 0;
 }
