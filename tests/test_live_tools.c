@@ -301,6 +301,10 @@ static void test_scripted_observations_and_invocations(void)
                    "steps[0].script.observe[1].resource: \"page\" is observed twice in the script");
     script_refused("{'content':'x','observe':[{'resource':'page','locator':'','content':'c'}]}",
                    "steps[0].script.observe[0].locator: must not be empty");
+    script_refused(
+        "{'content':'x','observe':[{'resource':'page','locator':'a\\nb','content':'c'}]}",
+        "steps[0].script.observe[0].locator: holds a control character (where the "
+        "bytes were read is one line)");
     script_refused("{'content':'x','invoke':[{'tool':'read_source','arguments':[]}]}",
                    "steps[0].script.invoke[0].tool: \"read_source\" is not a tool with arguments");
     script_refused("{'content':'x','invoke':[{'tool':'mail','arguments':[{'name':'cc','value':"

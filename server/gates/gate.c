@@ -911,6 +911,12 @@ static int observe_admissible(const workflow *wf, const observation *o, char *wh
                  o->resource_id, wf ? wf->name : "?");
         return STATUS_EINVAL;
     }
+    if (!workflow_one_line(o->locator)) {
+        snprintf(why, n,
+                 "locator: holds a control character (where the bytes were read is one "
+                 "line)");
+        return STATUS_EINVAL;
+    }
     if ((long long)o->len > max) {
         snprintf(why, n, "content: %zu bytes, over the %lld bytes resource %.64s allows", o->len,
                  max, o->resource_id);

@@ -1832,6 +1832,9 @@ static int check_script_observation(const wdef *d, const json_t *s, size_t k, co
     if (check_plain(json_object_get(o, "locator"), f, WORKFLOW_MAX_TITLE_BYTES * 4, e) != 0) {
         return -1;
     }
+    if (!workflow_one_line(json_string_value(json_object_get(o, "locator")))) {
+        return fail(e, f, "holds a control character (where the bytes were read is one line)");
+    }
     json_int_t max =
         json_integer_value(json_object_get(json_object_get(r, "observed"), "max_bytes"));
     snprintf(f, sizeof f, "%s.content", p);
@@ -2339,6 +2342,16 @@ const json_t *workflow_live_tool(const workflow *wf, const char *tool)
 const char *workflow_argument_role(const json_t *tool, const char *name)
 {
     return tool != NULL && name != NULL ? argument_role(tool, name) : NULL;
+}
+
+bool workflow_one_line(const char *text)
+{
+    for (const unsigned char *p = (const unsigned char *)text; p != NULL && *p != '\0'; p++) {
+        if (*p < 0x20 || *p == 0x7f || (p[0] == 0xc2 && p[1] >= 0x80 && p[1] <= 0x9f)) {
+            return false;
+        }
+    }
+    return true;
 }
 
 /* True when value could be one address: no whitespace, no control character and none of
