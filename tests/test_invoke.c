@@ -650,8 +650,9 @@ static int apply_held(void)
     return rc;
 }
 
-/* A tool that asks a human's approval is never committed by Invoke on its own: until an
- * invocation can be held for the human, an allowed call is UNKNOWN and nothing happens. */
+/* A tool that asks a human's approval is never committed by Invoke on its own: an allowed
+ * call is held for the human, UNKNOWN with no code and nothing committed until the human
+ * approves (test_invoke_attacks.c decides the approval). */
 static void test_tool_asking_approval_commits_nothing(void)
 {
     char held_run[129], held_ctx[129], held_bill[129];
@@ -667,9 +668,9 @@ static void test_tool_asking_approval_commits_nothing(void)
     charter_status st;
     Charter__V1__InvokeResponse *r =
         invoke_in(op, held_ctx, "send_money", "pay-held", args, N_OF(args), &st);
-    expect_decision(r, CHARTER__V1__OUTCOME__UNKNOWN, "GRAPH_ERROR",
-                    "tool send_money asks human_owner's approval, which Invoke does not hold "
-                    "yet: nothing was committed");
+    expect_decision(r, CHARTER__V1__OUTCOME__UNKNOWN, NULL, NULL);
+    CU_ASSERT_PTR_NOT_NULL(strstr(r->decision->witness, "awaiting approval ap-"));
+    CU_ASSERT_PTR_NOT_NULL(strstr(r->decision->witness, "by human_owner: nothing is committed"));
     CU_ASSERT_PTR_NULL(r->delivery);
     charter__v1__invoke_response__free_unpacked(r, NULL);
 }

@@ -606,6 +606,157 @@ static void test_one_invocation_id_is_one_effect_across_orders_tools_and_runs(vo
     charter__v1__invoke_response__free_unpacked(r, NULL);
 }
 
+/* ---- approval of an invocation ------------------------------------------------------------- */
+
+/* payments.json as payments_held: every send_money call waits for human_owner's approval. */
+static int apply_payments_held(void)
+{
+    json_t *doc = payments_doc();
+    if (doc == NULL)
+        return -1;
+    json_object_set_new(doc, "name", json_string("payments_held"));
+    json_object_set_new(json_object_get(json_object_get(doc, "tools"), "send_money"), "approval",
+                        json_pack("{s:s, s:i}", "by", "human_owner", "within_ms", 600000));
+    char *text = doc_text(doc);
+    int rc = text != NULL ? apply_text(text) : -1;
+    free(text);
+    return rc;
+}
+
+/* The approvals of run as client c lists them (caller frees). */
+static Charter__V1__ListApprovalsResponse *approvals_of(charter_client *c, const char *run)
+{
+    Charter__V1__ListApprovalsRequest req = CHARTER__V1__LIST_APPROVALS_REQUEST__INIT;
+    req.run_id = (char *)run;
+    Charter__V1__ListApprovalsResponse *r = NULL;
+    charter_status st;
+    if (charter_list_approvals(c, &req, &r, &st) != 0) {
+        fprintf(stderr, "\n    ListApprovals: %s\n", st.message);
+        return NULL;
+    }
+    return r;
+}
+
+static Charter__V1__DecideApprovalResponse *decide_as(const char *id, const char *decision,
+                                                      charter_status *st)
+{
+    Charter__V1__DecideApprovalRequest req = CHARTER__V1__DECIDE_APPROVAL_REQUEST__INIT;
+    req.approval_id = (char *)id;
+    req.decision = (char *)decision;
+    req.actor = "human_owner";
+    req.reason = "checked the bill";
+    Charter__V1__DecideApprovalResponse *r = NULL;
+    return charter_decide_approval(op, &req, &r, st) == 0 ? r : NULL;
+}
+
+/* The outcome of one call of send_money under inv in context (an UNKNOWN while held). */
+static int held_call(const char *context, const char *quoted, const char *inv, bool *acked)
+{
+    const arg_spec args[] = {{"iban", IBAN_BILL, of("quote", quoted)},
+                             {"amount", "84.20", "task"},
+                             {"reference", "INV-7731", "task"}};
+    charter_status st;
+    Charter__V1__InvokeResponse *r = invoke_in(op, context, "send_money", inv, args, 3, &st);
+    if (r == NULL)
+        return -1;
+    int outcome = r->decision->outcome;
+    *acked = r->acknowledged;
+    if (outcome != CHARTER__V1__OUTCOME__ALLOW)
+        CU_ASSERT_PTR_NULL(r->delivery);
+    charter__v1__invoke_response__free_unpacked(r, NULL);
+    return outcome;
+}
+
+/* The approver reads each held argument with its value and lineage; a viewer without values. */
+static void expect_held_arguments(const char *run, const char *quoted, char id[64])
+{
+    Charter__V1__ListApprovalsResponse *l = approvals_of(op, run);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(l);
+    CU_ASSERT_EQUAL_FATAL(l->n_approvals, 1);
+    const Charter__V1__Approval *a = l->approvals[0];
+    snprintf(id, 64, "%s", a->id);
+    CU_ASSERT_STRING_EQUAL(a->state, "pending");
+    CU_ASSERT_STRING_EQUAL(a->tool, "send_money");
+    CU_ASSERT_STRING_EQUAL(a->recipient, "payee_saved");
+    CU_ASSERT_EQUAL_FATAL(a->n_arguments, 3);
+    bool iban = false;
+    for (size_t i = 0; i < a->n_arguments; i++)
+        if (strcmp(a->arguments[i]->name, "iban") == 0)
+            iban = strcmp(a->arguments[i]->value, IBAN_BILL) == 0 &&
+                   strcmp(a->arguments[i]->quoted_from, quoted) == 0 &&
+                   a->arguments[i]->n_lineage == 1 &&
+                   strcmp(a->arguments[i]->lineage[0], quoted) == 0;
+    CU_ASSERT_TRUE(iban);
+    charter__v1__list_approvals_response__free_unpacked(l, NULL);
+    charter_client *viewer = NULL;
+    CU_ASSERT_EQUAL_FATAL(
+        harness_client_open(daemon_.tcp_url, HARNESS_VIEWER_TOKEN, 30000, &viewer), 0);
+    l = approvals_of(viewer, run);
+    CU_ASSERT_TRUE(l != NULL && l->n_approvals == 1 && l->approvals[0]->n_arguments == 3);
+    for (size_t i = 0; l != NULL && l->n_approvals == 1 && i < l->approvals[0]->n_arguments; i++)
+        CU_ASSERT_STRING_EQUAL(l->approvals[0]->arguments[i]->value, "");
+    if (l != NULL)
+        charter__v1__list_approvals_response__free_unpacked(l, NULL);
+    charter_client_close(viewer);
+}
+
+/* A tool that asks a human's approval holds the call: UNKNOWN with nothing committed (again on
+ * a retry), the approver reads the values and their lineage, approving commits the effect
+ * exactly once (a second decision is refused, a retry is acknowledged). */
+static void test_invocation_held_for_approval_commits_once_when_approved(void)
+{
+    char run[129], context[129], quoted[129], id[64];
+    bool acked = false;
+    CU_ASSERT_EQUAL_FATAL(apply_payments_held(), 0);
+    CU_ASSERT_EQUAL_FATAL(harness_create_run(op, "external", "payments_held", run, NULL, NULL), 0);
+    CU_ASSERT_EQUAL_FATAL(harness_open_step(op, run, "pay", context), 0);
+    CU_ASSERT_EQUAL_FATAL(observe_ok(context, "bill", BILL, quoted), 0);
+    CU_ASSERT_EQUAL(held_call(context, quoted, "held-1", &acked), CHARTER__V1__OUTCOME__UNKNOWN);
+    CU_ASSERT_EQUAL(held_call(context, quoted, "held-1", &acked), CHARTER__V1__OUTCOME__UNKNOWN);
+    expect_held_arguments(run, quoted, id);
+    charter_status st;
+    Charter__V1__DecideApprovalResponse *d = decide_as(id, "approve", &st);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(d);
+    CU_ASSERT_EQUAL(d->decision->outcome, CHARTER__V1__OUTCOME__ALLOW);
+    CU_ASSERT_TRUE(d->delivery != NULL && strstr(d->delivery->content, IBAN_BILL) != NULL);
+    charter__v1__decide_approval_response__free_unpacked(d, NULL);
+    CU_ASSERT_PTR_NULL(decide_as(id, "approve", &st));
+    CU_ASSERT_EQUAL(st.code, CHARTER_FAILED_PRECONDITION);
+    CU_ASSERT_EQUAL(held_call(context, quoted, "held-1", &acked), CHARTER__V1__OUTCOME__ALLOW);
+    CU_ASSERT_TRUE(acked);
+    Charter__V1__GetRunRequest gr = CHARTER__V1__GET_RUN_REQUEST__INIT;
+    gr.run_id = run;
+    Charter__V1__RunView *view = NULL;
+    CU_ASSERT_EQUAL_FATAL(charter_get_run(op, &gr, &view, &st), 0);
+    CU_ASSERT_EQUAL(view->n_deliveries, 1);
+    charter__v1__run_view__free_unpacked(view, NULL);
+}
+
+/* Rejected, the held call commits nothing, and its retry is DENY naming the denial. */
+static void test_invocation_held_for_approval_is_refused_when_rejected(void)
+{
+    char run[129], context[129], quoted[129], id[64];
+    bool acked = false;
+    CU_ASSERT_EQUAL_FATAL(harness_create_run(op, "external", "payments_held", run, NULL, NULL), 0);
+    CU_ASSERT_EQUAL_FATAL(harness_open_step(op, run, "pay", context), 0);
+    CU_ASSERT_EQUAL_FATAL(observe_ok(context, "bill", BILL, quoted), 0);
+    CU_ASSERT_EQUAL(held_call(context, quoted, "held-2", &acked), CHARTER__V1__OUTCOME__UNKNOWN);
+    expect_held_arguments(run, quoted, id);
+    charter_status st;
+    Charter__V1__DecideApprovalResponse *d = decide_as(id, "deny", &st);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(d);
+    CU_ASSERT_EQUAL(d->decision->outcome, CHARTER__V1__OUTCOME__DENY);
+    CU_ASSERT_PTR_NULL(d->delivery);
+    charter__v1__decide_approval_response__free_unpacked(d, NULL);
+    CU_ASSERT_EQUAL(held_call(context, quoted, "held-2", &acked), CHARTER__V1__OUTCOME__DENY);
+    Charter__V1__GetRunRequest gr = CHARTER__V1__GET_RUN_REQUEST__INIT;
+    gr.run_id = run;
+    Charter__V1__RunView *view = NULL;
+    CU_ASSERT_EQUAL_FATAL(charter_get_run(op, &gr, &view, &st), 0);
+    CU_ASSERT_EQUAL(view->n_deliveries, 0);
+    charter__v1__run_view__free_unpacked(view, NULL);
+}
+
 /* ---- what if --------------------------------------------------------------------------- */
 
 /* The candidates' invoke changes for the invocation inv: how many decide otherwise. */
@@ -694,6 +845,8 @@ static const harness_test tests[] = {
     T(test_cancelled_run_takes_no_output_and_says_why),
     T(test_argument_counts_duplicates_and_case_are_invalid),
     T(test_one_invocation_id_is_one_effect_across_orders_tools_and_runs),
+    T(test_invocation_held_for_approval_commits_once_when_approved),
+    T(test_invocation_held_for_approval_is_refused_when_rejected),
     T(test_what_if_reads_the_candidates_argument_roles),
     T(test_what_if_matches_destinations_under_the_candidate),
 };
