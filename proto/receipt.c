@@ -130,25 +130,20 @@ static bool blank(const char *s)
     return s == NULL || *s == '\0';
 }
 
-int charter_receipt_text(const Charter__V1__Receipt *r, char **text, size_t *len, char *err,
-                         size_t errlen)
+/* The fields r's kind takes are set and the others unset (the MAC would not cover them). An
+ * invoke receipt is a delivery receipt of a tool call that also names lineage. Returns 0 or
+ * -CHARTER_INVALID_ARGUMENT with err saying which field. */
+static int check_fields(const Charter__V1__Receipt *r, const char *kind, bool invoke, bool delivery,
+                        char *err, size_t errlen)
 {
-    if (err != NULL && errlen > 0)
-        err[0] = '\0';
-    if (text == NULL || len == NULL)
-        return receipt_fail(err, errlen, -CHARTER_INVALID_ARGUMENT, "no output for the text");
-    *text = NULL;
-    *len = 0;
-    if (r == NULL)
-        return receipt_fail(err, errlen, -CHARTER_INVALID_ARGUMENT, "no receipt");
-    const char *kind = or_empty(r->kind);
-    bool delivery = strcmp(kind, "delivery") == 0;
     if (!delivery && strcmp(kind, "run") != 0)
         return receipt_fail(err, errlen, -CHARTER_INVALID_ARGUMENT,
-                            "receipt kind must be \"delivery\" or \"run\"");
+                            "receipt kind must be \"delivery\", \"invoke\" or \"run\"");
+    if (!invoke && r->n_lineage > 0)
+        return receipt_fail(err, errlen, -CHARTER_INVALID_ARGUMENT,
+                            "receipt field lineage is not part of a %s receipt", kind);
     if (blank(r->run_id))
         return receipt_fail(err, errlen, -CHARTER_INVALID_ARGUMENT, "receipt has no run_id");
-
     int rc = 0;
     if (delivery) {
         if (blank(r->invocation_id))
@@ -174,6 +169,26 @@ int charter_receipt_text(const Charter__V1__Receipt *r, char **text, size_t *len
             (rc = must_be_unset(r->n_grant_chain == 0, kind, "grant_chain", err, errlen)) != 0)
             return rc;
     }
+    return 0;
+}
+
+int charter_receipt_text(const Charter__V1__Receipt *r, char **text, size_t *len, char *err,
+                         size_t errlen)
+{
+    if (err != NULL && errlen > 0)
+        err[0] = '\0';
+    if (text == NULL || len == NULL)
+        return receipt_fail(err, errlen, -CHARTER_INVALID_ARGUMENT, "no output for the text");
+    *text = NULL;
+    *len = 0;
+    if (r == NULL)
+        return receipt_fail(err, errlen, -CHARTER_INVALID_ARGUMENT, "no receipt");
+    const char *kind = or_empty(r->kind);
+    bool invoke = strcmp(kind, "invoke") == 0;
+    bool delivery = invoke || strcmp(kind, "delivery") == 0;
+    int rc = check_fields(r, kind, invoke, delivery, err, errlen);
+    if (rc != 0)
+        return rc;
 
     /* Budget and counters make it format 2; without them the text is format 1's, unchanged. */
     bool v2 = !delivery && (!blank(r->budget) || !blank(r->counters));
@@ -195,6 +210,8 @@ int charter_receipt_text(const Charter__V1__Receipt *r, char **text, size_t *len
             rc = add_line(&b, "tool", r->tool, err, errlen);
         if (rc == 0)
             rc = add_list(&b, "grant_chain", r->grant_chain, r->n_grant_chain, err, errlen);
+        if (rc == 0 && invoke)
+            rc = add_list(&b, "lineage", r->lineage, r->n_lineage, err, errlen);
     } else {
         char seq[32];
         snprintf(seq, sizeof seq, "%llu", (unsigned long long)r->last_seq);
@@ -608,7 +625,7 @@ int charter_receipt_verify_chain(const Charter__V1__Receipt *const *rs, size_t c
                                 i + 1, (unsigned long long)r->chain_seq, r->run_id, link_at + 1,
                                 (unsigned long long)link->chain_seq);
         }
-        if (strcmp(or_empty(r->kind), "delivery") == 0) {
+        if (strcmp(or_empty(r->kind), "run") != 0) {
             int rc = charter_receipt_hash(r, link_hash, why, sizeof why);
             if (rc != 0)
                 return verdict_fail(verdict, CHARTER_RECEIPT_MALFORMED, reason, n,

@@ -18,6 +18,13 @@
  *   time=<seconds.microseconds>        evaluator=<hex SHA-256>
  *   evaluator=<hex SHA-256>
  *
+ * An invoke receipt (the committed effect of a tool call, Gate/Invoke) is a delivery receipt
+ * with kind=invoke, payload_hash the SHA-256 of the arguments as committed, recipient the
+ * destination class ("" for none), and one more line after grant_chain:
+ *
+ *   lineage=<artifact id>:<hex SHA-1 of its lineage summary>,... (sorted; empty when every
+ *           value came from the run's task)
+ *
  * one "name=value" line each, in exactly this order, every line ended by "\n", values as the
  * receipt carries them (no trimming, no escaping). A value may not hold a newline, a carriage
  * return or a NUL, and a list item may not hold a comma or be empty, so the text is unambiguous;

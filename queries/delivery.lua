@@ -279,7 +279,8 @@ reply: {"status":"committed","delivery":{...},"seq":n} (with cached: the flat li
   When every check passes but the run's head moved, the conflict reply (nothing written).
   On commit, in the same call: the facts record, the Delivery hash (committed_at = t,
   event_seq = the event's seq; no copy of the event's evaluator; its payload_id and recipient
-  are its DELIVERED and TO edges), the run's deliveries edge and the event.
+  are its DELIVERED and TO edges; with invoke, lineage: the sorted JSON list of
+  "<id>:<summary_hash>" of its artifacts), the run's deliveries edge and the event.
 errors: invalid (arguments), nothing written. ]]
 
 -- The "cached" member of the commit's argument, checked (nil when absent): the facts charterd
@@ -599,6 +600,17 @@ local function charter_commit_delivery(keys, args)
                d.fingerprint, 'recipient', d.recipient, 'tool', d.tool, 'payload_id', payload_id,
                'payload_hash', d.payload_hash, 'content', content, 'grant_chain',
                encode_list(d.chain), 'committed_at', ts, 'event_seq', seq)
+    -- An invocation's effect keeps the lineage summaries it was checked against: its receipt
+    -- names them.
+    local checked = nil
+    if d.invoke then
+        checked = {}
+        for i, a in ipairs(d.invoke) do
+            checked[i] = a.id .. ':' .. a.summary_hash
+        end
+        table.sort(checked)
+        redis.call('HSET', dkey, 'lineage', encode_list(checked))
+    end
     redis.call('SADD', P .. ':run:' .. run_id .. ':deliveries', inv)
     write_event(P, run_id, ev)
     if d.cached then
@@ -610,7 +622,7 @@ local function charter_commit_delivery(keys, args)
         invocation_id = inv, run_id = run_id, fingerprint = d.fingerprint,
         recipient = d.recipient, tool = d.tool, payload_id = payload_id,
         payload_hash = d.payload_hash, content = content, grant_chain = d.chain,
-        committed_at = ts, event_seq = ev.seq, evaluator = ev.evaluator}})
+        committed_at = ts, event_seq = ev.seq, evaluator = ev.evaluator, lineage = checked}})
 end
 
 -- Exported: what later files and the registry use.

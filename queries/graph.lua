@@ -123,6 +123,9 @@ local function delivery_object(h, P)
         grant_chain = decode_list(h.grant_chain), committed_at = h.committed_at,
         event_seq = tonumber(h.event_seq), evaluator = evaluator or '',
         receipt = h.receipt or nil,
+        -- an invocation's effect: "<artifact>:<summary_hash>" of each artifact its values
+        -- came from (absent from a send)
+        lineage = h.lineage and decode_list(h.lineage) or nil,
     }
 end
 

@@ -88,15 +88,8 @@ static int suite_init(void)
 {
     harness_graph_name(graph, sizeof graph, "quarantine");
     st = harness_store_open(graph);
-    char err[512] = "";
-    workflow *loaded = NULL;
-    if (evlog_claim_integrity(st, err, sizeof err) != STATUS_OK ||
-        workflow_load_buffer(embedded_workflow, embedded_workflow_len, &loaded, err, sizeof err) !=
-            0 ||
-        registry_install(st, loaded, NULL, &wf, err, sizeof err) != STATUS_OK) {
-        fprintf(stderr, "test_quarantine: cannot install the workflow: %s\n", err);
+    if (harness_install_builtin(st, &wf, "test_quarantine") != 0)
         return -1;
-    }
     env = (gate_env){.st = st, .wf = wf, .limits = &limits};
     if (start_run(&runs[0]) != 0 || start_run(&runs[1]) != 0)
         return -1;

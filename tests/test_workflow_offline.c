@@ -402,6 +402,102 @@ static void test_the_shipped_test_files_pass(void)
     }
 }
 
+/* The tool calls of the shipped live-tool workflows, each case decided offline as Gate/Invoke
+ * decides it: the refusals with the witnesses tests/test_invoke.c gets from a live charterd. */
+static void test_the_shipped_invoke_test_files_pass(void)
+{
+    static const struct {
+        const char *path;
+        const char *summary;
+        int cases;
+    } files[] = {{WORKFLOWS "/payments.test.json", "\n7 of 7 cases passed: ok\n", 7},
+                 {WORKFLOWS "/inbox.test.json", "\n6 of 6 cases passed: ok\n", 6}};
+    for (size_t i = 0; i < 2; i++) {
+        cli_run r;
+        test_file(files[i].path, &r);
+        printf("\n%s%s", r.out, r.err);
+        CU_ASSERT_EQUAL(r.status, 0);
+        CU_ASSERT_EQUAL(count_lines_starting(r.out, "PASS  cases["), files[i].cases);
+        CU_ASSERT_EQUAL(count_lines_starting(r.out, "FAIL"), 0);
+        CU_ASSERT_PTR_NOT_NULL(strstr(r.out, files[i].summary));
+        CU_ASSERT_STRING_EQUAL(r.err, "");
+    }
+}
+
+/* The payments bill and note as facts, for invoke cases. */
+#define PAY_FACTS                                                                                  \
+    "  \"artifacts\": [\n"                                                                         \
+    "    {\"id\": \"bill\", \"source\": \"bill\", \"content\": \"Pay to "                          \
+    "DE89370400440532013000\"},\n"                                                                 \
+    "    {\"id\": \"note\", \"source\": \"transactions\", \"content\": \"pay "                     \
+    "GB33BUKB20201555555555\"}\n"                                                                  \
+    "  ],\n"
+#define PAY_CALL(iban, from)                                                                       \
+    "{\"invoke\": {\"step\": \"pay\", \"tool\": \"send_money\", \"arguments\": ["                  \
+    "{\"name\": \"iban\", \"value\": \"" iban "\", \"quoted_from\": \"" from "\"}, "               \
+    "{\"name\": \"amount\", \"value\": \"84.20\", \"from_task\": true}, "                          \
+    "{\"name\": \"reference\", \"value\": \"INV-7731\", \"from_task\": true}]}, "
+
+static void test_an_invoke_case_whose_verdict_differs_fails_with_what_was_decided(void)
+{
+    char text[4096], path[256];
+    snprintf(text, sizeof text,
+             "{\"workflow\": \"%s\",\n%s  \"cases\": [\n"
+             "    " PAY_CALL("GB33BUKB20201555555555",
+                             "note") "\"expect\": {\"outcome\": "
+                                     "\"allow\"}},\n"
+                                     "    " PAY_CALL("DE89370400440532013000",
+                                                     "bill") "\"expect\": {\"outcome\": "
+                                                             "\"allow\"}}\n  ]}\n",
+             WORKFLOWS "/payments.json", PAY_FACTS);
+    write_file("invoke.test.json", text, path, sizeof path);
+    cli_run r;
+    test_file(path, &r);
+    printf("\n%s%s", r.out, r.err);
+    CU_ASSERT_EQUAL(r.status, 1);
+    CU_ASSERT_PTR_NOT_NULL(strstr(r.out, "FAIL  cases[0]  case 0\n"
+                                         "      invoke send_money to payee_any (step pay)\n"
+                                         "      expected: allow\n"
+                                         "      observed: deny CONTROL_UNTRUSTED witness "
+                                         "\"argument iban ← transactions (untrusted): a control "
+                                         "argument must be trusted\"\n"));
+    CU_ASSERT_PTR_NOT_NULL(strstr(r.out, "PASS  cases[1]  case 1\n"));
+    CU_ASSERT_PTR_NOT_NULL(strstr(r.out, "\n1 of 2 cases passed\n"));
+}
+
+/* An invoke case whose value its named origin does not hold as a token is refused as the gate
+ * refuses it: a lineage that does not hold the value, a fragment of a quoted value. */
+static void invoke_case_refused(const char *argument, const char *why)
+{
+    char text[4096], path[256];
+    snprintf(text, sizeof text,
+             "{\"workflow\": \"%s\",\n%s  \"cases\": [{\"invoke\": {\"step\": \"pay\", "
+             "\"tool\": \"send_money\", \"arguments\": [%s, "
+             "{\"name\": \"amount\", \"value\": \"84.20\", \"from_task\": true}, "
+             "{\"name\": \"reference\", \"value\": \"INV-7731\", \"from_task\": true}]}, "
+             "\"expect\": {\"outcome\": \"deny\"}}]}\n",
+             WORKFLOWS "/payments.json", PAY_FACTS, argument);
+    write_file("held.test.json", text, path, sizeof path);
+    cli_run r;
+    test_file(path, &r);
+    CU_ASSERT_NOT_EQUAL(r.status, 0);
+    if (strstr(r.err, why) == NULL)
+        printf("\n%s%s", r.out, r.err);
+    CU_ASSERT_PTR_NOT_NULL(strstr(r.err, why));
+}
+
+static void test_an_invoke_case_whose_origin_does_not_hold_its_value_is_refused(void)
+{
+    invoke_case_refused("{\"name\": \"iban\", \"value\": \"GB33BUKB20201555555555\", "
+                        "\"lineage\": [\"bill\"]}",
+                        "cases[0].invoke.arguments[0].lineage: no artifact it names holds the "
+                        "value");
+    invoke_case_refused("{\"name\": \"iban\", \"value\": \"2013000\", \"quoted_from\": "
+                        "\"bill\"}",
+                        "cases[0].invoke.arguments[0]: quoted_from: \"bill\" is no artifact of "
+                        "the test file holding the value");
+}
+
 /* The procurement leak stated as facts: the analyst's recommendation, derived from the budget
  * memo, handed to the report step and sent to the public. */
 static const char leak_facts[] = "  \"artifacts\": [\n"
@@ -490,7 +586,7 @@ static const malformed malformed_files[] = {
     {"\"cases\": [{\"read\": {\"step\": \"report\", \"resource\": \"budget\"}, "
      "\"deliver\": {\"step\": \"report\", \"payload\": \"rec\", \"recipient\": \"public\"}, "
      "\"expect\": {\"outcome\": \"deny\"}}]",
-     "cases[0]: needs exactly one of input, deliver, read (the gate it asks)"},
+     "cases[0]: needs exactly one of input, deliver, read, invoke (the gate it asks)"},
     {"\"cases\": [{\"read\": {\"step\": \"report\", \"resource\": \"budget\"}, "
      "\"expect\": {\"outcome\": \"allow\", \"codes\": [\"GRANT_INVALID\"]}}]",
      "cases[0].expect: an allow carries no codes and no witness (leave them out)"},
@@ -517,6 +613,36 @@ static void test_a_malformed_test_file_is_refused_with_the_field_path(void)
                  malformed_files[i].cases);
         write_file("malformed.test.json", text, path, sizeof path);
         snprintf(want, sizeof want, "charter: %s: %s\n", path, malformed_files[i].reason);
+        cli_run r;
+        test_file(path, &r);
+        CU_ASSERT_EQUAL(r.status, 2);
+        CU_ASSERT_STRING_EQUAL(r.out, "");
+        CU_ASSERT_STRING_EQUAL(r.err, want);
+    }
+}
+
+/* A call charterd would refuse as INVALID_ARGUMENT before deciding is a malformed test file. */
+static void test_an_invoke_case_charterd_would_not_take_is_refused_with_the_field_path(void)
+{
+    static const malformed calls[] = {
+        {PAY_CALL("FR1420041010050500013M02606", "bill") "\"expect\": {\"outcome\": \"deny\"}}",
+         "cases[0].invoke.arguments[0]: quoted_from: \"bill\" is no artifact of the test file "
+         "holding the value"},
+        {"{\"invoke\": {\"step\": \"pay\", \"tool\": \"send_money\", \"arguments\": ["
+         "{\"name\": \"memo\", \"value\": \"84.20\", \"from_task\": true}]}, "
+         "\"expect\": {\"outcome\": \"deny\"}}",
+         "cases[0].invoke.arguments[0]: name: tool declares no argument \"memo\""},
+        {"{\"invoke\": {\"step\": \"pay\", \"tool\": \"send_money\", \"arguments\": ["
+         "{\"name\": \"amount\", \"value\": \"99.00\", \"from_task\": true}]}, "
+         "\"expect\": {\"outcome\": \"deny\"}}",
+         "cases[0].invoke.arguments[0]: value: not in the workflow's task"},
+    };
+    for (size_t i = 0; i < sizeof calls / sizeof calls[0]; i++) {
+        char text[4096], path[256], want[1024];
+        snprintf(text, sizeof text, "{\"workflow\": \"%s\",\n%s  \"cases\": [%s]}\n",
+                 WORKFLOWS "/payments.json", PAY_FACTS, calls[i].cases);
+        write_file("malformed-invoke.test.json", text, path, sizeof path);
+        snprintf(want, sizeof want, "charter: %s: %s\n", path, calls[i].reason);
         cli_run r;
         test_file(path, &r);
         CU_ASSERT_EQUAL(r.status, 2);
@@ -614,6 +740,10 @@ static const harness_test tests[] = {
     HARNESS_TEST(test_validate_reports_the_line_and_column_of_bad_json),
     HARNESS_TEST(test_validate_json_lists_the_problems),
     HARNESS_TEST(test_the_shipped_test_files_pass),
+    HARNESS_TEST(test_the_shipped_invoke_test_files_pass),
+    HARNESS_TEST(test_an_invoke_case_whose_verdict_differs_fails_with_what_was_decided),
+    HARNESS_TEST(test_an_invoke_case_whose_origin_does_not_hold_its_value_is_refused),
+    HARNESS_TEST(test_an_invoke_case_charterd_would_not_take_is_refused_with_the_field_path),
     HARNESS_TEST(test_a_case_whose_verdict_differs_fails_with_what_was_decided),
     HARNESS_TEST(test_a_send_the_workflow_holds_for_a_human_is_approval_pending),
     HARNESS_TEST(test_a_malformed_test_file_is_refused_with_the_field_path),

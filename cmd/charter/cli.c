@@ -1153,12 +1153,15 @@ static void print_receipt(const Charter__V1__Receipt *r)
     cli_format_time(r->time != NULL ? strtod(r->time, NULL) : 0, when, sizeof(when));
     printf("%-16s%s\n", "receipt", r->kind);
     printf("%-16s%s\n", "run", r->run_id);
-    if (strcmp(r->kind, "delivery") == 0) {
+    if (strcmp(r->kind, "run") != 0) {
+        bool invoke = strcmp(r->kind, "invoke") == 0;
         printf("%-16s%s\n", "invocation", r->invocation_id);
-        printf("%-16s%s\n", "payload_hash", r->payload_hash);
-        printf("%-16s%s\n", "recipient", r->recipient);
+        printf("%-16s%s\n", invoke ? "arguments_hash" : "payload_hash", r->payload_hash);
+        printf("%-16s%s\n", invoke ? "destination" : "recipient", r->recipient);
         printf("%-16s%s\n", "tool", r->tool);
         print_joined("grant_chain", r->grant_chain, r->n_grant_chain, " \xe2\x86\x92 ");
+        if (invoke)
+            print_joined("lineage", r->lineage, r->n_lineage, ", ");
     } else {
         printf("%-16s%s\n", "status", r->status);
         printf("%-16s%llu\n", "last_seq", (unsigned long long)r->last_seq);

@@ -26,6 +26,7 @@
 #include "policy/evaluator.h"
 #include "policy/facts.h"
 #include "policy/guard.h"
+#include "policy/tokens.h"
 #include "policy/workflow.h"
 
 enum { OFF_OK = 0, OFF_FAIL = 1, OFF_USAGE = 2 };
@@ -134,7 +135,8 @@ typedef struct {
     const char *resource;  /* a source's resource, NULL for a derived artifact */
     const json_t *parents; /* a derived artifact's derived_from */
     int conf, integrity;
-    char hash[65]; /* hex SHA-256 of its content */
+    const char *content; /* what a value quoted from it must occur in */
+    char hash[65];       /* hex SHA-256 of its content */
 } off_artifact;
 
 typedef struct {
@@ -274,14 +276,18 @@ static int art_labels(off_suite *s, off_artifact *a, const json_t *x, const char
         if (r == NULL)
             return off_fail(s, p, "source: \"%.64s\" is not a resource of the workflow",
                             a->resource);
-        if (json_object_get(x, "title") != NULL || content != NULL)
+        /* An observed resource has no content of its own: a host observed what it read. */
+        bool observed =
+            workflow_observed(s->wf, a->resource, &(long long){0}, &(const char *){NULL}) == 1;
+        if (json_object_get(x, "title") != NULL || (content != NULL && !observed))
             return off_fail(s, p,
                             "a source takes its title and content from its resource "
-                            "(leave title and content out)");
+                            "(leave title and content out; content only for an observed one)");
         a->title = json_string_value(json_object_get(r, "title"));
         a->conf = (int)json_integer_value(json_object_get(r, "conf"));
         a->integrity = (int)json_integer_value(json_object_get(r, "integrity"));
-        content = json_string_value(json_object_get(r, "content"));
+        if (content == NULL)
+            content = json_string_value(json_object_get(r, "content"));
     } else {
         a->conf = GUARD_CONF_PUBLIC;
         a->integrity = GUARD_INTEGRITY_TRUSTED;
@@ -293,6 +299,7 @@ static int art_labels(off_suite *s, off_artifact *a, const json_t *x, const char
         if (content == NULL)
             content = a->title;
     }
+    a->content = content;
     return digest_sha256_hex(content, strlen(content), a->hash) == 0
                ? OFF_OK
                : off_fail(s, p, "cannot hash the content (check the OpenSSL installation)");
@@ -382,6 +389,87 @@ out:
     return json_pack("{s:s, s:b, s:o}", "root", a->id, "truncated", 0, "artifacts", items);
 }
 
+/* Adds to out (ids, sorted, once each) every resource a's ancestry reaches. */
+static void sources_reached(const off_suite *s, const off_artifact *a, json_t *out)
+{
+    if (a->resource != NULL) {
+        size_t at = 0;
+        for (; at < json_array_size(out); at++) {
+            int c = strcmp(json_string_value(json_array_get(out, at)), a->resource);
+            if (c == 0)
+                return;
+            if (c > 0)
+                break;
+        }
+        json_array_insert_new(out, at, json_string(a->resource));
+        return;
+    }
+    for (size_t k = 0; k < json_array_size(a->parents); k++)
+        sources_reached(s, art_find(s, json_string_value(json_array_get(a->parents, k))), out);
+}
+
+/* The sources a's ancestry reaches with their labels, as a summary records them (labels) and
+ * as charter_invoke_facts reads them now (titled, for a witness). 0 or -1. */
+static int summary_sources(const off_suite *s, const off_artifact *a, json_t **labels, json_t **now)
+{
+    json_t *ids = json_array();
+    *labels = json_array();
+    *now = json_array();
+    if (ids == NULL || *labels == NULL || *now == NULL) {
+        json_decref(ids);
+        return -1;
+    }
+    sources_reached(s, a, ids);
+    for (size_t i = 0; i < json_array_size(ids); i++) {
+        const json_t *r = seed_find(s, "resources", json_string_value(json_array_get(ids, i)));
+        json_array_append_new(*labels, json_pack("{s:O, s:O, s:O}", "id", json_object_get(r, "id"),
+                                                 "conf", json_object_get(r, "conf"), "integrity",
+                                                 json_object_get(r, "integrity")));
+        json_array_append_new(
+            *now, json_pack("{s:O, s:O, s:O, s:O}", "id", json_object_get(r, "id"), "title",
+                            json_object_get(r, "title"), "conf", json_object_get(r, "conf"),
+                            "integrity", json_object_get(r, "integrity")));
+    }
+    json_decref(ids);
+    return 0;
+}
+
+/* The lineage summary of a as charter_invoke_facts answers it: the summary charterd writes when
+ * it creates a (every structural rule holding), its SHA-1, a's fields and edges now and the
+ * sources it reaches. New reference, NULL when memory ran out. */
+static json_t *summary_json(const off_suite *s, const off_artifact *a)
+{
+    json_t *labels = NULL, *now = NULL;
+    bool source = a->resource != NULL;
+    if (summary_sources(s, a, &labels, &now) != 0) {
+        json_decref(labels);
+        json_decref(now);
+        return NULL;
+    }
+    json_t *parents = source ? json_array() : json_deep_copy(a->parents);
+    json_t *resources = source ? json_pack("[s]", a->resource) : json_array();
+    json_t *sum = json_pack("{s:i, s:s, s:s, s:s, s:s, s:s, s:i, s:i, s:b, s:s, s:s, s:O, s:o}",
+                            "v", 1, "id", a->id, "run_id", OFF_RUN, "kind",
+                            source ? "source" : "derived", "resource", source ? a->resource : "",
+                            "hash", a->hash, "conf", a->conf, "integrity", a->integrity, "ok", 1,
+                            "code", "", "why", "", "parents", parents, "sources", labels);
+    char *text = sum != NULL ? json_dumps(sum, JSON_COMPACT | JSON_SORT_KEYS) : NULL;
+    char sha[41] = "";
+    json_decref(sum);
+    json_t *j = NULL;
+    if (text != NULL && digest_sha1_hex(text, strlen(text), sha) == 0)
+        j = json_pack("{s:s, s:s, s:s, s:O, s:O, s:[s], s:O, s:{s:s, s:s, s:s, s:s, s:i, s:i}}",
+                      "id", a->id, "summary_hash", sha, "summary", text, "parents", parents,
+                      "resources", resources, "producers", OFF_PRODUCER, "sources", now, "artifact",
+                      "run_id", OFF_RUN, "kind", source ? "source" : "derived", "hash", a->hash,
+                      "title", a->title, "conf", a->conf, "integrity", a->integrity);
+    free(text);
+    json_decref(parents);
+    json_decref(resources);
+    json_decref(now);
+    return j;
+}
+
 /* ---- the grant chain and the context ----------------------------------------------------- */
 
 /* An actor of the workflow as a GRANTED_TO / ISSUED_BY edge: {id, kind}. */
@@ -452,9 +540,9 @@ typedef struct {
 } off_verdict;
 
 static const off_field case_spec[] = {
-    {"name", JSON_STRING, false},  {"now", JSON_STRING, false},     {"revoked", JSON_ARRAY, false},
-    {"input", JSON_OBJECT, false}, {"deliver", JSON_OBJECT, false}, {"read", JSON_OBJECT, false},
-    {"expect", JSON_OBJECT, true},
+    {"name", JSON_STRING, false},   {"now", JSON_STRING, false},     {"revoked", JSON_ARRAY, false},
+    {"input", JSON_OBJECT, false},  {"deliver", JSON_OBJECT, false}, {"read", JSON_OBJECT, false},
+    {"invoke", JSON_OBJECT, false}, {"expect", JSON_OBJECT, true},
 };
 static const off_field input_spec[] = {{"step", JSON_STRING, true},
                                        {"artifacts", JSON_ARRAY, true}};
@@ -463,6 +551,13 @@ static const off_field deliver_spec[] = {{"step", JSON_STRING, true},
                                          {"recipient", JSON_STRING, true},
                                          {"tool", JSON_STRING, false}};
 static const off_field read_spec[] = {{"step", JSON_STRING, true}, {"resource", JSON_STRING, true}};
+static const off_field invoke_spec[] = {
+    {"step", JSON_STRING, true}, {"tool", JSON_STRING, true}, {"arguments", JSON_ARRAY, true}};
+static const off_field argument_spec[] = {
+    {"name", JSON_STRING, true},     {"value", JSON_STRING, true},
+    {"from_task", JSON_TRUE, false}, {"quoted_from", JSON_STRING, false},
+    {"lineage", JSON_ARRAY, false},
+};
 static const off_field expect_spec[] = {
     {"outcome", JSON_STRING, true}, {"codes", JSON_ARRAY, false}, {"witness", JSON_STRING, false}};
 
@@ -590,6 +685,148 @@ static int decide_deliver(const off_suite *s, const json_t *req, const char *p, 
     facts_ancestry_free(&anc);
     json_decref(chain_j);
     json_decref(anc_j);
+    return rv;
+}
+
+/* True when one artifact of the test file that lineage names holds value as a token. */
+static bool lineage_holds(const off_suite *s, const json_t *lineage, const char *value)
+{
+    for (size_t k = 0; k < json_array_size(lineage); k++) {
+        const off_artifact *a = art_find(s, json_string_value(json_array_get(lineage, k)));
+        if (a != NULL && token_holds(a->content, value))
+            return true;
+    }
+    return false;
+}
+
+/* One argument of an invoke request (at path p), checked as Gate/Invoke checks it before
+ * deciding: declared by the tool, and its value where it says it came from (the run's task,
+ * the content of the artifact it is quoted from). Appends it as the guard reads it to args and
+ * the artifacts it names to ids. */
+static int invoke_argument(const off_suite *s, const json_t *decl, const json_t *x, const char *p,
+                           json_t *args, json_t *ids)
+{
+    int rv = off_object(s, x, p, argument_spec, sizeof argument_spec / sizeof argument_spec[0]);
+    if (rv != OFF_OK)
+        return rv;
+    const char *name = json_string_value(json_object_get(x, "name"));
+    const char *value = json_string_value(json_object_get(x, "value"));
+    const char *quoted = json_string_value(json_object_get(x, "quoted_from"));
+    const json_t *lineage = json_object_get(x, "lineage");
+    bool from_task = json_object_get(x, "from_task") != NULL;
+    const char *role = workflow_argument_role(decl, name);
+    if (decl != NULL && role == NULL)
+        return off_fail(s, p, "name: tool declares no argument \"%.64s\"", name);
+    if (from_task + (quoted != NULL) + (lineage != NULL) != 1)
+        return off_fail(s, p, "needs exactly one of from_task, quoted_from and lineage");
+    if (from_task && !token_holds(s->wf->task, value))
+        return off_fail(s, p, "value: not in the workflow's task");
+    const off_artifact *q = quoted != NULL ? art_find(s, quoted) : NULL;
+    if (quoted != NULL && (q == NULL || !token_holds(q->content, value)))
+        return off_fail(s, p,
+                        "quoted_from: \"%.64s\" is no artifact of the test file holding "
+                        "the value",
+                        quoted);
+    char f[256];
+    snprintf(f, sizeof f, "%.200s.lineage", p);
+    if (lineage != NULL &&
+        (json_array_size(lineage) == 0 ||
+         (rv = off_refs(s, lineage, f, NULL, "an artifact of the test file")) != OFF_OK))
+        return rv != OFF_OK ? rv : off_fail(s, f, "must name at least one artifact");
+    if (lineage != NULL && !lineage_holds(s, lineage, value))
+        return off_fail(s, f, "no artifact it names holds the value (a lineage holds its value)");
+    json_t *named = lineage != NULL ? json_deep_copy(lineage) : json_array();
+    if (quoted != NULL)
+        json_array_append_new(named, json_string(quoted));
+    for (size_t k = 0; k < json_array_size(named); k++)
+        if (!list_holds(ids, json_string_value(json_array_get(named, k))))
+            json_array_append(ids, json_array_get(named, k));
+    json_array_append_new(args,
+                          json_pack("{s:s, s:s, s:s, s:b, s:s, s:o}", "name", name, "value", value,
+                                    "role", role != NULL ? role : "data", "from_task", from_task,
+                                    "quoted_from", quoted ? quoted : "", "lineage", named));
+    return OFF_OK;
+}
+
+/* The request of an invoke case as Gate/Invoke builds it for the guard (invoke.c): the tool's
+ * declaration, each argument, the destination class its destination argument's value matches.
+ * *request and *summaries (the summaries of every artifact a value names) are new references. */
+static int invoke_request(const off_suite *s, const workflow_step *st, const json_t *req,
+                          const char *p, json_t **request, json_t **summaries)
+{
+    const char *tool = json_string_value(json_object_get(req, "tool"));
+    const json_t *decl = workflow_live_tool(s->wf, tool);
+    const json_t *given = json_object_get(req, "arguments");
+    const char *dest_arg = json_string_value(json_object_get(decl, "destination"));
+    const char *value = NULL;
+    json_t *args = json_array(), *ids = json_array();
+    int rv = OFF_OK;
+    for (size_t i = 0; rv == OFF_OK && i < json_array_size(given); i++) {
+        const json_t *x = json_array_get(given, i);
+        char f[256];
+        snprintf(f, sizeof f, "%.200s.arguments[%zu]", p, i);
+        rv = invoke_argument(s, decl, x, f, args, ids);
+        const char *name = json_string_value(json_object_get(x, "name"));
+        if (rv == OFF_OK && dest_arg != NULL && strcmp(name, dest_arg) == 0)
+            value = json_string_value(json_object_get(x, "value"));
+    }
+    int clearance = -1;
+    const char *dest = value != NULL ? workflow_match_destination(s->wf, value, &clearance) : NULL;
+    *summaries = json_array();
+    for (size_t i = 0; rv == OFF_OK && i < json_array_size(ids); i++)
+        json_array_append_new(
+            *summaries, summary_json(s, art_find(s, json_string_value(json_array_get(ids, i)))));
+    *request = rv == OFF_OK ? json_pack("{s:s, s:s, s:b, s:s, s:s?, s:s?, s:s?, s:i, s:O}",
+                                        "run_id", OFF_RUN, "tool", tool, "declared", decl != NULL,
+                                        "grant", st->cap.grant, "destination_arg", dest_arg,
+                                        "destination_value", value, "destination", dest,
+                                        "clearance", clearance, "arguments", args)
+                            : NULL;
+    json_decref(args);
+    json_decref(ids);
+    if (rv == OFF_OK && (*request == NULL || *summaries == NULL))
+        rv = off_fail(s, p, "out of memory");
+    return rv;
+}
+
+/* The tool-call gate over an invoke request, as Gate/Invoke decides it, then the human
+ * approval the workflow asks for an allowed call. */
+static int decide_invoke(const off_suite *s, const json_t *req, const char *p, long long now,
+                         const json_t *revoked, off_verdict *v)
+{
+    const workflow_step *st = case_step(s, req, p);
+    if (st == NULL)
+        return OFF_USAGE;
+    json_t *request = NULL, *summaries = NULL;
+    int rv = invoke_request(s, st, req, p, &request, &summaries);
+    if (rv != OFF_OK) {
+        json_decref(summaries);
+        return rv;
+    }
+    const char *tool = json_string_value(json_object_get(req, "tool"));
+    const char *dest = json_string_value(json_object_get(request, "destination"));
+    snprintf(v->what, sizeof v->what, "invoke %s to %s (step %s)", tool, dest ? dest : "-",
+             st->cap.step);
+    json_t *chain_j = chain_json(s, st->cap.grant, revoked, now);
+    evaluator_invoke_facts f;
+    guard_context ctx = {0};
+    rv = evaluator_invoke_facts_from(request, summaries, chain_j, &f) == STATUS_OK &&
+                 context_of(st, &ctx) == 0 &&
+                 evaluator_invoke_decide(&st->cap, &ctx, &f, (double)now, &v->d) == 0
+             ? OFF_OK
+             : off_fail(s, p, "the facts could not be built (out of memory)");
+    if (rv == OFF_OK && v->d.outcome == GUARD_ALLOW)
+        workflow_approval_for(s->wf, tool, dest, &v->approver, &v->within_ms);
+    /* The allowed decision borrows the chain and the sources from the facts freed here. */
+    free(v->d.chain_order.items);
+    free(v->d.sources.items);
+    memset(&v->d.chain_order, 0, sizeof v->d.chain_order);
+    memset(&v->d.sources, 0, sizeof v->d.sources);
+    facts_context_free(&ctx);
+    evaluator_invoke_facts_free(&f);
+    json_decref(chain_j);
+    json_decref(summaries);
+    json_decref(request);
     return rv;
 }
 
@@ -723,26 +960,34 @@ static int case_run(off_suite *s, size_t i)
         rv = expect_check(s, json_object_get(c, "expect"), p);
     if (rv != OFF_OK)
         return rv;
-    const json_t *input = json_object_get(c, "input"), *deliver = json_object_get(c, "deliver");
-    const json_t *read = json_object_get(c, "read");
-    if ((input != NULL) + (deliver != NULL) + (read != NULL) != 1)
-        return off_fail(s, p, "needs exactly one of input, deliver, read (the gate it asks)");
-    const json_t *req = input != NULL ? input : deliver != NULL ? deliver : read;
-    const off_field *spec = input != NULL ? input_spec : deliver != NULL ? deliver_spec : read_spec;
-    size_t n = input != NULL     ? sizeof input_spec / sizeof input_spec[0]
-               : deliver != NULL ? sizeof deliver_spec / sizeof deliver_spec[0]
-                                 : sizeof read_spec / sizeof read_spec[0];
-    snprintf(f, sizeof f, "%s.%s", p,
-             input != NULL     ? "input"
-             : deliver != NULL ? "deliver"
-                               : "read");
-    if ((rv = off_object(s, req, f, spec, n)) != OFF_OK)
+    /* The gate it asks: the first of the table the case names, which must be the only one. */
+    static const struct {
+        const char *key;
+        const off_field *spec;
+        size_t n;
+    } gates[] = {
+        {"input", input_spec, sizeof input_spec / sizeof input_spec[0]},
+        {"deliver", deliver_spec, sizeof deliver_spec / sizeof deliver_spec[0]},
+        {"read", read_spec, sizeof read_spec / sizeof read_spec[0]},
+        {"invoke", invoke_spec, sizeof invoke_spec / sizeof invoke_spec[0]},
+    };
+    size_t named = 0, g = 0;
+    for (size_t k = sizeof gates / sizeof gates[0]; k-- > 0;)
+        if (json_object_get(c, gates[k].key) != NULL)
+            named++, g = k;
+    if (named != 1)
+        return off_fail(s, p,
+                        "needs exactly one of input, deliver, read, invoke (the gate it asks)");
+    const json_t *req = json_object_get(c, gates[g].key);
+    snprintf(f, sizeof f, "%s.%s", p, gates[g].key);
+    if ((rv = off_object(s, req, f, gates[g].spec, gates[g].n)) != OFF_OK)
         return rv;
     off_verdict v;
     memset(&v, 0, sizeof v);
-    rv = input != NULL     ? decide_input(s, req, f, &v)
-         : deliver != NULL ? decide_deliver(s, req, f, now, revoked, &v)
-                           : decide_read(s, req, f, &v);
+    rv = g == 0   ? decide_input(s, req, f, &v)
+         : g == 1 ? decide_deliver(s, req, f, now, revoked, &v)
+         : g == 2 ? decide_read(s, req, f, &v)
+                  : decide_invoke(s, req, f, now, revoked, &v);
     if (rv == OFF_OK)
         case_judge(s, i, c, &v);
     guard_decision_free(&v.d);

@@ -43,6 +43,12 @@ static const char *audit_str(const json_t *o, const char *k)
     return s != NULL ? s : "";
 }
 
+static const char *audit_text(const json_t *v)
+{
+    const char *s = json_string_value(v);
+    return s != NULL ? s : "";
+}
+
 /* The hashes of the events verified so far, by seq (index seq - 1). */
 typedef struct {
     char (*items)[65];
@@ -273,6 +279,90 @@ static void audit_tail(const json_t *run, const json_t *deliveries, uint64_t hea
     json_decref(rj);
 }
 
+/* Whether the lists a (a receipt's, n items) and b (a JSON array; {} for an empty one, as the
+ * database writes it) hold the same strings in the same order. */
+static bool audit_same_list(char *const *a, size_t n, const json_t *b)
+{
+    if (json_is_object(b) && json_object_size(b) == 0 && n == 0)
+        return true;
+    if (!json_is_array(b) || json_array_size(b) != n)
+        return false;
+    for (size_t i = 0; i < n; i++)
+        if (strcmp(a[i], audit_text(json_array_get(b, i))) != 0)
+            return false;
+    return true;
+}
+
+/* The receipt attached to one effect of the run (d: the delivery object as charter_get_receipt
+ * returns it) against the effect: its MAC holds under the integrity key, it names this
+ * effect (invocation, run, digest, destination, tool, grant chain) and, for a tool call's
+ * effect, the lineage the commit kept, and the arguments stored still hash to the digest it
+ * names. Returns 1 when it names a problem, else 0. */
+static int audit_effect_receipt(const json_t *d, const char *run_id, uint64_t seq,
+                                audit_result *out)
+{
+    const char *inv = audit_str(d, "invocation_id");
+    const char *text = json_string_value(json_object_get(d, "receipt"));
+    json_t *rj = text != NULL ? json_loads(text, 0, NULL) : NULL;
+    if (text == NULL)
+        return 0; /* not issued yet: Evidence/GetReceipt issues it from the effect */
+    Charter__V1__Receipt r;
+    char reason[160], actual[65];
+    int found = 0;
+    if (rj == NULL || receipt_issue_parse(rj, &r) != STATUS_OK) {
+        json_decref(rj);
+        return audit_fail(out, seq, "invocation %s's receipt was altered: it cannot be read", inv);
+    }
+    bool invoke = strcmp(r.kind, "invoke") == 0;
+    const char *content = audit_str(d, "content");
+    if (integrity_receipt_check(&r, reason, sizeof reason) != STATUS_OK)
+        found =
+            audit_fail(out, seq, "invocation %s's receipt was altered: it does not verify", inv);
+    else if (strcmp(r.invocation_id, inv) != 0 || strcmp(r.run_id, run_id) != 0 ||
+             strcmp(r.payload_hash, audit_str(d, "payload_hash")) != 0 ||
+             strcmp(r.recipient, audit_str(d, "recipient")) != 0 ||
+             strcmp(r.tool, audit_str(d, "tool")) != 0 ||
+             !audit_same_list(r.grant_chain, r.n_grant_chain, json_object_get(d, "grant_chain")) ||
+             (invoke && !audit_same_list(r.lineage, r.n_lineage, json_object_get(d, "lineage"))))
+        found = audit_fail(out, seq,
+                           "invocation %s was changed: its receipt names another effect than "
+                           "the one stored",
+                           inv);
+    else if (invoke && (digest_sha256_hex(content, strlen(content), actual) != 0 ||
+                        strcmp(actual, r.payload_hash) != 0))
+        found = audit_fail(out, seq,
+                           "invocation %s's arguments were changed: they no longer hash to the "
+                           "digest its receipt names",
+                           inv);
+    receipt_issue_clear(&r);
+    json_decref(rj);
+    return found;
+}
+
+/* With an integrity key, each effect of the run that has a receipt (deliveries: the
+ * charter_audit_events list) checked by audit_effect_receipt; the first problem is named.
+ * Returns STATUS_OK (out updated) or the store's failure. */
+static int audit_receipts(store *st, const char *run_id, const json_t *deliveries,
+                          audit_result *out)
+{
+    size_t i;
+    json_t *e;
+    json_array_foreach(deliveries, i, e)
+    {
+        if (!evlog_keyed() || !out->intact)
+            break;
+        json_t *reply = NULL;
+        json_t *s = json_object_get(e, "event_seq");
+        int rc = q_get_receipt(st, run_id, audit_str(e, "invocation_id"), &reply);
+        if (rc != STATUS_OK)
+            return rc;
+        (void)audit_effect_receipt(json_object_get(reply, "delivery"), run_id,
+                                   json_is_integer(s) ? (uint64_t)json_integer_value(s) : 0, out);
+        json_decref(reply);
+    }
+    return STATUS_OK;
+}
+
 /* With an integrity key, the first of seals (charter_audit_summaries' [[id, summary_hash,
  * seal],...], in creation order) whose seal is missing or does not verify is named. Returns 1
  * when one was named, else 0. */
@@ -429,6 +519,8 @@ int audit_chain(store *st, const char *run_id, audit_result *out)
     if (rc == STATUS_OK && found == 0)
         audit_tail(json_object_get(first, "run"), json_object_get(first, "deliveries"), head_seq,
                    run_id, &verified, out);
+    if (rc == STATUS_OK && out->intact)
+        rc = audit_receipts(st, run_id, json_object_get(first, "deliveries"), out);
     if (rc == STATUS_OK && out->intact)
         rc = audit_summaries(st, run_id, out);
     json_decref(first);

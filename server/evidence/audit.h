@@ -39,7 +39,12 @@ typedef struct {
  * label or producer deeper than a payload changed behind the API's back, none of which a
  * decision reads. A run whose keyless graph adopted the integrity key (keyadopt.h) has its events
  * up to the mark checked as plain SHA-256, the last of them against the hash the adoption
- * sealed, and the mark's seal under the key (keyless_until says where). Returns STATUS_OK with
+ * sealed, and the mark's seal under the key (keyless_until says where). With an integrity key,
+ * before the summaries, every receipt attached to an effect of the run (a delivery, or a tool
+ * call's effect) must verify, name the effect as stored (invocation, run, digest,
+ * destination, tool, grant chain and, for a tool call, the lineage its commit kept), and a
+ * tool call's stored arguments must still hash to the digest it names; the first that does
+ * not is named at the effect's event. Returns STATUS_OK with
  * *out filled,
  * STATUS_ENOTFOUND, or the store's failure. */
 int audit_chain(store *st, const char *run_id, audit_result *out);

@@ -57,6 +57,12 @@ json_t *receipt_issue_json(const Charter__V1__Receipt *r)
         }
         json_decref(sig);
     }
+    /* An invoke receipt's lineage; absent from the other kinds. */
+    if (j != NULL && r->kind != NULL && strcmp(r->kind, "invoke") == 0 &&
+        json_object_set_new(j, "lineage", strs_json(r->lineage, r->n_lineage)) != 0) {
+        json_decref(j);
+        j = NULL;
+    }
     /* A charter-receipt-2 run receipt's budget and counters; absent from older receipts. */
     if (j != NULL && ((r->budget != NULL && *r->budget != '\0') ||
                       (r->counters != NULL && *r->counters != '\0'))) {
@@ -73,6 +79,7 @@ void receipt_issue_clear(Charter__V1__Receipt *r)
 {
     free(r->grant_chain);
     free(r->deliveries);
+    free(r->lineage);
     charter__v1__receipt__init(r);
 }
 
@@ -177,6 +184,8 @@ int receipt_issue_parse(const json_t *j, Charter__V1__Receipt *r)
         rc = parse_list(j, "grant_chain", &r->grant_chain, &r->n_grant_chain);
     if (rc == STATUS_OK)
         rc = parse_list(j, "deliveries", &r->deliveries, &r->n_deliveries);
+    if (rc == STATUS_OK)
+        rc = parse_list(j, "lineage", &r->lineage, &r->n_lineage);
     if (rc != STATUS_OK)
         receipt_issue_clear(r);
     return rc;
@@ -344,7 +353,24 @@ int receipt_issue_delivery(store *st, const json_t *delivery, json_t **receipt)
             return STATUS_EPROTO;
         chain[r.n_grant_chain++] = (char *)json_string_value(v);
     }
-    r.kind = "delivery";
+    /* An invocation's effect names the artifacts its values came from (the delivery's
+     * lineage, written by its commit): an invoke receipt. */
+    const json_t *jlineage = json_object_get(delivery, "lineage");
+    /* (the database's JSON writes an empty list as {}) */
+    bool invoke =
+        json_is_array(jlineage) || (json_is_object(jlineage) && json_object_size(jlineage) == 0);
+    r.kind = invoke ? "invoke" : "delivery";
+    if (json_array_size(jlineage) > 0 &&
+        (r.lineage = calloc(json_array_size(jlineage), sizeof *r.lineage)) == NULL)
+        return STATUS_ENOMEM;
+    json_array_foreach(jlineage, i, v)
+    {
+        if (!json_is_string(v)) {
+            free(r.lineage);
+            return STATUS_EPROTO;
+        }
+        r.lineage[r.n_lineage++] = (char *)json_string_value(v);
+    }
     r.run_id = (char *)json_string_value(json_object_get(delivery, "run_id"));
     r.invocation_id = (char *)json_string_value(json_object_get(delivery, "invocation_id"));
     r.payload_hash = (char *)json_string_value(json_object_get(delivery, "payload_hash"));
@@ -354,12 +380,16 @@ int receipt_issue_delivery(store *st, const json_t *delivery, json_t **receipt)
     r.time = (char *)json_string_value(json_object_get(delivery, "committed_at"));
     r.evaluator = (char *)json_string_value(json_object_get(delivery, "evaluator"));
     if (r.run_id == NULL || r.invocation_id == NULL || r.payload_hash == NULL ||
-        r.recipient == NULL || r.tool == NULL || r.time == NULL || r.n_grant_chain == 0)
+        r.recipient == NULL || r.tool == NULL || r.time == NULL || r.n_grant_chain == 0) {
+        free(r.lineage);
         return STATUS_EPROTO;
+    }
     if (r.evaluator == NULL)
         r.evaluator = "";
     char mac[65];
-    return sign_and_attach(st, &r, mac, false, receipt);
+    int rc = sign_and_attach(st, &r, mac, false, receipt);
+    free(r.lineage);
+    return rc;
 }
 
 int receipt_issue_for_invocation(store *st, const char *run_id, const char *invocation_id,

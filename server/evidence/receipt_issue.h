@@ -30,9 +30,9 @@ int receipt_issue_parse(const json_t *j, Charter__V1__Receipt *r);
 void receipt_issue_clear(Charter__V1__Receipt *r);
 
 /* The receipt of delivery, a delivery object as the queries return it: the one attached to it
- * when there is one, else a new one (kind delivery, time = committed_at, evaluator = the
- * decision's fingerprint) attached with charter_attach_receipt. *receipt is the receipt JSON
- * object (caller decrefs). Returns STATUS_OK, STATUS_ENOKEY, STATUS_EPROTO for a delivery
+ * when there is one, else a new one (kind delivery, or invoke with the delivery's lineage when
+ * it is an invocation's effect; time = committed_at, evaluator = the decision's fingerprint)
+ * attached with charter_attach_receipt. *receipt is the receipt JSON object (caller decrefs). Returns STATUS_OK, STATUS_ENOKEY, STATUS_EPROTO for a delivery
  * that cannot be signed (a missing field), or the store's failure. */
 int receipt_issue_delivery(store *st, const json_t *delivery, json_t **receipt);
 

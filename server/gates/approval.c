@@ -165,9 +165,7 @@ int approval_decide(store *st, const char *id, const char *decision, const char 
          * (GetReceipt issues it from the stored delivery later). */
         json_t *receipt = NULL;
         const json_t *delivery = json_object_get(*reply, "delivery");
-        const char *payload = json_string_value(json_object_get(delivery, "payload_id"));
-        /* A tool's effect (no payload) has no receipt yet, as when Invoke commits it. */
-        if (json_is_object(delivery) && payload != NULL && *payload != '\0')
+        if (json_is_object(delivery))
             (void)receipt_issue_delivery(st, delivery, &receipt);
         json_decref(receipt);
     } else if (strcmp(status, "approved") != 0 && strcmp(status, "denied") != 0 &&

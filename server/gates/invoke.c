@@ -18,6 +18,7 @@
 #include "core/ids.h"
 #include "core/invariant.h"
 #include "evidence/evlog.h"
+#include "evidence/receipt_issue.h"
 #include "gates/approval.h"
 #include "gates/deliver.h"
 #include "policy/evaluator.h"
@@ -444,6 +445,16 @@ static json_t *commit_doc(const invoke_state *s, const invoke_result *out)
                      arts, "resources", reached);
 }
 
+/* The effect's receipt, signed right after the commit as a delivery's is. A failure loses
+ * nothing: Evidence/GetReceipt issues it from the stored effect later. */
+static void issue_receipt(const invoke_state *s, const json_t *delivery)
+{
+    json_t *receipt = NULL;
+    if (evlog_keyed())
+        (void)receipt_issue_delivery(s->g->st, delivery, &receipt);
+    json_decref(receipt);
+}
+
 /* 4. The effect, committed once: the conditional write on the database clock, up to
  * DELIVER_ATTEMPTS times; a commit whose outcome is unknown is looked up before any answer,
  * and an answer never claims no effect when one may have landed. */
@@ -484,6 +495,7 @@ static int commit(invoke_state *s, invoke_result *out)
         if (status != NULL && strcmp(status, "committed") == 0) {
             out->delivery = json_incref(json_object_get(reply, "delivery"));
             INVARIANT(out->delivery != NULL);
+            issue_receipt(s, out->delivery);
         } else if (status != NULL && strcmp(status, "exists") == 0) {
             answer_existing(s, out, json_incref(json_object_get(reply, "delivery")));
         } else {

@@ -621,46 +621,53 @@ int evaluator_invoke_decide(const guard_stepcap *cap, const guard_context *ctx,
     return 0;
 }
 
-/* The recorded value of argument name in request, or NULL. */
-static const char *recorded_value(const json_t *request, const char *name)
+/* The recorded request as the candidate workflow would have read it (new reference): whether
+ * it declares the tool, each argument's role under that declaration, and the destination
+ * class the destination argument's value matches among the candidate's classes, with its
+ * clearance. An argument the candidate's declaration lacks leaves the tool undeclared: the
+ * call could not be made (TOOL_NOT_PERMITTED). NULL when memory ran out. */
+static json_t *candidate_request(const workflow *wf, const json_t *recorded)
 {
-    const json_t *args = json_object_get(request, "arguments");
-    for (size_t i = 0; name != NULL && i < json_array_size(args); i++) {
-        const json_t *a = json_array_get(args, i);
-        const char *an = json_string_value(json_object_get(a, "name"));
-        if (an != NULL && strcmp(an, name) == 0)
-            return json_string_value(json_object_get(a, "value"));
+    json_t *rq = json_deep_copy(recorded);
+    const char *tool = json_string_value(json_object_get(recorded, "tool"));
+    const json_t *decl = tool != NULL ? workflow_live_tool(wf, tool) : NULL;
+    const char *dest_arg = json_string_value(json_object_get(decl, "destination"));
+    const char *value = NULL;
+    bool declared = decl != NULL;
+    size_t i;
+    json_t *a;
+    json_array_foreach(json_object_get(rq, "arguments"), i, a)
+    {
+        const char *name = json_string_value(json_object_get(a, "name"));
+        const char *role = name != NULL ? workflow_argument_role(decl, name) : NULL;
+        declared = declared && role != NULL;
+        if (json_object_set_new(a, "role", json_string(role != NULL ? role : "data")) != 0) {
+            json_decref(rq);
+            return NULL;
+        }
+        if (dest_arg != NULL && name != NULL && strcmp(name, dest_arg) == 0)
+            value = json_string_value(json_object_get(a, "value"));
     }
-    return NULL;
+    int clearance = -1;
+    const char *dest = value != NULL ? workflow_match_destination(wf, value, &clearance) : NULL;
+    json_t *set =
+        json_pack("{s:b, s:s?, s:s?, s:s?, s:i}", "declared", declared, "destination_arg", dest_arg,
+                  "destination_value", value, "destination", dest, "clearance", clearance);
+    if (rq == NULL || set == NULL || json_object_update(rq, set) != 0) {
+        json_decref(rq);
+        rq = NULL;
+    }
+    json_decref(set);
+    return rq;
 }
 
-/* The recorded invocation as candidate wf declares it: whether the tool is a live tool, each
- * argument's role (an argument wf does not declare keeps its recorded one), the destination
- * argument and the class its recorded value matches. Strings borrow from wf and request. */
-static void invoke_under(const workflow *wf, const json_t *request, evaluator_invoke_facts *f)
+/* An invocation's recorded facts decided again. With cand (a what if), the request is read
+ * under the candidate's declaration of the tool, argument roles and destination classes
+ * (candidate_request), and every source's labels are the candidate's. */
+static int replay_invoke(const guard_stepcap *cap, const json_t *snap,
+                         const evaluator_candidate *cand, guard_decision *d, char *why, size_t n)
 {
-    const json_t *decl = workflow_live_tool(wf, f->req.tool);
-    f->req.declared = decl != NULL;
-    for (size_t i = 0; i < f->req.n_args; i++) {
-        const char *role = workflow_argument_role(decl, f->args[i].name);
-        if (role != NULL)
-            f->args[i].control = strcmp(role, "control") == 0;
-    }
-    f->req.destination_arg = json_string_value(json_object_get(decl, "destination"));
-    f->req.destination_value = recorded_value(request, f->req.destination_arg);
-    f->req.clearance = -1;
-    f->req.destination =
-        f->req.destination_value != NULL
-            ? workflow_match_destination(wf, f->req.destination_value, &f->req.clearance)
-            : NULL;
-}
-
-/* An invocation's recorded facts decided again; with labels (a what if), the destination
- * class's clearance and every source's labels are the candidate's, and with wf (the
- * candidate) the arguments' roles and the class the destination value matches too. */
-static int replay_invoke(const guard_stepcap *cap, const json_t *snap, const json_t *labels,
-                         const workflow *wf, guard_decision *d, char *why, size_t n)
-{
+    const json_t *labels = cand != NULL ? cand->labels : NULL;
     const json_t *now = json_object_get(snap, "now");
     guard_context ctx;
     if (!json_is_number(now))
@@ -669,14 +676,15 @@ static int replay_invoke(const guard_stepcap *cap, const json_t *snap, const jso
     if (rc != STATUS_OK)
         return rc == STATUS_ENOMEM ? rc : snapshot_fail(why, n, "context");
     evaluator_invoke_facts f;
-    rc = evaluator_invoke_facts_from(json_object_get(snap, "request"),
-                                     json_object_get(snap, "summaries"),
+    json_t *request = cand != NULL ? candidate_request(cand->wf, json_object_get(snap, "request"))
+                                   : json_incref(json_object_get(snap, "request"));
+    if (cand != NULL && request == NULL) {
+        facts_context_free(&ctx);
+        return STATUS_ENOMEM;
+    }
+    rc = evaluator_invoke_facts_from(request, json_object_get(snap, "summaries"),
                                      json_object_get(snap, "chain"), &f);
-    if (rc == STATUS_OK && wf != NULL)
-        invoke_under(wf, json_object_get(snap, "request"), &f);
     if (rc == STATUS_OK && labels != NULL) {
-        if (f.req.destination != NULL)
-            f.req.clearance = candidate_label(labels, "recipients", f.req.destination, "clearance");
         for (size_t i = 0; i < f.n_sums; i++)
             if (f.sums[i].verified)
                 relabel_summary(&f.sums[i], labels);
@@ -689,6 +697,7 @@ static int replay_invoke(const guard_stepcap *cap, const json_t *snap, const jso
         rc = snapshot_fail(why, n, "request, summaries or chain");
     }
     evaluator_invoke_facts_free(&f);
+    json_decref(request);
     facts_context_free(&ctx);
     return rc;
 }
@@ -754,11 +763,11 @@ static int replay_identity(const json_t *snap, const evaluator_candidate *cand, 
     return rc;
 }
 
-/* The gate the snapshot records, decided again under cap (and labels and the candidate wf,
- * for a what if). */
-static int decide_snapshot(const guard_stepcap *cap, const json_t *snap, const json_t *labels,
-                           const workflow *wf, guard_decision *d, char *why, size_t n)
+/* The gate the snapshot records, decided again under cap (and the candidate, for a what if). */
+static int decide_snapshot(const guard_stepcap *cap, const json_t *snap,
+                           const evaluator_candidate *cand, guard_decision *d, char *why, size_t n)
 {
+    const json_t *labels = cand != NULL ? cand->labels : NULL;
     const char *gate = text_of(snap, "gate");
     if (strcmp(gate, "input") == 0)
         return replay_input(cap, snap, labels, d, why, n);
@@ -769,7 +778,7 @@ static int decide_snapshot(const guard_stepcap *cap, const json_t *snap, const j
     /* A tool invocation (Gate/Invoke): no verdict of another gate changed when it came, so it
      * is decided by the version that was current then. */
     if (strcmp(gate, "invoke") == 0)
-        return replay_invoke(cap, snap, labels, wf, d, why, n);
+        return replay_invoke(cap, snap, cand, d, why, n);
     return snapshot_fail(why, n, "unknown gate");
 }
 
@@ -788,7 +797,7 @@ static int replay_v2(const json_t *snap, guard_decision *d, char *why, size_t n)
     guard_stepcap cap;
     int rc = cap_from(snap, &cap, why, n);
     if (rc == STATUS_OK) {
-        rc = decide_snapshot(&cap, snap, NULL, NULL, d, why, n);
+        rc = decide_snapshot(&cap, snap, NULL, d, why, n);
         cap_free(&cap);
     }
     return rc;
@@ -1123,7 +1132,7 @@ int evaluator_whatif(const evaluator_candidate *cand, const workflow *recorded, 
     snprintf(out->step, sizeof out->step, "%s", was.step);
     rc = candidate_cap(cand, recorded, &was, &cap, &found);
     if (rc == STATUS_OK && found) {
-        rc = decide_snapshot(&cap, snap, cand->labels, cand->wf, &out->decided, why, n);
+        rc = decide_snapshot(&cap, snap, cand, &out->decided, why, n);
         cap_free(&cap);
     } else if (rc == STATUS_OK) {
         /* The candidate does not have the step: nothing may be done in it. */

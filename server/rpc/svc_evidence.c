@@ -130,6 +130,8 @@ static Charter__V1__Receipt *receipt_message(call *c, const json_t *j)
         r->last_event_hash = call_strdup(c, parsed.last_event_hash);
         r->deliveries = strs_copy(c, parsed.deliveries, parsed.n_deliveries);
         r->n_deliveries = parsed.n_deliveries;
+        r->lineage = strs_copy(c, parsed.lineage, parsed.n_lineage);
+        r->n_lineage = parsed.n_lineage;
         r->mac = call_strdup(c, parsed.mac);
         r->signature = call_strdup(c, parsed.signature);
         r->key_id = call_strdup(c, parsed.key_id);
@@ -142,8 +144,8 @@ static Charter__V1__Receipt *receipt_message(call *c, const json_t *j)
     receipt_issue_clear(&parsed);
     if (r == NULL || !r->kind || !r->run_id || !r->invocation_id || !r->payload_hash ||
         !r->recipient || !r->tool || !r->grant_chain || !r->time || !r->evaluator || !r->status ||
-        !r->last_event_hash || !r->deliveries || !r->mac || !r->signature || !r->key_id ||
-        !r->signed_text || !r->prev_receipt_hash)
+        !r->last_event_hash || !r->deliveries || !r->lineage || !r->mac || !r->signature ||
+        !r->key_id || !r->signed_text || !r->prev_receipt_hash)
         return NULL;
     return r;
 }

@@ -12,6 +12,7 @@
 #include "evidence/evlog.h"
 #include "policy/evaluator.h"
 #include "policy/workflow.h"
+#include "workflow/registry.h"
 
 #include <arpa/inet.h>
 #include <errno.h>
@@ -118,6 +119,20 @@ int harness_evlog_builtin(const char *suite)
         return 2;
     }
     workflow_free(loaded);
+    return 0;
+}
+
+int harness_install_builtin(store *st, const workflow **kept, const char *suite)
+{
+    char err[512] = "";
+    workflow *loaded = NULL;
+    if (evlog_claim_integrity(st, err, sizeof err) != STATUS_OK ||
+        workflow_load_buffer(embedded_workflow, embedded_workflow_len, &loaded, err, sizeof err) !=
+            0 ||
+        registry_install(st, loaded, NULL, kept, err, sizeof err) != STATUS_OK) {
+        fprintf(stderr, "%s: cannot install the workflow: %s\n", suite, err);
+        return -1;
+    }
     return 0;
 }
 

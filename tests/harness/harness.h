@@ -34,6 +34,7 @@
 #include "charter.h"
 #include "charter.pb-c.h"
 #include "db/store.h"
+#include "policy/workflow.h"
 
 /* Fixed tokens every test charterd is started with (>= 24 characters, different). */
 #define HARNESS_OPERATOR_TOKEN "test-operator-token-6c1f0e2a9b7d4e55"
@@ -58,6 +59,11 @@ store *harness_store_open(const char *graph);
  * with the evaluator fingerprint of the built-in workflow, as charterd does at start-up.
  * Returns 0, or 2 (a suite setup's failure status) after printing why, naming suite. */
 int harness_evlog_builtin(const char *suite);
+
+/* For the suites that drive the gates in-process: claims st's graph's integrity mode and
+ * installs the built-in workflow there, as charterd does at start-up; the installed version
+ * into *kept. Returns 0, or -1 after printing why, naming suite. */
+int harness_install_builtin(store *st, const workflow **kept, const char *suite);
 
 /* Aborts unless charter_graph_stats reports zero keys for st's graph: a test never runs
  * against a graph that already holds data. */
