@@ -5,7 +5,8 @@
 --
 -- Key schema: P:approval:<id> (hash: id, run_id, invocation_id, fingerprint, approver, tool,
 -- recipient, payload_id, step, context_id, requested_at, deadline, within_ms, state,
--- decided_by, decided_at, reason, commit (JSON text), event (JSON text)), P:approvals (zset of
+-- decided_by, decided_at, reason, commit (JSON text), event (JSON text), arguments (JSON text,
+-- a held tool invocation's)), P:approvals (zset of
 -- ids by request time), P:run:<id>:approvals (set), P:approval_inv:<invocation> (the id).
 
 local approvals = {}
@@ -45,7 +46,8 @@ local function approval_object(h, now_us)
             recipient = h.recipient, payload_id = h.payload_id, step = h.step,
             context_id = h.context_id, requested_at = h.requested_at, deadline = h.deadline,
             state = state, decided_by = h.decided_by or '', decided_at = h.decided_at or '',
-            reason = h.reason or '', event_seq = tonumber(h.event_seq or '0') or 0}
+            reason = h.reason or '', event_seq = tonumber(h.event_seq or '0') or 0,
+            arguments = h.arguments and cjson.decode(h.arguments) or nil}
 end
 
 --[[ charter_request_approval
@@ -53,7 +55,10 @@ call: request_approval(request, event)
 keys: P. args: JSON {approval_id,run_id,invocation_id,fingerprint,approver,within_ms,tool,
   recipient,payload_id,step,context_id,commit:{the argument of charter_commit_delivery},
   event:{kind,outcome,codes,witness,detail,snapshot,evaluator}: the delivery_decided event the
-  commit will write, unsealed}, sealed event approval_requested.
+  commit will write, unsealed, arguments}, sealed event approval_requested. A held tool
+  invocation: commit with its "invoke" member, event invoke_decided, payload_id "" (ignored),
+  recipient "" for a tool without destination, and arguments [{name,value,role,lineage,...}]
+  as the gate read them (shown with the approval); a delivery has none.
 reply: {"status":"pending","approval":{...},"created":true} when created, with the event, in
   this call (deadline = TIME + within_ms); {"status":"<state>","approval":{...}} when the
   invocation already has this approval (same fingerprint: nothing written);
@@ -70,16 +75,27 @@ local function charter_request_approval(keys, args)
     local approver = check_id(doc.approver, 'approver')
     local within = check_count(doc.within_ms, 'within_ms', 1, 604800000)
     local tool = check_id(doc.tool, 'tool')
-    local recipient = check_id(doc.recipient, 'recipient')
-    local payload_id = check_id(doc.payload_id, 'payload_id')
-    local step = check_id(doc.step, 'step')
-    local context_id = check_id(doc.context_id, 'context_id')
     if type(doc.commit) ~= 'table' or type(doc.event) ~= 'table' then
         raise('invalid', 'commit and event must be objects')
     end
+    -- A held tool invocation: its commit names the artifacts its values came from (no payload),
+    -- a tool without a destination has no recipient, and the approver reads its arguments.
+    local invoke = type(doc.commit.invoke) == 'table'
+    local recipient = (invoke and doc.recipient == '') and '' or check_id(doc.recipient, 'recipient')
+    local payload_id = invoke and '' or check_id(doc.payload_id, 'payload_id')
+    local arguments = nil
+    if invoke then
+        if type(doc.arguments) ~= 'table' then
+            raise('invalid', 'arguments must be the invocation\'s arguments')
+        end
+        arguments = cjson.encode(doc.arguments)
+    end
+    local step = check_id(doc.step, 'step')
+    local context_id = check_id(doc.context_id, 'context_id')
     if doc.commit.invocation_id ~= inv or doc.commit.run_id ~= run_id or
-        doc.event.kind ~= 'delivery_decided' or doc.event.outcome ~= 'allow' then
-        raise('invalid', 'commit and event must be the allowed delivery of this invocation')
+        doc.event.kind ~= (invoke and 'invoke_decided' or 'delivery_decided') or
+        doc.event.outcome ~= 'allow' then
+        raise('invalid', 'commit and event must be the allowed effect of this invocation')
     end
     local ev = check_sealed(args[2], 'event', 'approval_requested')
     if not exists(P .. ':run:' .. run_id) then
@@ -117,6 +133,9 @@ local function charter_request_approval(keys, args)
                ts, 'deadline', deadline, 'within_ms', string.format('%d', within), 'state',
                'pending', 'commit', cjson.encode(doc.commit), 'event', cjson.encode(doc.event),
                'request_seq', string.format('%d', ev.seq))
+    if arguments then
+        redis.call('HSET', key, 'arguments', arguments)
+    end
     redis.call('SET', P .. ':approval_inv:' .. inv, id)
     redis.call('ZADD', P .. ':approvals', tnum, id)
     redis.call('SADD', P .. ':run:' .. run_id .. ':approvals', id)

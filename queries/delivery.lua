@@ -149,7 +149,9 @@ reply: every fact Gate/Invoke reads, at one instant: {"context": as charter_cont
   "delivery": the invocation's existing effect (absent when unused; then nothing else but the
   context, head and now), "grant": the grant the context recorded, "chain": as
   charter_grant_chain of it, "summaries":[...] per artifact id as charter_input_facts gives
-  them, "contents":{id: content} of every quoted id (absent for an unknown one)}.
+  them, "contents":{id: content} of every quoted id that is an artifact of the context's run
+  (absent for an unknown one and for one of another run: its content is never read out to
+  another run's caller)}.
 errors: not_found (context), invalid. ]]
 local function charter_invoke_facts(keys, args)
     local P = prefix(keys)
@@ -191,9 +193,9 @@ local function charter_invoke_facts(keys, args)
     end
     out.contents = {}
     for _, id in ipairs(quoted) do
-        local c = redis.call('HGET', P .. ':artifact:' .. id, 'content')
-        if c then
-            out.contents[id] = c
+        local f = redis.call('HMGET', P .. ':artifact:' .. id, 'run_id', 'content')
+        if f[2] and f[1] == ctx.run_id and ctx.run_id ~= '' then
+            out.contents[id] = f[2]
         end
     end
     return cjson.encode(out)

@@ -346,7 +346,8 @@ static guard_delivery_request request(const char *payload, const char *recipient
                                       const char *tool, const char *grant)
 {
     guard_delivery_request r = {
-        RUN, (char *)payload, (char *)recipient, clearance, (char *)tool, (char *)grant, NULL};
+        RUN,  (char *)payload, (char *)recipient, clearance, (char *)tool, (char *)grant, NULL,
+        false};
     return r;
 }
 
@@ -444,6 +445,54 @@ static void test_cfo_delivery_of_recommendation_is_allowed(void)
     CU_ASSERT_PTR_EQUAL(d.chain_order.items[0], chain.chain.items[0].id);
     guard_decision_free(&d);
 
+    anc_free(&anc);
+    chain_free(&chain);
+    strs_free(&ctx.owners);
+    cap_free(&cap);
+}
+
+/* RULE-DELIVERY-TOOL: a tool the workflow declares with arguments is invoked, never delivered
+ * through; the refusal stands alone (the recipient outside the step is not reported). */
+static void test_delivery_through_a_live_tool_is_not_permitted(void)
+{
+    guard_stepcap cap = analyze_cap();
+    guard_context ctx = context_of("c2", "analyze", "analyst");
+    guard_delivery_request req = request("a6", "nobody", 2, "deliver_internal", "g_analyst");
+    req.live_tool = true;
+    anc_builder anc;
+    chain_builder chain;
+    recommendation_ancestry(&anc);
+    analyst_chain(&chain);
+    guard_decision d;
+    CU_ASSERT_EQUAL(guard_check_delivery(&cap, &ctx, &req, &anc.anc, &chain.chain, T_NOW, &d), 0);
+    expect(&d, GUARD_DENY, 1u << GUARD_TOOL_NOT_PERMITTED,
+           "tool deliver_internal declares arguments in the workflow: it is invoked with "
+           "Gate/Invoke, never delivered to");
+    guard_decision_free(&d);
+    anc_free(&anc);
+    chain_free(&chain);
+    strs_free(&ctx.owners);
+    cap_free(&cap);
+}
+
+/* A witness never echoes a control character: a fact holding one is escaped. */
+static void test_witness_escapes_control_characters(void)
+{
+    guard_stepcap cap = analyze_cap();
+    guard_context ctx = context_of("c2", "analyze", "analyst");
+    guard_delivery_request req = request("a6", "cfo", 2, "deliver\n\x1b[2J", "g_analyst");
+    anc_builder anc;
+    chain_builder chain;
+    recommendation_ancestry(&anc);
+    analyst_chain(&chain);
+    guard_decision d;
+    CU_ASSERT_EQUAL(guard_check_delivery(&cap, &ctx, &req, &anc.anc, &chain.chain, T_NOW, &d), 0);
+    CU_ASSERT_EQUAL(d.outcome, GUARD_DENY);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(d.witness);
+    CU_ASSERT_PTR_NOT_NULL(strstr(d.witness, "tool deliver\\n\\x1b[2J outside the analyze step"));
+    for (const char *c = d.witness; *c != '\0'; c++)
+        CU_ASSERT_TRUE((unsigned char)*c >= 0x20 && *c != 0x7f);
+    guard_decision_free(&d);
     anc_free(&anc);
     chain_free(&chain);
     strs_free(&ctx.owners);
@@ -1616,6 +1665,8 @@ static void test_input_from_a_summary(void)
 static const harness_test tests[] = {
     T(test_input_from_a_summary),
     T(test_cfo_delivery_of_recommendation_is_allowed),
+    T(test_delivery_through_a_live_tool_is_not_permitted),
+    T(test_witness_escapes_control_characters),
     T(test_public_delivery_from_vendor_pages_and_summary_is_allowed),
     T(test_handoff_from_budget_is_denied_with_witness),
     T(test_handoff_of_summary_to_analyst_is_allowed),

@@ -434,7 +434,7 @@ static void test_data_argument_above_the_class_clearance_is_refused(void)
 {
     /* The bill's own address for questions is trusted, but public mail may not carry it. */
     const arg_spec out[] = {{"to", "billing@stadtwerke.example", bill_quote()},
-                            {"body", "my bill", of("lineage", bill)}};
+                            {"body", "electricity bill", of("lineage", bill)}};
     Charter__V1__InvokeResponse *r = invoke("send_email", "mail-out", out, N_OF(out));
     expect_decision(r, CHARTER__V1__OUTCOME__DENY, "CLEARANCE_EXCEEDED",
                     "argument body \xe2\x86\x90 bill (internal) \xe2\x86\x92 anyone (clearance "
@@ -442,7 +442,7 @@ static void test_data_argument_above_the_class_clearance_is_refused(void)
     charter__v1__invoke_response__free_unpacked(r, NULL);
     /* Inside the company it fits: the colleague class is internal. */
     const arg_spec in[] = {{"to", "ann@corp.example", bill_quote()},
-                           {"body", "my bill", of("lineage", bill)}};
+                           {"body", "electricity bill", of("lineage", bill)}};
     r = invoke("send_email", "mail-in", in, N_OF(in));
     expect_decision(r, CHARTER__V1__OUTCOME__ALLOW, NULL, NULL);
     CU_ASSERT_STRING_EQUAL(r->destination, "colleague");
@@ -456,7 +456,7 @@ static void test_data_from_outside_the_step_is_resource_out_of_scope(void)
     char child[129];
     CU_ASSERT_EQUAL_FATAL(bill_only_context(child), 0);
     const arg_spec args[] = {{"to", "ann@corp.example", bill_quote()},
-                             {"body", "the notes", of("lineage", txs)}};
+                             {"body", "EUR Coffee", of("lineage", txs)}};
     charter_status st;
     Charter__V1__InvokeResponse *r =
         invoke_in(op, child, "send_email", "mail-scope", args, N_OF(args), &st);
@@ -650,8 +650,9 @@ static int apply_held(void)
     return rc;
 }
 
-/* A tool that asks a human's approval is never committed by Invoke on its own: until an
- * invocation can be held for the human, an allowed call is UNKNOWN and nothing happens. */
+/* A tool that asks a human's approval is never committed by Invoke on its own: an allowed
+ * call is held for the human, UNKNOWN with no code and nothing committed until the human
+ * approves (test_invoke_attacks.c decides the approval). */
 static void test_tool_asking_approval_commits_nothing(void)
 {
     char held_run[129], held_ctx[129], held_bill[129];
@@ -667,9 +668,9 @@ static void test_tool_asking_approval_commits_nothing(void)
     charter_status st;
     Charter__V1__InvokeResponse *r =
         invoke_in(op, held_ctx, "send_money", "pay-held", args, N_OF(args), &st);
-    expect_decision(r, CHARTER__V1__OUTCOME__UNKNOWN, "GRAPH_ERROR",
-                    "tool send_money asks human_owner's approval, which Invoke does not hold "
-                    "yet: nothing was committed");
+    expect_decision(r, CHARTER__V1__OUTCOME__UNKNOWN, NULL, NULL);
+    CU_ASSERT_PTR_NOT_NULL(strstr(r->decision->witness, "awaiting approval ap-"));
+    CU_ASSERT_PTR_NOT_NULL(strstr(r->decision->witness, "by human_owner: nothing is committed"));
     CU_ASSERT_PTR_NULL(r->delivery);
     charter__v1__invoke_response__free_unpacked(r, NULL);
 }

@@ -12,6 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "policy/tokens.h"
 #include "policy/workflow.h"
 #include "suite.h"
 
@@ -131,6 +132,60 @@ static void test_destination_classes_match_in_definition_order(void)
     workflow_free(wf);
 }
 
+/* A suffix or values class stands for one address: a list, a display name, whitespace or a
+ * control character matches neither (here no class at all: the pattern class takes no space). */
+static void test_suffix_and_values_classes_stand_for_one_address(void)
+{
+    workflow *wf = load_ok(LIVE_OK);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(wf);
+    int cl = -1;
+    const char *lists[] = {"billing@stadtwerke.example; ann@corp.example",
+                           "x@evil.example,ann@corp.example",
+                           "<ann@corp.example>",
+                           "\"Ann\"ann@corp.example",
+                           "\nann@corp.example",
+                           "\tann@corp.example",
+                           "\xc2\xa0"
+                           "ann@corp.example",
+                           "\xc2\x85"
+                           "ann@corp.example"};
+    for (size_t i = 0; i < sizeof lists / sizeof lists[0]; i++) {
+        const char *c = workflow_match_destination(wf, lists[i], &cl);
+        CU_ASSERT_TRUE(c == NULL || strcmp(c, "corp") != 0);
+    }
+    CU_ASSERT_PTR_NULL(workflow_match_destination(wf, "DE89370400440532013000\n", &cl));
+    CU_ASSERT_STRING_EQUAL(workflow_match_destination(wf, "ann@corp.example", &cl), "corp");
+    workflow_free(wf);
+}
+
+/* Containment is of whole tokens: joiners (-_.@/+,) between letters or digits stay inside. */
+static void test_token_containment(void)
+{
+    const char *bill = "Stadtwerke, bill INV-7731. Amount due: 84.20 EUR. Pay to IBAN "
+                       "DE89370400440532013000. Questions: billing@stadtwerke.example; ann";
+    CU_ASSERT_TRUE(token_holds(bill, "DE89370400440532013000"));
+    CU_ASSERT_TRUE(token_holds(bill, "INV-7731"));
+    CU_ASSERT_TRUE(token_holds(bill, "84.20"));
+    CU_ASSERT_TRUE(token_holds(bill, "84.20 EUR"));
+    CU_ASSERT_TRUE(token_holds(bill, "billing@stadtwerke.example"));
+    CU_ASSERT_TRUE(token_holds(bill, "Stadtwerke"));
+    CU_ASSERT_TRUE(token_holds(bill, "ann"));
+    CU_ASSERT_FALSE(token_holds(bill, "7731"));
+    CU_ASSERT_FALSE(token_holds(bill, "2013000"));
+    CU_ASSERT_FALSE(token_holds(bill, "DE8937"));
+    CU_ASSERT_FALSE(token_holds(bill, "84"));
+    CU_ASSERT_FALSE(token_holds(bill, "20"));
+    CU_ASSERT_FALSE(token_holds(bill, "stadtwerke.example"));
+    CU_ASSERT_FALSE(token_holds(bill, "billing"));
+    CU_ASSERT_FALSE(token_holds(bill, "Stadt"));
+    CU_ASSERT_FALSE(token_holds(bill, ""));
+    CU_ASSERT_FALSE(token_holds(NULL, "x"));
+    /* A later occurrence counts when the first is a fragment. */
+    CU_ASSERT_TRUE(token_holds("A7731 7731", "7731"));
+    /* A multi-byte character is part of its word. */
+    CU_ASSERT_FALSE(token_holds("M\xc3\xbcller", "ller"));
+}
+
 static void test_payments_reference_workflow_is_valid(void)
 {
     workflow *wf = NULL;
@@ -225,12 +280,13 @@ static void script_refused(const char *script, const char *expect)
  * in the step; each mistake is refused at load time with its path. */
 static void test_scripted_observations_and_invocations(void)
 {
-    char *def = with_script("{'content':'x','observe':[" OBS_PAGE "],'invoke':[{'tool':'mail',"
-                            "'arguments':[" TO_TASK "," BODY_MODEL "]},{'tool':'mail','arguments':"
-                            "[{'name':'to','value':'a@b.example','quoted_from':'page'}]}]}",
-                            "[{'step':'s','event':'source_observed','outcome':'allow'},"
-                            "{'step':'s','event':'invoke_decided','outcome':'deny','codes':"
-                            "['CONTROL_UNTRUSTED']}]");
+    char *def =
+        with_script("{'content':'A summary.','observe':[" OBS_PAGE "],'invoke':[{'tool':'mail',"
+                    "'arguments':[" TO_TASK "," BODY_MODEL "]},{'tool':'mail','arguments':"
+                    "[{'name':'to','value':'a@b.example','quoted_from':'page'}]}]}",
+                    "[{'step':'s','event':'source_observed','outcome':'allow'},"
+                    "{'step':'s','event':'invoke_decided','outcome':'deny','codes':"
+                    "['CONTROL_UNTRUSTED']}]");
     CU_ASSERT_PTR_NOT_NULL_FATAL(def);
     workflow *wf = load_ok(def);
     CU_ASSERT_PTR_NOT_NULL(wf);
@@ -245,6 +301,10 @@ static void test_scripted_observations_and_invocations(void)
                    "steps[0].script.observe[1].resource: \"page\" is observed twice in the script");
     script_refused("{'content':'x','observe':[{'resource':'page','locator':'','content':'c'}]}",
                    "steps[0].script.observe[0].locator: must not be empty");
+    script_refused(
+        "{'content':'x','observe':[{'resource':'page','locator':'a\\nb','content':'c'}]}",
+        "steps[0].script.observe[0].locator: holds a control character (where the "
+        "bytes were read is one line)");
     script_refused("{'content':'x','invoke':[{'tool':'read_source','arguments':[]}]}",
                    "steps[0].script.invoke[0].tool: \"read_source\" is not a tool with arguments");
     script_refused("{'content':'x','invoke':[{'tool':'mail','arguments':[{'name':'cc','value':"
@@ -263,6 +323,12 @@ static void test_scripted_observations_and_invocations(void)
                    "'a','from_task':false}]}]}",
                    "steps[0].script.invoke[0].arguments[0].from_task: must be true (leave it out "
                    "for a value the model wrote)");
+    script_refused("{'content':'A summary of 7731.','invoke':[{'tool':'mail','arguments':["
+                   "{'name':'to','value':'ann@corp.example','from_task':true},"
+                   "{'name':'body','value':'summary of 77'}]}]}",
+                   "steps[0].script.invoke[0].arguments[1].value: the script's content (the "
+                   "model's output, this value's lineage) does not hold it as a token: write it "
+                   "into the content, or name its origin");
 }
 
 static void test_destination_class_rules(void)
@@ -332,6 +398,8 @@ static void test_tool_argument_rules(void)
 static const harness_test tests[] = {
     T(test_live_definition_loads_with_observed_resource_classes_and_tools),
     T(test_destination_classes_match_in_definition_order),
+    T(test_suffix_and_values_classes_stand_for_one_address),
+    T(test_token_containment),
     T(test_payments_reference_workflow_is_valid),
     T(test_observed_resource_rules),
     T(test_observed_resource_is_not_a_step_read),

@@ -465,6 +465,39 @@ static void test_an_invoke_case_whose_verdict_differs_fails_with_what_was_decide
     CU_ASSERT_PTR_NOT_NULL(strstr(r.out, "\n1 of 2 cases passed\n"));
 }
 
+/* An invoke case whose value its named origin does not hold as a token is refused as the gate
+ * refuses it: a lineage that does not hold the value, a fragment of a quoted value. */
+static void invoke_case_refused(const char *argument, const char *why)
+{
+    char text[4096], path[256];
+    snprintf(text, sizeof text,
+             "{\"workflow\": \"%s\",\n%s  \"cases\": [{\"invoke\": {\"step\": \"pay\", "
+             "\"tool\": \"send_money\", \"arguments\": [%s, "
+             "{\"name\": \"amount\", \"value\": \"84.20\", \"from_task\": true}, "
+             "{\"name\": \"reference\", \"value\": \"INV-7731\", \"from_task\": true}]}, "
+             "\"expect\": {\"outcome\": \"deny\"}}]}\n",
+             WORKFLOWS "/payments.json", PAY_FACTS, argument);
+    write_file("held.test.json", text, path, sizeof path);
+    cli_run r;
+    test_file(path, &r);
+    CU_ASSERT_NOT_EQUAL(r.status, 0);
+    if (strstr(r.err, why) == NULL)
+        printf("\n%s%s", r.out, r.err);
+    CU_ASSERT_PTR_NOT_NULL(strstr(r.err, why));
+}
+
+static void test_an_invoke_case_whose_origin_does_not_hold_its_value_is_refused(void)
+{
+    invoke_case_refused("{\"name\": \"iban\", \"value\": \"GB33BUKB20201555555555\", "
+                        "\"lineage\": [\"bill\"]}",
+                        "cases[0].invoke.arguments[0].lineage: no artifact it names holds the "
+                        "value");
+    invoke_case_refused("{\"name\": \"iban\", \"value\": \"2013000\", \"quoted_from\": "
+                        "\"bill\"}",
+                        "cases[0].invoke.arguments[0]: quoted_from: \"bill\" is no artifact of "
+                        "the test file holding the value");
+}
+
 /* The procurement leak stated as facts: the analyst's recommendation, derived from the budget
  * memo, handed to the report step and sent to the public. */
 static const char leak_facts[] = "  \"artifacts\": [\n"
@@ -709,6 +742,7 @@ static const harness_test tests[] = {
     HARNESS_TEST(test_the_shipped_test_files_pass),
     HARNESS_TEST(test_the_shipped_invoke_test_files_pass),
     HARNESS_TEST(test_an_invoke_case_whose_verdict_differs_fails_with_what_was_decided),
+    HARNESS_TEST(test_an_invoke_case_whose_origin_does_not_hold_its_value_is_refused),
     HARNESS_TEST(test_an_invoke_case_charterd_would_not_take_is_refused_with_the_field_path),
     HARNESS_TEST(test_a_case_whose_verdict_differs_fails_with_what_was_decided),
     HARNESS_TEST(test_a_send_the_workflow_holds_for_a_human_is_approval_pending),

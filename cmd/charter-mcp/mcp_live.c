@@ -6,7 +6,8 @@
  * The agent names each argument's value and, at most, where it came from: quoted_from an
  * artifact this session was shown (charterd checks the artifact holds the value) or from_task
  * (charterd checks the run's task holds it). Otherwise the value is one the model wrote, and
- * its lineage is everything this session was shown: what the model could have drawn it from.
+ * its lineage is everything this session was shown: what the model could have drawn it from
+ * (charterd checks that one of those artifacts holds it).
  * The invocation ID is charter-mcp's, derived from the context, the tool and the arguments, so
  * the same call asked again is the same invocation (acknowledged, never a second effect).
  */

@@ -26,6 +26,7 @@
 #include "policy/evaluator.h"
 #include "policy/facts.h"
 #include "policy/guard.h"
+#include "policy/tokens.h"
 #include "policy/workflow.h"
 
 enum { OFF_OK = 0, OFF_FAIL = 1, OFF_USAGE = 2 };
@@ -658,7 +659,8 @@ static int decide_deliver(const off_suite *s, const json_t *req, const char *p, 
                                  (int)json_integer_value(json_object_get(r, "clearance")),
                                  (char *)tool,
                                  st->cap.grant,
-                                 NULL};
+                                 NULL,
+                                 workflow_live_tool(s->wf, tool) != NULL};
     json_t *anc_j = ancestry_json(s, payload),
            *chain_j = chain_json(s, st->cap.grant, revoked, now);
     guard_ancestry anc = {0};
@@ -686,6 +688,17 @@ static int decide_deliver(const off_suite *s, const json_t *req, const char *p, 
     return rv;
 }
 
+/* True when one artifact of the test file that lineage names holds value as a token. */
+static bool lineage_holds(const off_suite *s, const json_t *lineage, const char *value)
+{
+    for (size_t k = 0; k < json_array_size(lineage); k++) {
+        const off_artifact *a = art_find(s, json_string_value(json_array_get(lineage, k)));
+        if (a != NULL && token_holds(a->content, value))
+            return true;
+    }
+    return false;
+}
+
 /* One argument of an invoke request (at path p), checked as Gate/Invoke checks it before
  * deciding: declared by the tool, and its value where it says it came from (the run's task,
  * the content of the artifact it is quoted from). Appends it as the guard reads it to args and
@@ -706,10 +719,10 @@ static int invoke_argument(const off_suite *s, const json_t *decl, const json_t 
         return off_fail(s, p, "name: tool declares no argument \"%.64s\"", name);
     if (from_task + (quoted != NULL) + (lineage != NULL) != 1)
         return off_fail(s, p, "needs exactly one of from_task, quoted_from and lineage");
-    if (from_task && strstr(s->wf->task != NULL ? s->wf->task : "", value) == NULL)
+    if (from_task && !token_holds(s->wf->task, value))
         return off_fail(s, p, "value: not in the workflow's task");
     const off_artifact *q = quoted != NULL ? art_find(s, quoted) : NULL;
-    if (quoted != NULL && (q == NULL || strstr(q->content, value) == NULL))
+    if (quoted != NULL && (q == NULL || !token_holds(q->content, value)))
         return off_fail(s, p,
                         "quoted_from: \"%.64s\" is no artifact of the test file holding "
                         "the value",
@@ -720,6 +733,8 @@ static int invoke_argument(const off_suite *s, const json_t *decl, const json_t 
         (json_array_size(lineage) == 0 ||
          (rv = off_refs(s, lineage, f, NULL, "an artifact of the test file")) != OFF_OK))
         return rv != OFF_OK ? rv : off_fail(s, f, "must name at least one artifact");
+    if (lineage != NULL && !lineage_holds(s, lineage, value))
+        return off_fail(s, f, "no artifact it names holds the value (a lineage holds its value)");
     json_t *named = lineage != NULL ? json_deep_copy(lineage) : json_array();
     if (quoted != NULL)
         json_array_append_new(named, json_string(quoted));

@@ -288,16 +288,23 @@ static json_t *snapshot_of(const send_facts *f, const guard_delivery_request *re
     if (ancestry == NULL)
         ancestry = json_incref(f->ancestry);
     json_t *owners = strs_json(&f->ctx.owners);
-    return json_pack("{s:s, s:s, s:s, s:o*, s:{s:s, s:s, s:s, s:o*}, "
-                     "s:{s:s, s:s, s:s, s:i, s:s, s:s}, s:o, s:O, s:f, s:{s:s, s:s, s:s}, s:i}",
-                     "gate", "delivery", "workflow", f->wf ? f->wf->version : "", "step",
-                     f->step->cap.step, "cap", evaluator_cap_json(&f->step->cap), "context", "id",
-                     f->ctx.id, "run_id", f->ctx.run_id, "step", f->ctx.step, "owners", owners,
-                     "request", "run_id", req->run_id, "payload_id", req->payload_id, "recipient",
-                     req->recipient, "recipient_clearance", req->recipient_clearance, "tool",
-                     req->tool, "grant", req->grant, lineage_key, ancestry, "chain", f->chain,
-                     "now", f->now, "payload", "id", req->payload_id, "hash", payload_hash,
-                     "content_sha256", content_hash, "evaluator_version", EVALUATOR_VERSION);
+    json_t *snap = json_pack(
+        "{s:s, s:s, s:s, s:o*, s:{s:s, s:s, s:s, s:o*}, "
+        "s:{s:s, s:s, s:s, s:i, s:s, s:s}, s:o, s:O, s:f, s:{s:s, s:s, s:s}, s:i}",
+        "gate", "delivery", "workflow", f->wf ? f->wf->version : "", "step", f->step->cap.step,
+        "cap", evaluator_cap_json(&f->step->cap), "context", "id", f->ctx.id, "run_id",
+        f->ctx.run_id, "step", f->ctx.step, "owners", owners, "request", "run_id", req->run_id,
+        "payload_id", req->payload_id, "recipient", req->recipient, "recipient_clearance",
+        req->recipient_clearance, "tool", req->tool, "grant", req->grant, lineage_key, ancestry,
+        "chain", f->chain, "now", f->now, "payload", "id", req->payload_id, "hash", payload_hash,
+        "content_sha256", content_hash, "evaluator_version", EVALUATOR_VERSION);
+    /* Recorded only when set, so every snapshot before the rule reads as it did. */
+    if (snap != NULL && req->live_tool &&
+        json_object_set_new(json_object_get(snap, "request"), "live_tool", json_true()) != 0) {
+        json_decref(snap);
+        snap = NULL;
+    }
+    return snap;
 }
 
 /* One send in progress: the request, the facts and what the phases build from them. Every
@@ -425,6 +432,7 @@ static int send_evaluate(send_state *s, deliver_result *out)
         .recipient_clearance = -1,
         .tool = (char *)s->tool,
         .grant = s->f.step->cap.grant,
+        .live_tool = workflow_live_tool(s->f.wf, s->tool) != NULL,
     };
     if (s->f.recipient) {
         json_t *cl = json_object_get(s->f.recipient, "clearance");

@@ -160,6 +160,15 @@ static int scope_list(const json_t *scope, const char *key, guard_strs *s)
     return STATUS_OK;
 }
 
+/* True when the context's run has ended by a cancellation or its budget: it takes no new
+ * artifact (an observation or an output), as a completed run takes nothing (gate_context_from). */
+static bool run_stopped(const json_t *raw)
+{
+    const char *status = json_string_value(json_object_get(raw, "run_status"));
+    return status != NULL &&
+           (strcmp(status, "cancelled") == 0 || strcmp(status, "budget_exhausted") == 0);
+}
+
 int gate_context_of(const gate_env *g, const char *context_id, const workflow **wf,
                     const workflow_step **step, guard_context *ctx)
 {
@@ -434,8 +443,9 @@ static void input_facts_free(input_facts *f)
  * artifact's lineage summary, checked by gate_summary_verify, into f. Returns STATUS_OK,
  * STATUS_ENOTFOUND (the context or an artifact), STATUS_EREFUSED (a completed run), the failure
  * of gate_context_from or of the store (unavailable: no facts), or STATUS_ENOMEM. */
+/* adds: the facts are for a new artifact, which a stopped run refuses (STATUS_EREFUSED). */
 static int read_input_facts(const gate_env *g, const char *context_id, const char *const *ids,
-                            size_t n, const workflow **wf, const workflow_step **ws,
+                            size_t n, bool adds, const workflow **wf, const workflow_step **ws,
                             guard_context *ctx, input_facts *f)
 {
     memset(f, 0, sizeof *f);
@@ -447,6 +457,8 @@ static int read_input_facts(const gate_env *g, const char *context_id, const cha
     json_t *sums = json_object_get(reply, "summaries");
     if (rc == STATUS_OK && (!json_is_array(sums) || json_array_size(sums) != n))
         rc = STATUS_EPROTO;
+    if (rc == STATUS_OK && adds && run_stopped(json_object_get(reply, "context")))
+        rc = STATUS_EREFUSED;
     if (rc == STATUS_OK)
         rc = gate_context_from(g, json_incref(json_object_get(reply, "context")), wf, ws, ctx);
     if (rc != STATUS_OK) {
@@ -624,7 +636,7 @@ int gate_check_input_recorded(const gate_env *g, const char *context_id, const c
     const workflow *wf = NULL;
     guard_context ctx;
     input_facts f;
-    int rc = read_input_facts(g, context_id, ids, n, &wf, &ws, &ctx, &f);
+    int rc = read_input_facts(g, context_id, ids, n, false, &wf, &ws, &ctx, &f);
     if (unavailable(rc)) {
         guard_decision_unknown(d, "the graph could not supply the context or the lineage "
                                   "summaries");
@@ -659,7 +671,7 @@ int gate_evaluate_input(const gate_env *g, const char *context_id, const char *c
     const workflow_step *ws = NULL;
     guard_context ctx;
     input_facts f;
-    int rc = read_input_facts(g, context_id, ids, n, NULL, &ws, &ctx, &f);
+    int rc = read_input_facts(g, context_id, ids, n, false, NULL, &ws, &ctx, &f);
     if (unavailable(rc)) {
         guard_decision_unknown(d, "the graph could not supply the context or the lineage "
                                   "summaries");
@@ -899,6 +911,12 @@ static int observe_admissible(const workflow *wf, const observation *o, char *wh
                  o->resource_id, wf ? wf->name : "?");
         return STATUS_EINVAL;
     }
+    if (!workflow_one_line(o->locator)) {
+        snprintf(why, n,
+                 "locator: holds a control character (where the bytes were read is one "
+                 "line)");
+        return STATUS_EINVAL;
+    }
     if ((long long)o->len > max) {
         snprintf(why, n, "content: %zu bytes, over the %lld bytes resource %.64s allows", o->len,
                  max, o->resource_id);
@@ -917,7 +935,18 @@ int gate_observe_source(const gate_env *g, const char *context_id, const char *r
     const workflow_step *ws = NULL;
     const workflow *wf = NULL;
     guard_context ctx;
-    int rc = gate_context_of(g, context_id, &wf, &ws, &ctx);
+    json_t *raw = NULL;
+    int rc = q_context_owner(g->st, context_id, &raw);
+    if (rc == STATUS_OK && raw == NULL)
+        rc = STATUS_EPROTO;
+    if (rc == STATUS_OK && run_stopped(raw)) {
+        json_decref(raw);
+        return STATUS_EREFUSED;
+    }
+    if (rc == STATUS_OK)
+        rc = gate_context_from(g, raw, &wf, &ws, &ctx);
+    else
+        json_decref(raw);
     if (unavailable(rc)) {
         guard_decision_unknown(d, "the graph could not supply the context");
         return STATUS_OK;
@@ -975,7 +1004,7 @@ int gate_record_output(const gate_env *g, const char *context_id, const char *co
     const workflow *wf = NULL;
     guard_context ctx;
     input_facts f;
-    int rc = read_input_facts(g, context_id, input_ids, n, &wf, &ws, &ctx, &f);
+    int rc = read_input_facts(g, context_id, input_ids, n, true, &wf, &ws, &ctx, &f);
     if (unavailable(rc)) {
         guard_decision_unknown(d, "the graph could not supply the context or the lineage "
                                   "summaries");

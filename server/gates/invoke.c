@@ -19,9 +19,11 @@
 #include "core/invariant.h"
 #include "evidence/evlog.h"
 #include "evidence/receipt_issue.h"
+#include "gates/approval.h"
 #include "gates/deliver.h"
 #include "policy/evaluator.h"
 #include "policy/facts.h"
+#include "policy/tokens.h"
 
 /* One invocation in progress; everything is owned here and released by invoke_free. */
 typedef struct {
@@ -125,7 +127,7 @@ static int add_once(json_t *list, const char *id)
     return json_array_append_new(list, json_string(id));
 }
 
-/* 1. The facts in one read: every artifact a value names, and the contents of quoted ones. */
+/* 1. The facts in one read: every artifact a value names, with its content. */
 static int read_facts(invoke_state *s)
 {
     json_t *ids = json_array(), *quoted = json_array();
@@ -133,7 +135,9 @@ static int read_facts(invoke_state *s)
     for (size_t i = 0; rc == STATUS_OK && i < s->n; i++) {
         const invoke_argument *a = &s->args[i];
         for (size_t k = 0; rc == STATUS_OK && k < a->n_lineage; k++)
-            rc = add_once(ids, a->lineage[k]) == 0 ? STATUS_OK : STATUS_ENOMEM;
+            rc = add_once(ids, a->lineage[k]) == 0 && add_once(quoted, a->lineage[k]) == 0
+                     ? STATUS_OK
+                     : STATUS_ENOMEM;
         if (rc == STATUS_OK && a->quoted_from != NULL && a->quoted_from[0] != '\0' &&
             (add_once(ids, a->quoted_from) != 0 || add_once(quoted, a->quoted_from) != 0))
             rc = STATUS_ENOMEM;
@@ -208,27 +212,67 @@ static int check_declared(const invoke_state *s, char *why, size_t n)
     return STATUS_OK;
 }
 
-/* 2b. Each value against where it says it came from: the run's task holds a from_task value,
- * the named artifact's content a quoted one (the content being the one its hash names). */
-static int check_origins(const invoke_state *s, char *why, size_t n)
+/* The content of artifact id as read, when it is an artifact of this run (the query reads no
+ * other run's content); NULL otherwise. */
+static const char *content_of(const invoke_state *s, const char *id)
 {
-    const char *task = json_string_value(json_object_get(s->reply, "task"));
-    const json_t *contents = json_object_get(s->reply, "contents");
+    return json_string_value(json_object_get(json_object_get(s->reply, "contents"), id));
+}
+
+/* 2b. Every artifact a value names is of this run, checked before any content is: a caller
+ * learns nothing of another run's artifacts, whatever the value (the same answer as for an
+ * artifact that does not exist). */
+static int check_named(const invoke_state *s, char *why, size_t n)
+{
     for (size_t i = 0; i < s->n; i++) {
         const invoke_argument *a = &s->args[i];
-        if (a->from_task && (task == NULL || strstr(task, a->value) == NULL))
-            return bad(why, n, "arguments.%s: the value is not in the run's task%s", a->name, "");
-        if (a->quoted_from == NULL || a->quoted_from[0] == '\0')
-            continue;
-        const char *c = json_string_value(json_object_get(contents, a->quoted_from));
-        if (c == NULL)
-            return bad(why, n, "arguments.%s.quoted_from: artifact %s not found", a->name,
-                       a->quoted_from);
-        if (strstr(c, a->value) == NULL)
-            return bad(why, n, "arguments.%s: the value does not occur in artifact %s", a->name,
-                       a->quoted_from);
+        bool quoted = a->quoted_from != NULL && a->quoted_from[0] != '\0';
+        if (quoted && content_of(s, a->quoted_from) == NULL)
+            return bad(why, n, "arguments.%s.quoted_from: artifact %s not found in this run",
+                       a->name, a->quoted_from);
+        for (size_t k = 0; k < a->n_lineage; k++)
+            if (content_of(s, a->lineage[k]) == NULL)
+                return bad(why, n, "arguments.%s.lineage: artifact %s not found in this run",
+                           a->name, a->lineage[k]);
     }
     return STATUS_OK;
+}
+
+/* True when one of a's lineage artifacts holds its value as a token. */
+static bool lineage_holds(const invoke_state *s, const invoke_argument *a)
+{
+    for (size_t k = 0; k < a->n_lineage; k++)
+        if (token_holds(content_of(s, a->lineage[k]), a->value))
+            return true;
+    return false;
+}
+
+/* 2c. Each value against where it says it came from, as a whole token: the run's task holds a
+ * from_task value, the named artifact's content a quoted one, one of the lineage artifacts'
+ * contents a value with a lineage (a lineage that does not hold the value vouches for
+ * nothing). The content is the one its hash names (usable_summaries). */
+static int check_origins(const invoke_state *s, char *why, size_t n)
+{
+    int rc = check_named(s, why, n);
+    const char *task = json_string_value(json_object_get(s->reply, "task"));
+    for (size_t i = 0; rc == STATUS_OK && i < s->n; i++) {
+        const invoke_argument *a = &s->args[i];
+        if (a->from_task && !token_holds(task, a->value))
+            return bad(why, n, "arguments.%s: the value is not in the run's task%s", a->name, "");
+        if (a->quoted_from != NULL && a->quoted_from[0] != '\0' &&
+            !token_holds(content_of(s, a->quoted_from), a->value))
+            return bad(why, n, "arguments.%s: the value does not occur in artifact %s", a->name,
+                       a->quoted_from);
+        if (a->n_lineage == 1 && !lineage_holds(s, a))
+            return bad(why, n, "arguments.%s: the value does not occur in artifact %s", a->name,
+                       a->lineage[0]);
+        if (a->n_lineage > 1 && !lineage_holds(s, a))
+            return bad(why, n,
+                       "arguments.%s: the value does not occur in any artifact of its lineage "
+                       "(%s, ...)",
+                       a->name, a->lineage[0]);
+    }
+    return rc;
 }
 
 /* The summaries read, each marked unusable when charterd cannot decide from it (no summary,
@@ -480,23 +524,107 @@ static int commit(invoke_state *s, invoke_result *out)
     return STATUS_OK;
 }
 
-/* A call the gate allowed to a tool or destination class that asks a human's approval is not
- * held yet (holding an invocation for approval is not built): it fails closed, UNKNOWN with
- * nothing committed, recorded without facts. True when so. */
-static bool needs_approval(invoke_state *s, invoke_result *out)
+/* The approval request of an allowed call held for approver by (within_ms): the commit it
+ * would make, the invoke_decided event that commit writes (ev, unsealed), and the arguments
+ * the approver reads, with their values and lineage. New reference, or NULL. */
+static json_t *approval_doc(const invoke_state *s, const invoke_result *out, const evlog_event *ev,
+                            const char *by, long long within_ms)
+{
+    char id[36];
+    approval_id_of(s->inv, id);
+    json_t *e = json_pack("{s:s, s:s, s:s, s:s, s:s, s:s, s:s}", "kind", ev->kind, "outcome",
+                          ev->outcome, "codes", ev->codes ? ev->codes : "", "witness",
+                          ev->witness ? ev->witness : "", "detail", ev->detail ? ev->detail : "",
+                          "snapshot", ev->snapshot ? ev->snapshot : "", "evaluator",
+                          ev->evaluator ? ev->evaluator : "");
+    return json_pack("{s:s, s:s, s:s, s:s, s:s, s:I, s:s, s:s, s:s, s:s, s:s, s:o*, s:o*, s:O}",
+                     "approval_id", id, "run_id", s->ctx.run_id, "invocation_id", s->inv,
+                     "fingerprint", s->fingerprint, "approver", by, "within_ms",
+                     (json_int_t)within_ms, "tool", s->tool, "recipient", out->destination,
+                     "payload_id", "", "step", s->ws->cap.step, "context_id", s->context_id,
+                     "commit", commit_doc(s, out), "event", e, "arguments",
+                     json_object_get(s->request, "arguments"));
+}
+
+/* The answer to a held call from the approval request's reply: pending is UNKNOWN with nothing
+ * committed yet; approved (the effect exists) the effect, acknowledged; denied, expired or
+ * refused is DENY naming the outcome; another call under the invocation ID a conflict. */
+static void answer_held(const invoke_state *s, invoke_result *out, const json_t *reply,
+                        const char *by)
+{
+    const char *status = json_string_value(json_object_get(reply, "status"));
+    const json_t *approval = json_object_get(reply, "approval");
+    const char *id = json_string_value(json_object_get(approval, "id"));
+    const char *why = json_string_value(json_object_get(approval, "reason"));
+    char w[512];
+    guard_decision_free(&out->decision);
+    if (status != NULL && strcmp(status, "exists") == 0) {
+        answer_existing(s, out, json_incref(json_object_get(reply, "delivery")));
+    } else if (status != NULL && strcmp(status, "conflict") == 0) {
+        snprintf(w, sizeof w, "invocation %s awaits approval of another call", s->inv);
+        out->decision.outcome = GUARD_DENY;
+        out->decision.codes = 1u << GUARD_DELIVERY_CONFLICT;
+        out->decision.witness = strdup(w);
+    } else if (status != NULL && id != NULL && strcmp(status, "pending") == 0) {
+        snprintf(w, sizeof w,
+                 "awaiting approval %s by %s: nothing is committed unless %s approves before "
+                 "its deadline",
+                 id, by, by);
+        guard_decision_unknown(&out->decision, w);
+        out->decision.codes = 0;
+    } else if (status != NULL && id != NULL &&
+               (strcmp(status, "denied") == 0 || strcmp(status, "expired") == 0 ||
+                strcmp(status, "refused") == 0)) {
+        snprintf(w, sizeof w, "approval %s was %s%s%.256s", id, status, why && *why ? ": " : "",
+                 why ? why : "");
+        out->decision.outcome = GUARD_DENY;
+        out->decision.witness = strdup(w);
+    } else {
+        guard_decision_unknown(&out->decision, "the approval request got an unexpected reply");
+    }
+}
+
+/* A call the gate allowed to a tool or destination class that asks a human's approval is
+ * held for that human (as a delivery is, docs/runs.md "Human approval"): the approval holds
+ * the commit, and approving it commits the effect exactly once; the call's answer until then is
+ * UNKNOWN with nothing committed. True when so (out is final). */
+static bool needs_approval(invoke_state *s, invoke_result *out, int *rc)
 {
     const char *by = NULL;
     long long within_ms = 0;
     if (!workflow_approval_for(s->wf, s->tool, out->destination, &by, &within_ms))
         return false;
-    char w[256];
-    snprintf(w, sizeof w,
-             "tool %.64s asks %.64s's approval, which Invoke does not hold yet: nothing was "
-             "committed",
-             s->tool, by);
-    guard_decision_free(&out->decision);
-    guard_decision_unknown(&out->decision, w);
-    record(s, &out->decision, false);
+    evlog_owned ev, requested;
+    memset(&ev, 0, sizeof ev);
+    memset(&requested, 0, sizeof requested);
+    json_t *doc = NULL, *detail = NULL, *reply = NULL;
+    char id[36];
+    approval_id_of(s->inv, id);
+    *rc = evlog_owned_event(&ev, "invoke_decided", &out->decision, s->evaluator, s->detail,
+                            s->snapshot);
+    if (*rc == STATUS_OK) {
+        doc = approval_doc(s, out, &ev.ev, by, within_ms);
+        detail = json_pack("{s:s, s:s, s:I, s:s, s:s, s:s}", "approval_id", id, "approver", by,
+                           "within_ms", (json_int_t)within_ms, "invocation_id", s->inv, "recipient",
+                           out->destination, "tool", s->tool);
+        *rc = doc != NULL && detail != NULL
+                  ? evlog_owned_event(&requested, "approval_requested", NULL, NULL, detail, NULL)
+                  : STATUS_ENOMEM;
+    }
+    if (*rc == STATUS_OK &&
+        approval_request(s->g->st, s->ctx.run_id, doc, &requested.ev, &reply) != STATUS_OK) {
+        guard_decision_free(&out->decision);
+        guard_decision_unknown(&out->decision,
+                               "the approval request could not be stored (or its outcome is "
+                               "unknown): retry with the same invocation ID to learn it");
+    } else if (*rc == STATUS_OK) {
+        answer_held(s, out, reply, by);
+    }
+    json_decref(reply);
+    json_decref(doc);
+    json_decref(detail);
+    evlog_owned_free(&ev);
+    evlog_owned_free(&requested);
     return true;
 }
 
@@ -515,8 +643,8 @@ static int decide(invoke_state *s, invoke_result *out)
     if ((rc = describe(s, out)) != STATUS_OK)
         return rc;
     bool effect = json_is_true(json_object_get(s->decl, "effect"));
-    if (out->decision.outcome == GUARD_ALLOW && needs_approval(s, out))
-        return STATUS_OK;
+    if (out->decision.outcome == GUARD_ALLOW && needs_approval(s, out, &rc))
+        return rc;
     if (out->decision.outcome == GUARD_ALLOW && effect)
         return commit(s, out);
     record(s, &out->decision, true);

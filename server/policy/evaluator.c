@@ -478,6 +478,7 @@ static int replay_delivery(const guard_stepcap *cap, const json_t *snap, const j
         .recipient_clearance = (int)json_integer_value(clearance),
         .tool = (char *)text_of(rq, "tool"),
         .grant = (char *)text_of(rq, "grant"),
+        .live_tool = json_is_true(json_object_get(rq, "live_tool")),
     };
     guard_context ctx;
     guard_ancestry anc = {0};

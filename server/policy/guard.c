@@ -186,10 +186,26 @@ static void sb_putn(strbuf *b, const char *s, size_t n)
     b->s[b->len] = '\0';
 }
 
+/* s into b, each control character escaped ("\n", "\x1b"): a fact never forges a line or a
+ * terminal sequence wherever a witness is shown. */
 static void sb_put(strbuf *b, const char *s)
 {
     s = or_missing(s);
-    sb_putn(b, s, strlen(s));
+    for (;;) {
+        size_t plain = 0;
+        while (s[plain] != '\0' && (unsigned char)s[plain] >= 0x20 && s[plain] != 0x7f)
+            plain++;
+        sb_putn(b, s, plain);
+        if (s[plain] == '\0')
+            return;
+        static const char hex[] = "0123456789abcdef";
+        unsigned char c = (unsigned char)s[plain];
+        char esc[4] = {'\\', 'x', hex[c >> 4], hex[c & 15]};
+        if (c == '\n' || c == '\t' || c == '\r')
+            esc[1] = c == '\n' ? 'n' : c == '\t' ? 't' : 'r';
+        sb_putn(b, esc, esc[1] == 'x' ? 4 : 2);
+        s += plain + 1;
+    }
 }
 
 /* "{a, b, c}" in list order. */
@@ -1328,9 +1344,18 @@ int guard_check_input_summary(const guard_stepcap *cap, const guard_context *ctx
 }
 
 /* The request as the server resolved it must be one the step allows. */
-static void check_request(const guard_stepcap *cap, const guard_delivery_request *req, verdict *v)
+static bool check_request(const guard_stepcap *cap, const guard_delivery_request *req, verdict *v)
 {
     strbuf b;
+    /* RULE-DELIVERY-TOOL: a tool declared with arguments is invoked (Gate/Invoke checks each
+     * value against its role), never sent a payload through: refused alone. */
+    if (req->live_tool) {
+        flag(v, GUARD_TOOL_NOT_PERMITTED, "tool ", req->tool,
+             " declares arguments in the workflow: it is invoked with Gate/Invoke, never "
+             "delivered to",
+             END);
+        return true;
+    }
     /* RULE-DELIVERY-STEP: the tool, the recipient and the grant are the step's. */
     if (!strs_has(&cap->tools, req->tool) && flag_begin(v, GUARD_STEP_MISMATCH, &b)) {
         sb_put(&b, "tool ");
@@ -1353,6 +1378,7 @@ static void check_request(const guard_stepcap *cap, const guard_delivery_request
     if (!str_eq(req->grant, cap->grant))
         flag(v, GUARD_STEP_MISMATCH, "grant ", req->grant, " is not the ", cap->step,
              " step's grant ", cap->grant, END);
+    return false;
 }
 
 /* Every grant of the chain must cover the tool, the recipient and the payload's sources. */
@@ -1431,9 +1457,8 @@ int guard_check_delivery(const guard_stepcap *cap, const guard_context *ctx,
     verdict v = {0};
     lineage lin = {0};
     bool usable = false;
-    size_t *walked = NULL, n_walked = 0;
+    size_t *walked = NULL, n_walked = 0, n_sources = 0;
     const char **order = NULL, **sources = NULL;
-    size_t n_sources = 0;
     int rc;
     if (out == NULL)
         return -1;
@@ -1442,7 +1467,8 @@ int guard_check_delivery(const guard_stepcap *cap, const guard_context *ctx,
         flag(&v, GUARD_GRAPH_ERROR, "no step, context or request facts", END);
         goto finish;
     }
-    check_request(cap, req, &v);
+    if (check_request(cap, req, &v))
+        goto finish;
     check_context(cap, ctx, req->run_id, &v);
     int clearance = req->recipient_clearance;
     if (!conf_valid(clearance))

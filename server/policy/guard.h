@@ -152,6 +152,9 @@ typedef struct {
     /* The payload's lineage summary with its facts (guard_summary), or NULL: when set, the
      * payload's lineage is decided from it and the ancestry is not read. Borrowed. */
     const struct guard_summary *summary;
+    /* The workflow declares tool with arguments: it is invoked, never delivered to
+     * (TOOL_NOT_PERMITTED, decided alone). */
+    bool live_tool;
 } guard_delivery_request;
 
 /* The verdict. codes is a bit set over guard_code; witness is a heap string (may be NULL for

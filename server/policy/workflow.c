@@ -9,6 +9,7 @@
  * on past a problem to the next entry, as long as what follows can still be judged.
  */
 #include "policy/workflow.h"
+#include "policy/tokens.h"
 #include "core/digest.h"
 
 #include <errno.h>
@@ -1831,6 +1832,9 @@ static int check_script_observation(const wdef *d, const json_t *s, size_t k, co
     if (check_plain(json_object_get(o, "locator"), f, WORKFLOW_MAX_TITLE_BYTES * 4, e) != 0) {
         return -1;
     }
+    if (!workflow_one_line(json_string_value(json_object_get(o, "locator")))) {
+        return fail(e, f, "holds a control character (where the bytes were read is one line)");
+    }
     json_int_t max =
         json_integer_value(json_object_get(json_object_get(r, "observed"), "max_bytes"));
     snprintf(f, sizeof f, "%s.content", p);
@@ -1888,6 +1892,16 @@ static int check_script_argument(const json_t *s, const json_t *t, const json_t 
     if (quote != NULL && !script_source(s, json_string_value(quote))) {
         return fail(e, f, "\"%s\" is neither read nor observed by the step",
                     json_string_value(quote));
+    }
+    /* A value the model wrote names the step's output as its lineage, which must hold it. */
+    const char *content =
+        json_string_value(json_object_get(json_object_get(s, "script"), "content"));
+    snprintf(f, sizeof f, "%s.value", p);
+    if (task == NULL && quote == NULL && content != NULL &&
+        !token_holds(content, json_string_value(json_object_get(a, "value")))) {
+        return fail(e, f,
+                    "the script's content (the model's output, this value's lineage) does not "
+                    "hold it as a token: write it into the content, or name its origin");
     }
     return 0;
 }
@@ -2330,9 +2344,41 @@ const char *workflow_argument_role(const json_t *tool, const char *name)
     return tool != NULL && name != NULL ? argument_role(tool, name) : NULL;
 }
 
-/* True when value is one m stands for (m a validated "match"). */
+bool workflow_one_line(const char *text)
+{
+    for (const unsigned char *p = (const unsigned char *)text; p != NULL && *p != '\0'; p++) {
+        if (*p < 0x20 || *p == 0x7f || (p[0] == 0xc2 && p[1] >= 0x80 && p[1] <= 0x9f)) {
+            return false;
+        }
+    }
+    return true;
+}
+
+/* True when value could be one address: no whitespace, no control character and none of
+ * ,;<>" (which separate or quote addresses in a list). */
+static bool one_address(const char *value)
+{
+    for (const unsigned char *c = (const unsigned char *)value; *c != '\0'; c++) {
+        if (*c <= ' ' || *c == 0x7f || strchr(",;<>\"", *c) != NULL) {
+            return false;
+        }
+        /* C1 controls and NO-BREAK SPACE (C2 80..C2 A0), the spaces and separators
+         * U+2000..U+200B and U+2028..U+2029 (E2 80 80..8B, A8, A9). */
+        if ((c[0] == 0xc2 && c[1] >= 0x80 && c[1] <= 0xa0) ||
+            (c[0] == 0xe2 && c[1] == 0x80 && (c[2] <= 0x8b || c[2] == 0xa8 || c[2] == 0xa9))) {
+            return false;
+        }
+    }
+    return true;
+}
+
+/* True when value is one m stands for (m a validated "match"). A suffix or values class
+ * stands for one address each: a value that could be a list of them matches neither. */
 static bool match_holds(const json_t *m, const char *value)
 {
+    if (json_object_get(m, "pattern") == NULL && !one_address(value)) {
+        return false;
+    }
     const json_t *values = json_object_get(m, "values");
     for (size_t k = 0; k < json_array_size(values); k++) {
         if (strcmp(json_string_value(json_array_get(values, k)), value) == 0) {

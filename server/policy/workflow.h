@@ -174,4 +174,8 @@ json_t *workflow_seed_json(const workflow *wf);
 int workflow_render_public(const workflow_step *step, const json_t *fields, char **out, char *err,
                            size_t errlen);
 
+/* True when text holds no control character (C0, DEL or C1): a text shown as one line (a
+ * locator) never forges another line or a terminal sequence. */
+bool workflow_one_line(const char *text);
+
 #endif

@@ -32,8 +32,8 @@ static int gate_fail(call *c, int rc, const char *what, const char *context_id)
     if (rc == STATUS_EREFUSED)
         return call_fail_statusf(
             c, rc,
-            "context %s belongs to a completed run: its record is closed (start "
-            "a new run)",
+            "context %s belongs to a completed run (or a cancelled or budget-exhausted one): "
+            "its record is closed (start a new run)",
             context_id);
     /* The query names the object it did not find ("context c9 not found"); say that one. */
     const char *detail = c->st != NULL ? store_last_error(c->st) : NULL;

@@ -593,6 +593,40 @@ Charter__V1__Decision *wire_event_decision(call *c, const json_t *event)
     return d;
 }
 
+/* The arguments of a held tool invocation as the approval records them (each {name, value,
+ * role, from_task, quoted_from, lineage}); a reader who may not see values (a viewer) gets
+ * them empty, as an invoke_decided event's. Returns 0, or -1 when one cannot be encoded. */
+static int wire_invoke_arguments(call *c, const json_t *list, Charter__V1__InvokeArgument ***out,
+                                 size_t *n)
+{
+    size_t count = json_is_array(list) ? json_array_size(list) : 0;
+    bool values = c->role == ROLE_OPERATOR || c->role == ROLE_HOST;
+    *out = NULL;
+    *n = 0;
+    if (count == 0)
+        return 0;
+    if ((*out = call_alloc(c, count * sizeof **out)) == NULL)
+        return -1;
+    for (size_t i = 0; i < count; i++) {
+        const json_t *j = json_array_get(list, i);
+        Charter__V1__InvokeArgument *a = call_alloc(c, sizeof *a);
+        if (a == NULL)
+            return -1;
+        charter__v1__invoke_argument__init(a);
+        bool failed = false;
+        a->name = wire_field(c, j, "name", &failed);
+        a->value = values ? wire_field(c, j, "value", &failed) : wire_empty;
+        a->quoted_from = wire_field(c, j, "quoted_from", &failed);
+        a->from_task = json_is_true(json_object_get(j, "from_task"));
+        if (failed ||
+            wire_strings(c, json_object_get(j, "lineage"), &a->lineage, &a->n_lineage) != 0)
+            return -1;
+        (*out)[i] = a;
+    }
+    *n = count;
+    return 0;
+}
+
 Charter__V1__Approval *wire_approval(call *c, const json_t *j)
 {
     if (!json_is_object(j)) {
@@ -621,6 +655,9 @@ Charter__V1__Approval *wire_approval(call *c, const json_t *j)
     a->deadline = wire_double(j, "deadline");
     a->decided_at = wire_double(j, "decided_at");
     a->event_seq = wire_u64(j, "event_seq");
+    if (wire_invoke_arguments(c, json_object_get(j, "arguments"), &a->arguments, &a->n_arguments) !=
+        0)
+        failed = true;
     return failed ? NULL : a;
 }
 

@@ -562,7 +562,7 @@ async function payments(transport) {
     });
     await check(`${tag} the bill leaves through a data argument only within its clearance`, async () => {
       const mail = await call(pay, 'send_email', { context_id: ids.ctx, arguments: {
-        to: { value: 'billing@stadtwerke.example', quoted_from: ids.bill }, body: { value: 'My statement, as asked.' } } });
+        to: { value: 'billing@stadtwerke.example', quoted_from: ids.bill }, body: { value: 'Amount due: 84.20 EUR' } } });
       refused(mail, 'CLEARANCE_EXCEEDED');
       assert.ok(mail.witness.startsWith('argument body ← '), mail.witness);
       assert.ok(mail.witness.endsWith('→ anyone (clearance public)'), mail.witness);
