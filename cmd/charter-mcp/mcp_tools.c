@@ -331,6 +331,22 @@ static void shown_clear(mcp_session *s)
  * artifact's (only that artifact), or every artifact's. */
 typedef enum { VIEW_NO_CONTENT, VIEW_ONE, VIEW_ALL } view_content;
 
+/* Moves page's artifacts to the end of v's, and v's artifacts_next to page's. False when
+ * memory ran out (nothing moved). */
+static bool view_take_artifacts(Charter__V1__RunView *v, Charter__V1__RunView *page)
+{
+    size_t n = v->n_artifacts + page->n_artifacts;
+    Charter__V1__Artifact **all = realloc(v->artifacts, (n ? n : 1) * sizeof *all);
+    if (all == NULL)
+        return false;
+    memcpy(all + v->n_artifacts, page->artifacts, page->n_artifacts * sizeof *all);
+    v->artifacts = all;
+    v->n_artifacts = n;
+    page->n_artifacts = 0;
+    v->artifacts_next = page->artifacts_next;
+    return true;
+}
+
 static Charter__V1__RunView *run_view_of(mcp_server *srv, const char *run_id, uint32_t limit,
                                          view_content what, const char *only, json_t **fail)
 {
@@ -342,8 +358,24 @@ static Charter__V1__RunView *run_view_of(mcp_server *srv, const char *run_id, ui
     Charter__V1__RunView *v = NULL;
     charter_status st;
     int rc = charter_get_run(srv->client, &req, &v, &st);
-    if (rc != 0)
+    if (rc != 0) {
         *fail = mcp_rpc_refusal(rc, &st);
+        return NULL;
+    }
+    /* Artifacts come in pages of at most limit: the rest of the run's are appended to v. */
+    while (what != VIEW_ONE && v->artifacts_next != 0) {
+        req.artifacts_after = v->artifacts_next;
+        Charter__V1__RunView *page = NULL;
+        if ((rc = charter_get_run(srv->client, &req, &page, &st)) != 0 ||
+            !view_take_artifacts(v, page)) {
+            *fail = rc != 0 ? mcp_rpc_refusal(rc, &st)
+                            : mcp_refusal("unknown", "INTERNAL", "out of memory reading the run");
+            charter__v1__run_view__free_unpacked(page, NULL);
+            charter__v1__run_view__free_unpacked(v, NULL);
+            return NULL;
+        }
+        charter__v1__run_view__free_unpacked(page, NULL);
+    }
     return v;
 }
 
