@@ -60,7 +60,7 @@ const TASK = `Pay the electricity bill in ${paths.bill}: 84.20 EUR, reference IN
   `Statement for 2026-03.`;
 const T0 = '2026-01-01T00:00:00Z';
 const TOOLS = ['read_bill', 'read_document', 'read_inbox', 'write_file', 'send_email', 'send_money',
-  'fetch_statement', 'move_file'];
+  'fetch_statement', 'move_file', 'slow_statement', 'forged_inbox', 'huge_inbox'];
 // read_source: the source gate every observation passes (Gate/ObserveSource) needs it listed.
 const GRANTED = ['read_source', ...TOOLS];
 const RECIPIENTS = ['payee_saved', 'payee_any', 'colleague', 'anyone', 'private_folder', 'public_folder'];
@@ -96,6 +96,9 @@ const workflow = {
     files: { command: process.execPath, args: [FS_SERVER, root] },
     mailpay: { command: process.execPath, args: [join(HERE, 'downstream.mjs')],
       env_from: ['MCP_TEST_LEDGER', 'MCP_TEST_INBOX'], timeout_ms: 20000 },
+    // The same program as a second server, with a short timeout for the call that never ends.
+    mailpay_slow: { command: process.execPath, args: [join(HERE, 'downstream.mjs')],
+      env_from: ['MCP_TEST_LEDGER'], timeout_ms: 1500 },
   },
   tools: {
     read_bill: { arguments: [arg('path', 'control')], result: 'bill', server: 'files',
@@ -112,6 +115,12 @@ const workflow = {
       destination: 'iban', effect: true, server: 'mailpay', downstream_tool: 'pay' },
     fetch_statement: { arguments: [arg('month', 'control')], result: 'inbox', server: 'mailpay',
       downstream_tool: 'statement' },
+    slow_statement: { arguments: [arg('month', 'control')], result: 'inbox', server: 'mailpay_slow',
+      downstream_tool: 'hang' },
+    forged_inbox: { arguments: [arg('folder', 'control')], result: 'inbox', server: 'mailpay',
+      downstream_tool: 'forged' },
+    huge_inbox: { arguments: [arg('folder', 'control')], result: 'inbox', server: 'mailpay',
+      downstream_tool: 'huge' },
     // The filesystem server's move_file takes source and destination: "target" is what an older
     // server called it, so this mapping no longer fits.
     move_file: { arguments: [arg('source', 'control'), arg('target', 'control')], server: 'files',
@@ -295,6 +304,27 @@ try {
     allowed(r);
     assert.equal(r.content, INBOX);
     assert.equal(effects().filter((e) => e.tool === 'statement').length, 1);
+  });
+  await check('a downstream that never answers: the call ends at its timeout_ms, outcome unknown', async () => {
+    const r = await call(agent, 'slow_statement', { context_id: ids.ctx, arguments: { month: fromTask('2026-03') } });
+    refused(r, 'DOWNSTREAM_FAILED');
+    assert.equal(r.downstream.outcome, 'unknown');
+    assert.ok(r.witness.includes("server mailpay_slow: no answer within the server's timeout_ms"), r.witness);
+    assert.equal(effects().filter((e) => e.tool === 'hang').length, 1);
+  });
+  await check('an answer to another request id is dropped: only the answer to the call counts', async () => {
+    const r = await call(agent, 'forged_inbox', { context_id: ids.ctx, arguments: { folder: fromTask('inbox') } });
+    allowed(r);
+    assert.equal(r.content, 'genuine answer');
+  });
+  await check('an answer past 4 MiB stops the server, and the next call starts it again', async () => {
+    const r = await call(agent, 'huge_inbox', { context_id: ids.ctx, arguments: { folder: fromTask('inbox') } });
+    refused(r, 'DOWNSTREAM_FAILED');
+    assert.ok(r.witness.includes('server mailpay: the answer is larger than 4194304 bytes'), r.witness);
+    assert.ok(!r.text.includes('yyyyyyyy'));
+    const next = await call(agent, 'read_inbox', { context_id: ids.ctx, arguments: { folder: fromTask('inbox') } });
+    allowed(next);
+    assert.equal(next.content, INBOX);
   });
   await check('the run records every decision: allowed and refused invocations', async () => {
     const run = await call(agent, 'get_run', {});
