@@ -26,7 +26,7 @@
 #include "mcp.h"
 
 /* What reading the child's answer can come to, besides a message. */
-enum { DS_EOF = 1, DS_TIMEOUT, DS_TOO_LARGE, DS_IO };
+enum { DS_EOF = 1, DS_TIMEOUT, DS_TOO_LARGE, DS_IO, DS_NOT_JSON };
 /* ds_request's answer when the server answered with a JSON-RPC error (it is still running). */
 #define DS_ANSWERED_ERROR 1
 
@@ -187,9 +187,9 @@ static int ds_send(mcp_downstream *d, const json_t *msg)
     return off == len ? 0 : -1;
 }
 
-/* The next whole line the child wrote, parsed (*msg, a new reference, NULL for a line that is
- * not JSON), before deadline (monotonic milliseconds). 0, or DS_EOF, DS_TIMEOUT, DS_TOO_LARGE,
- * DS_IO. */
+/* The next whole line the child wrote, parsed (*msg, a new reference), before deadline
+ * (monotonic milliseconds). 0, or DS_EOF, DS_TIMEOUT, DS_TOO_LARGE, DS_IO, or DS_NOT_JSON for
+ * a line that is not a JSON object: a stdio server writes nothing else on its stdout. */
 static int ds_read_message(mcp_downstream *d, long long deadline, json_t **msg)
 {
     *msg = NULL;
@@ -199,10 +199,14 @@ static int ds_read_message(mcp_downstream *d, long long deadline, json_t **msg)
         char *nl = memchr(d->buf, '\n', d->len);
         if (nl) {
             size_t line = (size_t)(nl - d->buf);
-            *msg = json_loadb(d->buf, line, JSON_REJECT_DUPLICATES, NULL);
+            *msg = json_loadb(d->buf, line, JSON_REJECT_DUPLICATES | JSON_ALLOW_NUL, NULL);
             memmove(d->buf, nl + 1, d->len - line - 1);
             d->len -= line + 1;
-            return 0;
+            if (json_is_object(*msg))
+                return 0;
+            json_decref(*msg);
+            *msg = NULL;
+            return DS_NOT_JSON;
         }
         if (d->len > MCP_DOWNSTREAM_MAX_MESSAGE)
             return DS_TOO_LARGE;
@@ -229,6 +233,7 @@ static const char *read_failure(int rc)
     return rc == DS_EOF         ? "the server exited"
            : rc == DS_TIMEOUT   ? "no answer within the server's timeout_ms"
            : rc == DS_TOO_LARGE ? "the answer is larger than " MCP_DOWNSTREAM_MAX_MESSAGE_TEXT
+           : rc == DS_NOT_JSON  ? "the server wrote a line that is not a JSON-RPC message"
                                 : "reading the server's output failed";
 }
 

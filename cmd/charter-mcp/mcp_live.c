@@ -390,6 +390,11 @@ static json_t *downstream_result(mcp_server *srv, mcp_session *s, const json_t *
         set_stage(body, "observe", "deny", "RESULT_TOO_LARGE", w);
         return mcp_result(body, true);
     }
+    if (strlen(a->text) != a->bytes) {
+        set_stage(body, "observe", "deny", "RESULT_INVALID",
+                  "the result holds a NUL byte: it is not shown");
+        return mcp_result(body, true);
+    }
     if (a->bytes == 0) {
         set_stage(body, "observe", "deny", "RESULT_EMPTY",
                   "the downstream tool returned no text: nothing to observe");
@@ -417,8 +422,8 @@ static json_t *call_downstream(mcp_server *srv, mcp_session *s, const json_t *de
         json_decref(call_args);
         json_object_set_new(ds, "called", json_false());
         json_object_set_new(ds, "why",
-                            json_string("this invocation was already committed and "
-                                        "carried out: it is not sent again"));
+                            json_string("this invocation was committed by an earlier call, "
+                                        "which sent it: it is not sent again"));
         return mcp_result(body, false);
     }
     mcp_downstream_answer a;

@@ -74,6 +74,21 @@ server.registerTool('huge', {
   inputSchema: { folder: z.string() },
 }, async () => text('y'.repeat(5 * 1024 * 1024)));
 
+// Text with a NUL byte in it, which no observation may hold.
+server.registerTool('nul', {
+  description: 'An inbox with a NUL byte.',
+  inputSchema: { folder: z.string() },
+}, async () => text('before\u0000after'));
+
+// Writes a log line on stdout, which a stdio server must never do.
+server.registerTool('babble', {
+  description: 'An inbox after a stray log line.',
+  inputSchema: { folder: z.string() },
+}, async () => {
+  process.stdout.write('fetching inbox...\n');
+  return text('after the log line');
+});
+
 // Never mapped by the workflow: the agent must not see it.
 server.registerTool('delete_account', {
   description: 'Deletes the account.',
