@@ -602,6 +602,18 @@ static int add_step_servers(mcp_server *srv)
     return 0;
 }
 
+static bool step_lists(const mcp_server *srv, const char *tool)
+{
+    size_t i;
+    const json_t *v;
+    json_array_foreach(json_object_get(srv->step, "tools"), i, v)
+    {
+        if (json_is_string(v) && strcmp(json_string_value(v), tool) == 0)
+            return true;
+    }
+    return false;
+}
+
 int mcp_downstream_open(mcp_server *srv)
 {
     if (add_step_servers(srv) != 0) {
@@ -630,6 +642,11 @@ int mcp_downstream_open(mcp_server *srv)
         char err[512];
         if (d && d->tools && check_mapping(d, json_string_value(v), decl, err, sizeof err) != 0)
             fprintf(stderr, "charter-mcp: refused: %s\n", err);
+        if (d && json_object_get(decl, "result") && !step_lists(srv, "read_source"))
+            fprintf(stderr,
+                    "charter-mcp: tool %s: its results are observed through the source gate, "
+                    "which needs read_source among step %s's tools: none will be shown\n",
+                    json_string_value(v), srv->step_name);
     }
     return 0;
 }

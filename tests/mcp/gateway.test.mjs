@@ -349,6 +349,28 @@ try {
     assert.ok(kinds.filter((k) => k === 'source_observed:allow').length >= 4, kinds.join());
     assert.ok(!JSON.stringify(run).includes(CANARY));
   });
+  await check('a step whose results cannot pass the source gate (no read_source) is named at start', async () => {
+    const v = structuredClone(workflow);
+    v.name = 'gateway_noread';
+    v.grants[0].id = 'g_gw_owner_noread';
+    v.grants[1].id = 'g_gw_assistant_noread';
+    v.grants[1].delegated_from = 'g_gw_owner_noread';
+    for (const g of v.grants) g.tools = TOOLS;
+    v.steps[0].grant = 'g_gw_assistant_noread';
+    v.steps[0].tools = TOOLS;
+    const vPath = join(tmp, 'noread.json');
+    writeFileSync(vPath, JSON.stringify(v));
+    const t = new StdioClientTransport({ command: MCP, args: ['--role', 'assistant', '--workflow', vPath],
+      env: childEnv, stderr: 'pipe' });
+    let said = '';
+    t.stderr.on('data', (c) => { said += c; });
+    const c = new Client({ name: 'charter-gateway-noread', version: '1.0.0' });
+    const ended = new Promise((resolve) => t.stderr.on('end', resolve));
+    await c.connect(t);
+    await c.close();
+    await ended; // charter-mcp has exited: everything it said is in
+    assert.ok(said.includes("charter-mcp: tool read_bill: its results are observed through the source gate, which needs read_source among step assistant's tools: none will be shown"), said);
+  });
 } catch (e) {
   failed++;
   console.log(`not ok - unexpected: ${e && e.stack ? e.stack : e}`);
