@@ -85,8 +85,8 @@ static bool ds_alive(mcp_downstream *d)
     return false;
 }
 
-/* argv (command, then args) and envp (NAME=value of each env_from variable that is set) for
- * the child, in one allocation each; NULL when out of memory. */
+/* argv (command, then args; the strings borrowed from the workflow) and envp (NAME=value of
+ * each env_from variable that is set, each malloc'd) for the child; NULL when out of memory. */
 static char **child_argv(const mcp_downstream *d)
 {
     const json_t *args = json_object_get(d->decl, "args");

@@ -89,6 +89,12 @@ server.registerTool('babble', {
   return text('after the log line');
 });
 
+// The names of the variables this server was given: only those env_from names.
+server.registerTool('environment', {
+  description: 'The names of this server\'s environment variables.',
+  inputSchema: { folder: z.string() },
+}, async () => text(Object.keys(process.env).sort().join(' ')));
+
 // Never mapped by the workflow: the agent must not see it.
 server.registerTool('delete_account', {
   description: 'Deletes the account.',

@@ -60,7 +60,7 @@ const TASK = `Pay the electricity bill in ${paths.bill}: 84.20 EUR, reference IN
   `Statement for 2026-03.`;
 const T0 = '2026-01-01T00:00:00Z';
 const TOOLS = ['read_bill', 'read_document', 'read_inbox', 'write_file', 'send_email', 'send_money',
-  'fetch_statement', 'move_file', 'slow_statement', 'forged_inbox', 'huge_inbox', 'nul_inbox', 'babble_inbox'];
+  'fetch_statement', 'move_file', 'slow_statement', 'forged_inbox', 'huge_inbox', 'nul_inbox', 'babble_inbox', 'env_inbox'];
 // read_source: the source gate every observation passes (Gate/ObserveSource) needs it listed.
 const GRANTED = ['read_source', ...TOOLS];
 const RECIPIENTS = ['payee_saved', 'payee_any', 'colleague', 'anyone', 'private_folder', 'public_folder'];
@@ -125,6 +125,8 @@ const workflow = {
       downstream_tool: 'nul' },
     babble_inbox: { arguments: [arg('folder', 'control')], result: 'inbox', server: 'mailpay',
       downstream_tool: 'babble' },
+    env_inbox: { arguments: [arg('folder', 'control')], result: 'inbox', server: 'mailpay',
+      downstream_tool: 'environment' },
     // The filesystem server's move_file takes source and destination: "target" is what an older
     // server called it, so this mapping no longer fits.
     move_file: { arguments: [arg('source', 'control'), arg('target', 'control')], server: 'files',
@@ -341,6 +343,11 @@ try {
     refused(r, 'DOWNSTREAM_FAILED');
     assert.ok(r.witness.includes('server mailpay: the server wrote a line that is not a JSON-RPC message'), r.witness);
     allowed(await call(agent, 'read_inbox', { context_id: ids.ctx, arguments: { folder: fromTask('inbox') } }));
+  });
+  await check('a server gets the variables env_from names and no other: never charterd\'s token', async () => {
+    const r = await call(agent, 'env_inbox', { context_id: ids.ctx, arguments: { folder: fromTask('inbox') } });
+    allowed(r);
+    assert.equal(r.content, 'MCP_TEST_INBOX MCP_TEST_LEDGER');
   });
   await check('the run records every decision: allowed and refused invocations', async () => {
     const run = await call(agent, 'get_run', {});
