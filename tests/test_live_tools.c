@@ -385,10 +385,59 @@ static void test_tool_argument_rules(void)
                         "'fetch':{'arguments':[{'name':'url','role':'control'}],'result':'nope'}"),
                    "tools.fetch.result: \"nope\" is not an observed resource");
     expect_refused(LIVE(R_PAGE, RCP_LIVE, "'mail':{'effect':true}"),
-                   "tools.mail.arguments: required field is missing (effect, destination and "
-                   "result are for a tool with arguments)");
+                   "tools.mail.arguments: required field is missing (effect, destination, "
+                   "result, server and downstream_tool are for a tool with arguments)");
     expect_refused(LIVE(R_PAGE, RCP_LIVE, "'mail':{}"),
                    "tools.mail.approval: required field is missing");
+}
+
+/* A definition with downstream MCP servers: LIVE's, with servers and the tools mapped. */
+#define GW(servers, tools)                                                                         \
+    "{'name':'live','task':'Mail the page.','resources':[" R_PAGE "],'recipients':[" RCP_LIVE      \
+    "],'actors':[{'id':'h','kind':'human'}],'grants':[" GRANT_LIVE "],'steps':[" STEP_LIVE         \
+    "],'servers':{" servers "},'tools':{" tools "}}"
+#define SRV_MAIL "'mailer':{'command':'node','args':['mail.js'],'env_from':['MAIL_TOKEN']}"
+#define TOOL_MAIL_MAPPED                                                                           \
+    "'mail':{'arguments':[{'name':'to','role':'control'},{'name':'body','role':'data'}],"          \
+    "'destination':'to','effect':true,'server':'mailer','downstream_tool':'send_email'}"
+
+/* Tools mapped onto a downstream server's tools: the server is named in "servers", with its
+ * command, arguments and the names (never the values) of the variables it is given. */
+static void test_downstream_servers_and_mapped_tools(void)
+{
+    workflow *wf = load_ok(GW(SRV_MAIL ",'files':{'command':'npx','timeout_ms':5000}",
+                              TOOL_MAIL_MAPPED ",'fetch':{'arguments':[{'name':'url','role':"
+                                               "'control'}],'result':'page','server':'files',"
+                                               "'downstream_tool':'read_text_file'}"));
+    CU_ASSERT_PTR_NOT_NULL(wf);
+    workflow_free(wf);
+    expect_refused(GW(SRV_MAIL, "'mail':{'arguments':[{'name':'to','role':'control'}],"
+                                "'destination':'to','server':'nosuch','downstream_tool':'x'}"),
+                   "tools.mail.server: \"nosuch\" is not one of the definition's servers");
+    expect_refused(GW(SRV_MAIL, "'mail':{'arguments':[{'name':'to','role':'control'}],"
+                                "'destination':'to','server':'mailer'}"),
+                   "tools.mail.downstream_tool: required field is missing (a tool of a server "
+                   "names both server and downstream_tool)");
+    expect_refused(GW(SRV_MAIL, "'mail':{'arguments':[{'name':'to','role':'control'}],"
+                                "'destination':'to','server':'mailer','downstream_tool':'a b'}"),
+                   "tools.mail.downstream_tool: \"a b\" is not a tool name (1..128 characters "
+                   "of A-Z a-z 0-9 _ - . /)");
+    expect_refused(GW(SRV_MAIL, "'mail':{'server':'mailer','downstream_tool':'send_email'}"),
+                   "tools.mail.arguments: required field is missing (effect, destination, "
+                   "result, server and downstream_tool are for a tool with arguments)");
+    /* Credentials never sit in the definition: env_from takes names, and only names. */
+    expect_refused(GW("'m':{'command':'node','env_from':['TOKEN=abc']}", TOOL_MAIL),
+                   "servers.m.env_from[0]: \"TOKEN=abc\" is not an environment variable name");
+    expect_refused(GW("'m':{'command':'node','env':{'TOKEN':'abc'}}", TOOL_MAIL),
+                   "servers.m.env: unknown field");
+    expect_refused(GW("'m':{'command':''}", TOOL_MAIL), "servers.m.command: must not be empty");
+    expect_refused(GW("'m':{'command':'node','args':[1]}", TOOL_MAIL),
+                   "servers.m.args[0]: must be a string");
+    expect_refused(GW("'m':{'command':'node','timeout_ms':0}", TOOL_MAIL),
+                   "servers.m.timeout_ms: 0 is not from 1 to 600000 (milliseconds)");
+    expect_refused(
+        GW("'m n':{'command':'node'}", TOOL_MAIL),
+        "servers.m n: \"m n\" is not a valid id (1..64 characters of A-Z a-z 0-9 . _ -)");
 }
 
 #define T(fn)                                                                                      \
@@ -406,6 +455,7 @@ static const harness_test tests[] = {
     T(test_scripted_observations_and_invocations),
     T(test_destination_class_rules),
     T(test_tool_argument_rules),
+    T(test_downstream_servers_and_mapped_tools),
 };
 #undef T
 

@@ -7,7 +7,8 @@
  *
  * Files: mcp_main.c (options, workflow, stdio loop), mcp_jsonrpc.c (JSON-RPC 2.0 and the MCP
  * lifecycle), mcp_tools.c (the tools of a step), mcp_live.c (observe and the step's tools with
- * arguments), mcp_async.c (runs charterd executes: start,
+ * arguments), mcp_downstream.c (the downstream MCP servers the workflow names, as their
+ * client), mcp_async.c (runs charterd executes: start,
  * wait, cancel, events, receipt), mcp_http.c (Streamable HTTP on libmicrohttpd).
  */
 #ifndef CHARTER_MCP_H
@@ -17,6 +18,7 @@
 #include <pthread.h>
 #include <stdbool.h>
 #include <stddef.h>
+#include <sys/types.h>
 
 #include "charter.h"
 
@@ -37,6 +39,40 @@ enum {
     MCP_INTERNAL_ERROR = -32603,
 };
 
+/* The largest message a downstream server may send (bytes): a larger answer stops the server
+ * and its call's outcome is unknown. */
+#define MCP_DOWNSTREAM_MAX_MESSAGE ((size_t)4 * 1024 * 1024)
+#define MCP_DOWNSTREAM_MAX_MESSAGE_TEXT "4194304 bytes"
+/* How long one call to a downstream server may take, unless its timeout_ms says otherwise. */
+#define MCP_DOWNSTREAM_DEFAULT_TIMEOUT_MS 30000
+/* Downstream servers one workflow may name (WORKFLOW_MAX_SERVERS). */
+#define MCP_MAX_DOWNSTREAMS 16
+
+/* One downstream MCP server (a "servers" entry of the workflow) and the child process that
+ * runs it. The lock serializes every exchange with the child: one request in flight. */
+typedef struct {
+    const char *name;     /* the entry's key (owned by the workflow JSON) */
+    const json_t *decl;   /* {command, args, env_from, timeout_ms} (borrowed) */
+    pthread_mutex_t lock; /* held for each exchange with the child */
+    pid_t pid;            /* the running child, or 0 */
+    int in_fd, out_fd;    /* its stdin (written) and stdout (read), -1 when none */
+    char *buf;            /* what it wrote and was not yet read as a line (owned) */
+    size_t len;
+    json_int_t next_id; /* the id of the last request sent */
+    json_t *tools;      /* its tools by name, from the last tools/list (owned) */
+} mcp_downstream;
+
+/* The answer of a downstream tool call. text is malloc'd (the caller frees it). */
+typedef struct {
+    bool sent;          /* the request reached the server */
+    bool answered;      /* it answered with a JSON-RPC error (the call failed, nothing done) */
+    bool is_error;      /* the server answered with isError */
+    char *text;         /* its text content, joined by newlines */
+    size_t bytes;       /* strlen(text) */
+    size_t other_items; /* content items that are not text (left out) */
+    char error[512];    /* why the call failed, when it did */
+} mcp_downstream_answer;
+
 /* The role this process serves, fixed at start. Strings and json are owned by the server. */
 typedef struct {
     charter_client *client;
@@ -47,8 +83,12 @@ typedef struct {
     bool first_step;       /* may start runs */
     const char *next_step; /* the step that receives this one's output, or NULL */
     bool public_render;    /* output is rendered from public_fields */
+    /* The downstream servers the step's tools are mapped onto (mcp_downstream.c). */
+    mcp_downstream downstreams[MCP_MAX_DOWNSTREAMS];
+    size_t n_downstreams;
 } mcp_server;
-/* Everything in mcp_server is set before serving starts and only read afterwards, and
+/* Everything in mcp_server is set before serving starts and only read afterwards (but the
+ * downstreams, each under its own lock), and
  * libcharter's client takes calls from any number of threads at once: HTTP sessions call tools
  * concurrently, each holding only its own mcp_session. */
 
@@ -144,6 +184,27 @@ json_t *mcp_live_list(const mcp_server *srv);
  * live tool of the step. */
 int mcp_live_call(mcp_server *srv, mcp_session *s, const char *name, const json_t *args,
                   json_t **result);
+
+/* Starts the downstream servers the step's tools are mapped onto, initializes each and lists
+ * its tools, and logs one line to stderr for each mapped tool its server no longer declares as
+ * mapped. A server that does not start is logged and started again at its next call. Returns 0,
+ * or -1 (printed) when out of memory. */
+int mcp_downstream_open(mcp_server *srv);
+/* Stops every downstream server. */
+void mcp_downstream_close(mcp_server *srv);
+/* Before a mapped tool is invoked: its server running (started anew if it died), the tool
+ * still declared as the workflow maps it, and the agent's values (given: {name: {value, ...}})
+ * typed as its input schema asks. Returns NULL with *call_args the arguments of the downstream
+ * call (new reference), or the refusal (DOWNSTREAM_UNAVAILABLE, DOWNSTREAM_SCHEMA_CHANGED,
+ * ARGUMENT_INVALID); nothing was sent to the server either way. */
+json_t *mcp_downstream_prepare(mcp_server *srv, const char *tool, const json_t *decl,
+                               const json_t *given, json_t **call_args);
+/* Calls the mapped downstream tool with call_args (stolen), once: never again when it fails.
+ * Returns 0 with out filled, or -1 with out->error saying why (out->sent: the request reached
+ * the server, so what it did is unknown). A server that died, timed out or answered with more
+ * than MCP_DOWNSTREAM_MAX_MESSAGE bytes is stopped. */
+int mcp_downstream_call(mcp_server *srv, const json_t *decl, json_t *call_args,
+                        mcp_downstream_answer *out);
 
 /* Defaults of the HTTP transport's limits (the --http-* options). */
 #define MCP_HTTP_DEFAULT_MAX_CONNECTIONS 64

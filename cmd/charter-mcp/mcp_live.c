@@ -10,6 +10,11 @@
  * (charterd checks that one of those artifacts holds it).
  * The invocation ID is charter-mcp's, derived from the context, the tool and the arguments, so
  * the same call asked again is the same invocation (acknowledged, never a second effect).
+ *
+ * A tool the workflow maps onto a downstream server's tool ("server", "downstream_tool") is
+ * called there only after charterd allowed the invocation, once; its answer is observed under
+ * the tool's result resource and passes the step's input gate before the agent sees it
+ * (mcp_downstream.c speaks to the server).
  */
 #include <openssl/evp.h>
 #include <stdio.h>
@@ -275,7 +280,183 @@ static json_t *invoke_body(const Charter__V1__InvokeResponse *resp, const char *
     return body;
 }
 
-static json_t *t_invoke(mcp_server *srv, mcp_session *s, const char *tool, const json_t *args)
+/* ---- tools of a downstream server ------------------------------------------------------- */
+
+/* Sets the body's decision, codes and witness to a later stage's (stage names it). */
+static void set_stage(json_t *body, const char *stage, const char *outcome, const char *code,
+                      const char *witness)
+{
+    json_object_set_new(body, "stage", json_string(stage));
+    json_object_set_new(body, "decision", json_string(outcome));
+    json_object_set_new(body, "codes", json_pack("[s]", code));
+    json_object_set_new(body, "witness", json_string(witness));
+}
+
+/* Copies a later stage's decision (stage names it) into the body; whether it allowed. */
+static bool take_stage(json_t *body, const char *stage, const Charter__V1__Decision *d)
+{
+    json_t *dj = mcp_decision_json(d);
+    const char *k;
+    json_t *v;
+    json_object_foreach(dj, k, v) json_object_set(body, k, v);
+    json_decref(dj);
+    json_object_set_new(body, "stage", json_string(stage));
+    return d && d->outcome == CHARTER__V1__OUTCOME__ALLOW;
+}
+
+/* The input gate of the session's step over artifact id: whether it allowed (then the artifact
+ * is shown to the session); the decision is in body. */
+static bool admit_result(mcp_server *srv, mcp_session *s, const char *id, json_t *body)
+{
+    Charter__V1__CheckInputRequest req = CHARTER__V1__CHECK_INPUT_REQUEST__INIT;
+    char *ids[1] = {(char *)id};
+    req.context_id = s->context_id;
+    req.artifact_ids = ids;
+    req.n_artifact_ids = 1;
+    Charter__V1__CheckInputResponse *resp = NULL;
+    charter_status st;
+    int rc = charter_check_input(srv->client, &req, &resp, &st);
+    if (rc != 0) {
+        char w[320];
+        snprintf(w, sizeof w, "charterd: %s", st.message[0] ? st.message : "no answer");
+        set_stage(body, "input", "unknown", charter_status_name(rc), w);
+        return false;
+    }
+    bool ok = take_stage(body, "input", resp->decision);
+    charter__v1__check_input_response__free_unpacked(resp, NULL);
+    if (ok && mcp_shown_add(s, id) != 0) {
+        set_stage(body, "input", "unknown", "TOO_MANY_SHOWN",
+                  "the session holds as many shown artifacts as it may");
+        return false;
+    }
+    return ok;
+}
+
+/* The downstream result observed under the tool's result resource (Gate/ObserveSource), where
+ * it was read being the call itself; whether it was allowed. The decision is in body, and on
+ * allow the artifact's id in *id (owned by the caller). */
+static bool observe_result(mcp_server *srv, mcp_session *s, const json_t *decl, const char *text,
+                           const char *inv, json_t *body, char **id)
+{
+    char locator[512];
+    snprintf(locator, sizeof locator, "mcp://%.64s/%.128s?invocation=%s",
+             json_string_value(json_object_get(decl, "server")),
+             json_string_value(json_object_get(decl, "downstream_tool")), inv);
+    Charter__V1__ObserveSourceRequest req = CHARTER__V1__OBSERVE_SOURCE_REQUEST__INIT;
+    req.context_id = s->context_id;
+    req.resource_id = (char *)json_string_value(json_object_get(decl, "result"));
+    req.content = (char *)text;
+    req.locator = locator;
+    Charter__V1__ObserveSourceResponse *resp = NULL;
+    charter_status st;
+    *id = NULL;
+    int rc = charter_observe_source(srv->client, &req, &resp, &st);
+    if (rc != 0) {
+        char w[320];
+        snprintf(w, sizeof w, "charterd: %s", st.message[0] ? st.message : "no answer");
+        set_stage(body, "observe", "unknown", charter_status_name(rc), w);
+        return false;
+    }
+    bool ok = take_stage(body, "observe", resp->decision) && resp->artifact;
+    if (ok) {
+        json_object_set_new(body, "artifact", mcp_artifact_json(resp->artifact, false));
+        *id = strdup(resp->artifact->id);
+        ok = *id != NULL;
+    }
+    charter__v1__observe_source_response__free_unpacked(resp, NULL);
+    return ok;
+}
+
+/* What the agent gets of a downstream answer: with a result resource, the text once it is
+ * observed and admitted by the step's input gate, and refused (with its size) when it is larger
+ * than the resource takes; without one, only whether the call went through. */
+static json_t *downstream_result(mcp_server *srv, mcp_session *s, const json_t *decl,
+                                 const mcp_downstream_answer *a, const char *inv, json_t *body)
+{
+    const char *res = json_string_value(json_object_get(decl, "result"));
+    if (!res) {
+        json_object_set_new(body, "result_withheld", json_true());
+        return mcp_result(body, a->is_error);
+    }
+    const json_t *r = observed_resource(srv, res);
+    json_int_t max =
+        json_integer_value(json_object_get(json_object_get(r, "observed"), "max_bytes"));
+    char w[512];
+    if (a->bytes > (size_t)max) {
+        snprintf(w, sizeof w,
+                 "the result of %.64s is %zu bytes; resource %.64s takes at most %lld bytes: it "
+                 "is not shown",
+                 json_string_value(json_object_get(decl, "downstream_tool")), a->bytes, res,
+                 (long long)max);
+        set_stage(body, "observe", "deny", "RESULT_TOO_LARGE", w);
+        return mcp_result(body, true);
+    }
+    if (strlen(a->text) != a->bytes) {
+        set_stage(body, "observe", "deny", "RESULT_INVALID",
+                  "the result holds a NUL byte: it is not shown");
+        return mcp_result(body, true);
+    }
+    if (a->bytes == 0) {
+        set_stage(body, "observe", "deny", "RESULT_EMPTY",
+                  "the downstream tool returned no text: nothing to observe");
+        return mcp_result(body, true);
+    }
+    char *id = NULL;
+    bool ok =
+        observe_result(srv, s, decl, a->text, inv, body, &id) && admit_result(srv, s, id, body);
+    free(id);
+    if (ok)
+        json_object_set_new(body, "content", json_string(a->text));
+    return mcp_result(body, !ok || a->is_error);
+}
+
+/* After charterd allowed a mapped tool: the downstream call, once (an acknowledged invocation
+ * was already carried out and is not sent again), and its answer through the gates. */
+static json_t *call_downstream(mcp_server *srv, mcp_session *s, const json_t *decl,
+                               json_t *call_args, const char *inv, json_t *body)
+{
+    json_t *ds =
+        json_pack("{s:s, s:s}", "server", json_string_value(json_object_get(decl, "server")),
+                  "tool", json_string_value(json_object_get(decl, "downstream_tool")));
+    json_object_set_new(body, "downstream", ds);
+    if (json_is_true(json_object_get(body, "acknowledged"))) {
+        json_decref(call_args);
+        json_object_set_new(ds, "called", json_false());
+        json_object_set_new(ds, "why",
+                            json_string("this invocation was committed by an earlier call, "
+                                        "which sent it: it is not sent again"));
+        return mcp_result(body, false);
+    }
+    mcp_downstream_answer a;
+    int rc = mcp_downstream_call(srv, decl, call_args, &a);
+    json_object_set_new(ds, "called", json_boolean(a.sent));
+    if (rc != 0) {
+        char w[1024];
+        snprintf(w, sizeof w,
+                 "invocation %s is committed; %s; the downstream outcome is %s, and the call is "
+                 "not sent again",
+                 inv, a.error,
+                 a.answered ? "an error"
+                 : a.sent   ? "unknown"
+                            : "that it never ran");
+        json_object_set_new(ds, "outcome",
+                            json_string(a.answered ? "error"
+                                        : a.sent   ? "unknown"
+                                                   : "not_called"));
+        set_stage(body, "downstream", "unknown", "DOWNSTREAM_FAILED", w);
+        return mcp_result(body, true);
+    }
+    json_object_set_new(ds, "outcome", json_string(a.is_error ? "error" : "ok"));
+    json_object_set_new(ds, "bytes", json_integer((json_int_t)a.bytes));
+    if (a.other_items > 0)
+        json_object_set_new(ds, "non_text_items_left_out", json_integer((json_int_t)a.other_items));
+    json_t *r = downstream_result(srv, s, decl, &a, inv, body);
+    free(a.text);
+    return r;
+}
+
+static json_t *t_invoke(mcp_server *srv, mcp_session *s, const char *tool, const json_t *decl,
+                        const json_t *args)
 {
     json_t *r = mcp_need_context(srv, s, args);
     if (r)
@@ -286,9 +467,13 @@ static json_t *t_invoke(mcp_server *srv, mcp_session *s, const char *tool, const
     const json_t *given = json_object_get(args, "arguments");
     if ((r = fill_arguments(s, given, a, list, &n)) != NULL)
         return r;
+    json_t *call_args = NULL;
+    bool mapped = json_object_get(decl, "server") != NULL;
+    if (mapped && (r = mcp_downstream_prepare(srv, tool, decl, given, &call_args)) != NULL)
+        return r;
     char inv[48];
     if (invocation_id(s, tool, given, inv) != 0)
-        return NULL;
+        return json_decref(call_args), NULL;
     Charter__V1__InvokeRequest req = CHARTER__V1__INVOKE_REQUEST__INIT;
     req.context_id = s->context_id;
     req.tool = (char *)tool;
@@ -299,10 +484,13 @@ static json_t *t_invoke(mcp_server *srv, mcp_session *s, const char *tool, const
     charter_status st;
     int rc = charter_invoke(srv->client, &req, &resp, &st);
     if (rc != 0)
-        return mcp_rpc_refusal(rc, &st);
+        return json_decref(call_args), mcp_rpc_refusal(rc, &st);
     bool ok = resp->decision && resp->decision->outcome == CHARTER__V1__OUTCOME__ALLOW;
     json_t *body = invoke_body(resp, inv);
     charter__v1__invoke_response__free_unpacked(resp, NULL);
+    if (ok && mapped && body)
+        return call_downstream(srv, s, decl, call_args, inv, body);
+    json_decref(call_args);
     return mcp_result(body, !ok);
 }
 
@@ -336,7 +524,7 @@ int mcp_live_call(mcp_server *srv, mcp_session *s, const char *name, const json_
     else if (mcp_check_args(schema, args, err, sizeof err) != 0)
         *result = mcp_refusal("deny", "ARGUMENT_INVALID", err);
     else
-        *result = observe ? t_observe(srv, s, args) : t_invoke(srv, s, name, args);
+        *result = observe ? t_observe(srv, s, args) : t_invoke(srv, s, name, decl, args);
     json_decref(schema);
     return 1;
 }

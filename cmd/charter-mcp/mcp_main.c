@@ -250,6 +250,16 @@ static bool http_limit_option(const char *a, const char *v, mcp_http_opts *o, in
     return false;
 }
 
+/* The role this process plays: its workflow, its step and the downstream servers the step's
+ * tools are mapped onto. 0, or the exit status (printed): 2 for a workflow or role that is
+ * wrong, 1 when the servers cannot be set up. */
+static int start_role(mcp_server *srv, const char *wf, const char *role)
+{
+    if (load_workflow(srv, wf) != 0 || pick_step(srv, role) != 0)
+        return 2;
+    return mcp_downstream_open(srv) != 0 ? 1 : 0;
+}
+
 static int serve_stdio(mcp_server *srv)
 {
     char *buf = malloc(MCP_MAX_MESSAGE + 2);
@@ -380,12 +390,11 @@ int main(int argc, char **argv)
         free(tokfile);
         return 1;
     }
-    if (load_workflow(&srv, wf) != 0 || pick_step(&srv, role) != 0) {
-        ret = 2;
+    if ((ret = start_role(&srv, wf, role)) != 0)
         goto out;
-    }
     ret = (http ? mcp_http_serve(&srv, &hopts) : serve_stdio(&srv)) == 0 ? 0 : 1;
 out:
+    mcp_downstream_close(&srv);
     json_decref(srv.workflow);
     charter_client_close(srv.client);
     free(tokfile);

@@ -101,6 +101,16 @@ static const field_spec top_spec[] = {
     {"name", T_STRING, true},     {"task", T_STRING, true},  {"resources", T_LIST, true},
     {"recipients", T_LIST, true}, {"actors", T_LIST, true},  {"grants", T_LIST, true},
     {"steps", T_LIST, true},      {"expect", T_LIST, false}, {"tools", T_OBJECT, false},
+    {"servers", T_OBJECT, false},
+};
+/* A downstream MCP server charter-mcp starts and fronts (docs/workflows.md, "Downstream MCP
+ * servers"): a command run over stdio. Credentials are never in the definition: env_from names
+ * variables of charter-mcp's own environment handed to the server. */
+static const field_spec server_spec[] = {
+    {"command", T_STRING, true},
+    {"args", T_LIST, false},
+    {"env_from", T_LIST, false},
+    {"timeout_ms", T_INT, false},
 };
 /* A resource holds its content, or is observed: its content is what a host reads at run time
  * (Gate/ObserveSource), within the limits "observed" declares (docs/workflows.md, "Observed
@@ -135,8 +145,9 @@ static const field_spec match_spec[] = {
  * "arguments" is a live tool (docs/workflows.md, "Tools with arguments"); one without is a
  * send tool that only asks for approval. */
 static const field_spec tool_spec[] = {
-    {"approval", T_OBJECT, false},    {"arguments", T_LIST, false}, {"effect", T_BOOL, false},
-    {"destination", T_STRING, false}, {"result", T_STRING, false},
+    {"approval", T_OBJECT, false},        {"arguments", T_LIST, false}, {"effect", T_BOOL, false},
+    {"destination", T_STRING, false},     {"result", T_STRING, false},  {"server", T_STRING, false},
+    {"downstream_tool", T_STRING, false},
 };
 static const field_spec argument_spec[] = {
     {"name", T_STRING, true},
@@ -522,6 +533,7 @@ static const char *not_subset(const json_t *list, const json_t *super)
 
 typedef struct {
     const json_t *resources, *recipients, *actors, *grants, *steps;
+    const json_t *servers; /* the "servers" object, or NULL */
 } wdef;
 
 static int check_count(const json_t *arr, const char *path, size_t max, werr *e)
@@ -1702,6 +1714,132 @@ static int check_tool_ends(const wdef *d, const json_t *t, const char *p, werr *
     return 0;
 }
 
+/* ---- downstream MCP servers -------------------------------------------------------------- */
+
+/* An MCP tool name (1..128 characters of A-Z a-z 0-9 _ - . /), as the MCP specification's
+ * tool names; the names of a downstream server's tools are matched against it exactly. */
+static int check_downstream_name(const json_t *v, const char *path, werr *e)
+{
+    if (check_text(v, path, WORKFLOW_MAX_TOOL_NAME_BYTES, true, e) != 0) {
+        return -1;
+    }
+    for (const char *c = json_string_value(v); *c != '\0'; c++) {
+        if (!((*c >= 'A' && *c <= 'Z') || (*c >= 'a' && *c <= 'z') || (*c >= '0' && *c <= '9') ||
+              *c == '_' || *c == '-' || *c == '.' || *c == '/')) {
+            return fail(e, path,
+                        "\"%.128s\" is not a tool name (1..128 characters of A-Z a-z 0-9 _ - . /)",
+                        json_string_value(v));
+        }
+    }
+    return 0;
+}
+
+/* env_from (at p): distinct names of environment variables ([A-Za-z_][A-Za-z0-9_]*). */
+static int check_env_from(const json_t *list, const char *p, werr *e)
+{
+    if (check_text_list(list, p, WORKFLOW_MAX_SERVER_ARGS, e) != 0) {
+        return -1;
+    }
+    for (size_t i = 0; i < json_array_size(list); i++) {
+        const char *n = json_string_value(json_array_get(list, i));
+        bool ok = !(n[0] >= '0' && n[0] <= '9');
+        for (const char *c = n; ok && *c != '\0'; c++) {
+            ok = (*c >= 'A' && *c <= 'Z') || (*c >= 'a' && *c <= 'z') || (*c >= '0' && *c <= '9') ||
+                 *c == '_';
+        }
+        if (!ok) {
+            char f[320];
+            snprintf(f, sizeof f, "%s[%zu]", p, i);
+            return fail(e, f, "\"%.64s\" is not an environment variable name", n);
+        }
+    }
+    return 0;
+}
+
+/* One server (at p): a command, its arguments, the variables it is given and its timeout. */
+static int check_server(const json_t *sv, const char *p, werr *e)
+{
+    char f[256];
+    if (check_object(sv, p, server_spec, N_SPEC(server_spec), e) != 0) {
+        return -1;
+    }
+    snprintf(f, sizeof f, "%s.command", p);
+    if (check_text(json_object_get(sv, "command"), f, WORKFLOW_MAX_TEXT_BYTES, true, e) != 0) {
+        return -1;
+    }
+    const json_t *args = json_object_get(sv, "args");
+    snprintf(f, sizeof f, "%s.args", p);
+    if (json_array_size(args) > WORKFLOW_MAX_SERVER_ARGS) {
+        return fail(e, f, "%zu entries, at most %d (limit)", json_array_size(args),
+                    WORKFLOW_MAX_SERVER_ARGS);
+    }
+    for (size_t i = 0; i < json_array_size(args); i++) {
+        snprintf(f, sizeof f, "%s.args[%zu]", p, i);
+        if (check_text(json_array_get(args, i), f, WORKFLOW_MAX_TEXT_BYTES, false, e) != 0) {
+            return -1;
+        }
+    }
+    snprintf(f, sizeof f, "%s.env_from", p);
+    const json_t *env = json_object_get(sv, "env_from");
+    if (env != NULL && check_env_from(env, f, e) != 0) {
+        return -1;
+    }
+    const json_t *t = json_object_get(sv, "timeout_ms");
+    snprintf(f, sizeof f, "%s.timeout_ms", p);
+    if (t != NULL && (json_integer_value(t) < 1 || json_integer_value(t) > 600000)) {
+        return fail(e, f, "%lld is not from 1 to 600000 (milliseconds)",
+                    (long long)json_integer_value(t));
+    }
+    return 0;
+}
+
+static int check_servers(const wdef *d, werr *e)
+{
+    if (json_object_size(d->servers) > WORKFLOW_MAX_SERVERS) {
+        return fail(e, "servers", "%zu entries, at most %d (limit)", json_object_size(d->servers),
+                    WORKFLOW_MAX_SERVERS);
+    }
+    const char *name;
+    json_t *sv;
+    json_object_foreach((json_t *)d->servers, name, sv)
+    {
+        char p[160];
+        snprintf(p, sizeof p, "servers.%.64s", name);
+        json_t *id = json_string(name);
+        int rc = id == NULL ? fail(e, p, "out of memory") : check_id(id, p, e);
+        json_decref(id);
+        if (rc != 0 || check_server(sv, p, e) != 0) {
+            return -1;
+        }
+    }
+    return 0;
+}
+
+/* A live tool's mapping onto a downstream server's tool (at p): both server and
+ * downstream_tool, the server one of "servers". */
+static int check_tool_server(const wdef *d, const json_t *t, const char *p, werr *e)
+{
+    const json_t *server = json_object_get(t, "server");
+    const json_t *dt = json_object_get(t, "downstream_tool");
+    char f[192];
+    if (server == NULL && dt == NULL) {
+        return 0;
+    }
+    snprintf(f, sizeof f, "%s.%s", p, server == NULL ? "server" : "downstream_tool");
+    if (server == NULL || dt == NULL) {
+        return fail(e, f,
+                    "required field is missing (a tool of a server names both server and "
+                    "downstream_tool)");
+    }
+    snprintf(f, sizeof f, "%s.server", p);
+    if (json_object_get(d->servers, json_string_value(server)) == NULL) {
+        return fail(e, f, "\"%.64s\" is not one of the definition's servers",
+                    json_string_value(server));
+    }
+    snprintf(f, sizeof f, "%s.downstream_tool", p);
+    return check_downstream_name(dt, f, e);
+}
+
 static int check_tool_approval(const wdef *d, const char *tool, const json_t *t, werr *e)
 {
     char p[160];
@@ -1721,10 +1859,11 @@ static int check_tool_approval(const wdef *d, const char *tool, const json_t *t,
     if (args == NULL && json_object_size(t) != approvals) {
         snprintf(f, sizeof f, "%s.arguments", p);
         return fail(e, f,
-                    "required field is missing (effect, destination and result are for a "
-                    "tool with arguments)");
+                    "required field is missing (effect, destination, result, server and "
+                    "downstream_tool are for a tool with arguments)");
     }
-    if (args != NULL && (check_arguments(args, p, e) != 0 || check_tool_ends(d, t, p, e) != 0)) {
+    if (args != NULL && (check_arguments(args, p, e) != 0 || check_tool_ends(d, t, p, e) != 0 ||
+                         check_tool_server(d, t, p, e) != 0)) {
         return -1;
     }
     const json_t *a = json_object_get(t, "approval");
@@ -2008,7 +2147,9 @@ static int check_definition(const json_t *doc, wdef *d, werr *e)
     d->actors = json_object_get(doc, "actors");
     d->grants = json_object_get(doc, "grants");
     d->steps = json_object_get(doc, "steps");
+    d->servers = json_object_get(doc, "servers");
     if (part_ends(check_resources(d, e), &base_bad, e) ||
+        part_ends(check_servers(d, e), &base_bad, e) ||
         part_ends(check_recipients(d, e), &base_bad, e) ||
         part_ends(check_actors(d, e), &base_bad, e)) {
         return -1;

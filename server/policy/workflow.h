@@ -38,6 +38,9 @@
 #define WORKFLOW_MAX_OBSERVED_BYTES 1048576 /* an observed resource's max_bytes, at most 1 MiB */
 #define WORKFLOW_MAX_MATCH_VALUES 256       /* values of a destination class */
 #define WORKFLOW_MAX_ARGUMENTS 32           /* arguments of a tool */
+#define WORKFLOW_MAX_SERVERS 16             /* downstream MCP servers */
+#define WORKFLOW_MAX_SERVER_ARGS 64         /* a server's args; its env_from */
+#define WORKFLOW_MAX_TOOL_NAME_BYTES 128    /* a downstream tool's name */
 
 /* One step of the workflow, in execution order. Every string and guard_strs is owned by the
  * workflow; json_t members are borrowed from workflow.doc. An empty list means deny-all; it has

@@ -3,8 +3,9 @@
 # package-lock.json) over stdio and Streamable HTTP against a real charterd and a real Redis:
 # the roles of procurement and support, the live tools of payments, refusals, smuggling and bad
 # input (tests/mcp/mcp.test.mjs).
-# Usage: run.sh SOURCE_DIR BUILD_DIR [conformance]; with "conformance", runs the official
-# conformance suite against the HTTP transport instead (tests/mcp/conformance.sh). Installs
+# Usage: run.sh SOURCE_DIR BUILD_DIR [conformance|gateway]; with "conformance", runs the
+# official conformance suite against the HTTP transport instead (tests/mcp/conformance.sh);
+# with "gateway", charter-mcp fronts real MCP servers (tests/mcp/gateway.test.mjs). Installs
 # nodejs/npm with apt when missing and the npm packages into BUILD_DIR/mcp-node (npm ci, only
 # when the lock file changed).
 set -euo pipefail
@@ -66,5 +67,10 @@ if [ "$what" = conformance ]; then
 fi
 export CHARTER_WORKFLOWS="$src/deploy/workflows"
 export NODE_PATH="$node_dir/node_modules"
+if [ "$what" = gateway ]; then
+  cp "$src/tests/mcp/gateway.test.mjs" "$src/tests/mcp/downstream.mjs" "$node_dir/"
+  node "$node_dir/gateway.test.mjs"
+  exit $?
+fi
 cp "$src/tests/mcp/mcp.test.mjs" "$node_dir/"
 node "$node_dir/mcp.test.mjs"
