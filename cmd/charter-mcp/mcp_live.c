@@ -210,10 +210,46 @@ static int invocation_id(const mcp_session *s, const char *tool, const json_t *a
     return 0;
 }
 
+/* A value the model wrote (no origin named) is recorded as an output of the step first, derived
+ * from everything shown to the session: charterd then finds the value in an artifact of its
+ * lineage, and the artifact carries the labels of all the model could have drawn it from. In a
+ * step whose output is rendered from a template nothing the model writes is recorded: the
+ * lineage is then what was shown, and charterd refuses a value none of it holds. The output's
+ * id into id (48 bytes), or "" when nothing was recorded. Returns NULL, or a refusal. */
+static json_t *record_value(mcp_server *srv, mcp_session *s, const char *name, const char *value,
+                            char *id)
+{
+    id[0] = '\0';
+    if (srv->public_render)
+        return NULL;
+    char title[96];
+    snprintf(title, sizeof title, "argument %.64s", name);
+    Charter__V1__RecordOutputRequest req = CHARTER__V1__RECORD_OUTPUT_REQUEST__INIT;
+    req.context_id = s->context_id;
+    req.input_ids = s->shown;
+    req.n_input_ids = s->n_shown;
+    req.title = title;
+    req.content = (char *)value;
+    Charter__V1__RecordOutputResponse *resp = NULL;
+    charter_status st;
+    int rc = charter_record_output(srv->client, &req, &resp, &st);
+    if (rc != 0)
+        return mcp_rpc_refusal(rc, &st);
+    json_t *r = NULL;
+    if (resp->decision && resp->decision->outcome == CHARTER__V1__OUTCOME__ALLOW && resp->artifact)
+        snprintf(id, 48, "%s", resp->artifact->id);
+    else
+        r = mcp_result(mcp_decision_json(resp->decision), true);
+    charter__v1__record_output_response__free_unpacked(resp, NULL);
+    return r;
+}
+
 /* Fills the request's arguments from args (checked against the schema already). A value with
- * no origin takes everything shown to the session as its lineage. Returns NULL, or a refusal. */
-static json_t *fill_arguments(mcp_session *s, const json_t *args, Charter__V1__InvokeArgument *a,
-                              Charter__V1__InvokeArgument **list, size_t *n)
+ * no origin is recorded as the step's output (record_value), its lineage. Returns NULL, or a
+ * refusal. */
+static json_t *fill_arguments(mcp_server *srv, mcp_session *s, const json_t *args,
+                              Charter__V1__InvokeArgument *a, Charter__V1__InvokeArgument **list,
+                              char (*ids)[48], char **lineage, size_t *n)
 {
     const char *name;
     json_t *v;
@@ -253,8 +289,12 @@ static json_t *fill_arguments(mcp_session *s, const json_t *args, Charter__V1__I
         a[*n].from_task = task;
         a[*n].quoted_from = quote ? (char *)quote : "";
         if (!quote && !task) {
-            a[*n].lineage = s->shown;
-            a[*n].n_lineage = s->n_shown;
+            json_t *r = record_value(srv, s, name, value, ids[*n]);
+            if (r)
+                return r;
+            lineage[*n] = ids[*n];
+            a[*n].lineage = ids[*n][0] ? &lineage[*n] : s->shown;
+            a[*n].n_lineage = ids[*n][0] ? 1 : s->n_shown;
         }
         list[*n] = &a[*n];
         (*n)++;
@@ -463,9 +503,11 @@ static json_t *t_invoke(mcp_server *srv, mcp_session *s, const char *tool, const
         return r;
     Charter__V1__InvokeArgument a[MAX_ARGUMENTS];
     Charter__V1__InvokeArgument *list[MAX_ARGUMENTS];
+    char ids[MAX_ARGUMENTS][48];
+    char *lineage[MAX_ARGUMENTS];
     size_t n = 0;
     const json_t *given = json_object_get(args, "arguments");
-    if ((r = fill_arguments(s, given, a, list, &n)) != NULL)
+    if ((r = fill_arguments(srv, s, given, a, list, ids, lineage, &n)) != NULL)
         return r;
     json_t *call_args = NULL;
     bool mapped = json_object_get(decl, "server") != NULL;
