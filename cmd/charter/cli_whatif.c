@@ -145,6 +145,13 @@ static int count_change(Charter__V1__WhatIfResponse *r, const char *text)
     return STATUS_OK;
 }
 
+/* The seq of an archived event, a decimal string as stored. */
+static const char *event_seq(const json_t *event)
+{
+    const char *seq = json_string_value(json_object_get(event, "seq"));
+    return seq != NULL ? seq : "?";
+}
+
 /* The change of event (recorded) to d (under the candidate): "allow -> deny CODE". */
 static int keep_change(Charter__V1__WhatIfResponse *r, const char *run_id, const json_t *event,
                        const evaluator_whatif_result *d)
@@ -159,7 +166,7 @@ static int keep_change(Charter__V1__WhatIfResponse *r, const char *run_id, const
     if (ch == NULL)
         return STATUS_ENOMEM;
     charter__v1__what_if_change__init(ch);
-    ch->seq = strtoull(json_string_value(json_object_get(event, "seq")), NULL, 10);
+    ch->seq = strtoull(event_seq(event), NULL, 10);
     ch->run_id = strdup(run_id);
     ch->gate = strdup(d->gate);
     ch->step = strdup(d->step);
@@ -196,8 +203,7 @@ static int decide_again(void *ctx, const char *run_id, json_t *event)
     char why[224];
     int rc = evaluator_whatif(w->cand, recorded, event, &d, why, sizeof why);
     if (rc != STATUS_OK) {
-        snprintf(w->why, sizeof w->why, "run %s event %s: %s", run_id,
-                 json_string_value(json_object_get(event, "seq")),
+        snprintf(w->why, sizeof w->why, "run %s event %s: %s", run_id, event_seq(event),
                  rc == STATUS_ENOMEM ? "out of memory" : why);
         return rc;
     }
@@ -283,9 +289,10 @@ static int decide_archives(archive_whatif *w, const json_t *files, const unsigne
         int rc = archive_decisions(path, decide_again, w, why, sizeof why);
         if (rc != STATUS_OK && !(rc == 1 && w->resp->truncated)) {
             fprintf(stderr, "charter: %s: %s\n", path,
-                    w->why[0] ? w->why
-                    : why[0]  ? why
-                              : "cannot be read");
+                    w->why[0]             ? w->why
+                    : why[0]              ? why
+                    : rc == STATUS_ENOMEM ? "out of memory"
+                                          : "cannot be read");
             return 1;
         }
     }
