@@ -654,6 +654,121 @@ static void test_charterd_archives_an_ended_run_past_retention(void)
     harness_graph_drop(g);
 }
 
+/* Waits until charterd's /metrics at hostport counts n archived runs. */
+static int wait_archived(const char *hostport, int n)
+{
+    int archived = -1;
+    for (int i = 0; i < 150 && archived != 0; i++) {
+        archived = harness_sh(
+            "curl -s http://%s/metrics | grep -q '^charter_archived_runs_total %d$'", hostport, n);
+        if (archived != 0)
+            harness_sleep_ms(200);
+    }
+    return archived;
+}
+
+/* A run of two source reads in the research step, vendor_a and vendor_b, both allowed. */
+static void research_run(charter_client *c, char run[129])
+{
+    char ctx_id[129], a[129];
+    CU_ASSERT_EQUAL_FATAL(harness_create_run(c, "external", NULL, run, NULL, NULL), 0);
+    CU_ASSERT_EQUAL_FATAL(harness_open_step(c, run, "research", ctx_id), 0);
+    CU_ASSERT_EQUAL_FATAL(harness_read_source(c, ctx_id, "vendor_a", a), 0);
+    CU_ASSERT_EQUAL_FATAL(harness_read_source(c, ctx_id, "vendor_b", a), 0);
+}
+
+static void cancel(charter_client *c, const char *run)
+{
+    Charter__V1__CancelRunRequest req = CHARTER__V1__CANCEL_RUN_REQUEST__INIT;
+    req.run_id = (char *)run;
+    Charter__V1__Run *cancelled = NULL;
+    charter_status st;
+    CU_ASSERT_EQUAL_FATAL(charter_cancel_run(c, &req, &cancelled, &st), 0);
+    charter__v1__run__free_unpacked(cancelled, NULL);
+}
+
+/* what-if --archive decides archived runs as the live what-if decided them before they left
+ * Redis: the same --json report for one run under a candidate whose research step no longer
+ * reads vendor_b, the same lines for the graph's folder as for the graph, no change under the
+ * unchanged workflow, and a flipped byte refused with the audit's words. */
+static void test_what_if_reads_archives_as_it_read_the_runs(void)
+{
+    char g[64], dir[300], strict[320], h[320];
+    harness_graph_name(g, sizeof g, "whatifarch");
+    snprintf(dir, sizeof dir, "%s/whatif", folder);
+    snprintf(strict, sizeof strict, "%s/strict.json", folder);
+    snprintf(h, sizeof h, "%s/report", folder);
+    json_error_t e;
+    json_t *w = json_load_file(CHARTER_SOURCE_DIR "/deploy/workflows/procurement.json", 0, &e);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(w);
+    json_t *steps = json_object_get(w, "steps");
+    for (size_t i = 0; i < json_array_size(steps); i++) {
+        json_t *step = json_array_get(steps, i);
+        if (strcmp(json_string_value(json_object_get(step, "name")), "research") != 0)
+            continue;
+        json_object_set_new(step, "resources", json_pack("[s]", "vendor_a"));
+        json_object_set_new(step, "reads", json_pack("[s]", "vendor_a"));
+    }
+    CU_ASSERT_EQUAL_FATAL(json_dump_file(w, strict, JSON_INDENT(2)), 0);
+    json_decref(w);
+
+    const char *extra[] = {"--retention", "1s", "--archive-dir", dir};
+    harness_charterd_opts o = {.graph = g, .extra_args = extra, .n_extra = 4, .http = true};
+    harness_charterd d;
+    CU_ASSERT_EQUAL_FATAL(harness_charterd_start(&o, &d), 0);
+    charter_client *c = NULL;
+    CU_ASSERT_EQUAL_FATAL(harness_client_open(d.tcp_url, HARNESS_OPERATOR_TOKEN, 5000, &c), 0);
+    char r1[129], r2[129];
+    research_run(c, r1);
+    research_run(c, r2);
+    /* Live, while the runs are open (an ended run leaves within a second). */
+    const char *live = "CHARTER_TOKEN=" HARNESS_OPERATOR_TOKEN " '%s' --url %s ";
+    char prefix[600];
+    snprintf(prefix, sizeof prefix, live, CHARTER_CLI_PATH, d.tcp_url);
+    CU_ASSERT_EQUAL_FATAL(harness_sh("%s --json what-if --workflow '%s' --run %s > %s.live.json",
+                                     prefix, strict, r1, h),
+                          0);
+    CU_ASSERT_EQUAL_FATAL(
+        harness_sh("%s what-if --workflow '%s' | sort > %s.live.txt", prefix, strict, h), 0);
+    CU_ASSERT_EQUAL(harness_sh("grep -q '\"change\": \"allow -> deny' %s.live.json", h), 0);
+    CU_ASSERT_EQUAL(harness_sh("grep -q '^2 of [0-9]* decisions would change' %s.live.txt", h), 0);
+    cancel(c, r1);
+    cancel(c, r2);
+    CU_ASSERT_EQUAL_FATAL(wait_archived(d.http_hostport, 2), 0);
+    charter_client_close(c);
+    CU_ASSERT_EQUAL(harness_charterd_stop(&d), 0);
+
+    /* Offline: no charterd answers at this URL. */
+    const char *cli = "CHARTER_URL=tcp://127.0.0.1:1 '" CHARTER_CLI_PATH "'";
+    CU_ASSERT_EQUAL(
+        harness_sh("%s --json what-if --workflow '%s' --archive %s/%s/*/%s.charter-archive"
+                   " > %s.archive.json && cmp %s.live.json %s.archive.json",
+                   cli, strict, dir, g, r1, h, h, h),
+        0);
+    CU_ASSERT_EQUAL(harness_sh("%s what-if --workflow '%s' --archive %s/%s | sort > %s.folder.txt "
+                               "&& cmp %s.live.txt %s.folder.txt",
+                               cli, strict, dir, g, h, h, h),
+                    0);
+    CU_ASSERT_EQUAL(
+        harness_sh("%s what-if --workflow '%s' --archive %s/%s | grep -q '^0 of [1-9][0-9]* "
+                   "decisions would change'",
+                   cli, CHARTER_SOURCE_DIR "/deploy/workflows/procurement.json", dir, g),
+        0);
+    /* A flipped byte: the audit's words, exit 1, no report. */
+    char p[300];
+    snprintf(p, sizeof p, "%s/flipped.charter-archive", folder);
+    CU_ASSERT_EQUAL_FATAL(harness_sh("cp %s/%s/*/%s.charter-archive %s", dir, g, r1, p), 0);
+    damage(p, "0,/vendor_b/s/vendor_b/vendor_x/");
+    CU_ASSERT_EQUAL(
+        harness_sh("a=$(%s audit --archive %s | sed 's/.*NOT intact: //'); "
+                   "out=$(%s what-if --workflow '%s' --archive %s 2>%s.err); st=$?; "
+                   "test $st = 1 && test -z \"$out\" && test -n \"$a\" && grep -qF \"$a\" %s.err "
+                   "&& grep -q 'does not match its bytes' %s.err",
+                   cli, p, cli, strict, p, h, h, h),
+        0);
+    harness_graph_drop(g);
+}
+
 /* A tenant's own retention period: charterd with --archive-dir and no --retention archives
  * the cancelled run of the tenant created with retention_seconds 1, and leaves the default
  * graph's cancelled run (it has no period) in the database. */
@@ -789,6 +904,7 @@ static const harness_test charterd_tests[] = {
     {"charterd archives an ended run past retention",
      test_charterd_archives_an_ended_run_past_retention},
     {"a tenant keeps its own retention period", test_a_tenant_keeps_its_own_retention_period},
+    {"what-if reads archives as it read the runs", test_what_if_reads_archives_as_it_read_the_runs},
 };
 static const harness_suite suites[] = {
     {"a run leaving Redis", suite_init, NULL, HARNESS_TABLE(run_tests)},

@@ -19,6 +19,7 @@
 
 #include "charter.h"
 #include "cli_archive.h"
+#include "cli_whatif.h"
 #include "cli_help.h"
 #include "cli_json.h"
 #include "cli_print.h"
@@ -1554,12 +1555,6 @@ static int cmd_replay(cli *c, const cli_command *cmd, const cli_args *a)
 
 /* ---- What if ----------------------------------------------------------------------------- */
 
-/* "delivery public", "input report", "source vendor_a": what the decision was about. */
-static void whatif_about(const Charter__V1__WhatIfChange *ch, char *buf, size_t n)
-{
-    snprintf(buf, n, "%s %s", ch->gate, *ch->subject ? ch->subject : ch->step);
-}
-
 static int cmd_what_if(cli *c, const cli_command *cmd, const cli_args *a)
 {
     Charter__V1__WhatIfRequest req = CHARTER__V1__WHAT_IF_REQUEST__INIT;
@@ -1567,6 +1562,7 @@ static int cmd_what_if(cli *c, const cli_command *cmd, const cli_args *a)
     charter_status st;
     const char *path = arg_option(a, "workflow");
     const char *run = arg_option(a, "run");
+    const char *archive = arg_option(a, "archive");
     uint64_t since, limit;
     char *bytes = NULL;
     int rv;
@@ -1575,11 +1571,20 @@ static int cmd_what_if(cli *c, const cli_command *cmd, const cli_args *a)
         return usage_error(cmd, "--workflow %s is required", "NEW.json");
     if (run != NULL && arg_option(a, "since") != NULL)
         return usage_error(cmd, "--run and --since exclude each other%s", "");
+    if (archive != NULL && (run != NULL || arg_option(a, "since") != NULL))
+        return usage_error(cmd, "--archive excludes --run and --since%s", "");
+    if (archive == NULL && arg_option(a, "key") != NULL)
+        return usage_error(cmd, "--key is for --archive%s", "");
     if ((rv = number_option(cmd, a, "since", INT64_MAX, &since)) != 0 ||
         (rv = number_option(cmd, a, "limit", 100000, &limit)) != 0)
         return rv;
     if ((rv = read_text_file(cmd, path, (size_t)1 << 20, &bytes)) != 0)
         return rv;
+    if (archive != NULL) { /* offline: no connection is made */
+        rv = cli_whatif_archive(archive, arg_option(a, "key"), bytes, limit, c->json);
+        free(bytes);
+        return rv;
+    }
     req.workflow.data = (uint8_t *)bytes;
     req.workflow.len = strlen(bytes);
     req.run_id = (char *)(run != NULL ? run : "");
@@ -1590,25 +1595,7 @@ static int cmd_what_if(cli *c, const cli_command *cmd, const cli_args *a)
         return rv != 0 ? rv : rpc_error(&st);
     }
     free(bytes);
-    if (c->json) {
-        rv = print_json(&r->base);
-    } else {
-        for (size_t i = 0; i < r->n_changes; i++) {
-            const Charter__V1__WhatIfChange *ch = r->changes[i];
-            const char *w = ch->candidate != NULL ? ch->candidate->witness : "";
-            char about[300];
-            whatif_about(ch, about, sizeof about);
-            printf("run %s seq %llu %s: %s%s%s%s\n", ch->run_id, (unsigned long long)ch->seq, about,
-                   ch->change, *w ? " (witness " : "", w, *w ? ")" : "");
-        }
-        for (size_t i = 0; i < r->n_counts; i++)
-            printf("%6llu  %s\n", (unsigned long long)r->counts[i]->count, r->counts[i]->change);
-        printf("%zu of %llu decisions would change (%llu record no facts) under workflow %s\n",
-               r->n_changes, (unsigned long long)r->examined, (unsigned long long)r->no_snapshot,
-               r->workflow_version);
-        if (r->truncated)
-            printf("truncated: the limit was reached; more decisions are in scope (--limit)\n");
-    }
+    rv = cli_whatif_print(r, c->json) == 0 ? EXIT_OK : EXIT_RPC;
     charter__v1__what_if_response__free_unpacked(r, NULL);
     return rv;
 }
@@ -2016,7 +2003,8 @@ static const char *const archive_opts[] = {"archive", NULL};
 static const char *const recover_opts[] = {"async", NULL};
 static const char *const restore_opts[] = {"all", NULL};
 static const char *const quarantine_opts[] = {"reason", NULL};
-static const char *const what_if_opts[] = {"workflow", "run", "since", "limit", NULL};
+static const char *const what_if_opts[] = {"workflow", "run", "since", "limit",
+                                           "archive",  "key", NULL};
 static const char *const approvals_opts[] = {"run", "state", NULL};
 static const char *const approve_opts[] = {"as", "reason", NULL};
 static const char *const scope_bind_opts[] = {
@@ -2109,10 +2097,13 @@ static const cli_command commands[] = {
      "walk the run's event hash chain; name the first event changed, removed or "
      "inserted (--archive: an archived run's file, offline, with its receipts)",
      audit_opts, 0, 1, cmd_audit},
-    {"what-if", "--workflow NEW.json [--run RUN | --since SECONDS] [--limit N]",
+    {"what-if",
+     "--workflow NEW.json [--run RUN | --since SECONDS | --archive FILE|FOLDER [--key KEYFILE]] "
+     "[--limit N]",
      "decide the recorded decisions (of RUN, or of the runs of the candidate's workflow name "
      "created since SECONDS since the epoch) "
-     "again under a candidate workflow and list those that would change; writes nothing",
+     "again under a candidate workflow and list those that would change; writes nothing "
+     "(--archive: the archived run, or every run a graph's archive folder indexes, offline)",
      what_if_opts, 0, 0, cmd_what_if},
     {"workflow", CLI_WORKFLOW_USAGE,
      "with no charterd: validate a definition (every problem, exit 1 on any) or test it by the "

@@ -121,9 +121,15 @@ static const cli_help_entry entries[] = {
      "  --run RUN          only the decisions of RUN\n"
      "  --since SECONDS    only runs created at or after SECONDS since the epoch\n"
      "Without --run, the runs of the candidate's workflow name are examined.\n"
+     "  --archive PATH     offline, no charterd: the decisions of an archived run's file, or of\n"
+     "                     every run a graph's archive folder indexes; each archive is audited\n"
+     "                     first and a damaged one is refused (docs/archive.md)\n"
+     "  --key KEYFILE      with --archive: the graph's integrity key (a keyed graph's archives)\n"
      "  --limit N          at most N decisions examined (truncation is reported)\n",
      "charter what-if --workflow stricter.json --run RUN\n"
-     "charter --json what-if --workflow stricter.json --since 1796000000"},
+     "charter --json what-if --workflow stricter.json --since 1796000000\n"
+     "charter what-if --workflow stricter.json --archive var/charter/archive/charter --key "
+     "var/charter/integrity.key"},
     {"ingest", NULL,
      "charter ingest chunks.json   # {\"chunks\": [{\"chunkId\": \"c1\", \"resourceId\": "
      "\"budget\", \"tenant\": \"finance\", \"visibility\": \"confidential\", "

@@ -31,4 +31,18 @@ int archive_replay(const char *path, uint64_t seq, archive_replay_result *out, c
 
 void archive_replay_result_free(archive_replay_result *r);
 
+/* Visits one decision event of an archived run: the run's id and the event as the archive
+ * keeps it (its fields as stored, seq a decimal string), its snapshot resolved (borrowed for
+ * the call). Returns 0 to go on; anything else stops the walk, which returns it. */
+typedef int (*archive_decision_visit)(void *ctx, const char *run_id, json_t *event);
+
+/* Visits every decision event (an event with an outcome) of the archive at path, in seq order,
+ * each snapshot resolved as archive_replay resolves one: `charter what-if --archive`. Nothing
+ * is visited unless the file reads back whole. Returns STATUS_OK; STATUS_ENOTFOUND (no such
+ * file); STATUS_EPROTO (the archive does not read back whole, or a record a snapshot names is
+ * missing or altered: why says which, naming the event); STATUS_EUNAVAILABLE; STATUS_ENOMEM;
+ * or what visit returned when it stopped. why has n bytes. */
+int archive_decisions(const char *path, archive_decision_visit visit, void *ctx, char *why,
+                      size_t n);
+
 #endif
