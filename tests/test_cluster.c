@@ -200,28 +200,53 @@ static int deliver(charter_client *c, const cluster_graph *g, const char *inv, d
     return a->rv;
 }
 
-/* The invocation ids of the run's committed deliveries (GetRun, retried while the cluster
- * settles). Returns the count, or -1. */
-static long run_deliveries(charter_client *c, const char *run_id, char ***ids)
+/* One page of the run's view after after_seq (GetRun, retried while the cluster settles), or
+ * NULL. */
+static Charter__V1__RunView *run_page(charter_client *c, const char *run_id, uint64_t after_seq)
 {
     Charter__V1__GetRunRequest req = CHARTER__V1__GET_RUN_REQUEST__INIT;
     req.run_id = (char *)run_id;
-    req.limit = 1;
+    req.after_seq = after_seq;
+    req.without_content = true;
     Charter__V1__RunView *v = NULL;
     charter_status st;
     int rv = -1;
     for (int i = 0; i < 50 && (rv = charter_get_run(c, &req, &v, &st)) != 0; i++)
         sleep_ms(200);
-    if (rv != 0) {
+    if (rv != 0)
         fprintf(stderr, "GetRun %s: %s: %s\n", run_id, charter_status_name(rv), st.message);
-        return -1;
+    return rv == 0 ? v : NULL;
+}
+
+/* The invocation ids of the run's committed deliveries, following GetRun's pages (a page holds
+ * the deliveries its events decided). Returns the count, or -1. */
+static long run_deliveries(charter_client *c, const char *run_id, char ***ids)
+{
+    long n = 0;
+    *ids = calloc(1, sizeof **ids);
+    uint64_t after = 0;
+    for (;;) {
+        Charter__V1__RunView *v = run_page(c, run_id, after);
+        if (v == NULL || *ids == NULL) {
+            charter__v1__run_view__free_unpacked(v, NULL);
+            return -1;
+        }
+        char **grown = realloc(*ids, (size_t)(n + (long)v->n_deliveries + 1) * sizeof **ids);
+        if (grown != NULL) {
+            *ids = grown;
+            for (size_t i = 0; i < v->n_deliveries; i++)
+                (*ids)[n++] = strdup(v->deliveries[i]->invocation_id);
+            (*ids)[n] = NULL;
+        }
+        size_t events = v->n_events;
+        if (events > 0)
+            after = v->events[events - 1]->seq;
+        charter__v1__run_view__free_unpacked(v, NULL);
+        if (grown == NULL)
+            return -1;
+        if (events == 0)
+            return n;
     }
-    *ids = calloc(v->n_deliveries + 1, sizeof **ids);
-    for (size_t i = 0; *ids && i < v->n_deliveries; i++)
-        (*ids)[i] = strdup(v->deliveries[i]->invocation_id);
-    long n = (long)v->n_deliveries;
-    charter__v1__run_view__free_unpacked(v, NULL);
-    return *ids ? n : -1;
 }
 
 /* --- the cluster ------------------------------------------------------------------------- */

@@ -2137,7 +2137,8 @@ static const cli_command commands[] = {
     {"retrieval-trace", "ARTIFACT", "the searches and scopes that retrieved an artifact", no_opts,
      1, 1, cmd_retrieval_trace},
     {"tenant",
-     "create NAME [--max-runs N] [--max-artifacts N] [--calls-per-second N] [--retention D] | "
+     "create NAME [--max-runs N] [--max-artifacts N] [--calls-per-second N] [--retention DURATION] "
+     "| "
      "list",
      "create a tenant (a graph) with its quotas, printing its first operator credential once, "
      "or list tenants (admin token)",

@@ -56,7 +56,9 @@ static const cli_help_entry entries[] = {
     {"tenant",
      "  --max-runs N          runs the tenant may create (0: unlimited)\n"
      "  --max-artifacts N     artifacts it may write through ReadSource and RecordOutput\n"
-     "  --calls-per-second N  calls naming it per second of the database's clock\n",
+     "  --calls-per-second N  calls naming it per second of the database's clock\n"
+     "  --retention DURATION  how long its ended runs stay in the database before they are\n"
+     "                        archived and removed (30d, 12h, 90m, 45s; default: charterd's)\n",
      "CHARTER_TOKEN=$CHARTER_ADMIN_TOKEN charter tenant create acme --max-runs 100\n"
      "CHARTER_TOKEN=$CHARTER_ADMIN_TOKEN charter tenant list"},
     {"credential",
@@ -88,7 +90,11 @@ static const cli_help_entry entries[] = {
      "charter record-output c1 --title 'Research summary' --content-file out.txt a1 a2"},
     {"check-input", NULL, "charter check-input c2 a4 a1"},
     {"deliver", NULL, "charter deliver c2 a6 cfo deliver_internal RUN:analyze:deliver"},
-    {"replay", NULL, "charter replay RUN 14"},
+    {"replay",
+     "  --archive FILE     offline, no charterd: decide event SEQ of an archived run again from\n"
+     "                     its archive file alone (docs/archive.md)\n",
+     "charter replay RUN 14\n"
+     "charter replay --archive var/charter/archive/charter/2026-12-01/r1.charter-archive 14"},
     {"receipt", NULL,
      "charter receipt RUN\n"
      "charter --json receipt RUN RUN:report:deliver > receipt.json"},
@@ -101,7 +107,10 @@ static const cli_help_entry entries[] = {
      "charter verify-receipt r1.json r2.json r3.json --public-key charter-receipts.pem\n"
      "charter --json verify-receipt receipt.json --key key.txt"},
     {"receipt-key", NULL, "charter receipt-key > charter-receipts.pem"},
-    {"audit", NULL,
+    {"audit",
+     "  --archive PATH     offline, no charterd: an archived run's file, or a graph's archive\n"
+     "                     folder (its index and every file it names); damage is named by line\n"
+     "  --key KEYFILE      with --archive: the graph's integrity key (a keyed graph's archives)\n",
      "charter audit RUN\n"
      "charter audit --archive var/charter/archive/charter/2026-12-01/r1.charter-archive --key "
      "var/charter/integrity.key"},
