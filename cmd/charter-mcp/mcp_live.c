@@ -223,7 +223,7 @@ static json_t *record_value(mcp_server *srv, mcp_session *s, const char *name, c
     if (srv->public_render)
         return NULL;
     char title[96];
-    snprintf(title, sizeof title, "argument %.64s", name);
+    snprintf(title, sizeof title, "value of argument %.64s", name);
     Charter__V1__RecordOutputRequest req = CHARTER__V1__RECORD_OUTPUT_REQUEST__INIT;
     req.context_id = s->context_id;
     req.input_ids = s->shown;

@@ -1279,6 +1279,27 @@ static int verdict_exit(charter_receipt_verdict v)
     return EXIT_RPC;
 }
 
+/* The verdict on one read receipt file: its MAC under key (when given; a MAC that does not
+ * match is an altered receipt, or one sealed under another key, and exits 1 as always with
+ * --key), else its signature under pem (when given). Returns the file's exit status. */
+static int receipt_file_verdict(cli_receipt_file *f, const unsigned char *key, size_t key_len,
+                                const char *pem)
+{
+    f->verdict = CHARTER_RECEIPT_MALFORMED;
+    if (key != NULL) {
+        int mac = charter_receipt_verify(f->r, key, key_len, f->why, sizeof(f->why));
+        if (mac == -CHARTER_UNAUTHENTICATED)
+            f->verdict = CHARTER_RECEIPT_ALTERED;
+        if (mac != 0)
+            return EXIT_RPC;
+    }
+    if (pem != NULL)
+        charter_receipt_verify_signed(f->r, pem, strlen(pem), &f->verdict, f->why, sizeof(f->why));
+    else
+        f->verdict = CHARTER_RECEIPT_VALID;
+    return verdict_exit(f->verdict);
+}
+
 /* The --json report of verify-receipt: every file's verdict, the chain's, the exit status. */
 static int print_verify_json(const cli_receipt_file *files, size_t n, const char *key_id,
                              const char *chain_verdict, const char *chain_why, int rv)
@@ -1356,20 +1377,11 @@ static int cmd_verify_receipt(cli *c, const cli_command *cmd, const cli_args *a)
             rv = EXIT_USAGE;
             goto out;
         }
-        f->verdict = CHARTER_RECEIPT_MALFORMED;
-        if (got != 0) {
-            /* why is set */
-        } else if (keyfile != NULL &&
-                   charter_receipt_verify(f->r, key, key_len, f->why, sizeof(f->why)) != 0) {
-            /* the MAC's verdict: invalid, exit 1 as always */
-        } else if (pubfile != NULL) {
-            charter_receipt_verify_signed(f->r, pem, strlen(pem), &f->verdict, f->why,
-                                          sizeof(f->why));
-        } else {
-            f->verdict = CHARTER_RECEIPT_VALID;
-        }
-        if (f->verdict != CHARTER_RECEIPT_VALID && rv == EXIT_OK)
-            rv = verdict_exit(f->verdict);
+        int e = got == 0 ? receipt_file_verdict(f, keyfile ? key : NULL, key_len, pem) : EXIT_RPC;
+        if (got != 0)
+            f->verdict = CHARTER_RECEIPT_MALFORMED; /* why is set */
+        if (e != EXIT_OK && rv == EXIT_OK)
+            rv = e;
     }
     if (rv == EXIT_OK && pubfile != NULL && n > 1) {
         const Charter__V1__Receipt **rs = calloc(n, sizeof(*rs));

@@ -39,6 +39,7 @@ typedef struct {
     const unsigned char *key;
     size_t key_len;
     unsigned long long intact, runs;
+    bool needs_key; /* an archive is keyed and no --key was given */
     char problem[400];
 } folder_audit;
 
@@ -52,6 +53,7 @@ static int audit_indexed(void *ctx, const char *path, const char *run_id)
         fa->intact++;
         return 0;
     }
+    fa->needs_key = rc == STATUS_ENOKEY;
     snprintf(fa->problem, sizeof fa->problem, "run %s: %.300s", run_id,
              rc == STATUS_OK       ? r.problem
              : rc == STATUS_ENOKEY ? "a keyed archive: give --key"
@@ -62,7 +64,7 @@ static int audit_indexed(void *ctx, const char *path, const char *run_id)
 /* A folder: one graph's (it holds the index), or the archive folder (each graph under it). */
 static int cli_audit_folder(const char *dir, const unsigned char *key, size_t key_len)
 {
-    folder_audit fa = {key, key_len, 0, 0, ""};
+    folder_audit fa = {key, key_len, 0, 0, false, ""};
     archive_index_check check;
     int rc = archive_index_verify(dir, audit_indexed, &fa, &check);
     if (rc == STATUS_ENOTFOUND) {
@@ -73,6 +75,13 @@ static int cli_audit_folder(const char *dir, const unsigned char *key, size_t ke
     if (rc != STATUS_OK && rc != 1) {
         fprintf(stderr, "charter: %s cannot be read\n", dir);
         return 1;
+    }
+    if (rc == 1 && fa.needs_key) {
+        fprintf(stderr,
+                "charter: %s holds archives of a keyed graph: give its integrity key with "
+                "--key KEYFILE\n",
+                dir);
+        return 2;
     }
     if (rc == 1 || !check.intact) {
         printf("archives %s: NOT intact: %s\n", dir, rc == 1 ? fa.problem : check.problem);

@@ -64,7 +64,8 @@ static void validate_counts(const workflow *wf, char *buf, size_t n)
         used += (size_t)snprintf(buf + used, n - used, "%zu %s, ",
                                  json_array_size(json_object_get(wf->doc, parts[i])), parts[i]);
     if (used < n)
-        used += (size_t)snprintf(buf + used, n - used, "%zu steps", wf->n_steps);
+        used += (size_t)snprintf(buf + used, n - used, "%zu step%s", wf->n_steps,
+                                 wf->n_steps == 1 ? "" : "s");
     size_t expect = json_array_size(json_object_get(wf->doc, "expect"));
     if (expect > 0 && used < n)
         snprintf(buf + used, n - used, ", %zu expectations", expect);

@@ -27,8 +27,8 @@ static void config_usage_http(void)
     printf(
         "  --http HOST:PORT    also serve every method as HTTP/JSON (Connect unary) and as gRPC\n"
         "                      (HTTP/2) on HOST:PORT (PORT alone: 127.0.0.1:PORT; port 0: one\n"
-        "                      the system picks, logged at start); see docs/http.md and\n"
-        "                      docs/grpc.md\n"
+        "                      the system picks, logged at start unless --quiet); see\n"
+        "                      docs/http.md and docs/grpc.md\n"
         "  --http-allow-host NAME\n"
         "                      accept this Host name too (default: loopback names only)\n"
         "  --http-cert FILE    serve the HTTP port over TLS with this PEM certificate chain:\n"
@@ -61,7 +61,7 @@ void config_usage(void)
         "Serves charter.v1 (protobuf over NNG req/rep) from a Redis graph.\n"
         "\n"
         "  --listen URL        listen on URL (tcp://host:port or ipc:///path; port 0: one the\n"
-        "                      system picks, logged at start); repeatable\n"
+        "                      system picks, logged at start unless --quiet); repeatable\n"
         "                      (default " CONFIG_DEFAULT_TCP_URL
         " and ipc://<data-dir>/charterd.sock)\n"
         "  --workers N         worker threads (default 2 x online cores)\n"
