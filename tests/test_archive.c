@@ -166,15 +166,8 @@ static int suite_init(void)
     snprintf(path, sizeof path, "%s/run.archive", folder);
     harness_graph_name(graph, sizeof graph, "archive");
     st = harness_store_open(graph);
-    char err[512] = "";
-    workflow *loaded = NULL;
-    if (evlog_claim_integrity(st, err, sizeof err) != STATUS_OK ||
-        workflow_load_buffer(embedded_workflow, embedded_workflow_len, &loaded, err, sizeof err) !=
-            0 ||
-        registry_install(st, loaded, NULL, &wf, err, sizeof err) != STATUS_OK) {
-        fprintf(stderr, "test_archive: cannot install the workflow: %s\n", err);
+    if (harness_install_builtin(st, &wf, "test_archive") != 0)
         return -1;
-    }
     env = (gate_env){.st = st, .wf = wf, .limits = &limits};
     if (runner_start(&env, NULL, "external", run_id) != STATUS_OK ||
         runner_start(&env, NULL, "external", open_run) != STATUS_OK)

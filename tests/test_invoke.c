@@ -115,47 +115,11 @@ static int record_plan(void)
 }
 
 /* An argument: value with origin "task", "quote:<artifact>" or "lineage:<artifact>". */
-typedef struct {
-    const char *name, *value, *origin;
-} arg_spec;
-
-/* Invoke of tool with args in context; the response (caller frees) or NULL with *st set. */
-static Charter__V1__InvokeResponse *invoke_in(charter_client *c, const char *context,
-                                              const char *tool, const char *inv,
-                                              const arg_spec *args, size_t n, charter_status *st)
-{
-    Charter__V1__InvokeArgument a[8], *ap[8];
-    char *lineage[8];
-    Charter__V1__InvokeRequest req = CHARTER__V1__INVOKE_REQUEST__INIT;
-    for (size_t i = 0; i < n && i < 8; i++) {
-        charter__v1__invoke_argument__init(&a[i]);
-        a[i].name = (char *)args[i].name;
-        a[i].value = (char *)args[i].value;
-        if (strcmp(args[i].origin, "task") == 0) {
-            a[i].from_task = true;
-        } else if (strncmp(args[i].origin, "quote:", 6) == 0) {
-            a[i].quoted_from = (char *)args[i].origin + 6;
-        } else {
-            lineage[i] = (char *)args[i].origin + 8;
-            a[i].lineage = &lineage[i];
-            a[i].n_lineage = 1;
-        }
-        ap[i] = &a[i];
-    }
-    req.context_id = (char *)context;
-    req.tool = (char *)tool;
-    req.invocation_id = (char *)inv;
-    req.arguments = ap;
-    req.n_arguments = n;
-    Charter__V1__InvokeResponse *r = NULL;
-    return charter_invoke(c, &req, &r, st) == 0 ? r : NULL;
-}
-
-static Charter__V1__InvokeResponse *invoke(const char *tool, const char *inv, const arg_spec *args,
-                                           size_t n)
+static Charter__V1__InvokeResponse *invoke(const char *tool, const char *inv,
+                                           const harness_invoke_arg *args, size_t n)
 {
     charter_status st;
-    Charter__V1__InvokeResponse *r = invoke_in(op, ctx, tool, inv, args, n, &st);
+    Charter__V1__InvokeResponse *r = harness_invoke(op, ctx, tool, inv, args, n, &st);
     if (r == NULL)
         fprintf(stderr, "\n    Invoke %s: %s: %s\n", inv, charter_status_name(st.code), st.message);
     return r;
@@ -179,10 +143,11 @@ static void expect_decision(const Charter__V1__InvokeResponse *r, int outcome, c
 }
 
 /* An Invoke refused as INVALID_ARGUMENT whose message holds what. */
-static void expect_invalid(const char *tool, const arg_spec *args, size_t n, const char *what)
+static void expect_invalid(const char *tool, const harness_invoke_arg *args, size_t n,
+                           const char *what)
 {
     charter_status st;
-    Charter__V1__InvokeResponse *r = invoke_in(op, ctx, tool, "inv-invalid", args, n, &st);
+    Charter__V1__InvokeResponse *r = harness_invoke(op, ctx, tool, "inv-invalid", args, n, &st);
     CU_ASSERT_PTR_NULL(r);
     if (r == NULL) {
         CU_ASSERT_EQUAL(st.code, CHARTER_INVALID_ARGUMENT);
@@ -356,9 +321,9 @@ static const char *of(const char *kind, const char *id)
 
 static void test_iban_quoted_from_the_trusted_bill_is_paid_once(void)
 {
-    const arg_spec args[] = {{"iban", IBAN_BILL, bill_quote()},
-                             {"amount", "84.20", "task"},
-                             {"reference", "INV-7731", "task"}};
+    const harness_invoke_arg args[] = {{"iban", IBAN_BILL, bill_quote()},
+                                       {"amount", "84.20", "task"},
+                                       {"reference", "INV-7731", "task"}};
     Charter__V1__InvokeResponse *r = invoke("send_money", "pay-bill-1", args, N_OF(args));
     expect_decision(r, CHARTER__V1__OUTCOME__ALLOW, NULL, NULL);
     CU_ASSERT_STRING_EQUAL(r->destination, "payee_saved");
@@ -377,9 +342,9 @@ static void test_iban_quoted_from_the_trusted_bill_is_paid_once(void)
     CU_ASSERT_EQUAL(r->delivery->event_seq, seq);
     charter__v1__invoke_response__free_unpacked(r, NULL);
     /* Other values under the same invocation ID are a conflict, never a second payment. */
-    const arg_spec other[] = {{"iban", IBAN_BILL, bill_quote()},
-                              {"amount", "84", "task"},
-                              {"reference", "INV-7731", "task"}};
+    const harness_invoke_arg other[] = {{"iban", IBAN_BILL, bill_quote()},
+                                        {"amount", "84", "task"},
+                                        {"reference", "INV-7731", "task"}};
     r = invoke("send_money", "pay-bill-1", other, N_OF(other));
     expect_decision(r, CHARTER__V1__OUTCOME__DENY, "DELIVERY_CONFLICT", NULL);
     charter__v1__invoke_response__free_unpacked(r, NULL);
@@ -388,9 +353,9 @@ static void test_iban_quoted_from_the_trusted_bill_is_paid_once(void)
 /* RULE-INVOKE-CONTROL */
 static void test_iban_from_the_injected_note_is_control_untrusted(void)
 {
-    const arg_spec args[] = {{"iban", IBAN_INJECTED, of("quote", txs)},
-                             {"amount", "84.20", "task"},
-                             {"reference", "INV-7731", "task"}};
+    const harness_invoke_arg args[] = {{"iban", IBAN_INJECTED, of("quote", txs)},
+                                       {"amount", "84.20", "task"},
+                                       {"reference", "INV-7731", "task"}};
     Charter__V1__InvokeResponse *r = invoke("send_money", "pay-injected", args, N_OF(args));
     expect_decision(r, CHARTER__V1__OUTCOME__DENY, "CONTROL_UNTRUSTED",
                     "argument iban \xe2\x86\x90 transactions (untrusted): a control argument "
@@ -405,9 +370,9 @@ static void test_iban_from_the_injected_note_is_control_untrusted(void)
  * from the bill (charterd checks the bill holds it) is what makes it pass. */
 static void test_model_written_value_after_untrusted_text_is_untrusted(void)
 {
-    const arg_spec args[] = {{"iban", IBAN_BILL, of("lineage", plan)},
-                             {"amount", "84.20", "task"},
-                             {"reference", "INV-7731", "task"}};
+    const harness_invoke_arg args[] = {{"iban", IBAN_BILL, of("lineage", plan)},
+                                       {"amount", "84.20", "task"},
+                                       {"reference", "INV-7731", "task"}};
     Charter__V1__InvokeResponse *r = invoke("send_money", "pay-plan", args, N_OF(args));
     expect_decision(
         r, CHARTER__V1__OUTCOME__DENY, "CONTROL_UNTRUSTED",
@@ -419,9 +384,9 @@ static void test_model_written_value_after_untrusted_text_is_untrusted(void)
 /* RULE-INVOKE-DESTINATION */
 static void test_destination_value_of_no_class_is_recipient_unknown(void)
 {
-    const arg_spec args[] = {{"iban", "Stadtwerke", "task"},
-                             {"amount", "84.20", "task"},
-                             {"reference", "INV-7731", "task"}};
+    const harness_invoke_arg args[] = {{"iban", "Stadtwerke", "task"},
+                                       {"amount", "84.20", "task"},
+                                       {"reference", "INV-7731", "task"}};
     Charter__V1__InvokeResponse *r = invoke("send_money", "pay-nowhere", args, N_OF(args));
     expect_decision(r, CHARTER__V1__OUTCOME__DENY, "RECIPIENT_UNKNOWN",
                     "argument iban = \"Stadtwerke\" matches no destination class");
@@ -433,16 +398,16 @@ static void test_destination_value_of_no_class_is_recipient_unknown(void)
 static void test_data_argument_above_the_class_clearance_is_refused(void)
 {
     /* The bill's own address for questions is trusted, but public mail may not carry it. */
-    const arg_spec out[] = {{"to", "billing@stadtwerke.example", bill_quote()},
-                            {"body", "electricity bill", of("lineage", bill)}};
+    const harness_invoke_arg out[] = {{"to", "billing@stadtwerke.example", bill_quote()},
+                                      {"body", "electricity bill", of("lineage", bill)}};
     Charter__V1__InvokeResponse *r = invoke("send_email", "mail-out", out, N_OF(out));
     expect_decision(r, CHARTER__V1__OUTCOME__DENY, "CLEARANCE_EXCEEDED",
                     "argument body \xe2\x86\x90 bill (internal) \xe2\x86\x92 anyone (clearance "
                     "public)");
     charter__v1__invoke_response__free_unpacked(r, NULL);
     /* Inside the company it fits: the colleague class is internal. */
-    const arg_spec in[] = {{"to", "ann@corp.example", bill_quote()},
-                           {"body", "electricity bill", of("lineage", bill)}};
+    const harness_invoke_arg in[] = {{"to", "ann@corp.example", bill_quote()},
+                                     {"body", "electricity bill", of("lineage", bill)}};
     r = invoke("send_email", "mail-in", in, N_OF(in));
     expect_decision(r, CHARTER__V1__OUTCOME__ALLOW, NULL, NULL);
     CU_ASSERT_STRING_EQUAL(r->destination, "colleague");
@@ -455,11 +420,11 @@ static void test_data_from_outside_the_step_is_resource_out_of_scope(void)
 {
     char child[129];
     CU_ASSERT_EQUAL_FATAL(bill_only_context(child), 0);
-    const arg_spec args[] = {{"to", "ann@corp.example", bill_quote()},
-                             {"body", "EUR Coffee", of("lineage", txs)}};
+    const harness_invoke_arg args[] = {{"to", "ann@corp.example", bill_quote()},
+                                       {"body", "EUR Coffee", of("lineage", txs)}};
     charter_status st;
     Charter__V1__InvokeResponse *r =
-        invoke_in(op, child, "send_email", "mail-scope", args, N_OF(args), &st);
+        harness_invoke(op, child, "send_email", "mail-scope", args, N_OF(args), &st);
     expect_decision(r, CHARTER__V1__OUTCOME__DENY, "RESOURCE_OUT_OF_SCOPE",
                     "argument body \xe2\x86\x90 transactions (internal) \xe2\x86\x92 pay step "
                     "{bill}");
@@ -469,7 +434,7 @@ static void test_data_from_outside_the_step_is_resource_out_of_scope(void)
 /* RULE-INVOKE-TOOL */
 static void test_tool_without_declared_arguments_is_not_permitted(void)
 {
-    const arg_spec args[] = {{"resource", "bill", "task"}};
+    const harness_invoke_arg args[] = {{"resource", "bill", "task"}};
     Charter__V1__InvokeResponse *r = invoke("read_source", "read-1", args, N_OF(args));
     expect_decision(r, CHARTER__V1__OUTCOME__DENY, "TOOL_NOT_PERMITTED",
                     "tool read_source declares no arguments in the workflow: only a tool whose "
@@ -487,25 +452,26 @@ static void test_bad_arguments_are_invalid_and_write_nothing(void)
     char before[65], after[65];
     CU_ASSERT_EQUAL_FATAL(harness_graph_digest(graph, before), 0);
     /* An argument the tool does not declare has no role: refused, never guessed. */
-    const arg_spec extra[] = {{"iban", IBAN_BILL, bill_quote()},
-                              {"amount", "84.20", "task"},
-                              {"reference", "INV-7731", "task"},
-                              {"cc", "x", "task"}};
+    const harness_invoke_arg extra[] = {{"iban", IBAN_BILL, bill_quote()},
+                                        {"amount", "84.20", "task"},
+                                        {"reference", "INV-7731", "task"},
+                                        {"cc", "x", "task"}};
     expect_invalid("send_money", extra, N_OF(extra),
                    "arguments.cc: tool send_money declares no "
                    "such argument");
-    const arg_spec missing[] = {{"iban", IBAN_BILL, bill_quote()}, {"amount", "84.20", "task"}};
+    const harness_invoke_arg missing[] = {{"iban", IBAN_BILL, bill_quote()},
+                                          {"amount", "84.20", "task"}};
     expect_invalid("send_money", missing, N_OF(missing),
                    "arguments.reference: missing: tool send_money declares it");
-    const arg_spec untold[] = {{"iban", IBAN_BILL, bill_quote()},
-                               {"amount", "99.99", "task"},
-                               {"reference", "INV-7731", "task"}};
+    const harness_invoke_arg untold[] = {{"iban", IBAN_BILL, bill_quote()},
+                                         {"amount", "99.99", "task"},
+                                         {"reference", "INV-7731", "task"}};
     expect_invalid("send_money", untold, N_OF(untold),
                    "arguments.amount: the value is not in the run's task");
     /* Hard case: a value re-encoded (spaced) is no longer the text it was quoted from. */
-    const arg_spec spaced[] = {{"iban", "DE89 3704 0044 0532 0130 00", bill_quote()},
-                               {"amount", "84.20", "task"},
-                               {"reference", "INV-7731", "task"}};
+    const harness_invoke_arg spaced[] = {{"iban", "DE89 3704 0044 0532 0130 00", bill_quote()},
+                                         {"amount", "84.20", "task"},
+                                         {"reference", "INV-7731", "task"}};
     char what[200];
     snprintf(what, sizeof what, "arguments.iban: the value does not occur in artifact %s", bill);
     expect_invalid("send_money", spaced, N_OF(spaced), what);
@@ -602,9 +568,9 @@ static void test_invoke_under_a_revoked_grant_is_grant_invalid(void)
     charter_status st;
     CU_ASSERT_EQUAL_FATAL(charter_revoke_grant(op, &rv, &g, &st), 0);
     charter__v1__grant__free_unpacked(g, NULL);
-    const arg_spec args[] = {{"iban", IBAN_BILL, bill_quote()},
-                             {"amount", "84.20", "task"},
-                             {"reference", "INV-7731", "task"}};
+    const harness_invoke_arg args[] = {{"iban", IBAN_BILL, bill_quote()},
+                                       {"amount", "84.20", "task"},
+                                       {"reference", "INV-7731", "task"}};
     Charter__V1__InvokeResponse *r = invoke("send_money", "pay-revoked", args, N_OF(args));
     expect_decision(r, CHARTER__V1__OUTCOME__DENY, "GRANT_INVALID", "g_payer revoked");
     CU_ASSERT_PTR_NULL(r->delivery);
@@ -663,11 +629,11 @@ static void test_tool_asking_approval_commits_nothing(void)
     CU_ASSERT_EQUAL_FATAL(observe_ok(held_ctx, "bill", BILL, held_bill), 0);
     char quote[140];
     snprintf(quote, sizeof quote, "quote:%s", held_bill);
-    const arg_spec args[] = {
+    const harness_invoke_arg args[] = {
         {"iban", IBAN_BILL, quote}, {"amount", "84.20", "task"}, {"reference", "INV-7731", "task"}};
     charter_status st;
     Charter__V1__InvokeResponse *r =
-        invoke_in(op, held_ctx, "send_money", "pay-held", args, N_OF(args), &st);
+        harness_invoke(op, held_ctx, "send_money", "pay-held", args, N_OF(args), &st);
     expect_decision(r, CHARTER__V1__OUTCOME__UNKNOWN, NULL, NULL);
     CU_ASSERT_PTR_NOT_NULL(strstr(r->decision->witness, "awaiting approval ap-"));
     CU_ASSERT_PTR_NOT_NULL(strstr(r->decision->witness, "by human_owner: nothing is committed"));
@@ -738,13 +704,13 @@ static pthread_barrier_t go;
 static void *invoker_main(void *arg)
 {
     invoker *v = arg;
-    const arg_spec args[] = {{"iban", IBAN_BILL, bill_quote()},
-                             {"amount", "84.20", "task"},
-                             {"reference", "INV-7731", "task"}};
+    const harness_invoke_arg args[] = {{"iban", IBAN_BILL, bill_quote()},
+                                       {"amount", "84.20", "task"},
+                                       {"reference", "INV-7731", "task"}};
     charter_status st;
     pthread_barrier_wait(&go);
     Charter__V1__InvokeResponse *r =
-        invoke_in(v->client, ctx, "send_money", "pay-race", args, N_OF(args), &st);
+        harness_invoke(v->client, ctx, "send_money", "pay-race", args, N_OF(args), &st);
     v->rc = r != NULL ? 0 : -1;
     if (r == NULL) {
         snprintf(v->message, sizeof v->message, "%.20s: %.170s", charter_status_name(st.code),
@@ -876,9 +842,9 @@ static void test_quarantined_source_refuses_the_call_until_released(void)
         0);
     CU_ASSERT_PTR_NOT_NULL(strstr(out, "quarantined bill at "));
     CU_ASSERT_PTR_NOT_NULL(strstr(out, "by env:operator: the biller mailbox was taken over"));
-    const arg_spec args[] = {{"iban", IBAN_BILL, bill_quote()},
-                             {"amount", "84.20", "task"},
-                             {"reference", "INV-7731", "task"}};
+    const harness_invoke_arg args[] = {{"iban", IBAN_BILL, bill_quote()},
+                                       {"amount", "84.20", "task"},
+                                       {"reference", "INV-7731", "task"}};
     Charter__V1__InvokeResponse *r = invoke("send_money", "pay-quarantined", args, N_OF(args));
     CU_ASSERT_PTR_NOT_NULL_FATAL(r);
     CU_ASSERT_EQUAL(r->decision->outcome, CHARTER__V1__OUTCOME__DENY);

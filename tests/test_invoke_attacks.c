@@ -107,49 +107,11 @@ static int observe_ok(const char *context, const char *resource, const char *con
 }
 
 /* An argument: value with origin "task", "quote:<artifact>" or "lineage:<artifact>". */
-typedef struct {
-    const char *name, *value, *origin;
-} arg_spec;
-
-#define MAX_ARGS 40
-
-static Charter__V1__InvokeResponse *invoke_in(charter_client *c, const char *context,
-                                              const char *tool, const char *inv,
-                                              const arg_spec *args, size_t n, charter_status *st)
-{
-    static Charter__V1__InvokeArgument a[MAX_ARGS];
-    Charter__V1__InvokeArgument *ap[MAX_ARGS];
-    char *lineage[MAX_ARGS];
-    Charter__V1__InvokeRequest req = CHARTER__V1__INVOKE_REQUEST__INIT;
-    for (size_t i = 0; i < n && i < MAX_ARGS; i++) {
-        charter__v1__invoke_argument__init(&a[i]);
-        a[i].name = (char *)args[i].name;
-        a[i].value = (char *)args[i].value;
-        if (strcmp(args[i].origin, "task") == 0) {
-            a[i].from_task = true;
-        } else if (strncmp(args[i].origin, "quote:", 6) == 0) {
-            a[i].quoted_from = (char *)args[i].origin + 6;
-        } else {
-            lineage[i] = (char *)args[i].origin + 8;
-            a[i].lineage = &lineage[i];
-            a[i].n_lineage = 1;
-        }
-        ap[i] = &a[i];
-    }
-    req.context_id = (char *)context;
-    req.tool = (char *)tool;
-    req.invocation_id = (char *)inv;
-    req.arguments = ap;
-    req.n_arguments = n < MAX_ARGS ? n : MAX_ARGS;
-    Charter__V1__InvokeResponse *r = NULL;
-    return charter_invoke(c, &req, &r, st) == 0 ? r : NULL;
-}
-
-static Charter__V1__InvokeResponse *invoke(const char *tool, const char *inv, const arg_spec *args,
-                                           size_t n)
+static Charter__V1__InvokeResponse *invoke(const char *tool, const char *inv,
+                                           const harness_invoke_arg *args, size_t n)
 {
     charter_status st;
-    Charter__V1__InvokeResponse *r = invoke_in(op, ctx, tool, inv, args, n, &st);
+    Charter__V1__InvokeResponse *r = harness_invoke(op, ctx, tool, inv, args, n, &st);
     if (r == NULL)
         fprintf(stderr, "\n    Invoke %s: %s: %s\n", inv, charter_status_name(st.code), st.message);
     return r;
@@ -157,10 +119,10 @@ static Charter__V1__InvokeResponse *invoke(const char *tool, const char *inv, co
 
 /* The call did not commit an effect: refused as a call, or decided anything but ALLOW. */
 static void expect_no_effect(charter_client *c, const char *context, const char *tool,
-                             const char *inv, const arg_spec *args, size_t n)
+                             const char *inv, const harness_invoke_arg *args, size_t n)
 {
     charter_status st;
-    Charter__V1__InvokeResponse *r = invoke_in(c, context, tool, inv, args, n, &st);
+    Charter__V1__InvokeResponse *r = harness_invoke(c, context, tool, inv, args, n, &st);
     if (r == NULL)
         return;
     if (r->decision->outcome == CHARTER__V1__OUTCOME__ALLOW)
@@ -223,13 +185,13 @@ static int suite_init(void)
  * not become trusted either: a lineage that does not hold the value vouches for nothing. */
 static void test_value_with_a_trusted_lineage_it_does_not_hold_is_not_trusted(void)
 {
-    const arg_spec quoted[] = {{"iban", IBAN_INJECTED, of("quote", bill)},
-                               {"amount", "84.20", "task"},
-                               {"reference", "INV-7731", "task"}};
+    const harness_invoke_arg quoted[] = {{"iban", IBAN_INJECTED, of("quote", bill)},
+                                         {"amount", "84.20", "task"},
+                                         {"reference", "INV-7731", "task"}};
     expect_no_effect(op, ctx, "send_money", "launder-quote", quoted, N_OF(quoted));
-    const arg_spec named[] = {{"iban", IBAN_INJECTED, of("lineage", bill)},
-                              {"amount", "84.20", "task"},
-                              {"reference", "INV-7731", "task"}};
+    const harness_invoke_arg named[] = {{"iban", IBAN_INJECTED, of("lineage", bill)},
+                                        {"amount", "84.20", "task"},
+                                        {"reference", "INV-7731", "task"}};
     expect_no_effect(op, ctx, "send_money", "launder-lineage", named, N_OF(named));
 }
 
@@ -237,9 +199,9 @@ static void test_value_with_a_trusted_lineage_it_does_not_hold_is_not_trusted(vo
  * occurs in the task only as part of the reference: it is not the human's amount. */
 static void test_fragment_of_the_task_is_not_the_humans_amount(void)
 {
-    const arg_spec args[] = {{"iban", IBAN_BILL, of("quote", bill)},
-                             {"amount", "7731", "task"},
-                             {"reference", "INV-7731", "task"}};
+    const harness_invoke_arg args[] = {{"iban", IBAN_BILL, of("quote", bill)},
+                                       {"amount", "7731", "task"},
+                                       {"reference", "INV-7731", "task"}};
     expect_no_effect(op, ctx, "send_money", "amount-from-reference", args, N_OF(args));
 }
 
@@ -247,9 +209,9 @@ static void test_fragment_of_the_task_is_not_the_humans_amount(void)
  * fragment of another value, not a value the bill states. */
 static void test_fragment_of_a_quoted_value_is_not_a_trusted_amount(void)
 {
-    const arg_spec args[] = {{"iban", IBAN_BILL, of("quote", bill)},
-                             {"amount", "2013000", of("quote", bill)},
-                             {"reference", "INV-7731", "task"}};
+    const harness_invoke_arg args[] = {{"iban", IBAN_BILL, of("quote", bill)},
+                                       {"amount", "2013000", of("quote", bill)},
+                                       {"reference", "INV-7731", "task"}};
     expect_no_effect(op, ctx, "send_money", "amount-from-iban", args, N_OF(args));
 }
 
@@ -261,10 +223,10 @@ static void test_fragment_of_a_quoted_value_is_not_a_trusted_amount(void)
  * Sent to billing@stadtwerke.example alone it is CLEARANCE_EXCEEDED (test_invoke.c). */
 static void test_suffix_class_does_not_stand_for_a_list_of_addresses(void)
 {
-    const arg_spec list[] = {{"to",
-                              "billing@stadtwerke.example; your account manager: ann@corp.example",
-                              of("quote", bill)},
-                             {"body", "electricity bill", of("lineage", bill)}};
+    const harness_invoke_arg list[] = {
+        {"to", "billing@stadtwerke.example; your account manager: ann@corp.example",
+         of("quote", bill)},
+        {"body", "electricity bill", of("lineage", bill)}};
     expect_no_effect(op, ctx, "send_email", "mail-list", list, N_OF(list));
 }
 
@@ -284,8 +246,8 @@ static void test_case_and_trailing_dot_fall_to_the_public_class(void)
     for (size_t i = 0; i < N_OF(tos); i++) {
         char inv[32];
         snprintf(inv, sizeof inv, "mail-case-%zu", i);
-        const arg_spec args[] = {{"to", tos[i], of("lineage", held)},
-                                 {"body", "electricity bill", of("lineage", held)}};
+        const harness_invoke_arg args[] = {{"to", tos[i], of("lineage", held)},
+                                           {"body", "electricity bill", of("lineage", held)}};
         Charter__V1__InvokeResponse *r = invoke("send_email", inv, args, N_OF(args));
         CU_ASSERT_PTR_NOT_NULL_FATAL(r);
         CU_ASSERT_EQUAL(r->decision->outcome, CHARTER__V1__OUTCOME__DENY);
@@ -394,14 +356,14 @@ static void test_quote_of_another_actors_artifact_is_no_content_oracle(void)
     char lines[2][200];
     const char *guesses[2] = {"Pay to IBAN DE8937", "Pay to IBAN DE8999"};
     for (int i = 0; i < 2; i++) {
-        const arg_spec args[] = {{"iban", guesses[i], of("quote", bill)},
-                                 {"amount", "84.20", "task"},
-                                 {"reference", "INV-7731", "task"}};
+        const harness_invoke_arg args[] = {{"iban", guesses[i], of("quote", bill)},
+                                           {"amount", "84.20", "task"},
+                                           {"reference", "INV-7731", "task"}};
         charter_status st;
         char inv[32];
         snprintf(inv, sizeof inv, "probe-%d", i);
         Charter__V1__InvokeResponse *r =
-            invoke_in(host, ctx_b, "send_money", inv, args, N_OF(args), &st);
+            harness_invoke(host, ctx_b, "send_money", inv, args, N_OF(args), &st);
         answer_line(r, &st, lines[i], sizeof lines[i]);
         /* Never allowed, and payer's run is never named to payer_b's host. */
         CU_ASSERT_TRUE(r == NULL || r->decision->outcome != CHARTER__V1__OUTCOME__ALLOW);
@@ -477,9 +439,9 @@ static void test_cancelled_run_takes_no_observation_and_no_effect(void)
     charter_status st;
     CU_ASSERT_EQUAL_FATAL(charter_cancel_run(op, &cr, &done, &st), 0);
     charter__v1__run__free_unpacked(done, NULL);
-    const arg_spec args[] = {{"iban", IBAN_BILL, of("quote", quoted)},
-                             {"amount", "84.20", "task"},
-                             {"reference", "INV-7731", "task"}};
+    const harness_invoke_arg args[] = {{"iban", IBAN_BILL, of("quote", quoted)},
+                                       {"amount", "84.20", "task"},
+                                       {"reference", "INV-7731", "task"}};
     expect_no_effect(op, context, "send_money", "pay-cancelled", args, N_OF(args));
     char before[65], after[65];
     CU_ASSERT_EQUAL_FATAL(harness_graph_digest(graph, before), 0);
@@ -540,27 +502,27 @@ static void test_cancelled_run_takes_no_output_and_says_why(void)
 /* 33 arguments, an argument twice, or one differing only in case: INVALID_ARGUMENT. */
 static void test_argument_counts_duplicates_and_case_are_invalid(void)
 {
-    arg_spec many[33];
+    harness_invoke_arg many[33];
     char names[33][16];
     for (int i = 0; i < 33; i++) {
         snprintf(names[i], sizeof names[i], "a%d", i);
-        many[i] = (arg_spec){names[i], "x", "task"};
+        many[i] = (harness_invoke_arg){names[i], "x", "task"};
     }
-    many[0] = (arg_spec){"iban", IBAN_BILL, of("quote", bill)};
+    many[0] = (harness_invoke_arg){"iban", IBAN_BILL, of("quote", bill)};
     charter_status st;
-    CU_ASSERT_PTR_NULL(invoke_in(op, ctx, "send_money", "shape-many", many, 33, &st));
+    CU_ASSERT_PTR_NULL(harness_invoke(op, ctx, "send_money", "shape-many", many, 33, &st));
     CU_ASSERT_EQUAL(st.code, CHARTER_INVALID_ARGUMENT);
-    const arg_spec twice[] = {{"iban", IBAN_BILL, of("quote", bill)},
-                              {"amount", "84.20", "task"},
-                              {"reference", "INV-7731", "task"},
-                              {"iban", IBAN_INJECTED, of("quote", txs)}};
-    CU_ASSERT_PTR_NULL(invoke_in(op, ctx, "send_money", "shape-twice", twice, 4, &st));
+    const harness_invoke_arg twice[] = {{"iban", IBAN_BILL, of("quote", bill)},
+                                        {"amount", "84.20", "task"},
+                                        {"reference", "INV-7731", "task"},
+                                        {"iban", IBAN_INJECTED, of("quote", txs)}};
+    CU_ASSERT_PTR_NULL(harness_invoke(op, ctx, "send_money", "shape-twice", twice, 4, &st));
     CU_ASSERT_EQUAL(st.code, CHARTER_INVALID_ARGUMENT);
-    const arg_spec upper[] = {{"IBAN", IBAN_INJECTED, of("quote", txs)},
-                              {"iban", IBAN_BILL, of("quote", bill)},
-                              {"amount", "84.20", "task"},
-                              {"reference", "INV-7731", "task"}};
-    CU_ASSERT_PTR_NULL(invoke_in(op, ctx, "send_money", "shape-case", upper, 4, &st));
+    const harness_invoke_arg upper[] = {{"IBAN", IBAN_INJECTED, of("quote", txs)},
+                                        {"iban", IBAN_BILL, of("quote", bill)},
+                                        {"amount", "84.20", "task"},
+                                        {"reference", "INV-7731", "task"}};
+    CU_ASSERT_PTR_NULL(harness_invoke(op, ctx, "send_money", "shape-case", upper, 4, &st));
     CU_ASSERT_EQUAL(st.code, CHARTER_INVALID_ARGUMENT);
 }
 
@@ -568,24 +530,24 @@ static void test_argument_counts_duplicates_and_case_are_invalid(void)
  * under another tool, or from another run, they are a conflict, never a second effect. */
 static void test_one_invocation_id_is_one_effect_across_orders_tools_and_runs(void)
 {
-    const arg_spec args[] = {{"iban", IBAN_BILL, of("quote", bill)},
-                             {"amount", "84.20", "task"},
-                             {"reference", "INV-7731", "task"}};
+    const harness_invoke_arg args[] = {{"iban", IBAN_BILL, of("quote", bill)},
+                                       {"amount", "84.20", "task"},
+                                       {"reference", "INV-7731", "task"}};
     Charter__V1__InvokeResponse *r = invoke("send_money", "once-1", args, N_OF(args));
     CU_ASSERT_PTR_NOT_NULL_FATAL(r);
     CU_ASSERT_EQUAL(r->decision->outcome, CHARTER__V1__OUTCOME__ALLOW);
     CU_ASSERT_FALSE(r->acknowledged);
     charter__v1__invoke_response__free_unpacked(r, NULL);
-    const arg_spec reordered[] = {{"reference", "INV-7731", "task"},
-                                  {"amount", "84.20", "task"},
-                                  {"iban", IBAN_BILL, of("lineage", bill)}};
+    const harness_invoke_arg reordered[] = {{"reference", "INV-7731", "task"},
+                                            {"amount", "84.20", "task"},
+                                            {"iban", IBAN_BILL, of("lineage", bill)}};
     r = invoke("send_money", "once-1", reordered, N_OF(reordered));
     CU_ASSERT_PTR_NOT_NULL_FATAL(r);
     CU_ASSERT_EQUAL(r->decision->outcome, CHARTER__V1__OUTCOME__ALLOW);
     CU_ASSERT_TRUE(r->acknowledged);
     charter__v1__invoke_response__free_unpacked(r, NULL);
-    const arg_spec mail[] = {{"to", "ann@corp.example", of("quote", bill)},
-                             {"body", "84.20", "task"}};
+    const harness_invoke_arg mail[] = {{"to", "ann@corp.example", of("quote", bill)},
+                                       {"body", "84.20", "task"}};
     r = invoke("send_email", "once-1", mail, N_OF(mail));
     CU_ASSERT_PTR_NOT_NULL_FATAL(r);
     CU_ASSERT_EQUAL(r->decision->outcome, CHARTER__V1__OUTCOME__DENY);
@@ -595,11 +557,11 @@ static void test_one_invocation_id_is_one_effect_across_orders_tools_and_runs(vo
     CU_ASSERT_EQUAL_FATAL(harness_create_run(op, "external", "payments", run, NULL, NULL), 0);
     CU_ASSERT_EQUAL_FATAL(harness_open_step(op, run, "pay", context), 0);
     CU_ASSERT_EQUAL_FATAL(observe_ok(context, "bill", BILL, quoted), 0);
-    const arg_spec other_run[] = {{"iban", IBAN_BILL, of("quote", quoted)},
-                                  {"amount", "84.20", "task"},
-                                  {"reference", "INV-7731", "task"}};
+    const harness_invoke_arg other_run[] = {{"iban", IBAN_BILL, of("quote", quoted)},
+                                            {"amount", "84.20", "task"},
+                                            {"reference", "INV-7731", "task"}};
     charter_status st;
-    r = invoke_in(op, context, "send_money", "once-1", other_run, N_OF(other_run), &st);
+    r = harness_invoke(op, context, "send_money", "once-1", other_run, N_OF(other_run), &st);
     CU_ASSERT_PTR_NOT_NULL_FATAL(r);
     CU_ASSERT_EQUAL(r->decision->outcome, CHARTER__V1__OUTCOME__DENY);
     CU_ASSERT_PTR_NULL(r->delivery);
@@ -652,11 +614,11 @@ static Charter__V1__DecideApprovalResponse *decide_as(const char *id, const char
 /* The outcome of one call of send_money under inv in context (an UNKNOWN while held). */
 static int held_call(const char *context, const char *quoted, const char *inv, bool *acked)
 {
-    const arg_spec args[] = {{"iban", IBAN_BILL, of("quote", quoted)},
-                             {"amount", "84.20", "task"},
-                             {"reference", "INV-7731", "task"}};
+    const harness_invoke_arg args[] = {{"iban", IBAN_BILL, of("quote", quoted)},
+                                       {"amount", "84.20", "task"},
+                                       {"reference", "INV-7731", "task"}};
     charter_status st;
-    Charter__V1__InvokeResponse *r = invoke_in(op, context, "send_money", inv, args, 3, &st);
+    Charter__V1__InvokeResponse *r = harness_invoke(op, context, "send_money", inv, args, 3, &st);
     if (r == NULL)
         return -1;
     int outcome = r->decision->outcome;
@@ -784,8 +746,8 @@ static int what_if_changes(char *candidate, const char *tool)
 /* An allowed mail whose body is the (internal, untrusted) notes, to a colleague. */
 static void mail_notes_to_colleague(const char *inv)
 {
-    const arg_spec args[] = {{"to", "ann@corp.example", of("quote", bill)},
-                             {"body", "EUR Coffee", of("lineage", txs)}};
+    const harness_invoke_arg args[] = {{"to", "ann@corp.example", of("quote", bill)},
+                                       {"body", "EUR Coffee", of("lineage", txs)}};
     Charter__V1__InvokeResponse *r = invoke("send_email", inv, args, N_OF(args));
     CU_ASSERT_PTR_NOT_NULL_FATAL(r);
     CU_ASSERT_EQUAL(r->decision->outcome, CHARTER__V1__OUTCOME__ALLOW);

@@ -1535,3 +1535,37 @@ void harness_suite_redis_stop(harness_private_redis *r)
     }
     harness_private_redis_stop(r);
 }
+
+Charter__V1__InvokeResponse *harness_invoke(charter_client *c, const char *context,
+                                            const char *tool, const char *inv,
+                                            const harness_invoke_arg *args, size_t n,
+                                            charter_status *st)
+{
+    Charter__V1__InvokeArgument a[HARNESS_INVOKE_MAX_ARGS], *ap[HARNESS_INVOKE_MAX_ARGS];
+    char *lineage[HARNESS_INVOKE_MAX_ARGS];
+    Charter__V1__InvokeRequest req = CHARTER__V1__INVOKE_REQUEST__INIT;
+    if (n > HARNESS_INVOKE_MAX_ARGS)
+        n = HARNESS_INVOKE_MAX_ARGS;
+    for (size_t i = 0; i < n; i++) {
+        charter__v1__invoke_argument__init(&a[i]);
+        a[i].name = (char *)args[i].name;
+        a[i].value = (char *)args[i].value;
+        if (strcmp(args[i].origin, "task") == 0) {
+            a[i].from_task = true;
+        } else if (strncmp(args[i].origin, "quote:", 6) == 0) {
+            a[i].quoted_from = (char *)args[i].origin + 6;
+        } else {
+            lineage[i] = (char *)args[i].origin + 8; /* after "lineage:" */
+            a[i].lineage = &lineage[i];
+            a[i].n_lineage = 1;
+        }
+        ap[i] = &a[i];
+    }
+    req.context_id = (char *)context;
+    req.tool = (char *)tool;
+    req.invocation_id = (char *)inv;
+    req.arguments = ap;
+    req.n_arguments = n;
+    Charter__V1__InvokeResponse *r = NULL;
+    return charter_invoke(c, &req, &r, st) == 0 ? r : NULL;
+}

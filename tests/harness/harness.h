@@ -411,4 +411,21 @@ const char *harness_model_url(const harness_model *m);
  * m may be NULL. */
 void harness_model_stop(harness_model *m);
 
+/* --- Gate/Invoke --------------------------------------------------------------------------- */
+
+/* One argument of an Invoke: its origin is "task" (from_task), "quote:ID" (quoted_from ID) or
+ * "lineage:ID" (a lineage of one artifact). */
+typedef struct {
+    const char *name, *value, *origin;
+} harness_invoke_arg;
+
+#define HARNESS_INVOKE_MAX_ARGS 40
+
+/* Invoke of tool with the first n (at most HARNESS_INVOKE_MAX_ARGS) of args in context under
+ * invocation ID inv; the response (caller frees) or NULL with *st set. */
+Charter__V1__InvokeResponse *harness_invoke(charter_client *c, const char *context,
+                                            const char *tool, const char *inv,
+                                            const harness_invoke_arg *args, size_t n,
+                                            charter_status *st);
+
 #endif
