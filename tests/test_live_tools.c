@@ -440,6 +440,53 @@ static void test_downstream_servers_and_mapped_tools(void)
         "servers.m n: \"m n\" is not a valid id (1..64 characters of A-Z a-z 0-9 . _ -)");
 }
 
+/* A server spoken to over Streamable HTTP: a url (http or https, no credential in it) and
+ * where charter-mcp finds its bearer token; the fields of a command's server are refused. */
+static void test_downstream_http_servers(void)
+{
+    workflow *wf = load_ok(GW("'mailer':{'url':'http://127.0.0.1:8080/mcp','credential_env':"
+                              "'MAIL_TOKEN','timeout_ms':5000},'files':{'url':'https://files."
+                              "example/mcp','credential_file':'/etc/charter/files.token'},"
+                              "'open':{'url':'HTTP://[::1]:9/'}",
+                              TOOL_MAIL_MAPPED));
+    CU_ASSERT_PTR_NOT_NULL(wf);
+    workflow_free(wf);
+    expect_refused(GW("'m':{'url':'http://h/mcp','command':'node'}", TOOL_MAIL),
+                   "servers.m.url: a server has a command or a url, not both");
+    expect_refused(GW("'m':{'timeout_ms':5}", TOOL_MAIL),
+                   "servers.m.command: required field is missing (a server has a command, run "
+                   "over stdio, or a url, spoken to over Streamable HTTP)");
+    expect_refused(GW("'m':{'url':'ftp://h/mcp'}", TOOL_MAIL),
+                   "servers.m.url: \"ftp://h/mcp\" is not an http:// or https:// URL");
+    expect_refused(GW("'m':{'url':'file:///etc/passwd'}", TOOL_MAIL),
+                   "servers.m.url: \"file:///etc/passwd\" is not an http:// or https:// URL");
+    expect_refused(GW("'m':{'url':'http:///mcp'}", TOOL_MAIL),
+                   "servers.m.url: \"http:///mcp\" names no host");
+    expect_refused(GW("'m':{'url':'http://h/a b'}", TOOL_MAIL),
+                   "servers.m.url: \"http://h/a b\" holds a space or a character outside "
+                   "printable ASCII");
+    expect_refused(GW("'m':{'url':'http://me:secret@h/mcp'}", TOOL_MAIL),
+                   "servers.m.url: holds a user or password: name the credential with "
+                   "credential_env or credential_file, never in the definition");
+    expect_refused(GW("'m':{'url':'http://h/mcp','env_from':['PATH']}", TOOL_MAIL),
+                   "servers.m.env_from: is for a server with a command");
+    expect_refused(GW("'m':{'command':'node','credential_env':'TOKEN'}", TOOL_MAIL),
+                   "servers.m.credential_env: is for a server with a url");
+    expect_refused(
+        GW("'m':{'url':'http://h/','credential_env':'T','credential_file':'/t'}", TOOL_MAIL),
+        "servers.m.credential_file: a server names credential_env or "
+        "credential_file, not both");
+    expect_refused(GW("'m':{'url':'http://h/','credential_env':'Bearer abc'}", TOOL_MAIL),
+                   "servers.m.credential_env: \"Bearer abc\" is not an environment variable "
+                   "name");
+    expect_refused(GW("'m':{'url':'http://h/','credential_file':'token.txt'}", TOOL_MAIL),
+                   "servers.m.credential_file: \"token.txt\" is not an absolute path");
+    expect_refused(GW("'m':{'url':'http://h/','token':'abc'}", TOOL_MAIL),
+                   "servers.m.token: unknown field");
+    expect_refused(GW("'m':{'url':'http://h/','headers':{'Authorization':'Bearer x'}}", TOOL_MAIL),
+                   "servers.m.headers: unknown field");
+}
+
 #define T(fn)                                                                                      \
     {                                                                                              \
 #fn, fn                                                                                    \
@@ -456,6 +503,7 @@ static const harness_test tests[] = {
     T(test_destination_class_rules),
     T(test_tool_argument_rules),
     T(test_downstream_servers_and_mapped_tools),
+    T(test_downstream_http_servers),
 };
 #undef T
 

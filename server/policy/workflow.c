@@ -18,6 +18,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 
 #include <openssl/evp.h>
 #include <regex.h>
@@ -103,13 +104,15 @@ static const field_spec top_spec[] = {
     {"steps", T_LIST, true},      {"expect", T_LIST, false}, {"tools", T_OBJECT, false},
     {"servers", T_OBJECT, false},
 };
-/* A downstream MCP server charter-mcp starts and fronts (docs/workflows.md, "Downstream MCP
- * servers"): a command run over stdio. Credentials are never in the definition: env_from names
- * variables of charter-mcp's own environment handed to the server. */
+/* A downstream MCP server charter-mcp fronts (docs/workflows.md, "Downstream MCP servers"): a
+ * command it starts and speaks to over stdio, or a url it speaks to over Streamable HTTP; exactly
+ * one of the two. Credentials are never in the definition: env_from names variables of
+ * charter-mcp's own environment handed to a command, credential_env or credential_file where
+ * charter-mcp finds the bearer token it sends to a url. */
 static const field_spec server_spec[] = {
-    {"command", T_STRING, true},
-    {"args", T_LIST, false},
-    {"env_from", T_LIST, false},
+    {"command", T_STRING, false},        {"args", T_LIST, false},
+    {"env_from", T_LIST, false},         {"url", T_STRING, false},
+    {"credential_env", T_STRING, false}, {"credential_file", T_STRING, false},
     {"timeout_ms", T_INT, false},
 };
 /* A resource holds its content, or is observed: its content is what a host reads at run time
@@ -1734,6 +1737,17 @@ static int check_downstream_name(const json_t *v, const char *path, werr *e)
     return 0;
 }
 
+/* Whether n is an environment variable name ([A-Za-z_][A-Za-z0-9_]*). */
+static bool env_name_ok(const char *n)
+{
+    bool ok = n[0] != '\0' && !(n[0] >= '0' && n[0] <= '9');
+    for (const char *c = n; ok && *c != '\0'; c++) {
+        ok = (*c >= 'A' && *c <= 'Z') || (*c >= 'a' && *c <= 'z') || (*c >= '0' && *c <= '9') ||
+             *c == '_';
+    }
+    return ok;
+}
+
 /* env_from (at p): distinct names of environment variables ([A-Za-z_][A-Za-z0-9_]*). */
 static int check_env_from(const json_t *list, const char *p, werr *e)
 {
@@ -1742,12 +1756,7 @@ static int check_env_from(const json_t *list, const char *p, werr *e)
     }
     for (size_t i = 0; i < json_array_size(list); i++) {
         const char *n = json_string_value(json_array_get(list, i));
-        bool ok = !(n[0] >= '0' && n[0] <= '9');
-        for (const char *c = n; ok && *c != '\0'; c++) {
-            ok = (*c >= 'A' && *c <= 'Z') || (*c >= 'a' && *c <= 'z') || (*c >= '0' && *c <= '9') ||
-                 *c == '_';
-        }
-        if (!ok) {
+        if (!env_name_ok(n)) {
             char f[320];
             snprintf(f, sizeof f, "%s[%zu]", p, i);
             return fail(e, f, "\"%.64s\" is not an environment variable name", n);
@@ -1756,12 +1765,115 @@ static int check_env_from(const json_t *list, const char *p, werr *e)
     return 0;
 }
 
-/* One server (at p): a command, its arguments, the variables it is given and its timeout. */
+/* A server's url (at p): http:// or https://, a host, printable ASCII without spaces, and no
+ * user or password before the host: a credential is never written in the definition. */
+static int check_server_url(const json_t *v, const char *p, werr *e)
+{
+    if (check_text(v, p, WORKFLOW_MAX_TEXT_BYTES, true, e) != 0) {
+        return -1;
+    }
+    const char *u = json_string_value(v);
+    for (const char *c = u; *c != '\0'; c++) {
+        if (*c <= 0x20 || *c >= 0x7f) {
+            return fail(e, p, "\"%.128s\" holds a space or a character outside printable ASCII", u);
+        }
+    }
+    size_t scheme = strncasecmp(u, "http://", 7) == 0    ? 7
+                    : strncasecmp(u, "https://", 8) == 0 ? 8
+                                                         : 0;
+    if (scheme == 0) {
+        return fail(e, p, "\"%.128s\" is not an http:// or https:// URL", u);
+    }
+    size_t host = strcspn(u + scheme, "/?#");
+    if (host == 0) {
+        return fail(e, p, "\"%.128s\" names no host", u);
+    }
+    if (memchr(u + scheme, '@', host) != NULL) {
+        return fail(e, p,
+                    "holds a user or password: name the credential with credential_env or "
+                    "credential_file, never in the definition");
+    }
+    return 0;
+}
+
+/* The fields of one kind of server (at p) that the other kind's has: each refused by name. */
+static int check_server_kind(const json_t *sv, const char *p, werr *e)
+{
+    bool url = json_object_get(sv, "url") != NULL;
+    char f[256];
+    if (url == (json_object_get(sv, "command") != NULL)) {
+        snprintf(f, sizeof f, "%s.%s", p, url ? "url" : "command");
+        return fail(e, f,
+                    url ? "a server has a command or a url, not both"
+                        : "required field is missing (a server has a command, run over stdio, "
+                          "or a url, spoken to over Streamable HTTP)");
+    }
+    static const char *const stdio_only[] = {"args", "env_from"};
+    static const char *const http_only[] = {"credential_env", "credential_file"};
+    const char *const *other = url ? stdio_only : http_only;
+    for (size_t i = 0; i < 2; i++) {
+        if (json_object_get(sv, other[i]) != NULL) {
+            snprintf(f, sizeof f, "%s.%s", p, other[i]);
+            return fail(e, f, "is for a server with %s", url ? "a command" : "a url");
+        }
+    }
+    return 0;
+}
+
+/* Where a url server's bearer token is found (at p): one variable of charter-mcp's own
+ * environment, or one file given by its absolute path; never the token itself. */
+static int check_server_credential(const json_t *sv, const char *p, werr *e)
+{
+    const json_t *env = json_object_get(sv, "credential_env");
+    const json_t *file = json_object_get(sv, "credential_file");
+    char f[256];
+    snprintf(f, sizeof f, "%s.%s", p, file != NULL ? "credential_file" : "credential_env");
+    if (env != NULL && file != NULL) {
+        return fail(e, f, "a server names credential_env or credential_file, not both");
+    }
+    if (env != NULL && !env_name_ok(json_string_value(env))) {
+        return fail(e, f, "\"%.64s\" is not an environment variable name", json_string_value(env));
+    }
+    if (file == NULL) {
+        return 0;
+    }
+    if (check_text(file, f, WORKFLOW_MAX_TEXT_BYTES, true, e) != 0) {
+        return -1;
+    }
+    if (json_string_value(file)[0] != '/') {
+        return fail(e, f, "\"%.128s\" is not an absolute path", json_string_value(file));
+    }
+    return 0;
+}
+
+/* A server's timeout_ms (at p), when given: 1 to 600000 milliseconds. */
+static int check_server_timeout(const json_t *sv, const char *p, werr *e)
+{
+    const json_t *t = json_object_get(sv, "timeout_ms");
+    char f[256];
+    snprintf(f, sizeof f, "%s.timeout_ms", p);
+    if (t != NULL && (json_integer_value(t) < 1 || json_integer_value(t) > 600000)) {
+        return fail(e, f, "%lld is not from 1 to 600000 (milliseconds)",
+                    (long long)json_integer_value(t));
+    }
+    return 0;
+}
+
+/* One server (at p): a command, its arguments and the variables it is given, or a url and
+ * where its credential is found; and its timeout. */
 static int check_server(const json_t *sv, const char *p, werr *e)
 {
     char f[256];
-    if (check_object(sv, p, server_spec, N_SPEC(server_spec), e) != 0) {
+    if (check_object(sv, p, server_spec, N_SPEC(server_spec), e) != 0 ||
+        check_server_kind(sv, p, e) != 0 || check_server_timeout(sv, p, e) != 0) {
         return -1;
+    }
+    if (json_object_get(sv, "url") != NULL) {
+        snprintf(f, sizeof f, "%s.url", p);
+        return check_server_url(json_object_get(sv, "url"), f, e) != 0 ||
+                       check_server_credential(sv, p, e) != 0
+                   ? -1
+                   : 0;
     }
     snprintf(f, sizeof f, "%s.command", p);
     if (check_text(json_object_get(sv, "command"), f, WORKFLOW_MAX_TEXT_BYTES, true, e) != 0) {
@@ -1781,16 +1893,7 @@ static int check_server(const json_t *sv, const char *p, werr *e)
     }
     snprintf(f, sizeof f, "%s.env_from", p);
     const json_t *env = json_object_get(sv, "env_from");
-    if (env != NULL && check_env_from(env, f, e) != 0) {
-        return -1;
-    }
-    const json_t *t = json_object_get(sv, "timeout_ms");
-    snprintf(f, sizeof f, "%s.timeout_ms", p);
-    if (t != NULL && (json_integer_value(t) < 1 || json_integer_value(t) > 600000)) {
-        return fail(e, f, "%lld is not from 1 to 600000 (milliseconds)",
-                    (long long)json_integer_value(t));
-    }
-    return 0;
+    return env != NULL ? check_env_from(env, f, e) : 0;
 }
 
 static int check_servers(const wdef *d, werr *e)
