@@ -8,8 +8,9 @@
  * Files: mcp_main.c (options, workflow, stdio loop), mcp_jsonrpc.c (JSON-RPC 2.0 and the MCP
  * lifecycle), mcp_tools.c (the tools of a step), mcp_live.c (observe and the step's tools with
  * arguments), mcp_downstream.c (the downstream MCP servers the workflow names, as their
- * client), mcp_async.c (runs charterd executes: start,
- * wait, cancel, events, receipt), mcp_http.c (Streamable HTTP on libmicrohttpd).
+ * client; mcp_downstream_http.c for those spoken to over Streamable HTTP), mcp_async.c (runs
+ * charterd executes: start, wait, cancel, events, receipt), mcp_http.c (Streamable HTTP on
+ * libmicrohttpd).
  */
 #ifndef CHARTER_MCP_H
 #define CHARTER_MCP_H
@@ -48,18 +49,26 @@ enum {
 /* Downstream servers one workflow may name (WORKFLOW_MAX_SERVERS). */
 #define MCP_MAX_DOWNSTREAMS 16
 
-/* One downstream MCP server (a "servers" entry of the workflow) and the child process that
- * runs it. The lock serializes every exchange with the child: one request in flight. */
+/* One downstream MCP server (a "servers" entry of the workflow): the child process that runs a
+ * command's server, or the session with a url's server (mcp_downstream_http.c). The lock
+ * serializes every exchange with a child (one request in flight), and a url server's setup;
+ * tools/call requests to a url server go out side by side, each on its own connection. */
 typedef struct {
     const char *name;     /* the entry's key (owned by the workflow JSON) */
-    const json_t *decl;   /* {command, args, env_from, timeout_ms} (borrowed) */
-    pthread_mutex_t lock; /* held for each exchange with the child */
+    const json_t *decl;   /* {command, args, env_from, timeout_ms} or {url, credential_env |
+                             credential_file, timeout_ms} (borrowed) */
+    pthread_mutex_t lock; /* held for each exchange with the child, and to change anything here */
     pid_t pid;            /* the running child, or 0 */
     int in_fd, out_fd;    /* its stdin (written) and stdout (read), -1 when none */
     char *buf;            /* what it wrote and was not yet read as a line (owned) */
     size_t len;
-    json_int_t next_id; /* the id of the last request sent */
-    json_t *tools;      /* its tools by name, from the last tools/list (owned) */
+    bool http;           /* a url's server, spoken to over Streamable HTTP */
+    char *session_id;    /* the Mcp-Session-Id it issued at initialize (owned), or NULL */
+    char *auth;          /* "Authorization: Bearer ..." read at initialize (owned, wiped) */
+    char protocol[16];   /* the MCP revision initialize agreed on, "" before */
+    unsigned generation; /* counts the sessions dropped: a failed call drops only its own */
+    json_int_t next_id;  /* the id of the last request sent */
+    json_t *tools;       /* its tools by name, from the last tools/list (owned) */
 } mcp_downstream;
 
 /* The answer of a downstream tool call. text is malloc'd (the caller frees it). */

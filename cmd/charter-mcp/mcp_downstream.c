@@ -1,14 +1,18 @@
 /*
  * mcp_downstream.c - charter-mcp as an MCP client of the downstream servers a workflow names
- * ("servers"): each a child process spoken to over its stdin and stdout, one JSON-RPC 2.0
- * message per line. charter-mcp starts a server, initializes it and lists its tools before it
- * serves the tools mapped onto them, and a call goes out only after charterd allowed it; the
- * answer goes back to mcp_live.c, which observes it and gates it before the agent sees it.
+ * ("servers"): a command's server is a child process spoken to over its stdin and stdout, one
+ * JSON-RPC 2.0 message per line; a url's server is spoken to over Streamable HTTP
+ * (mcp_downstream_http.c). charter-mcp starts a server (or opens a session with it),
+ * initializes it and lists its tools before it serves the tools mapped onto them, and a call
+ * goes out only after charterd allowed it; the answer goes back to mcp_live.c, which observes
+ * it and gates it before the agent sees it.
  *
  * A server that dies, stays silent past its timeout or answers with more than
- * MCP_DOWNSTREAM_MAX_MESSAGE bytes is stopped: the call in flight is reported with its outcome
- * unknown and never sent again, and the next call starts the server anew. The child gets only
- * the environment variables the workflow's env_from names, and no open descriptor but its pipes.
+ * MCP_DOWNSTREAM_MAX_MESSAGE bytes is stopped (a url server's session dropped): the call in
+ * flight is reported with its outcome unknown and never sent again, and the next call starts
+ * the server (a session) anew. The child gets only the environment variables the workflow's
+ * env_from names, and no open descriptor but its pipes; a url server gets only the bearer
+ * token its credential_env or credential_file names.
  */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -23,12 +27,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "mcp.h"
-
-/* What reading the child's answer can come to, besides a message. */
-enum { DS_EOF = 1, DS_TIMEOUT, DS_TOO_LARGE, DS_IO, DS_NOT_JSON };
-/* ds_request's answer when the server answered with a JSON-RPC error (it is still running). */
-#define DS_ANSWERED_ERROR 1
+#include "mcp_downstream.h"
 
 /* The MCP revision charter-mcp asks its downstream servers for. */
 #define DS_PROTOCOL "2025-11-25"
@@ -68,14 +67,47 @@ static void ds_stop_child(mcp_downstream *d, bool reaped)
     d->tools = NULL;
 }
 
-static void ds_stop(mcp_downstream *d)
+/* Forgets the session with a url server (d->lock held): the next call opens a new one, with
+ * the credential read again. */
+static void ds_forget_session(mcp_downstream *d)
 {
-    ds_stop_child(d, false);
+    free(d->session_id);
+    d->session_id = NULL;
+    if (d->auth)
+        explicit_bzero(d->auth, strlen(d->auth));
+    free(d->auth);
+    d->auth = NULL;
+    d->protocol[0] = '\0';
+    d->generation++;
+    json_decref(d->tools);
+    d->tools = NULL;
 }
 
-/* Whether the child is running; one that exited is reaped and forgotten. */
+/* Forgets the session with a url server and ends it with DELETE (d->lock held). */
+static void ds_drop_session(mcp_downstream *d)
+{
+    ds_http_peer p;
+    if (d->session_id && ds_http_peer_of(d, timeout_ms(d), &p) == 0) {
+        ds_http_delete(&p);
+        ds_http_peer_free(&p);
+    }
+    ds_forget_session(d);
+}
+
+static void ds_stop(mcp_downstream *d)
+{
+    if (d->http)
+        ds_drop_session(d);
+    else
+        ds_stop_child(d, false);
+}
+
+/* Whether the child is running (one that exited is reaped and forgotten), or the session with
+ * a url server is open. */
 static bool ds_alive(mcp_downstream *d)
 {
+    if (d->http)
+        return d->tools != NULL;
     if (d->pid <= 0)
         return false;
     pid_t w = waitpid(d->pid, NULL, WNOHANG);
@@ -250,14 +282,62 @@ static void refuse_server_request(mcp_downstream *d, const json_t *msg)
     json_decref(answer);
 }
 
+/* The result of msg, the response to request method: 0 with *result (a new reference), or
+ * DS_ANSWERED_ERROR with err set when it is an error or has no result. */
+static int take_answer(const mcp_downstream *d, const char *method, const json_t *msg,
+                       json_t **result, char *err, size_t errlen)
+{
+    const json_t *e = json_object_get(msg, "error");
+    *result = e ? NULL : json_incref(json_object_get(msg, "result"));
+    if (*result)
+        return 0;
+    if (e)
+        snprintf(err, errlen, "server %s: %s failed: %.200s", d->name, method,
+                 json_string_value(json_object_get(e, "message")));
+    else
+        snprintf(err, errlen, "server %s: %s: the answer has no result", d->name, method);
+    return DS_ANSWERED_ERROR;
+}
+
+/* Request method (params stolen) to a url server, with d->lock held: as ds_request, but the
+ * failure is the DS_* code of the exchange. The session id the server issues is kept. */
+static int ds_http_request(mcp_downstream *d, const char *method, json_t *params, json_t **result,
+                           bool *sent, char *err, size_t errlen)
+{
+    json_int_t id = ++d->next_id;
+    json_t *req = json_pack("{s:s, s:I, s:s, s:o}", "jsonrpc", "2.0", "id", id, "method", method,
+                            "params", params ? params : json_object());
+    json_t *msg = NULL;
+    char *sid = NULL;
+    ds_http_peer p;
+    int rc = DS_IO;
+    *result = NULL;
+    *sent = false;
+    snprintf(err, errlen, "out of memory");
+    if (req && ds_http_peer_of(d, timeout_ms(d), &p) == 0) {
+        rc = ds_http_exchange(&p, req, id, &msg, &sid, sent, err, errlen);
+        ds_http_peer_free(&p);
+    }
+    json_decref(req);
+    if (rc == 0 && sid && !d->session_id)
+        d->session_id = sid, sid = NULL;
+    free(sid);
+    if (rc == 0)
+        rc = take_answer(d, method, msg, result, err, errlen);
+    json_decref(msg);
+    return rc;
+}
+
 /* Sends request method (params stolen) and waits for its answer: 0 with *result (a new
- * reference), DS_ANSWERED_ERROR with err set when the server answered with an error, or -1
- * with err set when it did not answer (died, timed out, too large). *sent says whether the request
- * reached the server. A message answering another id is dropped: this client has one request in
- * flight. */
+ * reference), DS_ANSWERED_ERROR with err set when the server answered with an error, or
+ * another nonzero code with err set when it did not answer (died, timed out, too large). *sent
+ * says whether the request reached the server. A message answering another id is dropped:
+ * this client has one request in flight. */
 static int ds_request(mcp_downstream *d, const char *method, json_t *params, json_t **result,
                       bool *sent, char *err, size_t errlen)
 {
+    if (d->http)
+        return ds_http_request(d, method, params, result, sent, err, errlen);
     json_int_t id = ++d->next_id;
     json_t *req = json_pack("{s:s, s:I, s:s, s:o}", "jsonrpc", "2.0", "id", id, "method", method,
                             "params", params ? params : json_object());
@@ -277,24 +357,37 @@ static int ds_request(mcp_downstream *d, const char *method, json_t *params, jso
             refuse_server_request(d, msg);
         if (!json_object_get(msg, "method") && json_is_integer(mid) &&
             json_integer_value(mid) == id) {
-            const json_t *e = json_object_get(msg, "error");
-            if (!e)
-                *result = json_incref(json_object_get(msg, "result"));
-            else
-                snprintf(err, errlen, "server %s: %s failed: %.200s", d->name, method,
-                         json_string_value(json_object_get(e, "message")));
+            rc = take_answer(d, method, msg, result, err, errlen);
             json_decref(msg);
-            if (*result)
-                return 0;
-            if (!e)
-                snprintf(err, errlen, "server %s: %s: the answer has no result", d->name, method);
-            return DS_ANSWERED_ERROR;
+            return rc;
         }
         json_decref(msg);
     }
 }
 
 /* ---- the session with a server ---------------------------------------------------------- */
+
+/* Sends notification note. 0, or -1 with err set. */
+static int ds_notify(mcp_downstream *d, const json_t *note, char *err, size_t errlen)
+{
+    if (!d->http) {
+        if (ds_send(d, note) == 0)
+            return 0;
+        return snprintf(err, errlen, "server %s: the server exited", d->name), -1;
+    }
+    ds_http_peer p;
+    json_t *none = NULL;
+    char *sid = NULL;
+    bool sent;
+    int rc = ds_http_peer_of(d, timeout_ms(d), &p);
+    if (rc != 0)
+        return snprintf(err, errlen, "out of memory"), -1;
+    rc = ds_http_exchange(&p, note, -1, &none, &sid, &sent, err, errlen);
+    ds_http_peer_free(&p);
+    free(sid);
+    json_decref(none);
+    return rc == 0 ? 0 : -1;
+}
 
 /* The tools the server lists, by name (new reference), following its pagination cursors. */
 static int ds_list_tools(mcp_downstream *d, char *err, size_t errlen)
@@ -338,7 +431,7 @@ static int ds_ensure(mcp_downstream *d, char *err, size_t errlen)
     if (ds_alive(d) && d->tools)
         return 0;
     ds_stop(d);
-    if (ds_spawn(d, err, errlen) != 0)
+    if ((d->http ? ds_http_credential(d, err, errlen) : ds_spawn(d, err, errlen)) != 0)
         return -1;
     json_t *init = NULL;
     bool sent;
@@ -353,16 +446,15 @@ static int ds_ensure(mcp_downstream *d, char *err, size_t errlen)
                  d->name, v ? v : "(none)");
         goto fail;
     }
+    /* A url server is told the revision in a header of every later request. */
+    snprintf(d->protocol, sizeof d->protocol, "%s", v);
     json_decref(init);
     init = NULL;
     json_t *note = json_pack("{s:s, s:s}", "jsonrpc", "2.0", "method", "notifications/initialized");
-    int rc = note ? ds_send(d, note) : -1;
+    int rc = note ? ds_notify(d, note, err, errlen) : -1;
     json_decref(note);
-    if (rc != 0 || ds_list_tools(d, err, errlen) != 0) {
-        if (rc != 0)
-            snprintf(err, errlen, "server %s: the server exited", d->name);
+    if (rc != 0 || ds_list_tools(d, err, errlen) != 0)
         goto fail;
-    }
     return 0;
 fail:
     json_decref(init);
@@ -433,16 +525,19 @@ static int check_mapping(const mcp_downstream *d, const char *tool, const json_t
 }
 
 /* The value of one argument as the downstream tool's schema types it: a string as given, or
- * the number or boolean the string spells (decoded by jansson). NULL when it spells none. */
+ * the number, boolean, array or object the string spells as JSON (decoded by jansson). NULL
+ * when it spells none. */
 static json_t *typed_value(const json_t *prop, const char *value)
 {
     const char *type = json_string_value(json_object_get(prop, "type"));
     if (!type || strcmp(type, "string") == 0)
         return json_string(value);
-    json_t *v = json_loads(value, JSON_DECODE_ANY, NULL);
+    json_t *v = json_loads(value, JSON_DECODE_ANY | JSON_REJECT_DUPLICATES, NULL);
     bool fits = (strcmp(type, "number") == 0 && json_is_number(v)) ||
                 (strcmp(type, "integer") == 0 && json_is_integer(v)) ||
-                (strcmp(type, "boolean") == 0 && json_is_boolean(v));
+                (strcmp(type, "boolean") == 0 && json_is_boolean(v)) ||
+                (strcmp(type, "array") == 0 && json_is_array(v)) ||
+                (strcmp(type, "object") == 0 && json_is_object(v));
     if (!fits) {
         json_decref(v);
         return NULL;
@@ -534,6 +629,70 @@ static char *result_text(const json_t *result, size_t *bytes, size_t *other)
     return text;
 }
 
+/* tools/call (params stolen) to a child, under its lock: ds_request's answer. */
+static int stdio_call(mcp_downstream *d, json_t *params, json_t **result, bool *sent, char *err,
+                      size_t errlen)
+{
+    pthread_mutex_lock(&d->lock);
+    int rc = -1;
+    if (ds_alive(d))
+        rc = ds_request(d, "tools/call", params, result, sent, err, errlen);
+    else
+        json_decref(params), snprintf(err, errlen, "server %s: the server exited", d->name);
+    /* A server that failed a call mid-way is stopped: what it did is unknown, and its stream
+     * may hold half an answer. One that answered with an error goes on running. */
+    if (rc != 0 && rc != DS_ANSWERED_ERROR)
+        ds_stop(d);
+    pthread_mutex_unlock(&d->lock);
+    return rc;
+}
+
+/* tools/call (params stolen) to a url server: its session is copied under the lock, and the
+ * request goes out without it, so calls of other sessions go out side by side. A call that
+ * fails but with an error answer drops the session it went out on (not a newer one), and
+ * ends it with DELETE: the next call opens a new one. ds_request's answer. */
+static int http_call(mcp_downstream *d, json_t *params, json_t **result, bool *sent, char *err,
+                     size_t errlen)
+{
+    ds_http_peer p;
+    pthread_mutex_lock(&d->lock);
+    bool open = d->tools != NULL;
+    json_int_t id = ++d->next_id;
+    unsigned gen = d->generation;
+    int rc = open ? ds_http_peer_of(d, timeout_ms(d), &p) : -1;
+    pthread_mutex_unlock(&d->lock);
+    json_t *req = json_pack("{s:s, s:I, s:s, s:o}", "jsonrpc", "2.0", "id", id, "method",
+                            "tools/call", "params", params);
+    if (!open || rc != 0 || !req) {
+        json_decref(req);
+        if (rc == 0)
+            ds_http_peer_free(&p);
+        if (open)
+            return snprintf(err, errlen, "out of memory"), DS_IO;
+        return snprintf(err, errlen, "server %s: its session ended before the call", d->name),
+               DS_IO;
+    }
+    json_t *msg = NULL;
+    char *sid = NULL;
+    rc = ds_http_exchange(&p, req, id, &msg, &sid, sent, err, errlen);
+    free(sid);
+    json_decref(req);
+    if (rc == 0)
+        rc = take_answer(d, "tools/call", msg, result, err, errlen);
+    json_decref(msg);
+    if (rc != 0 && rc != DS_ANSWERED_ERROR) {
+        pthread_mutex_lock(&d->lock);
+        bool mine = d->generation == gen;
+        if (mine)
+            ds_forget_session(d);
+        pthread_mutex_unlock(&d->lock);
+        if (mine)
+            ds_http_delete(&p);
+    }
+    ds_http_peer_free(&p);
+    return rc;
+}
+
 int mcp_downstream_call(mcp_server *srv, const json_t *decl, json_t *call_args,
                         mcp_downstream_answer *out)
 {
@@ -547,22 +706,13 @@ int mcp_downstream_call(mcp_server *srv, const json_t *decl, json_t *call_args,
         snprintf(out->error, sizeof out->error, "out of memory");
         return -1;
     }
-    pthread_mutex_lock(&d->lock);
     json_t *result = NULL;
     bool sent = false;
-    int rc = -1;
-    if (ds_alive(d))
-        rc = ds_request(d, "tools/call", params, &result, &sent, out->error, sizeof out->error);
-    else
-        json_decref(params),
-            snprintf(out->error, sizeof out->error, "server %s: the server exited", d->name);
-    /* A server that failed a call mid-way is stopped: what it did is unknown, and its stream
-     * may hold half an answer. One that answered with an error goes on running. */
-    if (rc != 0 && rc != DS_ANSWERED_ERROR)
-        ds_stop(d);
+    int rc = d->http ? http_call(d, params, &result, &sent, out->error, sizeof out->error)
+                     : stdio_call(d, params, &result, &sent, out->error, sizeof out->error);
     out->sent = sent;
-    out->answered = rc == DS_ANSWERED_ERROR;
-    pthread_mutex_unlock(&d->lock);
+    /* A url server that refused the request with a 4xx status did not act on it. */
+    out->answered = rc == DS_ANSWERED_ERROR || rc == DS_HTTP_REFUSED;
     if (rc != 0)
         return -1;
     out->is_error = json_is_true(json_object_get(result, "isError"));
@@ -574,6 +724,9 @@ int mcp_downstream_call(mcp_server *srv, const json_t *decl, json_t *call_args,
 }
 
 /* ---- start and stop --------------------------------------------------------------------- */
+
+/* libcurl's global state was set up (a url server is among the step's). */
+static bool curl_ready;
 
 /* The servers this process's step maps a tool onto: one mcp_downstream each. */
 static int add_step_servers(mcp_server *srv)
@@ -595,6 +748,7 @@ static int add_step_servers(mcp_server *srv)
         d->name = json_object_iter_key(json_object_iter_at((json_t *)servers, name));
         d->decl = json_object_get(servers, name);
         d->in_fd = d->out_fd = -1;
+        d->http = json_object_get(d->decl, "url") != NULL;
         if (!d->name || !d->decl || pthread_mutex_init(&d->lock, NULL) != 0)
             return -1;
         srv->n_downstreams++;
@@ -620,6 +774,13 @@ int mcp_downstream_open(mcp_server *srv)
         fprintf(stderr, "charter-mcp: cannot set up the downstream servers\n");
         return -1;
     }
+    for (size_t i = 0; i < srv->n_downstreams && !curl_ready; i++) {
+        if (srv->downstreams[i].http && ds_http_global_init() != 0) {
+            fprintf(stderr, "charter-mcp: libcurl could not be initialised\n");
+            return -1;
+        }
+        curl_ready = srv->downstreams[i].http;
+    }
     for (size_t i = 0; i < srv->n_downstreams; i++) {
         mcp_downstream *d = &srv->downstreams[i];
         char err[512];
@@ -627,8 +788,8 @@ int mcp_downstream_open(mcp_server *srv)
             fprintf(stderr, "charter-mcp: %s (tried again at its next call)\n", err);
             continue;
         }
-        fprintf(stderr, "charter-mcp: server %s: %zu tools listed\n", d->name,
-                json_object_size(d->tools));
+        fprintf(stderr, "charter-mcp: server %s: %zu tools listed (MCP %s%s)\n", d->name,
+                json_object_size(d->tools), d->protocol, d->http ? ", Streamable HTTP" : ", stdio");
     }
     /* Each mapped tool is checked against what its server declares, one line per change. */
     size_t i;
@@ -661,4 +822,7 @@ void mcp_downstream_close(mcp_server *srv)
         pthread_mutex_destroy(&d->lock);
     }
     srv->n_downstreams = 0;
+    if (curl_ready)
+        ds_http_global_cleanup();
+    curl_ready = false;
 }
