@@ -68,7 +68,8 @@ fi
 export CHARTER_WORKFLOWS="$src/deploy/workflows"
 export NODE_PATH="$node_dir/node_modules"
 if [ "$what" = gateway ]; then
-  cp "$src/tests/mcp/gateway.test.mjs" "$src/tests/mcp/downstream.mjs" "$node_dir/"
+  cp "$src/tests/mcp/gateway.test.mjs" "$src/tests/mcp/downstream.mjs" \
+    "$src/tests/mcp/downstream-http.mjs" "$src/tests/mcp/mailpay.mjs" "$node_dir/"
   node "$node_dir/gateway.test.mjs"
   exit $?
 fi
