@@ -299,6 +299,23 @@ static int mrtr_stateful(const request *r, const char *tool, const json_t *respo
     return asks_with_state(r, (const input_request *[]){&in_step1}, 1, tool, 1, NULL);
 }
 
+/* 2026-07-28 logging: a request that names no io.modelcontextprotocol/logLevel gets no log
+ * message; one that names debug or info gets this tool's info message on its stream. */
+static int logging_tool(const request *r)
+{
+    const char *level =
+        json_string_value(json_object_get(r->meta, "io.modelcontextprotocol/logLevel"));
+    if (level && (strcmp(level, "debug") == 0 || strcmp(level, "info") == 0) && r->s->stream) {
+        json_t *msg = json_pack("{s:s, s:s, s:{s:s, s:s, s:s}}", "jsonrpc", "2.0", "method",
+                                "notifications/message", "params", "level", "info", "logger",
+                                "conformance-fixture", "data", "Logging evaluated at level info");
+        if (msg)
+            r->s->stream->notify(r->s->stream->ctx, msg);
+        json_decref(msg);
+    }
+    return text_answer(r, "Logging evaluated");
+}
+
 /* Asks only for what the client's capabilities allow (SEP-2322). */
 static int mrtr_capabilities(const request *r, const json_t *responses)
 {
@@ -353,6 +370,12 @@ static const struct {
      "{\"type\":\"object\",\"properties\":{}}"},
     {"test_trigger_prompt_change", "Announces a prompts list change to listening clients",
      "{\"type\":\"object\",\"properties\":{}}"},
+    {"test_streaming_elicitation",
+     "Asks the client for a value with input_required, never with a request of its own",
+     "{\"type\":\"object\",\"properties\":{}}"},
+    {"test_logging_tool",
+     "Logs one info message, only when the request's _meta asks for a log level it passes",
+     "{\"type\":\"object\",\"properties\":{}}"},
     {"test_custom_header", "Takes a region also sent as the Mcp-Param-Region header (SEP-2243)",
      "{\"type\":\"object\",\"properties\":{\"region\":{\"type\":\"string\","
      "\"x-mcp-header\":\"Region\"}},\"required\":[\"region\"]}"},
@@ -396,6 +419,12 @@ static int call_stateless_tool(const request *r, const char *name)
                         json_pack("{s:{s:{}}}", "requiredCapabilities", "sampling"));
     else if (strcmp(name, "test_input_required_result_capabilities") == 0)
         rc = mrtr_capabilities(r, responses);
+    else if (strcmp(name, "test_logging_tool") == 0)
+        rc = logging_tool(r);
+    else if (strcmp(name, "test_streaming_elicitation") == 0)
+        rc = response_for(responses, &in_elicit_any)
+                 ? text_answer(r, "Streaming complete")
+                 : input_required(r, (const input_request *[]){&in_elicit_any}, 1, NULL);
     else if (strcmp(name, "test_trigger_tool_change") == 0 ||
              strcmp(name, "test_trigger_prompt_change") == 0) {
         r->out->changed = strstr(name, "tool") ? MCP_CHANGED_TOOLS : MCP_CHANGED_PROMPTS;
@@ -441,7 +470,8 @@ static int prompt_get(const request *r)
                                      "content", "type", "text", "text", text));
     }
     json_t *result = NULL, *error = NULL;
-    return finish(r, mcp_fixture_prompt(r->params, &result, &error), result, error);
+    int rc = mcp_fixture_prompt(r->params, &result, &error);
+    return finish(r, rc, result, error);
 }
 
 static int prompts_list(const request *r)
@@ -460,7 +490,8 @@ static int tools_call(const request *r)
     if (stateless_schema(name))
         return call_stateless_tool(r, name);
     json_t *result = NULL, *error = NULL;
-    return finish(r, mcp_fixture_call(r->s, r->params, true, &result, &error), result, error);
+    int rc = mcp_fixture_call(r->s, r->params, true, &result, &error);
+    return finish(r, rc, result, error);
 }
 
 /* subscriptions/listen: the acknowledgement is the stream's first message; the transport keeps
@@ -512,8 +543,10 @@ static int dispatch(const request *r)
         return complete(r, json_pack("{s:o}", "resources", mcp_fixture_resources()));
     if (strcmp(m, "resources/templates/list") == 0)
         return complete(r, json_pack("{s:o}", "resourceTemplates", mcp_fixture_templates()));
-    if (strcmp(m, "resources/read") == 0)
-        return finish(r, mcp_fixture_read(r->params, &result, &error), result, error);
+    if (strcmp(m, "resources/read") == 0) {
+        int rc = mcp_fixture_read(r->params, &result, &error);
+        return finish(r, rc, result, error);
+    }
     if (strcmp(m, "completion/complete") == 0)
         return complete(
             r, json_pack("{s:{s:[], s:i, s:b}}", "completion", "values", "total", 0, "hasMore", 0));
