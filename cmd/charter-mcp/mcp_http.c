@@ -19,6 +19,11 @@
  * another's. charterd is reached through one libcharter client, which is thread-safe (a context
  * per call). A session belongs to the credential that opened it: another credential's requests
  * do not find it, and each credential holds at most --http-sessions-per-credential sessions.
+ *
+ * In conformance-fixture mode (--conformance-fixture, a test mode) a session's tool call is
+ * answered on a stream that a thread of its own writes (mcp_sse.c), a GET with Last-Event-ID
+ * resumes such a stream, and a POST without a session may be a 2026-07-28 stateless request
+ * (mcp_stateless.c).
  */
 #include <ctype.h>
 #include <microhttpd.h>
