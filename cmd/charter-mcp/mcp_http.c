@@ -565,6 +565,9 @@ static enum MHD_Result start_job(http_state *hs, struct MHD_Connection *mc, http
 static bool fixture_session_post(http_state *hs, struct MHD_Connection *mc, http_req *r,
                                  const char *sid, enum MHD_Result *rc)
 {
+    const char *pv = header(mc, "MCP-Protocol-Version");
+    if (pv && !mcp_protocol_supported(pv))
+        return false; /* refused on the ordinary path */
     json_t *m = json_loadb(r->body ? r->body : "", r->len, 0, NULL);
     const char *method = json_string_value(json_object_get(m, "method"));
     bool has_id = json_object_get(m, "id") != NULL;

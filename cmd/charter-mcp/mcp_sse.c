@@ -285,10 +285,19 @@ json_t *mcp_sse_ask(mcp_sse *st, json_t *request, unsigned timeout_ms)
     json_decref(request);
     json_t *answer = NULL;
     if (text && append_locked(st, "event: message\n", text) == 0) {
-        struct timespec t = in_ms(timeout_ms);
-        while (!st->answer && !atomic_load(&stopping))
-            if (pthread_cond_timedwait(&st->cv, &st->mu, &t) == ETIMEDOUT)
+        /* Waits a second at a time, so that a stopping server is noticed. */
+        struct timespec deadline = in_ms(timeout_ms), now;
+        while (!st->answer && !atomic_load(&stopping)) {
+            clock_gettime(CLOCK_MONOTONIC, &now);
+            if (now.tv_sec > deadline.tv_sec ||
+                (now.tv_sec == deadline.tv_sec && now.tv_nsec >= deadline.tv_nsec))
                 break;
+            struct timespec t = in_ms(1000);
+            if (t.tv_sec > deadline.tv_sec ||
+                (t.tv_sec == deadline.tv_sec && t.tv_nsec > deadline.tv_nsec))
+                t = deadline;
+            pthread_cond_timedwait(&st->cv, &st->mu, &t);
+        }
         answer = st->answer;
         st->answer = NULL;
     }
