@@ -82,6 +82,8 @@ typedef struct {
     pthread_mutex_t mu; /* guards the table's slots (not the sessions' contents) */
     http_session *sessions;
     size_t n_sessions;
+    unsigned jobs;          /* fixture tool calls running on threads of their own (under mu) */
+    pthread_cond_t jobs_cv; /* signalled when one ends */
 } http_state;
 
 typedef enum { REQ_POST, REQ_DELETE, REQ_GET } http_req_kind;
@@ -521,6 +523,8 @@ static void *job_run(void *arg)
     mcp_sse_finish(j->st);
     pthread_mutex_lock(&j->hs->mu);
     session_give(j->h);
+    j->hs->jobs--;
+    pthread_cond_broadcast(&j->hs->jobs_cv);
     pthread_mutex_unlock(&j->hs->mu);
     mcp_sse_unref(j->st);
     free(reply);
@@ -542,7 +546,10 @@ static enum MHD_Result start_job(http_state *hs, struct MHD_Connection *mc, http
         *j = (http_job){hs, h, j->body, r->len, st};
         mcp_sse_ref(st);
         pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
+        pthread_mutex_lock(&hs->mu);
         started = pthread_create(&t, &attr, job_run, j) == 0;
+        hs->jobs += started;
+        pthread_mutex_unlock(&hs->mu);
         pthread_attr_destroy(&attr);
         if (!started)
             mcp_sse_unref(st);
@@ -839,6 +846,10 @@ static int state_init(http_state *hs, mcp_server *srv, const mcp_http_opts *o)
     hs->o = o;
     if (pthread_mutex_init(&hs->mu, NULL) != 0)
         return -1;
+    if (pthread_cond_init(&hs->jobs_cv, NULL) != 0) {
+        pthread_mutex_destroy(&hs->mu);
+        return -1;
+    }
     hs->n_creds = o->n_tokens;
     hs->digests = o->n_tokens ? calloc(o->n_tokens, sizeof *hs->digests) : NULL;
     hs->sessions = calloc(o->max_sessions, sizeof *hs->sessions);
@@ -858,10 +869,19 @@ static int state_init(http_state *hs, mcp_server *srv, const mcp_http_opts *o)
 
 static void state_free(http_state *hs)
 {
+    /* A fixture tool call still running holds its session: it ends within a second of
+     * mcp_sse_shutdown (its wait for the client stops). */
+    pthread_mutex_lock(&hs->mu);
+    while (hs->jobs > 0)
+        pthread_cond_wait(&hs->jobs_cv, &hs->mu);
+    pthread_mutex_unlock(&hs->mu);
     for (size_t i = 0; i < hs->n_sessions; i++) {
         mcp_session_reset(&hs->sessions[i].s);
+        for (size_t k = 0; k < HTTP_SSE_KEPT; k++)
+            mcp_sse_unref(hs->sessions[i].streams[k]);
         pthread_mutex_destroy(&hs->sessions[i].mu);
     }
+    pthread_cond_destroy(&hs->jobs_cv);
     free(hs->sessions);
     free(hs->digests);
     pthread_mutex_destroy(&hs->mu);
