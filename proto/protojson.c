@@ -959,10 +959,12 @@ static bool pj_present(const ProtobufCFieldDescriptor *f, const ProtobufCMessage
     }
     case PROTOBUF_C_TYPE_BYTES:
         return ((const ProtobufCBinaryData *)member)->len > 0;
+    /* -0.0 is a default here as in protobuf-c's binary form, which does not write it: both
+     * forms of one message must say the same. */
     case PROTOBUF_C_TYPE_FLOAT:
-        return *(const float *)member != 0 || signbit(*(const float *)member);
+        return *(const float *)member != 0;
     case PROTOBUF_C_TYPE_DOUBLE:
-        return *(const double *)member != 0 || signbit(*(const double *)member);
+        return *(const double *)member != 0;
     case PROTOBUF_C_TYPE_BOOL:
         return *(const protobuf_c_boolean *)member != 0;
     default: {

@@ -275,6 +275,36 @@ static void test_create_without_async_still_returns_the_ended_run(void)
     charter__v1__run_view__free_unpacked(v, NULL);
 }
 
+/* WaitRun answers one page as GetRun does: the deliveries the page's events decided, not every
+ * delivery of the run. After the delivery's event there is none; from the start, the one. */
+static void test_wait_run_answers_the_deliveries_of_its_page(void)
+{
+    Charter__V1__RunView *v = create(op, "scripted", false, NULL, NULL, 0, NULL);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(v);
+    CU_ASSERT_EQUAL_FATAL(v->n_deliveries, 1);
+    char id[80];
+    snprintf(id, sizeof id, "%s", v->run->id);
+    uint64_t decided = v->deliveries[0]->event_seq;
+    charter__v1__run_view__free_unpacked(v, NULL);
+    CU_ASSERT_TRUE_FATAL(decided > 0);
+    uint64_t afters[2] = {decided, 0};
+    size_t want[2] = {0, 1};
+    for (int k = 0; k < 2; k++) {
+        Charter__V1__WaitRunRequest req = CHARTER__V1__WAIT_RUN_REQUEST__INIT;
+        req.run_id = id;
+        req.after_seq = afters[k];
+        req.timeout_ms = 1000;
+        Charter__V1__RunView *w = NULL;
+        charter_status s;
+        CU_ASSERT_EQUAL_FATAL(charter_wait_run(op, &req, &w, &s), 0);
+        CU_ASSERT_EQUAL(w->n_deliveries, want[k]);
+        for (size_t i = 0; i < w->n_events; i++)
+            CU_ASSERT_TRUE(w->events[i]->seq > afters[k]);
+        CU_ASSERT_EQUAL(w->artifacts_next, 0);
+        charter__v1__run_view__free_unpacked(w, NULL);
+    }
+}
+
 static void test_unknown_or_non_positive_budgets_are_invalid_argument(void)
 {
     const char *k1[] = {"max_tokens"}, *k2[] = {"max_steps"};
@@ -1236,6 +1266,8 @@ static const harness_test tests[] = {
      test_async_create_returns_at_once_and_wait_run_follows_to_the_end},
     {"CreateRun without async still returns the ended run",
      test_create_without_async_still_returns_the_ended_run},
+    {"WaitRun answers the deliveries of its page",
+     test_wait_run_answers_the_deliveries_of_its_page},
     {"unknown or non-positive budgets are INVALID_ARGUMENT",
      test_unknown_or_non_positive_budgets_are_invalid_argument},
     {"max_steps fires", test_max_steps_fires_before_the_second_step},

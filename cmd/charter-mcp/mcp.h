@@ -11,6 +11,9 @@
  * client; mcp_downstream_http.c for those spoken to over Streamable HTTP), mcp_async.c (runs
  * charterd executes: start, wait, cancel, events, receipt), mcp_http.c (Streamable HTTP on
  * libmicrohttpd).
+ * mcp_fixture.c and mcp_stateless.c are the conformance fixture (--conformance-fixture), a test
+ * mode that serves the official conformance suite's fixture tools, resources and prompts in
+ * 2025-11-25 sessions and 2026-07-28 stateless requests instead of a charter step.
  */
 #ifndef CHARTER_MCP_H
 #define CHARTER_MCP_H
@@ -82,6 +85,22 @@ typedef struct {
     char error[512];    /* why the call failed, when it did */
 } mcp_downstream_answer;
 
+/* Where a request's handler sends messages before its answer, when the transport streams the
+ * answer (Streamable HTTP's SSE). A session's stream is NULL whenever the answer is one JSON
+ * message: nothing but the answer goes out then. */
+typedef struct mcp_stream {
+    void *ctx;
+    /* Queues a notification (a JSON-RPC message, not stolen) on the answer's stream. */
+    void (*notify)(void *ctx, const json_t *msg);
+    /* Sends request (stolen; the transport sets its id) and waits at most timeout_ms for the
+     * client's response. Returns the response message (new reference: result or error), or
+     * NULL when none came (timeout, stream gone, out of memory). NULL when it cannot ask. */
+    json_t *(*ask)(void *ctx, json_t *request, unsigned timeout_ms);
+    /* Ends the answer's HTTP response now: what follows (the answer too) is kept for the client
+     * that resumes the stream with Last-Event-ID. */
+    void (*cut)(void *ctx);
+} mcp_stream;
+
 /* The role this process serves, fixed at start. Strings and json are owned by the server. */
 typedef struct {
     charter_client *client;
@@ -95,6 +114,8 @@ typedef struct {
     /* The downstream servers the step's tools are mapped onto (mcp_downstream.c). */
     mcp_downstream downstreams[MCP_MAX_DOWNSTREAMS];
     size_t n_downstreams;
+    /* --conformance-fixture: no role, no charterd; mcp_fixture.c answers (step_name is NULL). */
+    bool fixture;
 } mcp_server;
 /* Everything in mcp_server is set before serving starts and only read afterwards (but the
  * downstreams, each under its own lock), and
@@ -117,6 +138,7 @@ typedef struct {
      * wait_run, cancel_run, run_events and run_receipt may name. */
     char async_runs[MCP_MAX_ASYNC_RUNS][130];
     size_t n_async_runs;
+    mcp_stream *stream; /* set by the transport for one request whose answer it streams */
 } mcp_session;
 
 /* Frees what a session holds and zeroes it. */
@@ -214,6 +236,61 @@ json_t *mcp_downstream_prepare(mcp_server *srv, const char *tool, const json_t *
  * than MCP_DOWNSTREAM_MAX_MESSAGE bytes is stopped. */
 int mcp_downstream_call(mcp_server *srv, const json_t *decl, json_t *call_args,
                         mcp_downstream_answer *out);
+
+/* --- the conformance fixture (mcp_fixture.c, mcp_stateless.c) ------------------------------ */
+
+/* The fixture's capabilities for initialize (new reference). */
+json_t *mcp_fixture_capabilities(void);
+/* Answers method of an initialized fixture session: 1 with *reply set to the JSON text of the
+ * answer (owned; NULL when out of memory), or 0 when method is none of the fixture's. */
+int mcp_fixture_request(mcp_session *s, const json_t *id, const char *method, const json_t *params,
+                        char **reply);
+/* The fixture's lists (new references). stateless: the tools of a 2026-07-28 request, which
+ * has no stream to ask the client on (and gets the input_required tools instead). */
+json_t *mcp_fixture_tools(bool stateless);
+json_t *mcp_fixture_resources(void);
+json_t *mcp_fixture_templates(void);
+json_t *mcp_fixture_prompts(void);
+/* tools/call, resources/read and prompts/get: 0 with *result (a result object) or *error (a
+ * JSON-RPC error object) set (new references), -1 when out of memory. */
+int mcp_fixture_call(mcp_session *s, const json_t *params, bool stateless, json_t **result,
+                     json_t **error);
+int mcp_fixture_read(const json_t *params, json_t **result, json_t **error);
+int mcp_fixture_prompt(const json_t *params, json_t **result, json_t **error);
+/* A requestState for payload: an HMAC-SHA256 under a key drawn at start, then the payload
+ * (owned, NULL when out of memory). verify gives the payload back (owned) when the state is
+ * one this process signed, else NULL. */
+char *mcp_fixture_sign_state(const char *payload);
+char *mcp_fixture_verify_state(const char *state);
+/* Appends the 2026-07-28-only tools (input_required, the list-change triggers, a tool with a
+ * custom header) to list. */
+void mcp_stateless_tools(json_t *list);
+
+/* A request's headers, looked up by name (case-insensitively), for mcp_stateless_handle. */
+typedef struct {
+    const char *(*get)(void *ctx, const char *name);
+    void *ctx;
+} mcp_headers;
+
+enum { MCP_CHANGED_TOOLS = 1, MCP_CHANGED_PROMPTS = 2 };
+
+/* The answer of a 2026-07-28 request and what the transport does besides sending it. */
+typedef struct {
+    unsigned status; /* HTTP status */
+    char *reply;     /* the JSON-RPC message (owned), NULL with 202 */
+    /* subscriptions/listen: reply is the acknowledgement, the first message of a stream the
+     * transport keeps open and sends the list changes asked for, tagged with subscription. */
+    bool listen, listen_tools, listen_prompts;
+    char subscription[64];
+    int changed; /* MCP_CHANGED_*: a list changed, for the streams listening to it */
+} mcp_stateless_answer;
+
+/* Serves one POST without a session in fixture mode when it is a 2026-07-28 request (it
+ * carries params._meta or an MCP-Protocol-Version header other than a session revision's):
+ * 0 with out filled, 1 when it is not one (the session path serves it), -1 when out of memory.
+ * s is a scratch session whose stream, when set, takes the notifications of a tool call. */
+int mcp_stateless_handle(mcp_session *s, const char *body, size_t len, const mcp_headers *h,
+                         mcp_stateless_answer *out);
 
 /* Defaults of the HTTP transport's limits (the --http-* options). */
 #define MCP_HTTP_DEFAULT_MAX_CONNECTIONS 64

@@ -19,6 +19,11 @@
  * another's. charterd is reached through one libcharter client, which is thread-safe (a context
  * per call). A session belongs to the credential that opened it: another credential's requests
  * do not find it, and each credential holds at most --http-sessions-per-credential sessions.
+ *
+ * In conformance-fixture mode (--conformance-fixture, a test mode) a session's tool call is
+ * answered on a stream that a thread of its own writes (mcp_sse.c), a GET with Last-Event-ID
+ * resumes such a stream, and a POST without a session may be a 2026-07-28 stateless request
+ * (mcp_stateless.c).
  */
 #include <ctype.h>
 #include <microhttpd.h>
@@ -35,6 +40,7 @@
 
 #include "rpc/http_guard.h"
 #include "mcp.h"
+#include "mcp_sse.h"
 
 /* A session unused this long is gone (its next request gets 404, and the client initializes
  * anew, as the MCP transport specifies); with every slot taken, a new session replaces the one
@@ -51,6 +57,8 @@
 #define MCP_HTTP_CONNECTION_MEMORY ((size_t)64 * 1024)
 /* Descriptors kept free besides those open at start: the connection to charterd, stdio. */
 #define MCP_HTTP_FD_RESERVE 64
+/* Streamed answers a fixture session keeps for resumption (Last-Event-ID); older ones go. */
+#define HTTP_SSE_KEPT 8
 
 typedef struct {
     bool used;   /* the slot holds a session (live, or ending while busy) */
@@ -61,6 +69,9 @@ typedef struct {
     unsigned busy;      /* requests holding it now */
     pthread_mutex_t mu; /* serializes the session's requests: s is not shared */
     mcp_session s;
+    /* Fixture mode: the session's streamed answers, newest last (under the table's lock). */
+    mcp_sse *streams[HTTP_SSE_KEPT];
+    unsigned n_streams; /* streams made so far: the next one's number */
 } http_session;
 
 typedef struct {
@@ -71,9 +82,11 @@ typedef struct {
     pthread_mutex_t mu; /* guards the table's slots (not the sessions' contents) */
     http_session *sessions;
     size_t n_sessions;
+    unsigned jobs;          /* fixture tool calls running on threads of their own (under mu) */
+    pthread_cond_t jobs_cv; /* signalled when one ends */
 } http_state;
 
-typedef enum { REQ_POST, REQ_DELETE } http_req_kind;
+typedef enum { REQ_POST, REQ_DELETE, REQ_GET } http_req_kind;
 
 /* One request from its headers to its completion. */
 typedef struct {
@@ -150,6 +163,11 @@ static void session_end(http_session *h)
     if (h->busy > 0)
         return;
     mcp_session_reset(&h->s);
+    for (size_t i = 0; i < HTTP_SSE_KEPT; i++) {
+        mcp_sse_unref(h->streams[i]);
+        h->streams[i] = NULL;
+    }
+    h->n_streams = 0;
     h->used = false;
     h->ending = false;
     h->id[0] = '\0';
@@ -328,16 +346,17 @@ static unsigned check_headers(http_state *hs, struct MHD_Connection *mc, const c
         return 401;
     }
     bool post = strcmp(method, "POST") == 0;
-    if (!post && strcmp(method, "DELETE") != 0) {
+    bool get = strcmp(method, "GET") == 0 && hs->srv->fixture;
+    if (!post && !get && strcmp(method, "DELETE") != 0) {
         *why = "Method Not Allowed: no server stream";
         return 405;
     }
-    r->kind = post ? REQ_POST : REQ_DELETE;
+    r->kind = post ? REQ_POST : get ? REQ_GET : REQ_DELETE;
     const char *te = header(mc, "Transfer-Encoding");
     const char *cl = header(mc, "Content-Length");
     unsigned long long declared = cl && !te ? strtoull(cl, NULL, 10) : 0;
     if (!post) {
-        *why = "Bad Request: DELETE takes no body";
+        *why = "Bad Request: GET and DELETE take no body";
         return declared > 0 || te ? 400 : 0;
     }
     const char *accept = header(mc, "Accept");
@@ -420,6 +439,246 @@ static int take(http_req *r, const char *data, size_t n)
     memcpy(r->body + r->len, data, n);
     r->len += n;
     return 0;
+}
+
+/* --- the conformance fixture: streamed answers, resumption, stateless requests ------------- */
+
+static void stream_notify(void *ctx, const json_t *msg)
+{
+    char *text = json_dumps(msg, JSON_COMPACT);
+    if (text)
+        mcp_sse_append(ctx, text);
+    free(text);
+}
+
+static json_t *stream_ask(void *ctx, json_t *request, unsigned timeout_ms)
+{
+    return mcp_sse_ask(ctx, request, timeout_ms);
+}
+
+static void stream_cut(void *ctx)
+{
+    mcp_sse_cut(ctx);
+}
+
+static const char *header_get(void *ctx, const char *name)
+{
+    return header(ctx, name);
+}
+
+/* Queues a text/event-stream answer that reads st (after: as mcp_sse_response). */
+static enum MHD_Result answer_stream(struct MHD_Connection *mc, mcp_sse *st, long after)
+{
+    struct MHD_Response *res = mcp_sse_response(st, after);
+    if (!res)
+        return MHD_NO;
+    bool ok = MHD_add_response_header(res, "Content-Type", "text/event-stream") == MHD_YES &&
+              MHD_add_response_header(res, "Cache-Control", "no-cache") == MHD_YES;
+    enum MHD_Result rc = ok ? MHD_queue_response(mc, 200, res) : MHD_NO;
+    MHD_destroy_response(res);
+    return rc;
+}
+
+/* A new stream of session h, kept for resumption (called with hs->mu held); the caller's
+ * reference, or NULL when out of memory. */
+static mcp_sse *session_stream(http_session *h)
+{
+    mcp_sse *st = mcp_sse_new(++h->n_streams, true);
+    if (!st)
+        return NULL;
+    mcp_sse_unref(h->streams[0]);
+    memmove(h->streams, h->streams + 1, (HTTP_SSE_KEPT - 1) * sizeof *h->streams);
+    mcp_sse_ref(st);
+    h->streams[HTTP_SSE_KEPT - 1] = st;
+    return st;
+}
+
+/* A tool call answered on a stream: run on its own thread, holding the session's lock and its
+ * busy count, while the connection's thread sends what the stream gets. */
+typedef struct {
+    http_state *hs;
+    http_session *h;
+    char *body;
+    size_t len;
+    mcp_sse *st;
+} http_job;
+
+static void *job_run(void *arg)
+{
+    http_job *j = arg;
+    mcp_stream io = {j->st, stream_notify, stream_ask, stream_cut};
+    char *reply = NULL;
+    bool init = false;
+    pthread_mutex_lock(&j->h->mu);
+    j->h->s.stream = &io;
+    int rc = mcp_jsonrpc_handle(j->hs->srv, &j->h->s, j->body, j->len, &reply, &init);
+    j->h->s.stream = NULL;
+    pthread_mutex_unlock(&j->h->mu);
+    if (rc != 0 || !reply) {
+        free(reply);
+        reply = mcp_jsonrpc_error_text(NULL, MCP_INTERNAL_ERROR, "out of memory");
+    }
+    if (reply)
+        mcp_sse_append(j->st, reply);
+    mcp_sse_finish(j->st);
+    pthread_mutex_lock(&j->hs->mu);
+    session_give(j->h);
+    j->hs->jobs--;
+    pthread_cond_broadcast(&j->hs->jobs_cv);
+    pthread_mutex_unlock(&j->hs->mu);
+    mcp_sse_unref(j->st);
+    free(reply);
+    free(j->body);
+    free(j);
+    return NULL;
+}
+
+/* Starts the job of a streamed tool call in session h (taken); answers with its stream. */
+static enum MHD_Result start_job(http_state *hs, struct MHD_Connection *mc, http_req *r,
+                                 http_session *h, mcp_sse *st)
+{
+    http_job *j = calloc(1, sizeof *j);
+    pthread_t t;
+    pthread_attr_t attr;
+    bool started = false;
+    if (j && (j->body = malloc(r->len + 1)) && pthread_attr_init(&attr) == 0) {
+        memcpy(j->body, r->body, r->len);
+        *j = (http_job){hs, h, j->body, r->len, st};
+        mcp_sse_ref(st);
+        pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
+        pthread_mutex_lock(&hs->mu);
+        started = pthread_create(&t, &attr, job_run, j) == 0;
+        hs->jobs += started;
+        pthread_mutex_unlock(&hs->mu);
+        pthread_attr_destroy(&attr);
+        if (!started)
+            mcp_sse_unref(st);
+    }
+    if (!started) {
+        if (j)
+            free(j->body);
+        free(j);
+        pthread_mutex_lock(&hs->mu);
+        session_give(h);
+        pthread_mutex_unlock(&hs->mu);
+        return answer_error(mc, 500, MCP_INTERNAL_ERROR, "out of memory");
+    }
+    return answer_stream(mc, st, -1);
+}
+
+/* A POST in a fixture session that the fixture handles itself: the client's response to a
+ * tool's request (handed to the waiting tool, whatever holds the session's lock), or a tool
+ * call answered on a stream. false: the ordinary path serves it. */
+static bool fixture_session_post(http_state *hs, struct MHD_Connection *mc, http_req *r,
+                                 const char *sid, enum MHD_Result *rc)
+{
+    const char *pv = header(mc, "MCP-Protocol-Version");
+    if (pv && !mcp_protocol_supported(pv))
+        return false; /* refused on the ordinary path */
+    json_t *m = json_loadb(r->body ? r->body : "", r->len, 0, NULL);
+    const char *method = json_string_value(json_object_get(m, "method"));
+    bool has_id = json_object_get(m, "id") != NULL;
+    bool response =
+        m && !method && has_id && (json_object_get(m, "result") || json_object_get(m, "error"));
+    bool streamed = method && has_id && r->sse_ok && strcmp(method, "tools/call") == 0;
+    http_session *h = NULL;
+    mcp_sse *st = NULL;
+    pthread_mutex_lock(&hs->mu);
+    if ((response || streamed) && (h = session_take(hs, sid, r->cred)) && response) {
+        for (size_t i = 0; i < HTTP_SSE_KEPT; i++)
+            if (h->streams[i] && mcp_sse_deliver(h->streams[i], m))
+                break;
+        session_give(h);
+    } else if (h && !(st = session_stream(h))) {
+        session_give(h);
+    }
+    pthread_mutex_unlock(&hs->mu);
+    json_decref(m);
+    if (!h)
+        return false;
+    if (response)
+        *rc = answer(mc, 202, NULL, false, NULL);
+    else
+        *rc = st ? start_job(hs, mc, r, h, st)
+                 : answer_error(mc, 500, MCP_INTERNAL_ERROR, "out of memory");
+    mcp_sse_unref(st);
+    return true;
+}
+
+/* The answer of a stateless request: its JSON, or a stream when notifications came before it
+ * or when it opened a subscriptions/listen stream. */
+static enum MHD_Result stateless_answer(struct MHD_Connection *mc, http_req *r, mcp_sse *st,
+                                        const mcp_stateless_answer *out)
+{
+    if (out->changed)
+        mcp_sse_broadcast(out->changed);
+    if (out->listen && mcp_sse_append(st, out->reply) == 0 &&
+        mcp_sse_listen(st, out->listen_tools, out->listen_prompts, out->subscription) == 0)
+        return answer_stream(mc, st, -1);
+    if (!out->listen && out->reply && r->sse_ok && mcp_sse_has_events(st) &&
+        mcp_sse_append(st, out->reply) == 0) {
+        mcp_sse_finish(st);
+        return answer_stream(mc, st, -1);
+    }
+    return answer(mc, out->status, out->reply, false, NULL);
+}
+
+/* A POST without a session in fixture mode: served here when it is a 2026-07-28 request. */
+static bool fixture_stateless(struct MHD_Connection *mc, http_req *r, enum MHD_Result *rc)
+{
+    mcp_sse *st = mcp_sse_new(0, false);
+    mcp_stream io = {st, stream_notify, NULL, stream_cut};
+    mcp_session scratch = {0};
+    scratch.stream = &io;
+    mcp_headers hd = {header_get, mc};
+    mcp_stateless_answer out = {0};
+    int handled =
+        st ? mcp_stateless_handle(&scratch, r->body ? r->body : "", r->len, &hd, &out) : -1;
+    mcp_session_reset(&scratch);
+    if (handled == 1) {
+        mcp_sse_unref(st);
+        return false;
+    }
+    *rc = handled == 0 && (out.reply || out.status == 202)
+              ? stateless_answer(mc, r, st, &out)
+              : answer_error(mc, 500, MCP_INTERNAL_ERROR, "out of memory");
+    free(out.reply);
+    mcp_sse_unref(st);
+    return true;
+}
+
+static bool fixture_post(http_state *hs, struct MHD_Connection *mc, http_req *r,
+                         enum MHD_Result *rc)
+{
+    if (r->dropped > 0)
+        return false;
+    const char *sid = header(mc, "Mcp-Session-Id");
+    return sid ? fixture_session_post(hs, mc, r, sid, rc) : fixture_stateless(mc, r, rc);
+}
+
+/* GET: the resumption of a session's streamed answer after the event Last-Event-ID names. A
+ * GET without one would open a stream of the server's own, which the fixture does not offer. */
+static enum MHD_Result fixture_get(http_state *hs, struct MHD_Connection *mc, http_req *r)
+{
+    const char *sid = header(mc, "Mcp-Session-Id");
+    unsigned n = 0, k = 0;
+    if (!sid || mcp_sse_parse_id(header(mc, "Last-Event-ID"), &n, &k) != 0)
+        return answer_error(mc, 405, MCP_INVALID_REQUEST, "Method Not Allowed: no server stream");
+    mcp_sse *st = NULL;
+    pthread_mutex_lock(&hs->mu);
+    http_session *h = session_take(hs, sid, r->cred);
+    for (size_t i = 0; h && i < HTTP_SSE_KEPT; i++)
+        if (h->streams[i] && mcp_sse_number(h->streams[i]) == n)
+            mcp_sse_ref(st = h->streams[i]);
+    if (h)
+        session_give(h);
+    pthread_mutex_unlock(&hs->mu);
+    if (!st)
+        return answer_error(mc, 404, MCP_INVALID_REQUEST,
+                            h ? "No such event stream" : "Session not found");
+    enum MHD_Result rc = answer_stream(mc, st, (long)k);
+    mcp_sse_unref(st);
+    return rc;
 }
 
 /* POST: one JSON-RPC message, in a session (its lock held while it is handled) or, for
@@ -550,6 +809,11 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *mc, const ch
         return answer_error(mc, status, MCP_INVALID_REQUEST, r->why);
     }
     http_guard_busy(mc);
+    enum MHD_Result frc;
+    if (r->kind == REQ_POST && hs->srv->fixture && fixture_post(hs, mc, r, &frc))
+        return frc;
+    if (r->kind == REQ_GET)
+        return fixture_get(hs, mc, r);
     return r->kind == REQ_POST ? post(hs, mc, r) : delete_session(hs, mc, r);
 }
 
@@ -582,6 +846,10 @@ static int state_init(http_state *hs, mcp_server *srv, const mcp_http_opts *o)
     hs->o = o;
     if (pthread_mutex_init(&hs->mu, NULL) != 0)
         return -1;
+    if (pthread_cond_init(&hs->jobs_cv, NULL) != 0) {
+        pthread_mutex_destroy(&hs->mu);
+        return -1;
+    }
     hs->n_creds = o->n_tokens;
     hs->digests = o->n_tokens ? calloc(o->n_tokens, sizeof *hs->digests) : NULL;
     hs->sessions = calloc(o->max_sessions, sizeof *hs->sessions);
@@ -601,10 +869,19 @@ static int state_init(http_state *hs, mcp_server *srv, const mcp_http_opts *o)
 
 static void state_free(http_state *hs)
 {
+    /* A fixture tool call still running holds its session: it ends within a second of
+     * mcp_sse_shutdown (its wait for the client stops). */
+    pthread_mutex_lock(&hs->mu);
+    while (hs->jobs > 0)
+        pthread_cond_wait(&hs->jobs_cv, &hs->mu);
+    pthread_mutex_unlock(&hs->mu);
     for (size_t i = 0; i < hs->n_sessions; i++) {
         mcp_session_reset(&hs->sessions[i].s);
+        for (size_t k = 0; k < HTTP_SSE_KEPT; k++)
+            mcp_sse_unref(hs->sessions[i].streams[k]);
         pthread_mutex_destroy(&hs->sessions[i].mu);
     }
+    pthread_cond_destroy(&hs->jobs_cv);
     free(hs->sessions);
     free(hs->digests);
     pthread_mutex_destroy(&hs->mu);
@@ -626,6 +903,21 @@ static int open_listener(const char *addr, const char *colon, char *bound, size_
         snprintf(bound, n, "%s", addr);
     }
     return fd;
+}
+
+/* The line that says where the server listens (scripts read the port from it). */
+static void log_serving(const mcp_server *srv, const char *bound, unsigned max_conn,
+                        size_t sessions, unsigned per_credential)
+{
+    char what[160];
+    if (srv->fixture)
+        snprintf(what, sizeof what, "the conformance fixture (a test mode, nothing gated)");
+    else
+        snprintf(what, sizeof what, "step %.100s", srv->step_name);
+    fprintf(stderr,
+            "charter-mcp: serving %s on http://%s/mcp (at most %u connections, %zu sessions, %u "
+            "per credential)\n",
+            what, bound, max_conn, sessions, per_credential);
 }
 
 int mcp_http_serve(mcp_server *srv, const mcp_http_opts *o)
@@ -684,13 +976,11 @@ int mcp_http_serve(mcp_server *srv, const mcp_http_opts *o)
         close(fd);
         goto out;
     }
-    fprintf(stderr,
-            "charter-mcp: serving step %s on http://%s/mcp (at most %u connections, %zu "
-            "sessions, %u per credential)\n",
-            srv->step_name, bound, max_conn, hs.n_sessions, o->sessions_per_credential);
+    log_serving(srv, bound, max_conn, hs.n_sessions, o->sessions_per_credential);
     int sig = 0;
     while (sigwait(&sigs, &sig) != 0) {
     }
+    mcp_sse_shutdown();
     ret = 0;
 out:
     if (d)

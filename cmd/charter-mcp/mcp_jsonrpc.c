@@ -55,6 +55,28 @@ static char *result_text(const json_t *id, json_t *result)
     return text;
 }
 
+/* What initialize answers besides the version: the step's tools and instructions, or the
+ * conformance fixture's capabilities. NULL when out of memory. */
+static json_t *server_description(const mcp_server *srv, const char *version)
+{
+    if (srv->fixture)
+        return json_pack("{s:s, s:o, s:{s:s, s:s}, s:s}", "protocolVersion", version,
+                         "capabilities", mcp_fixture_capabilities(), "serverInfo", "name",
+                         "charter-mcp-conformance-fixture", "version", charter_version(),
+                         "instructions",
+                         "A conformance test fixture: no charter step, nothing is gated.");
+    char instructions[512];
+    snprintf(instructions, sizeof instructions,
+             "You act as step \"%s\" of workflow \"%s\". Open the step, read what it may read, "
+             "submit its output, then deliver or hand off. Every artifact shown to you has "
+             "passed charter's input gate; refusals come back as tool results with a decision, "
+             "codes and a witness.",
+             srv->step_name, json_string_value(json_object_get(srv->workflow, "name")));
+    return json_pack("{s:s, s:{s:{s:b}}, s:{s:s, s:s}, s:s}", "protocolVersion", version,
+                     "capabilities", "tools", "listChanged", 0, "serverInfo", "name", "charter-mcp",
+                     "version", charter_version(), "instructions", instructions);
+}
+
 /* initialize: the client's version when this server speaks it, else the newest this server
  * speaks (the client then decides whether to go on, as the lifecycle specifies). */
 static char *initialize(mcp_server *srv, mcp_session *s, const json_t *id, const json_t *params,
@@ -67,18 +89,7 @@ static char *initialize(mcp_server *srv, mcp_session *s, const json_t *id, const
         return mcp_jsonrpc_error_text(id, MCP_INVALID_PARAMS,
                                       "initialize: params.protocolVersion must be a string");
     const char *version = mcp_protocol_supported(asked) ? asked : protocols[0];
-    char instructions[512];
-    snprintf(instructions, sizeof instructions,
-             "You act as step \"%s\" of workflow \"%s\". Open the step, read what it may read, "
-             "submit its output, then deliver or hand off. Every artifact shown to you has "
-             "passed charter's input gate; refusals come back as tool results with a decision, "
-             "codes and a witness.",
-             srv->step_name, json_string_value(json_object_get(srv->workflow, "name")));
-    json_t *result =
-        json_pack("{s:s, s:{s:{s:b}}, s:{s:s, s:s}, s:s}", "protocolVersion", version,
-                  "capabilities", "tools", "listChanged", 0, "serverInfo", "name", "charter-mcp",
-                  "version", charter_version(), "instructions", instructions);
-    char *text = result_text(id, result);
+    char *text = result_text(id, server_description(srv, version));
     if (text) {
         s->initialized = true;
         snprintf(s->protocol, sizeof s->protocol, "%s", version);
@@ -121,6 +132,9 @@ static char *request(mcp_server *srv, mcp_session *s, const json_t *id, const ch
     if (!s->initialized)
         return mcp_jsonrpc_error_text(id, MCP_INVALID_REQUEST,
                                       "not initialized: send initialize first");
+    char *reply = NULL;
+    if (srv->fixture && mcp_fixture_request(s, id, method, params, &reply))
+        return reply;
     if (strcmp(method, "tools/list") == 0)
         return result_text(id, json_pack("{s:o}", "tools", mcp_tools_list(srv)));
     if (strcmp(method, "tools/call") == 0)

@@ -49,6 +49,10 @@ static void usage(FILE *f)
             "  --http-body-timeout S   seconds for its body once the headers are in (default %u)\n"
             "  --http-idle-timeout S   seconds without a byte either way closes a connection\n"
             "                          (default %u)\n"
+            "  --conformance-fixture   a test mode, with --http and without --role, --workflow\n"
+            "                          or charterd: serves the fixture tools, resources and\n"
+            "                          prompts of the official MCP conformance suite (2025-11-25\n"
+            "                          sessions, 2026-07-28 stateless requests), nothing gated\n"
             "  --help, --version\n",
             CHARTER_DEFAULT_URL, MCP_HTTP_DEFAULT_MAX_CONNECTIONS, MCP_HTTP_DEFAULT_MAX_SESSIONS,
             MCP_HTTP_DEFAULT_SESSIONS_PER_CREDENTIAL, MCP_HTTP_DEFAULT_HEADER_TIMEOUT_S,
@@ -290,12 +294,50 @@ static int serve_stdio(mcp_server *srv)
     return 0;
 }
 
+enum { MCP_MAX_CREDENTIALS = 256 };
+
+/* The HTTP clients' credentials: the token file's lines (its text in *tokfile, owned), or the
+ * one variable. 0, or -1 (printed). */
+static int http_credentials(const char *file, const char *variable, const char **creds, size_t *n,
+                            char **tokfile)
+{
+    *n = 0;
+    *tokfile = NULL;
+    if (file) {
+        size_t len = 0;
+        if (!(*tokfile = read_file(file, (size_t)64 * 1024, &len))) {
+            fprintf(stderr, "charter-mcp: cannot read %s (at most 64 KiB)\n", file);
+            return -1;
+        }
+        if (parse_credentials(*tokfile, file, creds, MCP_MAX_CREDENTIALS, n) != 0) {
+            free(*tokfile);
+            *tokfile = NULL;
+            return -1;
+        }
+    } else if (variable && strlen(variable) >= 16) {
+        creds[(*n)++] = variable;
+    }
+    return 0;
+}
+
+/* --conformance-fixture: serves the suite's fixture over HTTP, without charterd. */
+static int serve_fixture(const char *http, const mcp_http_opts *o)
+{
+    static mcp_server srv;
+    if (!http) {
+        fprintf(stderr, "charter-mcp: --conformance-fixture needs --http HOST:PORT\n");
+        return 2;
+    }
+    srv.fixture = true;
+    return mcp_http_serve(&srv, o) == 0 ? 0 : 1;
+}
+
 int main(int argc, char **argv)
 {
     const char *role = NULL, *wf = NULL, *http = NULL, *http_token_file = NULL;
     const char *url = getenv("CHARTER_URL"), *token = getenv("CHARTER_TOKEN");
     const char *http_token = getenv("CHARTER_MCP_HTTP_TOKEN");
-    bool no_auth = false;
+    bool no_auth = false, fixture = false;
     mcp_http_opts hopts = {NULL,
                            NULL,
                            0,
@@ -316,8 +358,8 @@ int main(int argc, char **argv)
         } else if (strcmp(a, "--version") == 0) {
             printf("charter-mcp %s\n", charter_version());
             return 0;
-        } else if (strcmp(a, "--http-no-auth") == 0) {
-            no_auth = true;
+        } else if (strcmp(a, "--http-no-auth") == 0 || strcmp(a, "--conformance-fixture") == 0) {
+            *(a[2] == 'h' ? &no_auth : &fixture) = true;
             continue;
         }
         int bad = 0;
@@ -345,29 +387,16 @@ int main(int argc, char **argv)
         i++;
     }
     mcp_token_given = token != NULL && *token != '\0';
-    if (!role || !wf) {
+    if (!fixture && (!role || !wf)) {
         fprintf(stderr, "charter-mcp: --role and --workflow are required\n");
         usage(stderr);
         return 2;
     }
-    /* The HTTP clients' credentials: the token file's lines, or the one variable. */
-    enum { MAX_CREDENTIALS = 256 };
-    static const char *creds[MAX_CREDENTIALS];
+    static const char *creds[MCP_MAX_CREDENTIALS];
     size_t n_creds = 0;
     char *tokfile = NULL;
-    if (http_token_file) {
-        size_t len = 0;
-        if (!(tokfile = read_file(http_token_file, (size_t)64 * 1024, &len))) {
-            fprintf(stderr, "charter-mcp: cannot read %s (at most 64 KiB)\n", http_token_file);
-            return 2;
-        }
-        if (parse_credentials(tokfile, http_token_file, creds, MAX_CREDENTIALS, &n_creds) != 0) {
-            free(tokfile);
-            return 2;
-        }
-    } else if (http_token && strlen(http_token) >= 16) {
-        creds[n_creds++] = http_token;
-    }
+    if (http_credentials(http_token_file, http_token, creds, &n_creds, &tokfile) != 0)
+        return 2;
     if (http && !no_auth && n_creds == 0) {
         fprintf(stderr, "charter-mcp: --http needs a bearer credential of at least 16 characters "
                         "(--http-token-file or $CHARTER_MCP_HTTP_TOKEN), or --http-no-auth\n");
@@ -377,9 +406,14 @@ int main(int argc, char **argv)
     hopts.addr = http;
     hopts.tokens = no_auth ? NULL : creds;
     hopts.n_tokens = no_auth ? 0 : n_creds;
-    signal(SIGPIPE, SIG_IGN);
-    static mcp_server srv;
     int ret = 1;
+    signal(SIGPIPE, SIG_IGN);
+    if (fixture) {
+        ret = serve_fixture(http, &hopts);
+        free(tokfile);
+        return ret;
+    }
+    static mcp_server srv;
     charter_options opts;
     charter_options_init(&opts);
     opts.tenant = getenv("CHARTER_TENANT");

@@ -141,8 +141,10 @@ static long long now_ms(void)
 }
 
 /* Polls the run until it has events after after_seq (want_events), or is no longer active, or
- * timeout_ms passed; leaves the run as last read in *j (caller decrefs). The poll reads the
- * run's status and its events after after_seq only. */
+ * timeout_ms passed; leaves the run as last read in *j (caller decrefs). Each read is one page,
+ * as GetRun's: at most 1000 events after after_seq, the deliveries those events decided and the
+ * first 1000 artifacts without content (artifacts_next says where more start), so no poll
+ * grows with the run's whole history. */
 static int await_run(call *c, const char *run_id, uint64_t after_seq, bool want_events,
                      int timeout_ms, json_t **j)
 {
@@ -152,7 +154,7 @@ static int await_run(call *c, const char *run_id, uint64_t after_seq, bool want_
     for (;;) {
         /* Artifacts without content: a long poll reads the run every 25 ms. */
         json_t *v = NULL;
-        int rc = q_get_run(c->st, run_id, a, "1000", "0", NULL, NULL, &v);
+        int rc = q_get_run(c->st, run_id, a, "1000", "0", "", "0", &v);
         if (rc != STATUS_OK)
             return call_fail_status_id(c, rc, "run", run_id);
         const char *st = json_string_value(json_object_get(json_object_get(v, "run"), "status"));
@@ -247,8 +249,10 @@ static int create_run(call *c, const ProtobufCMessage *in, ProtobufCMessage **ou
             return rc;
         json_decref(j);
     }
+    /* The run's first page, as GetRun gives it: never its whole history. */
     Charter__V1__RunView *view = NULL;
-    rc = load_view(c, run_id, 0, 0, &view);
+    const uint64_t first = 0;
+    rc = load_view_of(c, run_id, 0, 0, true, NULL, &first, &view);
     if (rc == RPC_OK)
         *out = &view->base;
     return rc;

@@ -4,7 +4,8 @@
 # the roles of procurement and support, the live tools of payments, refusals, smuggling and bad
 # input (tests/mcp/mcp.test.mjs).
 # Usage: run.sh SOURCE_DIR BUILD_DIR [conformance|gateway]; with "conformance", runs the
-# official conformance suite against the HTTP transport instead (tests/mcp/conformance.sh);
+# official conformance suite against the HTTP transport instead (tests/mcp/conformance.sh: the
+# conformance fixture, and a real step);
 # with "gateway", charter-mcp fronts real MCP servers (tests/mcp/gateway.test.mjs). Installs
 # nodejs/npm with apt when missing and the npm packages into BUILD_DIR/mcp-node (npm ci, only
 # when the lock file changed).
