@@ -4,7 +4,8 @@
  * and only then removed in one call, every key of it gone; a run that has not ended, or that
  * changed since its archive, is not removed; and exactly once survives the removal: a retry of
  * an archived invocation with the same send is acknowledged, with another send a conflict, and
- * nothing is committed twice.
+ * nothing is committed twice. With an invocation window the compact records expire on the
+ * database clock, and after it the run's archive answers a retry the same way.
  *
  * In process, on a fresh graph of the test Redis holding the reference workflow, through the
  * same gate and delivery functions charterd serves.

@@ -114,8 +114,8 @@ int archived_answer(const gate_env *g, const archived_request *req, guard_decisi
     int rc = find(graph_dir, req, &a, problem, sizeof problem);
     snprintf(archive, sizeof archive, "%s/%s", graph, a.file);
     if (rc == STATUS_ENOTFOUND) {
-        snprintf(why, n, "context %s not found (nor in any archived run the index of %s lists)",
-                 req->context_id, graph_dir);
+        snprintf(why, n, "context %s not found (nor in any archived run of graph %s)",
+                 req->context_id, graph);
     } else if (rc == STATUS_EPROTO) {
         snprintf(why, n,
                  "the archive of run %s, which had context %s, cannot answer for invocation %s: "
