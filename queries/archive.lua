@@ -9,7 +9,8 @@ local raise, check_id, check_text = validation.raise, validation.check_id, valid
 local check_count, json_arg, prefix = validation.check_count, validation.json_arg, validation.prefix
 local check_invocation, hex64 = validation.check_invocation, validation.hex64
 local now, hash, members = graph.now, graph.hash, graph.members
-local archived_bucket, archived_record = delivery.archived_bucket, delivery.archived_record
+local archived_record, archived_keep = delivery.archived_record, delivery.archived_keep
+local archived_count = delivery.archived_count
 
 -- The statuses a run does not leave: only such a run is archived and removed.
 local ENDED = {completed = true, cancelled = true, blocked = true, error = true,
@@ -231,19 +232,24 @@ local function run_keys(P, id, seq)
 end
 
 --[[ charter_remove_run
-call: remove_run(run_id, head, archive, digests)
+call: remove_run(run_id, head, archive, digests, window_s?)
 keys: P. args: run_id, head (the hash of the run's last event as archived, "" for a run
   without events), archive (the archive's name, kept with the run's record), JSON digests
   {"<invocation_id>":"<64 hex>"}: the archive's digest of each send the run committed
-  (exactly its invocations).
-reply: {"removed":n,"invocations":m}: in this one call every key of the run is deleted (the run,
-  its edge sets, events, contexts, artifacts with their edge sets, deliveries, approvals, the
-  blobs its events' snapshots name and its artifacts' lineage records; n keys existed), the run
-  leaves P:runs, P:leases and P:runq, P:archived_runs records {archive, archived_at,
-  ended_at} under its id, and each of its m invocation ids keeps its compact record in
-  P:archived_invocations:<first 4 hex digits of its SHA-1>: the 32 bytes of its digest, then
-  the run's id (what charter_find_delivery and the delivery functions answer for an archived
-  invocation).
+  (exactly its invocations), window_s (optional: the invocation window, whole seconds
+  0..315360000; 0 or absent: the compact records are kept forever).
+reply: {"removed":n,"invocations":m,"expires_at":"<ms>"|""}: in this one call every
+  key of the run is deleted (the run, its edge sets, events, contexts, artifacts with their
+  edge sets, deliveries, approvals, the blobs its events' snapshots name and its artifacts'
+  lineage records; n keys existed), the run leaves P:runs, P:leases and P:runq,
+  P:archived_runs records {archive, archived_at, ended_at} under its id, and each of its m
+  invocation ids keeps its compact record (what charter_find_delivery and the delivery
+  functions answer for an archived invocation): the 32 bytes of its digest, then the run's
+  id, in P:archived_invocations:<b> (<b>: the first 4 hex digits of the invocation's SHA-1)
+  without a window, else in the current generation g = floor(t / (window_s / 2)) of the
+  database time t, P:archived_invocations:<g>:<b>, which expires at (g + 3) * window_s / 2
+  (expires_at, in milliseconds since the epoch): every record lives at least the window.
+  Generations that expired leave P:archived_generations and P:archived_counts.
 errors: not_found (run), refused (the run has not ended, or its head is not head: it changed
   since it was archived), invalid; nothing written. ]]
 local function charter_remove_run(keys, args)
@@ -252,6 +258,10 @@ local function charter_remove_run(keys, args)
     local head = check_text(args[2], 'head', '')
     local name = check_text(args[3], 'archive')
     local digests = json_arg(args[4], 'digests')
+    local window = 0
+    if args[5] ~= nil and args[5] ~= '' then
+        window = check_count(args[5], 'window_s', 0, 315360000)
+    end
     local runkey = P .. ':run:' .. id
     local run = hash(runkey)
     if not run then
@@ -269,14 +279,27 @@ local function charter_remove_run(keys, args)
     local done = cjson.encode({archive = name, archived_at = ts,
                                ended_at = ended_at(P, id, run.seq)})
     local removed = delete(run_keys(P, id, seq))
-    for _, r in ipairs(records) do
-        redis.call('HSET', archived_bucket(P, r[1]), r[1], r[2])
-    end
+    local expires = archived_keep(P, records, window)
     redis.call('ZREM', P .. ':runs', id)
     redis.call('ZREM', P .. ':leases', id)
     redis.call('LREM', P .. ':runq', 0, id)
     redis.call('HSET', P .. ':archived_runs', id, done)
-    return cjson.encode({removed = removed, invocations = #records})
+    return cjson.encode({removed = removed, invocations = #records, expires_at = expires})
+end
+
+--[[ charter_archived_invocations
+call: archived_invocations()
+keys: P. args: none.
+reply: {"kept":n,"windowed":w,"forever":f,"generations":g}: the compact records of archived
+  invocations the graph keeps (n = w + f), written by library 24 on: w in the g live
+  generations of the invocation window, f kept forever (P:archived_counts,
+  P:archived_generations; records written before library 24 are not counted).
+errors: none. ]]
+local function charter_archived_invocations(keys, args)
+    local P = prefix(keys)
+    local windowed, forever, gens = archived_count(P)
+    return cjson.encode({kept = windowed + forever, windowed = windowed, forever = forever,
+                         generations = gens})
 end
 
 --[[ charter_retention_lease
@@ -336,6 +359,7 @@ end
 -- Exported: what later files and the registry use.
 archive.charter_run_export = charter_run_export
 archive.charter_remove_run = charter_remove_run
+archive.charter_archived_invocations = charter_archived_invocations
 archive.charter_retention_lease = charter_retention_lease
 archive.charter_retention_due = charter_retention_due
 end

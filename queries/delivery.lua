@@ -18,11 +18,31 @@ local context_table = runs.context_table
 local summary_object = lineage.summary_object
 local chain_table = grants.chain_table
 
--- The hash that keeps the compact record of an archived invocation: one of 65536 by the first
--- four hex digits of the invocation's SHA-1, so each stays small enough for Redis's compact
--- encoding (a listpack) however many invocations were archived.
-local function archived_bucket(P, inv)
-    return P .. ':archived_invocations:' .. redis.sha1hex(inv):sub(1, 4)
+-- The compact records of archived invocations (charter_remove_run writes them). An invocation
+-- belongs to one of 65536 buckets by the first four hex digits of its SHA-1, so each hash stays
+-- small enough for Redis's compact encoding (a listpack) however many invocations were
+-- archived. Without an invocation window a record is kept forever, in
+-- P:archived_invocations:<b>. With a window of W seconds it is kept in the generation of the
+-- time it was archived at, g = floor(t / (W/2)) on the database's clock, in
+-- P:archived_invocations:<g>:<b>: a hash that expires at (g + 3) * W/2, so each record lives
+-- at least W (at most 1.5 W) and then leaves Redis without any pass deleting it.
+-- P:archived_generations (a sorted set, score: when the generation expires, in milliseconds)
+-- names the generations that exist, so a lookup reads only live ones and needs no window: under
+-- one window the current generation and the two before it, and, after the window changed, the
+-- earlier window's for as long as they live (at most MAX_GENERATIONS, newest first).
+-- P:archived_counts counts the records of each live generation ("forever": those kept without
+-- a window), written by library 24 on.
+local MAX_GENERATIONS = 8
+
+local function archived_tag(inv)
+    return redis.sha1hex(inv):sub(1, 4)
+end
+
+-- The database's time in whole milliseconds, as a number and as its decimal text.
+local function now_ms()
+    local t = redis.call('TIME')
+    local ms = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+    return ms, string.format('%d', ms)
 end
 
 -- The compact record: the send's 32-byte digest (given in hex), then the run's id.
@@ -32,11 +52,86 @@ local function archived_record(digest_hex, run_id)
     end)) .. run_id
 end
 
+-- The compact record of inv, or nil: in each live generation, newest first, then in the
+-- bucket of records kept forever. At most MAX_GENERATIONS + 1 HGETs and one ZRANGE.
+local function archived_lookup(P, inv)
+    local tag = archived_tag(inv)
+    local _, ms = now_ms()
+    local gens = redis.call('ZRANGE', P .. ':archived_generations', '+inf', '(' .. ms, 'BYSCORE',
+                            'REV', 'LIMIT', 0, MAX_GENERATIONS)
+    for _, g in ipairs(gens) do
+        local r = redis.call('HGET', P .. ':archived_invocations:' .. g .. ':' .. tag, inv)
+        if r then
+            return r
+        end
+    end
+    return redis.call('HGET', P .. ':archived_invocations:' .. tag, inv)
+end
+
+-- Keeps the compact records {{inv, record}, ...} of a run archived now: forever (window_s 0)
+-- or in the current generation of a window of window_s seconds, whose hash then expires at
+-- (g + 3) * window_s / 2 (never earlier than an expiry it already has). Generations that
+-- expired leave P:archived_generations and P:archived_counts. Returns when this call's
+-- generation expires (ms text, "" for records kept forever).
+local function archived_keep(P, records, window_s)
+    local ms, mstext = now_ms()
+    local gens, counts = P .. ':archived_generations', P .. ':archived_counts'
+    local expires = ''
+    if window_s == 0 then
+        for _, r in ipairs(records) do
+            redis.call('HSET', P .. ':archived_invocations:' .. archived_tag(r[1]), r[1], r[2])
+        end
+        redis.call('HINCRBY', counts, 'forever', #records)
+    elseif #records > 0 then
+        local half = window_s * 500
+        local g = math.floor(ms / half)
+        local gen = string.format('%d', g)
+        expires = string.format('%d', (g + 3) * half)
+        local touched, seen = {}, {}
+        for _, r in ipairs(records) do
+            local key = P .. ':archived_invocations:' .. gen .. ':' .. archived_tag(r[1])
+            redis.call('HSET', key, r[1], r[2])
+            if not seen[key] then
+                seen[key] = true
+                touched[#touched + 1] = key
+            end
+        end
+        for _, key in ipairs(touched) do
+            if redis.call('PEXPIRETIME', key) < (g + 3) * half then
+                redis.call('PEXPIREAT', key, expires)
+            end
+        end
+        redis.call('ZADD', gens, 'GT', expires, gen)
+        redis.call('HINCRBY', counts, gen, #records)
+    end
+    for _, gen in ipairs(redis.call('ZRANGE', gens, '-inf', mstext, 'BYSCORE')) do
+        redis.call('HDEL', counts, gen)
+    end
+    redis.call('ZREMRANGEBYSCORE', gens, '-inf', mstext)
+    return expires
+end
+
+-- How many compact records the graph keeps (those written by library 24 on): in live
+-- generations, and forever; and how many generations live.
+local function archived_count(P)
+    local _, mstext = now_ms()
+    local counts = P .. ':archived_counts'
+    local forever = tonumber(redis.call('HGET', counts, 'forever') or '0') or 0
+    local gens = redis.call('ZRANGE', P .. ':archived_generations', '(' .. mstext, '+inf',
+                            'BYSCORE')
+    local windowed = 0
+    for _, gen in ipairs(gens) do
+        windowed = windowed + (tonumber(redis.call('HGET', counts, gen) or '0') or 0)
+    end
+    return windowed, forever, #gens
+end
+
 -- The compact record an archived run left of an invocation it committed
--- (charter_remove_run), as a delivery object marked "archived", or nil: the invocation stays
--- taken after its run left Redis.
+-- (charter_remove_run), as a delivery object marked "archived" and naming the run's archive
+-- (P:archived_runs), or nil: the invocation stays taken after its run left Redis, for as long
+-- as its record is kept.
 local function archived_delivery(P, inv)
-    local r = redis.call('HGET', archived_bucket(P, inv), inv)
+    local r = archived_lookup(P, inv)
     if not r then
         return nil
     end
@@ -46,16 +141,25 @@ local function archived_delivery(P, inv)
     local digest = (r:sub(1, 32):gsub('.', function(c)
         return string.format('%02x', c:byte())
     end))
-    return {invocation_id = inv, run_id = r:sub(33), request = digest, archived = true}
+    local out = {invocation_id = inv, run_id = r:sub(33), request = digest, archived = true}
+    local ok, a = pcall(cjson.decode, redis.call('HGET', P .. ':archived_runs', out.run_id) or '')
+    if ok and type(a) == 'table' and type(a.archive) == 'string' then
+        out.archive = a.archive
+    end
+    return out
 end
 
 --[[ charter_find_delivery
 call: find_delivery(invocation_id)
 keys: P. args: invocation_id.
 reply: the delivery {invocation_id,run_id,fingerprint,recipient,tool,payload_id,payload_hash,
-  content,grant_chain,committed_at,event_seq}; for an invocation whose run was archived, its
-  record {invocation_id,run_id,request,"archived":true} (request: the archive's digest of the
-  send, which a retry is compared with); or nil.
+  content,grant_chain,committed_at,event_seq}; for an invocation whose run was archived and
+  whose compact record is still kept, its record {invocation_id,run_id,request,"archived":true,
+  archive} (request: the archive's digest of the send, which a retry is compared with; archive:
+  the run's archive file as P:archived_runs names it, absent when it does not); or nil. The
+  record is looked up in each live generation of the invocation window, newest first (the
+  current one and the two before it: at most 8 HGETs and one ZRANGE), then among the records
+  kept forever (one HGET).
   errors: invalid. ]]
 local function charter_find_delivery(keys, args)
     local P = prefix(keys)
@@ -317,8 +421,10 @@ reply: {"status":"committed","delivery":{...},"seq":n} (with cached: the flat li
   the tool (grant_tool), the recipient (grant_recipient) and every source (grant_resource; the
   lists are not read with cached: they were decided from as kept); no source is quarantined
   (resource_quarantined: charter_quarantine_resource).
-  An invocation whose run was archived is taken too: {"status":"exists","delivery":{its
-  record, as charter_find_delivery}}.
+  An invocation whose run was archived is taken too while its compact record is kept:
+  {"status":"exists","delivery":{its record, as charter_find_delivery}}. Once the record has
+  expired (the invocation window) the run has long left Redis with its contexts and payloads,
+  so the check that the run exists refuses the commit (run_not_found).
   When every check passes but the run's head moved, the conflict reply (nothing written).
   On commit, in the same call: the facts record, the Delivery hash (committed_at = t,
   event_seq = the event's seq; no copy of the event's evaluator; its payload_id and recipient
@@ -673,8 +779,9 @@ local function charter_commit_delivery(keys, args)
 end
 
 -- Exported: what later files and the registry use.
-delivery.archived_bucket = archived_bucket
 delivery.archived_record = archived_record
+delivery.archived_keep = archived_keep
+delivery.archived_count = archived_count
 delivery.charter_find_delivery = charter_find_delivery
 delivery.charter_delivery_facts = charter_delivery_facts
 delivery.charter_invoke_facts = charter_invoke_facts

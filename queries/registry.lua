@@ -115,6 +115,7 @@ local FUNCTIONS = {
     {'charter_lineage_get', lineage_records.charter_lineage_get, true},
     {'charter_run_export', archive.charter_run_export, true},
     {'charter_remove_run', archive.charter_remove_run, false},
+    {'charter_archived_invocations', archive.charter_archived_invocations, true},
     {'charter_retention_lease', archive.charter_retention_lease, false},
     {'charter_retention_due', archive.charter_retention_due, true},
 }

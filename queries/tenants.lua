@@ -38,13 +38,15 @@ local function tenant_object(name, h)
         max_runs = tonumber(h.max_runs) or 0, max_artifacts = tonumber(h.max_artifacts) or 0,
         calls_per_second = tonumber(h.calls_per_second) or 0,
         retention_seconds = tonumber(h.retention_s) or 0,
+        invocation_window_seconds = tonumber(h.invocation_window_s) or 0,
         runs = tonumber(h.runs) or 0, artifacts = tonumber(h.artifacts) or 0,
     }
 end
 
 local function implicit_tenant(name)
     return {name = name, implicit = true, created_at = '', max_runs = 0, max_artifacts = 0,
-            calls_per_second = 0, retention_seconds = 0, runs = 0, artifacts = 0}
+            calls_per_second = 0, retention_seconds = 0, invocation_window_seconds = 0, runs = 0,
+            artifacts = 0}
 end
 
 local function credential_object(id, h, with_hash)
@@ -97,12 +99,13 @@ end
 --[[ charter_tenant_create
 call: tenant_create(tenant, quotas, default_graph, credential) on graph _tenants
 keys: R (charter:{_tenants}). args: name, JSON quotas {max_runs,max_artifacts,calls_per_second,
-  retention_seconds} (each optional, an integer >= 0; 0 is unlimited, for retention_seconds
-  charterd's --retention; retention_seconds at most ten years), default_graph (the charterd's --graph, an
+  retention_seconds,invocation_window_seconds} (each optional, an integer >= 0; 0 is
+  unlimited, for retention_seconds charterd's --retention, for invocation_window_seconds
+  charterd's --invocation-window; both at most ten years), default_graph (the charterd's --graph, an
   implicit tenant), JSON credential {id,hash,role:"operator",label} (the tenant's first
   operator credential; hash is the SHA-256 of its secret).
 reply: {"tenant":{name,implicit,created_at,max_runs,max_artifacts,calls_per_second,
-  retention_seconds,runs,artifacts},"credential":{id,tenant,role,actors,label,created_at,revoked_at}}.
+  retention_seconds,invocation_window_seconds,runs,artifacts},"credential":{id,tenant,role,actors,label,created_at,revoked_at}}.
 errors: exists (the tenant, the default graph's name, or the credential id), invalid.
   charterd first claims the tenant's graph (charter_graph_claim), which refuses a graph that
   holds data. ]]
@@ -118,6 +121,9 @@ local function charter_tenant_create(keys, args)
     end
     local retention = present(q.retention_seconds) and
                           check_count(q.retention_seconds, 'retention_seconds', 0, 315360000) or 0
+    local window = present(q.invocation_window_seconds) and
+                       check_count(q.invocation_window_seconds, 'invocation_window_seconds', 0,
+                                   315360000) or 0
     if d.role ~= 'operator' then
         raise('invalid', 'the first credential of a tenant is an operator credential')
     end
@@ -134,6 +140,7 @@ local function charter_tenant_create(keys, args)
                'max_artifacts', string.format('%d', limits.max_artifacts),
                'calls_per_second', string.format('%d', limits.calls_per_second),
                'retention_s', string.format('%d', retention),
+               'invocation_window_s', string.format('%d', window),
                'created_at', ts, 'runs', '0', 'artifacts', '0')
     redis.call('SADD', R .. ':tenants', name)
     local cred = store_credential(R, name, d, actors, label, ts)
@@ -176,7 +183,7 @@ end
 call: tenant_list(default_graph) on graph _tenants
 keys: R. args: default_graph.
 reply: {"tenants":[{name,implicit,created_at,max_runs,max_artifacts,calls_per_second,
-  retention_seconds,runs,artifacts}...]}: the implicit default graph first, then every other created tenant by name
+  retention_seconds,invocation_window_seconds,runs,artifacts}...]}: the implicit default graph first, then every other created tenant by name
   (a registry entry named like the default graph, left by an older charterd, is not listed
   twice: calls naming it act on the implicit default, as charter_tenant_admit does).
 errors: invalid. ]]

@@ -5,18 +5,23 @@
 # deliver workload on fresh runs (whose invariants charter-bench checks and prints PASS/FAIL,
 # exiting 1 on a FAIL), after which those runs are cancelled, so they end and become due. Every
 # INTERVAL seconds it prints Redis's used_memory, the deliveries committed so far, the runs
-# archived (charterd's /metrics) and the archive folder's size: after the first retention period
-# the memory should stay flat while the archives grow. At the end every archive is audited
-# offline (charter audit --archive) and the figures are summed up.
+# archived (charterd's /metrics), the compact invocation records Redis keeps and the archive
+# folder's size: after the first retention period plus the invocation window the memory should
+# stay flat while the archives grow. At the end every archive is audited offline (charter audit
+# --archive) and the figures are summed up.
 #
 # Usage: tests/retention_soak.sh [--build DIR] [--rounds N] [--round-seconds S]
-#                                [--retention DURATION] [--threads N] [--interval S]
-# Defaults: build ./build, 10 rounds of 25 s, --retention 20s, 8 threads, memory every 10 s.
+#                                [--retention DURATION] [--invocation-window DURATION]
+#                                [--threads N] [--interval S]
+# Defaults: build ./build, 10 rounds of 25 s, --retention 20s, charterd's default invocation
+# window (7d), 8 threads, memory every 10 s.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
-build=$root/build rounds=10 round_s=25 retention=20s threads=8 interval=10
+build=$root/build rounds=10 round_s=25 retention=20s window= threads=8 interval=10
 while [ $# -gt 0 ]; do
   case $1 in
+  -h|--help) sed -n '2,/^set -euo/p' "$0" | sed '$d; s/^# \{0,1\}//'; exit 0 ;;
+  --invocation-window) window=$2 ;;
   --build) build=$2 ;;
   --rounds) rounds=$2 ;;
   --round-seconds) round_s=$2 ;;
@@ -48,7 +53,8 @@ trap cleanup EXIT
 
 "$build/charterd" --redis "$CHARTER_TEST_REDIS" --graph soak --listen "$CHARTER_URL" \
   --http "127.0.0.1:$http" --data-dir "$work/data" --archive-dir "$work/archive" \
-  --retention "$retention" --no-integrity-key >"$work/charterd.log" 2>&1 &
+  --retention "$retention" ${window:+--invocation-window "$window"} --no-integrity-key \
+  >"$work/charterd.log" 2>&1 &
 charterd_pid=$!
 for _ in $(seq 100); do "$build/charter" health >/dev/null 2>&1 && break; sleep 0.1; done
 
@@ -58,9 +64,10 @@ used() { redis-cli -s "$sock" info memory | awk -F: '/^used_memory:/ { print $2 
 start=$(date +%s)
 (
   while :; do
-    printf 'soak: t=%4ss used_memory=%-10s archived_runs=%-5s archived_bytes=%-10s archive_dir=%s\n' \
+    printf 'soak: t=%4ss used_memory=%-10s archived_runs=%-5s records_kept=%-8s archived_bytes=%-10s archive_dir=%s\n' \
       $(($(date +%s) - start)) "$(used)" "$(metric charter_archived_runs_total)" \
-      "$(metric charter_archived_bytes_total)" "$(du -sh "$work/archive" 2>/dev/null | cut -f1)"
+      "$(metric charter_archived_invocation_records)" "$(metric charter_archived_bytes_total)" \
+      "$(du -sh "$work/archive" 2>/dev/null | cut -f1)"
     sleep "$interval"
   done
 ) &
@@ -80,9 +87,15 @@ for r in $(seq "$rounds"); do
   done
 done
 
-# Let the last rounds' runs pass the retention period and be archived.
-secs=${retention%[smhd]}
-sleep $((secs * 2 + interval))
+# Let the last rounds' runs pass the retention period and be archived, and with a window their
+# compact records expire (at most one and a half windows after the last archive).
+seconds() {
+  local n=${1%[smhd]}
+  case $1 in *d) echo $((n * 86400)) ;; *h) echo $((n * 3600)) ;; *m) echo $((n * 60)) ;; *) echo "$n" ;; esac
+}
+secs=$(seconds "$retention") tail_s=0
+case $window in ''|0|off|forever) ;; *) tail_s=$(($(seconds "$window") * 3 / 2)) ;; esac
+sleep $((secs * 2 + tail_s + interval))
 kill "$printer_pid" 2>/dev/null || true
 printer_pid=
 bad=0 files=0
@@ -91,7 +104,9 @@ while IFS= read -r f; do
   "$build/charter" audit --archive "$f" >/dev/null || { bad=$((bad + 1)); echo "soak: NOT intact: $f"; }
 done < <(find "$work/archive" -name '*.charter-archive')
 "$build/charter" audit --archive "$work/archive/soak" | sed 's/^/soak: /' || bad=$((bad + 1))
-echo "soak: $rounds rounds of ${round_s}s, retention $retention: rounds with a FAIL: $fails;" \
-  "archives: $files, audited offline and intact: $((files - bad)); used_memory at the end: $(used)"
+echo "soak: $rounds rounds of ${round_s}s, retention $retention, invocation window" \
+  "${window:-default}: rounds with a FAIL: $fails; archives: $files, audited offline and intact:" \
+  "$((files - bad)); used_memory at the end: $(used); compact records kept:" \
+  "$(metric charter_archived_invocation_records)"
 grep 'retention pass' "$work/charterd.log" | tail -n 3 | sed 's/^/soak: /'
 [ "$fails" -eq 0 ] && [ "$bad" -eq 0 ]

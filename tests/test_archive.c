@@ -4,7 +4,8 @@
  * and only then removed in one call, every key of it gone; a run that has not ended, or that
  * changed since its archive, is not removed; and exactly once survives the removal: a retry of
  * an archived invocation with the same send is acknowledged, with another send a conflict, and
- * nothing is committed twice.
+ * nothing is committed twice. With an invocation window the compact records expire on the
+ * database clock, and after it the run's archive answers a retry the same way.
  *
  * In process, on a fresh graph of the test Redis holding the reference workflow, through the
  * same gate and delivery functions charterd serves.
@@ -18,6 +19,7 @@
 
 #include "evidence/archive.h"
 #include "evidence/archive_audit.h"
+#include "evidence/archive_index.h"
 #include "evidence/archive_replay.h"
 #include "evidence/archive_run.h"
 #include "evidence/integrity.h"
@@ -246,7 +248,7 @@ static void test_a_run_that_has_not_ended_is_neither_written_nor_removed(void)
     CU_ASSERT_NOT_EQUAL(access(path, F_OK), 0);
     archive_run_summary_free(&s);
     json_t *reply = NULL;
-    CU_ASSERT_EQUAL(q_remove_run(st, open_run, "", "x", "{}", &reply), STATUS_EREFUSED);
+    CU_ASSERT_EQUAL(q_remove_run(st, open_run, "", "x", "{}", NULL, &reply), STATUS_EREFUSED);
     json_decref(reply);
     CU_ASSERT(run_keys(open_run, "none", "none", "none") > 0);
 }
@@ -280,11 +282,12 @@ static void test_an_ended_run_is_archived_verified_and_removed(void)
 
     /* A run that moved since its archive is not removed. */
     json_t *reply = NULL;
-    CU_ASSERT_EQUAL(q_remove_run(st, run_id, "0000", "run.archive", "{}", &reply), STATUS_EREFUSED);
+    CU_ASSERT_EQUAL(q_remove_run(st, run_id, "0000", "run.archive", "{}", NULL, &reply),
+                    STATUS_EREFUSED);
     json_decref(reply);
     CU_ASSERT(run_keys(run_id, ctx, out, "inv-archived-1") > 0);
 
-    CU_ASSERT_EQUAL_FATAL(archive_run_remove(st, run_id, "run.archive", &s), STATUS_OK);
+    CU_ASSERT_EQUAL_FATAL(archive_run_remove(st, run_id, "run.archive", &s, 0), STATUS_OK);
     CU_ASSERT_EQUAL(run_keys(run_id, ctx, out, "inv-archived-1"), 0);
     CU_ASSERT(run_keys(open_run, "none", "none", "none") > 0); /* the other run stays */
     json_t *gone = NULL;
@@ -422,7 +425,8 @@ static void test_the_retention_pass_archives_ended_runs_once(void)
     char dir[300];
     snprintf(dir, sizeof dir, "%s/pass", folder);
     retention_result other;
-    CU_ASSERT_EQUAL_FATAL(retention_pass(st, "charterd-a", 0, dir, &other), STATUS_OK);
+    const retention_period now = {0, 0};
+    CU_ASSERT_EQUAL_FATAL(retention_pass(st, "charterd-a", &now, dir, &other), STATUS_OK);
     CU_ASSERT_TRUE(other.held);
     CU_ASSERT_EQUAL(other.archived, 1);
     CU_ASSERT_EQUAL(other.failed, 0);
@@ -434,7 +438,7 @@ static void test_the_retention_pass_archives_ended_runs_once(void)
     CU_ASSERT_EQUAL(harness_sh("test -f %s/%s/*/%s.charter-archive", dir, graph, ended), 0);
 
     retention_result b;
-    CU_ASSERT_EQUAL(retention_pass(st, "charterd-b", 0, dir, &b), STATUS_OK);
+    CU_ASSERT_EQUAL(retention_pass(st, "charterd-b", &now, dir, &b), STATUS_OK);
     CU_ASSERT_FALSE(b.held);
     CU_ASSERT_EQUAL(b.archived, 0);
 
@@ -580,6 +584,290 @@ static void test_an_archived_decision_replays_offline(void)
     archive_replay_result r;
     CU_ASSERT_EQUAL(archive_replay(p, 1, &r, why, sizeof why), STATUS_EPROTO);
     CU_ASSERT_PTR_NOT_NULL(strstr(why, "does not read back whole"));
+}
+
+/* --- the invocation window --------------------------------------------------------------- */
+
+/* A graph of its own (its retention pass archives every ended run of it), one run whose
+ * Analyst delivered its recommendation to the CFO under "inv-window-1", ended. */
+static char wgraph[64], wrun[65], wctx[32], wout[32], wdir[300];
+static char wpayload_hash[65], wcontent[128];
+static store *wst;
+static gate_env wenv;
+
+static int window_init(void)
+{
+    harness_graph_name(wgraph, sizeof wgraph, "window");
+    snprintf(wdir, sizeof wdir, "%s/window", folder);
+    wst = harness_store_open(wgraph);
+    const workflow *w = NULL;
+    if (harness_install_builtin(wst, &w, "test_archive") != 0)
+        return -1;
+    wenv = (gate_env){.st = wst, .wf = w, .limits = &limits};
+    json_t *c = NULL, *src = NULL, *artifact = NULL;
+    guard_decision d;
+    if (runner_start(&wenv, NULL, "external", wrun) != STATUS_OK ||
+        gate_open_step(&wenv, wrun, "analyze", &c) != STATUS_OK)
+        return -1;
+    snprintf(wctx, sizeof wctx, "%s", json_string_value(json_object_get(c, "id")));
+    json_decref(c);
+    if (gate_read_source(&wenv, wctx, "budget", &d, &src) != STATUS_OK || d.outcome != GUARD_ALLOW)
+        return -1;
+    guard_decision_free(&d);
+    const char *inputs[1] = {json_string_value(json_object_get(src, "id"))};
+    int rc = gate_record_output(&wenv, wctx, inputs, 1, "Internal recommendation",
+                                "Recommendation: vendor_a.", &d, &artifact);
+    json_decref(src);
+    if (rc != STATUS_OK || d.outcome != GUARD_ALLOW)
+        return -1;
+    guard_decision_free(&d);
+    snprintf(wout, sizeof wout, "%s", json_string_value(json_object_get(artifact, "id")));
+    snprintf(wpayload_hash, sizeof wpayload_hash, "%s",
+             json_string_value(json_object_get(artifact, "hash")));
+    snprintf(wcontent, sizeof wcontent, "%s",
+             json_string_value(json_object_get(artifact, "content")));
+    json_decref(artifact);
+    deliver_result r;
+    if (deliver_send(&wenv, wctx, wout, "cfo", "deliver_internal", "inv-window-1", &r) !=
+            STATUS_OK ||
+        r.decision.outcome != GUARD_ALLOW || r.acknowledged)
+        return -1;
+    deliver_result_free(&r);
+    return evlog_transition(wst, wrun, "created,running", "completed", "", NULL, NULL) == STATUS_OK
+               ? 0
+               : -1;
+}
+
+static int window_clean(void)
+{
+    store_close(wst);
+    harness_graph_drop(wgraph);
+    return 0;
+}
+
+/* An integer the script answers about inv on graph g (ARGV[1] = inv, ARGV[2] = run or
+ * generation). */
+static long long graph_eval(const char *g, const char *script, const char *a, const char *b)
+{
+    const char *args[2] = {a, b};
+    long long n = -1;
+    CU_ASSERT_EQUAL_FATAL(harness_graph_eval(g, script, args, 2, &n), 0);
+    return n;
+}
+
+static long long window_eval(const char *script, const char *a, const char *b)
+{
+    return graph_eval(wgraph, script, a, b);
+}
+
+/* The generation whose bucket holds inv's compact record, or -1. */
+static const char gen_of_script[] =
+    "local tag = redis.sha1hex(ARGV[1]):sub(1, 4)\n"
+    "for _, g in ipairs(redis.call('ZRANGE', KEYS[1] .. ':archived_generations', 0, -1)) do\n"
+    "  if redis.call('HEXISTS', KEYS[1] .. ':archived_invocations:' .. g .. ':' .. tag,\n"
+    "                ARGV[1]) == 1 then return tonumber(g) end\n"
+    "end\n"
+    "return -1\n";
+/* PEXPIRETIME (ms) of inv's bucket in generation ARGV[2], or its PTTL with ARGV[3] set. */
+static const char bucket_ttl_script[] =
+    "local key = KEYS[1] .. ':archived_invocations:' .. ARGV[2] .. ':' ..\n"
+    "            redis.sha1hex(ARGV[1]):sub(1, 4)\n"
+    "return redis.call(ARGV[3] and 'PTTL' or 'PEXPIRETIME', key)\n";
+/* When run ARGV[2] was archived (P:archived_runs), in whole milliseconds. */
+static const char archived_at_script[] =
+    "local a = cjson.decode(redis.call('HGET', KEYS[1] .. ':archived_runs', ARGV[2]))\n"
+    "local s, us = a.archived_at:match('^(%d+)%.(%d+)$')\n"
+    "return tonumber(s) * 1000 + math.floor(tonumber(us) / 1000)\n";
+/* 1 when inv has a delivery hash in the graph (it was committed while its run was in Redis). */
+static const char delivery_key_script[] =
+    "return redis.call('EXISTS', KEYS[1] .. ':delivery:' .. ARGV[1])\n";
+
+static long long bucket_pttl(const char *graph_name, const char *inv, long long g)
+{
+    char gen[32];
+    snprintf(gen, sizeof gen, "%lld", g);
+    const char *args[3] = {inv, gen, "1"};
+    long long n = -3;
+    CU_ASSERT_EQUAL_FATAL(harness_graph_eval(graph_name, bucket_ttl_script, args, 3, &n), 0);
+    return n;
+}
+
+/* Waits, on the bucket's own TTL, until Redis expired the bucket of generation g holding inv's
+ * record; its PTTL then (-2 once expired). */
+static long long wait_expired(const char *graph_name, const char *inv, long long g)
+{
+    long long ttl = bucket_pttl(graph_name, inv, g);
+    for (int i = 0; i < 40 && ttl >= 0; i++) {
+        harness_sleep_ms(ttl < 500 ? ttl + 5 : 500);
+        ttl = bucket_pttl(graph_name, inv, g);
+    }
+    return ttl;
+}
+
+/* What charter_commit_delivery answers a commit of the archived invocation sent as deliver.c
+ * sends one, sealed on a head given (the run left: none can be read): its status, and for a
+ * refusal its reason. */
+static void commit_archived(char status[32], char reason[64])
+{
+    char sha1[41];
+    CU_ASSERT_EQUAL_FATAL(digest_sha1_hex(wcontent, strlen(wcontent), sha1), 0);
+    json_t *doc =
+        json_pack("{s:s, s:s, s:s, s:s, s:s, s:s, s:s, s:s, s:[s, s], s:[s]}", "run_id", wrun,
+                  "invocation_id", "inv-window-1", "fingerprint", "f", "payload_id", wout,
+                  "payload_hash", wpayload_hash, "content_sha1", sha1, "recipient", "cfo", "tool",
+                  "deliver_internal", "grant_chain", "g_analyst", "g_root", "sources", "budget");
+    CU_ASSERT_PTR_NOT_NULL_FATAL(doc);
+    guard_decision allow = {.outcome = GUARD_ALLOW};
+    json_t *detail = json_string("inv-window-1"), *t = NULL;
+    evlog_owned ev;
+    CU_ASSERT_EQUAL_FATAL(evlog_owned_event(&ev, "delivery_decided", &allow, NULL, detail, NULL),
+                          STATUS_OK);
+    CU_ASSERT_EQUAL_FATAL(q_time(wst, &t), STATUS_OK);
+    evlog_head head = {.exists = true, .seq = 100};
+    memset(head.hash, '0', 64);
+    snprintf(head.now, sizeof head.now, "%s", json_string_value(json_object_get(t, "now")));
+    json_t *reply = NULL;
+    CU_ASSERT_EQUAL(evlog_commit_delivery_at(wst, wrun, doc, NULL, NULL, &ev.ev, &head, &reply),
+                    STATUS_OK);
+    const char *st_ = json_string_value(json_object_get(reply, "status"));
+    const char *re = json_string_value(json_object_get(reply, "reason"));
+    snprintf(status, 32, "%s", st_ ? st_ : "");
+    snprintf(reason, 64, "%s", re ? re : "");
+    evlog_owned_free(&ev);
+    json_decref(reply);
+    json_decref(detail);
+    json_decref(doc);
+    json_decref(t);
+}
+
+/* Deliveries of inv in the run's archive file (the one file its graph's folder holds). */
+static int archived_deliveries(const char *inv)
+{
+    char cmd[800];
+    snprintf(cmd, sizeof cmd,
+             "test $(cat %s/%s/*/%s.charter-archive | grep '\"kind\":\"delivery\"' | "
+             "grep -c '\"invocation_id\":\"%s\"') = 1",
+             wdir, wgraph, wrun, inv);
+    return harness_sh("%s", cmd) == 0 ? 1 : -1;
+}
+
+/* Archived with an invocation window of 2 s, the run's compact record lives in the generation
+ * of its archive time (window/2 = 1 s), in a bucket that expires at the generation's end plus
+ * the window: at least 2 s, at most 3 s after. While it lives a commit of the invocation is
+ * "exists"; once Redis expired it (polled on the key's own TTL) the record is gone, the
+ * count is 0, and a commit is refused run_not_found: the run left with the record's
+ * window, so nothing can be delivered again. */
+static void test_compact_records_expire_after_the_invocation_window(void)
+{
+    retention_result res;
+    const retention_period window = {0, 2};
+    CU_ASSERT_EQUAL_FATAL(retention_pass(wst, "charterd-w", &window, wdir, &res), STATUS_OK);
+    CU_ASSERT_EQUAL_FATAL(res.archived, 1);
+    CU_ASSERT_EQUAL(res.kept, 1);
+    /* The index names the run's context: a call through it finds the archive. */
+    CU_ASSERT_EQUAL(harness_sh("grep -q '\"contexts\":\\[\"%s\"\\]' %s/%s/%s", wctx, wdir, wgraph,
+                               ARCHIVE_INDEX_NAME),
+                    0);
+    long long g = window_eval(gen_of_script, "inv-window-1", "");
+    CU_ASSERT_FATAL(g > 0);
+    char gen[32];
+    snprintf(gen, sizeof gen, "%lld", g);
+    long long expires = window_eval(bucket_ttl_script, "inv-window-1", gen);
+    long long at = window_eval(archived_at_script, "inv-window-1", wrun);
+    CU_ASSERT_EQUAL(expires, (g + 3) * 1000); /* generations of 1000 ms */
+    CU_ASSERT(expires - at >= 2000);          /* at least the window */
+    CU_ASSERT(expires - at <= 3000 + 50);     /* at most one generation more */
+
+    json_t *d = NULL;
+    CU_ASSERT_EQUAL_FATAL(q_find_delivery(wst, "inv-window-1", &d), STATUS_OK);
+    CU_ASSERT_TRUE(json_is_true(json_object_get(d, "archived")));
+    CU_ASSERT_PTR_NOT_NULL(strstr(json_string_value(json_object_get(d, "archive")), wrun));
+    json_decref(d);
+    char status[32], reason[64];
+    commit_archived(status, reason);
+    CU_ASSERT_STRING_EQUAL(status, "exists");
+
+    /* Redis expires the bucket by itself: wait on its own TTL. */
+    CU_ASSERT_EQUAL_FATAL(wait_expired(wgraph, "inv-window-1", g), -2);
+    d = NULL;
+    CU_ASSERT_EQUAL(q_find_delivery(wst, "inv-window-1", &d), STATUS_OK);
+    CU_ASSERT_PTR_NULL(d);
+    json_decref(d);
+    json_t *kept = NULL;
+    CU_ASSERT_EQUAL_FATAL(q_archived_invocations(wst, &kept), STATUS_OK);
+    CU_ASSERT_EQUAL(json_integer_value(json_object_get(kept, "kept")), 0);
+    json_decref(kept);
+    commit_archived(status, reason);
+    CU_ASSERT_STRING_EQUAL(status, "refused");
+    CU_ASSERT_STRING_EQUAL(reason, "run_not_found");
+    CU_ASSERT_EQUAL(window_eval(delivery_key_script, "inv-window-1", ""), 0);
+}
+
+/* After the window, with no archive folder, a retry of the send is not found: not committed,
+ * not answered as a success. */
+static void test_after_the_window_a_retry_is_never_a_fresh_delivery(void)
+{
+    deliver_result r;
+    CU_ASSERT_EQUAL(deliver_send(&wenv, wctx, wout, "cfo", "deliver_internal", "inv-window-1", &r),
+                    STATUS_ENOTFOUND);
+    CU_ASSERT_PTR_NULL(r.delivery);
+    deliver_result_free(&r);
+    CU_ASSERT_EQUAL(window_eval(delivery_key_script, "inv-window-1", ""), 0);
+    CU_ASSERT_EQUAL(archived_deliveries("inv-window-1"), 1);
+}
+
+/* With the archive folder, the same retry is acknowledged from the run's archive, which it
+ * names; nothing is delivered again (one delivery, in the archive; none in Redis). */
+static void test_after_the_window_a_retry_is_acknowledged_from_the_archive(void)
+{
+    gate_env a = wenv;
+    a.archive_dir = wdir;
+    deliver_result r;
+    CU_ASSERT_EQUAL_FATAL(
+        deliver_send(&a, wctx, wout, "cfo", "deliver_internal", "inv-window-1", &r), STATUS_OK);
+    CU_ASSERT_EQUAL(r.decision.outcome, GUARD_ALLOW);
+    CU_ASSERT_TRUE(r.acknowledged);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(r.delivery);
+    char file[200];
+    snprintf(file, sizeof file, "%s/", wgraph);
+    const char *archive = json_string_value(json_object_get(r.delivery, "archive"));
+    CU_ASSERT_PTR_NOT_NULL_FATAL(archive);
+    CU_ASSERT_EQUAL(strncmp(archive, file, strlen(file)), 0);
+    CU_ASSERT_PTR_NOT_NULL(strstr(archive, wrun));
+    CU_ASSERT_STRING_EQUAL(json_string_value(json_object_get(r.delivery, "run_id")), wrun);
+    CU_ASSERT_STRING_EQUAL(json_string_value(json_object_get(r.delivery, "recipient")), "cfo");
+    CU_ASSERT_PTR_NOT_NULL(strstr(r.decision.witness, "acknowledged from the archive"));
+    deliver_result_free(&r);
+    CU_ASSERT_EQUAL(window_eval(delivery_key_script, "inv-window-1", ""), 0);
+    CU_ASSERT_EQUAL(archived_deliveries("inv-window-1"), 1);
+}
+
+/* After the window, a retry under the same invocation ID with another send is a conflict
+ * from the archive; an invocation the run never committed is not found, saying so. */
+static void test_after_the_window_other_content_is_a_conflict(void)
+{
+    gate_env a = wenv;
+    a.archive_dir = wdir;
+    deliver_result r;
+    CU_ASSERT_EQUAL_FATAL(
+        deliver_send(&a, wctx, wout, "ceo", "deliver_internal", "inv-window-1", &r), STATUS_OK);
+    CU_ASSERT_EQUAL(r.decision.outcome, GUARD_DENY);
+    CU_ASSERT_EQUAL(r.decision.codes, 1u << GUARD_DELIVERY_CONFLICT);
+    CU_ASSERT_FALSE(r.acknowledged);
+    CU_ASSERT_PTR_NULL(r.delivery);
+    CU_ASSERT_PTR_NOT_NULL(strstr(r.decision.witness, "archived to"));
+    deliver_result_free(&r);
+    CU_ASSERT_EQUAL(deliver_send(&a, wctx, wout, "cfo", "deliver_internal", "inv-window-2", &r),
+                    STATUS_ENOTFOUND);
+    CU_ASSERT_PTR_NOT_NULL(strstr(r.not_found, "holds no commit of invocation inv-window-2"));
+    deliver_result_free(&r);
+    CU_ASSERT_EQUAL(
+        deliver_send(&a, "c999999", wout, "cfo", "deliver_internal", "inv-window-1", &r),
+        STATUS_ENOTFOUND);
+    CU_ASSERT_PTR_NOT_NULL(strstr(r.not_found, "context c999999 not found"));
+    deliver_result_free(&r);
+    CU_ASSERT_EQUAL(window_eval(delivery_key_script, "inv-window-2", ""), 0);
+    CU_ASSERT_EQUAL(archived_deliveries("inv-window-1"), 1);
 }
 
 /* --- charterd --retention --------------------------------------------------------------- */
@@ -762,9 +1050,170 @@ static void test_what_if_reads_archives_as_it_read_the_runs(void)
     harness_graph_drop(g);
 }
 
+/* Issues a host credential of the graph bound to actor; its secret into secret (128 bytes). */
+static int issue_host(charter_client *c, const char *actor, char *secret)
+{
+    Charter__V1__IssueCredentialRequest rq = CHARTER__V1__ISSUE_CREDENTIAL_REQUEST__INIT;
+    char *actors[1] = {(char *)actor};
+    rq.role = "host";
+    rq.actors = actors;
+    rq.n_actors = 1;
+    rq.label = "window test";
+    Charter__V1__IssuedCredential *r = NULL;
+    charter_status st;
+    if (charter_issue_credential(c, &rq, &r, &st) != 0) {
+        fprintf(stderr, "\n  IssueCredential: %s\n", st.message);
+        return -1;
+    }
+    snprintf(secret, 128, "%s", r->secret);
+    charter__v1__issued_credential__free_unpacked(r, NULL);
+    return 0;
+}
+
+/* A payments run through c: the pay step's context into ctx and the observed bill into bill. */
+static void payments_run(charter_client *c, char run[129], char ctx_id[129], char bill[129])
+{
+    char *bytes = harness_slurp(CHARTER_SOURCE_DIR "/deploy/workflows/payments.json");
+    CU_ASSERT_PTR_NOT_NULL_FATAL(bytes);
+    Charter__V1__ApplyWorkflowRequest wr = CHARTER__V1__APPLY_WORKFLOW_REQUEST__INIT;
+    wr.definition.data = (uint8_t *)bytes;
+    wr.definition.len = strlen(bytes);
+    Charter__V1__WorkflowInfo *info = NULL;
+    charter_status st;
+    CU_ASSERT_EQUAL_FATAL(charter_apply_workflow(c, &wr, &info, &st), 0);
+    charter__v1__workflow_info__free_unpacked(info, NULL);
+    free(bytes);
+    CU_ASSERT_EQUAL_FATAL(harness_create_run(c, "external", "payments", run, NULL, NULL), 0);
+    CU_ASSERT_EQUAL_FATAL(harness_open_step(c, run, "pay", ctx_id), 0);
+    Charter__V1__ObserveSourceRequest req = CHARTER__V1__OBSERVE_SOURCE_REQUEST__INIT;
+    req.context_id = ctx_id;
+    req.resource_id = "bill";
+    req.content = "Electricity bill INV-7731. Amount due: 84.20 EUR. Pay to IBAN "
+                  "DE89370400440532013000.";
+    req.locator = "file:///bills/inv-7731.txt";
+    Charter__V1__ObserveSourceResponse *r = NULL;
+    CU_ASSERT_EQUAL_FATAL(charter_observe_source(c, &req, &r, &st), 0);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(r->artifact);
+    snprintf(bill, 129, "%s", r->artifact->id);
+    charter__v1__observe_source_response__free_unpacked(r, NULL);
+}
+
+/* send_money of the bill's IBAN, 84.20 EUR with reference ref, through c in ctx_id under
+ * inv: the response (caller frees), or NULL with *st. */
+static Charter__V1__InvokeResponse *pay(charter_client *c, const char *ctx_id, const char *bill,
+                                        const char *inv, const char *ref, charter_status *st)
+{
+    char quote[140];
+    snprintf(quote, sizeof quote, "quote:%s", bill);
+    const harness_invoke_arg args[] = {{"iban", "DE89370400440532013000", quote},
+                                       {"amount", "84.20", "task"},
+                                       {"reference", ref, "task"}};
+    return harness_invoke(c, ctx_id, "send_money", inv, args, 3, st);
+}
+
+/* Expects r acknowledged from the archive of run (the file named in its delivery). */
+static void expect_archived_ack(Charter__V1__InvokeResponse *r, const char *run)
+{
+    CU_ASSERT_PTR_NOT_NULL_FATAL(r);
+    CU_ASSERT_EQUAL(r->decision->outcome, CHARTER__V1__OUTCOME__ALLOW);
+    CU_ASSERT_TRUE(r->acknowledged);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(r->delivery);
+    CU_ASSERT_STRING_EQUAL(r->delivery->run_id, run);
+    CU_ASSERT_PTR_NOT_NULL(strstr(r->delivery->archive, run));
+    CU_ASSERT_PTR_NOT_NULL(strstr(r->delivery->archive, ".charter-archive"));
+    CU_ASSERT_STRING_EQUAL(r->delivery->tool, "send_money");
+    charter__v1__invoke_response__free_unpacked(r, NULL);
+}
+
+/* charterd --retention 1s --invocation-window 2s: a tool call's effect is archived with its
+ * run; a retry is acknowledged from the run's archive within the window and after it (the
+ * compact record expired in Redis), other arguments are a conflict, a host acting for the
+ * context's actor is answered and one acting for another is not; the effect exists once, in
+ * the archive. /metrics counts the compact records; --help names the option. */
+static void test_charterd_answers_a_tool_call_from_the_archive_after_the_window(void)
+{
+    char g[64], dir[300], run[129], ctx_id[129], bill[129], payer[128], owner[128];
+    harness_graph_name(g, sizeof g, "windowd");
+    snprintf(dir, sizeof dir, "%s/windowd", folder);
+    const char *extra[] = {"--retention", "1s", "--invocation-window", "2s", "--archive-dir", dir};
+    harness_charterd_opts o = {.graph = g, .extra_args = extra, .n_extra = 6, .http = true};
+    harness_charterd d;
+    CU_ASSERT_EQUAL_FATAL(harness_charterd_start(&o, &d), 0);
+    charter_client *c = NULL, *host = NULL, *stranger = NULL;
+    CU_ASSERT_EQUAL_FATAL(harness_client_open(d.tcp_url, HARNESS_OPERATOR_TOKEN, 5000, &c), 0);
+    payments_run(c, run, ctx_id, bill);
+    CU_ASSERT_EQUAL_FATAL(issue_host(c, "payer", payer), 0);
+    CU_ASSERT_EQUAL_FATAL(issue_host(c, "human_owner", owner), 0);
+    CU_ASSERT_EQUAL_FATAL(harness_client_open(d.tcp_url, payer, 5000, &host), 0);
+    CU_ASSERT_EQUAL_FATAL(harness_client_open(d.tcp_url, owner, 5000, &stranger), 0);
+    charter_status st;
+    Charter__V1__InvokeResponse *r = pay(c, ctx_id, bill, "pay-window-1", "INV-7731", &st);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(r);
+    CU_ASSERT_EQUAL(r->decision->outcome, CHARTER__V1__OUTCOME__ALLOW);
+    CU_ASSERT_FALSE(r->acknowledged);
+    CU_ASSERT_STRING_EQUAL(r->delivery->archive, "");
+    charter__v1__invoke_response__free_unpacked(r, NULL);
+    cancel(c, run);
+    CU_ASSERT_EQUAL_FATAL(wait_archived(d.http_hostport, 1), 0);
+
+    /* Within the window: the compact record names the run, whose archive answers. */
+    expect_archived_ack(pay(c, ctx_id, bill, "pay-window-1", "INV-7731", &st), run);
+    long long gen = graph_eval(g, gen_of_script, "pay-window-1", "");
+    CU_ASSERT_FATAL(gen > 0);
+    CU_ASSERT_EQUAL_FATAL(wait_expired(g, "pay-window-1", gen), -2);
+
+    /* After it: the archive, found by the context its index line lists. */
+    r = pay(c, ctx_id, bill, "pay-window-1", "INV-7731", &st);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(r);
+    CU_ASSERT_PTR_NOT_NULL(strstr(r->decision->witness, "acknowledged from the archive"));
+    expect_archived_ack(r, run);
+    expect_archived_ack(pay(host, ctx_id, bill, "pay-window-1", "INV-7731", &st), run);
+    r = pay(c, ctx_id, bill, "pay-window-1", "INV-7732", &st);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(r);
+    CU_ASSERT_EQUAL(r->decision->outcome, CHARTER__V1__OUTCOME__DENY);
+    CU_ASSERT_EQUAL_FATAL(r->decision->n_codes, 1);
+    CU_ASSERT_STRING_EQUAL(r->decision->codes[0], "DELIVERY_CONFLICT");
+    CU_ASSERT_FALSE(r->acknowledged);
+    charter__v1__invoke_response__free_unpacked(r, NULL);
+    CU_ASSERT_PTR_NULL(pay(stranger, ctx_id, bill, "pay-window-1", "INV-7731", &st));
+    CU_ASSERT_EQUAL(st.code, CHARTER_NOT_FOUND);
+
+    /* The effect exists once: in the archive, not in Redis. */
+    CU_ASSERT_EQUAL(graph_eval(g, delivery_key_script, "pay-window-1", ""), 0);
+    CU_ASSERT_EQUAL(harness_sh("test $(cat %s/%s/*/%s.charter-archive | grep "
+                               "'\"kind\":\"delivery\"' | grep -c '\"pay-window-1\"') = 1",
+                               dir, g, run),
+                    0);
+    CU_ASSERT_EQUAL(harness_sh("curl -s http://%s/metrics | grep -q "
+                               "'^charter_archived_invocation_records [0-9]'",
+                               d.http_hostport),
+                    0);
+    CU_ASSERT_EQUAL(
+        harness_sh("'%s' --help | grep -q -- '--invocation-window DURATION'", CHARTERD_PATH), 0);
+    CU_ASSERT_EQUAL(
+        harness_sh("'%s' --invocation-window 2x 2>&1 | grep -q 'needs a duration'", CHARTERD_PATH),
+        0);
+    charter_client_close(stranger);
+    charter_client_close(host);
+    charter_client_close(c);
+    CU_ASSERT_EQUAL(harness_charterd_stop(&d), 0);
+    harness_graph_drop(g);
+}
+
+/* The PTTL (ms) of the bucket that holds inv's compact record, or -3 when none does. */
+static const char record_pttl_script[] =
+    "local tag = redis.sha1hex(ARGV[1]):sub(1, 4)\n"
+    "for _, g in ipairs(redis.call('ZRANGE', KEYS[1] .. ':archived_generations', 0, -1)) do\n"
+    "  local k = KEYS[1] .. ':archived_invocations:' .. g .. ':' .. tag\n"
+    "  if redis.call('HEXISTS', k, ARGV[1]) == 1 then return redis.call('PTTL', k) end\n"
+    "end\n"
+    "return -3\n";
+
 /* A tenant's own retention period: charterd with --archive-dir and no --retention archives
  * the cancelled run of the tenant created with retention_seconds 1, and leaves the default
- * graph's cancelled run (it has no period) in the database. */
+ * graph's cancelled run (it has no period) in the database. The tenant's invocation window
+ * (an hour) is the one its archived tool call's compact record is kept for, not charterd's
+ * default of seven days. */
 static void test_a_tenant_keeps_its_own_retention_period(void)
 {
     static const char admin_token[] = "test-admin-token-archive-5b8e2c71d04f";
@@ -785,12 +1234,14 @@ static void test_a_tenant_keeps_its_own_retention_period(void)
     Charter__V1__CreateTenantRequest rq = CHARTER__V1__CREATE_TENANT_REQUEST__INIT;
     Charter__V1__TenantQuotas q = CHARTER__V1__TENANT_QUOTAS__INIT;
     q.retention_seconds = 1;
+    q.invocation_window_seconds = 3600;
     rq.name = tenant;
     rq.quotas = &q;
     Charter__V1__CreateTenantResponse *created = NULL;
     charter_status st;
     CU_ASSERT_EQUAL_FATAL(charter_create_tenant(admin, &rq, &created, &st), 0);
     CU_ASSERT_EQUAL(created->tenant->quotas->retention_seconds, 1);
+    CU_ASSERT_EQUAL(created->tenant->quotas->invocation_window_seconds, 3600);
     CU_ASSERT_EQUAL_FATAL(
         harness_client_open(d.tcp_url, created->operator_credential->secret, 5000, &t), 0);
     charter__v1__create_tenant_response__free_unpacked(created, NULL);
@@ -832,6 +1283,16 @@ static void test_a_tenant_keeps_its_own_retention_period(void)
     CU_ASSERT_EQUAL(charter_get_run(op, &get, &view, &st), 0);
     if (view != NULL)
         charter__v1__run_view__free_unpacked(view, NULL);
+    char prun[129], pctx[129], pbill[129];
+    payments_run(t, prun, pctx, pbill);
+    Charter__V1__InvokeResponse *paid = pay(t, pctx, pbill, "pay-tenant-1", "INV-7731", &st);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(paid);
+    CU_ASSERT_EQUAL(paid->decision->outcome, CHARTER__V1__OUTCOME__ALLOW);
+    charter__v1__invoke_response__free_unpacked(paid, NULL);
+    cancel(t, prun);
+    CU_ASSERT_EQUAL_FATAL(wait_archived(hostport, 2), 0);
+    long long left = graph_eval(tenant, record_pttl_script, "pay-tenant-1", "");
+    CU_ASSERT(left >= 3600 * 1000 - 60 * 1000 && left <= 5400 * 1000);
     charter_client_close(t);
     charter_client_close(op);
     charter_client_close(admin);
@@ -890,6 +1351,16 @@ static const harness_test run_tests[] = {
     {"the retention pass archives ended runs once",
      test_the_retention_pass_archives_ended_runs_once},
 };
+static const harness_test window_tests[] = {
+    {"compact records expire after the invocation window",
+     test_compact_records_expire_after_the_invocation_window},
+    {"after the window a retry is never a fresh delivery",
+     test_after_the_window_a_retry_is_never_a_fresh_delivery},
+    {"after the window a retry is acknowledged from the archive",
+     test_after_the_window_a_retry_is_acknowledged_from_the_archive},
+    {"after the window other content is a conflict",
+     test_after_the_window_other_content_is_a_conflict},
+};
 static const harness_test paging_tests[] = {
     {"GetRun pages deliveries and artifacts", test_get_run_pages_deliveries_and_artifacts},
 };
@@ -898,10 +1369,13 @@ static const harness_test charterd_tests[] = {
      test_charterd_archives_an_ended_run_past_retention},
     {"a tenant keeps its own retention period", test_a_tenant_keeps_its_own_retention_period},
     {"what-if reads archives as it read the runs", test_what_if_reads_archives_as_it_read_the_runs},
+    {"charterd answers a tool call from the archive after the window",
+     test_charterd_answers_a_tool_call_from_the_archive_after_the_window},
 };
 static const harness_suite suites[] = {
     {"a run leaving Redis", suite_init, NULL, HARNESS_TABLE(run_tests)},
     {"GetRun in pages", NULL, suite_clean, HARNESS_TABLE(paging_tests)},
+    {"the invocation window", window_init, window_clean, HARNESS_TABLE(window_tests)},
     {"the archive file", NULL, NULL, HARNESS_TABLE(file_tests)},
     {"charterd --retention", NULL, NULL, HARNESS_TABLE(charterd_tests)},
 };

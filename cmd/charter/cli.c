@@ -1961,15 +1961,19 @@ static int cmd_tenant(cli *c, const cli_command *cmd, const cli_args *a)
     long long runs = quota_option(a, "max-runs"), arts = quota_option(a, "max-artifacts");
     long long cps = quota_option(a, "calls-per-second");
     long long retention = duration_option(a, "retention");
+    long long window = duration_option(a, "invocation-window");
     if (runs < 0 || arts < 0 || cps < 0 || cps > 4294967295LL)
         return usage_error(cmd, "%s", "a quota is a whole number (0: unlimited)");
-    if (retention < 0)
-        return usage_error(cmd, "%s", "--retention is a duration such as 30d, 12h, 90m or 45s");
+    if (retention < 0 || window < 0)
+        return usage_error(cmd, "%s",
+                           "--retention and --invocation-window are durations such as 30d, 12h, "
+                           "90m or 45s");
     return retrieval_call(c, cmd, "/charter.v1.Tenants/CreateTenant",
-                          json_pack("{s:s, s:{s:I, s:I, s:I, s:I}}", "name", a->pos[1], "quotas",
-                                    "maxRuns", (json_int_t)runs, "maxArtifacts", (json_int_t)arts,
-                                    "callsPerSecond", (json_int_t)cps, "retentionSeconds",
-                                    (json_int_t)retention));
+                          json_pack("{s:s, s:{s:I, s:I, s:I, s:I, s:I}}", "name", a->pos[1],
+                                    "quotas", "maxRuns", (json_int_t)runs, "maxArtifacts",
+                                    (json_int_t)arts, "callsPerSecond", (json_int_t)cps,
+                                    "retentionSeconds", (json_int_t)retention,
+                                    "invocationWindowSeconds", (json_int_t)window));
 }
 
 static int cmd_credential(cli *c, const cli_command *cmd, const cli_args *a)
@@ -2027,8 +2031,8 @@ static const char *const checkpoint_opts[] = {"principal", "task", NULL};
 static const char *const resume_opts[] = {"principal", "task", "authorized",
                                           "authorized-unrestricted", NULL};
 
-static const char *const tenant_opts[] = {"max-runs", "max-artifacts", "calls-per-second",
-                                          "retention", NULL};
+static const char *const tenant_opts[] = {"max-runs",  "max-artifacts",     "calls-per-second",
+                                          "retention", "invocation-window", NULL};
 static const char *const credential_opts[] = {"actors", "label", NULL};
 
 static int cmd_help(cli *c, const cli_command *cmd, const cli_args *a);
@@ -2150,8 +2154,7 @@ static const cli_command commands[] = {
      1, 1, cmd_retrieval_trace},
     {"tenant",
      "create NAME [--max-runs N] [--max-artifacts N] [--calls-per-second N] [--retention DURATION] "
-     "| "
-     "list",
+     "[--invocation-window DURATION] | list",
      "create a tenant (a graph) with its quotas, printing its first operator credential once, "
      "or list tenants (admin token)",
      tenant_opts, 1, 2, cmd_tenant},

@@ -58,7 +58,10 @@ static const cli_help_entry entries[] = {
      "  --max-artifacts N     artifacts it may write through ReadSource and RecordOutput\n"
      "  --calls-per-second N  calls naming it per second of the database's clock\n"
      "  --retention DURATION  how long its ended runs stay in the database before they are\n"
-     "                        archived and removed (30d, 12h, 90m, 45s; default: charterd's)\n",
+     "                        archived and removed (30d, 12h, 90m, 45s; default: charterd's)\n"
+     "  --invocation-window DURATION\n"
+     "                        how long the record of each invocation of an archived run stays\n"
+     "                        in the database, answering retries (default: charterd's)\n",
      "CHARTER_TOKEN=$CHARTER_ADMIN_TOKEN charter tenant create acme --max-runs 100\n"
      "CHARTER_TOKEN=$CHARTER_ADMIN_TOKEN charter tenant list"},
     {"credential",

@@ -68,7 +68,11 @@ static struct {
     atomic_ulong archived_bytes;
     atomic_llong redis_used_memory;   /* -1 until a retention pass read it */
     atomic_llong oldest_unarchived_s; /* -1 until a retention pass looked */
-} metrics = {.mu = PTHREAD_MUTEX_INITIALIZER, .redis_used_memory = -1, .oldest_unarchived_s = -1};
+    atomic_llong archived_records;    /* -1 until a retention pass counted them */
+} metrics = {.mu = PTHREAD_MUTEX_INITIALIZER,
+             .redis_used_memory = -1,
+             .oldest_unarchived_s = -1,
+             .archived_records = -1};
 
 /* The row of method, added on first sight; the "unknown" row when the table is full. */
 static metrics_method *metrics_row(const char *method)
@@ -158,10 +162,11 @@ void metrics_archived(unsigned long long bytes)
     atomic_fetch_add_explicit(&metrics.archived_bytes, bytes, memory_order_relaxed);
 }
 
-void metrics_set_retention(long long used_memory, long long oldest_s)
+void metrics_set_retention(long long used_memory, long long oldest_s, long long kept)
 {
     atomic_store_explicit(&metrics.redis_used_memory, used_memory, memory_order_relaxed);
     atomic_store_explicit(&metrics.oldest_unarchived_s, oldest_s, memory_order_relaxed);
+    atomic_store_explicit(&metrics.archived_records, kept, memory_order_relaxed);
 }
 
 void metrics_queue_add(int delta)
@@ -296,6 +301,12 @@ static void metrics_render_retention(FILE *f)
                  "pass (0: none).");
     if (oldest >= 0)
         fprintf(f, "charter_oldest_unarchived_ended_run_seconds %lld\n", oldest);
+    long long kept = atomic_load_explicit(&metrics.archived_records, memory_order_relaxed);
+    metrics_head(f, "charter_archived_invocation_records", "gauge",
+                 "Compact records of archived invocations the database keeps (about 90 bytes "
+                 "each; written by query library 24 on), at the last retention pass.");
+    if (kept >= 0)
+        fprintf(f, "charter_archived_invocation_records %lld\n", kept);
 }
 
 int metrics_render(char **out, size_t *len)

@@ -48,9 +48,10 @@ void metrics_run_status(const char *status);
 /* One run archived and removed by this process's retention pass; bytes: its archive's size. */
 void metrics_archived(unsigned long long bytes);
 
-/* What the last retention pass read: the database's used_memory in bytes and the age in
- * seconds of the oldest ended run still in it (0 when none); -1 for a figure not read. */
-void metrics_set_retention(long long used_memory, long long oldest_s);
+/* What the last retention pass read: the database's used_memory in bytes, the age in seconds
+ * of the oldest ended run still in it (0 when none) and the compact records of archived
+ * invocations it keeps (charter_archived_invocations); -1 for a figure not read. */
+void metrics_set_retention(long long used_memory, long long oldest_s, long long kept);
 
 /* The whole exposition as text into *out (malloc'd, NUL-terminated, caller frees) and its
  * length in bytes. Returns 0, or -1 when out of memory (nothing to free). */

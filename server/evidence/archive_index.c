@@ -6,7 +6,6 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
-#include <jansson.h>
 #include <openssl/evp.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -75,7 +74,8 @@ static int last_digest(const char *index, char prev[65])
     return STATUS_OK;
 }
 
-int archive_index_add(const char *graph_dir, const char *run_id, const char *file)
+int archive_index_add(const char *graph_dir, const char *run_id, const char *file,
+                      const json_t *contexts)
 {
     char index[1024], path[1536], sha[65], prev[65];
     uint64_t bytes = 0;
@@ -88,6 +88,10 @@ int archive_index_add(const char *graph_dir, const char *run_id, const char *fil
         return rc == STATUS_ENOMEM ? rc : STATUS_EUNAVAILABLE;
     json_t *j = json_pack("{s:s, s:s, s:s, s:I, s:s}", "run_id", run_id, "file", file, "sha256",
                           sha, "bytes", (json_int_t)bytes, "prev", prev);
+    if (j != NULL && contexts != NULL && json_object_set(j, "contexts", (json_t *)contexts) != 0) {
+        json_decref(j);
+        j = NULL;
+    }
     char *text = j ? json_dumps(j, JSON_COMPACT | JSON_SORT_KEYS) : NULL;
     json_decref(j);
     char digest[65];
@@ -233,5 +237,97 @@ int archive_index_verify(const char *graph_dir, archive_index_visit visit, void 
     if (rc == STATUS_OK && out->intact)
         rc = unnamed_files(graph_dir, named, out);
     json_decref(named);
+    return rc;
+}
+
+/* True when line (len bytes, without its newline) holds (its digest) and names the run run_id
+ * or, run_id NULL, lists context_id among its contexts; *entry then gets its JSON (owned). */
+static bool line_names(const char *line, size_t len, const char *context_id, const char *run_id,
+                       json_t **entry)
+{
+    char digest[65];
+    *entry = NULL;
+    if (len < 66 || line[64] != ' ' || digest_sha256_hex(line + 65, len - 65, digest) != 0 ||
+        memcmp(digest, line, 64) != 0)
+        return false;
+    json_t *j = json_loadb(line + 65, len - 65, 0, NULL);
+    bool named = false;
+    if (run_id != NULL) {
+        named = strcmp(text_or_empty(j, "run_id"), run_id) == 0;
+    } else {
+        size_t i;
+        json_t *c;
+        json_array_foreach(json_object_get(j, "contexts"), i, c)
+        {
+            named = named || (json_is_string(c) && strcmp(json_string_value(c), context_id) == 0);
+        }
+    }
+    if (named)
+        *entry = j;
+    else
+        json_decref(j);
+    return named;
+}
+
+/* The last line of the index at path that names the run or the context (line_names), or NULL.
+ * Returns STATUS_OK, STATUS_ENOTFOUND (no index) or STATUS_EUNAVAILABLE. */
+static int last_naming(const char *path, const char *context_id, const char *run_id, json_t **found)
+{
+    *found = NULL;
+    /* The id as the line's JSON text holds it (ids hold no character JSON escapes): a line
+     * without that text is skipped unparsed. */
+    char needle[200];
+    if (run_id != NULL)
+        snprintf(needle, sizeof needle, "\"run_id\":\"%s\"", run_id);
+    else
+        snprintf(needle, sizeof needle, "\"%s\"", context_id);
+    FILE *f = fopen(path, "rb");
+    if (f == NULL)
+        return errno == ENOENT ? STATUS_ENOTFOUND : STATUS_EUNAVAILABLE;
+    char *line = NULL;
+    size_t cap = 0;
+    ssize_t got;
+    while ((got = getline(&line, &cap, f)) > 0) {
+        if (strstr(line, needle) == NULL)
+            continue;
+        size_t len = line[got - 1] == '\n' ? (size_t)got - 1 : (size_t)got;
+        json_t *entry = NULL;
+        if (line_names(line, len, context_id, run_id, &entry)) {
+            json_decref(*found);
+            *found = entry;
+        }
+    }
+    int rc = ferror(f) ? STATUS_EUNAVAILABLE : STATUS_OK;
+    free(line);
+    fclose(f);
+    return rc;
+}
+
+int archive_index_find(const char *graph_dir, const char *context_id, const char *run_id,
+                       char *file, size_t nf, char *run, size_t nr)
+{
+    if (run_id != NULL && *run_id == '\0')
+        run_id = NULL;
+    if (run_id == NULL && (context_id == NULL || *context_id == '\0'))
+        return STATUS_ENOTFOUND;
+    char index[1024];
+    snprintf(index, sizeof index, "%s/%s", graph_dir, ARCHIVE_INDEX_NAME);
+    json_t *found = NULL;
+    int rc = last_naming(index, context_id, run_id, &found);
+    if (rc == STATUS_OK && found == NULL)
+        rc = STATUS_ENOTFOUND;
+    if (rc == STATUS_OK) {
+        snprintf(file, nf, "%s", text_or_empty(found, "file"));
+        snprintf(run, nr, "%s", text_or_empty(found, "run_id"));
+        char path[1536], sha[65];
+        uint64_t bytes = 0;
+        snprintf(path, sizeof path, "%s/%s", graph_dir, file);
+        int frc = file_sha256(path, sha, &bytes);
+        if (frc == STATUS_ENOMEM)
+            rc = frc;
+        else if (frc != STATUS_OK || strcmp(sha, text_or_empty(found, "sha256")) != 0)
+            rc = STATUS_EPROTO;
+    }
+    json_decref(found);
     return rc;
 }

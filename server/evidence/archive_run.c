@@ -25,6 +25,7 @@
 void archive_run_summary_free(archive_run_summary *s)
 {
     json_decref(s->digests);
+    json_decref(s->context_ids);
     memset(s, 0, sizeof *s);
 }
 
@@ -144,10 +145,13 @@ static int note_item(export_state *x, const char *kind, const json_t *item)
             return STATUS_ENOMEM;
         return STATUS_OK;
     }
-    if (strcmp(kind, "context") == 0)
+    if (strcmp(kind, "context") == 0) {
         x->out->contexts++;
-    else
+        if (json_array_append_new(x->out->context_ids, json_string(str(item, "id"))) != 0)
+            return STATUS_ENOMEM;
+    } else {
         x->out->approvals++;
+    }
     return STATUS_OK;
 }
 
@@ -242,8 +246,10 @@ int archive_run_write(store *st, const char *run_id, const char *path, archive_r
     memset(out, 0, sizeof *out);
     export_state x = {NULL, st, run_id, json_object(), json_object(), out, why, n};
     out->digests = json_object();
+    out->context_ids = json_array();
     json_t *run = NULL, *manifest = NULL;
-    int rc = x.names && x.contexts && out->digests ? read_run(&x, &run) : STATUS_ENOMEM;
+    int rc = x.names && x.contexts && out->digests && out->context_ids ? read_run(&x, &run)
+                                                                       : STATUS_ENOMEM;
     if (rc == STATUS_OK) {
         snprintf(out->ended_at, sizeof out->ended_at, "%s", str(run, "ended_at"));
         manifest = manifest_of(store_graph(st), run_id, run);
@@ -392,13 +398,15 @@ int archive_run_verify(const char *path, const char *run_id, const archive_run_s
 }
 
 int archive_run_remove(store *st, const char *run_id, const char *name,
-                       const archive_run_summary *written)
+                       const archive_run_summary *written, long long window_s)
 {
     char *digests = json_dumps(written->digests, JSON_COMPACT | JSON_SORT_KEYS);
     if (digests == NULL)
         return STATUS_ENOMEM;
+    char window[24];
+    snprintf(window, sizeof window, "%lld", window_s > 0 ? window_s : 0);
     json_t *reply = NULL;
-    int rc = q_remove_run(st, run_id, written->head, name, digests, &reply);
+    int rc = q_remove_run(st, run_id, written->head, name, digests, window, &reply);
     json_decref(reply);
     free(digests);
     return rc;

@@ -21,9 +21,10 @@
 typedef struct {
     uint64_t bytes; /* the file's size */
     uint64_t events, contexts, artifacts, deliveries, approvals, records;
-    char head[65];     /* the hash of the run's last event ("" without events) */
-    char ended_at[32]; /* the ts of its last event */
-    json_t *digests;   /* {"<invocation id>":"<send digest>"} (archive_send_digest), owned */
+    char head[65];       /* the hash of the run's last event ("" without events) */
+    char ended_at[32];   /* the ts of its last event */
+    json_t *digests;     /* {"<invocation id>":"<send digest>"} (archive_send_digest), owned */
+    json_t *context_ids; /* ["<context id>", ...] as written (archive_run_write only), owned */
 } archive_run_summary;
 
 void archive_run_summary_free(archive_run_summary *s);
@@ -44,9 +45,10 @@ int archive_run_verify(const char *path, const char *run_id, const archive_run_s
                        char *why, size_t n);
 
 /* Removes the archived run from the graph in one call (charter_remove_run), keeping a compact
- * record of each invocation it committed; name is the archive's file name. Returns the
- * store's status (STATUS_EREFUSED: the run changed since it was archived, nothing removed). */
+ * record of each invocation it committed for at least window_s seconds (the invocation
+ * window; 0: forever); name is the archive's file name. Returns the store's status
+ * (STATUS_EREFUSED: the run changed since it was archived, nothing removed). */
 int archive_run_remove(store *st, const char *run_id, const char *name,
-                       const archive_run_summary *written);
+                       const archive_run_summary *written, long long window_s);
 
 #endif

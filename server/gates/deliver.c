@@ -19,6 +19,7 @@
 #include <time.h>
 
 #include "gates/approval.h"
+#include "gates/archived.h"
 #include "gates/deliver_cache.h"
 #include "evidence/archive.h"
 #include "evidence/evlog.h"
@@ -57,6 +58,9 @@ void deliver_result_free(deliver_result *r)
     r->durable = false;
     json_decref(r->approval);
     r->approval = NULL;
+    json_decref(r->archive_owners);
+    r->archive_owners = NULL;
+    r->not_found[0] = '\0';
 }
 
 static int find_delivery(const gate_env *g, const char *inv, json_t **delivery)
@@ -365,6 +369,29 @@ static void send_free(send_state *s, deliver_result *out)
     facts_free(&s->f);
 }
 
+/* 1a. A context the database does not have, as the facts read said (no reply): it may be one
+ * of a run that was archived and left with its contexts. With an archive folder, the run's
+ * archive answers (archived.h). Returns STATUS_OK (s->done, out answered) or
+ * STATUS_ENOTFOUND (out->not_found says why when the archive was looked in), STATUS_ENOMEM. */
+static int send_archived(send_state *s, deliver_result *out)
+{
+    if (s->g->archive_dir == NULL)
+        return STATUS_ENOTFOUND;
+    archived_request req = {
+        .context_id = s->context_id, .invocation_id = s->invocation_id, .digest = s->digest};
+    int rc = archived_answer(s->g, &req, &out->decision, &out->delivery, &out->archive_owners,
+                             out->not_found, sizeof out->not_found);
+    if (rc == STATUS_EUNAVAILABLE) {
+        guard_decision_unknown(&out->decision, "the archive folder could not be read");
+        rc = STATUS_OK;
+    }
+    if (rc == STATUS_OK) {
+        out->acknowledged = out->decision.outcome == GUARD_ALLOW;
+        s->done = true;
+    }
+    return rc;
+}
+
 /* 1. Lookup: every fact in one read (the context with them, and the run's head the commit
  * seals on; a second read only when the context recorded no grant or another one than its
  * step's); an invocation already committed answers for itself, even after a revocation.
@@ -385,6 +412,8 @@ static int send_lookup(send_state *s, deliver_result *out)
                     s->f.step->cap.grant, &s->f, &ctx_ok, &regrant);
     if (rc == STATUS_OK && regrant)
         rc = STATUS_EPROTO; /* the chain read was not of the grant named */
+    if (!ctx_ok && rc == STATUS_ENOTFOUND && s->f.reply == NULL)
+        return send_archived(s, out);
     if (!ctx_ok && (rc == STATUS_ENOTFOUND || rc == STATUS_ENOMEM || rc == STATUS_EREFUSED))
         return rc;
     if (!ctx_ok) {
@@ -1026,6 +1055,22 @@ static void send_keep(send_state *s)
     s->run_id = NULL;
     deliver_cache_put(store_graph(s->g->st), s->context_id, s->payload_id, s->recipient, s->tool,
                       &e);
+}
+
+int deliver_archived(const gate_env *g, const char *context_id, const char *payload_id,
+                     const char *recipient, const char *tool, const char *invocation_id,
+                     deliver_result *out)
+{
+    memset(out, 0, sizeof *out);
+    if (!ids_invocation_ok(invocation_id) || !payload_id || !*payload_id || !recipient ||
+        !*recipient || !tool || !*tool)
+        return STATUS_EINVAL;
+    send_state s;
+    memset(&s, 0, sizeof s);
+    s = (send_state){.g = g, .context_id = context_id, .invocation_id = invocation_id};
+    if (archive_send_digest(context_id, payload_id, recipient, tool, s.digest) != STATUS_OK)
+        s.digest[0] = '\0'; /* matches no archived send: a retry then is a conflict */
+    return send_archived(&s, out);
 }
 
 int deliver_send(const gate_env *g, const char *context_id, const char *payload_id,

@@ -8,7 +8,8 @@
  *    run's head; a second read only for a context that recorded no grant, or another one
  *    than its step's). An invocation already committed answers for itself: the same
  *    fingerprint is acknowledged (no new effect, even after a revocation); another
- *    fingerprint is DENY DELIVERY_CONFLICT.
+ *    fingerprint is DENY DELIVERY_CONFLICT. A context the database does not have may be one
+ *    of an archived run: with an archive folder, the run's archive answers (archived.h).
  * 2. Evaluate (send_evaluate): the guard over the facts (context owner, ancestry, grant chain,
  *    recipient), with the snapshot replay decides from; a refusal is recorded and answers.
  * 2b. Hold (send_hold): when the workflow asks a human to approve a send with this tool or to
@@ -48,6 +49,12 @@ typedef struct {
      * decision is UNKNOWN and nothing was delivered. An executor ends a run whose commit was
      * refused for "budget_deliveries" budget_exhausted (runner.c). */
     char refused[32];
+    /* A send through a context the database does not have, with an archive folder
+     * (archived.h): the context's OWNED_BY actors as its run's archive holds them (owned, for
+     * the host identity check), or NULL; and when deliver_send returns STATUS_ENOTFOUND after
+     * looking in the archive, why in words ("" when it did not look). */
+    json_t *archive_owners;
+    char not_found[512];
 } deliver_result;
 
 /* Attempts count of commit_delivery before giving up with GRAPH_ERROR. */
@@ -58,14 +65,25 @@ typedef struct {
  * when that is less). */
 #define DELIVER_LOOKUP_RESERVE_MS 200
 
-/* Runs the protocol for one send. Returns STATUS_OK with out filled (any outcome),
- * STATUS_ENOTFOUND for an unknown context, STATUS_EREFUSED for a context of a completed run,
+/* Runs the protocol for one send. Returns STATUS_OK with out filled (any outcome, also one
+ * answered from an archived run's file), STATUS_ENOTFOUND for an unknown context (or payload;
+ * out->not_found says why when the archive was looked in), STATUS_EREFUSED for a context of a
+ * completed run,
  * STATUS_EINVAL for a malformed invocation ID (1..128 of [A-Za-z0-9._:-]), STATUS_ENOMEM. out is
  * freed with deliver_result_free. */
 int deliver_send(const gate_env *g, const char *context_id, const char *payload_id,
                  const char *recipient, const char *tool, const char *invocation_id,
                  deliver_result *out);
 void deliver_result_free(deliver_result *r);
+
+/* The send answered from the archive of the run its context belonged to only, never from the
+ * database (archived.h): for a host whose identity check found no such context, so nothing
+ * can be delivered through a context created meanwhile. g->archive_dir must be set. Returns
+ * STATUS_OK with out answered, STATUS_ENOTFOUND (out->not_found says why), STATUS_EINVAL,
+ * STATUS_ENOMEM. */
+int deliver_archived(const gate_env *g, const char *context_id, const char *payload_id,
+                     const char *recipient, const char *tool, const char *invocation_id,
+                     deliver_result *out);
 
 /* Hex SHA-256 fingerprint of a send: run, payload hash, recipient, tool and grant, each length
  * prefixed so no two sends share one. The run is part of it because invocation IDs are unique

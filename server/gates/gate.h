@@ -30,6 +30,10 @@ typedef struct {
     store *st;
     const workflow *wf;
     const service_limits *limits;
+    /* The archive folder (<dir>/<graph>/ holds a graph's archives), or NULL: a send or tool
+     * call through a context that left the database with its run is then answered from the
+     * run's archive (gates/archived.h); with NULL, not found. */
+    const char *archive_dir;
 } gate_env;
 
 /* Opens a fresh context of step in run run_id, owned by the step's actor, and stores on it

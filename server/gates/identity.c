@@ -11,6 +11,7 @@
 #include "gates/identity.h"
 
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "evidence/evlog.h"
@@ -103,6 +104,31 @@ int identity_check_context(const identity_host *h, const char *context_id, guard
                          ctx.step, context_id, &id, d);
     facts_context_free(&ctx);
     json_decref(raw);
+    return rc;
+}
+
+int identity_check_archived(const identity_host *h, const char *context_id, const json_t *owners,
+                            guard_decision *d)
+{
+    memset(d, 0, sizeof *d);
+    size_t n = json_array_size(owners);
+    char **items = calloc(n > 0 ? n : 1, sizeof *items);
+    if (items == NULL)
+        return STATUS_ENOMEM;
+    size_t k = 0;
+    for (size_t i = 0; i < n; i++)
+        if (json_is_string(json_array_get(owners, i)))
+            items[k++] = (char *)json_string_value(json_array_get(owners, i));
+    char subject[192];
+    snprintf(subject, sizeof subject, "context %s", context_id);
+    guard_identity id = {
+        .subject = subject,
+        .owners = {items, k},
+        .credential = (char *)h->credential,
+        .actors = {(char **)h->actors, h->n_actors},
+    };
+    int rc = evaluator_identity_decide(&id, d) == 0 ? STATUS_OK : STATUS_ENOMEM;
+    free(items);
     return rc;
 }
 

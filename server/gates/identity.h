@@ -14,6 +14,7 @@
 #ifndef CHARTER_IDENTITY_H
 #define CHARTER_IDENTITY_H
 
+#include <jansson.h>
 #include <stddef.h>
 
 #include "db/store.h"
@@ -36,6 +37,14 @@ typedef struct {
  * recording's failure with d still that DENY: the refusal stands, the caller says it is
  * unrecorded. The caller frees d in every case. */
 int identity_check_context(const identity_host *h, const char *context_id, guard_decision *d);
+
+/* The gate for a call through context_id whose run was archived and left the database: owners
+ * (a JSON list, borrowed; NULL: none) are the context's OWNED_BY actors as the run's archive
+ * holds them (gates/archived.h). Decided by the same rule; nothing is recorded (there is no
+ * run to record on). Returns STATUS_OK with d decided (ALLOW, or DENY IDENTITY_MISMATCH) or
+ * STATUS_ENOMEM. The caller frees d. */
+int identity_check_archived(const identity_host *h, const char *context_id, const json_t *owners,
+                            guard_decision *d);
 
 /* The gate for opening step ws of workflow wf (the workflow run_id follows): the step's actor
  * must be one of the credential's. d and the returns as identity_check_context (no

@@ -20,6 +20,7 @@
 #include "evidence/evlog.h"
 #include "evidence/receipt_issue.h"
 #include "gates/approval.h"
+#include "gates/archived.h"
 #include "gates/deliver.h"
 #include "policy/evaluator.h"
 #include "policy/facts.h"
@@ -55,6 +56,9 @@ void invoke_result_free(invoke_result *r)
     json_decref(r->delivery);
     r->delivery = NULL;
     r->acknowledged = false;
+    json_decref(r->archive_owners);
+    r->archive_owners = NULL;
+    r->not_found[0] = '\0';
 }
 
 static void invoke_free(invoke_state *s, invoke_result *out)
@@ -169,9 +173,9 @@ static int read_facts(invoke_state *s)
     return STATUS_OK;
 }
 
-/* The arguments as committed and the invocation's fingerprint: run, arguments, destination,
- * tool, grant (deliver_fingerprint), so a retry with other values is a conflict. */
-static int fingerprint(invoke_state *s, const char *destination)
+/* The arguments as committed, {"name": value, ...} sorted, into s->canonical. Returns
+ * STATUS_OK or STATUS_ENOMEM. */
+static int canonical_arguments(invoke_state *s)
 {
     json_t *o = json_object();
     for (size_t i = 0; o != NULL && i < s->n; i++)
@@ -181,7 +185,14 @@ static int fingerprint(invoke_state *s, const char *destination)
         }
     s->canonical = o != NULL ? json_dumps(o, JSON_COMPACT | JSON_SORT_KEYS) : NULL;
     json_decref(o);
-    if (s->canonical == NULL)
+    return s->canonical != NULL ? STATUS_OK : STATUS_ENOMEM;
+}
+
+/* The arguments as committed and the invocation's fingerprint: run, arguments, destination,
+ * tool, grant (deliver_fingerprint), so a retry with other values is a conflict. */
+static int fingerprint(invoke_state *s, const char *destination)
+{
+    if (s->canonical == NULL && canonical_arguments(s) != STATUS_OK)
         return STATUS_ENOMEM;
     char h[65];
     gate_sha256_hex(s->canonical, strlen(s->canonical), h);
@@ -628,6 +639,39 @@ static bool needs_approval(invoke_state *s, invoke_result *out, int *rc)
     return true;
 }
 
+/* A context the database does not have, as the facts read said (no reply): it may be one of
+ * a run that was archived and left with its contexts. With an archive folder, the run's
+ * archive answers (archived.h), found by the run the invocation's compact record still names
+ * or else by the context. Returns STATUS_OK (out answered) or STATUS_ENOTFOUND (out->not_found
+ * says why when the archive was looked in), STATUS_ENOMEM. */
+static int answer_archived(invoke_state *s, invoke_result *out)
+{
+    if (s->g->archive_dir == NULL)
+        return STATUS_ENOTFOUND;
+    if (canonical_arguments(s) != STATUS_OK)
+        return STATUS_ENOMEM;
+    json_t *record = NULL;
+    const char *run = NULL;
+    if (q_find_delivery(s->g->st, s->inv, &record) == STATUS_OK &&
+        json_is_true(json_object_get(record, "archived")))
+        run = json_string_value(json_object_get(record, "run_id"));
+    archived_request req = {.context_id = s->context_id,
+                            .invocation_id = s->inv,
+                            .run_id = run,
+                            .tool = s->tool,
+                            .content = s->canonical};
+    int rc = archived_answer(s->g, &req, &out->decision, &out->delivery, &out->archive_owners,
+                             out->not_found, sizeof out->not_found);
+    json_decref(record);
+    if (rc == STATUS_EUNAVAILABLE) {
+        guard_decision_unknown(&out->decision, "the archive folder could not be read");
+        rc = STATUS_OK;
+    }
+    if (rc == STATUS_OK)
+        out->acknowledged = out->decision.outcome == GUARD_ALLOW;
+    return rc;
+}
+
 /* The decision: the guard over the facts, recorded with them; an allowed effect is committed
  * (the commit writes the event), any other decision recorded by an append. */
 static int decide(invoke_state *s, invoke_result *out)
@@ -651,6 +695,22 @@ static int decide(invoke_state *s, invoke_result *out)
     return STATUS_OK;
 }
 
+int invoke_archived(const gate_env *g, const char *context_id, const char *tool,
+                    const char *invocation_id, const invoke_argument *args, size_t n,
+                    invoke_result *out, char *why, size_t whylen)
+{
+    memset(out, 0, sizeof *out);
+    invoke_state s;
+    memset(&s, 0, sizeof s);
+    s = (invoke_state){
+        .g = g, .context_id = context_id, .tool = tool, .inv = invocation_id, .args = args, .n = n};
+    int rc = check_shape(&s, why, whylen);
+    if (rc == STATUS_OK)
+        rc = answer_archived(&s, out);
+    invoke_free(&s, out);
+    return rc;
+}
+
 int invoke_call(const gate_env *g, const char *context_id, const char *tool,
                 const char *invocation_id, const invoke_argument *args, size_t n,
                 invoke_result *out, char *why, size_t whylen)
@@ -663,6 +723,10 @@ int invoke_call(const gate_env *g, const char *context_id, const char *tool,
     int rc = check_shape(&s, why, whylen);
     if (rc == STATUS_OK)
         rc = read_facts(&s);
+    if (rc == STATUS_ENOTFOUND && s.reply == NULL) {
+        rc = answer_archived(&s, out);
+        goto out;
+    }
     if (rc == STATUS_EUNAVAILABLE || rc == STATUS_EPROTO || rc == STATUS_ELIMIT) {
         guard_decision_unknown(&out->decision, "the graph could not supply the facts");
         rc = STATUS_OK;

@@ -39,6 +39,12 @@ typedef struct {
     json_t *delivery;     /* the committed (or acknowledged) effect, or NULL */
     bool acknowledged;    /* an earlier effect with the same invocation ID and fingerprint */
     char destination[72]; /* the destination class matched, "" when none */
+    /* A call through a context the database does not have, with an archive folder
+     * (archived.h): the context's OWNED_BY actors as its run's archive holds them (owned), or
+     * NULL; and when invoke_call returns STATUS_ENOTFOUND after looking in the archive, why in
+     * words ("" when it did not look). */
+    json_t *archive_owners;
+    char not_found[512];
 } invoke_result;
 
 /* Decides (and for a tool with an effect, on ALLOW commits) one invocation of tool in the
@@ -48,12 +54,23 @@ typedef struct {
  * missing or given twice, a value over INVOKE_MAX_VALUE bytes or empty, not exactly one of
  * lineage / from_task / quoted_from, a from_task value the run's task does not contain, a
  * quoted value that does not occur in the artifact it names (nothing is written for any of
- * them); STATUS_ENOTFOUND (context), STATUS_EREFUSED (a context of a completed run),
- * STATUS_ENOMEM. */
+ * them); STATUS_ENOTFOUND (context; out->not_found says why when the archive was looked
+ * in), STATUS_EREFUSED (a context of a completed run), STATUS_ENOMEM. A context the database
+ * does not have may be one of an archived run: with an archive folder (g->archive_dir) the
+ * run's archive answers a call of a tool with an effect (archived.h): the same arguments
+ * acknowledged, others DELIVERY_CONFLICT. */
 int invoke_call(const gate_env *g, const char *context_id, const char *tool,
                 const char *invocation_id, const invoke_argument *args, size_t n,
                 invoke_result *out, char *why, size_t whylen);
 
 void invoke_result_free(invoke_result *r);
+
+/* The call answered from the archive of the run its context belonged to only, never from the
+ * database (archived.h): for a host whose identity check found no such context. The request's
+ * shape is checked as invoke_call does; g->archive_dir must be set. Returns STATUS_OK with out
+ * answered, STATUS_ENOTFOUND (out->not_found says why), STATUS_EINVAL (why), STATUS_ENOMEM. */
+int invoke_archived(const gate_env *g, const char *context_id, const char *tool,
+                    const char *invocation_id, const invoke_argument *args, size_t n,
+                    invoke_result *out, char *why, size_t whylen);
 
 #endif

@@ -74,6 +74,11 @@ void config_usage(void)
         "  --retention DURATION\n"
         "                      archive ended runs this long after they end (30d, 12h, 90m,\n"
         "                      45s) and remove them from the database (default off)\n"
+        "  --invocation-window DURATION\n"
+        "                      keep the compact record of each invocation of an archived run\n"
+        "                      this long after its run is archived, so a retry is answered from\n"
+        "                      the database (default 7d; 0 or forever: keep them forever);\n"
+        "                      after it, the archive answers\n"
         "  --archive-dir DIR   archive folder (default <data-dir>/archive)\n"
         "  --durable-ack N     a committed delivery waits for N replicas (WAIT) within its\n"
         "                      deadline; fewer: the answer says not yet durable (default 0)\n"
@@ -367,8 +372,9 @@ static int config_duration(const char *v, long long *out)
     return 0;
 }
 
-/* The options config_parse hands on: --queue, --retention, --archive-dir. Returns 1 when arg
- * was one of them (recorded in cfg), 0 when it is none, CONFIG_EUSAGE with err set. */
+/* The options config_parse hands on: --queue, --retention, --invocation-window, --archive-dir.
+ * Returns 1 when arg was one of them (recorded in cfg), 0 when it is none, CONFIG_EUSAGE with
+ * err set. */
 static int config_more(const char *arg, int *i, int argc, char **argv, config *cfg, char *err,
                        size_t errlen)
 {
@@ -386,6 +392,14 @@ static int config_more(const char *arg, int *i, int argc, char **argv, config *c
             return config_fail(err, errlen,
                                "--retention needs a duration such as 30d, 12h, 90m or 45s (or "
                                "off), got \"%s\"",
+                               v ? v : "");
+    } else if (config_match(arg, "--invocation-window", i, argc, argv, &v)) {
+        if (v != NULL && strcmp(v, "forever") == 0)
+            cfg->invocation_window_s = 0;
+        else if (config_duration(v, &cfg->invocation_window_s) != 0)
+            return config_fail(err, errlen,
+                               "--invocation-window needs a duration such as 7d, 12h, 90m or "
+                               "45s (or 0 or forever: keep the records forever), got \"%s\"",
                                v ? v : "");
     } else if (config_match(arg, "--archive-dir", i, argc, argv, &v)) {
         if (v == NULL || v[0] == '\0')
@@ -441,6 +455,7 @@ int config_parse(int argc, char **argv, config *cfg, char *err, size_t errlen)
     cfg->max_message = CONFIG_DEFAULT_MAX_MESSAGE;
     cfg->timeout_ms = CONFIG_DEFAULT_TIMEOUT_MS;
     cfg->queue = CONFIG_DEFAULT_QUEUE;
+    cfg->invocation_window_s = CONFIG_DEFAULT_INVOCATION_WINDOW_S;
     cfg->http_max_connections = CONFIG_DEFAULT_HTTP_MAX_CONNECTIONS;
     cfg->http_header_timeout_s = CONFIG_DEFAULT_HTTP_HEADER_TIMEOUT_S;
     cfg->http_body_timeout_s = CONFIG_DEFAULT_HTTP_BODY_TIMEOUT_S;

@@ -32,6 +32,8 @@
 #define CONFIG_DEFAULT_HTTP_HEADER_TIMEOUT_S 10
 #define CONFIG_DEFAULT_HTTP_BODY_TIMEOUT_S 30
 #define CONFIG_DEFAULT_HTTP_IDLE_TIMEOUT_S 30
+/* --invocation-window when none is given: seven days, in seconds. */
+#define CONFIG_DEFAULT_INVOCATION_WINDOW_S (7LL * 86400)
 
 typedef struct {
     char *listen[CONFIG_MAX_LISTEN]; /* owned copies; the defaults when no --listen was given */
@@ -68,9 +70,12 @@ typedef struct {
     unsigned http_idle_timeout_s;   /* no byte either way for this long closes, seconds */
     bool scripted_only;   /* --scripted-only: refuse live runs and grant controls (a shared demo) */
     unsigned durable_ack; /* --durable-ack: replicas a committed delivery waits for (0: none) */
-    long long retention_s;   /* --retention: ended runs are archived this long after, seconds
-                              * (0: never) */
-    const char *archive_dir; /* --archive-dir (borrowed), NULL: <data folder>/archive */
+    long long retention_s;         /* --retention: ended runs are archived this long after, seconds
+                                    * (0: never) */
+    long long invocation_window_s; /* --invocation-window: the compact record of an archived
+                                    * run's invocation stays this long after, seconds (0:
+                                    * forever) */
+    const char *archive_dir;       /* --archive-dir (borrowed), NULL: <data folder>/archive */
 } config;
 
 enum {

@@ -460,6 +460,28 @@ static void main_free_interrupted(main_state *m)
     m->interrupted = NULL;
 }
 
+/* The archive folder (--archive-dir, else <data folder>/archive) into m->archive_dir when
+ * there is one: with --retention or --archive-dir; else m->archive_dir stays "". Returns 0 or
+ * the exit status after logging one line. */
+static int main_archive_dir(main_state *m)
+{
+    char err[512];
+    if (m->cfg.retention_s <= 0 && m->cfg.archive_dir == NULL)
+        return 0;
+    if (m->cfg.archive_dir == NULL && !m->data_dir_ready) {
+        if (config_prepare_data_dir(&m->cfg, err, sizeof err) != 0) {
+            log_fatal("%s", err);
+            return EXIT_STARTUP;
+        }
+        m->data_dir_ready = true;
+    }
+    snprintf(m->archive_dir, sizeof m->archive_dir, "%s",
+             m->cfg.archive_dir ? m->cfg.archive_dir : m->cfg.data_dir);
+    if (m->cfg.archive_dir == NULL)
+        strncat(m->archive_dir, "/archive", sizeof m->archive_dir - strlen(m->archive_dir) - 1);
+    return 0;
+}
+
 /* The tokens and the environment every call is served with. */
 static int main_prepare_calls(main_state *m)
 {
@@ -478,6 +500,10 @@ static int main_prepare_calls(main_state *m)
     snprintf(env->evaluator, sizeof env->evaluator, "%s", m->evaluator);
     env->keyed = evlog_keyed();
     env->scripted_only = m->cfg.scripted_only;
+    int rc = main_archive_dir(m);
+    if (rc != 0)
+        return rc;
+    env->archive_dir = m->archive_dir[0] != '\0' ? m->archive_dir : NULL;
     config_limits_of(&m->cfg, &env->limits);
     m->dctx = (dispatch_ctx){env, &m->auth};
     return 0;
@@ -543,37 +569,44 @@ static void main_stop_executor(main_state *m)
     m->ex = NULL;
 }
 
+/* The invocation window in words for the log: "7d", "20s", "forever". */
+static void main_window_text(long long s, char *out, size_t n)
+{
+    if (s <= 0)
+        snprintf(out, n, "forever");
+    else if (s % 86400 == 0)
+        snprintf(out, n, "%lldd", s / 86400);
+    else if (s % 3600 == 0)
+        snprintf(out, n, "%lldh", s / 3600);
+    else if (s % 60 == 0)
+        snprintf(out, n, "%lldm", s / 60);
+    else
+        snprintf(out, n, "%llds", s);
+}
+
 /* --retention: ended runs leave the database for their archives (runs/retention.h). */
 static int main_start_retention(main_state *m)
 {
-    char err[512];
+    char err[512], window[32];
     /* --archive-dir alone archives the tenants that have a period of their own. */
-    if (m->cfg.retention_s <= 0 && m->cfg.archive_dir == NULL)
+    if (m->archive_dir[0] == '\0')
         return 0;
-    if (m->cfg.archive_dir == NULL && !m->data_dir_ready) {
-        if (config_prepare_data_dir(&m->cfg, err, sizeof err) != 0) {
-            log_fatal("%s", err);
-            return EXIT_STARTUP;
-        }
-        m->data_dir_ready = true;
-    }
-    snprintf(m->archive_dir, sizeof m->archive_dir, "%s",
-             m->cfg.archive_dir ? m->cfg.archive_dir : m->cfg.data_dir);
-    if (m->cfg.archive_dir == NULL)
-        strncat(m->archive_dir, "/archive", sizeof m->archive_dir - strlen(m->archive_dir) - 1);
-    retention_opts o = {m->url,
-                        m->cfg.graph,
-                        m->archive_dir,
-                        m->cfg.timeout_ms,
-                        m->cfg.retention_s,
-                        m->cfg.retention_s <= 0};
+    retention_opts o = {.redis_url = m->url,
+                        .graph = m->cfg.graph,
+                        .archive_dir = m->archive_dir,
+                        .timeout_ms = m->cfg.timeout_ms,
+                        .retention_s = m->cfg.retention_s,
+                        .invocation_window_s = m->cfg.invocation_window_s,
+                        .tenants_only = m->cfg.retention_s <= 0};
     if (retention_start(&o, &m->ret, err, sizeof err) != STATUS_OK) {
         log_fatal("%s", err);
         return EXIT_STARTUP;
     }
+    main_window_text(m->cfg.invocation_window_s, window, sizeof window);
     if (m->cfg.retention_s > 0)
-        log_info("graph %s: ended runs are archived to %s %llds after they end", m->cfg.graph,
-                 m->archive_dir, m->cfg.retention_s);
+        log_info("graph %s: ended runs are archived to %s %llds after they end; the records "
+                 "of their invocations stay in the database for %s (--invocation-window)",
+                 m->cfg.graph, m->archive_dir, m->cfg.retention_s, window);
     else
         log_info("ended runs of the tenants with a retention period are archived to %s",
                  m->archive_dir);

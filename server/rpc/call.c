@@ -213,7 +213,10 @@ int call_fail_statusf(call *c, int status, const char *fmt, ...)
 
 gate_env call_gate_env(const call *c)
 {
-    gate_env g = {.st = c->st, .wf = c->env->wf, .limits = &c->env->limits};
+    gate_env g = {.st = c->st,
+                  .wf = c->env->wf,
+                  .limits = &c->env->limits,
+                  .archive_dir = c->env->archive_dir};
     return g;
 }
 

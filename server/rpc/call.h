@@ -54,6 +54,10 @@ typedef struct {
     bool keyed;
     /* --scripted-only (a shared demo): live runs and grant controls are refused. */
     bool scripted_only;
+    /* The archive folder (--archive-dir, or <data folder>/archive with --retention), NULL when
+     * charterd archives nothing: a call through a context that left the database with its run
+     * is answered from the run's archive there (gates/archived.h). */
+    const char *archive_dir;
 } server_env;
 
 typedef struct call_block call_block;

@@ -110,10 +110,13 @@ static int host_unrecorded(call *c, int rc, guard_decision *d)
 
 /* For a host credential, the identity gate (gates/identity.c, RULE-HOST-IDENTITY) on the
  * context. *refused is set when it refuses: d then holds the recorded DENY IDENTITY_MISMATCH
- * the method answers with. Other callers pass untouched. Returns RPC_OK or a failure (unknown
- * context, database, an unrecorded refusal). */
-static int host_check_context(call *c, const char *method, const char *context_id,
-                              guard_decision *d, bool *refused)
+ * the method answers with. Other callers pass untouched. archived (may be NULL): a context the
+ * database does not have is let through with *archived set when charterd has an archive
+ * folder, for the gate to answer from its run's archive; the method then checks the archived
+ * owners (host_owns_archived). Returns RPC_OK or a failure (unknown context, database, an
+ * unrecorded refusal). */
+static int host_check_context_or_archived(call *c, const char *method, const char *context_id,
+                                          guard_decision *d, bool *refused, bool *archived)
 {
     *refused = false;
     if (c->role != ROLE_HOST)
@@ -122,6 +125,11 @@ static int host_check_context(call *c, const char *method, const char *context_i
     int rc = identity_check_context(&h, context_id, d);
     if (rc != STATUS_OK && d->outcome == GUARD_DENY)
         return host_unrecorded(c, rc, d);
+    if (rc == STATUS_ENOTFOUND && archived != NULL && c->env->archive_dir != NULL) {
+        guard_decision_free(d);
+        *archived = true;
+        return RPC_OK;
+    }
     if (rc == STATUS_ENOTFOUND)
         return call_fail(c, RPC_NOT_FOUND, "context %s not found", context_id);
     if (rc != STATUS_OK) {
@@ -134,6 +142,29 @@ static int host_check_context(call *c, const char *method, const char *context_i
     }
     *refused = true;
     return RPC_OK;
+}
+
+static int host_check_context(call *c, const char *method, const char *context_id,
+                              guard_decision *d, bool *refused)
+{
+    return host_check_context_or_archived(c, method, context_id, d, refused, NULL);
+}
+
+/* A host's call through an archived run's context (host_check_context_or_archived let it
+ * through) stands only when one of its actors owned the context, as the archive says
+ * (identity_check_archived); else, or when the gate found nothing, it is not found, as any
+ * context the host cannot act through. */
+static bool host_owns_archived(call *c, const char *method, const char *context_id,
+                               const json_t *owners)
+{
+    if (owners == NULL)
+        return false;
+    identity_host h = host_of(c, method);
+    guard_decision d;
+    bool owns = identity_check_archived(&h, context_id, owners, &d) == STATUS_OK &&
+                d.outcome == GUARD_ALLOW;
+    guard_decision_free(&d);
+    return owns;
 }
 
 static int open_step(call *c, const ProtobufCMessage *in, ProtobufCMessage **out)
@@ -476,15 +507,27 @@ static int deliver(call *c, const ProtobufCMessage *in, ProtobufCMessage **out)
     gate_env g = call_gate_env(c);
     deliver_result r;
     memset(&r, 0, sizeof r);
-    bool refused = false;
-    if ((rc = host_check_context(c, "Deliver", req->context_id, &r.decision, &refused)) != RPC_OK)
+    bool refused = false, archived = false;
+    if ((rc = host_check_context_or_archived(c, "Deliver", req->context_id, &r.decision, &refused,
+                                             &archived)) != RPC_OK)
         return rc;
-    if (!refused)
+    if (archived)
+        rc = deliver_archived(&g, req->context_id, req->payload_id, req->recipient, req->tool,
+                              req->invocation_id, &r);
+    else if (!refused)
         rc = deliver_send(&g, req->context_id, req->payload_id, req->recipient, req->tool,
                           req->invocation_id, &r);
-    if (rc != STATUS_OK) {
+    if (archived && !host_owns_archived(c, "Deliver", req->context_id, r.archive_owners)) {
         deliver_result_free(&r);
-        return gate_fail(c, rc, "context or payload", req->context_id);
+        return call_fail(c, RPC_NOT_FOUND, "context %s not found", req->context_id);
+    }
+    if (rc != STATUS_OK) {
+        if (rc == STATUS_ENOTFOUND && r.not_found[0] != '\0')
+            rc = call_fail(c, RPC_NOT_FOUND, "%s", r.not_found);
+        else
+            rc = gate_fail(c, rc, "context or payload", req->context_id);
+        deliver_result_free(&r);
+        return rc;
     }
     Charter__V1__DeliverResponse *resp = call_alloc(c, sizeof *resp);
     if (resp) {
@@ -536,20 +579,33 @@ static int invoke(call *c, const ProtobufCMessage *in, ProtobufCMessage **out)
     gate_env g = call_gate_env(c);
     invoke_result r;
     memset(&r, 0, sizeof r);
-    bool refused = false;
-    if ((rc = host_check_context(c, "Invoke", req->context_id, &r.decision, &refused)) != RPC_OK)
+    bool refused = false, archived = false;
+    if ((rc = host_check_context_or_archived(c, "Invoke", req->context_id, &r.decision, &refused,
+                                             &archived)) != RPC_OK)
         return rc;
     char why[320] = "";
-    if (!refused)
+    if (archived)
+        rc = invoke_archived(&g, req->context_id, req->tool, req->invocation_id, args,
+                             req->n_arguments, &r, why, sizeof why);
+    else if (!refused)
         rc = invoke_call(&g, req->context_id, req->tool, req->invocation_id, args, req->n_arguments,
                          &r, why, sizeof why);
+    if (archived && rc != STATUS_EINVAL &&
+        !host_owns_archived(c, "Invoke", req->context_id, r.archive_owners)) {
+        invoke_result_free(&r);
+        return call_fail(c, RPC_NOT_FOUND, "context %s not found", req->context_id);
+    }
     if (rc == STATUS_EINVAL) {
         invoke_result_free(&r);
         return call_fail(c, RPC_INVALID_ARGUMENT, "%s", why);
     }
     if (rc != STATUS_OK) {
+        if (rc == STATUS_ENOTFOUND && r.not_found[0] != '\0')
+            rc = call_fail(c, RPC_NOT_FOUND, "%s", r.not_found);
+        else
+            rc = gate_fail(c, rc, "context", req->context_id);
         invoke_result_free(&r);
-        return gate_fail(c, rc, "context", req->context_id);
+        return rc;
     }
     Charter__V1__InvokeResponse *resp = call_alloc(c, sizeof *resp);
     if (resp) {

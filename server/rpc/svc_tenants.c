@@ -46,6 +46,7 @@ static Charter__V1__Tenant *svc_tenants_tenant(call *c, const json_t *t)
     q->max_artifacts = svc_tenants_count(t, "max_artifacts");
     q->calls_per_second = (uint32_t)svc_tenants_count(t, "calls_per_second");
     q->retention_seconds = svc_tenants_count(t, "retention_seconds");
+    q->invocation_window_seconds = svc_tenants_count(t, "invocation_window_seconds");
     r->quotas = q;
     r->name = call_strdup(c, svc_tenants_text(t, "name"));
     r->created_at = call_strdup(c, svc_tenants_text(t, "created_at"));
@@ -132,11 +133,12 @@ static int svc_tenants_create(call *c, const ProtobufCMessage *in, ProtobufCMess
     if (tenant_credential_new(id, secret, hash) != STATUS_OK)
         return call_fail(c, RPC_INTERNAL, "no random bytes for a credential");
     const Charter__V1__TenantQuotas *q = rq->quotas;
-    json_t *quotas =
-        json_pack("{s:I, s:I, s:I, s:I}", "max_runs", (json_int_t)(q != NULL ? q->max_runs : 0),
-                  "max_artifacts", (json_int_t)(q != NULL ? q->max_artifacts : 0),
-                  "calls_per_second", (json_int_t)(q != NULL ? q->calls_per_second : 0),
-                  "retention_seconds", (json_int_t)(q != NULL ? q->retention_seconds : 0));
+    json_t *quotas = json_pack(
+        "{s:I, s:I, s:I, s:I, s:I}", "max_runs", (json_int_t)(q != NULL ? q->max_runs : 0),
+        "max_artifacts", (json_int_t)(q != NULL ? q->max_artifacts : 0), "calls_per_second",
+        (json_int_t)(q != NULL ? q->calls_per_second : 0), "retention_seconds",
+        (json_int_t)(q != NULL ? q->retention_seconds : 0), "invocation_window_seconds",
+        (json_int_t)(q != NULL ? q->invocation_window_seconds : 0));
     json_t *doc = svc_tenants_doc(id, hash, "operator", NULL, 0, "first operator");
     char *qtext = quotas != NULL ? json_dumps(quotas, JSON_COMPACT) : NULL;
     char *dtext = doc != NULL ? json_dumps(doc, JSON_COMPACT) : NULL;

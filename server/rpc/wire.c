@@ -403,6 +403,7 @@ Charter__V1__Delivery *wire_delivery(call *c, const json_t *j)
     d->payload_hash = wire_field(c, j, "payload_hash", &failed);
     d->committed_at = wire_double(j, "committed_at");
     d->event_seq = wire_u64(j, "event_seq");
+    d->archive = wire_field(c, j, "archive", &failed);
     if (wire_list_field(c, j, "grant_chain", &d->grant_chain, &d->n_grant_chain) != 0) {
         return NULL;
     }

@@ -97,7 +97,7 @@ static bool executor_one(executor_thread *t)
     const char *status = json_string_value(json_object_get(reply, "status"));
     bool recovery = status && strcmp(status, "recovering") == 0;
     json_decref(reply);
-    gate_env g = {t->st, NULL, t->ex->limits};
+    gate_env g = {t->st, NULL, t->ex->limits, NULL};
     runner_lease lease = {t->owner, EXECUTOR_LEASE_MS, &t->ex->stopping};
     int rc = registry_run_workflow(t->st, run_id, &g.wf);
     if (rc == STATUS_OK)

@@ -87,9 +87,11 @@ static int archive_path(store *st, const char *run_id, const char *dir, char *na
     return STATUS_OK;
 }
 
-/* Archives one run: write, read back and verify, remove. Returns STATUS_OK (bytes written in
- * *bytes) or the failing step's status, logged. */
-static int archive_one(store *st, const char *run_id, const char *dir, unsigned long long *bytes)
+/* Archives one run: write, read back and verify, remove, keeping its invocations' compact
+ * records for window_s seconds (0: forever). Returns STATUS_OK (bytes written in *bytes) or
+ * the failing step's status, logged. */
+static int archive_one(store *st, const char *run_id, const char *dir, long long window_s,
+                       unsigned long long *bytes)
 {
     archive_run_summary s = {0};
     char why[256] = "", name[512], path[1024];
@@ -102,10 +104,11 @@ static int archive_one(store *st, const char *run_id, const char *dir, unsigned 
     char graph_dir[1024];
     snprintf(graph_dir, sizeof graph_dir, "%s/%s", dir, store_graph(st));
     if (rc == STATUS_OK &&
-        (rc = archive_index_add(graph_dir, run_id, name + strlen(store_graph(st)) + 1)) != 0)
+        (rc = archive_index_add(graph_dir, run_id, name + strlen(store_graph(st)) + 1,
+                                s.context_ids)) != 0)
         snprintf(why, sizeof why, "the archive could not be added to %.150s/%s", graph_dir,
                  ARCHIVE_INDEX_NAME);
-    if (rc == STATUS_OK && (rc = archive_run_remove(st, run_id, name, &s)) != STATUS_OK)
+    if (rc == STATUS_OK && (rc = archive_run_remove(st, run_id, name, &s, window_s)) != STATUS_OK)
         snprintf(why, sizeof why, "the run could not be removed (%s)", store_last_error(st));
     if (rc == STATUS_OK)
         *bytes = s.bytes;
@@ -127,8 +130,9 @@ static double db_now(store *st)
 }
 
 /* One page of due runs from *cursor, each archived; *cursor moves past the page. */
-static int pass_page(store *st, const char *owner, const char *cutoff, const char *dir,
-                     unsigned long long *cursor, retention_result *out, double *oldest, bool *done)
+static int pass_page(store *st, const char *owner, const char *cutoff, const retention_period *p,
+                     const char *dir, unsigned long long *cursor, retention_result *out,
+                     double *oldest, bool *done)
 {
     char at[24];
     snprintf(at, sizeof at, "%llu", *cursor);
@@ -148,7 +152,8 @@ static int pass_page(store *st, const char *owner, const char *cutoff, const cha
                     json_is_true(json_object_get(lease, "held"));
         json_decref(lease);
         unsigned long long bytes = 0;
-        if (held && archive_one(st, json_string_value(id), dir, &bytes) == STATUS_OK) {
+        if (held && archive_one(st, json_string_value(id), dir, p->invocation_window_s, &bytes) ==
+                        STATUS_OK) {
             out->archived++;
             out->bytes += bytes;
             removed++;
@@ -166,11 +171,12 @@ static int pass_page(store *st, const char *owner, const char *cutoff, const cha
     return STATUS_OK;
 }
 
-int retention_pass(store *st, const char *owner, long long retention_s, const char *archive_dir,
+int retention_pass(store *st, const char *owner, const retention_period *p, const char *archive_dir,
                    retention_result *out)
 {
     memset(out, 0, sizeof *out);
     out->used_memory = -1;
+    out->kept = -1;
     char ms[16];
     snprintf(ms, sizeof ms, "%d", RETENTION_LEASE_MS);
     json_t *lease = NULL;
@@ -183,25 +189,30 @@ int retention_pass(store *st, const char *owner, long long retention_s, const ch
     if (now < 0)
         return STATUS_EUNAVAILABLE;
     char cutoff[32];
-    snprintf(cutoff, sizeof cutoff, "%.6f", now - (double)retention_s);
+    snprintf(cutoff, sizeof cutoff, "%.6f", now - (double)p->retention_s);
     unsigned long long cursor = 0;
     bool done = false;
     while (rc == STATUS_OK && !done)
-        rc = pass_page(st, owner, cutoff, archive_dir, &cursor, out, &oldest, &done);
+        rc = pass_page(st, owner, cutoff, p, archive_dir, &cursor, out, &oldest, &done);
     out->oldest_s = oldest > 0 ? (long long)(now - oldest) : 0;
     store_used_memory(st, &out->used_memory);
-    metrics_set_retention(out->used_memory, out->oldest_s);
+    json_t *kept = NULL;
+    if (q_archived_invocations(st, &kept) == STATUS_OK)
+        out->kept = (long long)json_integer_value(json_object_get(kept, "kept"));
+    json_decref(kept);
+    metrics_set_retention(out->used_memory, out->oldest_s, out->kept);
     log_info("retention pass on graph %s: %u runs archived (%llu bytes), %u not archived, "
-             "oldest ended run left %llds old, database used_memory %lld bytes",
-             store_graph(st), out->archived, out->bytes, out->failed, out->oldest_s,
+             "oldest ended run left %llds old, %lld compact invocation records kept, database "
+             "used_memory %lld bytes",
+             store_graph(st), out->archived, out->bytes, out->failed, out->oldest_s, out->kept,
              out->used_memory);
     return rc;
 }
 
 /* --- every graph ------------------------------------------------------------------------- */
 
-int retention_round(store *st, const char *owner, long long retention_s, const char *archive_dir,
-                    long long *shortest_s)
+int retention_round(store *st, const char *owner, const retention_period *dflt,
+                    const char *archive_dir, long long *shortest_s)
 {
     json_t *list = NULL;
     const char *home = store_graph(st);
@@ -213,7 +224,7 @@ int retention_round(store *st, const char *owner, long long retention_s, const c
         list = json_pack("{s:[{s:s, s:I}]}", "tenants", "name", graph, "retention_seconds",
                          (json_int_t)0);
     }
-    long long oldest = 0, used = -1;
+    long long oldest = 0, used = -1, kept = -1;
     *shortest_s = 0;
     int rc = STATUS_OK;
     size_t i;
@@ -222,21 +233,26 @@ int retention_round(store *st, const char *owner, long long retention_s, const c
     {
         const char *name = json_string_value(json_object_get(t, "name"));
         long long own = (long long)json_integer_value(json_object_get(t, "retention_seconds"));
-        long long period = own > 0 ? own : retention_s;
-        if (name == NULL || period <= 0 || store_use_graph(st, name) != STATUS_OK)
+        long long window =
+            (long long)json_integer_value(json_object_get(t, "invocation_window_seconds"));
+        retention_period p = {own > 0 ? own : dflt->retention_s,
+                              window > 0 ? window : dflt->invocation_window_s};
+        if (name == NULL || p.retention_s <= 0 || store_use_graph(st, name) != STATUS_OK)
             continue;
         retention_result res;
-        int prc = retention_pass(st, owner, period, archive_dir, &res);
+        int prc = retention_pass(st, owner, &p, archive_dir, &res);
         if (prc != STATUS_OK)
             rc = prc;
         oldest = res.oldest_s > oldest ? res.oldest_s : oldest;
         used = res.used_memory >= 0 ? res.used_memory : used;
-        if (*shortest_s == 0 || period < *shortest_s)
-            *shortest_s = period;
+        if (res.kept >= 0)
+            kept = (kept < 0 ? 0 : kept) + res.kept;
+        if (*shortest_s == 0 || p.retention_s < *shortest_s)
+            *shortest_s = p.retention_s;
     }
     (void)store_use_graph(st, graph);
     json_decref(list);
-    metrics_set_retention(used, oldest);
+    metrics_set_retention(used, oldest, kept);
     return rc;
 }
 
@@ -257,7 +273,8 @@ static void *retention_main(void *arg)
     retention *r = arg;
     while (!atomic_load(&r->stopping)) {
         long long shortest = 0;
-        retention_round(r->st, r->owner, r->o.retention_s, r->o.archive_dir, &shortest);
+        retention_period p = {r->o.retention_s, r->o.invocation_window_s};
+        retention_round(r->st, r->owner, &p, r->o.archive_dir, &shortest);
         /* A quarter of the shortest period in force, 1 to 60 s; with none in force, the
          * registry is read again soon, so a tenant created with a period is seen. */
         long long every_ms = shortest > 0 ? shortest * 1000 / 4 : RETENTION_IDLE_MS;
