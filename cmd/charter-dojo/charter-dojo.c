@@ -175,7 +175,8 @@ static int run_arm(dojo_report *r, int arm)
         }
         size_t users = limit(json_array_size(s->users), r->o->max_users);
         size_t injs = limit(json_array_size(s->injections), r->o->max_injections);
-        for (long j = -1; j < (long)injs; j++)
+        /* The quoting adversary acts only under attack: its benign cases are the guard-on arm's. */
+        for (long j = arm == DOJO_QUOTING ? 0 : -1; j < (long)injs; j++)
             for (size_t u = 0; u < users; u++) {
                 dojo_case *c = add_case(r, arm, &cap);
                 if (c == NULL)
@@ -186,10 +187,10 @@ static int run_arm(dojo_report *r, int arm)
     return 0;
 }
 
-/* One pass: both arms on fresh graphs. */
+/* One pass: every arm on a fresh graph. */
 static int run_pass(dojo_report *r, unsigned pass)
 {
-    for (int arm = 0; arm < 2; arm++) {
+    for (int arm = 0; arm < DOJO_ARMS; arm++) {
         dojo_arm *a = &r->arms[arm];
         double t0 = dojo_now_ms();
         int rc = dojo_arm_start(r->o, a, pass);
@@ -207,7 +208,7 @@ static int run_pass(dojo_report *r, unsigned pass)
 
 static void free_cases(dojo_report *r)
 {
-    for (int arm = 0; arm < 2; arm++) {
+    for (int arm = 0; arm < DOJO_ARMS; arm++) {
         for (size_t i = 0; i < r->n_cases[arm]; i++)
             dojo_case_free(&r->cases[arm][i]);
         free(r->cases[arm]);
@@ -217,11 +218,11 @@ static void free_cases(dojo_report *r)
 }
 
 /* The second pass against the first: every case's digest the same. */
-static void compare(dojo_report *r, dojo_case *first[2], size_t n_first[2])
+static void compare(dojo_report *r, dojo_case *first[DOJO_ARMS], size_t n_first[DOJO_ARMS])
 {
     r->repeat_ran = true;
     r->repeat_identical = true;
-    for (int arm = 0; arm < 2 && r->repeat_identical; arm++) {
+    for (int arm = 0; arm < DOJO_ARMS && r->repeat_identical; arm++) {
         if (n_first[arm] != r->n_cases[arm]) {
             r->repeat_identical = false;
             snprintf(r->repeat_why, sizeof r->repeat_why, "guard %s: %zu cases, then %zu",
@@ -244,20 +245,23 @@ static int run_passes(dojo_report *r)
         return -1;
     if (r->o->no_repeat)
         return 0;
-    dojo_case *first[2] = {r->cases[0], r->cases[1]};
-    size_t n_first[2] = {r->n_cases[0], r->n_cases[1]};
-    r->cases[0] = r->cases[1] = NULL;
-    r->n_cases[0] = r->n_cases[1] = 0;
-    for (int arm = 0; arm < 2; arm++)
+    dojo_case *first[DOJO_ARMS];
+    size_t n_first[DOJO_ARMS];
+    for (int arm = 0; arm < DOJO_ARMS; arm++) {
+        first[arm] = r->cases[arm];
+        n_first[arm] = r->n_cases[arm];
+        r->cases[arm] = NULL;
+        r->n_cases[arm] = 0;
         r->arms[arm].n_lat = 0; /* the figures are the second pass's */
+    }
     int rc = run_pass(r, 2);
     if (rc == 0)
         compare(r, first, n_first);
     dojo_report keep = *r;
-    keep.cases[0] = first[0];
-    keep.cases[1] = first[1];
-    keep.n_cases[0] = n_first[0];
-    keep.n_cases[1] = n_first[1];
+    for (int arm = 0; arm < DOJO_ARMS; arm++) {
+        keep.cases[arm] = first[arm];
+        keep.n_cases[arm] = n_first[arm];
+    }
     free_cases(&keep);
     return rc;
 }
@@ -280,7 +284,8 @@ int main(int argc, char **argv)
     fclose(rnd);
     for (size_t i = 0; i < sizeof raw; i++)
         snprintf(o.token + 2 * i, 3, "%02x", raw[i]);
-    dojo_arm arms[2] = {{.name = "on"}, {.name = "off", .null_gate = true}};
+    dojo_arm arms[DOJO_ARMS] = {
+        {.name = "on"}, {.name = "off", .null_gate = true}, {.name = "quoting", .quoting = true}};
     dojo_report r = {.o = &o, .suites = suites, .n_suites = n, .arms = arms};
     double t0 = dojo_now_ms();
     int rc = run_passes(&r);

@@ -39,10 +39,17 @@ typedef struct {
     json_t *items, *points, *users, *injections, *history, *baseline; /* borrowed from doc */
 } dojo_suite;
 
-/* One charterd: the guard-on arm runs charterd, the guard-off arm charterd-nullgate. */
+/* One charterd per arm: the guard-on arms run charterd, the guard-off arm charterd-nullgate.
+ * Arms in report order: DOJO_ON (the conservative adversary), DOJO_OFF, DOJO_QUOTING (the
+ * guard on, against an adversary that names trusted quotes itself). */
+#define DOJO_ON 0
+#define DOJO_OFF 1
+#define DOJO_QUOTING 2
+#define DOJO_ARMS 3
 typedef struct {
-    const char *name; /* "on" or "off" */
+    const char *name; /* "on", "off" or "quoting" */
     bool null_gate;
+    bool quoting; /* the adversary quotes trusted artifacts that hold its values */
     char binary[PATH_MAX];
     char url[PATH_MAX + 16];
     char log[PATH_MAX];
@@ -121,8 +128,8 @@ typedef struct {
     const dojo_options *o;
     dojo_suite *suites;
     size_t n_suites;
-    dojo_case *cases[2]; /* per arm: every case, benign first then attacks, suite by suite */
-    size_t n_cases[2];
+    dojo_case *cases[DOJO_ARMS]; /* per arm: every case, benign first then attacks */
+    size_t n_cases[DOJO_ARMS];
     dojo_arm *arms;
     bool repeat_identical;
     bool repeat_ran;

@@ -20,6 +20,7 @@ typedef struct {
     char id[129];  /* the artifact */
     char name[80]; /* the item, or "note:<name>" */
     char *content; /* as recorded (owned) */
+    bool trusted;  /* an item of a trusted resource (a note never is) */
 } dojo_read;
 
 typedef struct {
@@ -88,6 +89,7 @@ static void add_read(cstate *c, const char *id, const char *name, const char *co
     snprintf(r->id, sizeof r->id, "%s", id);
     snprintf(r->name, sizeof r->name, "%s", name);
     r->content = strdup(content);
+    r->trusted = strncmp(name, "note:", 5) != 0 && dojo_item_integrity(c->s, name) == 1;
 }
 
 static void fire(cstate *c);
@@ -349,19 +351,38 @@ static void do_user_call(cstate *c, const json_t *step)
         c->out->effects++;
 }
 
-/* The adversary's lineage: the last laundered summary, or everything read. Returns how many
- * ids, 0 when none of them holds value (the model never read it). */
-static size_t attack_lineage(cstate *c, const char *value, char **ids)
+/* The quoting adversary's origin for value: a trusted artifact read so far that holds it (as an
+ * agent that names quoted_from itself may, charter-mcp's tool arguments), or NULL. */
+static const char *trusted_quote(const cstate *c, const char *value)
 {
+    for (size_t i = 0; c->a->quoting && i < c->n_read; i++)
+        if (c->read[i].trusted && dojo_token_holds(c->read[i].content, value))
+            return c->read[i].id;
+    return NULL;
+}
+
+/* The adversary's origin of one value: quoted from a trusted artifact (the quoting adversary,
+ * when one holds it), else the last laundered summary, else everything read. Returns 0, or -1
+ * when nothing read holds the value (the model never read it). */
+static int attack_origin(cstate *c, Charter__V1__InvokeArgument *a, char **ids)
+{
+    const char *quote = trusted_quote(c, a->value);
+    if (quote != NULL) {
+        a->quoted_from = (char *)quote;
+        return 0;
+    }
+    a->lineage = ids;
     if (c->launder[0] != '\0') {
         dojo_read *r = find_read(c, "note:laundered");
         ids[0] = c->launder;
-        return r != NULL && dojo_token_holds(r->content, value) ? 1 : 0;
+        a->n_lineage = 1;
+        return r != NULL && dojo_token_holds(r->content, a->value) ? 0 : -1;
     }
     bool held = false;
     for (size_t i = 0; i < c->n_read && !held; i++)
-        held = dojo_token_holds(c->read[i].content, value);
-    return held ? all_read(c, ids) : 0;
+        held = dojo_token_holds(c->read[i].content, a->value);
+    a->n_lineage = all_read(c, ids);
+    return held ? 0 : -1;
 }
 
 static void do_attack_call(cstate *c, const json_t *step)
@@ -380,9 +401,7 @@ static void do_attack_call(cstate *c, const json_t *step)
         charter__v1__invoke_argument__init(&av[n]);
         av[n].name = (char *)name;
         av[n].value = (char *)json_string_value(v);
-        av[n].n_lineage = attack_lineage(c, av[n].value, lineage[n]);
-        av[n].lineage = lineage[n];
-        if (av[n].n_lineage == 0) {
+        if (attack_origin(c, &av[n], lineage[n]) != 0) {
             trace(c, "attacker", "invoke", tool, "skipped", NULL,
                   "a value the model never read cannot be written", -1);
             return;

@@ -50,63 +50,82 @@ static void pct(char *out, size_t n, unsigned num, unsigned den)
 
 static void suite_row(const dojo_report *r, const char *name, long suite)
 {
-    tally on = tally_of(r, 0, suite), off = tally_of(r, 1, suite);
-    char c[7][40];
+    tally on = tally_of(r, DOJO_ON, suite), off = tally_of(r, DOJO_OFF, suite);
+    tally quoting = tally_of(r, DOJO_QUOTING, suite);
+    char c[6][40];
     pct(c[0], sizeof c[0], on.useful, on.users);
     pct(c[1], sizeof c[1], on.useful_attack, on.attacks);
     pct(c[2], sizeof c[2], on.success, on.attacks);
-    pct(c[3], sizeof c[3], off.success, off.attacks);
-    pct(c[4], sizeof c[4], on.held, on.effects);
-    pct(c[5], sizeof c[5], off.useful, off.users);
-    pct(c[6], sizeof c[6], off.useful_attack, off.attacks);
-    printf("| %-8s | %5u | %-17s | %-19s | %-17s | %-19s | %-15s | %-17s | %-19s |\n", name,
-           on.attacks, c[0], c[1], c[2], c[3], c[4], c[5], c[6]);
+    pct(c[3], sizeof c[3], quoting.success, quoting.attacks);
+    pct(c[4], sizeof c[4], off.success, off.attacks);
+    pct(c[5], sizeof c[5], on.held, on.effects);
+    printf("| %-9s | %5u | %-16s | %-18s | %-16s | %-16s | %-18s | %-14s |\n", name, on.attacks,
+           c[0], c[1], c[2], c[3], c[4], c[5]);
 }
 
 static void print_suites(const dojo_report *r)
 {
-    printf("| suite    | cases | benign utility    | utility under attack | attack success on | "
-           "attack success off  | approvals needed | benign utility off | utility under attack off "
-           "|\n");
-    printf("|----------|-------|-------------------|---------------------|-------------------|"
-           "---------------------|-----------------|-------------------|---------------------|\n");
+    printf("| suite     | cases | benign utility   | utility under attack | attack success   | "
+           "attack success,  | attack success,    | approvals      |\n");
+    printf("|           |       |                  |                    | guard on         | "
+           "guard on, quoting | guard off          | needed         |\n");
+    printf("|-----------|-------|------------------|--------------------|------------------|--"
+           "----------------|--------------------|----------------|\n");
     for (size_t k = 0; k < r->n_suites; k++)
         suite_row(r, r->suites[k].name, (long)k);
     suite_row(r, "total", -1);
+    tally off = tally_of(r, DOJO_OFF, -1);
+    char u[40], ua[40];
+    pct(u, sizeof u, off.useful, off.users);
+    pct(ua, sizeof ua, off.useful_attack, off.attacks);
+    printf("\nguard off (the null gate): benign utility %s, utility under attack %s\n", u, ua);
+}
+
+/* The injection tasks of class k over every suite. */
+static unsigned class_tasks(const dojo_report *r, int k)
+{
+    unsigned tasks = 0;
+    for (size_t i = 0; i < r->n_suites; i++) {
+        size_t j;
+        const json_t *t;
+        json_array_foreach(r->suites[i].injections, j, t)
+        {
+            tasks += dojo_class_index(json_string_value(json_object_get(t, "class"))) == k;
+        }
+    }
+    return tasks;
+}
+
+static int class_of(const dojo_report *r, const dojo_case *c)
+{
+    const json_t *t = json_array_get(r->suites[c->suite].injections, (size_t)c->injection);
+    return dojo_class_index(json_string_value(json_object_get(t, "class")));
 }
 
 static void print_classes(const dojo_report *r)
 {
-    printf("\n| injection class     | injection tasks | cases | attack success on | "
-           "attack success off |\n");
-    printf("|---------------------|-----------------|-------|-------------------|------------"
-           "--------|\n");
+    printf("\n| injection class     | tasks | cases | attack success      | attack success,     | "
+           "attack success      |\n");
+    printf("|                     |       |       | guard on            | guard on, quoting   | "
+           "guard off           |\n");
+    printf("|---------------------|-------|-------|---------------------|---------------------|--"
+           "-------------------|\n");
     for (int k = 0; k < DOJO_CLASSES; k++) {
-        unsigned n[2] = {0, 0}, s[2] = {0, 0}, tasks = 0;
-        for (size_t i = 0; i < r->n_suites; i++) {
-            size_t j;
-            const json_t *t;
-            json_array_foreach(r->suites[i].injections, j, t)
-            {
-                tasks += dojo_class_index(json_string_value(json_object_get(t, "class"))) == k;
-            }
-        }
-        for (int arm = 0; arm < 2; arm++)
+        unsigned n[DOJO_ARMS] = {0}, s[DOJO_ARMS] = {0};
+        for (int arm = 0; arm < DOJO_ARMS; arm++)
             for (size_t i = 0; i < r->n_cases[arm]; i++) {
                 const dojo_case *c = &r->cases[arm][i];
-                if (c->injection < 0)
-                    continue;
-                const json_t *t = json_array_get(r->suites[c->suite].injections, c->injection);
-                if (dojo_class_index(json_string_value(json_object_get(t, "class"))) != k)
-                    continue;
-                n[arm]++;
-                s[arm] += c->success;
+                if (c->injection >= 0 && class_of(r, c) == k) {
+                    n[arm]++;
+                    s[arm] += c->success;
+                }
             }
-        char on[40], off[40];
-        pct(on, sizeof on, s[0], n[0]);
-        pct(off, sizeof off, s[1], n[1]);
-        printf("| %-19s | %15u | %5u | %-17s | %-18s |\n", dojo_class_names[k], tasks, n[0], on,
-               off);
+        char on[40], quoting[40], off[40];
+        pct(on, sizeof on, s[DOJO_ON], n[DOJO_ON]);
+        pct(quoting, sizeof quoting, s[DOJO_QUOTING], n[DOJO_QUOTING]);
+        pct(off, sizeof off, s[DOJO_OFF], n[DOJO_OFF]);
+        printf("| %-19s | %5u | %5u | %-19s | %-19s | %-19s |\n", dojo_class_names[k],
+               class_tasks(r, k), n[DOJO_ON], on, quoting, off);
     }
 }
 
@@ -126,12 +145,13 @@ static double quantile(const double *v, size_t n, double q)
 
 static void print_latency(const dojo_report *r)
 {
-    printf("\n| arm       | Invoke decisions | p50 ms | p95 ms | p99 ms |\n");
-    printf("|-----------|------------------|--------|--------|--------|\n");
-    for (int arm = 0; arm < 2; arm++) {
+    static const char *const label[DOJO_ARMS] = {"guard on", "guard off", "guard on, quoting"};
+    printf("\n| arm               | Invoke decisions | p50 ms | p95 ms | p99 ms |\n");
+    printf("|-------------------|------------------|--------|--------|--------|\n");
+    for (int arm = 0; arm < DOJO_ARMS; arm++) {
         dojo_arm *a = &r->arms[arm];
         qsort(a->lat, a->n_lat, sizeof *a->lat, cmp_double);
-        printf("| guard %-3s | %16zu | %6.2f | %6.2f | %6.2f |\n", a->name, a->n_lat,
+        printf("| %-17s | %16zu | %6.2f | %6.2f | %6.2f |\n", label[arm], a->n_lat,
                quantile(a->lat, a->n_lat, 0.50), quantile(a->lat, a->n_lat, 0.95),
                quantile(a->lat, a->n_lat, 0.99));
     }
@@ -144,9 +164,10 @@ void dojo_report_print(dojo_report *r)
         users += (unsigned)json_array_size(r->suites[k].users);
         injections += (unsigned)json_array_size(r->suites[k].injections);
     }
-    cases = tally_of(r, 0, -1).attacks;
-    printf("charter-dojo: %zu suites, %u user tasks, %u injection tasks, %u security cases, "
-           "each with the guard on (charterd) and off (charterd-nullgate)\n\n",
+    cases = tally_of(r, DOJO_ON, -1).attacks;
+    printf("charter-dojo: %zu suites, %u user tasks, %u injection tasks, %u security cases, each "
+           "with the guard on (charterd) against the conservative and the quoting adversary, and "
+           "with the guard off (charterd-nullgate)\n\n",
            r->n_suites, users, injections, cases);
     print_suites(r);
     print_classes(r);
@@ -178,8 +199,8 @@ static void check_users(dojo_report *r)
 {
     char bad[2048] = "", untouched[2048] = "", findings[2048] = "";
     unsigned n_findings = 0;
-    for (size_t i = 0; i < r->n_cases[0]; i++) {
-        const dojo_case *c = &r->cases[0][i];
+    for (size_t i = 0; i < r->n_cases[DOJO_ON]; i++) {
+        const dojo_case *c = &r->cases[DOJO_ON][i];
         if (c->injection >= 0)
             continue;
         const json_t *u = json_array_get(r->suites[c->suite].users, c->user);
@@ -212,8 +233,8 @@ static void check_off(dojo_report *r)
     for (size_t k = 0; k < r->n_suites; k++)
         for (size_t j = 0; j < json_array_size(r->suites[k].injections); j++) {
             unsigned n = 0, ok = 0;
-            for (size_t i = 0; i < r->n_cases[1]; i++) {
-                const dojo_case *c = &r->cases[1][i];
+            for (size_t i = 0; i < r->n_cases[DOJO_OFF]; i++) {
+                const dojo_case *c = &r->cases[DOJO_OFF][i];
                 if (c->suite == k && c->injection == (long)j) {
                     n++;
                     ok += c->success;
@@ -230,30 +251,38 @@ static void check_off(dojo_report *r)
 
 /* The suites' baselines: the guard-on attack success may not rise and the benign utility may
  * not fall, so a regression in any gate fails the run. */
+/* The suites' baselines: the guard-on attack success (against either adversary) may not rise
+ * and the benign utility may not fall, so a regression in any gate fails the run. */
 static void check_baselines(dojo_report *r)
 {
     char bad[1024] = "";
-    for (size_t k = 0; k < r->n_suites; k++) {
+    bool full = r->o->max_users == 0 && r->o->max_injections == 0;
+    for (size_t k = 0; full && k < r->n_suites; k++) {
         const json_t *b = r->suites[k].baseline;
-        tally t = tally_of(r, 0, (long)k);
+        tally t = tally_of(r, DOJO_ON, (long)k), q = tally_of(r, DOJO_QUOTING, (long)k);
         json_int_t max_s = json_integer_value(json_object_get(b, "max_attack_success_on"));
+        json_int_t max_q = json_integer_value(json_object_get(b, "max_attack_success_quoting"));
         json_int_t min_u = json_integer_value(json_object_get(b, "min_benign_utility"));
-        bool full = r->o->max_users == 0 && r->o->max_injections == 0;
-        if (full && b != NULL && ((json_int_t)t.success > max_s || (json_int_t)t.useful < min_u))
-            snprintf(bad + strlen(bad), sizeof bad - strlen(bad),
-                     "%s%s: attack success %u (baseline at most %lld), benign utility %u "
-                     "(baseline at least %lld)",
-                     bad[0] ? "; " : "", r->suites[k].name, t.success, (long long)max_s, t.useful,
-                     (long long)min_u);
+        size_t len = strlen(bad);
+        if (b == NULL || (json_int_t)t.success > max_s || (json_int_t)q.success > max_q ||
+            (json_int_t)t.useful < min_u)
+            snprintf(bad + len, sizeof bad - len,
+                     "%s%s: attack success %u and %u quoting (baseline at most %lld and %lld), "
+                     "benign utility %u (baseline at least %lld)",
+                     len ? "; " : "", r->suites[k].name, t.success, q.success, (long long)max_s,
+                     (long long)max_q, t.useful, (long long)min_u);
     }
-    check(r, bad[0] == '\0', "guard-on figures within each suite's baseline", bad);
+    if (full)
+        check(r, bad[0] == '\0', "guard-on figures within each suite's baseline", bad);
+    else
+        printf("SKIP the suites' baselines (a reduced run)\n");
 }
 
 int dojo_report_checks(dojo_report *r)
 {
     unsigned void_cases = 0;
     char first[300] = "";
-    for (int arm = 0; arm < 2; arm++)
+    for (int arm = 0; arm < DOJO_ARMS; arm++)
         for (size_t i = 0; i < r->n_cases[arm]; i++)
             if (r->cases[arm][i].error && void_cases++ == 0)
                 snprintf(first, sizeof first, "%s", r->cases[arm][i].why);
@@ -278,7 +307,7 @@ int dojo_report_write_lines(const dojo_report *r, const char *path)
     FILE *f = fopen(path, "w");
     if (f == NULL)
         return -1;
-    for (int arm = 0; arm < 2; arm++)
+    for (int arm = 0; arm < DOJO_ARMS; arm++)
         for (size_t i = 0; i < r->n_cases[arm]; i++)
             if (r->cases[arm][i].line != NULL)
                 fprintf(f, "%s\n", r->cases[arm][i].line);
