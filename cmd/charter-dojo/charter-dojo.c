@@ -3,8 +3,10 @@
  * charterd-nullgate on fresh graphs, installs every suite and runs every benign and attack
  * case in both), the comparison of two passes, the report and the JSON lines (docs/dojo.md).
  */
+#define _XOPEN_SOURCE 700 /* nftw */
 #include <dirent.h>
 #include <errno.h>
+#include <ftw.h>
 #include <getopt.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -24,13 +26,16 @@ static void usage(FILE *f)
         f,
         "usage: charter-dojo [--suite NAME] [--out FILE] [--redis URL] [--suites DIR]\n"
         "                    [--max-users N] [--max-injections N] [--no-repeat] [--check]\n"
+        "                    [--quiet]\n"
         "\n"
         "Runs the agent-security benchmark of docs/dojo.md through charter: every user task of\n"
         "every suite alone (benign) and under every injection task of its suite (security\n"
-        "cases), once through charterd (guard on) and once through charterd-nullgate (guard\n"
-        "off, the null gate), scored over what was committed, then prints a table per suite\n"
-        "and in total, per injection class, and the decision latency, followed by the\n"
-        "validity checks. Starts both charterd processes itself (found next to this program).\n"
+        "cases), through charterd (guard on) against the conservative adversary and against\n"
+        "the quoting adversary, and through charterd-nullgate (guard off, the null gate),\n"
+        "scored over what was committed; then prints a table per suite and in total, per\n"
+        "injection class, and the decision latency, followed by the validity checks. Starts\n"
+        "its charterd processes itself (found next to this program), in two passes unless\n"
+        "--no-repeat: the second, on fresh graphs, must give the same results.\n"
         "\n"
         "  --suite NAME        only this suite (a folder of the suites folder)\n"
         "  --out FILE          one JSON line per case (default dojo-cases.jsonl)\n"
@@ -41,6 +46,7 @@ static void usage(FILE *f)
         "  --max-injections N  only the first N injection tasks of each suite\n"
         "  --no-repeat         one pass only (the determinism check is skipped)\n"
         "  --check             exit 1 unless every validity check passes\n"
+        "  --quiet             no progress lines on stderr\n"
         "  --help              this text\n"
         "\n"
         "Exit status: 0 done (with --check: every check passed), 1 a check failed,\n"
@@ -58,6 +64,7 @@ static int parse(int argc, char **argv, dojo_options *o)
                                           {"max-injections", required_argument, NULL, 'i'},
                                           {"no-repeat", no_argument, NULL, 'n'},
                                           {"check", no_argument, NULL, 'c'},
+                                          {"quiet", no_argument, NULL, 'q'},
                                           {"help", no_argument, NULL, 'h'},
                                           {NULL, 0, NULL, 0}};
     o->suites_dir = CHARTER_DOJO_SUITES;
@@ -88,6 +95,9 @@ static int parse(int argc, char **argv, dojo_options *o)
             break;
         case 'c':
             o->check = true;
+            break;
+        case 'q':
+            o->quiet = true;
             break;
         case 'h':
             usage(stdout);
@@ -266,6 +276,12 @@ static int run_passes(dojo_report *r)
     return rc;
 }
 
+static int remove_one(const char *path, const struct stat *sb, int flag, struct FTW *f)
+{
+    (void)sb, (void)flag, (void)f;
+    return remove(path);
+}
+
 int main(int argc, char **argv)
 {
     dojo_options o;
@@ -289,13 +305,11 @@ int main(int argc, char **argv)
     dojo_report r = {.o = &o, .suites = suites, .n_suites = n, .arms = arms};
     double t0 = dojo_now_ms();
     int rc = run_passes(&r);
-    char rm[PATH_MAX + 16];
-    snprintf(rm, sizeof rm, "rm -rf '%s'", o.tmpdir);
     if (rc != 0) {
         dojo_say("the benchmark could not run (logs kept in %s)", o.tmpdir);
         return 2;
     }
-    if (system(rm) != 0)
+    if (nftw(o.tmpdir, remove_one, 16, FTW_DEPTH | FTW_PHYS) != 0)
         dojo_say("could not remove %s", o.tmpdir);
     dojo_report_print(&r);
     int checks = dojo_report_checks(&r);

@@ -549,12 +549,13 @@ static void describe(cstate *c, const json_t *user, const json_t *committed)
 {
     dojo_case *o = c->out;
     json_t *line = json_pack(
-        "{s:s, s:s, s:s, s:s?, s:s?, s:b, s:o, s:b, s:I, s:I, s:O, s:O}", "suite", c->s->name,
+        "{s:s, s:s, s:s, s:s?, s:s?, s:b, s:o, s:b, s:I, s:I, s:I, s:O, s:O}", "suite", c->s->name,
         "arm", c->a->name, "user_task", str(user, "id"), "injection_task",
         c->inj ? str(c->inj, "id") : NULL, "class", c->inj ? str(c->inj, "class") : NULL, "utility",
         o->utility, "attack_success", c->inj ? json_boolean(o->success) : json_null(),
         "touched_injection_point", o->touched, "effects", (json_int_t)o->effects, "held",
-        (json_int_t)o->held, "calls", c->calls, "committed", committed ? committed : json_null());
+        (json_int_t)o->held, "attack_held", (json_int_t)o->attack_held, "calls", c->calls,
+        "committed", committed ? committed : json_null());
     if (line == NULL)
         return;
     o->line = json_dumps(line, JSON_COMPACT);

@@ -48,29 +48,43 @@ static void pct(char *out, size_t n, unsigned num, unsigned den)
         snprintf(out, n, "%u/%u (%.1f %%)", num, den, 100.0 * num / den);
 }
 
+/* One row of the suite table: cells padded to the table's widths. */
+static void cells(const char *const c[8])
+{
+    static const int width[8] = {9, 5, 16, 20, 16, 17, 18, 16};
+    printf("|");
+    for (int i = 0; i < 8; i++)
+        printf(" %-*s |", width[i], c[i]);
+    printf("\n");
+}
+
 static void suite_row(const dojo_report *r, const char *name, long suite)
 {
     tally on = tally_of(r, DOJO_ON, suite), off = tally_of(r, DOJO_OFF, suite);
     tally quoting = tally_of(r, DOJO_QUOTING, suite);
-    char c[6][40];
-    pct(c[0], sizeof c[0], on.useful, on.users);
-    pct(c[1], sizeof c[1], on.useful_attack, on.attacks);
-    pct(c[2], sizeof c[2], on.success, on.attacks);
-    pct(c[3], sizeof c[3], quoting.success, quoting.attacks);
-    pct(c[4], sizeof c[4], off.success, off.attacks);
-    pct(c[5], sizeof c[5], on.held, on.effects);
-    printf("| %-9s | %5u | %-16s | %-18s | %-16s | %-16s | %-18s | %-14s |\n", name, on.attacks,
-           c[0], c[1], c[2], c[3], c[4], c[5]);
+    char c[7][40];
+    snprintf(c[0], sizeof c[0], "%5u", on.attacks);
+    pct(c[1], sizeof c[1], on.useful, on.users);
+    pct(c[2], sizeof c[2], on.useful_attack, on.attacks);
+    pct(c[3], sizeof c[3], on.success, on.attacks);
+    pct(c[4], sizeof c[4], quoting.success, quoting.attacks);
+    pct(c[5], sizeof c[5], off.success, off.attacks);
+    pct(c[6], sizeof c[6], on.held, on.effects);
+    const char *const row[8] = {name, c[0], c[1], c[2], c[3], c[4], c[5], c[6]};
+    cells(row);
 }
 
 static void print_suites(const dojo_report *r)
 {
-    printf("| suite     | cases | benign utility   | utility under attack | attack success   | "
-           "attack success,  | attack success,    | approvals      |\n");
-    printf("|           |       |                  |                    | guard on         | "
-           "guard on, quoting | guard off          | needed         |\n");
-    printf("|-----------|-------|------------------|--------------------|------------------|--"
-           "----------------|--------------------|----------------|\n");
+    static const char *const head[8] = {
+        "suite",        "cases",           "benign utility", "utility under attack",
+        "ASR guard on", "ASR on, quoting", "ASR guard off",  "approvals needed"};
+    static const char *const rule[8] = {"---------",          "-----",
+                                        "----------------",   "--------------------",
+                                        "----------------",   "-----------------",
+                                        "------------------", "----------------"};
+    cells(head);
+    cells(rule);
     for (size_t k = 0; k < r->n_suites; k++)
         suite_row(r, r->suites[k].name, (long)k);
     suite_row(r, "total", -1);
@@ -78,7 +92,9 @@ static void print_suites(const dojo_report *r)
     char u[40], ua[40];
     pct(u, sizeof u, off.useful, off.users);
     pct(ua, sizeof ua, off.useful_attack, off.attacks);
-    printf("\nguard off (the null gate): benign utility %s, utility under attack %s\n", u, ua);
+    printf("\nASR: targeted attack success rate. Guard off (the null gate): benign utility %s, "
+           "utility under attack %s\n",
+           u, ua);
 }
 
 /* The injection tasks of class k over every suite. */
@@ -104,12 +120,10 @@ static int class_of(const dojo_report *r, const dojo_case *c)
 
 static void print_classes(const dojo_report *r)
 {
-    printf("\n| injection class     | tasks | cases | attack success      | attack success,     | "
-           "attack success      |\n");
-    printf("|                     |       |       | guard on            | guard on, quoting   | "
-           "guard off           |\n");
-    printf("|---------------------|-------|-------|---------------------|---------------------|--"
-           "-------------------|\n");
+    printf("\n| injection class     | tasks | cases | ASR guard on        | ASR on, quoting     | "
+           "ASR guard off       |\n");
+    printf("| ------------------- | ----- | ----- | ------------------- | ------------------- | "
+           "------------------- |\n");
     for (int k = 0; k < DOJO_CLASSES; k++) {
         unsigned n[DOJO_ARMS] = {0}, s[DOJO_ARMS] = {0};
         for (int arm = 0; arm < DOJO_ARMS; arm++)
@@ -147,7 +161,7 @@ static void print_latency(const dojo_report *r)
 {
     static const char *const label[DOJO_ARMS] = {"guard on", "guard off", "guard on, quoting"};
     printf("\n| arm               | Invoke decisions | p50 ms | p95 ms | p99 ms |\n");
-    printf("|-------------------|------------------|--------|--------|--------|\n");
+    printf("| ----------------- | ---------------- | ------ | ------ | ------ |\n");
     for (int arm = 0; arm < DOJO_ARMS; arm++) {
         dojo_arm *a = &r->arms[arm];
         qsort(a->lat, a->n_lat, sizeof *a->lat, cmp_double);
