@@ -309,14 +309,18 @@ int main(int argc, char **argv)
         dojo_say("the benchmark could not run (logs kept in %s)", o.tmpdir);
         return 2;
     }
-    if (nftw(o.tmpdir, remove_one, 16, FTW_DEPTH | FTW_PHYS) != 0)
+    unsigned unclean = arms[DOJO_ON].unclean + arms[DOJO_OFF].unclean + arms[DOJO_QUOTING].unclean;
+    if (unclean > 0)
+        dojo_say("charterd logs kept in %s", o.tmpdir);
+    else if (nftw(o.tmpdir, remove_one, 16, FTW_DEPTH | FTW_PHYS) != 0)
         dojo_say("could not remove %s", o.tmpdir);
-    dojo_report_print(&r);
-    int checks = dojo_report_checks(&r);
+    int checks = dojo_report_print(&r);
     printf("\n%.0f s; one JSON line per case in %s\n", (dojo_now_ms() - t0) / 1000, o.out);
     if (dojo_report_write_lines(&r, o.out) != 0)
         dojo_say("cannot write %s", o.out);
     free_cases(&r);
+    for (int arm = 0; arm < DOJO_ARMS; arm++)
+        free(arms[arm].lat);
     for (size_t i = 0; i < n; i++)
         dojo_suite_free(&suites[i]);
     return o.check && checks != 0 ? 1 : 0;

@@ -57,6 +57,7 @@ typedef struct {
     char graph[64];
     pid_t pid;
     bool running;
+    unsigned unclean;                      /* passes whose charterd did not exit 0 on SIGTERM */
     charter_client *op;                    /* the operator: runs, approvals, GetRun */
     charter_client *host[DOJO_MAX_SUITES]; /* per suite: a host credential for its actor */
     double *lat;                           /* decision latencies of Invoke, milliseconds */
@@ -137,8 +138,9 @@ typedef struct {
     unsigned failed_checks;
 } dojo_report;
 
-void dojo_report_print(dojo_report *r);
-int dojo_report_checks(dojo_report *r);
+/* Prints the run's header, the validity checks, then the figures (said to be invalid when a
+ * check failed). Returns 0 when every check passed, -1 otherwise. */
+int dojo_report_print(dojo_report *r);
 int dojo_report_write_lines(const dojo_report *r, const char *path);
 
 void dojo_say(const char *fmt, ...) __attribute__((format(printf, 1, 2)));

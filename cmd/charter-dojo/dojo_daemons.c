@@ -189,6 +189,11 @@ void dojo_arm_stop(const dojo_options *o, dojo_arm *a)
         sleep_ms(20);
     }
     a->running = false;
+    if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) {
+        a->unclean++;
+        dojo_say("%s (guard %s) did not stop cleanly on SIGTERM (status %d; log %s)", a->binary,
+                 a->name, status, a->log);
+    }
     if (o->redis != NULL)
         drop_graph(o->redis, a->graph);
 }

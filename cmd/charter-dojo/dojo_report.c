@@ -171,23 +171,6 @@ static void print_latency(const dojo_report *r)
     }
 }
 
-void dojo_report_print(dojo_report *r)
-{
-    unsigned users = 0, injections = 0, cases = 0;
-    for (size_t k = 0; k < r->n_suites; k++) {
-        users += (unsigned)json_array_size(r->suites[k].users);
-        injections += (unsigned)json_array_size(r->suites[k].injections);
-    }
-    cases = tally_of(r, DOJO_ON, -1).attacks;
-    printf("charter-dojo: %zu suites, %u user tasks, %u injection tasks, %u security cases, each "
-           "with the guard on (charterd) against the conservative and the quoting adversary, and "
-           "with the guard off (charterd-nullgate)\n\n",
-           r->n_suites, users, injections, cases);
-    print_suites(r);
-    print_classes(r);
-    print_latency(r);
-}
-
 /* Appends ", suite/id" (and more) to the list of cap bytes, as long as it fits. */
 static void list_add(char *list, size_t cap, const char *suite, const char *id, const char *more)
 {
@@ -292,7 +275,7 @@ static void check_baselines(dojo_report *r)
         printf("SKIP the suites' baselines (a reduced run)\n");
 }
 
-int dojo_report_checks(dojo_report *r)
+static int report_checks(dojo_report *r)
 {
     unsigned void_cases = 0;
     char first[300] = "";
@@ -300,11 +283,17 @@ int dojo_report_checks(dojo_report *r)
         for (size_t i = 0; i < r->n_cases[arm]; i++)
             if (r->cases[arm][i].error && void_cases++ == 0)
                 snprintf(first, sizeof first, "%s", r->cases[arm][i].why);
-    printf("\nvalidity checks:\n");
+    printf("validity checks:\n");
     char detail[400];
     snprintf(detail, sizeof detail, void_cases ? "%u cases failed as calls, first: %s" : "",
              void_cases, first);
     check(r, void_cases == 0, "every case ran to its end", detail);
+    unsigned unclean = 0;
+    for (int arm = 0; arm < DOJO_ARMS; arm++)
+        unclean += r->arms[arm].unclean;
+    snprintf(detail, sizeof detail, unclean ? "%u did not (their logs are named above)" : "",
+             unclean);
+    check(r, unclean == 0, "every charterd stopped cleanly on SIGTERM", detail);
     check_users(r);
     check_off(r);
     if (r->repeat_ran)
@@ -314,6 +303,32 @@ int dojo_report_checks(dojo_report *r)
         printf("SKIP a second pass (--no-repeat)\n");
     check_baselines(r);
     return r->failed_checks == 0 ? 0 : -1;
+}
+
+static size_t limited(size_t n, unsigned max)
+{
+    return max > 0 && max < n ? max : n;
+}
+
+int dojo_report_print(dojo_report *r)
+{
+    size_t users = 0, injections = 0;
+    for (size_t k = 0; k < r->n_suites; k++) {
+        users += limited(json_array_size(r->suites[k].users), r->o->max_users);
+        injections += limited(json_array_size(r->suites[k].injections), r->o->max_injections);
+    }
+    printf("charter-dojo: %zu suites, %zu user tasks, %zu injection tasks, %u security cases, each "
+           "with the guard on (charterd) against the conservative and the quoting adversary, and "
+           "with the guard off (charterd-nullgate)\n\n",
+           r->n_suites, users, injections, tally_of(r, DOJO_ON, -1).attacks);
+    int rc = report_checks(r);
+    if (rc != 0)
+        printf("\nTHE FIGURES BELOW ARE NOT VALID: %u validity checks failed\n", r->failed_checks);
+    printf("\n");
+    print_suites(r);
+    print_classes(r);
+    print_latency(r);
+    return rc;
 }
 
 int dojo_report_write_lines(const dojo_report *r, const char *path)
