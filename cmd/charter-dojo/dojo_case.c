@@ -71,6 +71,13 @@ static void trace(cstate *c, const char *by, const char *kind, const char *name,
     if (e != NULL && ms >= 0)
         json_object_set_new(e, "ms", json_real((double)(long long)(ms * 1000) / 1000));
     json_array_append_new(c->calls, e);
+    /* A call that failed as a call (not a decision) voids the case: the benchmark's data or
+     * its client is wrong, and no figure may count it. */
+    if (strcmp(outcome, "error") == 0 && !c->out->error) {
+        c->out->error = true;
+        snprintf(c->out->why, sizeof c->out->why, "%.40s %.60s: %.140s", kind, name,
+                 note ? note : "");
+    }
 }
 
 static dojo_read *find_read(cstate *c, const char *name)

@@ -7,38 +7,13 @@
 #include <string.h>
 
 #include "dojo.h"
+#include "policy/tokens.h"
 
-/* The token rule of charterd's value origins (docs/workflows.md "Tokens"): the adversary
- * names a lineage only when it holds the value, as charterd will check. */
-static bool token_char(unsigned char c)
-{
-    return (c >= '0' && c <= '9') || (c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') || c >= 0x80;
-}
-
-static bool joins(char c)
-{
-    return c != '\0' && strchr("-_.@/+,", c) != NULL;
-}
-
-static bool bounded(const char *text, const char *at, size_t n)
-{
-    const unsigned char *t = (const unsigned char *)text, *a = (const unsigned char *)at;
-    bool left =
-        a == t || (!token_char(a[-1]) && !(joins((char)a[-1]) && a - 1 > t && token_char(a[-2])));
-    bool right =
-        a[n] == '\0' || (!token_char(a[n]) && !(joins((char)a[n]) && token_char(a[n + 1])));
-    return left && right;
-}
-
+/* The adversary names a lineage only when it holds the value, as charterd will check: by
+ * charterd's own rule (policy/tokens.c, linked in from the pure rules). */
 bool dojo_token_holds(const char *text, const char *value)
 {
-    size_t n = value != NULL ? strlen(value) : 0;
-    if (text == NULL || n == 0)
-        return false;
-    for (const char *at = strstr(text, value); at != NULL; at = strstr(at + 1, value))
-        if (bounded(text, at, n))
-            return true;
-    return false;
+    return token_holds(text, value);
 }
 
 json_t *dojo_committed(charter_client *op, const char *run_id, char *err, size_t n)
