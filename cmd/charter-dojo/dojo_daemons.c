@@ -140,10 +140,40 @@ int dojo_arm_start(const dojo_options *o, dojo_arm *a, unsigned pass)
 }
 
 /* Every key of the arm's graph in the --redis server, deleted (SCAN and DEL). */
+static redisContext *redis_connect_url(const char *url)
+{
+    if (strncmp(url, "unix://", 7) == 0)
+        return redisConnectUnix(url + 7);
+    char host[256];
+    int port = 0;
+    if (sscanf(url, "tcp://%255[^:]:%d", host, &port) == 2 ||
+        sscanf(url, "redis://%255[^:]:%d", host, &port) == 2)
+        return redisConnect(host, port);
+    return NULL;
+}
+
+/* The host credentials issued for the graph (the registry's set of the graph's credential ids,
+ * queries/tenants.lua), deleted with the graph. */
+static void drop_credentials(redisContext *rc, const char *graph)
+{
+    redisReply *ids = redisCommand(rc, "SMEMBERS charter:{_tenants}:creds:%s", graph);
+    for (size_t i = 0; ids != NULL && ids->type == REDIS_REPLY_ARRAY && i < ids->elements; i++) {
+        redisReply *d = redisCommand(rc, "DEL charter:{_tenants}:cred:%s", ids->element[i]->str);
+        if (d != NULL)
+            freeReplyObject(d);
+    }
+    if (ids != NULL)
+        freeReplyObject(ids);
+    redisReply *d = redisCommand(rc, "DEL charter:{_tenants}:creds:%s", graph);
+    if (d != NULL)
+        freeReplyObject(d);
+}
+
 static void drop_graph(const char *url, const char *graph)
 {
-    redisContext *rc = strncmp(url, "unix://", 7) == 0 ? redisConnectUnix(url + 7) : NULL;
+    redisContext *rc = redis_connect_url(url);
     if (rc == NULL || rc->err) {
+        dojo_say("graph %s left in %s: cannot connect to delete it", graph, url);
         if (rc != NULL)
             redisFree(rc);
         return;
@@ -164,6 +194,7 @@ static void drop_graph(const char *url, const char *graph)
         }
         freeReplyObject(r);
     } while (strcmp(cursor, "0") != 0);
+    drop_credentials(rc, graph);
     redisFree(rc);
 }
 
