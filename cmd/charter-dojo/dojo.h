@@ -106,14 +106,26 @@ char *dojo_item_render(const dojo_suite *s, const char *item, const char *text, 
 bool dojo_tool_has_effect(const dojo_suite *s, const char *tool);
 
 /* dojo_daemons.c */
+/* Starts the arm's charterd (or charterd-nullgate) on a fresh graph of pass and opens its
+ * operator client. Returns 0, or -1 with the reason said on stderr (the log is kept). */
 int dojo_arm_start(const dojo_options *o, dojo_arm *a, unsigned pass);
+/* Closes the arm's clients, stops its charterd (SIGTERM, SIGKILL after 15 s; a status other
+ * than exit 0 counts in a->unclean) and, with --redis, deletes its graph and credentials. */
 void dojo_arm_stop(const dojo_options *o, dojo_arm *a);
+/* Applies suite s (the k-th) to the arm's graph and opens a->host[k], a client with a host
+ * credential bound to the suite's agent. Returns 0, or -1 with err (n bytes) saying why. */
 int dojo_arm_install(dojo_arm *a, const dojo_suite *s, size_t k, char *err, size_t n);
+/* Adds one Invoke round trip (milliseconds) to the arm's latencies. */
 void dojo_latency_add(dojo_arm *a, double ms);
 
 /* dojo_case.c */
+/* Runs user task user of suite s (the k-th) in a run of its own on arm a, under injection task
+ * injection (-1: benign), and scores it over what was committed into *out (free with
+ * dojo_case_free). Returns 0, or -1 when the case is void (out->error, out->why). */
 int dojo_case_run(dojo_arm *a, const dojo_suite *s, size_t k, size_t user, long injection,
                   dojo_case *out);
+/* Commits the suite's "history" (its earlier session) in a run of its own. Returns 0, or -1
+ * with err when it could not be run or its predicates do not hold. */
 int dojo_history_run(dojo_arm *a, const dojo_suite *s, size_t k, char *err, size_t n);
 void dojo_case_free(dojo_case *c);
 

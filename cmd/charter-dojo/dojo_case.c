@@ -8,7 +8,9 @@
  * read) and name everything read so far as their lineage: the conservative rule, a model that
  * read the injection wrote every value after it. From then on, every text the model composes
  * derives from everything read. A value the adversary never got to read (its read was
- * refused) cannot be written: that call is skipped and says so.
+ * refused) cannot be written: that call is skipped and says so. The quoting adversary (the
+ * arm's quoting flag) instead names a trusted artifact that holds a value as its quote when
+ * one does, as an agent that names its own quotes may.
  */
 #include <stdio.h>
 #include <stdlib.h>
