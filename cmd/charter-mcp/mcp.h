@@ -9,10 +9,12 @@
  * lifecycle), mcp_tools.c (the tools of a step), mcp_live.c (observe and the step's tools with
  * arguments), mcp_downstream.c (the downstream MCP servers the workflow names, as their
  * client), mcp_async.c (runs charterd executes: start,
- * wait, cancel, events, receipt), mcp_http.c (Streamable HTTP on libmicrohttpd).
- * mcp_fixture.c and mcp_stateless.c are the conformance fixture (--conformance-fixture), a test
- * mode that serves the official conformance suite's fixture tools, resources and prompts in
- * 2025-11-25 sessions and 2026-07-28 stateless requests instead of a charter step.
+ * wait, cancel, events, receipt; a run as a task), mcp_http.c (Streamable HTTP on
+ * libmicrohttpd), mcp_tasks.c (the io.modelcontextprotocol/tasks extension: tasks in memory).
+ * mcp_fixture.c, mcp_stateless.c and mcp_fixture_tasks.c are the conformance fixture
+ * (--conformance-fixture), a test mode that serves the official conformance suite's fixture
+ * tools, resources and prompts in 2025-11-25 sessions and 2026-07-28 stateless requests instead
+ * of a charter step.
  */
 #ifndef CHARTER_MCP_H
 #define CHARTER_MCP_H
@@ -130,6 +132,12 @@ typedef struct {
     char async_runs[MCP_MAX_ASYNC_RUNS][130];
     size_t n_async_runs;
     mcp_stream *stream; /* set by the transport for one request whose answer it streams */
+    /* The tasks extension: whom this session's tasks belong to (128 random bits, drawn at
+     * initialize), whether its initialize declared the extension, and whether the request
+     * being handled declared it (the session's or the request's own _meta). */
+    char task_owner[33];
+    bool tasks_extension;
+    bool tasks_now;
 } mcp_session;
 
 /* Frees what a session holds and zeroes it. */
@@ -180,6 +188,9 @@ json_t *mcp_async_run_schema(const mcp_server *srv);
 json_t *mcp_async_wait_schema(const mcp_server *srv);
 json_t *mcp_async_cancel_schema(const mcp_server *srv);
 json_t *mcp_async_events_schema(const mcp_server *srv);
+/* start_async_run answers a task that follows the run (a CreateTaskResult, not a tool result)
+ * when s->tasks_now: tasks/get reads the run from charterd, a run waiting for a human approval
+ * is input_required (no answer approves it), tasks/cancel is CancelRun. */
 json_t *mcp_async_start(mcp_server *srv, mcp_session *s, const json_t *args);
 json_t *mcp_async_wait(mcp_server *srv, mcp_session *s, const json_t *args);
 json_t *mcp_async_cancel(mcp_server *srv, mcp_session *s, const json_t *args);

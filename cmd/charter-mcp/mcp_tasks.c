@@ -205,12 +205,16 @@ void mcp_tasks_shutdown(void)
 
 /* --- what the work sets -------------------------------------------------------------------- */
 
-/* Moves t to status with message (called with tasks_mu held, t not final). */
+/* Moves t to status with message (called with tasks_mu held, t not final); lastUpdatedAt moves
+ * only when something changed. */
 static void set_status(mcp_task *t, mcp_task_status status, const char *message)
 {
+    char text[sizeof t->message];
+    snprintf(text, sizeof text, "%s", message ? message : "");
+    if (t->status != status || strcmp(t->message, text) != 0)
+        t->updated_ms = now_ms();
     t->status = status;
-    t->updated_ms = now_ms();
-    snprintf(t->message, sizeof t->message, "%s", message ? message : "");
+    memcpy(t->message, text, sizeof text);
     if (status != MCP_TASK_INPUT_REQUIRED)
         json_object_clear(t->asks);
 }
@@ -234,6 +238,7 @@ bool mcp_task_ask(mcp_task *t, const char *key, const char *method, json_t *para
     } else if (ask && !is_final(t->status) && json_object_set_new(t->keys, key, json_true()) == 0 &&
                json_object_set(t->asks, key, ask) == 0) {
         set_status(t, MCP_TASK_INPUT_REQUIRED, message);
+        t->updated_ms = now_ms(); /* a new request, whatever the message */
         outstanding = true;
     }
     pthread_mutex_unlock(&tasks_mu);
@@ -367,6 +372,7 @@ static int update(mcp_task *t, const json_t *responses, json_t **result)
             continue;
         json_object_set(t->answers, key, v);
         json_object_del(t->asks, key);
+        t->updated_ms = now_ms();
     }
     if (before > 0 && json_object_size(t->asks) == 0 && t->status == MCP_TASK_INPUT_REQUIRED) {
         set_status(t, MCP_TASK_WORKING, NULL);
