@@ -9,11 +9,13 @@
  * lifecycle), mcp_tools.c (the tools of a step), mcp_live.c (observe and the step's tools with
  * arguments), mcp_downstream.c (the downstream MCP servers the workflow names, as their
  * client; mcp_downstream_http.c for those spoken to over Streamable HTTP), mcp_async.c (runs
- * charterd executes: start, wait, cancel, events, receipt), mcp_http.c (Streamable HTTP on
- * libmicrohttpd).
- * mcp_fixture.c and mcp_stateless.c are the conformance fixture (--conformance-fixture), a test
- * mode that serves the official conformance suite's fixture tools, resources and prompts in
- * 2025-11-25 sessions and 2026-07-28 stateless requests instead of a charter step.
+ * charterd executes: start, wait, cancel, events, receipt; a run as a task), mcp_http.c
+ * (Streamable HTTP on libmicrohttpd), mcp_tasks.c (the io.modelcontextprotocol/tasks
+ * extension: tasks in memory).
+ * mcp_fixture.c, mcp_stateless.c and mcp_fixture_tasks.c are the conformance fixture
+ * (--conformance-fixture), a test mode that serves the official conformance suite's fixture
+ * tools, resources and prompts in 2025-11-25 sessions and 2026-07-28 stateless requests instead
+ * of a charter step.
  */
 #ifndef CHARTER_MCP_H
 #define CHARTER_MCP_H
@@ -139,6 +141,12 @@ typedef struct {
     char async_runs[MCP_MAX_ASYNC_RUNS][130];
     size_t n_async_runs;
     mcp_stream *stream; /* set by the transport for one request whose answer it streams */
+    /* The tasks extension: whom this session's tasks belong to (128 random bits, drawn at
+     * initialize), whether its initialize declared the extension, and whether the request
+     * being handled declared it (the session's or the request's own _meta). */
+    char task_owner[33];
+    bool tasks_extension;
+    bool tasks_now;
 } mcp_session;
 
 /* Frees what a session holds and zeroes it. */
@@ -189,6 +197,9 @@ json_t *mcp_async_run_schema(const mcp_server *srv);
 json_t *mcp_async_wait_schema(const mcp_server *srv);
 json_t *mcp_async_cancel_schema(const mcp_server *srv);
 json_t *mcp_async_events_schema(const mcp_server *srv);
+/* start_async_run answers a task that follows the run (a CreateTaskResult, not a tool result)
+ * when s->tasks_now: tasks/get reads the run from charterd, a run waiting for a human approval
+ * is input_required (no answer approves it), tasks/cancel is CancelRun. */
 json_t *mcp_async_start(mcp_server *srv, mcp_session *s, const json_t *args);
 json_t *mcp_async_wait(mcp_server *srv, mcp_session *s, const json_t *args);
 json_t *mcp_async_cancel(mcp_server *srv, mcp_session *s, const json_t *args);
@@ -237,7 +248,89 @@ json_t *mcp_downstream_prepare(mcp_server *srv, const char *tool, const json_t *
 int mcp_downstream_call(mcp_server *srv, const json_t *decl, json_t *call_args,
                         mcp_downstream_answer *out);
 
-/* --- the conformance fixture (mcp_fixture.c, mcp_stateless.c) ------------------------------ */
+/* --- the tasks extension (mcp_tasks.c) ----------------------------------------------------- */
+
+/* io.modelcontextprotocol/tasks (SEP-2663): a tools/call may be answered with a task the client
+ * polls (tasks/get), feeds input (tasks/update) and stops (tasks/cancel). */
+#define MCP_TASKS_EXTENSION "io.modelcontextprotocol/tasks"
+/* The client did not declare a capability the request needs (revision 2026-07-28's
+ * MissingRequiredClientCapabilityError; for HTTP the status is 400). */
+#define MCP_MISSING_CLIENT_CAPABILITY (-32021)
+/* Tasks held at once by this process; a task-supporting call beyond it is answered without a
+ * task. */
+#define MCP_MAX_TASKS 1024
+
+typedef enum {
+    MCP_TASK_WORKING,
+    MCP_TASK_INPUT_REQUIRED,
+    MCP_TASK_COMPLETED, /* final, like the two below */
+    MCP_TASK_FAILED,
+    MCP_TASK_CANCELLED,
+} mcp_task_status;
+
+typedef struct mcp_task mcp_task;
+
+/* What drives a task (its work). Every hook is optional and called without the tasks' lock, so
+ * it may call the mcp_task_* setters below; work is the pointer given to mcp_task_new. */
+typedef struct {
+    /* Before a task that has not ended is shown: brings it up to date from where its work lives
+     * (a run's task asks charterd). 0, or -1 with *error set (a JSON-RPC error object, new
+     * reference) to answer the request with; the task is then left as it was. */
+    int (*refresh)(mcp_task *t, void *work, json_t **error);
+    /* tasks/cancel of a task that has not ended: asks the work to stop; the task's status follows
+     * when it does. 0, or -1 with *error set. Without this hook the task is cancelled at once. */
+    int (*cancel)(mcp_task *t, void *work, json_t **error);
+    /* tasks/update answered the last outstanding input request: answers holds every answer the
+     * task received, by key (borrowed). The task is working again. */
+    void (*answered)(mcp_task *t, void *work, const json_t *answers);
+    /* The task is freed: frees work, after waiting for any callback of it still running. */
+    void (*release)(void *work);
+} mcp_task_ops;
+
+/* A new task of owner ("": whoever holds its id), working, kept ttl_ms milliseconds from now,
+ * polled at most every poll_ms. Returns it with one reference for the caller (mcp_task_unref),
+ * or NULL when out of memory, without random bytes, or when MCP_MAX_TASKS tasks are held (then
+ * work stays the caller's); else ops and work are the task's (work released with it). */
+mcp_task *mcp_task_new(const char *owner, long long ttl_ms, long long poll_ms,
+                       const mcp_task_ops *ops, void *work);
+void mcp_task_unref(mcp_task *t);
+/* The CreateTaskResult of t (resultType "task", the task's fields flat; new reference). */
+json_t *mcp_task_created(mcp_task *t);
+
+/* The setters a task's work calls (each takes the tasks' lock). A final status is final: once
+ * completed, failed or cancelled, they change nothing (and free what they were given). */
+/* Working, with the outstanding input requests withdrawn (never asked again). */
+void mcp_task_working(mcp_task *t, const char *message);
+/* Asks the client method with params (stolen) under key, which no other request of the task
+ * ever had: the task is input_required. Returns true when key is outstanding (asked now or
+ * earlier and unanswered), false when it was answered or withdrawn (nothing asked again). */
+bool mcp_task_ask(mcp_task *t, const char *key, const char *method, json_t *params,
+                  const char *message);
+/* Completed with result (a CallToolResult, stolen; isError true for a tool's own error). */
+void mcp_task_complete(mcp_task *t, json_t *result, const char *message);
+/* Failed with error (a JSON-RPC error object {code, message}, stolen): a protocol error. */
+void mcp_task_fail(mcp_task *t, json_t *error, const char *message);
+void mcp_task_cancelled(mcp_task *t, const char *message);
+
+/* Whether client capabilities (a ClientCapabilities object, may be NULL) declare the
+ * extension. */
+bool mcp_tasks_declared(const json_t *capabilities);
+/* The -32021 error object a request that needs the extension gets without it (new
+ * reference; data.requiredCapabilities names the extension). */
+json_t *mcp_tasks_missing(const char *what);
+/* tasks/get, tasks/update or tasks/cancel of owner's tasks ("": the tasks of no session):
+ * 0 with *result (resultType "complete") or *error (a JSON-RPC error object) set, new
+ * references; 1 when method is none of the three (tasks/result and tasks/list are not part of
+ * the extension); -1 when out of memory. The caller checked the extension was declared. */
+int mcp_tasks_request(const char *owner, const char *method, const json_t *params, json_t **result,
+                      json_t **error);
+/* The server is stopping: work that waits notices it within a second (mcp_tasks_stopping). */
+void mcp_tasks_stop(void);
+bool mcp_tasks_stopping(void);
+/* Forgets every task (their work stopped and released). */
+void mcp_tasks_shutdown(void);
+
+/* --- the conformance fixture (mcp_fixture.c, mcp_stateless.c, mcp_fixture_tasks.c) -------- */
 
 /* The fixture's capabilities for initialize (new reference). */
 json_t *mcp_fixture_capabilities(void);
@@ -265,6 +358,15 @@ char *mcp_fixture_verify_state(const char *state);
 /* Appends the 2026-07-28-only tools (input_required, the list-change triggers, a tool with a
  * custom header) to list. */
 void mcp_stateless_tools(json_t *list);
+/* The fixture's tools of the tasks extension (mcp_fixture_tasks.c, 2026-07-28 requests only):
+ * greet (never a task), slow_compute and protocol_error_job (a task when the client declared
+ * the extension), failing_job, confirm_delete, multi_input and test_tool_with_task (only as a
+ * task: -32021 without it). Appends them to list. */
+void mcp_fixture_task_tools(json_t *list);
+/* tools/call of one of them: 1 with *result or *error set (new references), 0 when name is none
+ * of them, -1 when out of memory. declared: the request's client capabilities name the
+ * extension. */
+int mcp_fixture_task_call(const json_t *params, bool declared, json_t **result, json_t **error);
 
 /* A request's headers, looked up by name (case-insensitively), for mcp_stateless_handle. */
 typedef struct {

@@ -9,10 +9,17 @@
  * cancel another's work. Budgets narrow what charterd allows (their ceilings are charterd's);
  * what the model sees of a run is metadata (events with codes and witnesses, statuses,
  * counters, the receipt's hashes), never content.
+ *
+ * When the request declared the tasks extension, start_async_run answers a task that follows
+ * the run instead (SEP-2663, mcp_tasks.c): tasks/get reads the run from charterd and maps its
+ * status, tasks/cancel is CancelRun. A run waiting for a human approval is input_required, and
+ * no answer the client gives approves anything: the approval is the named human's, decided out
+ * of band through charterd's Approvals service, which charter-mcp never calls.
  */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "mcp.h"
 
@@ -164,6 +171,156 @@ static json_t *view_result(Charter__V1__RunView *v, uint64_t after_seq)
     return mcp_result(body, false);
 }
 
+/* ---- a run as a task (the tasks extension) ----------------------------------------------- */
+
+/* A task is kept an hour from its creation and suggests polling every second. */
+#define RUN_TASK_TTL_MS 3600000
+#define RUN_TASK_POLL_MS 1000
+
+typedef struct {
+    mcp_server *srv;
+    char run_id[130];
+} run_work;
+
+/* ISO 8601 (UTC, seconds) of a database time in seconds since the epoch. */
+static void iso_seconds(double t, char out[32])
+{
+    time_t s = (time_t)t;
+    struct tm tm;
+    gmtime_r(&s, &tm);
+    strftime(out, 32, "%Y-%m-%dT%H:%M:%SZ", &tm);
+}
+
+/* The run waits for approval a (pending): the task asks the client to take note, once per
+ * approval; once that is answered (or when a is not pending), it is working and says who
+ * decides. The question and the status say that no answer here approves anything. */
+static void run_held(mcp_task *t, const char *run_id, const Charter__V1__Approval *a)
+{
+    char msg[1024], key[160], deadline[32];
+    iso_seconds(a->deadline, deadline);
+    snprintf(msg, sizeof msg,
+             "Run %s holds a send of %s to %s for the approval %s of %s, who decides it before "
+             "%s, out of band (charter approve or deny %s --as %s, or charterd's console). No "
+             "answer given here approves or denies it: a reply is taken as a note that you saw "
+             "this, nothing more.",
+             run_id, a->tool, a->recipient, a->id, a->approver, deadline, a->id, a->approver);
+    snprintf(key, sizeof key, "approval-%s", a->id);
+    json_t *params = json_pack("{s:s, s:{s:s, s:{}}}", "message", msg, "requestedSchema", "type",
+                               "object", "properties");
+    if (mcp_task_ask(t, key, "elicitation/create", params, msg))
+        return;
+    snprintf(msg, sizeof msg,
+             "Run %s waits for %s's decision on the approval %s (before %s), taken out of band "
+             "by %s alone; no answer given here approves it.",
+             run_id, a->approver, a->id, deadline, a->approver);
+    mcp_task_working(t, msg);
+}
+
+/* The approval a run view lists as pending, or NULL. */
+static const Charter__V1__Approval *pending_approval(const Charter__V1__RunView *v)
+{
+    for (size_t i = 0; i < v->n_approvals; i++)
+        if (strcmp(v->approvals[i]->state, "pending") == 0)
+            return v->approvals[i];
+    return NULL;
+}
+
+/* Moves the task to what the run view (consumed) says: working while the run is queued,
+ * running or recovering; held for a human approval (run_held); completed with the run's view
+ * once it rests (isError unless it rests completed); cancelled when it was cancelled. */
+static void run_follow(mcp_task *t, const char *run_id, Charter__V1__RunView *v)
+{
+    const char *st = v->run->status;
+    const Charter__V1__Approval *pending = pending_approval(v);
+    char msg[512];
+    snprintf(msg, sizeof msg, "run %s: %s", run_id, st);
+    if (strcmp(st, "pending_approval") == 0 && pending) {
+        run_held(t, run_id, pending);
+    } else if (!run_ended(st)) {
+        mcp_task_working(t, msg);
+    } else if (strcmp(st, "cancelled") == 0) {
+        if (v->run->cancel_reason && v->run->cancel_reason[0])
+            snprintf(msg, sizeof msg, "run %s: cancelled (%.300s)", run_id, v->run->cancel_reason);
+        mcp_task_cancelled(t, msg);
+    } else {
+        bool completed = strcmp(st, "completed") == 0;
+        json_t *result = view_result(v, 0); /* consumes v */
+        if (result)
+            json_object_set_new(result, "isError", json_boolean(!completed));
+        mcp_task_complete(t, result, msg);
+        return;
+    }
+    charter__v1__run_view__free_unpacked(v, NULL);
+}
+
+static json_t *charterd_error(int rc, const charter_status *st)
+{
+    char msg[320];
+    snprintf(msg, sizeof msg, "charterd: %s: %s", charter_status_name(rc),
+             st->message[0] ? st->message : "no answer");
+    return json_pack("{s:i, s:s}", "code", MCP_INTERNAL_ERROR, "message", msg);
+}
+
+static int run_refresh(mcp_task *t, void *work, json_t **error)
+{
+    run_work *w = work;
+    Charter__V1__GetRunRequest req = CHARTER__V1__GET_RUN_REQUEST__INIT;
+    req.run_id = w->run_id;
+    req.limit = 500;
+    req.without_content = true;
+    Charter__V1__RunView *v = NULL;
+    charter_status st;
+    int rc = charter_get_run(w->srv->client, &req, &v, &st);
+    if (rc != 0) {
+        *error = charterd_error(rc, &st);
+        return -1;
+    }
+    run_follow(t, w->run_id, v);
+    return 0;
+}
+
+static int run_cancel(mcp_task *t, void *work, json_t **error)
+{
+    run_work *w = work;
+    (void)t;
+    Charter__V1__CancelRunRequest req = CHARTER__V1__CANCEL_RUN_REQUEST__INIT;
+    req.run_id = w->run_id;
+    req.reason = "tasks/cancel";
+    Charter__V1__Run *r = NULL;
+    charter_status st;
+    int rc = charter_cancel_run(w->srv->client, &req, &r, &st);
+    if (rc != 0) {
+        *error = charterd_error(rc, &st);
+        return -1;
+    }
+    charter__v1__run__free_unpacked(r, NULL);
+    return 0;
+}
+
+static const mcp_task_ops run_ops = {run_refresh, run_cancel, NULL, free};
+
+/* The task of run_id, this session's (its CreateTaskResult), or NULL when none could be made:
+ * the caller answers the tool's result instead. */
+static json_t *run_task(mcp_server *srv, mcp_session *s, const char *run_id, const char *status)
+{
+    run_work *w = calloc(1, sizeof *w);
+    if (!w)
+        return NULL;
+    w->srv = srv;
+    snprintf(w->run_id, sizeof w->run_id, "%s", run_id);
+    mcp_task *t = mcp_task_new(s->task_owner, RUN_TASK_TTL_MS, RUN_TASK_POLL_MS, &run_ops, w);
+    if (!t) {
+        free(w);
+        return NULL;
+    }
+    char msg[200];
+    snprintf(msg, sizeof msg, "run %s: %s", run_id, status);
+    mcp_task_working(t, msg);
+    json_t *created = mcp_task_created(t);
+    mcp_task_unref(t);
+    return created;
+}
+
 /* ---- the tools --------------------------------------------------------------------------- */
 
 json_t *mcp_async_start(mcp_server *srv, mcp_session *s, const json_t *args)
@@ -196,6 +353,11 @@ json_t *mcp_async_start(mcp_server *srv, mcp_session *s, const json_t *args)
         return mcp_rpc_refusal(rc, &st);
     snprintf(s->async_runs[s->n_async_runs], sizeof s->async_runs[0], "%s", v->run->id);
     s->n_async_runs++;
+    json_t *task = s->tasks_now ? run_task(srv, s, v->run->id, v->run->status) : NULL;
+    if (task) {
+        charter__v1__run_view__free_unpacked(v, NULL);
+        return task;
+    }
     json_t *body = json_pack("{s:s, s:s, s:o*}", "decision", "allow", "run_id", v->run->id, "run",
                              run_json(v->run));
     charter__v1__run_view__free_unpacked(v, NULL);

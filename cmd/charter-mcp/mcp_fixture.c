@@ -380,8 +380,10 @@ json_t *mcp_fixture_tools(bool stateless)
         json_array_append_new(list,
                               tool_json(tools[i].name, tools[i].description, tools[i].schema));
     }
-    if (list && stateless)
+    if (list && stateless) {
         mcp_stateless_tools(list);
+        mcp_fixture_task_tools(list);
+    }
     return list;
 }
 

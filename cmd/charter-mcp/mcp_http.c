@@ -885,6 +885,15 @@ static void state_free(http_state *hs)
     free(hs->sessions);
     free(hs->digests);
     pthread_mutex_destroy(&hs->mu);
+    mcp_tasks_shutdown(); /* after the last request: nothing holds a task any more */
+}
+
+/* The server is stopping: what waits (a fixture stream's reader, a tool's wait for the
+ * client, a fixture task's wait) notices within a second. */
+static void serve_stop(void)
+{
+    mcp_sse_shutdown();
+    mcp_tasks_stop();
 }
 
 /* The listening socket of addr (its port after colon), and the address it is bound to, with
@@ -980,7 +989,7 @@ int mcp_http_serve(mcp_server *srv, const mcp_http_opts *o)
     int sig = 0;
     while (sigwait(&sigs, &sig) != 0) {
     }
-    mcp_sse_shutdown();
+    serve_stop();
     ret = 0;
 out:
     if (d)

@@ -4,11 +4,14 @@
  * oversized messages, unknown methods and calls before initialize each get a JSON-RPC error and
  * change nothing; the process keeps serving. Tools live in mcp_tools.c.
  */
+#include <openssl/rand.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "mcp.h"
+
+#define META_CAPS "io.modelcontextprotocol/clientCapabilities"
 
 /* Newest first: the current revision, then the older ones the official SDKs still offer. */
 static const char *const protocols[] = {"2025-11-25", "2025-06-18", "2025-03-26", "2024-11-05"};
@@ -43,6 +46,17 @@ char *mcp_jsonrpc_error_text(const json_t *id, int code, const char *message)
     return text;
 }
 
+/* The answer carrying error (a JSON-RPC error object, stolen) as text; NULL when out of
+ * memory. */
+static char *error_text(const json_t *id, json_t *error)
+{
+    json_t *msg =
+        error ? json_pack("{s:s, s:O, s:o}", "jsonrpc", "2.0", "id", id, "error", error) : NULL;
+    char *text = msg ? json_dumps(msg, JSON_COMPACT) : NULL;
+    json_decref(msg);
+    return text;
+}
+
 static char *result_text(const json_t *id, json_t *result)
 {
     if (!result)
@@ -72,9 +86,15 @@ static json_t *server_description(const mcp_server *srv, const char *version)
              "passed charter's input gate; refusals come back as tool results with a decision, "
              "codes and a witness.",
              srv->step_name, json_string_value(json_object_get(srv->workflow, "name")));
-    return json_pack("{s:s, s:{s:{s:b}}, s:{s:s, s:s}, s:s}", "protocolVersion", version,
-                     "capabilities", "tools", "listChanged", 0, "serverInfo", "name", "charter-mcp",
-                     "version", charter_version(), "instructions", instructions);
+    json_t *d =
+        json_pack("{s:s, s:{s:{s:b}}, s:{s:s, s:s}, s:s}", "protocolVersion", version,
+                  "capabilities", "tools", "listChanged", 0, "serverInfo", "name", "charter-mcp",
+                  "version", charter_version(), "instructions", instructions);
+    /* The step that starts runs answers start_async_run with a task (mcp_async.c). */
+    if (d && srv->first_step)
+        json_object_set_new(json_object_get(d, "capabilities"), "extensions",
+                            json_pack("{s:{}}", MCP_TASKS_EXTENSION));
+    return d;
 }
 
 /* initialize: the client's version when this server speaks it, else the newest this server
@@ -89,13 +109,46 @@ static char *initialize(mcp_server *srv, mcp_session *s, const json_t *id, const
         return mcp_jsonrpc_error_text(id, MCP_INVALID_PARAMS,
                                       "initialize: params.protocolVersion must be a string");
     const char *version = mcp_protocol_supported(asked) ? asked : protocols[0];
+    unsigned char rnd[16];
+    if (RAND_bytes(rnd, sizeof rnd) != 1)
+        return mcp_jsonrpc_error_text(id, MCP_INTERNAL_ERROR, "no random bytes");
     char *text = result_text(id, server_description(srv, version));
     if (text) {
+        for (size_t i = 0; i < sizeof rnd; i++)
+            snprintf(s->task_owner + 2 * i, 3, "%02x", rnd[i]);
+        s->tasks_extension = mcp_tasks_declared(json_object_get(params, "capabilities"));
         s->initialized = true;
         snprintf(s->protocol, sizeof s->protocol, "%s", version);
         *was_initialize = true;
     }
     return text;
+}
+
+/* Whether this request of a step's session declared the tasks extension: at initialize, or in
+ * its own _meta (SEP-2663 negotiates per request). The fixture's sessions serve no tasks. */
+static bool tasks_declared(const mcp_server *srv, const mcp_session *s, const json_t *params)
+{
+    return !srv->fixture &&
+           (s->tasks_extension ||
+            mcp_tasks_declared(json_object_get(json_object_get(params, "_meta"), META_CAPS)));
+}
+
+/* tasks/get, tasks/update, tasks/cancel of this session's tasks; NULL with *handled false for
+ * any other method. */
+static char *tasks_method(mcp_server *srv, mcp_session *s, const json_t *id, const char *method,
+                          const json_t *params, bool *handled)
+{
+    json_t *result = NULL, *error = NULL;
+    *handled = false;
+    if (srv->fixture || (strcmp(method, "tasks/get") != 0 && strcmp(method, "tasks/update") != 0 &&
+                         strcmp(method, "tasks/cancel") != 0))
+        return NULL;
+    *handled = true;
+    if (!tasks_declared(srv, s, params))
+        return error_text(id, mcp_tasks_missing(method));
+    if (mcp_tasks_request(s->task_owner, method, params, &result, &error) != 0)
+        return mcp_jsonrpc_error_text(id, MCP_INTERNAL_ERROR, "out of memory");
+    return result ? result_text(id, result) : error_text(id, error);
 }
 
 static char *tools_call(mcp_server *srv, mcp_session *s, const json_t *id, const json_t *params)
@@ -110,7 +163,9 @@ static char *tools_call(mcp_server *srv, mcp_session *s, const json_t *id, const
         return mcp_jsonrpc_error_text(id, MCP_INVALID_PARAMS,
                                       "tools/call: params.arguments must be an object");
     json_t *result = NULL;
+    s->tasks_now = tasks_declared(srv, s, params);
     int rc = mcp_tools_call(srv, s, name, args, &result);
+    s->tasks_now = false;
     if (rc == MCP_INVALID_PARAMS) {
         char msg[160];
         snprintf(msg, sizeof msg, "Unknown tool: %.100s", name);
@@ -139,6 +194,10 @@ static char *request(mcp_server *srv, mcp_session *s, const json_t *id, const ch
         return result_text(id, json_pack("{s:o}", "tools", mcp_tools_list(srv)));
     if (strcmp(method, "tools/call") == 0)
         return tools_call(srv, s, id, params);
+    bool handled = false;
+    char *answer = tasks_method(srv, s, id, method, params, &handled);
+    if (handled)
+        return answer;
     char msg[160];
     snprintf(msg, sizeof msg, "Method not found: %.100s", method);
     return mcp_jsonrpc_error_text(id, MCP_METHOD_NOT_FOUND, msg);

@@ -290,6 +290,7 @@ static int serve_stdio(mcp_server *srv)
         }
     }
     mcp_session_reset(&s);
+    mcp_tasks_shutdown();
     free(buf);
     return 0;
 }

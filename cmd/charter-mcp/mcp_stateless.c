@@ -446,14 +446,41 @@ static int call_stateless_tool(const request *r, const char *name)
 
 /* --- methods ------------------------------------------------------------------------------ */
 
+/* The methods of the tasks extension (SEP-2663); tasks/result and tasks/list are not among
+ * them (the extension removed them): those are unknown methods like any other. */
+static bool is_task_method(const char *m)
+{
+    return strcmp(m, "tasks/get") == 0 || strcmp(m, "tasks/update") == 0 ||
+           strcmp(m, "tasks/cancel") == 0;
+}
+
+static bool declared_tasks(const request *r)
+{
+    return mcp_tasks_declared(json_object_get(r->meta, META_CAPS));
+}
+
+/* tasks/get, tasks/update, tasks/cancel: only for a client that declares the extension in this
+ * request (-32021 otherwise, before the task is looked up); the fixture's tasks belong to no
+ * session. */
+static int task_method(const request *r)
+{
+    if (!declared_tasks(r)) {
+        json_t *e = mcp_tasks_missing(r->method);
+        return e ? answer(r->out, 400, r->id, NULL, e) : -1;
+    }
+    json_t *result = NULL, *error = NULL;
+    int rc = mcp_tasks_request("", r->method, r->params, &result, &error);
+    return finish(r, rc, result, error);
+}
+
 static int discover(const request *r)
 {
-    return complete(r,
-                    json_pack("{s:[s], s:{s:{s:b}, s:{s:b}, s:{}, s:{}}, s:{s:{s:s, s:s}}}",
-                              "supportedVersions", STATELESS_VERSION, "capabilities", "tools",
-                              "listChanged", 1, "prompts", "listChanged", 1, "resources",
-                              "completions", "_meta", "io.modelcontextprotocol/serverInfo", "name",
-                              "charter-mcp-conformance-fixture", "version", charter_version()));
+    return complete(
+        r, json_pack("{s:[s], s:{s:{s:b}, s:{s:b}, s:{}, s:{}, s:{s:{}}}, s:{s:{s:s, s:s}}}",
+                     "supportedVersions", STATELESS_VERSION, "capabilities", "tools", "listChanged",
+                     1, "prompts", "listChanged", 1, "resources", "completions", "extensions",
+                     MCP_TASKS_EXTENSION, "_meta", "io.modelcontextprotocol/serverInfo", "name",
+                     "charter-mcp-conformance-fixture", "version", charter_version()));
 }
 
 static int prompt_get(const request *r)
@@ -490,8 +517,13 @@ static int tools_call(const request *r)
     if (stateless_schema(name))
         return call_stateless_tool(r, name);
     json_t *result = NULL, *error = NULL;
-    int rc = mcp_fixture_call(r->s, r->params, true, &result, &error);
-    return finish(r, rc, result, error);
+    int rc = mcp_fixture_task_call(r->params, declared_tasks(r), &result, &error);
+    if (rc == 1 && error &&
+        json_integer_value(json_object_get(error, "code")) == MCP_MISSING_CLIENT_CAPABILITY)
+        return answer(r->out, 400, r->id, NULL, error);
+    if (rc == 0)
+        rc = mcp_fixture_call(r->s, r->params, true, &result, &error);
+    return finish(r, rc < 0 ? -1 : 0, result, error);
 }
 
 /* subscriptions/listen: the acknowledgement is the stream's first message; the transport keeps
@@ -552,6 +584,8 @@ static int dispatch(const request *r)
             r, json_pack("{s:{s:[], s:i, s:b}}", "completion", "values", "total", 0, "hasMore", 0));
     if (strcmp(m, "subscriptions/listen") == 0)
         return listen(r);
+    if (is_task_method(m))
+        return task_method(r);
     char msg[160];
     snprintf(msg, sizeof msg, "Method not found: %.100s", m);
     for (size_t i = 0; i < sizeof removed / sizeof *removed; i++)
@@ -661,7 +695,7 @@ static const char *check_headers(const request *r, const mcp_headers *h)
     const char *field =
         strcmp(r->method, "tools/call") == 0 || strcmp(r->method, "prompts/get") == 0 ? "name"
         : strcmp(r->method, "resources/read") == 0                                    ? "uri"
-        : strncmp(r->method, "tasks/", 6) == 0                                        ? "taskId"
+        : is_task_method(r->method)                                                   ? "taskId"
                                                                                       : NULL;
     const char *want = field ? json_string_value(json_object_get(r->params, field)) : NULL;
     const char *n = h->get(h->ctx, "Mcp-Name");

