@@ -10,7 +10,7 @@ t0=$(date +%s)
 if [ -x "$build/charterd" ]; then
   echo "demo: bringing the build in $build up to date"
 else
-  echo "demo: building charter into $build (the first build compiles and links about 140 files:"
+  echo "demo: building charter into $build (the first build compiles and links about 280 files:"
   echo "demo: a few minutes on 2 cores; each is shown as it starts)"
 fi
 # One line per file compiled or program linked; nothing when the build is up to date.
