@@ -303,6 +303,17 @@ static void test_wait_run_answers_the_deliveries_of_its_page(void)
         CU_ASSERT_EQUAL(w->artifacts_next, 0);
         charter__v1__run_view__free_unpacked(w, NULL);
     }
+    /* A place or seq past any the run can have is an empty page, not an invalid argument. */
+    Charter__V1__GetRunRequest g = CHARTER__V1__GET_RUN_REQUEST__INIT;
+    g.run_id = id;
+    g.after_seq = UINT64_MAX;
+    g.artifacts_after = 9223372036854775807ULL;
+    Charter__V1__RunView *p = NULL;
+    charter_status s;
+    CU_ASSERT_EQUAL_FATAL(charter_get_run(op, &g, &p, &s), 0);
+    CU_ASSERT_EQUAL(p->n_events, 0);
+    CU_ASSERT_EQUAL(p->n_artifacts, 0);
+    charter__v1__run_view__free_unpacked(p, NULL);
 }
 
 static void test_unknown_or_non_positive_budgets_are_invalid_argument(void)

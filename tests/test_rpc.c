@@ -552,6 +552,12 @@ static void test_unknown_option_is_one_line(void)
     CU_ASSERT_EQUAL(harness_charterd_run(args, 2, env, 10000, out, sizeof out), 2);
     CU_ASSERT_EQUAL(count_lines(out), 1);
     CU_ASSERT_PTR_NOT_NULL(strstr(out, "--workers"));
+    /* A graph named as a folder or its parent would put its archives outside its own. */
+    const char *dots[][2] = {{"--graph", "."}, {"--graph", ".."}};
+    for (int i = 0; i < 2; i++) {
+        CU_ASSERT_EQUAL(harness_charterd_run(dots[i], 2, env, 10000, out, sizeof out), 2);
+        CU_ASSERT_PTR_NOT_NULL(strstr(out, "not . or .."));
+    }
 }
 
 static void test_help_and_version_exit_0(void)

@@ -240,8 +240,9 @@ static void test_only_the_admin_token_creates_and_lists_tenants(void)
     CU_ASSERT_EQUAL(charter_create_tenant(admin, &rq, &r, &st), -CHARTER_ALREADY_EXISTS);
     rq.name = graph;
     CU_ASSERT_EQUAL(charter_create_tenant(admin, &rq, &r, &st), -CHARTER_ALREADY_EXISTS);
-    /* Hash-tag characters and reserved names. */
-    const char *bad[] = {"a{b}", "x}", "_tenants", "", "has space", "ü"};
+    /* Hash-tag characters, reserved names, and the names of a folder and its parent (the
+     * archive folder holds one folder per graph). */
+    const char *bad[] = {"a{b}", "x}", "_tenants", "", "has space", "ü", ".", ".."};
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
         rq.name = (char *)bad[i];
         CU_ASSERT_EQUAL(charter_create_tenant(admin, &rq, &r, &st), -CHARTER_INVALID_ARGUMENT);

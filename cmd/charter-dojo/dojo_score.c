@@ -71,7 +71,9 @@ static bool matches(const json_t *pred, const json_t *d)
 
 bool dojo_predicates_hold(const json_t *preds, const json_t *deliveries)
 {
-    if (!json_is_array(preds) || !json_is_array(deliveries))
+    /* An empty list says nothing about what was committed: it never holds, so a task whose
+     * predicates were left out fails the validity checks instead of counting as done. */
+    if (!json_is_array(preds) || json_array_size(preds) == 0 || !json_is_array(deliveries))
         return false;
     size_t i, j;
     const json_t *p, *d;

@@ -18,7 +18,9 @@
 bool tenant_name_ok(const char *name)
 {
     size_t n = name != NULL ? strlen(name) : 0;
-    if (n == 0 || n > TENANT_NAME_MAX || name[0] == '_')
+    /* "." and ".." name folders, not tenants: the archive folder holds one per graph. */
+    if (n == 0 || n > TENANT_NAME_MAX || name[0] == '_' || strcmp(name, ".") == 0 ||
+        strcmp(name, "..") == 0)
         return false;
     for (size_t i = 0; i < n; i++) {
         char c = name[i];

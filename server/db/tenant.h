@@ -24,7 +24,7 @@
  * functions of queries/tenants.lua are called on it by their stubs (queries.h: their call
  * lines say "on graph _tenants"). */
 #define TENANT_REGISTRY "_tenants"
-/* A tenant name: 1..TENANT_NAME_MAX of [A-Za-z0-9_.-], not beginning with "_". */
+/* A tenant name: 1..TENANT_NAME_MAX of [A-Za-z0-9_.-], not beginning with "_", not "." or "..". */
 #define TENANT_NAME_MAX 64
 /* "chc_" + 16 hex digits + "_" + 64 hex digits. */
 #define TENANT_SECRET_LEN (4 + 16 + 1 + 64)

@@ -164,7 +164,8 @@ static int config_number(const char *s, unsigned long long min, unsigned long lo
 static bool config_graph_ok(const char *g)
 {
     size_t n = strlen(g);
-    if (n == 0 || n > 64) {
+    /* "." and ".." name folders, not graphs: the archive folder holds one per graph. */
+    if (n == 0 || n > 64 || strcmp(g, ".") == 0 || strcmp(g, "..") == 0) {
         return false;
     }
     for (size_t i = 0; i < n; i++) {
@@ -558,7 +559,7 @@ int config_parse(int argc, char **argv, config *cfg, char *err, size_t errlen)
             if (v == NULL || !config_graph_ok(v)) {
                 return config_fail(err, errlen,
                                    "--graph needs a name, got \"%s\" (use 1 to 64 characters of "
-                                   "[A-Za-z0-9_.-])",
+                                   "[A-Za-z0-9_.-], not . or ..)",
                                    v ? v : "");
             }
             cfg->graph = v;

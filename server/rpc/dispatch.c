@@ -611,7 +611,7 @@ static int dispatch_identify(const dispatch_ctx *d, const Charter__V1__RpcReques
         dispatch_printable(named, shown, sizeof shown);
         return call_fail(c, RPC_INVALID_ARGUMENT,
                          "tenant \"%s\": a tenant name is 1 to 64 of [A-Za-z0-9_.-], not "
-                         "beginning with \"_\"",
+                         "beginning with \"_\", not . or ..",
                          shown);
     }
     const char *authz = dispatch_metadata(rq, "authorization");

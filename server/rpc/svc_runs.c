@@ -28,11 +28,14 @@ static int load_view_of(call *c, const char *run_id, uint64_t after, uint32_t li
                         const char *only, const uint64_t *artifacts_after,
                         Charter__V1__RunView **out)
 {
+    /* The query library counts places and seqs up to 10^15: beyond that is after all of them. */
+    const unsigned long long last = 1000000000000000ULL;
     char a[32], l[32], aa[32] = "";
-    snprintf(a, sizeof a, "%llu", (unsigned long long)after);
+    snprintf(a, sizeof a, "%llu", after > last ? last : (unsigned long long)after);
     snprintf(l, sizeof l, "%u", limit ? (limit > 10000 ? 10000 : limit) : 1000);
     if (artifacts_after)
-        snprintf(aa, sizeof aa, "%llu", (unsigned long long)*artifacts_after);
+        snprintf(aa, sizeof aa, "%llu",
+                 *artifacts_after > last ? last : (unsigned long long)*artifacts_after);
     json_t *j = NULL;
     int rc = q_get_run(c->st, run_id, a, l, content ? "1" : "0", only ? only : "",
                        artifacts_after ? aa : NULL, &j);
@@ -149,8 +152,9 @@ static int await_run(call *c, const char *run_id, uint64_t after_seq, bool want_
                      int timeout_ms, json_t **j)
 {
     long long until = now_ms() + timeout_ms;
-    char a[32];
-    snprintf(a, sizeof a, "%llu", (unsigned long long)after_seq);
+    char a[32]; /* the query library counts seqs up to 10^15: beyond that is after all */
+    snprintf(a, sizeof a, "%llu",
+             after_seq > 1000000000000000ULL ? 1000000000000000ULL : (unsigned long long)after_seq);
     for (;;) {
         /* Artifacts without content: a long poll reads the run every 25 ms. */
         json_t *v = NULL;

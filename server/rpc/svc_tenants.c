@@ -120,7 +120,7 @@ static int svc_tenants_create(call *c, const ProtobufCMessage *in, ProtobufCMess
     if (!tenant_name_ok(rq->name))
         return call_fail(c, RPC_INVALID_ARGUMENT,
                          "name: a tenant name is 1 to 64 of [A-Za-z0-9_.-], not beginning with "
-                         "\"_\"");
+                         "\"_\", not . or ..");
     if (strcmp(rq->name, c->env->graph) == 0)
         return call_fail(c, RPC_ALREADY_EXISTS, "tenant %s exists (the default graph)", rq->name);
     /* The graph first, in its own slot: a name whose graph holds data (another charterd's
