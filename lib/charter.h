@@ -266,9 +266,12 @@ int charter_health(charter_client *c, const Charter__V1__HealthRequest *req,
                    Charter__V1__HealthResponse **resp, charter_status *status);
 
 /* Evidence/ReplayDecision: decides a recorded decision event again from its snapshot, with
- * the evaluator charterd runs now, and returns both decisions. FAILED_PRECONDITION when the
- * event is no decision or was decided by another evaluator (the message names both
- * fingerprints); NOT_FOUND for an unknown run or seq. */
+ * the evaluator charterd runs now, and returns both decisions. A run that left the database
+ * (retention) is replayed from its archive file in charterd's archive folder, which
+ * resp->archive names. FAILED_PRECONDITION when the event is no decision or was decided by
+ * another evaluator (the message names both fingerprints), or when the run's archive is
+ * missing or not the one its index names; NOT_FOUND for an unknown run or seq (an archived
+ * run whose file charterd cannot read: the message names where it went). */
 int charter_replay_decision(charter_client *c, const Charter__V1__ReplayDecisionRequest *req,
                             Charter__V1__ReplayDecisionResponse **resp, charter_status *status);
 /* Evidence/GetReceipt: the signed receipt of a delivery (req->invocation_id) or of the run
@@ -284,7 +287,9 @@ int charter_audit_run(charter_client *c, const Charter__V1__AuditRunRequest *req
 /* Evidence/WhatIf: decides the recorded decisions in scope (req->run_id, or runs created at or
  * after req->since) again under the candidate workflow req->workflow and returns those whose
  * outcome or codes would change, with counts by change; at most req->limit are examined
- * (resp->truncated says more were in scope). Writes nothing; viewer or operator token.
+ * (resp->truncated says more were in scope). A req->run_id that left the database is decided
+ * from its archive file in charterd's archive folder (resp->archive names it); runs since a
+ * time are those in the database. Writes nothing; viewer or operator token.
  * INVALID_ARGUMENT naming the field and rule when the candidate is not a valid workflow. */
 int charter_what_if(charter_client *c, const Charter__V1__WhatIfRequest *req,
                     Charter__V1__WhatIfResponse **resp, charter_status *status);

@@ -10,7 +10,7 @@ local check_count, json_arg, prefix = validation.check_count, validation.json_ar
 local check_invocation, hex64 = validation.check_invocation, validation.hex64
 local now, hash, members = graph.now, graph.hash, graph.members
 local archived_record, archived_keep = delivery.archived_record, delivery.archived_keep
-local archived_count = delivery.archived_count
+local archived_count, archived_run = delivery.archived_count, delivery.archived_run
 
 -- The statuses a run does not leave: only such a run is archived and removed.
 local ENDED = {completed = true, cancelled = true, blocked = true, error = true,
@@ -241,15 +241,17 @@ keys: P. args: run_id, head (the hash of the run's last event as archived, "" fo
 reply: {"removed":n,"invocations":m,"expires_at":"<ms>"|""}: in this one call every
   key of the run is deleted (the run, its edge sets, events, contexts, artifacts with their
   edge sets, deliveries, approvals, the blobs its events' snapshots name and its artifacts'
-  lineage records; n keys existed), the run leaves P:runs, P:leases and P:runq,
-  P:archived_runs records {archive, archived_at, ended_at} under its id, and each of its m
-  invocation ids keeps its compact record (what charter_find_delivery and the delivery
+  lineage records; n keys existed), the run leaves P:runs, P:leases and P:runq, its entry
+  {archive, archived_at, ended_at} (charter_archived_run) is kept under its id, and each of
+  its m invocation ids keeps its compact record (what charter_find_delivery and the delivery
   functions answer for an archived invocation): the 32 bytes of its digest, then the run's
-  id, in P:archived_invocations:<b> (<b>: the first 4 hex digits of the invocation's SHA-1)
-  without a window, else in the current generation g = floor(t / (window_s / 2)) of the
-  database time t, P:archived_invocations:<g>:<b>, which expires at (g + 3) * window_s / 2
-  (expires_at, in milliseconds since the epoch): every record lives at least the window.
-  Generations that expired leave P:archived_generations and P:archived_counts.
+  id. Without a window the entry goes to P:archived_runs and the records to
+  P:archived_invocations:<b> (<b>: the first 4 hex digits of the invocation's SHA-1), kept
+  forever; with one, to the current generation g = floor(t / (window_s / 2)) of the
+  database time t, P:archived_runs:<g> and P:archived_invocations:<g>:<b>, which expire at
+  (g + 3) * window_s / 2 (expires_at, in milliseconds since the epoch): the entry and every
+  record live at least the window, and nothing of the run is left in the database after
+  1.5 window_s. Generations that expired leave P:archived_generations and P:archived_counts.
 errors: not_found (run), refused (the run has not ended, or its head is not head: it changed
   since it was archived), invalid; nothing written. ]]
 local function charter_remove_run(keys, args)
@@ -279,11 +281,10 @@ local function charter_remove_run(keys, args)
     local done = cjson.encode({archive = name, archived_at = ts,
                                ended_at = ended_at(P, id, run.seq)})
     local removed = delete(run_keys(P, id, seq))
-    local expires = archived_keep(P, records, window)
+    local expires = archived_keep(P, id, done, records, window)
     redis.call('ZREM', P .. ':runs', id)
     redis.call('ZREM', P .. ':leases', id)
     redis.call('LREM', P .. ':runq', 0, id)
-    redis.call('HSET', P .. ':archived_runs', id, done)
     return cjson.encode({removed = removed, invocations = #records, expires_at = expires})
 end
 
@@ -300,6 +301,22 @@ local function charter_archived_invocations(keys, args)
     local windowed, forever, gens = archived_count(P)
     return cjson.encode({kept = windowed + forever, windowed = windowed, forever = forever,
                          generations = gens})
+end
+
+--[[ charter_archived_run
+call: archived_run(run_id)
+keys: P. args: run_id.
+reply: {"archive":"<graph>/<YYYY-MM-DD>/<run>.charter-archive","archived_at":"<t>",
+  "ended_at":"<ts>"}: the entry charter_remove_run kept for a run it removed, while it is
+  kept (its generation of the invocation window has not expired, or it was kept forever, as
+  every entry written before library 25); or nil. The archive is a name under the archive
+  folder, for telling a caller where the run went, never a path to open: charterd finds a
+  run's file through the archive folder's index. At most 9 HGETs and one ZRANGE.
+errors: invalid. ]]
+local function charter_archived_run(keys, args)
+    local P = prefix(keys)
+    local a = archived_run(P, check_id(args[1], 'run_id'))
+    return a and cjson.encode(a) or nil
 end
 
 --[[ charter_retention_lease
@@ -360,6 +377,7 @@ end
 archive.charter_run_export = charter_run_export
 archive.charter_remove_run = charter_remove_run
 archive.charter_archived_invocations = charter_archived_invocations
+archive.charter_archived_run = charter_archived_run
 archive.charter_retention_lease = charter_retention_lease
 archive.charter_retention_due = charter_retention_due
 end

@@ -116,6 +116,7 @@ local FUNCTIONS = {
     {'charter_run_export', archive.charter_run_export, true},
     {'charter_remove_run', archive.charter_remove_run, false},
     {'charter_archived_invocations', archive.charter_archived_invocations, true},
+    {'charter_archived_run', archive.charter_archived_run, true},
     {'charter_retention_lease', archive.charter_retention_lease, false},
     {'charter_retention_due', archive.charter_retention_due, true},
 }

@@ -161,7 +161,8 @@ reply: {"run":{...},"events":[...],"deliveries":[...],"artifacts":[...]}: the ev
   committed), and the
   artifacts those whose place in P:run:<id>:artifacts is after artifacts_after, at most
   limit, with "artifacts_next": the place of the last one when more follow, else 0.
-  A run that was archived (charter_remove_run) is not_found, its message naming its archive.
+  A run that was archived (charter_remove_run) is not_found; charter_archived_run, or the
+  archive folder's index once its entry expired, says where it went.
 errors: not_found (run), invalid. ]]
 -- Every delivery of the run, by event_seq.
 local function all_deliveries(P, base)
@@ -224,12 +225,6 @@ local function charter_get_run(keys, args)
     local base = P .. ':run:' .. run_id
     local h = hash(base)
     if not h then
-        local archived = redis.call('HGET', P .. ':archived_runs', run_id)
-        local ok, a = pcall(cjson.decode, archived or '')
-        if ok and type(a) == 'table' and type(a.archive) == 'string' then
-            raise('not_found', 'run ' .. run_id .. ' was archived to ' .. a.archive ..
-                      ' (charter audit --archive FILE reads it)')
-        end
         raise('not_found', 'run ' .. run_id .. ' not found')
     end
     local events = {}

@@ -20,6 +20,7 @@
 #include "evidence/archive.h"
 #include "evidence/archive_audit.h"
 #include "evidence/archive_index.h"
+#include "evidence/archive_lookup.h"
 #include "evidence/archive_replay.h"
 #include "evidence/archive_run.h"
 #include "evidence/integrity.h"
@@ -551,7 +552,7 @@ static void test_an_archived_decision_replays_offline(void)
     char why[256];
     for (uint64_t seq = 1; seq <= 40; seq++) {
         archive_replay_result r;
-        int rc = archive_replay(path, seq, &r, why, sizeof why);
+        int rc = archive_replay(path, "", seq, &r, why, sizeof why);
         if (rc == STATUS_ENOTFOUND)
             break;
         if (rc == STATUS_ENOTDECISION)
@@ -582,7 +583,7 @@ static void test_an_archived_decision_replays_offline(void)
     CU_ASSERT_EQUAL_FATAL(harness_sh("cp '%s' '%s'", path, p), 0);
     damage(p, "0,/\"kind\":\"record\"/{/\"kind\":\"record\"/d}");
     archive_replay_result r;
-    CU_ASSERT_EQUAL(archive_replay(p, 1, &r, why, sizeof why), STATUS_EPROTO);
+    CU_ASSERT_EQUAL(archive_replay(p, "", 1, &r, why, sizeof why), STATUS_EPROTO);
     CU_ASSERT_PTR_NOT_NULL(strstr(why, "does not read back whole"));
 }
 
@@ -673,14 +674,43 @@ static const char bucket_ttl_script[] =
     "local key = KEYS[1] .. ':archived_invocations:' .. ARGV[2] .. ':' ..\n"
     "            redis.sha1hex(ARGV[1]):sub(1, 4)\n"
     "return redis.call(ARGV[3] and 'PTTL' or 'PEXPIRETIME', key)\n";
-/* When run ARGV[2] was archived (P:archived_runs), in whole milliseconds. */
-static const char archived_at_script[] =
-    "local a = cjson.decode(redis.call('HGET', KEYS[1] .. ':archived_runs', ARGV[2]))\n"
-    "local s, us = a.archived_at:match('^(%d+)%.(%d+)$')\n"
-    "return tonumber(s) * 1000 + math.floor(tonumber(us) / 1000)\n";
+/* The generation whose hash holds the entry of run ARGV[1] (P:archived_runs:<g>), 0 when the
+ * hash of entries kept forever holds it, -1 when none does. */
+static const char run_gen_script[] =
+    "for _, g in ipairs(redis.call('ZRANGE', KEYS[1] .. ':archived_generations', 0, -1)) do\n"
+    "  if redis.call('HEXISTS', KEYS[1] .. ':archived_runs:' .. g, ARGV[1]) == 1 then\n"
+    "    return tonumber(g) end\n"
+    "end\n"
+    "return redis.call('HEXISTS', KEYS[1] .. ':archived_runs', ARGV[1]) - 1\n";
+/* PEXPIRETIME (ms) of the entries of generation ARGV[2], or their PTTL with ARGV[3] set. */
+static const char runs_ttl_script[] =
+    "local key = KEYS[1] .. ':archived_runs:' .. ARGV[2]\n"
+    "return redis.call(ARGV[3] and 'PTTL' or 'PEXPIRETIME', key)\n";
+/* Keys of the graph whose name, or whose hash's fields, name run ARGV[1]. */
+static const char run_anywhere_script[] =
+    "local n = 0\n"
+    "for _, k in ipairs(redis.call('KEYS', KEYS[1] .. ':*')) do\n"
+    "  if k:find(ARGV[1], 1, true) then n = n + 1\n"
+    "  elseif redis.call('TYPE', k).ok == 'hash' and\n"
+    "         redis.call('HEXISTS', k, ARGV[1]) == 1 then n = n + 1 end\n"
+    "end\n"
+    "return n\n";
 /* 1 when inv has a delivery hash in the graph (it was committed while its run was in Redis). */
 static const char delivery_key_script[] =
     "return redis.call('EXISTS', KEYS[1] .. ':delivery:' .. ARGV[1])\n";
+
+/* When run was archived, in whole milliseconds, as the entry the database keeps says. */
+static long long archived_at_ms(store *where, const char *run)
+{
+    json_t *entry = NULL;
+    CU_ASSERT_EQUAL_FATAL(q_archived_run(where, run, &entry), STATUS_OK);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(entry);
+    const char *at = json_string_value(json_object_get(entry, "archived_at"));
+    long long s = 0, us = 0;
+    CU_ASSERT_EQUAL(at != NULL ? sscanf(at, "%lld.%lld", &s, &us) : 0, 2);
+    json_decref(entry);
+    return s * 1000 + us / 1000;
+}
 
 static long long bucket_pttl(const char *graph_name, const char *inv, long long g)
 {
@@ -773,10 +803,13 @@ static void test_compact_records_expire_after_the_invocation_window(void)
     char gen[32];
     snprintf(gen, sizeof gen, "%lld", g);
     long long expires = window_eval(bucket_ttl_script, "inv-window-1", gen);
-    long long at = window_eval(archived_at_script, "inv-window-1", wrun);
+    long long at = archived_at_ms(wst, wrun);
     CU_ASSERT_EQUAL(expires, (g + 3) * 1000); /* generations of 1000 ms */
     CU_ASSERT(expires - at >= 2000);          /* at least the window */
     CU_ASSERT(expires - at <= 3000 + 50);     /* at most one generation more */
+    /* The run's own entry lives in the same generation, and expires with its records. */
+    CU_ASSERT_EQUAL(window_eval(run_gen_script, wrun, ""), g);
+    CU_ASSERT_EQUAL(window_eval(runs_ttl_script, "", gen), expires);
 
     json_t *d = NULL;
     CU_ASSERT_EQUAL_FATAL(q_find_delivery(wst, "inv-window-1", &d), STATUS_OK);
@@ -801,6 +834,43 @@ static void test_compact_records_expire_after_the_invocation_window(void)
     CU_ASSERT_STRING_EQUAL(status, "refused");
     CU_ASSERT_STRING_EQUAL(reason, "run_not_found");
     CU_ASSERT_EQUAL(window_eval(delivery_key_script, "inv-window-1", ""), 0);
+}
+
+/* After the window nothing of the run is left in the database: its entry expired with its
+ * generation, no key or hash field names it, and charter_archived_run knows it no more. Where
+ * it went is still known, from the archive folder's index: the file it was archived to, the
+ * name the entry gave; without the folder, or for a run neither knows, not found. */
+static void test_after_the_window_the_run_is_named_from_the_index(void)
+{
+    char gen[32];
+    long long g = window_eval(run_gen_script, wrun, "");
+    if (g > 0) { /* still listed: wait for Redis to expire it */
+        snprintf(gen, sizeof gen, "%lld", g);
+        const char *args[3] = {"", gen, "1"};
+        long long ttl = 0;
+        for (int i = 0; i < 40 && ttl >= 0; i++) {
+            CU_ASSERT_EQUAL_FATAL(harness_graph_eval(wgraph, runs_ttl_script, args, 3, &ttl), 0);
+            if (ttl >= 0)
+                harness_sleep_ms(ttl < 500 ? ttl + 5 : 500);
+        }
+    }
+    CU_ASSERT_EQUAL(window_eval(run_gen_script, wrun, ""), -1);
+    CU_ASSERT_EQUAL(window_eval(run_anywhere_script, wrun, ""), 0);
+    json_t *entry = NULL;
+    CU_ASSERT_EQUAL(q_archived_run(wst, wrun, &entry), STATUS_OK);
+    CU_ASSERT_PTR_NULL(entry);
+    json_decref(entry);
+
+    char name[768] = "", want[768];
+    CU_ASSERT_EQUAL(archive_name_run(wst, NULL, wrun, name, sizeof name), STATUS_ENOTFOUND);
+    CU_ASSERT_EQUAL_FATAL(archive_name_run(wst, wdir, wrun, name, sizeof name), STATUS_OK);
+    snprintf(want, sizeof want, "%s/", wgraph);
+    CU_ASSERT_EQUAL(strncmp(name, want, strlen(want)), 0);
+    snprintf(want, sizeof want, "/%s.charter-archive", wrun);
+    CU_ASSERT(strlen(name) > strlen(want) && strcmp(name + strlen(name) - strlen(want), want) == 0);
+    CU_ASSERT_EQUAL(harness_sh("test -f '%s/%s'", wdir, name), 0);
+    CU_ASSERT_EQUAL(archive_name_run(wst, wdir, "r-never-archived", name, sizeof name),
+                    STATUS_ENOTFOUND);
 }
 
 /* After the window, with no archive folder, a retry of the send is not found: not committed,
@@ -972,13 +1042,9 @@ static void cancel(charter_client *c, const char *run)
  * Redis: the same --json report for one run under a candidate whose research step no longer
  * reads vendor_b, the same lines for the graph's folder as for the graph, no change under the
  * unchanged workflow, and a flipped byte refused with the audit's words. */
-static void test_what_if_reads_archives_as_it_read_the_runs(void)
+/* Writes to path the candidate whose research step reads vendor_a alone. */
+static void write_strict(const char *path)
 {
-    char g[64], dir[300], strict[320], h[320];
-    harness_graph_name(g, sizeof g, "whatifarch");
-    snprintf(dir, sizeof dir, "%s/whatif", folder);
-    snprintf(strict, sizeof strict, "%s/strict.json", folder);
-    snprintf(h, sizeof h, "%s/report", folder);
     json_error_t e;
     json_t *w = json_load_file(CHARTER_SOURCE_DIR "/deploy/workflows/procurement.json", 0, &e);
     CU_ASSERT_PTR_NOT_NULL_FATAL(w);
@@ -990,8 +1056,18 @@ static void test_what_if_reads_archives_as_it_read_the_runs(void)
         json_object_set_new(step, "resources", json_pack("[s]", "vendor_a"));
         json_object_set_new(step, "reads", json_pack("[s]", "vendor_a"));
     }
-    CU_ASSERT_EQUAL_FATAL(json_dump_file(w, strict, JSON_INDENT(2)), 0);
+    CU_ASSERT_EQUAL_FATAL(json_dump_file(w, path, JSON_INDENT(2)), 0);
     json_decref(w);
+}
+
+static void test_what_if_reads_archives_as_it_read_the_runs(void)
+{
+    char g[64], dir[300], strict[320], h[320];
+    harness_graph_name(g, sizeof g, "whatifarch");
+    snprintf(dir, sizeof dir, "%s/whatif", folder);
+    snprintf(strict, sizeof strict, "%s/strict.json", folder);
+    snprintf(h, sizeof h, "%s/report", folder);
+    write_strict(strict);
 
     const char *extra[] = {"--retention", "1s", "--archive-dir", dir};
     harness_charterd_opts o = {.graph = g, .extra_args = extra, .n_extra = 4, .http = true};
@@ -1047,6 +1123,320 @@ static void test_what_if_reads_archives_as_it_read_the_runs(void)
                    "&& grep -q 'does not match its bytes' %s.err",
                    cli, p, cli, strict, p, h, h, h),
         0);
+    harness_graph_drop(g);
+}
+
+/* --- an archived run online ------------------------------------------------------------ */
+
+/* GetRun of run through c: its status code; its message into msg (n bytes). */
+static int get_run_code(charter_client *c, const char *run, char *msg, size_t n)
+{
+    Charter__V1__GetRunRequest req = CHARTER__V1__GET_RUN_REQUEST__INIT;
+    req.run_id = (char *)run;
+    Charter__V1__RunView *view = NULL;
+    charter_status st;
+    memset(&st, 0, sizeof st);
+    if (charter_get_run(c, &req, &view, &st) == 0) {
+        charter__v1__run_view__free_unpacked(view, NULL);
+        snprintf(msg, n, "found");
+        return 0;
+    }
+    snprintf(msg, n, "%s", st.message);
+    return st.code;
+}
+
+/* The seqs of run's decision events (those with an outcome), at most 16, into seqs. */
+static size_t decision_seqs(charter_client *c, const char *run, uint64_t seqs[16])
+{
+    Charter__V1__GetRunRequest req = CHARTER__V1__GET_RUN_REQUEST__INIT;
+    req.run_id = (char *)run;
+    Charter__V1__RunView *view = NULL;
+    charter_status st;
+    CU_ASSERT_EQUAL_FATAL(charter_get_run(c, &req, &view, &st), 0);
+    size_t n = 0;
+    for (size_t i = 0; i < view->n_events && n < 16; i++)
+        if (view->events[i]->outcome != CHARTER__V1__OUTCOME__OUTCOME_UNSPECIFIED)
+            seqs[n++] = view->events[i]->seq;
+    charter__v1__run_view__free_unpacked(view, NULL);
+    return n;
+}
+
+/* The other run lookups of an archived run are not found, naming its archive name too:
+ * WaitRun, CancelRun, RecoverRun and AuditRun. */
+static void expect_lookups_name(charter_client *c, const char *run, const char *name)
+{
+    charter_status st[4];
+    memset(st, 0, sizeof st);
+    Charter__V1__WaitRunRequest w = CHARTER__V1__WAIT_RUN_REQUEST__INIT;
+    w.run_id = (char *)run;
+    w.timeout_ms = 1;
+    Charter__V1__RunView *view = NULL;
+    CU_ASSERT_NOT_EQUAL(charter_wait_run(c, &w, &view, &st[0]), 0);
+    Charter__V1__CancelRunRequest cr = CHARTER__V1__CANCEL_RUN_REQUEST__INIT;
+    cr.run_id = (char *)run;
+    Charter__V1__Run *r = NULL;
+    CU_ASSERT_NOT_EQUAL(charter_cancel_run(c, &cr, &r, &st[1]), 0);
+    Charter__V1__RecoverRunRequest rr = CHARTER__V1__RECOVER_RUN_REQUEST__INIT;
+    rr.run_id = (char *)run;
+    rr.async = true;
+    Charter__V1__RecoverRunResponse *rec = NULL;
+    CU_ASSERT_NOT_EQUAL(charter_recover_run(c, &rr, &rec, &st[2]), 0);
+    Charter__V1__AuditRunRequest ar = CHARTER__V1__AUDIT_RUN_REQUEST__INIT;
+    ar.run_id = (char *)run;
+    Charter__V1__AuditRunResponse *audit = NULL;
+    CU_ASSERT_NOT_EQUAL(charter_audit_run(c, &ar, &audit, &st[3]), 0);
+    for (int i = 0; i < 4; i++) {
+        CU_ASSERT_EQUAL(st[i].code, CHARTER_NOT_FOUND);
+        CU_ASSERT_PTR_NOT_NULL(strstr(st[i].message, name));
+    }
+}
+
+/* ReplayDecision of run's seq: the response (caller frees), or NULL with *st. */
+static Charter__V1__ReplayDecisionResponse *replay(charter_client *c, const char *run, uint64_t seq,
+                                                   charter_status *st)
+{
+    Charter__V1__ReplayDecisionRequest req = CHARTER__V1__REPLAY_DECISION_REQUEST__INIT;
+    req.run_id = (char *)run;
+    req.seq = seq;
+    Charter__V1__ReplayDecisionResponse *r = NULL;
+    memset(st, 0, sizeof *st);
+    return charter_replay_decision(c, &req, &r, st) == 0 ? r : NULL;
+}
+
+/* WhatIf of run under the candidate text: the response (caller frees), or NULL with *st. */
+static Charter__V1__WhatIfResponse *what_if(charter_client *c, const char *candidate,
+                                            const char *run, charter_status *st)
+{
+    Charter__V1__WhatIfRequest req = CHARTER__V1__WHAT_IF_REQUEST__INIT;
+    req.workflow.data = (uint8_t *)candidate;
+    req.workflow.len = strlen(candidate);
+    req.run_id = (char *)run;
+    Charter__V1__WhatIfResponse *r = NULL;
+    memset(st, 0, sizeof *st);
+    return charter_what_if(c, &req, &r, st) == 0 ? r : NULL;
+}
+
+static void expect_same_decision(const Charter__V1__Decision *a, const Charter__V1__Decision *b)
+{
+    CU_ASSERT_PTR_NOT_NULL_FATAL(a);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(b);
+    CU_ASSERT_EQUAL(a->outcome, b->outcome);
+    CU_ASSERT_STRING_EQUAL(a->witness, b->witness);
+    CU_ASSERT_EQUAL_FATAL(a->n_codes, b->n_codes);
+    for (size_t i = 0; i < a->n_codes; i++)
+        CU_ASSERT_STRING_EQUAL(a->codes[i], b->codes[i]);
+}
+
+/* The replay of an archived decision answers as the live one did, naming the archive. */
+static void expect_same_replay(const Charter__V1__ReplayDecisionResponse *live,
+                               const Charter__V1__ReplayDecisionResponse *archived,
+                               const char *name)
+{
+    CU_ASSERT_PTR_NOT_NULL_FATAL(archived);
+    CU_ASSERT_TRUE(archived->matches);
+    CU_ASSERT_EQUAL(archived->no_snapshot, live->no_snapshot);
+    CU_ASSERT_STRING_EQUAL(archived->evaluator, live->evaluator);
+    CU_ASSERT_EQUAL(archived->evaluator_version, live->evaluator_version);
+    expect_same_decision(live->recorded, archived->recorded);
+    if (!live->no_snapshot)
+        expect_same_decision(live->replayed, archived->replayed);
+    CU_ASSERT_STRING_EQUAL(live->archive, "");
+    CU_ASSERT_STRING_EQUAL(archived->archive, name);
+}
+
+static void expect_same_report(const Charter__V1__WhatIfResponse *a,
+                               const Charter__V1__WhatIfResponse *b)
+{
+    CU_ASSERT_PTR_NOT_NULL_FATAL(a);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(b);
+    CU_ASSERT_EQUAL(a->examined, b->examined);
+    CU_ASSERT_EQUAL(a->no_snapshot, b->no_snapshot);
+    CU_ASSERT_EQUAL(a->truncated, b->truncated);
+    CU_ASSERT_STRING_EQUAL(a->workflow_version, b->workflow_version);
+    CU_ASSERT_EQUAL_FATAL(a->n_changes, b->n_changes);
+    for (size_t i = 0; i < a->n_changes; i++) {
+        CU_ASSERT_STRING_EQUAL(a->changes[i]->run_id, b->changes[i]->run_id);
+        CU_ASSERT_EQUAL(a->changes[i]->seq, b->changes[i]->seq);
+        CU_ASSERT_STRING_EQUAL(a->changes[i]->change, b->changes[i]->change);
+        CU_ASSERT_STRING_EQUAL(a->changes[i]->subject, b->changes[i]->subject);
+        expect_same_decision(a->changes[i]->recorded, b->changes[i]->recorded);
+        expect_same_decision(a->changes[i]->candidate, b->changes[i]->candidate);
+    }
+    CU_ASSERT_EQUAL_FATAL(a->n_counts, b->n_counts);
+    for (size_t i = 0; i < a->n_counts; i++) {
+        CU_ASSERT_STRING_EQUAL(a->counts[i]->change, b->counts[i]->change);
+        CU_ASSERT_EQUAL(a->counts[i]->count, b->counts[i]->count);
+    }
+}
+
+/* Waits, on the key's own TTL, until Redis expired the generation of graph g whose hash holds
+ * run's entry (nothing to wait for when none holds it). */
+static void wait_entry_expired(const char *g, const char *run)
+{
+    long long gen = graph_eval(g, run_gen_script, run, "");
+    char text[32];
+    snprintf(text, sizeof text, "%lld", gen);
+    const char *args[3] = {"", text, "1"};
+    long long ttl = gen > 0 ? 0 : -2;
+    for (int i = 0; i < 40 && ttl >= 0; i++) {
+        CU_ASSERT_EQUAL_FATAL(harness_graph_eval(g, runs_ttl_script, args, 3, &ttl), 0);
+        if (ttl >= 0)
+            harness_sleep_ms(ttl < 500 ? ttl + 5 : 500);
+    }
+    CU_ASSERT_EQUAL(graph_eval(g, run_gen_script, run, ""), -1);
+}
+
+/* Appends to graph folder gdir's index a line naming file as the archive of run, with the
+ * SHA-256 of what file leads to (so only where it is can refuse it). */
+static void index_line(const char *gdir, const char *run, const char *file)
+{
+    CU_ASSERT_EQUAL_FATAL(
+        harness_sh("cd '%s' && j=$(printf '{\"bytes\":1,\"contexts\":[],\"file\":\"%s\",\"prev\":"
+                   "\"\",\"run_id\":\"%s\",\"sha256\":\"%%s\"}' $(sha256sum < '%s' | cut -c1-64)) "
+                   "&& printf '%%s %%s\\n' $(printf %%s \"$j\" | sha256sum | cut -c1-64) \"$j\" "
+                   ">> %s",
+                   gdir, file, run, file, ARCHIVE_INDEX_NAME),
+        0);
+}
+
+/* What GetRun, ReplayDecision and WhatIf answer for the run rid planted in the index. */
+static void expect_refused(charter_client *c, const char *candidate, const char *rid, uint64_t seq)
+{
+    charter_status st;
+    CU_ASSERT_PTR_NULL(replay(c, rid, seq, &st));
+    CU_ASSERT_EQUAL(st.code, CHARTER_FAILED_PRECONDITION);
+    CU_ASSERT_PTR_NOT_NULL(strstr(st.message, "not its archive in the graph's folder"));
+    CU_ASSERT_PTR_NULL(what_if(c, candidate, rid, &st));
+    CU_ASSERT_EQUAL(st.code, CHARTER_FAILED_PRECONDITION);
+    CU_ASSERT_PTR_NOT_NULL(strstr(st.message, "not its archive in the graph's folder"));
+}
+
+/* charterd --retention 1s --invocation-window 2s: a run's decisions replay and its what-if
+ * report is the same once it left the database, read from its archive, which the answers
+ * name; GetRun names the archive from the run's entry within the window, from the index
+ * after it (nothing of the run is left in Redis then); a run neither knows is not found; and
+ * an index line naming a file that is not the run's archive in the graph's folder (a symbolic
+ * link out of it, another run's file) is refused, never read. */
+static void test_charterd_answers_for_an_archived_run_from_its_archive(void)
+{
+    char g[64], dir[300], strict[320], h[320], gdir[400], name[400], msg[512];
+    harness_graph_name(g, sizeof g, "online");
+    snprintf(dir, sizeof dir, "%s/online", folder);
+    snprintf(gdir, sizeof gdir, "%s/%s", dir, g);
+    snprintf(strict, sizeof strict, "%s/online-strict.json", folder);
+    snprintf(h, sizeof h, "%s/online-report", folder);
+    write_strict(strict);
+    char *candidate = harness_slurp(strict);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(candidate);
+    const char *extra[] = {"--retention", "1s", "--invocation-window", "2s", "--archive-dir", dir};
+    harness_charterd_opts o = {.graph = g, .extra_args = extra, .n_extra = 6, .http = true};
+    harness_charterd d;
+    CU_ASSERT_EQUAL_FATAL(harness_charterd_start(&o, &d), 0);
+    charter_client *c = NULL;
+    CU_ASSERT_EQUAL_FATAL(harness_client_open(d.tcp_url, HARNESS_OPERATOR_TOKEN, 5000, &c), 0);
+    char run[129], cli[600];
+    research_run(c, run);
+    snprintf(cli, sizeof cli, "CHARTER_TOKEN=%s '%s' --url %s --json what-if --workflow '%s'",
+             HARNESS_OPERATOR_TOKEN, CHARTER_CLI_PATH, d.tcp_url, strict);
+
+    /* Live, while the run is open. */
+    uint64_t seqs[16];
+    size_t n = decision_seqs(c, run, seqs);
+    CU_ASSERT_FATAL(n >= 2);
+    Charter__V1__ReplayDecisionResponse *live[16];
+    charter_status st;
+    for (size_t i = 0; i < n; i++) {
+        live[i] = replay(c, run, seqs[i], &st);
+        CU_ASSERT_PTR_NOT_NULL_FATAL(live[i]);
+        CU_ASSERT_TRUE(live[i]->matches);
+    }
+    Charter__V1__WhatIfResponse *report = what_if(c, candidate, run, &st);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(report);
+    CU_ASSERT(report->n_changes >= 1);
+    CU_ASSERT_STRING_EQUAL(report->archive, "");
+    CU_ASSERT_EQUAL(harness_sh("%s --run %s > %s.live.json", cli, run, h), 0);
+    cancel(c, run);
+    CU_ASSERT_EQUAL_FATAL(wait_archived(d.http_hostport, 1), 0);
+
+    /* Within the window: GetRun names the archive from the run's entry. */
+    CU_ASSERT_EQUAL(get_run_code(c, run, msg, sizeof msg), CHARTER_NOT_FOUND);
+    CU_ASSERT_PTR_NOT_NULL(strstr(msg, "was archived to"));
+    CU_ASSERT_EQUAL_FATAL(harness_sh("cd '%s' && test -f */%s.charter-archive", gdir, run), 0);
+    char *found = strstr(msg, "was archived to ");
+    CU_ASSERT_PTR_NOT_NULL_FATAL(found);
+    sscanf(found + strlen("was archived to "), "%399s", name);
+    CU_ASSERT_EQUAL(harness_sh("test -f '%s/%s'", dir, name), 0);
+    expect_lookups_name(c, run, name);
+
+    /* The decisions replay from the archive as they did live, and the what-if report is the
+     * live one, the offline one from the file too (the archive named aside). */
+    for (size_t i = 0; i < n; i++) {
+        Charter__V1__ReplayDecisionResponse *r = replay(c, run, seqs[i], &st);
+        expect_same_replay(live[i], r, name);
+        charter__v1__replay_decision_response__free_unpacked(r, NULL);
+    }
+    CU_ASSERT_PTR_NULL(replay(c, run, 999, &st));
+    CU_ASSERT_EQUAL(st.code, CHARTER_NOT_FOUND);
+    CU_ASSERT_EQUAL(harness_sh("CHARTER_TOKEN=%s '%s' --url %s replay %s %llu | grep -qx "
+                               "'archive  %s (the run left the database)'",
+                               HARNESS_OPERATOR_TOKEN, CHARTER_CLI_PATH, d.tcp_url, run,
+                               (unsigned long long)seqs[0], name),
+                    0);
+    Charter__V1__WhatIfResponse *online = what_if(c, candidate, run, &st);
+    expect_same_report(report, online);
+    CU_ASSERT_STRING_EQUAL(online->archive, name);
+    charter__v1__what_if_response__free_unpacked(online, NULL);
+    CU_ASSERT_EQUAL(harness_sh("%s --run %s > %s.online.json", cli, run, h), 0);
+    CU_ASSERT_EQUAL(harness_sh("CHARTER_URL=tcp://127.0.0.1:1 '%s' --json what-if --workflow '%s' "
+                               "--archive '%s/%s' > %s.offline.json",
+                               CHARTER_CLI_PATH, strict, dir, name, h),
+                    0);
+    CU_ASSERT_EQUAL(harness_sh("test \"$(jq -r .archive %s.online.json)\" = '%s'", h, name), 0);
+    CU_ASSERT_EQUAL(harness_sh("for f in live online offline; do jq -S 'del(.archive)' %s.$f.json "
+                               "> %s.$f.cmp || exit 1; done; cmp %s.live.cmp %s.online.cmp && "
+                               "cmp %s.live.cmp %s.offline.cmp",
+                               h, h, h, h, h, h),
+                    0);
+
+    /* After the window: nothing of the run in Redis; the index names its file. */
+    wait_entry_expired(g, run);
+    CU_ASSERT_EQUAL(graph_eval(g, run_anywhere_script, run, ""), 0);
+    CU_ASSERT_EQUAL(get_run_code(c, run, msg, sizeof msg), CHARTER_NOT_FOUND);
+    CU_ASSERT_PTR_NOT_NULL(strstr(msg, "was archived to"));
+    CU_ASSERT_PTR_NOT_NULL(strstr(msg, name));
+    expect_lookups_name(c, run, name);
+    Charter__V1__ReplayDecisionResponse *r = replay(c, run, seqs[n - 1], &st);
+    expect_same_replay(live[n - 1], r, name);
+    charter__v1__replay_decision_response__free_unpacked(r, NULL);
+    online = what_if(c, candidate, run, &st);
+    expect_same_report(report, online);
+    charter__v1__what_if_response__free_unpacked(online, NULL);
+
+    /* A run neither the database nor the index knows. */
+    CU_ASSERT_EQUAL(get_run_code(c, "rnever0archived", msg, sizeof msg), CHARTER_NOT_FOUND);
+    CU_ASSERT_PTR_NOT_NULL(strstr(msg, "run rnever0archived not found"));
+    CU_ASSERT_PTR_NULL(replay(c, "rnever0archived", 1, &st));
+    CU_ASSERT_EQUAL(st.code, CHARTER_NOT_FOUND);
+    CU_ASSERT_PTR_NULL(what_if(c, candidate, "rnever0archived", &st));
+    CU_ASSERT_EQUAL(st.code, CHARTER_NOT_FOUND);
+
+    /* Index lines that lead out of the folder, or to another run's file, are not followed. */
+    CU_ASSERT_EQUAL_FATAL(harness_sh("cp '%s/%s' '%s/outside.charter-archive' && mkdir -p "
+                                     "'%s/2026-01-01' && ln -s '%s/outside.charter-archive' "
+                                     "'%s/2026-01-01/rlinked.charter-archive'",
+                                     dir, name, folder, gdir, folder, gdir),
+                          0);
+    index_line(gdir, "rlinked", "2026-01-01/rlinked.charter-archive");
+    index_line(gdir, "rborrowed", name + strlen(g) + 1);
+    expect_refused(c, candidate, "rlinked", seqs[0]);
+    expect_refused(c, candidate, "rborrowed", seqs[0]);
+
+    for (size_t i = 0; i < n; i++)
+        charter__v1__replay_decision_response__free_unpacked(live[i], NULL);
+    charter__v1__what_if_response__free_unpacked(report, NULL);
+    free(candidate);
+    charter_client_close(c);
+    CU_ASSERT_EQUAL(harness_charterd_stop(&d), 0);
     harness_graph_drop(g);
 }
 
@@ -1354,6 +1744,8 @@ static const harness_test run_tests[] = {
 static const harness_test window_tests[] = {
     {"compact records expire after the invocation window",
      test_compact_records_expire_after_the_invocation_window},
+    {"after the window the run is named from the index",
+     test_after_the_window_the_run_is_named_from_the_index},
     {"after the window a retry is never a fresh delivery",
      test_after_the_window_a_retry_is_never_a_fresh_delivery},
     {"after the window a retry is acknowledged from the archive",
@@ -1371,6 +1763,8 @@ static const harness_test charterd_tests[] = {
     {"what-if reads archives as it read the runs", test_what_if_reads_archives_as_it_read_the_runs},
     {"charterd answers a tool call from the archive after the window",
      test_charterd_answers_a_tool_call_from_the_archive_after_the_window},
+    {"charterd answers for an archived run from its archive",
+     test_charterd_answers_for_an_archived_run_from_its_archive},
 };
 static const harness_suite suites[] = {
     {"a run leaving Redis", suite_init, NULL, HARNESS_TABLE(run_tests)},

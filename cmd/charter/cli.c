@@ -1558,6 +1558,8 @@ static int cmd_replay(cli *c, const cli_command *cmd, const cli_args *a)
                    r->evaluator_version);
         else if (!r->no_snapshot)
             printf("version  %u\n", r->evaluator_version);
+        if (r->archive != NULL && *r->archive)
+            printf("archive  %s (the run left the database)\n", r->archive);
     }
     if (rv == EXIT_OK && !r->no_snapshot && !r->matches)
         rv = EXIT_RPC;

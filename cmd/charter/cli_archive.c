@@ -149,7 +149,7 @@ int cli_replay_archive(const char *path, const char *seq_text, bool json)
     }
     archive_replay_result r;
     char why[256];
-    int rc = archive_replay(path, seq, &r, why, sizeof why);
+    int rc = archive_replay(path, "", seq, &r, why, sizeof why);
     if (rc != STATUS_OK) {
         fprintf(stderr, "charter: %s: event %llu: %s\n", path, seq,
                 why[0] ? why : "cannot be replayed");

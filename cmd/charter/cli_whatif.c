@@ -51,6 +51,8 @@ int cli_whatif_print(const Charter__V1__WhatIfResponse *r, bool json)
            r->workflow_version);
     if (r->truncated)
         printf("truncated: the limit was reached; more decisions are in scope (--limit)\n");
+    if (r->archive != NULL && *r->archive)
+        printf("decided from the archive %s (the run left the database)\n", r->archive);
     return 0;
 }
 

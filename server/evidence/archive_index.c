@@ -3,9 +3,11 @@
  */
 #include "evidence/archive_index.h"
 
+#include <ctype.h>
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <limits.h>
 #include <openssl/evp.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -184,8 +186,8 @@ static int unnamed_files(const char *graph_dir, const json_t *named, archive_ind
         DIR *d = opendir(sub);
         struct dirent *e;
         while (d != NULL && out->intact && (e = readdir(d)) != NULL) {
-            size_t l = strlen(e->d_name), sl = strlen(".charter-archive");
-            if (l <= sl || strcmp(e->d_name + l - sl, ".charter-archive") != 0)
+            size_t l = strlen(e->d_name), sl = strlen(ARCHIVE_SUFFIX);
+            if (l <= sl || strcmp(e->d_name + l - sl, ARCHIVE_SUFFIX) != 0)
                 continue;
             char file[600];
             snprintf(file, sizeof file, "%s/%s", day->d_name, e->d_name);
@@ -223,8 +225,12 @@ int archive_index_verify(const char *graph_dir, archive_index_visit visit, void 
         uint64_t bytes = 0;
         const char *run = json_string_value(json_object_get(entry, "run_id"));
         snprintf(path, sizeof path, "%s/%s", graph_dir, file);
-        int frc = file_sha256(path, sha, &bytes);
-        if (frc == STATUS_ENOTFOUND)
+        bool inside = archive_index_file_inside(graph_dir, file, run ? run : "");
+        int frc = inside ? file_sha256(path, sha, &bytes) : STATUS_EDENIED;
+        if (frc == STATUS_EDENIED)
+            index_fail(out, "run %s: its archive %s is not a file of the graph's folder",
+                       run ? run : "?", file);
+        else if (frc == STATUS_ENOTFOUND)
             index_fail(out, "run %s: its archive %s is missing (removed)", run ? run : "?", file);
         else if (frc != STATUS_OK)
             rc = frc;
@@ -303,6 +309,29 @@ static int last_naming(const char *path, const char *context_id, const char *run
     return rc;
 }
 
+bool archive_index_file_inside(const char *graph_dir, const char *file, const char *run_id)
+{
+    const char *slash = strchr(file, '/');
+    if (slash == NULL || slash == file || strchr(slash + 1, '/') != NULL)
+        return false;
+    for (const char *p = file; p < slash; p++)
+        if (!isdigit((unsigned char)*p) && *p != '-')
+            return false;
+    size_t lr = strlen(run_id);
+    if (lr == 0 || strncmp(slash + 1, run_id, lr) != 0 ||
+        strcmp(slash + 1 + lr, ARCHIVE_SUFFIX) != 0)
+        return false;
+    /* The day folder or the file may be a symbolic link: what is read is where it leads. */
+    char path[1536], real_dir[PATH_MAX], real_file[PATH_MAX];
+    snprintf(path, sizeof path, "%s/%s", graph_dir, file);
+    if (realpath(graph_dir, real_dir) == NULL)
+        return false;
+    if (realpath(path, real_file) == NULL)
+        return errno == ENOENT; /* nothing there to read: found missing, not outside */
+    size_t ld = strlen(real_dir);
+    return strncmp(real_file, real_dir, ld) == 0 && real_file[ld] == '/';
+}
+
 int archive_index_find(const char *graph_dir, const char *context_id, const char *run_id,
                        char *file, size_t nf, char *run, size_t nr)
 {
@@ -322,8 +351,12 @@ int archive_index_find(const char *graph_dir, const char *context_id, const char
         char path[1536], sha[65];
         uint64_t bytes = 0;
         snprintf(path, sizeof path, "%s/%s", graph_dir, file);
-        int frc = file_sha256(path, sha, &bytes);
-        if (frc == STATUS_ENOMEM)
+        /* Checked before the file is opened: an index line is no licence to read elsewhere. */
+        int frc = archive_index_file_inside(graph_dir, text_or_empty(found, "file"),
+                                            text_or_empty(found, "run_id"))
+                      ? file_sha256(path, sha, &bytes)
+                      : STATUS_EDENIED;
+        if (frc == STATUS_ENOMEM || frc == STATUS_EDENIED)
             rc = frc;
         else if (frc != STATUS_OK || strcmp(sha, text_or_empty(found, "sha256")) != 0)
             rc = STATUS_EPROTO;

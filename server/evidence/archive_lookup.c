@@ -11,7 +11,9 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "core/invariant.h"
 #include "core/status.h"
+#include "db/store.h"
 #include "evidence/archive.h"
 #include "evidence/archive_index.h"
 
@@ -111,6 +113,13 @@ int archive_find_invocation(const char *graph_dir, const char *context_id, const
     if (rc == STATUS_EPROTO)
         snprintf(why, n, "the archive %s of run %s is missing or not the one its index names",
                  out->file, out->run_id);
+    if (rc == STATUS_EDENIED) {
+        snprintf(why, n,
+                 "the index names %s for run %s, which is not its archive in the graph's "
+                 "folder (not read)",
+                 out->file, out->run_id);
+        rc = STATUS_EPROTO;
+    }
     if (rc != STATUS_OK)
         return rc;
     char path[1536];
@@ -119,4 +128,49 @@ int archive_find_invocation(const char *graph_dir, const char *context_id, const
                       .invocation_id = invocation_id,
                       .out = out};
     return read_archive(path, &l, why, n);
+}
+
+int archive_find_run(const char *archive_dir, const char *graph, const char *run_id, char *path,
+                     size_t np, char *name, size_t nn, char *why, size_t nw)
+{
+    char graph_dir[1024], file[512] = "", run[129] = "";
+    why[0] = '\0';
+    snprintf(graph_dir, sizeof graph_dir, "%s/%s", archive_dir, graph);
+    if (run_id == NULL || *run_id == '\0')
+        return STATUS_ENOTFOUND;
+    int rc = archive_index_find(graph_dir, NULL, run_id, file, sizeof file, run, sizeof run);
+    snprintf(name, nn, "%s/%s", graph, file);
+    snprintf(path, np, "%s/%s", graph_dir, file);
+    /* archive_index_find matched the line by its run: the file is the run's own. */
+    INVARIANT(rc != STATUS_OK || strcmp(run, run_id) == 0);
+    if (rc == STATUS_EPROTO)
+        snprintf(why, nw, "its archive %s is missing or not the one the index names", name);
+    else if (rc == STATUS_EDENIED)
+        snprintf(why, nw,
+                 "the archive folder's index names %s, which is not its archive in the graph's "
+                 "folder (not read)",
+                 name);
+    return rc;
+}
+
+int archive_name_run(store *st, const char *archive_dir, const char *run_id, char *name, size_t n)
+{
+    json_t *entry = NULL;
+    int rc = q_archived_run(st, run_id, &entry);
+    const char *archive = json_string_value(json_object_get(entry, "archive"));
+    if (rc == STATUS_OK && archive != NULL && *archive != '\0') {
+        snprintf(name, n, "%s", archive);
+        json_decref(entry);
+        return STATUS_OK;
+    }
+    json_decref(entry);
+    if (rc != STATUS_OK)
+        return rc == STATUS_ENOMEM ? rc : STATUS_EUNAVAILABLE;
+    if (archive_dir == NULL)
+        return STATUS_ENOTFOUND;
+    char path[1536], why[256];
+    rc = archive_find_run(archive_dir, store_graph(st), run_id, path, sizeof path, name, n, why,
+                          sizeof why);
+    /* A file missing or refused is still where the run went. */
+    return rc == STATUS_EPROTO || rc == STATUS_EDENIED ? STATUS_OK : rc;
 }

@@ -115,7 +115,8 @@ static void replay_state_free(replay_state *r)
     json_decref(r->lineage);
 }
 
-int archive_replay(const char *path, uint64_t seq, archive_replay_result *out, char *why, size_t n)
+int archive_replay(const char *path, const char *evaluator, uint64_t seq,
+                   archive_replay_result *out, char *why, size_t n)
 {
     memset(out, 0, sizeof *out);
     why[0] = '\0';
@@ -128,10 +129,10 @@ int archive_replay(const char *path, uint64_t seq, archive_replay_result *out, c
     }
     if (rc == STATUS_OK)
         rc = resolve_event(&r, r.event, why, n);
-    /* charterd's default evaluator is unknown here: a snapshot that names no workflow cannot
-     * be checked against it, and replay says so (evaluator.h). */
+    /* Without charterd its default evaluator is unknown (""): a snapshot that names no
+     * workflow cannot be checked against it, and replay says so (evaluator.h). */
     if (rc == STATUS_OK)
-        rc = evaluator_replay("", r.event, &out->res, why, n);
+        rc = evaluator_replay(evaluator != NULL ? evaluator : "", r.event, &out->res, why, n);
     if (rc == STATUS_OK) {
         out->event = r.event;
         r.event = NULL;

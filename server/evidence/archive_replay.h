@@ -1,6 +1,7 @@
 /*
  * archive_replay.h - a decision of an archived run decided again from its archive file alone,
- * with no database: `charter replay --archive FILE SEQ` (docs/archive.md).
+ * with no database: `charter replay --archive FILE SEQ`, and charterd's ReplayDecision and
+ * WhatIf of a run that left the database (docs/archive.md).
  *
  * The file must read back whole (archive.h); the event's snapshot is put back together from the
  * records the archive keeps (snapshot_resolve.h: a large snapshot, a facts record, lineage
@@ -21,13 +22,17 @@ typedef struct {
     evaluator_replay_result res; /* the replay (evaluator.h) */
 } archive_replay_result;
 
-/* Replays the decision event seq of the archive at path. Returns STATUS_OK with *out filled
+/* Replays the decision event seq of the archive at path; evaluator is the fingerprint of the
+ * replaying charterd's default evaluator (evaluator_replay: what a snapshot that records no
+ * workflow was decided under), "" with no charterd (`charter replay --archive`). The event
+ * keeps its fields as stored (seq a decimal string). Returns STATUS_OK with *out filled
  * (free with archive_replay_result_free); STATUS_ENOTFOUND (no such file, or no event seq in
  * it); STATUS_EPROTO (the archive does not read back whole, or a record the snapshot names is
  * missing or altered: why says which); evaluator_replay's failures (STATUS_ENOTDECISION,
  * STATUS_EFINGERPRINT, STATUS_ESNAPSHOT, why saying why); STATUS_EUNAVAILABLE, STATUS_ENOMEM.
  * why has n bytes. */
-int archive_replay(const char *path, uint64_t seq, archive_replay_result *out, char *why, size_t n);
+int archive_replay(const char *path, const char *evaluator, uint64_t seq,
+                   archive_replay_result *out, char *why, size_t n);
 
 void archive_replay_result_free(archive_replay_result *r);
 

@@ -20,6 +20,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "evidence/archive_lookup.h"
+
 #define CALL_BLOCK_SIZE 8192
 
 struct call_block {
@@ -247,4 +249,17 @@ int call_fail_status_id(call *c, int status, const char *what, const char *id)
         return call_fail_status(c, status, what);
     snprintf(named, sizeof named, "%s %.128s", what != NULL ? what : "object", id);
     return call_fail_status(c, status, named);
+}
+
+int call_fail_run(call *c, int status, const char *run_id)
+{
+    char name[768];
+    /* Where the run went is looked up only for a run not found; a lookup that fails leaves the
+     * plain answer, which is true all the same: the database has no such run. */
+    if (status == STATUS_ENOTFOUND && run_id != NULL && *run_id != '\0' &&
+        archive_name_run(c->st, c->env->archive_dir, run_id, name, sizeof name) == STATUS_OK)
+        return call_fail(c, RPC_NOT_FOUND,
+                         "run %.128s was archived to %s (charter audit --archive FILE reads it)",
+                         run_id, name);
+    return call_fail_status_id(c, status, "run", run_id);
 }

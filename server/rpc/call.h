@@ -132,6 +132,12 @@ int call_fail_statusf(call *c, int status, const char *fmt, ...)
  * names the object the caller asked for. id may be NULL or empty (then what alone). */
 int call_fail_status_id(call *c, int status, const char *what, const char *id);
 
+/* call_fail_status_id for a run: a run the database does not have but that was archived is
+ * NOT_FOUND naming its archive ("run r1 was archived to <graph>/<day>/r1.charter-archive
+ * (...)"), found from the entry the database keeps for the invocation window or, after it,
+ * from the index of charterd's archive folder (archive_lookup.h archive_name_run). */
+int call_fail_run(call *c, int status, const char *run_id);
+
 /* The gate environment of an RPC: its worker's store, the startup workflow and the limits. */
 gate_env call_gate_env(const call *c);
 

@@ -13,6 +13,8 @@
 
 #include "evidence/audit.h"
 #include "charter.pb-c.h"
+#include "evidence/archive_lookup.h"
+#include "evidence/archive_replay.h"
 #include "evidence/evlog.h"
 #include "evidence/integrity.h"
 #include "evidence/receipt_issue.h"
@@ -33,6 +35,121 @@ static const char *evaluator_of(const json_t *event)
     return s != NULL ? s : "";
 }
 
+/* The event seq (decimal) of run_id from the database, its snapshot resolved: *event (caller
+ * decrefs). Returns RPC_OK, or the failure recorded; *gone set (and nothing recorded) when
+ * neither the event nor its run is in the database: the run may have been archived. */
+static int replay_event_live(call *c, const char *run_id, const char *seq, json_t **event,
+                             bool *gone)
+{
+    char event_name[192];
+    snprintf(event_name, sizeof event_name, "event %s of run %.128s", seq, run_id);
+    *event = NULL;
+    *gone = false;
+    int rc = q_get_event(c->st, run_id, seq, event);
+    if (rc == STATUS_ENOTFOUND) {
+        json_t *head = NULL;
+        int hrc = q_run_head(c->st, run_id, &head);
+        *gone = hrc == STATUS_ENOTFOUND ||
+                (hrc == STATUS_OK && !json_is_true(json_object_get(head, "exists")));
+        json_decref(head);
+    }
+    if (rc != STATUS_OK)
+        return *gone ? RPC_NOT_FOUND : call_fail_status(c, rc, event_name);
+    /* A large snapshot is stored once by content; replay decides from the facts themselves. */
+    char *facts = NULL;
+    char missing[224];
+    rc = evlog_snapshot_resolve(c->st, json_string_value(json_object_get(*event, "snapshot")),
+                                &facts, missing, sizeof missing);
+    if (rc == STATUS_OK && json_object_set_new(*event, "snapshot", json_string(facts)) != 0)
+        rc = STATUS_ENOMEM;
+    free(facts);
+    if (rc == STATUS_OK)
+        return RPC_OK;
+    json_decref(*event);
+    *event = NULL;
+    /* Facts that are gone or altered leave a snapshot replay cannot decode. */
+    if (rc == STATUS_ENOTFOUND || rc == STATUS_EPROTO)
+        return call_fail_statusf(c, STATUS_ESNAPSHOT, "event %s: the facts it names are %s: %s",
+                                 seq, rc == STATUS_ENOTFOUND ? "missing" : "altered", missing);
+    return call_fail_status(c, rc, event_name);
+}
+
+/* A replay's failure rc (evaluator_replay's codes) as the answer. */
+static int replay_failed(call *c, int rc, const char *seq, const char *why)
+{
+    if (rc == STATUS_ENOMEM)
+        return call_fail_statusf(c, rc, "out of memory");
+    /* Beyond the event that is no decision or of another evaluator, whatever replay cannot use
+     * comes from the recorded snapshot (evaluator.h). */
+    if (rc != STATUS_ENOTDECISION && rc != STATUS_EFINGERPRINT)
+        rc = STATUS_ESNAPSHOT;
+    return call_fail_statusf(c, rc, "event %s: %s", seq, why);
+}
+
+/* A run the database no longer has: its decision seq replayed from the archive file charterd's
+ * archive folder holds for it (found through the graph folder's index, never at a name the
+ * database holds), as a live one is; archive (n bytes) names the file. Without the file the
+ * run is not found, naming where it went when that is known. */
+static int replay_archived(call *c, const char *run_id, uint64_t seq, archive_replay_result *out,
+                           char *archive, size_t n)
+{
+    char path[1536], why[300];
+    int rc = c->env->archive_dir == NULL
+                 ? STATUS_ENOTFOUND
+                 : archive_find_run(c->env->archive_dir, store_graph(c->st), run_id, path,
+                                    sizeof path, archive, n, why, sizeof why);
+    if (rc == STATUS_ENOTFOUND)
+        return call_fail_run(c, rc, run_id);
+    if (rc == STATUS_EPROTO || rc == STATUS_EDENIED)
+        return call_fail(c, RPC_FAILED_PRECONDITION, "run %.128s left the database: %s", run_id,
+                         why);
+    if (rc != STATUS_OK)
+        return call_fail_status_id(c, rc, "the archive of run", run_id);
+    char seqtext[24];
+    snprintf(seqtext, sizeof seqtext, "%llu", (unsigned long long)seq);
+    rc = archive_replay(path, c->env->evaluator, seq, out, why, sizeof why);
+    if (rc == STATUS_ENOTFOUND || rc == STATUS_EPROTO || rc == STATUS_EUNAVAILABLE)
+        return call_fail(c, rc == STATUS_ENOTFOUND ? RPC_NOT_FOUND : RPC_FAILED_PRECONDITION,
+                         "run %.128s, archived to %s: %s", run_id, archive,
+                         why[0] ? why : "its archive cannot be read");
+    if (rc != STATUS_OK)
+        return replay_failed(c, rc, seqtext, why);
+    /* The index line and the file are the run's: its events say so too. */
+    const char *of = json_string_value(json_object_get(out->event, "run_id"));
+    if (of != NULL && strcmp(of, run_id) != 0) {
+        archive_replay_result_free(out);
+        return call_fail(c, RPC_FAILED_PRECONDITION, "run %.128s: its archive %s holds run %.128s",
+                         run_id, archive, of);
+    }
+    return RPC_OK;
+}
+
+/* The response for event (recorded) replayed as res; archive names the file it came from
+ * ("" for a run in the database). */
+static int replay_respond(call *c, const json_t *event, const evaluator_replay_result *res,
+                          const char *archive, ProtobufCMessage **out)
+{
+    Charter__V1__ReplayDecisionResponse *resp = call_alloc(c, sizeof *resp);
+    if (resp == NULL)
+        return call_fail(c, RPC_INTERNAL, "out of memory");
+    charter__v1__replay_decision_response__init(resp);
+    resp->recorded = wire_event_decision(c, event);
+    resp->replayed = res->no_snapshot ? NULL : wire_decision(c, &res->replayed);
+    resp->no_snapshot = res->no_snapshot;
+    resp->matches = res->matches;
+    resp->evaluator = call_strdup(c, evaluator_of(event));
+    resp->evaluator_version = (uint32_t)res->version;
+    resp->before_versions = res->before_versions;
+    resp->archive = call_strdup(c, archive);
+    if (resp->recorded == NULL || resp->evaluator == NULL || resp->archive == NULL ||
+        (!resp->no_snapshot && resp->replayed == NULL))
+        return call_fail(c, RPC_INTERNAL, "out of memory");
+    *out = &resp->base;
+    return RPC_OK;
+}
+
+/* A recorded decision decided again: from the database, or for a run that left it, from its
+ * archive file. */
 static int replay_decision(call *c, const ProtobufCMessage *in, ProtobufCMessage **out)
 {
     const Charter__V1__ReplayDecisionRequest *req = (const Charter__V1__ReplayDecisionRequest *)in;
@@ -41,59 +158,31 @@ static int replay_decision(call *c, const ProtobufCMessage *in, ProtobufCMessage
         return call_fail(c, RPC_INVALID_ARGUMENT, "seq: the decision event's seq, 1 or more");
     char seq[24];
     snprintf(seq, sizeof seq, "%llu", (unsigned long long)req->seq);
-    char event_name[192];
-    snprintf(event_name, sizeof event_name, "event %s of run %.128s", seq, req->run_id);
     json_t *event = NULL;
-    int rc = q_get_event(c->st, req->run_id, seq, &event);
-    if (rc != STATUS_OK)
-        return call_fail_status(c, rc, event_name);
-    /* A large snapshot is stored once by content; replay decides from the facts themselves. */
-    char *facts = NULL;
-    char gone[224];
-    rc = evlog_snapshot_resolve(c->st, json_string_value(json_object_get(event, "snapshot")),
-                                &facts, gone, sizeof gone);
-    if (rc == STATUS_OK && json_object_set_new(event, "snapshot", json_string(facts)) != 0)
-        rc = STATUS_ENOMEM;
-    free(facts);
-    if (rc != STATUS_OK) {
-        json_decref(event);
-        /* Facts that are gone or altered leave a snapshot replay cannot decode. */
-        if (rc == STATUS_ENOTFOUND || rc == STATUS_EPROTO)
-            return call_fail_statusf(c, STATUS_ESNAPSHOT, "event %s: the facts it names are %s: %s",
-                                     seq, rc == STATUS_ENOTFOUND ? "missing" : "altered", gone);
-        return call_fail_status(c, rc, event_name);
+    bool gone = false;
+    int rc = replay_event_live(c, req->run_id, seq, &event, &gone);
+    if (rc != RPC_OK && gone) {
+        archive_replay_result a;
+        char archive[768];
+        if ((rc = replay_archived(c, req->run_id, req->seq, &a, archive, sizeof archive)) != RPC_OK)
+            return rc;
+        rc = replay_respond(c, a.event, &a.res, archive, out);
+        archive_replay_result_free(&a);
+        return rc;
     }
+    if (rc != RPC_OK)
+        return rc;
     evaluator_replay_result res;
     char why[224];
     rc = evaluator_replay(c->env->evaluator, event, &res, why, sizeof why);
     if (rc != STATUS_OK) {
         json_decref(event);
-        if (rc == STATUS_ENOMEM)
-            return call_fail_statusf(c, rc, "out of memory");
-        /* Beyond the event that is no decision or of another evaluator, whatever replay cannot
-         * use comes from the recorded snapshot (evaluator.h). */
-        if (rc != STATUS_ENOTDECISION && rc != STATUS_EFINGERPRINT)
-            rc = STATUS_ESNAPSHOT;
-        return call_fail_statusf(c, rc, "event %s: %s", seq, why);
+        return replay_failed(c, rc, seq, why);
     }
-    Charter__V1__ReplayDecisionResponse *resp = call_alloc(c, sizeof *resp);
-    if (resp != NULL) {
-        charter__v1__replay_decision_response__init(resp);
-        resp->recorded = wire_event_decision(c, event);
-        resp->replayed = res.no_snapshot ? NULL : wire_decision(c, &res.replayed);
-        resp->no_snapshot = res.no_snapshot;
-        resp->matches = res.matches;
-        resp->evaluator = call_strdup(c, evaluator_of(event));
-        resp->evaluator_version = (uint32_t)res.version;
-        resp->before_versions = res.before_versions;
-    }
+    rc = replay_respond(c, event, &res, "", out);
     evaluator_replay_result_free(&res);
     json_decref(event);
-    if (resp == NULL || resp->recorded == NULL || resp->evaluator == NULL ||
-        (!resp->no_snapshot && resp->replayed == NULL))
-        return call_fail(c, RPC_INTERNAL, "out of memory");
-    *out = &resp->base;
-    return RPC_OK;
+    return rc;
 }
 
 /* A copy of the list in the call's arena. */
@@ -178,7 +267,7 @@ static int get_receipt(call *c, const ProtobufCMessage *in, ProtobufCMessage **o
         return call_fail_statusf(
             c, rc, "INTEGRITY_KEY_REQUIRED: receipts are signed with the integrity key");
     if (rc != STATUS_OK)
-        return call_fail_status(c, rc, for_run ? "run" : "delivery");
+        return for_run ? call_fail_run(c, rc, req->run_id) : call_fail_status(c, rc, "delivery");
     Charter__V1__Receipt *r = receipt_message(c, receipt);
     json_decref(receipt);
     if (r == NULL)
@@ -194,7 +283,7 @@ static int audit_run(call *c, const ProtobufCMessage *in, ProtobufCMessage **out
     audit_result a;
     int rc = audit_chain(c->st, req->run_id, &a);
     if (rc != STATUS_OK)
-        return call_fail_status_id(c, rc, "run", req->run_id);
+        return call_fail_run(c, rc, req->run_id);
     Charter__V1__AuditRunResponse *resp = call_alloc(c, sizeof *resp);
     if (resp == NULL)
         return call_fail(c, RPC_INTERNAL, "out of memory");

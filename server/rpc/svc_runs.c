@@ -40,11 +40,8 @@ static int load_view_of(call *c, const char *run_id, uint64_t after, uint32_t li
     int rc = q_get_run(c->st, run_id, a, l, content ? "1" : "0", only ? only : "",
                        artifacts_after ? aa : NULL, &j);
     /* An archived run is not found here, and the answer says where it went. */
-    const char *archived = rc == STATUS_ENOTFOUND ? strstr(store_last_error(c->st), "run ") : NULL;
-    if (archived != NULL && strstr(archived, " was archived to ") != NULL)
-        return call_fail_statusf(c, rc, "%s", archived);
     if (rc != STATUS_OK)
-        return call_fail_status_id(c, rc, "run", run_id);
+        return call_fail_run(c, rc, run_id);
     *out = wire_run_view(c, j);
     json_decref(j);
     if (!*out)
@@ -57,7 +54,7 @@ static int load_view_of(call *c, const char *run_id, uint64_t after, uint32_t li
         rc = STATUS_ENOMEM;
     json_decref(ap);
     if (rc != STATUS_OK)
-        return call_fail_status_id(c, rc, "run", run_id);
+        return call_fail_run(c, rc, run_id);
     return RPC_OK;
 }
 
@@ -160,7 +157,7 @@ static int await_run(call *c, const char *run_id, uint64_t after_seq, bool want_
         json_t *v = NULL;
         int rc = q_get_run(c->st, run_id, a, "1000", "0", "", "0", &v);
         if (rc != STATUS_OK)
-            return call_fail_status_id(c, rc, "run", run_id);
+            return call_fail_run(c, rc, run_id);
         const char *st = json_string_value(json_object_get(json_object_get(v, "run"), "status"));
         if (!run_active(st) || (want_events && json_array_size(json_object_get(v, "events")) > 0) ||
             now_ms() >= until) {
@@ -296,7 +293,7 @@ static int cancel_run(call *c, const ProtobufCMessage *in, ProtobufCMessage **ou
     json_t *j = NULL;
     rc = q_request_cancel(c->st, req->run_id, reason, &j);
     if (rc != STATUS_OK)
-        return call_fail_status_id(c, rc, "run", req->run_id);
+        return call_fail_run(c, rc, req->run_id);
     const char *st = json_string_value(json_object_get(j, "status"));
     /* Nothing executes a created or queued run, one resting recoverable (blocked, error,
      * interrupted), nor a recovery still waiting for an executor: it is cancelled here, so no
@@ -319,7 +316,7 @@ static int cancel_run(call *c, const ProtobufCMessage *in, ProtobufCMessage **ou
         rc = evlog_cancel_unclaimed(c->st, req->run_id, text, NULL, NULL);
         free(text);
         if (rc != STATUS_OK && rc != STATUS_EREFUSED)
-            return call_fail_status_id(c, rc, "run", req->run_id);
+            return call_fail_run(c, rc, req->run_id);
     }
     Charter__V1__RunView *view = NULL;
     rc = load_view(c, req->run_id, 0, 1, &view);
@@ -470,7 +467,7 @@ static int recover_run(call *c, const ProtobufCMessage *in, ProtobufCMessage **o
     }
     if (rc != STATUS_OK) {
         guard_decision_free(&rec.decision);
-        return call_fail_status_id(c, rc, "run", req->run_id);
+        return call_fail_run(c, rc, req->run_id);
     }
     Charter__V1__RecoverRunResponse *resp = call_alloc(c, sizeof *resp);
     if (!resp) {
@@ -535,7 +532,7 @@ static int checkpoint_run(call *c, const ProtobufCMessage *in, ProtobufCMessage 
     json_t *j = NULL, *cur = NULL;
     rc = q_get_checkpoint(c->st, req->run_id, &j);
     if (rc != STATUS_OK)
-        return call_fail_status_id(c, rc, "run", req->run_id);
+        return call_fail_run(c, rc, req->run_id);
     const char *token = json_string_value(json_object_get(j, "token"));
     if (token == NULL || *token == '\0') {
         json_decref(j);
@@ -658,7 +655,7 @@ static int resume_run(call *c, const ProtobufCMessage *in, ProtobufCMessage **ou
     snprintf(detail, sizeof detail, "{\"by\":\"ResumeRun\",\"checkpoint\":\"%.40s\"}", ckpt_id);
     int src = evlog_resume_run(c->st, run_id, ckpt_id, workflow, ctext, detail, &r);
     if (src != STATUS_OK) {
-        rc = call_fail_status_id(c, src, "run", run_id);
+        rc = call_fail_run(c, src, run_id);
         goto out;
     }
     if (!json_is_true(json_object_get(r, "ok"))) {

@@ -6,13 +6,18 @@
  * under the candidate's step capabilities and labels (evaluator_whatif) and those whose outcome or
  * codes would change are reported, with counts by change. The candidate is validated by the
  * workflow loader and never stored; nothing is written and no model is asked, so a viewer may call
- * it.
+ * it. One run that left the database (retention) is decided from its archive file in charterd's
+ * archive folder, as `charter what-if --archive` decides it offline, with the workflow it was
+ * recorded under read from the registry as for a run in the database: the report is the one the
+ * run had before it left.
  */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "charter.pb-c.h"
+#include "evidence/archive_lookup.h"
+#include "evidence/archive_replay.h"
 #include "evidence/evlog.h"
 #include "workflow/registry.h"
 #include "policy/evaluator.h"
@@ -23,6 +28,10 @@
 #define WHATIF_MAX_LIMIT 100000
 #define WHATIF_PAGE 1000 /* events read per charter_get_run */
 #define WHATIF_MAX_RUNS "100000"
+/* Not RPC statuses (those are 0..16): a run the database does not have (scan_run), and the
+ * limit reached in the middle of an archive (archive_visit). */
+#define WHATIF_GONE 100
+#define WHATIF_FULL 101
 
 /* What one call gathers: its changes and counts grow in plain memory and are copied into the
  * call's arena once complete. */
@@ -107,7 +116,38 @@ static int keep_change(whatif_scan *s, const char *run_id, const json_t *event,
     return count_change(s, line);
 }
 
-/* Decides one recorded decision event again under the candidate. */
+/* Decides one recorded decision event again under the candidate, its snapshot resolved. */
+static int decide(whatif_scan *s, const char *run_id, json_t *event)
+{
+    call *c = s->c;
+    unsigned long long seq = (unsigned long long)json_integer_value(json_object_get(event, "seq"));
+    /* The workflow it was recorded under tells whether its context was narrowed. */
+    const workflow *recorded = NULL;
+    char version[65];
+    if (evaluator_replay_workflow(event, version) == STATUS_OK) {
+        int rc = registry_get(c->st, version, &recorded);
+        if (rc == STATUS_EUNAVAILABLE || rc == STATUS_ENOMEM)
+            return call_fail_status(c, rc, "workflow");
+        if (rc != STATUS_OK)
+            recorded = NULL;
+    }
+    evaluator_whatif_result r;
+    char why[224];
+    int rc = evaluator_whatif(s->cand, recorded, event, &r, why, sizeof why);
+    if (rc == STATUS_ENOMEM)
+        return call_fail(c, RPC_INTERNAL, "out of memory");
+    if (rc != STATUS_OK)
+        return call_fail(c, RPC_FAILED_PRECONDITION, "run %s event %llu: %s", run_id, seq, why);
+    int status = RPC_OK;
+    if (r.no_snapshot)
+        s->no_snapshot++;
+    else if (r.changed)
+        status = keep_change(s, run_id, event, &r, wire_event_decision(c, event));
+    evaluator_whatif_result_free(&r);
+    return status;
+}
+
+/* Decides one recorded decision event of the database again under the candidate. */
 static int examine(whatif_scan *s, const char *run_id, json_t *event)
 {
     call *c = s->c;
@@ -126,30 +166,18 @@ static int examine(whatif_scan *s, const char *run_id, json_t *event)
                          rc == STATUS_ENOTFOUND ? "missing" : "altered", gone);
     if (rc != STATUS_OK)
         return call_fail_status(c, rc, "event");
-    /* The workflow it was recorded under tells whether its context was narrowed. */
-    const workflow *recorded = NULL;
-    char version[65];
-    if (evaluator_replay_workflow(event, version) == STATUS_OK) {
-        rc = registry_get(c->st, version, &recorded);
-        if (rc == STATUS_EUNAVAILABLE || rc == STATUS_ENOMEM)
-            return call_fail_status(c, rc, "workflow");
-        if (rc != STATUS_OK)
-            recorded = NULL;
+    return decide(s, run_id, event);
+}
+
+/* Counts one more decision examined; false (and truncated set) once the limit is reached. */
+static bool take_one(whatif_scan *s)
+{
+    if (s->examined == s->limit) {
+        s->truncated = true;
+        return false;
     }
-    evaluator_whatif_result r;
-    char why[224];
-    rc = evaluator_whatif(s->cand, recorded, event, &r, why, sizeof why);
-    if (rc == STATUS_ENOMEM)
-        return call_fail(c, RPC_INTERNAL, "out of memory");
-    if (rc != STATUS_OK)
-        return call_fail(c, RPC_FAILED_PRECONDITION, "run %s event %llu: %s", run_id, seq, why);
-    int status = RPC_OK;
-    if (r.no_snapshot)
-        s->no_snapshot++;
-    else if (r.changed)
-        status = keep_change(s, run_id, event, &r, wire_event_decision(c, event));
-    evaluator_whatif_result_free(&r);
-    return status;
+    s->examined++;
+    return true;
 }
 
 /* Every decision event of run_id, in seq order, until the limit. */
@@ -162,8 +190,10 @@ static int scan_run(whatif_scan *s, const char *run_id)
         snprintf(page, sizeof page, "%d", WHATIF_PAGE);
         json_t *view = NULL;
         int rc = q_get_run(s->c->st, run_id, a, page, NULL, NULL, NULL, &view);
+        if (rc == STATUS_ENOTFOUND && after == 0)
+            return WHATIF_GONE;
         if (rc != STATUS_OK)
-            return call_fail_status(s->c, rc, "run");
+            return call_fail_run(s->c, rc, run_id);
         const json_t *events = json_object_get(view, "events");
         size_t n = json_array_size(events);
         int status = RPC_OK;
@@ -173,17 +203,67 @@ static int scan_run(whatif_scan *s, const char *run_id)
             const char *outcome = json_string_value(json_object_get(e, "outcome"));
             if (outcome == NULL || *outcome == '\0')
                 continue; /* not a decision */
-            if (s->examined == s->limit) {
-                s->truncated = true;
+            if (!take_one(s))
                 break;
-            }
-            s->examined++;
             status = examine(s, run_id, e);
         }
         json_decref(view);
         if (status != RPC_OK || s->truncated || n < WHATIF_PAGE)
             return status;
     }
+}
+
+/* What one archive's walk needs: the scan, and the run the file must be of. */
+typedef struct {
+    whatif_scan *s;
+    const char *run_id;
+} archive_walk;
+
+/* One decision event of the archive (archive_decisions): its seq made a number, as the
+ * database gives it, and decided again. Returns RPC_OK, a failure recorded, or WHATIF_FULL. */
+static int archive_visit(void *ctx, const char *run_id, json_t *event)
+{
+    archive_walk *w = ctx;
+    whatif_scan *s = w->s;
+    if (strcmp(run_id, w->run_id) != 0)
+        return call_fail(s->c, RPC_FAILED_PRECONDITION,
+                         "the archive of run %.128s holds run %.128s", w->run_id, run_id);
+    const char *seq = json_string_value(json_object_get(event, "seq"));
+    if (seq != NULL && json_object_set_new(event, "seq", json_integer(strtoll(seq, NULL, 10))) != 0)
+        return call_fail(s->c, RPC_INTERNAL, "out of memory");
+    if (!take_one(s))
+        return WHATIF_FULL;
+    return decide(s, run_id, event);
+}
+
+/* Every decision event of run_id, which left the database, from its archive file in charterd's
+ * archive folder (found through the graph folder's index, never at a name the database
+ * holds), in seq order, until the limit; archive (n bytes) names the file. */
+static int scan_archived(whatif_scan *s, const char *run_id, char *archive, size_t n)
+{
+    call *c = s->c;
+    char path[1536], why[300];
+    int rc = c->env->archive_dir == NULL
+                 ? STATUS_ENOTFOUND
+                 : archive_find_run(c->env->archive_dir, store_graph(c->st), run_id, path,
+                                    sizeof path, archive, n, why, sizeof why);
+    if (rc == STATUS_ENOTFOUND)
+        return call_fail_run(c, rc, run_id);
+    if (rc == STATUS_EPROTO || rc == STATUS_EDENIED)
+        return call_fail(c, RPC_FAILED_PRECONDITION, "run %.128s left the database: %s", run_id,
+                         why);
+    if (rc != STATUS_OK)
+        return call_fail_status_id(c, rc, "the archive of run", run_id);
+    archive_walk w = {.s = s, .run_id = run_id};
+    rc = archive_decisions(path, archive_visit, &w, why, sizeof why);
+    if (rc == WHATIF_FULL || rc == RPC_OK)
+        return RPC_OK;
+    if (rc > 0)
+        return rc; /* recorded by the visit */
+    if (rc == STATUS_ENOMEM)
+        return call_fail(c, RPC_INTERNAL, "out of memory");
+    return call_fail(c, RPC_FAILED_PRECONDITION, "run %.128s, archived to %s: %s", run_id, archive,
+                     why[0] ? why : "its archive cannot be read");
 }
 
 /* Whether the run r (a charter_list_runs entry) follows a workflow named name: a candidate is
@@ -240,7 +320,7 @@ static int runs_since(call *c, int64_t since, const char *name, json_t **out)
     return RPC_OK;
 }
 
-static int respond(whatif_scan *s, const workflow *wf, ProtobufCMessage **out)
+static int respond(whatif_scan *s, const workflow *wf, const char *archive, ProtobufCMessage **out)
 {
     call *c = s->c;
     Charter__V1__WhatIfResponse *resp = call_alloc(c, sizeof *resp);
@@ -251,9 +331,10 @@ static int respond(whatif_scan *s, const workflow *wf, ProtobufCMessage **out)
     resp->truncated = s->truncated;
     resp->no_snapshot = s->no_snapshot;
     resp->workflow_version = call_strdup(c, wf->version);
+    resp->archive = call_strdup(c, archive);
     resp->changes = call_alloc(c, (s->n_changes ? s->n_changes : 1) * sizeof *resp->changes);
     resp->counts = call_alloc(c, (s->n_counts ? s->n_counts : 1) * sizeof *resp->counts);
-    if (!resp->workflow_version || !resp->changes || !resp->counts)
+    if (!resp->workflow_version || !resp->archive || !resp->changes || !resp->counts)
         return call_fail(c, RPC_INTERNAL, "out of memory");
     if (s->n_changes)
         memcpy(resp->changes, s->changes, s->n_changes * sizeof *resp->changes);
@@ -265,11 +346,10 @@ static int respond(whatif_scan *s, const workflow *wf, ProtobufCMessage **out)
     return RPC_OK;
 }
 
-int svc_whatif_handler(call *c, const ProtobufCMessage *in, ProtobufCMessage **out)
+/* The request's fields checked before anything is read. */
+static int check_request(call *c, const Charter__V1__WhatIfRequest *req)
 {
-    const Charter__V1__WhatIfRequest *req = (const Charter__V1__WhatIfRequest *)in;
-    bool one_run = req->run_id != NULL && *req->run_id != '\0';
-    if (one_run) {
+    if (req->run_id != NULL && *req->run_id != '\0') {
         int rc = call_require_id(c, "run_id", req->run_id);
         if (rc != RPC_OK)
             return rc;
@@ -284,35 +364,60 @@ int svc_whatif_handler(call *c, const ProtobufCMessage *in, ProtobufCMessage **o
         return call_fail(c, RPC_INVALID_ARGUMENT, "since: seconds since the epoch, 0 or more");
     if (req->limit > WHATIF_MAX_LIMIT)
         return call_fail(c, RPC_INVALID_ARGUMENT, "limit: at most %d decisions", WHATIF_MAX_LIMIT);
+    return RPC_OK;
+}
+
+/* Every decision in scope: the one run asked for (from its archive when it left the database:
+ * archive, n bytes, then names the file), or each run of the candidate's workflow since a
+ * time, in the database. */
+static int scan_scope(whatif_scan *s, const Charter__V1__WhatIfRequest *req, const workflow *wf,
+                      char *archive, size_t n)
+{
+    call *c = s->c;
+    bool one_run = req->run_id != NULL && *req->run_id != '\0';
+    json_t *runs = NULL;
+    int status = RPC_OK;
+    if (one_run) {
+        if ((runs = json_pack("[s]", req->run_id)) == NULL)
+            status = call_fail(c, RPC_INTERNAL, "out of memory");
+    } else {
+        status = runs_since(c, req->since, wf->name, &runs);
+    }
+    for (size_t i = 0; status == RPC_OK && !s->truncated && i < json_array_size(runs); i++) {
+        const char *run_id = json_string_value(json_array_get(runs, i));
+        status = scan_run(s, run_id);
+        /* A run of the list that left the database since it was listed is not found. */
+        if (status == WHATIF_GONE)
+            status = one_run ? scan_archived(s, run_id, archive, n)
+                             : call_fail_run(c, STATUS_ENOTFOUND, run_id);
+    }
+    json_decref(runs);
+    return status;
+}
+
+int svc_whatif_handler(call *c, const ProtobufCMessage *in, ProtobufCMessage **out)
+{
+    const Charter__V1__WhatIfRequest *req = (const Charter__V1__WhatIfRequest *)in;
+    int status = check_request(c, req);
+    if (status != RPC_OK)
+        return status;
     workflow *wf = NULL;
     char err[512];
     if (workflow_load_buffer((const char *)req->workflow.data, req->workflow.len, &wf, err,
                              sizeof err) != 0)
         return call_fail(c, RPC_INVALID_ARGUMENT, "workflow: %s", err);
     evaluator_candidate cand = {0};
-    json_t *runs = NULL;
     whatif_scan s = {.c = c, .cand = &cand};
     s.limit = req->limit ? req->limit : WHATIF_DEFAULT_LIMIT;
-    int status = RPC_OK;
-    if (evaluator_candidate_init(wf, &cand) != STATUS_OK) {
+    char archive[768] = "";
+    if (evaluator_candidate_init(wf, &cand) != STATUS_OK)
         status = call_fail(c, RPC_INTERNAL, "out of memory");
-        goto out;
-    }
-    if (one_run) {
-        runs = json_pack("[s]", req->run_id);
-        if (runs == NULL)
-            status = call_fail(c, RPC_INTERNAL, "out of memory");
-    } else {
-        status = runs_since(c, req->since, wf->name, &runs);
-    }
-    for (size_t i = 0; status == RPC_OK && !s.truncated && i < json_array_size(runs); i++)
-        status = scan_run(&s, json_string_value(json_array_get(runs, i)));
     if (status == RPC_OK)
-        status = respond(&s, wf, out);
-out:
+        status = scan_scope(&s, req, wf, archive, sizeof archive);
+    if (status == RPC_OK)
+        status = respond(&s, wf, archive, out);
     free(s.changes);
     free(s.counts);
-    json_decref(runs);
     evaluator_candidate_free(&cand);
     workflow_free(wf);
     return status;
