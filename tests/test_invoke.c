@@ -397,12 +397,13 @@ static void test_destination_value_of_no_class_is_recipient_unknown(void)
 /* RULE-INVOKE-CLEARANCE */
 static void test_data_argument_above_the_class_clearance_is_refused(void)
 {
-    /* The bill's own address for questions is trusted, but public mail may not carry it. */
+    /* The bill's own address for questions is trusted, but it is the bill's (internal), as the
+     * body is: public mail carries neither, and the witness names the first, the address. */
     const harness_invoke_arg out[] = {{"to", "billing@stadtwerke.example", bill_quote()},
                                       {"body", "electricity bill", of("lineage", bill)}};
     Charter__V1__InvokeResponse *r = invoke("send_email", "mail-out", out, N_OF(out));
     expect_decision(r, CHARTER__V1__OUTCOME__DENY, "CLEARANCE_EXCEEDED",
-                    "argument body \xe2\x86\x90 bill (internal) \xe2\x86\x92 anyone (clearance "
+                    "argument to \xe2\x86\x90 bill (internal) \xe2\x86\x92 anyone (clearance "
                     "public)");
     charter__v1__invoke_response__free_unpacked(r, NULL);
     /* Inside the company it fits: the colleague class is internal. */

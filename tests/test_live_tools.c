@@ -386,7 +386,24 @@ static void test_tool_argument_rules(void)
                    "tools.fetch.result: \"nope\" is not an observed resource");
     expect_refused(LIVE(R_PAGE, RCP_LIVE, "'mail':{'effect':true}"),
                    "tools.mail.arguments: required field is missing (effect, destination, "
-                   "result, server and downstream_tool are for a tool with arguments)");
+                   "clearance, result, server and downstream_tool are for a tool with "
+                   "arguments)");
+    expect_refused(LIVE(R_PAGE, RCP_LIVE, "'mail':{'clearance':'internal'}"),
+                   "tools.mail.arguments: required field is missing (effect, destination, "
+                   "clearance, result, server and downstream_tool are for a tool with "
+                   "arguments)");
+    /* A tool's own clearance is where a tool without a destination sends its values; one
+     * with a destination is held to the class matched, and a second clearance is refused. */
+    expect_refused(LIVE(R_PAGE, RCP_LIVE,
+                        "'fetch':{'arguments':[{'name':'url','role':'control'}],"
+                        "'clearance':'secret'}"),
+                   "tools.fetch.clearance: \"secret\" is not one of public, internal, "
+                   "confidential");
+    expect_refused(LIVE(R_PAGE, RCP_LIVE,
+                        "'mail':{'arguments':[{'name':'to','role':'control'}],"
+                        "'destination':'to','clearance':'public'}"),
+                   "tools.mail.clearance: a tool with a destination sends its values to the "
+                   "destination class matched, whose clearance holds them");
     expect_refused(LIVE(R_PAGE, RCP_LIVE, "'mail':{}"),
                    "tools.mail.approval: required field is missing");
 }
@@ -424,7 +441,8 @@ static void test_downstream_servers_and_mapped_tools(void)
                    "of A-Z a-z 0-9 _ - . /)");
     expect_refused(GW(SRV_MAIL, "'mail':{'server':'mailer','downstream_tool':'send_email'}"),
                    "tools.mail.arguments: required field is missing (effect, destination, "
-                   "result, server and downstream_tool are for a tool with arguments)");
+                   "clearance, result, server and downstream_tool are for a tool with "
+                   "arguments)");
     /* Credentials never sit in the definition: env_from takes names, and only names. */
     expect_refused(GW("'m':{'command':'node','env_from':['TOKEN=abc']}", TOOL_MAIL),
                    "servers.m.env_from[0]: \"TOKEN=abc\" is not an environment variable name");

@@ -337,7 +337,8 @@ static json_t *argument_json(const invoke_state *s, const invoke_argument *a)
 }
 
 /* 3. The request as the guard reads it and the snapshot records it, with the destination
- * class the destination argument's value matched (workflow_match_destination). */
+ * class the destination argument's value matched (workflow_match_destination) and its
+ * clearance, or for a tool without a destination the tool's own (workflow_tool_clearance). */
 static int build_request(invoke_state *s, invoke_result *out)
 {
     const char *dest_arg = json_string_value(json_object_get(s->decl, "destination"));
@@ -345,7 +346,7 @@ static int build_request(invoke_state *s, invoke_result *out)
     for (size_t i = 0; dest_arg != NULL && i < s->n; i++)
         if (strcmp(s->args[i].name, dest_arg) == 0)
             value = s->args[i].value;
-    int clearance = -1;
+    int clearance = dest_arg == NULL && s->decl != NULL ? workflow_tool_clearance(s->decl) : -1;
     const char *dest = value != NULL ? workflow_match_destination(s->wf, value, &clearance) : NULL;
     snprintf(out->destination, sizeof out->destination, "%s", dest != NULL ? dest : "");
     json_t *args = json_array();

@@ -624,8 +624,9 @@ int evaluator_invoke_decide(const guard_stepcap *cap, const guard_context *ctx,
 /* The recorded request as the candidate workflow would have read it (new reference): whether
  * it declares the tool, each argument's role under that declaration, and the destination
  * class the destination argument's value matches among the candidate's classes, with its
- * clearance. An argument the candidate's declaration lacks leaves the tool undeclared: the
- * call could not be made (TOOL_NOT_PERMITTED). NULL when memory ran out. */
+ * clearance (the tool's own for a tool without a destination). An argument the candidate's
+ * declaration lacks leaves the tool undeclared: the call could not be made (TOOL_NOT_PERMITTED).
+ * NULL when memory ran out. */
 static json_t *candidate_request(const workflow *wf, const json_t *recorded)
 {
     json_t *rq = json_deep_copy(recorded);
@@ -648,7 +649,7 @@ static json_t *candidate_request(const workflow *wf, const json_t *recorded)
         if (dest_arg != NULL && name != NULL && strcmp(name, dest_arg) == 0)
             value = json_string_value(json_object_get(a, "value"));
     }
-    int clearance = -1;
+    int clearance = dest_arg == NULL && decl != NULL ? workflow_tool_clearance(decl) : -1;
     const char *dest = value != NULL ? workflow_match_destination(wf, value, &clearance) : NULL;
     json_t *set =
         json_pack("{s:b, s:s?, s:s?, s:s?, s:i}", "declared", declared, "destination_arg", dest_arg,
@@ -661,11 +662,13 @@ static json_t *candidate_request(const workflow *wf, const json_t *recorded)
     return rq;
 }
 
-/* An invocation's recorded facts decided again. With cand (a what if), the request is read
- * under the candidate's declaration of the tool, argument roles and destination classes
- * (candidate_request), and every source's labels are the candidate's. */
+/* An invocation's recorded facts decided again under the rules of evaluator version (0: the
+ * current ones). With cand (a what if), the request is read under the candidate's declaration
+ * of the tool, argument roles and destination classes (candidate_request), and every source's
+ * labels are the candidate's. */
 static int replay_invoke(const guard_stepcap *cap, const json_t *snap,
-                         const evaluator_candidate *cand, guard_decision *d, char *why, size_t n)
+                         const evaluator_candidate *cand, int version, guard_decision *d, char *why,
+                         size_t n)
 {
     const json_t *labels = cand != NULL ? cand->labels : NULL;
     const json_t *now = json_object_get(snap, "now");
@@ -684,6 +687,7 @@ static int replay_invoke(const guard_stepcap *cap, const json_t *snap,
     }
     rc = evaluator_invoke_facts_from(request, json_object_get(snap, "summaries"),
                                      json_object_get(snap, "chain"), &f);
+    f.req.version = version;
     if (rc == STATUS_OK && labels != NULL) {
         for (size_t i = 0; i < f.n_sums; i++)
             if (f.sums[i].verified)
@@ -763,9 +767,11 @@ static int replay_identity(const json_t *snap, const evaluator_candidate *cand, 
     return rc;
 }
 
-/* The gate the snapshot records, decided again under cap (and the candidate, for a what if). */
+/* The gate the snapshot records, decided again under cap (and the candidate, for a what if)
+ * by the rules of evaluator version (0: the current ones). */
 static int decide_snapshot(const guard_stepcap *cap, const json_t *snap,
-                           const evaluator_candidate *cand, guard_decision *d, char *why, size_t n)
+                           const evaluator_candidate *cand, int version, guard_decision *d,
+                           char *why, size_t n)
 {
     const json_t *labels = cand != NULL ? cand->labels : NULL;
     const char *gate = text_of(snap, "gate");
@@ -776,9 +782,10 @@ static int decide_snapshot(const guard_stepcap *cap, const json_t *snap,
     if (strcmp(gate, "source") == 0)
         return replay_source(cap, snap, d, why, n);
     /* A tool invocation (Gate/Invoke): no verdict of another gate changed when it came, so it
-     * is decided by the version that was current then. */
+     * is decided by the version that was current then; version 3 changed its clearance rule
+     * (GUARD_INVOKE_EVERY_ARGUMENT). */
     if (strcmp(gate, "invoke") == 0)
-        return replay_invoke(cap, snap, cand, d, why, n);
+        return replay_invoke(cap, snap, cand, version, d, why, n);
     return snapshot_fail(why, n, "unknown gate");
 }
 
@@ -788,19 +795,33 @@ static int decide_snapshot(const guard_stepcap *cap, const json_t *snap,
  * decided it. */
 typedef int (*evaluator_replay_fn)(const json_t *snap, guard_decision *d, char *why, size_t n);
 
-/* Version 2, the first declared one: the rules of guard.c and this file as they stood when
- * versions were declared, unchanged since. The live gates decide by the same functions. */
-static int replay_v2(const json_t *snap, guard_decision *d, char *why, size_t n)
+/* The gate snap records decided again by the rules of evaluator version. */
+static int replay_at(int version, const json_t *snap, guard_decision *d, char *why, size_t n)
 {
     if (strcmp(text_of(snap, "gate"), "identity") == 0)
         return replay_identity(snap, NULL, d, why, n);
     guard_stepcap cap;
     int rc = cap_from(snap, &cap, why, n);
     if (rc == STATUS_OK) {
-        rc = decide_snapshot(&cap, snap, NULL, d, why, n);
+        rc = decide_snapshot(&cap, snap, NULL, version, d, why, n);
         cap_free(&cap);
     }
     return rc;
+}
+
+/* Version 2, the first declared one: the rules of guard.c and this file as they stood when
+ * versions were declared. A tool call's clearance held only its data values. */
+static int replay_v2(const json_t *snap, guard_decision *d, char *why, size_t n)
+{
+    return replay_at(2, snap, d, why, n);
+}
+
+/* Version 3: a tool call's clearance holds every argument's value, control and data, and a
+ * tool without a destination has a clearance of its own (GUARD_INVOKE_EVERY_ARGUMENT). The
+ * live gates decide by the same functions. */
+static int replay_v3(const json_t *snap, guard_decision *d, char *why, size_t n)
+{
+    return replay_at(3, snap, d, why, n);
 }
 
 /* Every declared version this build replays, oldest first; the last is EVALUATOR_VERSION, the
@@ -814,6 +835,7 @@ static const struct {
     evaluator_replay_fn replay;
 } evaluator_table[] = {
     {2, replay_v2},
+    {3, replay_v3},
 };
 
 #define EVALUATOR_ROWS (sizeof evaluator_table / sizeof evaluator_table[0])
@@ -823,6 +845,8 @@ static const struct {
 #define EVALUATOR_FIRST_DECLARED 2
 
 _Static_assert(EVALUATOR_ROWS > 0, "the evaluator table has a row");
+_Static_assert(GUARD_INVOKE_EVERY_ARGUMENT <= EVALUATOR_VERSION,
+               "the rule of every argument's clearance belongs to a declared version");
 
 size_t evaluator_versions(int *versions, size_t max)
 {
@@ -1132,7 +1156,7 @@ int evaluator_whatif(const evaluator_candidate *cand, const workflow *recorded, 
     snprintf(out->step, sizeof out->step, "%s", was.step);
     rc = candidate_cap(cand, recorded, &was, &cap, &found);
     if (rc == STATUS_OK && found) {
-        rc = decide_snapshot(&cap, snap, cand, &out->decided, why, n);
+        rc = decide_snapshot(&cap, snap, cand, 0, &out->decided, why, n);
         cap_free(&cap);
     } else if (rc == STATUS_OK) {
         /* The candidate does not have the step: nothing may be done in it. */

@@ -31,7 +31,7 @@
  * whose fingerprint (format charter-evaluator-1) hashed the guard's and the query library's
  * source bytes. Every decision snapshot records the version it was decided by
  * ("evaluator_version"). */
-#define EVALUATOR_VERSION 2
+#define EVALUATOR_VERSION 3
 
 /* The declared versions this build replays, oldest first, into versions (at most max of
  * them); returns how many there are. The last is EVALUATOR_VERSION. */

@@ -1578,12 +1578,31 @@ static bool check_invoke_tool(const guard_stepcap *cap, const guard_invoke_reque
     return v->codes == 0;
 }
 
-/* The destination argument's value must match a destination class the step lists. */
+/* Whether req is decided by the rules of GUARD_INVOKE_EVERY_ARGUMENT or later: every value,
+ * control or data, is held to the clearance of where it is sent (a control value is sent to
+ * the same place as the data: an address, a path, a folder name). */
+static bool invoke_every_argument(const guard_invoke_request *req)
+{
+    return req->version == 0 || req->version >= GUARD_INVOKE_EVERY_ARGUMENT;
+}
+
+/* Whether argument a's value is held to req->clearance: every value under
+ * invoke_every_argument, only a data value before. */
+static bool invoke_value_cleared(const guard_invoke_request *req, const guard_invoke_arg *a)
+{
+    return !a->control || invoke_every_argument(req);
+}
+
+/* The destination argument's value must match a destination class the step lists; a tool
+ * without one is held to its own clearance, which must be known. */
 static void check_invoke_destination(const guard_stepcap *cap, const guard_invoke_request *req,
                                      verdict *v)
 {
-    if (req->destination_arg == NULL)
+    if (req->destination_arg == NULL) {
+        if (invoke_every_argument(req) && !conf_valid(req->clearance))
+            flag(v, GUARD_GRAPH_ERROR, "tool ", or_missing(req->tool), " has no clearance", END);
         return;
+    }
     /* RULE-INVOKE-DESTINATION: a value no class stands for is refused, never defaulted. */
     if (req->destination == NULL) {
         flag(v, GUARD_RECIPIENT_UNKNOWN, "argument ", req->destination_arg, " = \"",
@@ -1622,9 +1641,34 @@ static bool resource_untrusted(const guard_resource *r, const void *arg)
     return r->integrity != GUARD_INTEGRITY_TRUSTED;
 }
 
+/* RULE-INVOKE-CLEARANCE: no source of a's value s above the clearance of where it is sent,
+ * the destination class or, for a tool without a destination argument, the tool. */
+static void check_invoke_clearance(const guard_invoke_request *req, const guard_invoke_arg *a,
+                                   const guard_summary *s, verdict *v)
+{
+    source_view sv = {NULL, s};
+    const guard_resource *r = NULL;
+    strbuf b;
+    int clearance = req->clearance;
+    size_t at = invoke_value_cleared(req, a) && conf_valid(clearance)
+                    ? view_find(&sv, resource_above, &clearance, &r)
+                    : NO_INDEX;
+    if (at == NO_INDEX || !flag_begin(v, GUARD_CLEARANCE_EXCEEDED, &b))
+        return;
+    sb_argument_path(&b, a, s, at, r);
+    sb_put(&b, ARROW);
+    if (req->destination_arg == NULL)
+        sb_put(&b, "tool ");
+    sb_put(&b, or_missing(req->destination_arg == NULL ? req->tool : req->destination));
+    sb_put(&b, " (clearance ");
+    sb_put(&b, conf_name(clearance));
+    sb_put(&b, ")");
+    flag_end(v, GUARD_CLEARANCE_EXCEEDED, &b);
+}
+
 /* One value's lineage summary s under its argument's role: RULE-INVOKE-CONTROL (a control
- * value is trusted), RULE-INVOKE-CLEARANCE (a data value fits the destination's clearance),
- * RULE-INVOKE-SCOPE (every source is one of the step's resources). */
+ * value is trusted), RULE-INVOKE-CLEARANCE (check_invoke_clearance), RULE-INVOKE-SCOPE (every
+ * source is one of the step's resources). */
 static void check_invoke_value(const guard_stepcap *cap, const guard_invoke_request *req,
                                const guard_invoke_arg *a, const guard_summary *s, verdict *v)
 {
@@ -1652,18 +1696,7 @@ static void check_invoke_value(const guard_stepcap *cap, const guard_invoke_requ
         sb_put(&b, ": a control argument must be trusted");
         flag_end(v, GUARD_CONTROL_UNTRUSTED, &b);
     }
-    int clearance = req->clearance;
-    at = !a->control && conf_valid(clearance) ? view_find(&sv, resource_above, &clearance, &r)
-                                              : NO_INDEX;
-    if (at != NO_INDEX && flag_begin(v, GUARD_CLEARANCE_EXCEEDED, &b)) {
-        sb_argument_path(&b, a, s, at, r);
-        sb_put(&b, ARROW);
-        sb_put(&b, or_missing(req->destination));
-        sb_put(&b, " (clearance ");
-        sb_put(&b, conf_name(clearance));
-        sb_put(&b, ")");
-        flag_end(v, GUARD_CLEARANCE_EXCEEDED, &b);
-    }
+    check_invoke_clearance(req, a, s, v);
     at = view_find(&sv, resource_outside, &cap->resources, &r);
     if (at != NO_INDEX && flag_begin(v, GUARD_RESOURCE_OUT_OF_SCOPE, &b)) {
         sb_argument_path(&b, a, s, at, r);

@@ -284,10 +284,18 @@ typedef struct {
     const char *destination_arg;   /* the control argument matched, NULL: no destination */
     const char *destination_value; /* its value */
     const char *destination;       /* the class it matched, NULL when none did */
-    int clearance;                 /* that class's clearance, -1 when unknown */
+    int clearance; /* that class's clearance; with no destination argument, the tool's own
+                    * (its "clearance", public when absent); -1 when unknown */
+    int version;   /* the evaluator version whose rules decide; 0: the current rules. Before
+                    * GUARD_INVOKE_EVERY_ARGUMENT only data values were held to a clearance */
     const guard_invoke_arg *args;
     size_t n_args;
 } guard_invoke_request;
+
+/* The first evaluator version under which every argument's value, control or data, is held
+ * to the clearance (of the destination class, or of the tool when it has no destination): a
+ * control value leaves charter as surely as a data value does. */
+#define GUARD_INVOKE_EVERY_ARGUMENT 3
 
 /* Tool-call gate (docs/workflows.md, "Tools with arguments"): may the tool be invoked with
  * these values? TOOL_NOT_PERMITTED when the tool is not among cap->tools or not declared
@@ -297,7 +305,10 @@ typedef struct {
  * reads them (UNKNOWN when one is unusable, PROVENANCE_INCOMPLETE / LABEL_MISMATCH), then
  * CONTROL_UNTRUSTED for a control value reaching an untrusted source (witness "argument iban
  * ← transactions (public) → Transaction notes: a control argument must be trusted"),
- * CLEARANCE_EXCEEDED for a data value reaching a source above the destination's clearance,
+ * CLEARANCE_EXCEEDED for a value (control or data; data only before
+ * GUARD_INVOKE_EVERY_ARGUMENT) reaching a source above req->clearance (witness "argument to ←
+ * report (confidential) → anyone (clearance public)", or "... → tool open_folder (clearance
+ * public)" for a tool without a destination),
  * RESOURCE_OUT_OF_SCOPE for a source outside cap->resources; and the chain
  * (guard_check_chain), every grant on it listing the tool, the destination class and every
  * data value's sources. On ALLOW out->chain_order (leaf first) and out->sources (the data

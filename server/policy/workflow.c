@@ -148,9 +148,14 @@ static const field_spec match_spec[] = {
  * "arguments" is a live tool (docs/workflows.md, "Tools with arguments"); one without is a
  * send tool that only asks for approval. */
 static const field_spec tool_spec[] = {
-    {"approval", T_OBJECT, false},        {"arguments", T_LIST, false}, {"effect", T_BOOL, false},
-    {"destination", T_STRING, false},     {"result", T_STRING, false},  {"server", T_STRING, false},
+    {"approval", T_OBJECT, false},
+    {"arguments", T_LIST, false},
+    {"effect", T_BOOL, false},
+    {"destination", T_STRING, false},
+    {"result", T_STRING, false},
+    {"server", T_STRING, false},
     {"downstream_tool", T_STRING, false},
+    {"clearance", T_STRING, false},
 };
 static const field_spec argument_spec[] = {
     {"name", T_STRING, true},
@@ -1705,6 +1710,19 @@ static int check_tool_ends(const wdef *d, const json_t *t, const char *p, werr *
         return fail(e, f, "\"%.64s\" is not a control argument of the tool",
                     json_string_value(dest));
     }
+    /* Where the values go: the destination class matched, or for a tool without a
+     * destination the tool's server, whose clearance the tool declares. */
+    const json_t *clearance = json_object_get(t, "clearance");
+    snprintf(f, sizeof f, "%s.clearance", p);
+    if (clearance != NULL && dest != NULL) {
+        return fail(e, f,
+                    "a tool with a destination sends its values to the destination class "
+                    "matched, whose clearance holds them");
+    }
+    if (clearance != NULL &&
+        check_enum(clearance, f, conf_names, "public, internal, confidential", e) != 0) {
+        return -1;
+    }
     const json_t *res = json_object_get(t, "result");
     if (res == NULL) {
         return 0;
@@ -1962,8 +1980,8 @@ static int check_tool_approval(const wdef *d, const char *tool, const json_t *t,
     if (args == NULL && json_object_size(t) != approvals) {
         snprintf(f, sizeof f, "%s.arguments", p);
         return fail(e, f,
-                    "required field is missing (effect, destination, result, server and "
-                    "downstream_tool are for a tool with arguments)");
+                    "required field is missing (effect, destination, clearance, result, server "
+                    "and downstream_tool are for a tool with arguments)");
     }
     if (args != NULL && (check_arguments(args, p, e) != 0 || check_tool_ends(d, t, p, e) != 0 ||
                          check_tool_server(d, t, p, e) != 0)) {
@@ -2586,6 +2604,12 @@ const json_t *workflow_live_tool(const workflow *wf, const char *tool)
 const char *workflow_argument_role(const json_t *tool, const char *name)
 {
     return tool != NULL && name != NULL ? argument_role(tool, name) : NULL;
+}
+
+int workflow_tool_clearance(const json_t *tool)
+{
+    const char *name = json_string_value(json_object_get(tool, "clearance"));
+    return name != NULL ? name_index(conf_names, name) : 0;
 }
 
 bool workflow_one_line(const char *text)

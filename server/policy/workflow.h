@@ -150,6 +150,12 @@ const json_t *workflow_live_tool(const workflow *wf, const char *tool);
  * NULL when the tool declares no such argument. */
 const char *workflow_argument_role(const json_t *tool, const char *name);
 
+/* The clearance of live tool declaration tool's own server (0 public, 1 internal,
+ * 2 confidential): its "clearance", public when absent, so that a tool nobody said may hold
+ * labelled values holds none. It decides a tool without a destination argument; a tool with
+ * one is held to the destination class matched (docs/workflows.md, "Tools with arguments"). */
+int workflow_tool_clearance(const json_t *tool);
+
 /* The destination class value belongs to: the first recipient of wf, in the definition's
  * order, whose "match" holds for value (a suffix it ends with, a listed value, or a pattern
  * matching all of it). Returns its id (borrowed) with *clearance (0 public, 1 internal,

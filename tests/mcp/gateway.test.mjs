@@ -158,10 +158,11 @@ const workflow = {
     mortal: { url: MORTAL_URL, credential_env: 'MCP_TEST_HTTP_TOKEN' },
   },
   tools: {
+    // The files server is the user's own: a path derived from a document may reach it.
     read_bill: { arguments: [arg('path', 'control')], result: 'bill', server: 'files',
-      downstream_tool: 'read_text_file' },
+      downstream_tool: 'read_text_file', clearance: 'confidential' },
     read_document: { arguments: [arg('path', 'control')], result: 'documents', server: 'files',
-      downstream_tool: 'read_text_file' },
+      downstream_tool: 'read_text_file', clearance: 'confidential' },
     read_inbox: { arguments: [arg('folder', 'control')], result: 'inbox', server: 'mailpay',
       downstream_tool: 'read_inbox' },
     write_file: { arguments: [arg('path', 'control'), arg('content', 'data')], destination: 'path',
@@ -189,8 +190,9 @@ const workflow = {
     move_file: { arguments: [arg('source', 'control'), arg('target', 'control')], server: 'files',
       downstream_tool: 'move_file' },
     // The official memory server: what is remembered steers later work, so it is a control value.
+    // It holds the assistant's memory (internal), so it may take what internal sources said.
     remember: { arguments: [arg('entities', 'control')], effect: true, server: 'memory',
-      downstream_tool: 'create_entities' },
+      downstream_tool: 'create_entities', clearance: 'internal' },
     recall: { arguments: [arg('query', 'control')], result: 'memory', server: 'memory',
       downstream_tool: 'search_nodes' },
     http_read_inbox: { arguments: [arg('folder', 'control')], result: 'inbox', server: 'mailpay_http',
