@@ -823,6 +823,8 @@ CHARTER_TYPED(charter_checkpoint_run, charter__v1__runs__descriptor,
               checkpoint)
 CHARTER_TYPED(charter_resume_run, charter__v1__runs__descriptor, Charter__V1__ResumeRunRequest,
               resume_run_request, Charter__V1__Run, run)
+CHARTER_TYPED(charter_complete_run, charter__v1__runs__descriptor, Charter__V1__CompleteRunRequest,
+              complete_run_request, Charter__V1__Run, run)
 CHARTER_TYPED(charter_open_step, charter__v1__gate__descriptor, Charter__V1__OpenStepRequest,
               open_step_request, Charter__V1__StepContext, step_context)
 CHARTER_TYPED(charter_read_source, charter__v1__gate__descriptor, Charter__V1__ReadSourceRequest,

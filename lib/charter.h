@@ -211,6 +211,11 @@ int charter_checkpoint_run(charter_client *c, const Charter__V1__CheckpointRunRe
  * as it is after the call. Refusals as the proto's ResumeRunRequest lists them. */
 int charter_resume_run(charter_client *c, const Charter__V1__ResumeRunRequest *req,
                        Charter__V1__Run **resp, charter_status *status);
+/* Runs/CompleteRun: ends an external run (created -> completed); a completed one is returned
+ * unchanged. FAILED_PRECONDITION for a scripted or live run, another status, or a send still
+ * held for a human's approval; NOT_FOUND for an unknown run. */
+int charter_complete_run(charter_client *c, const Charter__V1__CompleteRunRequest *req,
+                         Charter__V1__Run **resp, charter_status *status);
 
 /* Gate/OpenStep: a fresh context of a step of the run, with its server-owned capability. */
 int charter_open_step(charter_client *c, const Charter__V1__OpenStepRequest *req,

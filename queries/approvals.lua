@@ -322,7 +322,22 @@ local function charter_decide_approval(keys, args)
     return mark('refused', ev_refused, 3, {refusal = {reason = why, detail = detail}})
 end
 
+-- The id of an approval of run_id still pending at ts (a database time): a held send its
+-- human may yet approve (the smallest id when there are several); nil when none is.
+local function pending_approval(P, run_id, ts)
+    local now_us = micros_of(ts)
+    local held = nil
+    for _, id in ipairs(redis.call('SMEMBERS', P .. ':run:' .. run_id .. ':approvals')) do
+        local h = hash(P .. ':approval:' .. id)
+        if h and approval_object(h, now_us).state == 'pending' and (not held or id < held) then
+            held = id
+        end
+    end
+    return held
+end
+
 -- Exported: what later files and the registry use.
+approvals.pending_approval = pending_approval
 approvals.charter_request_approval = charter_request_approval
 approvals.charter_get_approval = charter_get_approval
 approvals.charter_list_approvals = charter_list_approvals

@@ -449,8 +449,8 @@ reply: {"status":"committed","delivery":{...},"seq":n} (with cached: the flat li
   checks, in order, and their reasons: run exists (run_not_found), is not cancelled,
   budget_exhausted or interrupted (run_stopped), has no cancel request
   (run_cancelled), has fewer deliveries than its
-  max_deliveries budget (budget_deliveries); with cached, the run is not completed
-  (run_completed), decided_at <= t < decided_at + 5 (decided_at), the context's OWNED_BY
+  max_deliveries budget (budget_deliveries), is not completed (run_completed); with cached,
+  decided_at <= t < decided_at + 5 (decided_at), the context's OWNED_BY
   actors are owners (context_changed); payload exists
   (payload_not_found), is of the run (payload_other_run), its hash equals payload_hash
   (payload_hash_mismatch), sha1 of its stored content equals content_sha1 (content_changed),
@@ -621,13 +621,14 @@ local function run_refusal(P, d, rf, tnum)
     if maxd > 0 and redis.call('SCARD', P .. ':run:' .. d.run_id .. ':deliveries') >= maxd then
         return 'budget_deliveries', d.run_id .. ' max_deliveries ' .. string.format('%d', maxd)
     end
+    -- A completed run's record is closed: the facts read refuses its contexts too, but a run
+    -- completed since (CompleteRun of an external run) is refused here, in the commit.
+    if status == 'completed' then
+        return 'run_completed', d.run_id
+    end
     local c = d.cached
     if not c then
         return nil
-    end
-    -- A completed run's record is closed (the facts read refuses its contexts too).
-    if status == 'completed' then
-        return 'run_completed', d.run_id
     end
     -- RULE-COMMIT-DATABASE-CLOCK: the decision was made at a time of this clock, not later.
     local at = tonumber(c.decided_at)

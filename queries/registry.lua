@@ -88,6 +88,7 @@ local FUNCTIONS = {
     {'charter_get_approval', approvals.charter_get_approval, true},
     {'charter_list_approvals', approvals.charter_list_approvals, true},
     {'charter_decide_approval', approvals.charter_decide_approval, false},
+    {'charter_complete_run', external.charter_complete_run, false},
     {'charter_save_checkpoint', checkpoints.charter_save_checkpoint, false},
     {'charter_get_checkpoint', checkpoints.charter_get_checkpoint, true},
     {'charter_resume_run', checkpoints.charter_resume_run, false},

@@ -296,7 +296,8 @@ keys: P. args: JSON {run_id,step,actor,id}, sealed event step_opened. id is the 
 reply: {"context":{id,run_id,step,owners:[actor]},"seq":n}: the new context of the run, its
   OWNED_BY edge, the run's HAS_CONTEXT edge and the event; or the conflict reply (also when
   another context was created since, so id is no longer the next one).
-errors: not_found (run or actor), invalid. ]]
+errors: not_found (run or actor), refused (the run is completed: its record is closed),
+  invalid. ]]
 local function charter_open_context(keys, args)
     local P = prefix(keys)
     local doc = json_arg(args[1], 'context')
@@ -305,8 +306,12 @@ local function charter_open_context(keys, args)
     local actor = check_id(doc.actor, 'actor')
     local want = check_id(doc.id, 'id')
     local ev = check_sealed(args[2], 'event', 'step_opened')
-    if not exists(P .. ':run:' .. run_id) then
+    local status = redis.call('HGET', P .. ':run:' .. run_id, 'status')
+    if not status then
         raise('not_found', 'run ' .. run_id .. ' not found')
+    end
+    if status == 'completed' then
+        raise('refused', 'run ' .. run_id .. ' is completed')
     end
     if not exists(P .. ':actor:' .. actor) then
         raise('not_found', 'actor ' .. actor .. ' not found')

@@ -112,7 +112,7 @@ mutation "cached: the decision's time on the database clock (commit)" test_queri
 mutation "cached: the payload's own node (commit)" test_queries queries/delivery.lua \
   'if c and (pf[5] ~= c.kind' \
   'if false and c and (pf[5] ~= c.kind'
-mutation "cached: a completed run (commit)" test_queries queries/delivery.lua \
+mutation "a completed run (commit)" test_queries queries/delivery.lua \
   "if status == 'completed' then" \
   'if false then'
 mutation "label recomputation (guard)" test_guard server/policy/guard.c \

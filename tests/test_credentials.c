@@ -555,8 +555,9 @@ static void test_a_host_credential_is_refused_methods_its_row_does_not_open_to_h
     CU_ASSERT_EQUAL_FATAL(issue("host", "analyst", secret, id), 0);
     charter_client *h = client_for(secret);
     CU_ASSERT_PTR_NOT_NULL_FATAL(h);
-    static const char refusal[] = "a host credential may call only Gate/OpenStep, ReadSource, "
-                                  "ObserveSource, RecordOutput, CheckInput, Deliver and Invoke";
+    static const char refusal[] = "a host credential may call only Runs/CompleteRun, "
+                                  "Gate/OpenStep, ReadSource, ObserveSource, RecordOutput, "
+                                  "CheckInput, Deliver and Invoke";
     charter_status st;
     Charter__V1__CreateRunRequest cr = CHARTER__V1__CREATE_RUN_REQUEST__INIT;
     cr.mode = "external";

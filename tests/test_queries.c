@@ -1952,13 +1952,15 @@ static void test_commit_delivery_checks_what_it_was_decided_from(void)
     CU_ASSERT_EQUAL(jint(d, "event_seq"), seq0 + 1);
     json_decref(d);
 
-    /* a completed run takes no delivery this way (its contexts are closed) */
+    /* a completed run takes no delivery, cached or not: a send decided before the run was
+     * completed (CompleteRun racing a Deliver) is refused in the commit */
     json_decref(r);
     r = NULL;
     CU_ASSERT_EQUAL(transition_rc(&w.g, "run1", "created,running", "completed", &r), STATUS_OK);
     json_decref(r);
     time_plus(&w.g, 0, now);
     expect_refused(&w, cached_commit_arg(&w, "inv-done", now), "run_completed");
+    expect_refused(&w, commit_arg(&w, "inv-done"), "run_completed");
     graph_close(&w.g);
 }
 

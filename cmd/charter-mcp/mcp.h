@@ -11,7 +11,8 @@
  * client; mcp_downstream_http.c for those spoken to over Streamable HTTP), mcp_async.c (runs
  * charterd executes: start, wait, cancel, events, receipt; a run as a task), mcp_http.c
  * (Streamable HTTP on libmicrohttpd), mcp_tasks.c (the io.modelcontextprotocol/tasks
- * extension: tasks in memory).
+ * extension: tasks in memory), mcp_session.c (the external runs a session started, completed
+ * when it ends).
  * mcp_fixture.c, mcp_stateless.c and mcp_fixture_tasks.c are the conformance fixture
  * (--conformance-fixture), a test mode that serves the official conformance suite's fixture
  * tools, resources and prompts in 2025-11-25 sessions and 2026-07-28 stateless requests instead
@@ -35,6 +36,9 @@
 #define MCP_MAX_SHOWN 256
 /* Async runs one session may start and follow; more is refused. */
 #define MCP_MAX_ASYNC_RUNS 16
+/* External runs one session keeps to complete when it ends; starting one more completes the
+ * oldest first. */
+#define MCP_MAX_STARTED_RUNS 64
 
 /* JSON-RPC 2.0 error codes (jsonrpc.org/specification). */
 enum {
@@ -140,6 +144,10 @@ typedef struct {
      * wait_run, cancel_run, run_events and run_receipt may name. */
     char async_runs[MCP_MAX_ASYNC_RUNS][130];
     size_t n_async_runs;
+    /* The external runs this session started (start_run), oldest first: the host that drove
+     * them is this session, so charter-mcp completes them (Runs/CompleteRun) when it ends. */
+    char started_runs[MCP_MAX_STARTED_RUNS][130];
+    size_t n_started_runs;
     mcp_stream *stream; /* set by the transport for one request whose answer it streams */
     /* The tasks extension: whom this session's tasks belong to (128 random bits, drawn at
      * initialize), whether its initialize declared the extension, and whether the request
@@ -151,6 +159,26 @@ typedef struct {
 
 /* Frees what a session holds and zeroes it. */
 void mcp_session_reset(mcp_session *s);
+
+/* --- a session's external runs (mcp_session.c) ---------------------------------------------- */
+
+/* A run id as a session keeps it. */
+typedef char mcp_run_id[130];
+
+/* Records run_id (an id charterd gave, at most 128 characters), an external run s just
+ * started, to complete when s ends; with MCP_MAX_STARTED_RUNS kept, the oldest is completed
+ * first (mcp_complete_run). */
+void mcp_started_add(mcp_server *srv, mcp_session *s, const char *run_id);
+/* Moves the runs s started out of it: *runs (malloc'd, the caller frees; NULL when none) and
+ * their count. With no memory for the copy the runs stay in s and 0 is returned (said on
+ * stderr). */
+size_t mcp_session_take_runs(mcp_session *s, mcp_run_id **runs);
+/* The host's word that run_id is over: Runs/CompleteRun with the reason "charter-mcp: <why>",
+ * and one line on stderr ("completed run R (why)", or why it was left open: a send held for a
+ * human's approval, charterd unreachable). */
+void mcp_complete_run(mcp_server *srv, const char *run_id, const char *why);
+/* Ends s for good: completes the runs it started (why), then mcp_session_reset. */
+void mcp_session_end(mcp_server *srv, mcp_session *s, const char *why);
 
 /* Handles one raw JSON-RPC message (bytes as received). *reply is set to the JSON text of the
  * answer (owned by the caller, free()) or NULL when none is due (a notification, a response).

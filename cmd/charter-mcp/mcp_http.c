@@ -47,6 +47,7 @@
  * unused longest if that one has been idle at least SESSION_EVICT_S. Seconds. */
 #define SESSION_IDLE_S (30 * 60)
 #define SESSION_EVICT_S 60
+#define WHY_EXPIRED "the MCP session expired (unused for 30 minutes)"
 /* Bodies above this are refused on their headers (413); between MCP_MAX_MESSAGE and this, a
  * client holding a credential gets the JSON-RPC error for an oversized message. */
 #define MCP_HTTP_BODY_LIMIT (4 * MCP_MAX_MESSAGE)
@@ -61,8 +62,9 @@
 #define HTTP_SSE_KEPT 8
 
 typedef struct {
-    bool used;   /* the slot holds a session (live, or ending while busy) */
-    bool ending; /* ended (DELETE, eviction): not found any more; reset when idle */
+    bool used;           /* the slot holds a session (live, or ending while busy) */
+    bool ending;         /* ended (DELETE, eviction): not found any more; reset when idle */
+    const char *end_why; /* why it ended (static text), for the runs it started */
     char id[33];
     size_t cred;        /* the credential that opened it */
     time_t last_used;   /* CLOCK_MONOTONIC seconds of its last request */
@@ -156,12 +158,44 @@ static time_t mono_s(void)
 
 /* --- sessions (every function here is called with hs->mu held) --------------------------- */
 
-/* Ends h now if nothing holds it, else when the last request holding it is done. */
-static void session_end(http_session *h)
+/* The external runs of sessions that ended, each with why its session ended, until they are
+ * completed (complete_ended): a CompleteRun is a call to charterd, never made while the
+ * table's lock holds up every other session. Under hs->mu (there is one table). */
+typedef struct {
+    mcp_run_id run_id;
+    const char *why;
+} http_ended_run;
+static http_ended_run *ended_runs;
+static size_t n_ended_runs;
+
+/* Moves the runs s started to the runs to complete. */
+static void ended_queue(mcp_session *s, const char *why)
 {
+    mcp_run_id *runs = NULL;
+    size_t n = mcp_session_take_runs(s, &runs);
+    http_ended_run *more = n ? realloc(ended_runs, (n_ended_runs + n) * sizeof *more) : NULL;
+    if (n > 0 && more == NULL)
+        fprintf(stderr, "charter-mcp: out of memory: %zu runs of an ended session are left open\n",
+                n);
+    for (size_t i = 0; more != NULL && i < n; i++) {
+        memcpy(more[n_ended_runs].run_id, runs[i], sizeof(mcp_run_id));
+        more[n_ended_runs++].why = why;
+    }
+    if (more != NULL)
+        ended_runs = more;
+    free(runs);
+}
+
+/* Ends h now if nothing holds it, else when the last request holding it is done; why (static
+ * text; NULL: the one given first) is what the runs it started are completed with. */
+static void session_end(http_session *h, const char *why)
+{
+    if (!h->ending || h->end_why == NULL)
+        h->end_why = why;
     h->ending = true;
     if (h->busy > 0)
         return;
+    ended_queue(&h->s, h->end_why != NULL ? h->end_why : "the MCP session ended");
     mcp_session_reset(&h->s);
     for (size_t i = 0; i < HTTP_SSE_KEPT; i++) {
         mcp_sse_unref(h->streams[i]);
@@ -170,6 +204,7 @@ static void session_end(http_session *h)
     h->n_streams = 0;
     h->used = false;
     h->ending = false;
+    h->end_why = NULL;
     h->id[0] = '\0';
 }
 
@@ -183,7 +218,7 @@ static http_session *session_take(http_state *hs, const char *id, size_t cred)
         if (!h->used || h->ending || h->cred != cred || strcmp(h->id, id) != 0)
             continue;
         if (h->busy == 0 && now - h->last_used >= SESSION_IDLE_S) {
-            session_end(h); /* expired */
+            session_end(h, WHY_EXPIRED);
             return NULL;
         }
         h->busy++;
@@ -198,7 +233,7 @@ static void session_give(http_session *h)
     h->busy--;
     h->last_used = mono_s();
     if (h->ending)
-        session_end(h);
+        session_end(h, NULL);
 }
 
 /* The least recently used session that may be replaced: not busy, idle at least
@@ -226,7 +261,7 @@ static http_session *session_new(http_state *hs, size_t cred, const char **why)
     for (size_t i = 0; i < hs->n_sessions; i++) {
         http_session *h = &hs->sessions[i];
         if (h->used && !h->ending && h->busy == 0 && now - h->last_used >= SESSION_IDLE_S)
-            session_end(h);
+            session_end(h, WHY_EXPIRED);
         if (h->used && !h->ending) {
             live++;
             mine += h->cred == cred;
@@ -239,11 +274,11 @@ static http_session *session_new(http_state *hs, size_t cred, const char **why)
             *why = "too many sessions for this credential (end one with DELETE)";
             return NULL;
         }
-        session_end(v);
+        session_end(v, "the MCP session was replaced by a new one of its credential");
     } else if (live >= hs->n_sessions) {
         http_session *v = session_victim(hs, cred, true, now);
         if (v)
-            session_end(v);
+            session_end(v, "the MCP session was replaced: every session slot was taken");
     }
     for (size_t i = 0; i < hs->n_sessions; i++) {
         http_session *h = &hs->sessions[i];
@@ -266,6 +301,20 @@ static http_session *session_new(http_state *hs, size_t cred, const char **why)
     }
     *why = "too many sessions";
     return NULL;
+}
+
+/* Completes the runs of the sessions that ended (ended_queue), outside the table's lock. */
+static void complete_ended(http_state *hs)
+{
+    pthread_mutex_lock(&hs->mu);
+    http_ended_run *runs = ended_runs;
+    size_t n = n_ended_runs;
+    ended_runs = NULL;
+    n_ended_runs = 0;
+    pthread_mutex_unlock(&hs->mu);
+    for (size_t i = 0; i < n; i++)
+        mcp_complete_run(hs->srv, runs[i].run_id, runs[i].why);
+    free(runs);
 }
 
 /* --- answers ------------------------------------------------------------------------------ */
@@ -732,7 +781,7 @@ static enum MHD_Result post(http_state *hs, struct MHD_Connection *mc, http_req 
     if (h) {
         pthread_mutex_lock(&hs->mu);
         if ((rc != 0 && fresh) || (fresh && !was_init))
-            session_end(h);
+            session_end(h, "the MCP session was not initialized");
         else
             snprintf(id, sizeof id, "%s", h->id);
         session_give(h);
@@ -766,7 +815,7 @@ static enum MHD_Result delete_session(http_state *hs, struct MHD_Connection *mc,
     pthread_mutex_lock(&hs->mu);
     http_session *h = session_take(hs, sid, r->cred);
     if (h) {
-        session_end(h);
+        session_end(h, "the MCP session was deleted (HTTP DELETE)");
         session_give(h);
     }
     pthread_mutex_unlock(&hs->mu);
@@ -814,7 +863,11 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *mc, const ch
         return frc;
     if (r->kind == REQ_GET)
         return fixture_get(hs, mc, r);
-    return r->kind == REQ_POST ? post(hs, mc, r) : delete_session(hs, mc, r);
+    enum MHD_Result rc = r->kind == REQ_POST ? post(hs, mc, r) : delete_session(hs, mc, r);
+    /* The runs of the sessions this request ended (DELETE), or found expired or replaced, are
+     * completed before its answer goes out: libmicrohttpd sends it once this returns. */
+    complete_ended(hs);
+    return rc;
 }
 
 static void on_completed(void *cls, struct MHD_Connection *mc, void **con_cls,
@@ -874,7 +927,12 @@ static void state_free(http_state *hs)
     pthread_mutex_lock(&hs->mu);
     while (hs->jobs > 0)
         pthread_cond_wait(&hs->jobs_cv, &hs->mu);
+    /* No request is served any more: every session still held ends with the server. */
+    for (size_t i = 0; i < hs->n_sessions; i++)
+        if (hs->sessions[i].used)
+            ended_queue(&hs->sessions[i].s, "charter-mcp stopped");
     pthread_mutex_unlock(&hs->mu);
+    complete_ended(hs);
     for (size_t i = 0; i < hs->n_sessions; i++) {
         mcp_session_reset(&hs->sessions[i].s);
         for (size_t k = 0; k < HTTP_SSE_KEPT; k++)

@@ -289,7 +289,7 @@ static int serve_stdio(mcp_server *srv)
             free(reply);
         }
     }
-    mcp_session_reset(&s);
+    mcp_session_end(srv, &s, "the MCP session ended (stdin closed)");
     mcp_tasks_shutdown();
     free(buf);
     return 0;

@@ -437,6 +437,8 @@ static json_t *t_start_run(mcp_server *srv, mcp_session *s, const json_t *args)
     int rc = charter_create_run(srv->client, &req, &v, &st);
     if (rc != 0)
         return mcp_rpc_refusal(rc, &st);
+    /* This session drives the run: it completes it when it ends (mcp_session.c). */
+    mcp_started_add(srv, s, v->run->id);
     snprintf(s->run_id, sizeof s->run_id, "%s", v->run->id);
     s->context_id[0] = s->output_id[0] = '\0';
     shown_clear(s);

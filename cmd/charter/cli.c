@@ -480,6 +480,41 @@ static int cmd_cancel(cli *c, const cli_command *cmd, const cli_args *a)
     return rv;
 }
 
+/* CompleteRun: the host's (here the operator's) word that an external run is over. The status
+ * before the call tells a run this call completed from one that was completed already. */
+static int cmd_complete(cli *c, const cli_command *cmd, const cli_args *a)
+{
+    (void)cmd;
+    Charter__V1__CompleteRunRequest req = CHARTER__V1__COMPLETE_RUN_REQUEST__INIT;
+    Charter__V1__Run *r = NULL;
+    charter_status st;
+    int rv;
+    req.run_id = (char *)a->pos[0];
+    req.reason = (char *)(arg_option(a, "reason") ? arg_option(a, "reason") : "");
+    if ((rv = cli_connect(c)) != 0)
+        return rv;
+    bool done_before = false;
+    if (!c->json) {
+        Charter__V1__GetRunRequest g = CHARTER__V1__GET_RUN_REQUEST__INIT;
+        Charter__V1__RunView *v = NULL;
+        g.run_id = req.run_id;
+        g.limit = 1;
+        if (charter_get_run(c->client, &g, &v, &st) != 0)
+            return rpc_error(&st);
+        done_before = strcmp(v->run->status, "completed") == 0;
+        charter__v1__run_view__free_unpacked(v, NULL);
+    }
+    if (charter_complete_run(c->client, &req, &r, &st) != 0)
+        return rpc_error(&st);
+    if (c->json)
+        rv = print_json(&r->base);
+    else
+        printf("run %s  %s%s\n", r->id, r->status,
+               done_before ? "  already completed: nothing changed" : "");
+    charter__v1__run__free_unpacked(r, NULL);
+    return rv;
+}
+
 static int cmd_checkpoint(cli *c, const cli_command *cmd, const cli_args *a)
 {
     (void)cmd;
@@ -2010,6 +2045,7 @@ static int cmd_credential(cli *c, const cli_command *cmd, const cli_args *a)
 static const char *const run_opts[] = {"task", "mode", "workflow", "async", "budget", NULL};
 static const char *const wait_opts[] = {NULL};
 static const char *const cancel_opts[] = {"reason", NULL};
+static const char *const complete_opts[] = {"reason", NULL};
 static const char *const open_step_opts[] = {"parent", "tools", "recipients", "resources", NULL};
 static const char *const get_opts[] = {"after", "limit", NULL};
 static const char *const list_opts[] = {"limit", NULL};
@@ -2053,6 +2089,10 @@ static const cli_command commands[] = {
      "cancel a run: a queued one at once, a running one at its next step or during its model "
      "request; it never delivers afterwards",
      cancel_opts, 1, 1, cmd_cancel},
+    {"complete", "RUN [--reason TEXT]",
+     "end an external run its host drove: created -> completed, with its receipt and, under "
+     "retention, its archive to follow",
+     complete_opts, 1, 1, cmd_complete},
     {"checkpoint", "RUN",
      "a run's latest checkpoint: its token on stdout (keep it in a file for charter resume), "
      "what it holds on stderr",

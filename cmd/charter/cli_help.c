@@ -34,6 +34,9 @@ static const cli_help_entry entries[] = {
      "charter --json wait RUN --timeout-ms 60000"},
     {"cancel", "  --reason TEXT      recorded with the run's cancellation\n",
      "charter cancel RUN --reason 'wrong vendor list'"},
+    {"complete", "  --reason TEXT      recorded with the run's end (default: completed)\n",
+     "charter complete RUN --reason 'the agent session ended'\n"
+     "charter receipt RUN"},
     {"checkpoint", NULL,
      "charter checkpoint RUN > run.ckpt\n"
      "charter --json checkpoint RUN | jq -r .token"},

@@ -346,6 +346,11 @@ static int evlog_call_cancel_unclaimed(store *st, int nargs, const char *const *
     return nargs == 2 ? q_cancel_unclaimed(st, a[0], a[1], out) : STATUS_EINVAL;
 }
 
+static int evlog_call_complete_run(store *st, int nargs, const char *const *a, json_t **out)
+{
+    return nargs == 2 ? q_complete_run(st, a[0], a[1], out) : STATUS_EINVAL;
+}
+
 static int evlog_call_resume_run(store *st, int nargs, const char *const *a, json_t **out)
 {
     return nargs == 5 ? q_resume_run(st, a[0], a[1], a[2], a[3], a[4], out) : STATUS_EINVAL;
@@ -830,6 +835,27 @@ int evlog_cancel_unclaimed(store *st, const char *run_id, const char *detail, ev
 {
     return evlog_transition_by(st, evlog_call_cancel_unclaimed, run_id, "", "cancelled", detail,
                                sealed, current);
+}
+
+int evlog_complete_run(store *st, const char *run_id, const char *detail, json_t **reply)
+{
+    evlog_transition_arg t = {"completed", detail != NULL ? detail : "", NULL};
+    evlog_write_spec w = {
+        .call = evlog_call_complete_run,
+        .run_id = run_id,
+        .args = {run_id},
+        .nargs = 1,
+        .ev = {.kind = "status_changed"},
+        .run_must_exist = true,
+        .adjust = evlog_transition_adjust,
+        .adjust_arg = &t,
+    };
+    int rc = evlog_write(st, &w, reply, NULL, NULL);
+    free(t.text);
+    if (rc == STATUS_OK && json_is_true(json_object_get(*reply, "ok")) &&
+        !json_is_true(json_object_get(*reply, "unchanged")))
+        metrics_run_status("completed");
+    return rc;
 }
 
 int evlog_resume_run(store *st, const char *run_id, const char *checkpoint_id, const char *workflow,

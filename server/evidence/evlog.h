@@ -178,6 +178,13 @@ int evlog_request_recovery(store *st, const char *run_id, const char *detail, ev
 int evlog_cancel_unclaimed(store *st, const char *run_id, const char *detail, evlog_sealed *sealed,
                            char current[32]);
 
+/* Ends the external run run_id in one call (charter_complete_run): created -> completed,
+ * writing status_changed "created -> completed: <detail>", whose ts is the time the run ended.
+ * *reply is the function's reply (caller decrefs): {"ok":true,"seq":n} when this call completed
+ * it, {"ok":true,"unchanged":true} when it was completed already, {"ok":false,"reason":"mode"|
+ * "status"|"approval",...} when it was refused (nothing written). Returns as evlog_append. */
+int evlog_complete_run(store *st, const char *run_id, const char *detail, json_t **reply);
+
 /* Resumes an interrupted run from its checkpoint checkpoint_id in one call
  * (charter_resume_run): the checkpoint is consumed, the run becomes queued and status_changed
  * "interrupted -> queued: <detail>" is written. workflow is the version the checkpoint was

@@ -38,8 +38,10 @@ typedef struct {
 
 /* Opens a fresh context of step in run run_id, owned by the step's actor, and stores on it
  * the version of g->wf, which must be the workflow the run follows (else STATUS_EREFUSED).
- * *context is {"id","run_id","step","owners":[...],"workflow"} (caller decrefs). A context
- * whose workflow could not be stored is left unusable (every gate fails closed on it). */
+ * A completed run's record is closed: STATUS_EREFUSED, the store's last error saying the run
+ * "is completed", and nothing is written. *context is {"id","run_id","step","owners":[...],
+ * "workflow"} (caller decrefs). A context whose workflow could not be stored is left unusable
+ * (every gate fails closed on it). */
 int gate_open_step(const gate_env *g, const char *run_id, const char *step, json_t **context);
 
 /* Opens a child of context parent_id: same run (run_id) and step (step), its capability the

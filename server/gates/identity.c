@@ -3,10 +3,11 @@
  * gathered from the graph and the call's credential, decided by the evaluator, and a refusal
  * recorded with those facts so it replays.
  *
- * The snapshot is {gate:"identity", workflow, step, subject, context, owners, credential,
- * actors} (context absent when a step was opened): everything the rule reads, and nothing of
- * the step capability, which it does not read. The evaluator fingerprint is that of the run's
- * workflow and of the evaluator_version the snapshot records, as for the other gates.
+ * The snapshot is {gate:"identity", workflow, step, subject, context, run, owners, credential,
+ * actors} (context absent when a step was opened or a run ended; run present, and step "", only
+ * for a run ended): everything the rule reads, and nothing of the step capability, which it
+ * does not read. The evaluator fingerprint is that of the run's workflow and of the
+ * evaluator_version the snapshot records, as for the other gates.
  */
 #include "gates/identity.h"
 
@@ -30,9 +31,10 @@ static json_t *strs_json(char *const *items, size_t n)
 }
 
 /* The facts as the snapshot keeps them (new reference, NULL when memory ran out). version is
- * the workflow the run follows ("" when unknown); context_id NULL for a step opened. */
+ * the workflow the run follows ("" when unknown); context_id NULL for a step opened or a run
+ * ended; whole_run the run's id for a run ended, else NULL. */
 static json_t *identity_snapshot(const char *version, const char *step, const char *context_id,
-                                 const guard_identity *id)
+                                 const char *whole_run, const guard_identity *id)
 {
     json_t *snap = json_pack("{s:s, s:s, s:s, s:o*, s:s, s:o*, s:i}", "gate", "identity", "step",
                              step != NULL ? step : "", "subject", id->subject, "owners",
@@ -43,14 +45,16 @@ static json_t *identity_snapshot(const char *version, const char *step, const ch
         (version != NULL && *version != '\0' &&
          json_object_set_new(snap, "workflow", json_string(version)) != 0) ||
         (context_id != NULL &&
-         json_object_set_new(snap, "context", json_string(context_id)) != 0)) {
+         json_object_set_new(snap, "context", json_string(context_id)) != 0) ||
+        (whole_run != NULL && json_object_set_new(snap, "run", json_string(whole_run)) != 0)) {
         json_decref(snap);
         return NULL;
     }
     return snap;
 }
 
-/* Decides id and records a refusal on run_id with its facts. Returns as identity.h says. */
+/* Decides id and records a refusal on run_id with its facts; step NULL (and context_id NULL):
+ * the check is on the run as a whole. Returns as identity.h says. */
 static int identity_decide(const identity_host *h, const char *run_id, const char *version,
                            const char *step, const char *context_id, const guard_identity *id,
                            guard_decision *d)
@@ -62,7 +66,9 @@ static int identity_decide(const identity_host *h, const char *run_id, const cha
     char fp[65] = "";
     if (version != NULL && *version != '\0' && evaluator_fingerprint_of(version, fp) != 0)
         fp[0] = '\0'; /* the process's default is recorded then */
-    json_t *snap = identity_snapshot(version, step, context_id, id);
+    bool whole_run = step == NULL && context_id == NULL;
+    json_t *snap = identity_snapshot(version, whole_run ? "" : step, context_id,
+                                     whole_run ? run_id : NULL, id);
     json_t *detail = json_pack("{s:s, s:s}", "method", h->method, "credential", h->credential);
     evlog_owned ev;
     int rc = snap != NULL && detail != NULL
@@ -145,4 +151,33 @@ int identity_check_step(const identity_host *h, const char *run_id, const workfl
         .actors = {(char **)h->actors, h->n_actors},
     };
     return identity_decide(h, run_id, wf->version, ws->cap.step, NULL, &id, d);
+}
+
+int identity_check_run(const identity_host *h, const char *run_id, const workflow *wf,
+                       guard_decision *d)
+{
+    memset(d, 0, sizeof *d);
+    /* The steps' actors, each once, in the workflow's order. */
+    char **owners = calloc(wf->n_steps > 0 ? wf->n_steps : 1, sizeof *owners);
+    if (owners == NULL)
+        return STATUS_ENOMEM;
+    size_t n = 0;
+    for (size_t i = 0; i < wf->n_steps; i++) {
+        bool seen = false;
+        for (size_t k = 0; k < n && !seen; k++)
+            seen = strcmp(owners[k], wf->steps[i].cap.actor) == 0;
+        if (!seen)
+            owners[n++] = wf->steps[i].cap.actor;
+    }
+    char subject[192];
+    snprintf(subject, sizeof subject, "run %s", run_id);
+    guard_identity id = {
+        .subject = subject,
+        .owners = {owners, n},
+        .credential = (char *)h->credential,
+        .actors = {(char **)h->actors, h->n_actors},
+    };
+    int rc = identity_decide(h, run_id, wf->version, NULL, NULL, &id, d);
+    free(owners);
+    return rc;
 }

@@ -1,7 +1,8 @@
 /*
  * identity.h - the host identity gate (docs/concepts.md "Rule IDs", RULE-HOST-IDENTITY): a host
  * credential acts only for the actors it is bound to, so it may open a step only of one of its
- * actors and act only through a context one of its actors owns.
+ * actors, act only through a context one of its actors owns, and end only a run whose workflow
+ * names one of its actors at a step.
  *
  * The gate gathers the facts (the context's OWNED_BY actors through charter_context_owner, or
  * the step's actor from the run's workflow, and the credential's actors), decides with
@@ -51,5 +52,12 @@ int identity_check_archived(const identity_host *h, const char *context_id, cons
  * STATUS_ENOTFOUND: the run and step are resolved by the caller). */
 int identity_check_step(const identity_host *h, const char *run_id, const workflow *wf,
                         const workflow_step *ws, guard_decision *d);
+
+/* The gate for a call on run_id as a whole (Runs/CompleteRun): the actor of one of the steps of
+ * wf, the workflow run_id follows, must be one of the credential's (the run's subject is "run
+ * <id>", its owners those actors, and a refusal's snapshot names the run). d and the returns
+ * as identity_check_step. */
+int identity_check_run(const identity_host *h, const char *run_id, const workflow *wf,
+                       guard_decision *d);
 
 #endif

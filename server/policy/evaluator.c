@@ -9,9 +9,10 @@
  * context, ancestries:[raw charter_ancestry replies]}, source gate {gate:"source", step,
  * context, resource}, delivery gate {gate:"delivery", step, context, request, ancestry, chain,
  * now, payload:{id,hash,content_sha256}}, host identity {gate:"identity", step, subject,
- * context (absent when a step was opened), owners, credential, actors}, which has no "cap": the
- * rule reads no capability. They are decoded with the facts codec the store decodes
- * replies with (facts.h) and handed to the same functions the live gates call.
+ * context (absent when a step was opened or a run ended), run (a run ended), owners,
+ * credential, actors}, which has no "cap": the rule reads no capability. They are decoded with
+ * the facts codec the store decodes replies with (facts.h) and handed to the same functions the
+ * live gates call.
  */
 #include "policy/evaluator.h"
 #include "core/digest.h"
@@ -734,7 +735,8 @@ static void identity_free(guard_identity *id)
 }
 
 /* The host identity check of snap decided again; with cand (a what if), a step it opened is
- * owned by the candidate's actor of that step. */
+ * owned by the candidate's actor of that step (a context, or a run ended, keeps its recorded
+ * owners). */
 static int replay_identity(const json_t *snap, const evaluator_candidate *cand, guard_decision *d,
                            char *why, size_t n)
 {
@@ -742,7 +744,8 @@ static int replay_identity(const json_t *snap, const evaluator_candidate *cand, 
     int rc = identity_from(snap, &id, why, n);
     if (rc != STATUS_OK)
         return rc;
-    if (cand != NULL && json_object_get(snap, "context") == NULL) {
+    if (cand != NULL && json_object_get(snap, "context") == NULL &&
+        json_object_get(snap, "run") == NULL) {
         const char *step = text_of(snap, "step");
         const workflow_step *ws = workflow_step_find(cand->wf, step);
         if (ws == NULL) {

@@ -189,8 +189,9 @@ typedef struct {
  * the recorded facts is recomputed under the candidate's (one that disagreed still disagrees).
  * The grant chain, the context, the payload and the database time are the recorded ones. A
  * host identity check keeps its recorded facts, except that a step it opened is owned by the
- * candidate's actor of that step (DENY STEP_MISMATCH when it has none). No
- * fingerprint check: a what-if asks what this evaluator would decide. Returns STATUS_OK with
+ * candidate's actor of that step (DENY STEP_MISMATCH when it has none); a check on a run as a
+ * whole (Runs/CompleteRun) keeps its recorded owners. No fingerprint check: a what-if asks
+ * what this evaluator would decide. Returns STATUS_OK with
  * *out filled (free with evaluator_whatif_result_free); STATUS_ENOTDECISION; STATUS_ESNAPSHOT
  * (why says what is malformed); STATUS_ENOMEM. why has n bytes. */
 int evaluator_whatif(const evaluator_candidate *cand, const workflow *recorded, const json_t *event,

@@ -643,9 +643,9 @@ static int dispatch_identify(const dispatch_ctx *d, const Charter__V1__RpcReques
     return rc;
 }
 
-/* The rows a host credential may call, from the method table, into buf (n bytes): "Gate/OpenStep,
- * ReadSource, ObserveSource, RecordOutput, CheckInput, Deliver and Invoke" (a service named
- * once, before its first). */
+/* The rows a host credential may call, from the method table, into buf (n bytes):
+ * "Runs/CompleteRun, Gate/OpenStep, ReadSource, ObserveSource, RecordOutput, CheckInput, Deliver
+ * and Invoke" (a service named once, before its first). */
 static void dispatch_host_methods(char *buf, size_t n)
 {
     size_t total = 0, seen = 0, at = 0;

@@ -19,9 +19,10 @@
 #include "core/role.h"
 
 /* Whether a host credential (ROLE_HOST) may call a method. Only the agent-facing methods of
- * the Gate service: each acts through a step or context the identity gate (gates/identity.c)
- * checks is one of the host's actors'. A row open without a token (ROLE_NONE) is open to a host
- * too, whatever this says. */
+ * the Gate service, and Runs/CompleteRun (the host ends the external run it drove): each acts
+ * through a step, a context or a run the identity gate (gates/identity.c) checks is one of the
+ * host's actors'. A row open without a token (ROLE_NONE) is open to a host too, whatever this
+ * says. */
 typedef enum {
     SVC_NO_HOST = 0,
     SVC_HOST = 1,
@@ -54,7 +55,9 @@ typedef struct {
     call_handler handler;
 } svc_method;
 
-extern const svc_method svc_runs_methods[]; /* CreateRun, GetRun, ListRuns, RecoverRun */
+extern const svc_method svc_runs_methods[]; /* CreateRun, GetRun, ListRuns, RecoverRun, WaitRun,
+                                              CancelRun, CheckpointRun, ResumeRun,
+                                              CompleteRun */
 extern const size_t svc_runs_methods_len;
 extern const svc_method svc_gate_methods[]; /* OpenStep, ReadSource, ObserveSource, RecordOutput,
                                                CheckInput, Deliver, Invoke, TraceArtifact */

@@ -167,6 +167,26 @@ static bool host_owns_archived(call *c, const char *method, const char *context_
     return owns;
 }
 
+/* Why opening step ws of run_id (which follows wf) failed with rc (gate_open_step). */
+static int open_step_failed(call *c, int rc, const char *run_id, const workflow *wf,
+                            const workflow_step *ws)
+{
+    /* The run was found, and runs are never deleted: what the graph lacks is the step's
+     * actor, so the run's workflow was never applied to this tenant (a run created before
+     * CreateRun checked that). Never reported as a missing run. */
+    if (rc == STATUS_ENOTFOUND)
+        return call_fail(c, RPC_FAILED_PRECONDITION,
+                         "tenant %.64s does not hold actor %.64s of step %.64s: run %.64s "
+                         "follows workflow %.64s (version %.12s), which was not applied to "
+                         "it; apply it with `charter workflow apply FILE`",
+                         c->tenant, ws->cap.actor, ws->cap.step, run_id, wf->name, wf->version);
+    /* A completed run's record is closed (charter_open_context): no new step opens. */
+    if (rc == STATUS_EREFUSED && strstr(store_last_error(c->st), " is completed") != NULL)
+        return call_fail(c, RPC_FAILED_PRECONDITION,
+                         "run %s is completed: its record is closed (start a new run)", run_id);
+    return call_fail_status_id(c, rc, "run", run_id);
+}
+
 static int open_step(call *c, const ProtobufCMessage *in, ProtobufCMessage **out)
 {
     const Charter__V1__OpenStepRequest *req = (const Charter__V1__OpenStepRequest *)in;
@@ -239,18 +259,8 @@ static int open_step(call *c, const ProtobufCMessage *in, ProtobufCMessage **out
             guard_decision_free(&hd);
         }
         rc = gate_open_step(&g, req->run_id, req->step, &ctx);
-        /* The run was found above, and runs are never deleted: what the graph lacks is the
-         * step's actor, so the run's workflow was never applied to this tenant (a run created
-         * before CreateRun checked that). Never reported as a missing run. */
-        if (rc == STATUS_ENOTFOUND)
-            return call_fail(c, RPC_FAILED_PRECONDITION,
-                             "tenant %.64s does not hold actor %.64s of step %.64s: run %.64s "
-                             "follows workflow %.64s (version %.12s), which was not applied to "
-                             "it; apply it with `charter workflow apply FILE`",
-                             c->tenant, ws->cap.actor, ws->cap.step, req->run_id, wf->name,
-                             wf->version);
         if (rc != STATUS_OK)
-            return call_fail_status_id(c, rc, "run", req->run_id);
+            return open_step_failed(c, rc, req->run_id, wf, ws);
     }
     Charter__V1__StepContext *resp = call_alloc(c, sizeof *resp);
     if (!resp) {

@@ -1,7 +1,8 @@
 /*
  * svc_runs.c - the Runs service: create and drive a run, read it back with its events,
  * list runs, recover a blocked run, wait for a run's events, cancel a run, hand out a run's
- * checkpoint and resume an interrupted run from it exactly once. Scripted and live
+ * checkpoint and resume an interrupted run from it exactly once, and end an external run its
+ * host drove (CompleteRun). Scripted and live
  * runs, and recoveries, execute on the executor threads (executor.c), never here: CreateRun
  * and RecoverRun queue them. Runs
  * and everything in them live in Redis, so any charterd serving the graph answers the same,
@@ -16,6 +17,7 @@
 #include "evidence/checkpoint.h"
 #include "evidence/evlog.h"
 #include "gates/gate.h"
+#include "gates/identity.h"
 #include "workflow/registry.h"
 #include "runs/provider.h"
 #include "runs/runner.h"
@@ -676,6 +678,97 @@ out:
     return rc;
 }
 
+/* Why CompleteRun refused run_id (r: charter_complete_run's reply), as FAILED_PRECONDITION. */
+static int complete_refused(call *c, const json_t *r, const char *run_id)
+{
+    const char *reason = json_string_value(json_object_get(r, "reason"));
+    const char *status = json_string_value(json_object_get(r, "status"));
+    const char *mode = json_string_value(json_object_get(r, "mode"));
+    const char *approval = json_string_value(json_object_get(r, "approval"));
+    status = status ? status : "";
+    reason = reason ? reason : "";
+    if (strcmp(reason, "mode") == 0)
+        return call_fail(c, RPC_FAILED_PRECONDITION,
+                         "run %s is a %s run (%s): its executor ends it; CompleteRun ends external "
+                         "runs only",
+                         run_id, mode && *mode ? mode : "scripted", status);
+    if (strcmp(reason, "approval") == 0)
+        return call_fail(c, RPC_FAILED_PRECONDITION,
+                         "run %s holds a send for a human's approval (approval %.64s, pending): "
+                         "decide it or let its deadline pass, then complete the run, or cancel it",
+                         run_id, approval ? approval : "");
+    if (strcmp(reason, "status") == 0)
+        return call_fail(c, RPC_FAILED_PRECONDITION,
+                         "run %s is %s: only a created external run is completed", run_id, status);
+    return call_fail(c, RPC_INTERNAL, "unexpected database reply for the completion");
+}
+
+/* For a host credential, the identity gate (gates/identity.c, RULE-HOST-IDENTITY) on the run as
+ * a whole: one of its actors is the actor of a step of the run's workflow. RPC_OK, or the
+ * refusal (PERMISSION_DENIED IDENTITY_MISMATCH, recorded on the run) or failure. */
+static int complete_host_check(call *c, const char *run_id)
+{
+    if (c->role != ROLE_HOST)
+        return RPC_OK;
+    const workflow *wf = NULL;
+    int rc = registry_run_workflow(c->st, run_id, &wf);
+    if (rc != STATUS_OK)
+        return call_fail_status_id(c, rc, "run", run_id);
+    identity_host h = {c->st, c->credential_id, c->actors, c->n_actors, "CompleteRun"};
+    guard_decision d;
+    rc = identity_check_run(&h, run_id, wf, &d);
+    if (rc != STATUS_OK && d.outcome == GUARD_DENY)
+        rc = call_fail_statusf(c, rc, "identity mismatch (%s) could not be recorded",
+                               d.witness != NULL ? d.witness : "");
+    else if (rc != STATUS_OK)
+        rc = call_fail_status_id(c, rc, "run", run_id);
+    else if (d.outcome != GUARD_ALLOW)
+        rc = call_fail(c, RPC_PERMISSION_DENIED, "IDENTITY_MISMATCH: %s",
+                       d.witness != NULL ? d.witness : "");
+    else
+        rc = RPC_OK;
+    guard_decision_free(&d);
+    return rc;
+}
+
+/* CompleteRun ends an external run: created -> completed in one database call
+ * (charter_complete_run), the event naming why and who (its detail carries the caller). */
+static int complete_run(call *c, const ProtobufCMessage *in, ProtobufCMessage **out)
+{
+    const Charter__V1__CompleteRunRequest *req = (const Charter__V1__CompleteRunRequest *)in;
+    int rc = call_require_id(c, "run_id", req->run_id);
+    if (rc == RPC_OK)
+        rc = call_require_utf8(c, "reason", req->reason);
+    if (rc != RPC_OK)
+        return rc;
+    const char *reason = req->reason && *req->reason ? req->reason : "completed";
+    if (strlen(reason) > 512)
+        return call_fail(c, RPC_INVALID_ARGUMENT, "reason: longer than 512 bytes");
+    if ((rc = complete_host_check(c, req->run_id)) != RPC_OK)
+        return rc;
+    json_t *d = json_pack("{s:s, s:s}", "reason", reason, "by", "CompleteRun");
+    char *text = d ? json_dumps(d, JSON_COMPACT) : NULL;
+    json_decref(d);
+    if (!text)
+        return call_fail(c, RPC_INTERNAL, "out of memory");
+    json_t *r = NULL;
+    int src = evlog_complete_run(c->st, req->run_id, text, &r);
+    free(text);
+    Charter__V1__RunView *view = NULL;
+    if (src == STATUS_ENOTFOUND) /* GetRun's answer: not found, or where it was archived */
+        rc = load_view(c, req->run_id, 0, 1, &view);
+    else if (src != STATUS_OK)
+        rc = call_fail_status_id(c, src, "run", req->run_id);
+    else if (!json_is_true(json_object_get(r, "ok")))
+        rc = complete_refused(c, r, req->run_id);
+    else
+        rc = load_view(c, req->run_id, 0, 1, &view);
+    json_decref(r);
+    if (rc == RPC_OK)
+        *out = &view->run->base;
+    return rc;
+}
+
 /* The Runs service: one row per method, checked against the generated descriptor at
  * startup (dispatch_check_tables); dispatch enforces each row's columns (services.h). */
 const svc_method svc_runs_methods[] = {
@@ -698,5 +791,8 @@ const svc_method svc_runs_methods[] = {
      SVC_SCRIPTED_SERVED, checkpoint_run},
     {"ResumeRun", &charter__v1__resume_run_request__descriptor, &charter__v1__run__descriptor,
      ROLE_OPERATOR, SVC_NO_HOST, SVC_QUOTA_NONE, SVC_SCRIPTED_SERVED, resume_run},
+    /* A host ends the external run it drove (complete_host_check: one of its actors'). */
+    {"CompleteRun", &charter__v1__complete_run_request__descriptor, &charter__v1__run__descriptor,
+     ROLE_OPERATOR, SVC_HOST, SVC_QUOTA_NONE, SVC_SCRIPTED_SERVED, complete_run},
 };
 const size_t svc_runs_methods_len = sizeof svc_runs_methods / sizeof svc_runs_methods[0];

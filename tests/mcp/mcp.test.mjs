@@ -767,7 +767,67 @@ async function runTasksHttp() {
   });
 }
 
+// ---- a session's end completes the external runs it started ------------------------------
+
+// The run's last event must be its completion, naming why the session ended.
+function completedBy(runId, why) {
+  const v = cli('get', runId);
+  assert.equal(v.run.status, 'completed');
+  const last = v.events[v.events.length - 1];
+  assert.equal(last.kind, 'status_changed');
+  assert.ok(last.detail.startsWith(`created -> completed: {"reason":"charter-mcp: ${why}","by":"CompleteRun"}`),
+    last.detail);
+}
+
+async function sessionEnds() {
+  const tag = '[session end]';
+  const wf = `${WF}/procurement.json`;
+  await check(`${tag} closing a stdio session completes the runs it started, not the one it joined`, async () => {
+    const client = new Client({ name: 'charter-test-end', version: '1.0.0' });
+    const t = new StdioClientTransport({ command: MCP, args: ['--role', 'research', '--workflow', wf],
+      env: childEnv, stderr: 'pipe' });
+    let said = '';
+    t.stderr.on('data', (d) => { said += d; });
+    await client.connect(t);
+    const other = cli('run', '--mode', 'external').run.id;
+    const first = await call(client, 'start_run', {});
+    allowedResult(first);
+    allowedResult(await call(client, 'open_step', {}));
+    const second = await call(client, 'start_run', {});
+    allowedResult(second);
+    allowedResult(await call(client, 'join_run', { run_id: other }));
+    assert.equal(cli('get', first.run_id).run.status, 'created');
+    await client.close(); // stdin ends; the SDK waits for the process to exit
+    const why = 'the MCP session ended (stdin closed)';
+    completedBy(first.run_id, why);
+    completedBy(second.run_id, why);
+    assert.equal(cli('get', other).run.status, 'created');
+    for (const run of [first.run_id, second.run_id])
+      assert.ok(said.includes(`charter-mcp: completed run ${run} (${why})`), said);
+    assert.equal(cli('receipt', first.run_id).status, 'completed');
+    cli('complete', other);
+  });
+  await check(`${tag} deleting an HTTP session completes the run it started before the answer`, async () => {
+    const { url } = await startHttp(wf, 'research');
+    const H = { Authorization: `Bearer ${HTTP_TOKEN}`, 'Content-Type': 'application/json',
+      Accept: 'application/json, text/event-stream' };
+    const init = await fetch(url, { method: 'POST', headers: H, body: JSON.stringify(INIT) });
+    const sid = init.headers.get('mcp-session-id');
+    await init.text();
+    const S = { ...H, 'Mcp-Session-Id': sid, 'MCP-Protocol-Version': '2025-11-25' };
+    await fetch(url, { method: 'POST', headers: S, body: JSON.stringify({ jsonrpc: '2.0', method: 'notifications/initialized' }) });
+    const r = await (await fetch(url, { method: 'POST', headers: S,
+      body: JSON.stringify({ jsonrpc: '2.0', id: 2, method: 'tools/call', params: { name: 'start_run', arguments: {} } }) })).json();
+    const runId = r.result.structuredContent.run_id;
+    assert.equal(cli('get', runId).run.status, 'created');
+    const d = await fetch(url, { method: 'DELETE', headers: { Authorization: H.Authorization, 'Mcp-Session-Id': sid } });
+    assert.equal(d.status, 200);
+    completedBy(runId, 'the MCP session was deleted (HTTP DELETE)');
+  });
+}
+
 try {
+  await sessionEnds();
   await procurement('stdio');
   await procurement('http');
   await support('stdio');
