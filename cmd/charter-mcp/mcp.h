@@ -115,6 +115,7 @@ typedef struct {
     const char *step_name; /* the role */
     char version[80];      /* the workflow version runs are created with */
     bool first_step;       /* may start runs */
+    bool last_step;        /* its sessions complete the runs they drove when they end */
     const char *next_step; /* the step that receives this one's output, or NULL */
     bool public_render;    /* output is rendered from public_fields */
     /* The downstream servers the step's tools are mapped onto (mcp_downstream.c). */

@@ -153,6 +153,7 @@ static int pick_step(mcp_server *srv, const char *role)
             srv->step = st;
             srv->step_name = name;
             srv->first_step = i == 0;
+            srv->last_step = i + 1 == json_array_size(steps);
             srv->public_render =
                 json_object_get(st, "public_fields") && json_object_get(st, "public_template");
             return 0;

@@ -1,10 +1,10 @@
 /*
- * mcp_session.c - the external runs an MCP session started, and their end. A run start_run
- * creates is driven by this session alone (the host), and nothing in charterd ends an external
+ * mcp_session.c - the external runs an MCP session ends. Nothing in charterd ends an external
  * run on its own: it would stay created, never get its run receipt and never leave the
- * database under retention. So a session keeps the runs it started and completes them
- * (Runs/CompleteRun) when it ends: stdin closed, an HTTP session deleted, expired or replaced,
- * or the server stopping. A run another session joined ends with the session that started it.
+ * database under retention. A session that serves the workflow's last step keeps the runs it
+ * started (a one-step workflow) or joined, and completes them (Runs/CompleteRun) when it
+ * ends: stdin closed, an HTTP session deleted, expired or replaced, or the server stopping.
+ * A session of an earlier step leaves its run open for the steps after it.
  */
 #include <stdio.h>
 #include <stdlib.h>

@@ -437,8 +437,10 @@ static json_t *t_start_run(mcp_server *srv, mcp_session *s, const json_t *args)
     int rc = charter_create_run(srv->client, &req, &v, &st);
     if (rc != 0)
         return mcp_rpc_refusal(rc, &st);
-    /* This session drives the run: it completes it when it ends (mcp_session.c). */
-    mcp_started_add(srv, s, v->run->id);
+    /* Of a one-step workflow, this session drives the whole run: it completes it when it
+     * ends (mcp_session.c). Of a longer one, the session of the last step does. */
+    if (srv->last_step)
+        mcp_started_add(srv, s, v->run->id);
     snprintf(s->run_id, sizeof s->run_id, "%s", v->run->id);
     s->context_id[0] = s->output_id[0] = '\0';
     shown_clear(s);
@@ -463,6 +465,9 @@ static json_t *t_join_run(mcp_server *srv, mcp_session *s, const json_t *args)
         snprintf(s->run_id, sizeof s->run_id, "%s", v->run->id);
         s->context_id[0] = s->output_id[0] = '\0';
         shown_clear(s);
+        /* The session of the workflow's last step ends the run it joined (mcp_session.c). */
+        if (srv->last_step)
+            mcp_started_add(srv, s, v->run->id);
         r = mcp_result(json_pack("{s:s, s:s, s:s}", "decision", "allow", "run_id", v->run->id,
                                  "status", v->run->status),
                        false);

@@ -560,11 +560,13 @@ async function payments(transport) {
       // Even the bill's own IBAN, when the model writes it after reading the note.
       refused(await call(pay, 'send_money', money(IBAN_BILL, {})), 'CONTROL_UNTRUSTED');
     });
-    await check(`${tag} the bill leaves through a data argument only within its clearance`, async () => {
+    await check(`${tag} the bill leaves through any argument only within its clearance`, async () => {
+      // The address quoted from the (internal) bill is a control argument: it goes to the
+      // destination as the body does, so it is held to the same clearance and named first.
       const mail = await call(pay, 'send_email', { context_id: ids.ctx, arguments: {
         to: { value: 'billing@stadtwerke.example', quoted_from: ids.bill }, body: { value: 'Amount due: 84.20 EUR' } } });
       refused(mail, 'CLEARANCE_EXCEEDED');
-      assert.ok(mail.witness.startsWith('argument body ← '), mail.witness);
+      assert.ok(mail.witness.startsWith('argument to ← bill (internal)'), mail.witness);
       assert.ok(mail.witness.endsWith('→ anyone (clearance public)'), mail.witness);
     });
     await check(`${tag} the bill's IBAN quoted from the bill is paid once`, async () => {
@@ -782,33 +784,50 @@ function completedBy(runId, why) {
 async function sessionEnds() {
   const tag = '[session end]';
   const wf = `${WF}/procurement.json`;
-  await check(`${tag} closing a stdio session completes the runs it started, not the one it joined`, async () => {
+  // A stdio client of one role: its stderr kept, so the log lines can be read.
+  const stdioRole = async (workflow, role) => {
     const client = new Client({ name: 'charter-test-end', version: '1.0.0' });
-    const t = new StdioClientTransport({ command: MCP, args: ['--role', 'research', '--workflow', wf],
+    const t = new StdioClientTransport({ command: MCP, args: ['--role', role, '--workflow', workflow],
       env: childEnv, stderr: 'pipe' });
-    let said = '';
-    t.stderr.on('data', (d) => { said += d; });
+    const said = { text: '' };
+    t.stderr.on('data', (d) => { said.text += d; });
     await client.connect(t);
-    const other = cli('run', '--mode', 'external').run.id;
+    return { client, said };
+  };
+  const why = 'the MCP session ended (stdin closed)';
+  await check(`${tag} closing a one-step workflow's stdio session completes the runs it started`, async () => {
+    const { client, said } = await stdioRole(`${WF}/payments.json`, 'pay');
     const first = await call(client, 'start_run', {});
     allowedResult(first);
     allowedResult(await call(client, 'open_step', {}));
     const second = await call(client, 'start_run', {});
     allowedResult(second);
-    allowedResult(await call(client, 'join_run', { run_id: other }));
     assert.equal(cli('get', first.run_id).run.status, 'created');
     await client.close(); // stdin ends; the SDK waits for the process to exit
-    const why = 'the MCP session ended (stdin closed)';
     completedBy(first.run_id, why);
     completedBy(second.run_id, why);
-    assert.equal(cli('get', other).run.status, 'created');
     for (const run of [first.run_id, second.run_id])
-      assert.ok(said.includes(`charter-mcp: completed run ${run} (${why})`), said);
+      assert.ok(said.text.includes(`charter-mcp: completed run ${run} (${why})`), said.text);
     assert.equal(cli('receipt', first.run_id).status, 'completed');
+  });
+  await check(`${tag} the first step's session leaves its run open; the last step's session ends it`, async () => {
+    const research = await stdioRole(wf, 'research');
+    const started = await call(research.client, 'start_run', {});
+    allowedResult(started);
+    await research.client.close();
+    assert.equal(cli('get', started.run_id).run.status, 'created');
+    assert.ok(!research.said.text.includes('completed run'), research.said.text);
+    const other = cli('run', '--mode', 'external').run.id;
+    const report = await stdioRole(wf, 'report');
+    allowedResult(await call(report.client, 'join_run', { run_id: started.run_id }));
+    assert.equal(cli('get', started.run_id).run.status, 'created');
+    await report.client.close();
+    completedBy(started.run_id, why);
+    assert.equal(cli('get', other).run.status, 'created');
     cli('complete', other);
   });
   await check(`${tag} deleting an HTTP session completes the run it started before the answer`, async () => {
-    const { url } = await startHttp(wf, 'research');
+    const { url } = await startHttp(`${WF}/payments.json`, 'pay');
     const H = { Authorization: `Bearer ${HTTP_TOKEN}`, 'Content-Type': 'application/json',
       Accept: 'application/json, text/event-stream' };
     const init = await fetch(url, { method: 'POST', headers: H, body: JSON.stringify(INIT) });
