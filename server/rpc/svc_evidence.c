@@ -98,8 +98,14 @@ static int replay_archived(call *c, const char *run_id, uint64_t seq, archive_re
                  ? STATUS_ENOTFOUND
                  : archive_find_run(c->env->archive_dir, store_graph(c->st), run_id, path,
                                     sizeof path, archive, n, why, sizeof why);
-    if (rc == STATUS_ENOTFOUND)
-        return call_fail_run(c, rc, run_id);
+    if (rc == STATUS_ENOTFOUND) {
+        /* Where the run went when that is known, else the event asked for, by its name. */
+        char where[768];
+        if (archive_name_run(c->st, c->env->archive_dir, run_id, where, sizeof where) == STATUS_OK)
+            return call_fail_run(c, rc, run_id);
+        return call_fail(c, RPC_NOT_FOUND, "event %llu of run %.128s not found",
+                         (unsigned long long)seq, run_id);
+    }
     if (rc == STATUS_EPROTO || rc == STATUS_EDENIED)
         return call_fail(c, RPC_FAILED_PRECONDITION, "run %.128s left the database: %s", run_id,
                          why);
