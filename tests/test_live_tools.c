@@ -505,6 +505,23 @@ static void test_downstream_http_servers(void)
                    "servers.m.headers: unknown field");
 }
 
+/* charter's own credentials (CHARTER_TOKEN, CHARTER_OPERATOR_TOKEN, ...) never go to a
+ * downstream server: neither a command's env_from nor a url's credential_env may name them. */
+static void test_downstream_servers_never_get_charters_own_variables(void)
+{
+    expect_refused(GW("'m':{'command':'node','env_from':['PATH','CHARTER_TOKEN']}", TOOL_MAIL),
+                   "servers.m.env_from[1]: \"CHARTER_TOKEN\" is one of charter's own variables "
+                   "(CHARTER_*), never handed to a server");
+    expect_refused(
+        GW("'m':{'url':'http://h/','credential_env':'CHARTER_OPERATOR_TOKEN'}", TOOL_MAIL),
+        "servers.m.credential_env: \"CHARTER_OPERATOR_TOKEN\" is one of charter's "
+        "own variables (CHARTER_*), never sent to a server");
+    workflow *wf =
+        load_ok(GW("'m':{'url':'http://h/','credential_env':'MY_CHARTER_TOKEN'}", TOOL_MAIL));
+    CU_ASSERT_PTR_NOT_NULL(wf);
+    workflow_free(wf);
+}
+
 #define T(fn)                                                                                      \
     {                                                                                              \
 #fn, fn                                                                                    \
@@ -522,6 +539,7 @@ static const harness_test tests[] = {
     T(test_tool_argument_rules),
     T(test_downstream_servers_and_mapped_tools),
     T(test_downstream_http_servers),
+    T(test_downstream_servers_never_get_charters_own_variables),
 };
 #undef T
 

@@ -32,7 +32,7 @@
 /* The MCP revision charter-mcp asks its downstream servers for. */
 #define DS_PROTOCOL "2025-11-25"
 
-static long long now_ms(void)
+long long ds_now_ms(void)
 {
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
@@ -87,7 +87,7 @@ static void ds_forget_session(mcp_downstream *d)
 static void ds_drop_session(mcp_downstream *d)
 {
     ds_http_peer p;
-    if (d->session_id && ds_http_peer_of(d, timeout_ms(d), &p) == 0) {
+    if (d->session_id && ds_http_peer_of(d, ds_now_ms() + timeout_ms(d), &p) == 0) {
         ds_http_delete(&p);
         ds_http_peer_free(&p);
     }
@@ -242,7 +242,7 @@ static int ds_read_message(mcp_downstream *d, long long deadline, json_t **msg)
         }
         if (d->len > MCP_DOWNSTREAM_MAX_MESSAGE)
             return DS_TOO_LARGE;
-        long long left = deadline - now_ms();
+        long long left = deadline - ds_now_ms();
         if (left <= 0)
             return DS_TIMEOUT;
         struct pollfd p = {d->out_fd, POLLIN, 0};
@@ -283,7 +283,9 @@ static void refuse_server_request(mcp_downstream *d, const json_t *msg)
 }
 
 /* The result of msg, the response to request method: 0 with *result (a new reference), or
- * DS_ANSWERED_ERROR with err set when it is an error or has no result. */
+ * DS_ANSWERED_ERROR with err set when it is an error or has no result. err says what
+ * charter-mcp knows of an error (its code, the size of its message), never the server's text:
+ * that goes to stderr only. */
 static int take_answer(const mcp_downstream *d, const char *method, const json_t *msg,
                        json_t **result, char *err, size_t errlen)
 {
@@ -291,9 +293,17 @@ static int take_answer(const mcp_downstream *d, const char *method, const json_t
     *result = e ? NULL : json_incref(json_object_get(msg, "result"));
     if (*result)
         return 0;
+    const json_t *m = json_object_get(e, "message");
+    char what[64];
+    snprintf(what, sizeof what, "the message of its %s error", method);
+    if (json_is_string(m))
+        ds_log_server_text(d->name, what, json_string_value(m), json_string_length(m), d->auth);
     if (e)
-        snprintf(err, errlen, "server %s: %s failed: %.200s", d->name, method,
-                 json_string_value(json_object_get(e, "message")));
+        snprintf(err, errlen,
+                 "server %s: %s failed: JSON-RPC error %lld, with a %zu-byte message "
+                 "not shown",
+                 d->name, method, (long long)json_integer_value(json_object_get(e, "code")),
+                 json_is_string(m) ? json_string_length(m) : 0);
     else
         snprintf(err, errlen, "server %s: %s: the answer has no result", d->name, method);
     return DS_ANSWERED_ERROR;
@@ -301,8 +311,9 @@ static int take_answer(const mcp_downstream *d, const char *method, const json_t
 
 /* Request method (params stolen) to a url server, with d->lock held: as ds_request, but the
  * failure is the DS_* code of the exchange. The session id the server issues is kept. */
-static int ds_http_request(mcp_downstream *d, const char *method, json_t *params, json_t **result,
-                           bool *sent, char *err, size_t errlen)
+static int ds_http_request(mcp_downstream *d, const char *method, json_t *params,
+                           long long deadline, json_t **result, bool *sent, char *err,
+                           size_t errlen)
 {
     json_int_t id = ++d->next_id;
     json_t *req = json_pack("{s:s, s:I, s:s, s:o}", "jsonrpc", "2.0", "id", id, "method", method,
@@ -314,7 +325,7 @@ static int ds_http_request(mcp_downstream *d, const char *method, json_t *params
     *result = NULL;
     *sent = false;
     snprintf(err, errlen, "out of memory");
-    if (req && ds_http_peer_of(d, timeout_ms(d), &p) == 0) {
+    if (req && ds_http_peer_of(d, deadline, &p) == 0) {
         rc = ds_http_exchange(&p, req, id, &msg, &sid, sent, err, errlen);
         ds_http_peer_free(&p);
     }
@@ -328,16 +339,16 @@ static int ds_http_request(mcp_downstream *d, const char *method, json_t *params
     return rc;
 }
 
-/* Sends request method (params stolen) and waits for its answer: 0 with *result (a new
- * reference), DS_ANSWERED_ERROR with err set when the server answered with an error, or
- * another nonzero code with err set when it did not answer (died, timed out, too large). *sent
- * says whether the request reached the server. A message answering another id is dropped:
- * this client has one request in flight. */
-static int ds_request(mcp_downstream *d, const char *method, json_t *params, json_t **result,
-                      bool *sent, char *err, size_t errlen)
+/* Sends request method (params stolen) and waits for its answer until deadline (ds_now_ms
+ * milliseconds): 0 with *result (a new reference), DS_ANSWERED_ERROR with err set when the
+ * server answered with an error, or another nonzero code with err set when it did not answer
+ * (died, timed out, too large). *sent says whether the request reached the server. A message
+ * answering another id is dropped: this client has one request in flight. */
+static int ds_request(mcp_downstream *d, const char *method, json_t *params, long long deadline,
+                      json_t **result, bool *sent, char *err, size_t errlen)
 {
     if (d->http)
-        return ds_http_request(d, method, params, result, sent, err, errlen);
+        return ds_http_request(d, method, params, deadline, result, sent, err, errlen);
     json_int_t id = ++d->next_id;
     json_t *req = json_pack("{s:s, s:I, s:s, s:o}", "jsonrpc", "2.0", "id", id, "method", method,
                             "params", params ? params : json_object());
@@ -346,7 +357,6 @@ static int ds_request(mcp_downstream *d, const char *method, json_t *params, jso
     json_decref(req);
     if (!*sent)
         return snprintf(err, errlen, "server %s: the server exited", d->name), -1;
-    long long deadline = now_ms() + timeout_ms(d);
     for (;;) {
         json_t *msg = NULL;
         int rc = ds_read_message(d, deadline, &msg);
@@ -367,8 +377,9 @@ static int ds_request(mcp_downstream *d, const char *method, json_t *params, jso
 
 /* ---- the session with a server ---------------------------------------------------------- */
 
-/* Sends notification note. 0, or -1 with err set. */
-static int ds_notify(mcp_downstream *d, const json_t *note, char *err, size_t errlen)
+/* Sends notification note, by deadline. 0, or -1 with err set. */
+static int ds_notify(mcp_downstream *d, const json_t *note, long long deadline, char *err,
+                     size_t errlen)
 {
     if (!d->http) {
         if (ds_send(d, note) == 0)
@@ -379,7 +390,7 @@ static int ds_notify(mcp_downstream *d, const json_t *note, char *err, size_t er
     json_t *none = NULL;
     char *sid = NULL;
     bool sent;
-    int rc = ds_http_peer_of(d, timeout_ms(d), &p);
+    int rc = ds_http_peer_of(d, deadline, &p);
     if (rc != 0)
         return snprintf(err, errlen, "out of memory"), -1;
     rc = ds_http_exchange(&p, note, -1, &none, &sid, &sent, err, errlen);
@@ -389,8 +400,9 @@ static int ds_notify(mcp_downstream *d, const json_t *note, char *err, size_t er
     return rc == 0 ? 0 : -1;
 }
 
-/* The tools the server lists, by name (new reference), following its pagination cursors. */
-static int ds_list_tools(mcp_downstream *d, char *err, size_t errlen)
+/* The tools the server lists, by name (new reference), following its pagination cursors, all
+ * by deadline. */
+static int ds_list_tools(mcp_downstream *d, long long deadline, char *err, size_t errlen)
 {
     json_t *tools = json_object();
     const char *cursor = NULL;
@@ -399,7 +411,7 @@ static int ds_list_tools(mcp_downstream *d, char *err, size_t errlen)
     for (int pages = 0; tools && pages < 64; pages++) {
         json_t *params = cursor ? json_pack("{s:s}", "cursor", cursor) : json_object();
         json_decref(page);
-        if (ds_request(d, "tools/list", params, &page, &sent, err, errlen) != 0) {
+        if (ds_request(d, "tools/list", params, deadline, &page, &sent, err, errlen) != 0) {
             json_decref(tools);
             return -1;
         }
@@ -423,10 +435,21 @@ static int ds_list_tools(mcp_downstream *d, char *err, size_t errlen)
     return 0;
 }
 
+/* A revision a server answered, as it may be said: a date (YYYY-MM-DD), or nothing of the
+ * server's text. */
+static const char *revision_shown(const char *v)
+{
+    bool date = v && strlen(v) == 10;
+    for (size_t i = 0; date && i < 10; i++)
+        date = i == 4 || i == 7 ? v[i] == '-' : v[i] >= '0' && v[i] <= '9';
+    return date ? v : v ? "(not a revision date)" : "(none)";
+}
+
 /* Starts the server if it is not running: initialize (the revision it answers must be one
- * charter-mcp speaks), notifications/initialized, tools/list. 0, or -1 with err set and the
- * child stopped. */
-static int ds_ensure(mcp_downstream *d, char *err, size_t errlen)
+ * charter-mcp speaks), notifications/initialized, tools/list, everything by deadline (ds_now_ms
+ * milliseconds: requests the server sends meanwhile do not stretch it). 0, or -1 with err set
+ * and the child stopped. */
+static int ds_ensure(mcp_downstream *d, long long deadline, char *err, size_t errlen)
 {
     if (ds_alive(d) && d->tools)
         return 0;
@@ -438,12 +461,12 @@ static int ds_ensure(mcp_downstream *d, char *err, size_t errlen)
     json_t *params =
         json_pack("{s:s, s:{}, s:{s:s, s:s}}", "protocolVersion", DS_PROTOCOL, "capabilities",
                   "clientInfo", "name", "charter-mcp", "version", charter_version());
-    if (ds_request(d, "initialize", params, &init, &sent, err, errlen) != 0)
+    if (ds_request(d, "initialize", params, deadline, &init, &sent, err, errlen) != 0)
         goto fail;
     const char *v = json_string_value(json_object_get(init, "protocolVersion"));
     if (!mcp_protocol_supported(v)) {
-        snprintf(err, errlen, "server %s: speaks MCP revision %.40s, which charter-mcp does not",
-                 d->name, v ? v : "(none)");
+        snprintf(err, errlen, "server %s: speaks MCP revision %s, which charter-mcp does not",
+                 d->name, revision_shown(v));
         goto fail;
     }
     /* A url server is told the revision in a header of every later request. */
@@ -451,9 +474,9 @@ static int ds_ensure(mcp_downstream *d, char *err, size_t errlen)
     json_decref(init);
     init = NULL;
     json_t *note = json_pack("{s:s, s:s}", "jsonrpc", "2.0", "method", "notifications/initialized");
-    int rc = note ? ds_notify(d, note, err, errlen) : -1;
+    int rc = note ? ds_notify(d, note, deadline, err, errlen) : -1;
     json_decref(note);
-    if (rc != 0 || ds_list_tools(d, err, errlen) != 0)
+    if (rc != 0 || ds_list_tools(d, deadline, err, errlen) != 0)
         goto fail;
     return 0;
 fail:
@@ -585,7 +608,7 @@ json_t *mcp_downstream_prepare(mcp_server *srv, const char *tool, const json_t *
     }
     pthread_mutex_lock(&d->lock);
     json_t *refusal = NULL;
-    if (ds_ensure(d, err, sizeof err) != 0)
+    if (ds_ensure(d, ds_now_ms() + timeout_ms(d), err, sizeof err) != 0)
         refusal = mcp_refusal("unknown", "DOWNSTREAM_UNAVAILABLE", err);
     else if (check_mapping(d, tool, decl, err, sizeof err) != 0)
         refusal = mcp_refusal("deny", "DOWNSTREAM_SCHEMA_CHANGED", err);
@@ -629,14 +652,14 @@ static char *result_text(const json_t *result, size_t *bytes, size_t *other)
     return text;
 }
 
-/* tools/call (params stolen) to a child, under its lock: ds_request's answer. */
-static int stdio_call(mcp_downstream *d, json_t *params, json_t **result, bool *sent, char *err,
-                      size_t errlen)
+/* tools/call (params stolen) to a child, under its lock, by deadline: ds_request's answer. */
+static int stdio_call(mcp_downstream *d, json_t *params, long long deadline, json_t **result,
+                      bool *sent, char *err, size_t errlen)
 {
     pthread_mutex_lock(&d->lock);
     int rc = -1;
     if (ds_alive(d))
-        rc = ds_request(d, "tools/call", params, result, sent, err, errlen);
+        rc = ds_request(d, "tools/call", params, deadline, result, sent, err, errlen);
     else
         json_decref(params), snprintf(err, errlen, "server %s: the server exited", d->name);
     /* A server that failed a call mid-way is stopped: what it did is unknown, and its stream
@@ -647,34 +670,48 @@ static int stdio_call(mcp_downstream *d, json_t *params, json_t **result, bool *
     return rc;
 }
 
-/* tools/call (params stolen) to a url server: its session is copied under the lock, and the
- * request goes out without it, so calls of other sessions go out side by side. A call that
- * fails but with an error answer drops the session it went out on (not a newer one), and
- * ends it with DELETE: the next call opens a new one. ds_request's answer. */
-static int http_call(mcp_downstream *d, json_t *params, json_t **result, bool *sent, char *err,
-                     size_t errlen)
+/* The session a call to a url server goes out on, copied into *p under d->lock with the
+ * request's id and the session's generation: the open one, or a new one when none is open
+ * (another call's failure dropped it after this call was prepared; this call never left, so
+ * sending it on the new session still sends it once), its tools checked again against decl.
+ * 0, or a DS_* code with err set and nothing sent. */
+static int http_session(mcp_downstream *d, const json_t *decl, long long deadline, ds_http_peer *p,
+                        json_int_t *id, unsigned *gen, char *err, size_t errlen)
+{
+    const char *dt = json_string_value(json_object_get(decl, "downstream_tool"));
+    pthread_mutex_lock(&d->lock);
+    int rc = 0;
+    if (!d->tools &&
+        (ds_ensure(d, deadline, err, errlen) != 0 || check_mapping(d, dt, decl, err, errlen) != 0))
+        rc = DS_IO;
+    else if (ds_http_peer_of(d, deadline, p) != 0)
+        rc = (snprintf(err, errlen, "out of memory"), DS_IO);
+    *id = ++d->next_id;
+    *gen = d->generation;
+    pthread_mutex_unlock(&d->lock);
+    return rc;
+}
+
+/* tools/call (params stolen) to a url server, by deadline: its session is copied under the
+ * lock, and the request goes out without it, so calls of other sessions go out side by side.
+ * A call that fails but with an error answer drops the session it went out on (not a newer
+ * one), and ends it with DELETE: the next call opens a new one. ds_request's answer. */
+static int http_call(mcp_downstream *d, const json_t *decl, json_t *params, long long deadline,
+                     json_t **result, bool *sent, char *err, size_t errlen)
 {
     ds_http_peer p;
-    pthread_mutex_lock(&d->lock);
-    bool open = d->tools != NULL;
-    json_int_t id = ++d->next_id;
-    unsigned gen = d->generation;
-    int rc = open ? ds_http_peer_of(d, timeout_ms(d), &p) : -1;
-    pthread_mutex_unlock(&d->lock);
+    json_int_t id;
+    unsigned gen;
+    *sent = false;
+    int rc = http_session(d, decl, deadline, &p, &id, &gen, err, errlen);
+    if (rc != 0)
+        return json_decref(params), rc;
     json_t *req = json_pack("{s:s, s:I, s:s, s:o}", "jsonrpc", "2.0", "id", id, "method",
                             "tools/call", "params", params);
-    if (!open || rc != 0 || !req) {
-        json_decref(req);
-        if (rc == 0)
-            ds_http_peer_free(&p);
-        if (open)
-            return snprintf(err, errlen, "out of memory"), DS_IO;
-        return snprintf(err, errlen, "server %s: its session ended before the call", d->name),
-               DS_IO;
-    }
     json_t *msg = NULL;
     char *sid = NULL;
-    rc = ds_http_exchange(&p, req, id, &msg, &sid, sent, err, errlen);
+    rc = req ? ds_http_exchange(&p, req, id, &msg, &sid, sent, err, errlen)
+             : (snprintf(err, errlen, "out of memory"), DS_IO);
     free(sid);
     json_decref(req);
     if (rc == 0)
@@ -708,8 +745,12 @@ int mcp_downstream_call(mcp_server *srv, const json_t *decl, json_t *call_args,
     }
     json_t *result = NULL;
     bool sent = false;
-    int rc = d->http ? http_call(d, params, &result, &sent, out->error, sizeof out->error)
-                     : stdio_call(d, params, &result, &sent, out->error, sizeof out->error);
+    /* One deadline for everything the call does: a server's requests do not stretch it. */
+    long long deadline = ds_now_ms() + timeout_ms(d);
+    int rc =
+        d->http
+            ? http_call(d, decl, params, deadline, &result, &sent, out->error, sizeof out->error)
+            : stdio_call(d, params, deadline, &result, &sent, out->error, sizeof out->error);
     out->sent = sent;
     /* A url server that refused the request with a 4xx status did not act on it. */
     out->answered = rc == DS_ANSWERED_ERROR || rc == DS_HTTP_REFUSED;
@@ -784,7 +825,7 @@ int mcp_downstream_open(mcp_server *srv)
     for (size_t i = 0; i < srv->n_downstreams; i++) {
         mcp_downstream *d = &srv->downstreams[i];
         char err[512];
-        if (ds_ensure(d, err, sizeof err) != 0) {
+        if (ds_ensure(d, ds_now_ms() + timeout_ms(d), err, sizeof err) != 0) {
             fprintf(stderr, "charter-mcp: %s (tried again at its next call)\n", err);
             continue;
         }

@@ -25,17 +25,21 @@ enum {
 
 /* What one HTTP exchange with a url server is sent with (every string owned). */
 typedef struct {
-    const char *name;  /* the server's name, for messages (borrowed) */
-    char *url;         /* where to POST */
-    char *auth;        /* "Authorization: Bearer ..." or NULL */
-    char *session_id;  /* Mcp-Session-Id, or NULL before initialize */
-    char protocol[16]; /* MCP-Protocol-Version to send, or "" before initialize */
-    long timeout_ms;   /* the whole exchange */
+    const char *name;   /* the server's name, for messages (borrowed) */
+    char *url;          /* where to POST */
+    char *auth;         /* "Authorization: Bearer ..." or NULL */
+    char *session_id;   /* Mcp-Session-Id, or NULL before initialize */
+    char protocol[16];  /* MCP-Protocol-Version to send, or "" before initialize */
+    long long deadline; /* monotonic milliseconds (ds_now_ms) by which everything an exchange
+                           does, answers to the server's requests included, is over */
 } ds_http_peer;
 
-/* Copies what an exchange with d is sent with into *p (call with d->lock held). 0, or -1 when
- * out of memory (nothing to free). */
-int ds_http_peer_of(const mcp_downstream *d, long timeout_ms, ds_http_peer *p);
+/* Monotonic milliseconds: what deadlines are counted in. */
+long long ds_now_ms(void);
+
+/* Copies what an exchange with d is sent with into *p (call with d->lock held), to be over by
+ * deadline (ds_now_ms milliseconds). 0, or -1 when out of memory (nothing to free). */
+int ds_http_peer_of(const mcp_downstream *d, long long deadline, ds_http_peer *p);
 /* Frees what a peer holds, wiping the credential. */
 void ds_http_peer_free(ds_http_peer *p);
 
@@ -46,13 +50,23 @@ int ds_http_credential(mcp_downstream *d, char *err, size_t errlen);
 
 /* POSTs msg (one JSON-RPC message) to the server and reads its answer, JSON or an event
  * stream, as far as the response whose id is want (want < 0: none is awaited, a notification
- * or a response of ours). Requests the server sends in the stream are answered: ping with an
- * empty result, anything else with "method not found". Returns 0 with *answer the response (a
- * new reference; NULL when none was awaited) and, when the server issued one, *session_id
- * (malloc'd; NULL otherwise); or a DS_* code with err set. *sent says whether the request
- * reached the server. */
+ * or a response of ours, and only the status of the answer is read). Requests the server
+ * sends in the stream of an awaited response are answered (ping with an empty result,
+ * anything else with "method not found"), each answer an exchange that awaits nothing, so an
+ * answer never leads to another; none is answered once p->deadline has passed. Returns 0 with
+ * *answer the response (a new reference; NULL when none was awaited) and, when the server
+ * issued one, *session_id (malloc'd; NULL otherwise); or a DS_* code with err set (DS_TIMEOUT
+ * once p->deadline passed). *sent says whether the request reached the server. Text the
+ * server wrote (an error's message, a refused request's body) is never put in err: it goes to
+ * stderr, with the credential's value masked. */
 int ds_http_exchange(const ds_http_peer *p, const json_t *msg, json_int_t want, json_t **answer,
                      char **session_id, bool *sent, char *err, size_t errlen);
+
+/* Writes text a server sent (len bytes: an error's message, a refused request's body) to
+ * stderr as one line headed by what, each occurrence of the bearer token in auth (a whole
+ * "Authorization: Bearer ..." line, or NULL) masked and control characters replaced. */
+void ds_log_server_text(const char *server, const char *what, const char *text, size_t len,
+                        const char *auth);
 
 /* Ends the session p names with DELETE (its answer, or none, is ignored: a server may refuse
  * to end sessions, or be gone). */

@@ -43,11 +43,11 @@ static void wipe_free(char *s)
     free(s);
 }
 
-int ds_http_peer_of(const mcp_downstream *d, long timeout_ms, ds_http_peer *p)
+int ds_http_peer_of(const mcp_downstream *d, long long deadline, ds_http_peer *p)
 {
     memset(p, 0, sizeof *p);
     p->name = d->name;
-    p->timeout_ms = timeout_ms;
+    p->deadline = deadline;
     snprintf(p->protocol, sizeof p->protocol, "%s", d->protocol);
     p->url = strdup(json_string_value(json_object_get(d->decl, "url")));
     p->auth = d->auth ? strdup(d->auth) : NULL;
@@ -154,6 +154,8 @@ typedef struct {
     size_t scanned;      /* bytes of the held stream already searched for an event's end */
     bool over, nomem;    /* past MCP_DOWNSTREAM_MAX_MESSAGE; out of memory */
     bool not_json;       /* an event whose data is no JSON-RPC message */
+    bool skipped;        /* the body was not read: nothing was awaited */
+    bool expired;        /* the peer's deadline passed while the answer was read */
     json_t *answer;      /* the response awaited, once it came */
 } ds_reply;
 
@@ -188,9 +190,14 @@ static size_t on_header(char *line, size_t size, size_t n, void *arg)
 
 /* A request the server sent within the stream: ping is answered with an empty result, and any
  * other with "method not found" (charter-mcp offers its servers no client capability), each
- * in a POST of its own while the stream stays open. */
+ * in a POST of its own while the stream stays open. The answer awaits nothing, so whatever
+ * the server sends back to it is not read, and it is over by the call's deadline: a server
+ * cannot nest answers within answers, nor stretch a call with requests. */
 static void answer_server_request(const ds_http_peer *p, const json_t *msg)
 {
+    long long now = ds_now_ms();
+    if (now >= p->deadline)
+        return;
     bool ping = strcmp(json_string_value(json_object_get(msg, "method")), "ping") == 0;
     json_t *a = ping ? json_pack("{s:s, s:O, s:{}}", "jsonrpc", "2.0", "id",
                                  json_object_get(msg, "id"), "result")
@@ -200,7 +207,8 @@ static void answer_server_request(const ds_http_peer *p, const json_t *msg)
                                  "charter-mcp offers its downstream servers no client "
                                  "capabilities");
     ds_http_peer side = *p;
-    side.timeout_ms = p->timeout_ms < SIDE_TIMEOUT_MS ? p->timeout_ms : SIDE_TIMEOUT_MS;
+    if (now + SIDE_TIMEOUT_MS < p->deadline)
+        side.deadline = now + SIDE_TIMEOUT_MS;
     json_t *none = NULL;
     char *sid = NULL, err[64];
     bool sent;
@@ -216,7 +224,7 @@ static void take_message(ds_reply *r, json_t *msg)
 {
     const json_t *id = json_object_get(msg, "id");
     if (json_is_string(json_object_get(msg, "method"))) {
-        if (id)
+        if (id && r->want >= 0)
             answer_server_request(r->peer, msg);
     } else if (r->want >= 0 && !r->answer && json_is_integer(id) &&
                json_integer_value(id) == r->want) {
@@ -281,6 +289,11 @@ static size_t on_body(char *chunk, size_t size, size_t n, void *arg)
 {
     ds_reply *r = arg;
     size_t len = size * n;
+    if (r->want < 0) {
+        /* Nothing is awaited: the status says all, and a stream is not waited for. */
+        r->skipped = true;
+        return 0;
+    }
     r->total += len;
     if (r->total > MCP_DOWNSTREAM_MAX_MESSAGE) {
         r->over = true;
@@ -294,8 +307,12 @@ static size_t on_body(char *chunk, size_t size, size_t n, void *arg)
     r->len += len;
     if (is_sse(r))
         take_events(r);
+    /* Answering the server's requests may have used up the time: the call ends at its deadline
+     * whatever the server keeps sending. */
+    if (!r->answer && ds_now_ms() >= r->peer->deadline)
+        r->expired = true;
     /* Once the response is in, the rest of the stream is not waited for. */
-    return r->answer || r->nomem ? 0 : len;
+    return r->answer || r->nomem || r->expired ? 0 : len;
 }
 
 /* ---- one exchange -------------------------------------------------------------------------- */
@@ -330,7 +347,9 @@ static struct curl_slist *request_headers(const ds_http_peer *p)
 static CURLcode set_transfer(CURL *c, const ds_http_peer *p, const char *method, const char *body,
                              struct curl_slist *headers, ds_reply *r, char *curl_err)
 {
-    long connect_ms = p->timeout_ms < 10000 ? p->timeout_ms : 10000;
+    long long left = p->deadline - ds_now_ms();
+    long timeout_ms = left < 1 ? 1L : (long)left;
+    long connect_ms = timeout_ms < 10000 ? timeout_ms : 10000;
     char agent[64]; /* libcurl keeps its own copy */
     snprintf(agent, sizeof agent, "charter-mcp/%s", charter_version());
     CURLcode set = CURLE_OK;
@@ -343,7 +362,7 @@ static CURLcode set_transfer(CURL *c, const ds_http_peer *p, const char *method,
     SET(CURLOPT_PROTOCOLS_STR, "http,https");
     SET(CURLOPT_FOLLOWLOCATION, 0L); /* the credential goes to this url only */
     SET(CURLOPT_NOSIGNAL, 1L);       /* many threads: no SIGALRM-based DNS timeouts */
-    SET(CURLOPT_TIMEOUT_MS, p->timeout_ms);
+    SET(CURLOPT_TIMEOUT_MS, timeout_ms);
     SET(CURLOPT_CONNECTTIMEOUT_MS, connect_ms);
     SET(CURLOPT_HTTPHEADER, headers);
     SET(CURLOPT_USERAGENT, agent);
@@ -362,17 +381,19 @@ static CURLcode set_transfer(CURL *c, const ds_http_peer *p, const char *method,
     return set;
 }
 
-/* The message of a JSON-RPC error in a JSON body, or "". */
-static const char *body_error(const ds_reply *r, char *buf, size_t buflen)
+/* What the body of an answer that is no answer (a refusal, an error status) is said to be: its
+ * size only, the text itself going to stderr (the credential masked), never to err: it is the
+ * server's text, which must not reach the agent around the gates. */
+static const char *body_note(const ds_http_peer *p, const ds_reply *r, long status, char *buf,
+                             size_t buflen)
 {
     buf[0] = '\0';
-    if (is_sse(r) || !r->body || r->len == 0)
+    if (r->total == 0)
         return buf;
-    json_t *j = json_loadb(r->body, r->len, 0, NULL);
-    const char *m = json_string_value(json_object_get(json_object_get(j, "error"), "message"));
-    if (m)
-        snprintf(buf, buflen, ": %.160s", m);
-    json_decref(j);
+    char what[64];
+    snprintf(what, sizeof what, "the body of its HTTP %ld", status);
+    ds_log_server_text(p->name, what, r->body ? r->body : "", r->len, p->auth);
+    snprintf(buf, buflen, ", with a %zu-byte body not shown", r->total);
     return buf;
 }
 
@@ -380,12 +401,12 @@ static const char *body_error(const ds_reply *r, char *buf, size_t buflen)
 static int status_failure(const ds_http_peer *p, const ds_reply *r, long status, char *err,
                           size_t errlen)
 {
-    char why[200];
-    body_error(r, why, sizeof why);
+    char why[80];
+    body_note(p, r, status, why, sizeof why);
     if (status == 401)
         return snprintf(err, errlen,
-                        p->auth ? "server %s: the server refused the credential (HTTP 401)%s"
-                                : "server %s: the server asks for a credential (HTTP 401)%s: name "
+                        p->auth ? "server %s: the server refused the credential (HTTP 401%s)"
+                                : "server %s: the server asks for a credential (HTTP 401%s): name "
                                   "its credential_env or credential_file in the workflow",
                         p->name, why),
                DS_HTTP_REFUSED;
@@ -396,7 +417,7 @@ static int status_failure(const ds_http_peer *p, const ds_reply *r, long status,
                         p->name),
                DS_HTTP_REFUSED;
     if (status >= 400 && status < 500)
-        return snprintf(err, errlen, "server %s: the server refused the request (HTTP %ld)%s",
+        return snprintf(err, errlen, "server %s: the server refused the request (HTTP %ld%s)",
                         p->name, status, why),
                DS_HTTP_REFUSED;
     if (status >= 300 && status < 400)
@@ -407,6 +428,35 @@ static int status_failure(const ds_http_peer *p, const ds_reply *r, long status,
                DS_HTTP_FAILED;
     return snprintf(err, errlen, "server %s: the server answered HTTP %ld%s", p->name, status, why),
            DS_HTTP_FAILED;
+}
+
+void ds_log_server_text(const char *server, const char *what, const char *text, size_t len,
+                        const char *auth)
+{
+    static const char bearer[] = "Authorization: Bearer ";
+    const char *token =
+        auth && strncmp(auth, bearer, sizeof bearer - 1) == 0 ? auth + sizeof bearer - 1 : NULL;
+    size_t tl = token ? strlen(token) : 0, shown = len < 1024 ? len : 1024;
+    char *line = malloc(shown + 1);
+    size_t o = 0;
+    for (size_t i = 0; line && i < shown; i++) {
+        if (tl > 0 && i + tl <= len && memcmp(text + i, token, tl) == 0) {
+            /* The mask is no longer than the token, so the line holds it. */
+            for (size_t k = 0; k < 3 && o < shown; k++)
+                line[o++] = '*';
+            i += tl - 1;
+            continue;
+        }
+        unsigned char c = (unsigned char)text[i];
+        line[o++] = c < 0x20 || c == 0x7f ? '?' : (char)c;
+    }
+    if (line)
+        line[o] = '\0';
+    fprintf(stderr, "charter-mcp: server %s: %s (not shown to the agent): %s%s\n", server, what,
+            line ? line : "(out of memory)", len > shown ? " ..." : "");
+    if (line)
+        explicit_bzero(line, shown + 1);
+    free(line);
 }
 
 /* The awaited response from a JSON body: the object itself, or one of a batch. */
@@ -439,11 +489,11 @@ static int outcome(const ds_http_peer *p, ds_reply *r, CURLcode res, long status
         return snprintf(err, errlen, "server %s: cannot connect to the server: %.200s", p->name,
                         curl_err[0] ? curl_err : curl_easy_strerror(res)),
                DS_IO;
-    if (res == CURLE_OPERATION_TIMEDOUT)
+    if (r->expired || res == CURLE_OPERATION_TIMEDOUT)
         return snprintf(err, errlen, "server %s: no answer within the server's timeout_ms",
                         p->name),
                DS_TIMEOUT;
-    if (res != CURLE_OK || status == 0)
+    if ((res != CURLE_OK && !r->skipped) || status == 0)
         return snprintf(err, errlen,
                         "server %s: the server closed the connection without "
                         "answering",
@@ -479,10 +529,14 @@ static int outcome(const ds_http_peer *p, ds_reply *r, CURLcode res, long status
 static int transfer(const ds_http_peer *p, const char *method, const char *body, ds_reply *r,
                     bool *sent, char *err, size_t errlen)
 {
+    *sent = false;
+    if (ds_now_ms() >= p->deadline)
+        return snprintf(err, errlen, "server %s: no answer within the server's timeout_ms",
+                        p->name),
+               DS_TIMEOUT;
     CURL *c = curl_easy_init();
     struct curl_slist *headers = request_headers(p);
     char curl_err[CURL_ERROR_SIZE] = "";
-    *sent = false;
     if (!c || !headers) {
         curl_slist_free_all(headers);
         curl_easy_cleanup(c);
@@ -540,7 +594,7 @@ void ds_http_delete(const ds_http_peer *p)
     if (!p->session_id)
         return;
     ds_http_peer side = *p;
-    side.timeout_ms = p->timeout_ms < SIDE_TIMEOUT_MS ? p->timeout_ms : SIDE_TIMEOUT_MS;
+    side.deadline = ds_now_ms() + SIDE_TIMEOUT_MS;
     ds_reply r;
     memset(&r, 0, sizeof r);
     r.peer = &side;

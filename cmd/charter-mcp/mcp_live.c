@@ -17,6 +17,7 @@
  * (mcp_downstream.c speaks to the server).
  */
 #include <openssl/evp.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -450,8 +451,60 @@ static json_t *downstream_result(mcp_server *srv, mcp_session *s, const json_t *
     return mcp_result(body, !ok || a->is_error);
 }
 
+/* The downstream outcomes of the latest invocations this process called (a ring, any session),
+ * so that a retry charterd acknowledges says what is known of the earlier call, never more. */
+enum { OUTCOMES_KEPT = 256 };
+static struct {
+    char inv[48];
+    char outcome[16]; /* "in_flight", then ok, error, unknown or not_called */
+} outcomes[OUTCOMES_KEPT];
+static size_t outcomes_next;
+static pthread_mutex_t outcomes_lock = PTHREAD_MUTEX_INITIALIZER;
+
+static void outcome_record(const char *inv, const char *outcome)
+{
+    pthread_mutex_lock(&outcomes_lock);
+    size_t i = 0;
+    while (i < OUTCOMES_KEPT && strcmp(outcomes[i].inv, inv) != 0)
+        i++;
+    if (i == OUTCOMES_KEPT)
+        i = outcomes_next++ % OUTCOMES_KEPT;
+    snprintf(outcomes[i].inv, sizeof outcomes[i].inv, "%s", inv);
+    snprintf(outcomes[i].outcome, sizeof outcomes[i].outcome, "%s", outcome);
+    pthread_mutex_unlock(&outcomes_lock);
+}
+
+/* The outcome recorded for inv, or "unknown" (an earlier process, or one long forgotten). */
+static void outcome_recall(const char *inv, char *out, size_t len)
+{
+    pthread_mutex_lock(&outcomes_lock);
+    snprintf(out, len, "unknown");
+    for (size_t i = 0; i < OUTCOMES_KEPT; i++)
+        if (outcomes[i].inv[0] && strcmp(outcomes[i].inv, inv) == 0)
+            snprintf(out, len, "%s", outcomes[i].outcome);
+    pthread_mutex_unlock(&outcomes_lock);
+}
+
+/* An invocation charterd acknowledged (committed by an earlier call) is not sent again: the
+ * answer says it was committed, and what this process recorded of the earlier call's
+ * downstream outcome, or that it is unknown; never that it was sent when that is not known. */
+static json_t *acknowledged_call(const char *inv, json_t *ds, json_t *body)
+{
+    char earlier[16], why[256];
+    outcome_recall(inv, earlier, sizeof earlier);
+    bool known = strcmp(earlier, "unknown") != 0;
+    snprintf(why, sizeof why,
+             "this invocation was committed by an earlier call, whose downstream outcome %s%s: "
+             "it is not sent again",
+             known ? "was " : "is unknown", known ? earlier : "");
+    json_object_set_new(ds, "called", json_false());
+    json_object_set_new(ds, "earlier_outcome", json_string(earlier));
+    json_object_set_new(ds, "why", json_string(why));
+    return mcp_result(body, false);
+}
+
 /* After charterd allowed a mapped tool: the downstream call, once (an acknowledged invocation
- * was already carried out and is not sent again), and its answer through the gates. */
+ * was already committed and is not sent again), and its answer through the gates. */
 static json_t *call_downstream(mcp_server *srv, mcp_session *s, const json_t *decl,
                                json_t *call_args, const char *inv, json_t *body)
 {
@@ -461,15 +514,17 @@ static json_t *call_downstream(mcp_server *srv, mcp_session *s, const json_t *de
     json_object_set_new(body, "downstream", ds);
     if (json_is_true(json_object_get(body, "acknowledged"))) {
         json_decref(call_args);
-        json_object_set_new(ds, "called", json_false());
-        json_object_set_new(ds, "why",
-                            json_string("this invocation was committed by an earlier call, "
-                                        "which sent it: it is not sent again"));
-        return mcp_result(body, false);
+        return acknowledged_call(inv, ds, body);
     }
     mcp_downstream_answer a;
+    outcome_record(inv, "in_flight");
     int rc = mcp_downstream_call(srv, decl, call_args, &a);
     json_object_set_new(ds, "called", json_boolean(a.sent));
+    outcome_record(inv, rc != 0      ? (a.answered ? "error"
+                                        : a.sent   ? "unknown"
+                                                   : "not_called")
+                        : a.is_error ? "error"
+                                     : "ok");
     if (rc != 0) {
         char w[1024];
         snprintf(w, sizeof w,

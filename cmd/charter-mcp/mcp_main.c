@@ -24,7 +24,8 @@ static void usage(FILE *f)
             "\n"
             "  --role STEP             the step this process plays (fixed for its lifetime)\n"
             "  --workflow FILE|NAME    a workflow file (applied to charterd, a no-op when stored)\n"
-            "                          or the name or version of a stored workflow\n"
+            "                          or the name or version of a stored workflow (one that\n"
+            "                          names no servers: only a file starts servers)\n"
             "  --url URL               charterd, tcp://HOST:PORT or ipc:///PATH (default:\n"
             "                          $CHARTER_URL, else %s)\n"
             "  --token TOKEN           charterd bearer token (default: $CHARTER_TOKEN, else\n"
@@ -90,6 +91,22 @@ static const char *auth_advice(void)
                  "TOKEN: charterd's CHARTER_OPERATOR_TOKEN, which the Gate needs)";
 }
 
+/* A workflow fetched from charterd by its name may not start servers: any operator credential
+ * can store one, and its servers would run commands on this host and carry this host's
+ * credentials to any url. Only a file on the command line, which the operator of this host
+ * wrote, names the servers charter-mcp starts. 0, or -1 with one line said. */
+static int refuse_stored_servers(const mcp_server *srv, const char *arg)
+{
+    if (json_object_size(json_object_get(srv->workflow, "servers")) == 0)
+        return 0;
+    fprintf(stderr,
+            "charter-mcp: workflow %s is stored in charterd and names servers: charter-mcp "
+            "starts downstream servers only from a workflow file given on its command line "
+            "(--workflow /path/to/workflow.json)\n",
+            arg);
+    return -1;
+}
+
 /* Loads the workflow: a file is applied (so runs can name its version), a name is fetched. */
 static int load_workflow(mcp_server *srv, const char *arg)
 {
@@ -97,7 +114,8 @@ static int load_workflow(mcp_server *srv, const char *arg)
     charter_status st;
     int rc;
     json_error_t jerr;
-    if (stat(arg, &sb) == 0 && S_ISREG(sb.st_mode)) {
+    bool stored = !(stat(arg, &sb) == 0 && S_ISREG(sb.st_mode));
+    if (!stored) {
         size_t len = 0;
         char *text = read_file(arg, (size_t)1 << 20, &len);
         if (!text) {
@@ -137,7 +155,7 @@ static int load_workflow(mcp_server *srv, const char *arg)
                 arg);
         return -1;
     }
-    return 0;
+    return stored ? refuse_stored_servers(srv, arg) : 0;
 }
 
 /* Fixes the role: the step named, its place and its public rendering. */
@@ -389,6 +407,11 @@ int main(int argc, char **argv)
         i++;
     }
     mcp_token_given = token != NULL && *token != '\0';
+    if (fixture && (role || wf)) {
+        fprintf(stderr, "charter-mcp: --conformance-fixture serves the ungated test fixture and "
+                        "takes no --role or --workflow\n");
+        return 2;
+    }
     if (!fixture && (!role || !wf)) {
         fprintf(stderr, "charter-mcp: --role and --workflow are required\n");
         usage(stderr);

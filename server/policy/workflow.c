@@ -1766,7 +1766,15 @@ static bool env_name_ok(const char *n)
     return ok;
 }
 
-/* env_from (at p): distinct names of environment variables ([A-Za-z_][A-Za-z0-9_]*). */
+/* Whether a variable is one of charter's own (CHARTER_TOKEN, CHARTER_OPERATOR_TOKEN, ...):
+ * charter's credentials never go to a downstream server, so no definition may hand them on. */
+static bool env_name_charters(const char *name)
+{
+    return strncmp(name, "CHARTER_", 8) == 0;
+}
+
+/* env_from (at p): distinct names of environment variables ([A-Za-z_][A-Za-z0-9_]*), none of
+ * charter's own. */
 static int check_env_from(const json_t *list, const char *p, werr *e)
 {
     if (check_text_list(list, p, WORKFLOW_MAX_SERVER_ARGS, e) != 0) {
@@ -1774,10 +1782,16 @@ static int check_env_from(const json_t *list, const char *p, werr *e)
     }
     for (size_t i = 0; i < json_array_size(list); i++) {
         const char *n = json_string_value(json_array_get(list, i));
+        char f[320];
+        snprintf(f, sizeof f, "%s[%zu]", p, i);
         if (!env_name_ok(n)) {
-            char f[320];
-            snprintf(f, sizeof f, "%s[%zu]", p, i);
             return fail(e, f, "\"%.64s\" is not an environment variable name", n);
+        }
+        if (env_name_charters(n)) {
+            return fail(e, f,
+                        "\"%.64s\" is one of charter's own variables (CHARTER_*), never "
+                        "handed to a server",
+                        n);
         }
     }
     return 0;
@@ -1851,6 +1865,12 @@ static int check_server_credential(const json_t *sv, const char *p, werr *e)
     }
     if (env != NULL && !env_name_ok(json_string_value(env))) {
         return fail(e, f, "\"%.64s\" is not an environment variable name", json_string_value(env));
+    }
+    if (env != NULL && env_name_charters(json_string_value(env))) {
+        return fail(e, f,
+                    "\"%.64s\" is one of charter's own variables (CHARTER_*), never sent to a "
+                    "server",
+                    json_string_value(env));
     }
     if (file == NULL) {
         return 0;

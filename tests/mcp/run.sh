@@ -70,7 +70,8 @@ export CHARTER_WORKFLOWS="$src/deploy/workflows"
 export NODE_PATH="$node_dir/node_modules"
 if [ "$what" = gateway ]; then
   cp "$src/tests/mcp/gateway.test.mjs" "$src/tests/mcp/downstream.mjs" \
-    "$src/tests/mcp/downstream-http.mjs" "$src/tests/mcp/mailpay.mjs" "$node_dir/"
+    "$src/tests/mcp/downstream-http.mjs" "$src/tests/mcp/hostile-http.mjs" \
+    "$src/tests/mcp/mailpay.mjs" "$node_dir/"
   node "$node_dir/gateway.test.mjs"
   exit $?
 fi
