@@ -442,6 +442,22 @@ static bool cancel_applies(const char *status)
            strcmp(status, "error") == 0 || strcmp(status, "interrupted") == 0;
 }
 
+/* The run's status (n bytes) before a call that ends it: the answer then tells a run the call
+ * ended from one that had ended already. Returns 0, or rpc_error's exit status. */
+static int status_before(cli *c, const char *run_id, char *status, size_t n)
+{
+    Charter__V1__GetRunRequest g = CHARTER__V1__GET_RUN_REQUEST__INIT;
+    Charter__V1__RunView *v = NULL;
+    charter_status st;
+    g.run_id = (char *)run_id;
+    g.limit = 1;
+    if (charter_get_run(c->client, &g, &v, &st) != 0)
+        return rpc_error(&st);
+    snprintf(status, n, "%s", v->run && v->run->status ? v->run->status : "");
+    charter__v1__run_view__free_unpacked(v, NULL);
+    return 0;
+}
+
 static int cmd_cancel(cli *c, const cli_command *cmd, const cli_args *a)
 {
     (void)cmd;
@@ -455,17 +471,10 @@ static int cmd_cancel(cli *c, const cli_command *cmd, const cli_args *a)
         return rv;
     /* The status before the call tells a run that had already ended (nothing is cancelled)
      * from one this call cancelled. */
-    bool ended_before = false;
-    if (!c->json) {
-        Charter__V1__GetRunRequest g = CHARTER__V1__GET_RUN_REQUEST__INIT;
-        Charter__V1__RunView *v = NULL;
-        g.run_id = req.run_id;
-        g.limit = 1;
-        if (charter_get_run(c->client, &g, &v, &st) != 0)
-            return rpc_error(&st);
-        ended_before = !cancel_applies(v->run->status);
-        charter__v1__run_view__free_unpacked(v, NULL);
-    }
+    char before[40] = "";
+    if (!c->json && (rv = status_before(c, req.run_id, before, sizeof before)) != 0)
+        return rv;
+    bool ended_before = !c->json && !cancel_applies(before);
     if (charter_cancel_run(c->client, &req, &r, &st) != 0)
         return rpc_error(&st);
     if (c->json)
@@ -493,17 +502,10 @@ static int cmd_complete(cli *c, const cli_command *cmd, const cli_args *a)
     req.reason = (char *)(arg_option(a, "reason") ? arg_option(a, "reason") : "");
     if ((rv = cli_connect(c)) != 0)
         return rv;
-    bool done_before = false;
-    if (!c->json) {
-        Charter__V1__GetRunRequest g = CHARTER__V1__GET_RUN_REQUEST__INIT;
-        Charter__V1__RunView *v = NULL;
-        g.run_id = req.run_id;
-        g.limit = 1;
-        if (charter_get_run(c->client, &g, &v, &st) != 0)
-            return rpc_error(&st);
-        done_before = strcmp(v->run->status, "completed") == 0;
-        charter__v1__run_view__free_unpacked(v, NULL);
-    }
+    char before[40] = "";
+    if (!c->json && (rv = status_before(c, req.run_id, before, sizeof before)) != 0)
+        return rv;
+    bool done_before = strcmp(before, "completed") == 0;
     if (charter_complete_run(c->client, &req, &r, &st) != 0)
         return rpc_error(&st);
     if (c->json)
