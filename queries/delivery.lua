@@ -64,18 +64,20 @@ local function archived_record(digest_hex, run_id)
     end)) .. run_id
 end
 
--- The generations that have not expired, newest first, at most MAX_GENERATIONS.
-local function live_generations(P)
-    local _, ms = now_ms()
+-- The generations that have not expired at ms (the database's time in milliseconds, read
+-- here when not given), newest first, at most MAX_GENERATIONS.
+local function live_generations(P, ms)
+    ms = ms and string.format('%d', ms) or select(2, now_ms())
     return redis.call('ZRANGE', P .. ':archived_generations', '+inf', '(' .. ms, 'BYSCORE',
                       'REV', 'LIMIT', 0, MAX_GENERATIONS)
 end
 
 -- The compact record of inv, or nil: in each live generation, newest first, then in the
--- bucket of records kept forever. At most MAX_GENERATIONS + 1 HGETs and one ZRANGE.
-local function archived_lookup(P, inv)
+-- bucket of records kept forever. At most MAX_GENERATIONS + 1 HGETs and one ZRANGE. ms,
+-- optional: the database's time in milliseconds, when the caller read it already.
+local function archived_lookup(P, inv, ms)
     local tag = archived_tag(inv)
-    for _, g in ipairs(live_generations(P)) do
+    for _, g in ipairs(live_generations(P, ms)) do
         local r = redis.call('HGET', P .. ':archived_invocations:' .. g .. ':' .. tag, inv)
         if r then
             return r
@@ -175,8 +177,8 @@ end
 -- (charter_remove_run), as a delivery object marked "archived" and naming the run's archive
 -- (its run's entry, archived_run), or nil: the invocation stays taken after its run left
 -- Redis, for as long as its record is kept.
-local function archived_delivery(P, inv)
-    local r = archived_lookup(P, inv)
+local function archived_delivery(P, inv, ms)
+    local r = archived_lookup(P, inv, ms)
     if not r then
         return nil
     end
@@ -732,12 +734,13 @@ local function charter_commit_delivery(keys, args)
     if existing then
         return cjson.encode({status = 'exists', delivery = delivery_object(existing, P)})
     end
-    local archived = archived_delivery(P, inv)
+    -- RULE-COMMIT-DATABASE-CLOCK: every time below is the database's, read inside this call
+    -- (once: the archived records' generations are looked up at the same time).
+    local ts, tnum, tms = now()
+    local archived = archived_delivery(P, inv, tms)
     if archived then
         return cjson.encode({status = 'exists', delivery = archived})
     end
-    -- RULE-COMMIT-DATABASE-CLOCK: every time below is the database's, read inside this call.
-    local ts, tnum = now()
     local function refuse(reason, detail)
         return cjson.encode({status = 'refused', reason = reason, detail = detail})
     end

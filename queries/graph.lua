@@ -13,11 +13,13 @@ local CONF_NAMES, INTEGRITY_NAMES = validation.CONF_NAMES, validation.INTEGRITY_
 local check_label, check_time = validation.check_label, validation.check_time
 local json_arg, prefix, hex64 = validation.json_arg, validation.prefix, validation.hex64
 
--- The database time as the stored string and as a number.
+-- The database's time: as stored ("<seconds>.<6 digits>"), as a number of seconds, and in
+-- whole milliseconds (a number), so one TIME serves every check of a call.
 local function now()
     local t = redis.call('TIME')
     local sec, usec = tonumber(t[1]), tonumber(t[2])
-    return string.format('%d.%06d', sec, usec), sec + usec / 1e6
+    return string.format('%d.%06d', sec, usec), sec + usec / 1e6,
+           sec * 1000 + math.floor(usec / 1000)
 end
 
 local function hash(key)

@@ -129,10 +129,15 @@ local function check_id_list(v, what, optional)
     end
     local out = {}
     for i = 1, n do
-        if v[i] == nil then
+        local id = v[i]
+        if id == nil then
             raise('invalid', what .. ' must be a list of ids')
         end
-        out[i] = check_id(v[i], what .. '[' .. i .. ']')
+        -- The element's name is built only for the error: on the hot path of every commit.
+        if not valid_id(id) then
+            raise('invalid', what .. '[' .. i .. '] must be 1..128 characters of [A-Za-z0-9_.-]')
+        end
+        out[i] = id
     end
     return out
 end
