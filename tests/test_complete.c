@@ -29,7 +29,7 @@ static char graph[64], folder[256], keyfile[300];
 static harness_charterd daemon_;
 static charter_client *op, *viewer;
 static store *st; /* the graph, in this process: the retention pass */
-static char issued_ids[4][17];
+static char issued_ids[8][17];
 static size_t n_issued;
 /* The graph's integrity key: charterd seals events and receipts with it, and the retention
  * pass here verifies archives with it. */
@@ -102,7 +102,7 @@ static int issue_host(const char *actor, char *secret, char *id)
     }
     snprintf(secret, 128, "%s", r->secret);
     snprintf(id, 17, "%s", r->credential->id);
-    if (n_issued < 4)
+    if (n_issued < 8)
         snprintf(issued_ids[n_issued++], 17, "%s", id);
     charter__v1__issued_credential__free_unpacked(r, NULL);
     return 0;
@@ -401,6 +401,31 @@ static void test_a_host_completes_only_a_run_of_its_actors(void)
     charter_client_close(outsider);
 }
 
+/* `charter complete` as a host runs it: CompleteRun is open to a host credential, so the CLI's
+ * look at the status before the call (GetRun, which a host may not call) must not stop it
+ * with a refusal of another method. */
+static void test_a_host_completes_its_run_with_the_cli(void)
+{
+    char secret[128], id[17], run[129], out[600];
+    CU_ASSERT_EQUAL_FATAL(issue_host("reporter", secret, id), 0);
+    CU_ASSERT_EQUAL_FATAL(harness_create_run(op, "external", NULL, run, NULL, NULL), 0);
+    snprintf(out, sizeof out, "%s/complete.out", folder);
+    int rc = harness_sh("CHARTER_URL='%s' CHARTER_TOKEN='%s' '%s' complete %s --reason 'host' "
+                        ">'%s' 2>&1",
+                        daemon_.tcp_url, secret, CHARTER_CLI_PATH, run, out);
+    char *text = harness_slurp(out);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(text);
+    CU_ASSERT_EQUAL(rc, 0);
+    char want[200];
+    snprintf(want, sizeof want, "run %s  completed\n", run);
+    CU_ASSERT_STRING_EQUAL(text, want);
+    free(text);
+    Charter__V1__RunView *v = view_of(run);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(v);
+    CU_ASSERT_STRING_EQUAL(v->run->status, "completed");
+    charter__v1__run_view__free_unpacked(v, NULL);
+}
+
 /* A retention pass archives only ended runs: a created external run stays in the database;
  * completed, it leaves for its archive. */
 static void test_retention_archives_an_external_run_once_completed(void)
@@ -496,6 +521,7 @@ static const harness_test complete_tests[] = {
     {"a send held for a human keeps the run open until decided",
      test_a_send_held_for_a_human_keeps_the_run_open_until_decided},
     {"a host completes only a run of its actors", test_a_host_completes_only_a_run_of_its_actors},
+    {"a host completes its run with the CLI", test_a_host_completes_its_run_with_the_cli},
     {"retention archives an external run once completed",
      test_retention_archives_an_external_run_once_completed},
 };
