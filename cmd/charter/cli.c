@@ -1075,7 +1075,15 @@ static int cmd_deliver(cli *c, const cli_command *cmd, const cli_args *a)
         if (r->delivery != NULL) {
             printf("acknowledged  %s\n",
                    r->acknowledged ? "yes (an earlier delivery; nothing new was sent)" : "no");
-            cli_print_deliveries(stdout, &r->delivery, 1);
+            /* A delivery acknowledged from an archived run's compact record has no details
+             * (no recipient, tool, payload or event): its archive holds them. */
+            const char *archive = r->delivery->archive;
+            if (archive == NULL || *archive == '\0' || r->delivery->event_seq > 0)
+                cli_print_deliveries(stdout, &r->delivery, 1);
+            if (archive != NULL && *archive != '\0')
+                printf("archive       %s (run %s left the database; its archive holds the "
+                       "delivery)\n",
+                       archive, r->delivery->run_id ? r->delivery->run_id : "");
         }
         if (r->pending_approval != NULL && *r->pending_approval != '\0' && r->approval != NULL)
             printf("approval      %s pending: nothing is delivered unless %s approves "
