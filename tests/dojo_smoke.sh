@@ -44,6 +44,17 @@ documented=$(awk '/^## Options/ { on = 1; next } /^## / { on = 0 } on' "$src/doc
   grep -oE '^\| `--[a-z-]+' | tr -d '|` ' | sort -u)
 expect "docs/dojo.md's Options table names every option of --help, and only those" \
   '[ -n "$helped" ] && [ "$helped" = "$documented" ]'
+# Usage errors exit 2 before anything runs: a count that is not a whole number of 1 or more
+# (strtoul read "-1" as all of them, "1e300" and "2x" as 1, "0" as no limit), and an --out
+# the results could never be written to (it used to run the whole benchmark, print "one JSON
+# line per case in FILE" and exit 0).
+for bad in "--max-users -1" "--max-users 0" "--max-users 1e300" "--max-users 2x" \
+  "--max-injections 99999999999999999999" "--max-injections ''" "--out $out/no/such/folder/x"; do
+  eval "\"$dojo\" --redis \"$redis\" --suite \"$suite\" --no-repeat --quiet $bad" >"$out/bad" 2>&1
+  brc=$?
+  expect "charter-dojo $bad is a usage error (exit 2, got $brc)" \
+    '[ "$brc" -eq 2 ] && grep -q "^charter-dojo: " "$out/bad" && ! grep -q "one JSON line per case" "$out/bad"'
+done
 [ "$rc" -eq 0 ] || tail -n 20 "$out/err"
 echo "$((asserted - fails)) passed, $fails failed"
 [ "$fails" -eq 0 ]

@@ -1590,6 +1590,49 @@ static void test_charterd_answers_a_tool_call_from_the_archive_after_the_window(
     harness_graph_drop(g);
 }
 
+/* `charter deliver` retried after its run was archived, within the invocation window: the
+ * answer comes from the compact record, which keeps the run and its archive but not the send's
+ * details. The human output names the archive and prints no row of blanks with a seq of 0
+ * (no event 0 exists). */
+static void test_the_cli_names_the_archive_of_an_acknowledged_delivery(void)
+{
+    char g[64], dir[300], out[320];
+    harness_graph_name(g, sizeof g, "cliack");
+    snprintf(dir, sizeof dir, "%s/cliack", folder);
+    snprintf(out, sizeof out, "%s/cliack.out", folder);
+    const char *extra[] = {"--retention", "1s", "--archive-dir", dir};
+    harness_charterd_opts o = {.graph = g, .extra_args = extra, .n_extra = 4, .http = true};
+    harness_charterd d;
+    CU_ASSERT_EQUAL_FATAL(harness_charterd_start(&o, &d), 0);
+    CU_ASSERT_EQUAL_FATAL(
+        harness_sh("export CHARTER_URL='%s' CHARTER_TOKEN='%s'; C='%s'; set -e; "
+                   "R=$($C --json run --mode external | jq -r .run.id); "
+                   "X=$($C --json open-step $R analyze | jq -r .contextId); "
+                   "S=$($C --json read-source $X budget | jq -r .artifact.id); "
+                   "P=$($C --json record-output $X --title rec --content 'vendor b' $S | "
+                   "jq -r .artifact.id); "
+                   "$C deliver $X $P cfo deliver_internal cli-ack-1 >/dev/null; "
+                   "$C complete $R >/dev/null; echo \"$X $P $R\" >'%s'",
+                   d.tcp_url, HARNESS_OPERATOR_TOKEN, CHARTER_CLI_PATH, out),
+        0);
+    CU_ASSERT_EQUAL_FATAL(wait_archived(d.http_hostport, 1), 0);
+    CU_ASSERT_EQUAL(harness_sh("export CHARTER_URL='%s' CHARTER_TOKEN='%s'; read X P R <'%s'; "
+                               "'%s' deliver $X $P cfo deliver_internal cli-ack-1 >'%s.2'",
+                               d.tcp_url, HARNESS_OPERATOR_TOKEN, out, CHARTER_CLI_PATH, out),
+                    0);
+    char path[340];
+    snprintf(path, sizeof path, "%s.2", out);
+    char *text = harness_slurp(path);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(text);
+    CU_ASSERT_PTR_NOT_NULL(strstr(text, "acknowledged  yes"));
+    CU_ASSERT_PTR_NOT_NULL(strstr(text, "archive       "));
+    CU_ASSERT_PTR_NOT_NULL(strstr(text, ".charter-archive"));
+    CU_ASSERT_PTR_NULL(strstr(text, "INVOCATION")); /* no table of blanks */
+    free(text);
+    CU_ASSERT_EQUAL(harness_charterd_stop(&d), 0);
+    harness_graph_drop(g);
+}
+
 /* The PTTL (ms) of the bucket that holds inv's compact record, or -3 when none does. */
 static const char record_pttl_script[] =
     "local tag = redis.sha1hex(ARGV[1]):sub(1, 4)\n"
@@ -1750,6 +1793,8 @@ static const harness_test window_tests[] = {
      test_after_the_window_a_retry_is_never_a_fresh_delivery},
     {"after the window a retry is acknowledged from the archive",
      test_after_the_window_a_retry_is_acknowledged_from_the_archive},
+    {"the CLI names the archive of an acknowledged delivery",
+     test_the_cli_names_the_archive_of_an_acknowledged_delivery},
     {"after the window other content is a conflict",
      test_after_the_window_other_content_is_a_conflict},
 };

@@ -29,7 +29,7 @@ static char graph[64], folder[256], keyfile[300];
 static harness_charterd daemon_;
 static charter_client *op, *viewer;
 static store *st; /* the graph, in this process: the retention pass */
-static char issued_ids[4][17];
+static char issued_ids[8][17];
 static size_t n_issued;
 /* The graph's integrity key: charterd seals events and receipts with it, and the retention
  * pass here verifies archives with it. */
@@ -102,7 +102,7 @@ static int issue_host(const char *actor, char *secret, char *id)
     }
     snprintf(secret, 128, "%s", r->secret);
     snprintf(id, 17, "%s", r->credential->id);
-    if (n_issued < 4)
+    if (n_issued < 8)
         snprintf(issued_ids[n_issued++], 17, "%s", id);
     charter__v1__issued_credential__free_unpacked(r, NULL);
     return 0;
@@ -206,6 +206,91 @@ static void test_gate_calls_on_a_completed_run_are_refused_and_write_nothing(voi
     char want[256];
     snprintf(want, sizeof want, "run %s is completed: its record is closed", run);
     CU_ASSERT_PTR_NOT_NULL(strstr(s.message, want));
+    CU_ASSERT_EQUAL(seq_of(run), seq);
+}
+
+/* A payments run (deploy/workflows/payments.json): its pay step's context into ctx and the
+ * observed bill into bill. */
+static void payments_run(char run[129], char ctx[129], char bill[129])
+{
+    char *bytes = harness_slurp(CHARTER_SOURCE_DIR "/deploy/workflows/payments.json");
+    CU_ASSERT_PTR_NOT_NULL_FATAL(bytes);
+    Charter__V1__ApplyWorkflowRequest wr = CHARTER__V1__APPLY_WORKFLOW_REQUEST__INIT;
+    wr.definition.data = (uint8_t *)bytes;
+    wr.definition.len = strlen(bytes);
+    Charter__V1__WorkflowInfo *info = NULL;
+    charter_status st;
+    CU_ASSERT_EQUAL_FATAL(charter_apply_workflow(op, &wr, &info, &st), 0);
+    charter__v1__workflow_info__free_unpacked(info, NULL);
+    free(bytes);
+    CU_ASSERT_EQUAL_FATAL(harness_create_run(op, "external", "payments", run, NULL, NULL), 0);
+    CU_ASSERT_EQUAL_FATAL(harness_open_step(op, run, "pay", ctx), 0);
+    Charter__V1__ObserveSourceRequest req = CHARTER__V1__OBSERVE_SOURCE_REQUEST__INIT;
+    req.context_id = ctx;
+    req.resource_id = "bill";
+    req.content = "Electricity bill INV-7731. Amount due: 84.20 EUR. Pay to IBAN "
+                  "DE89370400440532013000.";
+    req.locator = "file:///bills/inv-7731.txt";
+    Charter__V1__ObserveSourceResponse *r = NULL;
+    CU_ASSERT_EQUAL_FATAL(charter_observe_source(op, &req, &r, &st), 0);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(r->artifact);
+    snprintf(bill, 129, "%s", r->artifact->id);
+    charter__v1__observe_source_response__free_unpacked(r, NULL);
+}
+
+/* send_money of the bill's IBAN with reference ref under inv, through ctx. */
+static Charter__V1__InvokeResponse *pay(const char *ctx, const char *bill, const char *inv,
+                                        const char *ref, charter_status *st)
+{
+    char quote[140];
+    snprintf(quote, sizeof quote, "quote:%s", bill);
+    const harness_invoke_arg args[] = {{"iban", "DE89370400440532013000", quote},
+                                       {"amount", "84.20", "task"},
+                                       {"reference", ref, "task"}};
+    return harness_invoke(op, ctx, "send_money", inv, args, 3, st);
+}
+
+/* A tool call committed before the run was completed, asked again after: the record is closed
+ * to new calls, but a retry of a committed invocation must still learn that it was committed
+ * (acknowledged, nothing written). Refused instead, a caller that lost the first answer is
+ * told to start a new run, and pays twice. Other arguments under the invocation are still a
+ * conflict, and a new invocation is refused, writing nothing. */
+static void test_a_committed_tool_call_is_acknowledged_after_the_run_completed(void)
+{
+    char run[129], ctx[129], bill[129], status[32], msg[512];
+    payments_run(run, ctx, bill);
+    charter_status st;
+    char inv[160];
+    snprintf(inv, sizeof inv, "%s:pay", run);
+    Charter__V1__InvokeResponse *r = pay(ctx, bill, inv, "INV-7731", &st);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(r);
+    CU_ASSERT_EQUAL_FATAL(r->decision->outcome, CHARTER__V1__OUTCOME__ALLOW);
+    CU_ASSERT_FALSE(r->acknowledged);
+    charter__v1__invoke_response__free_unpacked(r, NULL);
+    CU_ASSERT_EQUAL_FATAL(complete(op, run, NULL, status, msg), 0);
+    uint64_t seq = seq_of(run);
+
+    r = pay(ctx, bill, inv, "INV-7731", &st);
+    CU_ASSERT_PTR_NOT_NULL(r);
+    if (r != NULL) {
+        CU_ASSERT_EQUAL(r->decision->outcome, CHARTER__V1__OUTCOME__ALLOW);
+        CU_ASSERT_TRUE(r->acknowledged);
+        CU_ASSERT_PTR_NOT_NULL(r->delivery);
+        charter__v1__invoke_response__free_unpacked(r, NULL);
+    } else {
+        fprintf(stderr, "\n  Invoke retry: %s\n", st.message);
+    }
+    r = pay(ctx, bill, inv, "INV-7732", &st);
+    CU_ASSERT_PTR_NOT_NULL(r);
+    if (r != NULL) {
+        CU_ASSERT_EQUAL(r->decision->outcome, CHARTER__V1__OUTCOME__DENY);
+        CU_ASSERT_FALSE(r->acknowledged);
+        charter__v1__invoke_response__free_unpacked(r, NULL);
+    }
+    snprintf(inv, sizeof inv, "%s:pay-again", run);
+    CU_ASSERT_PTR_NULL(pay(ctx, bill, inv, "INV-7731", &st));
+    CU_ASSERT_EQUAL(st.code, CHARTER_FAILED_PRECONDITION);
+    CU_ASSERT_PTR_NOT_NULL(strstr(st.message, "belongs to a completed run"));
     CU_ASSERT_EQUAL(seq_of(run), seq);
 }
 
@@ -401,6 +486,31 @@ static void test_a_host_completes_only_a_run_of_its_actors(void)
     charter_client_close(outsider);
 }
 
+/* `charter complete` as a host runs it: CompleteRun is open to a host credential, so the CLI's
+ * look at the status before the call (GetRun, which a host may not call) must not stop it
+ * with a refusal of another method. */
+static void test_a_host_completes_its_run_with_the_cli(void)
+{
+    char secret[128], id[17], run[129], out[600];
+    CU_ASSERT_EQUAL_FATAL(issue_host("reporter", secret, id), 0);
+    CU_ASSERT_EQUAL_FATAL(harness_create_run(op, "external", NULL, run, NULL, NULL), 0);
+    snprintf(out, sizeof out, "%s/complete.out", folder);
+    int rc = harness_sh("CHARTER_URL='%s' CHARTER_TOKEN='%s' '%s' complete %s --reason 'host' "
+                        ">'%s' 2>&1",
+                        daemon_.tcp_url, secret, CHARTER_CLI_PATH, run, out);
+    char *text = harness_slurp(out);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(text);
+    CU_ASSERT_EQUAL(rc, 0);
+    char want[200];
+    snprintf(want, sizeof want, "run %s  completed\n", run);
+    CU_ASSERT_STRING_EQUAL(text, want);
+    free(text);
+    Charter__V1__RunView *v = view_of(run);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(v);
+    CU_ASSERT_STRING_EQUAL(v->run->status, "completed");
+    charter__v1__run_view__free_unpacked(v, NULL);
+}
+
 /* A retention pass archives only ended runs: a created external run stays in the database;
  * completed, it leaves for its archive. */
 static void test_retention_archives_an_external_run_once_completed(void)
@@ -491,11 +601,14 @@ static const harness_test complete_tests[] = {
      test_an_external_run_completes_once_with_its_event_and_its_end},
     {"Gate calls on a completed run are refused and write nothing",
      test_gate_calls_on_a_completed_run_are_refused_and_write_nothing},
+    {"a committed tool call is acknowledged after the run completed",
+     test_a_committed_tool_call_is_acknowledged_after_the_run_completed},
     {"CompleteRun refuses what it does not end and writes nothing",
      test_complete_refuses_what_it_does_not_end_and_writes_nothing},
     {"a send held for a human keeps the run open until decided",
      test_a_send_held_for_a_human_keeps_the_run_open_until_decided},
     {"a host completes only a run of its actors", test_a_host_completes_only_a_run_of_its_actors},
+    {"a host completes its run with the CLI", test_a_host_completes_its_run_with_the_cli},
     {"retention archives an external run once completed",
      test_retention_archives_an_external_run_once_completed},
 };

@@ -417,6 +417,40 @@ static void test_sessions_call_tools_concurrently(void)
     CU_ASSERT_EQUAL(end_session(CRED_B, s2), 200);
 }
 
+/* Valid JSON whose strings hold an escaped NUL (a value read from a binary file, say) is
+ * refused, with the request's own id: an answer without it (a "Parse error" with a null id)
+ * would leave a client over stdio waiting for its answer forever. A notification holding one
+ * gets no answer. */
+static void test_a_nul_in_a_message_is_refused_with_its_id(void)
+{
+    char sid[33], body[4096];
+    CU_ASSERT_EQUAL_FATAL(open_session(CRED_A, sid), 200);
+    const char *call = "{\"jsonrpc\":\"2.0\",\"id\":7,\"method\":\"tools/call\",\"params\":{"
+                       "\"name\":\"read_source\",\"arguments\":{\"context_id\":\"c1\\u0000x\","
+                       "\"resource_id\":\"vendor_a\"}}}";
+    CU_ASSERT_EQUAL(post(CRED_A, sid, call, NULL, body, sizeof body), 200);
+    json_t *j = json_loads(body, 0, NULL);
+    CU_ASSERT_EQUAL(json_integer_value(json_object_get(j, "id")), 7);
+    json_t *err = json_object_get(j, "error");
+    CU_ASSERT_EQUAL(json_integer_value(json_object_get(err, "code")), -32602);
+    CU_ASSERT_PTR_NOT_NULL(strstr(json_string_value(json_object_get(err, "message"))
+                                      ? json_string_value(json_object_get(err, "message"))
+                                      : "",
+                                  "NUL byte"));
+    json_decref(j);
+    const char *string_id = "{\"jsonrpc\":\"2.0\",\"id\":\"q-1\",\"method\":\"ping\","
+                            "\"params\":{\"x\":\"a\\u0000\"}}";
+    CU_ASSERT_EQUAL(post(CRED_A, sid, string_id, NULL, body, sizeof body), 200);
+    CU_ASSERT_PTR_NOT_NULL(strstr(body, "\"id\":\"q-1\""));
+    CU_ASSERT_PTR_NOT_NULL(strstr(body, "-32602"));
+    const char *note = "{\"jsonrpc\":\"2.0\",\"method\":\"notifications/x\",\"params\":{"
+                       "\"x\":\"\\u0000\"}}";
+    CU_ASSERT_EQUAL(post(CRED_A, sid, note, NULL, body, sizeof body), 202);
+    CU_ASSERT_EQUAL(post(CRED_A, sid, "{\"id\":3,", NULL, body, sizeof body), 200);
+    CU_ASSERT_PTR_NOT_NULL(strstr(body, "\"code\":-32700"));
+    CU_ASSERT_EQUAL(end_session(CRED_A, sid), 200);
+}
+
 /* --- the suite ---------------------------------------------------------------------------- */
 
 static int suite_init(void)
@@ -472,6 +506,7 @@ static const harness_test tests[] = {
     T(test_slow_requests_are_closed_at_their_deadlines),
     T(test_sessions_per_credential_are_capped),
     T(test_sessions_call_tools_concurrently),
+    T(test_a_nul_in_a_message_is_refused_with_its_id),
 };
 
 static const harness_suite suites[] = {

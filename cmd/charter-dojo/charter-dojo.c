@@ -54,6 +54,21 @@ static void usage(FILE *f)
         CHARTER_DOJO_SUITES);
 }
 
+/* A count option's value: a whole number from 1 to 100000 (strtoul alone would take "-1" as
+ * every task, "2x" and "1e300" as a prefix, and "0" as no limit). Returns 0, or -1 saying why. */
+static int count_option(const char *name, const char *v, unsigned *out)
+{
+    char *end = NULL;
+    errno = 0;
+    unsigned long n = v[0] >= '0' && v[0] <= '9' ? strtoul(v, &end, 10) : 0;
+    if (end == NULL || *end != '\0' || errno != 0 || n < 1 || n > 100000) {
+        dojo_say("--%s needs a whole number from 1 to 100000, got \"%s\"", name, v);
+        return -1;
+    }
+    *out = (unsigned)n;
+    return 0;
+}
+
 static int parse(int argc, char **argv, dojo_options *o)
 {
     static const struct option longs[] = {{"suite", required_argument, NULL, 's'},
@@ -85,10 +100,12 @@ static int parse(int argc, char **argv, dojo_options *o)
             o->suites_dir = optarg;
             break;
         case 'u':
-            o->max_users = (unsigned)strtoul(optarg, NULL, 10);
+            if (count_option("max-users", optarg, &o->max_users) != 0)
+                return -1;
             break;
         case 'i':
-            o->max_injections = (unsigned)strtoul(optarg, NULL, 10);
+            if (count_option("max-injections", optarg, &o->max_injections) != 0)
+                return -1;
             break;
         case 'n':
             o->no_repeat = true;
@@ -109,6 +126,13 @@ static int parse(int argc, char **argv, dojo_options *o)
     }
     if (optind != argc) {
         usage(stderr);
+        return -1;
+    }
+    /* The results are written at the end: a file that cannot be written is found before the
+     * benchmark runs, not after it ran for nothing. */
+    FILE *f = fopen(o->out, "a");
+    if (f == NULL || fclose(f) != 0) {
+        dojo_say("--out %s: %s", o->out, strerror(errno));
         return -1;
     }
     return 0;
@@ -315,13 +339,17 @@ int main(int argc, char **argv)
     else if (nftw(o.tmpdir, remove_one, 16, FTW_DEPTH | FTW_PHYS) != 0)
         dojo_say("could not remove %s", o.tmpdir);
     int checks = dojo_report_print(&r);
-    printf("\n%.0f s; one JSON line per case in %s\n", (dojo_now_ms() - t0) / 1000, o.out);
-    if (dojo_report_write_lines(&r, o.out) != 0)
-        dojo_say("cannot write %s", o.out);
+    bool written = dojo_report_write_lines(&r, o.out) == 0;
+    if (written)
+        printf("\n%.0f s; one JSON line per case in %s\n", (dojo_now_ms() - t0) / 1000, o.out);
+    else
+        dojo_say("cannot write %s: %s (the cases' JSON lines are lost)", o.out, strerror(errno));
     free_cases(&r);
     for (int arm = 0; arm < DOJO_ARMS; arm++)
         free(arms[arm].lat);
     for (size_t i = 0; i < n; i++)
         dojo_suite_free(&suites[i]);
+    if (!written)
+        return 2;
     return o.check && checks != 0 ? 1 : 0;
 }

@@ -203,6 +203,34 @@ static char *request(mcp_server *srv, mcp_session *s, const json_t *id, const ch
     return mcp_jsonrpc_error_text(id, MCP_METHOD_NOT_FOUND, msg);
 }
 
+/* The answer to a message jansson could not parse (*reply, or NULL for a notification).
+ * Valid JSON whose strings hold an escaped NUL (\u0000) is refused by the strict parse only
+ * because no id, argument or text here may hold one; it is answered with its own id, as
+ * invalid params: a "Parse error" with a null id would leave a client waiting for its answer
+ * forever. Anything else is a parse error. Returns 0, or -1 when out of memory. */
+static int nul_refused(const char *buf, size_t len, char **reply)
+{
+    json_t *msg = json_loadb(buf, len, JSON_REJECT_DUPLICATES | JSON_ALLOW_NUL, NULL);
+    if (!json_is_object(msg)) {
+        json_decref(msg);
+        *reply = mcp_jsonrpc_error_text(NULL, MCP_PARSE_ERROR, "Parse error");
+        return *reply ? 0 : -1;
+    }
+    const json_t *id = json_object_get(msg, "id");
+    bool usable = json_is_integer(id) ||
+                  (json_is_string(id) && strlen(json_string_value(id)) == json_string_length(id));
+    if (id == NULL) { /* a notification: never answered */
+        json_decref(msg);
+        return 0;
+    }
+    *reply = mcp_jsonrpc_error_text(usable ? id : NULL,
+                                    usable ? MCP_INVALID_PARAMS : MCP_INVALID_REQUEST,
+                                    "a string of the message holds a NUL byte (\\u0000), which "
+                                    "charter-mcp does not accept in any id, name or value");
+    json_decref(msg);
+    return *reply ? 0 : -1;
+}
+
 int mcp_jsonrpc_handle(mcp_server *srv, mcp_session *s, const char *buf, size_t len, char **reply,
                        bool *was_initialize)
 {
@@ -216,10 +244,8 @@ int mcp_jsonrpc_handle(mcp_server *srv, mcp_session *s, const char *buf, size_t 
     }
     json_error_t jerr;
     json_t *msg = json_loadb(buf, len, JSON_REJECT_DUPLICATES, &jerr);
-    if (!msg) {
-        *reply = mcp_jsonrpc_error_text(NULL, MCP_PARSE_ERROR, "Parse error");
-        return *reply ? 0 : -1;
-    }
+    if (!msg)
+        return nul_refused(buf, len, reply);
     if (json_is_array(msg)) {
         json_decref(msg);
         *reply = mcp_jsonrpc_error_text(NULL, MCP_INVALID_REQUEST,

@@ -526,14 +526,23 @@ static json_t *call_downstream(mcp_server *srv, mcp_session *s, const json_t *de
                         : a.is_error ? "error"
                                      : "ok");
     if (rc != 0) {
+        /* Only a tool with an effect commits under its invocation (the body's effect): a
+         * retry of it is acknowledged and never sent. A tool without one commits nothing, and
+         * the same call made again asks the server again: its witness must not say otherwise. */
+        bool committed = json_object_get(body, "effect") != NULL;
+        const char *outcome = a.answered ? "an error" : a.sent ? "unknown" : "that it never ran";
         char w[1024];
-        snprintf(w, sizeof w,
-                 "invocation %s is committed; %s; the downstream outcome is %s, and the call is "
-                 "not sent again",
-                 inv, a.error,
-                 a.answered ? "an error"
-                 : a.sent   ? "unknown"
-                            : "that it never ran");
+        if (committed)
+            snprintf(w, sizeof w,
+                     "invocation %s is committed; %s; the downstream outcome is %s, and the call "
+                     "is not sent again",
+                     inv, a.error, outcome);
+        else
+            snprintf(w, sizeof w,
+                     "invocation %s of a tool without an effect committed nothing; %s; the "
+                     "downstream outcome is %s; this call is not repeated, and the same call "
+                     "made again asks the server again",
+                     inv, a.error, outcome);
         json_object_set_new(ds, "outcome",
                             json_string(a.answered ? "error"
                                         : a.sent   ? "unknown"

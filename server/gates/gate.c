@@ -190,6 +190,22 @@ int gate_context_of(const gate_env *g, const char *context_id, const workflow **
 int gate_context_from(const gate_env *g, json_t *raw, const workflow **wf,
                       const workflow_step **step, guard_context *ctx)
 {
+    bool closed = false;
+    int rc = gate_context_closed(g, raw, wf, step, ctx, &closed);
+    if (rc == STATUS_OK && closed) {
+        *step = NULL;
+        if (wf)
+            *wf = NULL;
+        facts_context_free(ctx);
+        return STATUS_EREFUSED;
+    }
+    return rc;
+}
+
+int gate_context_closed(const gate_env *g, json_t *raw, const workflow **wf,
+                        const workflow_step **step, guard_context *ctx, bool *closed)
+{
+    *closed = false;
     memset(ctx, 0, sizeof *ctx);
     *step = NULL;
     if (wf)
@@ -200,13 +216,9 @@ int gate_context_from(const gate_env *g, json_t *raw, const workflow **wf,
         return rc;
     }
     /* A completed run's record is closed: its receipt signs its last event, and no host may
-     * add to it through a context it kept. */
+     * add to it through a context it kept (gate_context_from refuses it). */
     const char *run_status = json_string_value(json_object_get(raw, "run_status"));
-    if (run_status && strcmp(run_status, "completed") == 0) {
-        json_decref(raw);
-        facts_context_free(ctx);
-        return STATUS_EREFUSED;
-    }
+    *closed = run_status && strcmp(run_status, "completed") == 0;
     /* The context acts under its run's workflow version, never the one charterd started
      * with; a context that records none was never completed and is not usable. */
     const char *version = json_string_value(json_object_get(raw, "workflow"));

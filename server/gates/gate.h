@@ -70,6 +70,13 @@ int gate_context_of(const gate_env *g, const char *context_id, const workflow **
 int gate_context_from(const gate_env *g, json_t *raw, const workflow **wf,
                       const workflow_step **step, guard_context *ctx);
 
+/* gate_context_from that reads a completed run's context too, setting *closed instead of
+ * refusing it (false otherwise): for a caller that answers a retry of an invocation the run
+ * committed before it was completed (acknowledged: nothing written) and refuses anything else
+ * with STATUS_EREFUSED itself. */
+int gate_context_closed(const gate_env *g, json_t *raw, const workflow **wf,
+                        const workflow_step **step, guard_context *ctx, bool *closed);
+
 /* gate_context_of without the workflow. */
 int gate_context(const gate_env *g, const char *context_id, const workflow_step **step,
                  guard_context *ctx);

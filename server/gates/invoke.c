@@ -37,6 +37,7 @@ typedef struct {
     const workflow_step *ws;
     guard_context ctx;
     bool have_ctx;
+    bool closed; /* the context's run is completed: only a committed invocation is answered */
     const json_t *decl; /* the tool's declaration, or NULL */
     char *canonical;    /* the arguments as committed: {"name": value, ...}, sorted */
     char fingerprint[65];
@@ -159,10 +160,16 @@ static int read_facts(invoke_state *s)
     json_decref(quoted);
     if (rc != STATUS_OK)
         return rc;
-    rc = gate_context_from(s->g, json_incref(json_object_get(s->reply, "context")), &s->wf, &s->ws,
-                           &s->ctx);
+    rc = gate_context_closed(s->g, json_incref(json_object_get(s->reply, "context")), &s->wf,
+                             &s->ws, &s->ctx, &s->closed);
     if (rc != STATUS_OK)
         return rc;
+    /* A completed run's record is closed, but a retry of what it committed still learns of its
+     * effect (invoke_call answers it from the invocation's delivery, writing nothing). */
+    if (s->closed && !json_is_object(json_object_get(s->reply, "delivery"))) {
+        facts_context_free(&s->ctx);
+        return STATUS_EREFUSED;
+    }
     s->have_ctx = true;
     s->have_head = evlog_head_parse(json_object_get(s->reply, "head"), &s->head) == STATUS_OK;
     const json_t *t = json_object_get(s->reply, "now");
@@ -746,6 +753,8 @@ int invoke_call(const gate_env *g, const char *context_id, const char *tool,
         answer_existing(&s, out, json_incref(json_object_get(s.reply, "delivery")));
         goto out;
     }
+    if (rc == STATUS_OK && s.closed)
+        rc = STATUS_EREFUSED; /* read_facts let it through for its delivery alone */
     if (rc == STATUS_OK)
         rc = check_origins(&s, why, whylen);
     if (rc == STATUS_OK)

@@ -450,7 +450,7 @@ try {
     assert.equal(r.witness, 'tool move_file: move_file of server files no longer takes argument "target": update the workflow');
     assert.equal(existsSync(paths.bill), true);
   });
-  await check('a downstream that dies mid-call: committed, outcome unknown, never sent again', async () => {
+  await check('a downstream that dies mid-call: outcome unknown, not repeated, and a read commits nothing', async () => {
     const r = await call(agent, 'fetch_statement', { context_id: ids.ctx, arguments: { month: fromTask('2026-03') } });
     refused(r, 'DOWNSTREAM_FAILED');
     assert.equal(r.decision, 'unknown');
@@ -458,7 +458,11 @@ try {
     assert.equal(r.downstream.called, true);
     assert.equal(r.downstream.outcome, 'unknown');
     assert.ok(r.witness.includes('server mailpay: the server exited'), r.witness);
-    assert.ok(r.witness.endsWith('the downstream outcome is unknown, and the call is not sent again'), r.witness);
+    // fetch_statement has no effect: charterd committed nothing under the invocation, and the
+    // same call made again goes to the server again, so the witness says neither otherwise.
+    assert.equal(r.effect, undefined);
+    assert.ok(r.witness.startsWith(`invocation ${r.invocation_id} of a tool without an effect committed nothing; `), r.witness);
+    assert.ok(r.witness.endsWith('the downstream outcome is unknown; this call is not repeated, and the same call made again asks the server again'), r.witness);
     assert.equal(effects().filter((e) => e.tool === 'statement').length, 1);
   });
   await check('the gateway keeps serving: the next call starts the mail server again', async () => {
@@ -729,7 +733,7 @@ try {
     assert.ok(r.witness.includes("server mailpay_slowhttp: no answer within the server's timeout_ms"), r.witness);
     assert.equal(lines(ledgerHttp).filter((e) => e.tool === 'hang').length, 1);
   });
-  await check('[http] a url server that dies mid-call: committed, outcome unknown, never sent again', async () => {
+  await check('[http] a url server that dies mid-call: outcome unknown, the call not repeated', async () => {
     const r = await call(A, 'mortal_statement', { context_id: a.ctx, arguments: { month: fromTask('2026-03') } });
     refused(r, 'DOWNSTREAM_FAILED');
     assert.equal(r.decision, 'unknown');
@@ -737,7 +741,7 @@ try {
     assert.equal(r.downstream.called, true);
     assert.equal(r.downstream.outcome, 'unknown');
     assert.ok(r.witness.includes('server mortal: the server closed the connection without answering'), r.witness);
-    assert.ok(r.witness.endsWith('the downstream outcome is unknown, and the call is not sent again'), r.witness);
+    assert.ok(r.witness.endsWith('the downstream outcome is unknown; this call is not repeated, and the same call made again asks the server again'), r.witness);
     await mortal.exited;
     assert.equal(lines(ledgerMortal).filter((e) => e.tool === 'statement').length, 1);
   });
@@ -831,7 +835,7 @@ try {
     const echo = await hostileCall('hostile_echo');
     refused(echo, 'DOWNSTREAM_FAILED');
     assert.equal(echo.downstream.outcome, 'error');
-    assert.match(echo.witness, /^invocation \S+ is committed; server hostile: the server refused the request \(HTTP 403, with a \d+-byte body not shown\); the downstream outcome is an error, and the call is not sent again$/);
+    assert.match(echo.witness, /^invocation \S+ of a tool without an effect committed nothing; server hostile: the server refused the request \(HTTP 403, with a \d+-byte body not shown\); the downstream outcome is an error; this call is not repeated, and the same call made again asks the server again$/);
     const inject = await hostileCall('hostile_inject');
     refused(inject, 'DOWNSTREAM_FAILED');
     assert.match(inject.witness, /; server hostile: tools\/call failed: JSON-RPC error -32099, with a \d+-byte message not shown;/);
