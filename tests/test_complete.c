@@ -294,6 +294,72 @@ static void test_a_committed_tool_call_is_acknowledged_after_the_run_completed(v
     CU_ASSERT_EQUAL(seq_of(run), seq);
 }
 
+/* Deliver of payload from ctx to the CFO under invocation inv: the answer, or NULL with st
+ * set. */
+static Charter__V1__DeliverResponse *send_cfo(const char *ctx, const char *payload, const char *inv,
+                                              charter_status *st)
+{
+    Charter__V1__DeliverRequest dr = CHARTER__V1__DELIVER_REQUEST__INIT;
+    dr.context_id = (char *)ctx;
+    dr.payload_id = (char *)payload;
+    dr.recipient = "cfo";
+    dr.tool = "deliver_internal";
+    dr.invocation_id = (char *)inv;
+    Charter__V1__DeliverResponse *d = NULL;
+    return charter_deliver(op, &dr, &d, st) == 0 ? d : NULL;
+}
+
+/* A send the run committed before it was completed, asked again with its invocation ID (a
+ * caller that lost the answer), is acknowledged from its delivery, writing nothing; a new send
+ * through the closed record is refused. */
+static void test_a_committed_send_is_acknowledged_after_the_run_completed(void)
+{
+    char run[129], ctx[129], source[129], status[32], msg[512], inv[160];
+    CU_ASSERT_EQUAL_FATAL(harness_create_run(op, "external", NULL, run, NULL, NULL), 0);
+    CU_ASSERT_EQUAL_FATAL(harness_open_step(op, run, "analyze", ctx), 0);
+    CU_ASSERT_EQUAL_FATAL(harness_read_source(op, ctx, "vendor_a", source), 0);
+    Charter__V1__RecordOutputRequest ro = CHARTER__V1__RECORD_OUTPUT_REQUEST__INIT;
+    char *inputs[1] = {source};
+    ro.context_id = ctx;
+    ro.input_ids = inputs;
+    ro.n_input_ids = 1;
+    ro.title = "Vendor summary";
+    ro.content = "Northwind, within budget.";
+    Charter__V1__RecordOutputResponse *o = NULL;
+    charter_status st;
+    CU_ASSERT_EQUAL_FATAL(charter_record_output(op, &ro, &o, &st), 0);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(o->artifact);
+    char payload[129];
+    snprintf(payload, sizeof payload, "%s", o->artifact->id);
+    charter__v1__record_output_response__free_unpacked(o, NULL);
+    snprintf(inv, sizeof inv, "%s:send", run);
+    Charter__V1__DeliverResponse *d = send_cfo(ctx, payload, inv, &st);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(d);
+    CU_ASSERT_EQUAL_FATAL(d->decision->outcome, CHARTER__V1__OUTCOME__ALLOW);
+    CU_ASSERT_FALSE(d->acknowledged);
+    charter__v1__deliver_response__free_unpacked(d, NULL);
+    CU_ASSERT_EQUAL_FATAL(complete(op, run, NULL, status, msg), 0);
+    uint64_t seq = seq_of(run);
+
+    d = send_cfo(ctx, payload, inv, &st);
+    CU_ASSERT_PTR_NOT_NULL(d);
+    if (d != NULL) {
+        CU_ASSERT_EQUAL(d->decision->outcome, CHARTER__V1__OUTCOME__ALLOW);
+        CU_ASSERT_TRUE(d->acknowledged);
+        CU_ASSERT_PTR_NOT_NULL(d->delivery);
+        if (d->delivery != NULL)
+            CU_ASSERT_STRING_EQUAL(d->delivery->invocation_id, inv);
+        charter__v1__deliver_response__free_unpacked(d, NULL);
+    } else {
+        fprintf(stderr, "\n  Deliver retry: %s\n", st.message);
+    }
+    snprintf(inv, sizeof inv, "%s:send-again", run);
+    CU_ASSERT_PTR_NULL(send_cfo(ctx, payload, inv, &st));
+    CU_ASSERT_EQUAL(st.code, CHARTER_FAILED_PRECONDITION);
+    CU_ASSERT_PTR_NOT_NULL(strstr(st.message, "belongs to a completed run"));
+    CU_ASSERT_EQUAL(seq_of(run), seq);
+}
+
 static void test_complete_refuses_what_it_does_not_end_and_writes_nothing(void)
 {
     char status[32], msg[512];
@@ -603,6 +669,8 @@ static const harness_test complete_tests[] = {
      test_gate_calls_on_a_completed_run_are_refused_and_write_nothing},
     {"a committed tool call is acknowledged after the run completed",
      test_a_committed_tool_call_is_acknowledged_after_the_run_completed},
+    {"a committed send is acknowledged after the run completed",
+     test_a_committed_send_is_acknowledged_after_the_run_completed},
     {"CompleteRun refuses what it does not end and writes nothing",
      test_complete_refuses_what_it_does_not_end_and_writes_nothing},
     {"a send held for a human keeps the run open until decided",

@@ -209,8 +209,8 @@ static void facts_free(send_facts *f)
  * read is not of the step's grant, so the read must be made again naming it. A payload
  * without a summary, or whose summary is not sealed under the integrity key, is marked
  * unverified (gate_summary_verify): the guard answers UNKNOWN. Returns STATUS_OK, STATUS_ENOTFOUND
- * (context or payload), STATUS_EREFUSED (a completed run), or the failure of the store or of
- * gate_context_from. */
+ * (context or payload), STATUS_EREFUSED (a completed run, unless the invocation is one it
+ * committed: its delivery answers), or the failure of the store or of gate_context_closed. */
 static int gather(const gate_env *g, const char *context_id, const char *invocation_id,
                   const char *payload_id, const char *recipient, const char *grant, send_facts *f,
                   bool *ctx_ok, bool *regrant)
@@ -228,9 +228,18 @@ static int gather(const gate_env *g, const char *context_id, const char *invocat
         return STATUS_OK; /* the run left with its context: the record answers (send_lookup) */
     f->archived = NULL;
     json_t *raw = json_object_get(f->reply, "context");
-    rc = gate_context_from(g, json_incref(raw), &f->wf, &f->step, &f->ctx);
+    bool closed = false;
+    rc = gate_context_closed(g, json_incref(raw), &f->wf, &f->step, &f->ctx, &closed);
     if (rc != STATUS_OK)
         return rc;
+    /* A completed run's record is closed, but a retry of a send it committed before it was
+     * completed still learns of its delivery (answered from it, writing nothing). */
+    if (closed && !json_is_object(json_object_get(f->reply, "delivery"))) {
+        facts_context_free(&f->ctx);
+        f->step = NULL;
+        f->wf = NULL;
+        return STATUS_EREFUSED;
+    }
     *ctx_ok = true;
     if (json_is_true(json_object_get(f->reply, "payload_missing")))
         return STATUS_ENOTFOUND;
