@@ -381,26 +381,29 @@ static bool client_closing(charter_client *c)
     return closing;
 }
 
-/* Starts a send (send true) or receive of op's aio on ctx, listed for close to abort; started
- * under call_mtx, so none starts once close has aborted the listed ones. Returns 0, or
- * NNG_ECLOSED when the client is closing (nothing started). */
+/* Starts a send (send true) or receive of op's aio on ctx, listed for close to abort. The
+ * operation starts outside call_mtx, so callers on other threads do not queue behind NNG's own
+ * locks; a close that aborted the listed operations before this one started set closing first,
+ * so the look after the start finds it and aborts this one (an abort of one already aborted
+ * does nothing). Returns 0, or NNG_ECLOSED when the client is closing (nothing started). */
 static int client_op_start(charter_client *c, client_op *op, nng_ctx ctx, bool send)
 {
     nng_mtx_lock(c->call_mtx);
-    if (c->closing) {
-        nng_mtx_unlock(c->call_mtx);
-        return NNG_ECLOSED;
-    }
-    if (!op->listed) {
+    bool closing = c->closing;
+    if (!closing && !op->listed) {
         op->next = c->ops;
         c->ops = op;
         op->listed = true;
     }
+    nng_mtx_unlock(c->call_mtx);
+    if (closing)
+        return NNG_ECLOSED;
     if (send)
         nng_ctx_send(ctx, op->aio);
     else
         nng_ctx_recv(ctx, op->aio);
-    nng_mtx_unlock(c->call_mtx);
+    if (client_closing(c))
+        nng_aio_abort(op->aio, NNG_ECLOSED);
     return 0;
 }
 
