@@ -19,6 +19,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "core/invariant.h"
 #include "core/log.h"
 #include "core/metrics.h"
 
@@ -47,8 +48,6 @@ typedef struct transport_slot {
 typedef struct {
     transport *t;
     store *st;
-    nng_aio *send_aio; /* the worker's replies: no callback, so a send completes on the
-                          worker's own thread instead of a hop through NNG's task threads */
     pthread_t thread;
     bool started;
 } transport_worker;
@@ -87,6 +86,21 @@ struct transport {
 #define TRANSPORT_QUEUE_BYTES_FACTOR 4
 #define TRANSPORT_QUEUE_BYTES_MIN ((size_t)16 * 1024 * 1024)
 
+/* A reply to a caller that stopped reading is dropped after this long: the slot's send fails
+ * with a timeout and the slot receives again, so a stuck connection cannot hold slots. */
+#define TRANSPORT_SEND_WAIT_MS 2000
+
+/* Starts sending reply on slot s (already SEND). The send completes on NNG's callback thread
+ * (transport_slot_cb), which puts the slot back to receiving: the worker never waits for the
+ * connection, which a single connection shared by many callers keeps busy with earlier
+ * replies. */
+static void transport_send(transport_slot *s, nng_msg *reply)
+{
+    nng_aio_set_timeout(s->aio, TRANSPORT_SEND_WAIT_MS);
+    nng_aio_set_msg(s->aio, reply);
+    nng_ctx_send(s->ctx, s->aio);
+}
+
 /* --- replies that never reach a worker --------------------------------------------------- */
 
 /* Puts slot s back to receiving, or to IDLE once the transport is closing. Called with mu
@@ -97,6 +111,7 @@ static void transport_next_recv(transport_slot *s)
         s->state = SLOT_IDLE;
     } else {
         s->state = SLOT_RECV;
+        nng_aio_set_timeout(s->aio, NNG_DURATION_INFINITE); /* a send may have set one */
         nng_ctx_recv(s->ctx, s->aio);
     }
     pthread_cond_broadcast(&s->t->idle_cv);
@@ -123,8 +138,7 @@ static void transport_refuse(transport_slot *s, int code, const char *message)
     pthread_mutex_lock(&s->t->mu);
     s->state = SLOT_SEND;
     pthread_mutex_unlock(&s->t->mu);
-    nng_aio_set_msg(s->aio, reply);
-    nng_ctx_send(s->ctx, s->aio);
+    transport_send(s, reply);
 }
 
 /* --- the slot state machine (runs on NNG's callback threads) ------------------------------ */
@@ -213,76 +227,92 @@ static void transport_slot_cb(void *arg)
 
 /* --- workers ------------------------------------------------------------------------------ */
 
-/* Sends reply on slot s's context from the worker's thread. rep0 hands a reply to its pipe at
- * once and completes the send there (no callback: nothing to schedule on NNG's threads); only
- * when an earlier reply to the same connection is still being written does it wait for that
- * one, at most TRANSPORT_SEND_WAIT_MS, after which the reply is dropped as one to a caller that
- * stopped reading would be. */
-#define TRANSPORT_SEND_WAIT_MS 2000
-static void transport_reply(transport_worker *w, transport_slot *s, nng_msg *reply)
+/* Takes the first queued slot off the FIFO, or NULL. Called with mu held. */
+static transport_slot *transport_dequeue(transport *t)
 {
-    nng_aio_set_msg(w->send_aio, reply);
-    nng_ctx_send(s->ctx, w->send_aio);
-    nng_aio_wait(w->send_aio);
-    if (nng_aio_result(w->send_aio) != 0) {
-        nng_msg *m = nng_aio_get_msg(w->send_aio);
-        nng_aio_set_msg(w->send_aio, NULL);
-        nng_msg_free(m); /* the caller went away; the reply is of no use */
-    }
-}
-
-static void *transport_worker_main(void *arg)
-{
-    transport_worker *w = arg;
-    transport *t = w->t;
-    for (;;) {
-        pthread_mutex_lock(&t->mu);
-        while (t->head == NULL && !t->stopping) {
-            pthread_cond_wait(&t->work_cv, &t->mu);
-        }
-        transport_slot *s = t->head;
-        if (s == NULL) {
-            pthread_mutex_unlock(&t->mu); /* stopping and nothing left to serve */
-            break;
-        }
+    transport_slot *s = t->head;
+    if (s != NULL) {
         t->head = s->next;
         if (t->head == NULL) {
             t->tail = NULL;
         }
-        pthread_mutex_unlock(&t->mu);
-        metrics_queue_add(-1);
+        s->next = NULL;
+    }
+    return s;
+}
 
-        uint8_t *resp = NULL;
-        size_t resp_len = 0;
-        nng_msg *reply = NULL;
-        struct timespec now;
-        clock_gettime(CLOCK_MONOTONIC, &now);
-        long waited_ms = (now.tv_sec - s->queued_at.tv_sec) * 1000L +
-                         (now.tv_nsec - s->queued_at.tv_nsec) / 1000000L;
-        metrics_workers_busy_add(1);
-        int rc = dispatch_serve(t->dispatch, w->st, nng_msg_body(s->req), nng_msg_len(s->req),
-                                waited_ms > 0 ? (unsigned)waited_ms : 0, &resp, &resp_len);
-        metrics_workers_busy_add(-1);
-        nng_msg_free(s->req);
-        s->req = NULL;
-        if (rc == 0 && nng_msg_alloc(&reply, resp_len) == 0) {
-            memcpy(nng_msg_body(reply), resp, resp_len);
-        } else {
-            log_error("out of memory: a reply was dropped");
+/* Serves the request of slot s on worker w's store. Returns the reply, or NULL when none could
+ * be built (logged). The request is freed. */
+static nng_msg *transport_serve(transport_worker *w, transport_slot *s)
+{
+    transport *t = w->t;
+    uint8_t *resp = NULL;
+    size_t resp_len = 0;
+    nng_msg *reply = NULL;
+    struct timespec now;
+    clock_gettime(CLOCK_MONOTONIC, &now);
+    long waited_ms = (now.tv_sec - s->queued_at.tv_sec) * 1000L +
+                     (now.tv_nsec - s->queued_at.tv_nsec) / 1000000L;
+    metrics_queue_add(-1);
+    metrics_workers_busy_add(1);
+    int rc = dispatch_serve(t->dispatch, w->st, nng_msg_body(s->req), nng_msg_len(s->req),
+                            waited_ms > 0 ? (unsigned)waited_ms : 0, &resp, &resp_len);
+    metrics_workers_busy_add(-1);
+    nng_msg_free(s->req);
+    s->req = NULL;
+    if (rc == 0 && nng_msg_alloc(&reply, resp_len) == 0) {
+        memcpy(nng_msg_body(reply), resp, resp_len);
+    } else {
+        log_error("out of memory: a reply was dropped");
+    }
+    free(resp);
+    return reply;
+}
+
+/* A worker: one lock per request under load. The accounting of the request just served, the
+ * slot's move to SEND and the taking of the next request happen in one critical section; the
+ * reply is sent after it, outside the lock. The worker waits on work_cv only when the FIFO is
+ * empty. */
+static void *transport_worker_main(void *arg)
+{
+    transport_worker *w = arg;
+    transport *t = w->t;
+    transport_slot *done = NULL; /* served; its accounting is still to do */
+    nng_msg *reply = NULL;       /* done's reply, or NULL */
+    for (;;) {
+        pthread_mutex_lock(&t->mu);
+        if (done != NULL) {
+            INVARIANT(t->pending > 0 && t->queued_bytes >= done->req_bytes);
+            t->pending--;
+            t->queued_bytes -= done->req_bytes;
+            done->req_bytes = 0;
+            if (reply != NULL) {
+                done->state = SLOT_SEND;
+            } else {
+                transport_next_recv(done);
+                done = NULL;
+            }
         }
-        free(resp);
-
-        pthread_mutex_lock(&t->mu);
-        t->pending--;
-        t->queued_bytes -= s->req_bytes;
-        s->req_bytes = 0;
-        s->state = reply != NULL ? SLOT_SEND : s->state;
+        transport_slot *s = transport_dequeue(t);
         pthread_mutex_unlock(&t->mu);
-        if (reply != NULL)
-            transport_reply(w, s, reply);
-        pthread_mutex_lock(&t->mu);
-        transport_next_recv(s);
-        pthread_mutex_unlock(&t->mu);
+        if (done != NULL) {
+            transport_send(done, reply);
+            done = NULL;
+            reply = NULL;
+        }
+        if (s == NULL) {
+            pthread_mutex_lock(&t->mu);
+            while (t->head == NULL && !t->stopping) {
+                pthread_cond_wait(&t->work_cv, &t->mu);
+            }
+            s = transport_dequeue(t);
+            pthread_mutex_unlock(&t->mu);
+            if (s == NULL) {
+                break; /* stopping and nothing left to serve */
+            }
+        }
+        reply = transport_serve(w, s);
+        done = s;
     }
     return NULL;
 }
@@ -361,9 +391,6 @@ static void transport_free(transport *t)
     for (unsigned i = 0; i < t->n_workers; i++) {
         if (t->workers[i].st != NULL) {
             store_close(t->workers[i].st);
-        }
-        if (t->workers[i].send_aio != NULL) {
-            nng_aio_free(t->workers[i].send_aio);
         }
     }
     free(t->workers);
@@ -456,19 +483,11 @@ static void transport_drain(transport *t, int wait_ms)
     }
 }
 
-/* The workers' send operations and every slot's operation and context. Returns 0, or -1 with
+/* Every slot's operation and context. Returns 0, or -1 with
  * the failure in err. */
 static int transport_open_contexts(transport *t, char *err, size_t errlen)
 {
     int rv;
-    for (unsigned i = 0; i < t->n_workers; i++) {
-        if ((rv = nng_aio_alloc(&t->workers[i].send_aio, NULL, NULL)) != 0) {
-            snprintf(err, errlen, "cannot create NNG operations: %s (lower --workers)",
-                     nng_strerror(rv));
-            return -1;
-        }
-        nng_aio_set_timeout(t->workers[i].send_aio, TRANSPORT_SEND_WAIT_MS);
-    }
     for (size_t i = 0; i < t->n_slots; i++) {
         transport_slot *s = &t->slots[i];
         s->t = t;
