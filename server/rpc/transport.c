@@ -9,6 +9,7 @@
 #include <nng/nng.h>
 #include <nng/protocol/reqrep0/rep.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -38,7 +39,7 @@ typedef struct transport_slot {
     transport *t;
     nng_ctx ctx;
     nng_aio *aio;
-    slot_state state;
+    _Atomic slot_state state; /* written by whoever holds the slot's request; read by drain */
     nng_msg *req;
     size_t req_bytes;            /* nng_msg_len(req), counted in transport.queued_bytes */
     struct timespec queued_at;   /* when req was received (CLOCK_MONOTONIC) */
@@ -69,11 +70,14 @@ struct transport {
     transport_slot *head, *tail;
     size_t pending;          /* requests queued or being served */
     size_t limit;            /* workers + queue */
-    bool stopping;           /* new requests are answered UNAVAILABLE; slots keep receiving */
+    atomic_bool stopping;    /* new requests are answered UNAVAILABLE; slots keep receiving;
+                                set under mu (workers wait on it), read without it */
     bool closing;            /* slots stop receiving: the socket is about to close */
     size_t max_message;      /* --max-message: larger requests are refused on arrival */
     size_t queued_bytes;     /* bytes of the requests queued or being served */
     size_t max_queued_bytes; /* refusal (RESOURCE_EXHAUSTED) beyond this */
+    bool quick;              /* the dispatch keeps a serving status: Health is answered from the
+                                callback (transport_quick) */
 };
 
 /* NNG's receive limit is --max-message plus this: room for the SP header (req/rep's request
@@ -135,10 +139,39 @@ static void transport_refuse(transport_slot *s, int code, const char *message)
         pthread_mutex_unlock(&s->t->mu);
         return;
     }
-    pthread_mutex_lock(&s->t->mu);
     s->state = SLOT_SEND;
-    pthread_mutex_unlock(&s->t->mu);
     transport_send(s, reply);
+}
+
+/* Answers the request of slot s from the callback thread when it needs neither a worker nor
+ * the database (dispatch_serve_quick: Health/Check from the serving status), so the cheapest
+ * and most frequent probe costs no hand-off, and is answered even while every worker is busy.
+ * Returns true when the request was taken (answered, or dropped when no reply could be
+ * allocated), false when it must go to a worker. */
+static bool transport_quick(transport_slot *s, nng_msg *m)
+{
+    transport *t = s->t;
+    uint8_t *buf = NULL;
+    size_t len = 0;
+    int rc = dispatch_serve_quick(t->dispatch, nng_msg_body(m), nng_msg_len(m), &buf, &len);
+    if (rc == 1) {
+        return false;
+    }
+    nng_msg_free(m);
+    nng_msg *reply = NULL;
+    if (rc != 0 || nng_msg_alloc(&reply, len) != 0) {
+        free(buf);
+        log_error("out of memory: a reply was dropped");
+        pthread_mutex_lock(&t->mu);
+        transport_next_recv(s);
+        pthread_mutex_unlock(&t->mu);
+        return true;
+    }
+    memcpy(nng_msg_body(reply), buf, len);
+    free(buf);
+    s->state = SLOT_SEND;
+    transport_send(s, reply);
+    return true;
 }
 
 /* --- the slot state machine (runs on NNG's callback threads) ------------------------------ */
@@ -164,10 +197,14 @@ static void transport_slot_cb(void *arg)
         nng_msg *m = nng_aio_get_msg(s->aio);
         nng_aio_set_msg(s->aio, NULL);
         size_t bytes = nng_msg_len(m);
+        if (t->quick && bytes <= t->max_message && !atomic_load(&t->stopping) &&
+            dispatch_quick_candidate(nng_msg_body(m), bytes) && transport_quick(s, m)) {
+            return;
+        }
         pthread_mutex_lock(&t->mu);
         int code = RPC_OK;
         char msg[160];
-        if (t->stopping) {
+        if (atomic_load(&t->stopping)) {
             /* Callers arriving during shutdown get the documented answer, not a lost
              * connection: the slots keep receiving until the socket closes. */
             code = RPC_UNAVAILABLE;
@@ -302,7 +339,7 @@ static void *transport_worker_main(void *arg)
         }
         if (s == NULL) {
             pthread_mutex_lock(&t->mu);
-            while (t->head == NULL && !t->stopping) {
+            while (t->head == NULL && !atomic_load(&t->stopping)) {
                 pthread_cond_wait(&t->work_cv, &t->mu);
             }
             s = transport_dequeue(t);
@@ -444,7 +481,7 @@ static size_t transport_settle(transport *t, unsigned mask, const struct timespe
 static void transport_drain(transport *t, int wait_ms)
 {
     pthread_mutex_lock(&t->mu);
-    t->stopping = true;
+    atomic_store(&t->stopping, true);
     pthread_cond_broadcast(&t->work_cv);
     pthread_mutex_unlock(&t->mu);
 
@@ -521,7 +558,9 @@ int transport_start(const transport_opts *o, transport **out, int *db_failure, c
         snprintf(err, errlen, "cannot create transport locks (free some resources)");
         return -1;
     }
+    atomic_init(&t->stopping, false);
     t->dispatch = o->dispatch;
+    t->quick = o->dispatch->env != NULL && o->dispatch->env->serving != NULL;
     t->max_message = o->max_message;
     t->max_queued_bytes = o->max_message <= SIZE_MAX / TRANSPORT_QUEUE_BYTES_FACTOR
                               ? o->max_message * TRANSPORT_QUEUE_BYTES_FACTOR
