@@ -29,10 +29,11 @@
  *   QUEUED - a request waits in the FIFO or is being served by a worker;
  *   SEND   - the reply (or an immediate refusal) is being sent;
  *   IDLE   - stopped (shutdown).
- * Invariant, guarded by mu: a slot in RECV has an operation pending on its aio, so setting
- * closing and cancelling every RECV slot under mu leaves no receive behind; every later
- * transition back to RECV checks closing under mu first (transport_next_recv). While stopping
- * but not yet closing, slots keep receiving so that late callers get an answer. */
+ * Invariant: a slot in RECV has an operation pending on its aio (or is about to start one, or
+ * is in its callback), so setting closing and cancelling every RECV slot under mu leaves no
+ * receive behind; once stopping, every transition back to RECV checks closing under mu first
+ * (transport_next_recv says why none is needed before). While stopping but not yet closing,
+ * slots keep receiving so that late callers get an answer. */
 typedef enum { SLOT_IDLE = 0, SLOT_RECV, SLOT_QUEUED, SLOT_SEND } slot_state;
 
 typedef struct transport_slot {
@@ -107,18 +108,31 @@ static void transport_send(transport_slot *s, nng_msg *reply)
 
 /* --- replies that never reach a worker --------------------------------------------------- */
 
-/* Puts slot s back to receiving, or to IDLE once the transport is closing. Called with mu
- * held. Wakes whoever waits for slots to settle (transport_drain). */
+/* Puts slot s back to receiving, or to IDLE once the transport is closing. Called without mu:
+ * while the transport serves, this takes no lock at all (every reply passes here, and on two
+ * cores a lock the callback threads share is a lock they queue on). The slot is marked RECV
+ * before stopping is read, and drain sets stopping before anything else, so a slot that saw
+ * no stop has its receive started long before drain, 50 ms and a settle later, sets closing
+ * and cancels the RECV slots; should it not have (a thread preempted that long), drain's
+ * bounded settle and nng_aio_stop end that receive. Once stopping, the move is made under mu
+ * and wakes whoever waits for slots to settle (transport_drain). */
 static void transport_next_recv(transport_slot *s)
 {
-    if (s->t->closing) {
+    transport *t = s->t;
+    nng_aio_set_timeout(s->aio, NNG_DURATION_INFINITE); /* a send may have set one */
+    s->state = SLOT_RECV;
+    if (!atomic_load(&t->stopping)) {
+        nng_ctx_recv(s->ctx, s->aio);
+        return;
+    }
+    pthread_mutex_lock(&t->mu);
+    if (t->closing) {
         s->state = SLOT_IDLE;
     } else {
-        s->state = SLOT_RECV;
-        nng_aio_set_timeout(s->aio, NNG_DURATION_INFINITE); /* a send may have set one */
         nng_ctx_recv(s->ctx, s->aio);
     }
-    pthread_cond_broadcast(&s->t->idle_cv);
+    pthread_cond_broadcast(&t->idle_cv);
+    pthread_mutex_unlock(&t->mu);
 }
 
 /* Answers the request of slot s with code and message from the NNG callback thread. The slot
@@ -134,9 +148,7 @@ static void transport_refuse(transport_slot *s, int code, const char *message)
     free(buf);
     if (reply == NULL) {
         /* Nothing to send: drop the request, keep receiving (or stop). */
-        pthread_mutex_lock(&s->t->mu);
         transport_next_recv(s);
-        pthread_mutex_unlock(&s->t->mu);
         return;
     }
     s->state = SLOT_SEND;
@@ -162,9 +174,7 @@ static bool transport_quick(transport_slot *s, nng_msg *m)
     if (rc != 0 || nng_msg_alloc(&reply, len) != 0) {
         free(buf);
         log_error("out of memory: a reply was dropped");
-        pthread_mutex_lock(&t->mu);
         transport_next_recv(s);
-        pthread_mutex_unlock(&t->mu);
         return true;
     }
     memcpy(nng_msg_body(reply), buf, len);
@@ -256,9 +266,7 @@ static void transport_slot_cb(void *arg)
             nng_aio_set_msg(s->aio, NULL);
             nng_msg_free(m); /* the caller went away; the reply is of no use */
         }
-        pthread_mutex_lock(&t->mu);
         transport_next_recv(s);
-        pthread_mutex_unlock(&t->mu);
     }
 }
 
@@ -325,18 +333,17 @@ static void *transport_worker_main(void *arg)
             done->req_bytes = 0;
             if (reply != NULL) {
                 done->state = SLOT_SEND;
-            } else {
-                transport_next_recv(done);
-                done = NULL;
             }
         }
         transport_slot *s = transport_dequeue(t);
         pthread_mutex_unlock(&t->mu);
-        if (done != NULL) {
+        if (done != NULL && reply != NULL) {
             transport_send(done, reply);
-            done = NULL;
-            reply = NULL;
+        } else if (done != NULL) {
+            transport_next_recv(done); /* no reply could be built: the request is dropped */
         }
+        done = NULL;
+        reply = NULL;
         if (s == NULL) {
             pthread_mutex_lock(&t->mu);
             while (t->head == NULL && !atomic_load(&t->stopping)) {
