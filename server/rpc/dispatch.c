@@ -740,6 +740,39 @@ static int dispatch_refuse_scripted(call *c, const svc_method *row,
 
 /* --- one call ----------------------------------------------------------------------------- */
 
+/* Frees what one call decoded and allocated. */
+static void dispatch_release(call *c, Charter__V1__RpcRequest *rq, ProtobufCMessage *in,
+                             ProtobufCAllocator *alloc)
+{
+    call_release(c);
+    if (in != NULL) {
+        protobuf_c_message_free_unpacked(in, alloc);
+    }
+    if (rq != NULL) {
+        charter__v1__rpc_request__free_unpacked(rq, alloc);
+    }
+}
+
+/* Counts the answered call c in the metrics (under its method when it was routed) and logs
+ * it: a line for a failure, and for every call when verbose. */
+static void dispatch_account(const server_env *env, const call *c, const char *method, bool routed,
+                             const struct timespec *t0)
+{
+    int status = c->status;
+    long us = dispatch_elapsed_us(t0);
+    metrics_call(routed ? method : NULL, status, us);
+    log_call_fields lf = {method, dispatch_code_name(status), us,
+                          c->tenant[0] != '\0' ? c->tenant : env->graph, c->request_id};
+    log_set_call(&lf);
+    if (status != RPC_OK) {
+        log_refusal(status, dispatch_code_name(status), "call %s failed: %s (%d): %s [%ld us]",
+                    method, dispatch_code_name(status), status, c->message, us);
+    } else if (log_verbose()) {
+        log_info("call %s ok [%ld us]", method, us);
+    }
+    log_set_call(NULL);
+}
+
 /* True when rq asks Health for its own database round trip (metadata "health-source" =
  * "database"), so that it is served on a worker. */
 static bool dispatch_wants_round_trip(const Charter__V1__RpcRequest *rq)
@@ -923,25 +956,8 @@ reply:;
             ? dispatch_pack_response(RPC_OK, "", payload, payload_len, c.request_id, resp, resp_len)
             : dispatch_pack_response(status, c.message, NULL, 0, c.request_id, resp, resp_len);
     free(payload);
-    call_release(&c);
-    if (in != NULL) {
-        protobuf_c_message_free_unpacked(in, &alloc);
-    }
-    if (rq != NULL) {
-        charter__v1__rpc_request__free_unpacked(rq, &alloc);
-    }
-    long us = dispatch_elapsed_us(&t0);
-    metrics_call(md != NULL ? method : NULL, status, us);
-    log_call_fields lf = {method, dispatch_code_name(status), us,
-                          c.tenant[0] != '\0' ? c.tenant : env->graph, c.request_id};
-    log_set_call(&lf);
-    if (status != RPC_OK) {
-        log_refusal(status, dispatch_code_name(status), "call %s failed: %s (%d): %s [%ld us]",
-                    method, dispatch_code_name(status), status, c.message, us);
-    } else if (log_verbose()) {
-        log_info("call %s ok [%ld us]", method, us);
-    }
-    log_set_call(NULL);
+    dispatch_release(&c, rq, in, &alloc);
+    dispatch_account(env, &c, method, md != NULL, &t0);
     if (prc != 0 && status == RPC_OK) {
         /* The response was too big to wrap; say so rather than stay silent. */
         prc = dispatch_pack_response(RPC_INTERNAL, "out of memory packing the response", NULL, 0,
@@ -951,13 +967,7 @@ reply:;
 
 needs_store:
     INVARIANT(st == NULL && *resp == NULL);
-    call_release(&c);
-    if (in != NULL) {
-        protobuf_c_message_free_unpacked(in, &alloc);
-    }
-    if (rq != NULL) {
-        charter__v1__rpc_request__free_unpacked(rq, &alloc);
-    }
+    dispatch_release(&c, rq, in, &alloc);
     return DISPATCH_NEEDS_STORE;
 }
 

@@ -184,6 +184,18 @@ static bool transport_quick(transport_slot *s, nng_msg *m)
     return true;
 }
 
+/* Appends slot s to the FIFO. Called with mu held. */
+static void transport_enqueue(transport *t, transport_slot *s)
+{
+    s->next = NULL;
+    if (t->tail != NULL) {
+        t->tail->next = s;
+    } else {
+        t->head = s;
+    }
+    t->tail = s;
+}
+
 /* --- the slot state machine (runs on NNG's callback threads) ------------------------------ */
 
 static void transport_slot_cb(void *arg)
@@ -248,13 +260,7 @@ static void transport_slot_cb(void *arg)
         s->req = m;
         s->state = SLOT_QUEUED;
         clock_gettime(CLOCK_MONOTONIC, &s->queued_at);
-        s->next = NULL;
-        if (t->tail != NULL) {
-            t->tail->next = s;
-        } else {
-            t->head = s;
-        }
-        t->tail = s;
+        transport_enqueue(t, s);
         pthread_cond_signal(&t->work_cv);
         pthread_mutex_unlock(&t->mu);
         return;
@@ -545,6 +551,15 @@ static int transport_open_contexts(transport *t, char *err, size_t errlen)
     return 0;
 }
 
+/* The bytes of requests allowed to wait or be served at once, for --max-message. */
+static size_t transport_queue_bytes(size_t max_message)
+{
+    size_t n = max_message <= SIZE_MAX / TRANSPORT_QUEUE_BYTES_FACTOR
+                   ? max_message * TRANSPORT_QUEUE_BYTES_FACTOR
+                   : SIZE_MAX;
+    return n < TRANSPORT_QUEUE_BYTES_MIN ? TRANSPORT_QUEUE_BYTES_MIN : n;
+}
+
 int transport_start(const transport_opts *o, transport **out, int *db_failure, char *err,
                     size_t errlen)
 {
@@ -569,12 +584,7 @@ int transport_start(const transport_opts *o, transport **out, int *db_failure, c
     t->dispatch = o->dispatch;
     t->quick = o->dispatch->env != NULL && o->dispatch->env->serving != NULL;
     t->max_message = o->max_message;
-    t->max_queued_bytes = o->max_message <= SIZE_MAX / TRANSPORT_QUEUE_BYTES_FACTOR
-                              ? o->max_message * TRANSPORT_QUEUE_BYTES_FACTOR
-                              : SIZE_MAX;
-    if (t->max_queued_bytes < TRANSPORT_QUEUE_BYTES_MIN) {
-        t->max_queued_bytes = TRANSPORT_QUEUE_BYTES_MIN;
-    }
+    t->max_queued_bytes = transport_queue_bytes(o->max_message);
     t->limit = (size_t)o->workers + o->queue;
     t->n_workers = o->workers;
     metrics_set_workers(o->workers);
