@@ -33,6 +33,7 @@
 #include "evidence/integrity.h"
 #include "evidence/keyadopt.h"
 #include "rpc/http.h"
+#include "rpc/serving.h"
 #include "runs/provider.h"
 #include "core/log.h"
 #include "main/notify.h"
@@ -115,6 +116,7 @@ typedef struct {
     http_server *hs;       /* --http, or NULL */
     executor *ex;          /* the executor threads (--runners), or NULL */
     retention *ret;        /* the retention pass (--retention), or NULL */
+    serving *sv;           /* the health monitor Health answers from (rpc/serving.h) */
     char archive_dir[PATH_MAX];
     bool data_dir_ready; /* config_prepare_data_dir done */
     main_key_source key_source;
@@ -509,6 +511,27 @@ static int main_prepare_calls(main_state *m)
     return 0;
 }
 
+/* The serving status Health answers from without a worker: started before the workers, so
+ * the first call already finds a fresh one. */
+static int main_start_serving(main_state *m)
+{
+    char err[1024];
+    if (serving_start(m->url, m->cfg.graph, &m->sv, err, sizeof err) != 0) {
+        m->sv = NULL;
+        log_fatal("%s", err);
+        return EXIT_STARTUP;
+    }
+    m->env.serving = m->sv;
+    return 0;
+}
+
+static void main_stop_serving(main_state *m)
+{
+    m->env.serving = NULL;
+    serving_stop(m->sv);
+    m->sv = NULL;
+}
+
 static int main_start_transport(main_state *m)
 {
     char err[1024];
@@ -673,6 +696,7 @@ static const main_step main_steps[] = {
     {main_prepare_calls, NULL},
     {main_start_executor, main_stop_executor},
     {main_start_retention, main_stop_retention},
+    {main_start_serving, main_stop_serving},
     {main_start_transport, main_stop_transport},
     {main_start_http, main_stop_http},
 };

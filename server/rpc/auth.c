@@ -8,13 +8,26 @@
 
 #include <openssl/crypto.h>
 #include <openssl/evp.h>
+#include <pthread.h>
 #include <string.h>
 #include <strings.h>
+
+/* SHA-256 fetched from the default provider once for the process: EVP_sha256() would make
+ * every call look the implementation up again, under locks all threads share. Kept until
+ * exit. */
+static EVP_MD *auth_sha256;
+static pthread_once_t auth_sha256_once = PTHREAD_ONCE_INIT;
+
+static void auth_fetch_sha256(void)
+{
+    auth_sha256 = EVP_MD_fetch(NULL, "SHA256", NULL);
+}
 
 static int auth_digest(const char *token, size_t len, unsigned char out[32])
 {
     unsigned int n = 0;
-    if (EVP_Digest(token, len, out, &n, EVP_sha256(), NULL) != 1 || n != 32) {
+    if (pthread_once(&auth_sha256_once, auth_fetch_sha256) != 0 || auth_sha256 == NULL ||
+        EVP_Digest(token, len, out, &n, auth_sha256, NULL) != 1 || n != 32) {
         return -1;
     }
     return 0;

@@ -21,6 +21,7 @@
 #include "core/status.h"
 #include "db/store.h"
 #include "policy/workflow.h"
+#include "rpc/serving.h"
 
 /* gRPC status numbers used in RpcResponse.code. */
 enum {
@@ -58,6 +59,10 @@ typedef struct {
      * charterd archives nothing: a call through a context that left the database with its run
      * is answered from the run's archive there (gates/archived.h). */
     const char *archive_dir;
+    /* The serving status kept fresh by the health monitor (rpc/serving.h): what Health answers
+     * when it is served without a store (on NNG's callback thread). NULL: every Health makes its
+     * own round trip. */
+    const serving *serving;
 } server_env;
 
 typedef struct call_block call_block;

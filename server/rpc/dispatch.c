@@ -39,6 +39,8 @@
  * take some 64 kB to decode. */
 #define DISPATCH_BUDGET_FACTOR 8
 #define DISPATCH_BUDGET_MIN ((size_t)1024 * 1024)
+/* The one method dispatch_serve_quick serves: Health/Check answers from the serving status. */
+#define DISPATCH_QUICK_METHOD "/charter.v1.Health/Check"
 /* Longest method name looked up; anything longer cannot be one of ours. */
 #define DISPATCH_METHOD_MAX 128
 
@@ -384,6 +386,24 @@ static bool dispatch_traceparent(const char *v, char out[33])
     return true;
 }
 
+/* Random bytes for request ids, drawn from OpenSSL's generator a page at a time per thread:
+ * one RAND_bytes call (and its locks) per 256 calls instead of one per call. */
+#define DISPATCH_RANDOM_PAGE 4096
+static _Thread_local unsigned char dispatch_random[DISPATCH_RANDOM_PAGE];
+static _Thread_local size_t dispatch_random_left;
+
+/* 16 fresh random bytes (valid until the thread's next call), or NULL when none could be had. */
+static const unsigned char *dispatch_random16(void)
+{
+    if (dispatch_random_left < 16) {
+        if (RAND_bytes(dispatch_random, (int)sizeof dispatch_random) != 1)
+            return NULL;
+        dispatch_random_left = sizeof dispatch_random;
+    }
+    dispatch_random_left -= 16;
+    return dispatch_random + dispatch_random_left;
+}
+
 /* The call's request id: the caller's x-request-id when valid, else the trace-id of a valid
  * traceparent, else 16 random bytes in hex. Returns 0, or -1 when no random bytes could be
  * had (the id is then "-"). */
@@ -397,14 +417,17 @@ static int dispatch_request_id(const Charter__V1__RpcRequest *rq, char out[129])
     if (rq != NULL && dispatch_traceparent(dispatch_metadata(rq, "traceparent"), out)) {
         return 0;
     }
-    unsigned char raw[16];
-    if (RAND_bytes(raw, (int)sizeof raw) != 1) {
+    const unsigned char *raw = dispatch_random16();
+    if (raw == NULL) {
         snprintf(out, 2, "-");
         return -1;
     }
-    for (size_t i = 0; i < sizeof raw; i++) {
-        snprintf(out + 2 * i, 3, "%02x", raw[i]);
+    static const char hex[] = "0123456789abcdef";
+    for (size_t i = 0; i < 16; i++) {
+        out[2 * i] = hex[raw[i] >> 4];
+        out[2 * i + 1] = hex[raw[i] & 15];
     }
+    out[32] = '\0';
     return 0;
 }
 
@@ -477,6 +500,9 @@ static int dispatch_rate(call *c, const json_t *reply)
 
 /* dispatch_token's answer for a well-formed stored credential: the registry decides. */
 #define DISPATCH_TOKEN_STORED (-1)
+/* dispatch_identify's answer, served without a store, for a caller only the database can
+ * identify: the call goes to a worker. */
+#define DISPATCH_NEEDS_STORE (-2)
 
 /* The part of identifying a caller that needs no database, shared by dispatch_identify and the
  * HTTP listener's check on headers (dispatch_precheck), so the rule is written once: a bearer
@@ -617,6 +643,8 @@ static int dispatch_identify(const dispatch_ctx *d, const Charter__V1__RpcReques
     const char *authz = dispatch_metadata(rq, "authorization");
     const char *why = NULL;
     int t = dispatch_token(d->auth, row, authz, &c->role, &why);
+    if (t == DISPATCH_TOKEN_STORED && c->st == NULL)
+        return DISPATCH_NEEDS_STORE;
     if (t == DISPATCH_TOKEN_STORED)
         return dispatch_identify_stored(c, authz + strlen("Bearer "), named);
     if (t != RPC_OK)
@@ -632,6 +660,8 @@ static int dispatch_identify(const dispatch_ctx *d, const Charter__V1__RpcReques
         return call_fail(c, RPC_UNAUTHENTICATED,
                          "a call naming a tenant needs a credential of that tenant: send "
                          "metadata \"authorization: Bearer chc_...\"");
+    if (c->st == NULL)
+        return DISPATCH_NEEDS_STORE;
     json_t *reply = NULL;
     int rc = dispatch_admit(c, named, "", "", &reply);
     if (rc == RPC_OK)
@@ -710,8 +740,53 @@ static int dispatch_refuse_scripted(call *c, const svc_method *row,
 
 /* --- one call ----------------------------------------------------------------------------- */
 
-int dispatch_serve(const dispatch_ctx *d, store *st, const uint8_t *req, size_t len,
-                   unsigned waited_ms, uint8_t **resp, size_t *resp_len)
+/* Frees what one call decoded and allocated. */
+static void dispatch_release(call *c, Charter__V1__RpcRequest *rq, ProtobufCMessage *in,
+                             ProtobufCAllocator *alloc)
+{
+    call_release(c);
+    if (in != NULL) {
+        protobuf_c_message_free_unpacked(in, alloc);
+    }
+    if (rq != NULL) {
+        charter__v1__rpc_request__free_unpacked(rq, alloc);
+    }
+}
+
+/* Counts the answered call c in the metrics (under its method when it was routed) and logs
+ * it: a line for a failure, and for every call when verbose. */
+static void dispatch_account(const server_env *env, const call *c, const char *method, bool routed,
+                             const struct timespec *t0)
+{
+    int status = c->status;
+    long us = dispatch_elapsed_us(t0);
+    metrics_call(routed ? method : NULL, status, us);
+    log_call_fields lf = {method, dispatch_code_name(status), us,
+                          c->tenant[0] != '\0' ? c->tenant : env->graph, c->request_id};
+    log_set_call(&lf);
+    if (status != RPC_OK) {
+        log_refusal(status, dispatch_code_name(status), "call %s failed: %s (%d): %s [%ld us]",
+                    method, dispatch_code_name(status), status, c->message, us);
+    } else if (log_verbose()) {
+        log_info("call %s ok [%ld us]", method, us);
+    }
+    log_set_call(NULL);
+}
+
+/* True when rq asks Health for its own database round trip (metadata "health-source" =
+ * "database"), so that it is served on a worker. */
+static bool dispatch_wants_round_trip(const Charter__V1__RpcRequest *rq)
+{
+    const char *v = dispatch_metadata(rq, "health-source");
+    return v != NULL && strcmp(v, "database") == 0;
+}
+
+/* dispatch_serve, and dispatch_serve_quick when st is NULL: then a call that would touch the
+ * database (any method but DISPATCH_QUICK_METHOD, a caller the registry identifies, metadata
+ * health-source: database) returns DISPATCH_NEEDS_STORE before anything of it is answered,
+ * counted or logged. */
+static int dispatch_run(const dispatch_ctx *d, store *st, const uint8_t *req, size_t len,
+                        unsigned waited_ms, uint8_t **resp, size_t *resp_len)
 {
     struct timespec t0;
     clock_gettime(CLOCK_MONOTONIC, &t0);
@@ -763,6 +838,9 @@ int dispatch_serve(const dispatch_ctx *d, store *st, const uint8_t *req, size_t 
     }
 
     const svc_method *row = NULL;
+    if (st == NULL && (strcmp(rq->method, DISPATCH_QUICK_METHOD) != 0 || env->serving == NULL ||
+                       dispatch_wants_round_trip(rq)))
+        goto needs_store;
     if (dispatch_route(rq->method, &md, &row) != 0) {
         call_fail(&c, RPC_UNIMPLEMENTED, "unknown method \"%s\"", method);
         goto reply;
@@ -779,9 +857,13 @@ int dispatch_serve(const dispatch_ctx *d, store *st, const uint8_t *req, size_t 
         goto reply;
     }
     c.timeout_ms -= (int)waited_ms;
-    store_set_deadline(st, c.timeout_ms);
+    if (st != NULL)
+        store_set_deadline(st, c.timeout_ms);
 
-    if (dispatch_identify(d, rq, row, &c) != RPC_OK) {
+    int irc = dispatch_identify(d, rq, row, &c);
+    if (irc == DISPATCH_NEEDS_STORE)
+        goto needs_store;
+    if (irc != RPC_OK) {
         goto reply;
     }
 
@@ -813,6 +895,8 @@ int dispatch_serve(const dispatch_ctx *d, store *st, const uint8_t *req, size_t 
     const char *quota = row->quota == SVC_QUOTA_RUNS && c.max_runs > 0             ? "runs"
                         : row->quota == SVC_QUOTA_ARTIFACTS && c.max_artifacts > 0 ? "artifacts"
                                                                                    : NULL;
+    if (quota != NULL && st == NULL)
+        goto needs_store;
     if (quota != NULL) {
         int qrc = tenant_quota_take(st, c.tenant, quota, 1);
         if (qrc != STATUS_OK) {
@@ -823,7 +907,7 @@ int dispatch_serve(const dispatch_ctx *d, store *st, const uint8_t *req, size_t 
             goto reply;
         }
     }
-    if (store_use_graph(st, c.tenant) != STATUS_OK) {
+    if (st != NULL && store_use_graph(st, c.tenant) != STATUS_OK) {
         call_fail(&c, RPC_INTERNAL, "tenant %s cannot be addressed", c.tenant);
         goto reply;
     }
@@ -832,7 +916,8 @@ int dispatch_serve(const dispatch_ctx *d, store *st, const uint8_t *req, size_t 
     int rc = row->handler(&c, in, &out);
     evlog_set_request_id(NULL);
     evlog_set_caller(NULL);
-    (void)store_use_graph(st, env->graph);
+    if (st != NULL)
+        (void)store_use_graph(st, env->graph);
     if (quota != NULL && rc != RPC_OK)
         tenant_quota_release(st, c.tenant, quota, 1);
     if (rc != RPC_OK) {
@@ -871,29 +956,97 @@ reply:;
             ? dispatch_pack_response(RPC_OK, "", payload, payload_len, c.request_id, resp, resp_len)
             : dispatch_pack_response(status, c.message, NULL, 0, c.request_id, resp, resp_len);
     free(payload);
-    call_release(&c);
-    if (in != NULL) {
-        protobuf_c_message_free_unpacked(in, &alloc);
-    }
-    if (rq != NULL) {
-        charter__v1__rpc_request__free_unpacked(rq, &alloc);
-    }
-    long us = dispatch_elapsed_us(&t0);
-    metrics_call(md != NULL ? method : NULL, status, us);
-    log_call_fields lf = {method, dispatch_code_name(status), us,
-                          c.tenant[0] != '\0' ? c.tenant : env->graph, c.request_id};
-    log_set_call(&lf);
-    if (status != RPC_OK) {
-        log_refusal(status, dispatch_code_name(status), "call %s failed: %s (%d): %s [%ld us]",
-                    method, dispatch_code_name(status), status, c.message, us);
-    } else if (log_verbose()) {
-        log_info("call %s ok [%ld us]", method, us);
-    }
-    log_set_call(NULL);
+    dispatch_release(&c, rq, in, &alloc);
+    dispatch_account(env, &c, method, md != NULL, &t0);
     if (prc != 0 && status == RPC_OK) {
         /* The response was too big to wrap; say so rather than stay silent. */
         prc = dispatch_pack_response(RPC_INTERNAL, "out of memory packing the response", NULL, 0,
                                      c.request_id, resp, resp_len);
     }
     return prc;
+
+needs_store:
+    INVARIANT(st == NULL && *resp == NULL);
+    dispatch_release(&c, rq, in, &alloc);
+    return DISPATCH_NEEDS_STORE;
+}
+
+int dispatch_serve(const dispatch_ctx *d, store *st, const uint8_t *req, size_t len,
+                   unsigned waited_ms, uint8_t **resp, size_t *resp_len)
+{
+    INVARIANT(st != NULL);
+    return dispatch_run(d, st, req, len, waited_ms, resp, resp_len);
+}
+
+/* The value of the length-delimited top-level field number field of the protobuf message in
+ * buf (its last occurrence, as a decoder keeps it) into *val and *val_len; false when there is
+ * none or buf is not a sequence of well-formed fields. */
+static bool dispatch_scan_field(const uint8_t *buf, size_t len, uint32_t field, const uint8_t **val,
+                                size_t *val_len)
+{
+    bool found = false;
+    size_t i = 0;
+    while (i < len) {
+        uint64_t key = 0, n = 0;
+        for (unsigned shift = 0;; shift += 7) {
+            if (i >= len || shift > 63)
+                return false;
+            key |= (uint64_t)(buf[i] & 0x7f) << shift;
+            if ((buf[i++] & 0x80) == 0)
+                break;
+        }
+        switch (key & 7) {
+        case 0: /* varint */
+            while (i < len && (buf[i] & 0x80) != 0)
+                i++;
+            if (i++ >= len)
+                return false;
+            break;
+        case 1: /* 64-bit */
+            n = 8;
+            goto skip;
+        case 5: /* 32-bit */
+            n = 4;
+            goto skip;
+        case 2: /* length-delimited */
+            for (unsigned shift = 0;; shift += 7) {
+                if (i >= len || shift > 63)
+                    return false;
+                n |= (uint64_t)(buf[i] & 0x7f) << shift;
+                if ((buf[i++] & 0x80) == 0)
+                    break;
+            }
+            if ((key >> 3) == field && n <= len - i) {
+                *val = buf + i;
+                *val_len = (size_t)n;
+                found = true;
+            }
+        skip:
+            if (n > len - i)
+                return false;
+            i += (size_t)n;
+            break;
+        default:
+            return false;
+        }
+    }
+    return found;
+}
+
+bool dispatch_quick_candidate(const uint8_t *req, size_t len)
+{
+    static const char quick[] = DISPATCH_QUICK_METHOD;
+    const ProtobufCFieldDescriptor *f = protobuf_c_message_descriptor_get_field_by_name(
+        &charter__v1__rpc_request__descriptor, "method");
+    const uint8_t *v = NULL;
+    size_t n = 0;
+    return f != NULL && dispatch_scan_field(req, len, f->id, &v, &n) && n == sizeof quick - 1 &&
+           memcmp(v, quick, n) == 0;
+}
+
+int dispatch_serve_quick(const dispatch_ctx *d, const uint8_t *req, size_t len, uint8_t **resp,
+                         size_t *resp_len)
+{
+    int rc = dispatch_run(d, NULL, req, len, 0, resp, resp_len);
+    return rc == DISPATCH_NEEDS_STORE ? 1 : rc;
 }

@@ -11,6 +11,7 @@
 #ifndef CHARTER_DISPATCH_H
 #define CHARTER_DISPATCH_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -63,6 +64,20 @@ int dispatch_check_tables(char *err, size_t errlen);
  * response could be allocated (nothing to send). Logs one line per failed call. */
 int dispatch_serve(const dispatch_ctx *d, store *st, const uint8_t *req, size_t len,
                    unsigned waited_ms, uint8_t **resp, size_t *resp_len);
+
+/* True when the request's method field (read from the bytes, without decoding them) names
+ * the one method dispatch_serve_quick may serve, Health/Check: a cheap test the transport makes
+ * on NNG's callback thread before deciding where a request is served. */
+bool dispatch_quick_candidate(const uint8_t *req, size_t len);
+
+/* Serves a request without a store, on the calling thread, when it touches no database: a
+ * Health/Check (answered from the serving status, env->serving, rpc/serving.h) by a caller
+ * identified without the registry (no token, or an environment token, for the default tenant)
+ * and without metadata "health-source: database". Returns 0 with *resp as dispatch_serve's
+ * (counted and logged the same), 1 when the call needs a worker (nothing was answered, counted
+ * or logged; *resp is NULL), or -1 when no response could be allocated. */
+int dispatch_serve_quick(const dispatch_ctx *d, const uint8_t *req, size_t len, uint8_t **resp,
+                         size_t *resp_len);
 
 /* A packed RpcResponse with code and message and no payload (used by the transport for
  * RESOURCE_EXHAUSTED when the queue is full). Returns 0 or -1 on allocation failure. */

@@ -703,10 +703,17 @@ static enum MHD_Result http_call(http_req *r)
 }
 
 /* GET /readyz: a Health/Check through the same queue and workers as every call, so "ready"
- * means a worker reached the database and found the query library, within 2 s. */
+ * means a worker reached the database and found the query library, within 2 s. Metadata
+ * health-source: database keeps it off the serving status Health otherwise answers from. */
 static enum MHD_Result http_readyz(http_req *r)
 {
     Charter__V1__RpcRequest env = CHARTER__V1__RPC_REQUEST__INIT;
+    Charter__V1__RpcRequest__MetadataEntry source = CHARTER__V1__RPC_REQUEST__METADATA_ENTRY__INIT;
+    Charter__V1__RpcRequest__MetadataEntry *meta[1] = {&source};
+    source.key = (char *)"health-source";
+    source.value = (char *)"database";
+    env.metadata = meta;
+    env.n_metadata = 1;
     env.method = "/charter.v1.Health/Check";
     env.timeout_ms = 2000;
     nng_msg *m = NULL;

@@ -1,9 +1,12 @@
 /*
  * svc_health.c - charter.v1.Health: is this charterd serving, and is its database up.
  *
- * Callable without a token, so load balancers and the test harness can probe it. It makes one
- * database round trip (store_ping: PING plus the query library version) within the call's
- * deadline and reveals nothing about the graph's contents.
+ * Callable without a token, so load balancers and the test harness can probe it. Served on a
+ * worker it makes one database round trip (store_ping: the query library version) within the
+ * call's deadline; served without a store (dispatch_serve_quick, on the transport's callback
+ * thread) it answers the serving status the health monitor keeps, from a round trip begun at
+ * most SERVING_FRESH_MS ago (rpc/serving.h). Either way it reveals nothing about the graph's
+ * contents.
  */
 #include <protobuf-c/protobuf-c.h>
 
@@ -18,7 +21,7 @@ static int svc_health_check(call *c, const ProtobufCMessage *in, ProtobufCMessag
         return call_fail(c, RPC_INTERNAL, "out of memory");
     }
     charter__v1__health_response__init(r);
-    int rc = store_ping(c->st);
+    int rc = c->st != NULL ? store_ping(c->st) : serving_status(c->env->serving);
     static char serving[] = "serving", down[] = "database_down", up[] = "up", db_down[] = "down",
                 library[] = STORE_LIBRARY_VERSION;
     r->status = rc == STATUS_OK ? serving : down;

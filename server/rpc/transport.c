@@ -9,6 +9,7 @@
 #include <nng/nng.h>
 #include <nng/protocol/reqrep0/rep.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -19,6 +20,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "core/invariant.h"
 #include "core/log.h"
 #include "core/metrics.h"
 
@@ -27,17 +29,18 @@
  *   QUEUED - a request waits in the FIFO or is being served by a worker;
  *   SEND   - the reply (or an immediate refusal) is being sent;
  *   IDLE   - stopped (shutdown).
- * Invariant, guarded by mu: a slot in RECV has an operation pending on its aio, so setting
- * closing and cancelling every RECV slot under mu leaves no receive behind; every later
- * transition back to RECV checks closing under mu first (transport_next_recv). While stopping
- * but not yet closing, slots keep receiving so that late callers get an answer. */
+ * Invariant: a slot in RECV has an operation pending on its aio (or is about to start one, or
+ * is in its callback), so setting closing and cancelling every RECV slot under mu leaves no
+ * receive behind; once stopping, every transition back to RECV checks closing under mu first
+ * (transport_next_recv says why none is needed before). While stopping but not yet closing,
+ * slots keep receiving so that late callers get an answer. */
 typedef enum { SLOT_IDLE = 0, SLOT_RECV, SLOT_QUEUED, SLOT_SEND } slot_state;
 
 typedef struct transport_slot {
     transport *t;
     nng_ctx ctx;
     nng_aio *aio;
-    slot_state state;
+    _Atomic slot_state state; /* written by whoever holds the slot's request; read by drain */
     nng_msg *req;
     size_t req_bytes;            /* nng_msg_len(req), counted in transport.queued_bytes */
     struct timespec queued_at;   /* when req was received (CLOCK_MONOTONIC) */
@@ -47,8 +50,6 @@ typedef struct transport_slot {
 typedef struct {
     transport *t;
     store *st;
-    nng_aio *send_aio; /* the worker's replies: no callback, so a send completes on the
-                          worker's own thread instead of a hop through NNG's task threads */
     pthread_t thread;
     bool started;
 } transport_worker;
@@ -70,11 +71,14 @@ struct transport {
     transport_slot *head, *tail;
     size_t pending;          /* requests queued or being served */
     size_t limit;            /* workers + queue */
-    bool stopping;           /* new requests are answered UNAVAILABLE; slots keep receiving */
+    atomic_bool stopping;    /* new requests are answered UNAVAILABLE; slots keep receiving;
+                                set under mu (workers wait on it), read without it */
     bool closing;            /* slots stop receiving: the socket is about to close */
     size_t max_message;      /* --max-message: larger requests are refused on arrival */
     size_t queued_bytes;     /* bytes of the requests queued or being served */
     size_t max_queued_bytes; /* refusal (RESOURCE_EXHAUSTED) beyond this */
+    bool quick;              /* the dispatch keeps a serving status: Health is answered from the
+                                callback (transport_quick) */
 };
 
 /* NNG's receive limit is --max-message plus this: room for the SP header (req/rep's request
@@ -87,19 +91,48 @@ struct transport {
 #define TRANSPORT_QUEUE_BYTES_FACTOR 4
 #define TRANSPORT_QUEUE_BYTES_MIN ((size_t)16 * 1024 * 1024)
 
+/* A reply to a caller that stopped reading is dropped after this long: the slot's send fails
+ * with a timeout and the slot receives again, so a stuck connection cannot hold slots. */
+#define TRANSPORT_SEND_WAIT_MS 2000
+
+/* Starts sending reply on slot s (already SEND). The send completes on NNG's callback thread
+ * (transport_slot_cb), which puts the slot back to receiving: the worker never waits for the
+ * connection, which a single connection shared by many callers keeps busy with earlier
+ * replies. */
+static void transport_send(transport_slot *s, nng_msg *reply)
+{
+    nng_aio_set_timeout(s->aio, TRANSPORT_SEND_WAIT_MS);
+    nng_aio_set_msg(s->aio, reply);
+    nng_ctx_send(s->ctx, s->aio);
+}
+
 /* --- replies that never reach a worker --------------------------------------------------- */
 
-/* Puts slot s back to receiving, or to IDLE once the transport is closing. Called with mu
- * held. Wakes whoever waits for slots to settle (transport_drain). */
+/* Puts slot s back to receiving, or to IDLE once the transport is closing. Called without mu:
+ * while the transport serves, this takes no lock at all (every reply passes here, and on two
+ * cores a lock the callback threads share is a lock they queue on). The slot is marked RECV
+ * before stopping is read, and drain sets stopping before anything else, so a slot that saw
+ * no stop has its receive started long before drain, 50 ms and a settle later, sets closing
+ * and cancels the RECV slots; should it not have (a thread preempted that long), drain's
+ * bounded settle and nng_aio_stop end that receive. Once stopping, the move is made under mu
+ * and wakes whoever waits for slots to settle (transport_drain). */
 static void transport_next_recv(transport_slot *s)
 {
-    if (s->t->closing) {
+    transport *t = s->t;
+    nng_aio_set_timeout(s->aio, NNG_DURATION_INFINITE); /* a send may have set one */
+    s->state = SLOT_RECV;
+    if (!atomic_load(&t->stopping)) {
+        nng_ctx_recv(s->ctx, s->aio);
+        return;
+    }
+    pthread_mutex_lock(&t->mu);
+    if (t->closing) {
         s->state = SLOT_IDLE;
     } else {
-        s->state = SLOT_RECV;
         nng_ctx_recv(s->ctx, s->aio);
     }
-    pthread_cond_broadcast(&s->t->idle_cv);
+    pthread_cond_broadcast(&t->idle_cv);
+    pthread_mutex_unlock(&t->mu);
 }
 
 /* Answers the request of slot s with code and message from the NNG callback thread. The slot
@@ -115,16 +148,52 @@ static void transport_refuse(transport_slot *s, int code, const char *message)
     free(buf);
     if (reply == NULL) {
         /* Nothing to send: drop the request, keep receiving (or stop). */
-        pthread_mutex_lock(&s->t->mu);
         transport_next_recv(s);
-        pthread_mutex_unlock(&s->t->mu);
         return;
     }
-    pthread_mutex_lock(&s->t->mu);
     s->state = SLOT_SEND;
-    pthread_mutex_unlock(&s->t->mu);
-    nng_aio_set_msg(s->aio, reply);
-    nng_ctx_send(s->ctx, s->aio);
+    transport_send(s, reply);
+}
+
+/* Answers the request of slot s from the callback thread when it needs neither a worker nor
+ * the database (dispatch_serve_quick: Health/Check from the serving status), so the cheapest
+ * and most frequent probe costs no hand-off, and is answered even while every worker is busy.
+ * Returns true when the request was taken (answered, or dropped when no reply could be
+ * allocated), false when it must go to a worker. */
+static bool transport_quick(transport_slot *s, nng_msg *m)
+{
+    transport *t = s->t;
+    uint8_t *buf = NULL;
+    size_t len = 0;
+    int rc = dispatch_serve_quick(t->dispatch, nng_msg_body(m), nng_msg_len(m), &buf, &len);
+    if (rc == 1) {
+        return false;
+    }
+    nng_msg_free(m);
+    nng_msg *reply = NULL;
+    if (rc != 0 || nng_msg_alloc(&reply, len) != 0) {
+        free(buf);
+        log_error("out of memory: a reply was dropped");
+        transport_next_recv(s);
+        return true;
+    }
+    memcpy(nng_msg_body(reply), buf, len);
+    free(buf);
+    s->state = SLOT_SEND;
+    transport_send(s, reply);
+    return true;
+}
+
+/* Appends slot s to the FIFO. Called with mu held. */
+static void transport_enqueue(transport *t, transport_slot *s)
+{
+    s->next = NULL;
+    if (t->tail != NULL) {
+        t->tail->next = s;
+    } else {
+        t->head = s;
+    }
+    t->tail = s;
 }
 
 /* --- the slot state machine (runs on NNG's callback threads) ------------------------------ */
@@ -150,10 +219,14 @@ static void transport_slot_cb(void *arg)
         nng_msg *m = nng_aio_get_msg(s->aio);
         nng_aio_set_msg(s->aio, NULL);
         size_t bytes = nng_msg_len(m);
+        if (t->quick && bytes <= t->max_message && !atomic_load(&t->stopping) &&
+            dispatch_quick_candidate(nng_msg_body(m), bytes) && transport_quick(s, m)) {
+            return;
+        }
         pthread_mutex_lock(&t->mu);
         int code = RPC_OK;
         char msg[160];
-        if (t->stopping) {
+        if (atomic_load(&t->stopping)) {
             /* Callers arriving during shutdown get the documented answer, not a lost
              * connection: the slots keep receiving until the socket closes. */
             code = RPC_UNAVAILABLE;
@@ -187,13 +260,7 @@ static void transport_slot_cb(void *arg)
         s->req = m;
         s->state = SLOT_QUEUED;
         clock_gettime(CLOCK_MONOTONIC, &s->queued_at);
-        s->next = NULL;
-        if (t->tail != NULL) {
-            t->tail->next = s;
-        } else {
-            t->head = s;
-        }
-        t->tail = s;
+        transport_enqueue(t, s);
         pthread_cond_signal(&t->work_cv);
         pthread_mutex_unlock(&t->mu);
         return;
@@ -205,84 +272,97 @@ static void transport_slot_cb(void *arg)
             nng_aio_set_msg(s->aio, NULL);
             nng_msg_free(m); /* the caller went away; the reply is of no use */
         }
-        pthread_mutex_lock(&t->mu);
         transport_next_recv(s);
-        pthread_mutex_unlock(&t->mu);
     }
 }
 
 /* --- workers ------------------------------------------------------------------------------ */
 
-/* Sends reply on slot s's context from the worker's thread. rep0 hands a reply to its pipe at
- * once and completes the send there (no callback: nothing to schedule on NNG's threads); only
- * when an earlier reply to the same connection is still being written does it wait for that
- * one, at most TRANSPORT_SEND_WAIT_MS, after which the reply is dropped as one to a caller that
- * stopped reading would be. */
-#define TRANSPORT_SEND_WAIT_MS 2000
-static void transport_reply(transport_worker *w, transport_slot *s, nng_msg *reply)
+/* Takes the first queued slot off the FIFO, or NULL. Called with mu held. */
+static transport_slot *transport_dequeue(transport *t)
 {
-    nng_aio_set_msg(w->send_aio, reply);
-    nng_ctx_send(s->ctx, w->send_aio);
-    nng_aio_wait(w->send_aio);
-    if (nng_aio_result(w->send_aio) != 0) {
-        nng_msg *m = nng_aio_get_msg(w->send_aio);
-        nng_aio_set_msg(w->send_aio, NULL);
-        nng_msg_free(m); /* the caller went away; the reply is of no use */
-    }
-}
-
-static void *transport_worker_main(void *arg)
-{
-    transport_worker *w = arg;
-    transport *t = w->t;
-    for (;;) {
-        pthread_mutex_lock(&t->mu);
-        while (t->head == NULL && !t->stopping) {
-            pthread_cond_wait(&t->work_cv, &t->mu);
-        }
-        transport_slot *s = t->head;
-        if (s == NULL) {
-            pthread_mutex_unlock(&t->mu); /* stopping and nothing left to serve */
-            break;
-        }
+    transport_slot *s = t->head;
+    if (s != NULL) {
         t->head = s->next;
         if (t->head == NULL) {
             t->tail = NULL;
         }
-        pthread_mutex_unlock(&t->mu);
-        metrics_queue_add(-1);
+        s->next = NULL;
+    }
+    return s;
+}
 
-        uint8_t *resp = NULL;
-        size_t resp_len = 0;
-        nng_msg *reply = NULL;
-        struct timespec now;
-        clock_gettime(CLOCK_MONOTONIC, &now);
-        long waited_ms = (now.tv_sec - s->queued_at.tv_sec) * 1000L +
-                         (now.tv_nsec - s->queued_at.tv_nsec) / 1000000L;
-        metrics_workers_busy_add(1);
-        int rc = dispatch_serve(t->dispatch, w->st, nng_msg_body(s->req), nng_msg_len(s->req),
-                                waited_ms > 0 ? (unsigned)waited_ms : 0, &resp, &resp_len);
-        metrics_workers_busy_add(-1);
-        nng_msg_free(s->req);
-        s->req = NULL;
-        if (rc == 0 && nng_msg_alloc(&reply, resp_len) == 0) {
-            memcpy(nng_msg_body(reply), resp, resp_len);
-        } else {
-            log_error("out of memory: a reply was dropped");
+/* Serves the request of slot s on worker w's store. Returns the reply, or NULL when none could
+ * be built (logged). The request is freed. */
+static nng_msg *transport_serve(transport_worker *w, transport_slot *s)
+{
+    transport *t = w->t;
+    uint8_t *resp = NULL;
+    size_t resp_len = 0;
+    nng_msg *reply = NULL;
+    struct timespec now;
+    clock_gettime(CLOCK_MONOTONIC, &now);
+    long waited_ms = (now.tv_sec - s->queued_at.tv_sec) * 1000L +
+                     (now.tv_nsec - s->queued_at.tv_nsec) / 1000000L;
+    metrics_queue_add(-1);
+    metrics_workers_busy_add(1);
+    int rc = dispatch_serve(t->dispatch, w->st, nng_msg_body(s->req), nng_msg_len(s->req),
+                            waited_ms > 0 ? (unsigned)waited_ms : 0, &resp, &resp_len);
+    metrics_workers_busy_add(-1);
+    nng_msg_free(s->req);
+    s->req = NULL;
+    if (rc == 0 && nng_msg_alloc(&reply, resp_len) == 0) {
+        memcpy(nng_msg_body(reply), resp, resp_len);
+    } else {
+        log_error("out of memory: a reply was dropped");
+    }
+    free(resp);
+    return reply;
+}
+
+/* A worker: one lock per request under load. The accounting of the request just served, the
+ * slot's move to SEND and the taking of the next request happen in one critical section; the
+ * reply is sent after it, outside the lock. The worker waits on work_cv only when the FIFO is
+ * empty. */
+static void *transport_worker_main(void *arg)
+{
+    transport_worker *w = arg;
+    transport *t = w->t;
+    transport_slot *done = NULL; /* served; its accounting is still to do */
+    nng_msg *reply = NULL;       /* done's reply, or NULL */
+    for (;;) {
+        pthread_mutex_lock(&t->mu);
+        if (done != NULL) {
+            INVARIANT(t->pending > 0 && t->queued_bytes >= done->req_bytes);
+            t->pending--;
+            t->queued_bytes -= done->req_bytes;
+            done->req_bytes = 0;
+            if (reply != NULL) {
+                done->state = SLOT_SEND;
+            }
         }
-        free(resp);
-
-        pthread_mutex_lock(&t->mu);
-        t->pending--;
-        t->queued_bytes -= s->req_bytes;
-        s->req_bytes = 0;
-        s->state = reply != NULL ? SLOT_SEND : s->state;
+        transport_slot *s = transport_dequeue(t);
         pthread_mutex_unlock(&t->mu);
-        if (reply != NULL)
-            transport_reply(w, s, reply);
-        pthread_mutex_lock(&t->mu);
-        transport_next_recv(s);
-        pthread_mutex_unlock(&t->mu);
+        if (done != NULL && reply != NULL) {
+            transport_send(done, reply);
+        } else if (done != NULL) {
+            transport_next_recv(done); /* no reply could be built: the request is dropped */
+        }
+        done = NULL;
+        reply = NULL;
+        if (s == NULL) {
+            pthread_mutex_lock(&t->mu);
+            while (t->head == NULL && !atomic_load(&t->stopping)) {
+                pthread_cond_wait(&t->work_cv, &t->mu);
+            }
+            s = transport_dequeue(t);
+            pthread_mutex_unlock(&t->mu);
+            if (s == NULL) {
+                break; /* stopping and nothing left to serve */
+            }
+        }
+        reply = transport_serve(w, s);
+        done = s;
     }
     return NULL;
 }
@@ -362,9 +442,6 @@ static void transport_free(transport *t)
         if (t->workers[i].st != NULL) {
             store_close(t->workers[i].st);
         }
-        if (t->workers[i].send_aio != NULL) {
-            nng_aio_free(t->workers[i].send_aio);
-        }
     }
     free(t->workers);
     pthread_cond_destroy(&t->idle_cv);
@@ -417,7 +494,7 @@ static size_t transport_settle(transport *t, unsigned mask, const struct timespe
 static void transport_drain(transport *t, int wait_ms)
 {
     pthread_mutex_lock(&t->mu);
-    t->stopping = true;
+    atomic_store(&t->stopping, true);
     pthread_cond_broadcast(&t->work_cv);
     pthread_mutex_unlock(&t->mu);
 
@@ -456,19 +533,11 @@ static void transport_drain(transport *t, int wait_ms)
     }
 }
 
-/* The workers' send operations and every slot's operation and context. Returns 0, or -1 with
+/* Every slot's operation and context. Returns 0, or -1 with
  * the failure in err. */
 static int transport_open_contexts(transport *t, char *err, size_t errlen)
 {
     int rv;
-    for (unsigned i = 0; i < t->n_workers; i++) {
-        if ((rv = nng_aio_alloc(&t->workers[i].send_aio, NULL, NULL)) != 0) {
-            snprintf(err, errlen, "cannot create NNG operations: %s (lower --workers)",
-                     nng_strerror(rv));
-            return -1;
-        }
-        nng_aio_set_timeout(t->workers[i].send_aio, TRANSPORT_SEND_WAIT_MS);
-    }
     for (size_t i = 0; i < t->n_slots; i++) {
         transport_slot *s = &t->slots[i];
         s->t = t;
@@ -480,6 +549,15 @@ static int transport_open_contexts(transport *t, char *err, size_t errlen)
         }
     }
     return 0;
+}
+
+/* The bytes of requests allowed to wait or be served at once, for --max-message. */
+static size_t transport_queue_bytes(size_t max_message)
+{
+    size_t n = max_message <= SIZE_MAX / TRANSPORT_QUEUE_BYTES_FACTOR
+                   ? max_message * TRANSPORT_QUEUE_BYTES_FACTOR
+                   : SIZE_MAX;
+    return n < TRANSPORT_QUEUE_BYTES_MIN ? TRANSPORT_QUEUE_BYTES_MIN : n;
 }
 
 int transport_start(const transport_opts *o, transport **out, int *db_failure, char *err,
@@ -502,14 +580,11 @@ int transport_start(const transport_opts *o, transport **out, int *db_failure, c
         snprintf(err, errlen, "cannot create transport locks (free some resources)");
         return -1;
     }
+    atomic_init(&t->stopping, false);
     t->dispatch = o->dispatch;
+    t->quick = o->dispatch->env != NULL && o->dispatch->env->serving != NULL;
     t->max_message = o->max_message;
-    t->max_queued_bytes = o->max_message <= SIZE_MAX / TRANSPORT_QUEUE_BYTES_FACTOR
-                              ? o->max_message * TRANSPORT_QUEUE_BYTES_FACTOR
-                              : SIZE_MAX;
-    if (t->max_queued_bytes < TRANSPORT_QUEUE_BYTES_MIN) {
-        t->max_queued_bytes = TRANSPORT_QUEUE_BYTES_MIN;
-    }
+    t->max_queued_bytes = transport_queue_bytes(o->max_message);
     t->limit = (size_t)o->workers + o->queue;
     t->n_workers = o->workers;
     metrics_set_workers(o->workers);

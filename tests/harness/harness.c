@@ -974,6 +974,29 @@ int harness_health(const char *url, int timeout_ms, Charter__V1__HealthResponse 
     return status;
 }
 
+int harness_health_until(const char *url, const char *database, int within_ms,
+                         Charter__V1__HealthResponse **out)
+{
+    struct timespec t0, t;
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    for (;;) {
+        Charter__V1__HealthResponse *h = NULL;
+        int rc = harness_health(url, within_ms > 0 ? within_ms : 1, &h);
+        clock_gettime(CLOCK_MONOTONIC, &t);
+        long long spent = (t.tv_sec - t0.tv_sec) * 1000LL + (t.tv_nsec - t0.tv_nsec) / 1000000;
+        bool settled = rc == 0 && h->database != NULL && strcmp(h->database, database) == 0;
+        if (settled || spent >= within_ms) {
+            if (out != NULL)
+                *out = h;
+            else if (h != NULL)
+                charter__v1__health_response__free_unpacked(h, NULL);
+            return rc;
+        }
+        if (h != NULL)
+            charter__v1__health_response__free_unpacked(h, NULL);
+    }
+}
+
 /* --- races and faults: abandoned calls, private Redis servers, edge deletion ------------- */
 
 #include <dirent.h>

@@ -182,6 +182,13 @@ void harness_response_free(harness_response *r);
  * unpacked response, freed with charter__v1__health_response__free_unpacked), else -1. */
 int harness_health(const char *url, int timeout_ms, Charter__V1__HealthResponse **out);
 
+/* harness_health, asked again at once until its database field reads database ("up" or
+ * "down") or within_ms milliseconds have passed; returns as harness_health with the last
+ * answer. Health answers from a serving status at most 250 ms old (server/rpc/serving.h), so a
+ * database that just died or came back shows there within that bound, not on the first call. */
+int harness_health_until(const char *url, const char *database, int within_ms,
+                         Charter__V1__HealthResponse **out);
+
 /* --- races and faults -------------------------------------------------------------------- */
 
 /* Packs msg into an RpcRequest for method (with the bearer token when not NULL), sends it on a
