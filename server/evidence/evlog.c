@@ -255,6 +255,15 @@ static evlog_hint *evlog_hint_of(const pthread_mutex_t *lock, const char *run_id
     return h;
 }
 
+/* Forgets the hint of run_id (an alternative event was written: its head is not known here),
+ * leaving another run's that shares the way alone. Returns NULL, the hint to use from now. */
+static evlog_hint *evlog_hint_forget(evlog_hint *hint, const char *run_id)
+{
+    if (hint != NULL && strcmp(hint->run_id, run_id) == 0)
+        hint->run_id[0] = '\0';
+    return NULL;
+}
+
 /* "<seconds>.<6 digits>" a is later than b. */
 static bool evlog_later(const char *a, const char *b)
 {
@@ -677,12 +686,8 @@ static int evlog_write(store *st, evlog_write_spec *w, json_t **reply, store_lis
             break;
         }
         /* An alternative was written: this process's hint of the head is not known here. */
-        if (rc == STATUS_OK && json_integer_value(json_object_get(r, "event_index")) > 0 &&
-            hint != NULL) {
-            if (strcmp(hint->run_id, w->run_id) == 0)
-                hint->run_id[0] = '\0';
-            hint = NULL;
-        }
+        if (rc == STATUS_OK && json_integer_value(json_object_get(r, "event_index")) > 0)
+            hint = evlog_hint_forget(hint, w->run_id);
         if (rc != STATUS_OK) {
             json_decref(r);
             break;
