@@ -1350,6 +1350,12 @@ static void test_charterd_answers_for_an_archived_run_from_its_archive(void)
         CU_ASSERT_PTR_NOT_NULL_FATAL(live[i]);
         CU_ASSERT_TRUE(live[i]->matches);
     }
+    /* A seq past the largest the database numbers (10^15) is refused as the argument it is,
+     * naming no query function; the same answer once the run is archived (below). */
+    const char beyond[] = "seq: the decision event's seq, from 1 to 1000000000000000";
+    CU_ASSERT_PTR_NULL(replay(c, run, 1000000000000001ULL, &st));
+    CU_ASSERT_EQUAL(st.code, CHARTER_INVALID_ARGUMENT);
+    CU_ASSERT_STRING_EQUAL(st.message, beyond);
     Charter__V1__WhatIfResponse *report = what_if(c, candidate, run, &st);
     CU_ASSERT_PTR_NOT_NULL_FATAL(report);
     CU_ASSERT(report->n_changes >= 1);
@@ -1377,6 +1383,12 @@ static void test_charterd_answers_for_an_archived_run_from_its_archive(void)
     }
     CU_ASSERT_PTR_NULL(replay(c, run, 999, &st));
     CU_ASSERT_EQUAL(st.code, CHARTER_NOT_FOUND);
+    CU_ASSERT_PTR_NULL(replay(c, run, 1000000000000001ULL, &st));
+    CU_ASSERT_EQUAL(st.code, CHARTER_INVALID_ARGUMENT);
+    CU_ASSERT_STRING_EQUAL(st.message, beyond);
+    CU_ASSERT_PTR_NULL(replay(c, run, UINT64_MAX, &st));
+    CU_ASSERT_EQUAL(st.code, CHARTER_INVALID_ARGUMENT);
+    CU_ASSERT_STRING_EQUAL(st.message, beyond);
     CU_ASSERT_EQUAL(harness_sh("CHARTER_TOKEN=%s '%s' --url %s replay %s %llu | grep -qx "
                                "'archive  %s (the run left the database)'",
                                HARNESS_OPERATOR_TOKEN, CHARTER_CLI_PATH, d.tcp_url, run,
