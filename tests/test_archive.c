@@ -452,6 +452,46 @@ static void test_the_retention_pass_archives_ended_runs_once(void)
     free(text);
 }
 
+/* A pass that cannot add the run's line to the index (its name taken by a folder: open fails
+ * for root too, as a mode would not) removes the archive it wrote and leaves the run in Redis
+ * (docs/operator.md "Retention"): a file the index does not name would fail the folder's
+ * audit. The next pass, the index writable again, archives the run. */
+static void test_an_archive_the_index_cannot_name_is_removed(void)
+{
+    char ended[65];
+    CU_ASSERT_EQUAL_FATAL(runner_start(&env, NULL, "external", ended), STATUS_OK);
+    CU_ASSERT_EQUAL_FATAL(
+        evlog_transition(st, ended, "created,running", "cancelled", "", NULL, NULL), STATUS_OK);
+    char dir[300], gdir[400], index[480];
+    snprintf(dir, sizeof dir, "%s/noindex", folder);
+    snprintf(gdir, sizeof gdir, "%s/%s", dir, graph);
+    snprintf(index, sizeof index, "%s/%s", gdir, ARCHIVE_INDEX_NAME);
+    CU_ASSERT_EQUAL_FATAL(harness_sh("mkdir -p '%s'", index), 0);
+    const retention_period now = {0, 0};
+    retention_result r;
+    CU_ASSERT_EQUAL_FATAL(retention_pass(st, "charterd-a", &now, dir, &r), STATUS_OK);
+    CU_ASSERT_TRUE(r.held);
+    CU_ASSERT_EQUAL(r.archived, 0);
+    CU_ASSERT_EQUAL(r.failed, 1);
+    CU_ASSERT(run_keys(ended, "none", "none", "none") > 0);
+    /* The day's folder was made; no file is in it, no .partial either. */
+    CU_ASSERT_EQUAL(harness_sh("test -n \"$(find '%s' -type d -name '2*-*-*')\" && "
+                               "test -z \"$(find '%s' -type f)\"",
+                               gdir, gdir),
+                    0);
+
+    CU_ASSERT_EQUAL_FATAL(rmdir(index), 0);
+    CU_ASSERT_EQUAL_FATAL(retention_pass(st, "charterd-a", &now, dir, &r), STATUS_OK);
+    CU_ASSERT_EQUAL(r.archived, 1);
+    CU_ASSERT_EQUAL(r.failed, 0);
+    CU_ASSERT_EQUAL(run_keys(ended, "none", "none", "none"), 0);
+    archive_index_check check;
+    CU_ASSERT_EQUAL(archive_index_verify(gdir, NULL, NULL, &check), STATUS_OK);
+    CU_ASSERT_TRUE(check.intact);
+    CU_ASSERT_EQUAL(check.runs, 1);
+    CU_ASSERT_EQUAL(check.files, 1);
+}
+
 /* --- GetRun in pages ---------------------------------------------------------------------- */
 
 /* A paged GetRun holds the deliveries its events decided, each once over the pages, and the
@@ -1350,6 +1390,12 @@ static void test_charterd_answers_for_an_archived_run_from_its_archive(void)
         CU_ASSERT_PTR_NOT_NULL_FATAL(live[i]);
         CU_ASSERT_TRUE(live[i]->matches);
     }
+    /* A seq past the largest the database numbers (10^15) is refused as the argument it is,
+     * naming no query function; the same answer once the run is archived (below). */
+    const char beyond[] = "seq: the decision event's seq, from 1 to 1000000000000000";
+    CU_ASSERT_PTR_NULL(replay(c, run, 1000000000000001ULL, &st));
+    CU_ASSERT_EQUAL(st.code, CHARTER_INVALID_ARGUMENT);
+    CU_ASSERT_STRING_EQUAL(st.message, beyond);
     Charter__V1__WhatIfResponse *report = what_if(c, candidate, run, &st);
     CU_ASSERT_PTR_NOT_NULL_FATAL(report);
     CU_ASSERT(report->n_changes >= 1);
@@ -1377,6 +1423,12 @@ static void test_charterd_answers_for_an_archived_run_from_its_archive(void)
     }
     CU_ASSERT_PTR_NULL(replay(c, run, 999, &st));
     CU_ASSERT_EQUAL(st.code, CHARTER_NOT_FOUND);
+    CU_ASSERT_PTR_NULL(replay(c, run, 1000000000000001ULL, &st));
+    CU_ASSERT_EQUAL(st.code, CHARTER_INVALID_ARGUMENT);
+    CU_ASSERT_STRING_EQUAL(st.message, beyond);
+    CU_ASSERT_PTR_NULL(replay(c, run, UINT64_MAX, &st));
+    CU_ASSERT_EQUAL(st.code, CHARTER_INVALID_ARGUMENT);
+    CU_ASSERT_STRING_EQUAL(st.message, beyond);
     CU_ASSERT_EQUAL(harness_sh("CHARTER_TOKEN=%s '%s' --url %s replay %s %llu | grep -qx "
                                "'archive  %s (the run left the database)'",
                                HARNESS_OPERATOR_TOKEN, CHARTER_CLI_PATH, d.tcp_url, run,
@@ -1783,6 +1835,8 @@ static const harness_test run_tests[] = {
     {"an archived decision replays offline", test_an_archived_decision_replays_offline},
     {"the retention pass archives ended runs once",
      test_the_retention_pass_archives_ended_runs_once},
+    {"an archive the index cannot name is removed",
+     test_an_archive_the_index_cannot_name_is_removed},
 };
 static const harness_test window_tests[] = {
     {"compact records expire after the invocation window",

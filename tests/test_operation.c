@@ -23,6 +23,7 @@
 #include "harness.h"
 #include "suite.h"
 #include "db/store.h"
+#include "main/config.h"
 
 static char tmpdir[64];
 
@@ -298,6 +299,85 @@ static void test_not_found_answers_name_the_id(void)
     harness_graph_drop(graph);
 }
 
+/* Every duration option takes the forms docs/operator.md gives, and only those: a whole number
+ * of digits and one unit (s, m, h, d; zero in any unit is 0), 0, off, and for
+ * --invocation-window forever. A sign, a space or anything else is refused with one line
+ * naming the option and the value, as is a period beyond 3650 days. */
+static void test_duration_options_take_exactly_the_documented_forms(void)
+{
+    static const struct {
+        const char *option, *value;
+        long long want; /* seconds; -1: refused */
+    } cases[] = {
+        {"--retention", "30d", 30LL * 86400},
+        {"--retention", "12h", 12LL * 3600},
+        {"--retention", "90m", 90LL * 60},
+        {"--retention", "45s", 45},
+        {"--retention", "0", 0},
+        {"--retention", "off", 0},
+        {"--retention", "0s", 0},
+        {"--retention", "0d", 0},
+        {"--retention", "3650d", 3650LL * 86400},
+        {"--retention", "3651d", -1},
+        {"--retention", "99999999999999999999s", -1},
+        {"--retention", "+5s", -1},
+        {"--retention", " 5s", -1},
+        {"--retention", "5s ", -1},
+        {"--retention", "-5s", -1},
+        {"--retention", "5", -1},
+        {"--retention", "5S", -1},
+        {"--retention", "5sec", -1},
+        {"--retention", "s", -1},
+        {"--retention", "", -1},
+        {"--retention", "forever", -1},
+        {"--invocation-window", "7d", 7LL * 86400},
+        {"--invocation-window", "0", 0},
+        {"--invocation-window", "0m", 0},
+        {"--invocation-window", "off", 0},
+        {"--invocation-window", "forever", 0},
+        {"--invocation-window", "+2s", -1},
+        {"--invocation-window", "\t2s", -1},
+        {"--invocation-window", "2s\n", -1},
+        {"--invocation-window", "0x10s", -1},
+    };
+    CU_ASSERT_EQUAL_FATAL(setenv("CHARTER_OPERATOR_TOKEN", HARNESS_OPERATOR_TOKEN, 1), 0);
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        char *argv[] = {"charterd", (char *)cases[i].option, (char *)cases[i].value, NULL};
+        config cfg;
+        char err[512] = "";
+        int rc = config_parse(3, argv, &cfg, err, sizeof err);
+        long long got =
+            strcmp(cases[i].option, "--retention") == 0 ? cfg.retention_s : cfg.invocation_window_s;
+        if (cases[i].want < 0) {
+            CU_ASSERT_EQUAL(rc, CONFIG_EUSAGE);
+            CU_ASSERT_PTR_NOT_NULL(strstr(err, cases[i].option));
+            char quoted[64];
+            snprintf(quoted, sizeof quoted, "got \"%s\"", cases[i].value);
+            CU_ASSERT_PTR_NOT_NULL(strstr(err, quoted));
+        } else {
+            CU_ASSERT_EQUAL(rc, CONFIG_OK);
+            CU_ASSERT_EQUAL(got, cases[i].want);
+        }
+        if ((rc == CONFIG_OK) != (cases[i].want >= 0) || (rc == CONFIG_OK && got != cases[i].want))
+            fprintf(stderr, "%s \"%s\": rc %d, %lld seconds, %s\n", cases[i].option, cases[i].value,
+                    rc, got, err);
+        config_free(&cfg);
+    }
+    CU_ASSERT_EQUAL(unsetenv("CHARTER_OPERATOR_TOKEN"), 0);
+
+    /* charterd itself: the usage status and the one line, before any database is reached. */
+    const char *args[] = {"--retention", "+5s",
+                          "--redis",     "unix:///nonexistent/redis.sock",
+                          "--listen",    "ipc:///tmp/charter-ops-none.sock"};
+    const char *env[] = {"CHARTER_OPERATOR_TOKEN=" HARNESS_OPERATOR_TOKEN, NULL};
+    char out[1024] = "";
+    CU_ASSERT_EQUAL(harness_charterd_run(args, 6, env, 20000, out, sizeof out), 2);
+    CU_ASSERT_PTR_NOT_NULL(strstr(out, "--retention"));
+    CU_ASSERT_PTR_NOT_NULL(strstr(out, "got \"+5s\""));
+    char *nl = strchr(out, '\n');
+    CU_ASSERT(nl != NULL && nl[1] == '\0');
+}
+
 /* --- registration ---------------------------------------------------------------------------- */
 
 static const harness_test tests[] = {
@@ -310,6 +390,8 @@ static const harness_test tests[] = {
      test_taken_http_port_fails_before_writing_to_the_graph},
     {"Redis URL forms users copy are canonical", test_redis_url_forms_users_copy_are_canonical},
     {"a missing Redis socket fails at once", test_missing_redis_socket_fails_at_once},
+    {"duration options take exactly the documented forms",
+     test_duration_options_take_exactly_the_documented_forms},
     {"NOT_FOUND answers name the id", test_not_found_answers_name_the_id},
 };
 static const harness_suite suites[] = {

@@ -29,6 +29,10 @@
  * another. Bump it with every change to the library's sources in queries/. */
 #define STORE_LIBRARY_VERSION "26"
 
+/* The largest seq the query library numbers or accepts (check_count's 10^15 in queries/): a
+ * run's events never go beyond it. */
+#define STORE_MAX_SEQ 1000000000000000ULL
+
 #include "core/status.h"
 
 typedef struct store store;

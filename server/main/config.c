@@ -72,8 +72,9 @@ void config_usage(void)
         "                      Cluster at cluster://host:port[,host:port...]\n"
         "                      (default: start an embedded redis-server in the data folder)\n"
         "  --retention DURATION\n"
-        "                      archive ended runs this long after they end (30d, 12h, 90m,\n"
-        "                      45s) and remove them from the database (default off)\n"
+        "                      archive ended runs this long after they end (a whole number\n"
+        "                      and s, m, h or d: 30d, 12h, 90m, 45s) and remove them from the\n"
+        "                      database (default off; 0 or off: never)\n"
         "  --invocation-window DURATION\n"
         "                      keep the compact record of each invocation of an archived run\n"
         "                      this long after its run is archived, so a retry is answered from\n"
@@ -350,25 +351,35 @@ static bool config_flag(const char *arg, config *cfg)
     return false;
 }
 
-/* A duration: a whole number followed by s, m, h or d ("30d", "12h"), or "0"/"off" for none,
- * in seconds into *out. Returns 0 or -1. */
+/* A duration in the forms docs/operator.md gives and no others: a whole number of ASCII
+ * digits and one unit, s, m, h or d ("30d", "12h"; at most CONFIG_MAX_DURATION_S), or "0" or
+ * "off" for none. Zero in any unit ("0s") is none too, as "0" is. The digits are read here, not
+ * by strtoll, which takes a leading sign and white space ("+5s", " 5s"). In seconds into *out.
+ * Returns 0 or -1. */
 static int config_duration(const char *v, long long *out)
 {
-    if (v != NULL && (strcmp(v, "off") == 0 || strcmp(v, "0") == 0)) {
+    if (v == NULL)
+        return -1;
+    if (strcmp(v, "off") == 0 || strcmp(v, "0") == 0) {
         *out = 0;
         return 0;
     }
-    char *end = NULL;
-    long long n = v ? strtoll(v, &end, 10) : 0;
-    long long unit = 0;
-    if (end != NULL && end != v && end[0] != '\0' && end[1] == '\0')
-        unit = end[0] == 's'   ? 1
-               : end[0] == 'm' ? 60
-               : end[0] == 'h' ? 3600
-               : end[0] == 'd' ? 86400
-                               : 0;
-    if (n < 1 || unit == 0 || n > 3650LL * 86400 / unit)
+    size_t digits = strspn(v, "0123456789");
+    if (digits == 0 || v[digits] == '\0' || v[digits + 1] != '\0')
         return -1;
+    long long unit = v[digits] == 's'   ? 1
+                     : v[digits] == 'm' ? 60
+                     : v[digits] == 'h' ? 3600
+                     : v[digits] == 'd' ? 86400
+                                        : 0;
+    if (unit == 0)
+        return -1;
+    long long n = 0;
+    for (size_t k = 0; k < digits; k++) {
+        n = n * 10 + (v[k] - '0');
+        if (n > CONFIG_MAX_DURATION_S / unit)
+            return -1;
+    }
     *out = n * unit;
     return 0;
 }
@@ -391,16 +402,17 @@ static int config_more(const char *arg, int *i, int argc, char **argv, config *c
     } else if (config_match(arg, "--retention", i, argc, argv, &v)) {
         if (config_duration(v, &cfg->retention_s) != 0)
             return config_fail(err, errlen,
-                               "--retention needs a duration such as 30d, 12h, 90m or 45s (or "
-                               "off), got \"%s\"",
+                               "--retention needs a duration: a whole number and s, m, h or d "
+                               "(30d, 12h, 90m, 45s; at most 3650d), or 0 or off, got \"%s\"",
                                v ? v : "");
     } else if (config_match(arg, "--invocation-window", i, argc, argv, &v)) {
         if (v != NULL && strcmp(v, "forever") == 0)
             cfg->invocation_window_s = 0;
         else if (config_duration(v, &cfg->invocation_window_s) != 0)
             return config_fail(err, errlen,
-                               "--invocation-window needs a duration such as 7d, 12h, 90m or "
-                               "45s (or 0 or forever: keep the records forever), got \"%s\"",
+                               "--invocation-window needs a duration: a whole number and s, m, h "
+                               "or d (7d, 12h, 90m, 45s; at most 3650d), or 0, off or forever "
+                               "(keep the records forever), got \"%s\"",
                                v ? v : "");
     } else if (config_match(arg, "--archive-dir", i, argc, argv, &v)) {
         if (v == NULL || v[0] == '\0')

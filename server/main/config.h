@@ -34,6 +34,8 @@
 #define CONFIG_DEFAULT_HTTP_IDLE_TIMEOUT_S 30
 /* --invocation-window when none is given: seven days, in seconds. */
 #define CONFIG_DEFAULT_INVOCATION_WINDOW_S (7LL * 86400)
+/* The longest --retention or --invocation-window: 3650 days, in seconds. */
+#define CONFIG_MAX_DURATION_S (3650LL * 86400)
 
 typedef struct {
     char *listen[CONFIG_MAX_LISTEN]; /* owned copies; the defaults when no --listen was given */

@@ -160,8 +160,11 @@ static int replay_decision(call *c, const ProtobufCMessage *in, ProtobufCMessage
 {
     const Charter__V1__ReplayDecisionRequest *req = (const Charter__V1__ReplayDecisionRequest *)in;
     REQUIRE_ID(c, "run_id", req->run_id);
-    if (req->seq == 0)
-        return call_fail(c, RPC_INVALID_ARGUMENT, "seq: the decision event's seq, 1 or more");
+    /* Checked before the database is asked: the query library refuses a seq beyond its bound
+     * itself, live run or archived, in words naming its function. */
+    if (req->seq == 0 || req->seq > STORE_MAX_SEQ)
+        return call_fail(c, RPC_INVALID_ARGUMENT, "seq: the decision event's seq, from 1 to %llu",
+                         STORE_MAX_SEQ);
     char seq[24];
     snprintf(seq, sizeof seq, "%llu", (unsigned long long)req->seq);
     json_t *event = NULL;

@@ -3,8 +3,10 @@
  *
  * A pass reads the graph's runs oldest first, a page at a time (charter_retention_due), and
  * archives each run due before it reads the next page; a run removed shifts the ranks after
- * it, so the next page starts that many places earlier. Write, flush, read back, verify, and
- * only then remove: a failure at any step leaves the run in Redis and removes the file.
+ * it, so the next page starts that many places earlier. Write, flush, read back, verify, index,
+ * and only then remove: a failure before the removal leaves the run in Redis and removes the
+ * file; a failed removal keeps the file and its index line, since an unanswered removal may
+ * have removed the run.
  */
 #include "runs/retention.h"
 
@@ -105,9 +107,14 @@ static int archive_one(store *st, const char *run_id, const char *dir, long long
     snprintf(graph_dir, sizeof graph_dir, "%s/%s", dir, store_graph(st));
     if (rc == STATUS_OK &&
         (rc = archive_index_add(graph_dir, run_id, name + strlen(store_graph(st)) + 1,
-                                s.context_ids)) != 0)
+                                s.context_ids)) != 0) {
+        /* The run stays, so the file goes: one the index does not name fails the folder's
+         * audit. Should the line have been written before the failure, the next pass writes
+         * the file again and a line after it, the last line of a file being the one read. */
+        unlink(path);
         snprintf(why, sizeof why, "the archive could not be added to %.150s/%s", graph_dir,
                  ARCHIVE_INDEX_NAME);
+    }
     if (rc == STATUS_OK && (rc = archive_run_remove(st, run_id, name, &s, window_s)) != STATUS_OK)
         snprintf(why, sizeof why, "the run could not be removed (%s)", store_last_error(st));
     if (rc == STATUS_OK)
