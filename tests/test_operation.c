@@ -376,6 +376,19 @@ static void test_duration_options_take_exactly_the_documented_forms(void)
     CU_ASSERT_PTR_NOT_NULL(strstr(out, "got \"+5s\""));
     char *nl = strchr(out, '\n');
     CU_ASSERT(nl != NULL && nl[1] == '\0');
+
+    /* charter tenant create reads a tenant's durations by the same grammar (at least 1 of a
+     * unit: 0 is charterd's default there): a usage error (2) before any call is made. */
+    static const struct {
+        const char *value;
+        int status; /* 2: refused; 1: accepted, then no charterd answers */
+    } cli[] = {{"+5s", 2}, {" 5s", 2}, {"-5s", 2}, {"5", 2}, {"0s", 2}, {"5s", 1}, {"05d", 1}};
+    for (size_t i = 0; i < sizeof cli / sizeof cli[0]; i++)
+        CU_ASSERT_EQUAL(
+            harness_sh("'%s' --url tcp://127.0.0.1:9 --connect-timeout-ms 200 tenant create t "
+                       "--retention '%s' >/dev/null 2>&1",
+                       CHARTER_CLI_PATH, cli[i].value),
+            cli[i].status);
 }
 
 /* --- registration ---------------------------------------------------------------------------- */

@@ -1990,15 +1990,16 @@ static long long duration_option(const cli_args *a, const char *name)
     const char *v = arg_option(a, name);
     if (v == NULL)
         return 0;
-    char *end = NULL;
-    long long n = strtoll(v, &end, 10);
-    long long unit = 0;
-    if (end != NULL && end != v && end[0] != '\0' && end[1] == '\0')
-        unit = end[0] == 's'   ? 1
-               : end[0] == 'm' ? 60
-               : end[0] == 'h' ? 3600
-               : end[0] == 'd' ? 86400
-                               : 0;
+    /* Digits and one unit letter, as charterd's own duration options: no sign, no space. */
+    size_t digits = strspn(v, "0123456789");
+    if (digits == 0 || digits > 12 || v[digits] == '\0' || v[digits + 1] != '\0')
+        return -1;
+    long long unit = v[digits] == 's'   ? 1
+                     : v[digits] == 'm' ? 60
+                     : v[digits] == 'h' ? 3600
+                     : v[digits] == 'd' ? 86400
+                                        : 0;
+    long long n = strtoll(v, NULL, 10);
     return n >= 1 && unit > 0 && n <= 3650LL * 86400 / unit ? n * unit : -1;
 }
 
