@@ -94,12 +94,12 @@ mutation "payload bytes vs hash (delivery gate)" test_mutation_gaps server/polic
   '*content_hash == '"'"'\0'"'"' || strcmp(payload_hash, content_hash) != 0) {' \
   '*content_hash == '"'"'\0'"'"') {'
 mutation "database clock: the epoch (commit)" test_evidence queries/delivery.lua \
-  'local ts, tnum = now()\n    local function refuse(reason, detail)' \
-  'local ts, tnum = now(), 0\n    local function refuse(reason, detail)'
+  'local ts, tnum, tms = now()\n    local archived' \
+  'local ts, tnum, tms = now()\n    tnum = 0\n    local archived'
 # 2026-01-01T00:00:01Z: inside every reference grant's validity, long before today.
 mutation "database clock: frozen in the past (commit)" test_mutation_gaps queries/delivery.lua \
-  'local ts, tnum = now()\n    local function refuse(reason, detail)' \
-  'local ts, tnum = now(), 1767225601\n    local function refuse(reason, detail)'
+  'local ts, tnum, tms = now()\n    local archived' \
+  'local ts, tnum, tms = now()\n    tnum = 1767225601\n    local archived'
 mutation "unique invocation (commit)" test_queries queries/delivery.lua \
   'local existing = hash(dkey)' \
   'local existing = nil'
