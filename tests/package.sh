@@ -29,6 +29,7 @@ for f in /usr/bin/charter /usr/bin/charterd /usr/bin/charter-bench /usr/bin/char
   /usr/share/charter/workflows/support.json /usr/share/charter/workflows/workflow.schema.json \
   /usr/share/charter/workflows/procurement.test.json /usr/share/charter/workflows/support.test.json \
   /usr/share/charter/workflows/payments.json /usr/share/charter/workflows/inbox.json \
+  /usr/share/charter/workflows/payments.test.json /usr/share/charter/workflows/inbox.test.json \
   /usr/share/charter/redis.conf /usr/lib/systemd/system/charterd.service \
   /usr/lib/systemd/system/charter-redis.service /usr/share/bash-completion/completions/charter; do
   grep -qx -- "$f" "$tmp/contents" && echo "ok   contains $f" || bad "the package lacks $f"
