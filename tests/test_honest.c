@@ -672,13 +672,15 @@ static void *slow_call_main(void *arg)
 
 /* Health through url until it answers code with message in its text (at most 20 s); true
  * when it did. Each try is answered at once by a charterd with no queue. */
-static bool health_says(const char *url, int code, const char *message)
+/* A call that needs a worker (Health is answered without one): ListWorkflows. */
+static bool listing_says(const char *url, int code, const char *message)
 {
     long long until = now_ms() + 20000;
     while (now_ms() < until) {
         harness_response r;
         bool said = false;
-        if (harness_rpc(url, HARNESS_HEALTH, NULL, NULL, 0, 3000, &r) == 0) {
+        if (harness_rpc(url, "/charter.v1.Workflows/ListWorkflows", HARNESS_OPERATOR_TOKEN, NULL, 0,
+                        3000, &r) == 0) {
             said = r.code == code && contains(r.message, message);
             if (said)
                 printf("\n    a caller: code %d: %s", r.code, r.message);
@@ -693,7 +695,7 @@ static bool health_says(const char *url, int code, const char *message)
 
 /* A write that waits behind CLIENT PAUSE WRITE until the test ends the pause (its deadline
  * outlasts it): CreateRun of an external run through url. Sent again while charterd answers
- * "busy" (its one worker taken by the test's Health probe for a moment): a refused call has no
+ * "busy" (its one worker taken by the test's probe for a moment): a refused call has no
  * effect, and only the one that got the worker is the call under test. */
 static void *held_write_main(void *arg)
 {
@@ -727,9 +729,9 @@ static void test_callers_arriving_during_shutdown_get_unavailable_shutting_down(
     slow_call s = {d.tcp_url, 30000, -1, -1};
     pthread_t th;
     CU_ASSERT_EQUAL_FATAL(pthread_create(&th, NULL, held_write_main, &s), 0);
-    CU_ASSERT_TRUE(health_says(d.tcp_url, 8, "busy"));
+    CU_ASSERT_TRUE(listing_says(d.tcp_url, 8, "busy"));
     CU_ASSERT_EQUAL(kill(d.pid, SIGTERM), 0);
-    CU_ASSERT_TRUE(health_says(d.tcp_url, 14, "server is shutting down"));
+    CU_ASSERT_TRUE(listing_says(d.tcp_url, 14, "server is shutting down"));
     printf("\n");
     harness_redis_unpause();
     pthread_join(th, NULL);
@@ -977,11 +979,12 @@ static void *close_call_main(void *arg)
 {
     close_call *cc = arg;
     atomic_fetch_add(&close_started, 1);
-    Charter__V1__HealthResponse *h = NULL;
+    /* A call the paused database holds back (Health is answered from the serving status). */
+    Charter__V1__ListWorkflowsResponse *r = NULL;
     charter_status st;
-    cc->rc = charter_health(cc->c, NULL, &h, &st);
-    if (h != NULL)
-        charter__v1__health_response__free_unpacked(h, NULL);
+    cc->rc = charter_list_workflows(cc->c, NULL, &r, &st);
+    if (r != NULL)
+        charter__v1__list_workflows_response__free_unpacked(r, NULL);
     atomic_store(&cc->done, 1);
     return NULL;
 }

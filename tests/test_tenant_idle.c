@@ -206,16 +206,16 @@ static void test_one_worker_admits_credentials_and_tenants_after_idling(void)
         idle_then_call(&one, &cases[i], false);
 }
 
-/* One Health/Check with a deadline of HOLD_MS, made while the database is paused: it holds a
- * worker until its deadline. */
+/* One ListWorkflows with a deadline of HOLD_MS, made while the database is paused: it holds a
+ * worker until its deadline (Health would not: it is answered without a worker). */
 #define HOLD_MS 1500
 static void *hold_a_worker(void *arg)
 {
     const daemon_t *d = arg;
     harness_response r;
-    Charter__V1__HealthRequest rq = CHARTER__V1__HEALTH_REQUEST__INIT;
-    if (harness_rpc_deadline(d->d.tcp_url, HARNESS_HEALTH, NULL, &rq.base, HOLD_MS, LONG_MS, &r) ==
-        0)
+    Charter__V1__ListWorkflowsRequest rq = CHARTER__V1__LIST_WORKFLOWS_REQUEST__INIT;
+    if (harness_rpc_deadline(d->d.tcp_url, "/charter.v1.Workflows/ListWorkflows",
+                             HARNESS_OPERATOR_TOKEN, &rq.base, HOLD_MS, LONG_MS, &r) == 0)
         harness_response_free(&r);
     return NULL;
 }
