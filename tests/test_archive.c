@@ -1515,29 +1515,7 @@ static int issue_host(charter_client *c, const char *actor, char *secret)
 /* A payments run through c: the pay step's context into ctx and the observed bill into bill. */
 static void payments_run(charter_client *c, char run[129], char ctx_id[129], char bill[129])
 {
-    char *bytes = harness_slurp(CHARTER_SOURCE_DIR "/deploy/workflows/payments.json");
-    CU_ASSERT_PTR_NOT_NULL_FATAL(bytes);
-    Charter__V1__ApplyWorkflowRequest wr = CHARTER__V1__APPLY_WORKFLOW_REQUEST__INIT;
-    wr.definition.data = (uint8_t *)bytes;
-    wr.definition.len = strlen(bytes);
-    Charter__V1__WorkflowInfo *info = NULL;
-    charter_status st;
-    CU_ASSERT_EQUAL_FATAL(charter_apply_workflow(c, &wr, &info, &st), 0);
-    charter__v1__workflow_info__free_unpacked(info, NULL);
-    free(bytes);
-    CU_ASSERT_EQUAL_FATAL(harness_create_run(c, "external", "payments", run, NULL, NULL), 0);
-    CU_ASSERT_EQUAL_FATAL(harness_open_step(c, run, "pay", ctx_id), 0);
-    Charter__V1__ObserveSourceRequest req = CHARTER__V1__OBSERVE_SOURCE_REQUEST__INIT;
-    req.context_id = ctx_id;
-    req.resource_id = "bill";
-    req.content = "Electricity bill INV-7731. Amount due: 84.20 EUR. Pay to IBAN "
-                  "DE89370400440532013000.";
-    req.locator = "file:///bills/inv-7731.txt";
-    Charter__V1__ObserveSourceResponse *r = NULL;
-    CU_ASSERT_EQUAL_FATAL(charter_observe_source(c, &req, &r, &st), 0);
-    CU_ASSERT_PTR_NOT_NULL_FATAL(r->artifact);
-    snprintf(bill, 129, "%s", r->artifact->id);
-    charter__v1__observe_source_response__free_unpacked(r, NULL);
+    CU_ASSERT_EQUAL_FATAL(harness_payments_run(c, run, ctx_id, bill), 0);
 }
 
 /* send_money of the bill's IBAN, 84.20 EUR with reference ref, through c in ctx_id under

@@ -209,33 +209,10 @@ static void test_gate_calls_on_a_completed_run_are_refused_and_write_nothing(voi
     CU_ASSERT_EQUAL(seq_of(run), seq);
 }
 
-/* A payments run (deploy/workflows/payments.json): its pay step's context into ctx and the
- * observed bill into bill. */
+/* A payments run: its pay step's context into ctx and the observed bill into bill. */
 static void payments_run(char run[129], char ctx[129], char bill[129])
 {
-    char *bytes = harness_slurp(CHARTER_SOURCE_DIR "/deploy/workflows/payments.json");
-    CU_ASSERT_PTR_NOT_NULL_FATAL(bytes);
-    Charter__V1__ApplyWorkflowRequest wr = CHARTER__V1__APPLY_WORKFLOW_REQUEST__INIT;
-    wr.definition.data = (uint8_t *)bytes;
-    wr.definition.len = strlen(bytes);
-    Charter__V1__WorkflowInfo *info = NULL;
-    charter_status st;
-    CU_ASSERT_EQUAL_FATAL(charter_apply_workflow(op, &wr, &info, &st), 0);
-    charter__v1__workflow_info__free_unpacked(info, NULL);
-    free(bytes);
-    CU_ASSERT_EQUAL_FATAL(harness_create_run(op, "external", "payments", run, NULL, NULL), 0);
-    CU_ASSERT_EQUAL_FATAL(harness_open_step(op, run, "pay", ctx), 0);
-    Charter__V1__ObserveSourceRequest req = CHARTER__V1__OBSERVE_SOURCE_REQUEST__INIT;
-    req.context_id = ctx;
-    req.resource_id = "bill";
-    req.content = "Electricity bill INV-7731. Amount due: 84.20 EUR. Pay to IBAN "
-                  "DE89370400440532013000.";
-    req.locator = "file:///bills/inv-7731.txt";
-    Charter__V1__ObserveSourceResponse *r = NULL;
-    CU_ASSERT_EQUAL_FATAL(charter_observe_source(op, &req, &r, &st), 0);
-    CU_ASSERT_PTR_NOT_NULL_FATAL(r->artifact);
-    snprintf(bill, 129, "%s", r->artifact->id);
-    charter__v1__observe_source_response__free_unpacked(r, NULL);
+    CU_ASSERT_EQUAL_FATAL(harness_payments_run(op, run, ctx, bill), 0);
 }
 
 /* send_money of the bill's IBAN with reference ref under inv, through ctx. */
@@ -418,16 +395,9 @@ static void test_complete_refuses_what_it_does_not_end_and_writes_nothing(void)
  * CFO, which human_cfo must approve: the approval's id into approval. */
 static void held_send(char run[129], char approval[64])
 {
-    char *bytes = harness_slurp(CHARTER_SOURCE_DIR "/tests/workflows/approval.json");
-    CU_ASSERT_PTR_NOT_NULL_FATAL(bytes);
-    Charter__V1__ApplyWorkflowRequest wr = CHARTER__V1__APPLY_WORKFLOW_REQUEST__INIT;
-    wr.definition.data = (uint8_t *)bytes;
-    wr.definition.len = strlen(bytes);
-    Charter__V1__WorkflowInfo *info = NULL;
+    CU_ASSERT_EQUAL_FATAL(
+        harness_apply_workflow_file(op, CHARTER_SOURCE_DIR "/tests/workflows/approval.json"), 0);
     charter_status s;
-    CU_ASSERT_EQUAL_FATAL(charter_apply_workflow(op, &wr, &info, &s), 0);
-    charter__v1__workflow_info__free_unpacked(info, NULL);
-    free(bytes);
     char ctx[129], budget[129];
     CU_ASSERT_EQUAL_FATAL(
         harness_create_run(op, "external", "procurement_approval", run, NULL, NULL), 0);

@@ -296,6 +296,14 @@ int harness_open_step(charter_client *c, const char *run_id, const char *step, c
  * refusal or a failed call. */
 int harness_read_source(charter_client *c, const char *ctx, const char *resource, char id[129]);
 
+/* ApplyWorkflow of the definition in the file at path. Returns 0, or -1 after printing why. */
+int harness_apply_workflow_file(charter_client *c, const char *path);
+
+/* A payments run (deploy/workflows/payments.json, applied first): the pay step's context into
+ * ctx and the bill observed there (an electricity bill naming IBAN DE89370400440532013000 and
+ * 84.20 EUR) into bill. Returns 0, or -1 after printing why. */
+int harness_payments_run(charter_client *c, char run[129], char ctx[129], char bill[129]);
+
 /* Runs a printf-formatted shell command line (e.g. the charter CLI); returns its exit status,
  * or -1 when it could not run, did not exit, or the line is longer than 2047 bytes. */
 int harness_sh(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
