@@ -271,6 +271,26 @@ static void test_a_committed_tool_call_is_acknowledged_after_the_run_completed(v
     CU_ASSERT_EQUAL(seq_of(run), seq);
 }
 
+/* RecordOutput in ctx derived from the one input, with title and content: the artifact's id
+ * into payload. */
+static void record_output(const char *ctx, const char *input, const char *title,
+                          const char *content, char payload[129])
+{
+    Charter__V1__RecordOutputRequest ro = CHARTER__V1__RECORD_OUTPUT_REQUEST__INIT;
+    char *inputs[1] = {(char *)input};
+    ro.context_id = (char *)ctx;
+    ro.input_ids = inputs;
+    ro.n_input_ids = 1;
+    ro.title = (char *)title;
+    ro.content = (char *)content;
+    Charter__V1__RecordOutputResponse *o = NULL;
+    charter_status st;
+    CU_ASSERT_EQUAL_FATAL(charter_record_output(op, &ro, &o, &st), 0);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(o->artifact);
+    snprintf(payload, 129, "%s", o->artifact->id);
+    charter__v1__record_output_response__free_unpacked(o, NULL);
+}
+
 /* Deliver of payload from ctx to the CFO under invocation inv: the answer, or NULL with st
  * set. */
 static Charter__V1__DeliverResponse *send_cfo(const char *ctx, const char *payload, const char *inv,
@@ -295,20 +315,9 @@ static void test_a_committed_send_is_acknowledged_after_the_run_completed(void)
     CU_ASSERT_EQUAL_FATAL(harness_create_run(op, "external", NULL, run, NULL, NULL), 0);
     CU_ASSERT_EQUAL_FATAL(harness_open_step(op, run, "analyze", ctx), 0);
     CU_ASSERT_EQUAL_FATAL(harness_read_source(op, ctx, "vendor_a", source), 0);
-    Charter__V1__RecordOutputRequest ro = CHARTER__V1__RECORD_OUTPUT_REQUEST__INIT;
-    char *inputs[1] = {source};
-    ro.context_id = ctx;
-    ro.input_ids = inputs;
-    ro.n_input_ids = 1;
-    ro.title = "Vendor summary";
-    ro.content = "Northwind, within budget.";
-    Charter__V1__RecordOutputResponse *o = NULL;
-    charter_status st;
-    CU_ASSERT_EQUAL_FATAL(charter_record_output(op, &ro, &o, &st), 0);
-    CU_ASSERT_PTR_NOT_NULL_FATAL(o->artifact);
     char payload[129];
-    snprintf(payload, sizeof payload, "%s", o->artifact->id);
-    charter__v1__record_output_response__free_unpacked(o, NULL);
+    record_output(ctx, source, "Vendor summary", "Northwind, within budget.", payload);
+    charter_status st;
     snprintf(inv, sizeof inv, "%s:send", run);
     Charter__V1__DeliverResponse *d = send_cfo(ctx, payload, inv, &st);
     CU_ASSERT_PTR_NOT_NULL_FATAL(d);
@@ -403,25 +412,17 @@ static void held_send(char run[129], char approval[64])
         harness_create_run(op, "external", "procurement_approval", run, NULL, NULL), 0);
     CU_ASSERT_EQUAL_FATAL(harness_open_step(op, run, "analyze", ctx), 0);
     CU_ASSERT_EQUAL_FATAL(harness_read_source(op, ctx, "budget", budget), 0);
-    Charter__V1__RecordOutputRequest ro = CHARTER__V1__RECORD_OUTPUT_REQUEST__INIT;
-    char *inputs[1] = {budget};
-    ro.context_id = ctx;
-    ro.input_ids = inputs;
-    ro.n_input_ids = 1;
-    ro.title = "Internal recommendation";
-    ro.content = "Recommendation: vendor_b, within the approved ceiling.";
-    Charter__V1__RecordOutputResponse *o = NULL;
-    CU_ASSERT_EQUAL_FATAL(charter_record_output(op, &ro, &o, &s), 0);
-    CU_ASSERT_PTR_NOT_NULL_FATAL(o->artifact);
+    char payload[129];
+    record_output(ctx, budget, "Internal recommendation",
+                  "Recommendation: vendor_b, within the approved ceiling.", payload);
     Charter__V1__DeliverRequest dr = CHARTER__V1__DELIVER_REQUEST__INIT;
     dr.context_id = ctx;
-    dr.payload_id = o->artifact->id;
+    dr.payload_id = payload;
     dr.recipient = "cfo";
     dr.tool = "deliver_internal";
     dr.invocation_id = "inv-complete-held-1";
     Charter__V1__DeliverResponse *d = NULL;
     CU_ASSERT_EQUAL_FATAL(charter_deliver(op, &dr, &d, &s), 0);
-    charter__v1__record_output_response__free_unpacked(o, NULL);
     CU_ASSERT_PTR_NOT_NULL_FATAL(d->pending_approval);
     CU_ASSERT_NOT_EQUAL_FATAL(d->pending_approval[0], '\0');
     snprintf(approval, 64, "%s", d->pending_approval);

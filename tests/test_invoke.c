@@ -50,21 +50,7 @@ static char run_id[129], ctx[129], bill[129], txs[129], plan[129];
 
 static int apply_payments(charter_client *c)
 {
-    char *bytes = harness_slurp(PAYMENTS);
-    if (bytes == NULL)
-        return -1;
-    Charter__V1__ApplyWorkflowRequest req = CHARTER__V1__APPLY_WORKFLOW_REQUEST__INIT;
-    req.definition.data = (uint8_t *)bytes;
-    req.definition.len = strlen(bytes);
-    Charter__V1__WorkflowInfo *info = NULL;
-    charter_status st;
-    int rc = charter_apply_workflow(c, &req, &info, &st);
-    if (rc != 0)
-        fprintf(stderr, "ApplyWorkflow: %s: %s\n", charter_status_name(st.code), st.message);
-    else
-        charter__v1__workflow_info__free_unpacked(info, NULL);
-    free(bytes);
-    return rc;
+    return harness_apply_workflow_file(c, PAYMENTS);
 }
 
 /* ObserveSource; the response (caller frees) or NULL with *st set. */
