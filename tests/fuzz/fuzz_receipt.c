@@ -5,9 +5,11 @@
  * signed under it, so mutations start from receipts that verify).
  *
  * What must hold for any input: a receipt whose text cannot be built never verifies; the text
- * is one "name=value\n" line per field starting with the format line; a receipt that verifies
+ * is one "name=value\n" line per field starting with the format line, which names format 2
+ * exactly when a run receipt carries a budget or counters; a receipt that verifies
  * still verifies when checked again, and stops verifying when its MAC's first digit changes.
  */
+#include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -17,7 +19,7 @@
 #include "charter.pb-c.h"
 #include "receipt.h"
 
-/* The integrity key of the seed receipts (tests/fuzz/corpus/fuzz_receipt/README). */
+/* The integrity key the seed receipts in tests/fuzz/corpus/fuzz_receipt were signed under. */
 static const unsigned char fuzz_key[] = "fuzz-integrity-key-0123456789abcdef-0123456789";
 
 static void fuzz_fail(const char *why)
@@ -43,7 +45,11 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         fuzz_fail("a receipt without a canonical text verified");
     }
     if (trc == 0) {
-        const char *first = "format=" CHARTER_RECEIPT_FORMAT "\n";
+        bool run = r->kind != NULL && strcmp(r->kind, "run") == 0;
+        bool carries = (r->budget != NULL && r->budget[0] != '\0') ||
+                       (r->counters != NULL && r->counters[0] != '\0');
+        const char *first = run && carries ? "format=" CHARTER_RECEIPT_FORMAT_2 "\n"
+                                           : "format=" CHARTER_RECEIPT_FORMAT "\n";
         if (len != strlen(text) || strncmp(text, first, strlen(first)) != 0 || len == 0 ||
             text[len - 1] != '\n') {
             fuzz_fail("the canonical text is not name=value lines under the format line");
