@@ -39,7 +39,7 @@ typedef enum {
     WL_DELIVER_SAME,
     WL_CHECK_INPUT,
     WL_HEALTH,
-    WL_ECHO,       /* the in-process echo server: no charterd, no Redis */
+    WL_ECHO,       /* the echo server process: no charterd, no Redis */
     WL_ECHO_FCALL, /* the same, one no-op FCALL per request */
     WL_COUNT
 } bench_workload;
@@ -128,6 +128,7 @@ typedef struct bench bench;
 typedef struct bench_load bench_load;
 typedef struct bench_echo bench_echo;
 typedef struct echo_client echo_client;
+typedef struct bench_echo_proc bench_echo_proc;
 
 /* One client thread and the samples it took (over every load it served). */
 typedef struct {
@@ -355,6 +356,12 @@ int echo_client_open(const char *url, uint32_t timeout_ms, echo_client **out, ch
 int echo_call(echo_client *c, const uint8_t *req, size_t len, char *err, size_t errlen);
 void echo_client_close(echo_client *c);
 int echo_request(bench *b);
+
+/* bench_echo_proc.c: the echo server in a process of its own (charter-bench --echo-server). */
+int echo_server_main(int argc, char **argv);
+int echo_proc_start(const char *url, unsigned slots, unsigned workers, const char *redis_url,
+                    bench_echo_proc **out, char *err, size_t errlen);
+unsigned long echo_proc_stop(bench_echo_proc *p);
 
 /* bench_measure.c: one repetition, the workload and then the ceilings */
 int measure_rep(bench *b, unsigned rep);

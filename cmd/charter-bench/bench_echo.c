@@ -1,15 +1,16 @@
 /*
- * bench_echo.c - the transport's ceiling: a bare NNG req/rep echo, in this process, with the
- * shape of charterd's transport (server/rpc/transport.c) and nothing of its work. The server is
- * one rep0 socket listening on an ipc:// address and receiving contexts ("slots", one per
- * worker and per client thread, so no request waits for one), each a small state machine on
- * NNG's callbacks. For echo a slot sends the request's bytes straight back from its callback:
- * no thread hand-off, the limit of NNG itself. For echo-fcall a slot queues the request, as
- * charterd's do, for --workers threads, each with its own hiredis connection (as each charterd
- * worker owns one store), that call the no-op function once and send the bytes back. The
- * clients are the load's threads sharing one req0 socket, a fresh context per call, as
- * libcharter's client does. The request is the envelope of a Health call (method,
- * authorization, deadline), so the bytes on the wire are a real call's.
+ * bench_echo.c - the transport's ceiling: a bare NNG req/rep echo, served by a process of its
+ * own as charterd is one (bench_echo_proc.c starts it), with the shape of charterd's transport
+ * (server/rpc/transport.c) and nothing of its work. The server is one rep0 socket listening on
+ * an ipc:// address and receiving contexts ("slots", one per worker and per client thread, so
+ * no request waits for one), each a small state machine on NNG's callbacks. For echo a slot
+ * sends the request's bytes straight back from its callback: no thread hand-off, the limit of
+ * NNG itself. For echo-fcall a slot queues the request, as charterd's do, for --workers
+ * threads, each with its own hiredis connection (as each charterd worker owns one store), that
+ * call the no-op function once and send the bytes back. The clients are the load's threads
+ * sharing one req0 socket, a fresh context per call, as libcharter's client does. The request
+ * is the envelope of a Health call (method, authorization, deadline), so the bytes on the wire
+ * are a real call's.
  *
  * What it leaves out of charterd: decoding and checking the envelope and the token, dispatch,
  * the handler, encoding the answer; for echo also the hand-off of each request to a worker.

@@ -13,7 +13,7 @@
 #include "bench.h"
 
 /* Starts the echo server (echo-fcall: with one FCALL per request) and the client of the load. */
-static int echo_up(bench *b, bench_workload kind, bench_echo **e)
+static int echo_up(bench *b, bench_workload kind, bench_echo_proc **e)
 {
     char err[400];
     const char *redis = kind == WL_ECHO_FCALL ? b->o.redis_url : NULL;
@@ -21,25 +21,25 @@ static int echo_up(bench *b, bench_workload kind, bench_echo **e)
         say(b, "echo-fcall needs the library benchnoop in --redis: %s", b->fcall_note);
         return -1;
     }
-    if (echo_start(b->echo_url, b->server_workers + b->o.threads, b->server_workers, redis, e, err,
-                   sizeof err) != 0) {
+    if (echo_proc_start(b->echo_url, b->server_workers + b->o.threads, b->server_workers, redis, e,
+                        err, sizeof err) != 0) {
         say(b, "%s", err);
         return -1;
     }
     if (echo_client_open(b->echo_url, b->o.timeout_ms, &b->echo_client, err, sizeof err) != 0) {
         say(b, "%s", err);
-        echo_stop(*e);
+        echo_proc_stop(*e);
         *e = NULL;
         return -1;
     }
     return 0;
 }
 
-static void echo_down(bench *b, bench_echo *e)
+static void echo_down(bench *b, bench_echo_proc *e)
 {
     echo_client_close(b->echo_client);
     b->echo_client = NULL;
-    b->echo_fcall_failures += echo_stop(e);
+    b->echo_fcall_failures += echo_proc_stop(e);
 }
 
 /* Runs load l (with the echo server around it for the echo kinds) and computes its figures;
@@ -47,7 +47,7 @@ static void echo_down(bench *b, bench_echo *e)
 static int run_pass(bench *b, bench_load *l, bench_pass *out, bench_point *before,
                     bench_point *after)
 {
-    bench_echo *e = NULL;
+    bench_echo_proc *e = NULL;
     if ((l->kind == WL_ECHO || l->kind == WL_ECHO_FCALL) && echo_up(b, l->kind, &e) != 0)
         return -1;
     if (before != NULL)

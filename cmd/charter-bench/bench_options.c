@@ -46,9 +46,10 @@ static void usage_head(FILE *out)
         "                 the one at --compare-depth. Check: every answer has its own\n"
         "                 input_checked event seq.\n"
         "  health         Health/Check.\n"
-        "  echo           no charterd: a bare NNG req/rep echo in this process (receiving\n"
-        "                 contexts answering from NNG's callbacks), the bytes of a Health call\n"
-        "                 sent back. Check: every echo came back unchanged.\n"
+        "  echo           no charterd: a bare NNG req/rep echo in a server process of its own,\n"
+        "                 as charterd is one (receiving contexts answering from NNG's\n"
+        "                 callbacks), the bytes of a Health call sent back. Check: every echo\n"
+        "                 came back unchanged.\n"
         "  echo-fcall     the same, each request queued for --workers threads that call a\n"
         "                 no-op function once on their own Redis connection (needs --redis).\n"
         "\n");

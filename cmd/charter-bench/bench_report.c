@@ -223,7 +223,7 @@ static void text_head(const bench *b)
     printf("workload      %s, %u thread%s, ", workload_names[b->o.workload], b->o.threads,
            b->o.threads == 1 ? "" : "s");
     if (b->o.workload >= WL_ECHO)
-        printf("the echo in this process on %s%s\n", b->echo_url,
+        printf("the echo server process on %s%s\n", b->echo_url,
                b->o.workload == WL_ECHO_FCALL ? ", its workers calling FCALL" : "");
     else if (b->o.url != NULL)
         printf("charterd at %s (graph %s, %u workers)\n", b->o.url, b->graph, b->server_workers);

@@ -8,8 +8,8 @@
  * code, decision outcomes and figures: throughput, exact latency percentiles (every sample
  * sorted), per operation the database calls, inner Redis commands, Redis time and memory and
  * charterd's CPU, and ratios to ceilings measured right after the load with the same threads
- * (a no-op FCALL under redis-benchmark; a bare NNG echo in this process, with and without one
- * no-op FCALL per request). --repeat N measures N times and reports medians. Afterwards it
+ * (a no-op FCALL under redis-benchmark; a bare NNG echo in a process of its own, with and without
+ * one no-op FCALL per request). --repeat N measures N times and reports medians. Afterwards it
  * checks the workload's invariants against what the server committed and prints PASS/FAIL
  * lines (exit status 1 on a FAIL).
  *
@@ -276,6 +276,8 @@ int main(int argc, char **argv)
 {
     static bench bb;
     bench *b = &bb;
+    if (argc >= 2 && strcmp(argv[1], "--echo-server") == 0)
+        return echo_server_main(argc - 2, argv + 2);
     int rc = parse_options(argc, argv, &b->o);
     if (rc >= 0)
         return rc;
