@@ -224,13 +224,15 @@ cmake --build "$build" -j"$jobs" --target "${chosen[@]}" >"$logs/build.log" 2>&1
 progress "mutations: built in $(elapsed "$t") s; running the baseline"
 
 # Runs the named suites (default: the chosen ones) in order; stops at the first that fails and
-# prints its name, or prints nothing when all pass. prefix names each suite's log.
+# prints its name, or prints nothing when all pass. prefix names each suite's log. A suite
+# stops at its own first failed test (CHARTER_TEST_FAIL_FAST): one is all a verdict needs.
 run_suites() {
   local prefix=$1 s
   shift
   [ "$#" -gt 0 ] || set -- "${chosen[@]}"
   for s in "$@"; do
-    if ! (cd "$build" && timeout "$suite_timeout" "./$s") >"$logs/$prefix.$s.log" 2>&1; then
+    if ! (cd "$build" && CHARTER_TEST_FAIL_FAST=1 timeout "$suite_timeout" "./$s") \
+      >"$logs/$prefix.$s.log" 2>&1; then
       echo "$s"
       return 1
     fi

@@ -9,24 +9,53 @@
  * suite's init or a suite's cleanup failed, or when a test did not run (its suite's init
  * failed): no test is skipped silently; 2 when the program could not set CUnit up or register
  * its tests; the program's setup's own status when setup ends it.
+ *
+ * With CHARTER_TEST_FAIL_FAST=1 the program stops after the first test that failed (its
+ * suite's cleanup and the program's teardown run, the status is 1): the mutation check only
+ * needs to know that a suite fails, not every way it does.
  */
 #include <signal.h>
 #include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
 
 #include <CUnit/Basic.h>
 
 #include "harness.h"
 #include "suite.h"
 
+/* After each test under CHARTER_TEST_FAIL_FAST: once an assertion has failed, the suite's
+ * cleanup and the program's teardown run and the program ends with status 1. */
+static void fail_fast_after_test(void)
+{
+    if (CU_get_number_of_failures() == 0)
+        return;
+    CU_pSuite s = CU_get_current_suite();
+    CU_pFailureRecord f = CU_get_failure_list();
+    if (f != NULL)
+        fprintf(stderr, "\nharness: %s:%u: %s\n", f->strFileName ? f->strFileName : "?",
+                f->uiLineNumber, f->strCondition ? f->strCondition : "?");
+    fprintf(stderr, "harness: stopping at the first failed test (CHARTER_TEST_FAIL_FAST)\n");
+    fflush(stdout);
+    if (s != NULL && s->pCleanupFunc != NULL)
+        (void)s->pCleanupFunc();
+    if (harness_tests.teardown != NULL)
+        harness_tests.teardown();
+    exit(1);
+}
+
 /* Adds every suite and test of p to the CUnit registry, in order, and writes how many tests
  * that is to *n_tests. Returns 0, or -1 (printed) when CUnit refuses one, e.g. a duplicate
  * test name. */
 static int register_suites(const harness_program *p, size_t *n_tests)
 {
+    const char *ff = getenv("CHARTER_TEST_FAIL_FAST");
+    CU_TearDownFunc after = ff != NULL && strcmp(ff, "1") == 0 ? fail_fast_after_test : NULL;
     *n_tests = 0;
     for (size_t i = 0; i < p->n_suites; i++) {
         const harness_suite *hs = &p->suites[i];
-        CU_pSuite s = CU_add_suite(hs->name, hs->init, hs->cleanup);
+        CU_pSuite s =
+            CU_add_suite_with_setup_and_teardown(hs->name, hs->init, hs->cleanup, NULL, after);
         if (s == NULL) {
             fprintf(stderr, "harness: cannot register suite \"%s\": %s\n", hs->name,
                     CU_get_error_msg());
