@@ -45,10 +45,13 @@ static int write_all(int fd, const char *p, size_t n)
     return STATUS_OK;
 }
 
-/* One line: "<sha256 of text> <text>\n", its digest added to the chain. */
+/* One line: "<sha256 of text> <text>\n", its digest added to the chain. A line the reader
+ * would refuse (past ARCHIVE_LINE_MAX) is not written. */
 static int append_line(archive_writer *w, const char *text)
 {
     size_t len = strlen(text);
+    if (len > ARCHIVE_LINE_MAX - 66)
+        return STATUS_EINVAL;
     char *line = malloc(len + 67);
     if (line == NULL)
         return STATUS_ENOMEM;
@@ -196,6 +199,35 @@ static int bad(archive_check *out, const reader *r, const char *fmt, const char 
     return STATUS_OK;
 }
 
+/* The next line into r->line, its newline kept when it has one: the bytes read, 0 at the end
+ * of the file, -1 when a read failed or memory ran out (errno says which), -2 when the line
+ * goes past ARCHIVE_LINE_MAX (what was read of it is dropped, the rest left unread). getline
+ * would hold a line of any length. */
+static ssize_t read_line(reader *r)
+{
+    size_t len = 0;
+    int c = 0;
+    flockfile(r->f);
+    while (c != '\n' && (c = getc_unlocked(r->f)) != EOF) {
+        if (len + 2 > r->cap) {
+            size_t cap = r->cap == 0 ? 4096 : r->cap * 2;
+            cap = cap > ARCHIVE_LINE_MAX + 1 ? ARCHIVE_LINE_MAX + 1 : cap;
+            char *grown = len + 2 > cap ? NULL : realloc(r->line, cap);
+            if (grown == NULL) {
+                funlockfile(r->f);
+                return len + 2 > cap ? -2 : -1;
+            }
+            r->line = grown;
+            r->cap = cap;
+        }
+        r->line[len++] = (char)c;
+    }
+    funlockfile(r->f);
+    if (len > 0)
+        r->line[len] = '\0';
+    return ferror(r->f) ? -1 : (ssize_t)len;
+}
+
 /* The end record: its count and digest against what was read before it. */
 static int check_end(reader *r, const json_t *body, archive_check *out)
 {
@@ -258,8 +290,18 @@ int archive_read(const char *path, archive_visit visit, void *ctx, archive_check
     int rc =
         r.chain && EVP_DigestInit_ex(r.chain, EVP_sha256(), NULL) == 1 ? STATUS_OK : STATUS_ENOMEM;
     ssize_t got;
-    while (rc == STATUS_OK && out->intact && (got = getline(&r.line, &r.cap, r.f)) >= 0) {
+    while (rc == STATUS_OK && out->intact && (got = read_line(&r)) != 0) {
         r.lineno++;
+        if (got == -1) {
+            rc = errno == ENOMEM ? STATUS_ENOMEM : STATUS_EUNAVAILABLE;
+            break;
+        }
+        if (got == -2) {
+            char most[32];
+            snprintf(most, sizeof most, "%zu", ARCHIVE_LINE_MAX);
+            rc = bad(out, &r, "the line is longer than any record (more than %s bytes)", most);
+            break;
+        }
         if (r.ended) {
             rc = bad(out, &r, "a record follows the end record%s", NULL);
             break;

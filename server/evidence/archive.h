@@ -19,6 +19,11 @@
 
 /* The manifest's "format": what a reader of this build accepts. */
 #define ARCHIVE_FORMAT "charter-archive-1"
+/* The longest line (record, digest and newline) the writer writes and the reader reads, bytes.
+ * Far above any record: an artifact's content is at most 1 MiB (limits.h), at most six times
+ * that JSON-escaped. The reader stops at it, so a damaged or hostile file (one with no newline,
+ * /dev/zero) is refused instead of held in memory whole. */
+#define ARCHIVE_LINE_MAX ((size_t)64 * 1024 * 1024)
 
 typedef struct archive_writer archive_writer;
 
