@@ -199,33 +199,29 @@ static int bad(archive_check *out, const reader *r, const char *fmt, const char 
     return STATUS_OK;
 }
 
-/* The next line into r->line, its newline kept when it has one: the bytes read, 0 at the end
- * of the file, -1 when a read failed or memory ran out (errno says which), -2 when the line
- * goes past ARCHIVE_LINE_MAX (what was read of it is dropped, the rest left unread). getline
- * would hold a line of any length. */
-static ssize_t read_line(reader *r)
+ssize_t archive_read_line(FILE *f, char **line, size_t *cap)
 {
     size_t len = 0;
     int c = 0;
-    flockfile(r->f);
-    while (c != '\n' && (c = getc_unlocked(r->f)) != EOF) {
-        if (len + 2 > r->cap) {
-            size_t cap = r->cap == 0 ? 4096 : r->cap * 2;
-            cap = cap > ARCHIVE_LINE_MAX + 1 ? ARCHIVE_LINE_MAX + 1 : cap;
-            char *grown = len + 2 > cap ? NULL : realloc(r->line, cap);
+    flockfile(f);
+    while (c != '\n' && (c = getc_unlocked(f)) != EOF) {
+        if (len + 2 > *cap) {
+            size_t grow = *cap == 0 ? 4096 : *cap * 2;
+            grow = grow > ARCHIVE_LINE_MAX + 1 ? ARCHIVE_LINE_MAX + 1 : grow;
+            char *grown = len + 2 > grow ? NULL : realloc(*line, grow);
             if (grown == NULL) {
-                funlockfile(r->f);
-                return len + 2 > cap ? -2 : -1;
+                funlockfile(f);
+                return len + 2 > grow ? -2 : -1;
             }
-            r->line = grown;
-            r->cap = cap;
+            *line = grown;
+            *cap = grow;
         }
-        r->line[len++] = (char)c;
+        (*line)[len++] = (char)c;
     }
-    funlockfile(r->f);
+    funlockfile(f);
     if (len > 0)
-        r->line[len] = '\0';
-    return ferror(r->f) ? -1 : (ssize_t)len;
+        (*line)[len] = '\0';
+    return ferror(f) ? -1 : (ssize_t)len;
 }
 
 /* The end record: its count and digest against what was read before it. */
@@ -290,7 +286,7 @@ int archive_read(const char *path, archive_visit visit, void *ctx, archive_check
     int rc =
         r.chain && EVP_DigestInit_ex(r.chain, EVP_sha256(), NULL) == 1 ? STATUS_OK : STATUS_ENOMEM;
     ssize_t got;
-    while (rc == STATUS_OK && out->intact && (got = read_line(&r)) != 0) {
+    while (rc == STATUS_OK && out->intact && (got = archive_read_line(r.f, &r.line, &r.cap)) != 0) {
         r.lineno++;
         if (got == -1) {
             rc = errno == ENOMEM ? STATUS_ENOMEM : STATUS_EUNAVAILABLE;
