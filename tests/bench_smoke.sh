@@ -3,9 +3,10 @@
 # and each figure the report promises stays working: the invariant checks pass (exit 0), --json
 # carries the figures (per operation, the three ceilings and the ratios to them, a median over
 # --repeat), check-input reports its lineage and its second depth, and a lineage cut short by
-# --lineage-budget is said to be unfinished (a FAIL line, exit 1), and a SIGTERM to the whole
-# process group stops the echo ceilings as interrupted (130), not failed. It asserts nothing about
-# speed: the figures must be there, not be any size.
+# --lineage-budget is said to be unfinished (a FAIL line, exit 1), a SIGTERM to the whole
+# process group stops the echo ceilings as interrupted (130), not failed, and --echo-server
+# refuses arguments it cannot serve by. It asserts nothing about speed: the figures must be
+# there, not be any size.
 # Usage: tests/bench_smoke.sh SOURCE_DIR BUILD_DIR   (CHARTER_TEST_REDIS names the Redis)
 set -uo pipefail
 build=${2:?usage: bench_smoke.sh SOURCE_DIR BUILD_DIR}
@@ -132,6 +133,28 @@ interrupted_by_group() {
 }
 interrupted_by_group echo
 interrupted_by_group echo-fcall
+
+# charter-bench --echo-server refuses arguments it cannot serve by (exit 2, one "error" line)
+# instead of serving something else: counts are digits, echo-fcall needs a worker, and the
+# Redis URL is one it can open.
+echo_server_refuses() {
+  ran=$((ran + 1))
+  asserted=$((asserted + 1))
+  local said rc
+  said=$("$bench" --echo-server "ipc://$out/refused.sock" "$@" </dev/null)
+  rc=$?
+  if [ "$rc" -ne 2 ] || [ "${said#error }" = "$said" ]; then
+    echo "bench_smoke: FAIL --echo-server $*: exit $rc, said \"$said\" (expected exit 2 and an error line)"
+    fails=$((fails + 1))
+  fi
+}
+echo_server_refuses 0 1
+echo_server_refuses 1 ""
+echo_server_refuses " 4" 1
+echo_server_refuses 4 +1
+echo_server_refuses 4 0 "$redis"
+echo_server_refuses 4 1 ab
+echo_server_refuses 4 1 unix://
 
 echo "bench_smoke: $ran runs of charter-bench"
 echo "$((asserted - fails)) passed, $fails failed"

@@ -40,11 +40,19 @@ int echo_server_main(int argc, char **argv)
         printf("error usage: charter-bench --echo-server URL SLOTS WORKERS [REDIS_URL]\n");
         return 2;
     }
-    char *end = NULL;
-    unsigned long slots = strtoul(argv[1], &end, 10);
-    unsigned long workers = *end == '\0' ? strtoul(argv[2], &end, 10) : 0;
-    if (*end != '\0' || slots == 0 || slots > 4096 || workers > 4096) {
-        printf("error SLOTS and WORKERS must be counts (1..4096, 0..4096)\n");
+    /* Digits only (strtoul took "" as 0 and " 4" as 4), and a worker at least for the FCALLs:
+     * with none the echo-fcall ceiling would call Redis no time at all. */
+    const char *redis = argc == 4 ? argv[3] : NULL;
+    unsigned long slots = 0, workers = 0;
+    if (parse_ulong(argv[1], 1, 4096, &slots) != 0 ||
+        parse_ulong(argv[2], redis != NULL ? 1 : 0, 4096, &workers) != 0) {
+        printf("error SLOTS and WORKERS must be counts (1..4096, 0..4096; 1..4096 with "
+               "REDIS_URL)\n");
+        return 2;
+    }
+    if (redis != NULL && !(strncmp(redis, "unix:///", 8) == 0 ||
+                           (strncmp(redis, "tcp://", 6) == 0 && redis[6] != '\0'))) {
+        printf("error REDIS_URL must be unix:///path or tcp://host:port\n");
         return 2;
     }
     /* A signal to the whole group is the parent's to handle: dying of it here would lose the
@@ -53,8 +61,7 @@ int echo_server_main(int argc, char **argv)
     signal(SIGTERM, SIG_IGN);
     char err[400];
     bench_echo *e = NULL;
-    if (echo_start(argv[0], (unsigned)slots, (unsigned)workers, argc == 4 ? argv[3] : NULL, &e, err,
-                   sizeof err) != 0) {
+    if (echo_start(argv[0], (unsigned)slots, (unsigned)workers, redis, &e, err, sizeof err) != 0) {
         printf("error %s\n", err);
         return 1;
     }
