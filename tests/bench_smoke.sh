@@ -3,8 +3,10 @@
 # and each figure the report promises stays working: the invariant checks pass (exit 0), --json
 # carries the figures (per operation, the three ceilings and the ratios to them, a median over
 # --repeat), check-input reports its lineage and its second depth, and a lineage cut short by
-# --lineage-budget is said to be unfinished (a FAIL line, exit 1). It asserts nothing about
-# speed: the figures must be there, not be any size.
+# --lineage-budget is said to be unfinished (a FAIL line, exit 1), a SIGTERM to the whole
+# process group stops the echo ceilings as interrupted (130), not failed, and --echo-server
+# refuses arguments it cannot serve by. It asserts nothing about speed: the figures must be
+# there, not be any size.
 # Usage: tests/bench_smoke.sh SOURCE_DIR BUILD_DIR   (CHARTER_TEST_REDIS names the Redis)
 set -uo pipefail
 build=${2:?usage: bench_smoke.sh SOURCE_DIR BUILD_DIR}
@@ -90,6 +92,69 @@ done
 if run echo_fcall_calls 0 --workload echo-fcall --threads 2 --count 100 --no-ceiling; then
   expect echo_fcall_calls "$(figure db_calls_per_op)"
 fi
+
+# A SIGTERM to the whole process group (timeout(1), a service manager) while the echo server
+# process serves the load: the bench stops as interrupted (130), the echo server still reports
+# its count (no check fails for it) and no process of the group is left.
+interrupted_by_group() {
+  local w=$1 name=group_term_$1
+  ran=$((ran + 1))
+  asserted=$((asserted + 1))
+  setsid "$bench" --redis "$redis" --json --workload "$w" --threads 2 --duration 60 \
+    --no-ceiling >"$out/$name.json" 2>"$out/$name.err" &
+  local pid=$! child=
+  for _ in $(seq 200); do
+    child=$(pgrep -P "$pid" -f -- --echo-server) && break
+    kill -0 "$pid" 2>/dev/null || break
+    sleep 0.1
+  done
+  if [ -z "$child" ]; then
+    echo "bench_smoke: FAIL $name: no echo server process appeared"
+    kill -KILL "$pid" 2>/dev/null
+    wait "$pid"
+    fails=$((fails + 1))
+    return
+  fi
+  kill -TERM -- "-$(ps -o pgid= -p "$pid" | tr -d ' ')"
+  wait "$pid"
+  local rc=$?
+  if [ "$rc" -ne 130 ]; then
+    echo "bench_smoke: FAIL $name: exit $rc, expected 130 (interrupted, every check passed)"
+    tail -n 5 "$out/$name.err"
+    fails=$((fails + 1))
+  fi
+  expect "$name" "$checks_pass"
+  asserted=$((asserted + 1))
+  if kill -0 "$child" 2>/dev/null; then
+    echo "bench_smoke: FAIL $name: the echo server process $child was left running"
+    kill -KILL "$child"
+    fails=$((fails + 1))
+  fi
+}
+interrupted_by_group echo
+interrupted_by_group echo-fcall
+
+# charter-bench --echo-server refuses arguments it cannot serve by (exit 2, one "error" line)
+# instead of serving something else: counts are digits, echo-fcall needs a worker, and the
+# Redis URL is one it can open.
+echo_server_refuses() {
+  ran=$((ran + 1))
+  asserted=$((asserted + 1))
+  local said rc
+  said=$("$bench" --echo-server "ipc://$out/refused.sock" "$@" </dev/null)
+  rc=$?
+  if [ "$rc" -ne 2 ] || [ "${said#error }" = "$said" ]; then
+    echo "bench_smoke: FAIL --echo-server $*: exit $rc, said \"$said\" (expected exit 2 and an error line)"
+    fails=$((fails + 1))
+  fi
+}
+echo_server_refuses 0 1
+echo_server_refuses 1 ""
+echo_server_refuses " 4" 1
+echo_server_refuses 4 +1
+echo_server_refuses 4 0 "$redis"
+echo_server_refuses 4 1 ab
+echo_server_refuses 4 1 unix://
 
 echo "bench_smoke: $ran runs of charter-bench"
 echo "$((asserted - fails)) passed, $fails failed"

@@ -15,6 +15,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "evidence/archive.h"
@@ -145,6 +146,48 @@ static void test_a_cut_short_archive_is_named(void)
     CU_ASSERT_FALSE(check.intact);
     CU_ASSERT_EQUAL(check.bad_line, 5);
     CU_ASSERT_PTR_NOT_NULL(strstr(check.problem, "without its end record"));
+}
+
+/* A line longer than any record (a damaged or hostile file: no newline for 64 MiB and more, as
+ * /dev/zero gives forever) is refused at ARCHIVE_LINE_MAX, not read into memory whole. */
+static void test_a_line_longer_than_any_record_is_refused_at_the_bound(void)
+{
+    char p[300];
+    snprintf(p, sizeof p, "%s/endless.archive", folder);
+    write_small(p);
+    damage(p, "2,$d");
+    /* Holes read back as NUL bytes: a line of ARCHIVE_LINE_MAX + 1 MiB, no disk used. */
+    CU_ASSERT_EQUAL_FATAL(harness_sh("truncate -s +%zu '%s'", ARCHIVE_LINE_MAX + 1024 * 1024, p),
+                          0);
+    archive_check check;
+    CU_ASSERT_EQUAL(archive_read(p, NULL, NULL, &check), STATUS_OK);
+    CU_ASSERT_FALSE(check.intact);
+    CU_ASSERT_EQUAL(check.records, 1);
+    CU_ASSERT_EQUAL(check.bad_line, 2);
+    CU_ASSERT_PTR_NOT_NULL(strstr(check.problem, "longer than any record"));
+    if (strstr(check.problem, "longer than any record") == NULL)
+        fprintf(stderr, "\n  problem: %s\n", check.problem);
+    CU_ASSERT_EQUAL(unlink(p), 0);
+}
+
+/* The same bound holds for the archive folder's index: one endless line is refused there, not
+ * read whole and then blamed on a changed byte. */
+static void test_an_index_line_longer_than_any_is_refused_at_the_bound(void)
+{
+    char gdir[300], index[400];
+    snprintf(gdir, sizeof gdir, "%s/endless-index", folder);
+    snprintf(index, sizeof index, "%s/%s", gdir, ARCHIVE_INDEX_NAME);
+    CU_ASSERT_EQUAL_FATAL(mkdir(gdir, 0700), 0);
+    CU_ASSERT_EQUAL_FATAL(harness_sh("truncate -s %zu '%s'", ARCHIVE_LINE_MAX + 1024 * 1024, index),
+                          0);
+    archive_index_check check;
+    CU_ASSERT_EQUAL(archive_index_verify(gdir, NULL, NULL, &check), STATUS_OK);
+    CU_ASSERT_FALSE(check.intact);
+    CU_ASSERT_PTR_NOT_NULL(strstr(check.problem, "index line 1 is longer than any index line"));
+    if (strstr(check.problem, "longer than any") == NULL)
+        fprintf(stderr, "\n  problem: %s\n", check.problem);
+    CU_ASSERT_EQUAL(unlink(index), 0);
+    CU_ASSERT_EQUAL(rmdir(gdir), 0);
 }
 
 static void test_an_abandoned_archive_leaves_no_file(void)
@@ -1799,6 +1842,10 @@ static const harness_test file_tests[] = {
     {"a flipped byte is named by its line", test_a_flipped_byte_is_named_by_its_line},
     {"a removed record is named", test_a_removed_record_is_named},
     {"a cut short archive is named", test_a_cut_short_archive_is_named},
+    {"a line longer than any record is refused at the bound",
+     test_a_line_longer_than_any_record_is_refused_at_the_bound},
+    {"an index line longer than any is refused at the bound",
+     test_an_index_line_longer_than_any_is_refused_at_the_bound},
     {"an abandoned archive leaves no file", test_an_abandoned_archive_leaves_no_file},
 };
 static const harness_test run_tests[] = {

@@ -653,6 +653,41 @@ static void test_wrong_content_type_is_415(void)
            "proto3 JSON mapping)\"}");
 }
 
+/* A compressed body (Connect's Content-Encoding) is refused as unimplemented before it is read,
+ * not decoded as JSON and blamed on the caller as malformed; identity is no compression. */
+static void test_compressed_body_is_unimplemented(void)
+{
+    http_reply r;
+    char url[128];
+    snprintf(url, sizeof url, "%s/charter.v1.Health/Check", g_base);
+    const char *gzip[] = {"-X",
+                          "POST",
+                          "-H",
+                          "Content-Type: application/json",
+                          "-H",
+                          "Content-Encoding: gzip",
+                          "--data-binary",
+                          "\x1f\x8b\x08",
+                          url,
+                          NULL};
+    CU_ASSERT_EQUAL(curl_run(gzip, &r), 0);
+    expect(&r, 501,
+           "{\"code\":\"unimplemented\",\"message\":\"compressed request bodies are not "
+           "accepted: send the body uncompressed (Content-Encoding identity)\"}");
+    const char *identity[] = {"-X",
+                              "POST",
+                              "-H",
+                              "Content-Type: application/json",
+                              "-H",
+                              "Content-Encoding: identity",
+                              "--data-binary",
+                              "{}",
+                              url,
+                              NULL};
+    CU_ASSERT_EQUAL(curl_run(identity, &r), 0);
+    CU_ASSERT_EQUAL(r.status, 200);
+}
+
 static void test_foreign_origin_is_refused(void)
 {
     http_reply r;
@@ -891,6 +926,7 @@ static const harness_test tests[] = {
     T(test_unknown_run_is_not_found),
     T(test_oversized_body_is_resource_exhausted),
     T(test_wrong_content_type_is_415),
+    T(test_compressed_body_is_unimplemented),
     T(test_foreign_origin_is_refused),
     T(test_foreign_host_is_refused),
     T(test_malformed_timeout_header_is_invalid_argument),

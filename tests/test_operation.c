@@ -391,6 +391,34 @@ static void test_duration_options_take_exactly_the_documented_forms(void)
             cli[i].status);
 }
 
+/* The charter CLI reads the numbers of --budget and of replay --archive's SEQ as digits only,
+ * as its other numbers: a sign or a leading space is a usage error (2) before any call or file
+ * is read, not a number strtoll or strtoull made of it ("-1" was 18446744073709551615). */
+static void test_cli_numbers_are_digits_only(void)
+{
+    static const struct {
+        const char *value;
+        int status; /* 2: refused; 1: accepted, then no charterd answers */
+    } budget[] = {{"+2", 2}, {" 2", 2}, {"2 ", 2}, {"-2", 2}, {"", 2}, {"99999999999999999999", 2},
+                  {"2", 1},  {"02", 1}};
+    for (size_t i = 0; i < sizeof budget / sizeof budget[0]; i++)
+        CU_ASSERT_EQUAL(
+            harness_sh("'%s' --url tcp://127.0.0.1:9 --connect-timeout-ms 200 run --mode external "
+                       "--budget 'max_steps=%s' >/dev/null 2>&1",
+                       CHARTER_CLI_PATH, budget[i].value),
+            budget[i].status);
+    static const struct {
+        const char *seq;
+        int status; /* 2: refused; 1: accepted, then the archive file is not there */
+    } seq[] = {{"-1", 2}, {"+5", 2}, {" 5", 2}, {"0", 2}, {"5x", 2}, {"99999999999999999999", 2},
+               {"5", 1}};
+    for (size_t i = 0; i < sizeof seq / sizeof seq[0]; i++)
+        CU_ASSERT_EQUAL(harness_sh("'%s' replay --archive /nonexistent/run.jsonl '%s' >/dev/null "
+                                   "2>&1",
+                                   CHARTER_CLI_PATH, seq[i].seq),
+                        seq[i].status);
+}
+
 /* --- registration ---------------------------------------------------------------------------- */
 
 static const harness_test tests[] = {
@@ -406,6 +434,7 @@ static const harness_test tests[] = {
     {"duration options take exactly the documented forms",
      test_duration_options_take_exactly_the_documented_forms},
     {"NOT_FOUND answers name the id", test_not_found_answers_name_the_id},
+    {"numbers on the charter command line are digits only", test_cli_numbers_are_digits_only},
 };
 static const harness_suite suites[] = {
     {"operation", ops_init, ops_clean, HARNESS_TABLE(tests)},

@@ -8,7 +8,9 @@
  * with a pipe on each of its standard input and output. The child starts the server and
  * writes "ready" (or "error <why>"); it serves until its standard input ends (the parent
  * closed it, or the parent died), then stops, writes "failures <n>" (the no-op FCALLs that
- * failed) and exits.
+ * failed) and exits. That is its only way to stop: the ^C or SIGTERM that reaches the whole
+ * process group (a terminal, timeout(1), a service manager) interrupts the parent, which then
+ * stops the child and still reads its count.
  */
 #define _GNU_SOURCE /* pipe2 */
 #include <errno.h>
@@ -38,18 +40,28 @@ int echo_server_main(int argc, char **argv)
         printf("error usage: charter-bench --echo-server URL SLOTS WORKERS [REDIS_URL]\n");
         return 2;
     }
-    char *end = NULL;
-    unsigned long slots = strtoul(argv[1], &end, 10);
-    unsigned long workers = *end == '\0' ? strtoul(argv[2], &end, 10) : 0;
-    if (*end != '\0' || slots == 0 || slots > 4096 || workers > 4096) {
-        printf("error SLOTS and WORKERS must be counts (1..4096, 0..4096)\n");
+    /* Digits only (strtoul took "" as 0 and " 4" as 4), and a worker at least for the FCALLs:
+     * with none the echo-fcall ceiling would call Redis no time at all. */
+    const char *redis = argc == 4 ? argv[3] : NULL;
+    unsigned long slots = 0, workers = 0;
+    if (parse_ulong(argv[1], 1, 4096, &slots) != 0 ||
+        parse_ulong(argv[2], redis != NULL ? 1 : 0, 4096, &workers) != 0) {
+        printf("error SLOTS and WORKERS must be counts (1..4096, 0..4096; 1..4096 with "
+               "REDIS_URL)\n");
         return 2;
     }
-    signal(SIGINT, SIG_IGN); /* ^C reaches the whole group: the parent stops us */
+    if (redis != NULL && !(strncmp(redis, "unix:///", 8) == 0 ||
+                           (strncmp(redis, "tcp://", 6) == 0 && redis[6] != '\0'))) {
+        printf("error REDIS_URL must be unix:///path or tcp://host:port\n");
+        return 2;
+    }
+    /* A signal to the whole group is the parent's to handle: dying of it here would lose the
+     * count, and the parent would report the ceiling as failed. */
+    signal(SIGINT, SIG_IGN);
+    signal(SIGTERM, SIG_IGN);
     char err[400];
     bench_echo *e = NULL;
-    if (echo_start(argv[0], (unsigned)slots, (unsigned)workers, argc == 4 ? argv[3] : NULL, &e, err,
-                   sizeof err) != 0) {
+    if (echo_start(argv[0], (unsigned)slots, (unsigned)workers, redis, &e, err, sizeof err) != 0) {
         printf("error %s\n", err);
         return 1;
     }
@@ -61,6 +73,22 @@ int echo_server_main(int argc, char **argv)
     printf("failures %lu\n", echo_stop(e));
     fflush(stdout);
     return 0;
+}
+
+/* One line from the child into line (empty when none came). The parent's SIGINT and SIGTERM
+ * handler does not restart reads, so a read the signal interrupted is made again: the child
+ * still answers. NULL when the child exited without the line. */
+static char *proc_line(bench_echo_proc *p, char *line, size_t n)
+{
+    line[0] = '\0';
+    for (;;) {
+        errno = 0;
+        if (fgets(line, (int)n, p->from) != NULL)
+            return line;
+        if (!ferror(p->from) || errno != EINTR)
+            return NULL;
+        clearerr(p->from);
+    }
 }
 
 /* Reaps the child and frees p. */
@@ -129,7 +157,7 @@ int echo_proc_start(const char *url, unsigned slots, unsigned workers, const cha
         return -1;
     }
     char line[512];
-    if (fgets(line, sizeof line, p->from) == NULL || strcmp(line, "ready\n") != 0) {
+    if (proc_line(p, line, sizeof line) == NULL || strcmp(line, "ready\n") != 0) {
         line[strcspn(line, "\n")] = '\0';
         snprintf(err, errlen, "echo: the server process did not start: %s",
                  strncmp(line, "error ", 6) == 0 ? line + 6 : "it exited");
@@ -148,7 +176,7 @@ unsigned long echo_proc_stop(bench_echo_proc *p)
     p->to = NULL;
     unsigned long failures = 0;
     char line[64];
-    if (fgets(line, sizeof line, p->from) == NULL || sscanf(line, "failures %lu", &failures) != 1)
+    if (proc_line(p, line, sizeof line) == NULL || sscanf(line, "failures %lu", &failures) != 1)
         failures = 1; /* it died: count it, so the report says the ceiling is suspect */
     proc_free(p);
     return failures;

@@ -332,10 +332,9 @@ static int budget_options(const cli_command *cmd, const cli_args *a,
         if (strcmp(a->opt_name[i], "budget") != 0)
             continue;
         const char *v = a->opt_value[i], *eq = strchr(v, '=');
-        char *end = NULL;
-        long long n = eq != NULL ? strtoll(eq + 1, &end, 10) : 0;
-        if (eq == NULL || eq == v || (size_t)(eq - v) >= sizeof keys[0] || end == eq + 1 ||
-            *end != '\0')
+        uint64_t n = 0; /* digits only: strtoll took " 2" and "+2" */
+        if (eq == NULL || eq == v || (size_t)(eq - v) >= sizeof keys[0] ||
+            parse_number(eq + 1, INT64_MAX, &n) != 0)
             return usage_error(cmd, "--budget is NAME=NUMBER (e.g. max_steps=2), not \"%s\"", v);
         if (req->n_budget >= 4)
             return usage_error(cmd, "at most four --budget options%s", "");
@@ -344,7 +343,7 @@ static int budget_options(const cli_command *cmd, const cli_args *a,
         keys[k][eq - v] = '\0';
         charter__v1__create_run_request__budget_entry__init(&e[k]);
         e[k].key = keys[k];
-        e[k].value = n;
+        e[k].value = (int64_t)n;
         p[k] = &e[k];
     }
     req->budget = p;

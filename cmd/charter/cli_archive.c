@@ -5,6 +5,7 @@
  */
 #include "cli_archive.h"
 
+#include <errno.h>
 #include <jansson.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -141,9 +142,12 @@ static const char *event_text(const json_t *e, const char *k)
 
 int cli_replay_archive(const char *path, const char *seq_text, bool json)
 {
+    /* Digits only, as charter replay RUN SEQ reads it: strtoull took " 5", "+5" and "-1" (as
+     * 18446744073709551615). */
     char *end = NULL;
+    errno = 0;
     unsigned long long seq = strtoull(seq_text, &end, 10);
-    if (seq == 0 || end == NULL || *end != '\0') {
+    if (seq_text[0] < '0' || seq_text[0] > '9' || errno != 0 || seq == 0 || *end != '\0') {
         fprintf(stderr, "charter: SEQ must be an event's seq, 1 or more, not \"%s\"\n", seq_text);
         return 2;
     }

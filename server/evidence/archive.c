@@ -45,10 +45,13 @@ static int write_all(int fd, const char *p, size_t n)
     return STATUS_OK;
 }
 
-/* One line: "<sha256 of text> <text>\n", its digest added to the chain. */
+/* One line: "<sha256 of text> <text>\n", its digest added to the chain. A line the reader
+ * would refuse (past ARCHIVE_LINE_MAX) is not written. */
 static int append_line(archive_writer *w, const char *text)
 {
     size_t len = strlen(text);
+    if (len > ARCHIVE_LINE_MAX - 66)
+        return STATUS_EINVAL;
     char *line = malloc(len + 67);
     if (line == NULL)
         return STATUS_ENOMEM;
@@ -196,6 +199,31 @@ static int bad(archive_check *out, const reader *r, const char *fmt, const char 
     return STATUS_OK;
 }
 
+ssize_t archive_read_line(FILE *f, char **line, size_t *cap)
+{
+    size_t len = 0;
+    int c = 0;
+    flockfile(f);
+    while (c != '\n' && (c = getc_unlocked(f)) != EOF) {
+        if (len + 2 > *cap) {
+            size_t grow = *cap == 0 ? 4096 : *cap * 2;
+            grow = grow > ARCHIVE_LINE_MAX + 1 ? ARCHIVE_LINE_MAX + 1 : grow;
+            char *grown = len + 2 > grow ? NULL : realloc(*line, grow);
+            if (grown == NULL) {
+                funlockfile(f);
+                return len + 2 > grow ? -2 : -1;
+            }
+            *line = grown;
+            *cap = grow;
+        }
+        (*line)[len++] = (char)c;
+    }
+    funlockfile(f);
+    if (len > 0)
+        (*line)[len] = '\0';
+    return ferror(f) ? -1 : (ssize_t)len;
+}
+
 /* The end record: its count and digest against what was read before it. */
 static int check_end(reader *r, const json_t *body, archive_check *out)
 {
@@ -258,8 +286,18 @@ int archive_read(const char *path, archive_visit visit, void *ctx, archive_check
     int rc =
         r.chain && EVP_DigestInit_ex(r.chain, EVP_sha256(), NULL) == 1 ? STATUS_OK : STATUS_ENOMEM;
     ssize_t got;
-    while (rc == STATUS_OK && out->intact && (got = getline(&r.line, &r.cap, r.f)) >= 0) {
+    while (rc == STATUS_OK && out->intact && (got = archive_read_line(r.f, &r.line, &r.cap)) != 0) {
         r.lineno++;
+        if (got == -1) {
+            rc = errno == ENOMEM ? STATUS_ENOMEM : STATUS_EUNAVAILABLE;
+            break;
+        }
+        if (got == -2) {
+            char most[32];
+            snprintf(most, sizeof most, "%zu", ARCHIVE_LINE_MAX);
+            rc = bad(out, &r, "the line is longer than any record (more than %s bytes)", most);
+            break;
+        }
         if (r.ended) {
             rc = bad(out, &r, "a record follows the end record%s", NULL);
             break;

@@ -16,9 +16,16 @@
 #include <jansson.h>
 #include <stdbool.h>
 #include <stdint.h>
+#include <stdio.h>
+#include <sys/types.h>
 
 /* The manifest's "format": what a reader of this build accepts. */
 #define ARCHIVE_FORMAT "charter-archive-1"
+/* The longest line (record, digest and newline) the writer writes and the reader reads, bytes.
+ * Far above any record: an artifact's content is at most 1 MiB (limits.h), at most six times
+ * that JSON-escaped. The reader stops at it, so a damaged or hostile file (one with no newline,
+ * /dev/zero) is refused instead of held in memory whole. */
+#define ARCHIVE_LINE_MAX ((size_t)64 * 1024 * 1024)
 
 typedef struct archive_writer archive_writer;
 
@@ -59,6 +66,13 @@ typedef struct {
  * (no such file), STATUS_EUNAVAILABLE (a read failed), STATUS_ENOMEM, or what visit returned
  * when it stopped the read. */
 int archive_read(const char *path, archive_visit visit, void *ctx, archive_check *out);
+
+/* The next line of f into *line (grown as needed, *cap its size; the caller frees it), its
+ * newline kept when it has one and a NUL after it: the bytes read, 0 at the end of the file,
+ * -1 when a read failed or memory ran out (errno says which), -2 when the line goes past
+ * ARCHIVE_LINE_MAX (the rest of it is left unread). For the archive and its index, whose
+ * lines getline would hold at any length. */
+ssize_t archive_read_line(FILE *f, char **line, size_t *cap);
 
 /* The digest an archived run keeps of one send (hex SHA-256 over the length-prefixed context,
  * payload, recipient and tool): a retry of an archived invocation with the same request is

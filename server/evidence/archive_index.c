@@ -17,6 +17,7 @@
 
 #include "core/digest.h"
 #include "core/status.h"
+#include "evidence/archive.h"
 
 /* Hex SHA-256 of the file at path and its size. Returns STATUS_OK, STATUS_ENOTFOUND,
  * STATUS_EUNAVAILABLE or STATUS_ENOMEM. */
@@ -139,9 +140,9 @@ static int read_index(FILE *f, json_t *named, archive_index_check *out)
 {
     char *line = NULL, prev[65] = "", no[24];
     size_t cap = 0;
-    ssize_t got;
+    ssize_t got = 0;
     int rc = STATUS_OK;
-    while (out->intact && (got = getline(&line, &cap, f)) > 0) {
+    while (out->intact && (got = archive_read_line(f, &line, &cap)) > 0) {
         char digest[65];
         snprintf(no, sizeof no, "%llu", (unsigned long long)out->runs + 1);
         size_t len = line[got - 1] == '\n' ? (size_t)got - 1 : (size_t)got;
@@ -166,6 +167,12 @@ static int read_index(FILE *f, json_t *named, archive_index_check *out)
         json_decref(j);
         if (rc != STATUS_OK)
             break;
+    }
+    if (rc == STATUS_OK && got == -2) {
+        snprintf(no, sizeof no, "%llu", (unsigned long long)out->runs + 1);
+        index_fail(out, "index line %s%s is longer than any index line", no, "");
+    } else if (rc == STATUS_OK && got == -1) {
+        rc = errno == ENOMEM ? STATUS_ENOMEM : STATUS_EUNAVAILABLE;
     }
     free(line);
     return rc;
@@ -293,7 +300,7 @@ static int last_naming(const char *path, const char *context_id, const char *run
     char *line = NULL;
     size_t cap = 0;
     ssize_t got;
-    while ((got = getline(&line, &cap, f)) > 0) {
+    while ((got = archive_read_line(f, &line, &cap)) > 0) {
         if (strstr(line, needle) == NULL)
             continue;
         size_t len = line[got - 1] == '\n' ? (size_t)got - 1 : (size_t)got;
@@ -303,7 +310,9 @@ static int last_naming(const char *path, const char *context_id, const char *run
             *found = entry;
         }
     }
-    int rc = ferror(f) ? STATUS_EUNAVAILABLE : STATUS_OK;
+    int rc = got == -1 && errno == ENOMEM ? STATUS_ENOMEM
+             : got < 0                    ? STATUS_EUNAVAILABLE
+                                          : STATUS_OK;
     free(line);
     fclose(f);
     return rc;

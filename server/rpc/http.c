@@ -3,9 +3,9 @@
  *
  * libmicrohttpd calls the access handler with the headers first (*con_cls NULL), then with each
  * piece of the body, then once more with none. Everything that needs no body is decided on the
- * first call (Host, Origin, method, content type, Connect-Timeout-Ms, the token, the declared
- * length, a free job), so a refused request's body is never read: the answer is queued at once
- * and libmicrohttpd closes the connection after it. A body is kept up to max_message bytes (a
+ * first call (Host, Origin, method, content type and encoding, Connect-Timeout-Ms, the token,
+ * the declared length, a free job), so a refused request's body is never read: the answer is
+ * queued at once and libmicrohttpd closes the connection after it. A body is kept up to max_message bytes (a
  * chunked one is counted as it arrives). On the last call the JSON becomes the envelope, the
  * connection is suspended and the envelope sent on the job's nng_ctx (a fixed pool of jobs on
  * one req0 socket dialed to the transport over inproc, as in NNG's demo/rest/server.c); the
@@ -581,6 +581,39 @@ static int http_timeout_header(const http_server *s, const char *tm, uint32_t *t
     return 0;
 }
 
+/* Adds one header to a's response; out of memory drops the response (and so the connection). */
+static void http_answer_header(http_answer *a, const char *name, const char *value)
+{
+    if (a->res != NULL && MHD_add_response_header(a->res, name, value) != MHD_YES) {
+        MHD_destroy_response(a->res);
+        a->res = NULL;
+    }
+}
+
+/* The body's form: JSON (415 otherwise) and uncompressed. Connect names a compressed request
+ * body by Content-Encoding; charterd decompresses none, and a compressed body read as JSON
+ * would be answered as a client's malformed JSON, so an encoding other than identity is
+ * Connect's unimplemented, with the encodings accepted. 0, or -1 with *a. */
+static int http_body_form(struct MHD_Connection *mc, http_answer *a)
+{
+    if (!http_json_content_type(http_header(mc, "Content-Type"))) {
+        *a = http_error_text(RPC_INVALID_ARGUMENT,
+                             "send Content-Type: application/json (the proto3 JSON mapping)");
+        a->status = 415;
+        http_answer_header(a, "Accept-Post", "application/json");
+        return -1;
+    }
+    const char *ce = http_header(mc, "Content-Encoding");
+    if (ce != NULL && strcasecmp(ce, "identity") != 0) {
+        *a =
+            http_error_text(RPC_UNIMPLEMENTED, "compressed request bodies are not accepted: send "
+                                               "the body uncompressed (Content-Encoding identity)");
+        http_answer_header(a, "Accept-Encoding", "identity");
+        return -1;
+    }
+    return 0;
+}
+
 /* The checks of a Connect call that need no body, in the order the answer names the first
  * failure; 0 when the body is worth reading (r->job then holds a job), else *a. */
 static int http_call_headers(http_req *r, const char *verb, http_answer *a)
@@ -602,15 +635,7 @@ static int http_call_headers(http_req *r, const char *verb, http_answer *a)
         *a = http_error(RPC_UNIMPLEMENTED, "%s takes POST (a Connect unary call)", r->path);
         return -1;
     }
-    if (!http_json_content_type(http_header(mc, "Content-Type"))) {
-        *a = http_error_text(RPC_INVALID_ARGUMENT,
-                             "send Content-Type: application/json (the proto3 JSON mapping)");
-        a->status = 415;
-        if (a->res != NULL &&
-            MHD_add_response_header(a->res, "Accept-Post", "application/json") != MHD_YES) {
-            MHD_destroy_response(a->res);
-            a->res = NULL;
-        }
+    if (http_body_form(mc, a) != 0) {
         return -1;
     }
     if (http_timeout_header(s, http_header(mc, "Connect-Timeout-Ms"), &r->timeout_ms) != 0) {
