@@ -4,8 +4,8 @@
 # carries the figures (per operation, the three ceilings and the ratios to them, a median over
 # --repeat), check-input reports its lineage and its second depth, and a lineage cut short by
 # --lineage-budget is said to be unfinished (a FAIL line, exit 1), a SIGTERM to the whole
-# process group stops the echo ceilings as interrupted (130), not failed, and --echo-server
-# refuses arguments it cannot serve by. It asserts nothing about speed: the figures must be
+# process group stops the echo ceilings as interrupted (130), not failed, an echo server that
+# dies is a FAIL line of its own, and --echo-server refuses arguments it cannot serve by. It asserts nothing about speed: the figures must be
 # there, not be any size.
 # Usage: tests/bench_smoke.sh SOURCE_DIR BUILD_DIR   (CHARTER_TEST_REDIS names the Redis)
 set -uo pipefail
@@ -133,6 +133,41 @@ interrupted_by_group() {
 }
 interrupted_by_group echo
 interrupted_by_group echo-fcall
+
+# An echo server process that dies under the load: the report says its ceiling is suspect
+# (a FAIL line naming the server, exit 1), and does not count the death as an FCALL.
+echo_server_killed() {
+  local name=echo_killed
+  ran=$((ran + 1))
+  asserted=$((asserted + 1))
+  "$bench" --redis "$redis" --json --workload echo --threads 2 --duration 60 --no-ceiling \
+    --timeout-ms 2000 >"$out/$name.json" 2>"$out/$name.err" &
+  local pid=$! child=
+  for _ in $(seq 200); do
+    child=$(pgrep -P "$pid" -f -- --echo-server) && break
+    kill -0 "$pid" 2>/dev/null || break
+    sleep 0.1
+  done
+  if [ -z "$child" ]; then
+    echo "bench_smoke: FAIL $name: no echo server process appeared"
+    kill -KILL "$pid" 2>/dev/null
+    wait "$pid"
+    fails=$((fails + 1))
+    return
+  fi
+  kill -KILL "$child"
+  kill -INT "$pid"
+  wait "$pid"
+  local rc=$?
+  if [ "$rc" -ne 1 ]; then
+    echo "bench_smoke: FAIL $name: exit $rc, expected 1 (a FAIL line)"
+    tail -n 5 "$out/$name.err"
+    fails=$((fails + 1))
+  fi
+  expect "$name" 'grep { !$_->{pass} && $_->{name} =~ /echo server process ran until/ } @{$j->{checks}}'
+  expect "$name" '!grep { $_->{name} =~ /FCALL/ } @{$j->{checks}}'
+}
+echo_server_killed
 
 # charter-bench --echo-server refuses arguments it cannot serve by (exit 2, one "error" line)
 # instead of serving something else: counts are digits, echo-fcall needs a worker, and the

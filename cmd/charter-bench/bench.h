@@ -274,6 +274,7 @@ struct bench {
     echo_client *echo_client;
     char fcall_note[300], echo_note[600], echo_fcall_note[600];
     unsigned long echo_fcall_failures; /* FCALLs of the echo-fcall server that failed */
+    unsigned long echo_server_deaths;  /* echo server processes that ended before asked to */
 
     /* The figures: one value per repetition (NAN when not measured). */
     unsigned reps_done;
@@ -361,7 +362,7 @@ int echo_request(bench *b);
 int echo_server_main(int argc, char **argv);
 int echo_proc_start(const char *url, unsigned slots, unsigned workers, const char *redis_url,
                     bench_echo_proc **out, char *err, size_t errlen);
-unsigned long echo_proc_stop(bench_echo_proc *p);
+unsigned long echo_proc_stop(bench_echo_proc *p, bool *died);
 
 /* bench_measure.c: one repetition, the workload and then the ceilings */
 int measure_rep(bench *b, unsigned rep);

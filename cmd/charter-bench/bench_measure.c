@@ -28,7 +28,7 @@ static int echo_up(bench *b, bench_workload kind, bench_echo_proc **e)
     }
     if (echo_client_open(b->echo_url, b->o.timeout_ms, &b->echo_client, err, sizeof err) != 0) {
         say(b, "%s", err);
-        echo_proc_stop(*e);
+        echo_proc_stop(*e, NULL);
         *e = NULL;
         return -1;
     }
@@ -39,7 +39,9 @@ static void echo_down(bench *b, bench_echo_proc *e)
 {
     echo_client_close(b->echo_client);
     b->echo_client = NULL;
-    b->echo_fcall_failures += echo_proc_stop(e);
+    bool died = false;
+    b->echo_fcall_failures += echo_proc_stop(e, &died);
+    b->echo_server_deaths += died;
 }
 
 /* Runs load l (with the echo server around it for the echo kinds) and computes its figures;

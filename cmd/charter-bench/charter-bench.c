@@ -247,6 +247,9 @@ static bool bench_measure(bench *b)
     if (b->reps_done == 0)
         return false;
     verify_workload(b);
+    if (b->echo_server_deaths > 0)
+        check_add(b, false, "every echo server process ran until it was stopped",
+                  "%lu ended early (its ceiling is suspect)", b->echo_server_deaths);
     if (b->echo_fcall_failures > 0 || b->o.workload == WL_ECHO_FCALL)
         check_add(b, b->echo_fcall_failures == 0, "every FCALL of the echo server answered 1",
                   "%lu failed", b->echo_fcall_failures);
