@@ -2154,8 +2154,9 @@ static const cli_command commands[] = {
      "(--archive: from an archived run's file, offline)",
      archive_opts, 1, 2, cmd_replay},
     {"receipt", "RUN [INVOCATION_ID]",
-     "the signed receipt of a delivery, or of the run once it ended (--json to keep it)", no_opts,
-     1, 2, cmd_receipt},
+     "the receipt of a delivery or of a tool call's effect, or of the run once it ended (--json: "
+     "the document verify-receipt reads)",
+     no_opts, 1, 2, cmd_receipt},
     {"verify-receipt", "FILE... (--key KEYFILE | --public-key PUB.pem)",
      "check receipts (the --json output of receipt) offline: the MAC against the integrity key, "
      "or the signature against charterd's public key; several receipts of one run, given in "
@@ -2280,8 +2281,10 @@ static void print_help(FILE *out)
           "  1  the call failed (RPC error, no connection, timeout), or health is not serving;\n"
           "     one line \"charter: STATUS: message\" on stderr. Also: audit found the run's\n"
           "     events changed, removed or inserted; verify-receipt found the receipt invalid\n"
-          "     (the reason on stdout); replay decided otherwise than recorded\n"
-          "  2  usage error\n"
+          "     (the reason on stdout); replay decided otherwise than recorded; workflow\n"
+          "     validate found a problem; workflow test or rehearse had a FAIL\n"
+          "  2  usage error, or a file that cannot be read (for verify-receipt, a key file\n"
+          "     that breaks the key rules; for workflow test, a malformed test file)\n"
           "  3  read-source, record-output, check-input, deliver: the decision is deny\n"
           "  4  read-source, record-output, check-input, deliver: the decision is unknown\n"
           "     (facts were missing: fail closed, nothing happened)\n"
