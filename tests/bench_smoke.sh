@@ -191,6 +191,33 @@ echo_server_refuses 4 0 "$redis"
 echo_server_refuses 4 1 ab
 echo_server_refuses 4 1 unix://
 
+# The echo without --redis reads no Redis, and --no-ceiling measures no ceiling: the report
+# claims neither (no used_memory line or key, no "then the ceilings" in the figures' heading).
+echo_without_redis() {
+  local name=echo_no_redis rc
+  ran=$((ran + 2))
+  asserted=$((asserted + 1))
+  "$bench" --workload echo --threads 2 --count 100 --no-ceiling >"$out/$name.txt" \
+    2>"$out/$name.err"
+  rc=$?
+  if [ "$rc" -ne 0 ]; then
+    echo "bench_smoke: FAIL $name: exit $rc, expected 0"
+    tail -n 5 "$out/$name.err"
+    fails=$((fails + 1))
+  fi
+  for line in '^redis memory' 'then the ceilings'; do
+    asserted=$((asserted + 1))
+    if grep -q -- "$line" "$out/$name.txt"; then
+      echo "bench_smoke: FAIL $name: the report says \"$(grep -- "$line" "$out/$name.txt")\""
+      fails=$((fails + 1))
+    fi
+  done
+  "$bench" --json --workload echo --threads 2 --count 100 --no-ceiling >"$out/$name.json" \
+    2>>"$out/$name.err"
+  expect "$name" '!exists $j->{redis_used_memory} && $j->{answered} == 100'
+}
+echo_without_redis
+
 echo "bench_smoke: $ran runs of charter-bench"
 echo "$((asserted - fails)) passed, $fails failed"
 [ "$fails" -eq 0 ]

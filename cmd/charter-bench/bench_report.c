@@ -194,13 +194,15 @@ static void text_figures(const bench *b)
         printf("figures       none: the load was not run\n");
         return;
     }
+    /* --no-ceiling measures none, so the heading does not promise them. */
+    const char *then = b->o.no_ceiling ? ", no ceilings (--no-ceiling), with"
+                                       : ", then the ceilings with the same";
     if (b->reps_done == 1)
-        printf("figures       one run: the load, then the ceilings with the same %u thread%s\n",
-               b->o.threads, b->o.threads == 1 ? "" : "s");
+        printf("figures       one run: the load%s %u thread%s\n", then, b->o.threads,
+               b->o.threads == 1 ? "" : "s");
     else
-        printf("figures       median of %u runs [min .. max]; each run: the load, then the "
-               "ceilings with the same %u thread%s\n",
-               b->reps_done, b->o.threads, b->o.threads == 1 ? "" : "s");
+        printf("figures       median of %u runs [min .. max]; each run: the load%s %u thread%s\n",
+               b->reps_done, then, b->o.threads, b->o.threads == 1 ? "" : "s");
     for (int f = 0; f < FIG_COUNT; f++)
         text_figure(b, (bench_fig)f);
     if (!isnan(b->fig[FIG_FCALL][0]) || b->fcall_note[0] != '\0')
@@ -338,6 +340,14 @@ static void mem_line(const bench *b, const char *label, size_t field)
     printf("]\n");
 }
 
+/* Whether Redis's used_memory was read before the first load and after the last: without
+ * --redis nothing reads it, and the zeroed figures must not be printed as if it had been. */
+static bool redis_memory_read(const bench *b)
+{
+    return b->o.redis_url != NULL && b->reps_done > 0 && b->first_before.rs.used_memory >= 0 &&
+           b->last_after.rs.used_memory >= 0;
+}
+
 static void text_memory(const bench *b)
 {
     if (b->n_mem > 0) {
@@ -349,8 +359,7 @@ static void text_memory(const bench *b)
     } else if (b->o.workload < WL_ECHO) {
         printf("charterd RSS  not measured%s\n", b->o.url ? " (pass --pid)" : "");
     }
-    if (b->reps_done > 0 && b->first_before.rs.used_memory >= 0 &&
-        b->last_after.rs.used_memory >= 0)
+    if (redis_memory_read(b))
         printf(
             "redis memory  used_memory %.1f MiB before the first load, %.1f MiB after the last\n",
             b->first_before.rs.used_memory / 1048576.0, b->last_after.rs.used_memory / 1048576.0);
@@ -566,8 +575,7 @@ static void json_memory(FILE *o, const bench *b)
         mem_json(o, b, "rss_kib_after_load", offsetof(bench_mem, rss_load));
         mem_json(o, b, "rss_peak_kib_after_checks", offsetof(bench_mem, hwm_end));
     }
-    if (b->reps_done > 0 && b->first_before.rs.used_memory >= 0 &&
-        b->last_after.rs.used_memory >= 0)
+    if (redis_memory_read(b))
         fprintf(o, ",\"redis_used_memory\":{\"before\":%lld,\"after\":%lld}",
                 b->first_before.rs.used_memory, b->last_after.rs.used_memory);
     fprintf(o, ",\"inner_commands_per_op\":{");
