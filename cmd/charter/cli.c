@@ -777,11 +777,16 @@ static int cmd_quarantine(cli *c, const cli_command *cmd, const cli_args *a)
         return rv;
     if (charter_quarantine_resource(c->client, &req, &q, &st) != 0)
         return rpc_error(&st);
-    if (c->json)
+    if (c->json) {
         rv = print_json(&q->base);
-    else
-        printf("quarantined %s at %s by %s: %s\n", q->resource_id, q->quarantined_at,
-               q->quarantined_by, q->reason);
+    } else {
+        /* quarantined_at is the database's "<sec>.<usec>" text; shown like every other time. */
+        char when[32];
+        cli_format_time(q->quarantined_at != NULL ? strtod(q->quarantined_at, NULL) : 0, when,
+                        sizeof when);
+        printf("quarantined %s at %s by %s: %s\n", q->resource_id, when, q->quarantined_by,
+               q->reason);
+    }
     charter__v1__resource_quarantine__free_unpacked(q, NULL);
     return rv;
 }
