@@ -660,6 +660,18 @@ static void test_an_archived_decision_replays_offline(void)
     CU_ASSERT_EQUAL(harness_sh("'%s' replay --archive '%s' %llu | grep -q '^matches  yes$'",
                                CHARTER_CLI_PATH, path, (unsigned long long)delivery_seq),
                     0);
+    /* What `charter replay RUN SEQ` prints, line for line and in --json field for field. */
+    CU_ASSERT_EQUAL(
+        harness_sh("'%s' replay --archive '%s' %llu | grep -qx 'replayed %-10llu allow'",
+                   CHARTER_CLI_PATH, path, (unsigned long long)delivery_seq,
+                   (unsigned long long)delivery_seq),
+        0);
+    CU_ASSERT_EQUAL(harness_sh("'%s' --json replay --archive '%s' %llu | jq -e '.recorded.outcome "
+                               "== \"ALLOW\" and .replayed.outcome == \"ALLOW\" and .matches and "
+                               ".evaluatorVersion > 0 and (has(\"evaluator_version\") | not)' "
+                               ">/dev/null",
+                               CHARTER_CLI_PATH, path, (unsigned long long)delivery_seq),
+                    0);
 
     char p[300];
     snprintf(p, sizeof p, "%s/lost-record.archive", folder);

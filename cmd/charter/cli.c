@@ -1591,29 +1591,10 @@ static int cmd_replay(cli *c, const cli_command *cmd, const cli_args *a)
     if (charter_replay_decision(c->client, &req, &r, &st) != 0)
         return rpc_error(&st);
     rv = EXIT_OK;
-    if (c->json) {
+    if (c->json)
         rv = print_json(&r->base);
-    } else {
-        cli_print_decision(stdout, "recorded", a->pos[1], r->recorded);
-        if (r->no_snapshot)
-            printf("replayed %-10s -  (no snapshot: the event records no facts to replay)\n",
-                   a->pos[1]);
-        else
-            cli_print_decision(stdout, "replayed", a->pos[1], r->replayed);
-        printf("matches  %s\nevaluator %s\n",
-               r->no_snapshot ? "- (nothing to replay)"
-               : r->matches   ? "yes"
-                              : "NO",
-               r->evaluator);
-        if (r->before_versions)
-            printf("version  %u (recorded before evaluator versions were declared: its "
-                   "fingerprint is not checked)\n",
-                   r->evaluator_version);
-        else if (!r->no_snapshot)
-            printf("version  %u\n", r->evaluator_version);
-        if (r->archive != NULL && *r->archive)
-            printf("archive  %s (the run left the database)\n", r->archive);
-    }
+    else
+        cli_print_replay(stdout, a->pos[1], r);
     if (rv == EXIT_OK && !r->no_snapshot && !r->matches)
         rv = EXIT_RPC;
     charter__v1__replay_decision_response__free_unpacked(r, NULL);

@@ -12,6 +12,9 @@
 #include <string.h>
 #include <sys/stat.h>
 
+#include "cli_json.h"
+#include "cli_print.h"
+#include "cli_whatif.h"
 #include "core/status.h"
 #include "evidence/archive_audit.h"
 #include "evidence/archive_index.h"
@@ -159,32 +162,36 @@ int cli_replay_archive(const char *path, const char *seq_text, bool json)
                 why[0] ? why : "cannot be replayed");
         return 1;
     }
-    const guard_decision *d = &r.res.replayed;
-    char codes[256] = "";
-    guard_codes_format(d->codes, codes, sizeof codes);
-    const char *outcome = r.res.no_snapshot ? "-" : decision_outcome_name(d->outcome);
-    if (json) {
-        json_t *j = json_pack(
-            "{s:s, s:I, s:{s:s, s:s, s:s}, s:{s:s, s:s, s:s}, s:b, s:b, s:s, s:i}", "file", path,
-            "seq", (json_int_t)seq, "recorded", "outcome", event_text(r.event, "outcome"), "codes",
-            event_text(r.event, "codes"), "witness", event_text(r.event, "witness"), "replayed",
-            "outcome", outcome, "codes", codes, "witness", d->witness ? d->witness : "",
-            "no_snapshot", r.res.no_snapshot, "matches", r.res.matches, "evaluator",
-            event_text(r.event, "evaluator"), "evaluator_version", r.res.version);
-        char *text = j ? json_dumps(j, JSON_INDENT(2) | JSON_PRESERVE_ORDER) : NULL;
-        json_decref(j);
-        if (text)
-            puts(text);
-        free(text);
+    /* The answer charterd gives for a run that left the database (Evidence/ReplayDecision),
+     * printed as `charter replay RUN SEQ` prints it: the same lines, the same JSON. */
+    Charter__V1__ReplayDecisionResponse resp = CHARTER__V1__REPLAY_DECISION_RESPONSE__INIT;
+    resp.recorded = cli_whatif_recorded_decision(r.event);
+    resp.replayed = r.res.no_snapshot
+                        ? NULL
+                        : cli_whatif_decision(r.res.replayed.outcome, r.res.replayed.codes,
+                                              r.res.replayed.witness);
+    resp.no_snapshot = r.res.no_snapshot;
+    resp.matches = r.res.matches;
+    resp.evaluator = (char *)event_text(r.event, "evaluator");
+    resp.evaluator_version = (uint32_t)r.res.version;
+    resp.before_versions = r.res.before_versions;
+    resp.archive = (char *)path;
+    int printed = 0;
+    if (resp.recorded == NULL || (!resp.no_snapshot && resp.replayed == NULL)) {
+        fprintf(stderr, "charter: out of memory\n");
+        printed = -1;
+    } else if (json) {
+        printed = cli_json_print_message(&resp.base);
     } else {
-        printf("recorded %-6llu %s %s %s\n", seq, event_text(r.event, "outcome"),
-               event_text(r.event, "codes"), event_text(r.event, "witness"));
-        printf("replayed %-6llu %s %s %s\n", seq, outcome, codes, d->witness ? d->witness : "");
-        printf("matches  %s\nevaluator %s\nversion  %d\n",
-               r.res.no_snapshot ? "- (nothing to replay)"
-               : r.res.matches   ? "yes"
-                                 : "NO",
-               event_text(r.event, "evaluator"), r.res.version);
+        cli_print_replay(stdout, seq_text, &resp);
+    }
+    if (resp.recorded != NULL)
+        charter__v1__decision__free_unpacked(resp.recorded, NULL);
+    if (resp.replayed != NULL)
+        charter__v1__decision__free_unpacked(resp.replayed, NULL);
+    if (printed != 0) {
+        archive_replay_result_free(&r);
+        return 1;
     }
     int exit_status = r.res.no_snapshot || r.res.matches ? 0 : 1;
     archive_replay_result_free(&r);

@@ -15,8 +15,10 @@
 int cli_audit_archive(const char *path, const char *keyfile, bool json);
 
 /* Decides the decision event seq_text of the archive at path again from the file alone
- * (server/evidence/archive_replay.h) and prints the recorded and the replayed decision and
- * whether they match (json: one JSON object). Returns the exit status: 0 they match (or the
+ * (server/evidence/archive_replay.h) and prints it as `charter replay RUN SEQ` prints
+ * charterd's answer for a run that left the database: the recorded and the replayed decision
+ * and whether they match, or with json that ReplayDecisionResponse in the proto3 JSON
+ * mapping, its archive the path. Returns the exit status: 0 they match (or the
  * event records no facts), 1 they differ or the replay failed (why on stderr), 2 a SEQ that is
  * not a number. */
 int cli_replay_archive(const char *path, const char *seq_text, bool json);

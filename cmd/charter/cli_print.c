@@ -178,6 +178,30 @@ void cli_print_decision(FILE *out, const char *action, const char *target,
     print_decision_aligned(out, action, aw, target, tw, d);
 }
 
+void cli_print_replay(FILE *out, const char *seq, const Charter__V1__ReplayDecisionResponse *r)
+{
+    cli_print_decision(out, "recorded", seq, r->recorded);
+    if (r->no_snapshot)
+        fprintf(out, "replayed %-10s -  (no snapshot: the event records no facts to replay)\n",
+                seq);
+    else
+        cli_print_decision(out, "replayed", seq, r->replayed);
+    fprintf(out, "matches  %s\nevaluator %s\n",
+            r->no_snapshot ? "- (nothing to replay)"
+            : r->matches   ? "yes"
+                           : "NO",
+            text(r->evaluator));
+    if (r->before_versions)
+        fprintf(out,
+                "version  %u (recorded before evaluator versions were declared: its fingerprint "
+                "is not checked)\n",
+                r->evaluator_version);
+    else if (!r->no_snapshot)
+        fprintf(out, "version  %u\n", r->evaluator_version);
+    if (r->archive != NULL && *r->archive)
+        fprintf(out, "archive  %s (the run left the database)\n", r->archive);
+}
+
 static bool is_decision_event(const Charter__V1__Event *e)
 {
     return e->outcome != CHARTER__V1__OUTCOME__OUTCOME_UNSPECIFIED ||

@@ -35,6 +35,11 @@ void cli_format_time(double ts, char *buf, size_t size);
 void cli_print_decision(FILE *out, const char *action, const char *target,
                         const Charter__V1__Decision *d);
 
+/* A ReplayDecision answer for event seq: the recorded and the replayed decision lines, whether
+ * they match, the evaluator and its version, and the archive it came from when it left the
+ * database; `charter replay RUN SEQ` and `charter replay --archive FILE SEQ` alike. */
+void cli_print_replay(FILE *out, const char *seq, const Charter__V1__ReplayDecisionResponse *r);
+
 /* The decision events of a run, one decision line each (action and target from the event's
  * kind and detail). */
 void cli_print_decision_events(FILE *out, Charter__V1__Event *const *events, size_t n);

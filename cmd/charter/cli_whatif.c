@@ -75,8 +75,7 @@ static int append(void ***items, size_t *n, void *item)
     return STATUS_OK;
 }
 
-/* The decision d as the wire gives it (server/rpc/wire.c wire_decision). */
-static Charter__V1__Decision *decision_of(guard_outcome outcome, unsigned codes, const char *w)
+Charter__V1__Decision *cli_whatif_decision(guard_outcome outcome, unsigned codes, const char *w)
 {
     Charter__V1__Decision *m = malloc(sizeof *m);
     if (m == NULL)
@@ -98,17 +97,15 @@ static Charter__V1__Decision *decision_of(guard_outcome outcome, unsigned codes,
     return m;
 }
 
-/* The recorded decision of event as the wire gives it (wire_event_decision): outcome, the
- * codes as recorded, the witness. */
-static Charter__V1__Decision *recorded_decision(const json_t *event)
+Charter__V1__Decision *cli_whatif_recorded_decision(const json_t *event)
 {
     const char *outcome = json_string_value(json_object_get(event, "outcome"));
     const char *codes = json_string_value(json_object_get(event, "codes"));
     Charter__V1__Decision *d =
-        decision_of(outcome && strcmp(outcome, "allow") == 0  ? GUARD_ALLOW
-                    : outcome && strcmp(outcome, "deny") == 0 ? GUARD_DENY
-                                                              : GUARD_UNKNOWN,
-                    0, json_string_value(json_object_get(event, "witness")));
+        cli_whatif_decision(outcome && strcmp(outcome, "allow") == 0  ? GUARD_ALLOW
+                            : outcome && strcmp(outcome, "deny") == 0 ? GUARD_DENY
+                                                                      : GUARD_UNKNOWN,
+                            0, json_string_value(json_object_get(event, "witness")));
     char *copy = d != NULL && codes != NULL ? strdup(codes) : NULL;
     bool ok = d != NULL && (codes == NULL || copy != NULL);
     /* decision_of left room for every guard code; a recorded list names each at most once. */
@@ -174,8 +171,8 @@ static int keep_change(Charter__V1__WhatIfResponse *r, const char *run_id, const
     ch->step = strdup(d->step);
     ch->subject = strdup(d->subject);
     ch->change = strdup(line);
-    ch->recorded = recorded_decision(event);
-    ch->candidate = decision_of(d->decided.outcome, d->decided.codes, d->decided.witness);
+    ch->recorded = cli_whatif_recorded_decision(event);
+    ch->candidate = cli_whatif_decision(d->decided.outcome, d->decided.codes, d->decided.witness);
     if (!ch->run_id || !ch->gate || !ch->step || !ch->subject || !ch->change || !ch->recorded ||
         !ch->candidate || append((void ***)&r->changes, &r->n_changes, ch) != STATUS_OK) {
         charter__v1__what_if_change__free_unpacked(ch, NULL);

@@ -8,7 +8,19 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include <jansson.h>
+
 #include "charter.h"
+#include "policy/guard.h"
+
+/* A decision as the wire gives it (server/rpc/wire.c wire_decision): outcome, the codes set
+ * in codes (guard.h), the witness w. NULL when out of memory; free with
+ * charter__v1__decision__free_unpacked. */
+Charter__V1__Decision *cli_whatif_decision(guard_outcome outcome, unsigned codes, const char *w);
+
+/* The recorded decision of an archived event as the wire gives it (wire_event_decision): its
+ * outcome, its codes as recorded, its witness. NULL when out of memory. */
+Charter__V1__Decision *cli_whatif_recorded_decision(const json_t *event);
 
 /* Prints r: with json one document in the proto3 JSON mapping (cli_json.h), else one line a
  * change, the counts by change and the totals. Returns 0, or 1 when the JSON could not be
