@@ -406,6 +406,11 @@ static void test_an_archive_audits_offline(void)
     CU_ASSERT_EQUAL(harness_sh("'%s' audit --archive '%s' >/dev/null 2>&1; test $? = 2",
                                CHARTER_CLI_PATH, path),
                     0);
+    /* --json is a document of the CLI's own, with lowerCamelCase keys as the others. */
+    CU_ASSERT_EQUAL(harness_sh("'%s' --json audit --archive '%s' --key '%s' | jq -e '.intact and "
+                               "(.runId | length) > 0 and (has(\"run_id\") | not)' >/dev/null",
+                               CHARTER_CLI_PATH, path, keyfile),
+                    0);
 }
 
 /* Rewrites the archive at p as one who edits the file would: in the record of event seq, the

@@ -25,10 +25,10 @@
 static int print_json_result(const char *path, const archive_audit_result *r)
 {
     json_t *j =
-        json_pack("{s:s, s:s, s:b, s:b, s:I, s:I, s:I, s:I, s:s}", "file", path, "run_id",
-                  r->run_id, "intact", r->intact, "keyed", r->keyed, "events",
-                  (json_int_t)r->events, "deliveries", (json_int_t)r->deliveries, "receipts",
-                  (json_int_t)r->receipts, "line", (json_int_t)r->line, "problem", r->problem);
+        json_pack("{s:s, s:s, s:b, s:b, s:I, s:I, s:I, s:I, s:s}", "file", path, "runId", r->run_id,
+                  "intact", r->intact, "keyed", r->keyed, "events", (json_int_t)r->events,
+                  "deliveries", (json_int_t)r->deliveries, "receipts", (json_int_t)r->receipts,
+                  "line", (json_int_t)r->line, "problem", r->problem);
     char *text = j ? json_dumps(j, JSON_INDENT(2) | JSON_PRESERVE_ORDER) : NULL;
     json_decref(j);
     if (text == NULL)

@@ -8,7 +8,7 @@
 #include <stdbool.h>
 
 /* Audits the archive at path (keyfile: the graph's integrity key file, NULL for a keyless
- * graph) and prints the verdict: one line, or with json a JSON object {file, run_id, intact,
+ * graph) and prints the verdict: one line, or with json a JSON object {file, runId, intact,
  * keyed, events, deliveries, receipts, line, problem}. Returns the exit status: 0 intact, 1 not
  * intact or unreadable, 2 a usage error (a key file that cannot be read, a keyed archive
  * without --key). */
