@@ -1089,6 +1089,11 @@ static void test_charterd_archives_an_ended_run_past_retention(void)
     CU_ASSERT_EQUAL(harness_sh("'%s' audit --archive '%s/%s' | grep -q ': intact (1 runs indexed'",
                                CHARTER_CLI_PATH, dir, g),
                     0);
+    CU_ASSERT_EQUAL(
+        harness_sh("'%s' --json audit --archive '%s/%s' | jq -e '.intact and .runs == 1 "
+                   "and .files == 1' >/dev/null",
+                   CHARTER_CLI_PATH, dir, g),
+        0);
     CU_ASSERT_EQUAL(harness_sh("rm %s/%s/*/%s.charter-archive", dir, g, run), 0);
     CU_ASSERT_EQUAL(harness_sh("out=$('%s' audit --archive '%s/%s'); st=$?; test $st = 1 && echo "
                                "\"$out\" | grep -q 'run %s: its archive .* is missing (removed)'",

@@ -66,7 +66,7 @@ static int audit_indexed(void *ctx, const char *path, const char *run_id)
 }
 
 /* A folder: one graph's (it holds the index), or the archive folder (each graph under it). */
-static int cli_audit_folder(const char *dir, const unsigned char *key, size_t key_len)
+static int cli_audit_folder(const char *dir, const unsigned char *key, size_t key_len, bool json)
 {
     folder_audit fa = {key, key_len, 0, 0, false, ""};
     archive_index_check check;
@@ -87,13 +87,24 @@ static int cli_audit_folder(const char *dir, const unsigned char *key, size_t ke
                 dir);
         return 2;
     }
-    if (rc == 1 || !check.intact) {
-        printf("archives %s: NOT intact: %s\n", dir, rc == 1 ? fa.problem : check.problem);
-        return 1;
+    bool intact = rc != 1 && check.intact;
+    const char *problem = intact ? "" : rc == 1 ? fa.problem : check.problem;
+    if (json) {
+        /* A document of the CLI's own, as the one of a single archive. */
+        json_t *j =
+            json_pack("{s:s, s:b, s:I, s:I, s:s}", "folder", dir, "intact", intact, "runs",
+                      (json_int_t)check.runs, "files", (json_int_t)check.files, "problem", problem);
+        int printed = cli_json_print(j);
+        json_decref(j);
+        if (printed != 0)
+            return 1;
+    } else if (!intact) {
+        printf("archives %s: NOT intact: %s\n", dir, problem);
+    } else {
+        printf("archives %s: intact (%llu runs indexed, %llu files, every archive audited)\n", dir,
+               (unsigned long long)check.runs, (unsigned long long)check.files);
     }
-    printf("archives %s: intact (%llu runs indexed, %llu files, every archive audited)\n", dir,
-           (unsigned long long)check.runs, (unsigned long long)check.files);
-    return 0;
+    return intact ? 0 : 1;
 }
 
 int cli_audit_archive(const char *path, const char *keyfile, bool json)
@@ -108,7 +119,7 @@ int cli_audit_archive(const char *path, const char *keyfile, bool json)
     }
     struct stat sb;
     if (stat(path, &sb) == 0 && S_ISDIR(sb.st_mode))
-        return cli_audit_folder(path, keyfile ? key : NULL, key_len);
+        return cli_audit_folder(path, keyfile ? key : NULL, key_len, json);
     archive_audit_result r;
     int rc = archive_audit(path, keyfile ? key : NULL, key_len, &r);
     if (rc == STATUS_ENOKEY) {
