@@ -2083,8 +2083,9 @@ static const cli_command commands[] = {
      "its end and prints every decision; --async returns once it is queued",
      run_opts, 0, 0, cmd_run},
     {"wait", "RUN [--timeout-ms MS]",
-     "follow a run's events as they happen until it ends, then show its status", wait_opts, 1, 1,
-     cmd_wait},
+     "follow a run's events as they happen while it is queued, running, recovering or waiting "
+     "for an approval, then show its status (an external run, which its host drives, at once)",
+     wait_opts, 1, 1, cmd_wait},
     {"cancel", "RUN [--reason TEXT]",
      "cancel a run: a queued one at once, a running one at its next step or during its model "
      "request; it never delivers afterwards",
