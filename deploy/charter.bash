@@ -6,10 +6,10 @@ _charter()
     local cur prev cmd i
     cur=${COMP_WORDS[COMP_CWORD]}
     prev=${COMP_WORDS[COMP_CWORD-1]}
-    local global="--url --token --timeout-ms --connect-timeout-ms --json --help --version"
+    local global="--url --token --tenant --timeout-ms --connect-timeout-ms --json --verbose --help --version"
 
     case $prev in
-        --url|--token|--timeout-ms|--connect-timeout-ms|--task|--limit|--after|--title|\
+        --url|--token|--tenant|--timeout-ms|--connect-timeout-ms|--task|--limit|--after|--title|\
         --content|--parent|--tools|--recipients|--resources|--workflow)
             return 0 ;;
         --content-file|--key)
@@ -21,7 +21,7 @@ _charter()
     cmd=
     for ((i = 1; i < COMP_CWORD; i++)); do
         case ${COMP_WORDS[i]} in
-            --url|--token|--timeout-ms|--connect-timeout-ms) ((i++)) ;;
+            --url|--token|--tenant|--timeout-ms|--connect-timeout-ms) ((i++)) ;;
             -*) ;;
             *) cmd=${COMP_WORDS[i]}; break ;;
         esac
@@ -42,7 +42,8 @@ _charter()
     if [[ $cur == -* ]]; then
         local opts
         opts=$("${COMP_WORDS[0]}" "$cmd" --help 2>/dev/null | grep -o -- '--[a-z][a-z-]*' | sort -u)
-        COMPREPLY=($(compgen -W "$opts $global" -- "$cur"))
+        # A command's help names the global options too: offer each once.
+        COMPREPLY=($(compgen -W "$(printf '%s\n' $opts $global | sort -u)" -- "$cur"))
         return 0
     fi
     COMPREPLY=($(compgen -f -- "$cur"))

@@ -100,6 +100,20 @@ echo "ok   every command has help with its usage and options"
 out=$(PATH="$root/usr/bin:$PATH" bash -c '. "$1"; COMP_WORDS=(charter ver); COMP_CWORD=1; _charter; echo "${COMPREPLY[*]}"' _ \
   "$root/usr/share/bash-completion/completions/charter")
 [ "$out" = verify-receipt ] && echo "ok   completion: charter ver -> $out" || bad "completion of 'charter ver' gave '$out'"
+# Every global option charter --help prints completes, and a global option's value before the
+# command (charter --tenant acme get) is not taken for the command.
+complete_line() {
+  PATH="$root/usr/bin:$PATH" bash -c '. "$1"; shift; COMP_WORDS=("$@"); COMP_CWORD=$(($# - 1)); _charter
+    echo "${COMPREPLY[*]}"' _ "$root/usr/share/bash-completion/completions/charter" "$@"
+}
+globals=$(complete_line charter --)
+for o in $("$root/usr/bin/charter" --help | sed -n '/^global options/,/^commands:/p' |
+  grep -oE '^  --[a-z-]+'); do
+  grep -qw -- "$o" <<<"$globals" || bad "completion of 'charter --' lacks the global option $o"
+done
+out=$(complete_line charter --tenant acme --url tcp://127.0.0.1:1 li)
+[ "$out" = list ] && echo "ok   completion: charter --tenant acme --url URL li -> $out" ||
+  bad "completion of 'charter --tenant acme --url URL li' gave '$out'"
 
 # A fresh install as the unit starts it: the unpacked charterd with the unit's ExecStart (its
 # sockets and ports moved into this folder, since nothing here runs as root or under systemd)
