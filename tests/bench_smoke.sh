@@ -96,20 +96,32 @@ fi
 # A SIGTERM to the whole process group (timeout(1), a service manager) while the echo server
 # process serves the load: the bench stops as interrupted (130), the echo server still reports
 # its count (no check fails for it) and no process of the group is left.
+# echo_server_ready NAME PID: the pid of the echo server of the charter-bench PID once that
+# bench has said on stderr ($out/NAME.err) that its server is ready (serving, its signals
+# set), or nothing when the bench ended first or 20 s passed. A signal sent before then would
+# test the server's start, not the stop under load.
+echo_server_ready() {
+  local name=$1 pid=$2 child=
+  for _ in $(seq 200); do
+    child=$(sed -n 's/^charter-bench: echo server \([0-9]*\) ready on .*/\1/p' "$out/$name.err" |
+      head -n 1)
+    [ -n "$child" ] && break
+    kill -0 "$pid" 2>/dev/null || break
+    sleep 0.1
+  done
+  echo "$child"
+}
+
 interrupted_by_group() {
   local w=$1 name=group_term_$1
   ran=$((ran + 1))
   asserted=$((asserted + 1))
   setsid "$bench" --redis "$redis" --json --workload "$w" --threads 2 --duration 60 \
     --no-ceiling >"$out/$name.json" 2>"$out/$name.err" &
-  local pid=$! child=
-  for _ in $(seq 200); do
-    child=$(pgrep -P "$pid" -f -- --echo-server) && break
-    kill -0 "$pid" 2>/dev/null || break
-    sleep 0.1
-  done
+  local pid=$! child
+  child=$(echo_server_ready "$name" "$pid")
   if [ -z "$child" ]; then
-    echo "bench_smoke: FAIL $name: no echo server process appeared"
+    echo "bench_smoke: FAIL $name: no echo server said it was ready"
     kill -KILL "$pid" 2>/dev/null
     wait "$pid"
     fails=$((fails + 1))
@@ -142,14 +154,10 @@ echo_server_killed() {
   asserted=$((asserted + 1))
   "$bench" --redis "$redis" --json --workload echo --threads 2 --duration 60 --no-ceiling \
     --timeout-ms 2000 >"$out/$name.json" 2>"$out/$name.err" &
-  local pid=$! child=
-  for _ in $(seq 200); do
-    child=$(pgrep -P "$pid" -f -- --echo-server) && break
-    kill -0 "$pid" 2>/dev/null || break
-    sleep 0.1
-  done
+  local pid=$! child
+  child=$(echo_server_ready "$name" "$pid")
   if [ -z "$child" ]; then
-    echo "bench_smoke: FAIL $name: no echo server process appeared"
+    echo "bench_smoke: FAIL $name: no echo server said it was ready"
     kill -KILL "$pid" 2>/dev/null
     wait "$pid"
     fails=$((fails + 1))

@@ -363,6 +363,7 @@ int echo_server_main(int argc, char **argv);
 int echo_proc_start(const char *url, unsigned slots, unsigned workers, const char *redis_url,
                     bench_echo_proc **out, char *err, size_t errlen);
 unsigned long echo_proc_stop(bench_echo_proc *p, bool *died);
+long echo_proc_pid(const bench_echo_proc *p);
 
 /* bench_measure.c: one repetition, the workload and then the ceilings */
 int measure_rep(bench *b, unsigned rep);

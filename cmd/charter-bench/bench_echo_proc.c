@@ -168,6 +168,11 @@ int echo_proc_start(const char *url, unsigned slots, unsigned workers, const cha
     return 0;
 }
 
+long echo_proc_pid(const bench_echo_proc *p)
+{
+    return (long)p->pid;
+}
+
 unsigned long echo_proc_stop(bench_echo_proc *p, bool *died)
 {
     if (died != NULL)

@@ -32,6 +32,7 @@ static int echo_up(bench *b, bench_workload kind, bench_echo_proc **e)
         *e = NULL;
         return -1;
     }
+    say(b, "echo server %ld ready on %s", echo_proc_pid(*e), b->echo_url);
     return 0;
 }
 
