@@ -96,50 +96,54 @@ fi
 # A SIGTERM to the whole process group (timeout(1), a service manager) while the echo server
 # process serves the load: the bench stops as interrupted (130), the echo server still reports
 # its count (no check fails for it) and no process of the group is left.
-# echo_server_ready NAME PID: the pid of the echo server of the charter-bench PID once that
-# bench has said on stderr ($out/NAME.err) that its server is ready (serving, its signals
-# set), or nothing when the bench ended first or 20 s passed. A signal sent before then would
-# test the server's start, not the stop under load.
-echo_server_ready() {
-  local name=$1 pid=$2 child=
+# echo_load NAME LAUNCHER ARGS...: LAUNCHER (setsid, or env for none) charter-bench --json
+# --workload ARGS --threads 2 --duration 60 --no-ceiling in the background into $out/NAME.*,
+# and waits until it says on stderr that its echo server is ready (serving, its signals set:
+# a signal sent before would test the server's start, not a stop under load). Sets load_pid
+# and load_child; returns 1 (a FAIL counted, the bench killed) when no server said so within
+# 20 s or the bench ended first.
+echo_load() {
+  local name=$1 launcher=$2
+  shift 2
+  ran=$((ran + 1))
+  asserted=$((asserted + 1))
+  "$launcher" "$bench" --redis "$redis" --json --workload "$@" --threads 2 --duration 60 \
+    --no-ceiling >"$out/$name.json" 2>"$out/$name.err" &
+  load_pid=$! load_child=
   for _ in $(seq 200); do
-    child=$(sed -n 's/^charter-bench: echo server \([0-9]*\) ready on .*/\1/p' "$out/$name.err" |
-      head -n 1)
-    [ -n "$child" ] && break
-    kill -0 "$pid" 2>/dev/null || break
+    load_child=$(sed -n 's/^charter-bench: echo server \([0-9]*\) ready on .*/\1/p' \
+      "$out/$name.err" | head -n 1)
+    [ -n "$load_child" ] && return 0
+    kill -0 "$load_pid" 2>/dev/null || break
     sleep 0.1
   done
-  echo "$child"
+  echo "bench_smoke: FAIL $name: no echo server said it was ready"
+  kill -KILL "$load_pid" 2>/dev/null
+  wait "$load_pid"
+  fails=$((fails + 1))
+  return 1
+}
+
+# exit_is NAME RC WANT WHY: a FAIL (with the bench's last lines) unless RC is WANT.
+exit_is() {
+  if [ "$2" -ne "$3" ]; then
+    echo "bench_smoke: FAIL $1: exit $2, expected $3 ($4)"
+    tail -n 5 "$out/$1.err"
+    fails=$((fails + 1))
+  fi
 }
 
 interrupted_by_group() {
-  local w=$1 name=group_term_$1
-  ran=$((ran + 1))
-  asserted=$((asserted + 1))
-  setsid "$bench" --redis "$redis" --json --workload "$w" --threads 2 --duration 60 \
-    --no-ceiling >"$out/$name.json" 2>"$out/$name.err" &
-  local pid=$! child
-  child=$(echo_server_ready "$name" "$pid")
-  if [ -z "$child" ]; then
-    echo "bench_smoke: FAIL $name: no echo server said it was ready"
-    kill -KILL "$pid" 2>/dev/null
-    wait "$pid"
-    fails=$((fails + 1))
-    return
-  fi
-  kill -TERM -- "-$(ps -o pgid= -p "$pid" | tr -d ' ')"
-  wait "$pid"
-  local rc=$?
-  if [ "$rc" -ne 130 ]; then
-    echo "bench_smoke: FAIL $name: exit $rc, expected 130 (interrupted, every check passed)"
-    tail -n 5 "$out/$name.err"
-    fails=$((fails + 1))
-  fi
+  local name=group_term_$1
+  echo_load "$name" setsid "$1" || return
+  kill -TERM -- "-$(ps -o pgid= -p "$load_pid" | tr -d ' ')"
+  wait "$load_pid"
+  exit_is "$name" $? 130 "interrupted, every check passed"
   expect "$name" "$checks_pass"
   asserted=$((asserted + 1))
-  if kill -0 "$child" 2>/dev/null; then
-    echo "bench_smoke: FAIL $name: the echo server process $child was left running"
-    kill -KILL "$child"
+  if kill -0 "$load_child" 2>/dev/null; then
+    echo "bench_smoke: FAIL $name: the echo server process $load_child was left running"
+    kill -KILL "$load_child"
     fails=$((fails + 1))
   fi
 }
@@ -150,28 +154,11 @@ interrupted_by_group echo-fcall
 # (a FAIL line naming the server, exit 1), and does not count the death as an FCALL.
 echo_server_killed() {
   local name=echo_killed
-  ran=$((ran + 1))
-  asserted=$((asserted + 1))
-  "$bench" --redis "$redis" --json --workload echo --threads 2 --duration 60 --no-ceiling \
-    --timeout-ms 2000 >"$out/$name.json" 2>"$out/$name.err" &
-  local pid=$! child
-  child=$(echo_server_ready "$name" "$pid")
-  if [ -z "$child" ]; then
-    echo "bench_smoke: FAIL $name: no echo server said it was ready"
-    kill -KILL "$pid" 2>/dev/null
-    wait "$pid"
-    fails=$((fails + 1))
-    return
-  fi
-  kill -KILL "$child"
-  kill -INT "$pid"
-  wait "$pid"
-  local rc=$?
-  if [ "$rc" -ne 1 ]; then
-    echo "bench_smoke: FAIL $name: exit $rc, expected 1 (a FAIL line)"
-    tail -n 5 "$out/$name.err"
-    fails=$((fails + 1))
-  fi
+  echo_load "$name" env echo --timeout-ms 2000 || return
+  kill -KILL "$load_child"
+  kill -INT "$load_pid"
+  wait "$load_pid"
+  exit_is "$name" $? 1 "a FAIL line"
   expect "$name" 'grep { !$_->{pass} && $_->{name} =~ /echo server process ran until/ } @{$j->{checks}}'
   expect "$name" '!grep { $_->{name} =~ /FCALL/ } @{$j->{checks}}'
 }
