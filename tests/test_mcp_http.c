@@ -451,6 +451,32 @@ static void test_a_nul_in_a_message_is_refused_with_its_id(void)
     CU_ASSERT_EQUAL(end_session(CRED_A, sid), 200);
 }
 
+/* A message with neither a method nor a result or an error is neither a request nor a
+ * response: it is answered as an invalid request with its own id (unanswered, a client would
+ * wait for it), and with a null id when it has none; a response is accepted and not answered. */
+static void test_a_message_without_a_method_is_invalid(void)
+{
+    char sid[33], body[4096];
+    CU_ASSERT_EQUAL_FATAL(open_session(CRED_A, sid), 200);
+    CU_ASSERT_EQUAL(post(CRED_A, sid, "{\"jsonrpc\":\"2.0\",\"id\":2}", NULL, body, sizeof body),
+                    200);
+    json_t *j = json_loads(body, 0, NULL);
+    CU_ASSERT_EQUAL(json_integer_value(json_object_get(j, "id")), 2);
+    CU_ASSERT_EQUAL(json_integer_value(json_object_get(json_object_get(j, "error"), "code")),
+                    -32600);
+    json_decref(j);
+    CU_ASSERT_EQUAL(post(CRED_A, sid, "{\"jsonrpc\":\"2.0\"}", NULL, body, sizeof body), 200);
+    j = json_loads(body, 0, NULL);
+    CU_ASSERT_TRUE(json_is_null(json_object_get(j, "id")));
+    CU_ASSERT_EQUAL(json_integer_value(json_object_get(json_object_get(j, "error"), "code")),
+                    -32600);
+    json_decref(j);
+    CU_ASSERT_EQUAL(
+        post(CRED_A, sid, "{\"jsonrpc\":\"2.0\",\"id\":5,\"result\":{}}", NULL, body, sizeof body),
+        202);
+    CU_ASSERT_EQUAL(end_session(CRED_A, sid), 200);
+}
+
 /* --- the suite ---------------------------------------------------------------------------- */
 
 static int suite_init(void)
@@ -507,6 +533,7 @@ static const harness_test tests[] = {
     T(test_sessions_per_credential_are_capped),
     T(test_sessions_call_tools_concurrently),
     T(test_a_nul_in_a_message_is_refused_with_its_id),
+    T(test_a_message_without_a_method_is_invalid),
 };
 
 static const harness_suite suites[] = {

@@ -265,9 +265,18 @@ int mcp_jsonrpc_handle(mcp_server *srv, mcp_session *s, const char *buf, size_t 
         return *reply ? 0 : -1;
     }
     if (!method) {
-        /* A response to a request this server never sends: nothing to answer. */
+        /* A response (a result or an error) to a request this server never sends: nothing to
+         * answer. A message that is neither a request nor a response is an invalid request,
+         * answered with its id: left unanswered, a client would wait for that id forever. */
+        bool response =
+            json_object_get(msg, "result") != NULL || json_object_get(msg, "error") != NULL;
+        if (!response)
+            *reply = mcp_jsonrpc_error_text(id, MCP_INVALID_REQUEST,
+                                            "Invalid Request: a message needs a method (a "
+                                            "request or a notification), or a result or an "
+                                            "error (a response)");
         json_decref(msg);
-        return 0;
+        return response || *reply ? 0 : -1;
     }
     if (params && !json_is_object(params)) {
         if (id)

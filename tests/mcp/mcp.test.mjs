@@ -395,6 +395,11 @@ async function badInputStdio() {
     await check(`${tag} malformed JSON is a parse error (-32700)`, async () => {
       assert.equal((await send('{"jsonrpc": "2.0", "id": 1, "method": ')).error.code, -32700);
     });
+    await check(`${tag} a message without a method, result or error is refused (-32600) with its id`, async () => {
+      const r = await send(JSON.stringify({ jsonrpc: '2.0', id: 9 }));
+      assert.equal(r.id, 9);
+      assert.equal(r.error.code, -32600);
+    });
     await check(`${tag} a batch is refused (-32600)`, async () => {
       const r = await send(JSON.stringify([{ jsonrpc: '2.0', id: 1, method: 'ping' }]));
       assert.equal(r.error.code, -32600);
