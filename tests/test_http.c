@@ -740,20 +740,17 @@ static void test_malformed_timeout_header_is_invalid_argument(void)
     http_reply r;
     char url[128];
     snprintf(url, sizeof url, "%s/charter.v1.Health/Check", g_base);
-    const char *args[] = {"-X",
-                          "POST",
-                          "-H",
-                          "Content-Type: application/json",
-                          "-H",
-                          "Connect-Timeout-Ms: soon",
-                          "--data-binary",
-                          "{}",
-                          url,
-                          NULL};
-    CU_ASSERT_EQUAL(curl_run(args, &r), 0);
-    expect(&r, 400,
-           "{\"code\":\"invalid_argument\",\"message\":\"Connect-Timeout-Ms must be a positive "
-           "whole number of milliseconds\"}");
+    /* Not a number, and zero: Connect's timeout is a positive count of milliseconds. */
+    const char *headers[] = {"Connect-Timeout-Ms: soon", "Connect-Timeout-Ms: 0"};
+    for (size_t i = 0; i < sizeof headers / sizeof headers[0]; i++) {
+        const char *args[] = {
+            "-X", "POST", "-H", "Content-Type: application/json", "-H", headers[i], "--data-binary",
+            "{}", url,    NULL};
+        CU_ASSERT_EQUAL(curl_run(args, &r), 0);
+        expect(&r, 400,
+               "{\"code\":\"invalid_argument\",\"message\":\"Connect-Timeout-Ms must be a "
+               "positive whole number of milliseconds\"}");
+    }
 }
 
 /* Past workers + queue calls in progress, one more is refused at once rather than queued:

@@ -5,9 +5,9 @@
  * piece of the body, then once more with none. Everything that needs no body is decided on the
  * first call (Host, Origin, method, content type and encoding, Connect-Timeout-Ms, the token,
  * the declared length, a free job), so a refused request's body is never read: the answer is
- * queued at once and libmicrohttpd closes the connection after it. A body is kept up to max_message bytes (a
- * chunked one is counted as it arrives). On the last call the JSON becomes the envelope, the
- * connection is suspended and the envelope sent on the job's nng_ctx (a fixed pool of jobs on
+ * queued at once and libmicrohttpd closes the connection after it. A body is kept up to max_message
+ * bytes (a chunked one is counted as it arrives). On the last call the JSON becomes the envelope,
+ * the connection is suspended and the envelope sent on the job's nng_ctx (a fixed pool of jobs on
  * one req0 socket dialed to the transport over inproc, as in NNG's demo/rest/server.c); the
  * job's callback stores the answer and resumes the connection, and the handler's next call
  * queues it. No libmicrohttpd thread waits for a worker. Deadlines of headers and body and the
@@ -573,10 +573,13 @@ static int http_timeout_header(const http_server *s, const char *tm, uint32_t *t
         return -1;
     }
     unsigned long long v = strtoull(tm, NULL, 10);
+    if (v == 0) {
+        return -1; /* Connect's timeout is positive */
+    }
     *timeout_ms =
         v > (unsigned long long)s->max_timeout_ms ? (uint32_t)s->max_timeout_ms : (uint32_t)v;
     if (*timeout_ms == 0) {
-        *timeout_ms = 1;
+        *timeout_ms = 1; /* a listener maximum of 0 */
     }
     return 0;
 }
