@@ -408,7 +408,11 @@ static http_answer http_readiness(nng_msg *m)
                  "{\"ready\":false,\"database\":\"unknown\",\"queryLibrary\":\"unknown\"}");
     } else {
         snprintf(body, sizeof body, "{\"ready\":%s,\"database\":\"%s\",\"queryLibrary\":\"%s\"}",
-                 db && lib ? "true" : "false", db ? "up" : "down", lib ? "loaded" : "missing");
+                 db && lib ? "true" : "false", db ? "up" : "down",
+                 /* with the database down, whether it holds the library is not known */
+                 lib  ? "loaded"
+                 : db ? "missing"
+                      : "unknown");
     }
     if (h != NULL) {
         charter__v1__health_response__free_unpacked(h, NULL);
