@@ -150,9 +150,10 @@ int charter_url_check(const char *url)
         if (*addr == '\0')
             return -CHARTER_INVALID_ARGUMENT;
         if (strncmp(schemes[i], "tcp", 3) == 0) {
-            /* HOST:PORT with a numeric port 1..65535; HOST may be empty only for listeners. */
+            /* HOST:PORT with a port of digits only, 1..65535 (strtol alone would take a sign
+             * or spaces); HOST may be empty only for listeners. */
             const char *colon = strrchr(addr, ':');
-            if (colon == NULL || colon == addr || colon[1] == '\0')
+            if (colon == NULL || colon == addr || colon[1] < '0' || colon[1] > '9')
                 return -CHARTER_INVALID_ARGUMENT;
             char *end = NULL;
             long port = strtol(colon + 1, &end, 10);

@@ -312,6 +312,9 @@ static void test_url_check_refuses_malformed_urls(void)
     CU_ASSERT_EQUAL(charter_url_check("tcp://host:0"), bad);
     CU_ASSERT_EQUAL(charter_url_check("tcp://host:65536"), bad);
     CU_ASSERT_EQUAL(charter_url_check("tcp://host:74x"), bad);
+    CU_ASSERT_EQUAL(charter_url_check("tcp://host:+80"), bad);
+    CU_ASSERT_EQUAL(charter_url_check("tcp://host: 80"), bad);
+    CU_ASSERT_EQUAL(charter_url_check("tcp://host:-1"), bad);
     CU_ASSERT_EQUAL(charter_url_check("ipc://"), bad);
 }
 
