@@ -753,6 +753,40 @@ static void test_malformed_timeout_header_is_invalid_argument(void)
     }
 }
 
+/* Connect-Protocol-Version is optional; sent, it must name version 1, the one spoken here. */
+static void test_other_connect_protocol_version_is_invalid_argument(void)
+{
+    http_reply r;
+    char url[128];
+    snprintf(url, sizeof url, "%s/charter.v1.Health/Check", g_base);
+    const char *two[] = {"-X",
+                         "POST",
+                         "-H",
+                         "Content-Type: application/json",
+                         "-H",
+                         "Connect-Protocol-Version: 2",
+                         "--data-binary",
+                         "{}",
+                         url,
+                         NULL};
+    CU_ASSERT_EQUAL(curl_run(two, &r), 0);
+    expect(&r, 400,
+           "{\"code\":\"invalid_argument\",\"message\":\"Connect-Protocol-Version must be "
+           "\\\"1\\\"\"}");
+    const char *one[] = {"-X",
+                         "POST",
+                         "-H",
+                         "Content-Type: application/json",
+                         "-H",
+                         "Connect-Protocol-Version: 1",
+                         "--data-binary",
+                         "{}",
+                         url,
+                         NULL};
+    CU_ASSERT_EQUAL(curl_run(one, &r), 0);
+    CU_ASSERT_EQUAL(r.status, 200);
+}
+
 /* Past workers + queue calls in progress, one more is refused at once rather than queued:
  * a charterd with one worker and no queue, its one call held up by a paused Redis. */
 static void test_calls_past_the_bound_are_refused_at_once(void)
@@ -927,6 +961,7 @@ static const harness_test tests[] = {
     T(test_foreign_origin_is_refused),
     T(test_foreign_host_is_refused),
     T(test_malformed_timeout_header_is_invalid_argument),
+    T(test_other_connect_protocol_version_is_invalid_argument),
     T(test_chunked_body_is_read),
     T(test_chunked_body_over_the_limit_is_refused),
     T(test_body_is_not_read_before_the_token_and_length_are_checked),

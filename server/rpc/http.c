@@ -650,6 +650,12 @@ static int http_call_headers(http_req *r, const char *verb, http_answer *a)
                              "Connect-Timeout-Ms must be a positive whole number of milliseconds");
         return -1;
     }
+    /* The header is optional; when sent it names the one version of Connect spoken here. */
+    const char *cv = http_header(mc, "Connect-Protocol-Version");
+    if (cv != NULL && strcmp(cv, "1") != 0) {
+        *a = http_error_text(RPC_INVALID_ARGUMENT, "Connect-Protocol-Version must be \"1\"");
+        return -1;
+    }
     /* A token that can never authenticate is refused before a byte of the body is read. */
     const char *why = NULL;
     int pre = dispatch_precheck(s->auth, r->path, http_header(mc, "Authorization"), &why);
