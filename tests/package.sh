@@ -55,6 +55,9 @@ for p in charter charterd charter-bench charter-mcp; do
   else
     bad "$p --help from the unpacked root: $(head -n 3 "$tmp/$p.help")"
   fi
+  # -h is --help for every program, as users of such tools expect.
+  env -u LD_LIBRARY_PATH "$root/usr/bin/$p" -h 2>&1 | cmp -s - "$tmp/$p.help" ||
+    bad "$p -h does not print what $p --help prints"
 done
 env -u LD_LIBRARY_PATH "$root/usr/bin/charter" --version | grep -q "libcharter" \
   || bad "charter --version from the unpacked root"
