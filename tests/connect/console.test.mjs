@@ -74,6 +74,18 @@ async function clickButton(scope, text) {
   }, { timeout: 20000 }, scope, text);
 }
 
+// Opens run id from the run list by clicking its button in the page itself: the list is drawn
+// again every second while a run is followed, and a click by coordinates that lands as it is
+// redrawn can open another run (or none).
+async function openListedRun(id) {
+  await page.waitForFunction((id) => {
+    const b = document.querySelector(`#runs button[data-run="${id}"]`);
+    if (!b) return false;
+    b.click();
+    return true;
+  }, { timeout: 20000 }, id);
+}
+
 // A Connect call as the operator, failing the test unless it answers 200.
 async function api(m, body) {
   const r = await post(d.base, m, body, OPERATOR);
@@ -265,7 +277,7 @@ test('the address opens a run and a decision, and a reload keeps them', async ()
   await page.waitForSelector(target, { timeout: 20000 });
   assert.equal(new URL(page.url()).hash, `#run=${runId}&decision=${seq}`);
   // The list opens a run without a decision in the address.
-  await page.click(`#runs button[data-run="${runId}"]`);
+  await openListedRun(runId);
   await page.waitForFunction((h) => location.hash === h, {}, `#run=${runId}`);
 });
 
@@ -305,7 +317,7 @@ test('a delivery held for the CFO is approved from the run page with one click',
   assert.equal(new URL(page.url()).hash, `#run=${run.id}&approval=${held.pendingApproval}`);
   // The operator finds it on the run's page and approves it on behalf of human_cfo.
   await page.waitForSelector(`#runs button[data-run="${run.id}"]`);
-  await page.click(`#runs button[data-run="${run.id}"]`);
+  await openListedRun(run.id);
   const row = `#approvals tr[data-approval="${held.pendingApproval}"]`;
   await page.waitForSelector(`${row}[data-state=pending]`);
   await clickButton(row, 'Approve as human_cfo');
@@ -392,7 +404,7 @@ test('the run list shows workflow, task, age and status; its filters and search 
   await page.$eval('#run-search', (e) => { e.value = ''; e.dispatchEvent(new Event('input')); });
   assert.deepEqual(await listedRuns(), all.map((r) => r.id));
   // Its page shows the task as text too.
-  await page.click(`#runs button[data-run="${xss.id}"]`);
+  await openListedRun(xss.id);
   await page.waitForFunction((id) => document.querySelector('#run-head')?.textContent.includes(id), {}, xss.id);
   assert.equal(await page.$eval('#run-head .task', (e) => e.textContent), html);
   assert.equal(await page.$$eval('img, b', (es) => es.length), 0);
@@ -532,7 +544,7 @@ test('the viewer sees no form of the budget figure on any page and has no action
   const ids = await page.$$eval('#runs button[data-run]', (bs) => bs.map((b) => b.getAttribute('data-run')));
   assert.ok(ids.length >= 1);
   for (const id of ids) {
-    await page.click(`#runs button[data-run="${id}"]`);
+    await openListedRun(id);
     await page.waitForFunction((id) => {
       const h = document.querySelector('#run-head');
       return h && h.textContent.includes(id);
