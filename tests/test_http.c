@@ -131,6 +131,17 @@ static void expect(const http_reply *r, int status, const char *body)
     CU_ASSERT_STRING_EQUAL(r->body, body);
 }
 
+/* Health/Check posted as JSON with one more header and the given body, into *r. */
+static void health_with_header(const char *header, const char *body, http_reply *r)
+{
+    char url[128];
+    snprintf(url, sizeof url, "%s/charter.v1.Health/Check", g_base);
+    const char *args[] = {
+        "-X", "POST", "-H", "Content-Type: application/json", "-H", header, "--data-binary",
+        body, url,    NULL};
+    CU_ASSERT_EQUAL(curl_run(args, r), 0);
+}
+
 /* --- calls that succeed ------------------------------------------------------------------- */
 
 static void test_healthz_answers_serving(void)
@@ -658,33 +669,11 @@ static void test_wrong_content_type_is_415(void)
 static void test_compressed_body_is_unimplemented(void)
 {
     http_reply r;
-    char url[128];
-    snprintf(url, sizeof url, "%s/charter.v1.Health/Check", g_base);
-    const char *gzip[] = {"-X",
-                          "POST",
-                          "-H",
-                          "Content-Type: application/json",
-                          "-H",
-                          "Content-Encoding: gzip",
-                          "--data-binary",
-                          "\x1f\x8b\x08",
-                          url,
-                          NULL};
-    CU_ASSERT_EQUAL(curl_run(gzip, &r), 0);
+    health_with_header("Content-Encoding: gzip", "\x1f\x8b\x08", &r);
     expect(&r, 501,
            "{\"code\":\"unimplemented\",\"message\":\"compressed request bodies are not "
            "accepted: send the body uncompressed (Content-Encoding identity)\"}");
-    const char *identity[] = {"-X",
-                              "POST",
-                              "-H",
-                              "Content-Type: application/json",
-                              "-H",
-                              "Content-Encoding: identity",
-                              "--data-binary",
-                              "{}",
-                              url,
-                              NULL};
-    CU_ASSERT_EQUAL(curl_run(identity, &r), 0);
+    health_with_header("Content-Encoding: identity", "{}", &r);
     CU_ASSERT_EQUAL(r.status, 200);
 }
 
@@ -738,15 +727,10 @@ static void test_foreign_host_is_refused(void)
 static void test_malformed_timeout_header_is_invalid_argument(void)
 {
     http_reply r;
-    char url[128];
-    snprintf(url, sizeof url, "%s/charter.v1.Health/Check", g_base);
     /* Not a number, and zero: Connect's timeout is a positive count of milliseconds. */
     const char *headers[] = {"Connect-Timeout-Ms: soon", "Connect-Timeout-Ms: 0"};
     for (size_t i = 0; i < sizeof headers / sizeof headers[0]; i++) {
-        const char *args[] = {
-            "-X", "POST", "-H", "Content-Type: application/json", "-H", headers[i], "--data-binary",
-            "{}", url,    NULL};
-        CU_ASSERT_EQUAL(curl_run(args, &r), 0);
+        health_with_header(headers[i], "{}", &r);
         expect(&r, 400,
                "{\"code\":\"invalid_argument\",\"message\":\"Connect-Timeout-Ms must be a "
                "positive whole number of milliseconds\"}");
@@ -757,33 +741,11 @@ static void test_malformed_timeout_header_is_invalid_argument(void)
 static void test_other_connect_protocol_version_is_invalid_argument(void)
 {
     http_reply r;
-    char url[128];
-    snprintf(url, sizeof url, "%s/charter.v1.Health/Check", g_base);
-    const char *two[] = {"-X",
-                         "POST",
-                         "-H",
-                         "Content-Type: application/json",
-                         "-H",
-                         "Connect-Protocol-Version: 2",
-                         "--data-binary",
-                         "{}",
-                         url,
-                         NULL};
-    CU_ASSERT_EQUAL(curl_run(two, &r), 0);
+    health_with_header("Connect-Protocol-Version: 2", "{}", &r);
     expect(&r, 400,
            "{\"code\":\"invalid_argument\",\"message\":\"Connect-Protocol-Version must be "
            "\\\"1\\\"\"}");
-    const char *one[] = {"-X",
-                         "POST",
-                         "-H",
-                         "Content-Type: application/json",
-                         "-H",
-                         "Connect-Protocol-Version: 1",
-                         "--data-binary",
-                         "{}",
-                         url,
-                         NULL};
-    CU_ASSERT_EQUAL(curl_run(one, &r), 0);
+    health_with_header("Connect-Protocol-Version: 1", "{}", &r);
     CU_ASSERT_EQUAL(r.status, 200);
 }
 
