@@ -729,15 +729,23 @@ local function charter_commit_delivery(keys, args)
     local run_id, inv, payload_id = d.run_id, d.inv, d.payload_id
 
     local dkey = P .. ':delivery:' .. inv
+    -- One command answers the usual case: no delivery of the invocation, no event stored at the
+    -- new event's place, and no archived record that could name the invocation (no generation
+    -- listed, no bucket kept forever for its tag). Only when one of them exists are they read
+    -- one by one below.
+    local seen = redis.call('EXISTS', dkey,
+                            P .. ':event:' .. run_id .. ':' .. string.format('%d', ev.seq),
+                            P .. ':archived_generations',
+                            P .. ':archived_invocations:' .. archived_tag(inv)) > 0
     -- RULE-COMMIT-INVOCATION-UNUSED: an invocation commits at most once.
-    local existing = hash(dkey)
+    local existing = seen and hash(dkey)
     if existing then
         return cjson.encode({status = 'exists', delivery = delivery_object(existing, P)})
     end
     -- RULE-COMMIT-DATABASE-CLOCK: every time below is the database's, read inside this call
     -- (once: the archived records' generations are looked up at the same time).
     local ts, tnum, tms = now()
-    local archived = archived_delivery(P, inv, tms)
+    local archived = seen and archived_delivery(P, inv, tms)
     if archived then
         return cjson.encode({status = 'exists', delivery = archived})
     end
@@ -785,7 +793,7 @@ local function charter_commit_delivery(keys, args)
             return refuse('resource_quarantined', r)
         end
     end
-    local conflict = head_conflict(P, run_id, ev, {rf[4], rf[5]})
+    local conflict = head_conflict(P, run_id, ev, {rf[4], rf[5]}, not seen)
     if conflict then
         return conflict
     end

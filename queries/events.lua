@@ -79,14 +79,15 @@ end
 -- nil when ev is the run's next event (its head is (ev.seq - 1, ev.prev)), else the conflict
 -- reply. Called after every other check and before the first write. An event key already
 -- present at ev.seq means the log was altered; nothing is written over it. f, optional: the
--- run's {seq, head} fields as this call read them already.
-local function head_conflict(P, run_id, ev, f)
+-- run's {seq, head} fields as this call read them already; vacant, optional: true when this
+-- call found no key at ev.seq's event already (its key is not read again).
+local function head_conflict(P, run_id, ev, f, vacant)
     f = f or redis.call('HMGET', P .. ':run:' .. run_id, 'seq', 'head')
     local seq = f[1] and tonumber(f[1]) or 0
     if seq ~= ev.seq - 1 or (f[2] or '') ~= ev.prev then
         return cjson.encode({conflict = true, head = head_table(P, run_id)})
     end
-    if exists(P .. ':event:' .. run_id .. ':' .. string.format('%d', ev.seq)) then
+    if not vacant and exists(P .. ':event:' .. run_id .. ':' .. string.format('%d', ev.seq)) then
         raise('exists', 'event ' .. string.format('%d', ev.seq) .. ' of run ' .. run_id ..
                   ' exists beyond the run\'s head: the event log was altered (see charter audit)')
     end

@@ -93,6 +93,9 @@ mutation "payload bytes, content_sha1 (commit)" test_queries queries/delivery.lu
 mutation "payload bytes vs hash (delivery gate)" test_mutation_gaps server/policy/evaluator.c \
   '*content_hash == '"'"'\0'"'"' || strcmp(payload_hash, content_hash) != 0) {' \
   '*content_hash == '"'"'\0'"'"') {'
+mutation "event stored beyond the head (commit)" test_queries queries/delivery.lua \
+  '{rf[4], rf[5]}, not seen)' \
+  '{rf[4], rf[5]}, true)'
 mutation "database clock: the epoch (commit)" test_evidence queries/delivery.lua \
   'local ts, tnum, tms = now()\n    local archived' \
   'local ts, tnum, tms = now()\n    tnum = 0\n    local archived'

@@ -1742,6 +1742,19 @@ static void test_commit_delivery_commits_once_and_writes_its_event(void)
     CU_ASSERT_STRING_EQUAL(after, before);
     free(before);
     free(after);
+
+    /* an event stored behind the API at the place the next one takes: the log was altered, the
+     * commit says so and writes nothing over it */
+    snprintf(key, sizeof key, "charter:{%s}:event:run1:%lld", w.g.graph, seq + 1);
+    rr = redisCommand(w.g.raw, "HSET %s kind planted", key);
+    freeReplyObject(rr);
+    before = graph_dump(w.g.raw, w.g.graph);
+    CU_ASSERT_EQUAL(writer_rc(&w.g, "commit_delivery", commit_arg(&w, "inv-2")), STATUS_EEXISTS);
+    CU_ASSERT_PTR_NOT_NULL(strstr(store_last_error(w.g.st), "the event log was altered"));
+    after = graph_dump(w.g.raw, w.g.graph);
+    CU_ASSERT_STRING_EQUAL(after, before);
+    free(before);
+    free(after);
     graph_close(&w.g);
 }
 
