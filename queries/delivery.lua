@@ -353,8 +353,10 @@ local function charter_invoke_facts(keys, args)
 end
 
 -- The first reason the chain cannot carry the delivery at time tnum, or nil. cached: the
--- decision was made from the chain's structure as charterd keeps it (a grant's lists do not
--- change through the API), so only its links, root, revocation and validity are read.
+-- decision was made from the chain's structure as charterd keeps it (a grant's lists and its
+-- delegated_from edges do not change through the API; an edit of them behind it is found by
+-- charter audit, which compares the run's grants with its workflow), so only each grant's
+-- existence, root flag, revocation and validity are read.
 local function chain_refusal(P, chain, tool, recipient, sources, tnum, cached)
     local on_chain = {}
     for i, g in ipairs(chain) do
@@ -375,12 +377,12 @@ local function chain_refusal(P, chain, tool, recipient, sources, tnum, cached)
         if not h then
             return 'grant_not_found', g
         end
-        local parents = redis.call('SMEMBERS', base .. ':delegated_from')
+        local parents = not cached and redis.call('SMEMBERS', base .. ':delegated_from')
         if i < #chain then
-            if #parents ~= 1 or parents[1] ~= chain[i + 1] then
+            if parents and (#parents ~= 1 or parents[1] ~= chain[i + 1]) then
                 return 'chain_mismatch', g
             end
-        elseif #parents ~= 0 or h.root ~= '1' then
+        elseif (parents and #parents ~= 0) or h.root ~= '1' then
             return 'chain_not_rooted', g
         end
         -- RULE-COMMIT-GRANT-UNREVOKED
@@ -463,7 +465,8 @@ reply: {"status":"committed","delivery":{...},"seq":n} (with cached: the flat li
   recipient exists (recipient_not_found; not read with cached, whose clearance was decided
   from); for each grant of grant_chain in order: listed once
   (chain_cycle), exists (grant_not_found), has exactly the next one as its only delegated_from
-  parent, or for the last none and root = 1 (chain_mismatch, chain_not_rooted), unrevoked
+  parent, or for the last none and root = 1 (chain_mismatch, chain_not_rooted; with cached,
+  only the last's root = 1: its edges were decided from as kept), unrevoked
   (grant_revoked), valid_from <= t (grant_not_yet_valid), t < valid_to (grant_expired), lists
   the tool (grant_tool), the recipient (grant_recipient) and every source (grant_resource; the
   lists are not read with cached: they were decided from as kept); no source is quarantined

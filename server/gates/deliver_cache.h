@@ -7,7 +7,8 @@
  * they are written: those facts are kept here, taken from a fresh read that allowed a send
  * (deliver.c). Nothing that can change is kept: the revocation of a grant, the run's state and
  * budget, the invocation and the run's head are read only by the commit, which also compares
- * the payload's own node and edges and the context's owners with what was decided from
+ * the payload's own node and edges and the context's owners with what was decided from (a
+ * grant's delegated_from edges it does not read: charter audit compares them with the workflow)
  * (queries/delivery.lua, charter_commit_delivery "cached"). When it refuses, the send is read
  * afresh and decided again, and its entry is dropped.
  *
