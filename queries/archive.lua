@@ -33,11 +33,15 @@ local function zset_page(key, cursor, count)
     return redis.call('ZRANGE', key, cursor, cursor + count - 1)
 end
 
--- One page of one part of the run: its items, each the stored hash and edge sets of one key.
+-- One page of one part of the run (run: its hash): its items, each the stored hash and edge
+-- sets of one key.
 local PARTS = {
-    events = function(P, id, cursor, count)
+    -- The run's events are numbered 1..seq without gaps: item cursor + i is the event at seq
+    -- cursor + i, up to the run's seq.
+    events = function(P, id, cursor, count, run)
         local out = {}
-        for _, seq in ipairs(zset_page(P .. ':run:' .. id .. ':events', cursor, count)) do
+        for s = cursor + 1, math.min(cursor + count, tonumber(run.seq) or 0) do
+            local seq = string.format('%d', s)
             out[#out + 1] = hash(P .. ':event:' .. id .. ':' .. seq) or {seq = seq}
         end
         return out
@@ -86,11 +90,13 @@ keys: P. args: run_id, part, cursor (index of the first item, >= 0), count (1..1
 reply: part "run": {"run":{the run's hash as stored},"ended":bool,"ended_at":"<ts of its last
   event>","counts":{"events","contexts","artifacts","deliveries","approvals"}}; parts
   "events", "contexts", "artifacts", "deliveries", "approvals": {"items":[...],"next":n,
-  "done":bool}, items in seq, id or creation order: an event's or delivery's or approval's
-  hash as stored, a context {id,hash,owned_by,produced}, an artifact {id,hash,derived_from,
-  from_resource,produced_by,retrieved_by}; part "records": {"items":[{"sha","kind"
-  ("lineage"|"blob"),"text"}]} for each name stored (a name not stored is left out). Nothing is
-  decoded or changed: an archive keeps the bytes as stored.
+  "done":bool}, items in seq, id or creation order (item cursor + i of "events" is the event
+  at seq cursor + i, up to the run's seq; counts.events is the run's seq): an event's or
+  delivery's or approval's hash as stored ({"seq"} alone for an event not stored), a context
+  {id,hash,owned_by,produced}, an artifact {id,hash,derived_from,from_resource,produced_by,
+  retrieved_by}; part "records": {"items":[{"sha","kind" ("lineage"|"blob"),"text"}]} for
+  each name stored (a name not stored is left out). Nothing is decoded or changed: an archive
+  keeps the bytes as stored.
 errors: not_found (run), invalid. ]]
 local function charter_run_export(keys, args)
     local P = prefix(keys)
@@ -106,7 +112,7 @@ local function charter_run_export(keys, args)
     if part == 'run' then
         return cjson.encode({run = run, ended = ENDED[run.status] == true,
                              ended_at = ended_at(P, id, run.seq), counts = {
-            events = redis.call('ZCARD', runkey .. ':events'),
+            events = tonumber(run.seq) or 0,
             contexts = redis.call('SCARD', runkey .. ':contexts'),
             artifacts = redis.call('ZCARD', runkey .. ':artifacts'),
             deliveries = redis.call('SCARD', runkey .. ':deliveries'),
@@ -132,7 +138,7 @@ local function charter_run_export(keys, args)
         raise('invalid', 'part must be run, events, contexts, artifacts, deliveries, ' ..
                   'approvals or records')
     end
-    local items = page(P, id, cursor, count)
+    local items = page(P, id, cursor, count, run)
     return cjson.encode({items = items, next = cursor + #items, done = #items < count})
 end
 
@@ -192,7 +198,8 @@ local function delete(keys)
 end
 
 -- Every key of the run: its node and edge sets, its events, contexts, artifacts, deliveries
--- and approvals with theirs, and the records it owns.
+-- and approvals with theirs, and the records it owns. ':events' is the events index library
+-- 26 and older wrote: a run written then still has it.
 local function run_keys(P, id, seq)
     local runkey = P .. ':run:' .. id
     local keys = owned_records(P, id, seq)

@@ -94,7 +94,9 @@ local function head_conflict(P, run_id, ev, f, vacant)
     return nil
 end
 
--- Writes the sealed event ev (checked by head_conflict) and moves the run's head to it.
+-- Writes the sealed event ev (checked by head_conflict) and moves the run's head to it. A
+-- run's events are numbered 1..seq without gaps, so readers walk seqs up to the head: no
+-- index of them is kept (library 26 and older also wrote P:run:<id>:events).
 local function write_event(P, run_id, ev)
     local seq = string.format('%d', ev.seq)
     redis.call('HSET', P .. ':event:' .. run_id .. ':' .. seq, 'run_id', run_id, 'seq', seq,
@@ -102,7 +104,6 @@ local function write_event(P, run_id, ev)
                'detail', ev.detail, 'snapshot', ev.snapshot, 'ts', ev.ts, 'evaluator',
                ev.evaluator, 'prev', ev.prev, 'hash', ev.hash)
     redis.call('HSET', P .. ':run:' .. run_id, 'seq', seq, 'head', ev.hash)
-    redis.call('ZADD', P .. ':run:' .. run_id .. ':events', seq, seq)
     return ev.seq
 end
 
@@ -151,12 +152,12 @@ reply: {"run":{"seq":n,"head":"<hex>","status":"<s>","receipt":"<json text>"|abs
   "keyless":{"until":n,"head":"<hex>","seal":"<hex>"}|absent},
   "upper":n, "events":[...], "deliveries":[{"invocation_id","event_seq"}]}: one page of a run's
   event log as stored, for an audit of its hash chain. upper is the last place to look: the
-  greatest of the run's seq, the greatest seq in its events index and any of the 8 places
-  after that where an event hash exists. events holds, for each place p in
-  after_seq+1 .. min(after_seq+limit, upper), {"at":p,"missing":true,"indexed":bool} when no
-  event hash is stored there, else the event object with "at":p and "indexed" (p is in the
-  run's events index). keyless is present on a run that had events when its keyless graph
-  adopted a key (charter_adopt_key): its events up to until are hashed with plain SHA-256.
+  run's seq, or the greatest of the 8 places after it where an event hash exists. events
+  holds, for each place p in after_seq+1 .. min(after_seq+limit, upper), {"at":p,
+  "missing":true} when no event hash is stored there, else the event object with "at":p and
+  "stored_seq" (its seq field as stored). keyless is present on a run that had events when
+  its keyless graph adopted a key (charter_adopt_key): its events up to until are hashed
+  with plain SHA-256.
   errors: not_found (run), invalid. ]]
 local function charter_audit_events(keys, args)
     local P = prefix(keys)
@@ -170,10 +171,6 @@ local function charter_audit_events(keys, args)
     end
     local head = tonumber(h.seq) or 0
     local upper = head
-    local top = redis.call('ZREVRANGE', base .. ':events', 0, 0, 'WITHSCORES')
-    if top[2] and tonumber(top[2]) and tonumber(top[2]) > upper then
-        upper = tonumber(top[2])
-    end
     for k = upper + 1, upper + 8 do
         if exists(P .. ':event:' .. run_id .. ':' .. string.format('%d', k)) then
             upper = k
@@ -182,17 +179,14 @@ local function charter_audit_events(keys, args)
     local events = {}
     local last = math.min(after + limit, upper)
     for p = after + 1, last do
-        local at = string.format('%d', p)
-        local indexed = redis.call('ZSCORE', base .. ':events', at) ~= false
-        local e = hash(P .. ':event:' .. run_id .. ':' .. at)
+        local e = hash(P .. ':event:' .. run_id .. ':' .. string.format('%d', p))
         if e then
             local o = event_object(e)
             o.at = p
-            o.indexed = indexed
             o.stored_seq = e.seq or ''
             events[#events + 1] = o
         else
-            events[#events + 1] = {at = p, missing = true, indexed = indexed}
+            events[#events + 1] = {at = p, missing = true}
         end
     end
     local deliveries = {}

@@ -28,15 +28,16 @@ Conventions every function follows:
   argument {kind,outcome,codes,witness,detail,snapshot,evaluator,seq,ts,prev,hash}, stores
   every text byte for byte as given, and writes only if the run's head is still (seq - 1, prev);
   otherwise it writes nothing and replies {"conflict":true,"head":{...}} with the current head,
-  and charterd seals again. Event write: hash P:event:<run>:<seq>, P:run:<id> seq and head,
-  ZADD P:run:<id>:events seq seq.
+  and charterd seals again. Event write: hash P:event:<run>:<seq>, P:run:<id> seq and head.
+  A run's events are numbered 1..seq without gaps, so readers walk seqs up to the head (no
+  index of them is kept; library 26 and older also wrote the zset P:run:<id>:events).
 - Empty lists encode as {} (Redis's cjson has no empty-array marker); readers accept both.
 ]]
 
 local library = {}
 do -- the file's scope: its locals end at the last line; what later files use is exported there
 
-local LIBRARY_VERSION = '26'
+local LIBRARY_VERSION = '27'
 local MAX_LIMIT = 100000  -- upper bound of any limit argument
 local DEFAULT_LIMIT = 1000 -- a limit of 0 means this
 local MAX_CHAIN = 64       -- grants one grant_chain walk returns, and a commit accepts

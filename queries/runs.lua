@@ -153,14 +153,14 @@ keys: P. args: run_id, after_seq (integer >= 0), limit (0: 1000; at most 100000)
   ("0": artifacts without content; anything else or absent: with it), only (an artifact id:
   that artifact alone, when it belongs to the run; "" or absent: every artifact),
   artifacts_after (integer >= 0: the answer is paged; absent or "": the whole run).
-reply: {"run":{...},"events":[...],"deliveries":[...],"artifacts":[...]}: the events with
-  seq > after_seq, ascending, at most limit; every delivery of the run (by event_seq); the
-  artifacts of the run in creation order, with edges and (unless content is "0") content
-  (callers redact). Paged (artifacts_after given): the deliveries are those the page's
-  events decided (an allowed delivery_decided or invoke_decided event and the delivery it
-  committed), and the
-  artifacts those whose place in P:run:<id>:artifacts is after artifacts_after, at most
-  limit, with "artifacts_next": the place of the last one when more follow, else 0.
+reply: {"run":{...},"events":[...],"deliveries":[...],"artifacts":[...]}: the events stored
+  at seqs after_seq+1 .. min(after_seq+limit, the run's seq), ascending; every delivery of
+  the run (by event_seq); the artifacts of the run in creation order, with edges and (unless
+  content is "0") content (callers redact). Paged (artifacts_after given): the deliveries
+  are those the page's events decided (an allowed delivery_decided or invoke_decided event
+  and the delivery it committed), and the artifacts those whose place in
+  P:run:<id>:artifacts is after artifacts_after, at most limit, with "artifacts_next": the
+  place of the last one when more follow, else 0.
   A run that was archived (charter_remove_run) is not_found; charter_archived_run, or the
   archive folder's index once its entry expired, says where it went.
 errors: not_found (run), invalid. ]]
@@ -227,11 +227,11 @@ local function charter_get_run(keys, args)
     if not h then
         raise('not_found', 'run ' .. run_id .. ' not found')
     end
+    -- The run's events are numbered 1..seq without gaps: the page is the seqs after after_seq
+    -- up to the head, and a place whose event is not stored is left out.
     local events = {}
-    local seqs = redis.call('ZRANGEBYSCORE', base .. ':events', '(' .. string.format('%d', after),
-                            '+inf', 'LIMIT', 0, limit)
-    for _, s in ipairs(seqs) do
-        local e = hash(P .. ':event:' .. run_id .. ':' .. s)
+    for s = after + 1, math.min(after + limit, tonumber(h.seq) or 0) do
+        local e = hash(P .. ':event:' .. run_id .. ':' .. string.format('%d', s))
         if e then
             events[#events + 1] = event_object(e)
         end

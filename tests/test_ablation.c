@@ -357,10 +357,10 @@ static void test_oracle_sees_every_written_form_of_the_figure(void)
 static const char *const HAND_BUILT_GRAPH =
     "local P = KEYS[1]\n"
     "redis.call('ZADD', P .. ':runs', 1, 'run1')\n"
-    "redis.call('HSET', P .. ':run:run1', 'id', 'run1', 'status', 'completed', 'workflow', 'w1')\n"
+    "redis.call('HSET', P .. ':run:run1', 'id', 'run1', 'status', 'completed', 'workflow', 'w1', "
+    "'seq', '3')\n"
     "redis.call('HSET', P .. ':workflow:w1', 'definition', "
     "'{\"steps\":[{\"name\":\"report\",\"resources\":[\"vendor_a\"]}]}')\n"
-    "redis.call('ZADD', P .. ':run:run1:events', 1, '1', 2, '2', 3, '3')\n"
     "redis.call('HSET', P .. ':event:run1:1', 'kind', 'model_request')\n"
     "redis.call('HSET', P .. ':event:run1:2', 'kind', 'input_checked', 'outcome', 'deny', "
     "'detail', '{\"step\":\"report\",\"artifacts\":[\"a3\"]}')\n"
@@ -406,6 +406,19 @@ static void test_oracle_walks_lineage_of_a_hand_built_graph(void)
                           0);
     CU_ASSERT_FALSE(v.lineage_reaches);
     CU_ASSERT_EQUAL(v.handoffs_forbidden, 0);
+    CU_ASSERT_TRUE(v.pass);
+
+    /* An event missing at a seq up to the run's is a malformed graph: no verdict, a reason. */
+    static const char *const gap = "redis.call('RENAME', KEYS[1] .. ':event:run1:2', "
+                                   "KEYS[1] .. ':parked')\nreturn 1\n";
+    static const char *const ungap = "redis.call('RENAME', KEYS[1] .. ':parked', "
+                                     "KEYS[1] .. ':event:run1:2')\nreturn 1\n";
+    CU_ASSERT_EQUAL_FATAL(harness_graph_eval(graph, gap, NULL, 0, NULL), 0);
+    CU_ASSERT_EQUAL(oracle_judge(harness_redis_url(), graph, "budget", &v, err, sizeof err), -1);
+    CU_ASSERT_PTR_NOT_NULL(strstr(err, ":event:run1:2 is not stored"));
+    CU_ASSERT_EQUAL_FATAL(harness_graph_eval(graph, ungap, NULL, 0, NULL), 0);
+    CU_ASSERT_EQUAL_FATAL(oracle_judge(harness_redis_url(), graph, "budget", &v, err, sizeof err),
+                          0);
     CU_ASSERT_TRUE(v.pass);
 
     /* A run indexed but not stored is a malformed graph: no verdict, a reason. */

@@ -25,10 +25,10 @@ typedef struct {
 
 /* Walks run_id's chain page by page (charter_audit_events) and names the first event that was
  * changed (its stored hash is not the hash of its fields, or its head hash differs), removed
- * (a place up to the run's seq holds no event or is missing from the index; an event whose
- * own hash holds but whose prev is an earlier event's hash; the run's receipt or a delivery
- * names a seq beyond the head) or inserted (an event beyond the run's head; an event whose
- * prev links to no event before it), or whose recorded facts cannot be read back (a snapshot
+ * (a place up to the run's seq holds no event; an event whose own hash holds but whose prev
+ * is an earlier event's hash; the run's receipt or a delivery names a seq beyond the head) or
+ * inserted (an event stored beyond the run's head, in one of the 8 places after it; an event
+ * whose prev links to no event before it), or whose recorded facts cannot be read back (a snapshot
  * blob, facts record or lineage record its snapshot names is gone or no longer hashes to its
  * name: evlog_snapshot_resolve). A run receipt is only trusted when its MAC checks under
  * the integrity key (integrity_receipt_check). When the chain holds, every lineage summary of

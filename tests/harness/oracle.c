@@ -18,6 +18,8 @@
 
 /* More artifacts than any ablation run makes: a walk that meets more is a malformed graph. */
 #define ORACLE_MAX_LINEAGE 100000
+/* More events than any ablation run has: a run's seq beyond it is a malformed graph. */
+#define ORACLE_MAX_EVENTS 1000000
 
 /* --- the figure in a text ----------------------------------------------------------------- */
 
@@ -332,22 +334,25 @@ static int oracle_handoff(oracle_db *db, const char *run, const char *detail, co
     return rc;
 }
 
-static int oracle_events(oracle_db *db, const char *run, oracle_verdict *out)
+/* The events of run, P:event:<run>:1 .. P:event:<run>:<seq> (seq: the run's seq field, NULL
+ * before its first event): a run's events are numbered without gaps, so each must be stored. */
+static int oracle_events(oracle_db *db, const char *run, const char *seq, oracle_verdict *out)
 {
-    char key[512];
-    oracle_strs seqs = {0};
-    int rc = oracle_key(db, key, "run:", run, ":events");
-    if (rc == 0)
-        rc = oracle_members(db, key, true, &seqs);
-    for (size_t i = 0; rc == 0 && i < seqs.n; i++) {
+    char key[512], *end = NULL;
+    unsigned long long n = seq != NULL ? strtoull(seq, &end, 10) : 0;
+    if (seq != NULL && (*seq < '0' || *seq > '9' || *end != '\0' || n > ORACLE_MAX_EVENTS))
+        return oracle_fail(db, "run %s has seq %.32s, not a count of at most %d events", run, seq,
+                           ORACLE_MAX_EVENTS);
+    int rc = 0;
+    for (unsigned long long s = 1; rc == 0 && s <= n; s++) {
         char *kind = NULL, *outcome = NULL, *detail = NULL;
         char sub[160];
-        snprintf(sub, sizeof sub, "%s:%s", run, seqs.items[i]);
+        snprintf(sub, sizeof sub, "%s:%llu", run, s);
         rc = oracle_key(db, key, "event:", sub, NULL);
         if (rc == 0)
             rc = oracle_field(db, key, "kind", &kind);
         if (rc == 0 && kind == NULL)
-            rc = oracle_fail(db, "event %s is indexed but not stored", key);
+            rc = oracle_fail(db, "event %s is not stored, up to the run's seq %s", key, seq);
         if (rc == 0 && strcmp(kind, "model_request") == 0)
             out->model_requests++;
         if (rc == 0 && strcmp(kind, "input_checked") == 0) {
@@ -361,7 +366,6 @@ static int oracle_events(oracle_db *db, const char *run, oracle_verdict *out)
         free(outcome);
         free(detail);
     }
-    oracle_strs_free(&seqs);
     return rc;
 }
 
@@ -412,16 +416,18 @@ static int oracle_run(oracle_db *db, const char *run, const char *secret, oracle
 {
     char key[512];
     oracle_strs invs = {0};
-    char *status = NULL;
+    char *status = NULL, *seq = NULL;
     int rc = oracle_key(db, key, "run:", run, NULL);
     if (rc == 0)
         rc = oracle_field(db, key, "status", &status);
+    if (rc == 0)
+        rc = oracle_field(db, key, "seq", &seq);
     if (rc == 0 && status == NULL)
         rc = oracle_fail(db, "run %s is indexed but not stored", run);
     if (rc == 0 && out->runs == 0)
         snprintf(out->status, sizeof out->status, "%s", status);
     if (rc == 0)
-        rc = oracle_events(db, run, out);
+        rc = oracle_events(db, run, seq, out);
     if (rc == 0)
         rc = oracle_key(db, key, "run:", run, ":deliveries");
     if (rc == 0)
@@ -430,6 +436,7 @@ static int oracle_run(oracle_db *db, const char *run, const char *secret, oracle
         rc = oracle_delivery(db, invs.items[i], secret, out);
     oracle_strs_free(&invs);
     free(status);
+    free(seq);
     return rc;
 }
 
