@@ -115,10 +115,20 @@ static int archive_one(store *st, const char *run_id, const char *dir, long long
         snprintf(why, sizeof why, "the archive could not be added to %.150s/%s", graph_dir,
                  ARCHIVE_INDEX_NAME);
     }
-    if (rc == STATUS_OK && (rc = archive_run_remove(st, run_id, name, &s, window_s)) != STATUS_OK)
+    bool sent = false;
+    if (rc == STATUS_OK && (rc = archive_run_remove(st, run_id, name, &s, window_s)) != STATUS_OK) {
         snprintf(why, sizeof why, "the run could not be removed (%s)", store_last_error(st));
+        sent = true;
+    }
     if (rc == STATUS_OK)
         *bytes = s.bytes;
+    else if (sent && rc == STATUS_EUNAVAILABLE)
+        /* The removal was sent and not answered: it may have landed. Its archive is written
+         * and indexed either way, and the next pass finds out (a run still stored is due
+         * again; one removed is named by the index). */
+        log_error("run %s: its archive %s is written, but whether the run left the database is "
+                  "unknown: %s; the next pass finds out",
+                  run_id, path, why);
     else
         log_error("run %s was not archived: %s; it stays in the database", run_id, why);
     archive_run_summary_free(&s);
