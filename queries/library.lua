@@ -36,7 +36,7 @@ Conventions every function follows:
 local library = {}
 do -- the file's scope: its locals end at the last line; what later files use is exported there
 
-local LIBRARY_VERSION = '26'
+local LIBRARY_VERSION = '27'
 local MAX_LIMIT = 100000  -- upper bound of any limit argument
 local DEFAULT_LIMIT = 1000 -- a limit of 0 means this
 local MAX_CHAIN = 64       -- grants one grant_chain walk returns, and a commit accepts
