@@ -68,6 +68,7 @@ local FUNCTIONS = {
     {'charter_get_receipt', runs.charter_get_receipt, true},
     {'charter_attach_receipt', runs.charter_attach_receipt, false},
     {'charter_put_workflow', workflows.charter_put_workflow, false},
+    {'charter_seed_clash', workflows.charter_seed_clash, true},
     {'charter_get_workflow', workflows.charter_get_workflow, true},
     {'charter_list_workflows', workflows.charter_list_workflows, true},
     {'charter_run_workflow', workflows.charter_run_workflow, true},

@@ -46,17 +46,25 @@ local function ids_of(v, what)
     return check_id_list(v, what, true)
 end
 
--- The refusal of a seed entry whose id the graph already holds with other content.
+-- The clash of the seed entry part[i] (i 1-based; the text counts from 0, the definition's
+-- order), a noun with id id: the graph holds it with other content (what names the field or
+-- edge set that differs) or, what nil, does not hold it. Returns the one-line reason and the
+-- same as {node,id,differs|missing} for a reader that names the node in its own words.
 local function clash(part, i, id, noun, what)
+    if not what then
+        return string.format('%s[%d].id: %s "%s" is not in the graph', part, i - 1, noun, id),
+               {node = noun, id = id, missing = true}
+    end
     return string.format('%s[%d].id: %s "%s" is already in the graph and differs in %s; ids ' ..
                              'are shared by every workflow of a graph, so use another id or an ' ..
-                             'identical %s', part, i - 1, noun, id, what, noun)
+                             'identical %s', part, i - 1, noun, id, what, noun),
+           {node = noun, id = id, differs = what}
 end
 
 -- The first entry of seed (charter_seed's argument) whose node exists in the graph with other
--- content, as a one-line reason naming the entry (0-based, the definition's order), or nil.
+-- content or, when missing is true, is not in the graph, as clash() gives it, or nil.
 -- A grant's revocation is state, not content: it never clashes.
-local function seed_clash(P, seed)
+local function seed_clash(P, seed, missing)
     for i, r in ipairs(check_object_list(seed.resources, 'resources')) do
         local w = 'resources[' .. i .. ']'
         local h = hash(P .. ':resource:' .. check_id(r.id, w .. '.id'))
@@ -75,6 +83,8 @@ local function seed_clash(P, seed)
             if diff then
                 return clash('resources', i, r.id, 'resource', diff)
             end
+        elseif missing then
+            return clash('resources', i, r.id, 'resource')
         end
     end
     for i, r in ipairs(check_object_list(seed.recipients, 'recipients')) do
@@ -83,12 +93,16 @@ local function seed_clash(P, seed)
         if h and tonumber(h.clearance) ~=
             check_label(r.clearance, w .. '.clearance', CONF_NAMES, 2) then
             return clash('recipients', i, r.id, 'recipient', 'clearance')
+        elseif not h and missing then
+            return clash('recipients', i, r.id, 'recipient')
         end
     end
     for i, a in ipairs(check_object_list(seed.actors, 'actors')) do
         local h = hash(P .. ':actor:' .. check_id(a.id, 'actors[' .. i .. '].id'))
         if h and h.kind ~= a.kind then
             return clash('actors', i, a.id, 'actor', 'kind')
+        elseif not h and missing then
+            return clash('actors', i, a.id, 'actor')
         end
     end
     for i, g in ipairs(check_object_list(seed.grants, 'grants')) do
@@ -126,6 +140,8 @@ local function seed_clash(P, seed)
             if diff then
                 return clash('grants', i, g.id, 'grant', diff)
             end
+        elseif missing then
+            return clash('grants', i, g.id, 'grant')
         end
     end
     return nil
@@ -161,7 +177,7 @@ local function charter_put_workflow(keys, args)
     if exists(key) then
         return cjson.encode({created = false, workflow = workflow_info(hash(key))})
     end
-    local why = seed_clash(P, seed)
+    local why = seed_clash(P, seed, false)
     if why then
         return cjson.encode({refused = why})
     end
@@ -172,6 +188,35 @@ local function charter_put_workflow(keys, args)
     redis.call('ZADD', P .. ':workflows', tnum, version)
     redis.call('HSET', P .. ':workflow_names', name, version)
     return cjson.encode({created = true, workflow = workflow_info(hash(key))})
+end
+
+--[[ charter_seed_clash
+call: seed_clash(seed, missing?)
+keys: P. args: seed (charter_seed's argument, derived from a workflow's definition by charterd
+  as for charter_put_workflow), missing ("1": a node the seed names that the graph does not
+  hold clashes too, as an audit of a run against its workflow asks; "0", the default: only a
+  node the graph holds with other content, what charter_put_workflow refuses).
+reply: {} when every node of the seed the graph holds (with missing "1": every node of the
+  seed) matches it. Otherwise the first that does not, resources, recipients, actors, then
+  grants, each in the definition's order: {"clash":"<part>[<i>].id: ...","node":"<resource,
+  recipient, actor or grant>","id":id,"differs":"<what>"}, with charter_put_workflow's
+  refusal text as clash and what one of title, confidentiality, integrity, content,
+  clearance, kind, root, tools, recipients, resources, valid_from, valid_to, grantee (the
+  grant's :granted_to set), issuer (:issued_by) or delegated_from (:delegated_from); for a
+  node the graph does not hold, "missing":true in place of differs and clash
+  '<part>[<i>].id: <node> "<id>" is not in the graph'. A grant's revocation is state, not
+  content: it never clashes. Reads only.
+errors: invalid. ]]
+local function charter_seed_clash(keys, args)
+    local P = prefix(keys)
+    local seed = json_arg(args[1], 'seed')
+    local missing = check_bool(args[2], 'missing', false)
+    local why, what = seed_clash(P, seed, missing)
+    if not why then
+        return cjson.encode({})
+    end
+    what.clash = why
+    return cjson.encode(what)
 end
 
 --[[ charter_get_workflow
@@ -302,6 +347,7 @@ end
 
 -- Exported: what later files and the registry use.
 workflows.charter_put_workflow = charter_put_workflow
+workflows.charter_seed_clash = charter_seed_clash
 workflows.charter_get_workflow = charter_get_workflow
 workflows.charter_list_workflows = charter_list_workflows
 workflows.charter_run_workflow = charter_run_workflow

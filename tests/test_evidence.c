@@ -1104,6 +1104,158 @@ static void test_audit_names_a_removed_event(void)
     expect_audit(true, 0, NULL);
 }
 
+/* Audits the run and expects it broken at no event (first_bad_seq 0) with exactly problem. */
+static void expect_audit_problem(const char *problem)
+{
+    Charter__V1__AuditRunResponse *a = audit();
+    CU_ASSERT_PTR_NOT_NULL_FATAL(a);
+    CU_ASSERT_FALSE(a->intact);
+    CU_ASSERT_EQUAL(a->first_bad_seq, 0);
+    CU_ASSERT_STRING_EQUAL(a->problem, problem);
+    charter__v1__audit_run_response__free_unpacked(a, NULL);
+}
+
+/* The members of the set key, joined by ' ' in sorted order, into out; "" when empty. */
+static void smembers(const char *key, char *out, size_t n)
+{
+    const char *argv[3] = {"SORT", key, "ALPHA"};
+    redisReply *r = rawv(3, argv);
+    size_t used = 0;
+    out[0] = '\0';
+    for (size_t i = 0; r && r->type == REDIS_REPLY_ARRAY && i < r->elements; i++)
+        used += (size_t)snprintf(out + used, used < n ? n - used : 0, "%s%s", i ? " " : "",
+                                 r->element[i]->str);
+    freeReplyObject(r);
+}
+
+/* A grant's structure (its edge sets and lists) never changes through the API once its
+ * workflow is applied, and a delivery decided on the structure charterd keeps does not read
+ * it again: an edit behind the API's back is named by audit against the run's workflow. */
+static void test_audit_names_a_grant_changed_behind_the_api(void)
+{
+    CU_ASSERT_FATAL(run_id[0] != '\0');
+    Charter__V1__RunView *v = get_run(run_id);
+    CU_ASSERT_FATAL(v != NULL && v->run != NULL);
+    char version[65], want[256];
+    snprintf(version, sizeof version, "%s", v->run->workflow);
+    charter__v1__run_view__free_unpacked(v, NULL);
+    CU_ASSERT_EQUAL_FATAL(strlen(version), 64);
+    expect_audit(true, 0, NULL);
+
+    char grant[160], parents[256], grantees[256], tools[256], was[512];
+    snprintf(grant, sizeof grant, "charter:{%s}:grant:g_reporter", graph);
+    snprintf(parents, sizeof parents, "%s:delegated_from", grant);
+    snprintf(grantees, sizeof grantees, "%s:granted_to", grant);
+    smembers(parents, was, sizeof was);
+    CU_ASSERT_STRING_EQUAL_FATAL(was, "g_analyst");
+
+    /* The delegation edge removed, then put back. */
+    const char *srem[3] = {"SREM", parents, "g_analyst"};
+    rawdo(3, srem);
+    snprintf(want, sizeof want,
+             "grant g_reporter: its delegated_from differs from workflow procurement %.12s",
+             version);
+    expect_audit_problem(want);
+    const char *sadd[3] = {"SADD", parents, "g_analyst"};
+    rawdo(3, sadd);
+    expect_audit(true, 0, NULL);
+
+    /* The set deleted, or pointed at another grant up the chain (a shortcut to the root). */
+    const char *del[2] = {"DEL", parents};
+    rawdo(2, del);
+    expect_audit_problem(want);
+    const char *root[3] = {"SADD", parents, "g_root"};
+    rawdo(3, root);
+    expect_audit_problem(want);
+    rawdo(2, del);
+    rawdo(3, sadd);
+    expect_audit(true, 0, NULL);
+
+    /* The grantee edge set deleted. */
+    smembers(grantees, was, sizeof was);
+    CU_ASSERT_STRING_EQUAL_FATAL(was, "reporter");
+    const char *del_to[2] = {"DEL", grantees};
+    rawdo(2, del_to);
+    snprintf(want, sizeof want,
+             "grant g_reporter: its grantee differs from workflow procurement %.12s", version);
+    expect_audit_problem(want);
+    const char *add_to[3] = {"SADD", grantees, "reporter"};
+    rawdo(3, add_to);
+    expect_audit(true, 0, NULL);
+
+    /* A list field widened. */
+    snprintf(tools, sizeof tools, "charter:{%s}:grant:g_analyst", graph);
+    hget(tools, "tools", was, sizeof was);
+    CU_ASSERT_FATAL(was[0] != '\0');
+    const char *widen[4] = {"HSET", tools, "tools",
+                            "[\"read_source\",\"deliver_internal\",\"deliver_public\","
+                            "\"transfer_funds\"]"};
+    rawdo(4, widen);
+    snprintf(want, sizeof want,
+             "grant g_analyst: its tools differs from workflow procurement %.12s", version);
+    expect_audit_problem(want);
+    const char *narrow[4] = {"HSET", tools, "tools", was};
+    rawdo(4, narrow);
+    expect_audit(true, 0, NULL);
+
+    /* The grant's node deleted (its edge sets left). */
+    char moved[300];
+    snprintf(moved, sizeof moved, "%s:moved", grant);
+    const char *away[3] = {"RENAME", grant, moved};
+    rawdo(3, away);
+    snprintf(want, sizeof want,
+             "grant g_reporter: it is not in the graph, but workflow procurement %.12s "
+             "declares it",
+             version);
+    expect_audit_problem(want);
+    const char *back[3] = {"RENAME", moved, grant};
+    rawdo(3, back);
+    expect_audit(true, 0, NULL);
+
+    /* The workflow the run pins removed from the graph: nothing to compare with is a finding. */
+    char wkey[160], wmoved[200];
+    snprintf(wkey, sizeof wkey, "charter:{%s}:workflow:%s", graph, version);
+    snprintf(wmoved, sizeof wmoved, "%s:moved", wkey);
+    const char *wf_away[3] = {"RENAME", wkey, wmoved};
+    rawdo(3, wf_away);
+    snprintf(want, sizeof want,
+             "workflow %.12s, which the run follows, cannot be read back: it is not in the graph",
+             version);
+    expect_audit_problem(want);
+    const char *wf_back[3] = {"RENAME", wmoved, wkey};
+    rawdo(3, wf_back);
+    expect_audit(true, 0, NULL);
+
+    /* The CLI says the same, exits 1, and --json carries it as problem. */
+    char out[300];
+    snprintf(out, sizeof out, "%s/audit.out", tmpdir);
+    setenv("CHARTER_URL", daemon_.ipc_url, 1);
+    setenv("CHARTER_TOKEN", HARNESS_OPERATOR_TOKEN, 1);
+    rawdo(3, srem);
+    snprintf(want, sizeof want,
+             "run %s: NOT intact: grant g_reporter: its delegated_from differs from workflow "
+             "procurement %.12s\n",
+             run_id, version);
+    CU_ASSERT_EQUAL(harness_sh("%s audit %s > %s", CHARTER_CLI_PATH, run_id, out), 1);
+    char *text = harness_slurp(out);
+    CU_ASSERT(text != NULL && strncmp(text, want, strlen(want)) == 0);
+    free(text);
+    CU_ASSERT_EQUAL(harness_sh("%s --json audit %s > %s", CHARTER_CLI_PATH, run_id, out), 1);
+    text = harness_slurp(out);
+    json_t *j = text ? json_loads(text, 0, NULL) : NULL;
+    snprintf(want, sizeof want,
+             "grant g_reporter: its delegated_from differs from workflow procurement %.12s",
+             version);
+    const char *problem = json_string_value(json_object_get(j, "problem"));
+    CU_ASSERT_STRING_EQUAL(problem ? problem : "(none)", want);
+    CU_ASSERT_PTR_NULL(json_object_get(j, "intact"));
+    json_decref(j);
+    free(text);
+    rawdo(3, sadd);
+    expect_audit(true, 0, NULL);
+    CU_ASSERT_EQUAL(harness_sh("%s audit %s > %s", CHARTER_CLI_PATH, run_id, out), 0);
+}
+
 static void test_audit_names_an_inserted_event(void)
 {
     CU_ASSERT_FATAL(run_id[0] != '\0');
@@ -1498,6 +1650,7 @@ static const harness_test keyed_tests[] = {
     {"audit names an edited event", test_audit_names_an_edited_event},
     {"audit names a removed event", test_audit_names_a_removed_event},
     {"audit names an inserted event", test_audit_names_an_inserted_event},
+    {"audit names a grant changed behind the API", test_audit_names_a_grant_changed_behind_the_api},
     {"key never reaches Redis or the log", test_key_never_reaches_redis_or_the_log},
     {"everything verifies after a restart", test_everything_verifies_after_a_restart},
     {"startup refuses a key that does not match the graph",

@@ -2263,6 +2263,78 @@ static void test_revoke_stamps_database_time_and_restore_clears(void)
     graph_close(&g);
 }
 
+/* charter_seed_clash of seed (its text) in mode missing: the reply's clash, node, id and
+ * differs ("missing" when the reply says the node is missing) joined by '|', or "" for {}. */
+static void seed_clash_of(tgraph *g, const char *seed, const char *missing, char *out, size_t n)
+{
+    json_t *r = NULL;
+    CU_ASSERT_EQUAL(q_seed_clash(g->st, seed, missing, &r), STATUS_OK);
+    const char *clash = json_string_value(json_object_get(r, "clash"));
+    snprintf(out, n, "%s", "");
+    if (clash != NULL)
+        snprintf(out, n, "%s|%s|%s|%s", clash, jstr(r, "node"), jstr(r, "id"),
+                 json_is_true(json_object_get(r, "missing")) ? "missing" : jstr(r, "differs"));
+    json_decref(r);
+}
+
+static void test_seed_clash_names_a_node_that_differs_and_if_asked_one_that_is_missing(void)
+{
+    tgraph g;
+    if (!graph_open(&g, "seed_clash"))
+        return;
+    const char *seed = "{\"actors\":[{\"id\":\"h\",\"kind\":\"human\"}],\"grants\":["
+                       "{\"id\":\"g1\",\"grantee\":\"h\",\"issuer\":\"h\",\"tools\":[\"send\"],"
+                       "\"valid_from\":0,\"valid_to\":2000000000},"
+                       "{\"id\":\"g2\",\"grantee\":\"h\",\"delegated_from\":\"g1\","
+                       "\"tools\":[\"send\"],\"valid_from\":0,\"valid_to\":2000000000}]}";
+    char why[400], key[160];
+    /* Nothing stored yet: no node differs; asked, the first one missing is named. */
+    seed_clash_of(&g, seed, "0", why, sizeof why);
+    CU_ASSERT_STRING_EQUAL(why, "");
+    seed_clash_of(&g, seed, NULL, why, sizeof why);
+    CU_ASSERT_STRING_EQUAL(why, "");
+    seed_clash_of(&g, seed, "1", why, sizeof why);
+    CU_ASSERT_STRING_EQUAL(why, "actors[0].id: actor \"h\" is not in the graph|actor|h|missing");
+
+    const char *args[1] = {seed};
+    json_decref(call_ok(&g, "seed", 1, args));
+    seed_clash_of(&g, seed, "1", why, sizeof why);
+    CU_ASSERT_STRING_EQUAL(why, "");
+    /* A revocation is state, not structure. */
+    const char *g1[1] = {"g1"};
+    json_decref(call_ok(&g, "revoke_grant", 1, g1));
+    seed_clash_of(&g, seed, "1", why, sizeof why);
+    CU_ASSERT_STRING_EQUAL(why, "");
+
+    /* A delegation edge removed behind the API, then put back. */
+    snprintf(key, sizeof key, "charter:{%s}:grant:g2:delegated_from", g.graph);
+    raw_exec(g.raw, "SREM %s %s", key, "g1", NULL);
+    seed_clash_of(&g, seed, "0", why, sizeof why);
+    CU_ASSERT_STRING_EQUAL(why, "grants[1].id: grant \"g2\" is already in the graph and differs "
+                                "in delegated_from; ids are shared by every workflow of a graph, "
+                                "so use another id or an identical grant|grant|g2|delegated_from");
+    raw_exec(g.raw, "SADD %s %s", key, "g1", NULL);
+    seed_clash_of(&g, seed, "1", why, sizeof why);
+    CU_ASSERT_STRING_EQUAL(why, "");
+
+    /* A grant deleted: a clash only when a missing node is asked about (charter_put_workflow
+     * would seed it again). */
+    snprintf(key, sizeof key, "charter:{%s}:grant:g2", g.graph);
+    raw_exec(g.raw, "RENAME %s %s:kept", key, key, NULL);
+    seed_clash_of(&g, seed, "0", why, sizeof why);
+    CU_ASSERT_STRING_EQUAL(why, "");
+    seed_clash_of(&g, seed, "1", why, sizeof why);
+    CU_ASSERT_STRING_EQUAL(why, "grants[1].id: grant \"g2\" is not in the graph|grant|g2|missing");
+    raw_exec(g.raw, "RENAME %s:kept %s", key, key, NULL);
+    seed_clash_of(&g, seed, "1", why, sizeof why);
+    CU_ASSERT_STRING_EQUAL(why, "");
+
+    json_t *out = NULL;
+    CU_ASSERT_EQUAL(q_seed_clash(g.st, seed, "maybe", &out), STATUS_EINVAL);
+    CU_ASSERT_EQUAL(q_seed_clash(g.st, "[", "1", &out), STATUS_EINVAL);
+    graph_close(&g);
+}
+
 static const char *run_status(tgraph *g, const char *run, char *buf)
 {
     const char *args[3] = {run, "0", "1"};
@@ -2883,6 +2955,8 @@ static const harness_test tests[] = {
     {"append_event numbers seq from one", test_append_event_numbers_seq_from_one},
     {"revoke stamps database time and restore clears",
      test_revoke_stamps_database_time_and_restore_clears},
+    {"seed clash names a node that differs and, if asked, one that is missing",
+     test_seed_clash_names_a_node_that_differs_and_if_asked_one_that_is_missing},
     {"interrupt_runs marks running and recovering",
      test_interrupt_runs_marks_running_and_recovering},
     {"get_run pages events after seq", test_get_run_pages_events_after_seq},

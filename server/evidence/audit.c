@@ -18,6 +18,7 @@
 #include "evidence/keyadopt.h"
 #include "evidence/receipt_issue.h"
 #include "evidence/summary_seal.h"
+#include "workflow/registry.h"
 #include "core/digest.h"
 #include "core/status.h"
 
@@ -436,6 +437,57 @@ static int audit_summaries(store *st, const char *run_id, audit_result *out)
     return rc;
 }
 
+/* The nodes the run's workflow declares (its resources, recipients, actors and grants: the
+ * seed charterd writes when the workflow is applied, workflow_seed_json) against the graph
+ * (charter_seed_clash, a missing node clashing too). None of them changes through the API
+ * once applied (a grant's revocation is state, not structure), and a delivery decided on the
+ * grant structure charterd keeps does not read a grant's edges again, so an edit of them
+ * behind the API is found here: the first node that differs or is missing is named. A run
+ * that follows no workflow has nothing to compare. Returns STATUS_OK (out updated) or a
+ * failure. */
+static int audit_workflow_nodes(store *st, const char *run_id, audit_result *out)
+{
+    json_t *run = NULL, *reply = NULL, *seed = NULL;
+    char *text = NULL;
+    const workflow *wf = NULL;
+    int rc = q_run_workflow(st, run_id, &run);
+    const char *version = json_string_value(json_object_get(run, "workflow"));
+    if (rc != STATUS_OK || version == NULL || *version == '\0')
+        goto out;
+    rc = registry_held(st, version, &wf);
+    if (rc == STATUS_ENOTFOUND || rc == STATUS_EINVAL || rc == STATUS_EPROTO) {
+        /* The run pins a version no API call removes or rewrites. */
+        audit_fail(out, 0, "workflow %.12s, which the run follows, cannot be read back: %.160s",
+                   version, rc == STATUS_EPROTO ? store_last_error(st) : "it is not in the graph");
+        rc = STATUS_OK;
+        goto out;
+    }
+    if (rc != STATUS_OK)
+        goto out;
+    if ((seed = workflow_seed_json(wf)) == NULL ||
+        (text = json_dumps(seed, JSON_COMPACT)) == NULL) {
+        rc = STATUS_ENOMEM;
+        goto out;
+    }
+    if ((rc = q_seed_clash(st, text, "1", &reply)) != STATUS_OK ||
+        json_object_get(reply, "clash") == NULL)
+        goto out;
+    const char *node = audit_str(reply, "node"), *id = audit_str(reply, "id");
+    if (json_is_true(json_object_get(reply, "missing")))
+        audit_fail(out, 0,
+                   "%s %.128s: it is not in the graph, but workflow %.64s %.12s declares it", node,
+                   id, wf->name, wf->version);
+    else
+        audit_fail(out, 0, "%s %.128s: its %s differs from workflow %.64s %.12s", node, id,
+                   audit_str(reply, "differs"), wf->name, wf->version);
+out:
+    json_decref(run);
+    json_decref(reply);
+    json_decref(seed);
+    free(text);
+    return rc;
+}
+
 /* What the first page says of the run as a whole: its head seq and, when its keyless graph
  * adopted a key, its mark, which must verify under the key. Returns 0, or 1 when the mark was
  * altered (the first bad event is the last one it covers: nothing before it can be trusted). */
@@ -514,6 +566,8 @@ int audit_chain(store *st, const char *run_id, audit_result *out)
         rc = audit_receipts(st, run_id, json_object_get(first, "deliveries"), out);
     if (rc == STATUS_OK && out->intact)
         rc = audit_summaries(st, run_id, out);
+    if (rc == STATUS_OK && out->intact)
+        rc = audit_workflow_nodes(st, run_id, out);
     json_decref(first);
     free(verified.items);
     json_decref(records);

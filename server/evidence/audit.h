@@ -44,8 +44,12 @@ typedef struct {
  * call's effect) must verify, name the effect as stored (invocation, run, digest,
  * destination, tool, grant chain and, for a tool call, the lineage its commit kept), and a
  * tool call's stored arguments must still hash to the digest it names; the first that does
- * not is named at the effect's event. Returns STATUS_OK with
- * *out filled,
+ * not is named at the effect's event. When the summaries and contents hold, the nodes the run's
+ * workflow declares (the seed charterd writes when it is applied: resources, recipients,
+ * actors, grants with their edge sets, lists and validity window) are compared with the graph
+ * (charter_seed_clash): the first that differs or is missing is named in problem (first_bad_seq
+ * 0), with the workflow's name and version; a grant's revocation is not compared, and a run
+ * that follows no workflow has none to compare. Returns STATUS_OK with *out filled,
  * STATUS_ENOTFOUND, or the store's failure. */
 int audit_chain(store *st, const char *run_id, audit_result *out);
 
