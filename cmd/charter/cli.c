@@ -2155,7 +2155,9 @@ static const cli_command commands[] = {
      no_opts, 0, 0, cmd_receipt_key},
     {"audit", "RUN | --archive FILE [--key KEYFILE]",
      "walk the run's event hash chain; name the first event changed, removed or "
-     "inserted (--archive: an archived run's file, offline, with its receipts)",
+     "inserted, an artifact whose lineage summary differs from its raw graph, or a node "
+     "of the run's workflow (a grant's edges) changed behind the API (--archive: an "
+     "archived run's file, offline, with its receipts)",
      audit_opts, 0, 1, cmd_audit},
     {"what-if",
      "--workflow NEW.json [--run RUN | --since SECONDS | --archive FILE|FOLDER [--key KEYFILE]] "
