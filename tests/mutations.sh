@@ -104,8 +104,11 @@ mutation "database clock: frozen in the past (commit)" test_mutation_gaps querie
   'local ts, tnum, tms = now()\n    local archived' \
   'local ts, tnum, tms = now()\n    tnum = 1767225601\n    local archived'
 mutation "unique invocation (commit)" test_queries queries/delivery.lua \
-  'local existing = hash(dkey)' \
+  'local existing = seen and hash(dkey)' \
   'local existing = nil'
+mutation "what is taken, in one EXISTS (commit)" test_queries queries/delivery.lua \
+  "P .. ':archived_invocations:' .. archived_tag(inv)) > 0" \
+  "P .. ':archived_invocations:' .. archived_tag(inv)) > 4"
 mutation "cached: the context's owners (commit)" test_queries queries/delivery.lua \
   "if not same_ids(members(P .. ':context:' .. c.context .. ':owned_by'), c.owners) then" \
   'if false then'
