@@ -6,11 +6,13 @@
  *
  * A fault may cost availability, never correctness: while the graph is unreachable or
  * incomplete no decision is ALLOW and nothing is delivered, charterd keeps answering and
- * recovers by itself; after a crash nothing acknowledged is lost and no run is left "running".
+ * recovers by itself, loading the query library again when Redis comes back without it; after
+ * a crash nothing acknowledged is lost and no run is left "running".
  */
 #include <CUnit/Basic.h>
 #include <dirent.h>
 #include <errno.h>
+#include <hiredis/hiredis.h>
 #include <jansson.h>
 #include <openssl/evp.h>
 #include <pthread.h>
@@ -524,6 +526,291 @@ static void test_redis_killed_mid_run_fails_closed_and_recovers_without_restart(
     CU_ASSERT_EQUAL(json_array_size(json_object_get(view, "deliveries")), 2);
     json_decref(view);
     CU_ASSERT_EQUAL(kill(db_daemon.pid, 0), 0); /* the same process, never restarted */
+    charter_client_close(c);
+}
+
+/* --- the query library is required: Redis loses it ---------------------------------------------
+ */
+
+/* The line charterd logs when it loaded the library into a Redis that had lost it. */
+#define LIB_RELOADED "loaded it again, version " STORE_LIBRARY_VERSION
+
+static char lib_graph[64];
+static harness_private_redis lib_redis;
+static store *lib_store;
+static harness_charterd lib_daemon;
+
+static int lib_setup(void)
+{
+    suite_clock_start();
+    harness_graph_name(lib_graph, sizeof lib_graph, "faults_lib");
+    memset(&lib_redis, 0, sizeof lib_redis);
+    lib_redis.no_persistence = true; /* a restart comes back empty, functions and all */
+    if (harness_private_redis_start(&lib_redis) != 0)
+        return -1;
+    if (store_open(lib_redis.url, lib_graph, 3000, &lib_store) != STATUS_OK ||
+        store_load_library(lib_store, embedded_queries, embedded_queries_len) != STATUS_OK)
+        return -1;
+    harness_require_empty_graph(lib_store);
+    /* One worker: each call below is served on the same connection, so which call meets the
+     * missing library (or the dead server) is known. */
+    const char *extra[] = {"--redis", lib_redis.url, "--timeout-ms", "2000", "--workers", "1"};
+    harness_charterd_opts o = {.graph = lib_graph, .extra_args = extra, .n_extra = 6};
+    return harness_charterd_start(&o, &lib_daemon);
+}
+
+static int lib_clean(void)
+{
+    int rc = harness_charterd_stop(&lib_daemon);
+    store_close(lib_store);
+    harness_private_redis_stop(&lib_redis);
+    suite_clock_report();
+    return rc == 0 ? 0 : -1;
+}
+
+/* CUnit runs no cleanup after a failed init: stop whatever was started. */
+static int lib_init(void)
+{
+    if (lib_setup() == 0)
+        return 0;
+    lib_clean();
+    return -1;
+}
+
+/* One command on the suite's own Redis; its reply (free with freeReplyObject), or NULL. */
+static redisReply *lib_redis_command(int argc, const char **argv)
+{
+    struct timeval tv = {5, 0};
+    redisContext *rc = redisConnectUnixWithTimeout(lib_redis.sock, tv);
+    redisReply *r = NULL;
+    if (rc != NULL && rc->err == 0 && redisSetTimeout(rc, tv) == REDIS_OK)
+        r = redisCommandArgv(rc, argc, argv, NULL);
+    if (r == NULL)
+        fprintf(stderr, "%s on the suite's Redis: %s\n", argv[0], rc ? rc->errstr : "no memory");
+    redisFree(rc);
+    return r;
+}
+
+/* FUNCTION FLUSH SYNC on the suite's Redis: every library gone, keys kept. Returns 0 or -1. */
+static int lib_redis_flush_functions(void)
+{
+    const char *argv[3] = {"FUNCTION", "FLUSH", "SYNC"};
+    redisReply *r = lib_redis_command(3, argv);
+    int ok = r != NULL && r->type == REDIS_REPLY_STATUS ? 0 : -1;
+    freeReplyObject(r);
+    return ok;
+}
+
+/* The version the suite's Redis's library "charter" reports (FCALL charter_version) into v
+ * (n bytes), "" when FUNCTION LIST shows no such library. Returns 0 or -1. */
+static int lib_loaded_version(char *v, size_t n)
+{
+    v[0] = '\0';
+    const char *list[4] = {"FUNCTION", "LIST", "LIBRARYNAME", "charter"};
+    redisReply *r = lib_redis_command(4, list);
+    if (r == NULL || r->type != REDIS_REPLY_ARRAY) {
+        freeReplyObject(r);
+        return -1;
+    }
+    bool loaded = r->elements > 0;
+    freeReplyObject(r);
+    if (!loaded)
+        return 0;
+    const char *call[3] = {"FCALL", "charter_version", "0"};
+    r = lib_redis_command(3, call);
+    json_t *j = r != NULL && r->type == REDIS_REPLY_STRING ? json_loads(r->str, 0, NULL) : NULL;
+    const char *got = json_string_value(json_object_get(j, "version"));
+    if (got != NULL)
+        snprintf(v, n, "%s", got);
+    json_decref(j);
+    freeReplyObject(r);
+    return got != NULL ? 0 : -1;
+}
+
+/* Health/Check served on charterd's worker with a database round trip of its own (metadata
+ * health-source: database, as /readyz sends), not from the status the health monitor keeps.
+ * Returns 0 with *out (free with charter__v1__health_response__free_unpacked), or -1. */
+static int lib_health_from_database(Charter__V1__HealthResponse **out)
+{
+    *out = NULL;
+    Charter__V1__RpcRequest env = CHARTER__V1__RPC_REQUEST__INIT;
+    Charter__V1__RpcRequest__MetadataEntry source = CHARTER__V1__RPC_REQUEST__METADATA_ENTRY__INIT;
+    Charter__V1__RpcRequest__MetadataEntry *meta[1] = {&source};
+    source.key = "health-source";
+    source.value = "database";
+    env.metadata = meta;
+    env.n_metadata = 1;
+    env.method = HARNESS_HEALTH;
+    env.timeout_ms = 2000;
+    size_t n = charter__v1__rpc_request__get_packed_size(&env);
+    uint8_t *buf = malloc(n);
+    if (buf == NULL)
+        return -1;
+    charter__v1__rpc_request__pack(&env, buf);
+    harness_response r;
+    int rv = harness_rpc_raw(lib_daemon.tcp_url, buf, n, 5000, &r);
+    free(buf);
+    if (rv != 0)
+        return -1;
+    if (r.code == 0)
+        *out = charter__v1__health_response__unpack(NULL, r.payload_len, r.payload);
+    harness_response_free(&r);
+    return *out != NULL ? 0 : -1;
+}
+
+/* The lines of charterd's log holding needle. */
+static int lib_log_lines(const char *needle)
+{
+    char *text = harness_slurp(lib_daemon.log_path);
+    int n = 0;
+    for (const char *p = text; p != NULL && (p = strstr(p, needle)) != NULL; p += strlen(needle))
+        n++;
+    free(text);
+    return n;
+}
+
+/* lib_log_lines, read again until it is want or within_ms have passed: a load done by
+ * charterd's health monitor is logged by that thread, maybe just after a worker has answered a
+ * call from the library it found loaded. */
+static int lib_log_lines_until(const char *needle, int want, int within_ms)
+{
+    long long until = now_ms() + within_ms;
+    int n;
+    while ((n = lib_log_lines(needle)) != want && now_ms() < until)
+        harness_sleep_ms(20);
+    return n;
+}
+
+static void test_a_flushed_query_library_is_loaded_again_and_the_call_answered(void)
+{
+    charter_client *c = NULL;
+    CU_ASSERT_EQUAL_FATAL(
+        harness_client_open(lib_daemon.tcp_url, HARNESS_OPERATOR_TOKEN, 10000, &c), 0);
+    char before[129], after[129], v[32];
+    CU_ASSERT_EQUAL_FATAL(harness_create_run(c, "external", NULL, before, NULL, NULL), 0);
+    CU_ASSERT_EQUAL(lib_log_lines(LIB_RELOADED), 0);
+
+    CU_ASSERT_EQUAL_FATAL(lib_redis_flush_functions(), 0);
+    CU_ASSERT_EQUAL(lib_loaded_version(v, sizeof v), 0);
+    CU_ASSERT_STRING_EQUAL(v, ""); /* gone; the graph's keys are still there */
+
+    /* The call that meets the missing library is answered: the function never ran, so it is
+     * sent again once the library is back. */
+    charter_status st;
+    int rc = harness_create_run(c, "external", NULL, after, NULL, &st);
+    if (rc != 0)
+        fprintf(stderr, "CreateRun after FUNCTION FLUSH: %s: %s\n", charter_status_name(st.code),
+                st.message);
+    CU_ASSERT_EQUAL(rc, 0);
+    CU_ASSERT_EQUAL(lib_loaded_version(v, sizeof v), 0);
+    CU_ASSERT_STRING_EQUAL(v, STORE_LIBRARY_VERSION);
+    Charter__V1__GetRunRequest req = CHARTER__V1__GET_RUN_REQUEST__INIT;
+    req.run_id = before;
+    Charter__V1__RunView *view = NULL;
+    CU_ASSERT_EQUAL(charter_get_run(c, &req, &view, &st), 0); /* the run from before is kept */
+    if (view)
+        charter__v1__run_view__free_unpacked(view, NULL);
+
+    Charter__V1__HealthResponse *h = NULL;
+    CU_ASSERT_EQUAL_FATAL(lib_health_from_database(&h), 0);
+    CU_ASSERT_STRING_EQUAL(h->status, "serving");
+    CU_ASSERT_STRING_EQUAL(h->library_version, STORE_LIBRARY_VERSION);
+    charter__v1__health_response__free_unpacked(h, NULL);
+    /* One load, one line, however many of charterd's threads found the library missing: a
+     * load that is not the first is refused by Redis (no REPLACE). */
+    CU_ASSERT_EQUAL(lib_log_lines_until(LIB_RELOADED, 1, 2000), 1);
+    charter_client_close(c);
+}
+
+static void test_a_query_library_of_another_version_is_never_replaced(void)
+{
+    charter_client *c = NULL;
+    CU_ASSERT_EQUAL_FATAL(
+        harness_client_open(lib_daemon.tcp_url, HARNESS_OPERATOR_TOKEN, 10000, &c), 0);
+    int reloads = lib_log_lines(LIB_RELOADED);
+    /* What another charterd, built with a newer library, would have loaded after the flush. */
+    CU_ASSERT_EQUAL_FATAL(lib_redis_flush_functions(), 0);
+    const char *newer = "#!lua name=charter\n"
+                        "redis.register_function('charter_version', function() return "
+                        "cjson.encode({version='999'}) end)\n";
+    const char *load[3] = {"FUNCTION", "LOAD", newer};
+    redisReply *r = lib_redis_command(3, load);
+    CU_ASSERT_FATAL(r != NULL && r->type == REDIS_REPLY_STRING);
+    freeReplyObject(r);
+
+    /* Its missing function wrote nothing: UNAVAILABLE, naming both versions; the library
+     * stays. */
+    charter_status st;
+    char run[129];
+    int rc = harness_create_run(c, "external", NULL, run, NULL, &st);
+    CU_ASSERT_EQUAL(rc, -CHARTER_UNAVAILABLE);
+    CU_ASSERT_EQUAL(st.code, CHARTER_UNAVAILABLE);
+    CU_ASSERT_PTR_NOT_NULL(strstr(st.message, "version 999"));
+    CU_ASSERT_PTR_NOT_NULL(strstr(st.message, "needs " STORE_LIBRARY_VERSION));
+    char v[32];
+    CU_ASSERT_EQUAL(lib_loaded_version(v, sizeof v), 0);
+    CU_ASSERT_STRING_EQUAL(v, "999");
+    CU_ASSERT_EQUAL(lib_log_lines("is version 999, this charterd needs " STORE_LIBRARY_VERSION
+                                  ": it does not replace it"),
+                    1);
+    /* Asked again: the same answer, and still that one line (each failed call has its own). */
+    CU_ASSERT_EQUAL(harness_create_run(c, "external", NULL, run, NULL, &st), -CHARTER_UNAVAILABLE);
+    CU_ASSERT_EQUAL(lib_log_lines("it does not replace it"), 1);
+    CU_ASSERT_EQUAL(lib_loaded_version(v, sizeof v), 0);
+    CU_ASSERT_STRING_EQUAL(v, "999");
+    /* Health: the database answers, the library is not the one this charterd needs. */
+    Charter__V1__HealthResponse *h = NULL;
+    CU_ASSERT_EQUAL_FATAL(lib_health_from_database(&h), 0);
+    CU_ASSERT_STRING_EQUAL(h->database, "up");
+    CU_ASSERT_STRING_EQUAL(h->status, "database_down");
+    CU_ASSERT_STRING_EQUAL(h->library_version, "");
+    charter__v1__health_response__free_unpacked(h, NULL);
+    CU_ASSERT_EQUAL(lib_log_lines(LIB_RELOADED), reloads);
+
+    /* The library of this build put back (as its start would): served again. */
+    CU_ASSERT_EQUAL_FATAL(store_load_library(lib_store, embedded_queries, embedded_queries_len),
+                          STATUS_OK);
+    CU_ASSERT_EQUAL(harness_create_run(c, "external", NULL, run, NULL, NULL), 0);
+    charter_client_close(c);
+}
+
+static void test_redis_restarted_empty_is_served_again_without_restarting_charterd(void)
+{
+    charter_client *c = NULL;
+    CU_ASSERT_EQUAL_FATAL(
+        harness_client_open(lib_daemon.tcp_url, HARNESS_OPERATOR_TOKEN, 10000, &c), 0);
+    pid_t pid = lib_daemon.pid;
+    int reloads = lib_log_lines(LIB_RELOADED);
+    harness_private_redis_kill(&lib_redis);
+    Charter__V1__HealthResponse *h = NULL;
+    CU_ASSERT_EQUAL_FATAL(lib_health_from_database(&h), 0);
+    CU_ASSERT_STRING_EQUAL(h->database, "down"); /* the worker's connection is gone with it */
+    charter__v1__health_response__free_unpacked(h, NULL);
+
+    /* Started again without persistence: no data, no functions. */
+    CU_ASSERT_EQUAL_FATAL(harness_private_redis_start(&lib_redis), 0);
+    CU_ASSERT_EQUAL_FATAL(lib_health_from_database(&h), 0);
+    CU_ASSERT_STRING_EQUAL(h->database, "up");
+    CU_ASSERT_STRING_EQUAL(h->status, "serving");
+    CU_ASSERT_STRING_EQUAL(h->library_version, STORE_LIBRARY_VERSION);
+    charter__v1__health_response__free_unpacked(h, NULL);
+    char v[32];
+    CU_ASSERT_EQUAL(lib_loaded_version(v, sizeof v), 0);
+    CU_ASSERT_STRING_EQUAL(v, STORE_LIBRARY_VERSION);
+    Charter__V1__ListRunsResponse *runs = NULL;
+    charter_status st;
+    int rc = charter_list_runs(c, NULL, &runs, &st);
+    if (rc != 0)
+        fprintf(stderr, "ListRuns after the restart: %s: %s\n", charter_status_name(st.code),
+                st.message);
+    CU_ASSERT_EQUAL(rc, 0);
+    if (runs) {
+        CU_ASSERT_EQUAL(runs->n_runs, 0); /* the runs went with the data */
+        charter__v1__list_runs_response__free_unpacked(runs, NULL);
+    }
+    CU_ASSERT_EQUAL(lib_log_lines_until(LIB_RELOADED, reloads + 1, 2000), reloads + 1);
+    CU_ASSERT_EQUAL(kill(pid, 0), 0); /* the same process, never restarted */
+    CU_ASSERT_EQUAL(lib_daemon.pid, pid);
     charter_client_close(c);
 }
 
@@ -1236,6 +1523,14 @@ static const harness_test db_tests[] = {
     {"redis killed mid-run fails closed and recovers without restart",
      test_redis_killed_mid_run_fails_closed_and_recovers_without_restart},
 };
+static const harness_test lib_tests[] = {
+    {"a flushed query library is loaded again and the call answered",
+     test_a_flushed_query_library_is_loaded_again_and_the_call_answered},
+    {"a query library of another version is never replaced",
+     test_a_query_library_of_another_version_is_never_replaced},
+    {"redis restarted empty is served again without restarting charterd",
+     test_redis_restarted_empty_is_served_again_without_restarting_charterd},
+};
 static const harness_test edges_tests[] = {
     {"deleted relationships turn an allowed delivery into a refusal",
      test_deleted_relationships_turn_an_allowed_delivery_into_a_refusal},
@@ -1261,6 +1556,8 @@ static const harness_test limits_tests[] = {
 };
 static const harness_suite suites[] = {
     {"the graph is required: redis killed mid-run", db_init, db_clean, HARNESS_TABLE(db_tests)},
+    {"the query library is required: redis loses it", lib_init, lib_clean,
+     HARNESS_TABLE(lib_tests)},
     {"the graph is required: relationships removed", edges_init, edges_clean,
      HARNESS_TABLE(edges_tests)},
     {"crash of charterd", crash_init, crash_clean, HARNESS_TABLE(crash_tests)},

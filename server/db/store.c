@@ -6,7 +6,9 @@
  * drops the context (a late reply must never be read as the answer to the next command) and
  * the next call reconnects. The replies of the fact queries are decoded by facts.c. The raw
  * call by name (store_raw.h) is for the typed stubs generated from the function headers
- * (queries.h); at startup the functions Redis loaded are compared with the stubs' table.
+ * (queries.h); at startup the functions Redis loaded are compared with the stubs' table. A
+ * Redis that lost the library (restarted empty, its functions flushed) gets it back from the
+ * call that finds a function missing, never over a library some other charterd loaded.
  */
 #include "db/store.h"
 #include "core/metrics.h"
@@ -14,6 +16,7 @@
 #include "core/log.h"
 
 #include <errno.h>
+#include <pthread.h>
 #include <stdatomic.h>
 #include <hiredis/hiredis.h>
 #include <stdarg.h>
@@ -73,6 +76,8 @@ struct store {
     bool deadline_passed;     /* a command was cut short or not sent because of it */
     int reserve_ms;           /* held back from each command's budget (store_set_reserve) */
     bool effect_unknown;      /* the last call's command was sent and its reply not read */
+    bool library_refused;     /* the last call found no function and Redis answered, but the
+                                 library could not be put back (restore_library) */
     char err[512];            /* room for a function-list mismatch with its node and its fix */
     bool connected_before;    /* a later connection is a reconnect (metrics) */
     /* The database's clock as last noted (store_note_time): its reading in microseconds since
@@ -875,6 +880,166 @@ static bool store_refused_busy(const char *msg)
     return false;
 }
 
+/* Whether an FCALL's error reply says the function does not exist: the function did not run. */
+static bool store_function_missing(const char *msg)
+{
+    static const char missing[] = "ERR Function not found";
+    return msg != NULL && strncmp(msg, missing, sizeof missing - 1) == 0;
+}
+
+/* The library source the last successful store_load_library loaded, copied (its caller's
+ * buffer need not outlive the stores): what restore_library loads into a Redis that lost it.
+ * NULL before the first load. */
+static pthread_mutex_t store_library_mu = PTHREAD_MUTEX_INITIALIZER;
+static char *store_library_src;
+static size_t store_library_len;
+/* A library of another version was found where one was missing: logged once until the
+ * library is found right again. */
+static atomic_bool store_library_foreign_logged;
+
+/* Keeps source (len bytes) as the library to restore. Returns STATUS_OK or STATUS_ENOMEM. */
+static int keep_library(const char *source, size_t len)
+{
+    int rc = STATUS_OK;
+    pthread_mutex_lock(&store_library_mu);
+    if (store_library_len != len || memcmp(store_library_src, source, len) != 0) {
+        char *copy = malloc(len);
+        if (copy == NULL) {
+            rc = STATUS_ENOMEM;
+        } else {
+            memcpy(copy, source, len);
+            free(store_library_src);
+            store_library_src = copy;
+            store_library_len = len;
+        }
+    }
+    pthread_mutex_unlock(&store_library_mu);
+    return rc;
+}
+
+/* Where the current connection goes, for messages: the node on a cluster, else the URL. */
+static void store_where(const store *st, char *out, size_t n)
+{
+    if (st->cluster && st->cur >= 0)
+        snprintf(out, n, "%s:%d", st->nodes[st->cur].host, st->nodes[st->cur].port);
+    else if (st->unix_path)
+        snprintf(out, n, "unix://%s", st->unix_path);
+    else
+        snprintf(out, n, "tcp://%s:%d", st->host ? st->host : "?", st->port);
+}
+
+/* FCALL charter_version with no key on the current connection (a keyless call runs on any
+ * node): the version the loaded library reports into v (n bytes), "" when there is no such
+ * function (no library). Returns STATUS_OK, STATUS_EUNAVAILABLE or STATUS_EPROTO (error
+ * recorded). */
+static int library_version_here(store *st, char *v, size_t n)
+{
+    const char *argv[3] = {"FCALL", "charter_version", "0"};
+    size_t argvlen[3] = {5, 15, 1};
+    v[0] = '\0';
+    redisReply *r = command(st, 3, argv, argvlen);
+    if (!r)
+        return STATUS_EUNAVAILABLE;
+    int rc = STATUS_OK;
+    if (r->type == REDIS_REPLY_ERROR && !store_function_missing(r->str)) {
+        rc = map_redis_error(r->str) == STATUS_EUNAVAILABLE ? STATUS_EUNAVAILABLE : STATUS_EPROTO;
+        set_error(st, "charter_version: Redis error: %.160s", r->str);
+    } else if (r->type != REDIS_REPLY_ERROR) {
+        json_t *j = r->type == REDIS_REPLY_STRING ? json_loadb(r->str, r->len, 0, NULL) : NULL;
+        const char *got = json_string_value(json_object_get(j, "version"));
+        snprintf(v, n, "%s", got ? got : "(none)");
+        json_decref(j);
+    }
+    freeReplyObject(r);
+    return rc;
+}
+
+/* FUNCTION LOAD, without REPLACE, of the kept library on the current connection: Redis loads
+ * it only where no library "charter" is, so a library another charterd loaded meanwhile is
+ * never replaced. Returns STATUS_OK, STATUS_EEXISTS (one is loaded), STATUS_EUNAVAILABLE or
+ * STATUS_EPROTO (error recorded). */
+static int load_missing_library(store *st)
+{
+    pthread_mutex_lock(&store_library_mu);
+    size_t len = store_library_len;
+    char *source = len > 0 ? malloc(len) : NULL;
+    if (source != NULL)
+        memcpy(source, store_library_src, len);
+    pthread_mutex_unlock(&store_library_mu);
+    if (source == NULL) {
+        set_error(st, len > 0 ? "out of memory" : "no query library was loaded at start");
+        return STATUS_EPROTO;
+    }
+    const char *argv[3] = {"FUNCTION", "LOAD", source};
+    size_t argvlen[3] = {8, 4, len};
+    redisReply *r = command(st, 3, argv, argvlen);
+    free(source);
+    if (!r)
+        return STATUS_EUNAVAILABLE;
+    int rc = STATUS_OK;
+    if (r->type == REDIS_REPLY_ERROR && strstr(r->str, "already exists") != NULL) {
+        rc = STATUS_EEXISTS;
+    } else if (r->type == REDIS_REPLY_ERROR) {
+        set_error(st, "loading the query library failed: %.200s", r->str);
+        rc = map_redis_error(r->str) == STATUS_EUNAVAILABLE ? STATUS_EUNAVAILABLE : STATUS_EPROTO;
+    } else if (r->type != REDIS_REPLY_STRING || strcmp(r->str, "charter") != 0) {
+        set_error(st, "loading the query library gave an unexpected reply");
+        rc = STATUS_EPROTO;
+    }
+    freeReplyObject(r);
+    return rc;
+}
+
+/* After FCALL name found no function on the current connection: when the node holds no query
+ * library (Redis restarted empty, or its functions were flushed), loads the one kept from
+ * start and logs it; a library of another version is left alone, as startup refuses one.
+ * Returns STATUS_OK when the node holds this build's version (the call may be sent again once),
+ * else STATUS_EUNAVAILABLE with the error recorded; st->library_refused is set when Redis
+ * answered. Nothing of the caller's call ran either way (effect known). */
+static int restore_library(store *st, const char *name)
+{
+    char v[40], where[300];
+    int rc = library_version_here(st, v, sizeof v);
+    if (rc == STATUS_OK && v[0] == '\0') {
+        rc = load_missing_library(st);
+        store_where(st, where, sizeof where);
+        if (rc == STATUS_OK) {
+            atomic_store(&store_library_foreign_logged, false);
+            log_info("the query library was missing from Redis at %s (restarted empty, or its "
+                     "functions flushed): loaded it again, version %s",
+                     where, STORE_LIBRARY_VERSION);
+            return STATUS_OK;
+        }
+        if (rc == STATUS_EEXISTS) /* loaded meanwhile, by another thread or process */
+            rc = library_version_here(st, v, sizeof v);
+    }
+    st->effect_unknown = false;
+    if (rc != STATUS_OK) {
+        st->library_refused = rc != STATUS_EUNAVAILABLE;
+        char was[sizeof st->err];
+        snprintf(was, sizeof was, "%s", st->err);
+        set_error(st, "%s: the query library is missing and could not be loaded: %.300s", name,
+                  was);
+        return STATUS_EUNAVAILABLE;
+    }
+    if (strcmp(v, STORE_LIBRARY_VERSION) == 0) {
+        atomic_store(&store_library_foreign_logged, false);
+        return STATUS_OK; /* back already: the function is sent again */
+    }
+    st->library_refused = true;
+    store_where(st, where, sizeof where);
+    set_error(st,
+              "%s: the query library in Redis is version %.32s, charterd needs %s and does not "
+              "replace another version (at %s)",
+              name, v[0] ? v : "(none)", STORE_LIBRARY_VERSION, where);
+    if (!atomic_exchange(&store_library_foreign_logged, true))
+        log_error("the query library in Redis at %s is version %.32s, this charterd needs %s: it "
+                  "does not replace it, and calls that need a function it lacks fail as "
+                  "unavailable (run one charterd build per Redis; logged once)",
+                  where, v[0] ? v : "(none)", STORE_LIBRARY_VERSION);
+    return STATUS_EUNAVAILABLE;
+}
+
 /* Sends FCALL charter_<fn> (name receives that name, STORE_MAX_FN + 16 bytes) and waits for its
  * reply, sending it again while Redis refuses it as busy and, on a cluster, where a redirect
  * names. *reply is the reply (the caller frees it) on STATUS_OK; else NULL. */
@@ -883,6 +1048,7 @@ static int fcall(store *st, const char *fn, int nargs, const char *const *args, 
 {
     *reply = NULL;
     st->effect_unknown = false;
+    st->library_refused = false;
     if (!fn_valid(fn) || nargs < 0 || nargs > STORE_CALL_MAX_ARGS || (nargs > 0 && !args)) {
         set_error(st, "store_call: bad function name or arguments");
         return STATUS_EINVAL;
@@ -911,11 +1077,23 @@ static int fcall(store *st, const char *fn, int nargs, const char *const *args, 
 
     redisReply *r = NULL;
     int pause_ms = 10;
+    bool restored = false;
     for (int hop = 0;; hop++) {
         st->calls++;
         r = command(st, 4 + nargs, argv, argvlen);
         if (!r)
             return STATUS_EUNAVAILABLE;
+        /* No such function: the call did not run, so it wrote nothing. The library is put
+         * back when Redis lost it and the call sent again, once; else it fails as
+         * unavailable. */
+        if (r->type == REDIS_REPLY_ERROR && !restored && store_function_missing(r->str)) {
+            freeReplyObject(r);
+            r = NULL;
+            if ((rc = restore_library(st, name)) != STATUS_OK)
+                return rc;
+            restored = true;
+            continue;
+        }
         /* Refused as busy (a long script, a load, a failover): the command did not run, so
          * it is sent again after a pause, within the call's deadline. */
         if (r->type == REDIS_REPLY_ERROR && store_refused_busy(r->str) &&
@@ -951,8 +1129,9 @@ static int reply_json(store *st, const char *name, const redisReply *r, json_t *
     case REDIS_REPLY_ERROR:
         rc = map_redis_error(r->str);
         set_error(st, "%s: Redis error: %.180s", name, r->str);
-        if (strstr(r->str, "Function not found"))
-            set_error(st, "%s: the query library is not loaded (Redis: %.120s)", name, r->str);
+        if (store_function_missing(r->str)) /* the library is this build's, yet lacks it */
+            set_error(st, "%s: the query library loaded has no such function (Redis: %.120s)", name,
+                      r->str);
         break;
     case REDIS_REPLY_STRING: {
         json_error_t jerr;
@@ -1138,7 +1317,8 @@ static int check_version(store *st)
     json_t *j = NULL;
     int rc = q_version(st, &j);
     if (rc != STATUS_OK) {
-        if (rc != STATUS_EUNAVAILABLE)
+        /* Redis answered without the library this build needs: not a database that is down. */
+        if (rc != STATUS_EUNAVAILABLE || st->library_refused)
             rc = STATUS_EPROTO;
         return rc;
     }
@@ -1176,23 +1356,16 @@ static int load_here(store *st, const char *source, size_t len)
  * node), compared with STORE_LIBRARY_VERSION. */
 static int version_here(store *st)
 {
-    const char *argv[3] = {"FCALL", "charter_version", "0"};
-    size_t argvlen[3] = {5, 15, 1};
-    redisReply *r = command(st, 3, argv, argvlen);
-    if (!r)
-        return STATUS_EUNAVAILABLE;
-    int rc = STATUS_EPROTO;
-    json_t *j = r->type == REDIS_REPLY_STRING ? json_loadb(r->str, r->len, 0, NULL) : NULL;
-    const char *v = json_string_value(json_object_get(j, "version"));
-    if (!v || strcmp(v, STORE_LIBRARY_VERSION) != 0)
-        set_error(st, "the query library at %s:%d reports version %.32s, charterd needs %s",
-                  st->nodes[st->cur].host, st->nodes[st->cur].port, v ? v : "(none)",
-                  STORE_LIBRARY_VERSION);
-    else
-        rc = STATUS_OK;
-    json_decref(j);
-    freeReplyObject(r);
-    return rc;
+    char v[40];
+    int rc = library_version_here(st, v, sizeof v);
+    if (rc == STATUS_EUNAVAILABLE)
+        return rc;
+    if (rc == STATUS_OK && strcmp(v, STORE_LIBRARY_VERSION) == 0)
+        return STATUS_OK;
+    set_error(st, "the query library at %s:%d reports version %.32s, charterd needs %s",
+              st->nodes[st->cur].host, st->nodes[st->cur].port, v[0] ? v : "(none)",
+              STORE_LIBRARY_VERSION);
+    return STATUS_EPROTO;
 }
 
 /* Cluster: loads the library on every master of the slot map and checks its version on each
@@ -1372,7 +1545,8 @@ int store_check_functions(store *st)
     return route(st);
 }
 
-int store_load_library(store *st, const char *source, size_t len)
+/* store_load_library without keeping the source. */
+static int load_library(store *st, const char *source, size_t len)
 {
     st->err[0] = '\0';
     if (!source || len == 0) {
@@ -1400,6 +1574,14 @@ int store_load_library(store *st, const char *source, size_t len)
     if (rc != STATUS_OK)
         return rc;
     return check_version(st);
+}
+
+int store_load_library(store *st, const char *source, size_t len)
+{
+    int rc = load_library(st, source, len);
+    if (rc == STATUS_OK && (rc = keep_library(source, len)) != STATUS_OK)
+        set_error(st, "out of memory keeping the query library");
+    return rc;
 }
 
 int store_module_loaded(store *st, const char *name, bool *loaded)

@@ -138,8 +138,11 @@ const char *store_last_error(const store *st);
 void store_note_error(store *st, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
 /* FUNCTION LOAD REPLACE the library source (len bytes), then FCALL charter_version and compare
- * with STORE_LIBRARY_VERSION. On a cluster, on every master of the slot map. Returns STATUS_OK,
- * STATUS_EUNAVAILABLE, STATUS_EPROTO (load failed or version differs; store_last_error says which).
+ * with STORE_LIBRARY_VERSION. On a cluster, on every master of the slot map. On success the
+ * process keeps a copy of source: any store of the process loads it again, without REPLACE,
+ * into a Redis (or cluster master) found to hold no library (store_call in store_raw.h).
+ * Returns STATUS_OK, STATUS_EUNAVAILABLE, STATUS_EPROTO (load failed or version differs;
+ * store_last_error says which), STATUS_ENOMEM (loaded, but not kept).
  */
 int store_load_library(store *st, const char *source, size_t len);
 
@@ -160,7 +163,9 @@ int store_module_loaded(store *st, const char *name, bool *loaded);
  * STATUS_OK, STATUS_EUNAVAILABLE or STATUS_EPROTO. */
 int store_used_memory(store *st, long long *bytes);
 
-/* STATUS_OK when Redis answers and the library answers with the expected version. */
+/* STATUS_OK when Redis answers and the library answers with the expected version (a missing
+ * library is loaded again first, as store_call does). STATUS_EPROTO when Redis answers without
+ * it: another version, or a missing library that could not be loaded. */
 int store_ping(store *st);
 
 /* A reply that is a flat array of strings and nils (hiredis stays inside store.c): what the

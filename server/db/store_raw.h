@@ -28,7 +28,11 @@ typedef struct store_list store_list;
  * "not_found"|...} maps to the matching STATUS_E* code (not_found ENOTFOUND, exists EEXISTS,
  * refused EREFUSED, invalid EINVAL, limit ELIMIT) with its msg in store_last_error. A Redis error
  * reply is STATUS_EUNAVAILABLE when transient (LOADING, BUSY, READONLY, ...: the command did not
- * run), else STATUS_EPROTO. An I/O error or timeout drops the connection (the next call
+ * run), else STATUS_EPROTO. "Function not found" means the function did not run: when Redis
+ * holds no query library (restarted empty, its functions flushed) the library store_load_library
+ * last loaded is loaded again (logged) and the call sent again once; when it holds a library of
+ * another version, that library is left alone and the call is STATUS_EUNAVAILABLE (nothing
+ * written) naming both versions. An I/O error or timeout drops the connection (the next call
  * reconnects) and is STATUS_EUNAVAILABLE: the effect is unknown. A bad name, a NULL argument or
  * nargs out of range is STATUS_EINVAL (nothing sent). This is the one place where FCALL is
  * issued. */

@@ -1,7 +1,8 @@
 // metrics.test.mjs - GET /metrics, /healthz and /readyz of a real charterd. The exposition is
 // checked by a real parser (promtool check metrics, Debian's prometheus package) before and
 // after real calls, and named counters are read to move by exactly what the calls did; /readyz
-// follows a database that goes away and comes back without the query library.
+// follows a database that goes away and comes back without the query library (charterd loads
+// it again) and one that holds a library of another version (charterd leaves it alone).
 import { after, before, test } from 'node:test';
 import assert from 'node:assert/strict';
 import { spawn, spawnSync } from 'node:child_process';
@@ -101,7 +102,7 @@ async function stopRedis(r) {
   await Promise.race([gone, new Promise((r) => setTimeout(r, 5000).unref())]);
 }
 
-test('readyz is 503 while the database is gone and while it lacks the query library', async () => {
+test('readyz is 503 while the database is gone or holds another query library, 200 once it is back empty', async () => {
   const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'charter-readyz-'));
   let redis = await startRedis(dir);
   const own = await startCharterd({ name: 'readyz', redis: redis.url, extra: ['--workers', '1'] });
@@ -116,7 +117,19 @@ test('readyz is 503 while the database is gone and while it lacks the query libr
     const down = await scrape(own.base);
     assert.ok(value(down, 'charter_db_errors_total') > value(before, 'charter_db_errors_total'));
 
-    redis = await startRedis(dir); // a fresh server: reachable, but no query library in it
+    redis = await startRedis(dir); // a fresh server: reachable, no query library until charterd loads it
+    const cli = redisCliArgs(redis.url);
+    r = await fetch(`${own.base}/readyz`);
+    assert.equal(r.status, 200);
+    assert.deepEqual(await r.json(), { ready: true, database: 'up', queryLibrary: 'loaded' });
+    const listed = spawnSync('redis-cli', [...cli, 'FUNCTION', 'LIST', 'LIBRARYNAME', 'charter'], { encoding: 'utf8' });
+    assert.match(listed.stdout, /^charter$/m);
+
+    // What a charterd of another build would load: left in place, so not ready.
+    const other = "#!lua name=charter\nredis.register_function('charter_version', " +
+      "function() return cjson.encode({version='0'}) end)\n";
+    const loaded = spawnSync('redis-cli', [...cli, 'FUNCTION', 'LOAD', 'REPLACE', other], { encoding: 'utf8' });
+    assert.equal(loaded.stdout.trim(), 'charter');
     r = await fetch(`${own.base}/readyz`);
     assert.equal(r.status, 503);
     assert.deepEqual(await r.json(), { ready: false, database: 'up', queryLibrary: 'missing' });
