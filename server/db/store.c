@@ -1005,9 +1005,12 @@ static int restore_library(store *st, const char *name)
         store_where(st, where, sizeof where);
         if (rc == STATUS_OK) {
             atomic_store(&store_library_foreign_logged, false);
-            log_info("the query library was missing from Redis at %s (restarted empty, or its "
-                     "functions flushed): loaded it again, version %s",
-                     where, STORE_LIBRARY_VERSION);
+            /* An error, not information: a Redis that lost its functions most likely lost
+             * the graphs it held too, which no reload brings back. */
+            log_error("the query library was missing from Redis at %s (restarted empty, or its "
+                      "functions flushed): loaded it again, version %s; the data it held is "
+                      "gone too unless Redis kept it",
+                      where, STORE_LIBRARY_VERSION);
             return STATUS_OK;
         }
         if (rc == STATUS_EEXISTS) /* loaded meanwhile, by another thread or process */
