@@ -382,6 +382,52 @@ static void test_quote_of_another_actors_artifact_is_no_content_oracle(void)
 
 /* A locator is where the bytes were read; a newline or an escape sequence in it forges lines
  * and colours wherever the facts are shown. */
+/* An invocation ID whose last colon-separated part is "to" or "delivered" would name a key of
+ * another delivery (P:delivery:<id>:to): the query library refuses it, and so must charterd,
+ * before anything is read, as INVALID_ARGUMENT naming the rule, for Deliver and Invoke alike.
+ * A Deliver must not answer it UNKNOWN GRAPH_ERROR, which a host retries as an outage. */
+static void test_invocation_id_naming_a_delivery_edge_is_invalid(void)
+{
+    char before[65], after[65];
+    CU_ASSERT_EQUAL_FATAL(harness_graph_digest(graph, before), 0);
+    const char *ids[] = {"edge-1:to", "edge-1:delivered", "to", "delivered"};
+    const harness_invoke_arg args[] = {{"iban", IBAN_BILL, of("quote", bill)},
+                                       {"amount", "84.20", "task"},
+                                       {"reference", "INV-7731", "task"}};
+    for (size_t i = 0; i < N_OF(ids); i++) {
+        Charter__V1__DeliverRequest req = CHARTER__V1__DELIVER_REQUEST__INIT;
+        req.context_id = ctx;
+        req.payload_id = bill;
+        req.recipient = "payee_saved";
+        req.tool = "send_money";
+        req.invocation_id = (char *)ids[i];
+        Charter__V1__DeliverResponse *d = NULL;
+        charter_status st;
+        if (charter_deliver(op, &req, &d, &st) == 0) {
+            fprintf(stderr, "\n    Deliver %s: outcome %d %s\n", ids[i], d->decision->outcome,
+                    d->decision->witness);
+            charter__v1__deliver_response__free_unpacked(d, NULL);
+            st.code = 0;
+        }
+        CU_ASSERT_EQUAL(st.code, CHARTER_INVALID_ARGUMENT);
+        CU_ASSERT_PTR_NOT_NULL(strstr(st.message, "invocation_id"));
+        Charter__V1__InvokeResponse *r =
+            harness_invoke(op, ctx, "send_money", ids[i], args, N_OF(args), &st);
+        CU_ASSERT_PTR_NULL(r);
+        if (r != NULL)
+            charter__v1__invoke_response__free_unpacked(r, NULL);
+        CU_ASSERT_EQUAL(st.code, CHARTER_INVALID_ARGUMENT);
+        CU_ASSERT_PTR_NOT_NULL(strstr(st.message, "invocation_id"));
+    }
+    CU_ASSERT_EQUAL_FATAL(harness_graph_digest(graph, after), 0);
+    CU_ASSERT_STRING_EQUAL(before, after);
+    /* Only the last part is the key's: an id holding the word before it is an invocation. */
+    Charter__V1__InvokeResponse *r = invoke("send_money", "to:edge-2", args, N_OF(args));
+    CU_ASSERT_PTR_NOT_NULL_FATAL(r);
+    CU_ASSERT_EQUAL(r->decision->outcome, CHARTER__V1__OUTCOME__ALLOW);
+    charter__v1__invoke_response__free_unpacked(r, NULL);
+}
+
 static void test_locator_with_control_characters_is_invalid(void)
 {
     char before[65], after[65];
@@ -980,6 +1026,7 @@ static const harness_test tests[] = {
     T(test_deliver_through_a_live_tool_is_not_permitted),
     T(test_quote_of_another_actors_artifact_is_no_content_oracle),
     T(test_locator_with_control_characters_is_invalid),
+    T(test_invocation_id_naming_a_delivery_edge_is_invalid),
     T(test_observation_limit_counts_bytes_exactly),
     T(test_cancelled_run_takes_no_observation_and_no_effect),
     T(test_cancelled_run_takes_no_output_and_says_why),

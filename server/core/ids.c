@@ -29,5 +29,12 @@ bool ids_graph_ok(const char *s)
 
 bool ids_invocation_ok(const char *s)
 {
-    return ids_chars_ok(s, true);
+    if (!ids_chars_ok(s, true))
+        return false;
+    /* P:delivery:<id>:to and :delivered are keys of the delivery <id>: an id whose last
+     * colon-separated part is one of those words would name them (queries/validation.lua
+     * check_invocation refuses it the same way). */
+    const char *colon = strrchr(s, ':');
+    const char *last = colon != NULL ? colon + 1 : s;
+    return strcmp(last, "to") != 0 && strcmp(last, "delivered") != 0;
 }

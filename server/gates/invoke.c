@@ -90,7 +90,7 @@ static int bad(char *why, size_t n, const char *fmt, const char *a, const char *
 static int check_shape(const invoke_state *s, char *why, size_t n)
 {
     if (!ids_invocation_ok(s->inv))
-        return bad(why, n, "invocation_id: 1 to 128 of [A-Za-z0-9._:-]%s%s", "", "");
+        return bad(why, n, "%s%s", IDS_INVOCATION_RULE, "");
     if (s->n > WORKFLOW_MAX_ARGUMENTS)
         return bad(why, n, "arguments: at most 32%s%s", "", "");
     for (size_t i = 0; i < s->n; i++) {

@@ -260,7 +260,7 @@ static int get_receipt(call *c, const ProtobufCMessage *in, ProtobufCMessage **o
     bool for_run = req->invocation_id == NULL || *req->invocation_id == '\0';
     if (!for_run)
         if (!ids_invocation_ok(req->invocation_id))
-            return call_fail(c, RPC_INVALID_ARGUMENT, "invocation_id: 1 to 128 of [A-Za-z0-9._:-]");
+            return call_fail(c, RPC_INVALID_ARGUMENT, "%s", IDS_INVOCATION_RULE);
     json_t *receipt = NULL;
     char status[32] = "";
     int rc = for_run

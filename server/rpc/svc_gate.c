@@ -513,7 +513,7 @@ static int deliver(call *c, const ProtobufCMessage *in, ProtobufCMessage **out)
     REQUIRE_ID(c, "recipient", req->recipient);
     REQUIRE_ID(c, "tool", req->tool);
     if (!ids_invocation_ok(req->invocation_id))
-        return call_fail(c, RPC_INVALID_ARGUMENT, "invocation_id: 1 to 128 of [A-Za-z0-9._:-]");
+        return call_fail(c, RPC_INVALID_ARGUMENT, "%s", IDS_INVOCATION_RULE);
     gate_env g = call_gate_env(c);
     deliver_result r;
     memset(&r, 0, sizeof r);
