@@ -42,7 +42,25 @@ static const json_t *observed_resource(const mcp_server *srv, const char *id)
     return NULL;
 }
 
-/* The step's observed resources, as a JSON array of ids (new reference). */
+/* Whether a tool of the workflow mapped onto a downstream server returns its result under
+ * resource id: what is observed under it is what that server answered, read by charter-mcp. */
+static bool returned_by_server(const mcp_server *srv, const char *id)
+{
+    const char *name;
+    const json_t *t;
+    json_object_foreach(json_object_get(srv->workflow, "tools"), name, t)
+    {
+        const char *result = json_string_value(json_object_get(t, "result"));
+        if (result != NULL && strcmp(result, id) == 0 && json_object_get(t, "server") != NULL)
+            return true;
+    }
+    return false;
+}
+
+/* The step's observed resources the agent may observe, as a JSON array of ids (new reference).
+ * A resource a downstream tool returns under is not one: its labels are the server's answer's,
+ * and an agent that could observe it would write that answer itself (a trusted bill printing
+ * the IBAN an injected mail asked for, a confidential document observed as the inbox). */
 static json_t *step_observed(const mcp_server *srv)
 {
     json_t *out = json_array();
@@ -50,8 +68,9 @@ static json_t *step_observed(const mcp_server *srv)
     const json_t *v;
     json_array_foreach(json_object_get(srv->step, "resources"), i, v)
     {
-        if (json_is_string(v) && observed_resource(srv, json_string_value(v)))
-            json_array_append_new(out, json_string(json_string_value(v)));
+        const char *id = json_string_value(v);
+        if (id != NULL && observed_resource(srv, id) && !returned_by_server(srv, id))
+            json_array_append_new(out, json_string(id));
     }
     return out;
 }
