@@ -933,6 +933,73 @@ static void test_deleted_relationships_turn_an_allowed_delivery_into_a_refusal(v
     charter_client_close(c);
 }
 
+/* The problem charter audit names for run_id ("" when intact) into out. */
+static void audit_problem(charter_client *c, const char *run_id, char *out, size_t n)
+{
+    Charter__V1__AuditRunRequest req = CHARTER__V1__AUDIT_RUN_REQUEST__INIT;
+    req.run_id = (char *)run_id;
+    Charter__V1__AuditRunResponse *r = NULL;
+    charter_status st;
+    snprintf(out, n, "AuditRun failed");
+    if (charter_audit_run(c, &req, &r, &st) != 0) {
+        snprintf(out, n, "AuditRun: %s: %s", charter_status_name(st.code), st.message);
+        return;
+    }
+    snprintf(out, n, "%s", r->intact ? "" : r->problem);
+    charter__v1__audit_run_response__free_unpacked(r, NULL);
+}
+
+/* A delivery record deleted behind the API: the commit looks for the record of its invocation,
+ * so a retry takes effect a second time; audit names the removed record, then the invocation
+ * whose commit two events record. */
+static void test_a_delivery_record_removed_is_named_by_audit(void)
+{
+    charter_client *c = NULL;
+    CU_ASSERT_EQUAL_FATAL(
+        harness_client_open(edge_daemon.tcp_url, HARNESS_OPERATOR_TOKEN, 10000, &c), 0);
+    char run_id[129], research[129], vendor[129], report[129], payload[129], codes[256],
+        problem[512];
+    CU_ASSERT_EQUAL_FATAL(harness_create_run(c, "external", NULL, run_id, NULL, NULL), 0);
+    CU_ASSERT_EQUAL_FATAL(harness_open_step(c, run_id, "research", research), 0);
+    CU_ASSERT_EQUAL_FATAL(harness_read_source(c, research, "vendor_a", vendor), 0);
+    char *inputs[1] = {vendor}, summary[129];
+    CU_ASSERT_EQUAL_FATAL(record_output(c, research, inputs, 1, "Research summary",
+                                        "Vendor A ships in two weeks.", summary),
+                          0);
+    inputs[0] = summary;
+    CU_ASSERT_EQUAL_FATAL(harness_open_step(c, run_id, "report", report), 0);
+    CU_ASSERT_EQUAL_FATAL(record_output(c, report, inputs, 1, "Public vendor comparison",
+                                        "Vendor A ships in two weeks.", payload),
+                          0);
+    int first = deliver_outcome(c, report, payload, "public", "deliver_public", "record-gone",
+                                codes, sizeof codes);
+    printf("\n    first send: outcome %d, codes %s", first, codes);
+    CU_ASSERT_EQUAL_FATAL(first, CHARTER__V1__OUTCOME__ALLOW);
+    audit_problem(c, run_id, problem, sizeof problem);
+    CU_ASSERT_STRING_EQUAL(problem, "");
+
+    const char *inv[1] = {"record-gone"};
+    long long deleted = 0;
+    CU_ASSERT_EQUAL(harness_graph_eval(edge_graph,
+                                       "return redis.call('DEL', KEYS[1] .. ':delivery:' .. "
+                                       "ARGV[1])",
+                                       inv, 1, &deleted),
+                    0);
+    CU_ASSERT_EQUAL(deleted, 1);
+    audit_problem(c, run_id, problem, sizeof problem);
+    printf("\n    record deleted: %s", problem);
+    CU_ASSERT_STRING_EQUAL(problem, "the delivery record of invocation record-gone was removed: "
+                                    "the run lists the invocation, but no record of it is stored");
+
+    CU_ASSERT_EQUAL(deliver_outcome(c, report, payload, "public", "deliver_public", "record-gone",
+                                    codes, sizeof codes),
+                    CHARTER__V1__OUTCOME__ALLOW);
+    audit_problem(c, run_id, problem, sizeof problem);
+    printf("\n    delivered again: %s\n", problem);
+    CU_ASSERT_PTR_NOT_NULL(strstr(problem, "invocation record-gone took effect twice: events "));
+    charter_client_close(c);
+}
+
 /* --- crash of charterd ----------------------------------------------------------------------- */
 
 static char crash_graph[64];
@@ -1532,6 +1599,9 @@ static const harness_test lib_tests[] = {
      test_redis_restarted_empty_is_served_again_without_restarting_charterd},
 };
 static const harness_test edges_tests[] = {
+    /* First: the next one deletes every edge of the graph. */
+    {"a delivery record removed is named by audit",
+     test_a_delivery_record_removed_is_named_by_audit},
     {"deleted relationships turn an allowed delivery into a refusal",
      test_deleted_relationships_turn_an_allowed_delivery_into_a_refusal},
 };

@@ -220,6 +220,34 @@ static int audit_place(store *st, const json_t *e, const json_t *next, const aud
     return audit_hashes_add(verified, stored) == STATUS_OK ? 0 : STATUS_ENOMEM;
 }
 
+/* Notes the commit an event records: an allowed delivery_decided or invoke_decided event is
+ * written by the commit of its invocation and by nothing else, so commits (invocation ID ->
+ * seq) holds one event each. A second one of an invocation is named: the invocation took
+ * effect twice, its first delivery record having been removed behind the API. Returns 1 when
+ * it named a problem, 0 otherwise, or STATUS_ENOMEM. */
+static int audit_note_commit(const json_t *e, json_t *commits, audit_result *out)
+{
+    const char *kind = audit_str(e, "kind");
+    if ((strcmp(kind, "delivery_decided") != 0 && strcmp(kind, "invoke_decided") != 0) ||
+        strcmp(audit_str(e, "outcome"), "allow") != 0)
+        return 0;
+    json_t *detail = json_loads(audit_str(e, "detail"), 0, NULL);
+    const char *inv = audit_str(detail, "invocation_id");
+    uint64_t at = (uint64_t)json_integer_value(json_object_get(e, "at"));
+    int rc = 0;
+    json_t *before = *inv != '\0' ? json_object_get(commits, inv) : NULL;
+    if (before != NULL)
+        rc =
+            audit_fail(out, at,
+                       "invocation %s took effect twice: events %llu and %llu each record its "
+                       "commit (its first delivery record was removed)",
+                       inv, (unsigned long long)json_integer_value(before), (unsigned long long)at);
+    else if (*inv != '\0' && json_object_set_new(commits, inv, json_integer((json_int_t)at)) != 0)
+        rc = STATUS_ENOMEM;
+    json_decref(detail);
+    return rc;
+}
+
 /* The checks after the walk: the run's head, its receipt, its deliveries. */
 static void audit_tail(const json_t *run, const json_t *deliveries, uint64_t head_seq,
                        const char *run_id, const audit_hashes *verified, audit_result *out)
@@ -237,6 +265,13 @@ static void audit_tail(const json_t *run, const json_t *deliveries, uint64_t hea
     {
         json_t *s = json_object_get(d, "event_seq");
         uint64_t seq = json_is_integer(s) ? (uint64_t)json_integer_value(s) : 0;
+        if (seq == 0) {
+            audit_fail(out, 0,
+                       "the delivery record of invocation %s was removed: the run lists the "
+                       "invocation, but no record of it is stored",
+                       audit_str(d, "invocation_id"));
+            return;
+        }
         if (seq > head_seq) {
             audit_fail(out, head_seq + 1,
                        "event %llu was removed: delivery %s was recorded by event %llu, "
@@ -506,6 +541,25 @@ static int audit_first_page(const json_t *page, audit_run *run, uint64_t *head_s
                       "key was altered: its seal does not verify under the key");
 }
 
+/* What is checked once every event holds (first: the first page of the walk), each while
+ * nothing was found: the run's head, deliveries and receipt against the chain (audit_tail),
+ * the effects' receipts, the lineage summaries and contents, the workflow's nodes. Returns
+ * STATUS_OK (out updated) or the store's failure. */
+static int audit_beyond_events(store *st, const char *run_id, const json_t *first,
+                               uint64_t head_seq, const audit_hashes *verified, audit_result *out)
+{
+    const json_t *deliveries = json_object_get(first, "deliveries");
+    audit_tail(json_object_get(first, "run"), deliveries, head_seq, run_id, verified, out);
+    int rc = STATUS_OK;
+    if (out->intact)
+        rc = audit_receipts(st, run_id, deliveries, out);
+    if (rc == STATUS_OK && out->intact)
+        rc = audit_summaries(st, run_id, out);
+    if (rc == STATUS_OK && out->intact)
+        rc = audit_workflow_nodes(st, run_id, out);
+    return rc;
+}
+
 int audit_chain(store *st, const char *run_id, audit_result *out)
 {
     memset(out, 0, sizeof *out);
@@ -513,8 +567,12 @@ int audit_chain(store *st, const char *run_id, audit_result *out)
     out->keyed = evlog_keyed();
     audit_hashes verified = {NULL, 0, 0};
     json_t *records = json_object(); /* the snapshot records verified so far, by key */
-    if (records == NULL)
+    json_t *commits = json_object(); /* invocation ID -> the seq of the event of its commit */
+    if (records == NULL || commits == NULL) {
+        json_decref(records);
+        json_decref(commits);
         return STATUS_ENOMEM;
+    }
     json_t *first = NULL;
     audit_run run = {run_id, 0, ""};
     uint64_t head_seq = 0, after = 0, upper = 0;
@@ -546,6 +604,8 @@ int audit_chain(store *st, const char *run_id, audit_result *out)
             after = (uint64_t)json_integer_value(json_object_get(e, "at"));
             found = audit_place(st, e, json_array_get(events, i + 1), &run, &head_seq, &verified,
                                 records, out);
+            if (found == 0 && !json_is_true(json_object_get(e, "missing")))
+                found = audit_note_commit(e, commits, out);
             if (found != 0)
                 break;
         }
@@ -560,17 +620,11 @@ int audit_chain(store *st, const char *run_id, audit_result *out)
     } while (found == 0 && after < upper);
     out->keyless_until = run.keyless_until;
     if (rc == STATUS_OK && found == 0)
-        audit_tail(json_object_get(first, "run"), json_object_get(first, "deliveries"), head_seq,
-                   run_id, &verified, out);
-    if (rc == STATUS_OK && out->intact)
-        rc = audit_receipts(st, run_id, json_object_get(first, "deliveries"), out);
-    if (rc == STATUS_OK && out->intact)
-        rc = audit_summaries(st, run_id, out);
-    if (rc == STATUS_OK && out->intact)
-        rc = audit_workflow_nodes(st, run_id, out);
+        rc = audit_beyond_events(st, run_id, first, head_seq, &verified, out);
     json_decref(first);
     free(verified.items);
     json_decref(records);
+    json_decref(commits);
     if (rc != STATUS_OK)
         memset(out, 0, sizeof *out);
     return rc;
