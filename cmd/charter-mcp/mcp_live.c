@@ -178,6 +178,52 @@ json_t *mcp_live_list(const mcp_server *srv)
 
 /* ---- observe ----------------------------------------------------------------------------- */
 
+/* The observed source (id) as the model reported it, once the session was shown anything: the
+ * model wrote the content, and could have drawn it from what it was shown (an injected IBAN
+ * typed into a trusted bill, a confidential memo pasted as a public page). So what is shown
+ * to the session in its place is an output of the step derived from the source and from
+ * everything shown before, carrying the labels of all of them, as any value the model writes
+ * (record_value). Its id into out (48 bytes) and, when it is not the source, its artifact
+ * into *artifact. Returns NULL, or a refusal. */
+static json_t *observed_as_written(mcp_server *srv, mcp_session *s, const char *id,
+                                   const char *resource, const char *content, char *out,
+                                   json_t **artifact)
+{
+    snprintf(out, 48, "%s", id);
+    *artifact = NULL;
+    if (s->n_shown == 0)
+        return NULL;
+    char **inputs = calloc(s->n_shown + 1, sizeof *inputs);
+    if (inputs == NULL)
+        return mcp_refusal("unknown", "GRAPH_ERROR", "out of memory");
+    memcpy(inputs, s->shown, s->n_shown * sizeof *inputs);
+    inputs[s->n_shown] = (char *)id;
+    char title[128];
+    snprintf(title, sizeof title, "observed from %.64s, as the agent reported it", resource);
+    Charter__V1__RecordOutputRequest req = CHARTER__V1__RECORD_OUTPUT_REQUEST__INIT;
+    req.context_id = s->context_id;
+    req.input_ids = inputs;
+    req.n_input_ids = s->n_shown + 1;
+    req.title = title;
+    req.content = (char *)content;
+    Charter__V1__RecordOutputResponse *resp = NULL;
+    charter_status st;
+    int rc = charter_record_output(srv->client, &req, &resp, &st);
+    free(inputs);
+    if (rc != 0)
+        return mcp_rpc_refusal(rc, &st);
+    json_t *r = NULL;
+    if (resp->decision && resp->decision->outcome == CHARTER__V1__OUTCOME__ALLOW &&
+        resp->artifact) {
+        snprintf(out, 48, "%s", resp->artifact->id);
+        *artifact = mcp_artifact_json(resp->artifact, false);
+    } else {
+        r = mcp_result(mcp_decision_json(resp->decision), true);
+    }
+    charter__v1__record_output_response__free_unpacked(resp, NULL);
+    return r;
+}
+
 static json_t *t_observe(mcp_server *srv, mcp_session *s, const json_t *args)
 {
     json_t *r = mcp_need_context(srv, s, args);
@@ -186,6 +232,11 @@ static json_t *t_observe(mcp_server *srv, mcp_session *s, const json_t *args)
     const json_t *content = json_object_get(args, "content");
     if (strlen(json_string_value(content)) != json_string_length(content))
         return mcp_refusal("deny", "ARGUMENT_INVALID", "arguments.content: holds a NUL byte");
+    /* Such a step records nothing the model writes (observed_as_written could not derive). */
+    if (s->n_shown > 0 && srv->public_render)
+        return mcp_refusal("deny", "ARGUMENT_INVALID",
+                           "observe: in a step whose output is rendered from a template, observe "
+                           "what the agent reads before anything else is shown to it");
     Charter__V1__ObserveSourceRequest req = CHARTER__V1__OBSERVE_SOURCE_REQUEST__INIT;
     req.context_id = s->context_id;
     req.resource_id = (char *)json_string_value(json_object_get(args, "resource_id"));
@@ -196,14 +247,27 @@ static json_t *t_observe(mcp_server *srv, mcp_session *s, const json_t *args)
     int rc = charter_observe_source(srv->client, &req, &resp, &st);
     if (rc != 0)
         return mcp_rpc_refusal(rc, &st);
-    json_t *body = mcp_decision_json(resp->decision);
     bool ok =
         resp->decision && resp->decision->outcome == CHARTER__V1__OUTCOME__ALLOW && resp->artifact;
+    char shown[48] = "";
+    json_t *artifact = NULL;
+    json_t *refused = ok ? observed_as_written(srv, s, resp->artifact->id, req.resource_id,
+                                               req.content, shown, &artifact)
+                         : NULL;
+    if (refused) {
+        charter__v1__observe_source_response__free_unpacked(resp, NULL);
+        return refused;
+    }
+    json_t *body = mcp_decision_json(resp->decision);
     /* What the agent read is shown to it: the lineage of what it writes from here on. */
-    if (ok && mcp_shown_add(s, resp->artifact->id) != 0)
+    if (ok && mcp_shown_add(s, shown) != 0)
         ok = false, json_object_set_new(body, "decision", json_string("unknown"));
+    if (ok && artifact == NULL)
+        artifact = mcp_artifact_json(resp->artifact, false);
     if (ok && body)
-        json_object_set_new(body, "artifact", mcp_artifact_json(resp->artifact, false));
+        json_object_set_new(body, "artifact", artifact);
+    else
+        json_decref(artifact);
     charter__v1__observe_source_response__free_unpacked(resp, NULL);
     return mcp_result(body, !ok);
 }
