@@ -954,6 +954,36 @@ static int library_version_here(store *st, char *v, size_t n)
     return rc;
 }
 
+/* FUNCTION LOAD of source (len bytes) on the current connection, with REPLACE or without
+ * (then Redis refuses where a library "charter" is loaded already: STATUS_EEXISTS). Returns
+ * STATUS_OK, STATUS_EEXISTS, STATUS_EUNAVAILABLE or STATUS_EPROTO (error recorded). */
+static int function_load(store *st, const char *source, size_t len, bool replace)
+{
+    const char *argv[4] = {"FUNCTION", "LOAD", "REPLACE", source};
+    size_t argvlen[4] = {8, 4, 7, len};
+    int argc = 4;
+    if (!replace) { /* FUNCTION LOAD <source> */
+        argv[2] = source;
+        argvlen[2] = len;
+        argc = 3;
+    }
+    redisReply *r = command(st, argc, argv, argvlen);
+    if (!r)
+        return STATUS_EUNAVAILABLE;
+    int rc = STATUS_OK;
+    if (!replace && r->type == REDIS_REPLY_ERROR && strstr(r->str, "already exists") != NULL) {
+        rc = STATUS_EEXISTS;
+    } else if (r->type == REDIS_REPLY_ERROR) {
+        set_error(st, "loading the query library failed: %.200s", r->str);
+        rc = map_redis_error(r->str) == STATUS_EUNAVAILABLE ? STATUS_EUNAVAILABLE : STATUS_EPROTO;
+    } else if (r->type != REDIS_REPLY_STRING || strcmp(r->str, "charter") != 0) {
+        set_error(st, "loading the query library gave an unexpected reply");
+        rc = STATUS_EPROTO;
+    }
+    freeReplyObject(r);
+    return rc;
+}
+
 /* FUNCTION LOAD, without REPLACE, of the kept library on the current connection: Redis loads
  * it only where no library "charter" is, so a library another charterd loaded meanwhile is
  * never replaced. Returns STATUS_OK, STATUS_EEXISTS (one is loaded), STATUS_EUNAVAILABLE or
@@ -970,23 +1000,8 @@ static int load_missing_library(store *st)
         set_error(st, len > 0 ? "out of memory" : "no query library was loaded at start");
         return STATUS_EPROTO;
     }
-    const char *argv[3] = {"FUNCTION", "LOAD", source};
-    size_t argvlen[3] = {8, 4, len};
-    redisReply *r = command(st, 3, argv, argvlen);
+    int rc = function_load(st, source, len, false);
     free(source);
-    if (!r)
-        return STATUS_EUNAVAILABLE;
-    int rc = STATUS_OK;
-    if (r->type == REDIS_REPLY_ERROR && strstr(r->str, "already exists") != NULL) {
-        rc = STATUS_EEXISTS;
-    } else if (r->type == REDIS_REPLY_ERROR) {
-        set_error(st, "loading the query library failed: %.200s", r->str);
-        rc = map_redis_error(r->str) == STATUS_EUNAVAILABLE ? STATUS_EUNAVAILABLE : STATUS_EPROTO;
-    } else if (r->type != REDIS_REPLY_STRING || strcmp(r->str, "charter") != 0) {
-        set_error(st, "loading the query library gave an unexpected reply");
-        rc = STATUS_EPROTO;
-    }
-    freeReplyObject(r);
     return rc;
 }
 
@@ -1338,21 +1353,7 @@ static int check_version(store *st)
 /* FUNCTION LOAD REPLACE on the current connection. */
 static int load_here(store *st, const char *source, size_t len)
 {
-    const char *argv[4] = {"FUNCTION", "LOAD", "REPLACE", source};
-    size_t argvlen[4] = {8, 4, 7, len};
-    redisReply *r = command(st, 4, argv, argvlen);
-    if (!r)
-        return STATUS_EUNAVAILABLE;
-    int rc = STATUS_OK;
-    if (r->type == REDIS_REPLY_ERROR) {
-        set_error(st, "loading the query library failed: %.200s", r->str);
-        rc = map_redis_error(r->str) == STATUS_EUNAVAILABLE ? STATUS_EUNAVAILABLE : STATUS_EPROTO;
-    } else if (r->type != REDIS_REPLY_STRING || strcmp(r->str, "charter") != 0) {
-        set_error(st, "loading the query library gave an unexpected reply");
-        rc = STATUS_EPROTO;
-    }
-    freeReplyObject(r);
-    return rc;
+    return function_load(st, source, len, true);
 }
 
 /* FCALL charter_version with no key on the current connection (a keyless call runs on any
