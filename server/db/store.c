@@ -1560,21 +1560,8 @@ static int load_library(store *st, const char *source, size_t len)
     if (st->cluster)
         return load_library_everywhere(st, source, len);
     int rc = ensure_connected(st);
-    if (rc != STATUS_OK)
-        return rc;
-    const char *argv[4] = {"FUNCTION", "LOAD", "REPLACE", source};
-    size_t argvlen[4] = {8, 4, 7, len};
-    redisReply *r = command(st, 4, argv, argvlen);
-    if (!r)
-        return STATUS_EUNAVAILABLE;
-    if (r->type == REDIS_REPLY_ERROR) {
-        set_error(st, "loading the query library failed: %.200s", r->str);
-        rc = map_redis_error(r->str) == STATUS_EUNAVAILABLE ? STATUS_EUNAVAILABLE : STATUS_EPROTO;
-    } else if (r->type != REDIS_REPLY_STRING || strcmp(r->str, "charter") != 0) {
-        set_error(st, "loading the query library gave an unexpected reply");
-        rc = STATUS_EPROTO;
-    }
-    freeReplyObject(r);
+    if (rc == STATUS_OK)
+        rc = function_load(st, source, len, true);
     if (rc != STATUS_OK)
         return rc;
     return check_version(st);
