@@ -9,6 +9,7 @@ local check_text, check_id_list = validation.check_text, validation.check_id_lis
 local check_object_list = validation.check_object_list
 local check_count, check_bool = validation.check_count, validation.check_bool
 local check_label, json_arg = validation.check_label, validation.json_arg
+local json_list_arg = validation.json_list_arg
 local prefix, hex64 = validation.prefix, validation.hex64
 local now, hash, members, exists = graph.now, graph.hash, graph.members, graph.exists
 local decode_list, encode_list = graph.decode_list, graph.encode_list
@@ -211,7 +212,7 @@ errors: not_found (run, context, an input, the resource), invalid (arguments; th
 -- this call reads them again, so a summary swapped in between would be folded into the new
 -- summary, which charterd then seals. Raises invalid or refused; reads only.
 local function check_verified_parents(P, inputs, text)
-    local list = check_object_list(json_arg(text, 'verified'), 'verified')
+    local list = check_object_list(json_list_arg(text, 'verified'), 'verified')
     local want, named = {}, {}
     for i, v in ipairs(list) do
         local id = check_id(v.id, 'verified[' .. i .. '].id')

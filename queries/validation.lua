@@ -253,8 +253,21 @@ local function json_arg(s, what)
         raise('invalid', what .. ' is required')
     end
     local ok, v = pcall(cjson.decode, s)
-    if not ok or type(v) ~= 'table' then
+    -- cjson decodes [] and {} alike: an array is told apart by its first character.
+    if not ok or type(v) ~= 'table' or not s:find('^[ \t\r\n]*{') then
         raise('invalid', what .. ' must be a JSON object')
+    end
+    return v
+end
+
+-- A JSON array argument, decoded (its items are checked by the caller).
+local function json_list_arg(s, what)
+    if type(s) ~= 'string' then
+        raise('invalid', what .. ' is required')
+    end
+    local ok, v = pcall(cjson.decode, s)
+    if not ok or type(v) ~= 'table' or not s:find('^[ \t\r\n]*%[') then
+        raise('invalid', what .. ' must be a JSON array')
     end
     return v
 end
@@ -288,6 +301,7 @@ validation.INTEGRITY_NAMES = INTEGRITY_NAMES
 validation.check_label = check_label
 validation.check_time = check_time
 validation.json_arg = json_arg
+validation.json_list_arg = json_list_arg
 validation.prefix = prefix
 validation.hex64 = hex64
 end

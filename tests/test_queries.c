@@ -1850,6 +1850,11 @@ static void test_commit_delivery_refuses_and_writes_nothing(void)
     a = commit_arg(&w, "inv-bad");
     json_object_set_new(a, "content_sha1", json_string("xyz"));
     CU_ASSERT_EQUAL(writer_rc(&w.g, "commit_delivery", a), STATUS_EINVAL);
+    /* an array where an object is meant (cjson decodes [] and {} alike) */
+    json_t *none = NULL;
+    const char *array[1] = {"[]"};
+    CU_ASSERT_EQUAL(store_call(w.g.st, "seed", 1, array, &none), STATUS_EINVAL);
+    CU_ASSERT_PTR_NULL(none);
     char *after = graph_dump(w.g.raw, w.g.graph);
     CU_ASSERT_STRING_EQUAL(after, before);
     free(before);
