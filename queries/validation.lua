@@ -248,28 +248,26 @@ local function check_time(v, what)
     return string.format('%.6f', secs)
 end
 
-local function json_arg(s, what)
+-- A JSON argument decoded, its text matching start (white space, then the opening bracket):
+-- cjson decodes [] and {} alike, so an array and an object are told apart by that bracket.
+local function json_decoded(s, what, start, noun)
     if type(s) ~= 'string' then
         raise('invalid', what .. ' is required')
     end
     local ok, v = pcall(cjson.decode, s)
-    -- cjson decodes [] and {} alike: an array is told apart by its first character.
-    if not ok or type(v) ~= 'table' or not s:find('^[ \t\r\n]*{') then
-        raise('invalid', what .. ' must be a JSON object')
+    if not ok or type(v) ~= 'table' or not s:find(start) then
+        raise('invalid', what .. ' must be a JSON ' .. noun)
     end
     return v
 end
 
+local function json_arg(s, what)
+    return json_decoded(s, what, '^[ \t\r\n]*{', 'object')
+end
+
 -- A JSON array argument, decoded (its items are checked by the caller).
 local function json_list_arg(s, what)
-    if type(s) ~= 'string' then
-        raise('invalid', what .. ' is required')
-    end
-    local ok, v = pcall(cjson.decode, s)
-    if not ok or type(v) ~= 'table' or not s:find('^[ \t\r\n]*%[') then
-        raise('invalid', what .. ' must be a JSON array')
-    end
-    return v
+    return json_decoded(s, what, '^[ \t\r\n]*%[', 'array')
 end
 
 -- The graph prefix: the only key, "charter:{G}".
