@@ -176,6 +176,36 @@ json_t *mcp_live_list(const mcp_server *srv)
     return list;
 }
 
+/* RecordOutput of content under title in the session's context, derived from inputs (n): on
+ * allow the output's id into id (48 bytes) and, when artifact is not NULL, its metadata into
+ * *artifact. Returns NULL, or the refusal. */
+static json_t *record_as_output(mcp_server *srv, mcp_session *s, char **inputs, size_t n,
+                                const char *title, const char *content, char *id, json_t **artifact)
+{
+    Charter__V1__RecordOutputRequest req = CHARTER__V1__RECORD_OUTPUT_REQUEST__INIT;
+    req.context_id = s->context_id;
+    req.input_ids = inputs;
+    req.n_input_ids = n;
+    req.title = (char *)title;
+    req.content = (char *)content;
+    Charter__V1__RecordOutputResponse *resp = NULL;
+    charter_status st;
+    int rc = charter_record_output(srv->client, &req, &resp, &st);
+    if (rc != 0)
+        return mcp_rpc_refusal(rc, &st);
+    json_t *r = NULL;
+    if (resp->decision && resp->decision->outcome == CHARTER__V1__OUTCOME__ALLOW &&
+        resp->artifact) {
+        snprintf(id, 48, "%s", resp->artifact->id);
+        if (artifact != NULL)
+            *artifact = mcp_artifact_json(resp->artifact, false);
+    } else {
+        r = mcp_result(mcp_decision_json(resp->decision), true);
+    }
+    charter__v1__record_output_response__free_unpacked(resp, NULL);
+    return r;
+}
+
 /* ---- observe ----------------------------------------------------------------------------- */
 
 /* The observed source (id) as the model reported it, once the session was shown anything: the
@@ -200,27 +230,8 @@ static json_t *observed_as_written(mcp_server *srv, mcp_session *s, const char *
     inputs[s->n_shown] = (char *)id;
     char title[128];
     snprintf(title, sizeof title, "observed from %.64s, as the agent reported it", resource);
-    Charter__V1__RecordOutputRequest req = CHARTER__V1__RECORD_OUTPUT_REQUEST__INIT;
-    req.context_id = s->context_id;
-    req.input_ids = inputs;
-    req.n_input_ids = s->n_shown + 1;
-    req.title = title;
-    req.content = (char *)content;
-    Charter__V1__RecordOutputResponse *resp = NULL;
-    charter_status st;
-    int rc = charter_record_output(srv->client, &req, &resp, &st);
+    json_t *r = record_as_output(srv, s, inputs, s->n_shown + 1, title, content, out, artifact);
     free(inputs);
-    if (rc != 0)
-        return mcp_rpc_refusal(rc, &st);
-    json_t *r = NULL;
-    if (resp->decision && resp->decision->outcome == CHARTER__V1__OUTCOME__ALLOW &&
-        resp->artifact) {
-        snprintf(out, 48, "%s", resp->artifact->id);
-        *artifact = mcp_artifact_json(resp->artifact, false);
-    } else {
-        r = mcp_result(mcp_decision_json(resp->decision), true);
-    }
-    charter__v1__record_output_response__free_unpacked(resp, NULL);
     return r;
 }
 
@@ -308,24 +319,7 @@ static json_t *record_value(mcp_server *srv, mcp_session *s, const char *name, c
         return NULL;
     char title[96];
     snprintf(title, sizeof title, "value of argument %.64s", name);
-    Charter__V1__RecordOutputRequest req = CHARTER__V1__RECORD_OUTPUT_REQUEST__INIT;
-    req.context_id = s->context_id;
-    req.input_ids = s->shown;
-    req.n_input_ids = s->n_shown;
-    req.title = title;
-    req.content = (char *)value;
-    Charter__V1__RecordOutputResponse *resp = NULL;
-    charter_status st;
-    int rc = charter_record_output(srv->client, &req, &resp, &st);
-    if (rc != 0)
-        return mcp_rpc_refusal(rc, &st);
-    json_t *r = NULL;
-    if (resp->decision && resp->decision->outcome == CHARTER__V1__OUTCOME__ALLOW && resp->artifact)
-        snprintf(id, 48, "%s", resp->artifact->id);
-    else
-        r = mcp_result(mcp_decision_json(resp->decision), true);
-    charter__v1__record_output_response__free_unpacked(resp, NULL);
-    return r;
+    return record_as_output(srv, s, s->shown, s->n_shown, title, value, id, NULL);
 }
 
 /* Fills the request's arguments from args (checked against the schema already). A value with
