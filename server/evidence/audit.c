@@ -234,8 +234,8 @@ static int audit_note_commit(const json_t *e, json_t *commits, audit_result *out
     json_t *detail = json_loads(audit_str(e, "detail"), 0, NULL);
     const char *inv = audit_str(detail, "invocation_id");
     uint64_t at = (uint64_t)json_integer_value(json_object_get(e, "at"));
+    json_t *before = json_object_get(commits, inv); /* "" is never noted */
     int rc = 0;
-    json_t *before = *inv != '\0' ? json_object_get(commits, inv) : NULL;
     if (before != NULL)
         rc =
             audit_fail(out, at,
@@ -604,7 +604,7 @@ int audit_chain(store *st, const char *run_id, audit_result *out)
             after = (uint64_t)json_integer_value(json_object_get(e, "at"));
             found = audit_place(st, e, json_array_get(events, i + 1), &run, &head_seq, &verified,
                                 records, out);
-            if (found == 0 && !json_is_true(json_object_get(e, "missing")))
+            if (found == 0) /* a missing place has no kind: nothing to note */
                 found = audit_note_commit(e, commits, out);
             if (found != 0)
                 break;
